@@ -1,0 +1,29 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench test-cuda clean
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m fnx.demo
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+bench: $(STAMP)
+	$(PY) -m benchmarks
+
+test-cuda:
+	PYTHONPATH=. python3 -m pytest -m cuda tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,17 @@
+"""fnx: eager tensors with autograd, composable functional transforms and a kernel compiler."""
+from . import core, dtypes
+from .device import device
+from .dtypes import (bfloat16, bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype,
+                     half, iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,
+                     set_default_dtype, short, uint8)
+from .tensor import Size, Tensor
+from . import autograd
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .ops.creation import *  # noqa: F401,F403  (each ops module lists its public names in __all__)
+from .ops.elementwise import *  # noqa: F401,F403
+from .ops.reduce import *  # noqa: F401,F403
+from .ops.shape import *  # noqa: F401,F403
+from . import _methods  # noqa: F401  (attaches ops to Tensor)
+from . import cuda
+
+__version__ = "0.1.0"

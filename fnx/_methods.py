@@ -1,0 +1,88 @@
+"""Attach fnx ops to `Tensor` as methods, operators and in-place variants.
+
+Methods are the module-level functions themselves, so `x.exp()` and
+`fnx.exp(x)` run the same code.
+"""
+from __future__ import annotations
+
+from .ops import creation, elementwise as ew, inplace, reduce, shape
+from .tensor import Tensor
+
+_METHODS = {
+    # elementwise
+    "add": ew.add, "sub": ew.sub, "subtract": ew.sub, "mul": ew.mul, "multiply": ew.mul, "div": ew.div,
+    "divide": ew.div, "true_divide": ew.true_divide, "floor_divide": ew.floor_divide, "remainder": ew.remainder,
+    "fmod": ew.fmod, "pow": ew.pow, "neg": ew.neg, "negative": ew.neg, "abs": ew.abs, "absolute": ew.abs,
+    "sign": ew.sign, "exp": ew.exp, "exp2": ew.exp2, "expm1": ew.expm1, "log": ew.log, "log2": ew.log2,
+    "log10": ew.log10, "log1p": ew.log1p, "sqrt": ew.sqrt, "rsqrt": ew.rsqrt, "square": ew.square,
+    "reciprocal": ew.reciprocal, "sin": ew.sin, "cos": ew.cos, "tan": ew.tan, "tanh": ew.tanh, "sinh": ew.sinh,
+    "cosh": ew.cosh, "asin": ew.asin, "acos": ew.acos, "atan": ew.atan, "arcsin": ew.asin, "arccos": ew.acos,
+    "arctan": ew.atan, "atan2": ew.atan2, "arctan2": ew.atan2, "sigmoid": ew.sigmoid, "relu": ew.relu,
+    "erf": ew.erf, "floor": ew.floor, "ceil": ew.ceil, "round": ew.round, "trunc": ew.trunc, "fix": ew.trunc,
+    "clamp": ew.clamp, "clip": ew.clamp, "clamp_min": ew.clamp_min, "clamp_max": ew.clamp_max,
+    "maximum": ew.maximum, "minimum": ew.minimum, "where": lambda self, condition, other: ew.where(condition, self,
+                                                                                                   other),
+    "isnan": ew.isnan, "isinf": ew.isinf, "isfinite": ew.isfinite, "nan_to_num": ew.nan_to_num, "lerp": ew.lerp,
+    "eq": ew.eq, "ne": ew.ne, "lt": ew.lt, "le": ew.le, "gt": ew.gt, "ge": ew.ge, "less": ew.lt,
+    "greater": ew.gt, "less_equal": ew.le, "greater_equal": ew.ge, "not_equal": ew.ne,
+    "logical_and": ew.logical_and, "logical_or": ew.logical_or, "logical_xor": ew.logical_xor,
+    "logical_not": ew.logical_not, "xlogy": ew.xlogy, "hypot": ew.hypot, "copysign": ew.copysign,
+    "logaddexp": ew.logaddexp, "sinc": ew.sinc,
+    # reductions
+    "sum": reduce.sum, "mean": reduce.mean, "var": reduce.var, "std": reduce.std, "amax": reduce.amax,
+    "amin": reduce.amin, "argmax": reduce.argmax, "argmin": reduce.argmin, "logsumexp": reduce.logsumexp,
+    "all": reduce.all, "any": reduce.any,
+    # shape
+    "reshape": shape.reshape, "view": shape.view, "view_as": shape.view_as, "reshape_as": shape.reshape_as,
+    "flatten": shape.flatten, "unflatten": shape.unflatten, "squeeze": shape.squeeze, "unsqueeze": shape.unsqueeze,
+    "permute": shape.permute, "transpose": shape.transpose, "swapaxes": shape.swapaxes, "swapdims": shape.swapaxes,
+    "movedim": shape.movedim, "moveaxis": shape.movedim, "expand": shape.expand, "expand_as": shape.expand_as,
+    "broadcast_to": shape.broadcast_to,
+    # copies
+    "clone": creation.clone, "contiguous": creation.contiguous,
+}
+
+_INPLACE = {
+    "add_": ew.add, "sub_": ew.sub, "mul_": ew.mul, "div_": ew.div, "true_divide_": ew.true_divide,
+    "floor_divide_": ew.floor_divide, "remainder_": ew.remainder, "fmod_": ew.fmod, "pow_": ew.pow, "neg_": ew.neg,
+    "abs_": ew.abs, "sign_": ew.sign, "exp_": ew.exp, "expm1_": ew.expm1, "log_": ew.log, "log1p_": ew.log1p,
+    "log2_": ew.log2, "log10_": ew.log10, "sqrt_": ew.sqrt, "rsqrt_": ew.rsqrt, "square_": ew.square,
+    "reciprocal_": ew.reciprocal, "sin_": ew.sin, "cos_": ew.cos, "tan_": ew.tan, "tanh_": ew.tanh,
+    "sigmoid_": ew.sigmoid, "relu_": ew.relu, "erf_": ew.erf, "floor_": ew.floor, "ceil_": ew.ceil,
+    "round_": ew.round, "trunc_": ew.trunc, "clamp_": ew.clamp, "clip_": ew.clamp, "clamp_min_": ew.clamp_min,
+    "clamp_max_": ew.clamp_max, "lerp_": ew.lerp, "nan_to_num_": ew.nan_to_num, "maximum_": ew.maximum,
+    "minimum_": ew.minimum, "atan2_": ew.atan2, "logical_not_": ew.logical_not,
+}
+
+_OPERATORS = {
+    "__add__": ew.add, "__radd__": lambda s, o: ew.add(o, s), "__sub__": ew.sub,
+    "__rsub__": lambda s, o: ew.sub(o, s), "__mul__": ew.mul, "__rmul__": lambda s, o: ew.mul(o, s),
+    "__truediv__": ew.true_divide, "__rtruediv__": lambda s, o: ew.true_divide(o, s),
+    "__floordiv__": ew.floor_divide, "__rfloordiv__": lambda s, o: ew.floor_divide(o, s),
+    "__mod__": ew.remainder, "__rmod__": lambda s, o: ew.remainder(o, s), "__pow__": ew.pow,
+    "__rpow__": lambda s, o: ew.pow(o, s), "__neg__": ew.neg, "__pos__": lambda s: s, "__abs__": ew.abs,
+    "__invert__": ew.bitwise_not, "__and__": ew.bitwise_and, "__rand__": lambda s, o: ew.bitwise_and(s, o),
+    "__or__": ew.bitwise_or, "__ror__": lambda s, o: ew.bitwise_or(s, o), "__xor__": ew.bitwise_xor,
+    "__rxor__": lambda s, o: ew.bitwise_xor(s, o), "__eq__": ew.eq, "__ne__": ew.ne, "__lt__": ew.lt,
+    "__le__": ew.le, "__gt__": ew.gt, "__ge__": ew.ge,
+}
+
+_INPLACE_OPERATORS = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
+                      "__ifloordiv__": "floor_divide_", "__imod__": "remainder_", "__ipow__": "pow_"}
+
+
+def attach(methods: dict, inplace_ops: dict | None = None) -> None:
+    """Add `methods` (name -> function) and in-place variants (name_ -> out-of-place function) to Tensor."""
+    for name, fn in methods.items():
+        setattr(Tensor, name, fn)
+    for name, fn in (inplace_ops or {}).items():
+        setattr(Tensor, name, inplace.inplace(fn, name))
+
+
+attach(_METHODS, _INPLACE)
+attach(_OPERATORS)
+for _dunder, _name in _INPLACE_OPERATORS.items():
+    setattr(Tensor, _dunder, getattr(Tensor, _name))
+Tensor.fill_ = inplace.fill_
+Tensor.zero_ = inplace.zero_
+Tensor.copy_ = inplace.copy_

@@ -1,0 +1,11 @@
+"""Eager autograd: the tape, backward, grad modes, custom Functions and debugging aids."""
+from . import tape
+from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from .engine import backward, grad
+from .function import Function, FunctionCtx
+from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .gradcheck import GradcheckError, gradcheck
+
+__all__ = ["backward", "grad", "Function", "FunctionCtx", "no_grad", "enable_grad", "set_grad_enabled",
+           "inference_mode", "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
+           "gradcheck", "GradcheckError", "tape"]

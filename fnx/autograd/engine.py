@@ -1,0 +1,186 @@
+"""Backward: walk the tape's nodes in reverse topological order and apply each node's vjp rule."""
+from __future__ import annotations
+
+from .. import core
+from ..core import FnxRuntimeError
+from . import tape
+
+__all__ = ["backward", "grad"]
+
+
+def _toposort(roots) -> list:
+    """Nodes reachable from `roots`, each after every node that consumes it."""
+    order, seen = [], set()
+    for root in roots:
+        if root is None or id(root) in seen or not _is_node(root):
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.parents))]
+        while stack:
+            node, it = stack[-1]
+            for p in it:
+                if p is not None and _is_node(p) and id(p) not in seen:
+                    seen.add(id(p))
+                    stack.append((p, iter(p.parents)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    order.reverse()
+    return order
+
+
+def _is_node(p) -> bool:
+    return not isinstance(p, core._Tensor)
+
+
+def _acc(a, b):
+    return b if a is None else a + b
+
+
+def _run_hooks(hooks, g):
+    for hook in list(hooks):
+        out = hook(g)
+        if out is not None:
+            g = out
+    return g
+
+
+def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, capture=None):
+    """Propagate `root_grads` from `roots`; accumulate into leaves' `.grad`, or into `capture` when given.
+
+    `capture` maps id(tensor or node) to a slot index; captured gradients are returned in a list.
+    """
+    captured = [None] * (len(capture) if capture else 0)
+    grads: dict = {}
+    for r, g in zip(roots, root_grads):
+        p = tape.parent_of(r)
+        if p is None:
+            raise FnxRuntimeError("element 0 of tensors does not require grad and does not have a grad_fn; "
+                                  "call .requires_grad_() on the inputs you differentiate with respect to")
+        if _is_node(p):
+            grads[id(p)] = _acc(grads.get(id(p)), g)
+        else:
+            _to_leaf(p, g, capture, captured)
+    prev = core.set_grad_enabled_flag(create_graph)
+    try:
+        for node in _toposort([tape.parent_of(r) for r in roots]):
+            g = grads.pop(id(node), None)
+            if g is None:
+                continue
+            if node.hooks:
+                g = _run_hooks(node.hooks, g)
+            if capture is not None and id(node) in capture:
+                captured[capture[id(node)]] = g
+            cots = node.apply(g)
+            if tape.anomaly_enabled:
+                _check_nan(node, cots)
+            if not retain_graph:
+                node.release()
+            for p, c in zip(node.parents, cots):
+                if p is None or c is None:
+                    continue
+                if _is_node(p):
+                    grads[id(p)] = _acc(grads.get(id(p)), c)
+                else:
+                    _to_leaf(p, c, capture, captured)
+    finally:
+        core.set_grad_enabled_flag(prev)
+    return captured
+
+
+def _to_leaf(leaf, g, capture, captured) -> None:
+    hooks = getattr(leaf, "_hooks", None)
+    if hooks:
+        g = _run_hooks(hooks, g)
+    if capture is not None:
+        slot = capture.get(id(leaf))
+        if slot is not None:
+            captured[slot] = _acc(captured[slot], g)
+        return
+    if not core.grad_enabled:
+        g = g.detach()
+    leaf._grad = g if leaf._grad is None else leaf._grad + g
+
+
+def _check_nan(node, cots) -> None:
+    for i, c in enumerate(cots):
+        if isinstance(c, core._Tensor) and tape.has_nan(c):
+            where = "".join(getattr(node, "stack", None) or ["(forward traceback unavailable)\n"])
+            raise FnxRuntimeError(f"Function '{node.name}' returned nan values in its {i}th output. The forward "
+                                  f"call that created it was:\n{where}")
+
+
+def _default_grads(outputs, gradients, op: str):
+    out = []
+    for t, g in zip(outputs, gradients):
+        if g is None:
+            if t.numel() != 1:
+                raise FnxRuntimeError(f"{op}: grad can be implicitly created only for scalar outputs, but the "
+                                      f"output has shape {list(t.shape)}; pass gradient= (a tensor of that shape)")
+            from ..ops.creation import ones_like
+
+            g = ones_like(t)
+        elif not isinstance(g, core._Tensor):
+            from ..ops.creation import tensor
+
+            g = tensor(g, dtype=t.dtype, device=t.device)
+        elif tuple(g.shape) != tuple(t.shape):
+            raise FnxRuntimeError(f"{op}: mismatch in shape: grad_output has shape {list(g.shape)} and output has "
+                                  f"shape {list(t.shape)}")
+        out.append(g)
+    return out
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _check_eager(op: str) -> None:
+    if core.transforms_active:
+        raise FnxRuntimeError(f"{op} is eager autograd and cannot run inside a functional transform "
+                              f"(grad, vmap, compile); use fnx.grad / fnx.vjp on the function instead")
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+    """Accumulate d(tensors)/d(leaf) into every leaf's `.grad` (PyTorch's `Tensor.backward`)."""
+    _check_eager("backward()")
+    outs = _as_list(tensors)
+    grads = _default_grads(outs, _as_list(grad_tensors) if grad_tensors is not None else [None] * len(outs),
+                           "backward")
+    retain = create_graph if retain_graph is None else retain_graph
+    if inputs is not None:
+        ins = _as_list(inputs)
+        got = grad(outs, ins, grads, retain_graph=retain, create_graph=create_graph, allow_unused=True)
+        for t, g in zip(ins, got):
+            if g is not None:
+                t._grad = g if t._grad is None else t._grad + g
+        return
+    run_backward(outs, grads, retain_graph=retain, create_graph=create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
+         allow_unused: bool = False, materialize_grads: bool = False):
+    """Return d(outputs)/d(inputs) without touching `.grad` (PyTorch's `torch.autograd.grad`)."""
+    _check_eager("autograd.grad()")
+    outs, ins = _as_list(outputs), _as_list(inputs)
+    gouts = _as_list(grad_outputs) if grad_outputs is not None else [None] * len(outs)
+    grads = _default_grads(outs, gouts, "autograd.grad")
+    capture = {}
+    for i, t in enumerate(ins):
+        if not t._requires_grad:
+            raise FnxRuntimeError(f"autograd.grad: input {i} does not require grad; call .requires_grad_() on it")
+        capture[id(t._node) if t._node is not None else id(t)] = i
+    retain = create_graph if retain_graph is None else retain_graph
+    got = run_backward(outs, grads, retain_graph=retain, create_graph=create_graph, capture=capture)
+    for i, g in enumerate(got):
+        if g is None:
+            if materialize_grads:
+                from ..ops.creation import zeros_like
+
+                got[i] = zeros_like(ins[i])
+            elif not allow_unused:
+                raise FnxRuntimeError(f"autograd.grad: input {i} was not used in the graph of the outputs; pass "
+                                      f"allow_unused=True if this is intended")
+    return tuple(got)
+

@@ -1,0 +1,158 @@
+"""`fnx.autograd.Function`: user-defined ops with a hand-written backward (PyTorch's API)."""
+from __future__ import annotations
+
+import traceback
+
+from .. import core
+from ..core import FnxRuntimeError
+from . import tape
+
+__all__ = ["Function", "FunctionCtx"]
+
+
+class FunctionCtx:
+    """The `ctx` passed to `forward` and `backward`."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self._saved = ()
+        self._versions = ()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors) -> None:
+        self._saved = tensors
+        self._versions = tuple(t._version[0] if t is not None else None for t in tensors)
+
+    @property
+    def saved_tensors(self):
+        if self._saved is None:
+            raise FnxRuntimeError("Trying to backward through the graph a second time: saved tensors were freed; "
+                                  "specify retain_graph=True")
+        for i, (t, v) in enumerate(zip(self._saved, self._versions)):
+            if t is not None and t._version[0] != v:
+                raise tape._modified_error("a custom Function", i, t, v)
+        return self._saved
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = value
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        self._non_diff = {id(t) for t in tensors}
+
+    def mark_dirty(self, *tensors) -> None:
+        raise NotImplementedError("autograd.Function: mark_dirty (in-place custom functions) is not supported; "
+                                  "return a new tensor from forward instead")
+
+
+class _Cotangents:
+    """Gradients of several outputs of one Function node, gathered before its backward runs."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = items
+
+    def __add__(self, other):
+        return _Cotangents([b if a is None else a if b is None else a + b for a, b in zip(self.items, other.items)])
+
+
+class _FunctionNode:
+    __slots__ = ("fn", "ctx", "parents", "outputs_meta", "hooks", "stack", "inputs", "__weakref__")
+
+    def __init__(self, fn, ctx, parents, outputs_meta, inputs):
+        self.fn, self.ctx, self.parents, self.outputs_meta, self.inputs = fn, ctx, parents, outputs_meta, inputs
+        self.hooks = None
+        self.stack = traceback.format_stack()[:-3] if tape.anomaly_enabled else None
+
+    @property
+    def name(self) -> str:
+        return f"{self.fn.__name__}Backward"
+
+    def release(self) -> None:
+        self.ctx._saved = None
+
+    def apply(self, cot):
+        items = cot.items if isinstance(cot, _Cotangents) else [cot]
+        if self.ctx.materialize_grads:
+            from ..ops.creation import zeros
+
+            items = [zeros(shape, dtype=dt, device=dev) if g is None else g
+                     for g, (shape, dt, dev) in zip(items, self.outputs_meta)]
+        grads = self.fn.backward(self.ctx, *items)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        n_in = len(self.parents)
+        if len(grads) < n_in:
+            raise FnxRuntimeError(f"function {self.name} returned an incorrect number of gradients (expected "
+                                  f"{n_in}, got {len(grads)})")
+        for i, (g, a) in enumerate(zip(grads, self.inputs)):
+            if g is not None and a is not None and tuple(g.shape) != tuple(a.shape):
+                raise FnxRuntimeError(f"function {self.name} returned an invalid gradient at index {i} - got "
+                                      f"{list(g.shape)} but expected shape compatible with {list(a.shape)}")
+        return grads[:n_in]
+
+
+class _OutputOf:
+    """Output `index` of a multi-output Function node."""
+
+    __slots__ = ("parents", "index", "n", "hooks", "__weakref__")
+
+    def __init__(self, node, index: int, n: int):
+        self.parents, self.index, self.n, self.hooks = (node,), index, n, None
+
+    name = "OutputBackward"
+
+    def release(self) -> None:
+        pass
+
+    def apply(self, cot):
+        items = [None] * self.n
+        items[self.index] = cot
+        return (_Cotangents(items),)
+
+
+class Function:
+    """Subclass with static `forward(ctx, *args)` and `backward(ctx, *grads)`; call with `.apply(*args)`."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("autograd.Function subclasses must define forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("autograd.Function subclasses must define backward(ctx, *grads)")
+
+    @classmethod
+    def apply(cls, *args):
+        if core.transforms_active:
+            raise FnxRuntimeError(f"{cls.__name__}.apply: autograd.Function is eager-only; inside fnx.grad/vmap/"
+                                  f"compile use fnx.custom_vjp instead")
+        Tensor = core._Tensor
+        needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        ctx = FunctionCtx(needs)
+        prev = core.set_grad_enabled_flag(False)
+        try:
+            outs = cls.forward(ctx, *args)
+        finally:
+            core.set_grad_enabled_flag(prev)
+        if not (core.grad_enabled and any(needs)):
+            return outs
+        single = not isinstance(outs, tuple)
+        out_list = [outs] if single else list(outs)
+        for i, o in enumerate(out_list):
+            if any(o is a for a in args):
+                out_list[i] = o.detach()
+        tensors = [o for o in out_list if isinstance(o, Tensor)]
+        inputs = tuple(a if isinstance(a, Tensor) else None for a in args)
+        parents = tuple(tape.parent_of(a) if isinstance(a, Tensor) else None for a in args)
+        meta = [(tuple(o.shape), o.dtype, o.device) for o in tensors]
+        node = _FunctionNode(cls, ctx, parents, meta, inputs)
+        non_diff = getattr(ctx, "_non_diff", set())
+        k = 0
+        for o in out_list:
+            if not isinstance(o, Tensor):
+                continue
+            if id(o) not in non_diff and o.dtype.is_floating_point:
+                o._node = node if len(tensors) == 1 else _OutputOf(node, k, len(tensors))
+                o._requires_grad = True
+            k += 1
+        return out_list[0] if single else tuple(out_list)

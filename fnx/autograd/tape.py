@@ -1,0 +1,159 @@
+"""The eager autograd tape: one `Node` per recorded op, holding what its vjp rule needs.
+
+`record` is called by `core.bind` when grad mode is on and an input
+requires grad. A node keeps its primitive, params, the input tensors, the
+nodes that produced them (captured now, so later in-place ops cannot rewire
+the graph) and version counters that detect in-place changes to saved values.
+"""
+from __future__ import annotations
+
+import traceback
+import weakref
+
+from .. import core
+from .. import dtypes as _dt
+from ..core import FnxRuntimeError
+from ..device import device_of_array
+from ..tensor import init_from_array
+
+__all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle"]
+
+_FLOAT_NP = frozenset(d.np for d in _dt.ALL if d.is_floating_point)
+anomaly_enabled = False
+
+
+class Node:
+    """A recorded application of a primitive: the tensor's `grad_fn`."""
+
+    __slots__ = ("prim", "params", "inputs", "parents", "versions", "out_value", "out_version", "hooks", "stack",
+                 "__weakref__")
+
+    def __init__(self, prim, params, inputs, parents, versions, out_value, out_version):
+        self.prim, self.params, self.inputs, self.parents = prim, params, inputs, parents
+        self.versions, self.out_value, self.out_version = versions, out_value, out_version
+        self.hooks = None
+        self.stack = traceback.format_stack()[:-3] if anomaly_enabled else None
+
+    @property
+    def name(self) -> str:
+        return f"{self.prim.name.capitalize()}Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+    @property
+    def next_functions(self):
+        return tuple((p if isinstance(p, Node) else None, 0) for p in self.parents)
+
+    def release(self) -> None:
+        self.inputs = self.out_value = None
+
+    def check_saved(self) -> None:
+        if self.inputs is None:
+            raise FnxRuntimeError(
+                f"Trying to backward through the graph a second time (through {self.name}): its saved tensors "
+                f"were freed by the first backward. Specify retain_graph=True in the first .backward() or "
+                f"autograd.grad() call if you need to backward twice.")
+        prim = self.prim
+        if prim.saves_inputs:
+            for i, (a, v) in enumerate(zip(self.inputs, self.versions)):
+                if a._version[0] != v:
+                    raise _modified_error(self.name, i, a, v)
+        if prim.saves_output and self.out_version[0][0] != self.out_version[1]:
+            ver, at = self.out_version
+            raise FnxRuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: the output of {self.name} is at version {ver[0]}; expected version {at} instead. "
+                f"Use an out-of-place op (x = x.op(...)) or .clone() the tensor before modifying it.")
+
+    def apply(self, cot):
+        self.check_saved()
+        out = core._tensor_new(core._Tensor)
+        init_from_array(out, self.out_value, device_of_array(self.out_value))
+        out._node, out._requires_grad = self, True
+        return self.prim.vjp(cot, self.inputs, out, **self.params)
+
+
+def _modified_error(name: str, i: int, a, v: int) -> FnxRuntimeError:
+    return FnxRuntimeError(
+        f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+        f"input {i} of {name} ({a.dtype.name}{list(a.shape)}) is at version {a._version[0]}; expected version "
+        f"{v} instead. Use an out-of-place op (x = x.op(...)) or .clone() the tensor before modifying it.")
+
+
+def parent_of(a):
+    """What gradient flows to from tensor `a`: its node, itself (a leaf that requires grad), or None."""
+    if a._node is not None:
+        return a._node
+    return a if a._requires_grad else None
+
+
+def record(prim, args, params, out):
+    if out._value.dtype not in _FLOAT_NP or not prim.differentiable:
+        return out
+    if len(args) == 1:
+        a = args[0]
+        parents = (a._node if a._node is not None else (a if a._requires_grad else None),)
+        versions = (a._version[0],) if prim.saves_inputs else None
+    else:
+        parents = tuple([parent_of(a) for a in args])
+        versions = tuple([a._version[0] for a in args]) if prim.saves_inputs else None
+    ver = out._version
+    out._node = Node(prim, params, args, parents, versions, out._value,
+                     (ver, ver[0]) if prim.saves_output else None)
+    out._requires_grad = True
+    return out
+
+
+core.record_hook = record
+
+
+class RemovableHandle:
+    """Returned by `register_hook`; `.remove()` unregisters the hook."""
+
+    def __init__(self, hooks: list, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def register_hook(t, hook) -> RemovableHandle:
+    """Call `hook(grad)` when the gradient of `t` is computed; a non-None return replaces the gradient."""
+    if not t._requires_grad:
+        raise FnxRuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
+    if t._node is None:
+        hooks = getattr(t, "_hooks", None)
+        if hooks is None:
+            hooks = t._hooks = []
+    else:
+        hooks = t._node.hooks
+        if hooks is None:
+            hooks = t._node.hooks = []
+    hooks.append(hook)
+    return RemovableHandle(hooks, hook)
+
+
+def retain_grad(t) -> None:
+    """Keep `.grad` of a non-leaf tensor after backward."""
+    if not t._requires_grad:
+        raise FnxRuntimeError("retain_grad: can't retain_grad on a tensor that has requires_grad=False")
+    if t._node is None or getattr(t, "_retains_grad", False):
+        return
+    ref = weakref.ref(t)
+
+    def keep(grad):
+        target = ref()
+        if target is not None:
+            g = grad.detach()
+            target._grad = g if target._grad is None else target._grad + g
+
+    t._retains_grad = True
+    register_hook(t, keep)
+
+
+def has_nan(t) -> bool:
+    v = t._value
+    return bool(v.dtype in _FLOAT_NP and t._device.xp.isnan(v).any())
+

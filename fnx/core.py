@@ -1,0 +1,308 @@
+"""Primitives, `bind` and the trace stack: the one dispatch point of fnx.
+
+Every op is a `Primitive` carrying its rules (impl, abstract, vjp, jvp,
+batch, lower). `bind` runs a primitive: with no transform active it calls
+`impl` on the arrays directly (the eager fast path) and, if an input requires
+grad, records a node on the autograd tape. When a transform is active, the
+arguments are lifted to the top trace, which interprets the primitive
+(JAX's classic trace stack with levels, as in Autodidax).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable
+
+import numpy as np
+
+from . import dtypes as _dt
+
+__all__ = ["Primitive", "bind", "ShapedArray", "Trace", "Tracer", "MainTrace", "new_main"]
+
+_ndarray = np.ndarray
+
+
+class ShapedArray:
+    """An abstract value: shape, dtype and device, without data."""
+
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, shape: tuple, dtype: _dt.dtype, device):
+        self.shape, self.dtype, self.device = tuple(shape), dtype, device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, ShapedArray) and self.shape == other.shape and self.dtype is other.dtype
+                and self.device is other.device)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, self.device))
+
+    def str_short(self) -> str:
+        return f"{_SHORT[self.dtype.name]}[{','.join(map(str, self.shape))}]"
+
+    __repr__ = str_short
+
+
+_SHORT = {"bool": "bool", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+          "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+
+
+def _missing_rule(rule: str):
+    def fail(self_name):
+        def raiser(*args, **params):
+            raise NotImplementedError(f"primitive '{self_name}' has no {rule} rule, so it does not support that "
+                                      f"transform")
+        return raiser
+    return fail
+
+
+class Primitive:
+    """An operation with all of its rules. Rules default to a clear error naming the primitive."""
+
+    __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "batch", "lower", "view", "saves_inputs",
+                 "saves_output", "multiple_results", "differentiable")
+
+    def __init__(self, name: str, *, view: bool = False, saves_inputs: bool = True, saves_output: bool = False,
+                 multiple_results: bool = False, differentiable: bool = True):
+        self.name = name
+        for rule in ("impl", "abstract", "vjp", "jvp", "batch", "lower"):
+            setattr(self, rule, _missing_rule(rule)(name))
+        self.view = view                    # eager output may alias the first input (shares its version counter)
+        self.saves_inputs = saves_inputs    # the vjp reads primal inputs: guard them with version counters
+        self.saves_output = saves_output    # the vjp reads the output
+        self.multiple_results = multiple_results
+        self.differentiable = differentiable
+
+    def bind(self, *args, **params):
+        return bind(self, *args, **params)
+
+    def def_impl(self, fn: Callable) -> Callable:
+        self.impl = fn
+        return fn
+
+    def def_abstract(self, fn: Callable) -> Callable:
+        self.abstract = fn
+        return fn
+
+    def def_vjp(self, fn: Callable) -> Callable:
+        self.vjp = fn
+        return fn
+
+    def def_jvp(self, fn: Callable) -> Callable:
+        self.jvp = fn
+        return fn
+
+    def def_batch(self, fn: Callable) -> Callable:
+        self.batch = fn
+        return fn
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+# ---------------------------------------------------------------- global state read by the fast path
+grad_enabled = True        # fnx.no_grad() and friends flip this
+transforms_active = False  # True while any trace above the eager one exists
+record_hook = None         # set by fnx.autograd.tape: records a node for an eager op
+
+
+def set_grad_enabled_flag(flag: bool) -> bool:
+    global grad_enabled
+    prev, grad_enabled = grad_enabled, bool(flag)
+    return prev
+
+
+def bind(prim: Primitive, *args, **params):
+    """Apply `prim` to tensors `args`; the single entry point of every op."""
+    if transforms_active:
+        return _bind_traced(prim, args, params)
+    a0 = args[0]
+    dev = a0._device
+    try:
+        if len(args) == 1:
+            out = prim.impl(dev._xp, a0._value, **params)
+        else:
+            for a in args:
+                if a._device is not dev:
+                    raise _device_mismatch(prim, args)
+            out = prim.impl(dev._xp, *[a._value for a in args], **params)
+    except _FnxError:
+        raise
+    except Exception as e:
+        raise explain_failure(prim, args, params, e) from e
+    if type(out) is not _ndarray:
+        out = dev._xp.asarray(out)
+    t = _tensor_new(_Tensor)
+    t._value = out
+    t._device = dev
+    t._node = None
+    t._requires_grad = False
+    t._grad = None
+    t._version = [0] if not prim.view else a0._version
+    t._base = None if not prim.view else (a0._base or a0)
+    if grad_enabled:
+        for a in args:
+            if a._requires_grad:
+                return record_hook(prim, args, params, t)
+    return t
+
+
+class _FnxError(Exception):
+    """Marker base for errors already phrased by fnx (they pass through `bind` untouched)."""
+
+
+class FnxRuntimeError(_FnxError, RuntimeError):
+    pass
+
+
+class FnxValueError(_FnxError, ValueError):
+    pass
+
+
+class FnxTypeError(_FnxError, TypeError):
+    pass
+
+
+class FnxIndexError(_FnxError, IndexError):
+    pass
+
+
+def _device_mismatch(prim: Primitive, args) -> FnxRuntimeError:
+    devs = sorted({str(a.device) for a in args})
+    return FnxRuntimeError(f"{prim.name}: expected all tensors to be on the same device, but found devices "
+                           f"{' and '.join(devs)}; move them with .to(device) first (fnx never moves data silently)")
+
+
+def explain_failure(prim: Primitive, args, params, exc: Exception) -> Exception:
+    """Turn a backend error into fnx's own: run the abstract rule, which names the op, shapes and dtypes."""
+    try:
+        prim.abstract(*[a.aval for a in args], **params)
+    except _FnxError as clear:
+        return clear
+    except NotImplementedError:
+        pass
+    shapes = ", ".join(f"{a.dtype.name}{list(a.shape)}" for a in args)
+    return FnxRuntimeError(f"{prim.name} failed on inputs ({shapes}) with params {params}: {exc}")
+
+
+# ---------------------------------------------------------------- trace stack (used by fnx.transforms)
+class MainTrace:
+    """One transform in progress: its level in the stack and its trace class."""
+
+    __slots__ = ("level", "trace_type", "global_data")
+
+    def __init__(self, level: int, trace_type: type, global_data: Any = None):
+        self.level, self.trace_type, self.global_data = level, trace_type, global_data
+
+    def __repr__(self) -> str:
+        return f"MainTrace({self.level}, {self.trace_type.__name__})"
+
+
+class Trace:
+    """Interprets primitives applied to its tracers."""
+
+    __slots__ = ("main",)
+
+    def __init__(self, main: MainTrace):
+        self.main = main
+
+    def pure(self, val):
+        raise NotImplementedError
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, tracers, params):
+        raise NotImplementedError
+
+
+class EvalTrace(Trace):
+    """Level 0: run the primitive eagerly (impl plus the autograd tape)."""
+
+    __slots__ = ()
+
+    def pure(self, val):
+        return val
+
+    lift = pure
+
+    def process_primitive(self, prim, tracers, params):
+        global transforms_active
+        prev, transforms_active = transforms_active, False
+        try:
+            return bind(prim, *tracers, **params)
+        finally:
+            transforms_active = prev
+
+
+trace_stack: list[MainTrace] = [MainTrace(0, EvalTrace)]
+dynamic_trace: MainTrace = trace_stack[0]
+
+
+@contextmanager
+def new_main(trace_type: type, global_data: Any = None, dynamic: bool = False):
+    """Push a transform's main trace; with `dynamic`, every op binds to it (staging for compile)."""
+    global transforms_active, dynamic_trace
+    main = MainTrace(len(trace_stack), trace_type, global_data)
+    trace_stack.append(main)
+    prev_active, prev_dynamic = transforms_active, dynamic_trace
+    transforms_active = True
+    if dynamic:
+        dynamic_trace = main
+    try:
+        yield main
+    finally:
+        trace_stack.pop()
+        transforms_active, dynamic_trace = prev_active, prev_dynamic
+
+
+def _bind_traced(prim: Primitive, args, params):
+    top = find_top_trace(args)
+    tracers = [full_raise(top, a) for a in args]
+    out = top.process_primitive(prim, tracers, params)
+    if prim.multiple_results:
+        return [full_lower(o) for o in out]
+    return full_lower(out)
+
+
+def find_top_trace(args) -> Trace:
+    top = trace_stack[0]
+    for a in args:
+        if isinstance(a, Tracer) and a._trace.main.level > top.level:
+            top = a._trace.main
+    if dynamic_trace.level > top.level:
+        top = dynamic_trace
+    return top.trace_type(top)
+
+
+def full_raise(trace: Trace, val):
+    if not isinstance(val, Tracer):
+        return trace.pure(val)
+    level = val._trace.main.level
+    if val._trace.main is trace.main:
+        return val
+    if level < trace.main.level:
+        return trace.lift(val)
+    if level > trace.main.level:
+        raise FnxRuntimeError(f"a tracer from an inner transform (level {level}) escaped into an outer one "
+                              f"(level {trace.main.level}); return values from transformed functions instead "
+                              f"of storing them in outer variables")
+    raise FnxRuntimeError(f"a tracer of a transform that has already finished (level {level}) was used; it "
+                          f"leaked out of its transform through a side effect")
+
+
+def full_lower(val):
+    if isinstance(val, Tracer):
+        return val.full_lower()
+    return val
+
+
+# Filled in by fnx.tensor (avoids an import cycle; the fast path reads module globals only).
+_Tensor: type = None  # type: ignore[assignment]
+_tensor_new = object.__new__
+
+
+class Tracer:  # replaced by fnx.tensor.Tracer, a Tensor subclass
+    pass

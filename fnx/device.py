@@ -1,0 +1,114 @@
+"""Devices: `cpu` runs on numpy, `cuda[:N]` on CuPy (imported only when first used)."""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["device", "is_cuda_available", "cuda_device_count"]
+
+_cupy = None
+_cupy_error: Exception | None = None
+
+
+def _import_cupy():
+    global _cupy, _cupy_error
+    if _cupy is None and _cupy_error is None:
+        try:
+            import cupy
+
+            cupy.cuda.runtime.getDeviceCount()
+            _cupy = cupy
+        except Exception as e:  # no CuPy, no driver or no GPU: CUDA is unavailable
+            _cupy_error = e
+    return _cupy
+
+
+def is_cuda_available() -> bool:
+    cp = _import_cupy()
+    return cp is not None and cp.cuda.runtime.getDeviceCount() > 0
+
+
+def cuda_device_count() -> int:
+    cp = _import_cupy()
+    return cp.cuda.runtime.getDeviceCount() if cp is not None else 0
+
+
+class device:
+    """Where a tensor lives: `fnx.device("cpu")`, `fnx.device("cuda")`, `fnx.device("cuda", 1)`.
+
+    Device objects are interned, so code compares them with `is`.
+    """
+
+    __slots__ = ("type", "index", "_xp")
+    _cache: dict = {}
+
+    def __new__(cls, spec="cpu", index: int | None = None):
+        if isinstance(spec, device):
+            return spec
+        key = (spec, index)
+        found = cls._cache.get(key)
+        if found is not None:
+            return found
+        if not isinstance(spec, str):
+            raise TypeError(f"device: expected a string such as 'cpu' or 'cuda:0', got {type(spec).__name__}")
+        kind, _, idx = spec.partition(":")
+        if kind not in ("cpu", "cuda"):
+            raise RuntimeError(f"device: unknown device type {kind!r} in {spec!r}; expected 'cpu' or 'cuda[:N]'")
+        if idx:
+            if index is not None:
+                raise RuntimeError(f"device: index given twice in device({spec!r}, {index})")
+            index = int(idx)
+        if kind == "cuda" and index is None:
+            index = 0
+        if kind == "cpu":
+            index = None
+        canon = (kind, index)
+        self = cls._cache.get(canon)
+        if self is None:
+            self = object.__new__(cls)
+            self.type, self.index, self._xp = kind, index, np if kind == "cpu" else None
+            cls._cache[canon] = self
+        cls._cache[key] = self
+        return self
+
+    @property
+    def xp(self):
+        """The array module of this device: numpy or cupy."""
+        xp = self._xp
+        if xp is None:
+            xp = _import_cupy()
+            if xp is None:
+                raise RuntimeError(
+                    f"device {self}: CUDA is not available ({_cupy_error}). "
+                    "Install fnx[cuda13] or fnx[cuda12] on a machine with an NVIDIA GPU, or use device='cpu'."
+                )
+            if self.index >= xp.cuda.runtime.getDeviceCount():
+                raise RuntimeError(f"device {self}: only {xp.cuda.runtime.getDeviceCount()} CUDA device(s) present")
+            self._xp = xp
+        return xp
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}')" if self.index is None else f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = device(other)
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __reduce__(self):
+        return (device, (str(self),))
+
+
+cpu = device("cpu")
+
+
+def device_of_array(arr) -> device:
+    """The device holding a numpy or CuPy array."""
+    if isinstance(arr, np.ndarray):
+        return cpu
+    return device("cuda", arr.device.id)

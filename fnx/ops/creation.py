@@ -1,0 +1,261 @@
+"""Tensor creation, device transfer and copies."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..device import cpu, device as _device_cls, device_of_array
+from ..tensor import Tensor, make
+
+
+__all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
+           "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "logspace", "eye", "clone",
+           "contiguous"]
+
+
+def _device(device) -> _device_cls:
+    return cpu if device is None else _device_cls(device)
+
+
+def _shape(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise FnxRuntimeError(f"trying to create tensor with negative dimension: {list(shape)}")
+    return shape
+
+
+def _infer_dtype(data) -> _dt.dtype:
+    """The dtype PyTorch would give Python data: bool, int64, or the default float."""
+    arr = np.asarray(data)
+    if arr.dtype.kind == "b":
+        return _dt.bool
+    if arr.dtype.kind in "iu":
+        return _dt.int64
+    if arr.dtype.kind == "f":
+        return _dt.get_default_dtype()
+    raise FnxTypeError(f"tensor: could not infer a dtype for data of numpy kind {arr.dtype} ({type(data).__name__})")
+
+
+def _host_array(data):
+    """numpy array for Python data, numpy or CuPy arrays, tensors or nested lists of tensors."""
+    if isinstance(data, Tensor):
+        return data._value
+    if isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
+        return np.stack([np.asarray(_host_array(d).get() if hasattr(_host_array(d), "get") else _host_array(d))
+                         for d in data])
+    return data
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of `data`. Python floats give float32; numpy arrays keep their dtype."""
+    src = _host_array(data)
+    if dtype is None:
+        if isinstance(src, np.ndarray) or hasattr(src, "__cuda_array_interface__") or isinstance(src, np.generic):
+            dt = _dt.from_numpy_dtype(src.dtype)
+        else:
+            dt = _infer_dtype(src)
+    else:
+        dt = _dt.as_dtype(dtype)
+    if device is None:
+        dev = device_of_array(src) if hasattr(src, "__cuda_array_interface__") else cpu
+    else:
+        dev = _device_cls(device)
+    xp = dev.xp
+    if dev is cpu and hasattr(src, "__cuda_array_interface__"):
+        src = src.get()
+    value = xp.array(src, dtype=dt.np, copy=True)
+    out = make(value, dev)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """`data` as a tensor, sharing memory when it already is one (or a numpy array) of that dtype/device."""
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype) if (device or dtype) else data
+    if isinstance(data, np.ndarray) and (device is None or _device_cls(device) is cpu):
+        if dtype is None or _dt.as_dtype(dtype).np == data.dtype:
+            return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+asarray = as_tensor
+
+
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A CPU tensor sharing memory with `ndarray`."""
+    if not isinstance(ndarray, np.ndarray):
+        raise FnxTypeError(f"from_numpy: expected np.ndarray, got {type(ndarray).__name__}")
+    _dt.from_numpy_dtype(ndarray.dtype)
+    return make(ndarray, cpu)
+
+
+def from_dlpack(ext) -> Tensor:
+    """A tensor sharing memory with any object that implements `__dlpack__` (numpy, CuPy, torch, jax)."""
+    dev_type, dev_id = ext.__dlpack_device__()
+    if int(dev_type) == 1:
+        arr = np.from_dlpack(ext)
+    else:
+        arr = _device_cls("cuda", dev_id).xp.from_dlpack(ext)
+    _dt.from_numpy_dtype(arr.dtype)
+    return make(arr, device_of_array(arr))
+
+
+def _filled(shape: tuple, value, dtype, device, fn: str) -> Tensor:
+    dev = _device(device)
+    if dtype is None:
+        dt = _dt.default_for_category(_dt.scalar_category(value)) if fn == "full" else _dt.get_default_dtype()
+    else:
+        dt = _dt.as_dtype(dtype)
+    xp = dev.xp
+    if fn == "empty":
+        return make(xp.empty(shape, dtype=dt.np), dev)
+    return make(xp.full(shape, value, dtype=dt.np), dev)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros (default float dtype)."""
+    return _grad(_filled(_shape(size), 0, dtype, device, "zeros"), requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones (default float dtype)."""
+    return _grad(_filled(_shape(size), 1, dtype, device, "ones"), requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor."""
+    return _grad(_filled(_shape(size), 0, dtype, device, "empty"), requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with `fill_value`; the dtype follows the value's kind (bool, int64, default float)."""
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _grad(_filled(_shape((size,)), fill_value, dtype, device, "full"), requires_grad)
+
+
+def _grad(t: Tensor, requires_grad: bool) -> Tensor:
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _like(input: Tensor, dtype, device):
+    return (input.dtype if dtype is None else dtype), (input.device if device is None else device)
+
+
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    dt, dev = _like(input, dtype, device)
+    return zeros(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    dt, dev = _like(input, dtype, device)
+    return ones(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    dt, dev = _like(input, dtype, device)
+    return empty(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    dt, dev = _like(input, dtype, device)
+    return full(tuple(input.shape), fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Values from `start` to `end` (exclusive) by `step`; int64 if all three are ints, else default float."""
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if vals[2] == 0:
+        raise FnxRuntimeError("arange: step must be nonzero")
+    if dtype is None:
+        dtype = _dt.int64 if all(isinstance(v, int) for v in vals) else _dt.get_default_dtype()
+    dt = _dt.as_dtype(dtype)
+    n = max(0, math.ceil((vals[1] - vals[0]) / vals[2]))
+    dev = _device(device)
+    value = (dev.xp.arange(n, dtype=np.float64) * vals[2] + vals[0]).astype(dt.np) if dt.is_floating_point else \
+        dev.xp.arange(vals[0], vals[1], vals[2], dtype=dt.np)
+    return _grad(make(value, dev), requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """`steps` evenly spaced values from `start` to `end` inclusive."""
+    dev = _device(device)
+    dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
+    return _grad(make(dev.xp.linspace(start, end, int(steps)).astype(dt.np), dev), requires_grad)
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None) -> Tensor:
+    dev = _device(device)
+    dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
+    return make(dev.xp.logspace(start, end, int(steps), base=base).astype(dt.np), dev)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An n x m identity matrix."""
+    dev = _device(device)
+    dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
+    return _grad(make(dev.xp.eye(n, n if m is None else m, dtype=dt.np), dev), requires_grad)
+
+
+# ---------------------------------------------------------------- copies and transfers
+copy_p = Primitive("copy", saves_inputs=False)
+copy_p.def_impl(lambda xp, x: x.copy())
+copy_p.def_abstract(lambda x: x)
+copy_p.def_vjp(lambda g, primals, out: (g,))
+copy_p.def_jvp(lambda primals, tangents: (copy_p.bind(primals[0]), tangents[0]))
+
+
+def clone(input: Tensor) -> Tensor:
+    """A copy with its own memory; gradients flow through it."""
+    return copy_p.bind(input)
+
+
+def contiguous(input: Tensor) -> Tensor:
+    """`input` if already C-contiguous, else a contiguous copy."""
+    if not _is_tracer(input) and input._value.flags.c_contiguous:
+        return input
+    return copy_p.bind(input)
+
+
+def _is_tracer(t) -> bool:
+    from ..tensor import Tracer
+
+    return isinstance(t, Tracer)
+
+
+transfer_p = Primitive("device_put", saves_inputs=False)
+
+
+@transfer_p.def_impl
+def _transfer_impl(xp, x, *, device):
+    if device is cpu:
+        return x.get() if not isinstance(x, np.ndarray) else x.copy()
+    cp = device.xp
+    with cp.cuda.Device(device.index):
+        return cp.asarray(x)
+
+
+transfer_p.def_abstract(lambda x, *, device: ShapedArray(x.shape, x.dtype, device))
+transfer_p.def_vjp(lambda g, primals, out, *, device: (transfer(g, primals[0].device),))
+transfer_p.def_jvp(lambda primals, tangents, *, device: (transfer(primals[0], device), transfer(tangents[0], device)))
+
+
+def transfer(input: Tensor, device) -> Tensor:
+    """A copy of `input` on `device` (differentiable: the gradient moves back)."""
+    device = _device_cls(device)
+    if device is input.device:
+        return input
+    device.xp  # raises a clear error when CUDA is unavailable
+    out = transfer_p.bind(input, device=device)
+    if not _is_tracer(out):
+        out._device = device
+    return out

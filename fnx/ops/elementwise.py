@@ -1,0 +1,541 @@
+"""Elementwise primitives and their user-facing wrappers.
+
+Each primitive is one block: numpy/CuPy impl and derivative; the family
+helpers fill the shape rule, vjp and jvp. Everything else here (relu, gelu,
+clamp, lerp, ...) is a composition of these primitives.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as _dt
+from ..core import FnxTypeError, Primitive, ShapedArray
+from ..tensor import Tensor
+from ._families import _promote2, as_operand, binary, promote, same_device, broadcast_shapes, unbroadcast, unary
+
+__all__ = ["convert", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan",
+           "tanh", "sinh", "cosh", "asin", "acos", "atan", "sigmoid", "erf", "abs", "sign", "neg", "negative",
+           "arcsin", "arccos", "arctan", "absolute", "floor", "ceil", "trunc", "fix", "round", "isnan",
+           "logical_not", "mul", "true_divide", "atan2", "arctan2", "maximum", "minimum", "remainder", "eq", "ne",
+           "lt", "le", "gt", "ge", "less", "less_equal", "greater", "greater_equal", "not_equal", "add", "sub",
+           "subtract", "div", "divide", "floor_divide", "pow", "float_power", "logical_and", "logical_or",
+           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "reciprocal",
+           "rsqrt", "square", "relu", "gelu", "silu", "softplus", "clamp", "clip", "clamp_min", "clamp_max",
+           "isinf", "isposinf", "isneginf", "isfinite", "nan_to_num", "lerp", "xlogy", "sinc", "hypot", "fmod",
+           "copysign", "logaddexp"]
+
+# ---------------------------------------------------------------- conversion
+convert_p = Primitive("convert", saves_inputs=False)
+convert_p.def_impl(lambda xp, x, *, dtype: x.astype(dtype.np))
+convert_p.def_abstract(lambda x, *, dtype: ShapedArray(x.shape, dtype, x.device))
+convert_p.def_vjp(lambda g, primals, out, *, dtype: (
+    convert(g, primals[0].dtype) if primals[0].dtype.is_floating_point else None,))
+convert_p.def_jvp(lambda primals, tangents, *, dtype: (
+    convert(primals[0], dtype), convert(tangents[0], dtype) if dtype.is_floating_point else None))
+
+
+def convert(x: Tensor, dtype) -> Tensor:
+    """`x` cast to `dtype` (differentiable between floating dtypes)."""
+    dtype = _dt.as_dtype(dtype)
+    return x if x.dtype is dtype else convert_p.bind(x, dtype=dtype)
+
+
+# ---------------------------------------------------------------- unary primitives
+neg_p = unary("neg", lambda xp, x: xp.negative(x), None)
+neg_p.saves_inputs, neg_p.differentiable = False, True
+neg_p.vjp = lambda g, primals, out: (neg(g),)
+neg_p.jvp = lambda primals, tangents: (neg(primals[0]), neg(tangents[0]))
+exp_p = unary("exp", lambda xp, x: xp.exp(x), lambda x, out: out, saves_output=True, float_only=True)
+exp2_p = unary("exp2", lambda xp, x: xp.exp2(x), lambda x, out: out * math.log(2.0), saves_output=True,
+               float_only=True)
+expm1_p = unary("expm1", lambda xp, x: xp.expm1(x), lambda x, out: out + 1.0, saves_output=True, float_only=True)
+log_p = unary("log", lambda xp, x: xp.log(x), lambda x, out: reciprocal(x), float_only=True)
+log2_p = unary("log2", lambda xp, x: xp.log2(x), lambda x, out: reciprocal(x * math.log(2.0)), float_only=True)
+log10_p = unary("log10", lambda xp, x: xp.log10(x), lambda x, out: reciprocal(x * math.log(10.0)),
+                float_only=True)
+log1p_p = unary("log1p", lambda xp, x: xp.log1p(x), lambda x, out: reciprocal(x + 1.0), float_only=True)
+sqrt_p = unary("sqrt", lambda xp, x: xp.sqrt(x), lambda x, out: reciprocal(out * 2.0), saves_output=True,
+               float_only=True)
+sin_p = unary("sin", lambda xp, x: xp.sin(x), lambda x, out: cos(x), float_only=True)
+cos_p = unary("cos", lambda xp, x: xp.cos(x), lambda x, out: neg(sin(x)), float_only=True)
+tan_p = unary("tan", lambda xp, x: xp.tan(x), lambda x, out: out * out + 1.0, saves_output=True, float_only=True)
+tanh_p = unary("tanh", lambda xp, x: xp.tanh(x), lambda x, out: 1.0 - out * out, saves_output=True,
+               float_only=True)
+sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), lambda x, out: cosh(x), float_only=True)
+cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), lambda x, out: sinh(x), float_only=True)
+asin_p = unary("asin", lambda xp, x: xp.arcsin(x), lambda x, out: rsqrt(1.0 - x * x), float_only=True)
+acos_p = unary("acos", lambda xp, x: xp.arccos(x), lambda x, out: neg(rsqrt(1.0 - x * x)), float_only=True)
+atan_p = unary("atan", lambda xp, x: xp.arctan(x), lambda x, out: reciprocal(x * x + 1.0), float_only=True)
+sigmoid_p = unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda x, out: out * (1.0 - out), saves_output=True,
+                  float_only=True)
+erf_p = unary("erf", lambda xp, x: _erf(xp, x), lambda x, out: exp(neg(x * x)) * (2.0 / math.sqrt(math.pi)),
+              float_only=True)
+abs_p = unary("abs", lambda xp, x: xp.abs(x), lambda x, out: sign(x))
+sign_p = unary("sign", lambda xp, x: xp.sign(x), None)
+floor_p = unary("floor", lambda xp, x: xp.floor(x), None)
+ceil_p = unary("ceil", lambda xp, x: xp.ceil(x), None)
+round_p = unary("round", lambda xp, x: xp.round(x), None)
+trunc_p = unary("trunc", lambda xp, x: xp.trunc(x), None)
+not_p = unary("not", lambda xp, x: xp.logical_not(x), None, out_dtype=_dt.bool)
+isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool)
+for _p in (sign_p, floor_p, ceil_p, round_p, trunc_p):
+    _p.jvp = (lambda p: lambda primals, tangents: (p.bind(primals[0]), tangents[0] * 0.0))(_p)
+
+
+def _sigmoid(xp, x):
+    # exp of a non-positive argument only: no overflow for large |x|
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+def _erf(xp, x):
+    if xp.__name__ == "numpy":
+        from math import erf as _scalar_erf
+
+        return xp.frompyfunc(_scalar_erf, 1, 1)(x).astype(x.dtype)
+    import cupyx.scipy.special as sp
+
+    return sp.erf(x)
+
+
+def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False):
+    def op(input: Tensor) -> Tensor:
+        if ints_to_float and not input.dtype.is_floating_point:
+            input = convert(input, _dt.get_default_dtype())
+        return prim.bind(input)
+
+    op.__name__ = op.__qualname__ = prim.name
+    op.__doc__ = doc
+    return op
+
+
+exp = _unary_wrapper(exp_p, "e**x, elementwise.", True)
+exp2 = _unary_wrapper(exp2_p, "2**x, elementwise.", True)
+expm1 = _unary_wrapper(expm1_p, "exp(x) - 1, accurate near 0.", True)
+log = _unary_wrapper(log_p, "Natural logarithm, elementwise.", True)
+log2 = _unary_wrapper(log2_p, "Base-2 logarithm, elementwise.", True)
+log10 = _unary_wrapper(log10_p, "Base-10 logarithm, elementwise.", True)
+log1p = _unary_wrapper(log1p_p, "log(1 + x), accurate near 0.", True)
+sqrt = _unary_wrapper(sqrt_p, "Square root, elementwise.", True)
+sin = _unary_wrapper(sin_p, "Sine, elementwise.", True)
+cos = _unary_wrapper(cos_p, "Cosine, elementwise.", True)
+tan = _unary_wrapper(tan_p, "Tangent, elementwise.", True)
+tanh = _unary_wrapper(tanh_p, "Hyperbolic tangent, elementwise.", True)
+sinh = _unary_wrapper(sinh_p, "Hyperbolic sine, elementwise.", True)
+cosh = _unary_wrapper(cosh_p, "Hyperbolic cosine, elementwise.", True)
+asin = _unary_wrapper(asin_p, "Inverse sine, elementwise.", True)
+acos = _unary_wrapper(acos_p, "Inverse cosine, elementwise.", True)
+atan = _unary_wrapper(atan_p, "Inverse tangent, elementwise.", True)
+sigmoid = _unary_wrapper(sigmoid_p, "1 / (1 + exp(-x)), computed without overflow.", True)
+erf = _unary_wrapper(erf_p, "The error function, elementwise.", True)
+abs = _unary_wrapper(abs_p, "Absolute value, elementwise.")
+sign = _unary_wrapper(sign_p, "-1, 0 or 1 by the sign of x (zero gradient).")
+neg = _unary_wrapper(neg_p, "-x, elementwise.")
+negative = neg
+arcsin, arccos, arctan = asin, acos, atan
+absolute = abs
+
+
+def _rounding(prim):
+    def op(input: Tensor) -> Tensor:
+        return input if not input.dtype.is_floating_point else prim.bind(input)
+
+    op.__name__ = prim.name
+    op.__doc__ = f"{prim.name} of x, elementwise (integers pass through; zero gradient)."
+    return op
+
+
+floor, ceil, trunc = _rounding(floor_p), _rounding(ceil_p), _rounding(trunc_p)
+fix = trunc
+
+
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """Round half to even, like PyTorch; `decimals` scales first."""
+    if not input.dtype.is_floating_point:
+        return input
+    if decimals:
+        scale = 10.0 ** decimals
+        return round_p.bind(input * scale) / scale
+    return round_p.bind(input)
+
+
+def isnan(input: Tensor) -> Tensor:
+    if not input.dtype.is_floating_point:
+        return full_like_bool(input, False)
+    return isnan_p.bind(input)
+
+
+def logical_not(input: Tensor) -> Tensor:
+    return not_p.bind(convert(input, _dt.bool))
+
+
+# ---------------------------------------------------------------- binary primitives
+def _zero(x, y, out):
+    return 0.0
+
+
+add_p = binary("add", lambda xp, x, y: xp.add(x, y), lambda x, y, o: 1.0, lambda x, y, o: 1.0, saves_inputs=False)
+add_p.vjp = lambda g, primals, out: (unbroadcast(g, tuple(primals[0].shape)), unbroadcast(g, tuple(primals[1].shape)))
+add_p.jvp = lambda primals, tangents: (add_p.bind(*primals), tangents[0] + tangents[1])
+sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), lambda x, y, o: 1.0, lambda x, y, o: -1.0,
+               saves_inputs=False)
+sub_p.vjp = lambda g, primals, out: (unbroadcast(g, tuple(primals[0].shape)),
+                                     unbroadcast(neg(g), tuple(primals[1].shape)))
+sub_p.jvp = lambda primals, tangents: (sub_p.bind(*primals), tangents[0] - tangents[1])
+mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lambda x, y, o: x)
+div_p = binary("div", lambda xp, x, y: xp.true_divide(x, y), lambda x, y, o: reciprocal(y),
+               lambda x, y, o: neg(o / y))
+pow_p = binary("pow", lambda xp, x, y: xp.power(x, y), lambda x, y, o: _pow_dx(x, y),
+               lambda x, y, o: _pow_dy(x, y, o))
+max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), lambda x, y, o: _tie_share(x, y, gt),
+               lambda x, y, o: _tie_share(y, x, gt))
+min_p = binary("min", lambda xp, x, y: xp.minimum(x, y), lambda x, y, o: _tie_share(x, y, lt),
+               lambda x, y, o: _tie_share(y, x, lt))
+atan2_p = binary("atan2", lambda xp, x, y: xp.arctan2(x, y), lambda x, y, o: y / (x * x + y * y),
+                 lambda x, y, o: neg(x) / (x * x + y * y))
+rem_p = binary("rem", lambda xp, x, y: xp.remainder(x, y), lambda x, y, o: 1.0,
+               lambda x, y, o: neg(floor(x / y)))
+floordiv_p = binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y), None, None)
+eq_p = binary("eq", lambda xp, x, y: xp.equal(x, y), None, None, out_dtype=_dt.bool)
+ne_p = binary("ne", lambda xp, x, y: xp.not_equal(x, y), None, None, out_dtype=_dt.bool)
+lt_p = binary("lt", lambda xp, x, y: xp.less(x, y), None, None, out_dtype=_dt.bool)
+le_p = binary("le", lambda xp, x, y: xp.less_equal(x, y), None, None, out_dtype=_dt.bool)
+gt_p = binary("gt", lambda xp, x, y: xp.greater(x, y), None, None, out_dtype=_dt.bool)
+ge_p = binary("ge", lambda xp, x, y: xp.greater_equal(x, y), None, None, out_dtype=_dt.bool)
+and_p = binary("and", lambda xp, x, y: xp.logical_and(x, y), None, None, out_dtype=_dt.bool)
+or_p = binary("or", lambda xp, x, y: xp.logical_or(x, y), None, None, out_dtype=_dt.bool)
+xor_p = binary("xor", lambda xp, x, y: xp.logical_xor(x, y), None, None, out_dtype=_dt.bool)
+
+
+def _pow_dx(x, y):
+    # y * x**(y-1), with the y == 0 case giving 0 (not nan) as PyTorch does
+    return where(eq(y, 0.0), 0.0, y * pow_p.bind(x, y - 1.0))
+
+
+def _pow_dy(x, y, out):
+    # out * log(x), taken as 0 where x == 0 and y >= 0 (the limit), as JAX does
+    safe = where(eq(x, 0.0), 1.0, x)
+    return where(logical_and(eq(x, 0.0), ge(y, 0.0)), 0.0, out * log(safe))
+
+
+def _tie_share(x, y, strict):
+    """d max(x, y)/dx: 1 where x wins, 0.5 on ties (PyTorch's maximum), 0 where y wins."""
+    win = convert(strict(x, y), x.dtype)
+    tie = convert(eq(x, y), x.dtype)
+    return win + tie * 0.5
+
+
+def _binary_wrapper(prim: Primitive, doc: str, *, to_float: bool = False):
+    def op(input, other) -> Tensor:
+        x, y = _promote2(input, other, prim.name)
+        if to_float and not x.dtype.is_floating_point:
+            x, y = convert(x, _dt.get_default_dtype()), convert(y, _dt.get_default_dtype())
+        return prim.bind(x, y)
+
+    op.__name__ = op.__qualname__ = prim.name
+    op.__doc__ = doc
+    return op
+
+
+mul = _binary_wrapper(mul_p, "input * other, with broadcasting and type promotion.")
+true_divide = _binary_wrapper(div_p, "input / other; integer inputs give the default float dtype.", to_float=True)
+atan2 = _binary_wrapper(atan2_p, "atan(input / other) with the quadrant taken from both signs.", to_float=True)
+arctan2 = atan2
+maximum = _binary_wrapper(max_p, "Elementwise maximum (NaN propagates); ties share the gradient.")
+minimum = _binary_wrapper(min_p, "Elementwise minimum (NaN propagates); ties share the gradient.")
+remainder = _binary_wrapper(rem_p, "Python-style modulus: the result has the sign of the divisor.")
+eq = _binary_wrapper(eq_p, "input == other, elementwise, as bool.")
+ne = _binary_wrapper(ne_p, "input != other, elementwise, as bool.")
+lt = _binary_wrapper(lt_p, "input < other, elementwise, as bool.")
+le = _binary_wrapper(le_p, "input <= other, elementwise, as bool.")
+gt = _binary_wrapper(gt_p, "input > other, elementwise, as bool.")
+ge = _binary_wrapper(ge_p, "input >= other, elementwise, as bool.")
+less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
+
+
+def add(input, other, *, alpha=1) -> Tensor:
+    """input + alpha * other, with broadcasting and type promotion."""
+    if alpha != 1:
+        other = mul(other, alpha)
+    x, y = _promote2(input, other, "add")
+    return add_p.bind(x, y)
+
+
+def sub(input, other, *, alpha=1) -> Tensor:
+    """input - alpha * other."""
+    if alpha != 1:
+        other = mul(other, alpha)
+    x, y = _promote2(input, other, "sub")
+    return sub_p.bind(x, y)
+
+
+subtract = sub
+
+
+def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
+    """input / other; `rounding_mode` "trunc" or "floor" rounds the quotient."""
+    if rounding_mode is None:
+        return true_divide(input, other)
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        x, y = promote("div", input, other)
+        if x.dtype.is_floating_point:
+            return trunc(div_p.bind(x, y))
+        q = floor_divide(x, y)
+        return where(logical_and(ne(remainder(x, y), 0), lt(mul(x, y), 0)), q + 1, q)
+    raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+divide = div
+
+
+def floor_divide(input, other) -> Tensor:
+    """floor(input / other), elementwise (not differentiable)."""
+    x, y = promote("floor_divide", input, other)
+    return floordiv_p.bind(x, y)
+
+
+def pow(input, exponent) -> Tensor:
+    """input ** exponent. A Python-scalar exponent keeps the tensor's dtype."""
+    if isinstance(exponent, (int, float)) and not isinstance(exponent, bool) and isinstance(input, Tensor):
+        if exponent == 2:
+            return input * input
+        if exponent == 1:
+            return input
+    x, y = promote("pow", input, exponent)
+    return pow_p.bind(x, y)
+
+
+def float_power(input, exponent) -> Tensor:
+    x, y = promote("float_power", input, exponent, to=_dt.float64)
+    return pow_p.bind(x, y)
+
+
+def _logical(prim):
+    def op(input, other) -> Tensor:
+        x, y = promote(prim.name, input, other, to=_dt.bool)
+        return prim.bind(x, y)
+
+    op.__name__ = f"logical_{prim.name}"
+    op.__doc__ = f"Elementwise logical {prim.name} of the truth values of the inputs."
+    return op
+
+
+logical_and, logical_or, logical_xor = _logical(and_p), _logical(or_p), _logical(xor_p)
+
+
+def bitwise_and(input, other):
+    if input.dtype is not _dt.bool:
+        raise NotImplementedError("bitwise_and: only bool tensors are supported (use logical_and)")
+    return logical_and(input, other)
+
+
+def bitwise_or(input, other):
+    if input.dtype is not _dt.bool:
+        raise NotImplementedError("bitwise_or: only bool tensors are supported (use logical_or)")
+    return logical_or(input, other)
+
+
+def bitwise_xor(input, other):
+    if input.dtype is not _dt.bool:
+        raise NotImplementedError("bitwise_xor: only bool tensors are supported (use logical_xor)")
+    return logical_xor(input, other)
+
+
+def bitwise_not(input):
+    if input.dtype is not _dt.bool:
+        raise NotImplementedError("bitwise_not: only bool tensors are supported (use logical_not)")
+    return logical_not(input)
+
+
+# ---------------------------------------------------------------- where (select)
+select_p = Primitive("select", saves_inputs=True)
+select_p.def_impl(lambda xp, c, x, y: xp.where(c, x, y))
+
+
+@select_p.def_abstract
+def _select_abstract(c: ShapedArray, x: ShapedArray, y: ShapedArray) -> ShapedArray:
+    dev = same_device("where", (c, x, y))
+    if c.dtype is not _dt.bool:
+        raise FnxTypeError(f"where: condition must be a bool tensor, got {c.dtype}")
+    if x.dtype is not y.dtype:
+        raise FnxTypeError(f"where: branches must share one dtype, got {x.dtype} and {y.dtype}")
+    return ShapedArray(broadcast_shapes("where", c.shape, x.shape, y.shape), x.dtype, dev)
+
+
+@select_p.def_vjp
+def _select_vjp(g, primals, out):
+    c, x, y = primals
+    zero = zeros_like_scalar(g)
+    return None, unbroadcast(select_p.bind(c, g, zero), tuple(x.shape)), unbroadcast(select_p.bind(c, zero, g),
+                                                                                  tuple(y.shape))
+
+
+@select_p.def_jvp
+def _select_jvp(primals, tangents):
+    c, x, y = primals
+    tx, ty = tangents[1], tangents[2]
+    return select_p.bind(c, x, y), select_p.bind(c, tx, ty)
+
+
+def zeros_like_scalar(g: Tensor) -> Tensor:
+    from ._families import scalar_like
+
+    return scalar_like(0, g.dtype, g.device)
+
+
+def where(condition, input=None, other=None) -> Tensor:
+    """Elements of `input` where `condition` holds, else of `other`. One argument: `nonzero(as_tuple=True)`."""
+    if input is None and other is None:
+        from .indexing import nonzero
+
+        return nonzero(condition, as_tuple=True)
+    condition = as_operand(condition, "where")
+    if not isinstance(condition, Tensor) or condition.dtype is not _dt.bool:
+        condition = promote("where", condition, to=_dt.bool)[0]
+    x, y = promote("where", input, other)
+    return select_p.bind(condition, x, y)
+
+
+# ---------------------------------------------------------------- compositions
+def reciprocal(input: Tensor) -> Tensor:
+    """1 / x."""
+    return true_divide(1.0, input)
+
+
+def rsqrt(input: Tensor) -> Tensor:
+    """1 / sqrt(x)."""
+    return reciprocal(sqrt(input))
+
+
+def square(input: Tensor) -> Tensor:
+    return input * input
+
+
+def relu(input: Tensor) -> Tensor:
+    """max(x, 0); the gradient at 0 is 0, as in PyTorch."""
+    return where(gt(input, 0), input, 0.0 if input.dtype.is_floating_point else 0)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit; `approximate="tanh"` uses the tanh formula."""
+    if approximate == "tanh":
+        c = math.sqrt(2.0 / math.pi)
+        return 0.5 * input * (1.0 + tanh(c * (input + 0.044715 * input * input * input)))
+    if approximate != "none":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * input * (1.0 + erf(input * (1.0 / math.sqrt(2.0))))
+
+
+def silu(input: Tensor) -> Tensor:
+    """x * sigmoid(x)."""
+    return input * sigmoid(input)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta x)) / beta, linear above `threshold` (PyTorch's form)."""
+    bx = input * beta if beta != 1.0 else input
+    soft = log1p(exp(neg(abs(bx)))) + maximum(bx, 0.0)
+    out = soft / beta if beta != 1.0 else soft
+    return where(gt(bx, threshold), input, out)
+
+
+def clamp(input: Tensor, min=None, max=None) -> Tensor:
+    """Limit values to [min, max]; the gradient passes where min <= x <= max."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+    out = input
+    if min is not None:
+        out = where(lt(out, min), promote("clamp", min, to=out.dtype)[0] if isinstance(min, Tensor) else min, out)
+    if max is not None:
+        out = where(gt(out, max), promote("clamp", max, to=out.dtype)[0] if isinstance(max, Tensor) else max, out)
+    return out
+
+
+clip = clamp
+
+
+def clamp_min(input: Tensor, min) -> Tensor:
+    return clamp(input, min=min)
+
+
+def clamp_max(input: Tensor, max) -> Tensor:
+    return clamp(input, max=max)
+
+
+def isinf(input: Tensor) -> Tensor:
+    if not input.dtype.is_floating_point:
+        return full_like_bool(input, False)
+    return eq(abs(input), math.inf)
+
+
+def isposinf(input: Tensor) -> Tensor:
+    return eq(input, math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
+
+
+def isneginf(input: Tensor) -> Tensor:
+    return eq(input, -math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
+
+
+def isfinite(input: Tensor) -> Tensor:
+    if not input.dtype.is_floating_point:
+        return full_like_bool(input, True)
+    return lt(abs(input), math.inf)
+
+
+def full_like_bool(input: Tensor, value: bool) -> Tensor:
+    from .creation import full_like
+
+    return full_like(input, value, dtype=_dt.bool)
+
+
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
+    """Replace NaN, +inf and -inf by finite numbers (by default 0 and the dtype's extremes)."""
+    if not input.dtype.is_floating_point:
+        return input
+    info = _dt.finfo(input.dtype)
+    out = where(isnan(input), nan, input)
+    out = where(eq(out, math.inf), info.max if posinf is None else posinf, out)
+    return where(eq(out, -math.inf), info.min if neginf is None else neginf, out)
+
+
+def lerp(input: Tensor, end, weight) -> Tensor:
+    """input + weight * (end - input)."""
+    return input + weight * (end - input)
+
+
+def xlogy(input, other) -> Tensor:
+    """x * log(y), taken as 0 where x == 0."""
+    x, y = promote("xlogy", input, other)
+    return where(eq(x, 0), 0.0, x * log(y))
+
+
+def sinc(input: Tensor) -> Tensor:
+    px = input * math.pi
+    safe = where(eq(px, 0.0), 1.0, px)
+    return where(eq(px, 0.0), 1.0, sin(safe) / safe)
+
+
+def hypot(input, other) -> Tensor:
+    return sqrt(input * input + other * other)
+
+
+def fmod(input, other) -> Tensor:
+    """C-style remainder: the result has the sign of the dividend."""
+    x, y = promote("fmod", input, other)
+    r = remainder(x, y)
+    fix = logical_and(ne(r, 0), ne(lt(r, 0), lt(x, 0)))
+    return where(fix, r - y, r)
+
+
+def copysign(input, other) -> Tensor:
+    x, y = promote("copysign", input, other)
+    neg_sign = logical_or(lt(y, 0), logical_and(eq(y, 0), lt(1.0 / y, 0))) if y.dtype.is_floating_point else lt(y, 0)
+    return where(neg_sign, neg(abs(x)), abs(x))
+
+
+def logaddexp(input, other) -> Tensor:
+    m = maximum(input, other)
+    m = where(isfinite(m), m, 0.0)
+    return m + log(exp(input - m) + exp(other - m))

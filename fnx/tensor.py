@@ -1,0 +1,476 @@
+"""`fnx.Tensor`: an n-d array on a device, with autograd bookkeeping.
+
+A concrete Tensor wraps a numpy (CPU) or CuPy (CUDA) array. Every op goes
+through `fnx.core.bind`; the methods here only convert, inspect and route.
+Ops are attached as methods by `fnx._methods`, so `x.exp()` and
+`fnx.exp(x)` are the same function.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import core
+from . import dtypes as _dt
+from .core import FnxRuntimeError, FnxTypeError, FnxValueError, ShapedArray
+from .device import cpu, device as _device_cls, device_of_array
+
+__all__ = ["Tensor", "Size", "Tracer"]
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints (PyTorch's torch.Size)."""
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self) -> str:
+        return f"fnx.Size({list(self)})"
+
+    def __getitem__(self, i):
+        out = tuple.__getitem__(self, i)
+        return Size(out) if isinstance(i, slice) else out
+
+
+class Tensor:
+    """An n-dimensional array on a device, with a dtype, that autograd can track."""
+
+    __slots__ = ("_value", "_device", "_node", "_requires_grad", "_grad", "_version", "_base", "_hooks",
+                 "_retains_grad", "__weakref__")
+    __array_priority__ = 1000  # numpy defers `ndarray + Tensor` to Tensor.__radd__
+
+    def __init__(self, data=None, *, dtype=None, device=None, requires_grad: bool = False):
+        from .ops.creation import tensor as _tensor
+
+        src = _tensor([] if data is None else data, dtype=dtype, device=device)
+        init_from_array(self, src._value, src._device)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> Size:
+        return Size(self._value.shape)
+
+    @property
+    def dtype(self) -> _dt.dtype:
+        return _dt._BY_NP[self._value.dtype]
+
+    @property
+    def device(self) -> _device_cls:
+        return self._device
+
+    @property
+    def aval(self) -> ShapedArray:
+        return ShapedArray(self.shape, self.dtype, self.device)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def size(self, dim: int | None = None):
+        shape = self.shape
+        if dim is None:
+            return shape
+        return shape[canonical_dim(dim, len(shape), "size")]
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def is_floating_point_(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_contiguous(self) -> bool:
+        return bool(self._value.flags.c_contiguous)
+
+    def data_ptr(self) -> int:
+        v = self._value
+        return v.__array_interface__["data"][0] if isinstance(v, np.ndarray) else v.data.ptr
+
+    def stride(self, dim: int | None = None):
+        st = tuple(s // self._value.itemsize for s in self._value.strides)
+        return st if dim is None else st[canonical_dim(dim, len(st), "stride")]
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> Tensor:
+        if self.ndim < 2:
+            raise FnxRuntimeError(f"tensor.mT is only supported on matrices or batches of matrices, got a "
+                                  f"{self.ndim}-D tensor")
+        return self.transpose(-2, -1)
+
+    # ------------------------------------------------------------------ autograd state
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if self._node is not None and not requires_grad:
+            raise FnxRuntimeError("requires_grad_: you can only change requires_grad flags of leaf variables; "
+                                  "use .detach() to get a tensor that does not require grad")
+        if requires_grad and not self.dtype.is_floating_point:
+            raise FnxRuntimeError(f"requires_grad_: only tensors of floating point dtype can require gradients, "
+                                  f"got {self.dtype}")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise FnxTypeError(f"assigned grad expected to be a Tensor or None but got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise FnxRuntimeError(f"assigned grad has shape {list(value.shape)} but the tensor has shape "
+                                      f"{list(self.shape)}")
+        self._grad = value
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def data(self) -> Tensor:
+        return self.detach()
+
+    @data.setter
+    def data(self, other: Tensor) -> None:
+        self._value = other._value
+        self._device = other._device
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this one's memory, cut from the autograd graph."""
+        out = make(self._value, self._device)
+        out._version = self._version
+        out._base = self._base or self
+        return out
+
+    def detach_(self) -> Tensor:
+        self._node = None
+        self._requires_grad = False
+        return self
+
+    def retain_grad(self) -> None:
+        from .autograd import tape
+
+        tape.retain_grad(self)
+
+    def register_hook(self, hook):
+        from .autograd import tape
+
+        return tape.register_hook(self, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+        from .autograd.engine import backward
+
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+    # ------------------------------------------------------------------ conversion
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        if self._requires_grad and not force:
+            raise FnxRuntimeError("numpy(): can't call numpy() on a tensor that requires grad; use "
+                                  "tensor.detach().numpy() instead")
+        if self._device is not cpu:
+            if not force:
+                raise FnxTypeError(f"numpy(): can't convert a tensor on {self._device} to numpy; use "
+                                   f"tensor.cpu() to copy it to host memory first")
+            return self._value.get()
+        return self._value
+
+    def item(self):
+        if self.numel() != 1:
+            raise FnxRuntimeError(f"item(): a tensor with {self.numel()} elements (shape {list(self.shape)}) "
+                                  f"cannot be converted to a Python scalar; only one-element tensors can")
+        v = self._value
+        return (v.get() if self._device is not cpu else v).reshape(()).item()
+
+    def tolist(self):
+        v = self._value
+        return (v.get() if self._device is not cpu else v).tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        if self._device is not cpu:
+            raise FnxTypeError(f"can't convert a tensor on {self._device} to a numpy array; use tensor.cpu() first")
+        v = self._value
+        return v if dtype is None else v.astype(dtype, copy=False)
+
+    def __dlpack__(self, stream=None, **kwargs):
+        if stream is not None:
+            return self._value.__dlpack__(stream=stream, **kwargs)
+        return self._value.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._value.__dlpack_device__()
+
+    def to(self, *args, **kwargs) -> Tensor:
+        """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(other)`; returns self when nothing changes."""
+        dev, dt = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise FnxTypeError(f"to(): unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dev, dt = a.device, a.dtype
+            elif isinstance(a, (str, _device_cls)) and not (isinstance(a, str) and a in _dt._BY_NAME):
+                dev = a
+            else:
+                dt = a
+        out = self
+        if dt is not None and _dt.as_dtype(dt) is not out.dtype:
+            from .ops.elementwise import convert
+
+            out = convert(out, _dt.as_dtype(dt))
+        if dev is not None and _device_cls(dev) is not out._device:
+            from .ops.creation import transfer
+
+            out = transfer(out, _device_cls(dev))
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self, device=None) -> Tensor:
+        return self.to(_device_cls("cuda", device) if isinstance(device, int) or device is None else device)
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"fnx.{self.dtype.name}"
+        return self.to(dtype)
+
+    def float(self) -> Tensor:
+        return self.to(_dt.float32)
+
+    def double(self) -> Tensor:
+        return self.to(_dt.float64)
+
+    def half(self) -> Tensor:
+        return self.to(_dt.float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.to(_dt.bfloat16)
+
+    def int(self) -> Tensor:
+        return self.to(_dt.int32)
+
+    def long(self) -> Tensor:
+        return self.to(_dt.int64)
+
+    def short(self) -> Tensor:
+        return self.to(_dt.int16)
+
+    def bool(self) -> Tensor:
+        return self.to(_dt.bool)
+
+    def byte(self) -> Tensor:
+        return self.to(_dt.uint8)
+
+    def char(self) -> Tensor:
+        return self.to(_dt.int8)
+
+    # ------------------------------------------------------------------ Python protocols
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise FnxTypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise FnxTypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise FnxRuntimeError(f"Boolean value of a tensor with {self.numel()} elements (shape "
+                                  f"{list(self.shape)}) is ambiguous; use .any() or .all()")
+        return bool(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise FnxTypeError(f"only integer tensors of a single element can be converted to an index, got "
+                               f"{self.dtype} of shape {list(self.shape)}")
+        return int(self.item())
+
+    def __complex__(self):
+        return complex(self.item())
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        v = self._value
+        arr = v.get() if self._device is not cpu else v
+        prefix = "tensor("
+        body = np.array2string(np.asarray(arr), separator=", ", prefix=prefix, precision=4,
+                               threshold=1000, edgeitems=3)
+        extras = []
+        if self._device is not cpu:
+            extras.append(f"device='{self._device}'")
+        if self.dtype not in (_dt.float32, _dt.int64, _dt.bool) or arr.size == 0:
+            extras.append(f"dtype={self.dtype!r}")
+        if self._node is not None:
+            extras.append(f"grad_fn=<{self._node.name}>")
+        elif self._requires_grad:
+            extras.append("requires_grad=True")
+        return prefix + body + "".join(", " + e for e in extras) + ")"
+
+    def __format__(self, spec: str) -> str:
+        if self.numel() == 1 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    def __reduce_ex__(self, protocol):
+        raise FnxTypeError("fnx tensors are not picklable (pickle can execute code on load); use fnx.save/fnx.load")
+
+    def __deepcopy__(self, memo):
+        out = make(self._value.copy(), self._device)
+        out._requires_grad = self._requires_grad
+        if self._grad is not None:
+            out._grad = self._grad.__deepcopy__(memo)
+        memo[id(self)] = out
+        return out
+
+
+def make(value, dev) -> Tensor:
+    """Wrap an array (already on `dev`) as a fresh leaf tensor."""
+    t = object.__new__(Tensor)
+    init_from_array(t, value, dev)
+    return t
+
+
+def init_from_array(t: Tensor, value, dev) -> None:
+    t._value = value
+    t._device = dev
+    t._node = None
+    t._requires_grad = False
+    t._grad = None
+    t._version = [0]
+    t._base = None
+
+
+def from_array(value) -> Tensor:
+    """Wrap a numpy or CuPy array, inferring the device."""
+    if type(value) is not np.ndarray and not hasattr(value, "device"):
+        value = np.asarray(value)
+    _dt.from_numpy_dtype(value.dtype)
+    return make(value, device_of_array(value))
+
+
+def canonical_dim(dim: int, ndim: int, op: str) -> int:
+    """Wrap a possibly negative `dim`; out-of-range dims raise IndexError naming the op."""
+    lo = -max(ndim, 1)
+    if not lo <= dim < max(ndim, 1):
+        raise core.FnxIndexError(f"{op}: dimension out of range (expected to be in range of [{lo}, "
+                                 f"{max(ndim, 1) - 1}], but got {dim})")
+    return dim % max(ndim, 1)
+
+
+class Tracer(Tensor):
+    """A stand-in for a tensor inside a transform: it has an aval, not data.
+
+    Every Tensor method works on tracers because methods call fnx ops, which
+    bind to the tracer's trace. Operations that need concrete values raise.
+    """
+
+    __slots__ = ("_trace",)
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    @property
+    def shape(self) -> Size:
+        return Size(self.aval.shape)
+
+    @property
+    def dtype(self) -> _dt.dtype:
+        return self.aval.dtype
+
+    @property
+    def device(self):
+        return self.aval.device
+
+    @property
+    def _device(self):  # read by the eager fast path's device check only through real tensors
+        return self.aval.device
+
+    def full_lower(self):
+        return self
+
+    def _concrete(self, what: str):
+        raise core.FnxTypeError(
+            f"{what} needs a concrete value, but this tensor is a tracer ({self.aval.str_short()}) inside "
+            f"a transform. Python control flow on traced values cannot be staged: use fnx.where(cond, a, b) "
+            f"or fnx.cond(pred, true_fn, false_fn, *operands), or mark the argument static "
+            f"(static_argnums)."
+        )
+
+    def numpy(self, *, force: bool = False):
+        self._concrete("numpy()")
+
+    def item(self):
+        self._concrete("item()")
+
+    def tolist(self):
+        self._concrete("tolist()")
+
+    def __array__(self, dtype=None, copy=None):
+        self._concrete("conversion to a numpy array")
+
+    def __bool__(self):
+        self._concrete("bool()")
+
+    def __int__(self):
+        self._concrete("int()")
+
+    def __float__(self):
+        self._concrete("float()")
+
+    def __index__(self):
+        self._concrete("use as an index")
+
+    def __repr__(self) -> str:
+        return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
+
+
+core._Tensor = Tensor
+core.Tracer = Tracer
