@@ -11,6 +11,11 @@ from .ops.creation import *  # noqa: F401,F403  (each ops module lists its publi
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
+from .ops.sort import *  # noqa: F401,F403
+from .ops.indexing import *  # noqa: F401,F403
+from .ops.linalg import *  # noqa: F401,F403
+from .ops.sampling import *  # noqa: F401,F403
+from . import linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)
 from . import cuda
 

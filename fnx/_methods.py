@@ -5,7 +5,7 @@ Methods are the module-level functions themselves, so `x.exp()` and
 """
 from __future__ import annotations
 
-from .ops import creation, elementwise as ew, inplace, reduce, shape
+from .ops import creation, elementwise as ew, indexing, inplace, linalg, reduce, sampling, shape, sort
 from .tensor import Tensor
 
 _METHODS = {
@@ -80,6 +80,8 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
 
 
 attach(_METHODS, _INPLACE)
+for _module in (reduce, shape, sort, indexing, linalg, sampling):  # each family lists its own extra methods
+    attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 for _dunder, _name in _INPLACE_OPERATORS.items():
     setattr(Tensor, _dunder, getattr(Tensor, _name))

@@ -120,8 +120,8 @@ def bind(prim: Primitive, *args, **params):
     if transforms_active:
         return _bind_traced(prim, args, params)
     a0 = args[0]
-    dev = a0._device
     try:
+        dev = a0._device
         if len(args) == 1:
             out = prim.impl(dev._xp, a0._value, **params)
         else:
@@ -131,6 +131,12 @@ def bind(prim: Primitive, *args, **params):
             out = prim.impl(dev._xp, *[a._value for a in args], **params)
     except _FnxError:
         raise
+    except AttributeError as e:
+        bad = [type(a).__name__ for a in args if not isinstance(a, _Tensor)]
+        if bad:
+            raise FnxTypeError(f"{prim.name}(): arguments must be Tensors, got {', '.join(bad)}; wrap values "
+                               f"with fnx.tensor(...)") from e
+        raise explain_failure(prim, args, params, e) from e
     except Exception as e:
         raise explain_failure(prim, args, params, e) from e
     if type(out) is not _ndarray:

@@ -92,7 +92,7 @@ def _erf(xp, x):
     if xp.__name__ == "numpy":
         from math import erf as _scalar_erf
 
-        return xp.frompyfunc(_scalar_erf, 1, 1)(x).astype(x.dtype)
+        return xp.asarray(xp.frompyfunc(_scalar_erf, 1, 1)(x), dtype=x.dtype)
     import cupyx.scipy.special as sp
 
     return sp.erf(x)

@@ -226,3 +226,7 @@ def any(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
 
         return zeros(_reduced_shape(tuple(x.shape), axes, keepdim), dtype=_dt.bool, device=x.device)
     return max_p.bind(x, axes=axes, keepdims=bool(keepdim))
+
+
+METHODS: dict = {}  # Tensor methods beyond those in fnx/_methods.py (name -> function)
+INPLACE: dict = {}  # in-place methods (name_ -> out-of-place function)

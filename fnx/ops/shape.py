@@ -245,3 +245,7 @@ moveaxis = movedim
 
 def atleast_1d(input: Tensor) -> Tensor:
     return reshape(input, 1) if input.ndim == 0 else input
+
+
+METHODS: dict = {}  # Tensor methods beyond those in fnx/_methods.py (name -> function)
+INPLACE: dict = {}  # in-place methods (name_ -> out-of-place function)

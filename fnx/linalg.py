@@ -1,0 +1,1 @@
+"""`fnx.linalg` (being written)."""

@@ -1,0 +1,4 @@
+"""(being written)"""
+__all__: list = []
+METHODS: dict = {}
+INPLACE: dict = {}

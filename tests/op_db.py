@@ -1,0 +1,126 @@
+"""The op table: one `OpInfo` per public op, with hypothesis samples and a numpy reference.
+
+Generic checks in test_ops.py run over `ALL_OPS`: values against the
+reference, float64 gradients against finite differences, jvp against vjp,
+double backward. A new op joins a family table (op_db_*.py) and gets every
+check for free.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+
+@dataclass
+class Sample:
+    """Positional args (numpy arrays become tensors; other values pass as they are) and keyword args."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class OpInfo:
+    name: str
+    op: Callable                      # the fnx function
+    ref: Callable | None              # numpy reference on float64/int arrays (None: no value check)
+    samples: st.SearchStrategy        # strategy of Sample
+    dtypes: tuple = ("float32", "float64")   # dtypes for the value check (float arrays are cast)
+    grad: bool = True                 # check float64 gradients against finite differences
+    double_grad: bool = False         # also check second derivatives
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    grad_rtol: float = 1e-4
+    grad_atol: float = 1e-6
+    fd_eps: float = 1e-6
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+# ---------------------------------------------------------------- strategy helpers
+def shapes(min_dims: int = 0, max_dims: int = 3, min_side: int = 1, max_side: int = 4):
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+
+
+def floats(shape, lo: float = -3.0, hi: float = 3.0, dtype=np.float64):
+    return hnp.arrays(dtype, shape, elements=st.floats(lo, hi, allow_nan=False, allow_infinity=False, width=64))
+
+
+def ints(shape, lo: int = 0, hi: int = 5, dtype=np.int64):
+    return hnp.arrays(dtype, shape, elements=st.integers(lo, hi))
+
+
+def bools(shape):
+    return hnp.arrays(np.bool_, shape, elements=st.booleans())
+
+
+def well_separated(a: np.ndarray, gap: float = 1e-2) -> bool:
+    """True if no two values are within `gap` (keeps max/sort/abs away from kinks for finite differences)."""
+    flat = np.sort(a.reshape(-1))
+    return flat.size < 2 or bool(np.min(np.diff(flat)) > gap)
+
+
+@st.composite
+def unary_sample(draw, lo=-3.0, hi=3.0, max_dims=3, avoid=None, **kwargs):
+    x = draw(floats(draw(shapes(max_dims=max_dims)), lo, hi))
+    if avoid is not None:
+        x = np.where(np.abs(x - avoid) < 0.05, avoid + 0.1, x)
+    return Sample((x,), kwargs)
+
+
+@st.composite
+def binary_sample(draw, lo=-3.0, hi=3.0, lo2=None, hi2=None, scalar_rhs=False):
+    if scalar_rhs and draw(st.booleans()):
+        x = draw(floats(draw(shapes()), lo, hi))
+        return Sample((x, draw(st.floats(lo if lo2 is None else lo2, hi if hi2 is None else hi2))))
+    s1, s2 = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4)).input_shapes
+    x = draw(floats(s1, lo, hi))
+    y = draw(floats(s2, lo if lo2 is None else lo2, hi if hi2 is None else hi2))
+    return Sample((x, y))
+
+
+@st.composite
+def reduction_sample(draw, lo=-3.0, hi=3.0, min_dims=0, dim_arg=True, keepdim_arg=True, separated=False,
+                     list_dims=True):
+    shape = draw(shapes(min_dims=min_dims, max_dims=3))
+    x = draw(floats(shape, lo, hi))
+    if separated:
+        x = np.arange(x.size, dtype=np.float64).reshape(shape) * 0.37
+        x = draw(st.permutations(list(x.reshape(-1)))) if x.size else x
+        x = np.asarray(x, dtype=np.float64).reshape(shape)
+    kwargs = {}
+    if dim_arg and len(shape):
+        choice = draw(st.sampled_from(["none", "int", "tuple"] if list_dims else ["none", "int"]))
+        if choice == "int":
+            kwargs["dim"] = draw(st.integers(-len(shape), len(shape) - 1))
+        elif choice == "tuple":
+            dims = draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True))
+            kwargs["dim"] = tuple(dims)
+    if keepdim_arg and "dim" in kwargs:
+        kwargs["keepdim"] = draw(st.booleans())
+    return Sample((x,), kwargs)
+
+
+def np_axis(kwargs: dict):
+    """numpy's axis for a PyTorch-style dim keyword."""
+    return kwargs.get("dim")
+
+
+def all_ops() -> list:
+    """Every family table, imported lazily so one broken table names itself."""
+    import importlib
+    import pkgutil
+    import pathlib
+
+    ops = []
+    here = pathlib.Path(__file__).parent
+    for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda m: m.name):
+        if info.name.startswith("op_db_"):
+            ops.extend(importlib.import_module(info.name).OPS)
+    return ops
