@@ -122,7 +122,13 @@ def bind(prim: Primitive, *args, **params):
     a0 = args[0]
     try:
         dev = a0._device
-        if len(args) == 1:
+        n = len(args)
+        if n == 2:
+            a1 = args[1]
+            if a1._device is not dev:
+                raise _device_mismatch(prim, args)
+            out = prim.impl(dev._xp, a0._value, a1._value, **params)
+        elif n == 1:
             out = prim.impl(dev._xp, a0._value, **params)
         else:
             for a in args:
@@ -148,11 +154,14 @@ def bind(prim: Primitive, *args, **params):
     t._requires_grad = False
     t._grad = None
     t._version = [0] if not prim.view else a0._version
-    t._base = None if not prim.view else (a0._base or a0)
+    t._base = None if not prim.view else (a0 if a0._base is None else a0._base)
     if grad_enabled:
-        for a in args:
-            if a._requires_grad:
-                return record_hook(prim, args, params, t)
+        if a0._requires_grad or (n == 2 and a1._requires_grad):
+            return record_hook(prim, args, params, t)
+        if n > 2:
+            for a in args:
+                if a._requires_grad:
+                    return record_hook(prim, args, params, t)
     return t
 
 

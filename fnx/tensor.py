@@ -174,7 +174,7 @@ class Tensor:
         """A tensor sharing this one's memory, cut from the autograd graph."""
         out = make(self._value, self._device)
         out._version = self._version
-        out._base = self._base or self
+        out._base = self if self._base is None else self._base
         return out
 
     def detach_(self) -> Tensor:
@@ -412,6 +412,11 @@ class Tracer(Tensor):
     """
 
     __slots__ = ("_trace",)
+    # tracers never carry eager autograd state: class-level defaults shadow the Tensor slots
+    _node = None
+    _requires_grad = False
+    _grad = None
+    _base = None
 
     @property
     def aval(self) -> ShapedArray:

@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import fnx
-from op_db import OpInfo, Sample, binary_sample, floats, unary_sample
+from op_db import OpInfo, Sample, binary_sample, bools, floats, unary_sample
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -62,8 +62,8 @@ OPS = [
     OpInfo("mul", fnx.mul, np.multiply, binary_sample(scalar_rhs=True), double_grad=True),
     OpInfo("div", fnx.div, np.divide, binary_sample(lo2=0.5, hi2=3.0, scalar_rhs=True), double_grad=True),
     OpInfo("pow", fnx.pow, np.power, binary_sample(0.2, 3.0, -2.0, 2.0, scalar_rhs=True), double_grad=True),
-    OpInfo("maximum", fnx.maximum, np.maximum, binary_sample()),
-    OpInfo("minimum", fnx.minimum, np.minimum, binary_sample()),
+    OpInfo("maximum", fnx.maximum, np.maximum, binary_sample(separated=True)),
+    OpInfo("minimum", fnx.minimum, np.minimum, binary_sample(separated=True)),
     OpInfo("atan2", fnx.atan2, np.arctan2, binary_sample(lo2=0.5, hi2=3.0)),
     OpInfo("remainder", fnx.remainder, np.remainder, binary_sample(lo2=0.5, hi2=3.0), grad=False),
     OpInfo("floor_divide", fnx.floor_divide, np.floor_divide, binary_sample(lo2=0.5, hi2=3.0), grad=False),
@@ -82,6 +82,6 @@ OPS = [
            binary_sample(), grad=False),
     OpInfo("logical_not", lambda x: fnx.logical_not(x > 0), lambda x: np.logical_not(x > 0), unary_sample(),
            grad=False),
-    OpInfo("where", lambda c, x, y: fnx.where(c > 0, x, y), lambda c, x, y: np.where(c > 0, x, y),
-           st.builds(lambda a, b, c: Sample((a, b, c)), floats((2, 3)), floats((2, 3)), floats((3,)))),
+    OpInfo("where", fnx.where, np.where,
+           st.builds(lambda a, b, c: Sample((a, b, c)), bools((2, 3)), floats((2, 3)), floats((3,)))),
 ]

@@ -137,3 +137,31 @@ def test_double_backward(info, data):
 
     numeric = (shifted(1) - shifted(-1)) / (2 * eps)
     assert analytic == pytest.approx(numeric, rel=1e-4, abs=1e-6), info.name
+
+
+@pytest.mark.parametrize("info", GRAD_OPS, ids=repr)
+@given(data=st.data())
+def test_jvp_matches_vjp(info, data):
+    """<g, J v> from forward mode equals <J^T g, v> from the tape."""
+    sample = data.draw(info.samples)
+    rng = np.random.default_rng(2)
+    args = to_tensors(sample.args, "float64", requires_grad=True)
+    diff = [i for i, a in enumerate(args) if isinstance(a, fnx.Tensor) and a.requires_grad]
+    out = first_float(info.op(*args, **sample.kwargs))
+    if not diff or out.numel() == 0:
+        return
+    g = fnx.tensor(rng.standard_normal(tuple(out.shape)))
+    vs = [fnx.tensor(rng.standard_normal(tuple(args[i].shape))) for i in diff]
+    grads = fnx.autograd.grad(out, [args[i] for i in diff], g, allow_unused=True)
+    reverse = sum(float((gr * v).sum()) for gr, v in zip(grads, vs) if gr is not None)
+
+    def f(*ds):
+        full = list(args)
+        for i, d in zip(diff, ds):
+            full[i] = d
+        return first_float(info.op(*full, **sample.kwargs))
+
+    with fnx.no_grad():
+        _, tangent = fnx.jvp(f, [args[i].detach() for i in diff], vs)
+    forward = float((tangent * g).sum())
+    assert forward == pytest.approx(reverse, rel=1e-7, abs=1e-9), info.name

@@ -13,21 +13,35 @@ def is_grad_enabled() -> bool:
 
 
 class _GradMode:
-    """Sets grad mode on enter, restores it on exit; also usable as a decorator."""
+    """Sets grad mode on enter and restores it on exit; as a decorator, runs the function in that mode.
+
+    Like PyTorch, `@no_grad` and `@enable_grad` also work without parentheses.
+    """
 
     _enabled = False
 
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+    def _mode(self) -> bool:
+        return self._enabled
+
     def __enter__(self):
-        self._prev = core.set_grad_enabled_flag(self._enabled)
+        self._prev = core.set_grad_enabled_flag(self._mode())
         return self
 
     def __exit__(self, *exc) -> None:
         core.set_grad_enabled_flag(self._prev)
 
+    def clone(self):
+        return type(self)()
+
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with type(self)():
+            with self.clone():
                 return fn(*args, **kwargs)
         return wrapper
 
@@ -43,41 +57,51 @@ class enable_grad(_GradMode):
 
 
 class inference_mode(_GradMode):
-    """Like `no_grad` (fnx has no separate inference tensors); `inference_mode(False)` is a no-op."""
+    """Like `no_grad` (fnx has no separate inference tensors); `inference_mode(False)` changes nothing."""
 
-    def __init__(self, mode: bool = True):
-        self.mode = mode
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool):
+            self = object.__new__(cls)
+            self.mode = mode
+            return self
+        return cls(True)(mode)  # used as a bare decorator: `mode` is the function
 
-    def __enter__(self):
-        self._prev = core.set_grad_enabled_flag(core.grad_enabled and not self.mode)
-        return self
+    def __init__(self, mode=True):
+        pass
 
-    def __call__(self, fn):
-        mode = self.mode
+    def _mode(self) -> bool:
+        return core.grad_enabled and not self.mode
 
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with inference_mode(mode):
-                return fn(*args, **kwargs)
-        return wrapper
+    def clone(self):
+        return inference_mode(self.mode)
 
 
 class set_grad_enabled(_GradMode):
-    """`set_grad_enabled(False)` switches grad mode now; as a context manager it restores it on exit."""
+    """`set_grad_enabled(False)` switches grad mode now; as a context manager or decorator it restores it."""
+
+    def __new__(cls, mode: bool):
+        return object.__new__(cls)
 
     def __init__(self, mode: bool):
-        self._prev = core.set_grad_enabled_flag(mode)
         self._enabled = bool(mode)
+        self._prev = core.set_grad_enabled_flag(mode)
 
     def __enter__(self):
         return self
 
-    def __call__(self, fn):
-        core.set_grad_enabled_flag(self._prev)
-        mode = self._enabled
+    def clone(self):
+        return _Mode(self._enabled)
 
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
-        return wrapper
+    def __call__(self, fn):
+        core.set_grad_enabled_flag(self._prev)  # the decorator form does not switch the mode at definition time
+        return super().__call__(fn)
+
+
+class _Mode(_GradMode):
+    """A fixed grad mode, entered afresh on each call of a `set_grad_enabled`-decorated function."""
+
+    def __new__(cls, enabled: bool):
+        return object.__new__(cls)
+
+    def __init__(self, enabled: bool):
+        self._enabled = enabled

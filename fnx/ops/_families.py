@@ -141,7 +141,7 @@ def _nondiff_jvp(prim, primals):
     from .creation import zeros_like
 
     out = prim.bind(*primals)
-    return out, zeros_like(out, dtype=out.dtype)
+    return out, zeros_like(out) if out.dtype.is_floating_point else None
 
 
 # ---------------------------------------------------------------- binary family

@@ -1,0 +1,82 @@
+"""The workload registry: one decorated builder function per benchmark case.
+
+A builder takes `(framework, device)` and returns a `Bench`: a callable that
+runs one timed repetition, the number of ops that repetition performs, and
+(for asynchronous backends: jax, CUDA) how to wait for its result. A builder
+raises `Skip` when a framework cannot run the case (a missing op, a missing
+device); the runner reports that in the table instead of failing.
+
+Adding a workload is one function in a new module listed in `MODULES`:
+
+    @workload("W5", "conv2d 3x3, 32x64x56x56 f32", reference="torch", frameworks=("fnx", "torch"))
+    def w5_conv(fw: str, device: str) -> Bench:
+        ...
+        return Bench(run)
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["Bench", "Skip", "Workload", "workload", "all_workloads", "MODULES", "UNITS"]
+
+# Modules whose import registers workloads, in table order.
+MODULES = ("benchmarks.eager",)
+
+# How a unit turns seconds per op into the number shown.
+UNITS = {"ns/op": 1e9, "us/op": 1e6, "ms/op": 1e3, "ms": 1e3, "s": 1.0}
+
+
+class Skip(Exception):
+    """A framework cannot run this case; the message says why and appears in the table."""
+
+
+@dataclass
+class Bench:
+    """One timed repetition (`run`), the ops it performs, and how to wait for its result."""
+
+    run: Callable[[], Any]
+    ops: int = 1
+    sync: Callable[[Any], Any] | None = None  # called on run()'s result inside the timed region
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A benchmark case: `build(framework, device)` makes its `Bench` for each listed framework."""
+
+    id: str
+    case: str
+    build: Callable[[str, str], Bench]
+    reference: str
+    frameworks: tuple
+    unit: str = "ms"
+    devices: tuple = ("cpu",)
+    repeats: int = 7
+    warmup: int = 1
+
+
+_REGISTRY: list[Workload] = []
+
+
+def workload(id: str, case: str, *, reference: str, frameworks: tuple, unit: str = "ms",
+             devices: tuple = ("cpu",), repeats: int = 7, warmup: int = 1):
+    """Register the decorated builder as case `case` of workload `id`; times are compared to `reference`."""
+    if unit not in UNITS:
+        raise ValueError(f"workload {id}: unknown unit {unit!r}; expected one of {sorted(UNITS)}")
+    if reference not in frameworks:
+        raise ValueError(f"workload {id}: reference {reference!r} is not among its frameworks {frameworks}")
+
+    def register(build: Callable[[str, str], Bench]) -> Callable[[str, str], Bench]:
+        _REGISTRY.append(Workload(id, case, build, reference, tuple(frameworks), unit, tuple(devices), repeats,
+                                  warmup))
+        return build
+
+    return register
+
+
+def all_workloads() -> list[Workload]:
+    """Every registered case, importing the workload modules on first use."""
+    for name in MODULES:
+        importlib.import_module(name)
+    return list(_REGISTRY)

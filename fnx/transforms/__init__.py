@@ -1,0 +1,1 @@
+"""Functional transforms: interpreters of the same primitives that eager mode runs."""
