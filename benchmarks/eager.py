@@ -37,7 +37,8 @@ def _small(fw: str, device: str, requires_grad: bool = False):
 
 
 # ---------------------------------------------------------------- W1: small-op dispatch
-@workload("W1", "a + b, (4,) f32", reference="torch", frameworks=("fnx", "numpy", "torch", "jax"), unit="us/op")
+@workload("W1", "a + b, (4,) f32", reference="torch", frameworks=("fnx", "numpy", "torch", "jax"), unit="us/op",
+          repeats=11)
 def w1_add(fw: str, device: str) -> Bench:
     a, b = _small(fw, device)
 
@@ -50,7 +51,7 @@ def w1_add(fw: str, device: str) -> Bench:
 
 
 @workload("W1", "chain of 10 ops, (4,) f32", reference="torch", frameworks=("fnx", "numpy", "torch", "jax"),
-          unit="us/op")
+          unit="us/op", repeats=11)
 def w1_chain(fw: str, device: str) -> Bench:
     xp = load(fw)
     a, b = _small(fw, device)
@@ -65,7 +66,7 @@ def w1_chain(fw: str, device: str) -> Bench:
 
 # ---------------------------------------------------------------- W1g: the same with the autograd tape
 @workload("W1g", "a + b, requires_grad (records a node)", reference="torch", frameworks=("fnx", "torch"),
-          unit="us/op")
+          unit="us/op", repeats=11)
 def w1g_add(fw: str, device: str) -> Bench:
     a, b = _small(fw, device, requires_grad=True)
 
@@ -77,7 +78,8 @@ def w1g_add(fw: str, device: str) -> Bench:
     return Bench(run, ops=N_SMALL, sync=sync_for(fw, device))
 
 
-@workload("W1g", "chain of 10 + sum + backward", reference="torch", frameworks=("fnx", "torch"), unit="us/op")
+@workload("W1g", "chain of 10 + sum + backward", reference="torch", frameworks=("fnx", "torch"), unit="us/op",
+          repeats=11)
 def w1g_chain_backward(fw: str, device: str) -> Bench:
     """Forward chain, `.sum()`, `.backward()`; grads reset to None each step as a training loop would."""
     xp = load(fw)

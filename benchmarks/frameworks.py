@@ -29,8 +29,14 @@ def load(fw: str):
     if fw not in _loaded:
         try:
             _loaded[fw] = importlib.import_module(_MODULES[fw])
-        except ImportError as e:
-            _loaded[fw] = Skip(f"{fw} is not installed ({e})")
+        except ImportError:
+            if fw == "fnx":
+                raise
+            _loaded[fw] = Skip(f"{fw} not installed")
+        except Exception as e:  # a broken optional install must not stop the fnx measurements
+            if fw in ("fnx", "numpy"):
+                raise
+            _loaded[fw] = Skip(f"{fw} failed to import: {type(e).__name__}: {e}")
     mod = _loaded[fw]
     if isinstance(mod, Skip):
         raise mod
@@ -80,6 +86,7 @@ def environment() -> dict:
         "platform": platform.platform(),
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
+        "load_average": _load_average(),
         "fnx_commit": _git_commit(),
         "numpy": np.__version__,
         "blas": _blas_info(),
@@ -105,6 +112,14 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def _load_average() -> list | None:
+    """1, 5 and 15 minute load averages at start: other processes on a small machine skew timings."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
 
 
 def _git_commit() -> str | None:
@@ -147,7 +162,7 @@ def _blas_env_note() -> str:
 def describe(env: dict) -> list[str]:
     """The header lines printed above the table."""
     lines = [f"fnx benchmarks  commit {env['fnx_commit'] or '?'}  python {env['python']}  {env['platform']}",
-             f"cpu: {env['cpu']} x {env['cores']}",
+             f"cpu: {env['cpu']} x {env['cores']}  load average {env['load_average'] or '?'}",
              f"numpy {env['numpy']}  torch {env.get('torch') or 'not installed'}"
              + (f" ({env['torch_threads']} threads)" if env.get("torch_threads") else "")
              + f"  jax {env.get('jax') or 'not installed'}"]

@@ -15,9 +15,14 @@ from .ops.sort import *  # noqa: F401,F403
 from .ops.indexing import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403
 from .ops.sampling import *  # noqa: F401,F403
+from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)
-from . import cuda
+from . import cuda, random, tree
+from .ir import ClosedJaxpr, Jaxpr
+from .transforms.ad import grad, hessian, jacfwd, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp
+from .transforms.batching import vmap
+from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
+from .transforms.tracing import make_jaxpr
 
 __version__ = "0.1.0"
-from .transforms.ad import jvp

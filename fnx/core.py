@@ -50,13 +50,16 @@ _SHORT = {"bool": "bool", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": 
           "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
 
 
-def _missing_rule(rule: str):
-    def fail(self_name):
-        def raiser(*args, **params):
-            raise NotImplementedError(f"primitive '{self_name}' has no {rule} rule, so it does not support that "
-                                      f"transform")
-        return raiser
-    return fail
+_RULE_USERS = {"impl": "eager execution", "abstract": "tracing (make_jaxpr, compile)",
+               "vjp": "reverse-mode autodiff (backward, grad, vjp)", "jvp": "forward-mode autodiff (jvp, jacfwd)",
+               "batch": "vmap", "lower": "compile"}
+
+
+def _missing_rule(prim_name: str, rule: str):
+    def raiser(*args, **params):
+        raise NotImplementedError(f"primitive '{prim_name}' has no {rule} rule, so {_RULE_USERS[rule]} does not "
+                                  f"support it yet")
+    return raiser
 
 
 class Primitive:
@@ -68,8 +71,8 @@ class Primitive:
     def __init__(self, name: str, *, view: bool = False, saves_inputs: bool = True, saves_output: bool = False,
                  multiple_results: bool = False, differentiable: bool = True):
         self.name = name
-        for rule in ("impl", "abstract", "vjp", "jvp", "batch", "lower"):
-            setattr(self, rule, _missing_rule(rule)(name))
+        for rule in _RULE_USERS:
+            setattr(self, rule, _missing_rule(name, rule))
         self.view = view                    # eager output may alias the first input (shares its version counter)
         self.saves_inputs = saves_inputs    # the vjp reads primal inputs: guard them with version counters
         self.saves_output = saves_output    # the vjp reads the output
@@ -146,6 +149,8 @@ def bind(prim: Primitive, *args, **params):
     except Exception as e:
         raise explain_failure(prim, args, params, e) from e
     if type(out) is not _ndarray:
+        if prim.multiple_results:
+            return _wrap_multiple(prim, args, params, out)
         out = dev._xp.asarray(out)
     t = _tensor_new(_Tensor)
     t._value = out
@@ -163,6 +168,18 @@ def bind(prim: Primitive, *args, **params):
                 if a._requires_grad:
                     return record_hook(prim, args, params, t)
     return t
+
+
+def _wrap_multiple(prim: Primitive, args, params, outs) -> list:
+    """Eager outputs of a multiple-result primitive; one tape node covers them all."""
+    from .tensor import from_array
+
+    tensors = [from_array(o) for o in outs]
+    if grad_enabled and prim.differentiable and any(a._requires_grad for a in args):
+        from .transforms.custom import _record_eager
+
+        return _record_eager(prim.name, list(args), tensors, lambda cts: prim.vjp(cts, args, tensors, **params))
+    return tensors
 
 
 class _FnxError(Exception):
@@ -232,6 +249,10 @@ class Trace:
     def process_primitive(self, prim: Primitive, tracers, params):
         raise NotImplementedError
 
+    def process_custom(self, call, tracers):
+        """A function call with a custom rule (custom_vjp, custom_jvp, checkpoint); inlined by default."""
+        return call.inline(tracers)
+
 
 class EvalTrace(Trace):
     """Level 0: run the primitive eagerly (impl plus the autograd tape)."""
@@ -248,6 +269,14 @@ class EvalTrace(Trace):
         prev, transforms_active = transforms_active, False
         try:
             return bind(prim, *tracers, **params)
+        finally:
+            transforms_active = prev
+
+    def process_custom(self, call, tracers):
+        global transforms_active
+        prev, transforms_active = transforms_active, False
+        try:
+            return call.eager(tracers)
         finally:
             transforms_active = prev
 

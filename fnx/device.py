@@ -48,15 +48,21 @@ class device:
         found = cls._cache.get(key)
         if found is not None:
             return found
+        if type(spec) is int:  # PyTorch: device(0) is cuda:0
+            spec, index = "cuda", spec
         if not isinstance(spec, str):
             raise TypeError(f"device: expected a string such as 'cpu' or 'cuda:0', got {type(spec).__name__}")
         kind, _, idx = spec.partition(":")
         if kind not in ("cpu", "cuda"):
             raise RuntimeError(f"device: unknown device type {kind!r} in {spec!r}; expected 'cpu' or 'cuda[:N]'")
         if idx:
+            if not idx.isdigit():
+                raise RuntimeError(f"device: invalid device string {spec!r}; expected 'cpu' or 'cuda[:N]' with N >= 0")
             if index is not None:
                 raise RuntimeError(f"device: index given twice in device({spec!r}, {index})")
             index = int(idx)
+        if index is not None and (type(index) is not int or index < 0):
+            raise RuntimeError(f"device: the index must be a non-negative int, got {index!r}")
         if kind == "cuda" and index is None:
             index = 0
         if kind == "cpu":
@@ -94,7 +100,10 @@ class device:
 
     def __eq__(self, other) -> bool:
         if isinstance(other, str):
-            other = device(other)
+            try:
+                other = device(other)
+            except RuntimeError:
+                return False
         return self is other
 
     def __hash__(self) -> int:
@@ -111,4 +120,6 @@ def device_of_array(arr) -> device:
     """The device holding a numpy or CuPy array."""
     if isinstance(arr, np.ndarray):
         return cpu
-    return device("cuda", arr.device.id)
+    dev = device("cuda", arr.device.id)
+    dev.xp  # a CuPy array proves CuPy works: make the fast path's `_xp` ready
+    return dev

@@ -92,8 +92,8 @@ def as_dtype(d) -> dtype:
         if found is None:
             raise TypeError(f"unknown dtype name {d!r}; known: {sorted(_BY_NAME)}")
         return found
-    if d is builtins_float:
-        return _default_float
+    if d is builtins_float:  # PyTorch: the Python type float means float64
+        return float64
     if d is builtins_int:
         return int64
     if d is builtins_bool:

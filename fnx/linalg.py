@@ -1,1 +1,12 @@
-"""`fnx.linalg` (being written)."""
+"""`fnx.linalg`: PyTorch's torch.linalg namespace (the ops live in fnx/ops/linalg.py, decompositions.py, norms.py)."""
+from .ops.decompositions import cholesky, det, inv, matrix_power, slogdet, solve
+from .ops.linalg import matmul, vdot
+from .ops.norms import linalg_norm as norm, matrix_norm, vector_norm
+
+__all__ = ["matmul", "vdot", "norm", "vector_norm", "matrix_norm", "solve", "inv", "cholesky", "det", "slogdet",
+           "matrix_power", "vecdot"]
+
+
+def vecdot(x, y, *, dim: int = -1):
+    """Dot product of vectors along `dim`, with broadcasting (x * y summed over `dim`)."""
+    return (x * y).sum(dim)

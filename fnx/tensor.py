@@ -41,10 +41,16 @@ class Tensor:
                  "_retains_grad", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray + Tensor` to Tensor.__radd__
 
-    def __init__(self, data=None, *, dtype=None, device=None, requires_grad: bool = False):
-        from .ops.creation import tensor as _tensor
+    def __init__(self, *data, dtype=None, device=None, requires_grad: bool = False):
+        """`Tensor(data)` copies data into the default float dtype; `Tensor(*sizes)` is uninitialised (PyTorch)."""
+        from .ops.creation import empty, tensor as _tensor
 
-        src = _tensor([] if data is None else data, dtype=dtype, device=device)
+        if data and all(type(d) is int for d in data):
+            src = empty(*data, dtype=dtype, device=device)
+        elif len(data) > 1:
+            raise FnxTypeError(f"Tensor(): expected one data argument or integer sizes, got {len(data)} arguments")
+        else:
+            src = _tensor(data[0] if data else [], dtype=dtype or _dt.get_default_dtype(), device=device)
         init_from_array(self, src._value, src._device)
         if requires_grad:
             self.requires_grad_(True)
@@ -221,12 +227,20 @@ class Tensor:
         return (v.get() if self._device is not cpu else v).tolist()
 
     def __array__(self, dtype=None, copy=None):
-        if self._device is not cpu:
-            raise FnxTypeError(f"can't convert a tensor on {self._device} to a numpy array; use tensor.cpu() first")
-        v = self._value
-        return v if dtype is None else v.astype(dtype, copy=False)
+        v = self.numpy()
+        if dtype is not None and v.dtype != dtype:
+            return v.astype(dtype)
+        return v.copy() if copy else v
+
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """numpy ufuncs applied to a tensor (`np.exp(t)`) return a tensor, as in PyTorch."""
+        if array.dtype not in _dt._BY_NP:
+            return array
+        return make(array, cpu)
 
     def __dlpack__(self, stream=None, **kwargs):
+        if self._requires_grad:
+            raise FnxRuntimeError("__dlpack__: can't export a tensor that requires grad; use tensor.detach() first")
         if stream is not None:
             return self._value.__dlpack__(stream=stream, **kwargs)
         return self._value.__dlpack__(**kwargs)
@@ -337,16 +351,23 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
+        """PyTorch's layout: `tensor([1.5000, 2.0000], dtype=fnx.float64, requires_grad=True)`."""
         v = self._value
-        arr = v.get() if self._device is not cpu else v
+        arr = np.asarray(v.get() if self._device is not cpu else v)
         prefix = "tensor("
-        body = np.array2string(np.asarray(arr), separator=", ", prefix=prefix, precision=4,
-                               threshold=1000, edgeitems=3)
+        if arr.size == 0:
+            body = "[]"
+        else:
+            body = np.array2string(arr, separator=", ", prefix=prefix, threshold=1000, edgeitems=3,
+                                   max_line_width=80, formatter={"all": _element_formatter(arr)})
         extras = []
+        if arr.size == 0 and arr.ndim != 1:
+            extras.append(f"size={tuple(arr.shape)}")
         if self._device is not cpu:
             extras.append(f"device='{self._device}'")
-        if self.dtype not in (_dt.float32, _dt.int64, _dt.bool) or arr.size == 0:
-            extras.append(f"dtype={self.dtype!r}")
+        dt = self.dtype
+        if not (dt is _dt.get_default_dtype() or (arr.size and dt in (_dt.int64, _dt.bool))):
+            extras.append(f"dtype={dt!r}")
         if self._node is not None:
             extras.append(f"grad_fn=<{self._node.name}>")
         elif self._requires_grad:
@@ -368,6 +389,41 @@ class Tensor:
             out._grad = self._grad.__deepcopy__(memo)
         memo[id(self)] = out
         return out
+
+
+def _edges(arr: np.ndarray, n: int = 3) -> np.ndarray:
+    """The elements a summarised print shows: the first and last `n` along every dim."""
+    for axis, size in enumerate(arr.shape):
+        if size > 2 * n:
+            arr = np.concatenate([arr.take(range(n), axis), arr.take(range(size - n, size), axis)], axis)
+    return arr
+
+
+def _element_formatter(arr: np.ndarray):
+    """PyTorch's element format: ints as they are; floats as `1.`, `1.5000` or `1.5000e+09`, right-aligned."""
+    if arr.dtype.kind in "biu":
+        width = max(len(str(v)) for v in _edges(arr).reshape(-1).tolist())
+        return lambda v: str(v).rjust(width)
+    vals = _edges(arr).astype(np.float64).reshape(-1)
+    shown = vals[np.isfinite(vals) & (vals != 0)]
+    fmt, width, int_mode = "{:.0f}.", 1, True
+    if shown.size:
+        mags = np.abs(shown)
+        lo, hi = mags.min(), mags.max()
+        int_mode = bool(np.all(shown == np.ceil(shown)))
+        wide = hi / lo > 1000.0 or hi > 1.0e8
+        if wide or (not int_mode and lo < 1.0e-4):
+            fmt, int_mode = "{:.4e}", False
+        elif not int_mode:
+            fmt = "{:.4f}"
+        width = max(len(fmt.format(v)) for v in shown.tolist())
+
+    def element(v) -> str:
+        v = float(v)
+        text = fmt.format(v) if np.isfinite(v) or not int_mode else f"{v:.0f}"
+        return text.rjust(width)
+
+    return element
 
 
 def make(value, dev) -> Tensor:
@@ -441,37 +497,49 @@ class Tracer(Tensor):
     def full_lower(self):
         return self
 
-    def _concrete(self, what: str):
+    def detach(self) -> Tensor:
+        """Under a transform, detach means stop_gradient."""
+        from .transforms.ad import stop_gradient
+
+        return stop_gradient(self)
+
+    def _concrete(self, what: str) -> Tensor:
+        """The concrete value behind this tracer, for Python control flow; raises when there is none."""
         raise core.FnxTypeError(
             f"{what} needs a concrete value, but this tensor is a tracer ({self.aval.str_short()}) inside "
-            f"a transform. Python control flow on traced values cannot be staged: use fnx.where(cond, a, b) "
-            f"or fnx.cond(pred, true_fn, false_fn, *operands), or mark the argument static "
-            f"(static_argnums)."
+            f"{type(self._trace).__name__.replace('Trace', '').lower() or 'a'} transform. Python control flow on "
+            f"traced values cannot be staged: use fnx.where(cond, a, b) or fnx.cond(pred, true_fn, false_fn, "
+            f"*operands), or mark the argument static (static_argnums)."
         )
 
-    def numpy(self, *, force: bool = False):
-        self._concrete("numpy()")
+    def _no_array(self, what: str):
+        raise core.FnxTypeError(
+            f"{what}: this tensor is a tracer ({self.aval.str_short()}) inside a transform and cannot become a "
+            f"numpy array; return it from the transformed function instead, or use fnx ops on it")
 
-    def item(self):
-        self._concrete("item()")
+    def numpy(self, *, force: bool = False):
+        self._no_array("numpy()")
 
     def tolist(self):
-        self._concrete("tolist()")
+        self._no_array("tolist()")
 
     def __array__(self, dtype=None, copy=None):
-        self._concrete("conversion to a numpy array")
+        self._no_array("conversion to a numpy array")
+
+    def item(self):
+        return self._concrete("item()").item()
 
     def __bool__(self):
-        self._concrete("bool()")
+        return bool(self._concrete("bool()"))
 
     def __int__(self):
-        self._concrete("int()")
+        return int(self._concrete("int()"))
 
     def __float__(self):
-        self._concrete("float()")
+        return float(self._concrete("float()"))
 
     def __index__(self):
-        self._concrete("use as an index")
+        return self._concrete("use as an index").__index__()
 
     def __repr__(self) -> str:
         return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"

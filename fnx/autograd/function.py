@@ -1,8 +1,6 @@
 """`fnx.autograd.Function`: user-defined ops with a hand-written backward (PyTorch's API)."""
 from __future__ import annotations
 
-import traceback
-
 from .. import core
 from ..core import FnxRuntimeError
 from . import tape
@@ -62,11 +60,14 @@ class _FunctionNode:
     def __init__(self, fn, ctx, parents, outputs_meta, inputs):
         self.fn, self.ctx, self.parents, self.outputs_meta, self.inputs = fn, ctx, parents, outputs_meta, inputs
         self.hooks = None
-        self.stack = traceback.format_stack()[:-3] if tape.anomaly_enabled else None
+        self.stack = tape.forward_stack() if tape.anomaly_enabled else None
 
     @property
     def name(self) -> str:
         return f"{self.fn.__name__}Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
 
     def release(self) -> None:
         self.ctx._saved = None

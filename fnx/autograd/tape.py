@@ -7,6 +7,7 @@ the graph) and version counters that detect in-place changes to saved values.
 """
 from __future__ import annotations
 
+import os
 import traceback
 import weakref
 
@@ -19,7 +20,16 @@ from ..tensor import init_from_array
 __all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle"]
 
 _FLOAT_NP = frozenset(d.np for d in _dt.ALL if d.is_floating_point)
+_FNX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 anomaly_enabled = False
+
+
+def forward_stack() -> list:
+    """The Python stack up to the user's call into fnx (fnx's own frames at its end are left out)."""
+    frames = traceback.extract_stack()
+    while frames and frames[-1].filename.startswith(_FNX_DIR):
+        frames.pop()
+    return traceback.format_list(frames)
 
 
 class Node:
@@ -32,7 +42,7 @@ class Node:
         self.prim, self.params, self.inputs, self.parents = prim, params, inputs, parents
         self.versions, self.out_value, self.out_version = versions, out_value, out_version
         self.hooks = None
-        self.stack = traceback.format_stack()[:-3] if anomaly_enabled else None
+        self.stack = forward_stack() if anomaly_enabled else None
 
     @property
     def name(self) -> str:

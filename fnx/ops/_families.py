@@ -12,6 +12,7 @@ from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..device import device as _device_cls
 from ..tensor import Tensor, make
+from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
 
 __all__ = ["unary", "binary", "broadcast_shapes", "unbroadcast", "promote", "as_operand", "scalar_like",
            "same_device"]
@@ -123,6 +124,7 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, saves_output: bo
         return ShapedArray(x.shape, out_dtype or x.dtype, x.device)
 
     prim.abstract = abstract
+    prim.batch = unary_batch_rule(prim)
     if deriv is not None:
         prim.vjp = lambda g, primals, out: (g * deriv(primals[0], out),)
 
@@ -164,6 +166,7 @@ def binary(name: str, impl: Callable, d_lhs: Callable | None, d_rhs: Callable | 
         return ShapedArray(broadcast_shapes(name, x.shape, y.shape), out_dtype or x.dtype, dev)
 
     prim.abstract = abstract
+    prim.batch = elementwise_batch_rule(prim)
     if diff:
         def vjp(g, primals, out):
             x, y = primals

@@ -5,8 +5,9 @@ import math
 
 import numpy as np
 
+from .. import core
 from .. import dtypes as _dt
-from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
 from ..tensor import Tensor, make
 
@@ -20,6 +21,14 @@ def _device(device) -> _device_cls:
     return cpu if device is None else _device_cls(device)
 
 
+def _xp(dev: _device_cls, dt: _dt.dtype):
+    """The array module of `dev`, after checking that it can hold `dt`."""
+    xp = dev.xp
+    if xp is not np:
+        _check_cuda_dtype(dt)
+    return xp
+
+
 def _shape(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
@@ -31,7 +40,10 @@ def _shape(size) -> tuple:
 
 def _infer_dtype(data) -> _dt.dtype:
     """The dtype PyTorch would give Python data: bool, int64, or the default float."""
-    arr = np.asarray(data)
+    try:
+        arr = np.asarray(data)
+    except ValueError as e:
+        raise FnxValueError(f"tensor(): nested sequences must be rectangular (every row the same length): {e}") from e
     if arr.dtype.kind == "b":
         return _dt.bool
     if arr.dtype.kind in "iu":
@@ -65,7 +77,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Ten
         dev = device_of_array(src) if hasattr(src, "__cuda_array_interface__") else cpu
     else:
         dev = _device_cls(device)
-    xp = dev.xp
+    xp = _xp(dev, dt)
     if dev is cpu and hasattr(src, "__cuda_array_interface__"):
         src = src.get()
     value = xp.array(src, dtype=dt.np, copy=True)
@@ -113,7 +125,7 @@ def _filled(shape: tuple, value, dtype, device, fn: str) -> Tensor:
         dt = _dt.default_for_category(_dt.scalar_category(value)) if fn == "full" else _dt.get_default_dtype()
     else:
         dt = _dt.as_dtype(dtype)
-    xp = dev.xp
+    xp = _xp(dev, dt)
     if fn == "empty":
         return make(xp.empty(shape, dtype=dt.np), dev)
     return make(xp.full(shape, value, dtype=dt.np), dev)
@@ -181,8 +193,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     dt = _dt.as_dtype(dtype)
     n = max(0, math.ceil((vals[1] - vals[0]) / vals[2]))
     dev = _device(device)
-    value = (dev.xp.arange(n, dtype=np.float64) * vals[2] + vals[0]).astype(dt.np) if dt.is_floating_point else \
-        dev.xp.arange(vals[0], vals[1], vals[2], dtype=dt.np)
+    xp = _xp(dev, dt)
+    value = (xp.arange(n, dtype=np.float64) * vals[2] + vals[0]).astype(dt.np) if dt.is_floating_point else \
+        xp.arange(vals[0], vals[1], vals[2], dtype=dt.np)
     return _grad(make(value, dev), requires_grad)
 
 
@@ -190,20 +203,20 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
     """`steps` evenly spaced values from `start` to `end` inclusive."""
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
-    return _grad(make(dev.xp.linspace(start, end, int(steps)).astype(dt.np), dev), requires_grad)
+    return _grad(make(_xp(dev, dt).linspace(start, end, int(steps)).astype(dt.np), dev), requires_grad)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None) -> Tensor:
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
-    return make(dev.xp.logspace(start, end, int(steps), base=base).astype(dt.np), dev)
+    return make(_xp(dev, dt).logspace(start, end, int(steps), base=base).astype(dt.np), dev)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """An n x m identity matrix."""
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
-    return _grad(make(dev.xp.eye(n, n if m is None else m, dtype=dt.np), dev), requires_grad)
+    return _grad(make(_xp(dev, dt).eye(n, n if m is None else m, dtype=dt.np), dev), requires_grad)
 
 
 # ---------------------------------------------------------------- copies and transfers
@@ -240,8 +253,8 @@ def _transfer_impl(xp, x, *, device):
     if device is cpu:
         return x.get() if not isinstance(x, np.ndarray) else x.copy()
     cp = device.xp
-    with cp.cuda.Device(device.index):
-        return cp.asarray(x)
+    with cp.cuda.Device(device.index):  # CuPy's copy() lands on the current device
+        return cp.asarray(x) if isinstance(x, np.ndarray) else x.copy()
 
 
 transfer_p.def_abstract(lambda x, *, device: ShapedArray(x.shape, x.dtype, device))
@@ -254,8 +267,32 @@ def transfer(input: Tensor, device) -> Tensor:
     device = _device_cls(device)
     if device is input.device:
         return input
-    device.xp  # raises a clear error when CUDA is unavailable
-    out = transfer_p.bind(input, device=device)
-    if not _is_tracer(out):
-        out._device = device
+    _xp(device, input.dtype)  # raises a clear error when CUDA is unavailable or lacks the dtype
+    if _is_tracer(input) or core.transforms_active:
+        out = transfer_p.bind(input, device=device)
+        if not _is_tracer(out):
+            out._device = device
+        return out
+    # Eager: the output lives on another device than the input, which bind's fast path does not expect.
+    out = make(_transfer_impl(None, input._value, device=device), device)
+    if core.grad_enabled and input._requires_grad:
+        return core.record_hook(transfer_p, (input,), {"device": device}, out)
     return out
+
+
+_cuda_dtype_ok: dict = {}
+
+
+def _check_cuda_dtype(dt: _dt.dtype) -> None:
+    """CuPy has no bfloat16 (nor any ml_dtypes type): say so instead of failing deep inside CuPy."""
+    ok = _cuda_dtype_ok.get(dt)
+    if ok is None:
+        try:
+            _device_cls("cuda").xp.zeros(1, dtype=dt.np)
+            ok = True
+        except Exception:
+            ok = False
+        _cuda_dtype_ok[dt] = ok
+    if not ok:
+        raise FnxTypeError(f"{dt} tensors are not supported on CUDA by this CuPy build; convert first, e.g. "
+                           f"tensor.float().cuda()")

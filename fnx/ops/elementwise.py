@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..core import FnxTypeError, Primitive, ShapedArray
+from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor
 from ._families import _promote2, as_operand, binary, promote, same_device, broadcast_shapes, unbroadcast, unary
 
@@ -47,6 +47,16 @@ neg_p = unary("neg", lambda xp, x: xp.negative(x), None)
 neg_p.saves_inputs, neg_p.differentiable = False, True
 neg_p.vjp = lambda g, primals, out: (neg(g),)
 neg_p.jvp = lambda primals, tangents: (neg(primals[0]), neg(tangents[0]))
+
+
+@neg_p.def_abstract
+def _neg_abstract(x: ShapedArray) -> ShapedArray:
+    if x.dtype is _dt.bool:
+        raise FnxRuntimeError("neg: negation, the `-` operator, on a bool tensor is not supported; to invert a mask "
+                              "use the `~` operator or logical_not()")
+    return x
+
+
 exp_p = unary("exp", lambda xp, x: xp.exp(x), lambda x, out: out, saves_output=True, float_only=True)
 exp2_p = unary("exp2", lambda xp, x: xp.exp2(x), lambda x, out: out * math.log(2.0), saves_output=True,
                float_only=True)
@@ -80,8 +90,19 @@ round_p = unary("round", lambda xp, x: xp.round(x), None)
 trunc_p = unary("trunc", lambda xp, x: xp.trunc(x), None)
 not_p = unary("not", lambda xp, x: xp.logical_not(x), None, out_dtype=_dt.bool)
 isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool)
+
+
+def _zeros_of(t: Tensor) -> Tensor:
+    from .creation import zeros_like
+
+    return zeros_like(t)
+
+
+# Piecewise-constant ops are differentiable with a zero gradient, as in PyTorch (their outputs keep a grad_fn).
 for _p in (sign_p, floor_p, ceil_p, round_p, trunc_p):
-    _p.jvp = (lambda p: lambda primals, tangents: (p.bind(primals[0]), tangents[0] * 0.0))(_p)
+    _p.differentiable, _p.saves_inputs = True, False
+    _p.vjp = lambda g, primals, out: (_zeros_of(g),)
+    _p.jvp = (lambda p: lambda primals, tangents: (p.bind(primals[0]), _zeros_of(tangents[0])))(_p)
 
 
 def _sigmoid(xp, x):
@@ -94,7 +115,7 @@ def _erf(xp, x):
     if xp.__name__ != "numpy":
         import cupyx.scipy.special as sp
 
-        return sp.erf(x)
+        return sp.erf(x).astype(x.dtype, copy=False)
     return _erf_cody(np.asarray(x, dtype=np.float64)).astype(x.dtype)
 
 
@@ -114,46 +135,62 @@ _ERFC_Q = (2.56852019228982242e00, 1.87295284992346047e00, 5.27905102951428412e-
            2.33520497626869185e-3)
 
 
-def _rational(t, num, den, n: int):
+def _rational(t: np.ndarray, num: tuple, den: tuple, n: int) -> np.ndarray:
     """Cody's evaluation order: (num[-1] t^(n+1) + num[0] t^n + ... + num[n]) / (t^(n+1) + den[0] t^n + ...)."""
-    xnum, xden = num[-1] * t, t
+    xnum, xden = t * num[-1], t.copy()
     for i in range(n):
-        xnum = (xnum + num[i]) * t
-        xden = (xden + den[i]) * t
-    return (xnum + num[n]) / (xden + den[n])
+        xnum += num[i]
+        xnum *= t
+        xden += den[i]
+        xden *= t
+    xnum += num[n]
+    xden += den[n]
+    xnum /= xden
+    return xnum
 
 
-def _exp_neg_square(y):
-    """exp(-y*y) without the rounding error of forming y*y: split y at a multiple of 1/16."""
-    ysq = np.trunc(y * 16.0) / 16.0
-    return np.exp(-ysq * ysq) * np.exp(-(y - ysq) * (y + ysq))
+_ERF_CHUNK = 1 << 15  # elements per step: the temporaries of one step stay in cache
 
 
 def _erf_cody(x: np.ndarray) -> np.ndarray:
-    """erf of a float64 array, vectorised: each element is evaluated in its own range only."""
+    """erf of a float64 array, vectorised, in cache-sized chunks."""
     flat = x.reshape(-1)
-    y = np.abs(flat)
     out = np.empty_like(flat)
-    small = y <= 0.46875
-    mid = (y > 0.46875) & (y <= 4.0)
-    big = ~(small | mid)                      # includes inf and nan
-    xs = flat[small]
-    out[small] = xs * _rational(xs * xs, _ERF_A, _ERF_B, 3)
-    ym = y[mid]
-    out[mid] = 1.0 - _exp_neg_square(ym) * _rational(ym, _ERFC_C, _ERFC_D, 7)
-    yb = np.minimum(y[big], 27.0)             # erfc(27) underflows to 0: erf is exactly 1 beyond
-    inv = 1.0 / (yb * yb)
-    tail = (0.56418958354775628695 - inv * _rational(inv, _ERFC_P, _ERFC_Q, 4)) / yb
-    out[big] = 1.0 - _exp_neg_square(yb) * tail
-    out[big & np.isnan(flat)] = np.nan
-    out[~small] = np.copysign(out[~small], flat[~small])
+    for i in range(0, flat.size, _ERF_CHUNK):
+        out[i:i + _ERF_CHUNK] = _erf_chunk(flat[i:i + _ERF_CHUNK])
     return out.reshape(x.shape)
+
+
+def _erf_chunk(x: np.ndarray) -> np.ndarray:
+    """erf(x) = x R(x^2) for |x| <= 0.46875, else sign(x) (1 - erfc(|x|)), each range on clipped inputs.
+
+    erfc(6) < 2e-17 rounds 1 - erfc to exactly 1, so the tail range stops at 6; nan stays nan.
+    """
+    y = np.abs(x)
+    small = np.minimum(y, 0.46875)
+    small *= small
+    small = _rational(small, _ERF_A, _ERF_B, 3)
+    small *= x
+    mid = np.clip(y, 0.46875, 4.0)
+    erfc = np.exp(-mid * mid)
+    erfc *= _rational(mid, _ERFC_C, _ERFC_D, 7)
+    tail = np.clip(y, 4.0, 6.0)
+    inv = 1.0 / (tail * tail)
+    erfc_tail = (0.56418958354775628695 - inv * _rational(inv, _ERFC_P, _ERFC_Q, 4)) / tail
+    erfc_tail *= np.exp(-tail * tail)
+    big = np.copysign(1.0 - np.where(y <= 4.0, erfc, erfc_tail), x)
+    return np.where(y <= 0.46875, small, big)
 
 
 def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False):
     def op(input: Tensor) -> Tensor:
-        if ints_to_float and not input.dtype.is_floating_point:
-            input = convert(input, _dt.get_default_dtype())
+        if ints_to_float:
+            try:
+                floating = input.dtype.is_floating_point
+            except AttributeError:
+                raise _not_a_tensor(prim.name, input) from None
+            if not floating:
+                input = convert(input, _dt.get_default_dtype())
         return prim.bind(input)
 
     op.__name__ = op.__qualname__ = prim.name
@@ -186,6 +223,11 @@ neg = _unary_wrapper(neg_p, "-x, elementwise.")
 negative = neg
 arcsin, arccos, arctan = asin, acos, atan
 absolute = abs
+
+
+def _not_a_tensor(op: str, x) -> FnxTypeError:
+    return FnxTypeError(f"{op}(): argument 'input' must be a Tensor, not {type(x).__name__}; wrap values with "
+                        f"fnx.tensor(...)")
 
 
 def _rounding(prim):
@@ -234,6 +276,17 @@ sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), lambda x, y, o: 1.0, l
 sub_p.vjp = lambda g, primals, out: (unbroadcast(g, tuple(primals[0].shape)),
                                      unbroadcast(neg(g), tuple(primals[1].shape)))
 sub_p.jvp = lambda primals, tangents: (sub_p.bind(*primals), tangents[0] - tangents[1])
+_sub_shape_rule = sub_p.abstract
+
+
+@sub_p.def_abstract
+def _sub_abstract(x: ShapedArray, y: ShapedArray) -> ShapedArray:
+    if x.dtype is _dt.bool and y.dtype is _dt.bool:
+        raise FnxRuntimeError("sub: subtraction, the `-` operator, with two bool tensors is not supported; use the "
+                              "`^` operator or logical_xor() instead")
+    return _sub_shape_rule(x, y)
+
+
 mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lambda x, y, o: x)
 div_p = binary("div", lambda xp, x, y: xp.true_divide(x, y), lambda x, y, o: reciprocal(y),
                lambda x, y, o: neg(o / y))
@@ -308,7 +361,7 @@ less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
 def add(input, other, *, alpha=1) -> Tensor:
     """input + alpha * other, with broadcasting and type promotion."""
     if alpha != 1:
-        other = mul(other, alpha)
+        other = _scaled(other, alpha)
     x, y = _promote2(input, other, "add")
     return add_p.bind(x, y)
 
@@ -316,12 +369,19 @@ def add(input, other, *, alpha=1) -> Tensor:
 def sub(input, other, *, alpha=1) -> Tensor:
     """input - alpha * other."""
     if alpha != 1:
-        other = mul(other, alpha)
+        other = _scaled(other, alpha)
     x, y = _promote2(input, other, "sub")
     return sub_p.bind(x, y)
 
 
 subtract = sub
+
+
+def _scaled(other, alpha):
+    """alpha * other for add/sub: a Python number stays a (weakly typed) Python number."""
+    if isinstance(other, Tensor):
+        return mul(other, alpha)
+    return as_operand(other, "add") * alpha
 
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:

@@ -1,4 +1,674 @@
-"""(being written)"""
-__all__: list = []
-METHODS: dict = {}
-INPLACE: dict = {}
+"""Indexing: `Tensor.__getitem__` / `__setitem__` and the gather / scatter family.
+
+Two primitives carry all advanced indexing: `index` reads the elements that integer index tensors pick in
+some dims (numpy's rules for broadcasting the indices and placing their dims), and `index_put` writes or
+accumulates values there (xp.add.at / cupyx.scatter_add, so duplicate indices accumulate). Each is the
+other's vjp. Basic indexing (ints, slices, None, ...) is shape.py's `slice` and `reshape`, so it returns
+views. gather, scatter, index_select, index_add, take, ... are compositions of these.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
+from ..tensor import Tensor, Tracer, canonical_dim, make
+from ._families import broadcast_shapes, same_device, scalar_like, unbroadcast
+from .elementwise import convert, eq, where
+from .inplace import _check_target, _records, _snapshot, assign_
+from .shape import _count, broadcast_tensors, broadcast_to, new_view, reshape, strided_slice, unsqueeze
+from ..transforms.batching import batch_size, move_to_front, with_batch_size
+
+__all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "index_fill", "index_copy", "index_put",
+           "masked_fill", "masked_select", "nonzero", "argwhere", "one_hot", "take", "take_along_dim", "put"]
+
+
+# ---------------------------------------------------------------- the static structure of an advanced index
+def _np_index(ndim: int, dims: tuple, idx) -> tuple:
+    """The numpy index that applies index arrays `idx` to dims `dims` and keeps every other dim whole."""
+    where_ = [slice(None)] * ndim
+    for d, i in zip(dims, idx):
+        where_[d] = i
+    return tuple(where_)
+
+
+def _indexed_shape(op: str, x: ShapedArray, idx, dims: tuple) -> tuple:
+    """Shape of x[index arrays at dims]: their broadcast shape replaces the indexed dims, in place when those
+    dims are adjacent, else in front (numpy's rule)."""
+    if len(idx) != len(dims) or not dims or list(dims) != sorted(set(dims)) or dims[-1] >= x.ndim or dims[0] < 0:
+        raise FnxRuntimeError(f"{op}: {len(idx)} index tensors at dims {list(dims)} do not fit a tensor of shape "
+                              f"{list(x.shape)}")
+    for i in idx:
+        if i.dtype.is_floating_point or i.dtype is _dt.bool:
+            raise FnxIndexError(f"{op}: tensors used as indices must be integer tensors, got {i.dtype}")
+    try:
+        b = broadcast_shapes(op, *(i.shape for i in idx))
+    except FnxRuntimeError:
+        shown = ", ".join(str(list(i.shape)) for i in idx)
+        raise FnxIndexError(f"{op}: shape mismatch: indexing tensors could not be broadcast together with shapes "
+                            f"{shown}") from None
+    if dims[-1] - dims[0] == len(dims) - 1:
+        return tuple(x.shape[:dims[0]]) + b + tuple(x.shape[dims[-1] + 1:])
+    return b + tuple(s for d, s in enumerate(x.shape) if d not in dims)
+
+
+# ---------------------------------------------------------------- index (gather by index arrays)
+index_p = Primitive("index")
+index_p.def_impl(lambda xp, x, *idx, dims: x[_np_index(x.ndim, dims, idx)])
+
+
+@index_p.def_abstract
+def _index_abstract(x: ShapedArray, *idx: ShapedArray, dims: tuple) -> ShapedArray:
+    dev = same_device("index", (x,) + idx)
+    return ShapedArray(_indexed_shape("index", x, idx, dims), x.dtype, dev)
+
+
+@index_p.def_vjp
+def _index_vjp(g, primals, out, *, dims):
+    from .creation import zeros
+
+    x, *idx = primals
+    base = zeros(tuple(x.shape), dtype=g.dtype, device=g.device)
+    return (index_put_p.bind(base, g, *idx, dims=dims, accumulate=True),) + (None,) * len(idx)
+
+
+index_p.def_jvp(lambda primals, tangents, *, dims: (index_p.bind(*primals, dims=dims),
+                                                    index_p.bind(tangents[0], *primals[1:], dims=dims)))
+
+
+def _adjacent(dims: tuple) -> bool:
+    return dims[-1] - dims[0] == len(dims) - 1
+
+
+def _batched_full_index(x, idx, bdims, dims: tuple, size: int):
+    """(x with the batch dim first, index tensors over all of its dims) such that indexing gives
+    (batch,) + the per-example result shape: per-example index arrays, an arange over the batch, and
+    arange grids for the dims that the per-example index keeps whole."""
+    from .creation import arange
+
+    x = with_batch_size(x, bdims[0], size)
+    shape = tuple(x.shape[1:])
+    nb = max(i.ndim - (d is not None) for i, d in zip(idx, bdims[1:]))
+    rest = [j for j in range(len(shape)) if j not in dims]
+    first = dims[0] if _adjacent(dims) else 0  # where the broadcast index dims sit in the result
+    rank = nb + len(rest)
+    full = [arange(size, device=x.device).reshape((size,) + (1,) * rank)]
+    for i, d in zip(idx, bdims[1:]):
+        i = move_to_front(i, d) if d is not None else reshape(i, (1,) + tuple(i.shape))
+        ex = tuple(i.shape[1:])
+        full.append(reshape(i, (i.shape[0],) + (1,) * (first + nb - len(ex)) + ex + (1,) * (rank - first - nb)))
+    positions = {j: (p if p < first else p + nb) for p, j in enumerate(rest)}
+    for j in rest:
+        n = shape[j]
+        grid_shape = (1,) * (1 + positions[j]) + (n,) + (1,) * (rank - positions[j] - 1)
+        full.insert(1 + j, arange(n, device=x.device).reshape(grid_shape))
+    return x, full
+
+
+@index_p.def_batch
+def _index_batch(args, bdims, *, dims):
+    if all(d is None for d in bdims[1:]):
+        x = move_to_front(args[0], bdims[0])
+        out = index_p.bind(x, *args[1:], dims=tuple(d + 1 for d in dims))
+        return out, 0 if _adjacent(dims) else len(broadcast_shapes("index", *(i.shape for i in args[1:])))
+    x, full = _batched_full_index(args[0], args[1:], bdims, dims, batch_size(args, bdims))
+    return index_p.bind(x, *full, dims=tuple(range(x.ndim))), 0
+
+
+# ---------------------------------------------------------------- index_put (scatter: set or accumulate)
+index_put_p = Primitive("index_put")
+
+
+@index_put_p.def_impl
+def _index_put_impl(xp, x, values, *idx, dims, accumulate):
+    out = x.copy()
+    where_ = _np_index(x.ndim, dims, idx)
+    if not accumulate:
+        out[where_] = values
+    elif xp is np:
+        np.add.at(out, where_, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(out, where_, values)
+    return out
+
+
+@index_put_p.def_abstract
+def _index_put_abstract(x: ShapedArray, values: ShapedArray, *idx: ShapedArray, dims: tuple,
+                        accumulate: bool) -> ShapedArray:
+    same_device("index_put", (x, values) + idx)
+    if values.dtype is not x.dtype:
+        raise FnxTypeError(f"index_put: values must have the dtype of the tensor ({x.dtype}), got {values.dtype}; "
+                           f"the fnx wrappers convert, a direct bind must convert first")
+    target = _indexed_shape("index_put", x, idx, dims)
+    _check_broadcast(values.shape, target)
+    return x
+
+
+def _check_broadcast(shape: tuple, target: tuple) -> None:
+    try:
+        ok = broadcast_shapes("index_put", tuple(shape), tuple(target)) == tuple(target)
+    except FnxRuntimeError:
+        ok = False
+    if not ok:
+        raise FnxRuntimeError(f"shape mismatch: value tensor of shape {list(shape)} cannot be broadcast to "
+                              f"indexing result of shape {list(target)}")
+
+
+@index_put_p.def_vjp
+def _index_put_vjp(g, primals, out, *, dims, accumulate):
+    x, values, *idx = primals
+    gx = g if accumulate else index_put_p.bind(g, scalar_like(0, g.dtype, g.device), *idx, dims=dims,
+                                               accumulate=False)
+    gv = unbroadcast(index_p.bind(g, *idx, dims=dims), tuple(values.shape))
+    return (gx, gv) + (None,) * len(idx)
+
+
+index_put_p.def_jvp(lambda primals, tangents, *, dims, accumulate: (
+    index_put_p.bind(*primals, dims=dims, accumulate=accumulate),
+    index_put_p.bind(tangents[0], tangents[1], *primals[2:], dims=dims, accumulate=accumulate)))
+
+
+@index_put_p.def_batch
+def _index_put_batch(args, bdims, *, dims, accumulate):
+    size = batch_size(args, bdims)
+    x, values = args[0], args[1]
+    x, full = _batched_full_index(x, args[2:], bdims[:1] + bdims[2:], dims, size)
+    if bdims[1] is not None:
+        target = full[0].ndim - 1
+        values = move_to_front(values, bdims[1])
+        ex = tuple(values.shape[1:])
+        values = reshape(values, (size,) + (1,) * (target - len(ex)) + ex)
+    return index_put_p.bind(x, values, *full, dims=tuple(range(x.ndim)), accumulate=accumulate), 0
+
+
+# ---------------------------------------------------------------- helpers for index arguments
+def _on_device(index: Tensor, dev) -> Tensor:
+    """Index tensors may live on the CPU while the indexed tensor is on CUDA (as in PyTorch)."""
+    if index.device is dev:
+        return index
+    from .creation import transfer
+
+    return transfer(index, dev)
+
+
+def _index_tensor(index, input: Tensor, op: str) -> Tensor:
+    """`index` (a tensor, list or numpy array) as an integer tensor on `input`'s device."""
+    if not isinstance(index, Tensor):
+        from .creation import tensor
+
+        index = tensor(np.asarray(index, dtype=np.int64) if _is_empty_list(index) else index)
+    if index.dtype.is_floating_point or index.dtype is _dt.bool:
+        raise FnxIndexError(f"{op}(): expected an integer index tensor, got {index.dtype}")
+    return _on_device(index, input.device)
+
+
+def _is_empty_list(x) -> bool:
+    return isinstance(x, (list, tuple)) and len(x) == 0
+
+
+def _check_bounds(op: str | None, index: Tensor, size: int, dim: int, negative_ok: bool = False) -> None:
+    """IndexError naming the op, the first offending value and the size (concrete indices only)."""
+    if isinstance(index, Tracer) or index.numel() == 0:
+        return
+    v = index._value
+    lo, hi = int(v.min()), int(v.max())
+    bad = hi if hi >= size else lo if lo < (-size if negative_ok else 0) else None
+    if bad is not None:
+        prefix = f"{op}: " if op else ""
+        raise FnxIndexError(f"{prefix}index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def _dim(input: Tensor, dim: int, op: str) -> int:
+    if input.ndim == 0:
+        raise FnxIndexError(f"{op}(): expected a tensor with at least one dimension, got a 0-d tensor; "
+                            f"reshape it with .reshape(1) first")
+    return canonical_dim(dim, input.ndim, op)
+
+
+def _values(value, input: Tensor) -> Tensor:
+    """A value to write into `input`: a tensor converted to its dtype, or a Python scalar as a 0-d tensor."""
+    if isinstance(value, Tensor):
+        return convert(_on_device(value, input.device) if value.ndim == 0 else value, input.dtype)
+    if isinstance(value, (bool, int, float)):
+        return scalar_like(value, input.dtype, input.device)
+    from .creation import tensor
+
+    return tensor(value, dtype=input.dtype, device=input.device)
+
+
+def _grid(index: Tensor, dim: int) -> list:
+    """Index tensors that pick `index` along `dim` and the matching position in every other dim (gather)."""
+    from .creation import arange
+
+    nd = index.ndim
+    out = []
+    for d, n in enumerate(index.shape):
+        if d == dim:
+            out.append(index)
+        else:
+            out.append(arange(n, device=index.device).reshape((1,) * d + (n,) + (1,) * (nd - d - 1)))
+    return out
+
+
+# ---------------------------------------------------------------- parsing x[index]
+class _Plan:
+    """An index expression resolved against a shape.
+
+    The basic part is one strided slice (`starts`, `stops`, `steps`) followed by a reshape to `shape` that
+    drops integer-indexed dims and inserts None dims (`basic` is the same as a numpy index, for writes).
+    The advanced part is index tensors `arrays` applied at dims `dims` of that result; `sources` are the
+    matching dims of the original tensor, for error messages.
+    """
+
+    __slots__ = ("starts", "stops", "steps", "shape", "basic", "arrays", "dims", "sources")
+
+
+_MASK = "boolean mask indexing (the result's shape depends on the mask's values)"
+
+
+def _classify(item, dev):
+    """(kind, payload) of one index item; kinds: int, slice, new, ellipsis, bool, array, mask."""
+    if item is None:
+        return "new", None
+    if item is Ellipsis:
+        return "ellipsis", None
+    if isinstance(item, slice):
+        return "slice", item
+    if isinstance(item, (bool, np.bool_)):
+        return "bool", bool(item)
+    if isinstance(item, (int, np.integer)):
+        return "int", int(item)
+    if isinstance(item, (list, tuple, np.ndarray)):
+        from .creation import tensor
+
+        item = tensor(np.asarray(item, dtype=np.int64) if _is_empty_list(item) else item, device=dev)
+    if isinstance(item, Tensor):
+        dt = item.dtype
+        if dt is _dt.bool or dt is _dt.uint8:
+            if isinstance(item, Tracer):  # concrete under grad/jvp; vmap and compile raise a clear error
+                item = item._concrete(_MASK)
+            return ("bool", bool(item.item())) if item.ndim == 0 else ("mask", item)
+        if dt.is_floating_point:
+            raise FnxIndexError(f"tensors used as indices must be long, int, byte or bool tensors, got {dt}")
+        if item.ndim == 0 and not isinstance(item, Tracer):
+            return "int", int(item.item())
+        return "array", _on_device(item, dev)
+    if hasattr(item, "__index__"):
+        return "int", item.__index__()
+    raise FnxIndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte tensors are valid "
+                        f"indices (got {type(item).__name__})")
+
+
+def _slice_bounds(s: slice, n: int) -> tuple:
+    step = 1 if s.step is None else s.step.__index__()
+    if step == 0:
+        raise FnxValueError("slice step cannot be zero")
+    if step < 0:
+        raise FnxValueError("step must be greater than zero (negative slice steps are not supported; use "
+                            "x.flip(dim) to reverse)")
+    start, stop, _ = slice(s.start, s.stop, step).indices(n)
+    return start, max(start, stop), step
+
+
+def _plan(x: Tensor, index) -> _Plan:
+    shape = tuple(x.shape)
+    nd, dev = len(shape), x.device
+    items = [_classify(i, dev) for i in (index if type(index) is tuple else (index,))]
+    used = sum(1 if k in ("int", "slice", "array") else v.ndim if k == "mask" else 0 for k, v in items)
+    if used > nd:
+        raise FnxIndexError(f"too many indices for tensor of dimension {nd}")
+    if sum(k == "ellipsis" for k, _ in items) > 1:
+        raise FnxIndexError("an index can only have a single ellipsis ('...')")
+    p = _Plan()
+    p.starts, p.stops, p.steps = [0] * nd, list(shape), [1] * nd
+    out, basic, p.arrays, p.dims, p.sources = [], [], [], [], []
+    xp = dev.xp
+    d = 0
+    for kind, v in items:
+        if kind == "int":
+            if not -shape[d] <= v < shape[d]:
+                raise FnxIndexError(f"index {v} is out of bounds for dimension {d} with size {shape[d]}")
+            v %= shape[d]
+            p.starts[d], p.stops[d] = v, v + 1
+            basic.append(v)
+            d += 1
+        elif kind == "slice":
+            a, b, s = _slice_bounds(v, shape[d])
+            p.starts[d], p.stops[d], p.steps[d] = a, b, s
+            basic.append(slice(a, b, s))
+            out.append(_count(a, b, s))
+            d += 1
+        elif kind in ("new", "bool"):
+            if kind == "bool":  # PyTorch: a new dim of size 1, indexed by [0] (True) or by nothing (False)
+                p.arrays.append(make(xp.arange(int(v), dtype=xp.int64), dev))
+                p.dims.append(len(out))
+                p.sources.append(d)
+            basic.append(None)
+            out.append(1)
+        elif kind == "ellipsis":
+            k = nd - used
+            basic.extend([slice(None)] * k)
+            out.extend(shape[d:d + k])
+            d += k
+        else:
+            cols = [v] if kind == "array" else _mask_indices(v, shape, d)
+            for col in cols:
+                p.arrays.append(col)
+                p.dims.append(len(out))
+                p.sources.append(d)
+                basic.append(slice(None))
+                out.append(shape[d])
+                d += 1
+    out.extend(shape[d:])
+    p.shape, p.basic = tuple(out), tuple(basic) + (Ellipsis,)
+    return p
+
+
+def _mask_indices(mask: Tensor, shape: tuple, d: int) -> list:
+    """The integer index tensors of a boolean mask over dims d, d+1, ... (eager: through nonzero)."""
+    for j, m in enumerate(mask.shape):
+        if m != shape[d + j]:
+            raise FnxIndexError(f"The shape of the mask {list(mask.shape)} at index {j} does not match the shape of "
+                                f"the indexed tensor {list(shape)} at index {d + j}")
+    return list(nonzero(mask, as_tuple=True))
+
+
+def getitem(self: Tensor, index) -> Tensor:
+    """`self[index]`: ints, slices (positive steps), None, ..., integer tensors / lists / arrays, boolean masks.
+
+    Integers and slices index first (a view that shares memory and version counter with `self`); the index
+    tensors then pick elements (a copy), their broadcast dims placed where numpy places them.
+    """
+    p = _plan(self, index)
+    out = reshape(strided_slice(self, p.starts, p.stops, p.steps), p.shape)
+    if not p.arrays:
+        return new_view(out, self)
+    for a, d, src in zip(p.arrays, p.dims, p.sources):
+        _check_bounds(None, a, p.shape[d], src, negative_ok=True)
+    return index_p.bind(out, *p.arrays, dims=tuple(p.dims))
+
+
+def _has_tracer(index) -> bool:
+    items = index if type(index) is tuple else (index,)
+    return any(isinstance(i, Tracer) or (isinstance(i, slice) and any(isinstance(b, Tracer) for b in
+                                                                      (i.start, i.stop, i.step))) for i in items)
+
+
+def setitem(self: Tensor, index, value) -> None:
+    """`self[index] = value`: write `value` (broadcast and cast to self's dtype) into the indexed elements.
+
+    Without autograd the write goes straight into self's memory; when autograd records, the write is the
+    functional `index_put` on a snapshot, so gradients reach both self's old value and `value`.
+    """
+    if isinstance(self, Tracer) or isinstance(value, Tracer) or _has_tracer(index):
+        raise FnxRuntimeError("x[index] = value: in-place assignment is not supported on traced tensors inside "
+                              "fnx.grad/vmap/compile; use an out-of-place form such as fnx.where(mask, value, x), "
+                              "x.index_put(indices, values) or x.scatter(dim, index, src)")
+    _check_target(self, "__setitem__")
+    if _records(self, (value,)):
+        assign_(self, _put_functional(_snapshot(self), index, _values(value, self)), "__setitem__")
+        return
+    p = _plan(self, index)
+    xp = self._device.xp
+    if isinstance(value, Tensor):
+        if value._device is not self._device and value.numel() != 1:
+            raise FnxRuntimeError(f"x[index] = value: expected value on {self._device}, got {value._device}")
+        val = value.item() if value._device is not self._device else value._value
+    else:
+        val = value if isinstance(value, (bool, int, float)) else xp.asarray(value)
+    view = self._value[p.basic]
+    where_ = Ellipsis
+    if p.arrays:
+        for a, d, src in zip(p.arrays, p.dims, p.sources):
+            _check_bounds(None, a, p.shape[d], src, negative_ok=True)
+        where_ = _np_index(view.ndim, tuple(p.dims), [a._value for a in p.arrays])
+    try:
+        view[where_] = val
+    except ValueError:
+        target = _indexed_shape("index_put", ShapedArray(p.shape, self.dtype, self.device),
+                                [a.aval for a in p.arrays], tuple(p.dims)) if p.arrays else p.shape
+        _check_broadcast(np.shape(val), target)
+        raise
+    self._version[0] += 1
+
+
+def _put_functional(x: Tensor, index, values: Tensor, accumulate: bool = False) -> Tensor:
+    """x with x[index] replaced by (or increased by) `values`: an `index_put` at the flat positions `index` picks."""
+    from .creation import arange
+
+    positions = getitem(arange(x.numel(), device=x.device).reshape(tuple(x.shape)), index)
+    while values.ndim > positions.ndim and values.shape[0] == 1:  # PyTorch drops leading size-1 dims of values
+        values = reshape(values, tuple(values.shape[1:]))
+    _check_broadcast(tuple(values.shape), tuple(positions.shape))
+    out = index_put_p.bind(reshape(x, -1), values, positions, dims=(0,), accumulate=accumulate)
+    return reshape(out, tuple(x.shape))
+
+
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """A copy of `input` with input[indices] = values (or += values with `accumulate`, duplicates adding up).
+
+    `indices` is a tuple of integer or boolean tensors (None keeps a dim whole), as in `input[indices]`.
+    """
+    indices = tuple(slice(None) if i is None else i for i in indices)
+    return _put_functional(input, indices, _values(values, input), bool(accumulate))
+
+
+# ---------------------------------------------------------------- dim-wise gather / scatter
+def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
+    """out[i][j][k] = input[index[i][j][k]][j][k] for dim=0 (and so on): values along `dim` picked by `index`.
+
+    `index` has input's number of dims and may be smaller than input in the dims other than `dim`.
+    """
+    index = _index_tensor(index, input, "gather")
+    if input.ndim == 0 and index.ndim == 0:
+        return reshape(gather(reshape(input, 1), dim, reshape(index, 1)), ())
+    d = _dim(input, dim, "gather")
+    if index.ndim != input.ndim:
+        raise FnxRuntimeError(f"gather(): Index tensor must have the same number of dimensions as input tensor "
+                              f"({index.ndim} vs {input.ndim})")
+    for i, (a, b) in enumerate(zip(index.shape, input.shape)):
+        if i != d and a > b:
+            raise FnxRuntimeError(f"gather(): Size does not match at dimension {i} expected index "
+                                  f"{list(index.shape)} to be smaller than self {list(input.shape)} apart from "
+                                  f"dimension {d}")
+    _check_bounds("gather", index, input.shape[d], d)
+    return index_p.bind(input, *_grid(index, d), dims=tuple(range(input.ndim)))
+
+
+def _scatter(op: str, input: Tensor, dim: int, index, src, accumulate: bool) -> Tensor:
+    index = _index_tensor(index, input, op)
+    d = _dim(input, dim, op)
+    if index.ndim != input.ndim or (isinstance(src, Tensor) and src.ndim != index.ndim):
+        with_src = f" and src tensor ({src.ndim})" if isinstance(src, Tensor) else ""
+        raise FnxRuntimeError(f"{op}(): Index tensor must have the same number of dimensions as self tensor "
+                              f"({index.ndim} vs {input.ndim}){with_src}")
+    too_big = any(a > b for i, (a, b) in enumerate(zip(index.shape, input.shape)) if i != d)
+    if isinstance(src, Tensor):
+        too_big = too_big or any(a > b for a, b in zip(index.shape, src.shape))
+    if too_big:
+        shown = f" and to be smaller size than src {list(src.shape)}" if isinstance(src, Tensor) else ""
+        raise FnxRuntimeError(f"{op}(): Expected index {list(index.shape)} to be smaller than self "
+                              f"{list(input.shape)} apart from dimension {d}{shown}")
+    _check_bounds(op, index, input.shape[d], d)
+    if isinstance(src, Tensor):
+        src = strided_slice(src, (0,) * src.ndim, tuple(index.shape))
+    values = _values(src, input)
+    return index_put_p.bind(input, values, *_grid(index, d), dims=tuple(range(input.ndim)),
+                            accumulate=accumulate)
+
+
+def scatter(input: Tensor, dim: int, index, src=None, *, value=None, reduce: str | None = None) -> Tensor:
+    """A copy of `input` with input[index[i][j]][j] = src[i][j] for dim=0 (and so on); `src` may be a number.
+
+    reduce='add' accumulates instead of overwriting. Where an index repeats, which write wins is unspecified.
+    """
+    src = value if src is None else src
+    if src is None:
+        raise FnxTypeError("scatter(): expected a src tensor or a value")
+    if reduce not in (None, "add"):
+        raise NotImplementedError(f"scatter(reduce={reduce!r}) is not supported; fnx supports reduce=None and "
+                                  f"reduce='add' (scatter_add)")
+    return _scatter("scatter", input, dim, index, src, reduce == "add")
+
+
+def scatter_add(input: Tensor, dim: int, index, src: Tensor) -> Tensor:
+    """A copy of `input` with src[i][j] added at input[index[i][j]][j] for dim=0 (duplicates accumulate)."""
+    return _scatter("scatter_add", input, dim, index, src, True)
+
+
+def take_along_dim(input: Tensor, indices, dim: int | None = None) -> Tensor:
+    """`gather` along `dim` after broadcasting input and indices in the other dims (flattened if dim is None)."""
+    indices = _index_tensor(indices, input, "take_along_dim")
+    if dim is None:
+        return gather(reshape(input, -1), 0, reshape(indices, -1))
+    d = _dim(input, dim, "take_along_dim")
+    if indices.ndim != input.ndim:
+        raise FnxRuntimeError(f"take_along_dim(): input and indices should have the same number of dimensions, but "
+                              f"got {input.ndim} dimensions for input, and {indices.ndim} dimensions for indices")
+    rest = broadcast_shapes("take_along_dim", tuple(s for i, s in enumerate(input.shape) if i != d),
+                            tuple(s for i, s in enumerate(indices.shape) if i != d))
+    return gather(broadcast_to(input, rest[:d] + (input.shape[d],) + rest[d:]), d,
+                  broadcast_to(indices, rest[:d] + (indices.shape[d],) + rest[d:]))
+
+
+# ---------------------------------------------------------------- index_select / index_add / index_fill / index_copy
+def _vector_index(index, input: Tensor, dim: int, op: str) -> tuple:
+    index = _index_tensor(index, input, op)
+    if index.ndim > 1:
+        raise FnxIndexError(f"{op}(): Index is supposed to be a vector, got shape {list(index.shape)}")
+    d = _dim(input, dim, op)
+    index = reshape(index, -1)
+    _check_bounds(op, index, input.shape[d], d)
+    return index, d
+
+
+def index_select(input: Tensor, dim: int, index) -> Tensor:
+    """The entries of `input` at positions `index` (a vector) along `dim`."""
+    index, d = _vector_index(index, input, dim, "index_select")
+    return index_p.bind(input, index, dims=(d,))
+
+
+def _index_write(op: str, input: Tensor, dim: int, index, source, accumulate: bool) -> Tensor:
+    index, d = _vector_index(index, input, dim, op)
+    if isinstance(source, Tensor) and source.ndim:
+        expected = tuple(input.shape[:d]) + (index.shape[0],) + tuple(input.shape[d + 1:])
+        if tuple(source.shape) != expected:
+            raise FnxRuntimeError(f"{op}(): source of shape {list(source.shape)} does not match self of shape "
+                                  f"{list(input.shape)} with dimension {d} indexed by {index.shape[0]} indices "
+                                  f"(expected {list(expected)})")
+    return index_put_p.bind(input, _values(source, input), index, dims=(d,), accumulate=accumulate)
+
+
+def index_add(input: Tensor, dim: int, index, source: Tensor, *, alpha=1) -> Tensor:
+    """A copy of `input` with alpha * source[i] added at position index[i] along `dim` (duplicates add up)."""
+    return _index_write("index_add", input, dim, index, source if alpha == 1 else source * alpha, True)
+
+
+def index_copy(input: Tensor, dim: int, index, source: Tensor) -> Tensor:
+    """A copy of `input` with source[i] written at position index[i] along `dim`."""
+    return _index_write("index_copy", input, dim, index, source, False)
+
+
+def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
+    """A copy of `input` with the entries at positions `index` along `dim` set to `value` (a number or 0-d tensor)."""
+    if isinstance(value, Tensor) and value.ndim:
+        raise FnxRuntimeError(f"index_fill(): only supports a 0-dimensional value tensor, but got a tensor with "
+                              f"{value.ndim} dimension(s)")
+    return _index_write("index_fill", input, dim, index, value, False)
+
+
+def take(input: Tensor, index) -> Tensor:
+    """The elements of the flattened `input` at `index` (negative indices count from the end), in index's shape."""
+    index = _index_tensor(index, input, "take")
+    _check_bounds("take", index, input.numel(), 0, negative_ok=True)
+    return index_p.bind(reshape(input, -1), index, dims=(0,))
+
+
+def put(input: Tensor, index, source: Tensor, accumulate: bool = False) -> Tensor:
+    """A copy of `input` with the flattened positions `index` set to (or, accumulating, increased by) `source`."""
+    index = _index_tensor(index, input, "put")
+    if source.numel() != index.numel():
+        raise FnxRuntimeError(f"put(): Expected source and index to have the same number of elements, but got "
+                              f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    _check_bounds("put", index, input.numel(), 0, negative_ok=True)
+    flat = index_put_p.bind(reshape(input, -1), reshape(_values(source, input), -1), reshape(index, -1), dims=(0,),
+                            accumulate=bool(accumulate))
+    return reshape(flat, tuple(input.shape))
+
+
+# ---------------------------------------------------------------- masks, nonzero, one_hot
+def _bool_mask(mask, op: str) -> Tensor:
+    if not isinstance(mask, Tensor) or mask.dtype is not _dt.bool:
+        got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
+        raise FnxRuntimeError(f"{op} only supports boolean masks, but got mask with dtype {got}")
+    return mask
+
+
+def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
+    """`input` with `value` (a number or 0-d tensor) where `mask` is True; mask broadcasts against input."""
+    mask = _bool_mask(mask, "masked_fill")
+    if isinstance(value, Tensor) and value.ndim:
+        raise FnxRuntimeError(f"masked_fill only supports a 0-dimensional value tensor, but got tensor with "
+                              f"{value.ndim} dimension(s).")
+    return where(mask, _values(value, input), input)
+
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """The elements of `input` where `mask` is True, as a 1-D tensor (eager only: the size depends on mask)."""
+    x, m = broadcast_tensors(input, _bool_mask(mask, "masked_select"))
+    return getitem(reshape(x, -1), reshape(m, -1))
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False):
+    """Indices of the nonzero elements: an int64 (count, ndim) tensor, or one index tensor per dim.
+
+    Eager only: the output's size depends on the values.
+    """
+    if isinstance(input, Tracer):  # concrete under grad/jvp; vmap and compile raise a clear error
+        input = input._concrete("nonzero (its output's shape depends on the input's values)")
+    xp, v = input._device.xp, input._value
+    cols = [c.astype(xp.int64, copy=False) for c in xp.nonzero(v.reshape(1) if v.ndim == 0 else v)]
+    if as_tuple:
+        return tuple(make(c, input._device) for c in cols)
+    if v.ndim == 0:
+        return make(xp.zeros((cols[0].shape[0], 0), dtype=xp.int64), input._device)
+    return make(xp.stack(cols, axis=1), input._device)
+
+
+def argwhere(input: Tensor) -> Tensor:
+    """`nonzero(input)`: a (count, ndim) tensor of the indices of nonzero elements (eager only)."""
+    return nonzero(input)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding of class indices along a new last dim of size `num_classes`."""
+    from .creation import arange
+
+    if tensor.dtype.is_floating_point or tensor.dtype is _dt.bool:
+        raise FnxRuntimeError(f"one_hot is only applicable to index tensor of integer type, got {tensor.dtype}")
+    if num_classes == -1:
+        values = tensor._concrete("one_hot with num_classes=-1 (pass num_classes)") if isinstance(tensor, Tracer) \
+            else tensor
+        if values.numel() == 0:
+            raise FnxRuntimeError("one_hot: can not infer total number of classes from empty tensor")
+        num_classes = int(values._value.max()) + 1
+    if not isinstance(tensor, Tracer) and tensor.numel():
+        if int(tensor._value.min()) < 0:
+            raise FnxRuntimeError("one_hot: Class values must be non-negative.")
+        if int(tensor._value.max()) >= num_classes:
+            raise FnxRuntimeError(f"one_hot: Class values must be smaller than num_classes ({num_classes}).")
+    return convert(eq(unsqueeze(tensor, -1), arange(num_classes, device=tensor.device)), _dt.int64)
+
+
+METHODS: dict = {
+    "__getitem__": getitem, "__setitem__": setitem, "gather": gather, "scatter": scatter, "scatter_add": scatter_add,
+    "index_select": index_select, "index_add": index_add, "index_copy": index_copy, "index_fill": index_fill,
+    "index_put": index_put, "masked_fill": masked_fill, "masked_select": masked_select, "nonzero": nonzero,
+    "argwhere": argwhere, "take": take, "take_along_dim": take_along_dim, "put": put,
+}
+INPLACE: dict = {
+    "scatter_": scatter, "scatter_add_": scatter_add, "index_add_": index_add, "index_copy_": index_copy,
+    "index_fill_": index_fill, "index_put_": index_put, "masked_fill_": masked_fill, "put_": put,
+}

@@ -1,4 +1,495 @@
-"""(being written)"""
-__all__: list = []
-METHODS: dict = {}
-INPLACE: dict = {}
+"""Matrix products: the `matmul` and `einsum` primitives and the products composed from them.
+
+`matmul` follows numpy's semantics (1-D operands are promoted to matrices
+and the added dim removed again; batch dims broadcast); `mm`, `bmm`, `mv`
+and `dot` check their stricter PyTorch shapes in the wrapper, then bind
+`matmul`. `einsum` canonicalises its equation in the wrapper (ellipses
+expanded into letters, the output made explicit), so its rules only ever
+see letters. Solvers, determinants and norms build on these in
+decompositions.py (re-exported at the bottom) and norms.py.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import string
+from collections import Counter
+
+from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..tensor import Tensor, canonical_dim
+from ..transforms.batching import elementwise_batch_rule, move_to_front
+from ._families import broadcast_shapes, promote, same_device, unbroadcast
+
+__all__ = ["matmul", "mm", "bmm", "dot", "vdot", "mv", "outer", "ger", "inner", "tensordot", "einsum", "addmm",
+           "baddbmm", "trace", "kron"]
+
+
+def _dims(shape) -> str:
+    return "x".join(str(s) for s in shape)
+
+
+def _both(op: str, input, other) -> tuple:
+    """`input` and `other` as tensors of one dtype (PyTorch's promotion)."""
+    if type(input) is Tensor and type(other) is Tensor and input.dtype is other.dtype:
+        return input, other
+    return tuple(promote(op, input, other))
+
+
+def _sum_tangents(terms):
+    """The sum of the non-None terms of a multilinear jvp (None when every tangent was None)."""
+    out = None
+    for t in terms:
+        if t is not None:
+            out = t if out is None else out + t
+    return out
+
+
+# ---------------------------------------------------------------- matmul
+matmul_p = Primitive("matmul")
+matmul_p.def_impl(lambda xp, a, b: xp.matmul(a, b))
+
+
+@matmul_p.def_abstract
+def _matmul_abstract(a: ShapedArray, b: ShapedArray) -> ShapedArray:
+    dev = same_device("matmul", (a, b))
+    if a.dtype is not b.dtype:
+        raise FnxTypeError(f"matmul: operands must share one dtype, got {a.dtype} and {b.dtype}")
+    if a.ndim == 0 or b.ndim == 0:
+        raise FnxRuntimeError(f"matmul: both arguments to matmul need to be at least 1D, but they are {a.ndim}D "
+                              f"and {b.ndim}D")
+    k_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if a.shape[-1] != k_b:
+        if a.ndim == b.ndim == 1:
+            raise FnxRuntimeError(f"matmul: inconsistent tensor size, 1D tensors of {a.shape[0]} and {b.shape[0]} "
+                                  f"elements cannot be multiplied")
+        raise FnxRuntimeError(f"matmul: mat1 and mat2 shapes cannot be multiplied ({_dims(a.shape)} and "
+                              f"{_dims(b.shape)})")
+    try:
+        batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    except FnxRuntimeError:
+        raise FnxRuntimeError(f"matmul: the batch dimensions of shapes {list(a.shape)} and {list(b.shape)} cannot "
+                              f"be broadcast together ({list(a.shape[:-2])} and {list(b.shape[:-2])})") from None
+    rows = a.shape[-2:-1] if a.ndim > 1 else ()
+    cols = b.shape[-1:] if b.ndim > 1 else ()
+    return ShapedArray(batch + rows + cols, a.dtype, dev)
+
+
+@matmul_p.def_vjp
+def _matmul_vjp(g, primals, out):
+    # Promote 1-D operands to matrices (as the product did), take the matrix gradients, then undo both the
+    # promotion and any batch broadcasting.
+    a, b = primals
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    g2 = g
+    if a.ndim == 1:
+        g2 = g2.unsqueeze(-2 if b.ndim > 1 else 0)
+    if b.ndim == 1:
+        g2 = g2.unsqueeze(-1)
+    ga = unbroadcast(matmul_p.bind(g2, b2.mT), tuple(a2.shape)).reshape(tuple(a.shape))
+    gb = unbroadcast(matmul_p.bind(a2.mT, g2), tuple(b2.shape)).reshape(tuple(b.shape))
+    return ga, gb
+
+
+@matmul_p.def_jvp
+def _matmul_jvp(primals, tangents):
+    a, b = primals
+    ta, tb = tangents
+    return matmul_p.bind(a, b), _sum_tangents([None if ta is None else matmul_p.bind(ta, b),
+                                               None if tb is None else matmul_p.bind(a, tb)])
+
+
+_aligned_matmul = elementwise_batch_rule(matmul_p)  # batch dims to the front, per-example batch ranks aligned
+
+
+@matmul_p.def_batch
+def _matmul_batch(args, dims):
+    # Promote 1-D operands to matrices first, so the batch dim never plays the part of a matrix dim.
+    a, b = (x if d is None else move_to_front(x, d) for x, d in zip(args, dims))
+    dims = tuple(None if d is None else 0 for d in dims)
+    a_vec = a.ndim - (dims[0] is not None) == 1
+    b_vec = b.ndim - (dims[1] is not None) == 1
+    if a_vec:
+        a = a.unsqueeze(-2)
+    if b_vec:
+        b = b.unsqueeze(-1)
+    out, d = _aligned_matmul((a, b), dims)
+    if b_vec:
+        out = out.squeeze(-1)
+    if a_vec:
+        out = out.squeeze(-1 if b_vec else -2)
+    return out, d
+
+
+def matmul(input, other) -> Tensor:
+    """Matrix product with numpy semantics: 1-D operands act as vectors, batch dims broadcast."""
+    a, b = _both("matmul", input, other)
+    return matmul_p.bind(a, b)
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Product of two matrices (2-D only; use `matmul` for vectors and batches)."""
+    a, b = _both("mm", input, mat2)
+    for name, t in (("self", a), ("mat2", b)):
+        if t.ndim != 2:
+            raise FnxRuntimeError(f"mm: {name} must be a matrix (2-D), got a {t.ndim}-D tensor of shape "
+                                  f"{list(t.shape)}")
+    if a.shape[1] != b.shape[0]:
+        raise FnxRuntimeError(f"mm: mat1 and mat2 shapes cannot be multiplied ({_dims(a.shape)} and "
+                              f"{_dims(b.shape)})")
+    return matmul_p.bind(a, b)
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Batched product of (b, n, k) and (b, k, m) tensors (same batch size; no broadcasting)."""
+    a, b = _both("bmm", input, mat2)
+    for name, t in (("batch1", a), ("batch2", b)):
+        if t.ndim != 3:
+            raise FnxRuntimeError(f"bmm: {name} must be a 3D tensor, got a {t.ndim}-D tensor of shape "
+                                  f"{list(t.shape)}")
+    if a.shape[0] != b.shape[0]:
+        raise FnxRuntimeError(f"bmm: batch1 and batch2 must have the same batch size, got {a.shape[0]} and "
+                              f"{b.shape[0]} (shapes {_dims(a.shape)} and {_dims(b.shape)})")
+    if a.shape[2] != b.shape[1]:
+        raise FnxRuntimeError(f"bmm: batch1 and batch2 shapes cannot be multiplied ({_dims(a.shape)} and "
+                              f"{_dims(b.shape)})")
+    return matmul_p.bind(a, b)
+
+
+def _check_vectors(op: str, a: Tensor, b: Tensor) -> None:
+    if a.ndim != 1 or b.ndim != 1:
+        raise FnxRuntimeError(f"{op}: 1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.shape[0] != b.shape[0]:
+        raise FnxRuntimeError(f"{op}: inconsistent tensor size, expected tensor [{a.shape[0]}] and src "
+                              f"[{b.shape[0]}] to have the same number of elements, but got {a.shape[0]} and "
+                              f"{b.shape[0]} elements respectively")
+
+
+def dot(input: Tensor, tensor: Tensor) -> Tensor:
+    """Inner product of two 1-D tensors."""
+    a, b = _both("dot", input, tensor)
+    _check_vectors("dot", a, b)
+    return matmul_p.bind(a, b)
+
+
+def vdot(input: Tensor, other: Tensor) -> Tensor:
+    """Inner product of two 1-D tensors (fnx has no complex dtypes, so this equals `dot`)."""
+    a, b = _both("vdot", input, other)
+    _check_vectors("vdot", a, b)
+    return matmul_p.bind(a, b)
+
+
+def mv(input: Tensor, vec: Tensor) -> Tensor:
+    """Product of a matrix (n, m) and a vector (m,)."""
+    a, b = _both("mv", input, vec)
+    if a.ndim != 2 or b.ndim != 1:
+        raise FnxRuntimeError(f"mv: expected a 2-D matrix and a 1-D vector, but got {a.ndim}-D and {b.ndim}-D "
+                              f"tensors")
+    if a.shape[1] != b.shape[0]:
+        raise FnxRuntimeError(f"mv: size mismatch, got mat ({_dims(a.shape)}), vec ({b.shape[0]})")
+    return matmul_p.bind(a, b)
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """Outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
+    a, b = _both("outer", input, vec2)
+    if a.ndim != 1 or b.ndim != 1:
+        raise FnxRuntimeError(f"outer: 1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    return a.reshape(a.shape[0], 1) * b.reshape(1, b.shape[0])
+
+
+ger = outer
+
+
+def inner(input: Tensor, other: Tensor) -> Tensor:
+    """Sum over the last dims of both (a plain product when either is 0-D)."""
+    a, b = _both("inner", input, other)
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    if a.shape[-1] != b.shape[-1]:
+        raise FnxRuntimeError(f"inner: inner() the last dimension must match on both input tensors but got shapes "
+                              f"{list(a.shape)} and {list(b.shape)}")
+    return tensordot(a, b, dims=([-1], [-1]))
+
+
+def _dim_list(dims, ndim: int, which: str) -> list:
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    return [canonical_dim(int(d), ndim, f"tensordot ({which})") for d in dims]
+
+
+def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
+    """Contract `dims` of `a` with `dims` of `b`: an int (last n of a with first n of b) or two lists."""
+    if out is not None:
+        raise NotImplementedError("tensordot: out= is not supported; use the returned tensor")
+    a, b = _both("tensordot", a, b)
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int):
+        if dims < 0:
+            raise FnxRuntimeError(f"tensordot: tensordot expects dims >= 0, but got dims={dims}")
+        if dims > min(a.ndim, b.ndim):
+            raise FnxRuntimeError(f"tensordot: dims ({dims}) must not exceed the dimensions of either tensor "
+                                  f"({a.ndim} and {b.ndim})")
+        dims_a, dims_b = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        if len(dims) != 2:
+            raise FnxRuntimeError(f"tensordot: dims must be an int or a pair of dim lists, got {dims!r}")
+        dims_a, dims_b = _dim_list(dims[0], a.ndim, "a"), _dim_list(dims[1], b.ndim, "b")
+    if len(dims_a) != len(dims_b):
+        raise FnxRuntimeError(f"tensordot: both dimension lists should have same length, got {len(dims_a)} and "
+                              f"{len(dims_b)}")
+    for da, db in zip(dims_a, dims_b):
+        if a.shape[da] != b.shape[db]:
+            raise FnxRuntimeError(f"tensordot: contracted dimensions need to match, but first has size "
+                                  f"{a.shape[da]} in dim {da} and second has size {b.shape[db]} in dim {db}")
+    free_a = [d for d in range(a.ndim) if d not in dims_a]
+    free_b = [d for d in range(b.ndim) if d not in dims_b]
+    k = math.prod(a.shape[d] for d in dims_a)
+    shape_a, shape_b = [a.shape[d] for d in free_a], [b.shape[d] for d in free_b]
+    a2 = a.permute(free_a + dims_a).reshape(math.prod(shape_a), k)
+    b2 = b.permute(dims_b + free_b).reshape(k, math.prod(shape_b))
+    return matmul_p.bind(a2, b2).reshape(shape_a + shape_b)
+
+
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (mat1 @ mat2); with beta == 0, `input` is ignored (nan and inf included)."""
+    return _scaled_add("addmm", input, mm(mat1, mat2), beta, alpha)
+
+
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * bmm(batch1, batch2), as `addmm` for batches."""
+    return _scaled_add("baddbmm", input, bmm(batch1, batch2), beta, alpha)
+
+
+def _scaled_add(op: str, input: Tensor, prod: Tensor, beta, alpha) -> Tensor:
+    from .shape import broadcast_to
+
+    out = prod if alpha == 1 else prod * alpha
+    base = broadcast_to(input, tuple(prod.shape))
+    if beta == 0:
+        return out
+    return out + (base if beta == 1 else base * beta)
+
+
+def trace(input: Tensor) -> Tensor:
+    """Sum of the main diagonal of a 2-D tensor (integers sum in int64)."""
+    if input.ndim != 2:
+        raise FnxRuntimeError(f"trace: expected a matrix (2-D), but got a {input.ndim}-D tensor")
+    from .creation import eye
+    from .reduce import sum as _sum
+
+    n, m = input.shape
+    return _sum(input * eye(n, m, dtype=input.dtype, device=input.device))
+
+
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """Kronecker product: every element of `input` scales a whole copy of `other`."""
+    a, b = _both("kron", input, other)
+    nd = max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + tuple(a.shape)
+    sb = (1,) * (nd - b.ndim) + tuple(b.shape)
+    a_ = a.reshape([s for d in sa for s in (d, 1)])
+    b_ = b.reshape([s for d in sb for s in (1, d)])
+    return (a_ * b_).reshape([x * y for x, y in zip(sa, sb)])
+
+
+# ---------------------------------------------------------------- einsum
+_LABELS = string.ascii_uppercase + string.ascii_lowercase  # PyTorch's order of labels in an implicit output
+
+
+def _split(equation: str) -> tuple:
+    lhs, out = equation.split("->")
+    return lhs.split(","), out
+
+
+@functools.lru_cache(maxsize=1024)
+def _canonical_equation(equation: str, ndims: tuple) -> str:
+    """`equation` with '...' expanded into fresh letters and an explicit output, for operands of `ndims` dims."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ndims):
+        more = "more" if len(ndims) > len(terms) else "fewer"
+        raise FnxRuntimeError(f"einsum(): {more} operands were provided than specified in the equation "
+                              f"{equation!r} ({len(ndims)} operands, {len(terms)} terms)")
+    for t in terms + ([rhs] if arrow else []):
+        rest = t.replace("...", "", 1)
+        if not all(c in _LABELS for c in rest):
+            raise FnxRuntimeError(f"einsum(): invalid subscript {t!r} in equation {equation!r}: subscripts must be "
+                                  f"letters [a-zA-Z] with at most one ellipsis '...'")
+    free = [c for c in _LABELS if c not in eq]
+    n_ell = max([nd - len(t) + 3 for t, nd in zip(terms, ndims) if "..." in t] + [0])
+    ell = "".join(free[:n_ell])
+    expanded = []
+    for i, (t, nd) in enumerate(zip(terms, ndims)):
+        if "..." in t:
+            k = nd - len(t) + 3
+            if k < 0:
+                raise FnxRuntimeError(f"einsum(): the number of subscripts in the equation ({len(t) - 3}) is more "
+                                      f"than the number of dimensions ({nd}) for operand {i}")
+            expanded.append(t.replace("...", ell[n_ell - k:]))
+        elif len(t) != nd:
+            raise FnxRuntimeError(f"einsum(): the number of subscripts in the equation ({len(t)}) does not match "
+                                  f"the number of dimensions ({nd}) for operand {i} and no ellipsis was given")
+        else:
+            expanded.append(t)
+    seen = "".join(expanded)
+    if arrow:
+        out = rhs.replace("...", ell)
+        for c in out:
+            if c not in seen:
+                raise FnxRuntimeError(f"einsum(): output subscript {c} does not appear in the equation for any "
+                                      f"input operand")
+            if out.count(c) > 1:
+                raise FnxRuntimeError(f"einsum(): output subscript {c} appears more than once in the output")
+    else:
+        counts = Counter("".join(t.replace("...", "") for t in terms))
+        out = ell + "".join(sorted((c for c, n in counts.items() if n == 1), key=_LABELS.index))
+    return ",".join(expanded) + "->" + out
+
+
+@functools.lru_cache(maxsize=1024)
+def _label_sizes(equation: str, shapes: tuple) -> dict:
+    """The size of each label after broadcasting (a cached dict: read only); mismatches raise PyTorch's errors."""
+    ins, _ = _split(equation)
+    sizes: dict = {}
+    for i, (sub, shape) in enumerate(zip(ins, shapes)):
+        own: dict = {}
+        for label, s in zip(sub, shape):
+            if own.get(label, s) != s:
+                raise FnxRuntimeError(f"einsum(): subscript {label} is repeated for operand {i} but the sizes don't "
+                                      f"match, {own[label]} != {s}")
+            own[label] = s
+        for label, s in own.items():
+            prev = sizes.get(label, 1)
+            if s != 1 and prev != 1 and s != prev:
+                shown = " ".join(f"{list(sh)}" for sh in shapes)
+                raise FnxRuntimeError(f"einsum(): operands do not broadcast with remapped shapes: subscript {label} "
+                                      f"has size {s} in operand {i} but {prev} in an earlier operand (equation "
+                                      f"{equation!r}, shapes {shown})")
+            sizes[label] = s if s != 1 else prev
+    return sizes
+
+
+einsum_p = Primitive("einsum")
+
+
+@einsum_p.def_impl
+def _einsum_impl(xp, *arrays, equation):
+    ins, _ = _split(equation)
+    sizes = _label_sizes(equation, tuple(a.shape for a in arrays))
+    full = [tuple(sizes[c] for c in sub) for sub in ins]
+    arrays = [a if a.shape == f else xp.broadcast_to(a, f) for a, f in zip(arrays, full)]
+    big = len(arrays) > 1 and sum(a.size for a in arrays) > 4096  # BLAS paths pay off only on larger operands
+    out = xp.einsum(equation, *arrays, optimize=big)
+    if len(arrays) == 1 and isinstance(out, xp.ndarray) and xp.may_share_memory(out, arrays[0]):
+        out = out.copy()  # einsum may return a view (a transpose, a diagonal); fnx outputs own their memory
+    return out
+
+
+@einsum_p.def_abstract
+def _einsum_abstract(*avals, equation):
+    dev = same_device("einsum", avals)
+    for a in avals[1:]:
+        if a.dtype is not avals[0].dtype:
+            raise FnxTypeError(f"einsum(): operands must share one dtype, got {avals[0].dtype} and {a.dtype}")
+    sizes = _label_sizes(equation, tuple(a.shape for a in avals))
+    return ShapedArray(tuple(sizes[c] for c in _split(equation)[1]), avals[0].dtype, dev)
+
+
+@einsum_p.def_vjp
+def _einsum_vjp(g, primals, out, *, equation):
+    # The gradient of operand i is the einsum of g with the other operands, back to operand i's subscripts.
+    # A label repeated within operand i (a diagonal) gets a fresh letter tied to the first by an identity matrix.
+    # Labels the gradient lacks or has at size 1 (summed only within operand i, or broadcast from other
+    # operands' size 1) are broadcast back; labels where operand i itself had size 1 are summed back.
+    from .creation import eye
+
+    ins, out_sub = _split(equation)
+    sizes = _label_sizes(equation, tuple(tuple(p.shape) for p in primals))
+    spare = iter(c for c in _LABELS if c not in equation)
+    grads = []
+    for i, x in enumerate(primals):
+        operands = [g] + [p for j, p in enumerate(primals) if j != i]
+        subs = [out_sub] + [s for j, s in enumerate(ins) if j != i]
+        target = []
+        for label in ins[i]:
+            if label in target:
+                fresh = next(spare)
+                operands.append(eye(sizes[label], dtype=g.dtype, device=g.device))
+                subs.append(label + fresh)
+                label = fresh
+            target.append(label)
+        present = set("".join(subs))
+        kept = "".join(c for c in target if c in present)
+        gi = einsum_p.bind(*operands, equation=",".join(subs) + "->" + kept)
+        got = dict(zip(kept, gi.shape))
+        shape = [got.get(c, 1) for c in target]
+        gi = gi.reshape(shape).expand([s if n == 1 else n for n, s in zip(shape, x.shape)])
+        grads.append(unbroadcast(gi, tuple(x.shape)))
+    return tuple(grads)
+
+
+@einsum_p.def_jvp
+def _einsum_jvp(primals, tangents, *, equation):
+    terms = []
+    for i, t in enumerate(tangents):
+        if t is not None:
+            ops = list(primals)
+            ops[i] = t
+            terms.append(einsum_p.bind(*ops, equation=equation))
+    return einsum_p.bind(*primals, equation=equation), _sum_tangents(terms)
+
+
+@einsum_p.def_batch
+def _einsum_batch(args, dims, *, equation):
+    # The batch dim becomes one more label, shared by the batched operands and put first in the output.
+    ins, out = _split(equation)
+    label = next(c for c in _LABELS if c not in equation)
+    ops = [a if d is None else move_to_front(a, d) for a, d in zip(args, dims)]
+    subs = [s if d is None else label + s for s, d in zip(ins, dims)]
+    return einsum_p.bind(*ops, equation=",".join(subs) + "->" + label + out), 0
+
+
+def _sublist_equation(args) -> tuple:
+    """PyTorch's sublist form einsum(op1, [0, 1], op2, [1, 2], [0, 2]) as an equation and its operands."""
+    def letters(sub) -> str:
+        return "".join("..." if s is Ellipsis else _LABELS[s] for s in sub)
+
+    out = letters(args[-1]) if len(args) % 2 else None
+    pairs = args[:-1] if len(args) % 2 else args
+    eq = ",".join(letters(s) for s in pairs[1::2])
+    return (eq if out is None else eq + "->" + out), tuple(pairs[0::2])
+
+
+def einsum(equation, *operands) -> Tensor:
+    """Einstein summation over `operands` by `equation` (PyTorch's rules: '...', implicit output, broadcasting)."""
+    if not isinstance(equation, str):
+        equation, operands = _sublist_equation((equation,) + operands)
+    elif len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise FnxRuntimeError("einsum(): must provide at least one operand")
+    ops = operands
+    if not all(type(o) is Tensor and o.dtype is operands[0].dtype for o in operands):
+        ops = promote("einsum", *operands)
+    canonical = _canonical_equation(equation, tuple(o.ndim for o in ops))
+    return einsum_p.bind(*ops, equation=canonical)
+
+
+METHODS: dict = {
+    "matmul": matmul, "mm": mm, "bmm": bmm, "dot": dot, "vdot": vdot, "mv": mv, "outer": outer, "ger": outer,
+    "inner": inner, "addmm": addmm, "baddbmm": baddbmm, "trace": trace, "kron": kron,
+    "__matmul__": matmul, "__rmatmul__": lambda self, other: matmul(other, self),
+}
+INPLACE: dict = {"addmm_": addmm, "baddbmm_": baddbmm}
+
+
+# ---------------------------------------------------------------- re-exports
+# Solvers and determinants build on matmul above; importing them last keeps the import cycle one-way at load
+# time, and puts torch's top-level names (fnx.det, fnx.inverse, x.det(), ...) in this family's surface.
+from . import decompositions as _decompositions  # noqa: E402
+from .decompositions import det, inverse, logdet, matrix_power, slogdet  # noqa: E402
+
+__all__ += ["det", "inverse", "logdet", "slogdet", "matrix_power"]
+METHODS.update(_decompositions.METHODS)

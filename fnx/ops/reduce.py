@@ -1,28 +1,44 @@
-"""Reduction primitives (sum, max, min, argmax, argmin) and the reductions composed from them."""
+"""Reductions and scans.
+
+Primitives: sum, reduce_prod, reduce_max/reduce_min, argmax/argmin, cumsum, cumprod and a one-step shift
+(for exclusive products). Everything else here (mean, var, norm, max(dim), nansum, ...) composes them.
+"""
 from __future__ import annotations
 
+import builtins
+import collections
 import math
+import operator
 
 from .. import dtypes as _dt
-from ..core import FnxRuntimeError, Primitive, ShapedArray
+from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
-from .elementwise import convert, eq, exp, log, sqrt, where, abs as _abs
+from ..transforms.ad import stop_gradient
+from ..transforms.batching import axis_batch_rule, reduction_batch_rule
+from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
+                          minimum, ne, pow as _pow, sqrt, where)
 
-_builtin_sum = sum
+__all__ = ["sum", "mean", "prod", "amax", "amin", "max", "min", "aminmax", "argmax", "argmin", "var", "std",
+           "var_mean", "std_mean", "logsumexp", "all", "any", "cumsum", "cumprod", "norm", "count_nonzero",
+           "nansum", "nanmean"]
 
-
-__all__ = ["sum", "mean", "amax", "amin", "argmax", "argmin", "var", "std", "logsumexp", "all", "any"]
+# The (values, indices) results of PyTorch's torch.return_types.
+max_result = collections.namedtuple("max", ["values", "indices"])
+min_result = collections.namedtuple("min", ["values", "indices"])
+aminmax_result = collections.namedtuple("aminmax", ["min", "max"])
 
 
 def reduce_dims(dim, ndim: int, op: str) -> tuple:
-    """Canonical, sorted, de-duplicated dims to reduce; None means all."""
+    """Canonical, sorted, de-duplicated dims to reduce; None or an empty list means all."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    out = sorted({canonical_dim(d, ndim, op) for d in dims}) if ndim else []
-    if len(out) != len(dims) and ndim:
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (operator.index(dim),)
+    if not dims:
+        return tuple(range(ndim))
+    out = sorted({canonical_dim(d, ndim, op) for d in dims})
+    if len(out) != len(dims):
         raise FnxRuntimeError(f"{op}: dim {dims} appears multiple times in the list of dims")
-    return tuple(out)
+    return tuple(out) if ndim else ()
 
 
 def _reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
@@ -34,7 +50,7 @@ def _reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
 def _reduction_abstract(name: str, out_dtype=None):
     def abstract(x: ShapedArray, *, axes: tuple, keepdims: bool) -> ShapedArray:
         for a in axes:
-            if not 0 <= a < max(x.ndim, 1):
+            if not 0 <= a < builtins.max(x.ndim, 1):
                 raise FnxRuntimeError(f"{name}: axis {a} out of range for a tensor of shape {list(x.shape)}")
         return ShapedArray(_reduced_shape(x.shape, axes, keepdims), out_dtype or x.dtype, x.device)
     return abstract
@@ -47,6 +63,13 @@ def _expand_back(g: Tensor, shape: tuple, axes: tuple, keepdims: bool) -> Tensor
     return g.expand(shape)
 
 
+def _accumulating(input: Tensor, dtype) -> Tensor:
+    """The input of sum/prod/cumsum/cumprod: cast to `dtype`, else integers and bools widen to int64."""
+    if dtype is not None:
+        return convert(input, dtype)
+    return input if input.dtype.is_floating_point else convert(input, _dt.int64)
+
+
 # ---------------------------------------------------------------- sum
 sum_p = Primitive("sum", saves_inputs=False)
 sum_p.def_impl(lambda xp, x, *, axes, keepdims: xp.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype))
@@ -55,15 +78,13 @@ sum_p.def_vjp(lambda g, primals, out, *, axes, keepdims: (_expand_back(g, tuple(
                                                                         keepdims),))
 sum_p.def_jvp(lambda primals, tangents, *, axes, keepdims: (sum_p.bind(primals[0], axes=axes, keepdims=keepdims),
                                                             sum_p.bind(tangents[0], axes=axes, keepdims=keepdims)))
+sum_p.batch = reduction_batch_rule(sum_p)
 
 
 def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -> Tensor:
     """Sum over `dim` (all dims by default). Integer and bool inputs sum in int64."""
     dim = axis if dim is None else dim
-    if dtype is not None:
-        input = convert(input, dtype)
-    elif not input.dtype.is_floating_point:
-        input = convert(input, _dt.int64)
+    input = _accumulating(input, dtype)
     axes = reduce_dims(dim, input.ndim, "sum")
     return sum_p.bind(input, axes=axes, keepdims=bool(keepdim))
 
@@ -82,12 +103,188 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=Non
         sum_p.bind(input, axes=axes, keepdims=bool(keepdim)) * math.nan
 
 
-# ---------------------------------------------------------------- max / min
+# ---------------------------------------------------------------- cumsum (a linear scan)
+def _scan_abstract(name: str):
+    def abstract(x: ShapedArray, *, axis: int, reverse: bool, **params) -> ShapedArray:
+        if not 0 <= axis < x.ndim:
+            raise FnxRuntimeError(f"{name}: axis {axis} out of range for a tensor of shape {list(x.shape)}")
+        return x
+    return abstract
+
+
+cumsum_p = Primitive("cumsum", saves_inputs=False)
+
+
+@cumsum_p.def_impl
+def _cumsum_impl(xp, x, *, axis, reverse):
+    if reverse:
+        return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return xp.cumsum(x, axis=axis, dtype=x.dtype)
+
+
+cumsum_p.def_abstract(_scan_abstract("cumsum"))
+cumsum_p.def_vjp(lambda g, primals, out, *, axis, reverse: (cumsum_p.bind(g, axis=axis, reverse=not reverse),))
+cumsum_p.def_jvp(lambda primals, tangents, *, axis, reverse: (cumsum_p.bind(primals[0], axis=axis, reverse=reverse),
+                                                              cumsum_p.bind(tangents[0], axis=axis, reverse=reverse)))
+cumsum_p.batch = axis_batch_rule(cumsum_p)
+
+
+# ---------------------------------------------------------------- shift: one step along an axis, filling the gap
+shift_p = Primitive("shift", saves_inputs=False)
+
+
+@shift_p.def_impl
+def _shift_impl(xp, x, *, axis, reverse, fill):
+    n = x.shape[axis]
+    if n == 0:
+        return x.copy()
+    edge = list(x.shape)
+    edge[axis] = 1
+    pad = xp.full(edge, fill, dtype=x.dtype)
+    keep = [slice(None)] * x.ndim
+    keep[axis] = slice(1, n) if reverse else slice(0, n - 1)
+    return xp.concatenate([x[tuple(keep)], pad] if reverse else [pad, x[tuple(keep)]], axis=axis)
+
+
+shift_p.def_abstract(_scan_abstract("shift"))
+shift_p.def_vjp(lambda g, primals, out, *, axis, reverse, fill: (
+    shift_p.bind(g, axis=axis, reverse=not reverse, fill=0.0),))
+shift_p.def_jvp(lambda primals, tangents, *, axis, reverse, fill: (
+    shift_p.bind(primals[0], axis=axis, reverse=reverse, fill=fill),
+    shift_p.bind(tangents[0], axis=axis, reverse=reverse, fill=0.0)))
+shift_p.batch = axis_batch_rule(shift_p)
+
+
+# ---------------------------------------------------------------- cumprod
+cumprod_p = Primitive("cumprod", saves_inputs=True, saves_output=True)
+
+
+@cumprod_p.def_impl
+def _cumprod_impl(xp, x, *, axis, reverse):
+    if reverse:
+        return xp.flip(xp.cumprod(xp.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return xp.cumprod(x, axis=axis, dtype=x.dtype)
+
+
+cumprod_p.def_abstract(_scan_abstract("cumprod"))
+cumprod_p.batch = axis_batch_rule(cumprod_p)
+
+
+def _zero_masks(x: Tensor, axis: int, reverse: bool):
+    """Along the scan order: where no zero has been seen yet (`before`), and the first zero (`first`)."""
+    zero = eq(x, 0)
+    seen = cumsum_p.bind(convert(zero, _dt.int64), axis=axis, reverse=reverse)
+    return eq(seen, 0), logical_and(zero, eq(seen, 1))
+
+
+@cumprod_p.def_vjp
+def _cumprod_vjp(g, primals, out, *, axis, reverse):
+    # d x_k = sum_{i >= k} g_i prod_{j <= i, j != k} x_j (i, j in scan order). Before the first zero z this is
+    # sum_{i >= k} g_i y_i / x_k; at z it is prod_{j < z} x_j * sum_{i >= z} g_i prod_{z < j <= i} x_j; after z it
+    # is 0 (every product holds x_z). Exact for any zeros; second derivatives are exact where x has no zeros.
+    x = primals[0]
+    before, first = _zero_masks(x, axis, reverse)
+    back = not reverse
+    grad_before = cumsum_p.bind(g * out, axis=axis, reverse=back) / where(before, x, 1.0)
+    prefix = cumprod_p.bind(where(first, 1.0, x), axis=axis, reverse=reverse)
+    tail = cumprod_p.bind(where(logical_or(before, first), 1.0, x), axis=axis, reverse=reverse)
+    grad_first = prefix * cumsum_p.bind(g * tail, axis=axis, reverse=back)
+    return (where(before, grad_before, where(first, grad_first, 0.0)),)
+
+
+@cumprod_p.def_jvp
+def _cumprod_jvp(primals, tangents, *, axis, reverse):
+    # d y_i = y_i sum_{k <= i} t_k / x_k before the first zero z; from z on only k = z survives:
+    # t_z prod_{j <= i, j != z} x_j.
+    x, t = primals[0], tangents[0]
+    out = cumprod_p.bind(x, axis=axis, reverse=reverse)
+    before, first = _zero_masks(x, axis, reverse)
+    tan_before = out * cumsum_p.bind(t / where(before, x, 1.0), axis=axis, reverse=reverse)
+    t_first = sum_p.bind(where(first, t, 0.0), axes=(axis,), keepdims=True)
+    tan_after = t_first * cumprod_p.bind(where(first, 1.0, x), axis=axis, reverse=reverse)
+    return out, where(before, tan_before, tan_after)
+
+
+def _scan(prim: Primitive, input: Tensor, dim, dtype, op: str) -> Tensor:
+    if dim is None:
+        raise FnxTypeError(f"{op}(): missing required argument 'dim'")
+    input = _accumulating(input, dtype)
+    if input.ndim == 0:
+        canonical_dim(dim, 0, op)
+        return prim.bind(input.reshape(1), axis=0, reverse=False).reshape(())
+    return prim.bind(input, axis=canonical_dim(dim, input.ndim, op), reverse=False)
+
+
+def cumsum(input: Tensor, dim: int | None = None, *, dtype=None, axis=None) -> Tensor:
+    """Cumulative sum along `dim`. Integer and bool inputs accumulate in int64."""
+    return _scan(cumsum_p, input, axis if dim is None else dim, dtype, "cumsum")
+
+
+def cumprod(input: Tensor, dim: int | None = None, *, dtype=None, axis=None) -> Tensor:
+    """Cumulative product along `dim`, with a gradient that is exact when the input holds zeros."""
+    return _scan(cumprod_p, input, axis if dim is None else dim, dtype, "cumprod")
+
+
+def _cumsum_keep_dtype(input: Tensor, dim: int | None = None, *, dtype=None, axis=None) -> Tensor:
+    return cumsum(input, dim, dtype=dtype or input.dtype, axis=axis)
+
+
+def _cumprod_keep_dtype(input: Tensor, dim: int | None = None, *, dtype=None, axis=None) -> Tensor:
+    return cumprod(input, dim, dtype=dtype or input.dtype, axis=axis)
+
+
+# ---------------------------------------------------------------- prod
+prod_p = Primitive("reduce_prod", saves_inputs=True)
+prod_p.def_impl(lambda xp, x, *, axes, keepdims: xp.prod(x, axis=axes, keepdims=keepdims, dtype=x.dtype))
+prod_p.def_abstract(_reduction_abstract("reduce_prod"))
+prod_p.batch = reduction_batch_rule(prod_p)
+
+
+def _products_of_others(x: Tensor, axes: tuple) -> Tensor:
+    """For each element, the product of the other elements of its reduced group (d prod / d x).
+
+    Computed as (exclusive product from the left) * (exclusive product from the right) over the flattened
+    reduced axes, so it is exact when the group holds zeros (no out / x).
+    """
+    shape = tuple(x.shape)
+    kept = [i for i in range(len(shape)) if i not in axes]
+    perm = kept + list(axes)
+    n = math.prod(shape[a] for a in axes)
+    last = len(kept)
+    grouped = x.permute(perm).reshape(tuple(shape[i] for i in kept) + (n,))
+    left = cumprod_p.bind(shift_p.bind(grouped, axis=last, reverse=False, fill=1.0), axis=last, reverse=False)
+    right = cumprod_p.bind(shift_p.bind(grouped, axis=last, reverse=True, fill=1.0), axis=last, reverse=True)
+    others = (left * right).reshape(tuple(shape[i] for i in perm))
+    return others.permute([perm.index(i) for i in range(len(perm))])
+
+
+@prod_p.def_vjp
+def _prod_vjp(g, primals, out, *, axes, keepdims):
+    x = primals[0]
+    return (_expand_back(g, tuple(x.shape), axes, keepdims) * _products_of_others(x, axes),)
+
+
+@prod_p.def_jvp
+def _prod_jvp(primals, tangents, *, axes, keepdims):
+    x, t = primals[0], tangents[0]
+    out = prod_p.bind(x, axes=axes, keepdims=keepdims)
+    return out, sum_p.bind(t * _products_of_others(x, axes), axes=axes, keepdims=keepdims)
+
+
+def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -> Tensor:
+    """Product over `dim` (all dims by default). Integer and bool inputs multiply in int64."""
+    dim = axis if dim is None else dim
+    input = _accumulating(input, dtype)
+    axes = reduce_dims(dim, input.ndim, "prod")
+    return prod_p.bind(input, axes=axes, keepdims=bool(keepdim))
+
+
+# ---------------------------------------------------------------- amax / amin
 def _extremum(name: str, np_fn: str) -> Primitive:
     prim = Primitive(name, saves_inputs=True, saves_output=True)
 
     def impl(xp, x, *, axes, keepdims):
-        if x.size == 0 and any(x.shape[a] == 0 for a in axes):
+        if x.size == 0 and builtins.any(x.shape[a] == 0 for a in axes):
             raise FnxRuntimeError(f"{name}(): expected a non-empty tensor to reduce over dims {axes}, got shape "
                                   f"{list(x.shape)}; the reduction has no identity")
         return getattr(xp, np_fn)(x, axis=axes, keepdims=keepdims)
@@ -110,6 +307,7 @@ def _extremum(name: str, np_fn: str) -> Primitive:
         return out, sum_p.bind(tangents[0] * share, axes=axes, keepdims=keepdims)
 
     prim.vjp, prim.jvp = vjp, jvp
+    prim.batch = reduction_batch_rule(prim)
     return prim
 
 
@@ -120,15 +318,23 @@ min_p = _extremum("reduce_min", "min")
 def amax(input: Tensor, dim=(), keepdim: bool = False, *, axis=None) -> Tensor:
     """Maximum over `dim` (all dims if empty); ties share the gradient equally."""
     dim = axis if axis is not None else dim
-    axes = reduce_dims(None if dim == () else dim, input.ndim, "amax")
+    axes = reduce_dims(dim, input.ndim, "amax")
     return max_p.bind(input, axes=axes, keepdims=bool(keepdim))
 
 
 def amin(input: Tensor, dim=(), keepdim: bool = False, *, axis=None) -> Tensor:
     """Minimum over `dim` (all dims if empty); ties share the gradient equally."""
     dim = axis if axis is not None else dim
-    axes = reduce_dims(None if dim == () else dim, input.ndim, "amin")
+    axes = reduce_dims(dim, input.ndim, "amin")
     return min_p.bind(input, axes=axes, keepdims=bool(keepdim))
+
+
+def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False):
+    """(min, max) over `dim` (all dims if None), as a namedtuple."""
+    dims = () if dim is None else dim
+    if dim is not None and input.ndim and input.shape[canonical_dim(dim, input.ndim, "aminmax")] == 0:
+        raise FnxIndexError(f"aminmax(): Expected reduction dim {dim} to have non-zero size.")
+    return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
 
 
 # ---------------------------------------------------------------- argmax / argmin
@@ -148,6 +354,7 @@ def _arg_extremum(name: str, np_fn: str) -> Primitive:
     prim.abstract = abstract
     prim.vjp = lambda g, primals, out, **p: (None,)
     prim.jvp = lambda primals, tangents, **p: (prim.bind(primals[0], **p), None)
+    prim.batch = axis_batch_rule(prim)
     return prim
 
 
@@ -176,16 +383,65 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False, *, axis
     return _arg_reduce(argmin_p, input, axis if axis is not None else dim, keepdim, "argmin")
 
 
-# ---------------------------------------------------------------- compositions
-def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None) -> Tensor:
-    """Variance over `dim` with Bessel's `correction` (default 1, as in PyTorch)."""
+# ---------------------------------------------------------------- max / min: three overloads each
+def _extremum_along(arg_prim: Primitive, input: Tensor, dim, keepdim: bool, op: str, result):
+    """(values, indices) of the extremum along `dim`; the gradient goes to the selected index only."""
+    from .sort import take_p  # the gather lives with sorting (sort.py imports this module)
+
+    x = input.reshape(1) if input.ndim == 0 else input
+    d = canonical_dim(dim, input.ndim, op)
+    if x.shape[d] == 0:
+        raise FnxIndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
+    indices = arg_prim.bind(x, axis=d, keepdims=True)
+    values = take_p.bind(x, indices, axis=d)
+    if not keepdim or input.ndim == 0:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return result(values, indices)
+
+
+def _full_extremum(prim: Primitive, input: Tensor, op: str) -> Tensor:
+    if input.numel() == 0:
+        raise FnxRuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                              f"reduction dim with the 'dim' argument.")
+    return prim.bind(input, axes=tuple(range(input.ndim)), keepdims=False)
+
+
+def max(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None = None, axis=None):
+    """`max(input)`: the largest element (ties share the gradient); `max(input, dim, keepdim=False)`: the
+    namedtuple (values, indices) along `dim` (the gradient goes to the index); `max(input, other)`: `maximum`."""
     dim = axis if dim is None else dim
+    if other is not None or isinstance(dim, Tensor):
+        return maximum(input, other if other is not None else dim)
+    if dim is None:
+        return _full_extremum(max_p, input, "max")
+    return _extremum_along(argmax_p, input, dim, keepdim, "max", max_result)
+
+
+def min(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None = None, axis=None):
+    """`min(input)`, `min(input, dim, keepdim=False)` -> (values, indices), or `min(input, other)`: see `max`."""
+    dim = axis if dim is None else dim
+    if other is not None or isinstance(dim, Tensor):
+        return minimum(input, other if other is not None else dim)
+    if dim is None:
+        return _full_extremum(min_p, input, "min")
+    return _extremum_along(argmin_p, input, dim, keepdim, "min", min_result)
+
+
+# ---------------------------------------------------------------- moments
+def _var_and_mean(input: Tensor, dim, unbiased, keepdim: bool, correction, op: str):
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
-    axes = reduce_dims(dim, input.ndim, "var")
+    axes = reduce_dims(dim, input.ndim, op)
     n = math.prod(input.shape[a] for a in axes)
-    centered = input - mean(input, axes, keepdim=True)
-    return sum(centered * centered, axes, keepdim=keepdim) / float(max(n - correction, 0))
+    m = mean(input, axes, keepdim=True)
+    centered = input - m
+    v = sum(centered * centered, axes, keepdim=keepdim) / float(builtins.max(n - correction, 0))
+    return v, (m if keepdim else m.reshape(_reduced_shape(tuple(input.shape), axes, False)))
+
+
+def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None) -> Tensor:
+    """Variance over `dim` with Bessel's `correction` (default 1, as in PyTorch)."""
+    return _var_and_mean(input, axis if dim is None else dim, unbiased, keepdim, correction, "var")[0]
 
 
 def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None) -> Tensor:
@@ -193,12 +449,24 @@ def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correc
     return sqrt(var(input, dim, unbiased, keepdim, correction=correction, axis=axis))
 
 
+def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None):
+    """(variance, mean) over `dim`, sharing the mean."""
+    return _var_and_mean(input, axis if dim is None else dim, unbiased, keepdim, correction, "var_mean")
+
+
+def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None):
+    """(standard deviation, mean) over `dim`."""
+    v, m = _var_and_mean(input, axis if dim is None else dim, unbiased, keepdim, correction, "std_mean")
+    return sqrt(v), m
+
+
+# ---------------------------------------------------------------- other compositions
 def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over `dim`, computed stably by shifting by the maximum."""
     if not input.dtype.is_floating_point:
         input = convert(input, _dt.get_default_dtype())
     axes = reduce_dims(dim, input.ndim, "logsumexp")
-    m = max_p.bind(input, axes=axes, keepdims=True).detach() if input.numel() else input
+    m = stop_gradient(max_p.bind(input, axes=axes, keepdims=True)) if input.numel() else input
     m = where(_abs(m) < math.inf, m, 0.0)
     out = log(sum(exp(input - m), axes, keepdim=True)) + m
     return out if keepdim else out.reshape(_reduced_shape(tuple(input.shape), axes, False))
@@ -228,5 +496,68 @@ def any(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
     return max_p.bind(x, axes=axes, keepdims=bool(keepdim))
 
 
-METHODS: dict = {}  # Tensor methods beyond those in fnx/_methods.py (name -> function)
-INPLACE: dict = {}  # in-place methods (name_ -> out-of-place function)
+def count_nonzero(input: Tensor, dim=None) -> Tensor:
+    """Number of nonzero elements over `dim` (all dims by default), as int64."""
+    return sum(ne(input, 0), dim)
+
+
+def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Sum over `dim` treating NaN as zero (NaN entries get a zero gradient)."""
+    if input.dtype.is_floating_point:
+        input = where(isnan(input), 0.0, input)
+    return sum(input, dim, keepdim, dtype=dtype)
+
+
+def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Mean over `dim` of the non-NaN elements."""
+    if dtype is not None:
+        input = convert(input, dtype)
+    if not input.dtype.is_floating_point:
+        raise FnxRuntimeError(f"nanmean(): expected input to have floating point dtype but got {input.dtype}; pass "
+                              f"dtype= or convert with .float()")
+    keep = logical_not(isnan(input))
+    total = sum(where(keep, input, 0.0), dim, keepdim)
+    return total / convert(sum(keep, dim, keepdim), input.dtype)
+
+
+def _root_or_zero(s: Tensor, root) -> Tensor:
+    """s ** (1/p) for s >= 0, giving 0 with a zero (not NaN) gradient where s == 0, as PyTorch's norm does."""
+    zero = eq(s, 0)
+    safe = where(zero, 1.0, s)
+    return where(zero, 0.0, root(safe))
+
+
+def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """Vector p-norm over `dim` (all dims by default): p = 'fro' or 2, 1, inf, -inf, 0 or any other float."""
+    if dtype is not None:
+        input = convert(input, dtype)
+    if not input.dtype.is_floating_point:
+        raise FnxRuntimeError(f"norm(): input dtype should be floating point, but got {input.dtype}; pass dtype= or "
+                              f"convert with .float()")
+    if p is None:
+        p = "fro"
+    if isinstance(p, str) and p != "fro":
+        if p == "nuc":
+            raise NotImplementedError("norm(p='nuc'): the nuclear norm needs singular values, which fnx does not "
+                                      "compute yet")
+        raise FnxRuntimeError(f"norm(): p must be 'fro', 'nuc' or a number, got {p!r}")
+    axes = reduce_dims(dim, input.ndim, "norm")
+    p = 2.0 if p == "fro" else builtins.float(p)
+    if p == 2.0:
+        return _root_or_zero(sum(input * input, axes, keepdim), sqrt)
+    if p == 1.0:
+        return sum(_abs(input), axes, keepdim)
+    if p == math.inf:
+        return amax(_abs(input), axes, keepdim)
+    if p == -math.inf:
+        return amin(_abs(input), axes, keepdim)
+    if p == 0.0:
+        return sum(convert(ne(input, 0), input.dtype), axes, keepdim)
+    return _root_or_zero(sum(_pow(_abs(input), p), axes, keepdim), lambda s: _pow(s, 1.0 / p))
+
+
+METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
+    "max": max, "min": min, "prod": prod, "cumsum": cumsum, "cumprod": cumprod, "norm": norm,
+    "count_nonzero": count_nonzero, "nansum": nansum, "nanmean": nanmean, "aminmax": aminmax,
+}
+INPLACE: dict = {"cumsum_": _cumsum_keep_dtype, "cumprod_": _cumprod_keep_dtype}  # in-place (name_ -> function)

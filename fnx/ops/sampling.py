@@ -1,4 +1,541 @@
-"""(being written)"""
-__all__: list = []
-METHODS: dict = {}
+"""Eager random sampling (PyTorch's torch.rand family) from a global generator per device.
+
+Each device has a default `Generator`: numpy's PCG64 on the CPU, CuPy's
+generator on CUDA (created when first used). `manual_seed(seed)` seeds them
+all, so a seeded program draws the same numbers on every run. Sampling is
+eager and not differentiable (PyTorch's samplers give zero gradients); the
+pure, key-based samplers for transforms live in `fnx.random`.
+
+The CPU generator state (`get_rng_state`) is a uint8 tensor of 48 bytes:
+PCG64's 128-bit state and increment, then its buffered-uint32 flag and value
+as two 64-bit words, all little-endian; `fnx.save` can store it.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import core
+from .. import dtypes as _dt
+from ..core import FnxRuntimeError, FnxTypeError
+from ..device import cpu, device as _device_cls
+from ..tensor import Tensor, Tracer, make
+from ..transforms.batching import BatchTrace, BatchTracer
+from .inplace import _check_target
+
+__all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
+           "set_rng_state", "rand", "randn", "randint", "randperm", "multinomial", "bernoulli", "normal",
+           "rand_like", "randn_like", "randint_like"]
+
+_DEFAULT_SEED = 67280421310721  # PyTorch's default seed
+_STATE_BYTES = 48
+_UNIT_BITS = {"float16": 11, "bfloat16": 8}  # uniform floats exactly representable (and < 1) in these dtypes
+
+
+# ---------------------------------------------------------------- generators
+class Generator:
+    """A random-number generator on one device (`fnx.Generator(device='cpu').manual_seed(0)`)."""
+
+    def __init__(self, device="cpu"):
+        self.device = _device_cls(device)
+        self._initial_seed = _DEFAULT_SEED
+        self._rng = None
+
+    @property
+    def rng(self):
+        """The backend generator: numpy's `Generator(PCG64)` or CuPy's generator (created on first use)."""
+        if self._rng is None:
+            if self.device is cpu:
+                self._rng = np.random.Generator(np.random.PCG64(self._initial_seed))
+            else:
+                cp = self.device.xp
+                with cp.cuda.Device(self.device.index):
+                    self._rng = cp.random.default_rng(self._initial_seed)
+        return self._rng
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Restart the stream from `seed` (any int; negative seeds wrap to 64 bits, as in PyTorch)."""
+        self._initial_seed = int(seed) % 2 ** 64
+        self._rng = None
+        return self
+
+    def seed(self) -> int:
+        """Seed from the operating system's entropy and return the seed used."""
+        s = int.from_bytes(os.urandom(8), "little") >> 1
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        return self._initial_seed
+
+    def get_state(self) -> Tensor:
+        """The CPU generator's state as a uint8 tensor (see the module docstring for its layout)."""
+        if self.device is not cpu:
+            raise NotImplementedError(f"Generator(device='{self.device}').get_state: CuPy's generator state cannot "
+                                      f"be exported; re-seed with manual_seed(seed) to reproduce a stream")
+        st = self.rng.bit_generator.state
+        raw = (st["state"]["state"].to_bytes(16, "little") + st["state"]["inc"].to_bytes(16, "little")
+               + int(st["has_uint32"]).to_bytes(8, "little") + int(st["uinteger"]).to_bytes(8, "little"))
+        return make(np.frombuffer(raw, dtype=np.uint8).copy(), cpu)
+
+    def set_state(self, new_state: Tensor) -> Generator:
+        """Restore a state from `get_state()`."""
+        if self.device is not cpu:
+            raise NotImplementedError(f"Generator(device='{self.device}').set_state: CuPy's generator state cannot "
+                                      f"be restored; re-seed with manual_seed(seed) instead")
+        arr = np.asarray(new_state.cpu().numpy() if isinstance(new_state, Tensor) else new_state)
+        if arr.dtype != np.uint8 or arr.size != _STATE_BYTES:
+            raise FnxRuntimeError(f"set_state: expected a uint8 tensor of {_STATE_BYTES} bytes from get_state(), "
+                                  f"got {arr.dtype} with {arr.size} elements")
+        raw = arr.tobytes()
+        word = [int.from_bytes(raw[i:j], "little") for i, j in ((0, 16), (16, 32), (32, 40), (40, 48))]
+        self.rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": word[0], "inc": word[1]},
+                                        "has_uint32": word[2], "uinteger": word[3]}
+        return self
+
+    def __repr__(self) -> str:
+        return f"fnx.Generator(device='{self.device}', initial_seed={self._initial_seed})"
+
+
+default_generator = Generator("cpu")
+_defaults: dict = {cpu: default_generator}
+_global_seed = _DEFAULT_SEED
+
+
+def _generator(generator: Generator | None, device, op: str) -> Generator:
+    """The generator to draw from: `generator` (checked against `device`) or the device's default one."""
+    if generator is not None:
+        if not isinstance(generator, Generator):
+            raise FnxTypeError(f"{op}: generator must be an fnx.Generator, got {type(generator).__name__}")
+        if generator.device is not device:
+            raise FnxRuntimeError(f"{op}: Expected a '{device}' generator for a tensor on {device}, but found a "
+                                  f"generator on '{generator.device}'")
+        return generator
+    gen = _defaults.get(device)
+    if gen is None:
+        gen = _defaults[device] = Generator(device).manual_seed(_global_seed)
+    return gen
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generators of every device (CUDA ones too, now or when first used)."""
+    global _global_seed
+    _global_seed = int(seed) % 2 ** 64
+    for gen in _defaults.values():
+        gen.manual_seed(seed)
+    return default_generator
+
+
+def seed() -> int:
+    """Seed every default generator from the operating system's entropy; return that seed."""
+    s = default_generator.seed()
+    manual_seed(s)
+    return s
+
+
+def initial_seed() -> int:
+    """The seed of the default CPU generator."""
+    return default_generator.initial_seed()
+
+
+def get_rng_state() -> Tensor:
+    """The default CPU generator's state (a uint8 tensor)."""
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state: Tensor) -> None:
+    """Restore the default CPU generator's state from `get_rng_state()`."""
+    default_generator.set_state(new_state)
+
+
+# ---------------------------------------------------------------- drawing arrays
+def _uniform(gen: Generator, shape: tuple, dt: _dt.dtype):
+    """Uniform [0, 1) floats of `dt`, drawn directly in float32/float64 (lower precisions: exactly rounded down)."""
+    if dt.name in ("float32", "float64"):
+        return gen.rng.random(shape, dtype=dt.np)
+    u = gen.rng.random(shape, dtype=np.float32)
+    scale = float(2 ** _UNIT_BITS[dt.name])
+    return (gen.device.xp.floor(u * scale) / scale).astype(dt.np)
+
+
+def _standard_normal(gen: Generator, shape: tuple, dt: _dt.dtype):
+    if dt.name in ("float32", "float64"):
+        return gen.rng.standard_normal(shape, dtype=dt.np)
+    return gen.rng.standard_normal(shape, dtype=np.float32).astype(dt.np)
+
+
+def _size(size, op: str) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    try:
+        shape = tuple(int(s) for s in size)
+    except TypeError:
+        raise FnxTypeError(f"{op}: size must be ints or a tuple of ints, got {size!r}") from None
+    if any(s < 0 for s in shape):
+        raise FnxRuntimeError(f"{op}: trying to create tensor with negative dimension: {list(shape)}")
+    return shape
+
+
+def _float_dtype(dtype, op: str) -> _dt.dtype:
+    dt = _dt.get_default_dtype() if dtype is None else _dt.as_dtype(dtype)
+    if not dt.is_floating_point:
+        raise FnxTypeError(f"{op}: expected a floating point dtype, got {dt.name}")
+    return dt
+
+
+def _draw(op: str, dev, requires_grad: bool, sample) -> Tensor:
+    """The tensor of `sample(prefix)`, an array of shape prefix + the sample's own shape, on `dev`.
+
+    Inside vmap the enclosing `randomness` decides: "error" raises, "same" draws once for the whole batch,
+    "different" draws one sample per batch element (a leading dim per such vmap, outermost first).
+    """
+    mains = [m for m in core.trace_stack if m.trace_type is BatchTrace] if core.transforms_active else []
+    for m in mains:
+        if m.global_data[1] == "error":
+            raise FnxRuntimeError(f"vmap: called random operation {op} while in randomness error mode; pass "
+                                  f"randomness='same' or 'different' to vmap, or draw the samples outside vmap")
+    different = [m for m in mains if m.global_data[1] == "different"]
+    out = make(sample(tuple(m.global_data[0] for m in different)), dev)
+    if not different:
+        return out.requires_grad_(True) if requires_grad else out
+    for m in different:
+        out = BatchTracer(BatchTrace(m), out, 0)
+    return out
+
+
+def _dev(device):
+    return cpu if device is None else _device_cls(device)
+
+
+# ---------------------------------------------------------------- creation
+def rand(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples from [0, 1)."""
+    dev, dt, shape = _dev(device), _float_dtype(dtype, "rand"), _size(size, "rand")
+    gen = _generator(generator, dev, "rand")
+    return _draw("rand", dev, requires_grad, lambda pre: _uniform(gen, pre + shape, dt))
+
+
+def randn(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples."""
+    dev, dt, shape = _dev(device), _float_dtype(dtype, "randn"), _size(size, "randn")
+    gen = _generator(generator, dev, "randn")
+    return _draw("randn", dev, requires_grad, lambda pre: _standard_normal(gen, pre + shape, dt))
+
+
+def _check_int_range(low: int, high: int, dt: _dt.dtype, op: str) -> None:
+    if high <= low:
+        raise FnxRuntimeError(f"{op}: expected low < high, but got low={low} and high={high} (the range [low, high) "
+                              f"is empty)")
+    if dt.category == 1:  # integer dtypes must hold the whole range
+        info = _dt.iinfo(dt)
+        if low < info.min or high - 1 > info.max:
+            raise FnxRuntimeError(f"{op}: the range [{low}, {high}) does not fit in {dt.name} "
+                                  f"([{info.min}, {info.max}])")
+
+
+def _randint_array(gen: Generator, low: int, high: int, shape: tuple, dt: _dt.dtype):
+    return gen.rng.integers(low, high, size=shape, dtype=np.int64).astype(dt.np, copy=False)
+
+
+def randint(*args, size=None, low=None, high=None, generator: Generator | None = None, dtype=None, device=None,
+            requires_grad: bool = False) -> Tensor:
+    """Integers uniform in [low, high): `randint(high, size)` or `randint(low, high, size)` (default dtype int64)."""
+    args = list(args)
+    if size is None:
+        if not args:
+            raise FnxTypeError("randint: missing the required argument 'size' (a tuple of ints)")
+        size = args.pop()
+    if high is None:
+        if not args:
+            raise FnxTypeError("randint: missing the required argument 'high'")
+        high = args.pop()
+    if low is None:
+        low = args.pop() if args else 0
+    if args:
+        raise FnxTypeError("randint: takes randint(high, size) or randint(low, high, size); got extra arguments")
+    if not isinstance(size, (tuple, list)):
+        raise FnxTypeError(f"randint: size must be a tuple of ints, got {type(size).__name__}")
+    dev, shape, low, high = _dev(device), _size((size,), "randint"), int(low), int(high)
+    dt = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
+    gen = _generator(generator, dev, "randint")
+    _check_int_range(low, high, dt, "randint")
+    return _draw("randint", dev, requires_grad, lambda pre: _randint_array(gen, low, high, pre + shape, dt))
+
+
+def randperm(n: int, *, generator: Generator | None = None, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """A random permutation of 0 .. n-1 (default dtype int64)."""
+    n = int(n)
+    if n < 0:
+        raise FnxRuntimeError(f"randperm: n must be non-negative, got {n}")
+    dev = _dev(device)
+    dt = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
+    gen = _generator(generator, dev, "randperm")
+
+    def sample(pre: tuple):
+        if dev is cpu and not pre:
+            return gen.rng.permutation(n).astype(dt.np)
+        return dev.xp.argsort(gen.rng.random(pre + (n,)), axis=-1).astype(dt.np)  # ranks of uniforms
+
+    return _draw("randperm", dev, requires_grad, sample)
+
+
+def _check_probabilities(op: str, xp, p) -> None:
+    bad = ~xp.isfinite(p) | (p < 0)
+    if bool(bad.any()):
+        raise FnxRuntimeError(f"{op}: probability tensor contains either `inf`, `nan` or element < 0")
+
+
+def _reject_tracer(op: str, *args) -> None:
+    if any(isinstance(a, Tracer) for a in args):
+        raise FnxTypeError(f"{op}: sampling from traced probabilities (inside grad, vmap or compile) is not "
+                           f"supported; draw the samples outside the transform, or use fnx.random's key-based "
+                           f"samplers")
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator: Generator | None = None) -> Tensor:
+    """Indices drawn from the categories weighted by each row of `input` (1-D or 2-D; int64 output).
+
+    Without replacement, a row never repeats an index (sampling by exponential races: each category's
+    Exp(1) / weight, smallest first, which is equivalent to drawing one after another).
+    """
+    if not isinstance(input, Tensor) or not input.dtype.is_floating_point:
+        got = input.dtype.name if isinstance(input, Tensor) else type(input).__name__
+        raise FnxTypeError(f"multinomial: only floating-point dtypes are supported for input, got {got}")
+    _reject_tracer("multinomial", input)
+    if input.ndim not in (1, 2):
+        raise FnxRuntimeError(f"multinomial: prob_dist must be 1 or 2 dim, got {input.ndim} dims")
+    n_cat, num_samples = input.shape[-1], int(num_samples)
+    if num_samples <= 0:
+        raise FnxRuntimeError(f"multinomial: cannot sample n_sample <= 0 samples (got {num_samples})")
+    if not replacement and num_samples > n_cat:
+        raise FnxRuntimeError(f"multinomial: cannot sample n_sample > prob_dist.size(-1) samples without "
+                              f"replacement ({num_samples} > {n_cat})")
+    dev = input.device
+    xp, gen = dev.xp, _generator(generator, dev, "multinomial")
+    w = input._value.reshape(-1, n_cat).astype(np.float64)
+    _check_probabilities("multinomial", xp, w)
+    if n_cat == 0 or bool((w.sum(axis=1) <= 0).any()):
+        raise FnxRuntimeError("multinomial: invalid multinomial distribution (sum of probabilities <= 0)")
+    if not replacement and bool(((w > 0).sum(axis=1) < num_samples).any()):
+        raise FnxRuntimeError("multinomial: invalid multinomial distribution (with replacement=False, not enough "
+                              "non-negative category to sample)")
+    own = tuple(input.shape[:-1]) + (num_samples,)
+
+    def sample(pre: tuple):
+        rows = xp.broadcast_to(w, pre + w.shape).reshape(-1, n_cat)
+        return _multinomial_rows(gen, rows, num_samples, replacement).reshape(pre + own)
+
+    return _draw("multinomial", dev, False, sample)
+
+
+def _multinomial_rows(gen: Generator, w, num_samples: int, replacement: bool):
+    """int64 indices (rows, num_samples) drawn by the non-negative weights `w` (rows, categories)."""
+    xp = gen.device.xp
+    rows, n_cat = w.shape
+    if replacement:
+        # one sorted search over all rows: row r's normalised CDF is shifted by r, and so are its uniforms
+        cdf = xp.cumsum(w, axis=1)
+        cdf = cdf / cdf[:, -1:]
+        shift = xp.arange(rows, dtype=np.float64).reshape(rows, 1)
+        u = gen.rng.random((rows, num_samples), dtype=np.float64)
+        pos = xp.searchsorted((cdf + shift).reshape(-1), (u + shift).reshape(-1), side="right")
+        idx = xp.clip(pos.reshape(rows, num_samples) - shift.astype(np.int64) * n_cat, 0, n_cat - 1)
+    else:
+        e = gen.rng.standard_exponential((rows, n_cat), dtype=np.float64)
+        keys = xp.where(w > 0, e / xp.where(w > 0, w, 1.0), np.inf)
+        idx = xp.argsort(keys, axis=1)[:, :num_samples]
+    return idx.astype(np.int64)
+
+
+def bernoulli(input: Tensor, p=None, *, generator: Generator | None = None) -> Tensor:
+    """1 with probability `input` (or `p` for every element, if given), else 0; the dtype of `input`."""
+    if p is None and not input.dtype.is_floating_point:
+        raise FnxTypeError(f"bernoulli: expected a floating point tensor of probabilities, got {input.dtype}")
+    probs = input if p is None else p
+    dev, shape = input.device, tuple(input.shape)
+    gen = _generator(generator, dev, "bernoulli")
+    if isinstance(probs, Tracer):  # compose, so that vmap can batch the probabilities
+        from .elementwise import convert, lt
+
+        return convert(lt(rand(shape, dtype=probs.dtype, device=dev, generator=gen), probs), input.dtype)
+    raw = probs._value if isinstance(probs, Tensor) else float(probs)
+    _check_unit_interval("bernoulli", dev.xp, raw)
+    return _draw("bernoulli", dev, False, lambda pre: _bernoulli_array(gen, pre + shape, raw, input.dtype))
+
+
+def _check_unit_interval(op: str, xp, probs) -> None:
+    if isinstance(probs, float):
+        if not 0.0 <= probs <= 1.0:
+            raise FnxRuntimeError(f"{op}: expects p to be in [0, 1], but got p={probs}")
+    elif bool(((probs < 0) | (probs > 1) | xp.isnan(probs)).any()):
+        raise FnxRuntimeError(f"{op}: expects all probabilities to be in [0, 1]")
+
+
+def _bernoulli_array(gen: Generator, shape: tuple, probs, dt: _dt.dtype):
+    wide = isinstance(probs, float) or probs.dtype == np.float64
+    u = gen.rng.random(shape, dtype=np.float64 if wide else np.float32)
+    return (u < probs).astype(dt.np)
+
+
+def normal(mean, std=1.0, size=None, *, generator: Generator | None = None, dtype=None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """Normal samples: tensor `mean`/`std` broadcast elementwise, or Python numbers with a `size`.
+
+    Like PyTorch's, the samples carry no gradient to `mean` and `std` in eager mode; with traced `mean` or
+    `std` (inside grad or vmap) they are composed as mean + std * randn, which is differentiable.
+    """
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if not tensors:
+        if size is None:
+            raise FnxTypeError("normal: size must be given when mean and std are both numbers")
+        dev, dt = _dev(device), _float_dtype(dtype, "normal")
+        shape = _size((size,), "normal")
+    else:
+        if size is not None:
+            raise FnxTypeError("normal: size cannot be combined with tensor mean or std (their shape is used)")
+        dev = tensors[0].device
+        dt = _dt.result_type(*tensors)
+        dt = dt if dt.is_floating_point else _dt.get_default_dtype()
+        shape = tuple(np.broadcast_shapes(*(tuple(t.shape) for t in tensors)))
+    gen = _generator(generator, dev, "normal")
+    if any(isinstance(t, Tracer) for t in tensors):
+        return mean + std * randn(shape, dtype=dt, device=dev, generator=gen)
+    xp = dev.xp
+    m = mean._value.astype(dt.np) if isinstance(mean, Tensor) else float(mean)
+    s = std._value.astype(dt.np) if isinstance(std, Tensor) else float(std)
+    if bool(xp.any(xp.asarray(s) < 0)):
+        raise FnxRuntimeError(f"normal: expects std >= 0.0, but found std {xp.asarray(s).min().item()}")
+
+    def sample(pre: tuple):
+        return (_standard_normal(gen, pre + shape, dt) * s + m).astype(dt.np, copy=False)
+
+    return _draw("normal", dev, requires_grad, sample)
+
+
+def _like_args(input: Tensor, dtype, device):
+    return (input.dtype if dtype is None else dtype), (input.device if device is None else device)
+
+
+def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    dt, dev = _like_args(input, dtype, device)
+    return rand(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    dt, dev = _like_args(input, dtype, device)
+    return randn(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype=None, device=None,
+                 requires_grad: bool = False) -> Tensor:
+    """`randint_like(input, high)` or `randint_like(input, low, high)`: integers in [low, high), input's shape."""
+    if high is None:
+        low, high = 0, low
+    dt, dev = _like_args(input, dtype, device)
+    return randint(low, high, tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+# ---------------------------------------------------------------- in-place sampling methods
+def _target(self: Tensor, op: str, floating: bool = True) -> None:
+    _check_target(self, op)
+    base = self._base
+    if core.grad_enabled and base is not None and base._requires_grad and base._node is None:
+        raise FnxRuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
+                              f"operation; wrap it in `with fnx.no_grad():`")
+    if floating and not self.dtype.is_floating_point:
+        raise FnxTypeError(f"{op}: expected a floating point tensor, got {self.dtype}")
+
+
+def _write(self: Tensor, value) -> Tensor:
+    """Overwrite `self` with freshly sampled values: a new version, and no longer part of any graph."""
+    self._value[...] = value
+    self._version[0] += 1
+    if core.grad_enabled and self._node is not None:
+        self._node, self._requires_grad = None, False
+    return self
+
+
+def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Generator | None = None,
+             **kwargs) -> Tensor:
+    """Fill with uniform samples from [from, to) (PyTorch spells the first argument `from`)."""
+    from_ = kwargs.pop("from", from_)
+    if kwargs:
+        raise FnxTypeError(f"uniform_: unexpected keyword arguments {sorted(kwargs)}")
+    _target(self, "uniform_")
+    if from_ > to:
+        raise FnxRuntimeError(f"uniform_: expects to return a [from, to) range, but found from={from_} > to={to}")
+    u = _uniform(_generator(generator, self.device, "uniform_"), tuple(self.shape), self.dtype)
+    return _write(self, u * (to - from_) + from_ if (from_, to) != (0.0, 1.0) else u)
+
+
+def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    """Fill with normal samples of `mean` and `std`."""
+    _target(self, "normal_")
+    if std < 0:
+        raise FnxRuntimeError(f"normal_: expects std >= 0.0, but found std {std}")
+    z = _standard_normal(_generator(generator, self.device, "normal_"), tuple(self.shape), self.dtype)
+    return _write(self, z * std + mean if (mean, std) != (0.0, 1.0) else z)
+
+
+def bernoulli_(self: Tensor, p=0.5, *, generator: Generator | None = None) -> Tensor:
+    """Fill with 1 with probability `p` (a number, or a tensor broadcast to this shape), else 0."""
+    _target(self, "bernoulli_", floating=False)
+    if isinstance(p, Tensor):
+        probs = self.device.xp.broadcast_to(p._value, tuple(self.shape))
+    else:
+        probs = float(p)
+    _check_unit_interval("bernoulli_", self.device.xp, probs)
+    gen = _generator(generator, self.device, "bernoulli_")
+    return _write(self, _bernoulli_array(gen, tuple(self.shape), probs, self.dtype))
+
+
+def random_(self: Tensor, from_: int | None = None, to: int | None = None, *, generator: Generator | None = None,
+            **kwargs) -> Tensor:
+    """Fill with integers: `random_(to)` in [0, to), `random_(from, to)` in [from, to), `random_()` in
+    [0, 2**mantissa] for floats and [0, max] for integers (PyTorch's ranges)."""
+    from_ = kwargs.pop("from", from_)
+    if kwargs:
+        raise FnxTypeError(f"random_: unexpected keyword arguments {sorted(kwargs)}")
+    _target(self, "random_", floating=False)
+    dt = self.dtype
+    if from_ is not None and to is None:
+        from_, to = 0, from_
+    if to is None:
+        digits = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}.get(dt.name)
+        to = 2 if dt is _dt.bool else 2 ** digits + 1 if digits else _dt.iinfo(dt).max + 1
+    low = 0 if from_ is None else int(from_)
+    gen = _generator(generator, self.device, "random_")
+    draw_dt = _dt.int64 if dt.is_floating_point or dt is _dt.bool else dt
+    _check_int_range(low, int(to), draw_dt, "random_")
+    value = _randint_array(gen, low, int(to), tuple(self.shape), draw_dt)
+    return _write(self, value.astype(dt.np))
+
+
+def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    """Fill with exponential samples of rate `lambd`."""
+    _target(self, "exponential_")
+    if not lambd > 0:
+        raise FnxRuntimeError(f"exponential_: expects lambda > 0.0, but found lambda={lambd}")
+    gen = _generator(generator, self.device, "exponential_")
+    wide = self.dtype.name == "float64"
+    e = gen.rng.standard_exponential(tuple(self.shape), dtype=np.float64 if wide else np.float32)
+    return _write(self, (e / lambd if lambd != 1.0 else e).astype(self.dtype.np, copy=False))
+
+
+def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Generator | None = None) -> Tensor:
+    """Fill with exp(N(mean, std**2)) samples."""
+    _target(self, "log_normal_")
+    if not std > 0:
+        raise FnxRuntimeError(f"log_normal_: expects std > 0.0, but found std={std}")
+    z = _standard_normal(_generator(generator, self.device, "log_normal_"), tuple(self.shape), self.dtype)
+    return _write(self, self.device.xp.exp(z * std + mean))
+
+
+METHODS: dict = {
+    "uniform_": uniform_, "normal_": normal_, "bernoulli_": bernoulli_, "random_": random_,
+    "exponential_": exponential_, "log_normal_": log_normal_, "bernoulli": bernoulli, "multinomial": multinomial,
+}
 INPLACE: dict = {}

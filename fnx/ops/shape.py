@@ -6,15 +6,21 @@ and share its version counter.
 from __future__ import annotations
 
 import math
+import operator
 
-from ..core import FnxRuntimeError, Primitive, ShapedArray
-from ..tensor import Tensor, Tracer, canonical_dim
-from ._families import unbroadcast
+from .. import dtypes as _dt
+from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
+from ..tensor import Tensor, Tracer, canonical_dim, make
+from ._families import broadcast_shapes as _broadcast_shapes, promote, same_device, scalar_like, unbroadcast
+from ..transforms.batching import batch_size, move_to_front, with_batch_size
 
 
 __all__ = ["reshape", "broadcast_to", "expand", "expand_as", "permute", "transpose", "swapaxes", "swapdims",
            "view", "view_as", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "movedim", "moveaxis",
-           "atleast_1d"]
+           "atleast_1d", "atleast_2d", "atleast_3d", "cat", "concatenate", "concat", "stack", "hstack", "vstack",
+           "dstack", "split", "chunk", "unbind", "narrow", "select", "flip", "fliplr", "flipud", "roll", "tile",
+           "repeat_interleave", "tril", "triu", "pad", "diagonal", "diag", "meshgrid", "broadcast_tensors",
+           "broadcast_shapes"]
 
 
 def _shape_arg(shape) -> tuple:
@@ -51,6 +57,8 @@ def _reshape_abstract(x: ShapedArray, *, shape: tuple) -> ShapedArray:
 reshape_p.def_vjp(lambda g, primals, out, *, shape: (reshape_p.bind(g, shape=tuple(primals[0].shape)),))
 reshape_p.def_jvp(lambda primals, tangents, *, shape: (reshape_p.bind(primals[0], shape=shape),
                                                        reshape_p.bind(tangents[0], shape=shape)))
+reshape_p.def_batch(lambda args, dims, *, shape: (
+    reshape_p.bind(move_to_front(args[0], dims[0]), shape=(args[0].shape[dims[0]],) + shape), 0))
 
 
 def reshape(input: Tensor, *shape) -> Tensor:
@@ -58,7 +66,11 @@ def reshape(input: Tensor, *shape) -> Tensor:
     new = infer_shape("reshape", tuple(input.shape), _shape_arg(shape))
     if new == tuple(input.shape):
         return input
-    return reshape_p.bind(input, shape=new)
+    out = reshape_p.bind(input, shape=new)
+    if type(out) is Tensor and not input._value.flags.c_contiguous and \
+            not input._device.xp.may_share_memory(out._value, input._value):
+        out._version, out._base = [0], None  # the backend copied: a new tensor, not a view of `input`
+    return out
 
 
 # ---------------------------------------------------------------- broadcast_to / expand
@@ -79,6 +91,14 @@ def _broadcast_abstract(x: ShapedArray, *, shape: tuple) -> ShapedArray:
 broadcast_p.def_vjp(lambda g, primals, out, *, shape: (unbroadcast(g, tuple(primals[0].shape)),))
 broadcast_p.def_jvp(lambda primals, tangents, *, shape: (broadcast_p.bind(primals[0], shape=shape),
                                                          broadcast_p.bind(tangents[0], shape=shape)))
+
+
+@broadcast_p.def_batch
+def _broadcast_batch(args, dims, *, shape):
+    x = move_to_front(args[0], dims[0])
+    ex = tuple(x.shape[1:])
+    x = reshape_p.bind(x, shape=(x.shape[0],) + (1,) * (len(shape) - len(ex)) + ex)
+    return broadcast_p.bind(x, shape=(x.shape[0],) + shape), 0
 
 
 def broadcast_to(input: Tensor, shape) -> Tensor:
@@ -128,6 +148,8 @@ def _inverse(perm: tuple) -> tuple:
 transpose_p.def_vjp(lambda g, primals, out, *, perm: (transpose_p.bind(g, perm=_inverse(perm)),))
 transpose_p.def_jvp(lambda primals, tangents, *, perm: (transpose_p.bind(primals[0], perm=perm),
                                                         transpose_p.bind(tangents[0], perm=perm)))
+transpose_p.def_batch(lambda args, dims, *, perm: (
+    transpose_p.bind(move_to_front(args[0], dims[0]), perm=(0,) + tuple(p + 1 for p in perm)), 0))
 
 
 def permute(input: Tensor, *dims) -> Tensor:
@@ -243,9 +265,696 @@ def movedim(input: Tensor, source, destination) -> Tensor:
 moveaxis = movedim
 
 
-def atleast_1d(input: Tensor) -> Tensor:
-    return reshape(input, 1) if input.ndim == 0 else input
+def _atleast(input: Tensor, n: int) -> Tensor:
+    """`input` reshaped to at least `n` dims the way numpy's atleast_nd does (1-D (k,) -> (1, k) -> (1, k, 1))."""
+    shape = tuple(input.shape)
+    if len(shape) >= n:
+        return input
+    if len(shape) == 0:
+        return reshape(input, (1,) * n)
+    if len(shape) == 1:
+        return reshape(input, ((1,) + shape + (1,))[:n])
+    return reshape(input, shape + (1,))
 
 
-METHODS: dict = {}  # Tensor methods beyond those in fnx/_methods.py (name -> function)
-INPLACE: dict = {}  # in-place methods (name_ -> out-of-place function)
+def _each(tensors: tuple, n: int):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return tuple(_atleast(t, n) for t in tensors[0])
+    out = tuple(_atleast(t, n) for t in tensors)
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_1d(*tensors):
+    """Each tensor with at least one dim; several tensors (or one sequence) give a tuple."""
+    return _each(tensors, 1)
+
+
+def atleast_2d(*tensors):
+    """Each tensor with at least two dims (a 1-D tensor becomes a row)."""
+    return _each(tensors, 2)
+
+
+def atleast_3d(*tensors):
+    """Each tensor with at least three dims (numpy's rule: (k,) -> (1, k, 1), (m, n) -> (m, n, 1))."""
+    return _each(tensors, 3)
+
+
+# ---------------------------------------------------------------- pad (constant; negative pads crop; interior)
+def _dilated(n: int, interior: int) -> int:
+    """Length of `n` elements with `interior` fill values between neighbours."""
+    return 0 if n == 0 else n + (n - 1) * interior
+
+
+pad_p = Primitive("pad", saves_inputs=False)
+
+
+@pad_p.def_impl
+def _pad_impl(xp, x, *, lo, hi, interior, value):
+    shape = tuple(low + high + _dilated(n, i) for n, low, high, i in zip(x.shape, lo, hi, interior))
+    out = xp.full(shape, value, dtype=x.dtype)
+    src, dst = [], []
+    for n, low, i, size in zip(x.shape, lo, interior, shape):
+        s = i + 1
+        k0, k1 = max(0, -(low // s)), min(n, -((low - size) // s))  # input elements that land inside the output
+        if k1 <= k0:
+            return out
+        src.append(slice(k0, k1))
+        dst.append(slice(low + k0 * s, low + (k1 - 1) * s + 1, s))
+    out[tuple(dst)] = x[tuple(src)]
+    return out
+
+
+@pad_p.def_abstract
+def _pad_abstract(x: ShapedArray, *, lo, hi, interior, value) -> ShapedArray:
+    if not len(lo) == len(hi) == len(interior) == x.ndim:
+        raise FnxRuntimeError(f"pad: expected {x.ndim} (low, high, interior) paddings for a tensor of shape "
+                              f"{list(x.shape)}, got {len(lo)}")
+    shape = []
+    for d, (n, low, high, i) in enumerate(zip(x.shape, lo, hi, interior)):
+        size = low + high + _dilated(n, i)
+        if size < 0 or i < 0:
+            raise FnxRuntimeError(f"pad: the input size {n}, plus negative padding {low} and {high} resulted in a "
+                                  f"negative output size, which is invalid. Check dimension {d} of your input.")
+        shape.append(size)
+    return ShapedArray(tuple(shape), x.dtype, x.device)
+
+
+@pad_p.def_vjp
+def _pad_vjp(g, primals, out, *, lo, hi, interior, value):
+    zeros = (0,) * g.ndim
+    crop = _pad(g, tuple(-v for v in lo), tuple(-v for v in hi), zeros, 0)
+    return (strided_slice(crop, zeros, tuple(crop.shape), tuple(i + 1 for i in interior)),)
+
+
+pad_p.def_jvp(lambda primals, tangents, *, lo, hi, interior, value: (
+    pad_p.bind(primals[0], lo=lo, hi=hi, interior=interior, value=value),
+    pad_p.bind(tangents[0], lo=lo, hi=hi, interior=interior, value=0)))
+pad_p.def_batch(lambda args, dims, *, lo, hi, interior, value: (
+    pad_p.bind(move_to_front(args[0], dims[0]), lo=(0,) + lo, hi=(0,) + hi, interior=(0,) + interior, value=value), 0))
+
+
+def _pad(x: Tensor, lo: tuple, hi: tuple, interior: tuple, value) -> Tensor:
+    if not any(lo) and not any(hi) and not any(interior):
+        return x
+    return pad_p.bind(x, lo=tuple(lo), hi=tuple(hi), interior=tuple(interior), value=value)
+
+
+def _scalar_param(value, dtype: _dt.dtype):
+    """A fill value as the hashable Python scalar of `dtype`'s kind."""
+    if isinstance(value, Tensor):
+        value = value.item()
+    if dtype is _dt.bool:
+        return bool(value)
+    return float(value) if dtype.is_floating_point else int(value)
+
+
+# ---------------------------------------------------------------- slice (positive steps; a view)
+def _count(start: int, stop: int, step: int) -> int:
+    return max(0, -((start - stop) // step))
+
+
+slice_p = Primitive("slice", view=True, saves_inputs=False)
+slice_p.def_impl(lambda xp, x, *, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))])
+
+
+@slice_p.def_abstract
+def _slice_abstract(x: ShapedArray, *, starts, stops, steps) -> ShapedArray:
+    if not len(starts) == len(stops) == len(steps) == x.ndim:
+        raise FnxRuntimeError(f"slice: expected {x.ndim} starts, stops and steps for a tensor of shape "
+                              f"{list(x.shape)}, got {len(starts)}, {len(stops)} and {len(steps)}")
+    for d, (a, b, s, n) in enumerate(zip(starts, stops, steps, x.shape)):
+        if not (0 <= a <= n and 0 <= b <= n and s >= 1):
+            raise FnxIndexError(f"slice: {a}:{b}:{s} is out of range for dimension {d} of size {n} (shape "
+                                f"{list(x.shape)}); starts and stops must lie in [0, size] and steps be positive")
+    return ShapedArray(tuple(map(_count, starts, stops, steps)), x.dtype, x.device)
+
+
+@slice_p.def_vjp
+def _slice_vjp(g, primals, out, *, starts, stops, steps):
+    shape = tuple(primals[0].shape)
+    hi = tuple(n - a - _dilated(m, s - 1) for n, a, m, s in zip(shape, starts, g.shape, steps))
+    return (_pad(g, starts, hi, tuple(s - 1 for s in steps), 0),)
+
+
+slice_p.def_jvp(lambda primals, tangents, *, starts, stops, steps: (
+    slice_p.bind(primals[0], starts=starts, stops=stops, steps=steps),
+    slice_p.bind(tangents[0], starts=starts, stops=stops, steps=steps)))
+
+
+@slice_p.def_batch
+def _slice_batch(args, dims, *, starts, stops, steps):
+    x = move_to_front(args[0], dims[0])
+    return slice_p.bind(x, starts=(0,) + starts, stops=(x.shape[0],) + stops, steps=(1,) + steps), 0
+
+
+def strided_slice(input: Tensor, starts, stops, steps=None) -> Tensor:
+    """`input[starts[d]:stops[d]:steps[d]]` for every dim d (canonical bounds, positive steps): a view.
+
+    The one primitive behind narrow, select, split, chunk, unbind and basic indexing.
+    """
+    shape = tuple(input.shape)
+    starts, stops = tuple(map(int, starts)), tuple(map(int, stops))
+    steps = (1,) * len(shape) if steps is None else tuple(map(int, steps))
+    stops = tuple(max(a, b) for a, b in zip(starts, stops))
+    if starts == (0,) * len(shape) and stops == shape and steps == (1,) * len(shape):
+        return input
+    return slice_p.bind(input, starts=starts, stops=stops, steps=steps)
+
+
+def _slice_dim(input: Tensor, dim: int, start: int, stop: int, step: int = 1) -> Tensor:
+    shape = tuple(input.shape)
+    starts, stops, steps = [0] * len(shape), list(shape), [1] * len(shape)
+    starts[dim], stops[dim], steps[dim] = start, stop, step
+    return strided_slice(input, starts, stops, steps)
+
+
+def new_view(out: Tensor, input: Tensor) -> Tensor:
+    """`out`, or a new view object when it is `input` itself (PyTorch's views are always new tensors)."""
+    if out is not input:
+        return out
+    nd = input.ndim
+    return slice_p.bind(input, starts=(0,) * nd, stops=tuple(input.shape), steps=(1,) * nd)
+
+
+# ---------------------------------------------------------------- concatenate
+concatenate_p = Primitive("concatenate", saves_inputs=False)
+concatenate_p.def_impl(lambda xp, *xs, dim: xp.concatenate(xs, axis=dim))
+
+
+@concatenate_p.def_abstract
+def _concatenate_abstract(*xs: ShapedArray, dim: int) -> ShapedArray:
+    dev = same_device("cat", xs)
+    first = xs[0]
+    if first.ndim == 0:
+        raise FnxRuntimeError("cat: zero-dimensional tensor (at position 0) cannot be concatenated")
+    for i, x in enumerate(xs):
+        if x.dtype is not first.dtype:
+            raise FnxTypeError(f"cat: operands must share one dtype, got {first.dtype} and {x.dtype} (tensor "
+                               f"number {i}); the fnx wrapper promotes, a direct bind must convert first")
+        if x.ndim != first.ndim:
+            raise FnxRuntimeError(f"cat: tensors must have same number of dimensions: got {first.ndim} and "
+                                  f"{x.ndim} (tensor number {i})")
+        for d, (a, b) in enumerate(zip(first.shape, x.shape)):
+            if d != dim and a != b:
+                raise FnxRuntimeError(f"cat: sizes of tensors must match except in dimension {dim}. Expected size "
+                                      f"{a} but got size {b} for tensor number {i} in the list")
+    shape = list(first.shape)
+    shape[dim] = sum(x.shape[dim] for x in xs)
+    return ShapedArray(tuple(shape), first.dtype, dev)
+
+
+@concatenate_p.def_vjp
+def _concatenate_vjp(g, primals, out, *, dim):
+    cots, start = [], 0
+    for x in primals:
+        n = x.shape[dim]
+        cots.append(_slice_dim(g, dim, start, start + n))
+        start += n
+    return tuple(cots)
+
+
+concatenate_p.def_jvp(lambda primals, tangents, *, dim: (concatenate_p.bind(*primals, dim=dim),
+                                                         concatenate_p.bind(*tangents, dim=dim)))
+
+
+@concatenate_p.def_batch
+def _concatenate_batch(args, dims, *, dim):
+    size = batch_size(args, dims)
+    return concatenate_p.bind(*[with_batch_size(a, d, size) for a, d in zip(args, dims)], dim=dim + 1), 0
+
+
+def cat(tensors, dim: int = 0) -> Tensor:
+    """Join tensors along the existing dim `dim`, promoting dtypes; 1-D empty tensors are skipped (as in PyTorch)."""
+    tensors = list(tensors)
+    if not tensors:
+        raise FnxRuntimeError("cat(): expected a non-empty list of Tensors")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise FnxTypeError(f"cat(): expected a sequence of Tensors, but got {type(t).__name__} at position {i}")
+    if len({t.dtype for t in tensors}) > 1:
+        tensors = promote("cat", *tensors)
+    kept = [t for t in tensors if tuple(t.shape) != (0,)] or tensors
+    if kept[0].ndim == 0:
+        raise FnxRuntimeError("cat(): zero-dimensional tensor (at position 0) cannot be concatenated")
+    return concatenate_p.bind(*kept, dim=canonical_dim(dim, kept[0].ndim, "cat"))
+
+
+concat = cat
+
+
+def concatenate(tensors, axis: int = 0) -> Tensor:
+    """`cat` with numpy's keyword name (PyTorch's torch.concatenate)."""
+    return cat(tensors, axis)
+
+
+def stack(tensors, dim: int = 0) -> Tensor:
+    """Join equally shaped tensors along a new dim `dim`."""
+    tensors = list(tensors)
+    if not tensors:
+        raise FnxRuntimeError("stack expects a non-empty TensorList")
+    shape = tuple(tensors[0].shape)
+    for i, t in enumerate(tensors):
+        if tuple(t.shape) != shape:
+            raise FnxRuntimeError(f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
+                                  f"and {list(t.shape)} at entry {i}")
+    d = canonical_dim(dim, len(shape) + 1, "stack")
+    return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+def hstack(tensors) -> Tensor:
+    """Concatenate column-wise: along dim 0 for 1-D tensors, dim 1 otherwise."""
+    ts = [_atleast(t, 1) for t in tensors]
+    return cat(ts, 0 if ts and ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors) -> Tensor:
+    """Concatenate row-wise (1-D tensors become rows)."""
+    return cat([_atleast(t, 2) for t in tensors], 0)
+
+
+def dstack(tensors) -> Tensor:
+    """Concatenate depth-wise, along the third dim."""
+    return cat([_atleast(t, 3) for t in tensors], 2)
+
+
+# ---------------------------------------------------------------- splitting (views through slice)
+def _no_0d(input: Tensor, op: str) -> None:
+    if input.ndim == 0:
+        raise FnxIndexError(f"{op}() cannot be applied to a 0-dim tensor.")
+
+
+def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
+    """Views of equal chunks of `split_size` (the last may be smaller), or of the given section sizes."""
+    _no_0d(tensor, "split")
+    d = canonical_dim(dim, tensor.ndim, "split")
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sections = [int(s) for s in split_size_or_sections]
+        if sum(sections) != n or any(s < 0 for s in sections):
+            raise FnxRuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
+                                  f"at dimension {d}), but got split_sizes={sections}")
+    else:
+        size = operator.index(split_size_or_sections)
+        if size < 0:
+            raise FnxRuntimeError(f"split expects split_size be non-negative, but got split_size={size}")
+        if size == 0 and n:
+            raise FnxRuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+        sections = [min(size, n - s) for s in range(0, n, size)] if size else []
+        sections = sections or [0]
+    out, start = [], 0
+    for s in sections:
+        out.append(new_view(_slice_dim(tensor, d, start, start + s), tensor))
+        start += s
+    return tuple(out)
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    """Split into `chunks` views of size ceil(n / chunks) (fewer when the sizes run out, as in PyTorch)."""
+    if chunks <= 0:
+        raise FnxRuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    _no_0d(input, "chunk")
+    d = canonical_dim(dim, input.ndim, "chunk")
+    n = input.shape[d]
+    size = -(-n // chunks)
+    return split(input, [0] * chunks if size == 0 else size, d)
+
+
+def unbind(input: Tensor, dim: int = 0) -> tuple:
+    """The slices along `dim`, each without that dim (views)."""
+    _no_0d(input, "unbind")
+    d = canonical_dim(dim, input.ndim, "unbind")
+    return tuple(select(input, d, i) for i in range(input.shape[d]))
+
+
+def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
+    """The view `input[..., start:start + length, ...]` along `dim`; a negative start counts from the end."""
+    _no_0d(input, "narrow")
+    d = canonical_dim(dim, input.ndim, "narrow")
+    n = input.shape[d]
+    start, length = operator.index(start), operator.index(length)
+    if not -n <= start <= n:
+        raise FnxIndexError(f"narrow(): start out of range (expected to be in range of [{-n}, {n}], but got "
+                            f"{start})")
+    start = start + n if start < 0 else start
+    if length < 0 or start + length > n:
+        raise FnxRuntimeError(f"narrow(): start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return new_view(_slice_dim(input, d, start, start + length), input)
+
+
+def select(input: Tensor, dim: int, index) -> Tensor:
+    """The view of `input` at `index` along `dim`, without that dim."""
+    _no_0d(input, "select")
+    d = canonical_dim(dim, input.ndim, "select")
+    shape = tuple(input.shape)
+    i = operator.index(index)
+    if not -shape[d] <= i < shape[d]:
+        raise FnxIndexError(f"select(): index {i} out of range for tensor of size {list(shape)} at dimension {d}")
+    i %= shape[d]
+    return reshape(_slice_dim(input, d, i, i + 1), shape[:d] + shape[d + 1:])
+
+
+# ---------------------------------------------------------------- flip (rev)
+flip_p = Primitive("rev", saves_inputs=False)
+flip_p.def_impl(lambda xp, x, *, dims: xp.flip(x, axis=dims).copy())
+
+
+@flip_p.def_abstract
+def _flip_abstract(x: ShapedArray, *, dims: tuple) -> ShapedArray:
+    if any(not 0 <= d < x.ndim for d in dims) or len(set(dims)) != len(dims):
+        raise FnxRuntimeError(f"flip: dims {list(dims)} are not distinct dims of a tensor of shape {list(x.shape)}")
+    return x
+
+
+flip_p.def_vjp(lambda g, primals, out, *, dims: (flip_p.bind(g, dims=dims),))
+flip_p.def_jvp(lambda primals, tangents, *, dims: (flip_p.bind(primals[0], dims=dims),
+                                                   flip_p.bind(tangents[0], dims=dims)))
+flip_p.def_batch(lambda args, bdims, *, dims: (
+    flip_p.bind(move_to_front(args[0], bdims[0]), dims=tuple(d + 1 for d in dims)), 0))
+
+
+def flip(input: Tensor, dims) -> Tensor:
+    """A copy with the order of elements reversed along `dims`."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    canon = tuple(canonical_dim(d, input.ndim, "flip") for d in dims) if input.ndim else ()
+    if len(set(canon)) != len(canon):
+        raise FnxRuntimeError(f"flip: dims has duplicates, original flip dims={list(dims)}")
+    return flip_p.bind(input, dims=tuple(sorted(canon)))
+
+
+def fliplr(input: Tensor) -> Tensor:
+    """Reverse the order of columns (dim 1)."""
+    if input.ndim < 2:
+        raise FnxRuntimeError(f"fliplr: input tensor must be >= 2-d, got {input.ndim}-d")
+    return flip(input, 1)
+
+
+def flipud(input: Tensor) -> Tensor:
+    """Reverse the order of rows (dim 0)."""
+    if input.ndim < 1:
+        raise FnxRuntimeError("flipud: input tensor must be >= 1-d, got a 0-d tensor")
+    return flip(input, 0)
+
+
+def _flip_method(self: Tensor, *dims, **kwargs) -> Tensor:
+    return flip(self, kwargs["dims"] if "dims" in kwargs else _shape_arg(dims))
+
+
+# ---------------------------------------------------------------- compositions: roll, tile, repeat, tril, ...
+def _owned(out: Tensor, input: Tensor) -> Tensor:
+    """`out`, copied if it still aliases `input` (ops that PyTorch defines to return new memory)."""
+    if isinstance(out, Tracer) or not input._device.xp.may_share_memory(out._value, input._value):
+        return out
+    from .creation import clone
+
+    return clone(out)
+
+
+def roll(input: Tensor, shifts, dims=None) -> Tensor:
+    """Shift elements cyclically by `shifts` along `dims` (over the flattened tensor when dims is None)."""
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise FnxRuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: 0")
+        return reshape(roll(flatten(input), shifts, 0), tuple(input.shape))
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise FnxRuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: {len(dims)}")
+    out = input
+    for s, dim in zip(shifts, dims):
+        d = canonical_dim(dim, input.ndim, "roll")
+        n = input.shape[d]
+        s = s % n if n else 0
+        if s:
+            out = cat([_slice_dim(out, d, n - s, n), _slice_dim(out, d, 0, n - s)], d)
+    return _owned(out, input)
+
+
+def repeat(input: Tensor, *sizes) -> Tensor:
+    """Tensor.repeat: tile `input` sizes[i] times along dim i (leading sizes add new dims)."""
+    sizes = _shape_arg(sizes)
+    if len(sizes) < input.ndim:
+        raise FnxRuntimeError(f"repeat: number of dimensions of repeat dims ({len(sizes)}) can not be smaller than "
+                              f"number of dimensions of tensor ({input.ndim})")
+    if any(s < 0 for s in sizes):
+        raise FnxRuntimeError(f"repeat: repeats can not be negative, got {list(sizes)}")
+    shape = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
+    spread = reshape(input, tuple(v for s in shape for v in (1, s)))
+    tiled = broadcast_to(spread, tuple(v for r, s in zip(sizes, shape) for v in (r, s)))
+    return _owned(reshape(tiled, tuple(r * s for r, s in zip(sizes, shape))), input)
+
+
+def tile(input: Tensor, dims) -> Tensor:
+    """Repeat `input` dims[i] times along dim i; missing leading entries of `dims` count as 1."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
+
+
+def _tile_method(self: Tensor, *dims, **kwargs) -> Tensor:
+    return tile(self, kwargs["dims"] if "dims" in kwargs else _shape_arg(dims))
+
+
+def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, output_size: int | None = None):
+    """Repeat each element `repeats` times along `dim` (of the flattened tensor if None).
+
+    `repeats` is an int or a tensor with one count per element (eager only: the output size depends on it);
+    `repeat_interleave(counts)` alone gives the indices `arange(len(counts))` repeated by `counts`.
+    """
+    if repeats is None:
+        from .creation import arange
+
+        return repeat_interleave(arange(input.shape[0] if input.ndim else 1, device=input.device), input)
+    if dim is None:
+        input, d = flatten(input), 0
+    else:
+        d = canonical_dim(dim, input.ndim, "repeat_interleave")
+    shape = tuple(input.shape)
+    n = shape[d] if shape else 1
+    if not isinstance(repeats, int):
+        if isinstance(repeats, Tracer):  # concrete under grad/jvp; vmap and compile raise a clear error
+            repeats = repeats._concrete("repeat_interleave with a tensor of repeats (the output size depends on it)")
+        counts = repeats._value.reshape(-1) if isinstance(repeats, Tensor) else input._device.xp.asarray(repeats)
+        if counts.size == 1:
+            repeats = int(counts.reshape(()))
+    if isinstance(repeats, int):
+        if repeats < 0:
+            raise FnxRuntimeError(f"repeat_interleave: repeats can not be negative, got {repeats}")
+        if not shape:
+            input, shape = reshape(input, 1), (1,)
+        spread = broadcast_to(unsqueeze(input, d + 1), shape[:d + 1] + (repeats,) + shape[d + 1:])
+        return _owned(reshape(spread, shape[:d] + (n * repeats,) + shape[d + 1:]), input)
+    if counts.size != n:
+        raise FnxRuntimeError(f"repeat_interleave: repeats must have the same size as input along dim, but got "
+                              f"repeats.size(0) = {counts.size} and input.size({d}) = {n}")
+    if (counts < 0).any():
+        raise FnxRuntimeError("repeat_interleave: repeats can not be negative")
+    from .indexing import index_select
+
+    xp = input._device.xp
+    return index_select(input, d, make(xp.repeat(xp.arange(n), counts.tolist()), input._device))
+
+
+def _tri(input: Tensor, diagonal: int, op: str, lower: bool) -> Tensor:
+    if input.ndim < 2:
+        raise FnxRuntimeError(f"{op}: input tensor must have at least 2 dimensions, got {input.ndim}")
+    from .creation import arange
+    from .elementwise import where
+
+    rows, cols = input.shape[-2:]
+    offset = arange(cols, device=input.device) - arange(rows, device=input.device).reshape(rows, 1)
+    keep = offset <= diagonal if lower else offset >= diagonal
+    return where(keep, input, scalar_like(0, input.dtype, input.device))
+
+
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two dims (on and below diagonal `diagonal`); the rest is zero."""
+    return _tri(input, diagonal, "tril", True)
+
+
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
+    """The upper triangle of the last two dims (on and above diagonal `diagonal`); the rest is zero."""
+    return _tri(input, diagonal, "triu", False)
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
+    """Pad the last len(pad) // 2 dims, last dim first: (left, right, top, bottom, ...).
+
+    'constant' fills with `value` (default 0) and crops where a pad is negative; 'reflect' mirrors without
+    repeating the edge, 'replicate' repeats the edge, 'circular' wraps around.
+    """
+    pads = tuple(operator.index(p) for p in pad)
+    nd = input.ndim
+    if len(pads) % 2 or len(pads) // 2 > nd:
+        raise FnxRuntimeError(f"pad: padding length must be divisible by 2 and at most twice the number of dims of "
+                              f"the input ({nd}), got {len(pads)}")
+    lo, hi = [0] * nd, [0] * nd
+    for i in range(len(pads) // 2):
+        lo[nd - 1 - i], hi[nd - 1 - i] = pads[2 * i], pads[2 * i + 1]
+    if mode == "constant":
+        fill = _scalar_param(0 if value is None else value, input.dtype)
+        return _owned(_pad(input, tuple(lo), tuple(hi), (0,) * nd, fill), input)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise FnxValueError(f"pad: unknown padding mode {mode!r}; expected 'constant', 'reflect', 'replicate' or "
+                            f"'circular'")
+    if value is not None and value != 0:
+        raise FnxValueError(f"pad: padding mode '{mode}' doesn't take in value argument")
+    out = input
+    for d in range(nd - len(pads) // 2, nd):
+        out = _pad_edges(out, d, lo[d], hi[d], mode)
+    return _owned(out, input)
+
+
+def _pad_edges(x: Tensor, d: int, lo: int, hi: int, mode: str) -> Tensor:
+    """`x` padded along dim `d` by copies of its own elements, per `mode`."""
+    n = x.shape[d]
+    if lo < 0 or hi < 0:
+        raise FnxRuntimeError(f"pad: negative padding is only supported in 'constant' mode, got ({lo}, {hi}) for "
+                              f"dimension {d} in mode '{mode}'")
+    if not lo and not hi:
+        return x
+    if mode == "reflect":
+        if lo >= n or hi >= n:
+            raise FnxRuntimeError(f"pad: padding size should be less than the corresponding input dimension, but "
+                                  f"got padding ({lo}, {hi}) at dimension {d} of input {list(x.shape)}")
+        left, right = flip(_slice_dim(x, d, 1, lo + 1), d), flip(_slice_dim(x, d, n - 1 - hi, n - 1), d)
+    elif mode == "replicate":
+        if n == 0:
+            raise FnxRuntimeError(f"pad: 'replicate' padding needs a non-empty dimension {d}, got shape "
+                                  f"{list(x.shape)}")
+        shape = list(x.shape)
+        shape[d] = lo
+        left = broadcast_to(_slice_dim(x, d, 0, 1), tuple(shape))
+        shape[d] = hi
+        right = broadcast_to(_slice_dim(x, d, n - 1, n), tuple(shape))
+    else:
+        if lo > n or hi > n:
+            raise FnxRuntimeError(f"pad: padding value causes wrapping around more than once: padding ({lo}, {hi}) "
+                                  f"at dimension {d} of input {list(x.shape)}")
+        left, right = _slice_dim(x, d, n - lo, n), _slice_dim(x, d, 0, hi)
+    return concatenate_p.bind(left, x, right, dim=d)
+
+
+# ---------------------------------------------------------------- diagonal (a view)
+def _diag_extent(n: int, m: int, offset: int) -> tuple:
+    """(length, flat start) of diagonal `offset` of an n x m matrix stored row-major."""
+    if offset >= 0:
+        length, start = max(0, min(n, m - offset)), offset
+    else:
+        length, start = max(0, min(n + offset, m)), -offset * m
+    return length, start if length else 0
+
+
+diagonal_p = Primitive("diagonal", view=True, saves_inputs=False)
+
+
+@diagonal_p.def_impl
+def _diagonal_impl(xp, x, *, offset, dim1, dim2):
+    length, _ = _diag_extent(x.shape[dim1], x.shape[dim2], offset)
+    first = [slice(None)] * x.ndim
+    if length:
+        first[dim2 if offset >= 0 else dim1] = slice(abs(offset), None)
+    base = x[tuple(first)]
+    keep = [d for d in range(x.ndim) if d not in (dim1, dim2)]
+    shape = tuple(x.shape[d] for d in keep) + (length,)
+    strides = tuple(x.strides[d] for d in keep) + (x.strides[dim1] + x.strides[dim2],)
+    return xp.lib.stride_tricks.as_strided(base, shape, strides)  # writable, unlike xp.diagonal's view
+
+
+@diagonal_p.def_abstract
+def _diagonal_abstract(x: ShapedArray, *, offset, dim1, dim2) -> ShapedArray:
+    if x.ndim < 2 or dim1 == dim2 or not (0 <= dim1 < x.ndim and 0 <= dim2 < x.ndim):
+        raise FnxRuntimeError(f"diagonal: dims ({dim1}, {dim2}) must be two distinct dims of a tensor of shape "
+                              f"{list(x.shape)}")
+    length, _ = _diag_extent(x.shape[dim1], x.shape[dim2], offset)
+    keep = tuple(s for d, s in enumerate(x.shape) if d not in (dim1, dim2))
+    return ShapedArray(keep + (length,), x.dtype, x.device)
+
+
+@diagonal_p.def_vjp
+def _diagonal_vjp(g, primals, out, *, offset, dim1, dim2):
+    shape = tuple(primals[0].shape)
+    n, m = shape[dim1], shape[dim2]
+    length, start = _diag_extent(n, m, offset)
+    k = g.ndim - 1
+    flat = _pad(g, (0,) * k + (start,), (0,) * k + (n * m - start - _dilated(length, m),), (0,) * k + (m,), 0)
+    return (movedim(reshape(flat, tuple(g.shape[:-1]) + (n, m)), (-2, -1), (dim1, dim2)),)
+
+
+diagonal_p.def_jvp(lambda primals, tangents, *, offset, dim1, dim2: (
+    diagonal_p.bind(primals[0], offset=offset, dim1=dim1, dim2=dim2),
+    diagonal_p.bind(tangents[0], offset=offset, dim1=dim1, dim2=dim2)))
+diagonal_p.def_batch(lambda args, dims, *, offset, dim1, dim2: (
+    diagonal_p.bind(move_to_front(args[0], dims[0]), offset=offset, dim1=dim1 + 1, dim2=dim2 + 1), 0))
+
+
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal `offset` of the matrices in dims (dim1, dim2), as a new last dim (a view)."""
+    if input.ndim < 2:
+        raise FnxRuntimeError(f"diagonal: expected a tensor with at least 2 dimensions, got {input.ndim}")
+    d1, d2 = canonical_dim(dim1, input.ndim, "diagonal"), canonical_dim(dim2, input.ndim, "diagonal")
+    if d1 == d2:
+        raise FnxRuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return diagonal_p.bind(input, offset=int(offset), dim1=d1, dim2=d2)
+
+
+_diagonal = diagonal  # `diag` names its offset argument `diagonal`, as PyTorch does
+
+
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """1-D input: a square matrix with `input` on diagonal `diagonal`. 2-D input: a copy of that diagonal."""
+    if input.ndim == 1:
+        n = input.shape[0]
+        size = n + abs(diagonal)
+        start = diagonal if diagonal >= 0 else -diagonal * size
+        hi = size * size - start - _dilated(n, size)
+        flat = pad_p.bind(input, lo=(start,), hi=(hi,), interior=(size,), value=_scalar_param(0, input.dtype))
+        return reshape(flat, (size, size))
+    if input.ndim == 2:
+        return _owned(_diagonal(input, diagonal), input)
+    raise FnxRuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+
+
+def meshgrid(*tensors, indexing: str | None = None) -> tuple:
+    """Coordinate grids (broadcast views) of 1-D tensors; indexing 'ij' (matrix, default) or 'xy' (Cartesian)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    indexing = "ij" if indexing is None else indexing
+    if indexing not in ("ij", "xy"):
+        raise FnxValueError(f"meshgrid: indexing must be one of 'xy' or 'ij', got {indexing!r}")
+    for i, t in enumerate(tensors):
+        if t.ndim > 1:
+            raise FnxRuntimeError(f"meshgrid: expects all tensors to have 0 or 1 dimensions, got {t.ndim} dims "
+                                  f"for tensor {i}")
+    ts = [reshape(t, -1) for t in tensors]
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    k = len(ts)
+    shape = tuple(t.shape[0] for t in ts)
+    grids = [broadcast_to(reshape(t, (1,) * i + (-1,) + (1,) * (k - i - 1)), shape) for i, t in enumerate(ts)]
+    if swap:
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
+
+
+def broadcast_shapes(*shapes):
+    """The shape that `shapes` broadcast to (numpy's rules); ints count as 1-D shapes."""
+    from ..tensor import Size
+
+    shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
+    return Size(_broadcast_shapes("broadcast_shapes", *shapes))
+
+
+def broadcast_tensors(*tensors) -> tuple:
+    """Views of `tensors` broadcast to their common shape."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = _broadcast_shapes("broadcast_tensors", *(tuple(t.shape) for t in tensors))
+    return tuple(broadcast_to(t, shape) for t in tensors)
+
+
+METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
+    "split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "select": select, "flip": _flip_method,
+    "fliplr": fliplr, "flipud": flipud, "roll": roll, "tile": _tile_method, "repeat": repeat,
+    "repeat_interleave": repeat_interleave, "tril": tril, "triu": triu, "diagonal": diagonal, "diag": diag,
+}
+INPLACE: dict = {"tril_": tril, "triu_": triu}  # in-place methods (name_ -> out-of-place function)

@@ -1,4 +1,270 @@
-"""(being written)"""
-__all__: list = []
-METHODS: dict = {}
+"""Sorting and order statistics.
+
+One sorting primitive, `argsort` (stable, not differentiable), and one gather, `take_along_axis` (whose
+transpose is `scatter_add_along_axis`). `sort`, `topk`, `kthvalue`, `median` and `nanmedian` compose them:
+values are gathered from the input by the sorted indices, so gradients flow to the selected positions.
+"""
+from __future__ import annotations
+
+import collections
+
+from .. import dtypes as _dt
+from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..tensor import Tensor, canonical_dim
+from ..transforms.ad import stop_gradient
+from ..transforms.batching import axis_batch_rule, with_batch_size
+from .elementwise import clamp, convert, eq, isnan, logical_and, logical_or, maximum, where
+from .reduce import sum as _sum
+
+__all__ = ["argsort", "sort", "msort", "topk", "kthvalue", "median", "nanmedian"]
+
+# The (values, indices) results of PyTorch's torch.return_types.
+sort_result = collections.namedtuple("sort", ["values", "indices"])
+topk_result = collections.namedtuple("topk", ["values", "indices"])
+kthvalue_result = collections.namedtuple("kthvalue", ["values", "indices"])
+median_result = collections.namedtuple("median", ["values", "indices"])
+nanmedian_result = collections.namedtuple("nanmedian", ["values", "indices"])
+
+
+# ---------------------------------------------------------------- argsort
+argsort_p = Primitive("argsort", differentiable=False, saves_inputs=False)
+
+
+def _stable_argsort(xp, x, axis: int):
+    # numpy needs kind="stable"; CuPy's sort is always stable (and older CuPy rejects `kind`)
+    if xp.__name__ == "numpy":
+        return xp.argsort(x, axis=axis, kind="stable")
+    return xp.argsort(x, axis=axis)
+
+
+@argsort_p.def_impl
+def _argsort_impl(xp, x, *, axis, descending):
+    if not descending:
+        return _stable_argsort(xp, x, axis).astype(xp.int64, copy=False)
+    # A stable descending order that keeps equal elements in their original order (NaN first, as in
+    # PyTorch): sort the reversed array ascending, reverse that order, and map positions back.
+    n = x.shape[axis]
+    order = xp.flip(_stable_argsort(xp, xp.flip(x, axis), axis), axis)
+    return (n - 1 - order).astype(xp.int64, copy=False)
+
+
+@argsort_p.def_abstract
+def _argsort_abstract(x: ShapedArray, *, axis: int, descending: bool) -> ShapedArray:
+    if not 0 <= axis < x.ndim:
+        raise FnxRuntimeError(f"argsort: axis {axis} out of range for a tensor of shape {list(x.shape)}")
+    return ShapedArray(x.shape, _dt.int64, x.device)
+
+
+argsort_p.def_vjp(lambda g, primals, out, **params: (None,))
+argsort_p.def_jvp(lambda primals, tangents, **params: (argsort_p.bind(primals[0], **params), None))
+argsort_p.batch = axis_batch_rule(argsort_p)
+
+
+# ---------------------------------------------------------------- take_along_axis and its transpose
+def _check_index(op: str, x: ShapedArray, idx: ShapedArray, axis: int) -> None:
+    if idx.dtype is not _dt.int64:
+        raise FnxTypeError(f"{op}: index must be an int64 tensor, got {idx.dtype}")
+    if x.device is not idx.device:
+        raise FnxRuntimeError(f"{op}: expected all tensors to be on the same device, but found devices {x.device} "
+                              f"and {idx.device}; move them with .to(device) first")
+    same = x.ndim == idx.ndim and all(a == b for i, (a, b) in enumerate(zip(x.shape, idx.shape)) if i != axis)
+    if not same or not 0 <= axis < x.ndim:
+        raise FnxRuntimeError(f"{op}: index of shape {list(idx.shape)} does not match the input of shape "
+                              f"{list(x.shape)} outside dimension {axis}")
+
+
+def _indexed_batch_rule(prim: Primitive):
+    """(operand, index) ops with an `axis` param: both get the batch dim in front and the axis shifts by one."""
+
+    def rule(args, dims, *, axis, **params):
+        size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+        x, idx = (with_batch_size(a, d, size) for a, d in zip(args, dims))
+        return prim.bind(x, idx, axis=axis + 1, **params), 0
+
+    return rule
+
+
+take_p = Primitive("take_along_axis")
+take_p.def_impl(lambda xp, x, idx, *, axis: xp.take_along_axis(x, idx, axis=axis))
+
+
+@take_p.def_abstract
+def _take_abstract(x: ShapedArray, idx: ShapedArray, *, axis: int) -> ShapedArray:
+    _check_index("take_along_axis", x, idx, axis)
+    return ShapedArray(idx.shape, x.dtype, x.device)
+
+
+take_p.def_vjp(lambda g, primals, out, *, axis: (
+    scatter_add_p.bind(g, primals[1], axis=axis, size=primals[0].shape[axis]), None))
+take_p.def_jvp(lambda primals, tangents, *, axis: (take_p.bind(primals[0], primals[1], axis=axis),
+                                                   take_p.bind(tangents[0], primals[1], axis=axis)))
+take_p.batch = _indexed_batch_rule(take_p)
+
+scatter_add_p = Primitive("scatter_add_along_axis")
+
+
+@scatter_add_p.def_impl
+def _scatter_add_impl(xp, src, idx, *, axis, size):
+    shape = list(src.shape)
+    shape[axis] = size
+    out = xp.zeros(shape, dtype=src.dtype)
+    where = list(xp.ix_(*[xp.arange(s) for s in idx.shape]))
+    where[axis] = idx
+    if hasattr(xp.add, "at"):
+        xp.add.at(out, tuple(where), src)
+    else:  # CuPy without ufunc.at
+        import cupyx
+
+        cupyx.scatter_add(out, tuple(where), src)
+    return out
+
+
+@scatter_add_p.def_abstract
+def _scatter_add_abstract(src: ShapedArray, idx: ShapedArray, *, axis: int, size: int) -> ShapedArray:
+    _check_index("scatter_add_along_axis", src, idx, axis)
+    if idx.shape[axis] != src.shape[axis]:
+        raise FnxRuntimeError(f"scatter_add_along_axis: index of shape {list(idx.shape)} does not match the source "
+                              f"of shape {list(src.shape)}")
+    shape = list(src.shape)
+    shape[axis] = size
+    return ShapedArray(tuple(shape), src.dtype, src.device)
+
+
+scatter_add_p.def_vjp(lambda g, primals, out, *, axis, size: (take_p.bind(g, primals[1], axis=axis), None))
+scatter_add_p.def_jvp(lambda primals, tangents, *, axis, size: (
+    scatter_add_p.bind(primals[0], primals[1], axis=axis, size=size),
+    scatter_add_p.bind(tangents[0], primals[1], axis=axis, size=size)))
+scatter_add_p.batch = _indexed_batch_rule(scatter_add_p)
+
+
+# ---------------------------------------------------------------- sort, argsort, msort, topk
+def _as_1d(input: Tensor, dim: int, op: str):
+    """(a tensor of at least one dim, the canonical dim): 0-d tensors sort as one element."""
+    d = canonical_dim(dim, input.ndim, op)
+    return (input.reshape(1) if input.ndim == 0 else input), d
+
+
+def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    """Indices that sort `input` along `dim`. The sort is always stable: equal elements keep their order."""
+    x, d = _as_1d(input, dim, "argsort")
+    return argsort_p.bind(x, axis=d, descending=bool(descending)).reshape(tuple(input.shape))
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
+    """The namedtuple (values, indices) of `input` sorted along `dim` (always stable; NaN sorts as largest)."""
+    x, d = _as_1d(input, dim, "sort")
+    indices = argsort_p.bind(x, axis=d, descending=bool(descending))
+    values = take_p.bind(x, indices, axis=d)
+    shape = tuple(input.shape)
+    return sort_result(values.reshape(shape), indices.reshape(shape))
+
+
+def msort(input: Tensor) -> Tensor:
+    """`input` sorted along its first dimension."""
+    return sort(input, 0).values
+
+
+def _leading(x: Tensor, d: int, k: int, order: Tensor) -> Tensor:
+    """The first `k` entries of `order` along `d`."""
+    from .creation import arange
+
+    shape = tuple(x.shape)
+    ones = tuple(k if i == d else 1 for i in range(len(shape)))
+    positions = arange(k, device=x.device).reshape(ones).expand(shape[:d] + (k,) + shape[d + 1:])
+    return take_p.bind(order, positions, axis=d)
+
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+    """The namedtuple (values, indices) of the `k` largest (or smallest) elements along `dim`, in order."""
+    x, d = _as_1d(input, dim, "topk")
+    n = x.shape[d]
+    if not 0 <= k <= n:
+        raise FnxRuntimeError(f"topk(): selected index k out of range: k={k}, but dimension {d} of the input has "
+                              f"size {n}")
+    indices = _leading(x, d, k, argsort_p.bind(x, axis=d, descending=bool(largest)))
+    values = take_p.bind(x, indices, axis=d)
+    if input.ndim == 0:
+        values, indices = values.reshape(()), indices.reshape(())
+    return topk_result(values, indices)
+
+
+# ---------------------------------------------------------------- order statistics along a dim
+def _ranked(input: Tensor, dim: int, keepdim: bool, op: str, rank, result):
+    """(values, indices) of the element at sorted position `rank(n, nan_count)` along `dim`.
+
+    `rank` returns an int or an int64 tensor of the reduced (keepdim) shape; `nan_count` is None for
+    non-floating inputs. The gradient goes to the selected index.
+    """
+    from .creation import full
+
+    x, d = _as_1d(input, dim, op)
+    n = x.shape[d]
+    if n == 0:
+        raise FnxIndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
+    nans = _sum(isnan(x), d, keepdim=True) if x.dtype.is_floating_point else None
+    pos = rank(n, nans)
+    if not isinstance(pos, Tensor):
+        reduced = tuple(1 if i == d else s for i, s in enumerate(x.shape))
+        pos = full(reduced, pos, dtype=_dt.int64, device=x.device)
+    order = argsort_p.bind(x, axis=d, descending=False)
+    indices = take_p.bind(order, pos, axis=d)
+    values = take_p.bind(x, indices, axis=d)
+    if not keepdim or input.ndim == 0:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return result(values, indices)
+
+
+def _median_rank(n: int, nans):
+    # The lower median; a row holding NaN gives NaN (its first NaN, which a stable sort puts at n - nans).
+    return (n - 1) // 2 if nans is None else where(nans > 0, n - nans, (n - 1) // 2)
+
+
+def _nanmedian_rank(n: int, nans):
+    # The lower median of the non-NaN values (an all-NaN row gives NaN).
+    return (n - 1) // 2 if nans is None else clamp((n - 1 - nans) // 2, min=0)
+
+
+def _evenly_shared(input: Tensor, value: Tensor) -> Tensor:
+    """`value` (an element of `input`), with a gradient shared equally by the elements equal to it."""
+    if not input.dtype.is_floating_point:
+        return value
+    hit = logical_or(eq(input, value), logical_and(isnan(input), isnan(value)))
+    share = convert(hit, input.dtype) / convert(maximum(_sum(hit), 1), input.dtype)
+    return value + _sum(where(hit, input - value, 0.0) * share)
+
+
+def _median_of_all(input: Tensor, op: str, rank) -> Tensor:
+    from .creation import full
+
+    if input.numel() == 0:
+        return full((), float("nan"), dtype=input.dtype, device=input.device)
+    value = stop_gradient(_ranked(input.reshape(-1), 0, False, op, rank, median_result).values)
+    return _evenly_shared(input, value)
+
+
+def median(input: Tensor, dim: int | None = None, keepdim: bool = False):
+    """`median(input)`: the lower median of all elements (NaN if any is NaN; ties share the gradient);
+    `median(input, dim=-1, keepdim=False)`: the namedtuple (values, indices) along `dim`."""
+    if dim is None and not keepdim:
+        return _median_of_all(input, "median", _median_rank)
+    return _ranked(input, -1 if dim is None else dim, keepdim, "median", _median_rank, median_result)
+
+
+def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
+    """Like `median`, ignoring NaN values."""
+    if dim is None and not keepdim:
+        return _median_of_all(input, "nanmedian", _nanmedian_rank)
+    return _ranked(input, -1 if dim is None else dim, keepdim, "nanmedian", _nanmedian_rank, nanmedian_result)
+
+
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
+    """The namedtuple (values, indices) of the `k`-th smallest element (1-based) along `dim`."""
+    n = input.shape[canonical_dim(dim, input.ndim, "kthvalue")] if input.ndim else 1
+    if not 1 <= k <= n:
+        raise FnxRuntimeError(f"kthvalue(): selected number k={k} out of range for a dimension of size {n}")
+    return _ranked(input, dim, keepdim, "kthvalue", lambda n, nans: k - 1, kthvalue_result)
+
+
+METHODS: dict = {"sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue,
+                 "median": median, "nanmedian": nanmedian}
 INPLACE: dict = {}

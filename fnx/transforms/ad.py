@@ -1,13 +1,40 @@
-"""Forward-mode differentiation: `jvp` as an interpreter of primitives (JAX's JVPTrace)."""
+"""Automatic differentiation transforms: jvp (forward mode), vjp and grad (reverse mode), jacobians.
+
+Both modes are interpreters of primitives on the trace stack. `JVPTrace`
+pushes tangents forward with each primitive's jvp rule. `VJPTrace` records
+each primitive applied to its tracers (a tape at this transform's level);
+the returned vjp function walks it backwards with each primitive's vjp rule.
+Rules are written with fnx ops, so they bind on the levels below: that is
+why grad(grad(f)), vmap(grad(f)) and grad(vmap(f)) compose.
+"""
 from __future__ import annotations
 
+import functools
+
 from .. import core
-from ..core import FnxTypeError, Trace, new_main
+from ..core import FnxTypeError, Primitive, ShapedArray, Trace, new_main
 from ..tensor import Tensor, Tracer
+from ..tree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["jvp"]
+__all__ = ["jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "linearize"]
 
 
+def _zeros_like(x):
+    from ..ops.creation import zeros_like
+
+    return zeros_like(x)
+
+
+def _zero_tangent(x):
+    return _zeros_like(x) if x.dtype.is_floating_point else None
+
+
+def _concrete_primal(tracer, what: str):
+    p = tracer.primal
+    return p._concrete(what) if isinstance(p, Tracer) else p
+
+
+# ---------------------------------------------------------------- forward mode
 class JVPTracer(Tracer):
     """A primal value paired with its tangent (None for integer and bool values)."""
 
@@ -17,14 +44,10 @@ class JVPTracer(Tracer):
         self._trace, self.primal, self.tangent = trace, primal, tangent
 
     @property
-    def aval(self):
+    def aval(self) -> ShapedArray:
         return self.primal.aval
 
-
-def _zero_tangent(x):
-    from ..ops.creation import zeros_like
-
-    return zeros_like(x) if x.dtype.is_floating_point else None
+    _concrete = _concrete_primal
 
 
 class JVPTrace(Trace):
@@ -35,40 +58,370 @@ class JVPTrace(Trace):
 
     lift = pure
 
-    def process_primitive(self, prim, tracers, params):
+    def process_primitive(self, prim: Primitive, tracers, params):
         primals = [t.primal for t in tracers]
-        tangents = [t.tangent if t.tangent is not None or not t.dtype.is_floating_point else _zero_tangent(t.primal)
-                    for t in tracers]
+        tangents = [t.tangent for t in tracers]
+        if all(t is None for t in tangents):  # integer-only inputs: nothing to differentiate
+            out = prim.bind(*primals, **params)
+            if prim.multiple_results:
+                return [JVPTracer(self, o, None) for o in out]
+            return JVPTracer(self, out, None)
+        tangents = [_zero_tangent(p) if t is None and p.dtype.is_floating_point else t
+                    for p, t in zip(primals, tangents)]
         out, tangent_out = prim.jvp(primals, tangents, **params)
         if prim.multiple_results:
             return [JVPTracer(self, o, t) for o, t in zip(out, tangent_out)]
         return JVPTracer(self, out, tangent_out)
 
+    def process_custom(self, call, tracers):
+        return call.jvp(self, tracers)
 
-def _flat(x, what: str) -> list:
-    items = list(x) if isinstance(x, (tuple, list)) else [x]
-    for i in items:
-        if not isinstance(i, Tensor):
-            raise FnxTypeError(f"jvp: {what} must be Tensors (or tuples/lists of them), got {type(i).__name__}")
-    return items
+
+def _check_tensors(leaves, op: str, what: str) -> None:
+    for x in leaves:
+        if not isinstance(x, Tensor):
+            raise FnxTypeError(f"{op}: {what} must be pytrees of Tensors, got a leaf of type {type(x).__name__}; "
+                               f"wrap numbers with fnx.tensor(...) or mark them static")
 
 
 def jvp(fun, primals, tangents):
-    """(fun(*primals), J_fun(primals) @ tangents): forward-mode derivative along `tangents`."""
-    primals, tangents = _flat(primals, "primals"), _flat(tangents, "tangents")
-    if len(primals) != len(tangents):
-        raise FnxTypeError(f"jvp: got {len(primals)} primals but {len(tangents)} tangents")
-    for p, t in zip(primals, tangents):
+    """(fun(*primals), J_fun(primals) @ tangents): the forward-mode derivative along `tangents`.
+
+    `primals` and `tangents` are tuples (or lists) of pytrees of the same structure.
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise FnxTypeError("jvp: primals and tangents must be tuples or lists of arguments, e.g. jvp(f, (x,), (v,))")
+    p_leaves, p_def = tree_flatten(tuple(primals))
+    t_leaves, t_def = tree_flatten(tuple(tangents))
+    if p_def != t_def:
+        raise FnxTypeError(f"jvp: primals and tangents must have the same tree structure, got {p_def} and {t_def}")
+    _check_tensors(p_leaves, "jvp", "primals")
+    _check_tensors(t_leaves, "jvp", "tangents")
+    for p, t in zip(p_leaves, t_leaves):
         if tuple(p.shape) != tuple(t.shape) or p.dtype is not t.dtype:
             raise FnxTypeError(f"jvp: primal {p.dtype}{list(p.shape)} and tangent {t.dtype}{list(t.shape)} must "
                                f"have the same shape and dtype")
     with new_main(JVPTrace) as main:
         trace = JVPTrace(main)
-        out = fun(*[JVPTracer(trace, p, t) for p, t in zip(primals, tangents)])
-        single = not isinstance(out, (tuple, list))
-        outs = [core.full_raise(trace, o) for o in ([out] if single else out)]
-        primal_out = [o.primal for o in outs]
-        tangent_out = [o.tangent if o.tangent is not None else _zero_tangent(o.primal) for o in outs]
-    if single:
-        return primal_out[0], tangent_out[0]
-    return type(out)(primal_out), type(out)(tangent_out)
+        args = tree_unflatten(p_def, [JVPTracer(trace, p, t) for p, t in zip(p_leaves, t_leaves)])
+        out = fun(*args)
+        o_leaves, o_def = tree_flatten(out)
+        _check_tensors(o_leaves, "jvp", "outputs of the function")
+        outs = [core.full_raise(trace, o) for o in o_leaves]
+        primal_out = [core.full_lower(o.primal) for o in outs]
+        tangent_out = [core.full_lower(o.tangent) if o.tangent is not None else _zero_tangent(o.primal)
+                       for o in outs]
+    return tree_unflatten(o_def, primal_out), tree_unflatten(o_def, tangent_out)
+
+
+def linearize(fun, *primals):
+    """(fun(*primals), f_jvp) where f_jvp(*tangents) is the jvp at `primals` (re-evaluates fun)."""
+    out = fun(*primals)
+    return out, lambda *tangents: jvp(fun, primals, tangents)[1]
+
+
+# ---------------------------------------------------------------- reverse mode
+class _Node:
+    """A primitive applied during a vjp trace: what its vjp rule needs, and where its inputs came from."""
+
+    __slots__ = ("prim", "params", "primals", "parents", "out")
+
+    def __init__(self, prim, params, primals, parents, out):
+        self.prim, self.params, self.primals, self.parents, self.out = prim, params, primals, parents, out
+
+
+class _Leaf:
+    """Input `index` of the function being differentiated."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    parents = ()
+
+
+class VJPTracer(Tracer):
+    """A primal value and a reference (node, output index) into the trace's tape; None for constants."""
+
+    __slots__ = ("primal", "ref")
+
+    def __init__(self, trace: Trace, primal, ref):
+        self._trace, self.primal, self.ref = trace, primal, ref
+
+    @property
+    def aval(self) -> ShapedArray:
+        return self.primal.aval
+
+    _concrete = _concrete_primal
+
+
+class VJPTrace(Trace):
+    __slots__ = ()
+
+    def pure(self, val):
+        return VJPTracer(self, val, None)
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, tracers, params):
+        primals = [t.primal for t in tracers]
+        out = prim.bind(*primals, **params)
+        refs = [t.ref for t in tracers]
+        if not prim.differentiable or all(r is None for r in refs):
+            if prim.multiple_results:
+                return [VJPTracer(self, o, None) for o in out]
+            return VJPTracer(self, out, None)
+        node = _Node(prim, params, primals, refs, out)
+        if prim.multiple_results:
+            return [VJPTracer(self, o, (node, i) if o.dtype.is_floating_point else None) for i, o in enumerate(out)]
+        return VJPTracer(self, out, (node, 0) if out.dtype.is_floating_point else None)
+
+    def process_custom(self, call, tracers):
+        return call.vjp(self, tracers)
+
+    def record_custom(self, tracers, outs: list, vjp_rule) -> list:
+        """Outputs `outs` (values below this level) of one node whose vjp is `vjp_rule(cts, primals, outs)`."""
+        refs = [t.ref for t in tracers]
+        if all(r is None for r in refs):
+            return [VJPTracer(self, o, None) for o in outs]
+        prim = Primitive("custom_call", multiple_results=True)
+        prim.vjp = vjp_rule
+        node = _Node(prim, {}, [t.primal for t in tracers], refs, outs)
+        return [VJPTracer(self, o, (node, i) if o.dtype.is_floating_point else None) for i, o in enumerate(outs)]
+
+
+def _toposort(roots) -> list:
+    order, seen = [], set()
+    for root in roots:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.parents))]
+        while stack:
+            node, it = stack[-1]
+            for ref in it:
+                if ref is not None and id(ref[0]) not in seen:
+                    seen.add(id(ref[0]))
+                    stack.append((ref[0], iter(ref[0].parents)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    order.reverse()
+    return order
+
+
+def _add(a, b):
+    return b if a is None else a if b is None else a + b
+
+
+def _backward_pass(out_refs, cts, leaves):
+    """Cotangents of `leaves` (primal values) given cotangents `cts` of the outputs at `out_refs`."""
+    grads: dict = {}
+    for ref, ct in zip(out_refs, cts):
+        if ref is not None and ct is not None:
+            slots = grads.setdefault(id(ref[0]), {})
+            slots[ref[1]] = _add(slots.get(ref[1]), ct)
+    result = [None] * len(leaves)
+    for node in _toposort([r[0] for r in out_refs if r is not None]):
+        slots = grads.pop(id(node), None)
+        if not slots:
+            continue
+        if isinstance(node, _Leaf):
+            result[node.index] = _add(result[node.index], slots[0])
+            continue
+        if node.prim.multiple_results:
+            g = [slots.get(i) if slots.get(i) is not None else _zeros_like(o) for i, o in enumerate(node.out)]
+        else:
+            g = slots[0]
+        in_cts = node.prim.vjp(g, node.primals, node.out, **node.params)
+        for ref, ct in zip(node.parents, in_cts):
+            if ref is not None and ct is not None:
+                s = grads.setdefault(id(ref[0]), {})
+                s[ref[1]] = _add(s.get(ref[1]), ct)
+    return [r if r is not None else _zeros_like(x) for r, x in zip(result, leaves)]
+
+
+def vjp(fun, *primals, has_aux: bool = False):
+    """(fun(*primals), vjp_fn[, aux]): vjp_fn(cotangent) gives the cotangents of `primals` (a tuple)."""
+    p_leaves, p_def = tree_flatten(primals)
+    _check_tensors(p_leaves, "vjp", "primals")
+    with new_main(VJPTrace) as main:
+        trace = VJPTrace(main)
+        tracers = [VJPTracer(trace, p, (_Leaf(i), 0) if p.dtype.is_floating_point else None)
+                   for i, p in enumerate(p_leaves)]
+        out = fun(*tree_unflatten(p_def, tracers))
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise FnxTypeError("vjp(has_aux=True): the function must return a pair (output, aux)")
+            out, aux = out
+        o_leaves, o_def = tree_flatten(out)
+        _check_tensors(o_leaves, "vjp", "outputs of the function")
+        outs = [core.full_raise(trace, o) for o in o_leaves]
+        refs = [o.ref for o in outs]
+        primal_out = [core.full_lower(o.primal) for o in outs]
+        if has_aux:
+            aux = tree_map(lambda x: core.full_lower(x.primal) if isinstance(x, VJPTracer) and x._trace.main is main
+                           else x, aux)
+    leaf_values = [core.full_lower(p) for p in p_leaves]
+
+    def vjp_fn(cotangent):
+        c_leaves, c_def = tree_flatten(cotangent)
+        if c_def != o_def:
+            raise FnxTypeError(f"vjp_fn: cotangent structure {c_def} does not match the output structure {o_def}")
+        for c, o in zip(c_leaves, primal_out):
+            if not isinstance(c, Tensor) or tuple(c.shape) != tuple(o.shape):
+                got = f"{c.dtype}{list(c.shape)}" if isinstance(c, Tensor) else type(c).__name__
+                raise FnxTypeError(f"vjp_fn: cotangent {got} must match the output {o.dtype}{list(o.shape)}")
+        return tree_unflatten(p_def, _backward_pass(refs, c_leaves, leaf_values))
+
+    out_tree = tree_unflatten(o_def, primal_out)
+    return (out_tree, vjp_fn, aux) if has_aux else (out_tree, vjp_fn)
+
+
+def _argnums_tuple(argnums, nargs: int, op: str) -> tuple:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for a in nums:
+        if not -nargs <= a < nargs:
+            raise FnxTypeError(f"{op}: argnums {argnums} out of range for a function called with {nargs} "
+                               f"positional arguments")
+    return tuple(a % nargs for a in nums)
+
+
+def value_and_grad(fun, argnums=0, has_aux: bool = False):
+    """A function returning (fun(*args), gradient of fun with respect to args[argnums])."""
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        nums = _argnums_tuple(argnums, len(args), "grad")
+        for a in nums:
+            for leaf in tree_flatten(args[a])[0]:
+                if not isinstance(leaf, Tensor) or not leaf.dtype.is_floating_point:
+                    what = f"{leaf.dtype}" if isinstance(leaf, Tensor) else type(leaf).__name__
+                    raise FnxTypeError(f"grad: differentiated arguments must be floating-point Tensors, got {what} "
+                                       f"in argument {a}; convert with fnx.tensor(..., dtype=fnx.float32) or "
+                                       f"exclude it from argnums")
+
+        def f_of_diff(*diff):
+            full = list(args)
+            for a, d in zip(nums, diff):
+                full[a] = d
+            return fun(*full, **kwargs)
+
+        res = vjp(f_of_diff, *[args[a] for a in nums], has_aux=has_aux)
+        out, fn = res[0], res[1]
+        if not isinstance(out, Tensor) or out.numel() != 1 or out.ndim != 0 or not out.dtype.is_floating_point:
+            got = f"{out.dtype}{list(out.shape)}" if isinstance(out, Tensor) else type(out).__name__
+            raise FnxTypeError(f"grad requires a real scalar output (shape []), got {got}; reduce it (e.g. .sum()) "
+                               f"or use vjp/jacrev for non-scalar outputs")
+        from ..ops.creation import ones_like
+
+        g = fn(ones_like(out))
+        g = g[0] if isinstance(argnums, int) else tuple(g)
+        return ((out, res[2]), g) if has_aux else (out, g)
+
+    return wrapped
+
+
+def grad(fun, argnums=0, has_aux: bool = False):
+    """A function returning the gradient of scalar `fun` with respect to args[argnums] (JAX semantics)."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        (value, g) = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapped
+
+
+def _std_basis(x: Tensor):
+    """Identity of size numel(x), shaped (numel, *x.shape)."""
+    from ..ops.creation import eye
+
+    n = x.numel()
+    return eye(n, dtype=x.dtype, device=x.device).reshape((n,) + tuple(x.shape))
+
+
+def jacfwd(fun, argnums=0, has_aux: bool = False):
+    """Jacobian by forward mode: one jvp per input element, batched with vmap."""
+    from .batching import vmap
+
+    def jac(*args):
+        nums = _argnums_tuple(argnums, len(args), "jacfwd")
+        primals = [args[a] for a in nums]
+
+        def f_of(*diff):
+            full = list(args)
+            for a, d in zip(nums, diff):
+                full[a] = d
+            out = fun(*full)
+            return out if not has_aux else out[0]
+
+        per_arg = []
+        for k, p in enumerate(primals):
+            def push(t, k=k):
+                tangents = [_zeros_like(q) if j != k else t for j, q in enumerate(primals)]
+                return jvp(f_of, tuple(primals), tuple(tangents))[1]
+
+            cols = vmap(push, out_axes=-1)(_std_basis(p))
+            per_arg.append(tree_map(lambda c, p=p: c.reshape(tuple(c.shape[:-1]) + tuple(p.shape)), cols))
+        res = per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
+        if has_aux:
+            return res, fun(*args)[1]
+        return res
+
+    return jac
+
+
+def jacrev(fun, argnums=0, has_aux: bool = False):
+    """Jacobian by reverse mode: one vjp per output element, batched with vmap."""
+    from .batching import vmap
+
+    def jac(*args):
+        nums = _argnums_tuple(argnums, len(args), "jacrev")
+
+        def f_of(*diff):
+            full = list(args)
+            for a, d in zip(nums, diff):
+                full[a] = d
+            return fun(*full)
+
+        res = vjp(f_of, *[args[a] for a in nums], has_aux=has_aux)
+        out, fn = res[0], res[1]
+        o_leaves, o_def = tree_flatten(out)
+        rows = []
+        for o in o_leaves:
+            basis = _std_basis(o)
+
+            def pull(ct, o=o):
+                cts = [ct if q is o else _zeros_like(q) for q in o_leaves]
+                return fn(tree_unflatten(o_def, cts))
+
+            g = vmap(pull)(basis)
+            rows.append(tree_map(lambda r, o=o: r.reshape(tuple(o.shape) + tuple(r.shape[1:])), g))
+        per_out = [r[0] if isinstance(argnums, int) else tuple(r) for r in rows]
+        jac_tree = tree_unflatten(o_def, per_out)
+        return (jac_tree, res[2]) if has_aux else jac_tree
+
+    return jac
+
+
+def hessian(fun, argnums=0):
+    """Matrix of second derivatives: jacfwd(jacrev(fun))."""
+    return jacfwd(jacrev(fun, argnums), argnums)
+
+
+# ---------------------------------------------------------------- stop_gradient
+stop_gradient_p = Primitive("stop_gradient", saves_inputs=False, differentiable=False)
+stop_gradient_p.def_impl(lambda xp, x: x)
+stop_gradient_p.def_abstract(lambda x: x)
+stop_gradient_p.def_vjp(lambda g, primals, out: (None,))
+stop_gradient_p.def_jvp(lambda primals, tangents: (stop_gradient_p.bind(primals[0]), _zero_tangent(primals[0])))
+stop_gradient_p.def_batch(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
+
+
+def stop_gradient(x):
+    """`x` with no gradient flowing through it (a pytree of Tensors)."""
+    return tree_map(lambda t: stop_gradient_p.bind(t) if isinstance(t, Tensor) else t, x)

@@ -1,0 +1,189 @@
+"""The IR: typed SSA in JAX's jaxpr form, with a printer, an evaluator and a verifier.
+
+A `Jaxpr` has const variables (captured tensors), input variables,
+equations `outs = prim[params](ins)` and output atoms. `eval_jaxpr` runs
+it by binding each primitive, so evaluating under a transform transforms
+it; it is the reference semantics for the compiler.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .core import FnxRuntimeError, Primitive, ShapedArray
+
+__all__ = ["Var", "Literal", "Eqn", "Jaxpr", "ClosedJaxpr", "eval_jaxpr", "verify_jaxpr"]
+
+
+class Var:
+    """An SSA variable with an abstract value; named when printed."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"Var({self.aval.str_short()})"
+
+
+class Literal:
+    """A scalar constant inlined into an equation."""
+
+    __slots__ = ("val", "aval")
+
+    def __init__(self, val, aval: ShapedArray):
+        self.val, self.aval = val, aval
+
+    def __repr__(self) -> str:
+        v = self.val.item()
+        return f"{v}:{self.aval.str_short()}"
+
+
+class Eqn:
+    __slots__ = ("prim", "inputs", "params", "outvars")
+
+    def __init__(self, prim: Primitive, inputs: list, params: dict, outvars: list):
+        self.prim, self.inputs, self.params, self.outvars = prim, inputs, params, outvars
+
+
+class Jaxpr:
+    __slots__ = ("constvars", "invars", "eqns", "outvars")
+
+    def __init__(self, constvars: list, invars: list, eqns: list, outvars: list):
+        self.constvars, self.invars, self.eqns, self.outvars = constvars, invars, eqns, outvars
+
+    def __str__(self) -> str:
+        return _Printer().jaxpr(self, indent=0)
+
+    __repr__ = __str__
+
+
+class ClosedJaxpr:
+    """A jaxpr together with the values of its constvars; what `make_jaxpr` returns."""
+
+    __slots__ = ("jaxpr", "consts")
+
+    def __init__(self, jaxpr: Jaxpr, consts: list):
+        self.jaxpr, self.consts = jaxpr, consts
+
+    @property
+    def in_avals(self) -> list:
+        return [v.aval for v in self.jaxpr.invars]
+
+    @property
+    def out_avals(self) -> list:
+        return [v.aval for v in self.jaxpr.outvars]
+
+    @property
+    def eqns(self) -> list:
+        return self.jaxpr.eqns
+
+    def __call__(self, *args):
+        return eval_jaxpr(self.jaxpr, self.consts, *args)
+
+    def __str__(self) -> str:
+        return str(self.jaxpr)
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(str(self))
+
+
+class _Printer:
+    """Names variables a, b, ..., z, ba, bb, ... in order of appearance, as JAX does."""
+
+    def __init__(self):
+        self.names: dict[int, str] = {}
+
+    def name(self, v) -> str:
+        if isinstance(v, Literal):
+            return repr(v)
+        found = self.names.get(id(v))
+        if found is None:
+            n, s = len(self.names), ""
+            while True:
+                s = chr(ord("a") + n % 26) + s
+                n = n // 26
+                if n == 0:
+                    break
+            found = self.names[id(v)] = s
+        return found
+
+    def binder(self, v: Var) -> str:
+        return f"{self.name(v)}:{v.aval.str_short()}"
+
+    def jaxpr(self, j: Jaxpr, indent: int) -> str:
+        pad = " " * indent
+        consts = " ".join(self.binder(v) for v in j.constvars)
+        ins = " ".join(self.binder(v) for v in j.invars)
+        lines = [f"{{ lambda {consts}; {ins}. let"]
+        for e in j.eqns:
+            lhs = " ".join(self.binder(v) for v in e.outvars)
+            params = ""
+            if e.params:
+                params = "[" + ", ".join(f"{k}={self.param(v, indent + 4)}" for k, v in sorted(e.params.items())) + "]"
+            args = " ".join(self.name(x) for x in e.inputs)
+            lines.append(f"{pad}    {lhs} = {e.prim.name}{params} {args}".rstrip())
+        outs = ", ".join(self.name(v) for v in j.outvars)
+        lines.append(f"{pad}  in ({outs}{',' if len(j.outvars) == 1 else ''}) }}")
+        return "\n".join(lines)
+
+    def param(self, v: Any, indent: int) -> str:
+        if isinstance(v, ClosedJaxpr):
+            return self.jaxpr(v.jaxpr, indent)
+        if isinstance(v, Jaxpr):
+            return self.jaxpr(v, indent)
+        if hasattr(v, "name") and type(v).__name__ == "dtype":
+            return v.name
+        if type(v).__name__ == "device":
+            return str(v)
+        return repr(v)
+
+
+def eval_jaxpr(jaxpr: Jaxpr, consts, *args) -> list:
+    """Run `jaxpr` on `args` by binding each equation's primitive; returns the list of outputs."""
+    if len(args) != len(jaxpr.invars):
+        raise FnxRuntimeError(f"eval_jaxpr: expected {len(jaxpr.invars)} arguments, got {len(args)}")
+    env: dict[int, Any] = {}
+    for v, x in zip(jaxpr.constvars, consts):
+        env[id(v)] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[id(v)] = x
+
+    def read(a):
+        return a.val if isinstance(a, Literal) else env[id(a)]
+
+    for e in jaxpr.eqns:
+        outs = e.prim.bind(*[read(a) for a in e.inputs], **e.params)
+        if not e.prim.multiple_results:
+            outs = [outs]
+        for v, o in zip(e.outvars, outs):
+            env[id(v)] = o
+    return [read(v) for v in jaxpr.outvars]
+
+
+def verify_jaxpr(jaxpr: Jaxpr) -> None:
+    """Check SSA form and that every equation's output avals follow its primitive's abstract rule."""
+    defined: set[int] = set()
+    for v in list(jaxpr.constvars) + list(jaxpr.invars):
+        if id(v) in defined:
+            raise FnxRuntimeError(f"verify_jaxpr: variable {v} bound twice")
+        defined.add(id(v))
+    for i, e in enumerate(jaxpr.eqns):
+        for a in e.inputs:
+            if isinstance(a, Var) and id(a) not in defined:
+                raise FnxRuntimeError(f"verify_jaxpr: equation {i} ({e.prim.name}) uses an undefined variable {a}")
+        expected = e.prim.abstract(*[a.aval for a in e.inputs], **e.params)
+        expected = expected if e.prim.multiple_results else [expected]
+        got = [v.aval for v in e.outvars]
+        if list(expected) != got:
+            raise FnxRuntimeError(f"verify_jaxpr: equation {i} ({e.prim.name}) has output avals {got}, but its "
+                                  f"abstract rule gives {list(expected)}")
+        for v in e.outvars:
+            if id(v) in defined:
+                raise FnxRuntimeError(f"verify_jaxpr: variable {v} bound twice (equation {i})")
+            defined.add(id(v))
+    for v in jaxpr.outvars:
+        if isinstance(v, Var) and id(v) not in defined:
+            raise FnxRuntimeError(f"verify_jaxpr: output {v} is not defined")

@@ -1,0 +1,331 @@
+"""Solvers, inverses, factorizations and determinants: one primitive each, on `xp.linalg`.
+
+The impls call numpy's LAPACK on the CPU and CuPy's cuSOLVER on CUDA; batch
+dims broadcast. Derivative rules use only fnx ops (matmul, solve, inv, ...),
+so they are differentiable again. Only float32 and float64 are supported, as
+in the backends' libraries.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..tensor import Tensor
+from ..transforms.batching import elementwise_batch_rule, move_to_front
+from ._families import broadcast_shapes, promote, same_device, unbroadcast
+from .linalg import matmul
+
+__all__ = ["solve", "inv", "inverse", "cholesky", "det", "slogdet", "logdet", "matrix_power"]
+
+_LinAlgError = np.linalg.LinAlgError  # CuPy raises numpy's class too
+
+
+def _dims(shape) -> str:
+    return "x".join(str(s) for s in shape)
+
+
+def _check_square(op: str, a: ShapedArray) -> None:
+    if a.dtype.name not in ("float32", "float64"):
+        raise FnxTypeError(f"{op}: Expected a floating point tensor (float32 or float64) as input. Got "
+                           f"{a.dtype.name}")
+    if a.ndim < 2:
+        raise FnxRuntimeError(f"{op}: The input tensor A must have at least 2 dimensions, got shape {list(a.shape)}")
+    if a.shape[-1] != a.shape[-2]:
+        raise FnxRuntimeError(f"{op}: A must be batches of square matrices, but they are {a.shape[-2]} by "
+                              f"{a.shape[-1]} matrices")
+
+
+def _square_abstract(op: str):
+    def abstract(a: ShapedArray) -> ShapedArray:
+        _check_square(op, a)
+        return a
+    return abstract
+
+
+def _batch_scalar_abstract(op: str):
+    def abstract(a: ShapedArray) -> ShapedArray:
+        _check_square(op, a)
+        return ShapedArray(a.shape[:-2], a.dtype, a.device)
+    return abstract
+
+
+def _float_operand(op: str, A) -> Tensor:
+    if not isinstance(A, Tensor):
+        raise FnxTypeError(f"{op}: expected a Tensor, got {type(A).__name__}")
+    _check_square(op, A.aval)
+    return A
+
+
+def _as_matrix_scalar(x: Tensor) -> Tensor:
+    """A batch of scalars (...) as a batch of 1x1 matrices (..., 1, 1), to scale matrices."""
+    return x.reshape(tuple(x.shape) + (1, 1))
+
+
+def _batch_trace(x: Tensor) -> Tensor:
+    from .creation import eye
+    from .reduce import sum as _sum
+
+    return _sum(x * eye(x.shape[-1], dtype=x.dtype, device=x.device), dim=(-2, -1))
+
+
+def _leading_batch_rule(prim: Primitive):
+    """Ops on the trailing matrix dims of one operand: the vmap dim goes first and passes through."""
+    return lambda args, dims: (prim.bind(move_to_front(args[0], dims[0])), 0)
+
+
+def _tril(x: Tensor, k: int = 0) -> Tensor:
+    """Lower triangle of (a batch of) matrices, from diagonal `k` down; the rest is zero."""
+    from .creation import arange
+    from .elementwise import where
+
+    n, m = x.shape[-2:]
+    rows = arange(n, device=x.device).reshape(n, 1)
+    cols = arange(m, device=x.device).reshape(1, m)
+    return where(cols - rows <= k, x, 0.0)
+
+
+# ---------------------------------------------------------------- solve
+solve_p = Primitive("linalg_solve", saves_output=True)
+
+
+@solve_p.def_impl
+def _solve_impl(xp, a, b):
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = xp.broadcast_to(a, batch + a.shape[-2:])
+    b = xp.broadcast_to(b, batch + b.shape[-2:])
+    try:
+        return xp.linalg.solve(a, b).astype(a.dtype, copy=False)
+    except _LinAlgError:
+        raise FnxRuntimeError("linalg.solve: The solver failed because the input matrix is singular.") from None
+
+
+@solve_p.def_abstract
+def _solve_abstract(a: ShapedArray, b: ShapedArray) -> ShapedArray:
+    dev = same_device("linalg.solve", (a, b))
+    _check_square("linalg.solve", a)
+    if b.dtype is not a.dtype:
+        raise FnxTypeError(f"linalg.solve: A and B must share one dtype, got {a.dtype} and {b.dtype}")
+    if b.ndim < 2 or b.shape[-2] != a.shape[-1]:
+        raise FnxRuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+                              f"({_dims(a.shape[-2:])} and {_dims(b.shape[-2:] if b.ndim > 1 else b.shape)})")
+    batch = broadcast_shapes("linalg.solve", a.shape[:-2], b.shape[:-2])
+    return ShapedArray(batch + b.shape[-2:], a.dtype, dev)
+
+
+@solve_p.def_vjp
+def _solve_vjp(g, primals, out):
+    a, b = primals
+    gb = solve_p.bind(a.mT, g)
+    ga = -matmul(gb, out.mT)
+    return unbroadcast(ga, tuple(a.shape)), unbroadcast(gb, tuple(b.shape))
+
+
+@solve_p.def_jvp
+def _solve_jvp(primals, tangents):
+    a, b = primals
+    ta, tb = tangents
+    x = solve_p.bind(a, b)
+    rhs = tb
+    if ta is not None:
+        rhs = -matmul(ta, x) if rhs is None else rhs - matmul(ta, x)
+    return x, None if rhs is None else solve_p.bind(a, rhs)
+
+
+solve_p.def_batch(elementwise_batch_rule(solve_p))  # batch dims broadcast from the right, as elementwise ones do
+
+
+def solve(A: Tensor, B: Tensor, *, left: bool = True, out=None) -> Tensor:
+    """The solution X of A X = B (or X A = B with left=False), for (batches of) square A.
+
+    B is a (batch of) vector(s) when it is 1-D or has A's shape without its last dim, as in PyTorch.
+    """
+    if out is not None:
+        raise NotImplementedError("linalg.solve: out= is not supported; use the returned tensor")
+    A, B = promote("linalg.solve", A, B)
+    _float_operand("linalg.solve", A)
+    if not left:
+        return solve(A.mT, B.mT).mT
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    if vector:
+        return solve_p.bind(A, B.unsqueeze(-1)).squeeze(-1)
+    return solve_p.bind(A, B)
+
+
+# ---------------------------------------------------------------- inv
+inv_p = Primitive("linalg_inv", saves_inputs=False, saves_output=True)
+
+
+@inv_p.def_impl
+def _inv_impl(xp, a):
+    try:
+        return xp.linalg.inv(a).astype(a.dtype, copy=False)
+    except _LinAlgError:
+        raise FnxRuntimeError("linalg.inv: The inversion could not be completed because the input matrix is "
+                              "singular.") from None
+
+
+inv_p.def_abstract(_square_abstract("linalg.inv"))
+inv_p.def_batch(_leading_batch_rule(inv_p))
+inv_p.def_vjp(lambda g, primals, out: (-matmul(matmul(out.mT, g), out.mT),))
+
+
+@inv_p.def_jvp
+def _inv_jvp(primals, tangents):
+    x = inv_p.bind(primals[0])
+    return x, -matmul(matmul(x, tangents[0]), x)
+
+
+def inv(A: Tensor, *, out=None) -> Tensor:
+    """The inverse of (a batch of) square matrices; a singular matrix raises an error."""
+    if out is not None:
+        raise NotImplementedError("linalg.inv: out= is not supported; use the returned tensor")
+    return inv_p.bind(_float_operand("linalg.inv", A))
+
+
+def inverse(input: Tensor) -> Tensor:
+    """`torch.inverse`: the same as `linalg.inv`."""
+    return inv(input)
+
+
+# ---------------------------------------------------------------- cholesky
+cholesky_p = Primitive("linalg_cholesky", saves_inputs=False, saves_output=True)
+
+
+@cholesky_p.def_impl
+def _cholesky_impl(xp, a):
+    try:
+        out = xp.linalg.cholesky(a)
+    except _LinAlgError:
+        raise FnxRuntimeError("linalg.cholesky: The factorization could not be completed because the input is not "
+                              "positive-definite.") from None
+    if not isinstance(out, np.ndarray) and bool(xp.isnan(out).any()):  # cuSOLVER may report it as NaNs only
+        raise FnxRuntimeError("linalg.cholesky: The factorization could not be completed because the input is not "
+                              "positive-definite.")
+    return out.astype(a.dtype, copy=False)
+
+
+cholesky_p.def_abstract(_square_abstract("linalg.cholesky"))
+cholesky_p.def_batch(_leading_batch_rule(cholesky_p))
+
+
+@cholesky_p.def_vjp
+def _cholesky_vjp(g, primals, out):
+    # PyTorch's cholesky_backward: gA = L^-T Φ L^-1 with Φ = sym(tril(L^T gL)) (halved diagonal), symmetric.
+    L = out
+    p = _tril(matmul(L.mT, g))
+    phi = 0.5 * (p + _tril(p, -1).mT)
+    y = solve_p.bind(L.mT, phi)
+    return (solve_p.bind(L.mT, y.mT).mT,)
+
+
+@cholesky_p.def_jvp
+def _cholesky_jvp(primals, tangents):
+    # dL = L Φ(L^-1 sym(dA) L^-T), Φ taking the lower triangle with the diagonal halved. Only the symmetric part
+    # of dA counts, matching the symmetric gradient of the vjp.
+    L = cholesky_p.bind(primals[0])
+    t = tangents[0]
+    sym = 0.5 * (t + t.mT)
+    x = solve_p.bind(L, solve_p.bind(L, sym).mT)
+    phi = 0.5 * (_tril(x) + _tril(x, -1))
+    return L, matmul(L, phi)
+
+
+def cholesky(A: Tensor, *, upper: bool = False, out=None) -> Tensor:
+    """L with A = L L^T for symmetric positive-definite A (only A's lower triangle is read); U = L^T if upper."""
+    if out is not None:
+        raise NotImplementedError("linalg.cholesky: out= is not supported; use the returned tensor")
+    L = cholesky_p.bind(_float_operand("linalg.cholesky", A))
+    return L.mT if upper else L
+
+
+# ---------------------------------------------------------------- determinants
+det_p = Primitive("linalg_det", saves_output=True)
+det_p.def_impl(lambda xp, a: xp.asarray(xp.linalg.det(a), dtype=a.dtype))
+det_p.def_abstract(_batch_scalar_abstract("linalg.det"))
+det_p.def_batch(_leading_batch_rule(det_p))
+det_p.def_vjp(lambda g, primals, out: (_as_matrix_scalar(g * out) * inv_p.bind(primals[0]).mT,))
+
+
+@det_p.def_jvp
+def _det_jvp(primals, tangents):
+    a = primals[0]
+    d = det_p.bind(a)
+    return d, d * _batch_trace(solve_p.bind(a, tangents[0]))
+
+
+logabsdet_p = Primitive("linalg_logabsdet")
+logabsdet_p.def_impl(lambda xp, a: xp.asarray(xp.linalg.slogdet(a)[1], dtype=a.dtype))
+logabsdet_p.def_abstract(_batch_scalar_abstract("linalg.slogdet"))
+logabsdet_p.def_batch(_leading_batch_rule(logabsdet_p))
+logabsdet_p.def_vjp(lambda g, primals, out: (_as_matrix_scalar(g) * inv_p.bind(primals[0]).mT,))
+logabsdet_p.def_jvp(lambda primals, tangents: (logabsdet_p.bind(primals[0]),
+                                               _batch_trace(solve_p.bind(primals[0], tangents[0]))))
+
+detsign_p = Primitive("linalg_detsign", saves_inputs=False, differentiable=False)
+detsign_p.def_impl(lambda xp, a: xp.asarray(xp.linalg.slogdet(a)[0], dtype=a.dtype))
+detsign_p.def_abstract(_batch_scalar_abstract("linalg.slogdet"))
+detsign_p.def_batch(_leading_batch_rule(detsign_p))
+detsign_p.def_vjp(lambda g, primals, out: (None,))
+
+
+@detsign_p.def_jvp
+def _detsign_jvp(primals, tangents):
+    from .creation import zeros_like
+
+    out = detsign_p.bind(primals[0])
+    return out, zeros_like(out)
+
+
+def det(A: Tensor, *, out=None) -> Tensor:
+    """Determinant of (a batch of) square matrices. Its gradient uses inv(A), so it needs a non-singular A."""
+    if out is not None:
+        raise NotImplementedError("linalg.det: out= is not supported; use the returned tensor")
+    return det_p.bind(_float_operand("linalg.det", A))
+
+
+SlogdetResult = namedtuple("slogdet", ["sign", "logabsdet"])
+
+
+def slogdet(A: Tensor, *, out=None) -> SlogdetResult:
+    """(sign, log|det|) of (a batch of) square matrices, stable where det itself would over- or underflow."""
+    if out is not None:
+        raise NotImplementedError("linalg.slogdet: out= is not supported; use the returned tensor")
+    A = _float_operand("linalg.slogdet", A)
+    return SlogdetResult(detsign_p.bind(A), logabsdet_p.bind(A))
+
+
+def logdet(input: Tensor) -> Tensor:
+    """log(det(A)): nan where det < 0 and -inf where det == 0, as in PyTorch."""
+    from .elementwise import where
+
+    sign, logabs = slogdet(input)
+    return where(sign < 0, float("nan"), logabs)
+
+
+def matrix_power(A: Tensor, n: int, *, out=None) -> Tensor:
+    """A to the integer power n by repeated squaring (n < 0 inverts first; n == 0 gives the identity)."""
+    if out is not None:
+        raise NotImplementedError("linalg.matrix_power: out= is not supported; use the returned tensor")
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise FnxRuntimeError(f"linalg.matrix_power: A must be batches of square matrices, got shape "
+                              f"{list(A.shape)}")
+    if n == 0:
+        from .creation import eye
+
+        return eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(tuple(A.shape)).contiguous()
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else matmul(result, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return result
+
+
+METHODS: dict = {"inverse": inverse, "det": det, "slogdet": slogdet, "logdet": logdet,
+                 "cholesky": lambda self, upper=False: cholesky(self, upper=upper), "matrix_power": matrix_power}

@@ -1,0 +1,225 @@
+"""Counter-based random numbers as pure functions of a key (JAX's `jax.random` model).
+
+A key is an int64 tensor of shape (2,) holding two 32-bit words. Every
+sampler hashes (key, counter) with Threefry-2x32 (20 rounds), so the same
+key gives the same bits on CPU and CUDA, and `vmap` over a batch of keys is
+just a leading dimension. Keys with leading batch dims (..., 2) are accepted
+everywhere; outputs then carry those dims first.
+"""
+from __future__ import annotations
+import math
+
+
+from . import dtypes as _dt
+from .core import FnxTypeError, FnxValueError, Primitive, ShapedArray
+from .tensor import Tensor
+
+__all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "randint",
+           "categorical", "permutation", "gumbel"]
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+
+def _threefry2x32(xp, k0, k1, x0, x1):
+    """Threefry-2x32 with 20 rounds on uint32 arrays (Salmon et al. 2011)."""
+    u32 = xp.uint32
+    ks = (k0, k1, k0 ^ k1 ^ u32(0x1BD11BDA))
+    x0, x1 = x0 + ks[0], x1 + ks[1]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x0 = x0 + x1
+            x1 = (x1 << u32(r)) | (x1 >> u32(32 - r))
+            x1 = x1 ^ x0
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + u32(i + 1)
+    return x0, x1
+
+
+def _hash(xp, key, count: int):
+    """`count` 32-bit words for each key in `key` (..., 2): shape (..., count), uint32."""
+    k = key.astype(xp.uint32)
+    k0, k1 = k[..., 0:1], k[..., 1:2]
+    half = (count + 1) // 2
+    c = xp.arange(half, dtype=xp.uint32)
+    y0, y1 = _threefry2x32(xp, k0, k1, c, c + xp.uint32(half))
+    return xp.concatenate([y0, y1], axis=-1)[..., :count]
+
+
+def _key_avals_check(op: str, k: ShapedArray) -> None:
+    if k.dtype is not _dt.int64 or not k.shape or k.shape[-1] != 2:
+        raise FnxTypeError(f"random.{op}: expected a key (int64 tensor of shape (..., 2) from fnx.random.key), got "
+                           f"{k.dtype}{list(k.shape)}")
+
+
+def _random_prim(name: str, impl, out_aval) -> Primitive:
+    """A random primitive of one key operand; batching is a leading key dim."""
+    prim = Primitive(name, differentiable=False, saves_inputs=False)
+    prim.impl = impl
+
+    def abstract(k: ShapedArray, **params) -> ShapedArray:
+        _key_avals_check(name, k)
+        shape, dtype = out_aval(**params)
+        return ShapedArray(k.shape[:-1] + shape, dtype, k.device)
+
+    prim.abstract = abstract
+    prim.vjp = lambda g, primals, out, **params: (None,)
+    prim.jvp = lambda primals, tangents, **params: (prim.bind(primals[0], **params), None)
+
+    def batch(args, dims, **params):
+        from .transforms.batching import move_to_front
+
+        return prim.bind(move_to_front(args[0], dims[0]), **params), 0
+
+    prim.batch = batch
+    return prim
+
+
+def _bits_impl(xp, k, *, shape):
+    n = math.prod(shape)
+    return _hash(xp, k, n).astype(xp.int64).reshape(k.shape[:-1] + shape)
+
+
+bits_p = _random_prim("random_bits", _bits_impl, lambda shape: (shape, _dt.int64))
+
+
+def _split_impl(xp, k, *, num):
+    words = _hash(xp, k, 2 * num).astype(xp.int64)
+    return words.reshape(k.shape[:-1] + (num, 2))
+
+
+split_p = _random_prim("random_split", _split_impl, lambda num: ((num, 2), _dt.int64))
+
+
+def _uniform_impl(xp, k, *, shape, dtype):
+    n = math.prod(shape)
+    if dtype is _dt.float64:
+        w = _hash(xp, k, 2 * n).astype(xp.uint64)
+        mant = ((w[..., :n] << xp.uint64(20)) ^ w[..., n:]) & xp.uint64((1 << 52) - 1)
+        out = (mant | xp.uint64(0x3FF0000000000000)).view(xp.float64) - 1.0
+    else:
+        w = _hash(xp, k, n)
+        out = ((w >> xp.uint32(9)) | xp.uint32(0x3F800000)).view(xp.float32) - xp.float32(1.0)
+    return out.astype(dtype.np).reshape(k.shape[:-1] + shape)
+
+
+uniform_p = _random_prim("random_uniform", _uniform_impl, lambda shape, dtype: (shape, dtype))
+
+
+def _as_key(k, op: str) -> Tensor:
+    if not isinstance(k, Tensor):
+        raise FnxTypeError(f"random.{op}: expected a key tensor from fnx.random.key(seed), got {type(k).__name__}")
+    _key_avals_check(op, k.aval)
+    return k
+
+
+def _shape(shape) -> tuple:
+    if isinstance(shape, int):
+        return (shape,)
+    return tuple(int(s) for s in shape)
+
+
+def key(seed: int, *, device=None) -> Tensor:
+    """A key from an integer seed (64 bits used: the high and low 32-bit words)."""
+    from .ops.creation import tensor
+
+    seed = int(seed)
+    return tensor([(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF], dtype=_dt.int64, device=device)
+
+
+PRNGKey = key
+
+
+def split(key: Tensor, num: int = 2) -> Tensor:
+    """`num` new independent keys, shape (num, 2)."""
+    return split_p.bind(_as_key(key, "split"), num=int(num))
+
+
+def fold_in(key: Tensor, data: int) -> Tensor:
+    """A new key derived from `key` and an integer (e.g. a step or a rank)."""
+    from .ops.creation import tensor
+
+    k = _as_key(key, "fold_in")
+    mixed = k + tensor([0, int(data) & 0xFFFFFFFF], dtype=_dt.int64, device=k.device)
+    return split_p.bind(mixed % (1 << 32), num=1).reshape(tuple(k.shape))
+
+
+def bits(key: Tensor, shape=()) -> Tensor:
+    """Uniform random 32-bit words as int64 values in [0, 2**32)."""
+    return bits_p.bind(_as_key(key, "bits"), shape=_shape(shape))
+
+
+def uniform(key: Tensor, shape=(), dtype=None, minval=0.0, maxval=1.0) -> Tensor:
+    """Uniform floats in [minval, maxval)."""
+    dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
+    if not dt.is_floating_point:
+        raise FnxTypeError(f"random.uniform: dtype must be floating point, got {dt}")
+    u = uniform_p.bind(_as_key(key, "uniform"), shape=_shape(shape), dtype=_dt.float64 if dt is _dt.float64
+                       else _dt.float32)
+    u = u.to(dt)
+    if minval == 0.0 and maxval == 1.0:
+        return u
+    return u * (maxval - minval) + minval
+
+
+def normal(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """Standard normal floats (Box-Muller on two uniform streams)."""
+    from . import ops
+
+    shape = _shape(shape)
+    k1, k2 = _split2(key)
+    u1 = uniform(k1, shape, dtype)
+    u2 = uniform(k2, shape, dtype)
+    r = ops.elementwise.sqrt(-2.0 * ops.elementwise.log1p(-u1))
+    return r * ops.elementwise.cos(u2 * (2 * math.pi))
+
+
+def _split2(key: Tensor):
+    ks = split(key, 2)
+    return ks[..., 0, :], ks[..., 1, :]
+
+
+def bernoulli(key: Tensor, p=0.5, shape=None) -> Tensor:
+    """Bool samples that are True with probability `p`."""
+    shape = tuple(getattr(p, "shape", ())) if shape is None else _shape(shape)
+    return uniform(key, shape, _dt.float32 if not isinstance(p, Tensor) else p.dtype) < p
+
+
+def randint(key: Tensor, shape, minval: int, maxval: int, dtype=None) -> Tensor:
+    """Integers uniform in [minval, maxval)."""
+    if maxval <= minval:
+        raise FnxValueError(f"random.randint: maxval ({maxval}) must be greater than minval ({minval})")
+    span = int(maxval) - int(minval)
+    b = bits(key, shape)
+    out = b % span + int(minval)
+    return out if dtype is None else out.to(dtype)
+
+
+def gumbel(key: Tensor, shape=(), dtype=None) -> Tensor:
+    from .ops.elementwise import log
+
+    u = uniform(key, shape, dtype)
+    return -log(-log(u + 1e-20) + 1e-20)
+
+
+def categorical(key: Tensor, logits: Tensor, axis: int = -1, shape=None) -> Tensor:
+    """Samples of category indices with probabilities softmax(logits) along `axis` (Gumbel-max)."""
+    from .ops.reduce import argmax
+
+    batch = list(logits.shape)
+    ax = axis % logits.ndim
+    del batch[ax]
+    shape = tuple(batch) if shape is None else _shape(shape)
+    full = shape[:len(shape) - len(batch)] + tuple(logits.shape)
+    g = gumbel(key, full, logits.dtype)
+    return argmax(g + logits, dim=ax + len(full) - logits.ndim)
+
+
+def permutation(key: Tensor, x) -> Tensor:
+    """A random permutation of range(x) (an int) or of the first axis of tensor `x`."""
+    from .ops.sort import argsort
+
+    n = x if isinstance(x, int) else x.shape[0]
+    order = argsort(bits(key, (n,)))
+    return order if isinstance(x, int) else x[order]
+
+

@@ -1,0 +1,101 @@
+"""Transforms of closed jaxprs, for primitives that hold jaxprs (cond, while_loop, scan).
+
+Each builds a new jaxpr by tracing `eval_jaxpr` under the transform, so a
+control-flow primitive's rules reuse jvp, vjp and vmap instead of
+re-implementing them.
+"""
+from __future__ import annotations
+
+from ..core import ShapedArray
+from ..ir import ClosedJaxpr, Jaxpr, eval_jaxpr
+
+__all__ = ["closed_call", "trace_flat", "jvp_jaxpr", "vjp_jaxpr", "batch_jaxpr"]
+
+
+def closed_call(closed: ClosedJaxpr, args) -> list:
+    """Evaluate a const-free closed jaxpr on `args`."""
+    return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+
+
+def trace_flat(fun, avals) -> tuple[ClosedJaxpr, list]:
+    """Trace `fun` (flat tensors -> flat tensors) on `avals`; captured constants become leading inputs.
+
+    Returns the const-free jaxpr and the constants to pass before the real arguments.
+    """
+    from .tracing import trace_to_jaxpr
+
+    closed = trace_to_jaxpr(fun, list(avals))
+    j = closed.jaxpr
+    return ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.eqns, j.outvars), []), list(closed.consts)
+
+
+def _no_consts(pair) -> ClosedJaxpr:
+    closed, consts = pair
+    return _inline_consts(closed, consts) if consts else closed
+
+
+def _inline_consts(closed: ClosedJaxpr, consts) -> ClosedJaxpr:
+    """Keep captured constants (concrete tensors) as constvars of the jaxpr."""
+    j = closed.jaxpr
+    n = len(consts)
+    return ClosedJaxpr(Jaxpr(list(j.invars[:n]), list(j.invars[n:]), j.eqns, j.outvars), list(consts))
+
+
+def _floats(avals) -> list[int]:
+    return [i for i, a in enumerate(avals) if a.dtype.is_floating_point]
+
+
+def jvp_jaxpr(closed: ClosedJaxpr, in_avals) -> ClosedJaxpr:
+    """(*primals, *float_tangents) -> (*outs, *float_out_tangents)."""
+    from .ad import jvp
+
+    fl = _floats(in_avals)
+    n = len(in_avals)
+
+    def fun(*args):
+        primals, tans = list(args[:n]), list(args[n:])
+        it = iter(tans)
+        tangents = [next(it) if i in fl else _zeros(p) for i, p in enumerate(primals)]
+        outs, touts = jvp(lambda *p: closed_call(closed, p), tuple(primals), tuple(tangents))
+        return list(outs) + [t for t, o in zip(touts, outs) if o.dtype.is_floating_point]
+
+    return _no_consts(trace_flat(fun, list(in_avals) + [in_avals[i] for i in fl]))
+
+
+def vjp_jaxpr(closed: ClosedJaxpr, in_avals) -> ClosedJaxpr:
+    """(*primals, *float_out_cotangents) -> float input cotangents."""
+    from .ad import vjp
+
+    n = len(in_avals)
+    out_avals = closed.out_avals
+    out_fl = _floats(out_avals)
+    in_fl = _floats(in_avals)
+
+    def fun(*args):
+        primals, cts = list(args[:n]), list(args[n:])
+        outs, fn = vjp(lambda *p: closed_call(closed, p), *primals)
+        it = iter(cts)
+        full_cts = [next(it) if i in out_fl else _zeros(o) for i, o in enumerate(outs)]
+        in_cts = fn(list(full_cts))
+        return [in_cts[i] for i in in_fl]
+
+    return _no_consts(trace_flat(fun, list(in_avals) + [out_avals[i] for i in out_fl]))
+
+
+def batch_jaxpr(closed: ClosedJaxpr, in_avals, dims, size: int) -> ClosedJaxpr:
+    """The jaxpr on inputs batched at `dims` (None: unbatched), with every output batched at axis 0."""
+    from .batching import vmap
+
+    batched = [a if d is None else ShapedArray(a.shape[:d] + (size,) + a.shape[d:], a.dtype, a.device)
+               for a, d in zip(in_avals, dims)]
+
+    def fun(*args):
+        return list(vmap(lambda *x: closed_call(closed, x), in_axes=tuple(dims))(*args))
+
+    return _no_consts(trace_flat(fun, batched))
+
+
+def _zeros(x):
+    from ..ops.creation import zeros_like
+
+    return zeros_like(x)

@@ -1,0 +1,306 @@
+"""Op table: indexing (getitem/setitem, gather/scatter, index_*, masks, take, one_hot)."""
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import fnx
+from op_db import OpInfo, Sample, bools, floats, shapes
+
+
+# ---------------------------------------------------------------- index expressions
+@st.composite
+def index_expr(draw, shape, advanced: bool, unique: bool = False):
+    """An index tuple for `shape` on which numpy and PyTorch agree.
+
+    Basic: ints (negative too), slices with positive steps, None and one Ellipsis. Advanced: integer arrays
+    (broadcasting against each other) with slices and an Ellipsis; ints and None stay out of advanced
+    expressions, where PyTorch (ints index first) and numpy place the result dims differently. `unique`
+    keeps to one array of distinct indices (setitem: no position is written twice).
+    """
+    nd = len(shape)
+    items, d, ellipsis = [], 0, False
+    bshape = draw(shapes(min_dims=0, max_dims=2, max_side=3))
+    n_arrays = 0
+    while d < nd and draw(st.integers(0, 4)):
+        if not ellipsis and draw(st.integers(0, 5)) == 0:
+            skip = draw(st.integers(0, nd - d))
+            items.append(Ellipsis)
+            ellipsis, d = True, d + skip
+            continue
+        if not advanced and draw(st.integers(0, 4)) == 0:
+            items.append(None)
+            continue
+        n = shape[d]
+        kinds = ["slice", "array"] if advanced and not (unique and n_arrays) else ["slice"]
+        kind = draw(st.sampled_from(kinds + ([] if advanced else ["int"])))
+        if kind == "int":
+            items.append(draw(st.integers(-n, n - 1)))
+        elif kind == "slice":
+            bound = st.none() | st.integers(-n - 2, n + 2)
+            items.append(slice(draw(bound), draw(bound), draw(st.sampled_from([None, 1, 2, 3]))))
+        elif unique:
+            picked = draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n))
+            items.append(np.array(picked, dtype=np.int64) - n * draw(st.booleans()))
+            n_arrays += 1
+        else:
+            ishape = draw(hnp.broadcastable_shapes(bshape, min_dims=0, max_dims=len(bshape), min_side=1))
+            items.append(draw(hnp.arrays(np.int64, ishape, elements=st.integers(-n, n - 1))))
+            n_arrays += 1
+        d += 1
+    if advanced and not n_arrays and d < nd:
+        n = shape[-1] if ellipsis else shape[d]  # after an Ellipsis, the new last item indexes the last dim
+        items.append(np.array([n - 1, 0, -1]) if not unique else np.array([n - 1]))
+    return tuple(items)
+
+
+@st.composite
+def getitem_sample(draw, advanced: bool):
+    x = draw(floats(draw(shapes(min_dims=1, max_dims=4, max_side=4))))
+    return Sample((x,), {"index": draw(index_expr(x.shape, advanced))})
+
+
+@st.composite
+def setitem_sample(draw, advanced: bool):
+    x = draw(floats(draw(shapes(min_dims=1, max_dims=3, max_side=4))))
+    index = draw(index_expr(x.shape, advanced, unique=True))
+    target = x[index].shape
+    keep = draw(st.integers(0, len(target)))
+    vshape = tuple(1 if draw(st.integers(0, 3)) == 0 else s for s in target[len(target) - keep:])
+    return Sample((x, draw(floats(vshape))), {"index": index})
+
+
+def setitem(x, value, index):
+    """x with x[index] = value, out of place (the same code runs on numpy arrays and fnx tensors)."""
+    y = x * 1
+    y[index] = value
+    return y
+
+
+@st.composite
+def mask_sample(draw):
+    shape = draw(shapes(min_dims=1, max_dims=3))
+    lead = draw(st.integers(1, len(shape)))
+    return Sample((draw(floats(shape)), draw(bools(shape[:lead]))))
+
+
+# ---------------------------------------------------------------- dim-wise ops
+@st.composite
+def gather_sample(draw, smaller: bool = True, unique: bool = False, src: bool = False):
+    """(input, index) for gather/scatter along `dim`; index may be smaller than input in the other dims.
+
+    `unique` draws distinct indices along `dim` for each position (scatter: no overwritten duplicates).
+    """
+    shape = draw(shapes(min_dims=1, max_dims=3))
+    nd = len(shape)
+    dim = draw(st.integers(-nd, nd - 1))
+    d = dim % nd
+    ishape = tuple(draw(st.integers(1, s)) if smaller and i != d else s for i, s in enumerate(shape))
+    if unique:
+        k = draw(st.integers(1, shape[d]))
+        ishape = ishape[:d] + (k,) + ishape[d + 1:]
+        perms = [draw(st.permutations(range(shape[d])))[:k] for _ in range(int(np.prod(ishape)) // k)]
+        index = np.moveaxis(np.array(perms, dtype=np.int64).reshape(ishape[:d] + ishape[d + 1:] + (k,)), -1, d)
+    else:
+        ishape = ishape[:d] + (draw(st.integers(0, 4)),) + ishape[d + 1:]
+        index = draw(hnp.arrays(np.int64, ishape, elements=st.integers(0, shape[d] - 1)))
+    args = (draw(floats(shape)), index)
+    if src:
+        args += (draw(floats(tuple(s + draw(st.integers(0, 1)) for s in index.shape))),)
+    return Sample(args, {"dim": dim})
+
+
+def np_gather(x, index, dim):
+    d = dim % x.ndim
+    region = tuple(slice(None) if i == d else slice(0, s) for i, s in enumerate(index.shape))
+    return np.take_along_axis(x[region], index, d)
+
+
+def np_scatter(x, index, src, dim, add=False):
+    out = x.copy()
+    d = dim % x.ndim
+    for pos in np.ndindex(*index.shape):
+        at = list(pos)
+        at[d] = index[pos]
+        if add:
+            out[tuple(at)] += src[pos]
+        else:
+            out[tuple(at)] = src[pos]
+    return out
+
+
+@st.composite
+def vector_index_sample(draw, unique: bool = False, source: bool = False):
+    shape = draw(shapes(min_dims=1, max_dims=3))
+    dim = draw(st.integers(-len(shape), len(shape) - 1))
+    n = shape[dim]
+    if unique:
+        index = np.array(draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n)), dtype=np.int64)
+    else:
+        index = draw(hnp.arrays(np.int64, (draw(st.integers(0, 5)),), elements=st.integers(0, n - 1)))
+    args = (draw(floats(shape)), index)
+    if source:
+        sshape = list(shape)
+        sshape[dim] = len(index)
+        args += (draw(floats(tuple(sshape))),)
+    return Sample(args, {"dim": dim})
+
+
+def np_index_add(x, index, source, dim, alpha=1.0):
+    out = x.copy()
+    np.add.at(np.moveaxis(out, dim, 0), index, np.moveaxis(source, dim, 0) * alpha)
+    return out
+
+
+def np_index_copy(x, index, source, dim):
+    out = x.copy()
+    np.moveaxis(out, dim, 0)[index] = np.moveaxis(source, dim, 0)
+    return out
+
+
+def np_index_fill(x, index, dim, value):
+    out = x.copy()
+    np.moveaxis(out, dim, 0)[index] = value
+    return out
+
+
+@st.composite
+def take_along_sample(draw):
+    shape = draw(shapes(min_dims=1, max_dims=3))
+    dim = draw(st.integers(-len(shape), len(shape) - 1))
+    ishape = tuple(draw(st.sampled_from([1, s])) for s in shape)
+    ishape = ishape[:dim % len(shape)] + (draw(st.integers(0, 4)),) + ishape[dim % len(shape) + 1:]
+    index = draw(hnp.arrays(np.int64, ishape, elements=st.integers(0, shape[dim] - 1)))
+    return Sample((draw(floats(shape)), index), {"dim": dim})
+
+
+def np_take_along(x, index, dim):
+    d = dim % x.ndim
+    rest = np.broadcast_shapes(x.shape[:d] + (1,) + x.shape[d + 1:], index.shape[:d] + (1,) + index.shape[d + 1:])
+    return np.take_along_axis(np.broadcast_to(x, rest[:d] + (x.shape[d],) + rest[d + 1:]),
+                              np.broadcast_to(index, rest[:d] + (index.shape[d],) + rest[d + 1:]), d)
+
+
+@st.composite
+def take_sample(draw, unique: bool = False, source: bool = False):
+    x = draw(floats(draw(shapes(min_dims=0, max_dims=3))))
+    n = x.size
+    if unique:
+        index = np.array(draw(st.lists(st.integers(-n, n - 1), unique_by=lambda i: i % n, max_size=n)),
+                         dtype=np.int64)
+    else:
+        index = draw(hnp.arrays(np.int64, draw(shapes(max_dims=2)), elements=st.integers(-n, n - 1)))
+    args = (x, index)
+    if source:
+        args += (draw(floats(index.shape)),)
+    return Sample(args)
+
+
+def np_put(x, index, source, accumulate=False):
+    out = x.copy().reshape(-1)
+    if accumulate:
+        np.add.at(out, index.reshape(-1), source.reshape(-1))
+    else:
+        out[index.reshape(-1)] = source.reshape(-1)
+    return out.reshape(x.shape)
+
+
+@st.composite
+def index_put_sample(draw, unique: bool = False):
+    x = draw(floats(draw(shapes(min_dims=2, max_dims=3))))
+    n = x.shape[0]
+    rows = draw(hnp.arrays(np.int64, (draw(st.integers(0, n if unique else 5)),), elements=st.integers(0, n - 1),
+                           unique=unique))
+    cols = draw(hnp.arrays(np.int64, (1,), elements=st.integers(-x.shape[1], x.shape[1] - 1)))
+    return Sample((x, rows, cols, draw(floats(draw(st.sampled_from([(), (1,), rows.shape + x.shape[2:]]))))))
+
+
+def np_index_put(x, rows, cols, values):
+    out = x.copy()
+    out[rows, cols] = values
+    return out
+
+
+def np_index_put_add(x, rows, cols, values):
+    out = x.copy()
+    np.add.at(out, (rows, cols), values)
+    return out
+
+
+def _adv(x, rows, cols):
+    return x[rows, :, cols]
+
+
+OPS = [
+    # getitem: random expressions, then fixed ones (lists, tensors, PyTorch's int-first placement)
+    OpInfo("getitem_basic", lambda x, index: x[index], lambda x, index: x[index], getitem_sample(False)),
+    OpInfo("getitem_advanced", lambda x, index: x[index], lambda x, index: x[index], getitem_sample(True)),
+    OpInfo("getitem_slices", lambda x: x[1:, None, ..., ::2], lambda x: x[1:, None, ..., ::2],
+           st.builds(lambda x: Sample((x,)), floats(shapes(min_dims=2)))),
+    OpInfo("getitem_list", lambda x: x[[0, -1, 0]] * x[[0, -1, 0]], lambda x: x[[0, -1, 0]] ** 2,
+           st.builds(lambda x: Sample((x,)), floats(shapes(min_dims=1))), double_grad=True),
+    OpInfo("getitem_tensors", lambda x, rows, cols: _adv(x, rows, cols), _adv,
+           st.builds(lambda x, r, c: Sample((x, r, c)), floats((3, 2, 4)),
+                     hnp.arrays(np.int64, (2, 1), elements=st.integers(-3, 2)),
+                     hnp.arrays(np.int64, (3,), elements=st.integers(-4, 3)))),
+    OpInfo("getitem_int_then_array", lambda x: x[1, :, [0, 2, 2]], lambda x: x[1][:, [0, 2, 2]],
+           st.builds(lambda x: Sample((x,)), floats((2, 3, 4)))),
+    OpInfo("getitem_mask", lambda x, m: x[m], lambda x, m: x[m], mask_sample()),
+    OpInfo("getitem_mask_inner", lambda x, m: x[:, m], lambda x, m: x[:, m],
+           st.builds(lambda x, m: Sample((x, m)), floats((2, 3, 2)), bools((3,)))),
+    # setitem: values only here (in-place writes cannot run under fnx.jvp, which the generic gradient checks
+    # include); test_indexing.py checks setitem's eager gradients against finite differences
+    OpInfo("setitem_basic", setitem, setitem, setitem_sample(False), grad=False),
+    OpInfo("setitem_advanced", setitem, setitem, setitem_sample(True), grad=False),
+    OpInfo("setitem_mask", lambda x, m, v: setitem(x, v, m), lambda x, m, v: setitem(x, v, m),
+           st.builds(lambda x, m, v: Sample((x, m, v)), floats((3, 2)), bools((3, 2)), floats(())), grad=False),
+    OpInfo("index_put", lambda x, r, c, v: fnx.index_put(x, (r, c), v), np_index_put,
+           index_put_sample(unique=True), double_grad=True),
+    # dim-wise gather / scatter
+    OpInfo("gather", lambda x, index, dim: fnx.gather(x, dim, index), np_gather, gather_sample()),
+    OpInfo("gather_squares", lambda x, index, dim: fnx.gather(x * x, dim, index),
+           lambda x, index, dim: np_gather(x * x, index, dim), gather_sample(), double_grad=True),
+    OpInfo("take_along_dim", lambda x, index, dim: fnx.take_along_dim(x, index, dim), np_take_along,
+           take_along_sample()),
+    OpInfo("take_along_dim_flat", lambda x, index: fnx.take_along_dim(x, index),
+           lambda x, index: np.take_along_axis(x.reshape(-1), index.reshape(-1), 0),
+           st.builds(lambda x, i: Sample((x, i)), floats((2, 3)),
+                     hnp.arrays(np.int64, (2, 2), elements=st.integers(0, 5)))),
+    OpInfo("scatter", lambda x, index, src, dim: fnx.scatter(x, dim, index, src),
+           lambda x, index, src, dim: np_scatter(x, index, src, dim), gather_sample(unique=True, src=True)),
+    OpInfo("scatter_value", lambda x, index, dim: fnx.scatter(x, dim, index, 2.5),
+           lambda x, index, dim: np_scatter(x, index, np.full(index.shape, 2.5), dim), gather_sample()),
+    OpInfo("scatter_add", lambda x, index, src, dim: fnx.scatter_add(x, dim, index, src),
+           lambda x, index, src, dim: np_scatter(x, index, src, dim, add=True), gather_sample(src=True)),
+    OpInfo("scatter_reduce_add", lambda x, index, src, dim: fnx.scatter(x, dim, index, src, reduce="add"),
+           lambda x, index, src, dim: np_scatter(x, index, src, dim, add=True), gather_sample(src=True)),
+    # index_*
+    OpInfo("index_select", lambda x, index, dim: fnx.index_select(x, dim, index),
+           lambda x, index, dim: np.take(x, index, axis=dim), vector_index_sample()),
+    OpInfo("index_add", lambda x, index, source, dim: fnx.index_add(x, dim, index, source, alpha=2.0),
+           lambda x, index, source, dim: np_index_add(x, index, source, dim, 2.0), vector_index_sample(source=True)),
+    OpInfo("index_copy", lambda x, index, source, dim: fnx.index_copy(x, dim, index, source), np_index_copy,
+           vector_index_sample(unique=True, source=True)),
+    OpInfo("index_fill", lambda x, index, dim: fnx.index_fill(x, dim, index, -1.5),
+           lambda x, index, dim: np_index_fill(x, index, dim, -1.5), vector_index_sample()),
+    OpInfo("index_put_accumulate", lambda x, r, c, v: fnx.index_put(x, (r, c), v, accumulate=True),
+           np_index_put_add, index_put_sample()),
+    OpInfo("take", fnx.take, lambda x, index: x.reshape(-1)[index], take_sample()),
+    OpInfo("put", lambda x, index, source: fnx.put(x, index, source), np_put, take_sample(unique=True, source=True)),
+    OpInfo("put_accumulate", lambda x, index, source: fnx.put(x, index, source, accumulate=True),
+           lambda x, index, source: np_put(x, index, source, True), take_sample(source=True)),
+    # masks and integer-valued ops
+    OpInfo("masked_fill", lambda x, m: fnx.masked_fill(x, m, 0.5), lambda x, m: np.where(m, 0.5, x),
+           st.builds(lambda x, m: Sample((x, m)), floats((3, 4)), bools((4,)))),
+    OpInfo("masked_fill_tensor", lambda x, m, v: fnx.masked_fill(x, m, v), lambda x, m, v: np.where(m, v, x),
+           st.builds(lambda x, m, v: Sample((x, m, v)), floats((2, 3)), bools((2, 3)), floats(()))),
+    OpInfo("masked_select", fnx.masked_select, lambda x, m: np.broadcast_to(x, np.broadcast_shapes(x.shape, m.shape))[
+        np.broadcast_to(m, np.broadcast_shapes(x.shape, m.shape))],
+           st.builds(lambda x, m: Sample((x, m)), floats((2, 1)), bools((2, 3)))),
+    OpInfo("nonzero", lambda x: fnx.nonzero(x > 0), lambda x: np.argwhere(x > 0),
+           st.builds(lambda x: Sample((x,)), floats(shapes())), grad=False),
+    OpInfo("nonzero_tuple", lambda x: fnx.nonzero(x > 0, as_tuple=True), lambda x: np.nonzero(x > 0),
+           st.builds(lambda x: Sample((x,)), floats(shapes(min_dims=1))), grad=False),
+    OpInfo("one_hot", lambda i: fnx.one_hot(i, 5), lambda i: np.eye(5, dtype=np.int64)[i],
+           st.builds(lambda i: Sample((i,)), hnp.arrays(np.int64, shapes(), elements=st.integers(0, 4))),
+           grad=False),
+]

@@ -1,0 +1,198 @@
+"""Op table: matrix products, einsum, solvers, factorizations, determinants and norms."""
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import fnx
+from op_db import OpInfo, Sample, floats, ints
+
+
+# ---------------------------------------------------------------- strategies
+@st.composite
+def matmul_sample(draw, integer=False):
+    """Operands of every matmul case: 1-D and 2-D operands, batches that broadcast."""
+    s1, s2 = draw(hnp.mutually_broadcastable_shapes(signature=np.matmul.signature, max_dims=2,
+                                                    max_side=4)).input_shapes
+    make = (lambda s: ints(s, -3, 3)) if integer else floats
+    return Sample((draw(make(s1)), draw(make(s2))))
+
+
+@st.composite
+def sized_sample(draw, shapes_of):
+    """Float operands of the shapes that `shapes_of(n, k, m, b)` gives for drawn sides."""
+    n, k, m, b = (draw(st.integers(1, 4)) for _ in range(4))
+    return Sample(tuple(draw(floats(s)) for s in shapes_of(n, k, m, b)))
+
+
+@st.composite
+def tensordot_sample(draw):
+    a_free = draw(hnp.array_shapes(min_dims=0, max_dims=2, max_side=3))
+    shared = draw(hnp.array_shapes(min_dims=0, max_dims=2, max_side=3))
+    b_free = draw(hnp.array_shapes(min_dims=0, max_dims=2, max_side=3))
+    a = draw(floats(a_free + shared))
+    b_dims = list(range(len(shared)))
+    if draw(st.booleans()):
+        return Sample((a, draw(floats(shared + b_free))), {"dims": len(shared)})
+    perm = draw(st.permutations(b_dims))  # the contracted dims of b in another order
+    b = draw(floats(tuple(shared[p] for p in perm) + b_free))
+    dims_a = [len(a_free) + p for p in perm]
+    return Sample((a, b), {"dims": (dims_a, list(range(len(shared))))})
+
+
+_EINSUM = [
+    ("ij,jk->ik", [(2, 3), (3, 4)]),
+    ("bij,bjk->bik", [(2, 2, 3), (2, 3, 1)]),
+    ("ij,jk", [(3, 2), (2, 2)]),
+    ("ii->i", [(3, 3)]),
+    ("ii", [(3, 3)]),
+    ("iij->j", [(2, 2, 3)]),
+    ("ij->ji", [(2, 3)]),
+    ("ijk->", [(2, 3, 2)]),
+    ("i,j->ij", [(3,), (2,)]),
+    ("i,i", [(4,), (4,)]),
+    ("ij,k->i", [(2, 3), (4,)]),
+    ("ij,ij->", [(3, 2), (3, 2)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 2), (2, 4)]),
+    ("...ij,...jk->...ik", [(2, 1, 2, 3), (3, 3, 2)]),
+    ("b...,b...->b", [(2, 3), (2, 3)]),
+    ("ij,jk->ik", [(3, 1), (4, 2)]),
+    ("ii,i->i", [(3, 3), (3,)]),
+]
+
+
+@st.composite
+def einsum_sample(draw):
+    eq, shapes = draw(st.sampled_from(_EINSUM))
+    return Sample((eq,) + tuple(draw(floats(s)) for s in shapes))
+
+
+def _well_conditioned(a: np.ndarray) -> np.ndarray:
+    """Entries in [-1, 1] plus (n + 1) I: strictly diagonally dominant, so comfortably invertible."""
+    return a + (a.shape[-1] + 1) * np.eye(a.shape[-1])
+
+
+@st.composite
+def square_sample(draw, rhs=None):
+    """A (batch of) well-conditioned square matrices, and for `rhs="vector"|"matrix"` a right-hand side."""
+    n = draw(st.integers(1, 4))
+    batch = draw(st.sampled_from([(), (2,), (2, 1)]))
+    a = _well_conditioned(draw(floats(batch + (n, n), -1.0, 1.0)))
+    if rhs is None:
+        return Sample((a,))
+    if rhs == "vector":
+        b_shape = draw(st.sampled_from([(n,), batch + (n,)]))
+    else:
+        b_batch = draw(st.sampled_from([batch, batch[1:], (3,) + batch if batch[:1] != (2,) else batch]))
+        b_shape = b_batch + (n, draw(st.integers(1, 3)))
+    return Sample((a, draw(floats(b_shape))))
+
+
+@st.composite
+def norm_sample(draw, min_dims=1, max_dims=3, **kwargs):
+    """Values from a seeded generator (no ties between |x| or between row and column sums), with kwargs."""
+    shape = draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, max_side=4))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    x = rng.uniform(0.2, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    chosen = {k: draw(v) if isinstance(v, st.SearchStrategy) else v for k, v in kwargs.items()}
+    if chosen.get("dim") == "one":
+        chosen["dim"] = draw(st.integers(-len(shape), len(shape) - 1))
+    elif chosen.get("dim") == "two":
+        chosen["dim"] = tuple(draw(st.permutations(range(len(shape))))[:2])
+    return Sample((x,), chosen)
+
+
+# ---------------------------------------------------------------- numpy references
+def _solve_ref(a, b):
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    if vector:
+        return np.linalg.solve(a, b[..., None])[..., 0]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:]))
+
+
+def _einsum_ref(eq, *ops):
+    """numpy's einsum, plus PyTorch's summing of ellipsis dims that an explicit output leaves out."""
+    lhs, arrow, rhs = eq.partition("->")
+    if arrow and "..." in lhs and "..." not in rhs:
+        out = np.einsum(f"{lhs}->...{rhs}", *ops)
+        return out.sum(axis=tuple(range(out.ndim - len(rhs))))
+    return np.einsum(eq, *ops)
+
+
+def _spd(a):
+    return a @ np.swapaxes(a, -1, -2) + a.shape[-1] * np.eye(a.shape[-1])
+
+
+def _spd_fnx(a):
+    return a @ a.mT + a.shape[-1] * fnx.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _vector_norm_ref(x, ord=2, dim=None, keepdim=False):
+    axes = tuple(range(x.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+    a = np.abs(x)
+    if ord == math.inf:
+        return a.max(axis=axes, keepdims=keepdim)
+    if ord == -math.inf:
+        return a.min(axis=axes, keepdims=keepdim)
+    if ord == 0:
+        return (x != 0).sum(axis=axes, keepdims=keepdim).astype(x.dtype)
+    return (a ** ord).sum(axis=axes, keepdims=keepdim) ** (1.0 / ord)
+
+
+def _matrix_norm_ref(x, ord="fro", dim=(-2, -1), keepdim=False):
+    moved = np.moveaxis(x, dim, (-2, -1))
+    out = np.linalg.norm(moved, ord=ord, axis=(-2, -1))
+    if keepdim:
+        out = np.expand_dims(out, tuple(sorted(d % x.ndim for d in dim)))
+    return out
+
+
+_ORDS = st.sampled_from([2, 1, 3, 1.5, math.inf, -math.inf])
+_MATRIX_ORDS = st.sampled_from(["fro", 1, -1, math.inf, -math.inf])
+
+OPS = [
+    OpInfo("matmul", fnx.matmul, np.matmul, matmul_sample(), double_grad=True),
+    OpInfo("matmul_int", fnx.matmul, np.matmul, matmul_sample(integer=True), dtypes=("int64",), grad=False),
+    OpInfo("mm", fnx.mm, np.matmul, sized_sample(lambda n, k, m, b: [(n, k), (k, m)])),
+    OpInfo("bmm", fnx.bmm, np.matmul, sized_sample(lambda n, k, m, b: [(b, n, k), (b, k, m)])),
+    OpInfo("dot", fnx.dot, np.dot, sized_sample(lambda n, k, m, b: [(k,), (k,)])),
+    OpInfo("mv", fnx.mv, np.matmul, sized_sample(lambda n, k, m, b: [(n, k), (k,)])),
+    OpInfo("outer", fnx.outer, np.outer, sized_sample(lambda n, k, m, b: [(n,), (m,)])),
+    OpInfo("inner", fnx.inner, np.inner, sized_sample(lambda n, k, m, b: [(n, k), (b, m, k)])),
+    OpInfo("addmm", lambda c, a, b: fnx.addmm(c, a, b, beta=0.5, alpha=2.0),
+           lambda c, a, b: 0.5 * c + 2.0 * a @ b, sized_sample(lambda n, k, m, b: [(m,), (n, k), (k, m)])),
+    OpInfo("baddbmm", fnx.baddbmm, lambda c, a, b: c + a @ b,
+           sized_sample(lambda n, k, m, b: [(b, n, m), (b, n, k), (b, k, m)])),
+    OpInfo("trace", fnx.trace, np.trace, sized_sample(lambda n, k, m, b: [(n, m)])),
+    OpInfo("kron", fnx.kron, np.kron, sized_sample(lambda n, k, m, b: [(n, k), (b, 1, m)])),
+    OpInfo("tensordot", fnx.tensordot, lambda a, b, dims: np.tensordot(a, b, dims), tensordot_sample()),
+    OpInfo("einsum", fnx.einsum, _einsum_ref, einsum_sample(), double_grad=True),
+    OpInfo("linalg.solve", fnx.linalg.solve, _solve_ref, square_sample("matrix"), double_grad=True),
+    OpInfo("linalg.solve_vector", fnx.linalg.solve, _solve_ref, square_sample("vector")),
+    OpInfo("linalg.solve_right", lambda a, b: fnx.linalg.solve(a, b, left=False),
+           lambda a, b: np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2),
+           square_sample().map(lambda s: Sample((s.args[0], s.args[0][..., :1, :] * 0.5 + 1.0)))),
+    OpInfo("linalg.inv", fnx.linalg.inv, np.linalg.inv, square_sample(), double_grad=True),
+    OpInfo("linalg.cholesky", lambda a: fnx.linalg.cholesky(_spd_fnx(a)), lambda a: np.linalg.cholesky(_spd(a)),
+           square_sample(), double_grad=True, rtol=1e-4),
+    OpInfo("linalg.cholesky_upper", lambda a: fnx.linalg.cholesky(_spd_fnx(a), upper=True),
+           lambda a: np.swapaxes(np.linalg.cholesky(_spd(a)), -1, -2), square_sample(), rtol=1e-4),
+    OpInfo("linalg.det", fnx.linalg.det, np.linalg.det, square_sample(), double_grad=True, rtol=1e-4),
+    OpInfo("linalg.slogdet", fnx.linalg.slogdet, np.linalg.slogdet, square_sample(), grad=False, rtol=1e-4),
+    OpInfo("linalg.slogdet_logabsdet", lambda a: fnx.linalg.slogdet(a).logabsdet,
+           lambda a: np.linalg.slogdet(a)[1], square_sample(), rtol=1e-4),
+    OpInfo("linalg.matrix_power", lambda a, n: fnx.linalg.matrix_power(a, n),
+           lambda a, n: np.linalg.matrix_power(a, n),
+           st.builds(lambda s, n: Sample((s.args[0] * 0.3, n)), square_sample(), st.sampled_from([-2, -1, 1, 2, 3])),
+           rtol=1e-4),
+    OpInfo("linalg.vector_norm", fnx.linalg.vector_norm, _vector_norm_ref,
+           norm_sample(ord=_ORDS, dim=st.sampled_from([None, "one", "two"]), keepdim=st.booleans())),
+    OpInfo("linalg.vector_norm_0", fnx.linalg.vector_norm, _vector_norm_ref,
+           norm_sample(ord=0, dim=st.sampled_from([None, "one"]), keepdim=st.booleans()), grad=False),
+    OpInfo("linalg.matrix_norm", fnx.linalg.matrix_norm, _matrix_norm_ref,
+           norm_sample(min_dims=2, ord=_MATRIX_ORDS, dim="two", keepdim=st.booleans())),
+    OpInfo("linalg.norm", fnx.linalg.norm, lambda x, **kw: np.linalg.norm(x, **kw),
+           norm_sample(max_dims=2, ord=st.sampled_from([None, 1, math.inf, -math.inf]))),
+]

@@ -1,0 +1,213 @@
+"""Op table: reductions and scans (sum, prod, max/min, cumsum/cumprod, norm, nan-reductions, ...).
+
+Ops with kinks (max, min, inf-norms) draw well-separated values, so finite differences never straddle a
+tie. The strategies here are shared with op_db_sort.py.
+"""
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import fnx
+from op_db import OpInfo, Sample, bools, floats, ints, shapes
+
+
+# ---------------------------------------------------------------- strategies
+def separated(draw, shape, signs: bool = False, offset: float = -1.5) -> np.ndarray:
+    """Distinct values at least 0.37 apart (|x| distinct too with `signs`), in a random order."""
+    n = math.prod(shape)
+    vals = np.arange(n, dtype=np.float64) * 0.37 + (0.2 if signs else offset)
+    vals = np.asarray(draw(st.permutations(list(vals))), dtype=np.float64) if n else vals
+    if signs:
+        vals = vals * np.asarray(draw(hnp.arrays(np.float64, (n,), elements=st.sampled_from([-1.0, 1.0]))))
+    return vals.reshape(shape)
+
+
+def with_zeros(draw, shape, lo: float = -2.0, hi: float = 2.0) -> np.ndarray:
+    """Floats of which some (often several in one group) are exactly zero."""
+    x = draw(floats(shape, lo, hi))
+    zero = draw(bools(shape)) & draw(bools(shape))
+    return np.where(zero, 0.0, x)
+
+
+def with_nans(draw, shape) -> np.ndarray:
+    """Floats with NaN at random places."""
+    x = draw(floats(shape))
+    return np.where(draw(bools(shape)) & draw(bools(shape)), np.nan, x)
+
+
+def values_of(draw, kind: str, shape) -> np.ndarray:
+    if kind == "floats":
+        return draw(floats(shape))
+    if kind == "snapped":  # floats, with tiny ones (whose squares underflow) made exactly zero
+        x = draw(floats(shape))
+        return np.where(np.abs(x) < 1e-3, 0.0, x)
+    if kind == "separated":
+        return separated(draw, shape)
+    if kind == "signed":
+        return separated(draw, shape, signs=True)
+    if kind == "zeros":
+        return with_zeros(draw, shape)
+    if kind == "nonzero":
+        return draw(floats(shape, 0.5, 1.5)) * np.where(draw(bools(shape)), -1.0, 1.0)
+    if kind == "nans":
+        return with_nans(draw, shape)
+    if kind == "ints":
+        return draw(ints(shape, -2, 3))
+    if kind == "bools":
+        return draw(bools(shape))
+    raise ValueError(kind)
+
+
+@st.composite
+def reduce_sample(draw, kind: str = "floats", tuple_dims: bool = True, keepdim: bool = True, min_dims: int = 0,
+                  min_side: int = 1, none_dim: bool = True, **kwargs):
+    """One tensor and a `dim` that is absent, an int (possibly negative) or a tuple of ints (possibly negative)."""
+    shape = draw(shapes(min_dims=min_dims, max_dims=3, min_side=min_side))
+    kw = dict(kwargs)
+    nd = len(shape)
+    choices = (["none"] if none_dim or not nd else []) + (["int"] + (["tuple"] if tuple_dims else []) if nd else [])
+    choice = draw(st.sampled_from(choices))
+    if choice == "int":
+        kw["dim"] = draw(st.integers(-nd, nd - 1))
+    elif choice == "tuple":
+        axes = draw(st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd, unique=True))
+        kw["dim"] = tuple(a - nd if draw(st.booleans()) else a for a in axes)
+    if keepdim and "dim" in kw:
+        kw["keepdim"] = draw(st.booleans())
+    return Sample((values_of(draw, kind, shape),), kw)
+
+
+@st.composite
+def scan_sample(draw, kind: str = "floats"):
+    """One tensor of at least one dim and an int `dim` (possibly negative)."""
+    shape = draw(shapes(min_dims=1, max_dims=3))
+    dim = draw(st.integers(-len(shape), len(shape) - 1))
+    return Sample((values_of(draw, kind, shape),), {"dim": dim})
+
+
+@st.composite
+def separated_pair(draw):
+    """Two tensors of one shape whose elements never tie (for max(input, other))."""
+    shape = draw(shapes())
+    x = separated(draw, shape)
+    return Sample((x, np.asarray(x[::-1] + 0.1 if x.ndim else x + 0.1)))
+
+
+# ---------------------------------------------------------------- numpy references
+def axis(dim):
+    return tuple(dim) if isinstance(dim, (tuple, list)) else dim
+
+
+def np_reduce(fn, **fixed):
+    def ref(x, dim=None, keepdim=False, **kw):
+        return fn(x, axis=axis(dim), keepdims=keepdim, **fixed, **kw)
+    return ref
+
+
+def np_var(x, dim=None, keepdim=False, correction=1):
+    return np.var(x, axis=axis(dim), ddof=correction, keepdims=keepdim)
+
+
+def np_std(x, dim=None, keepdim=False, correction=1):
+    return np.std(x, axis=axis(dim), ddof=correction, keepdims=keepdim)
+
+
+def np_logsumexp(x, dim=None, keepdim=False):
+    m = np.max(x, axis=axis(dim), keepdims=True)
+    out = np.log(np.sum(np.exp(x - m), axis=axis(dim), keepdims=True)) + m
+    return out if keepdim else np.squeeze(out, axis=axis(dim) if dim is not None else None)
+
+
+def np_arg(fn):
+    def ref(x, dim=None, keepdim=False):
+        if dim is None:
+            out = fn(x.reshape(-1))
+            return np.reshape(out, (1,) * x.ndim) if keepdim else out
+        return fn(x, axis=dim, keepdims=keepdim)
+    return ref
+
+
+def np_extremum_dim(values, arg):
+    def ref(x, dim, keepdim=False):
+        return values(x, axis=dim, keepdims=keepdim), arg(x, axis=dim, keepdims=keepdim)
+    return ref
+
+
+def np_norm(p):
+    def ref(x, dim=None, keepdim=False):
+        a, ax = np.abs(x), axis(dim)
+        if p in ("fro", 2):
+            return np.sqrt(np.sum(a * a, axis=ax, keepdims=keepdim))
+        if p == math.inf:
+            return np.max(a, axis=ax, keepdims=keepdim)
+        if p == -math.inf:
+            return np.min(a, axis=ax, keepdims=keepdim)
+        if p == 0:
+            return np.sum(a != 0, axis=ax, keepdims=keepdim).astype(x.dtype)
+        return np.sum(a ** p, axis=ax, keepdims=keepdim) ** (1 / p)
+    return ref
+
+
+def norm_entry(p, kind="floats"):
+    return OpInfo(f"norm_{p}", lambda x, **kw: fnx.norm(x, p, **kw), np_norm(p), reduce_sample(kind))
+
+
+OPS = [
+    OpInfo("sum", fnx.sum, np_reduce(np.sum), reduce_sample(), double_grad=True),
+    OpInfo("sum_int", fnx.sum, np_reduce(np.sum, dtype=np.int64), reduce_sample("ints"), grad=False),
+    OpInfo("mean", fnx.mean, np_reduce(np.mean), reduce_sample(), double_grad=True),
+    OpInfo("var", fnx.var, np_var, reduce_sample(min_dims=1, min_side=2, none_dim=False), double_grad=True),
+    OpInfo("var_correction0", fnx.var, np_var, reduce_sample(correction=0)),
+    OpInfo("std", fnx.std, np_std, reduce_sample("separated", min_dims=1, min_side=2)),
+    OpInfo("var_mean", fnx.var_mean, lambda x, **kw: (np_var(x, **kw), np_reduce(np.mean)(x, **kw)),
+           reduce_sample(min_dims=1, min_side=2)),
+    OpInfo("std_mean", fnx.std_mean, lambda x, **kw: (np_std(x, **kw), np_reduce(np.mean)(x, **kw)),
+           reduce_sample("separated", min_dims=1, min_side=2)),
+    OpInfo("amax", fnx.amax, np_reduce(np.max), reduce_sample("separated")),
+    OpInfo("amin", fnx.amin, np_reduce(np.min), reduce_sample("separated")),
+    OpInfo("amax_ties", fnx.amax, np_reduce(np.max), reduce_sample("ints"), grad=False),
+    OpInfo("argmax", fnx.argmax, np_arg(np.argmax), reduce_sample("separated", tuple_dims=False), grad=False),
+    OpInfo("argmin", fnx.argmin, np_arg(np.argmin), reduce_sample("separated", tuple_dims=False), grad=False),
+    OpInfo("argmax_ties", fnx.argmax, np_arg(np.argmax), reduce_sample("ints", tuple_dims=False), grad=False),
+    OpInfo("logsumexp", fnx.logsumexp, np_logsumexp, reduce_sample(), double_grad=True),
+    OpInfo("all", fnx.all, np_reduce(np.all), reduce_sample("bools"), grad=False),
+    OpInfo("any", fnx.any, np_reduce(np.any), reduce_sample("bools"), grad=False),
+    OpInfo("all_floats", fnx.all, lambda x, **kw: np_reduce(np.all)(x != 0, **kw), reduce_sample("zeros"),
+           grad=False),
+    OpInfo("prod", fnx.prod, np_reduce(np.prod), reduce_sample("zeros"), double_grad=True),
+    OpInfo("prod_int", fnx.prod, np_reduce(np.prod, dtype=np.int64), reduce_sample("ints"), grad=False),
+    OpInfo("cumsum", fnx.cumsum, lambda x, dim: np.cumsum(x, axis=dim), scan_sample(), double_grad=True),
+    OpInfo("cumsum_int", fnx.cumsum, lambda x, dim: np.cumsum(x, axis=dim, dtype=np.int64), scan_sample("ints"),
+           grad=False),
+    OpInfo("cumprod", fnx.cumprod, lambda x, dim: np.cumprod(x, axis=dim), scan_sample("zeros")),
+    OpInfo("cumprod_nonzero", fnx.cumprod, lambda x, dim: np.cumprod(x, axis=dim), scan_sample("nonzero"),
+           double_grad=True),
+    OpInfo("max", fnx.max, np.max, reduce_sample("separated", none_dim=True, tuple_dims=False, keepdim=False)
+           .map(lambda s: Sample(s.args))),
+    OpInfo("max_dim", fnx.max, np_extremum_dim(np.max, np.argmax),
+           reduce_sample("separated", min_dims=1, tuple_dims=False, none_dim=False)),
+    OpInfo("min_dim", fnx.min, np_extremum_dim(np.min, np.argmin),
+           reduce_sample("separated", min_dims=1, tuple_dims=False, none_dim=False)),
+    OpInfo("max_dim_ties", fnx.max, np_extremum_dim(np.max, np.argmax),
+           reduce_sample("ints", min_dims=1, tuple_dims=False, none_dim=False), grad=False),
+    OpInfo("max_other", fnx.max, np.maximum, separated_pair()),
+    OpInfo("min_other", fnx.min, np.minimum, separated_pair()),
+    OpInfo("aminmax", lambda x, dim=None, keepdim=False: tuple(fnx.aminmax(x, dim=dim, keepdim=keepdim)),
+           lambda x, dim=None, keepdim=False: (np_reduce(np.min)(x, dim, keepdim), np_reduce(np.max)(x, dim, keepdim)),
+           reduce_sample("separated", tuple_dims=False)),
+    norm_entry("fro", "snapped"),
+    norm_entry(2, "snapped"),
+    norm_entry(1, "signed"),
+    norm_entry(math.inf, "signed"),
+    norm_entry(-math.inf, "signed"),
+    OpInfo("norm_0", lambda x, **kw: fnx.norm(x, 0, **kw), np_norm(0), reduce_sample("signed"), grad=False),
+    norm_entry(3, "snapped"),
+    norm_entry(1.5, "signed"),
+    OpInfo("count_nonzero", fnx.count_nonzero, lambda x, dim=None: np.count_nonzero(x, axis=axis(dim)),
+           reduce_sample("ints", keepdim=False), grad=False),
+    OpInfo("nansum", fnx.nansum, np_reduce(np.nansum), reduce_sample("nans")),
+    OpInfo("nanmean", fnx.nanmean, np_reduce(np.nanmean), reduce_sample("nans"), grad=False),
+    OpInfo("nanmean_nonan", fnx.nanmean, np_reduce(np.nanmean), reduce_sample()),
+]

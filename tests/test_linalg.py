@@ -1,0 +1,303 @@
+"""Linear algebra beyond the op table: error messages, dtype promotion, special cases of einsum and the solvers."""
+import math
+
+import numpy as np
+import pytest
+
+import fnx
+from fnx.core import FnxRuntimeError, FnxTypeError
+
+
+def t(a, **kw):
+    return fnx.tensor(np.asarray(a, dtype=np.float64), **kw)
+
+
+def spd(n, seed=0):
+    a = np.random.default_rng(seed).standard_normal((n, n))
+    return a @ a.T + n * np.eye(n)
+
+
+# ---------------------------------------------------------------- products: errors
+@pytest.mark.parametrize("fn, a, b, message", [
+    (fnx.mm, (2, 3), (4, 5), r"mm: mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"),
+    (fnx.matmul, (2, 3), (4, 5), r"matmul: mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"),
+    (fnx.matmul, (3,), (4,), r"matmul: inconsistent tensor size"),
+    (fnx.matmul, (2, 2, 3), (3, 3, 4), r"matmul: the batch dimensions .* cannot be broadcast"),
+    (fnx.mm, (2, 3, 4), (4, 5), r"mm: self must be a matrix"),
+    (fnx.bmm, (2, 3, 4), (3, 4, 5), r"bmm: batch1 and batch2 must have the same batch size, got 2 and 3"),
+    (fnx.bmm, (2, 3, 4), (2, 5, 6), r"bmm: batch1 and batch2 shapes cannot be multiplied \(2x3x4 and 2x5x6\)"),
+    (fnx.bmm, (3, 4), (2, 4, 5), r"bmm: batch1 must be a 3D tensor"),
+    (fnx.dot, (2, 3), (3,), r"dot: 1D tensors expected, but got 2D and 1D tensors"),
+    (fnx.dot, (3,), (4,), r"dot: inconsistent tensor size"),
+    (fnx.mv, (2, 3), (4,), r"mv: size mismatch, got mat \(2x3\), vec \(4\)"),
+    (fnx.outer, (2, 3), (3,), r"outer: 1D tensors expected"),
+])
+def test_product_shape_errors_name_the_op(fn, a, b, message):
+    with pytest.raises(FnxRuntimeError, match=message):
+        fn(fnx.ones(a), fnx.ones(b))
+
+
+def test_matmul_rejects_0d_operands():
+    with pytest.raises(FnxRuntimeError, match="both arguments to matmul need to be at least 1D, but they are 0D "
+                                              "and 1D"):
+        fnx.matmul(fnx.tensor(2.0), fnx.ones(3))
+
+
+# ---------------------------------------------------------------- products: dtypes and special cases
+def test_matmul_promotes_dtypes():
+    i32 = fnx.tensor([[1, 2], [3, 4]], dtype=fnx.int32)
+    i64 = fnx.tensor([[1, 0], [0, 1]])
+    f32 = fnx.ones(2, 2)
+    assert fnx.matmul(i32, i64).dtype is fnx.int64
+    assert fnx.matmul(i32, f32).dtype is fnx.float32
+    assert fnx.matmul(f32, f32.double()).dtype is fnx.float64
+    assert (i32 @ i64).tolist() == [[1, 2], [3, 4]]
+
+
+def test_matmul_operator_and_methods():
+    a, b = t([[1.0, 2.0], [3.0, 4.0]]), t([1.0, -1.0])
+    np.testing.assert_allclose((a @ b).numpy(), [-1.0, -1.0])
+    np.testing.assert_allclose(a.matmul(b).numpy(), [-1.0, -1.0])
+    np.testing.assert_allclose(a.mv(b).numpy(), [-1.0, -1.0])
+    np.testing.assert_allclose(b.dot(b).numpy(), 2.0)
+    np.testing.assert_allclose(a.mm(a).numpy(), [[7.0, 10.0], [15.0, 22.0]])
+    np.testing.assert_allclose((np.eye(2) @ a).numpy(), a.numpy())
+
+
+def test_matmul_vector_vector_gradient():
+    a, b = t([1.0, 2.0, 3.0], requires_grad=True), t([4.0, 5.0, 6.0], requires_grad=True)
+    fnx.matmul(a, b).backward()
+    np.testing.assert_allclose(a.grad.numpy(), [4.0, 5.0, 6.0])
+    np.testing.assert_allclose(b.grad.numpy(), [1.0, 2.0, 3.0])
+
+
+def test_matmul_gradient_sums_broadcast_batches():
+    a = t(np.ones((3, 2, 4)), requires_grad=True)
+    b = t(np.ones((4, 5)), requires_grad=True)
+    (a @ b).sum().backward()
+    assert a.grad.shape == (3, 2, 4) and b.grad.shape == (4, 5)
+    np.testing.assert_allclose(b.grad.numpy(), np.full((4, 5), 6.0))
+
+
+def test_addmm_with_beta_zero_ignores_input():
+    nan = t(np.full((2, 2), np.nan))
+    out = fnx.addmm(nan, t(np.eye(2)), t([[1.0, 2.0], [3.0, 4.0]]), beta=0)
+    np.testing.assert_allclose(out.numpy(), [[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_trace_of_integer_and_rectangular_matrices():
+    x = fnx.tensor([[1, 2, 3], [4, 5, 6]])
+    assert fnx.trace(x).item() == 6 and fnx.trace(x).dtype is fnx.int64
+    with pytest.raises(FnxRuntimeError, match="trace: expected a matrix"):
+        fnx.trace(fnx.ones(3))
+
+
+def test_tensordot_forms_and_errors():
+    a, b = np.arange(24.0).reshape(2, 3, 4), np.arange(12.0).reshape(4, 3)
+    got = fnx.tensordot(t(a), t(b), dims=([1, 2], [1, 0]))
+    np.testing.assert_allclose(got.numpy(), np.tensordot(a, b, ([1, 2], [1, 0])))
+    np.testing.assert_allclose(fnx.tensordot(t(a), t(b), dims=1).numpy(), np.tensordot(a, b, 1))
+    np.testing.assert_allclose(fnx.tensordot(t([1.0, 2.0]), t([3.0]), dims=0).numpy(), [[3.0], [6.0]])
+    with pytest.raises(FnxRuntimeError, match="contracted dimensions need to match, but first has size 3 in dim 1 "
+                                              "and second has size 4 in dim 0"):
+        fnx.tensordot(t(a), t(b), dims=([1], [0]))
+    with pytest.raises(FnxRuntimeError, match="tensordot expects dims >= 0"):
+        fnx.tensordot(t(a), t(b), dims=-1)
+
+
+def test_kron_of_matrices():
+    a, b = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[0.0, 1.0], [1.0, 0.0]])
+    np.testing.assert_allclose(fnx.kron(t(a), t(b)).numpy(), np.kron(a, b))
+
+
+# ---------------------------------------------------------------- einsum
+@pytest.mark.parametrize("equation, shapes, message", [
+    ("ij,jk->ik", [(2, 3)], "fewer operands were provided than specified"),
+    ("ij->ij", [(2, 3), (3, 2)], "more operands were provided than specified"),
+    ("ijk->i", [(2, 3)], r"the number of subscripts in the equation \(3\) does not match the number of "
+                         r"dimensions \(2\) for operand 0"),
+    ("ij->k", [(2, 3)], "output subscript k does not appear in the equation for any input operand"),
+    ("ij->ii", [(2, 3)], "output subscript i appears more than once in the output"),
+    ("i1->i", [(2, 3)], "invalid subscript"),
+    ("ij,jk->ik", [(2, 3), (4, 2)], "operands do not broadcast"),
+    ("ii->i", [(2, 3)], "subscript i is repeated for operand 0 but the sizes don't match, 2 != 3"),
+])
+def test_einsum_errors(equation, shapes, message):
+    with pytest.raises(FnxRuntimeError, match=message):
+        fnx.einsum(equation, *[fnx.ones(s) for s in shapes])
+
+
+def test_einsum_call_forms():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    expected = a @ b
+    np.testing.assert_allclose(fnx.einsum("ij,jk->ik", [t(a), t(b)]).numpy(), expected)
+    np.testing.assert_allclose(fnx.einsum(t(a), [0, 1], t(b), [1, 2], [0, 2]).numpy(), expected)
+    np.testing.assert_allclose(fnx.einsum(t(a), [0, 1], t(b), [1, 2]).numpy(), expected)
+    np.testing.assert_allclose(fnx.einsum("ba", t(a)).numpy(), a.T)  # implicit output: labels sorted
+
+
+def test_einsum_sums_ellipsis_dims_left_out_of_an_explicit_output():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_allclose(fnx.einsum("...ij->ij", t(x)).numpy(), x.sum(0))
+
+
+def test_einsum_output_owns_its_memory():
+    x = t(np.arange(9.0).reshape(3, 3))
+    out = fnx.einsum("ij->ji", x)
+    out += 1.0
+    np.testing.assert_allclose(x.numpy(), np.arange(9.0).reshape(3, 3))
+
+
+def test_einsum_gradient_of_a_diagonal():
+    x = t(np.arange(9.0).reshape(3, 3), requires_grad=True)
+    fnx.einsum("ii->i", x).backward(t([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(x.grad.numpy(), np.diag([1.0, 2.0, 3.0]))
+
+
+def test_einsum_promotes_and_handles_integers():
+    a = fnx.tensor([[1, 2], [3, 4]], dtype=fnx.int32)
+    assert fnx.einsum("ij,jk->ik", a, fnx.ones(2, 2)).dtype is fnx.float32
+    assert fnx.einsum("ii->", a).item() == 5
+
+
+# ---------------------------------------------------------------- solvers and factorizations
+def test_solve_vector_matrix_and_batched_right_hand_sides():
+    a = spd(3)
+    b = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(fnx.linalg.solve(t(a), t(b)).numpy(), np.linalg.solve(a, b))
+    batch_a = np.stack([a, 2 * a])
+    batch_b = np.stack([b, b])  # A's shape without its last dim: a batch of vectors, as in PyTorch
+    got = fnx.linalg.solve(t(batch_a), t(batch_b))
+    assert got.shape == (2, 3)
+    np.testing.assert_allclose(got.numpy()[1], np.linalg.solve(2 * a, b))
+    many = np.ones((4, 3, 2))
+    assert fnx.linalg.solve(t(a), t(many)).shape == (4, 3, 2)  # A broadcasts over B's batch
+
+
+def test_solve_errors():
+    with pytest.raises(FnxRuntimeError, match="linalg.solve: The solver failed because the input matrix is singular"):
+        fnx.linalg.solve(t(np.ones((2, 2))), t([1.0, 2.0]))
+    with pytest.raises(FnxRuntimeError, match="linalg.solve: A must be batches of square matrices, but they are 2 "
+                                              "by 3 matrices"):
+        fnx.linalg.solve(fnx.ones(2, 3), fnx.ones(2))
+    with pytest.raises(FnxRuntimeError, match=r"linalg.solve: Incompatible shapes of A and B for the equation "
+                                              r"AX = B \(3x3 and 2x1\)"):
+        fnx.linalg.solve(fnx.eye(3), fnx.ones(2, 1))
+    with pytest.raises(FnxTypeError, match="Expected a floating point tensor"):
+        fnx.linalg.solve(fnx.tensor([[1, 0], [0, 1]]), fnx.tensor([1, 2]))
+
+
+def test_inv_and_singular_error():
+    a = spd(3)
+    np.testing.assert_allclose(fnx.linalg.inv(t(a)).numpy(), np.linalg.inv(a))
+    np.testing.assert_allclose(t(a).inverse().numpy(), np.linalg.inv(a))
+    with pytest.raises(FnxRuntimeError, match="linalg.inv: .*singular"):
+        fnx.linalg.inv(t(np.zeros((2, 2))))
+
+
+def test_cholesky_lower_upper_and_not_positive_definite():
+    a = spd(4)
+    lower = fnx.linalg.cholesky(t(a))
+    upper = fnx.linalg.cholesky(t(a), upper=True)
+    np.testing.assert_allclose((lower @ lower.mT).numpy(), a)
+    np.testing.assert_allclose((upper.mT @ upper).numpy(), a)
+    np.testing.assert_allclose(np.triu(lower.numpy(), 1), 0.0)
+    with pytest.raises(FnxRuntimeError, match="linalg.cholesky: .*not positive-definite"):
+        fnx.linalg.cholesky(t([[1.0, 2.0], [2.0, 1.0]]))
+
+
+def test_cholesky_gradient_is_symmetric():
+    a = t(spd(3), requires_grad=True)
+    fnx.linalg.cholesky(a).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), a.grad.numpy().T, atol=1e-12)
+
+
+def test_determinants():
+    a = np.array([[0.0, 2.0], [3.0, 1.0]])  # det = -6
+    assert fnx.linalg.det(t(a)).item() == pytest.approx(-6.0)
+    sign, logabs = fnx.linalg.slogdet(t(a))
+    assert sign.item() == -1.0 and logabs.item() == pytest.approx(math.log(6.0))
+    assert math.isnan(fnx.logdet(t(a)).item())
+    assert fnx.linalg.det(t(np.ones((2, 2)))).item() == 0.0
+    assert fnx.slogdet(t(np.ones((2, 2)))).logabsdet.item() == -math.inf
+    assert t(a).det().item() == pytest.approx(-6.0)
+
+
+def test_matrix_power_special_exponents():
+    a = t([[2.0, 1.0], [0.0, 1.0]])
+    np.testing.assert_allclose(fnx.linalg.matrix_power(a, 0).numpy(), np.eye(2))
+    np.testing.assert_allclose(fnx.linalg.matrix_power(a, -1).numpy(), np.linalg.inv(a.numpy()))
+    np.testing.assert_allclose(a.matrix_power(5).numpy(), np.linalg.matrix_power(a.numpy(), 5))
+
+
+# ---------------------------------------------------------------- norms
+def test_norm_dispatch_and_errors():
+    x = t(np.arange(12.0).reshape(3, 4) - 5.0)
+    assert fnx.linalg.norm(x).item() == pytest.approx(np.linalg.norm(x.numpy()))
+    assert fnx.linalg.norm(x, 1).item() == pytest.approx(np.linalg.norm(x.numpy(), 1))
+    assert fnx.linalg.norm(x, dim=1).shape == (3,)
+    assert fnx.linalg.vector_norm(x, math.inf).item() == 6.0
+    assert fnx.linalg.matrix_norm(x, keepdim=True).shape == (1, 1)
+    with pytest.raises(NotImplementedError, match="needs singular values"):
+        fnx.linalg.matrix_norm(x, "nuc")
+    with pytest.raises(FnxRuntimeError, match="ord must be a number"):
+        fnx.linalg.vector_norm(x, "fro")
+    with pytest.raises(FnxRuntimeError, match="If dim is specified, it must be of length 1 or 2"):
+        fnx.linalg.norm(fnx.ones(2, 2, 2), dim=(0, 1, 2))
+    with pytest.raises(FnxRuntimeError, match="the input must be 1D or 2D. Got 3D"):
+        fnx.linalg.norm(fnx.ones(2, 2, 2), ord=1)
+    with pytest.raises(FnxTypeError, match="Expected a floating point tensor"):
+        fnx.linalg.vector_norm(fnx.tensor([1, 2]))
+
+
+def test_vector_norm_gradient_at_zero_is_zero():
+    x = fnx.zeros(3, dtype=fnx.float64, requires_grad=True)
+    fnx.linalg.vector_norm(x).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros(3))
+
+
+@pytest.mark.cuda
+def test_linalg_on_cuda_matches_cpu():
+    a, b = spd(3), np.random.default_rng(1).standard_normal((3, 2))
+    ca, cb = t(a, device="cuda"), t(b, device="cuda")
+    np.testing.assert_allclose(fnx.linalg.solve(ca, cb).cpu().numpy(), np.linalg.solve(a, b))
+    np.testing.assert_allclose(fnx.linalg.inv(ca).cpu().numpy(), np.linalg.inv(a))
+    np.testing.assert_allclose(fnx.linalg.cholesky(ca).cpu().numpy(), np.linalg.cholesky(a))
+    np.testing.assert_allclose(fnx.einsum("ij,jk->ik", ca, cb).cpu().numpy(), a @ b)
+    np.testing.assert_allclose(fnx.linalg.det(ca).cpu().numpy(), np.linalg.det(a))
+
+
+# ---------------------------------------------------------------- vmap (batch rules)
+def _vmap_matches_loop(fn, args, in_axes):
+    from fnx.transforms.batching import vmap
+
+    got = vmap(fn, in_axes=in_axes)(*args)
+    size = next(a.shape[ax] for a, ax in zip(args, in_axes) if ax is not None)
+    rows = [fn(*[a if ax is None else a.unbind(ax)[i] for a, ax in zip(args, in_axes)]) for i in range(size)]
+    np.testing.assert_allclose(got.numpy(), np.stack([r.numpy() for r in rows]), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shapes, in_axes", [
+    ([(3, 2, 4), (4, 5)], (0, None)),
+    ([(2, 4), (3, 4, 5)], (None, 0)),
+    ([(4, 3), (3, 4)], (1, 0)),       # vector @ vector per example, batch dims not first
+    ([(3, 4), (4, 5)], (0, None)),    # vector @ matrix
+    ([(3, 2, 4), (3, 4)], (0, 0)),    # matrix @ vector
+    ([(3, 1, 2, 4), (5, 4, 3)], (0, None)),  # per-example batch dims broadcast
+])
+def test_vmap_of_matmul(shapes, in_axes):
+    rng = np.random.default_rng(0)
+    _vmap_matches_loop(fnx.matmul, [t(rng.standard_normal(s)) for s in shapes], in_axes)
+
+
+def test_vmap_of_einsum_and_decompositions():
+    rng = np.random.default_rng(1)
+    a = t(np.stack([spd(3, seed) for seed in range(4)]))
+    b = t(rng.standard_normal((4, 3, 2)))
+    _vmap_matches_loop(lambda x, y: fnx.einsum("ij,jk->ik", x, y), [a, b], (0, 0))
+    _vmap_matches_loop(lambda x, y: fnx.einsum("ii,jk->j", x, y), [a, b[0]], (0, None))
+    _vmap_matches_loop(fnx.linalg.solve, [a, b], (0, 0))
+    _vmap_matches_loop(fnx.linalg.solve, [a[0], b], (None, 0))
+    _vmap_matches_loop(fnx.linalg.solve, [a, t(rng.standard_normal((4, 3)))], (0, 0))  # vector right-hand sides
+    for fn in (fnx.linalg.inv, fnx.linalg.cholesky, fnx.linalg.det, lambda x: fnx.linalg.slogdet(x).logabsdet):
+        _vmap_matches_loop(fn, [a], (0,))
