@@ -16,6 +16,7 @@ import json
 import statistics
 import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 
 from .frameworks import FRAMEWORKS, describe, environment
@@ -38,6 +39,7 @@ class Result:
     ops: int = 1
     times_s: list = field(default_factory=list)  # seconds per repetition
     skipped: str | None = None
+    failed: bool = False  # the case raised an unexpected error (the run exits with status 1)
     ratio: float | None = None
 
     @property
@@ -79,7 +81,8 @@ def _timed(bench: Bench) -> float:
 def run_case(w: Workload, frameworks: list[str], device: str, repeats: int, profile_top: int = 0) -> list[Result]:
     """Time one case for each framework, interleaving their repetitions so that background load affects all alike.
 
-    A `Skip` or `NotImplementedError` while building or warming up makes that framework's row a skipped one.
+    A `Skip` or `NotImplementedError` while building or warming up makes that framework's row a skipped one;
+    any other exception is an error: its row says so, the traceback goes to stderr, and `failed` is set.
     """
     results, benches = [], []
     for fw in frameworks:
@@ -91,6 +94,11 @@ def run_case(w: Workload, frameworks: list[str], device: str, repeats: int, prof
                 _once(bench)
         except (Skip, NotImplementedError) as e:
             res.skipped = str(e).splitlines()[0] if str(e) else type(e).__name__
+            continue
+        except Exception as e:  # one broken case must not hide the other measurements
+            traceback.print_exc()
+            res.skipped = f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            res.failed = True
             continue
         res.ops = bench.ops
         benches.append((res, bench))
@@ -114,7 +122,7 @@ def _fill_ratios(results: list[Result]) -> None:
 # ---------------------------------------------------------------- output
 def _fmt_value(r: Result) -> str:
     if r.value is None:
-        return "skipped"
+        return "error" if r.failed else "skipped"
     v = r.value
     digits = 3 if v < 10 else 2 if v < 100 else 1 if v < 1000 else 0
     return f"{v:.{digits}f} {r.unit}"
@@ -219,4 +227,4 @@ def main(argv=None) -> int:
                        "results": [{**asdict(r), "value": r.value, "spread": r.spread} for r in results]}, f,
                       indent=1)
         print(f"\nwrote {args.json}")
-    return 0
+    return 1 if any(r.failed for r in results) else 0

@@ -114,19 +114,28 @@ class _Printer:
         return f"{self.name(v)}:{v.aval.str_short()}"
 
     def jaxpr(self, j: Jaxpr, indent: int) -> str:
+        """The jaxpr's text; its first line starts at the caller's column, later lines at `indent`."""
         pad = " " * indent
         consts = " ".join(self.binder(v) for v in j.constvars)
         ins = " ".join(self.binder(v) for v in j.invars)
         lines = [f"{{ lambda {consts}; {ins}. let"]
-        for e in j.eqns:
-            lhs = " ".join(self.binder(v) for v in e.outvars)
-            params = ""
-            if e.params:
-                params = "[" + ", ".join(f"{k}={self.param(v, indent + 4)}" for k, v in sorted(e.params.items())) + "]"
-            args = " ".join(self.name(x) for x in e.inputs)
-            lines.append(f"{pad}    {lhs} = {e.prim.name}{params} {args}".rstrip())
+        lines += [self.eqn(e, indent + 4) for e in j.eqns]
         outs = ", ".join(self.name(v) for v in j.outvars)
         lines.append(f"{pad}  in ({outs}{',' if len(j.outvars) == 1 else ''}) }}")
+        return "\n".join(lines)
+
+    def eqn(self, e: Eqn, indent: int) -> str:
+        """`outs = prim[params] ins`; params holding jaxprs go one per line, as JAX prints them."""
+        pad = " " * indent
+        lhs = " ".join(self.binder(v) for v in e.outvars)
+        args = " ".join(self.name(x) for x in e.inputs)
+        items = sorted(e.params.items())
+        if not any(_holds_jaxpr(v) for _, v in items):
+            params = "[" + ", ".join(f"{k}={self.param(v, indent)}" for k, v in items) + "]" if items else ""
+            return f"{pad}{lhs} = {e.prim.name}{params} {args}".rstrip()
+        lines = [f"{pad}{lhs} = {e.prim.name}["]
+        lines += [f"{pad}  {k}={self.param(v, indent + 2)}" for k, v in items]
+        lines.append(f"{pad}] {args}".rstrip())
         return "\n".join(lines)
 
     def param(self, v: Any, indent: int) -> str:
@@ -134,11 +143,21 @@ class _Printer:
             return self.jaxpr(v.jaxpr, indent)
         if isinstance(v, Jaxpr):
             return self.jaxpr(v, indent)
+        if isinstance(v, (tuple, list)) and any(_holds_jaxpr(x) for x in v):
+            inner = " " * (indent + 2)
+            items = [inner + self.param(x, indent + 2) for x in v]
+            return "(\n" + "\n".join(items) + "\n" + " " * indent + ")"
         if hasattr(v, "name") and type(v).__name__ == "dtype":
             return v.name
         if type(v).__name__ == "device":
             return str(v)
         return repr(v)
+
+
+def _holds_jaxpr(v) -> bool:
+    if isinstance(v, (Jaxpr, ClosedJaxpr)):
+        return True
+    return isinstance(v, (tuple, list)) and any(_holds_jaxpr(x) for x in v)
 
 
 def eval_jaxpr(jaxpr: Jaxpr, consts, *args) -> list:

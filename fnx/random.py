@@ -90,6 +90,16 @@ def _split_impl(xp, k, *, num):
 split_p = _random_prim("random_split", _split_impl, lambda num: ((num, 2), _dt.int64))
 
 
+def _fold_in_impl(xp, k, *, data):
+    """Threefry of the counter pair (0, data) under the key, as JAX's fold_in."""
+    k = k.astype(xp.uint32)
+    y0, y1 = _threefry2x32(xp, k[..., 0:1], k[..., 1:2], xp.zeros(1, xp.uint32), xp.full(1, data, xp.uint32))
+    return xp.concatenate([y0, y1], axis=-1).astype(xp.int64)
+
+
+fold_in_p = _random_prim("random_fold_in", _fold_in_impl, lambda data: ((2,), _dt.int64))
+
+
 def _uniform_impl(xp, k, *, shape, dtype):
     n = math.prod(shape)
     if dtype is _dt.float64:
@@ -135,12 +145,9 @@ def split(key: Tensor, num: int = 2) -> Tensor:
 
 
 def fold_in(key: Tensor, data: int) -> Tensor:
-    """A new key derived from `key` and an integer (e.g. a step or a rank)."""
-    from .ops.creation import tensor
-
+    """A new key derived from `key` and an integer (e.g. a step or a rank): a hash of both, as in JAX."""
     k = _as_key(key, "fold_in")
-    mixed = k + tensor([0, int(data) & 0xFFFFFFFF], dtype=_dt.int64, device=k.device)
-    return split_p.bind(mixed % (1 << 32), num=1).reshape(tuple(k.shape))
+    return fold_in_p.bind(k, data=int(data) & 0xFFFFFFFF)
 
 
 def bits(key: Tensor, shape=()) -> Tensor:
@@ -155,10 +162,17 @@ def uniform(key: Tensor, shape=(), dtype=None, minval=0.0, maxval=1.0) -> Tensor
         raise FnxTypeError(f"random.uniform: dtype must be floating point, got {dt}")
     u = uniform_p.bind(_as_key(key, "uniform"), shape=_shape(shape), dtype=_dt.float64 if dt is _dt.float64
                        else _dt.float32)
-    u = u.to(dt)
-    if minval == 0.0 and maxval == 1.0:
+    if dt not in (_dt.float32, _dt.float64):  # rounding to a shorter mantissa must not reach 1.0
+        from .ops.elementwise import minimum
+
+        u = minimum(u, 1.0 - _dt.finfo(dt).eps / 2).to(dt)
+    if _is_number(minval, 0.0) and _is_number(maxval, 1.0):
         return u
     return u * (maxval - minval) + minval
+
+
+def _is_number(v, value: float) -> bool:
+    return isinstance(v, (int, float)) and v == value
 
 
 def normal(key: Tensor, shape=(), dtype=None) -> Tensor:

@@ -1,4 +1,5 @@
-"""Pytrees: nested tuples, lists, dicts (sorted keys), namedtuples, None and registered classes.
+"""Pytrees: nested tuples, lists, dicts (sorted keys), OrderedDicts (insertion order), defaultdicts, namedtuples,
+None and registered classes.
 
 Transforms flatten their arguments and results to lists of leaves plus a
 `TreeDef` that rebuilds the structure; treedefs compare and hash by
@@ -6,6 +7,7 @@ structure, so they can be part of a compile cache key.
 """
 from __future__ import annotations
 
+from collections import OrderedDict, defaultdict
 from typing import Any, Callable, Hashable, NamedTuple
 
 __all__ = ["tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "tree_structure", "register_pytree_node",
@@ -22,6 +24,9 @@ _REGISTRY: dict[type, _Node] = {
     list: _Node(lambda t: (list(t), None), lambda aux, ch: list(ch)),
     dict: _Node(lambda d: ([d[k] for k in sorted(d)], tuple(sorted(d))), lambda keys, ch: dict(zip(keys, ch))),
     type(None): _Node(lambda n: ([], None), lambda aux, ch: None),
+    OrderedDict: _Node(lambda d: (list(d.values()), tuple(d)), lambda keys, ch: OrderedDict(zip(keys, ch))),
+    defaultdict: _Node(lambda d: ([d[k] for k in sorted(d)], (d.default_factory, tuple(sorted(d)))),
+                       lambda aux, ch: defaultdict(aux[0], zip(aux[1], ch))),
 }
 
 
@@ -131,12 +136,25 @@ def tree_structure(tree: Any, is_leaf=None) -> TreeDef:
 
 
 def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf=None) -> Any:
-    """Apply `f` to corresponding leaves of `tree` and `rest` (which must share its structure)."""
+    """Apply `f` to corresponding leaves of `tree` and `rest`.
+
+    Each of `rest` must have `tree`'s structure or have it as a prefix: where `tree` has a leaf, the
+    matching whole subtree of the others is passed to `f` (JAX semantics).
+    """
     leaves, treedef = tree_flatten(tree, is_leaf)
-    others = []
-    for r in rest:
-        r_leaves, r_def = tree_flatten(r, is_leaf)
-        if r_def != treedef:
-            raise ValueError(f"tree_map: tree structures differ: {treedef} vs {r_def}")
-        others.append(r_leaves)
+    others = [_flatten_up_to(treedef, r, treedef) for r in rest]
     return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
+
+
+def _flatten_up_to(treedef: TreeDef, tree: Any, full: TreeDef) -> list:
+    """The subtrees of `tree` at the leaves of `treedef`; raises when `tree` does not have that structure."""
+    if treedef.kind is None:
+        return [tree]
+    node = _node_of(tree)
+    if node is None or type(tree) is not treedef.kind:
+        raise ValueError(f"tree_map: tree structures differ: expected {full}, got a {type(tree).__name__} where "
+                         f"the first tree has a {treedef.kind.__name__}")
+    children, aux = node.flatten(tree)
+    if aux != treedef.aux or len(children) != len(treedef.children):
+        raise ValueError(f"tree_map: tree structures differ: expected {full}, got {tree_structure(tree)}")
+    return [x for c, sub in zip(children, treedef.children) for x in _flatten_up_to(sub, c, full)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 import fnx
 from op_db import all_ops
@@ -73,6 +73,7 @@ def _compare(name: str, got: list, per_example: list) -> None:
 
 
 @pytest.mark.parametrize("info", VMAP_OPS, ids=repr)
+@settings(max_examples=5)
 @given(data=st.data())
 def test_vmap_matches_loop(info, data):
     sample = data.draw(info.samples, label="sample")
@@ -90,6 +91,7 @@ def test_vmap_matches_loop(info, data):
 
 
 @pytest.mark.parametrize("info", GRAD_OPS, ids=repr)
+@settings(max_examples=5)
 @given(data=st.data())
 def test_vmap_of_grad_matches_loop(info, data):
     """Per-example gradients: vmap(grad(<op(x), w>)) equals grad of each example."""

@@ -101,7 +101,13 @@ def parent_of(a):
 def record(prim, args, params, out):
     if out._value.dtype not in _FLOAT_NP or not prim.differentiable:
         return out
-    if len(args) == 1:
+    n = len(args)
+    if n == 2:
+        a, b = args
+        parents = (a._node if a._node is not None else (a if a._requires_grad else None),
+                   b._node if b._node is not None else (b if b._requires_grad else None))
+        versions = (a._version[0], b._version[0]) if prim.saves_inputs else None
+    elif n == 1:
         a = args[0]
         parents = (a._node if a._node is not None else (a if a._requires_grad else None),)
         versions = (a._version[0],) if prim.saves_inputs else None

@@ -47,7 +47,7 @@ def same_device(op: str, avals) -> _device_cls:
 
 def unbroadcast(g: Tensor, shape: tuple) -> Tensor:
     """Sum gradient `g` over the dims that broadcasting added or stretched, giving `shape`."""
-    gshape = tuple(g.shape)
+    gshape = g._value.shape if type(g) is Tensor else tuple(g.shape)
     if gshape == tuple(shape):
         return g
     from .reduce import sum as _sum
@@ -103,6 +103,8 @@ def _promote2(a, b, op: str):
             return a, b
     elif type(a) is Tensor and type(b) is float and a._value.dtype.kind == "f":
         return a, make(a._device._xp.asarray(b, dtype=a._value.dtype), a._device)
+    elif type(b) is Tensor and type(a) is float and b._value.dtype.kind == "f":
+        return make(b._device._xp.asarray(a, dtype=b._value.dtype), b._device), b
     return promote(op, a, b)
 
 
@@ -116,7 +118,7 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, saves_output: bo
     """An elementwise primitive of one operand. `deriv(x, out)` gives d out / d x with fnx ops."""
     prim = Primitive(name, saves_inputs=deriv is not None and not saves_output, saves_output=saves_output,
                      differentiable=deriv is not None)
-    prim.impl = lambda xp, x: impl(xp, x)
+    prim.impl = impl
 
     def abstract(x: ShapedArray) -> ShapedArray:
         if float_only and not x.dtype.is_floating_point:

@@ -12,6 +12,8 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..core import bind as _bind
+from ..autograd.tape import _FLOAT_NP
 from ..tensor import Tensor
 from ._families import _promote2, as_operand, binary, promote, same_device, broadcast_shapes, unbroadcast, unary
 
@@ -184,6 +186,8 @@ def _erf_chunk(x: np.ndarray) -> np.ndarray:
 
 def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False):
     def op(input: Tensor) -> Tensor:
+        if type(input) is Tensor and input._value.dtype in _FLOAT_NP:
+            return _bind(prim, input)
         if ints_to_float:
             try:
                 floating = input.dtype.is_floating_point
@@ -191,7 +195,7 @@ def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False):
                 raise _not_a_tensor(prim.name, input) from None
             if not floating:
                 input = convert(input, _dt.get_default_dtype())
-        return prim.bind(input)
+        return _bind(prim, input)
 
     op.__name__ = op.__qualname__ = prim.name
     op.__doc__ = doc
@@ -332,10 +336,13 @@ def _tie_share(x, y, strict):
 
 def _binary_wrapper(prim: Primitive, doc: str, *, to_float: bool = False):
     def op(input, other) -> Tensor:
+        if type(input) is Tensor and type(other) is Tensor and input._value.dtype is other._value.dtype and (
+                not to_float or input._value.dtype in _FLOAT_NP):
+            return _bind(prim, input, other)
         x, y = _promote2(input, other, prim.name)
         if to_float and not x.dtype.is_floating_point:
             x, y = convert(x, _dt.get_default_dtype()), convert(y, _dt.get_default_dtype())
-        return prim.bind(x, y)
+        return _bind(prim, x, y)
 
     op.__name__ = op.__qualname__ = prim.name
     op.__doc__ = doc
@@ -362,16 +369,20 @@ def add(input, other, *, alpha=1) -> Tensor:
     """input + alpha * other, with broadcasting and type promotion."""
     if alpha != 1:
         other = _scaled(other, alpha)
+    if type(input) is Tensor and type(other) is Tensor and input._value.dtype is other._value.dtype:
+        return _bind(add_p, input, other)
     x, y = _promote2(input, other, "add")
-    return add_p.bind(x, y)
+    return _bind(add_p, x, y)
 
 
 def sub(input, other, *, alpha=1) -> Tensor:
     """input - alpha * other."""
     if alpha != 1:
         other = _scaled(other, alpha)
+    if type(input) is Tensor and type(other) is Tensor and input._value.dtype is other._value.dtype:
+        return _bind(sub_p, input, other)
     x, y = _promote2(input, other, "sub")
-    return sub_p.bind(x, y)
+    return _bind(sub_p, x, y)
 
 
 subtract = sub

@@ -16,7 +16,8 @@ from ..tensor import Tensor, Tracer, canonical_dim, make
 from ._families import broadcast_shapes, same_device, scalar_like, unbroadcast
 from .elementwise import convert, eq, where
 from .inplace import _check_target, _records, _snapshot, assign_
-from .shape import _count, broadcast_tensors, broadcast_to, new_view, reshape, strided_slice, unsqueeze
+from .shape import (_count, broadcast_tensors, broadcast_to, new_view, reshape, reshape_p, slice_p, strided_slice,
+                    unsqueeze)
 from ..transforms.batching import batch_size, move_to_front, with_batch_size
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "index_fill", "index_copy", "index_put",
@@ -262,7 +263,7 @@ class _Plan:
     matching dims of the original tensor, for error messages.
     """
 
-    __slots__ = ("starts", "stops", "steps", "shape", "basic", "arrays", "dims", "sources")
+    __slots__ = ("starts", "stops", "steps", "sliced", "shape", "basic", "arrays", "dims", "sources")
 
 
 _MASK = "boolean mask indexing (the result's shape depends on the mask's values)"
@@ -270,6 +271,8 @@ _MASK = "boolean mask indexing (the result's shape depends on the mask's values)
 
 def _classify(item, dev):
     """(kind, payload) of one index item; kinds: int, slice, new, ellipsis, bool, array, mask."""
+    if type(item) is int:
+        return "int", item
     if item is None:
         return "new", None
     if item is Ellipsis:
@@ -322,7 +325,7 @@ def _plan(x: Tensor, index) -> _Plan:
     if sum(k == "ellipsis" for k, _ in items) > 1:
         raise FnxIndexError("an index can only have a single ellipsis ('...')")
     p = _Plan()
-    p.starts, p.stops, p.steps = [0] * nd, list(shape), [1] * nd
+    p.starts, p.stops, p.steps, p.sliced = [0] * nd, list(shape), [1] * nd, False
     out, basic, p.arrays, p.dims, p.sources = [], [], [], [], []
     xp = dev.xp
     d = 0
@@ -331,12 +334,13 @@ def _plan(x: Tensor, index) -> _Plan:
             if not -shape[d] <= v < shape[d]:
                 raise FnxIndexError(f"index {v} is out of bounds for dimension {d} with size {shape[d]}")
             v %= shape[d]
-            p.starts[d], p.stops[d] = v, v + 1
+            p.starts[d], p.stops[d], p.sliced = v, v + 1, True
             basic.append(v)
             d += 1
         elif kind == "slice":
             a, b, s = _slice_bounds(v, shape[d])
             p.starts[d], p.stops[d], p.steps[d] = a, b, s
+            p.sliced = p.sliced or (a, b, s) != (0, shape[d], 1)
             basic.append(slice(a, b, s))
             out.append(_count(a, b, s))
             d += 1
@@ -382,7 +386,11 @@ def getitem(self: Tensor, index) -> Tensor:
     tensors then pick elements (a copy), their broadcast dims placed where numpy places them.
     """
     p = _plan(self, index)
-    out = reshape(strided_slice(self, p.starts, p.stops, p.steps), p.shape)
+    out = self
+    if p.sliced:
+        out = slice_p.bind(self, starts=tuple(p.starts), stops=tuple(p.stops), steps=tuple(p.steps))
+    if out.shape != p.shape:  # drop int-indexed dims, insert None dims: never a copy
+        out = reshape_p.bind(out, shape=p.shape)
     if not p.arrays:
         return new_view(out, self)
     for a, d, src in zip(p.arrays, p.dims, p.sources):

@@ -422,10 +422,14 @@ def strided_slice(input: Tensor, starts, stops, steps=None) -> Tensor:
 
 
 def _slice_dim(input: Tensor, dim: int, start: int, stop: int, step: int = 1) -> Tensor:
+    """input[start:stop:step] along `dim` (canonical bounds); `input` itself when that is everything."""
     shape = tuple(input.shape)
-    starts, stops, steps = [0] * len(shape), list(shape), [1] * len(shape)
-    starts[dim], stops[dim], steps[dim] = start, stop, step
-    return strided_slice(input, starts, stops, steps)
+    stop = max(start, stop)
+    if start == 0 and stop == shape[dim] and step == 1:
+        return input
+    before, after = (0,) * dim, (0,) * (len(shape) - dim - 1)
+    return slice_p.bind(input, starts=before + (start,) + after, stops=shape[:dim] + (stop,) + shape[dim + 1:],
+                        steps=(1,) * dim + (step,) + (1,) * len(after))
 
 
 def new_view(out: Tensor, input: Tensor) -> Tensor:
@@ -610,7 +614,7 @@ def select(input: Tensor, dim: int, index) -> Tensor:
     if not -shape[d] <= i < shape[d]:
         raise FnxIndexError(f"select(): index {i} out of range for tensor of size {list(shape)} at dimension {d}")
     i %= shape[d]
-    return reshape(_slice_dim(input, d, i, i + 1), shape[:d] + shape[d + 1:])
+    return reshape_p.bind(_slice_dim(input, d, i, i + 1), shape=shape[:d] + shape[d + 1:])
 
 
 # ---------------------------------------------------------------- flip (rev)

@@ -1,0 +1,207 @@
+"""`fnx.nn.functional` (import as F): PyTorch's functional neural-network API, as compositions of fnx ops.
+
+This module holds the linear maps, dropout, embedding and vector utilities, and re-exports the families
+that live in their own files: activations and softmax (functional_activation), convolution and pooling
+(functional_conv), normalization (functional_norm), losses (functional_loss) and attention
+(functional_attention). Everything here works eagerly and under grad, vmap, jvp and compile.
+"""
+from __future__ import annotations
+
+from ..autograd import no_grad
+from ..core import FnxValueError
+from ..ops import elementwise as ew
+from ..ops import reduce as rd
+from ..ops.creation import ones_like, zeros
+from ..ops.indexing import index_select, one_hot, scatter_add
+from ..ops.linalg import einsum, matmul
+from ..ops.norms import vector_norm
+from ..ops.sampling import rand
+from ..ops.shape import pad
+from ..tensor import Tensor
+from .functional_activation import *  # noqa: F401,F403
+from .functional_activation import __all__ as _activation_all
+from .functional_activation import _maybe_inplace, softmax
+from .functional_attention import *  # noqa: F401,F403
+from .functional_attention import __all__ as _attention_all
+from .functional_conv import *  # noqa: F401,F403
+from .functional_conv import __all__ as _conv_all
+from .functional_loss import *  # noqa: F401,F403
+from .functional_loss import __all__ as _loss_all
+from .functional_norm import *  # noqa: F401,F403
+from .functional_norm import __all__ as _norm_all
+
+__all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+           "feature_alpha_dropout", "embedding", "one_hot", "pad", "normalize", "cosine_similarity",
+           "pairwise_distance", "gumbel_softmax", "channel_shuffle",
+           *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all]
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
+    y = matmul(input, weight.mT if weight.ndim == 2 else weight)
+    return y + bias if bias is not None else y
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y_o = x1 @ weight[o] @ x2 + bias_o, with weight of shape (out, in1, in2)."""
+    y = einsum("...i,oij,...j->...o", input1, weight, input2)
+    return y + bias if bias is not None else y
+
+
+# ---------------------------------------------------------------- dropout
+def _check_p(p: float) -> None:
+    if p < 0.0 or p > 1.0:
+        raise FnxValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _keep_mask(input: Tensor, p: float, shape: tuple) -> Tensor:
+    """1/(1-p) where an element is kept (probability 1 - p), else 0; drawn from fnx's global generator."""
+    keep = rand(*shape, dtype=input.dtype, device=input.device) >= p
+    return keep.to(input.dtype) * (1.0 / (1.0 - p)) if p < 1.0 else keep.to(input.dtype)
+
+
+def _dropout(input: Tensor, p: float, shape: tuple) -> Tensor:
+    return input * _keep_mask(input, p, shape)
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1-p) (identity when not training)."""
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    return _maybe_inplace(_dropout, input, inplace, p, tuple(input.shape))
+
+
+def _feature_dropout(input: Tensor, p: float, training: bool, inplace: bool, nd: int, op: str) -> Tensor:
+    """Dropout of whole channels: one draw per (sample, channel), shared over the `nd` trailing dims."""
+    _check_p(p)
+    if input.ndim not in (nd + 1, nd + 2):
+        raise FnxValueError(f"{op}: Expected {nd + 1}D or {nd + 2}D input, but received a {input.ndim}D input")
+    if not training or p == 0.0:
+        return input
+    shape = tuple(input.shape[:-nd]) + (1,) * nd
+    return _maybe_inplace(_dropout, input, inplace, p, shape)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    return _feature_dropout(input, p, training, inplace, 3, "dropout3d")
+
+
+_SELU_NEG = 1.7580993408473766  # -scale * alpha of SELU: where a dropped SELU activation sits
+
+
+def _alpha_dropout(input: Tensor, p: float, shape: tuple) -> Tensor:
+    keep = (rand(*shape, dtype=input.dtype, device=input.device) >= p).to(input.dtype)
+    a = 1.0 / ((_SELU_NEG ** 2 * p + 1.0) * (1.0 - p)) ** 0.5
+    return input * (keep * a) + ((keep - 1.0) * (_SELU_NEG * a) + _SELU_NEG * a * p)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """Dropout that keeps SELU's self-normalizing mean and variance."""
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    return _maybe_inplace(_alpha_dropout, input, inplace, p, tuple(input.shape))
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    return _maybe_inplace(_alpha_dropout, input, inplace, p, shape)
+
+
+# ---------------------------------------------------------------- embedding
+def _counts(idx: Tensor, n: int, weight: Tensor) -> Tensor:
+    """How often each of the n rows occurs in the flat index tensor `idx` (in weight's dtype)."""
+    return scatter_add(zeros(n, dtype=weight.dtype, device=weight.device), 0, idx, ones_like(idx, dtype=weight.dtype))
+
+
+def _renorm_rows_(weight: Tensor, idx: Tensor, max_norm: float, norm_type: float) -> None:
+    """Scale the referenced rows of `weight` whose norm exceeds max_norm down to max_norm, in place."""
+    with no_grad():
+        counts = _counts(idx, weight.shape[0], weight)
+        norms = vector_norm(weight, norm_type, dim=1)
+        scale = ew.where((counts > 0) & (norms > max_norm), max_norm / (norms + 1e-7), 1.0)
+        weight.mul_(scale.unsqueeze(1))
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of `weight` picked by the integer `input`. Rows at `padding_idx` get no gradient; with
+    `scale_grad_by_freq` a row's gradient is divided by how often it occurs in `input`; with `max_norm`
+    the referenced rows are renormalized in place first. `sparse` gradients are computed dense."""
+    n = weight.shape[0]
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise FnxValueError("Padding_idx must be within num_embeddings")
+        padding_idx %= n
+    idx = input.reshape(-1)
+    if max_norm is not None:
+        _renorm_rows_(weight, idx, max_norm, norm_type)
+    out = index_select(weight, 0, idx).reshape(tuple(input.shape) + tuple(weight.shape[1:]))
+    if padding_idx is None and not scale_grad_by_freq:
+        return out
+    scale = ones_like(input, dtype=weight.dtype)
+    if padding_idx is not None:
+        scale = scale * (input != padding_idx).to(weight.dtype)
+    if scale_grad_by_freq:
+        scale = scale / index_select(_counts(idx, n, weight), 0, idx).reshape(tuple(input.shape))
+    held = out.detach()  # same value, gradient scaled per looked-up row
+    return held + (out - held) * scale.reshape(tuple(scale.shape) + (1,) * (weight.ndim - 1))
+
+
+# ---------------------------------------------------------------- vector utilities
+def _clamped_norm(x: Tensor, p: float, dim: int, eps: float) -> Tensor:
+    """max(||x||_p, eps), the clamp applied to the value only (PyTorch clamps under no_grad)."""
+    n = vector_norm(x, p, dim=dim, keepdim=True)
+    return n + (ew.clamp_min(n, eps) - n).detach()
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:
+    """input / max(||input||_p, eps) along `dim`."""
+    y = input / ew.clamp_min(vector_norm(input, p, dim=dim, keepdim=True), eps)
+    if out is not None:
+        return out.copy_(y)
+    return y
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) along `dim`."""
+    return rd.sum((x1 / _clamped_norm(x1, 2, dim, eps)) * (x2 / _clamped_norm(x2, 2, dim, eps)), dim)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """||x1 - x2 + eps||_p over the last dim."""
+    return vector_norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    """softmax((logits + Gumbel noise) / tau); with `hard`, a one-hot sample with the soft sample's gradient."""
+    u = rand(*logits.shape, dtype=logits.dtype, device=logits.device)
+    gumbels = -ew.log(-ew.log(u + eps) + eps)
+    y = softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return y
+    k = logits.shape[dim]
+    y_hard = one_hot(rd.argmax(y, dim), k).to(y.dtype).movedim(-1, dim)
+    return y_hard - y.detach() + y
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """Interleave the channels (dim 1) of `groups` groups: (N, g*c, ...) -> (N, c*g, ...)."""
+    n, c = input.shape[0], input.shape[1]
+    if c % groups:
+        raise FnxValueError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    rest = tuple(input.shape[2:])
+    return input.reshape((n, groups, c // groups) + rest).transpose(1, 2).reshape(tuple(input.shape))
+

@@ -1,0 +1,242 @@
+"""Activation functions and softmax of `fnx.nn.functional`, as compositions of fnx ops.
+
+Each works eagerly and under every transform. `inplace=True` writes the result into the input through
+fnx's in-place machinery (so autograd's version checks apply), except on traced values, which are
+immutable: there the result is returned out of place.
+"""
+from __future__ import annotations
+
+import warnings
+
+from ..ops import elementwise as ew
+from ..ops import reduce as rd
+from ..ops.inplace import inplace as _inplace_method
+from ..ops.shape import chunk
+from ..tensor import Tensor, Tracer
+
+__all__ = ["relu", "relu_", "relu6", "elu", "elu_", "selu", "celu", "leaky_relu", "leaky_relu_", "prelu", "glu",
+           "gelu", "logsigmoid", "hardshrink", "tanhshrink", "softsign", "softplus", "softmin", "softmax",
+           "log_softmax", "tanh", "sigmoid", "hardsigmoid", "silu", "mish", "hardswish", "hardtanh", "hardtanh_",
+           "threshold", "threshold_", "softshrink"]
+
+
+def _maybe_inplace(fn, input: Tensor, inplace: bool, *args):
+    """fn(input, *args), written into `input` when `inplace` (and `input` is a concrete tensor)."""
+    if inplace and not isinstance(input, Tracer):
+        return _inplace_method(fn)(input, *args)
+    return fn(input, *args)
+
+
+def _relu(x: Tensor) -> Tensor:
+    return ew.relu(x)
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(_relu, input, inplace)
+
+
+def relu_(input: Tensor) -> Tensor:
+    return relu(input, inplace=True)
+
+
+def _hardtanh(x: Tensor, min_val: float, max_val: float) -> Tensor:
+    return ew.clamp(x, min_val, max_val)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _maybe_inplace(_hardtanh, input, inplace, min_val, max_val)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def _elu(x: Tensor, alpha: float, scale: float = 1.0, input_scale: float = 1.0) -> Tensor:
+    # expm1 of the clamped input: the branch where() discards must not overflow (inf * 0 gradient = nan)
+    neg = ew.expm1(ew.clamp(x, max=0.0) * input_scale) * alpha
+    out = ew.where(x > 0, x, neg)
+    return out * scale if scale != 1.0 else out
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(_elu, input, inplace, alpha)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return elu(input, alpha, inplace=True)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(_elu, input, inplace, _SELU_ALPHA, _SELU_SCALE)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(_elu, input, inplace, alpha, 1.0, 1.0 / alpha)
+
+
+def _leaky_relu(x: Tensor, negative_slope: float) -> Tensor:
+    return ew.where(x > 0, x, x * negative_slope)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(_leaky_relu, input, inplace, negative_slope)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """max(0, x) + weight * min(0, x), with one weight per channel (dim 1) or a single shared one."""
+    if weight.numel() != 1:
+        channels = input.shape[1] if input.ndim >= 2 else input.shape[0]
+        if weight.numel() != channels:
+            raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size. Found parameter "
+                               f"numbers = {weight.numel()} and channel size = {channels}.")
+        shape = [1] * input.ndim
+        shape[1 if input.ndim >= 2 else 0] = channels
+        weight = weight.reshape(shape)
+    return ew.where(input > 0, input, weight * input)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """a * sigmoid(b), where a and b are the two halves of `input` along `dim`."""
+    if input.ndim == 0 or input.shape[dim] % 2:
+        raise RuntimeError(f"glu: Halving dimension must be even, but dimension {dim} is size "
+                           f"{input.shape[dim] if input.ndim else 0}")
+    a, b = chunk(input, 2, dim)
+    return a * ew.sigmoid(b)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    return ew.gelu(input, approximate=approximate)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    return -ew.softplus(-input)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    return ew.where(ew.abs(input) > lambd, input, 0.0)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    return ew.where(input > lambd, input - lambd, ew.where(input < -lambd, input + lambd, 0.0))
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    return input - ew.tanh(input)
+
+
+def softsign(input: Tensor) -> Tensor:
+    return input / (ew.abs(input) + 1.0)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    return ew.softplus(input, beta, threshold)
+
+
+def tanh(input: Tensor) -> Tensor:
+    return ew.tanh(input)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    return ew.sigmoid(input)
+
+
+def _hardsigmoid(x: Tensor) -> Tensor:
+    return ew.clamp(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(_hardsigmoid, input, inplace)
+
+
+def _hardswish(x: Tensor) -> Tensor:
+    return x * _hardsigmoid(x)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(_hardswish, input, inplace)
+
+
+def _silu(x: Tensor) -> Tensor:
+    return ew.silu(x)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(_silu, input, inplace)
+
+
+def _mish(x: Tensor) -> Tensor:
+    return x * ew.tanh(ew.softplus(x))
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(_mish, input, inplace)
+
+
+def _threshold(x: Tensor, threshold: float, value: float) -> Tensor:
+    return ew.where(x > threshold, x, value)
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    return _maybe_inplace(_threshold, input, inplace, threshold, value)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    return _maybe_inplace(_threshold, input, True, threshold, value)
+
+
+# ---------------------------------------------------------------- softmax family
+def _softmax_dim(name: str, ndim: int, stacklevel: int) -> int:
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as "
+                  f"an argument.", stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _shifted(input: Tensor, dim: int) -> Tensor:
+    """input minus its max along `dim`, the max held constant (the result is shift-invariant, so the
+    gradient is exact and no exp can overflow)."""
+    return input - rd.amax(input, dim, keepdim=True).detach()
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """log(softmax(input)) along `dim`, computed stably as x - max - log(sum(exp(x - max)))."""
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
+    if dtype is not None:
+        input = input.to(dtype)
+    z = _shifted(input, dim)
+    return z - ew.log(rd.sum(ew.exp(z), dim, keepdim=True))
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """exp(x) / sum(exp(x)) along `dim`, with the max subtracted first."""
+    if dim is None:
+        dim = _softmax_dim("softmax", input.ndim, _stacklevel)
+    if dtype is not None:
+        input = input.to(dtype)
+    e = ew.exp(_shifted(input, dim))
+    return e / rd.sum(e, dim, keepdim=True)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    if dim is None:
+        dim = _softmax_dim("softmin", input.ndim, _stacklevel)
+    if dtype is not None:
+        input = input.to(dtype)
+    return softmax(-input, dim)
+

@@ -1,0 +1,192 @@
+"""Attention: `scaled_dot_product_attention` and `multi_head_attention_forward` (PyTorch's math path).
+
+Masks follow PyTorch: for SDPA a boolean mask marks the positions that *take part* (True = attend), for
+multi-head attention boolean masks mark the positions to *ignore* (True = masked); float masks are added
+to the scores in both. SDPA gives zeros for a query that may attend to nothing (PyTorch's safe softmax);
+multi-head attention with need_weights=True gives NaN there, as PyTorch does.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+from .. import dtypes as _dt
+from ..core import FnxRuntimeError
+from ..ops import elementwise as ew
+from ..ops import reduce as rd
+from ..ops.creation import ones, zeros, zeros_like
+from ..ops.linalg import matmul
+from ..ops.shape import cat, chunk, pad, repeat_interleave
+from ..tensor import Tensor
+from .functional_activation import softmax
+
+__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
+
+def _safe_softmax(scores: Tensor) -> Tensor:
+    """softmax over the last dim, 0 for rows that are entirely -inf (no NaN forward or backward)."""
+    dead = rd.all(scores == float("-inf"), -1, keepdim=True)
+    return ew.where(dead, 0.0, softmax(ew.where(dead, 0.0, scores), -1))
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """softmax(q k^T * scale + mask) v over (..., L, E) queries and (..., S, E) keys; `is_causal` lets query i
+    see keys j <= i; `enable_gqa` shares each key/value head among a group of query heads."""
+    from .functional import dropout
+
+    L, S = query.shape[-2], key.shape[-2]
+    if is_causal and attn_mask is not None:
+        raise FnxRuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                              "is_causal=True")
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        groups = query.shape[-3] // key.shape[-3]
+        key = repeat_interleave(key, groups, dim=-3)
+        value = repeat_interleave(value, groups, dim=-3)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = matmul(query, key.mT) * scale
+    if is_causal:
+        allowed = ones(L, S, dtype=_dt.bool, device=query.device).tril()
+        scores = ew.where(allowed, scores, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype.name == "bool":
+            scores = ew.where(attn_mask, scores, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = _safe_softmax(scores)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, True)
+    return matmul(weights, value)
+
+
+def _canonical_mask(mask: Tensor | None, name: str, other: Tensor | None, other_name: str, dtype) -> Tensor | None:
+    """A float mask (-inf where a boolean mask is True) of `dtype`."""
+    if mask is None:
+        return None
+    if mask.dtype.name != "bool" and not mask.dtype.is_floating_point:
+        raise AssertionError(f"only bool and floating types of {name} are supported")
+    if other is not None and other.dtype is not mask.dtype:
+        warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both "
+                      f"instead.", stacklevel=3)
+    if mask.dtype.is_floating_point:
+        return mask
+    return zeros_like(mask, dtype=dtype).masked_fill(mask, float("-inf"))
+
+
+def _project(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+    y = matmul(x, w.mT)
+    return y + b if b is not None else y
+
+
+def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
+                                 in_proj_weight: Tensor | None, in_proj_bias: Tensor | None, bias_k: Tensor | None,
+                                 bias_v: Tensor | None, add_zero_attn: bool, dropout_p: float,
+                                 out_proj_weight: Tensor, out_proj_bias: Tensor | None, training: bool = True,
+                                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
+                                 attn_mask: Tensor | None = None, use_separate_proj_weight: bool = False,
+                                 q_proj_weight: Tensor | None = None, k_proj_weight: Tensor | None = None,
+                                 v_proj_weight: Tensor | None = None, static_k: Tensor | None = None,
+                                 static_v: Tensor | None = None, average_attn_weights: bool = True,
+                                 is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Multi-head attention on sequence-first (L, N, E) inputs (or unbatched (L, E)); PyTorch's semantics."""
+    from .functional import dropout
+
+    batched = query.ndim == 3
+    if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise AssertionError(f"query should be unbatched 2D or batched 3D tensor, and key and value of the same "
+                             f"rank, but got {query.ndim}-D, {key.ndim}-D and {value.ndim}-D tensors")
+    if not batched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    tgt_len, bsz, embed_dim = query.shape
+    src_len = key.shape[0]
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", attn_mask, "attn_mask", query.dtype)
+    if is_causal and attn_mask is None:
+        raise FnxRuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                              "method `generate_square_subsequent_mask` to create this mask.")
+    if is_causal and key_padding_mask is None and not need_weights:
+        attn_mask = None
+    else:
+        attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype)
+        if key_padding_mask is not None:
+            is_causal = False
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}")
+    head_dim = embed_dim // num_heads
+    if head_dim * num_heads != embed_dim:
+        raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    if use_separate_proj_weight:
+        b_q, b_k, b_v = (None,) * 3 if in_proj_bias is None else chunk(in_proj_bias, 3)
+        q = _project(query, q_proj_weight, b_q)
+        k = _project(key, k_proj_weight, b_k)
+        v = _project(value, v_proj_weight, b_v)
+    else:
+        if tuple(key.shape) != tuple(value.shape):
+            raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
+        w_q, w_k, w_v = chunk(in_proj_weight, 3)
+        b_q, b_k, b_v = (None,) * 3 if in_proj_bias is None else chunk(in_proj_bias, 3)
+        q, k, v = _project(query, w_q, b_q), _project(key, w_k, b_k), _project(value, w_v, b_v)
+    if attn_mask is not None:
+        if attn_mask.ndim == 2:
+            if tuple(attn_mask.shape) != (tgt_len, src_len):
+                raise FnxRuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be "
+                                      f"{(tgt_len, src_len)}.")
+            attn_mask = attn_mask.unsqueeze(0)
+        elif attn_mask.ndim == 3:
+            if tuple(attn_mask.shape) != (bsz * num_heads, tgt_len, src_len):
+                raise FnxRuntimeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be "
+                                      f"{(bsz * num_heads, tgt_len, src_len)}.")
+        else:
+            raise FnxRuntimeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
+    if bias_k is not None and bias_v is not None:
+        k = cat([k, bias_k.expand(1, bsz, embed_dim)])
+        v = cat([v, bias_v.expand(1, bsz, embed_dim)])
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, 1))
+    elif bias_k is not None or bias_v is not None:
+        raise AssertionError("bias_k and bias_v must both be set or both be None")
+    q = q.reshape(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
+    k = k.reshape(k.shape[0], bsz * num_heads, head_dim).transpose(0, 1) if static_k is None else static_k
+    v = v.reshape(v.shape[0], bsz * num_heads, head_dim).transpose(0, 1) if static_v is None else static_v
+    if add_zero_attn:
+        k = cat([k, zeros(bsz * num_heads, 1, head_dim, dtype=k.dtype, device=k.device)], 1)
+        v = cat([v, zeros(bsz * num_heads, 1, head_dim, dtype=v.dtype, device=v.device)], 1)
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, 1))
+    src_len = k.shape[1]
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (bsz, src_len):
+            raise AssertionError(f"expected key_padding_mask of shape {(bsz, src_len)}, but got "
+                                 f"{tuple(key_padding_mask.shape)}")
+        kpm = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(bsz, num_heads, 1, src_len)
+        kpm = kpm.reshape(bsz * num_heads, 1, src_len)
+        attn_mask = kpm if attn_mask is None else attn_mask + kpm
+    if not training:
+        dropout_p = 0.0
+    if need_weights:
+        scores = matmul(q * math.sqrt(1.0 / head_dim), k.mT)
+        if attn_mask is not None:
+            scores = scores + attn_mask
+        weights = softmax(scores, -1)
+        if dropout_p > 0.0:
+            weights = dropout(weights, dropout_p)
+        out = matmul(weights, v).transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
+        out = _project(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
+        weights = weights.reshape(bsz, num_heads, tgt_len, src_len)
+        if average_attn_weights:
+            weights = rd.mean(weights, 1)
+        if not batched:
+            out, weights = out.squeeze(1), weights.squeeze(0)
+        return out, weights
+    if attn_mask is not None:
+        attn_mask = attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1 else \
+            attn_mask.reshape(bsz, num_heads, -1, src_len)
+    q = q.reshape(bsz, num_heads, tgt_len, head_dim)
+    k = k.reshape(bsz, num_heads, src_len, head_dim)
+    v = v.reshape(bsz, num_heads, src_len, head_dim)
+    out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+    out = out.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
+    out = _project(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
+    return (out.squeeze(1) if not batched else out), None

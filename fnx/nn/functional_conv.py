@@ -1,0 +1,515 @@
+"""Convolutions, pooling, unfold/fold, interpolation and pixel shuffle, as compositions of fnx ops.
+
+Sliding windows are gathered without per-pixel Python loops: for each of the kernel's K offsets, one strided
+slice of the padded input gives that offset's value at every output position; stacking the K slices gives
+the im2col tensor, so a convolution is one (grouped, batched) matmul, and pooling a reduction over the K axis.
+The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
+is the transpose (vjp) of `unfold`. Everything is differentiable and works under every transform.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ..core import FnxRuntimeError, FnxValueError
+from ..ops import reduce as rd
+from ..ops.creation import arange, tensor, zeros
+from ..ops.indexing import index_select, take_along_dim
+from ..ops.linalg import matmul
+from ..ops.shape import flip, movedim, pad, stack
+from ..tensor import Tensor
+
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "unfold",
+           "fold", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+           "adaptive_max_pool2d", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle"]
+
+
+def _ntuple(v, n: int, name: str) -> tuple:
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1 and n > 1:
+            v = tuple(v) * n
+        if len(v) != n:
+            raise FnxRuntimeError(f"expected {name} to be a single integer value or a list of {n} values, got {v}")
+        return tuple(int(x) for x in v)
+    return (int(v),) * n
+
+
+def _batched(input: Tensor, nd: int, op: str) -> tuple[Tensor, bool]:
+    """`input` with a batch dim (added for unbatched input), and whether one was added."""
+    if input.ndim == nd + 2:
+        return input, False
+    if input.ndim == nd + 1:
+        return input.unsqueeze(0), True
+    raise FnxRuntimeError(f"{op}: Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input, but got input of "
+                          f"size: {list(input.shape)}")
+
+
+def _pad_spatial(x: Tensor, lo, hi, value=0.0, mode: str = "constant") -> Tensor:
+    """`x` padded by lo[i]/hi[i] on spatial dim i (dims 2...); negative amounts crop."""
+    if not any(lo) and not any(hi):
+        return x
+    pads = []
+    for a, b in zip(reversed(lo), reversed(hi)):
+        pads += [a, b]
+    return pad(x, pads, mode=mode, value=value if mode == "constant" else None)
+
+
+def _out_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool = False) -> int:
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= n + p:  # the last window must start inside the input or left padding
+        out -= 1
+    return out
+
+
+def _windows(x: Tensor, kernel, stride, dilation, out) -> Tensor:
+    """(N, C, K, *out): for each kernel offset (row-major), its strided view of the padded `x`, stacked."""
+    views = []
+    for offs in itertools.product(*(range(k) for k in kernel)):
+        idx = tuple(slice(o * d, o * d + s * (m - 1) + 1, s) for o, d, s, m in zip(offs, dilation, stride, out))
+        views.append(x[(slice(None), slice(None)) + idx])
+    return stack(views, 2)
+
+
+# ---------------------------------------------------------------- convolution
+def _conv_padding(padding, kernel, stride, dilation, nd: int) -> tuple[tuple, tuple]:
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0,) * nd, (0,) * nd
+        if padding != "same":
+            raise FnxValueError(f"Invalid padding string {padding!r}, should be one of ['valid', 'same']")
+        if any(s != 1 for s in stride):
+            raise FnxValueError("padding='same' is not supported for strided convolutions")
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
+    p = _ntuple(padding, nd, "padding")
+    return p, p
+
+
+def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups: int, nd: int, op: str) -> Tensor:
+    x, unbatched = _batched(input, nd, op)
+    if weight.ndim != nd + 2:
+        raise FnxRuntimeError(f"{op}: expected a {nd + 2}D weight (out_channels, in_channels/groups, "
+                              f"*kernel_size), got weight of size {list(weight.shape)}")
+    n, c = x.shape[0], x.shape[1]
+    o, kernel = weight.shape[0], tuple(weight.shape[2:])
+    if c != weight.shape[1] * groups:
+        raise FnxRuntimeError(f"{op}: Given groups={groups}, weight of size {list(weight.shape)}, expected "
+                              f"input{list(x.shape)} to have {weight.shape[1] * groups} channels, but got {c} "
+                              f"channels instead")
+    if o % groups:
+        raise FnxRuntimeError(f"{op}: Given groups={groups}, expected weight to be divisible by {groups} at "
+                              f"dimension 0, but got weight of size {list(weight.shape)} instead")
+    stride, dilation = _ntuple(stride, nd, "stride"), _ntuple(dilation, nd, "dilation")
+    lo, hi = _conv_padding(padding, kernel, stride, dilation, nd)
+    x = _pad_spatial(x, lo, hi)
+    spatial = tuple(x.shape[2:])
+    out = tuple(_out_size(m, k, s, 0, d) for m, k, s, d in zip(spatial, kernel, stride, dilation))
+    if any(m <= 0 for m in out):
+        raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
+                              f"{list(kernel)}. Kernel size can't be greater than actual input size")
+    k = math.prod(kernel)
+    if k == 1 and all(s == 1 for s in stride):
+        cols = x.reshape(n, c, math.prod(out))
+    else:
+        cols = _windows(x, kernel, stride, dilation, out).reshape(n, c * k, math.prod(out))
+    if groups == 1:
+        y = matmul(weight.reshape(o, c * k), cols)
+    else:
+        w = weight.reshape(groups, o // groups, (c // groups) * k)
+        y = matmul(w, cols.reshape(n, groups, (c // groups) * k, cols.shape[-1])).reshape(n, o, cols.shape[-1])
+    y = y.reshape((n, o) + out)
+    if bias is not None:
+        y = y + bias.reshape((1, o) + (1,) * nd)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """1-D convolution (cross-correlation) of (N, C_in, L) by weight (C_out, C_in/groups, K)."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """2-D convolution (cross-correlation) of (N, C_in, H, W) by weight (C_out, C_in/groups, kH, kW)."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
+           groups: int = 1) -> Tensor:
+    """3-D convolution (cross-correlation) of (N, C_in, D, H, W) by weight (C_out, C_in/groups, kD, kH, kW)."""
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
+def _dilate(x: Tensor, dim: int, s: int) -> Tensor:
+    """`x` with s-1 zeros after every element along `dim` (trailing zeros included)."""
+    if s == 1:
+        return x
+    y = x.unsqueeze(dim + 1)
+    y = pad(y, [0, 0] * (y.ndim - dim - 2) + [0, s - 1])
+    return y.flatten(dim, dim + 1)
+
+
+def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output_padding, groups: int, dilation,
+                    nd: int, op: str) -> Tensor:
+    x, unbatched = _batched(input, nd, op)
+    if weight.ndim != nd + 2:
+        raise FnxRuntimeError(f"{op}: expected a {nd + 2}D weight (in_channels, out_channels/groups, "
+                              f"*kernel_size), got weight of size {list(weight.shape)}")
+    cin, kernel = weight.shape[0], tuple(weight.shape[2:])
+    if x.shape[1] != cin:
+        raise FnxRuntimeError(f"{op}: Given transposed=1, weight of size {list(weight.shape)}, expected "
+                              f"input{list(x.shape)} to have {cin} channels, but got {x.shape[1]} channels instead")
+    if cin % groups:
+        raise FnxRuntimeError(f"{op}: in_channels ({cin}) must be divisible by groups ({groups})")
+    stride, padding = _ntuple(stride, nd, "stride"), _ntuple(padding, nd, "padding")
+    dilation, output_padding = _ntuple(dilation, nd, "dilation"), _ntuple(output_padding, nd, "output_padding")
+    for op_, s, d in zip(output_padding, stride, dilation):
+        if op_ >= s and op_ >= d:
+            raise FnxRuntimeError(f"{op}: output padding must be smaller than either stride or dilation, but got "
+                                  f"output_padding={output_padding}, stride={stride}, dilation={dilation}")
+    out = [(n - 1) * s - 2 * p + d * (k - 1) + op_ + 1 for n, s, p, d, k, op_ in
+           zip(x.shape[2:], stride, padding, dilation, kernel, output_padding)]
+    if any(m <= 0 for m in out):
+        raise FnxRuntimeError(f"{op}: Given input size per channel: {list(x.shape[2:])}. Calculated output size: "
+                              f"{out}. Output size is too small")
+    for i, s in enumerate(stride):
+        x = _dilate(x, 2 + i, s)
+    lo = tuple(d * (k - 1) - p for k, d, p in zip(kernel, dilation, padding))
+    hi = tuple(a + op_ - (s - 1) for a, op_, s in zip(lo, output_padding, stride))
+    x = _pad_spatial(x, lo, hi)
+    cout_g = weight.shape[1]
+    w = weight.reshape((groups, cin // groups, cout_g) + kernel).transpose(1, 2)
+    w = flip(w.reshape((groups * cout_g, cin // groups) + kernel), tuple(range(2, nd + 2)))
+    y = _conv(x, w, bias, 1, 0, dilation, groups, nd, op)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """Transposed 1-D convolution (the gradient of conv1d with respect to its input); weight (C_in, C_out/g, K)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 1,
+                           "conv_transpose1d")
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """Transposed 2-D convolution; weight (C_in, C_out/groups, kH, kW)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2,
+                           "conv_transpose2d")
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+                     output_padding=0, groups: int = 1, dilation=1) -> Tensor:
+    """Transposed 3-D convolution; weight (C_in, C_out/groups, kD, kH, kW)."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
+                           "conv_transpose3d")
+
+
+# ---------------------------------------------------------------- unfold / fold
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """im2col: (N, C, H, W) -> (N, C*kH*kW, L), each column one sliding block (PyTorch's channel-major order)."""
+    x, unbatched = _batched(input, 2, "unfold")
+    kernel, dilation = _ntuple(kernel_size, 2, "kernel_size"), _ntuple(dilation, 2, "dilation")
+    padding, stride = _ntuple(padding, 2, "padding"), _ntuple(stride, 2, "stride")
+    x = _pad_spatial(x, padding, padding)
+    out = tuple(_out_size(m, k, s, 0, d) for m, k, s, d in zip(x.shape[2:], kernel, stride, dilation))
+    if any(m <= 0 for m in out):
+        raise FnxRuntimeError(f"unfold: the kernel {list(kernel)} with dilation {list(dilation)} does not fit the "
+                              f"padded input of spatial size {list(x.shape[2:])}")
+    cols = _windows(x, kernel, stride, dilation, out)
+    cols = cols.reshape(x.shape[0], x.shape[1] * math.prod(kernel), math.prod(out))
+    return cols.squeeze(0) if unbatched else cols
+
+
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """col2im, the transpose of `unfold`: sums each column's values back into their (N, C, *output_size) places."""
+    from ..transforms.ad import vjp
+
+    unbatched = input.ndim == 2
+    cols = input.unsqueeze(0) if unbatched else input
+    if cols.ndim != 3:
+        raise FnxRuntimeError(f"fold: Expected 2D or 3D (batched) input, but got input of size {list(input.shape)}")
+    k = math.prod(_ntuple(kernel_size, 2, "kernel_size"))
+    if cols.shape[1] % k:
+        raise FnxRuntimeError(f"fold: Expected size of input's dimension 1 to be divisible by the product of "
+                              f"kernel_size, but got input.size(1)={cols.shape[1]} and kernel_size={kernel_size}")
+    size = (cols.shape[0], cols.shape[1] // k) + _ntuple(output_size, 2, "output_size")
+    base = zeros(size, dtype=cols.dtype, device=cols.device)
+    _, pull = vjp(lambda z: unfold(z, kernel_size, dilation, padding, stride), base)
+    out = pull(cols)[0]
+    return out.squeeze(0) if unbatched else out
+
+
+# ---------------------------------------------------------------- pooling
+def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, nd: int, op: str):
+    kernel = _ntuple(kernel_size, nd, "kernel_size")
+    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and not stride) else \
+        _ntuple(stride, nd, "stride")
+    padding, dilation = _ntuple(padding, nd, "padding"), _ntuple(dilation, nd, "dilation")
+    for k, p, d in zip(kernel, padding, dilation):
+        if p > (d * (k - 1) + 1) // 2:
+            raise FnxRuntimeError(f"{op}: pad should be at most half of effective kernel size, but got pad={p}, "
+                                  f"kernel_size={k} and dilation={d}")
+    spatial = tuple(x.shape[2:])
+    out = tuple(_out_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in zip(spatial, kernel, stride, padding,
+                                                                             dilation))
+    if any(m <= 0 for m in out):
+        raise FnxRuntimeError(f"{op}: Given input size: {list(x.shape[1:])}. Calculated output size: "
+                              f"{[x.shape[1], *out]}. Output size is too small")
+    hi = tuple((m - 1) * s + d * (k - 1) + 1 - n - p for m, s, d, k, n, p in zip(out, stride, dilation, kernel,
+                                                                                  spatial, padding))
+    return kernel, stride, padding, dilation, out, hi
+
+
+def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd: int, op: str):
+    x, unbatched = _batched(input, nd, op)
+    kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, dilation,
+                                                                ceil_mode, nd, op)
+    lowest = float("-inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.np).min)
+    win = _windows(_pad_spatial(x, padding, hi, lowest), kernel, stride, dilation, out)
+    choice = rd.argmax(win, dim=2, keepdim=True)  # the first maximum, as PyTorch picks it
+    values = take_along_dim(win, choice, 2).squeeze(2)
+    if unbatched:
+        values = values.squeeze(0)
+    if not return_indices:
+        return values
+    choice = choice.squeeze(2)
+    spatial = tuple(x.shape[2:])
+    flat = None
+    for i in range(nd):
+        k_i = (choice // math.prod(kernel[i + 1:])) % kernel[i]
+        start = arange(out[i], device=x.device) * stride[i] - padding[i]
+        pos = k_i * dilation[i] + start.reshape((out[i],) + (1,) * (nd - 1 - i))
+        term = pos * math.prod(spatial[i + 1:])
+        flat = term if flat is None else flat + term
+    return values, (flat.squeeze(0) if unbatched else flat)
+
+
+def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
+
+
+def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """Max over sliding windows of (N, C, H, W); with return_indices, also the flat H*W index of each max."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
+
+
+def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
+
+
+def _avg_counts(n: int, k: int, s: int, p: int, out: int, include_pad: bool) -> np.ndarray:
+    """The divisor of each output position along one dim (PyTorch's rule: windows clipped to the padded input,
+    and, without count_include_pad, to the input itself)."""
+    counts = np.empty(out)
+    for o in range(out):
+        start = o * s - p
+        end = min(start + k, n + p)
+        counts[o] = end - start if include_pad else min(end, n) - max(start, 0)
+    return counts
+
+
+def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd: int,
+              op: str) -> Tensor:
+    x, unbatched = _batched(input, nd, op)
+    kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode,
+                                                                nd, op)
+    total = rd.sum(_windows(_pad_spatial(x, padding, hi), kernel, stride, dilation, out), 2)
+    if divisor_override:
+        y = total / divisor_override
+    else:
+        div = np.ones(())
+        for n, k, s, p, m in zip(x.shape[2:], kernel, stride, padding, out):
+            div = np.multiply.outer(div, _avg_counts(n, k, s, p, m, count_include_pad))
+        y = total / tensor(div, dtype=x.dtype, device=x.device)
+    return y.squeeze(0) if unbatched else y
+
+
+def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
+
+
+def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """Mean over sliding windows of (N, C, H, W)."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
+                     "avg_pool2d")
+
+
+def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
+                     "avg_pool3d")
+
+
+def _adaptive_sizes(x: Tensor, output_size, nd: int) -> tuple:
+    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
+    if len(sizes) != nd:
+        raise FnxRuntimeError(f"adaptive pooling: output_size must have {nd} elements, got {output_size}")
+    return tuple(x.shape[2 + i] if s is None else int(s) for i, s in enumerate(sizes))
+
+
+def _adaptive_bounds(n: int, m: int) -> list[tuple[int, int]]:
+    return [((i * n) // m, -((-(i + 1) * n) // m)) for i in range(m)]
+
+
+def _adaptive_avg(input: Tensor, output_size, nd: int, op: str) -> Tensor:
+    """Each spatial dim is averaged by an (out, in) matrix of window weights: one matmul per dim."""
+    x, unbatched = _batched(input, nd, op)
+    for i, m in enumerate(_adaptive_sizes(x, output_size, nd)):
+        n = x.shape[2 + i]
+        if m == n:
+            continue
+        mat = np.zeros((m, n))
+        for o, (a, b) in enumerate(_adaptive_bounds(n, m)):
+            mat[o, a:b] = 1.0 / (b - a)
+        weights = tensor(mat.T, dtype=x.dtype, device=x.device)
+        x = movedim(matmul(movedim(x, 2 + i, -1), weights), -1, 2 + i)
+    return x.squeeze(0) if unbatched else x
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    return _adaptive_avg(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    """Average pooling to a fixed (oH, oW); window i spans [floor(i*H/oH), ceil((i+1)*H/oH))."""
+    return _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
+    return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
+
+
+def _adaptive_max(input: Tensor, output_size, return_indices: bool, nd: int, op: str):
+    x, unbatched = _batched(input, nd, op)
+    sizes = _adaptive_sizes(x, output_size, nd)
+    spatial = tuple(x.shape[2:])
+    bounds = [_adaptive_bounds(n, m) for n, m in zip(spatial, sizes)]
+    values, indices = [], []
+    for cell in itertools.product(*bounds):
+        win = x[(slice(None), slice(None)) + tuple(slice(a, b) for a, b in cell)]
+        flat = win.flatten(2)
+        choice = rd.argmax(flat, dim=2, keepdim=True)
+        values.append(take_along_dim(flat, choice, 2).squeeze(2))
+        if return_indices:
+            shape = tuple(b - a for a, b in cell)
+            idx = None
+            for i, (a, _) in enumerate(cell):
+                term = ((choice.squeeze(2) // math.prod(shape[i + 1:])) % shape[i] + a) * math.prod(spatial[i + 1:])
+                idx = term if idx is None else idx + term
+            indices.append(idx)
+    out = stack(values, 2).reshape(tuple(x.shape[:2]) + sizes)
+    if unbatched:
+        out = out.squeeze(0)
+    if not return_indices:
+        return out
+    idx = stack(indices, 2).reshape(tuple(x.shape[:2]) + sizes)
+    return out, (idx.squeeze(0) if unbatched else idx)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
+    return _adaptive_max(input, output_size, return_indices, 1, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
+    return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+
+
+# ---------------------------------------------------------------- resizing
+def _source_index(dst: np.ndarray, scale: float, align_corners: bool) -> np.ndarray:
+    if align_corners:
+        return dst * scale
+    return np.maximum((dst + 0.5) * scale - 0.5, 0.0)
+
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False) -> Tensor:
+    """Resize the spatial dims: 'nearest', 'nearest-exact', 'linear'/'bilinear'/'trilinear' (separable, one
+    matmul per dim with an interpolation matrix) or 'area' (adaptive average pooling)."""
+    nd = input.ndim - 2
+    if nd < 1:
+        raise FnxValueError(f"interpolate: expected an input with a batch and a channel dim, got shape "
+                            f"{list(input.shape)}")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    if mode in linear_modes and linear_modes[mode] != nd:
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {linear_modes[mode] + 2}D input")
+    if mode not in ("nearest", "nearest-exact", "area", *linear_modes):
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (use nearest, nearest-exact, "
+                                  f"linear, bilinear, trilinear or area)")
+    if align_corners is not None and mode not in linear_modes:
+        raise FnxValueError("align_corners option can only be set with the interpolating modes: linear | bilinear "
+                            "| bicubic | trilinear")
+    spatial = tuple(input.shape[2:])
+    if (size is None) == (scale_factor is None):
+        raise FnxValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        out = _ntuple(size, nd, "size")
+        scales = [n / m for n, m in zip(spatial, out)]
+    else:
+        factors = scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * nd
+        out = tuple(int(math.floor(n * f)) for n, f in zip(spatial, factors))
+        scales = [n / m if recompute_scale_factor else 1.0 / f for n, m, f in zip(spatial, out, factors)]
+    if mode == "area":
+        return _adaptive_avg(input, out, nd, "interpolate")
+    x = input
+    for i, (n, m, scale) in enumerate(zip(spatial, out, scales)):
+        dst = np.arange(m, dtype=np.float64)
+        if mode in ("nearest", "nearest-exact"):
+            shift = 0.5 if mode == "nearest-exact" else 0.0
+            src = np.minimum(np.floor((dst + shift) * scale), n - 1).astype(np.int64)
+            x = index_select(x, 2 + i, tensor(src, device=x.device))
+            continue
+        if align_corners:
+            scale = (n - 1) / (m - 1) if m > 1 else 0.0
+        src = _source_index(dst, scale, bool(align_corners))
+        i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+        i1 = np.minimum(i0 + 1, n - 1)
+        lam = src - i0
+        mat = np.zeros((m, n))
+        np.add.at(mat, (np.arange(m), i0), 1.0 - lam)
+        np.add.at(mat, (np.arange(m), i1), lam)
+        weights = tensor(mat.T, dtype=x.dtype, device=x.device)
+        x = movedim(matmul(movedim(x, 2 + i, -1), weights), -1, 2 + i)
+    return x
+
+
+def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C*r^2, H, W) -> (*, C, H*r, W*r)."""
+    r = upscale_factor
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise FnxRuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+                              f"of upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
+    k = len(lead)
+    x = x.permute(tuple(range(k)) + (k, k + 3, k + 1, k + 4, k + 2))
+    return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(*, C, H*r, W*r) -> (*, C*r^2, H, W), the inverse of pixel_shuffle."""
+    r = downscale_factor
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise FnxRuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, got "
+                              f"{h}x{w} and {r}")
+    x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
+    k = len(lead)
+    x = x.permute(tuple(range(k)) + (k, k + 2, k + 4, k + 1, k + 3))
+    return x.reshape(tuple(lead) + (c * r * r, h // r, w // r))

@@ -1,0 +1,344 @@
+"""Loss functions of `fnx.nn.functional` (PyTorch's signatures, reductions and weighting rules).
+
+All are compositions of fnx ops. Classification losses go through a stable `log_softmax`; class-index
+targets are picked with `take_along_dim`, and ignored targets are masked (weight 0), so the weighted mean
+is sum(loss) / sum(weights of the counted targets), as in PyTorch.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+from ..core import FnxIndexError, FnxRuntimeError, FnxValueError
+from ..ops import elementwise as ew
+from ..ops import reduce as rd
+from ..ops.creation import full_like
+from ..ops.indexing import index_select, take_along_dim
+from ..ops.shape import broadcast_tensors
+from ..tensor import Tensor, Tracer
+from .functional_activation import log_softmax
+
+__all__ = ["nll_loss", "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss",
+           "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "poisson_nll_loss", "gaussian_nll_loss",
+           "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss", "cosine_embedding_loss",
+           "triplet_margin_loss", "multilabel_soft_margin_loss"]
+
+
+def legacy_reduction(size_average, reduce) -> str:
+    """The `reduction` string that PyTorch's deprecated size_average/reduce flags stand for."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return "mean" if size_average and reduce else "sum" if reduce else "none"
+
+
+def _reduction(reduction: str, size_average, reduce) -> str:
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce)
+    if reduction not in ("none", "mean", "sum"):
+        raise FnxValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    return loss if reduction == "none" else rd.sum(loss) if reduction == "sum" else rd.mean(loss)
+
+
+def _weighted_reduce(loss: Tensor, weight, reduction: str) -> Tensor:
+    """mse/l1 with a per-element weight: the mean divides by the weights' sum."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    if tuple(weight.shape) != tuple(loss.shape):
+        raise FnxValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    return loss if reduction == "none" else rd.sum(loss) if reduction == "sum" else rd.sum(loss) / rd.sum(weight)
+
+
+def _check_same_size(input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+                      f"This will likely lead to incorrect results due to broadcasting. Please ensure they have the "
+                      f"same size.", stacklevel=3)
+        input, target = broadcast_tensors(input, target)
+    return input, target
+
+
+# ---------------------------------------------------------------- classification
+def _class_targets(input: Tensor, target: Tensor, ignore_index: int, op: str):
+    """(batched input, target with ignored entries set to 0, mask of counted entries, unbatched?)."""
+    if target.dtype.is_floating_point or target.dtype.name == "bool":
+        raise FnxRuntimeError(f"{op}: expected target of an integer dtype (class indices), got {target.dtype}")
+    unbatched = input.ndim == 1
+    if unbatched:
+        input, target = input.unsqueeze(0), target.unsqueeze(0)
+    if input.ndim < 2:
+        raise FnxValueError(f"{op}: expected input of shape (C,), (N, C) or (N, C, d1, ...), got "
+                            f"{list(input.shape)}")
+    expected = (input.shape[0],) + tuple(input.shape[2:])
+    if tuple(target.shape) != expected:
+        if input.ndim == 2 and target.ndim == 1:
+            raise FnxValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                                f"({target.shape[0]}).")
+        raise FnxRuntimeError(f"{op}: Expected target size {list(expected)}, got {list(target.shape)}")
+    valid = target != ignore_index
+    safe = ew.where(valid, target, 0)
+    if not isinstance(safe, Tracer) and safe.numel():
+        lo, hi = int(rd.amin(safe)), int(rd.amax(safe))
+        bad = lo if lo < 0 else hi if hi >= input.shape[1] else None
+        if bad is not None:
+            raise FnxIndexError(f"{op}: Target {bad} is out of bounds (there are {input.shape[1]} classes).")
+    return input, safe, valid, unbatched
+
+
+def _target_weights(safe: Tensor, valid: Tensor, weight, dtype) -> Tensor:
+    counted = valid.to(dtype)
+    if weight is None:
+        return counted
+    return index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape) * counted
+
+
+def _nll(logp: Tensor, safe: Tensor, valid: Tensor, weight, reduction: str, unbatched: bool) -> Tensor:
+    picked = take_along_dim(logp, safe.unsqueeze(1), 1).squeeze(1)
+    w = _target_weights(safe, valid, weight, logp.dtype)
+    loss = -picked * w
+    if reduction == "none":
+        return loss.squeeze(0) if unbatched else loss
+    if reduction == "sum":
+        return rd.sum(loss)
+    return rd.sum(loss) / rd.sum(w)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None, ignore_index: int = -100,
+             reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of class-index targets, given log-probabilities (C,), (N, C) or (N, C, d1, ...)."""
+    reduction = _reduction(reduction, size_average, reduce)
+    logp, safe, valid, unbatched = _class_targets(input, target, ignore_index, "nll_loss")
+    return _nll(logp, safe, valid, weight, reduction, unbatched)
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                  ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross entropy between logits `input` (classes on dim 1, or dim 0 unbatched) and class indices or
+    class probabilities `target`, with optional class `weight`, `ignore_index` and `label_smoothing`."""
+    reduction = _reduction(reduction, size_average, reduce)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise FnxRuntimeError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = log_softmax(input, class_dim)
+    wshape = [1] * input.ndim
+    wshape[class_dim] = n_classes
+    if target.dtype.is_floating_point:
+        if tuple(target.shape) != tuple(input.shape):
+            raise FnxRuntimeError(f"cross_entropy: for probability targets, the target must have the input's shape "
+                                  f"{list(input.shape)}, got {list(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
+        prod = logp * target
+        if weight is not None:
+            prod = prod * weight.reshape(wshape)
+        loss = -rd.sum(prod, class_dim)
+        if reduction == "mean":
+            return rd.sum(loss) / (input.numel() // n_classes) if input.numel() else rd.sum(loss) / 0.0
+        return loss if reduction == "none" else rd.sum(loss)
+    logp_b, safe, valid, unbatched = _class_targets(logp, target, ignore_index, "cross_entropy")
+    nll = _nll(logp_b, safe, valid, weight, reduction, unbatched)
+    if label_smoothing == 0.0:
+        return nll
+    prod = logp_b if weight is None else logp_b * weight.reshape((1, n_classes) + (1,) * (logp_b.ndim - 2))
+    smooth = -rd.sum(prod, 1) * valid.to(logp.dtype)
+    if reduction == "mean":
+        smooth = rd.sum(smooth) / rd.sum(_target_weights(safe, valid, weight, logp.dtype))
+    elif reduction == "sum":
+        smooth = rd.sum(smooth)
+    elif unbatched:
+        smooth = smooth.squeeze(0)
+    return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
+
+
+def _log_clamped(x: Tensor) -> Tensor:
+    """log(x) clamped below at -100 as PyTorch's BCE does, with a finite gradient at x = 0."""
+    positive = x > 0
+    return ew.where(positive, ew.clamp(ew.log(ew.where(positive, x, 1.0)), min=-100.0), -100.0)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                         reduce=None, reduction: str = "mean") -> Tensor:
+    """-(t log p + (1 - t) log(1 - p)) for probabilities p in [0, 1] (logs clamped at -100)."""
+    reduction = _reduction(reduction, size_average, reduce)
+    if tuple(target.shape) != tuple(input.shape):
+        raise FnxValueError(f"Using a target size ({target.shape}) that is different to the input size "
+                            f"({input.shape}) is deprecated. Please ensure they have the same size.")
+    if not isinstance(input, Tracer) and input.numel() and not bool(rd.all((input >= 0) & (input <= 1))):
+        raise FnxRuntimeError("binary_cross_entropy: all elements of input should be between 0 and 1")
+    loss = -(target * _log_clamped(input) + (1.0 - target) * _log_clamped(1.0 - input))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                                     reduce=None, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """BCE of sigmoid(input), computed stably as (1 - t) x + w_t softplus(-x); `pos_weight` weighs positives."""
+    reduction = _reduction(reduction, size_average, reduce)
+    if tuple(target.shape) != tuple(input.shape):
+        raise FnxValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    softplus_neg = ew.softplus(-input)
+    if pos_weight is not None:
+        softplus_neg = softplus_neg * ((pos_weight - 1.0) * target + 1.0)
+    loss = (1.0 - target) * input + softplus_neg
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+# ---------------------------------------------------------------- regression
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             weight: Tensor | None = None) -> Tensor:
+    reduction = _reduction(reduction, size_average, reduce)
+    input, target = _check_same_size(input, target)
+    d = input - target
+    return _weighted_reduce(d * d, weight, reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+            weight: Tensor | None = None) -> Tensor:
+    reduction = _reduction(reduction, size_average, reduce)
+    input, target = _check_same_size(input, target)
+    return _weighted_reduce(ew.abs(input - target), weight, reduction)
+
+
+def _huber(d: Tensor, delta: float) -> Tensor:
+    a = ew.abs(d)
+    return ew.where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta))
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0 is the L1 loss)."""
+    reduction = _reduction(reduction, size_average, reduce)
+    if beta < 0:
+        raise FnxRuntimeError("smooth_l1_loss does not support negative values for beta.")
+    input, target = _check_same_size(input, target)
+    d = input - target
+    loss = ew.abs(d) if beta == 0 else _huber(d, beta) / beta
+    return _reduce(loss, reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    reduction = _reduction(reduction, None, None)
+    input, target = _check_same_size(input, target)
+    loss = _huber(input - target, delta)
+    if weight is not None:
+        if tuple(weight.shape) != tuple(loss.shape):
+            raise FnxValueError("Weights and input must have the same size.")
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """Pointwise KL divergence target * (log target - input), `input` being log-probabilities."""
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size. "
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition. "
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      stacklevel=2)
+    if log_target:
+        loss = ew.exp(target) * (target - input)
+    else:
+        loss = ew.xlogy(target, target) - target * input
+    if reduction == "batchmean":
+        return rd.sum(loss) / input.shape[0] if input.ndim else rd.sum(loss)
+    if reduction not in ("none", "mean", "sum"):
+        raise FnxValueError(f"{reduction} is not a valid value for reduction")
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False, size_average=None,
+                     eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+    reduction = _reduction(reduction, size_average, reduce)
+    loss = ew.exp(input) - target * input if log_input else input - target * ew.log(input + eps)
+    if full:
+        big = ew.where(target > 1, target, 1.0)  # Stirling's term applies to targets > 1 only
+        loss = loss + ew.where(target > 1, big * ew.log(big) - big + 0.5 * ew.log(big * (2 * math.pi)), 0.0)
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, eps: float = 1e-6,
+                      reduction: str = "mean") -> Tensor:
+    """0.5 (log(var) + (input - target)^2 / var) (+ 0.5 log(2 pi) if full); var is clamped at `eps` for the
+    value only (the gradient passes through the clamp, as in PyTorch)."""
+    reduction = _reduction(reduction, None, None)
+    if not isinstance(var, Tensor):
+        if var < 0:
+            raise FnxValueError("var has negative value")
+        var = full_like(input, var)
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+            raise FnxValueError("var is of incorrect size")
+    if not isinstance(var, Tracer) and bool(rd.any(var < 0)):
+        raise FnxValueError("var has negative entry/entries")
+    var = var + (ew.clamp_min(var, eps) - var).detach()
+    d = input - target
+    loss = 0.5 * (ew.log(var) + d * d / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0, size_average=None,
+                        reduce=None, reduction: str = "mean") -> Tensor:
+    reduction = _reduction(reduction, size_average, reduce)
+    return _reduce(ew.relu(-target * (input1 - input2) + margin), reduction)
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    reduction = _reduction(reduction, size_average, reduce)
+    return _reduce(ew.softplus(-target * input), reduction)
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
+    reduction = _reduction(reduction, size_average, reduce)
+    loss = ew.where(target == 1, input, 0.0) + ew.where(target == -1, ew.relu(margin - input), 0.0)
+    return _reduce(loss, reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0, size_average=None,
+                          reduce=None, reduction: str = "mean") -> Tensor:
+    from .functional import cosine_similarity
+
+    reduction = _reduction(reduction, size_average, reduce)
+    cos = cosine_similarity(input1, input2, dim=-1, eps=1e-12)
+    loss = ew.where(target == 1, 1.0 - cos, ew.relu(cos - margin))
+    return _reduce(loss, reduction)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
+                        eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
+                        reduction: str = "mean") -> Tensor:
+    from .functional import pairwise_distance
+
+    reduction = _reduction(reduction, size_average, reduce)
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = ew.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(ew.relu(d_pos - d_neg + margin), reduction)
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                                reduce=None, reduction: str = "mean") -> Tensor:
+    reduction = _reduction(reduction, size_average, reduce)
+    loss = -(target * -ew.softplus(-input) + (1.0 - target) * -ew.softplus(input))
+    if weight is not None:
+        loss = loss * weight
+    loss = rd.mean(loss, -1)
+    return _reduce(loss, reduction)

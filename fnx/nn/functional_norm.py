@@ -1,0 +1,176 @@
+"""Normalization functions of `fnx.nn.functional`: batch, instance, layer, group and RMS norm.
+
+Compositions of fnx ops (mean, var, rsqrt), so they differentiate and batch like any other code. Running
+statistics are module state: `batch_norm`/`instance_norm` write them in place (as PyTorch does), which needs
+concrete tensors; `running_stat_update` gives the new value for callers that update state functionally.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as _dt
+from ..autograd import no_grad
+from ..core import FnxRuntimeError, FnxValueError
+from ..ops import elementwise as ew
+from ..ops import reduce as rd
+from ..tensor import Tensor, Tracer
+
+__all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm"]
+
+
+def _channel_shape(input: Tensor) -> tuple:
+    return (1, input.shape[1]) + (1,) * (input.ndim - 2)
+
+
+def _affine(y: Tensor, weight, bias, shape) -> Tensor:
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+def running_stat_update(running: Tensor, batch_stat: Tensor, momentum: float) -> Tensor:
+    """(1 - momentum) * running + momentum * batch_stat, with no gradient through the batch statistic."""
+    return running * (1.0 - momentum) + batch_stat.detach().to(running.dtype) * momentum
+
+
+def _concrete(t: Tensor):
+    """The concrete tensor behind `t` if a transform only carries it along (grad/jvp primal, an unbatched
+    vmap value); else the tracer itself. State updates may write concrete values only."""
+    while isinstance(t, Tracer):
+        if hasattr(t, "primal"):
+            t = t.primal
+        elif getattr(t, "bdim", 0) is None:
+            t = t.val
+        else:
+            return t
+    return t
+
+
+def write_running_stat(buffer: Tensor, value: Tensor) -> None:
+    """Copy `value` into the running-statistics `buffer` in place (outside autograd)."""
+    value = _concrete(value)
+    if isinstance(buffer, Tracer) or isinstance(value, Tracer):
+        raise FnxRuntimeError(
+            "batch_norm: running statistics cannot be updated in place from inside vmap/compile (they are "
+            "buffers, the batch statistics are traced). Pass the module itself as an argument of the transformed "
+            "function (its buffers then update functionally on the copy), call .eval(), or build the layer with "
+            "track_running_stats=False")
+    with no_grad():
+        buffer.copy_(value)
+
+
+def _batch_stats(input: Tensor, dims: tuple) -> tuple[Tensor, Tensor]:
+    return rd.mean(input, dims), rd.var(input, dims, unbiased=False)
+
+
+def batch_norm_stats(input: Tensor, running_mean, running_var, training: bool, momentum: float):
+    """(mean, var) that normalize `input`, and the updated (running_mean, running_var) (None if not updated)."""
+    if input.ndim < 2:
+        raise FnxValueError(f"batch_norm: expected at least 2D input (got {input.ndim}D input)")
+    dims = (0,) + tuple(range(2, input.ndim))
+    if not training:
+        if running_mean is None or running_var is None:
+            raise FnxRuntimeError("batch_norm: running_mean and running_var must be defined in evaluation mode")
+        return running_mean, running_var, None, None
+    count = input.numel() // input.shape[1]
+    if count == 1:
+        raise FnxValueError(f"Expected more than 1 value per channel when training, got input size "
+                            f"{list(input.shape)}")
+    mean, var = _batch_stats(input, dims)
+    if running_mean is None:
+        return mean, var, None, None
+    new_mean = running_stat_update(running_mean, mean, momentum)
+    new_var = running_stat_update(running_var, var * (count / (count - 1)), momentum)
+    return mean, var, new_mean, new_var
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
+               bias: Tensor | None = None, training: bool = False, momentum: float = 0.1,
+               eps: float = 1e-5) -> Tensor:
+    """Normalize each channel (dim 1) by batch statistics (training) or running ones (eval); in training the
+    running statistics, if given, are updated in place with `momentum` (the variance unbiased)."""
+    mean, var, new_mean, new_var = batch_norm_stats(input, running_mean, running_var, training, momentum)
+    if new_mean is not None:
+        write_running_stat(running_mean, new_mean)
+        write_running_stat(running_var, new_var)
+    return normalize_channels(input, mean, var, weight, bias, eps)
+
+
+def normalize_channels(input: Tensor, mean: Tensor, var: Tensor, weight, bias, eps: float) -> Tensor:
+    shape = _channel_shape(input)
+    y = (input - mean.reshape(shape)) * ew.rsqrt(var.reshape(shape) + eps)
+    return _affine(y, weight, bias, shape)
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
+                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalize each (sample, channel) over its spatial dims."""
+    if input.ndim < 3:
+        raise FnxValueError(f"instance_norm: expected an input with spatial dims, got shape {list(input.shape)}")
+    dims = tuple(range(2, input.ndim))
+    shape = _channel_shape(input)
+    if use_input_stats:
+        mean = rd.mean(input, dims, keepdim=True)
+        var = rd.var(input, dims, unbiased=False, keepdim=True)
+        if running_mean is not None:
+            count = math.prod(input.shape[2:])
+            unbiased = var * (count / max(count - 1, 1))
+            write_running_stat(running_mean, running_stat_update(running_mean, rd.mean(mean, (0,) + dims), momentum))
+            write_running_stat(running_var, running_stat_update(running_var, rd.mean(unbiased, (0,) + dims),
+                                                                momentum))
+    else:
+        mean, var = running_mean.reshape(shape), running_var.reshape(shape)
+    y = (input - mean) * ew.rsqrt(var + eps)
+    return _affine(y, weight, bias, shape)
+
+
+def _normalized_dims(input: Tensor, normalized_shape, op: str) -> tuple:
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if k == 0 or tuple(input.shape[input.ndim - k:]) != shape or input.ndim < k:
+        raise FnxRuntimeError(f"{op}: Given normalized_shape={list(shape)}, expected input with shape "
+                              f"[*, {', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    return tuple(range(input.ndim - k, input.ndim))
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over the trailing `normalized_shape` dims, then * weight + bias."""
+    dims = _normalized_dims(input, normalized_shape, "layer_norm")
+    mean = rd.mean(input, dims, keepdim=True)
+    var = rd.var(input, dims, unbiased=False, keepdim=True)
+    y = (input - mean) * ew.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) over the trailing dims, then * weight; eps defaults to the dtype's epsilon."""
+    dims = _normalized_dims(input, normalized_shape, "rms_norm")
+    if eps is None:
+        eps = _dt.finfo(input.dtype).eps
+    y = input * ew.rsqrt(rd.mean(input * input, dims, keepdim=True) + eps)
+    return y * weight if weight is not None else y
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalize each sample's channels in `num_groups` groups (over the group's channels and spatial dims)."""
+    if input.ndim < 2:
+        raise FnxRuntimeError(f"group_norm: Expected at least 2 dimensions for input tensor but received "
+                              f"{input.ndim}")
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise FnxRuntimeError(f"group_norm: Expected number of channels in input to be divisible by num_groups, but "
+                              f"got input of shape {list(input.shape)} and num_groups={num_groups}")
+    g = input.reshape(n, num_groups, -1)
+    mean = rd.mean(g, 2, keepdim=True)
+    var = rd.var(g, 2, unbiased=False, keepdim=True)
+    y = ((g - mean) * ew.rsqrt(var + eps)).reshape(input.shape)
+    return _affine(y, weight, bias, _channel_shape(input))

@@ -1,0 +1,83 @@
+"""Linear layers: Identity, Linear (weight (out, in)), Bilinear."""
+from __future__ import annotations
+
+import math
+
+from ...ops.creation import empty
+from ...tensor import Tensor
+from .. import functional as F
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
+
+__all__ = ["Identity", "Linear", "Bilinear", "NonDynamicallyQuantizableLinear"]
+
+
+class Identity(Module):
+    """Returns its input; accepts (and ignores) any constructor arguments."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input
+
+
+class Linear(Module):
+    """y = x @ weight.T + bias, weight (out_features, in_features); PyTorch's default initialisation."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = Parameter(empty((out_features, in_features), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """weight ~ kaiming_uniform_(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); bias ~ U(-1/sqrt(in), 1/sqrt(in))."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A Linear under PyTorch's name for MultiheadAttention.out_proj (so reprs and checkpoints match)."""
+
+
+class Bilinear(Module):
+    """y_o = x1 @ weight[o] @ x2 + bias_o, weight (out, in1, in2)."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = Parameter(empty((out_features, in1_features, in2_features), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

@@ -1,0 +1,261 @@
+"""Normalization layers: BatchNorm1d/2d/3d, InstanceNorm1d/2d/3d, LayerNorm, RMSNorm, GroupNorm.
+
+BatchNorm keeps running statistics in buffers (running_mean, running_var, num_batches_tracked). When the
+module is a pytree argument of a transform (fnx.grad(loss)(model, ...)), its floating buffers are traced
+values on a copy of the module: the update then rebinds the copy's buffers (functional state that the
+caller may return) instead of writing in place. Buffers enter the computation detached, so their
+gradients are zero.
+"""
+from __future__ import annotations
+
+from ... import dtypes as _dt
+from ...autograd import no_grad
+from ...ops.creation import empty, ones, tensor, zeros
+from ...tensor import Tensor, Tracer
+from .. import functional as F
+from .. import init
+from ..functional_norm import batch_norm_stats, normalize_channels, write_running_stat
+from ..module import Module
+from ..parameter import Parameter
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+           "LayerNorm", "RMSNorm", "GroupNorm"]
+
+
+class _NormBase(Module):
+    """Affine parameters (weight, bias) and running statistics shared by batch and instance norm."""
+
+    _version = 2
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(empty(num_features, device=device, dtype=dtype))
+            if bias:
+                self.bias = Parameter(empty(num_features, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
+            self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
+            self.register_buffer("num_batches_tracked", tensor(0, dtype=_dt.int64, device=device))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self) -> None:
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return ("{num_features}, eps={eps}, momentum={momentum}, affine={affine}, bias={use_bias}, "
+                "track_running_stats={track_running_stats}".format(**self.__dict__, use_bias=self.bias is not None))
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs) -> None:
+        """Checkpoints without version metadata (PyTorch < 0.4.1 style) may lack num_batches_tracked."""
+        version = local_metadata.get("version")
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and key not in state_dict:
+            state_dict[key] = tensor(0, dtype=_dt.int64) if self.num_batches_tracked is None \
+                else self.num_batches_tracked
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
+
+class _BatchNorm(_NormBase):
+    def _set_buffer(self, name: str, value: Tensor) -> None:
+        """Store a new running statistic: in place, or by rebinding when the buffer is traced."""
+        if isinstance(self._buffers[name], Tracer):
+            self._buffers[name] = value
+        else:
+            write_running_stat(self._buffers[name], value)
+
+    def _count_batch(self) -> None:
+        if isinstance(self.running_mean, Tracer):
+            self._buffers["num_batches_tracked"] = self.num_batches_tracked + 1
+        else:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self._count_batch()
+            factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        keep = not self.training or self.track_running_stats
+        running_mean = self.running_mean.detach() if keep and self.running_mean is not None else None
+        running_var = self.running_var.detach() if keep and self.running_var is not None else None
+        mean, var, new_mean, new_var = batch_norm_stats(input, running_mean, running_var, use_batch_stats, factor)
+        if new_mean is not None:
+            self._set_buffer("running_mean", new_mean)
+            self._set_buffer("running_var", new_var)
+        return normalize_channels(input, mean, var, self.weight, self.bias, self.eps)
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization over (N, C) or (N, C, L)."""
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim not in (2, 3):
+            raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization over (N, C, H, W): per channel, over N, H and W."""
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim != 4:
+            raise ValueError(f"expected 4D input (got {input.ndim}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim != 5:
+            raise ValueError(f"expected 5D input (got {input.ndim}D input)")
+
+
+class _InstanceNorm(_NormBase):
+    _nd = 0
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device=None, dtype=None, *, bias: bool = True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        nd = self._nd
+        if input.ndim not in (nd + 1, nd + 2):
+            raise ValueError(f"expected {nd + 1}D or {nd + 2}D input (got {input.ndim}D input)")
+        if input.ndim == nd + 1:
+            return self.forward(input.unsqueeze(0)).squeeze(0)
+        return F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                               self.training or not self.track_running_stats,
+                               0.0 if self.momentum is None else self.momentum, self.eps)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _nd = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _nd = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _nd = 3
+
+
+def _shape_tuple(normalized_shape) -> tuple:
+    return (int(normalized_shape),) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+
+class LayerNorm(Module):
+    """Normalize over the trailing `normalized_shape` dims, then an elementwise affine map."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 device=None, dtype=None):
+        super().__init__()
+        self.normalized_shape = _shape_tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
+            if bias:
+                self.bias = Parameter(zeros(self.normalized_shape, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self) -> None:
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return "{normalized_shape}, eps={eps}, elementwise_affine={elementwise_affine}, bias={use_bias}".format(
+            **self.__dict__, use_bias=self.bias is not None)
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x^2) + eps) over the trailing dims, times a learned weight."""
+
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.normalized_shape = _shape_tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+
+    def reset_parameters(self) -> None:
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return "{normalized_shape}, eps={eps}, elementwise_affine={elementwise_affine}".format(**self.__dict__)
+
+
+class GroupNorm(Module):
+    """Normalize each sample over groups of channels, then a per-channel affine map."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, device=None,
+                 dtype=None, *, bias: bool = True):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        if affine:
+            self.weight = Parameter(ones(num_channels, device=device, dtype=dtype))
+            if bias:
+                self.bias = Parameter(zeros(num_channels, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def reset_parameters(self) -> None:
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return "{num_groups}, {num_channels}, eps={eps}, affine={affine}, bias={use_bias}".format(
+            **self.__dict__, use_bias=self.bias is not None)

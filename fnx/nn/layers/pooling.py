@@ -1,0 +1,139 @@
+"""Pooling layers: max, average and adaptive pooling in 1-3 dimensions."""
+from __future__ import annotations
+
+from ...tensor import Tensor
+from .. import functional as F
+from ..functional_conv import _ntuple
+from ..module import Module
+
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
+
+
+class _MaxPoolNd(Module):
+    _fn = None
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
+                 ceil_mode: bool = False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+    def forward(self, input: Tensor):
+        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                              ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class MaxPool1d(_MaxPoolNd):
+    _fn = staticmethod(F.max_pool1d)
+
+
+class MaxPool2d(_MaxPoolNd):
+    """Max over kernel_size windows of (N, C, H, W) (stride defaults to kernel_size)."""
+
+    _fn = staticmethod(F.max_pool2d)
+
+
+class MaxPool3d(_MaxPoolNd):
+    _fn = staticmethod(F.max_pool3d)
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True):
+        super().__init__()
+        self.kernel_size = _ntuple(kernel_size, 1, "kernel_size")
+        self.stride = _ntuple(stride if stride is not None else kernel_size, 1, "stride")
+        self.padding = _ntuple(padding, 1, "padding")
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+
+class _AvgPoolNd(Module):
+    _fn = None
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+    def forward(self, input: Tensor) -> Tensor:
+        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                              self.count_include_pad, self.divisor_override)
+
+
+class AvgPool2d(_AvgPoolNd):
+    """Mean over kernel_size windows of (N, C, H, W) (stride defaults to kernel_size)."""
+
+    _fn = staticmethod(F.avg_pool2d)
+
+
+class AvgPool3d(_AvgPoolNd):
+    _fn = staticmethod(F.avg_pool3d)
+
+
+class _AdaptivePool(Module):
+    _fn = None
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+    def forward(self, input: Tensor) -> Tensor:
+        return type(self)._fn(input, self.output_size)
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    _fn = staticmethod(F.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
+    """Average pooling to a fixed output size (None keeps that input dim)."""
+
+    _fn = staticmethod(F.adaptive_avg_pool2d)
+
+
+class AdaptiveAvgPool3d(_AdaptivePool):
+    _fn = staticmethod(F.adaptive_avg_pool3d)
+
+
+class _AdaptiveMaxPool(Module):
+    _fn = None
+
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+    def forward(self, input: Tensor):
+        return type(self)._fn(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPool):
+    _fn = staticmethod(F.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPool):
+    _fn = staticmethod(F.adaptive_max_pool2d)

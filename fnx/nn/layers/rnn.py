@@ -1,0 +1,279 @@
+"""Recurrent layers: RNN, LSTM, GRU and their cells, with PyTorch's parameter names and gate order.
+
+The input projection of a whole sequence is one matmul; the recurrence runs through `fnx.scan`, so it
+differentiates, batches and stages like any other code. Bidirectional layers scan the sequence in reverse
+for the `_reverse` parameters; dropout applies between layers in training mode.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ops import elementwise as ew
+from ...ops.control import scan
+from ...ops.creation import empty, zeros
+from ...ops.shape import cat, chunk, stack
+from ...tensor import Tensor
+from .. import functional as F
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
+
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _rnn_step(mode: str):
+    """(hidden, projected input, w_hh, b_hh, w_hr) -> new hidden, for one time step of `mode`."""
+    def tanh_or_relu(h, xw, w_hh, b_hh, w_hr):
+        pre = xw + F.linear(h, w_hh, b_hh)
+        return ew.tanh(pre) if mode == "RNN_TANH" else ew.relu(pre)
+
+    def lstm(hc, xw, w_hh, b_hh, w_hr):
+        h, c = hc
+        i, f, g, o = chunk(xw + F.linear(h, w_hh, b_hh), 4, -1)
+        c = ew.sigmoid(f) * c + ew.sigmoid(i) * ew.tanh(g)
+        h = ew.sigmoid(o) * ew.tanh(c)
+        return (F.linear(h, w_hr) if w_hr is not None else h), c
+
+    def gru(h, xw, w_hh, b_hh, w_hr):
+        i_r, i_z, i_n = chunk(xw, 3, -1)
+        h_r, h_z, h_n = chunk(F.linear(h, w_hh, b_hh), 3, -1)
+        r, z = ew.sigmoid(i_r + h_r), ew.sigmoid(i_z + h_z)
+        n = ew.tanh(i_n + r * h_n)
+        return (1.0 - z) * n + z * h
+
+    return {"LSTM": lstm, "GRU": gru}.get(mode, tanh_or_relu)
+
+
+class RNNBase(Module):
+    """Shared parameters (weight_ih_l{k}[_reverse], weight_hh_..., bias_ih_..., bias_hh_..., weight_hr_...),
+    initialisation U(-1/sqrt(hidden), 1/sqrt(hidden)) and the layer/direction loop."""
+
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
+                 device=None, dtype=None):
+        super().__init__()
+        if not 0 <= dropout <= 1 or isinstance(dropout, bool):
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
+                             "element being zeroed")
+        if hidden_size <= 0 or num_layers <= 0:
+            raise ValueError("hidden_size and num_layers must be greater than 0")
+        if proj_size < 0 or proj_size >= hidden_size and proj_size:
+            raise ValueError("proj_size has to be a positive integer smaller than hidden_size")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size = bidirectional, proj_size
+        directions = 2 if bidirectional else 1
+        real_hidden = proj_size if proj_size > 0 else hidden_size
+        gate_size = _GATES[mode] * hidden_size
+        kw = {"device": device, "dtype": dtype}
+        for layer in range(num_layers):
+            layer_input = input_size if layer == 0 else real_hidden * directions
+            for suffix in ("", "_reverse")[:directions]:
+                shapes = {"weight_ih": (gate_size, layer_input), "weight_hh": (gate_size, real_hidden)}
+                if bias:
+                    shapes.update(bias_ih=(gate_size,), bias_hh=(gate_size,))
+                if proj_size > 0:
+                    shapes["weight_hr"] = (proj_size, hidden_size)
+                for name, shape in shapes.items():
+                    setattr(self, f"{name}_l{layer}{suffix}", Parameter(empty(shape, **kw)))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        stdv = 1.0 / math.sqrt(self.hidden_size)
+        for weight in self.parameters():
+            init.uniform_(weight, -stdv, stdv)
+
+    def extra_repr(self) -> str:
+        s = "{input_size}, {hidden_size}"
+        if self.proj_size != 0:
+            s += ", proj_size={proj_size}"
+        if self.num_layers != 1:
+            s += ", num_layers={num_layers}"
+        if self.bias is not True:
+            s += ", bias={bias}"
+        if self.batch_first is not False:
+            s += ", batch_first={batch_first}"
+        if self.dropout != 0:
+            s += ", dropout={dropout}"
+        if self.bidirectional is not False:
+            s += ", bidirectional={bidirectional}"
+        return s.format(**self.__dict__)
+
+    def _weights(self, layer: int, suffix: str):
+        get = self._parameters.get
+        name = f"l{layer}{suffix}"
+        return (get(f"weight_ih_{name}"), get(f"weight_hh_{name}"), get(f"bias_ih_{name}"), get(f"bias_hh_{name}"),
+                get(f"weight_hr_{name}"))
+
+    def _run(self, x: Tensor, hx: list) -> tuple[Tensor, list]:
+        """x: (L, N, H_in) sequence-first; hx: per (layer, direction) initial state. Returns output and states."""
+        step = _rnn_step(self.mode)
+        directions = 2 if self.bidirectional else 1
+        finals = []
+        for layer in range(self.num_layers):
+            outs = []
+            for d, suffix in enumerate(("", "_reverse")[:directions]):
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, suffix)
+                projected = F.linear(x, w_ih, b_ih)
+
+                def body(state, xw, w_hh=w_hh, b_hh=b_hh, w_hr=w_hr):
+                    new = step(state, xw, w_hh, b_hh, w_hr)
+                    return new, (new[0] if isinstance(new, tuple) else new)
+
+                final, ys = scan(body, hx[layer * directions + d], projected, reverse=d == 1)
+                outs.append(ys)
+                finals.append(final)
+            x = outs[0] if directions == 1 else cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        return x, finals
+
+    def _initial_state(self, hx, batch: int, ref: Tensor, size: int, what: str):
+        count = self.num_layers * (2 if self.bidirectional else 1)
+        if hx is None:
+            return [zeros(batch, size, dtype=ref.dtype, device=ref.device) for _ in range(count)]
+        if tuple(hx.shape) != (count, batch, size):
+            raise RuntimeError(f"Expected {what} size {(count, batch, size)}, got {tuple(hx.shape)}")
+        return [hx[i] for i in range(count)]
+
+    def forward(self, input: Tensor, hx=None):
+        batched = input.ndim == 3
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
+        x = input if batched else input.unsqueeze(1)
+        if batched and self.batch_first:
+            x = x.transpose(0, 1)
+        if x.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{x.shape[-1]}")
+        batch = x.shape[1]
+        out_size = self.proj_size if self.proj_size > 0 else self.hidden_size
+        if self.mode == "LSTM":
+            h0, c0 = (None, None) if hx is None else hx
+            if not batched and hx is not None:
+                h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1)
+            hs = self._initial_state(h0, batch, x, out_size, "hidden")
+            cs = self._initial_state(c0, batch, x, self.hidden_size, "cell")
+            out, finals = self._run(x, list(zip(hs, cs)))
+            state = (stack([h for h, _ in finals]), stack([c for _, c in finals]))
+        else:
+            h0 = hx.unsqueeze(1) if hx is not None and not batched else hx
+            out, finals = self._run(x, self._initial_state(h0, batch, x, out_size, "hidden"))
+            state = stack(finals)
+        if batched and self.batch_first:
+            out = out.transpose(0, 1)
+        if not batched:
+            out = out.squeeze(1)
+            state = tuple(s.squeeze(1) for s in state) if isinstance(state, tuple) else state.squeeze(1)
+        return out, state
+
+
+class RNN(RNNBase):
+    """Elman RNN: h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (or relu)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+        self.nonlinearity = nonlinearity
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
+                         bias, batch_first, dropout, bidirectional, 0, device, dtype)
+
+
+class LSTM(RNNBase):
+    """LSTM with PyTorch's gate order (input, forget, cell, output) and optional projection (proj_size)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
+                 device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device, dtype)
+
+
+class GRU(RNNBase):
+    """GRU with PyTorch's gate order (reset, update, new)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, device=None,
+                 dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
+                         device, dtype)
+
+
+class RNNCellBase(Module):
+    """One time step: weight_ih (gates*hidden, input), weight_hh (gates*hidden, hidden), bias_ih, bias_hh."""
+
+    _mode = "RNN_TANH"
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int, device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        kw = {"device": device, "dtype": dtype}
+        self.weight_ih = Parameter(empty((num_chunks * hidden_size, input_size), **kw))
+        self.weight_hh = Parameter(empty((num_chunks * hidden_size, hidden_size), **kw))
+        if bias:
+            self.bias_ih = Parameter(empty(num_chunks * hidden_size, **kw))
+            self.bias_hh = Parameter(empty(num_chunks * hidden_size, **kw))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -stdv, stdv)
+
+    def extra_repr(self) -> str:
+        s = "{input_size}, {hidden_size}"
+        if self.bias is not True:
+            s += ", bias={bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += ", nonlinearity={nonlinearity}"
+        return s.format(**self.__dict__)
+
+    def _step(self, input: Tensor, state):
+        xw = F.linear(input, self.weight_ih, self.bias_ih)
+        return _rnn_step(self._mode)(state, xw, self.weight_hh, self.bias_hh, None)
+
+    def _zeros(self, input: Tensor) -> Tensor:
+        return zeros(*input.shape[:-1], self.hidden_size, dtype=input.dtype, device=input.device)
+
+
+class RNNCell(RNNCellBase):
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh", device=None,
+                 dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
+        self.nonlinearity = nonlinearity
+        self._mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        return self._step(input, self._zeros(input) if hx is None else hx)
+
+
+class LSTMCell(RNNCellBase):
+    _mode = "LSTM"
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input: Tensor, hx=None) -> tuple[Tensor, Tensor]:
+        state = (self._zeros(input), self._zeros(input)) if hx is None else tuple(hx)
+        return self._step(input, state)
+
+
+class GRUCell(RNNCellBase):
+    _mode = "GRU"
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        return self._step(input, self._zeros(input) if hx is None else hx)

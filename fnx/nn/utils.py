@@ -1,0 +1,89 @@
+"""`nn.utils`: gradient clipping and flattening parameters to one vector (PyTorch's semantics)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..autograd import no_grad
+from ..core import FnxRuntimeError, FnxTypeError
+from ..ops import elementwise as ew
+from ..ops.creation import tensor
+from ..ops.norms import vector_norm
+from ..ops.shape import cat, stack
+from ..tensor import Tensor
+
+__all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
+           "parameters_to_vector", "vector_to_parameters"]
+
+
+def _as_list(tensors) -> list:
+    return [tensors] if isinstance(tensors, Tensor) else list(tensors)
+
+
+def get_total_norm(tensors: Iterable[Tensor] | Tensor, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach=None) -> Tensor:
+    """The norm of the norms of `tensors` (= the norm of all their elements together)."""
+    tensors = [t for t in _as_list(tensors) if t is not None]
+    if not tensors:
+        return tensor(0.0)
+    norm_type = float(norm_type)
+    with no_grad():
+        norms = [vector_norm(t, norm_type).to(tensors[0].device) for t in tensors]
+        total = vector_norm(stack(norms), norm_type)
+    if error_if_nonfinite and not bool(ew.isfinite(total)):
+        raise FnxRuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
+                              f"it cannot be clipped. To disable this error and scale the gradients by the non-finite "
+                              f"norm anyway, set `error_if_nonfinite=False`")
+    return total
+
+
+def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, foreach=None) -> None:
+    """Scale every gradient by min(1, max_norm / (total_norm + 1e-6)), in place."""
+    grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    if not grads:
+        return
+    with no_grad():
+        coef = ew.clamp(float(max_norm) / (total_norm + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(coef.to(g.device, g.dtype))
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                    foreach=None) -> Tensor:
+    """Rescale the gradients of `parameters` so that their total `norm_type` norm is at most `max_norm`;
+    returns the total norm before clipping."""
+    params = _as_list(parameters)
+    total = get_total_norm([p.grad for p in params if p.grad is not None], norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(params, max_norm, total)
+    return total
+
+
+def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach=None) -> Tensor:
+    """Deprecated alias of clip_grad_norm_."""
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
+
+
+def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
+    """Clamp every gradient of `parameters` into [-clip_value, clip_value], in place."""
+    clip_value = float(clip_value)
+    with no_grad():
+        for p in _as_list(parameters):
+            if p.grad is not None:
+                p.grad.clamp_(-clip_value, clip_value)
+
+
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    """All parameters flattened and concatenated into one vector (a copy)."""
+    return cat([p.reshape(-1) for p in parameters])
+
+
+def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Copy consecutive slices of `vec` into `parameters` (the inverse of parameters_to_vector)."""
+    if not isinstance(vec, Tensor):
+        raise FnxTypeError(f"expected fnx.Tensor, but got: {type(vec).__name__}")
+    offset = 0
+    with no_grad():
+        for p in parameters:
+            n = p.numel()
+            p.copy_(vec[offset:offset + n].reshape(p.shape))
+            offset += n

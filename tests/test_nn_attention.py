@@ -1,0 +1,224 @@
+"""Attention against a float64 numpy reference: scaled_dot_product_attention, MultiheadAttention (masks,
+is_causal, need_weights, batch_first) and the transformer layers built on it."""
+import math
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.nn as nn
+import fnx.nn.functional as F
+from fnx.autograd import gradcheck
+
+RNG = np.random.default_rng(3)
+
+
+def T(a, requires_grad=False):
+    return fnx.tensor(np.asarray(a), requires_grad=requires_grad)
+
+
+def npy(t):
+    return t.detach().numpy()
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def ref_sdpa(q, k, v, allowed=None, bias=None, scale=None):
+    s = q @ np.swapaxes(k, -1, -2) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if bias is not None:
+        s = s + bias
+    if allowed is not None:
+        s = np.where(allowed, s, -np.inf)
+    return softmax(s) @ v
+
+
+def ref_mha(mha, q, k, v, key_padding_mask=None, attn_mask=None, average=True):
+    """Batch-first multi-head attention from the module's weights; boolean masks are True where masked."""
+    e, h = mha.embed_dim, mha.num_heads
+    d = e // h
+    w, b = npy(mha.in_proj_weight), npy(mha.in_proj_bias)
+    proj = [x @ w[i * e:(i + 1) * e].T + b[i * e:(i + 1) * e] for i, x in enumerate((q, k, v))]
+    qh, kh, vh = [p.reshape(p.shape[0], p.shape[1], h, d).transpose(0, 2, 1, 3) for p in proj]
+    scores = qh @ kh.transpose(0, 1, 3, 2) / math.sqrt(d)
+    if attn_mask is not None:
+        scores = np.where(attn_mask, -np.inf, scores) if attn_mask.dtype == bool else scores + attn_mask
+    if key_padding_mask is not None:
+        scores = np.where(key_padding_mask[:, None, None, :], -np.inf, scores)
+    weights = softmax(scores)
+    out = (weights @ vh).transpose(0, 2, 1, 3).reshape(q.shape[0], q.shape[1], e)
+    out = out @ npy(mha.out_proj.weight).T + npy(mha.out_proj.bias)
+    return out, weights.mean(1) if average else weights
+
+
+# ---------------------------------------------------------------- scaled dot-product attention
+def test_sdpa_plain_scaled_and_masked():
+    q, k, v = RNG.standard_normal((2, 3, 4, 5)), RNG.standard_normal((2, 3, 6, 5)), RNG.standard_normal((2, 3, 6, 2))
+    np.testing.assert_allclose(npy(F.scaled_dot_product_attention(T(q), T(k), T(v))), ref_sdpa(q, k, v), atol=1e-12)
+    allowed = RNG.random((4, 6)) > 0.4
+    allowed[:, 0] = True
+    np.testing.assert_allclose(npy(F.scaled_dot_product_attention(T(q), T(k), T(v), attn_mask=T(allowed))),
+                               ref_sdpa(q, k, v, allowed=allowed), atol=1e-12)
+    bias = RNG.standard_normal((4, 6))
+    np.testing.assert_allclose(npy(F.scaled_dot_product_attention(T(q), T(k), T(v), attn_mask=T(bias), scale=0.3)),
+                               ref_sdpa(q, k, v, bias=bias, scale=0.3), atol=1e-12)
+    causal = np.tril(np.ones((4, 6), dtype=bool))
+    np.testing.assert_allclose(npy(F.scaled_dot_product_attention(T(q), T(k), T(v), is_causal=True)),
+                               ref_sdpa(q, k, v, allowed=causal), atol=1e-12)
+    with pytest.raises(RuntimeError, match="attn_mask should not be set when is_causal"):
+        F.scaled_dot_product_attention(T(q), T(k), T(v), attn_mask=T(allowed), is_causal=True)
+
+
+def test_sdpa_fully_masked_rows_give_zeros_and_finite_gradients():
+    q = T(RNG.standard_normal((2, 3)), True)
+    k, v = T(RNG.standard_normal((4, 3)), True), T(RNG.standard_normal((4, 2)))
+    allowed = T(np.array([[True, False, True, False], [False] * 4]))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    assert not out.detach().numpy()[1].any()
+    out.sum().backward()
+    assert np.isfinite(q.grad.numpy()).all() and np.isfinite(k.grad.numpy()).all()
+
+
+def test_sdpa_grouped_query_attention_and_gradients():
+    q, k, v = RNG.standard_normal((1, 4, 3, 2)), RNG.standard_normal((1, 2, 3, 2)), RNG.standard_normal((1, 2, 3, 2))
+    out = F.scaled_dot_product_attention(T(q), T(k), T(v), enable_gqa=True)
+    ref = ref_sdpa(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1))
+    np.testing.assert_allclose(npy(out), ref, atol=1e-12)
+    args = (T(q[0, :1], True), T(k[0, :1], True), T(v[0, :1], True))
+    assert gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), args)
+
+
+# ---------------------------------------------------------------- multi-head attention
+def mha_inputs(n=2, l=4, s=5, e=8):
+    return RNG.standard_normal((n, l, e)), RNG.standard_normal((n, s, e)), RNG.standard_normal((n, s, e))
+
+
+def test_mha_parameters_follow_pytorch_names():
+    mha = nn.MultiheadAttention(8, 2)
+    assert list(mha.state_dict()) == ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+    assert not mha.in_proj_bias.numpy(force=True).any() and not npy(mha.out_proj.bias).any()
+    assert repr(mha) == ("MultiheadAttention(\n  (out_proj): NonDynamicallyQuantizableLinear(in_features=8, "
+                         "out_features=8, bias=True)\n)")
+    kv = nn.MultiheadAttention(8, 2, kdim=3, vdim=5, add_bias_kv=True, bias=False)
+    assert list(kv.state_dict()) == ["q_proj_weight", "k_proj_weight", "v_proj_weight", "bias_k", "bias_v",
+                                     "out_proj.weight"]
+    with pytest.raises(AssertionError, match="divisible"):
+        nn.MultiheadAttention(6, 4)
+
+
+@pytest.mark.parametrize("masks", ["none", "key_padding", "bool_attn", "float_attn", "both"])
+@pytest.mark.parametrize("average", [True, False])
+def test_mha_matches_reference(masks, average):
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).double()
+    q, k, v = mha_inputs()
+    kpm = np.array([[False, False, True, False, True], [False, True, False, False, False]])
+    bool_mask = RNG.random((4, 5)) > 0.7
+    bool_mask[:, 0] = False
+    float_mask = RNG.standard_normal((4, 5))
+    kw, ref_kw = {}, {}
+    if masks in ("key_padding", "both"):
+        kw["key_padding_mask"], ref_kw["key_padding_mask"] = T(kpm), kpm
+    if masks in ("bool_attn", "both"):
+        kw["attn_mask"], ref_kw["attn_mask"] = T(bool_mask), bool_mask
+    if masks == "float_attn":
+        kw["attn_mask"], ref_kw["attn_mask"] = T(float_mask), float_mask
+    out, weights = mha(T(q), T(k), T(v), average_attn_weights=average, **kw)
+    ref_out, ref_w = ref_mha(mha, q, k, v, average=average, **ref_kw)
+    np.testing.assert_allclose(npy(out), ref_out, atol=1e-12)
+    np.testing.assert_allclose(npy(weights), ref_w, atol=1e-12)
+    out2, none = mha(T(q), T(k), T(v), need_weights=False, **kw)
+    assert none is None
+    np.testing.assert_allclose(npy(out2), ref_out, atol=1e-12)
+
+
+def test_mha_sequence_first_unbatched_and_causal():
+    mha = nn.MultiheadAttention(8, 4).double()
+    q, _, _ = mha_inputs(l=5)
+    causal_bool = np.triu(np.ones((5, 5), dtype=bool), 1)
+    ref, _ = ref_mha(mha, q, q, q, attn_mask=causal_bool)
+    seq_first = T(q.transpose(1, 0, 2))
+    out, _ = mha(seq_first, seq_first, seq_first, attn_mask=T(causal_bool))
+    np.testing.assert_allclose(npy(out).transpose(1, 0, 2), ref, atol=1e-12)
+    causal = nn.Transformer.generate_square_subsequent_mask(5, dtype=fnx.float64)
+    for need_weights in (True, False):
+        hinted, _ = mha(seq_first, seq_first, seq_first, attn_mask=causal, is_causal=True, need_weights=need_weights)
+        np.testing.assert_allclose(npy(hinted).transpose(1, 0, 2), ref, atol=1e-12)
+    with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
+        mha(seq_first, seq_first, seq_first, is_causal=True)
+    single, w = mha(T(q[0]), T(q[0]), T(q[0]))
+    ref0, ref_w0 = ref_mha(mha, q[:1], q[:1], q[:1])
+    np.testing.assert_allclose(npy(single), ref0[0], atol=1e-12)
+    assert w.shape == (5, 5)
+
+
+def test_mha_dropout_only_in_training_and_gradients():
+    fnx.manual_seed(0)
+    mha = nn.MultiheadAttention(4, 2, dropout=0.5, batch_first=True).double()
+    x = T(RNG.standard_normal((1, 3, 4)))
+    a, _ = mha(x, x, x)
+    b, _ = mha(x, x, x)
+    assert not np.allclose(npy(a), npy(b))
+    mha.eval()
+    np.testing.assert_array_equal(npy(mha(x, x, x)[0]), npy(mha(x, x, x)[0]))
+    xg = T(RNG.standard_normal((1, 2, 4)), True)
+    assert gradcheck(lambda t: mha(t, t, t)[0], (xg,))
+    g = fnx.grad(lambda m: m(x, x, x)[0].sum())(mha)
+    assert g.in_proj_weight.shape == (12, 4) and g.out_proj.weight.shape == (4, 4)
+
+
+# ---------------------------------------------------------------- transformer layers
+def ref_layer_norm(x, w, b, eps=1e-5):
+    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps) * w + b
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_layer_matches_reference(norm_first):
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=norm_first,
+                                       activation="gelu").double()
+    x = RNG.standard_normal((2, 4, 8))
+    kpm = np.array([[False, False, False, True], [False] * 4])
+    n1 = lambda t: ref_layer_norm(t, npy(layer.norm1.weight), npy(layer.norm1.bias))  # noqa: E731
+    n2 = lambda t: ref_layer_norm(t, npy(layer.norm2.weight), npy(layer.norm2.bias))  # noqa: E731
+
+    def ff(t):
+        hidden = t @ npy(layer.linear1.weight).T + npy(layer.linear1.bias)
+        hidden = npy(F.gelu(T(hidden)))
+        return hidden @ npy(layer.linear2.weight).T + npy(layer.linear2.bias)
+
+    def sa(t):
+        return ref_mha(layer.self_attn, t, t, t, key_padding_mask=kpm)[0]
+
+    if norm_first:
+        y = x + sa(n1(x))
+        ref = y + ff(n2(y))
+    else:
+        y = n1(x + sa(x))
+        ref = n2(y + ff(y))
+    np.testing.assert_allclose(npy(layer(T(x), src_key_padding_mask=T(kpm))), ref, atol=1e-10)
+
+
+def test_transformer_encoder_stack_and_causal_detection():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8)).double()
+    assert [n for n, _ in enc.named_children()] == ["layers", "norm"]
+    assert "layers.1.self_attn.in_proj_weight" in enc.state_dict()
+    assert enc.layers[0].linear1.weight is not enc.layers[1].linear1.weight
+    x = T(RNG.standard_normal((5, 2, 8)))
+    mask = nn.Transformer.generate_square_subsequent_mask(5, dtype=fnx.float64)
+    out = enc(x, mask=mask)
+    manual = x
+    for lyr in enc.layers:
+        manual = lyr(manual, src_mask=mask)
+    np.testing.assert_allclose(npy(out), npy(enc.norm(manual)), atol=1e-12)
+    np.testing.assert_allclose(npy(enc(x, is_causal=True, mask=mask)), npy(out), atol=1e-12)
+
+
+def test_transformer_decoder_and_full_model_shapes():
+    model = nn.Transformer(8, 2, 1, 1, 16, dropout=0.0, batch_first=True)
+    src, tgt = fnx.randn(2, 6, 8), fnx.randn(2, 4, 8)
+    out = model(src, tgt, tgt_mask=model.generate_square_subsequent_mask(4))
+    assert out.shape == (2, 4, 8)
+    names = list(model.state_dict())
+    assert "decoder.layers.0.multihead_attn.in_proj_weight" in names and "encoder.norm.weight" in names

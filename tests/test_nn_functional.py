@@ -1,0 +1,474 @@
+"""fnx.nn.functional against float64 numpy references written out loop by loop, and gradients against
+finite differences. Convolution and pooling parameters are drawn by hypothesis."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import fnx
+import fnx.nn.functional as F
+from fnx.autograd import gradcheck
+
+RNG = np.random.default_rng(0)
+
+
+def T(a, requires_grad=False):
+    return fnx.tensor(np.asarray(a), requires_grad=requires_grad)
+
+
+def npy(t):
+    return t.detach().numpy()
+
+
+def close(a, b, tol=1e-10):
+    np.testing.assert_allclose(npy(a), b, rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------- numpy references
+def ref_conv2d(x, w, b, stride, padding, dilation, groups):
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, o, oh, ow))
+    og = o // groups
+    for b_, oc, i, j in itertools.product(range(n), range(o), range(oh), range(ow)):
+        g = oc // og
+        patch = xp[b_, g * cg:(g + 1) * cg, i * sh:i * sh + dh * (kh - 1) + 1:dh, j * sw:j * sw + dw * (kw - 1) + 1:dw]
+        out[b_, oc, i, j] = (patch * w[oc]).sum() + (b[oc] if b is not None else 0.0)
+    return out
+
+
+def ref_conv_transpose2d(x, w, stride, padding, output_padding, groups, dilation):
+    """Scatter form: every input pixel adds its value times the kernel into the output."""
+    (sh, sw), (ph, pw), (oph, opw), (dh, dw) = stride, padding, output_padding, dilation
+    n, cin, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    full_h = (h - 1) * sh + dh * (kh - 1) + 1 + oph
+    full_w = (wd - 1) * sw + dw * (kw - 1) + 1 + opw
+    out = np.zeros((n, og * groups, full_h, full_w))
+    cg = cin // groups
+    for b_, c, i, j, a, e in itertools.product(range(n), range(cin), range(h), range(wd), range(kh), range(kw)):
+        g = c // cg
+        out[b_, g * og:(g + 1) * og, i * sh + a * dh, j * sw + e * dw] += x[b_, c, i, j] * w[c, :, a, e]
+    return out[:, :, ph:full_h - ph, pw:full_w - pw]
+
+
+def pool_out(n, k, s, p, d, ceil):
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def ref_max_pool2d(x, k, s, p, d, ceil):
+    n, c, h, w = x.shape
+    oh, ow = pool_out(h, k[0], s[0], p[0], d[0], ceil), pool_out(w, k[1], s[1], p[1], d[1], ceil)
+    out = np.full((n, c, oh, ow), -np.inf)
+    idx = np.zeros((n, c, oh, ow), dtype=np.int64)
+    for i, j, a, e in itertools.product(range(oh), range(ow), range(k[0]), range(k[1])):
+        r, q = i * s[0] - p[0] + a * d[0], j * s[1] - p[1] + e * d[1]
+        if 0 <= r < h and 0 <= q < w:
+            better = x[:, :, r, q] > out[:, :, i, j]
+            out[:, :, i, j] = np.where(better, x[:, :, r, q], out[:, :, i, j])
+            idx[:, :, i, j] = np.where(better, r * w + q, idx[:, :, i, j])
+    return out, idx
+
+
+def ref_avg_pool2d(x, k, s, p, ceil, count_include_pad):
+    n, c, h, w = x.shape
+    oh, ow = pool_out(h, k[0], s[0], p[0], 1, ceil), pool_out(w, k[1], s[1], p[1], 1, ceil)
+    out = np.zeros((n, c, oh, ow))
+    for i, j in itertools.product(range(oh), range(ow)):
+        r0, q0 = i * s[0] - p[0], j * s[1] - p[1]
+        r1, q1 = min(r0 + k[0], h + p[0]), min(q0 + k[1], w + p[1])
+        size = (r1 - r0) * (q1 - q0)
+        r0c, q0c, r1c, q1c = max(r0, 0), max(q0, 0), min(r1, h), min(q1, w)
+        total = x[:, :, r0c:r1c, q0c:q1c].sum(axis=(2, 3))
+        out[:, :, i, j] = total / (size if count_include_pad else (r1c - r0c) * (q1c - q0c))
+    return out
+
+
+def ref_log_softmax(x, axis):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+# ---------------------------------------------------------------- convolution
+@st.composite
+def conv_case(draw):
+    groups = draw(st.sampled_from([1, 2]))
+    cin, cout = groups * draw(st.integers(1, 2)), groups * draw(st.integers(1, 2))
+    k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    s = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    p = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    h = draw(st.integers(max(1, d[0] * (k[0] - 1) + 1 - 2 * p[0]), 6))
+    w = draw(st.integers(max(1, d[1] * (k[1] - 1) + 1 - 2 * p[1]), 6))
+    return groups, cin, cout, k, s, d, p, h, w, draw(st.booleans())
+
+
+@settings(max_examples=25)
+@given(conv_case())
+def test_conv2d_matches_loops(case):
+    groups, cin, cout, k, s, d, p, h, w, bias = case
+    x = RNG.standard_normal((2, cin, h, w))
+    wt = RNG.standard_normal((cout, cin // groups) + k)
+    b = RNG.standard_normal(cout) if bias else None
+    out = F.conv2d(T(x), T(wt), None if b is None else T(b), s, p, d, groups)
+    close(out, ref_conv2d(x, wt, b, s, p, d, groups))
+
+
+@settings(max_examples=25)
+@given(conv_case(), st.integers(0, 1), st.integers(0, 1))
+def test_conv_transpose2d_matches_scatter(case, op_h, op_w):
+    groups, cin, cout, k, s, d, p, h, w, _ = case
+    op = (min(op_h, max(s[0], d[0]) - 1), min(op_w, max(s[1], d[1]) - 1))
+    p = tuple(min(pi, (di * (ki - 1) + (n - 1) * si) // 2) for pi, di, ki, n, si in zip(p, d, k, (h, w), s))
+    x = RNG.standard_normal((2, cin, h, w))
+    wt = RNG.standard_normal((cin, cout // groups) + k)
+    out = F.conv_transpose2d(T(x), T(wt), None, s, p, op, groups, d)
+    close(out, ref_conv_transpose2d(x, wt, s, p, op, groups, d))
+
+
+def test_conv_padding_strings_1d_3d_and_unbatched():
+    x = RNG.standard_normal((1, 2, 5, 4))
+    w = RNG.standard_normal((3, 2, 2, 3))
+    same = F.conv2d(T(x), T(w), padding="same", dilation=(1, 2))
+    assert same.shape == (1, 3, 5, 4)
+    # 'same' pads the extra row/column at the end, as PyTorch does
+    xp = np.pad(x, ((0, 0), (0, 0), (0, 1), (2, 2)))
+    close(same, ref_conv2d(xp, w, None, (1, 1), (0, 0), (1, 2), 1))
+    close(F.conv2d(T(x), T(w), padding="valid"), ref_conv2d(x, w, None, (1, 1), (0, 0), (1, 1), 1))
+    close(F.conv2d(T(x[0]), T(w)), ref_conv2d(x, w, None, (1, 1), (0, 0), (1, 1), 1)[0])
+    x1, w1 = x[:, :, 0], w[:, :, 0]
+    close(F.conv1d(T(x1), T(w1), stride=2, padding=1),
+          ref_conv2d(x1[:, :, None], w1[:, :, None], None, (1, 2), (0, 1), (1, 1), 1)[:, :, 0])
+    x3 = RNG.standard_normal((1, 2, 3, 3, 3))
+    w3 = RNG.standard_normal((2, 2, 2, 2, 2))
+    out3 = F.conv3d(T(x3), T(w3))
+    assert out3.shape == (1, 2, 2, 2, 2)
+    for z, y in itertools.product(range(2), range(2)):
+        expect = (x3[0, :, z:z + 2, y:y + 2, 0:2] * w3[1]).sum()
+        assert abs(out3[0, 1, z, y, 0].item() - expect) < 1e-10
+    x1t = RNG.standard_normal((1, 2, 4))
+    w1t = RNG.standard_normal((2, 3, 3))
+    close(F.conv_transpose1d(T(x1t), T(w1t), stride=2),
+          ref_conv_transpose2d(x1t[:, :, None], w1t[:, :, None], (1, 2), (0, 0), (0, 0), 1, (1, 1))[:, :, 0])
+
+
+def test_conv_errors_name_shapes():
+    with pytest.raises(RuntimeError, match="expected input.*to have 4 channels, but got 3"):
+        F.conv2d(fnx.zeros(1, 3, 5, 5), fnx.zeros(2, 4, 3, 3))
+    with pytest.raises(ValueError, match="not supported for strided"):
+        F.conv2d(fnx.zeros(1, 3, 5, 5), fnx.zeros(2, 3, 3, 3), stride=2, padding="same")
+    with pytest.raises(RuntimeError, match="Kernel size can't be greater"):
+        F.conv2d(fnx.zeros(1, 3, 2, 2), fnx.zeros(2, 3, 3, 3))
+
+
+def test_conv_gradients_match_finite_differences():
+    x = T(RNG.standard_normal((1, 2, 4, 4)), True)
+    w = T(RNG.standard_normal((4, 1, 2, 3)), True)
+    b = T(RNG.standard_normal(4), True)
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, (2, 1), 1, (1, 2), 2), (x, w, b))
+    wt = T(RNG.standard_normal((2, 2, 2, 2)), True)
+    assert gradcheck(lambda x, w: F.conv_transpose2d(x, w, None, 2, 1, 1), (x, wt))
+
+
+# ---------------------------------------------------------------- pooling
+@st.composite
+def pool_case(draw):
+    k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    p = tuple(draw(st.integers(0, (di * (ki - 1) + 1) // 2)) for ki, di in zip(k, d))
+    h = draw(st.integers(d[0] * (k[0] - 1) + 1, 6))
+    w = draw(st.integers(d[1] * (k[1] - 1) + 1, 6))
+    return k, s, d, p, h, w, draw(st.booleans())
+
+
+@settings(max_examples=25)
+@given(pool_case())
+def test_max_pool2d_values_and_indices(case):
+    k, s, d, p, h, w, ceil = case
+    x = RNG.permutation(2 * 3 * h * w).reshape(2, 3, h, w).astype(np.float64)  # distinct values
+    out, idx = F.max_pool2d(T(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
+    ref, ref_idx = ref_max_pool2d(x, k, s, p, d, ceil)
+    close(out, ref)
+    np.testing.assert_array_equal(idx.numpy(), ref_idx)
+
+
+@settings(max_examples=25)
+@given(pool_case(), st.booleans())
+def test_avg_pool2d_divisors(case, count_include_pad):
+    k, s, _, p, h, w, ceil = case
+    p = tuple(min(pi, ki // 2) for pi, ki in zip(p, k))
+    x = RNG.standard_normal((2, 2, h, w))
+    out = F.avg_pool2d(T(x), k, s, p, ceil_mode=ceil, count_include_pad=count_include_pad)
+    close(out, ref_avg_pool2d(x, k, s, p, ceil, count_include_pad))
+
+
+def test_adaptive_pools_and_1d_forms():
+    x = RNG.standard_normal((2, 3, 5, 7))
+    out = F.adaptive_avg_pool2d(T(x), (3, 2))
+    ref = np.zeros((2, 3, 3, 2))
+    for i, j in itertools.product(range(3), range(2)):
+        r0, r1 = (i * 5) // 3, -((-(i + 1) * 5) // 3)
+        q0, q1 = (j * 7) // 2, -((-(j + 1) * 7) // 2)
+        ref[:, :, i, j] = x[:, :, r0:r1, q0:q1].mean(axis=(2, 3))
+    close(out, ref)
+    close(F.adaptive_avg_pool2d(T(x), 1), x.mean(axis=(2, 3), keepdims=True))
+    close(F.adaptive_avg_pool2d(T(x), (None, 7)), x)
+    close(F.adaptive_max_pool2d(T(x), 1), x.max(axis=(2, 3), keepdims=True))
+    x1 = x[:, :, 0]
+    close(F.max_pool1d(T(x1), 2), np.maximum(x1[:, :, 0:6:2], x1[:, :, 1:7:2]))
+    close(F.avg_pool1d(T(x1), 3, 2), (x1[:, :, 0:5:2] + x1[:, :, 1:6:2] + x1[:, :, 2:7:2]) / 3)
+
+
+def test_pool_errors():
+    with pytest.raises(RuntimeError, match="pad should be at most half"):
+        F.max_pool2d(fnx.zeros(1, 1, 4, 4), 2, padding=2)
+
+
+def test_pool_gradients():
+    x = T(RNG.permutation(32).reshape(1, 2, 4, 4) / 7.0, True)
+    assert gradcheck(lambda x: F.max_pool2d(x, 3, 2, 1), (x,))
+    assert gradcheck(lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), (x,))
+    assert gradcheck(lambda x: F.adaptive_avg_pool2d(x, (3, 2)), (x,))
+
+
+def test_max_pool_gradient_goes_to_the_first_maximum_like_pytorch():
+    x = fnx.zeros(1, 1, 2, 2, requires_grad=True)
+    F.max_pool2d(x, 2).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy()[0, 0], [[1.0, 0.0], [0.0, 0.0]])
+
+
+def test_unfold_fold_are_transposes():
+    x = RNG.standard_normal((2, 3, 5, 4))
+    cols = F.unfold(T(x), (2, 3), dilation=1, padding=1, stride=(2, 1))
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    oh, ow = (7 - 2) // 2 + 1, (6 - 3) + 1
+    ref = np.stack([xp[:, :, i * 2:i * 2 + 2, j:j + 3].reshape(2, -1) for i in range(oh) for j in range(ow)], -1)
+    close(cols, ref)
+    y = RNG.standard_normal(tuple(cols.shape))
+    # <unfold(x), y> == <x, fold(y)>
+    lhs = (ref * y).sum()
+    rhs = (x * npy(F.fold(T(y), (5, 4), (2, 3), padding=1, stride=(2, 1)))).sum()
+    assert abs(lhs - rhs) < 1e-9
+
+
+def test_interpolate_modes():
+    x = RNG.standard_normal((1, 2, 3, 4))
+    near = F.interpolate(T(x), scale_factor=2)
+    close(near, x.repeat(2, axis=2).repeat(2, axis=3))
+    lin = F.interpolate(T(x), size=(5, 7), mode="bilinear", align_corners=True)
+    rows, cols = np.linspace(0, 2, 5), np.linspace(0, 3, 7)
+    ref = np.empty((1, 2, 5, 7))
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            r0, c0 = min(int(r), 1), min(int(c), 2)
+            a, b = r - r0, c - c0
+            ref[:, :, i, j] = ((1 - a) * (1 - b) * x[:, :, r0, c0] + a * (1 - b) * x[:, :, r0 + 1, c0]
+                               + (1 - a) * b * x[:, :, r0, c0 + 1] + a * b * x[:, :, r0 + 1, c0 + 1])
+    close(lin, ref)
+    close(F.interpolate(T(x), size=(1, 2), mode="area"), x.reshape(1, 2, 1, 3, 2, 2).mean(axis=(3, 5)))
+
+
+# ---------------------------------------------------------------- activations and softmax
+ACTIVATIONS = {
+    "relu": lambda x: np.maximum(x, 0), "relu6": lambda x: np.clip(x, 0, 6),
+    "elu": lambda x: np.where(x > 0, x, np.expm1(x)), "leaky_relu": lambda x: np.where(x > 0, x, 0.01 * x),
+    "selu": lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x)),
+    "celu": lambda x: np.where(x > 0, x, np.expm1(x)),
+    "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+    "silu": lambda x: x / (1 + np.exp(-x)), "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "tanh": np.tanh,
+    "softplus": lambda x: np.log1p(np.exp(x)), "mish": lambda x: x * np.tanh(np.log1p(np.exp(x))),
+    "hardtanh": lambda x: np.clip(x, -1, 1), "hardsigmoid": lambda x: np.clip(x / 6 + 0.5, 0, 1),
+    "hardswish": lambda x: x * np.clip(x / 6 + 0.5, 0, 1), "logsigmoid": lambda x: -np.log1p(np.exp(-x)),
+    "softsign": lambda x: x / (1 + np.abs(x)), "tanhshrink": lambda x: x - np.tanh(x),
+    "hardshrink": lambda x: np.where(np.abs(x) > 0.5, x, 0), "softshrink": lambda x: np.sign(x) * np.maximum(
+        np.abs(x) - 0.5, 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_values_and_gradients(name):
+    x = RNG.standard_normal((3, 4)) * 3
+    x = np.where(np.abs(x) < 0.05, 0.3, x)
+    x = np.where(np.abs(np.abs(x) - 0.5) < 0.05, 0.7, x)
+    fn = getattr(F, name)
+    close(fn(T(x)), ACTIVATIONS[name](x), 1e-8)
+    if name not in ("relu6", "hardtanh", "hardsigmoid", "hardswish"):  # kinks at +-1, +-3, 6
+        assert gradcheck(fn, (T(x, True),))
+
+
+def test_gelu_tanh_glu_prelu_threshold():
+    x = RNG.standard_normal((2, 4))
+    tanh_gelu = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    close(F.gelu(T(x), approximate="tanh"), tanh_gelu, 1e-8)
+    close(F.glu(T(x)), x[:, :2] / (1 + np.exp(-x[:, 2:])))
+    w = np.array([0.1, 0.2])
+    x3 = RNG.standard_normal((2, 2, 3))
+    close(F.prelu(T(x3), T(w)), np.where(x3 > 0, x3, w[None, :, None] * x3))
+    close(F.threshold(T(x), 0.1, 20.0), np.where(x > 0.1, x, 20.0))
+
+
+def test_activation_gradient_is_finite_for_large_inputs():
+    x = fnx.tensor([-100.0, 100.0, 1000.0], dtype=fnx.float32, requires_grad=True)
+    F.elu(x).sum().backward()
+    assert np.all(np.isfinite(x.grad.numpy()))
+
+
+def test_inplace_activations_write_into_the_input():
+    x = fnx.tensor([-1.0, 2.0])
+    y = F.relu(x, inplace=True)
+    assert y is x and x.tolist() == [0.0, 2.0]
+    leaf = fnx.tensor([-1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf"):
+        F.relu(leaf, inplace=True)
+    h = leaf * 1.0
+    F.leaky_relu(h, 0.5, inplace=True).sum().backward()
+    assert leaf.grad.tolist() == [0.5, 1.0]
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_family(dim):
+    x = RNG.standard_normal((3, 4, 2)) * 5
+    ref = ref_log_softmax(x, dim)
+    close(F.log_softmax(T(x), dim), ref)
+    close(F.softmax(T(x), dim), np.exp(ref))
+    close(F.softmin(T(x), dim), np.exp(ref_log_softmax(-x, dim)))
+    assert gradcheck(lambda t: F.log_softmax(t, dim), (T(x[:2, :2], True),))
+    assert gradcheck(lambda t: F.softmax(t, dim), (T(x[:2, :2], True),))
+
+
+def test_softmax_is_stable_and_defaults_dim_with_a_warning():
+    big = fnx.tensor([1000.0, 1001.0, -1000.0])
+    np.testing.assert_allclose(F.softmax(big, 0).numpy(), [1 / (1 + math.e), math.e / (1 + math.e), 0], rtol=1e-6)
+    assert np.isfinite(F.log_softmax(big, 0).numpy()).all()
+    with pytest.warns(UserWarning, match="Implicit dimension"):
+        assert F.softmax(fnx.ones(2, 3)).shape == (2, 3)
+    assert F.softmax(fnx.ones(2, 3), dtype=fnx.float64).dtype == fnx.float64
+
+
+# ---------------------------------------------------------------- normalization
+def test_batch_norm_training_updates_running_stats():
+    x = RNG.standard_normal((4, 3, 2))
+    rm, rv = fnx.zeros(3, dtype=fnx.float64), fnx.ones(3, dtype=fnx.float64)
+    w, b = RNG.standard_normal(3), RNG.standard_normal(3)
+    out = F.batch_norm(T(x), rm, rv, T(w), T(b), training=True, momentum=0.3, eps=1e-3)
+    mean, var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    ref = (x - mean[None, :, None]) / np.sqrt(var[None, :, None] + 1e-3) * w[None, :, None] + b[None, :, None]
+    close(out, ref)
+    close(rm, 0.3 * mean)
+    close(rv, 0.7 + 0.3 * var * 8 / 7)  # the running variance is unbiased
+    ev = F.batch_norm(T(x), rm, rv, training=False, eps=1e-3)
+    close(ev, (x - npy(rm)[None, :, None]) / np.sqrt(npy(rv)[None, :, None] + 1e-3))
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        F.batch_norm(fnx.ones(1, 3), None, None, training=True)
+
+
+def test_layer_group_rms_instance_norm():
+    x = RNG.standard_normal((2, 4, 3))
+    w, b = RNG.standard_normal((4, 3)), RNG.standard_normal((4, 3))
+    m, v = x.mean(axis=(1, 2), keepdims=True), x.var(axis=(1, 2), keepdims=True)
+    close(F.layer_norm(T(x), (4, 3), T(w), T(b), 1e-4), (x - m) / np.sqrt(v + 1e-4) * w + b)
+    close(F.rms_norm(T(x), (3,), T(w[0]), 1e-4), x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-4) * w[0])
+    g = x.reshape(2, 2, 6)
+    gn = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)).reshape(x.shape)
+    close(F.group_norm(T(x), 2, T(w[:, 0]), T(b[:, 0])), gn * w[None, :, 0, None] + b[None, :, 0, None])
+    inst = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    close(F.instance_norm(T(x)), inst)
+    with pytest.raises(RuntimeError, match="normalized_shape"):
+        F.layer_norm(T(x), (4,))
+    xs = T(x[:, :2, :2], True)
+    assert gradcheck(lambda t: F.layer_norm(t, (2,)), (xs,))
+    assert gradcheck(lambda t: F.group_norm(t, 1), (xs,))
+    assert gradcheck(lambda t: F.batch_norm(t, None, None, training=True), (xs,))
+    assert gradcheck(lambda t: F.rms_norm(t, (2,)), (xs,))
+
+
+def test_normalize_cosine_similarity_pairwise_distance():
+    x, y = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+    close(F.normalize(T(x)), x / np.linalg.norm(x, axis=1, keepdims=True))
+    close(F.normalize(T(x), p=1, dim=0), x / np.abs(x).sum(0, keepdims=True))
+    cos = (x * y).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)
+    close(F.cosine_similarity(T(x), T(y)), cos)
+    close(F.pairwise_distance(T(x), T(y)), np.linalg.norm(x - y + 1e-6, axis=1))
+    assert gradcheck(lambda a, b: F.cosine_similarity(a, b), (T(x, True), T(y, True)))
+
+
+# ---------------------------------------------------------------- dropout, embedding, linear
+def test_dropout_masks_scales_and_is_identity_in_eval():
+    fnx.manual_seed(0)
+    x = fnx.ones(2000)
+    y = F.dropout(x, 0.25)
+    vals = set(np.unique(y.numpy()).tolist())
+    assert vals <= {0.0, float(np.float32(1 / 0.75))}
+    assert abs((y.numpy() == 0).mean() - 0.25) < 0.05
+    assert F.dropout(x, 0.25, training=False) is x
+    assert F.dropout(x, 0.0) is x
+    assert not F.dropout(x, 1.0).numpy().any()
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        F.dropout(x, 1.5)
+    fnx.manual_seed(3)
+    a = F.dropout(x, 0.5)
+    fnx.manual_seed(3)
+    assert np.array_equal(a.numpy(), F.dropout(x, 0.5).numpy())
+    ch = F.dropout2d(fnx.ones(4, 6, 3, 3), 0.5)
+    per_channel = ch.numpy().reshape(4, 6, 9)
+    assert np.all(per_channel.min(-1) == per_channel.max(-1))
+
+
+def test_dropout_gradient_uses_the_same_mask():
+    fnx.manual_seed(1)
+    x = fnx.ones(50, requires_grad=True)
+    y = F.dropout(x, 0.5)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), y.detach().numpy())
+
+
+def test_embedding_padding_idx_max_norm_and_frequency_scaling():
+    w = RNG.standard_normal((5, 3))
+    idx = np.array([[0, 2, 2], [4, 1, 2]])
+    close(F.embedding(T(idx), T(w)), w[idx])
+    wt = T(w, True)
+    F.embedding(T(idx), wt, padding_idx=2).sum().backward()
+    np.testing.assert_array_equal(wt.grad.numpy()[:, 0], [1, 1, 0, 0, 1])
+    wt.grad = None
+    F.embedding(T(idx), wt, scale_grad_by_freq=True).sum().backward()
+    np.testing.assert_array_equal(wt.grad.numpy()[:, 0], [1, 1, 1, 0, 1])
+    wr = T(w * 3)
+    out = F.embedding(T(idx), wr, max_norm=1.0)
+    norms = np.linalg.norm(wr.numpy(), axis=1)
+    assert np.all(norms[[0, 1, 2, 4]] <= 1.0 + 1e-6) and norms[3] > 1.0
+    close(out, wr.numpy()[idx])
+
+
+def test_linear_bilinear_one_hot_pad():
+    x, w, b = RNG.standard_normal((2, 3)), RNG.standard_normal((4, 3)), RNG.standard_normal(4)
+    close(F.linear(T(x), T(w), T(b)), x @ w.T + b)
+    w2 = RNG.standard_normal((2, 3, 5))
+    x2 = RNG.standard_normal((2, 5))
+    close(F.bilinear(T(x), T(x2), T(w2)), np.einsum("ni,oij,nj->no", x, w2, x2))
+    assert F.one_hot(fnx.tensor([1, 0]), 3).tolist() == [[0, 1, 0], [1, 0, 0]]
+    close(F.pad(T(x), (1, 0)), np.pad(x, ((0, 0), (1, 0))))
+    assert gradcheck(lambda x, w, b: F.linear(x, w, b), (T(x, True), T(w, True), T(b, True)))
+
+
+def test_functional_composes_with_transforms():
+    x = fnx.randn(3, 1, 4, 4, dtype=fnx.float64)
+    w = fnx.randn(2, 1, 3, 3, dtype=fnx.float64)
+    per_example = fnx.vmap(lambda xi: F.conv2d(xi, w, padding=1))(x)
+    close(per_example, npy(F.conv2d(x, w, padding=1)))
+    g = fnx.grad(lambda w: F.max_pool2d(F.relu(F.conv2d(x, w)), 2).sum())(w)
+    wl = w.detach().requires_grad_()
+    F.max_pool2d(F.relu(F.conv2d(x, wl)), 2).sum().backward()
+    close(g, wl.grad.numpy())
+    _, tangent = fnx.jvp(lambda t: F.log_softmax(t, -1), (x,), (fnx.ones_like(x),))
+    close(tangent, np.zeros(tuple(x.shape)))  # softmax is invariant to adding a constant

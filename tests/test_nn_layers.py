@@ -1,0 +1,241 @@
+"""Layer modules: default initialisation, BatchNorm and Dropout train/eval behaviour, padding modes,
+Embedding, nn.init, and (when PyTorch happens to be installed) outputs equal to torch.nn's after loading
+its state_dict."""
+import math
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.nn as nn
+import fnx.nn.functional as F
+from fnx.autograd import gradcheck
+
+RNG = np.random.default_rng(2)
+
+
+def T(a, requires_grad=False):
+    return fnx.tensor(np.asarray(a), requires_grad=requires_grad)
+
+
+def npy(t):
+    return t.detach().numpy()
+
+
+def test_linear_and_conv_default_initialisation_bounds():
+    fnx.manual_seed(0)
+    lin = nn.Linear(50, 40)
+    assert lin.weight.shape == (40, 50) and lin.bias.shape == (40,)
+    bound = 1 / math.sqrt(50)
+    for p in (lin.weight, lin.bias):
+        assert np.abs(npy(p)).max() <= bound and np.abs(npy(p)).max() > 0.8 * bound
+    assert abs(npy(lin.weight).std() - bound / math.sqrt(3)) < 0.1 * bound
+    conv = nn.Conv2d(4, 6, (3, 2), groups=2, bias=False)
+    assert conv.weight.shape == (6, 2, 3, 2) and conv.bias is None
+    assert np.abs(npy(conv.weight)).max() <= 1 / math.sqrt(12)
+    convt = nn.ConvTranspose2d(4, 6, 3, groups=2)
+    assert convt.weight.shape == (4, 3, 3, 3)
+    assert nn.Linear(2, 3, dtype=fnx.float64).weight.dtype == fnx.float64
+    with pytest.raises(ValueError, match="divisible by groups"):
+        nn.Conv2d(3, 4, 3, groups=2)
+    with pytest.raises(ValueError, match="padding_mode"):
+        nn.Conv2d(2, 2, 3, padding_mode="mirror")
+
+
+@pytest.mark.parametrize("mode,np_mode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")])
+def test_conv2d_padding_modes(mode, np_mode):
+    conv = nn.Conv2d(2, 3, 3, padding=(1, 2), padding_mode=mode).double()
+    x = RNG.standard_normal((1, 2, 4, 5))
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (2, 2)), mode=np_mode)
+    ref = F.conv2d(T(xp), conv.weight, conv.bias)
+    np.testing.assert_allclose(npy(conv(T(x))), npy(ref), rtol=1e-12)
+    assert "padding_mode=" + mode in repr(conv)
+
+
+def test_conv_transpose_output_size_and_same_padding_module():
+    up = nn.ConvTranspose2d(2, 1, 3, stride=2, padding=1)
+    x = fnx.randn(1, 2, 4, 4)
+    assert up(x).shape == (1, 1, 7, 7)
+    assert up(x, output_size=(8, 8)).shape == (1, 1, 8, 8)
+    assert up(x, output_size=[1, 1, 8, 7]).shape == (1, 1, 8, 7)
+    with pytest.raises(ValueError, match="requested an output size"):
+        up(x, output_size=(10, 10))
+    same = nn.Conv2d(2, 2, 4, padding="same", dilation=2)
+    assert same(fnx.randn(1, 2, 5, 6)).shape == (1, 2, 5, 6)
+
+
+def test_batchnorm_train_updates_and_eval_uses_running_stats():
+    bn = nn.BatchNorm2d(3, momentum=0.25).double()
+    x = RNG.standard_normal((4, 3, 2, 2)) * 2 + 1
+    out = bn(T(x))
+    mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    np.testing.assert_allclose(npy(out), (x - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5), atol=1e-12)
+    np.testing.assert_allclose(bn.running_mean.numpy(), 0.25 * mean, rtol=1e-12)
+    np.testing.assert_allclose(bn.running_var.numpy(), 0.75 + 0.25 * var * 16 / 15, rtol=1e-12)
+    assert bn.num_batches_tracked.item() == 1
+    bn.eval()
+    rm, rv = bn.running_mean.numpy().copy(), bn.running_var.numpy().copy()
+    y = RNG.standard_normal((2, 3, 2, 2))
+    np.testing.assert_allclose(npy(bn(T(y))), (y - rm[:, None, None]) / np.sqrt(rv[:, None, None] + 1e-5),
+                               atol=1e-12)
+    np.testing.assert_array_equal(bn.running_mean.numpy(), rm)  # eval leaves the statistics alone
+    assert bn.num_batches_tracked.item() == 1
+    with pytest.raises(ValueError, match="expected 4D input"):
+        bn(fnx.randn(2, 3))
+
+
+def test_batchnorm_cumulative_average_and_no_tracking():
+    bn = nn.BatchNorm1d(2, momentum=None).double()
+    batches = [RNG.standard_normal((5, 2)) for _ in range(3)]
+    for b in batches:
+        bn(T(b))
+    np.testing.assert_allclose(bn.running_mean.numpy(), np.mean([b.mean(0) for b in batches], 0), rtol=1e-12)
+    free = nn.BatchNorm1d(2, track_running_stats=False, affine=False)
+    assert free.running_mean is None and list(free.state_dict()) == []
+    free.eval()
+    x = RNG.standard_normal((6, 2))
+    np.testing.assert_allclose(npy(free(T(x))), (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5), atol=1e-12)
+
+
+def test_batchnorm_state_dict_and_old_checkpoints():
+    bn = nn.BatchNorm1d(3)
+    assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
+    old = {k: v for k, v in bn.state_dict().items() if k != "num_batches_tracked"}
+    assert nn.BatchNorm1d(3).load_state_dict(old) == ([], [])  # a checkpoint without version metadata
+    with pytest.raises(RuntimeError, match="num_batches_tracked"):
+        sd = bn.state_dict()
+        del sd["num_batches_tracked"]
+        nn.BatchNorm1d(3).load_state_dict(sd)
+
+
+def test_batchnorm_gradient():
+    bn = nn.BatchNorm1d(2).double()
+    x = T(RNG.standard_normal((4, 2)), True)
+    assert gradcheck(lambda x, w, b: F.batch_norm(x, None, None, w, b, True), (x, bn.weight, bn.bias))
+
+
+def test_dropout_module_train_and_eval():
+    fnx.manual_seed(0)
+    drop = nn.Dropout(0.5)
+    x = fnx.ones(1000)
+    y = drop(x)
+    assert 0.4 < (y.numpy() == 0).mean() < 0.6 and set(np.unique(y.numpy()).tolist()) <= {0.0, 2.0}
+    drop.eval()
+    assert drop(x) is x
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        nn.Dropout(-0.1)
+
+
+def test_embedding_module():
+    fnx.manual_seed(0)
+    emb = nn.Embedding(6, 3, padding_idx=-1)
+    assert emb.padding_idx == 5 and not npy(emb.weight)[5].any()
+    idx = fnx.tensor([[0, 5], [2, 2]])
+    out = emb(idx)
+    np.testing.assert_array_equal(npy(out), npy(emb.weight)[[[0, 5], [2, 2]]])
+    out.sum().backward()
+    np.testing.assert_array_equal(emb.weight.grad.numpy()[:, 0], [1, 0, 2, 0, 0, 0])
+    pre = nn.Embedding.from_pretrained(fnx.eye(3))
+    assert not pre.weight.requires_grad and pre(fnx.tensor([1])).tolist() == [[0.0, 1.0, 0.0]]
+
+
+def test_norm_and_shape_modules():
+    x = fnx.randn(2, 4, 3, dtype=fnx.float64)
+    ln = nn.LayerNorm(3, elementwise_affine=False)
+    assert ln.weight is None and list(ln.state_dict()) == []
+    np.testing.assert_allclose(npy(nn.LayerNorm([4, 3]).double()(x)), npy(F.layer_norm(x, (4, 3))), atol=1e-12)
+    gn = nn.GroupNorm(2, 4).double()
+    np.testing.assert_allclose(npy(gn(x)), npy(F.group_norm(x, 2)), atol=1e-12)
+    rms = nn.RMSNorm([3], eps=1e-6).double()
+    np.testing.assert_allclose(npy(rms(x)), npy(F.rms_norm(x, (3,), eps=1e-6)), atol=1e-12)
+    with pytest.raises(ValueError, match="divisible"):
+        nn.GroupNorm(3, 4)
+    assert nn.Flatten()(x).shape == (2, 12) and nn.Flatten(0, 1)(x).shape == (8, 3)
+    assert nn.Unflatten(1, (2, 2))(x).shape == (2, 2, 2, 3)
+    assert nn.Identity(1, k=2)(x) is x
+    pool = nn.MaxPool2d(2, return_indices=True)
+    values, idx = pool(fnx.arange(16.0).reshape(1, 1, 4, 4))
+    assert values.tolist() == [[[[5.0, 7.0], [13.0, 15.0]]]] and idx.tolist() == [[[[5, 7], [13, 15]]]]
+    assert nn.AdaptiveAvgPool2d(1)(fnx.ones(2, 3, 4, 4)).shape == (2, 3, 1, 1)
+
+
+def test_activation_modules_match_functions():
+    x = fnx.randn(3, 4, dtype=fnx.float64)
+    pairs = [(nn.ReLU(), F.relu(x)), (nn.GELU(), F.gelu(x)), (nn.SiLU(), F.silu(x)), (nn.Tanh(), F.tanh(x)),
+             (nn.Sigmoid(), F.sigmoid(x)), (nn.Softmax(dim=1), F.softmax(x, 1)),
+             (nn.LogSoftmax(dim=0), F.log_softmax(x, 0)), (nn.LeakyReLU(0.2), F.leaky_relu(x, 0.2)),
+             (nn.ELU(0.5), F.elu(x, 0.5)), (nn.Softplus(2.0), F.softplus(x, 2.0)), (nn.Mish(), F.mish(x))]
+    for module, expected in pairs:
+        np.testing.assert_array_equal(npy(module(x)), npy(expected))
+    prelu = nn.PReLU(4).double()
+    np.testing.assert_allclose(npy(prelu(x)), np.where(npy(x) > 0, npy(x), 0.25 * npy(x)))
+    assert repr(nn.LeakyReLU(0.2, inplace=True)) == "LeakyReLU(negative_slope=0.2, inplace=True)"
+    assert repr(nn.Softmax(dim=-1)) == "Softmax(dim=-1)"
+
+
+def test_init_functions():
+    fnx.manual_seed(0)
+    w = fnx.empty(200, 100)
+    nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu")
+    assert abs(w.numpy().std() - math.sqrt(2 / 200)) < 0.05 * math.sqrt(2 / 200)
+    nn.init.kaiming_uniform_(w, a=0.0)
+    assert np.abs(w.numpy()).max() <= math.sqrt(3) * math.sqrt(2 / 100)
+    nn.init.xavier_uniform_(w, gain=2.0)
+    assert np.abs(w.numpy()).max() <= 2.0 * math.sqrt(6 / 300)
+    nn.init.xavier_normal_(w)
+    assert abs(w.numpy().std() - math.sqrt(2 / 300)) < 0.05 * math.sqrt(2 / 300)
+    nn.init.trunc_normal_(w, std=2.0, a=-1.0, b=1.5)
+    assert w.numpy().min() >= -1.0 and w.numpy().max() <= 1.5
+    nn.init.orthogonal_(w[:50, :60].contiguous())
+    q = fnx.empty(4, 6)
+    nn.init.orthogonal_(q, gain=2.0)
+    np.testing.assert_allclose(q.numpy() @ q.numpy().T, 4 * np.eye(4), atol=1e-5)
+    nn.init.eye_(q)
+    assert q.numpy().trace() == 4
+    nn.init.constant_(q, 0.5)
+    assert (q.numpy() == 0.5).all()
+    k = fnx.empty(3, 3, 3)
+    nn.init.dirac_(k)
+    x = fnx.randn(1, 3, 5)
+    np.testing.assert_allclose(npy(F.conv1d(x, k, padding=1)), npy(x), rtol=1e-6)
+    p = nn.Parameter(fnx.empty(3))
+    nn.init.normal_(p, 1.0, 0.0)  # runs under no_grad: fine on a leaf that requires grad
+    assert p.tolist() == [1.0, 1.0, 1.0] and p.requires_grad
+    assert nn.init.calculate_gain("leaky_relu", 0.2) == pytest.approx(math.sqrt(2 / 1.04))
+    assert nn.init.calculate_gain("tanh") == pytest.approx(5 / 3)
+    with pytest.raises(ValueError, match="fewer than 2 dimensions"):
+        nn.init.xavier_uniform_(fnx.empty(3))
+    with pytest.raises(ValueError, match="Unsupported nonlinearity"):
+        nn.init.calculate_gain("swish")
+
+
+def test_outputs_match_torch_when_it_is_installed():
+    try:
+        import torch
+        import torch.nn as tnn
+    except ImportError:
+        torch = None
+    if torch is None:
+        return
+    x = RNG.standard_normal((2, 3, 6, 5))
+    pairs = [
+        (nn.Conv2d(3, 4, 3, stride=2, padding=1), tnn.Conv2d(3, 4, 3, stride=2, padding=1)),
+        (nn.ConvTranspose2d(3, 2, 3, stride=2, output_padding=1), tnn.ConvTranspose2d(3, 2, 3, stride=2,
+                                                                                      output_padding=1)),
+        (nn.BatchNorm2d(3), tnn.BatchNorm2d(3)), (nn.GroupNorm(3, 3), tnn.GroupNorm(3, 3)),
+        (nn.LayerNorm(5), tnn.LayerNorm(5)), (nn.MaxPool2d(3, 2, 1, ceil_mode=True), tnn.MaxPool2d(3, 2, 1,
+                                                                                                    ceil_mode=True)),
+        (nn.AvgPool2d(2, padding=1, count_include_pad=False), tnn.AvgPool2d(2, padding=1, count_include_pad=False)),
+        (nn.AdaptiveAvgPool2d((4, 3)), tnn.AdaptiveAvgPool2d((4, 3))),
+        (nn.Sequential(nn.Flatten(), nn.Linear(90, 4), nn.GELU()),
+         tnn.Sequential(tnn.Flatten(), tnn.Linear(90, 4), tnn.GELU())),
+    ]
+    for mine, theirs in pairs:
+        mine.double()
+        theirs.double()
+        sd = theirs.state_dict()
+        assert list(mine.state_dict()) == list(sd)
+        mine.load_state_dict({k: fnx.tensor(v.numpy()) for k, v in sd.items()})
+        assert repr(mine).replace("fnx.", "torch.") == repr(theirs)
+        np.testing.assert_allclose(npy(mine(T(x))), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-9,
+                                   atol=1e-10)

@@ -1,0 +1,184 @@
+"""Loss functions and loss modules against float64 numpy references of PyTorch's formulas."""
+import numpy as np
+import pytest
+
+import fnx
+import fnx.nn as nn
+import fnx.nn.functional as F
+from fnx.autograd import gradcheck
+
+RNG = np.random.default_rng(1)
+
+
+def T(a, requires_grad=False):
+    return fnx.tensor(np.asarray(a), requires_grad=requires_grad)
+
+
+def close(a, b, tol=1e-10):
+    np.testing.assert_allclose(a.detach().numpy(), b, rtol=tol, atol=tol)
+
+
+def log_softmax(x, axis=1):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def ref_ce_indices(x, t, weight=None, ignore_index=-100, reduction="mean", eps=0.0):
+    """PyTorch's cross entropy with class indices: (N, C, *d) logits, (N, *d) targets."""
+    c = x.shape[1]
+    lp = np.moveaxis(log_softmax(x, 1), 1, -1)                    # (N, *d, C)
+    w = np.ones(c) if weight is None else weight
+    valid = t != ignore_index
+    safe = np.where(valid, t, 0)
+    wt = w[safe] * valid
+    nll = -np.take_along_axis(lp, safe[..., None], -1)[..., 0] * wt
+    smooth = -(lp * w).sum(-1) * valid
+    if reduction == "none":
+        return (1 - eps) * nll + eps / c * smooth
+    if reduction == "sum":
+        return (1 - eps) * nll.sum() + eps / c * smooth.sum()
+    return ((1 - eps) * nll.sum() + eps / c * smooth.sum()) / wt.sum()
+
+
+def ref_ce_probs(x, p, weight=None, reduction="mean", label_smoothing=0.0):
+    c = x.shape[1]
+    q = p * (1 - label_smoothing) + label_smoothing / c
+    w = np.ones(c) if weight is None else weight
+    shape = [1] * x.ndim
+    shape[1] = c
+    loss = -(log_softmax(x, 1) * q * w.reshape(shape)).sum(1)
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.sum() / loss.size
+
+
+CE_CASES = [dict(), dict(reduction="sum"), dict(reduction="none"), dict(weight=True), dict(ignore_index=2),
+            dict(label_smoothing=0.2), dict(label_smoothing=0.3, weight=True),
+            dict(label_smoothing=0.1, weight=True, reduction="none", ignore_index=1),
+            dict(label_smoothing=0.1, weight=True, reduction="sum", ignore_index=1)]
+
+
+@pytest.mark.parametrize("kw", CE_CASES, ids=str)
+def test_cross_entropy_class_indices(kw):
+    x = RNG.standard_normal((6, 4)) * 2
+    t = np.array([0, 3, 1, 2, 2, 1])
+    if "ignore_index" not in kw:
+        t[2] = -100
+    w = RNG.random(4) + 0.5
+    fk = {k: v for k, v in kw.items() if k != "weight"}
+    if kw.get("weight"):
+        fk["weight"] = T(w)
+    ref = ref_ce_indices(x, t, w if kw.get("weight") else None, kw.get("ignore_index", -100),
+                         kw.get("reduction", "mean"), kw.get("label_smoothing", 0.0))
+    close(F.cross_entropy(T(x), T(t), **fk), ref)
+    module = nn.CrossEntropyLoss(**fk)
+    close(module(T(x), T(t)), ref)
+    if "label_smoothing" not in kw:
+        close(F.nll_loss(F.log_softmax(T(x), 1), T(t), **fk), ref)
+
+
+def test_cross_entropy_spatial_unbatched_and_probabilities():
+    x = RNG.standard_normal((2, 3, 4, 2))
+    t = RNG.integers(0, 3, (2, 4, 2))
+    close(F.cross_entropy(T(x), T(t), label_smoothing=0.15), ref_ce_indices(x, t, eps=0.15))
+    close(F.cross_entropy(T(x), T(t), reduction="none"), ref_ce_indices(x, t, reduction="none"))
+    x1 = RNG.standard_normal(5)
+    close(F.cross_entropy(T(x1), T(np.array(3))), -log_softmax(x1[None])[0, 3])
+    p = RNG.random((2, 3, 4, 2))
+    p /= p.sum(1, keepdims=True)
+    w = RNG.random(3) + 0.5
+    for kw in [dict(), dict(reduction="none"), dict(reduction="sum"), dict(label_smoothing=0.2)]:
+        close(F.cross_entropy(T(x), T(p), **kw), ref_ce_probs(x, p, **kw))
+    close(F.cross_entropy(T(x), T(p), weight=T(w)), ref_ce_probs(x, p, weight=w))
+
+
+def test_cross_entropy_gradient_and_errors():
+    x = T(RNG.standard_normal((3, 4)), True)
+    t = T(np.array([1, -100, 3]))
+    assert gradcheck(lambda x: F.cross_entropy(x, t, label_smoothing=0.1), (x,))
+    p = T(RNG.dirichlet(np.ones(4), 3))
+    assert gradcheck(lambda x: F.cross_entropy(x, p), (x,))
+    with pytest.raises(IndexError, match="Target 7 is out of bounds"):
+        F.cross_entropy(x, T(np.array([1, 7, 0])))
+    with pytest.raises(ValueError, match="batch_size"):
+        F.cross_entropy(x, T(np.array([1, 2])))
+    with pytest.raises(ValueError, match="not a valid value for reduction"):
+        F.cross_entropy(x, t, reduction="avg")
+
+
+def test_all_targets_ignored_gives_nan_like_pytorch():
+    out = F.cross_entropy(fnx.randn(2, 3), fnx.tensor([-100, -100]))
+    assert np.isnan(out.item())
+
+
+def test_binary_cross_entropy_family():
+    p = RNG.random((3, 4)) * 0.98 + 0.01
+    y = (RNG.random((3, 4)) > 0.5).astype(float)
+    w = RNG.random((3, 4))
+    bce = -(y * np.log(p) + (1 - y) * np.log(1 - p))
+    close(F.binary_cross_entropy(T(p), T(y)), bce.mean())
+    close(F.binary_cross_entropy(T(p), T(y), weight=T(w), reduction="sum"), (w * bce).sum())
+    close(nn.BCELoss(reduction="none")(T(p), T(y)), bce)
+    edge = F.binary_cross_entropy(fnx.tensor([0.0, 1.0]), fnx.tensor([1.0, 0.0]), reduction="none")
+    assert edge.tolist() == [100.0, 100.0]  # logs are clamped at -100
+    x = RNG.standard_normal((3, 4)) * 3
+    pw = RNG.random(4) + 0.5
+    sig = 1 / (1 + np.exp(-x))
+    ref = -(pw * y * np.log(sig) + (1 - y) * np.log(1 - sig))
+    close(F.binary_cross_entropy_with_logits(T(x), T(y), pos_weight=T(pw), reduction="none"), ref)
+    close(nn.BCEWithLogitsLoss(weight=T(w))(T(x), T(y)), (w * -(y * np.log(sig) + (1 - y) * np.log(1 - sig))).mean())
+    big = F.binary_cross_entropy_with_logits(fnx.tensor([200.0, -200.0]), fnx.tensor([0.0, 1.0]), reduction="none")
+    np.testing.assert_allclose(big.numpy(), [200.0, 200.0])
+    zero = fnx.zeros(2, dtype=fnx.float64, requires_grad=True)
+    F.binary_cross_entropy_with_logits(zero, T([1.0, 0.0]), reduction="sum").backward()
+    assert zero.grad.tolist() == [-0.5, 0.5]
+    assert gradcheck(lambda p: F.binary_cross_entropy(p, T(y)), (T(p, True),))
+    with pytest.raises(ValueError, match="same as input size"):
+        F.binary_cross_entropy_with_logits(fnx.zeros(2), fnx.zeros(3))
+
+
+def test_regression_losses():
+    x, y = RNG.standard_normal((3, 4)) * 2, RNG.standard_normal((3, 4))
+    d = x - y
+    close(F.mse_loss(T(x), T(y)), (d ** 2).mean())
+    close(nn.MSELoss(reduction="sum")(T(x), T(y)), (d ** 2).sum())
+    close(F.l1_loss(T(x), T(y), reduction="none"), np.abs(d))
+    w = RNG.random((3, 4))
+    close(F.mse_loss(T(x), T(y), weight=T(w)), (w * d ** 2).sum() / w.sum())
+    for beta in (0.5, 1.0):
+        ref = np.where(np.abs(d) < beta, 0.5 * d ** 2 / beta, np.abs(d) - 0.5 * beta)
+        close(F.smooth_l1_loss(T(x), T(y), beta=beta), ref.mean())
+        close(nn.SmoothL1Loss(beta=beta, reduction="none")(T(x), T(y)), ref)
+    close(F.smooth_l1_loss(T(x), T(y), beta=0.0), np.abs(d).mean())
+    huber = np.where(np.abs(d) < 0.7, 0.5 * d ** 2, 0.7 * (np.abs(d) - 0.35))
+    close(nn.HuberLoss(delta=0.7)(T(x), T(y)), huber.mean())
+    with pytest.warns(UserWarning, match="different to the input size"):
+        F.mse_loss(T(x), T(y[0]))
+    assert gradcheck(lambda a: F.smooth_l1_loss(a, T(y)), (T(x, True),))
+
+
+def test_kl_div_and_other_losses():
+    lp = log_softmax(RNG.standard_normal((3, 4)))
+    q = np.exp(log_softmax(RNG.standard_normal((3, 4))))
+    close(F.kl_div(T(lp), T(q), reduction="batchmean"), (q * (np.log(q) - lp)).sum() / 3)
+    close(F.kl_div(T(lp), T(np.log(q)), reduction="sum", log_target=True), (q * (np.log(q) - lp)).sum())
+    x1, x2 = RNG.standard_normal(5), RNG.standard_normal(5)
+    sgn = np.sign(RNG.standard_normal(5))
+    close(F.margin_ranking_loss(T(x1), T(x2), T(sgn), 0.2), np.maximum(0, -sgn * (x1 - x2) + 0.2).mean())
+    close(F.soft_margin_loss(T(x1), T(sgn)), np.log1p(np.exp(-sgn * x1)).mean())
+    close(F.gaussian_nll_loss(T(x1), T(x2), T(np.abs(x1) + 0.1)),
+          (0.5 * (np.log(np.abs(x1) + 0.1) + (x1 - x2) ** 2 / (np.abs(x1) + 0.1))).mean())
+    close(F.poisson_nll_loss(T(x1), T(np.abs(x2))), (np.exp(x1) - np.abs(x2) * x1).mean())
+
+
+def test_legacy_size_average_and_reduce_flags():
+    x, y = fnx.randn(3, 2, dtype=fnx.float64), fnx.randn(3, 2, dtype=fnx.float64)
+    assert F.mse_loss(x, y, size_average=False).item() == pytest.approx(F.mse_loss(x, y, reduction="sum").item())
+    assert nn.MSELoss(reduce=False)(x, y).shape == (3, 2)
+    assert nn.L1Loss(size_average=False).reduction == "sum"
+
+
+def test_loss_modules_register_weights_as_buffers():
+    w = fnx.tensor([1.0, 2.0])
+    ce = nn.CrossEntropyLoss(weight=w)
+    assert list(ce.state_dict()) == ["weight"]
+    assert repr(ce) == "CrossEntropyLoss()"
+    assert list(nn.BCEWithLogitsLoss(pos_weight=w).state_dict()) == ["pos_weight"]
