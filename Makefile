@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml | $(PY)
 demo: $(STAMP)
 	$(PY) -m fnx.demo
 
+# One BLAS thread per test worker: two workers on two cores, no oversubscription.
 test: $(STAMP)
-	$(PY) -m pytest tests
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 tests
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

@@ -25,21 +25,18 @@ _loaded: dict = {}
 
 
 def load(fw: str):
-    """The array module of framework `fw` (jax.numpy for jax); raises Skip when it is not installed."""
+    """The array module of framework `fw` (jax.numpy for jax); raises Skip when an optional one is missing."""
     if fw not in _loaded:
         try:
             _loaded[fw] = importlib.import_module(_MODULES[fw])
-        except ImportError:
-            if fw == "fnx":
-                raise
-            _loaded[fw] = Skip(f"{fw} not installed")
-        except Exception as e:  # a broken optional install must not stop the fnx measurements
+        except Exception as e:  # a missing or broken optional install must not stop the fnx measurements
             if fw in ("fnx", "numpy"):
                 raise
-            _loaded[fw] = Skip(f"{fw} failed to import: {type(e).__name__}: {e}")
+            _loaded[fw] = (f"{fw} not installed" if isinstance(e, ImportError)
+                           else f"{fw} failed to import: {type(e).__name__}: {e}")
     mod = _loaded[fw]
-    if isinstance(mod, Skip):
-        raise mod
+    if isinstance(mod, str):
+        raise Skip(mod)
     return mod
 
 

@@ -26,3 +26,6 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.tracing import make_jaxpr
 
 __version__ = "0.1.0"
+from . import nn  # noqa: E402  (after the ops it builds on)
+from . import data, optim  # noqa: E402
+from .serialization import load, save  # noqa: E402

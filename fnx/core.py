@@ -151,7 +151,12 @@ def bind(prim: Primitive, *args, **params):
     if type(out) is not _ndarray:
         if prim.multiple_results:
             return _wrap_multiple(prim, args, params, out)
-        out = dev._xp.asarray(out)
+        if isinstance(out, np.generic):  # numpy turns 0-d results into scalars
+            out = np.asarray(out)
+        else:  # an array of another backend: the op moved data (device_put)
+            from .device import device_of_array
+
+            dev = device_of_array(out)
     t = _tensor_new(_Tensor)
     t._value = out
     t._device = dev

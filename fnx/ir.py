@@ -182,27 +182,68 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args) -> list:
     return [read(v) for v in jaxpr.outvars]
 
 
-def verify_jaxpr(jaxpr: Jaxpr) -> None:
-    """Check SSA form and that every equation's output avals follow its primitive's abstract rule."""
+def verify_jaxpr(jaxpr: Jaxpr | ClosedJaxpr) -> None:
+    """Check SSA form, types and nesting; raise FnxRuntimeError naming the first broken equation.
+
+    Every variable is bound once before use; every equation's output avals are what its primitive's
+    abstract rule gives for its input avals; literals are scalars of their stated type; jaxprs held in
+    params (cond branches, loop bodies) are closed and verified in turn; a closed jaxpr's constants match
+    its constvars.
+    """
+    if isinstance(jaxpr, ClosedJaxpr):
+        j = jaxpr.jaxpr
+        if len(jaxpr.consts) != len(j.constvars):
+            raise FnxRuntimeError(f"verify_jaxpr: {len(j.constvars)} constvars but {len(jaxpr.consts)} constants")
+        for v, c in zip(j.constvars, jaxpr.consts):
+            if c.aval != v.aval:
+                raise FnxRuntimeError(f"verify_jaxpr: constant {c.aval} bound to constvar of type {v.aval}")
+        jaxpr = j
     defined: set[int] = set()
-    for v in list(jaxpr.constvars) + list(jaxpr.invars):
+
+    def bind(v, where: str) -> None:
+        if not isinstance(v, Var):
+            raise FnxRuntimeError(f"verify_jaxpr: {where} binds {v!r}, which is not a Var")
         if id(v) in defined:
-            raise FnxRuntimeError(f"verify_jaxpr: variable {v} bound twice")
+            raise FnxRuntimeError(f"verify_jaxpr: variable {v} bound twice ({where})")
         defined.add(id(v))
+
+    for v in list(jaxpr.constvars) + list(jaxpr.invars):
+        bind(v, "the jaxpr's inputs")
     for i, e in enumerate(jaxpr.eqns):
+        where = f"equation {i} ({e.prim.name})"
         for a in e.inputs:
-            if isinstance(a, Var) and id(a) not in defined:
-                raise FnxRuntimeError(f"verify_jaxpr: equation {i} ({e.prim.name}) uses an undefined variable {a}")
-        expected = e.prim.abstract(*[a.aval for a in e.inputs], **e.params)
-        expected = expected if e.prim.multiple_results else [expected]
+            _check_atom(a, defined, where)
+        try:
+            expected = e.prim.abstract(*[a.aval for a in e.inputs], **e.params)
+        except Exception as exc:
+            raise FnxRuntimeError(f"verify_jaxpr: {where}: its abstract rule rejects the inputs "
+                                  f"{[a.aval for a in e.inputs]}: {exc}") from exc
+        expected = list(expected) if e.prim.multiple_results else [expected]
         got = [v.aval for v in e.outvars]
-        if list(expected) != got:
-            raise FnxRuntimeError(f"verify_jaxpr: equation {i} ({e.prim.name}) has output avals {got}, but its "
-                                  f"abstract rule gives {list(expected)}")
+        if expected != got:
+            raise FnxRuntimeError(f"verify_jaxpr: {where} has output avals {got}, but its abstract rule gives "
+                                  f"{expected}")
+        for sub in _nested_jaxprs(e.params.values()):
+            verify_jaxpr(sub)
         for v in e.outvars:
-            if id(v) in defined:
-                raise FnxRuntimeError(f"verify_jaxpr: variable {v} bound twice (equation {i})")
-            defined.add(id(v))
+            bind(v, where)
     for v in jaxpr.outvars:
-        if isinstance(v, Var) and id(v) not in defined:
-            raise FnxRuntimeError(f"verify_jaxpr: output {v} is not defined")
+        _check_atom(v, defined, "the jaxpr's outputs")
+
+
+def _check_atom(a, defined: set, where: str) -> None:
+    if isinstance(a, Literal):
+        if getattr(a.val, "aval", None) != a.aval or a.aval.ndim != 0:
+            raise FnxRuntimeError(f"verify_jaxpr: {where} has a literal {a!r} that is not a scalar of its type")
+    elif not isinstance(a, Var):
+        raise FnxRuntimeError(f"verify_jaxpr: {where} uses {a!r}, which is neither a Var nor a Literal")
+    elif id(a) not in defined:
+        raise FnxRuntimeError(f"verify_jaxpr: {where} uses an undefined variable {a}")
+
+
+def _nested_jaxprs(values):
+    for v in values:
+        if isinstance(v, (Jaxpr, ClosedJaxpr)):
+            yield v
+        elif isinstance(v, (tuple, list)):
+            yield from _nested_jaxprs(v)

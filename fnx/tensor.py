@@ -11,7 +11,7 @@ import numpy as np
 
 from . import core
 from . import dtypes as _dt
-from .core import FnxRuntimeError, FnxTypeError, FnxValueError, ShapedArray
+from .core import FnxRuntimeError, FnxTypeError, ShapedArray
 from .device import cpu, device as _device_cls, device_of_array
 
 __all__ = ["Tensor", "Size", "Tracer"]

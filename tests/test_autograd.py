@@ -569,3 +569,29 @@ def test_numpy_on_requires_grad_raises():
         x.numpy()
     assert x.detach().numpy().tolist() == [1.0]
     assert x.numpy(force=True).tolist() == [1.0]
+
+
+# ---------------------------------------------------------------- .grad storage
+def test_leaf_grads_are_writable_and_not_shared():
+    a, b = fnx.ones(3, requires_grad=True), fnx.ones(3, requires_grad=True)
+    (a + b).sum().backward()  # both gradients come from one broadcast (read-only) array
+    a.grad.mul_(2)
+    assert a.grad.tolist() == [2.0, 2.0, 2.0] and b.grad.tolist() == [1.0, 1.0, 1.0]
+    b.grad.zero_()
+    assert b.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_grad_does_not_alias_the_gradient_argument():
+    x = fnx.ones(2, requires_grad=True)
+    seed = fnx.tensor([1.0, 2.0])
+    (x * 1).backward(gradient=seed)
+    x.grad.zero_()
+    assert seed.tolist() == [1.0, 2.0]
+
+
+def test_accumulation_keeps_the_grad_tensor():
+    x = fnx.ones(2, requires_grad=True)
+    (x * 2).sum().backward()
+    first = x.grad
+    (x * 3).sum().backward()
+    assert x.grad is first and first.tolist() == [5.0, 5.0]

@@ -255,3 +255,39 @@ def test_float16_arithmetic_and_rounding():
     h = fnx.tensor([1.0, 2048.0], dtype=fnx.float16)
     assert (h + 1.0).tolist() == [2.0, 2048.0]  # 2049 is not a float16
     assert math.isinf((fnx.tensor([60000.0], dtype=fnx.float16) * 2.0).item())
+
+
+# ---------------------------------------------------------------- erf of the numpy backend: float64-accurate
+def _erf_points() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    edges = np.array([0.46875, 4.0, 6.0, 27.0])
+    around = np.concatenate([np.nextafter(edges, 0.0), edges, np.nextafter(edges, np.inf)])
+    mags = np.concatenate([10.0 ** rng.uniform(-320, 2.5, 3000), rng.uniform(0, 7, 3000), around,
+                           [5e-324, 2.2250738585072014e-308, 1e-20, 1e300, 1.7976931348623157e308]])
+    return np.concatenate([mags, -mags, np.linspace(-7, 7, 1401)])
+
+
+def test_erf_float64_matches_math_erf():
+    xs = _erf_points()
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # no overflow or nan on the way
+        got = fnx.erf(fnx.tensor(xs)).numpy()
+    ref = np.array([math.erf(v) for v in xs])
+    np.testing.assert_allclose(got, ref, rtol=1e-15, atol=1e-322)  # subnormal results: within an ulp or two
+
+
+def test_erf_special_values():
+    got = fnx.erf(fnx.tensor([0.0, -0.0, math.inf, -math.inf, math.nan], dtype=fnx.float64)).numpy()
+    assert got[0] == 0.0 and not np.signbit(got[0]) and got[1] == 0.0 and np.signbit(got[1])
+    assert got[2] == 1.0 and got[3] == -1.0 and math.isnan(got[4])
+    assert fnx.erf(fnx.tensor(1e-300, dtype=fnx.float64)).item() == pytest.approx(2 / math.sqrt(math.pi) * 1e-300,
+                                                                                  rel=1e-15)
+
+
+@pytest.mark.parametrize("dt", [F16, BF16, F32], ids=lambda d: d.name)
+def test_erf_low_precision_is_float64_rounded(dt):
+    xs = fnx.tensor(np.linspace(-5, 5, 2001), dtype=dt)
+    got = fnx.erf(xs)
+    assert got.dtype is dt
+    exact = np.array([math.erf(v) for v in xs.double().numpy()])
+    np.testing.assert_array_equal(got.double().numpy(), fnx.tensor(exact).to(dt).double().numpy())
+    assert fnx.erf(fnx.tensor([1, 2])).dtype is F32  # integers compute in the default float dtype

@@ -21,8 +21,8 @@ def fake_cuda(values) -> fnx.Tensor:
 @pytest.mark.parametrize("op,name", [(fnx.add, "add"), (fnx.mul, "mul"), (fnx.sub, "sub"), (fnx.div, "div"),
                                      (fnx.maximum, "max"), (fnx.eq, "eq")])
 def test_shape_mismatch_names_op_and_shapes(op, name):
-    with pytest.raises(RuntimeError, match=rf"^{name}: the size of tensor a \(3\) must match the size of tensor b \(4\) "
-                                           r"at non-singleton dimension 1 \(shapes \[2, 3\] and \[4\]\)"):
+    with pytest.raises(RuntimeError, match=rf"^{name}: the size of tensor a \(3\) must match the size of tensor b "
+                                           r"\(4\) at non-singleton dimension 1 \(shapes \[2, 3\] and \[4\]\)"):
         op(fnx.ones(2, 3), fnx.ones(4))
 
 

@@ -472,3 +472,23 @@ def test_functional_composes_with_transforms():
     close(g, wl.grad.numpy())
     _, tangent = fnx.jvp(lambda t: F.log_softmax(t, -1), (x,), (fnx.ones_like(x),))
     close(tangent, np.zeros(tuple(x.shape)))  # softmax is invariant to adding a constant
+
+
+def test_local_response_norm_unpool_lp_pool_pdist_rrelu():
+    x = RNG.standard_normal((2, 5, 3))
+    sq = np.pad(x ** 2, ((0, 0), (1, 1), (0, 0)))
+    div = (1.0 + 1e-2 / 3 * (sq[:, :-2] + sq[:, 1:-1] + sq[:, 2:])) ** 0.75
+    close(F.local_response_norm(T(x), 3, alpha=1e-2), x / div)
+    img = RNG.permutation(32).reshape(1, 2, 4, 4).astype(np.float64)
+    values, idx = F.max_pool2d(T(img), 2, return_indices=True)
+    restored = F.max_unpool2d(values, idx, 2)
+    kept = npy(restored) != 0
+    assert kept.sum() == 8 and np.all(npy(restored)[kept] == img[kept])
+    close(F.lp_pool2d(T(img), 2, 2), np.sqrt((img ** 2).reshape(1, 2, 2, 2, 2, 2).sum(axis=(3, 5))))
+    rows = RNG.standard_normal((4, 3))
+    expected = [np.linalg.norm(rows[i] - rows[j]) for i in range(4) for j in range(i + 1, 4)]
+    close(F.pdist(T(rows)), np.array(expected))
+    close(F.rrelu(T(x)), np.where(x >= 0, x, x * (1 / 8 + 1 / 3) / 2))
+    fnx.manual_seed(0)
+    slopes = npy(F.rrelu(fnx.full((1000,), -1.0, dtype=fnx.float64), training=True)) * -1
+    assert slopes.min() >= 1 / 8 and slopes.max() <= 1 / 3

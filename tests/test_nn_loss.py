@@ -182,3 +182,17 @@ def test_loss_modules_register_weights_as_buffers():
     assert list(ce.state_dict()) == ["weight"]
     assert repr(ce) == "CrossEntropyLoss()"
     assert list(nn.BCEWithLogitsLoss(pos_weight=w).state_dict()) == ["pos_weight"]
+
+
+def test_multi_margin_and_triplet_losses():
+    x = RNG.standard_normal((3, 4))
+    y = np.array([0, 3, 1])
+    hinge = np.maximum(0, 1.0 - x[np.arange(3), y][:, None] + x)
+    hinge[np.arange(3), y] = 0
+    close(F.multi_margin_loss(T(x), T(y)), (hinge.sum(1) / 4).mean())
+    close(nn.MultiMarginLoss(p=2, reduction="sum")(T(x), T(y)), (hinge ** 2).sum() / 4)
+    a, p, n = (RNG.standard_normal((3, 2)) for _ in range(3))
+    dist = lambda u, v: np.linalg.norm(u - v + 1e-6, axis=-1)  # noqa: E731
+    ref = np.maximum(dist(a, p) - dist(a, n) + 1.0, 0).mean()
+    close(F.triplet_margin_loss(T(a), T(p), T(n)), ref)
+    close(nn.TripletMarginWithDistanceLoss()(T(a), T(p), T(n)), ref)

@@ -21,7 +21,7 @@ class Block(nn.Module):
         self.register_buffer("scratch", fnx.zeros(2), persistent=False)
 
     def forward(self, x):
-        return F.relu(self.fc(x)) * self.scale
+        return F.tanh(self.fc(x)) * self.scale
 
 
 class Net(nn.Module):

@@ -276,11 +276,6 @@ def test_vmap_randomness_modes():
     assert all(sorted(p) == list(range(5)) for p in perms.tolist())
 
 
-def _batchable(prim) -> bool:
-    return getattr(prim.batch, "__name__", "") != "raiser"  # core's placeholder for a missing rule
-
-
-@pytest.mark.skipif(not _batchable(fnx.ops.elementwise.convert_p), reason="convert has no batch rule yet")
 def test_vmap_of_bernoulli_with_batched_probabilities():
     from fnx.transforms.batching import vmap
 

@@ -340,7 +340,7 @@ def test_repr_like_pytorch():
     assert repr(fnx.ones(2, requires_grad=True)) == "tensor([1., 1.], requires_grad=True)"
     assert repr(fnx.ones(2, requires_grad=True) * 2) == "tensor([2., 2.], grad_fn=<MulBackward>)"
     assert repr(fnx.arange(6.0).reshape(2, 3) / 4) == ("tensor([[0.0000, 0.2500, 0.5000],\n"
-                                                      "        [0.7500, 1.0000, 1.2500]])")
+                                                       "        [0.7500, 1.0000, 1.2500]])")
     assert repr(fnx.arange(2000)) == "tensor([   0,    1,    2, ..., 1997, 1998, 1999])"
     assert "dtype=fnx.bfloat16" in repr(fnx.ones(2, dtype=fnx.bfloat16))
     assert f"{fnx.tensor(2.5):.2f}" == "2.50"

@@ -98,9 +98,7 @@ def _to_leaf(leaf, g, capture, captured) -> None:
         if slot is not None:
             captured[slot] = _acc(captured[slot], g)
         return
-    if not core.grad_enabled:
-        g = g.detach()
-    leaf._grad = g if leaf._grad is None else leaf._grad + g
+    tape.accumulate_grad(leaf, g)
 
 
 def _check_nan(node, cots) -> None:
@@ -152,9 +150,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
     if inputs is not None:
         ins = _as_list(inputs)
         got = grad(outs, ins, grads, retain_graph=retain, create_graph=create_graph, allow_unused=True)
-        for t, g in zip(ins, got):
-            if g is not None:
-                t._grad = g if t._grad is None else t._grad + g
+        prev = core.set_grad_enabled_flag(create_graph)
+        try:
+            for t, g in zip(ins, got):
+                if g is not None:
+                    tape.accumulate_grad(t, g)
+        finally:
+            core.set_grad_enabled_flag(prev)
         return
     run_backward(outs, grads, retain_graph=retain, create_graph=create_graph)
 
@@ -183,4 +185,3 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
                 raise FnxRuntimeError(f"autograd.grad: input {i} was not used in the graph of the outputs; pass "
                                       f"allow_unused=True if this is intended")
     return tuple(got)
-

@@ -15,7 +15,7 @@ from .. import core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError
 from ..device import device_of_array
-from ..tensor import init_from_array
+from ..tensor import init_from_array, make
 
 __all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle"]
 
@@ -151,6 +151,26 @@ def register_hook(t, hook) -> RemovableHandle:
     return RemovableHandle(hooks, hook)
 
 
+def accumulate_grad(t, g) -> None:
+    """Add gradient `g` into `t.grad`, as PyTorch's AccumulateGrad does.
+
+    The first gradient is stored as a fresh, writable copy: the incoming one may be a read-only broadcast
+    view or flow to other tensors too. Later ones add in place (`t.grad` keeps its identity), except while
+    a graph is being built (create_graph=True), where the sum stays differentiable.
+    """
+    old = t._grad
+    if core.grad_enabled:
+        t._grad = g.clone() if old is None else old + g
+    elif old is None:
+        t._grad = make(g._value.copy(), g._device)
+    elif old._requires_grad or old.dtype is not g.dtype or old.shape != g.shape or not old._value.flags.writeable:
+        t._grad = (old + g).detach()
+    else:
+        v = old._value
+        v += g._value
+        old._version[0] += 1
+
+
 def retain_grad(t) -> None:
     """Keep `.grad` of a non-leaf tensor after backward."""
     if not t._requires_grad:
@@ -162,8 +182,7 @@ def retain_grad(t) -> None:
     def keep(grad):
         target = ref()
         if target is not None:
-            g = grad.detach()
-            target._grad = g if target._grad is None else target._grad + g
+            accumulate_grad(target, grad)
 
     t._retains_grad = True
     register_hook(t, keep)
@@ -172,4 +191,3 @@ def retain_grad(t) -> None:
 def has_nan(t) -> bool:
     v = t._value
     return bool(v.dtype in _FLOAT_NP and t._device.xp.isnan(v).any())
-

@@ -1,17 +1,19 @@
 """`fnx.nn.functional` (import as F): PyTorch's functional neural-network API, as compositions of fnx ops.
 
 This module holds the linear maps, dropout, embedding and vector utilities, and re-exports the families
-that live in their own files: activations and softmax (functional_activation), convolution and pooling
-(functional_conv), normalization (functional_norm), losses (functional_loss) and attention
-(functional_attention). Everything here works eagerly and under grad, vmap, jvp and compile.
+that live in their own files: activations and softmax (functional_activation), convolution
+(functional_conv), pooling (functional_pool), normalization (functional_norm), losses (functional_loss) and
+attention (functional_attention). Everything here works eagerly and under grad, vmap, jvp and compile.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ..autograd import no_grad
 from ..core import FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
-from ..ops.creation import ones_like, zeros
+from ..ops.creation import ones_like, tensor, zeros
 from ..ops.indexing import index_select, one_hot, scatter_add
 from ..ops.linalg import einsum, matmul
 from ..ops.norms import vector_norm
@@ -29,16 +31,26 @@ from .functional_loss import *  # noqa: F401,F403
 from .functional_loss import __all__ as _loss_all
 from .functional_norm import *  # noqa: F401,F403
 from .functional_norm import __all__ as _norm_all
+from .functional_pool import *  # noqa: F401,F403
+from .functional_pool import __all__ as _pool_all
 
 __all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
            "feature_alpha_dropout", "embedding", "one_hot", "pad", "normalize", "cosine_similarity",
-           "pairwise_distance", "gumbel_softmax", "channel_shuffle",
-           *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all]
+           "pairwise_distance", "pdist", "gumbel_softmax", "channel_shuffle",
+           *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all]
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
-    y = matmul(input, weight.mT if weight.ndim == 2 else weight)
+    """input @ weight.T + bias, with weight of shape (out_features, in_features).
+
+    Leading dims of an input with more than two are folded into one (as PyTorch does), so the product and
+    the weight's gradient are each one matrix product, not a batch of small ones and a sum over the batch.
+    """
+    if weight.ndim != 2 or input.ndim <= 2:
+        y = matmul(input, weight.mT if weight.ndim == 2 else weight)
+    else:
+        lead = tuple(input.shape[:-1])
+        y = matmul(input.reshape(int(np.prod(lead)), input.shape[-1]), weight.mT).reshape(*lead, weight.shape[0])
     return y + bias if bias is not None else y
 
 
@@ -183,6 +195,15 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """||x1 - x2 + eps||_p over the last dim."""
     return vector_norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """The p-norm distance between every pair of rows i < j of an (N, M) input, in row-major pair order."""
+    n = input.shape[0]
+    rows, cols = np.triu_indices(n, 1)
+    dev = input.device
+    diff = index_select(input, 0, tensor(rows, device=dev)) - index_select(input, 0, tensor(cols, device=dev))
+    return vector_norm(diff, p, dim=-1)
 
 
 def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:

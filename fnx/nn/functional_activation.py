@@ -17,7 +17,7 @@ from ..tensor import Tensor, Tracer
 __all__ = ["relu", "relu_", "relu6", "elu", "elu_", "selu", "celu", "leaky_relu", "leaky_relu_", "prelu", "glu",
            "gelu", "logsigmoid", "hardshrink", "tanhshrink", "softsign", "softplus", "softmin", "softmax",
            "log_softmax", "tanh", "sigmoid", "hardsigmoid", "silu", "mish", "hardswish", "hardtanh", "hardtanh_",
-           "threshold", "threshold_", "softshrink"]
+           "threshold", "threshold_", "softshrink", "rrelu", "rrelu_"]
 
 
 def _maybe_inplace(fn, input: Tensor, inplace: bool, *args):
@@ -198,6 +198,25 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
     return _maybe_inplace(_threshold, input, True, threshold, value)
+
+
+def _rrelu(x: Tensor, lower: float, upper: float, training: bool) -> Tensor:
+    if not training:
+        return _leaky_relu(x, (lower + upper) / 2)
+    from ..ops.sampling import rand
+
+    slope = rand(*x.shape, dtype=x.dtype, device=x.device) * (upper - lower) + lower
+    return ew.where(x >= 0, x, x * slope)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Leaky ReLU with a random slope from U(lower, upper) per element in training, their mean in eval."""
+    return _maybe_inplace(_rrelu, input, inplace, lower, upper, training)
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    return rrelu(input, lower, upper, training, True)
 
 
 # ---------------------------------------------------------------- softmax family

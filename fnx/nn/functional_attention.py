@@ -74,11 +74,6 @@ def _canonical_mask(mask: Tensor | None, name: str, other: Tensor | None, other_
     return zeros_like(mask, dtype=dtype).masked_fill(mask, float("-inf"))
 
 
-def _project(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
-    y = matmul(x, w.mT)
-    return y + b if b is not None else y
-
-
 def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
                                  in_proj_weight: Tensor | None, in_proj_bias: Tensor | None, bias_k: Tensor | None,
                                  bias_v: Tensor | None, add_zero_attn: bool, dropout_p: float,
@@ -89,8 +84,11 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
                                  v_proj_weight: Tensor | None = None, static_k: Tensor | None = None,
                                  static_v: Tensor | None = None, average_attn_weights: bool = True,
                                  is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
-    """Multi-head attention on sequence-first (L, N, E) inputs (or unbatched (L, E)); PyTorch's semantics."""
-    from .functional import dropout
+    """Multi-head attention on sequence-first (L, N, E) inputs (or unbatched (L, E)); PyTorch's semantics.
+
+    Self-attention (query, key and value the same tensor) projects all three with one matrix product.
+    """
+    from .functional import dropout, linear
 
     batched = query.ndim == 3
     if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
@@ -119,15 +117,18 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
         raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
     if use_separate_proj_weight:
         b_q, b_k, b_v = (None,) * 3 if in_proj_bias is None else chunk(in_proj_bias, 3)
-        q = _project(query, q_proj_weight, b_q)
-        k = _project(key, k_proj_weight, b_k)
-        v = _project(value, v_proj_weight, b_v)
+        q = linear(query, q_proj_weight, b_q)
+        k = linear(key, k_proj_weight, b_k)
+        v = linear(value, v_proj_weight, b_v)
     else:
         if tuple(key.shape) != tuple(value.shape):
             raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
-        w_q, w_k, w_v = chunk(in_proj_weight, 3)
-        b_q, b_k, b_v = (None,) * 3 if in_proj_bias is None else chunk(in_proj_bias, 3)
-        q, k, v = _project(query, w_q, b_q), _project(key, w_k, b_k), _project(value, w_v, b_v)
+        if query is key and key is value:
+            q, k, v = chunk(linear(query, in_proj_weight, in_proj_bias), 3, -1)
+        else:
+            w_q, w_k, w_v = chunk(in_proj_weight, 3)
+            b_q, b_k, b_v = (None,) * 3 if in_proj_bias is None else chunk(in_proj_bias, 3)
+            q, k, v = linear(query, w_q, b_q), linear(key, w_k, b_k), linear(value, w_v, b_v)
     if attn_mask is not None:
         if attn_mask.ndim == 2:
             if tuple(attn_mask.shape) != (tgt_len, src_len):
@@ -173,7 +174,7 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
         if dropout_p > 0.0:
             weights = dropout(weights, dropout_p)
         out = matmul(weights, v).transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
-        out = _project(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
+        out = linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
         weights = weights.reshape(bsz, num_heads, tgt_len, src_len)
         if average_attn_weights:
             weights = rd.mean(weights, 1)
@@ -188,5 +189,5 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     v = v.reshape(bsz, num_heads, src_len, head_dim)
     out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
     out = out.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim)
-    out = _project(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
+    out = linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
     return (out.squeeze(1) if not batched else out), None

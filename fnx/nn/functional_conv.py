@@ -1,8 +1,9 @@
-"""Convolutions, pooling, unfold/fold, interpolation and pixel shuffle, as compositions of fnx ops.
+"""Convolutions, unfold/fold, interpolation and pixel shuffle, as compositions of fnx ops.
 
 Sliding windows are gathered without per-pixel Python loops: for each of the kernel's K offsets, one strided
 slice of the padded input gives that offset's value at every output position; stacking the K slices gives
-the im2col tensor, so a convolution is one (grouped, batched) matmul, and pooling a reduction over the K axis.
+the im2col tensor, so a convolution is one (grouped, batched) matmul (and pooling, in functional_pool, a
+reduction over the K axis).
 The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
 is the transpose (vjp) of `unfold`. Everything is differentiable and works under every transform.
 """
@@ -14,17 +15,15 @@ import math
 import numpy as np
 
 from ..core import FnxRuntimeError, FnxValueError
-from ..ops import reduce as rd
-from ..ops.creation import arange, tensor, zeros
-from ..ops.indexing import index_select, take_along_dim
+from ..ops.creation import tensor, zeros
+from ..ops.indexing import index_select
 from ..ops.linalg import matmul
 from ..ops.shape import flip, movedim, pad, stack
 from ..tensor import Tensor
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "unfold",
-           "fold", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
-           "adaptive_max_pool2d", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle"]
+           "fold", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
+           "pixel_unshuffle"]
 
 
 def _ntuple(v, n: int, name: str) -> tuple:
@@ -245,186 +244,6 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     return out.squeeze(0) if unbatched else out
 
 
-# ---------------------------------------------------------------- pooling
-def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, nd: int, op: str):
-    kernel = _ntuple(kernel_size, nd, "kernel_size")
-    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and not stride) else \
-        _ntuple(stride, nd, "stride")
-    padding, dilation = _ntuple(padding, nd, "padding"), _ntuple(dilation, nd, "dilation")
-    for k, p, d in zip(kernel, padding, dilation):
-        if p > (d * (k - 1) + 1) // 2:
-            raise FnxRuntimeError(f"{op}: pad should be at most half of effective kernel size, but got pad={p}, "
-                                  f"kernel_size={k} and dilation={d}")
-    spatial = tuple(x.shape[2:])
-    out = tuple(_out_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in zip(spatial, kernel, stride, padding,
-                                                                             dilation))
-    if any(m <= 0 for m in out):
-        raise FnxRuntimeError(f"{op}: Given input size: {list(x.shape[1:])}. Calculated output size: "
-                              f"{[x.shape[1], *out]}. Output size is too small")
-    hi = tuple((m - 1) * s + d * (k - 1) + 1 - n - p for m, s, d, k, n, p in zip(out, stride, dilation, kernel,
-                                                                                  spatial, padding))
-    return kernel, stride, padding, dilation, out, hi
-
-
-def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd: int, op: str):
-    x, unbatched = _batched(input, nd, op)
-    kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, dilation,
-                                                                ceil_mode, nd, op)
-    lowest = float("-inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.np).min)
-    win = _windows(_pad_spatial(x, padding, hi, lowest), kernel, stride, dilation, out)
-    choice = rd.argmax(win, dim=2, keepdim=True)  # the first maximum, as PyTorch picks it
-    values = take_along_dim(win, choice, 2).squeeze(2)
-    if unbatched:
-        values = values.squeeze(0)
-    if not return_indices:
-        return values
-    choice = choice.squeeze(2)
-    spatial = tuple(x.shape[2:])
-    flat = None
-    for i in range(nd):
-        k_i = (choice // math.prod(kernel[i + 1:])) % kernel[i]
-        start = arange(out[i], device=x.device) * stride[i] - padding[i]
-        pos = k_i * dilation[i] + start.reshape((out[i],) + (1,) * (nd - 1 - i))
-        term = pos * math.prod(spatial[i + 1:])
-        flat = term if flat is None else flat + term
-    return values, (flat.squeeze(0) if unbatched else flat)
-
-
-def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
-    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
-
-
-def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
-    """Max over sliding windows of (N, C, H, W); with return_indices, also the flat H*W index of each max."""
-    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
-
-
-def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
-    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
-
-
-def _avg_counts(n: int, k: int, s: int, p: int, out: int, include_pad: bool) -> np.ndarray:
-    """The divisor of each output position along one dim (PyTorch's rule: windows clipped to the padded input,
-    and, without count_include_pad, to the input itself)."""
-    counts = np.empty(out)
-    for o in range(out):
-        start = o * s - p
-        end = min(start + k, n + p)
-        counts[o] = end - start if include_pad else min(end, n) - max(start, 0)
-    return counts
-
-
-def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd: int,
-              op: str) -> Tensor:
-    x, unbatched = _batched(input, nd, op)
-    kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode,
-                                                                nd, op)
-    total = rd.sum(_windows(_pad_spatial(x, padding, hi), kernel, stride, dilation, out), 2)
-    if divisor_override:
-        y = total / divisor_override
-    else:
-        div = np.ones(())
-        for n, k, s, p, m in zip(x.shape[2:], kernel, stride, padding, out):
-            div = np.multiply.outer(div, _avg_counts(n, k, s, p, m, count_include_pad))
-        y = total / tensor(div, dtype=x.dtype, device=x.device)
-    return y.squeeze(0) if unbatched else y
-
-
-def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True) -> Tensor:
-    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
-
-
-def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
-    """Mean over sliding windows of (N, C, H, W)."""
-    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
-                     "avg_pool2d")
-
-
-def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
-    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
-                     "avg_pool3d")
-
-
-def _adaptive_sizes(x: Tensor, output_size, nd: int) -> tuple:
-    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
-    if len(sizes) != nd:
-        raise FnxRuntimeError(f"adaptive pooling: output_size must have {nd} elements, got {output_size}")
-    return tuple(x.shape[2 + i] if s is None else int(s) for i, s in enumerate(sizes))
-
-
-def _adaptive_bounds(n: int, m: int) -> list[tuple[int, int]]:
-    return [((i * n) // m, -((-(i + 1) * n) // m)) for i in range(m)]
-
-
-def _adaptive_avg(input: Tensor, output_size, nd: int, op: str) -> Tensor:
-    """Each spatial dim is averaged by an (out, in) matrix of window weights: one matmul per dim."""
-    x, unbatched = _batched(input, nd, op)
-    for i, m in enumerate(_adaptive_sizes(x, output_size, nd)):
-        n = x.shape[2 + i]
-        if m == n:
-            continue
-        mat = np.zeros((m, n))
-        for o, (a, b) in enumerate(_adaptive_bounds(n, m)):
-            mat[o, a:b] = 1.0 / (b - a)
-        weights = tensor(mat.T, dtype=x.dtype, device=x.device)
-        x = movedim(matmul(movedim(x, 2 + i, -1), weights), -1, 2 + i)
-    return x.squeeze(0) if unbatched else x
-
-
-def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
-    return _adaptive_avg(input, output_size, 1, "adaptive_avg_pool1d")
-
-
-def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
-    """Average pooling to a fixed (oH, oW); window i spans [floor(i*H/oH), ceil((i+1)*H/oH))."""
-    return _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
-
-
-def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
-    return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
-
-
-def _adaptive_max(input: Tensor, output_size, return_indices: bool, nd: int, op: str):
-    x, unbatched = _batched(input, nd, op)
-    sizes = _adaptive_sizes(x, output_size, nd)
-    spatial = tuple(x.shape[2:])
-    bounds = [_adaptive_bounds(n, m) for n, m in zip(spatial, sizes)]
-    values, indices = [], []
-    for cell in itertools.product(*bounds):
-        win = x[(slice(None), slice(None)) + tuple(slice(a, b) for a, b in cell)]
-        flat = win.flatten(2)
-        choice = rd.argmax(flat, dim=2, keepdim=True)
-        values.append(take_along_dim(flat, choice, 2).squeeze(2))
-        if return_indices:
-            shape = tuple(b - a for a, b in cell)
-            idx = None
-            for i, (a, _) in enumerate(cell):
-                term = ((choice.squeeze(2) // math.prod(shape[i + 1:])) % shape[i] + a) * math.prod(spatial[i + 1:])
-                idx = term if idx is None else idx + term
-            indices.append(idx)
-    out = stack(values, 2).reshape(tuple(x.shape[:2]) + sizes)
-    if unbatched:
-        out = out.squeeze(0)
-    if not return_indices:
-        return out
-    idx = stack(indices, 2).reshape(tuple(x.shape[:2]) + sizes)
-    return out, (idx.squeeze(0) if unbatched else idx)
-
-
-def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
-    return _adaptive_max(input, output_size, return_indices, 1, "adaptive_max_pool1d")
-
-
-def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
-    return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
-
-
 # ---------------------------------------------------------------- resizing
 def _source_index(dst: np.ndarray, scale: float, align_corners: bool) -> np.ndarray:
     if align_corners:
@@ -462,6 +281,8 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         out = tuple(int(math.floor(n * f)) for n, f in zip(spatial, factors))
         scales = [n / m if recompute_scale_factor else 1.0 / f for n, m, f in zip(spatial, out, factors)]
     if mode == "area":
+        from .functional_pool import _adaptive_avg
+
         return _adaptive_avg(input, out, nd, "interpolate")
     x = input
     for i, (n, m, scale) in enumerate(zip(spatial, out, scales)):
@@ -487,6 +308,14 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
 
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
     return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:

@@ -12,7 +12,7 @@ import warnings
 from ..core import FnxIndexError, FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
-from ..ops.creation import full_like
+from ..ops.creation import arange, full_like
 from ..ops.indexing import index_select, take_along_dim
 from ..ops.shape import broadcast_tensors
 from ..tensor import Tensor, Tracer
@@ -21,7 +21,8 @@ from .functional_activation import log_softmax
 __all__ = ["nll_loss", "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss",
            "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "poisson_nll_loss", "gaussian_nll_loss",
            "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss", "cosine_embedding_loss",
-           "triplet_margin_loss", "multilabel_soft_margin_loss"]
+           "triplet_margin_loss", "triplet_margin_with_distance_loss", "multilabel_soft_margin_loss",
+           "multi_margin_loss"]
 
 
 def legacy_reduction(size_average, reduce) -> str:
@@ -341,4 +342,37 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     if weight is not None:
         loss = loss * weight
     loss = rd.mean(loss, -1)
+    return _reduce(loss, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *, distance_function=None,
+                                      margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> Tensor:
+    """max(d(a, p) - d(a, n) + margin, 0) for any distance function (pairwise_distance by default)."""
+    from .functional import pairwise_distance
+
+    reduction = _reduction(reduction, None, None)
+    dist = distance_function if distance_function is not None else pairwise_distance
+    d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        d_neg = ew.minimum(d_neg, dist(positive, negative))
+    return _reduce(ew.relu(d_pos - d_neg + margin), reduction)
+
+
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
+                      size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """Multi-class hinge loss: sum over j != y of max(0, margin - x[y] + x[j])^p / C (weighted by weight[y])."""
+    reduction = _reduction(reduction, size_average, reduce)
+    if p not in (1, 2):
+        raise FnxValueError("only p == 1 and p == 2 supported")
+    x = input.unsqueeze(0) if input.ndim == 1 else input
+    t = target.reshape(-1)
+    picked = take_along_dim(x, t.unsqueeze(1), 1)
+    hinge = ew.relu(margin - picked + x)
+    hinge = hinge * hinge if p == 2 else hinge
+    if weight is not None:
+        hinge = hinge * index_select(weight, 0, t).unsqueeze(1)
+    not_target = ew.ne(arange(x.shape[1], device=x.device).unsqueeze(0), t.unsqueeze(1))
+    loss = rd.sum(hinge * not_target.to(x.dtype), 1) / x.shape[1]
+    if input.ndim == 1:
+        loss = loss.squeeze(0)
     return _reduce(loss, reduction)

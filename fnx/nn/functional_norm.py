@@ -13,9 +13,10 @@ from ..autograd import no_grad
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
+from ..ops.shape import pad
 from ..tensor import Tensor, Tracer
 
-__all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm"]
+__all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm"]
 
 
 def _channel_shape(input: Tensor) -> tuple:
@@ -174,3 +175,18 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     var = rd.var(g, 2, unbiased=False, keepdim=True)
     y = ((g - mean) * ew.rsqrt(var + eps)).reshape(input.shape)
     return _affine(y, weight, bias, _channel_shape(input))
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """input / (k + alpha * mean of squares over `size` neighbouring channels) ** beta (AlexNet's LRN)."""
+    if input.ndim < 3:
+        raise FnxValueError(f"Expected 3D or higher dimensionality input (got {input.ndim} dimensions)")
+    if input.numel() == 0:
+        return input
+    channels = input.shape[1]
+    sq = (input * input).movedim(1, -1)
+    sq = pad(sq, (size // 2, (size - 1) // 2)).movedim(-1, 1)
+    window = sq[:, 0:channels]
+    for i in range(1, size):
+        window = window + sq[:, i:i + channels]
+    return input / ew.pow(window * (alpha / size) + k, beta)

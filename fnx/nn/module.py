@@ -3,8 +3,8 @@
 Assigning a Parameter, a buffer or a Module to an attribute registers it (as in PyTorch), which gives
 `named_parameters`, `state_dict` and friends their PyTorch names. Every Module subclass is also a pytree
 node (Equinox style): its leaves are its parameters (in `named_parameters` order) then its floating-point
-buffers, and unflattening builds a shallow copy of the module tree holding the new leaves. So
-`fnx.grad(loss)(model, x, y)` returns a module-shaped gradient and `vmap`/`jvp`/`compile` accept models.
+buffers, and unflattening builds a shallow copy of the module tree holding the new leaves (fnx/nn/pytree.py).
+So `fnx.grad(loss)(model, x, y)` returns a module-shaped gradient and `vmap`/`jvp`/`compile` accept models.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from ..core import FnxRuntimeError
 from ..device import device as _device_cls
 from ..tensor import Tensor
 from .parameter import Buffer, Parameter
+from .pytree import flatten_module, unflatten_module
 
 __all__ = ["Module", "RemovableHandle"]
 
@@ -90,7 +91,7 @@ class Module:
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
-        tree.register_pytree_node(cls, _flatten_module, _unflatten_module)
+        tree.register_pytree_node(cls, flatten_module, unflatten_module)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
@@ -603,75 +604,4 @@ class Module:
         return main + ")"
 
 
-# ---------------------------------------------------------------- modules as pytrees
-class _ModuleDef:
-    """The static part of a flattened module: where each leaf lives, and a template to copy.
-
-    Equality (which transforms use to match structures and key caches) is by structure: class, leaf
-    locations, and every submodule's class and training flag; not by the template's identity.
-    """
-
-    __slots__ = ("template", "locations", "key")
-
-    def __init__(self, template: Module, locations: tuple, key: tuple):
-        self.template, self.locations, self.key = template, locations, key
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _ModuleDef) and self.key == other.key
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def __repr__(self) -> str:
-        names = [".".join(x for x in (loc[0][0], loc[0][2]) if x) for loc in self.locations]
-        return f"{type(self.template).__name__}<{', '.join(names)}>"
-
-
-def _flatten_module(module: Module):
-    """Leaves: parameters in named_parameters order, then floating-point buffers; a shared tensor once.
-
-    Integer buffers (BatchNorm's num_batches_tracked) are static: they stay with the template, so that
-    `fnx.grad` (which needs floating-point leaves) accepts every model.
-    """
-    mods = list(module.named_modules())
-    leaves, locations, index = [], [], {}
-    for store in ("_parameters", "_buffers"):
-        for path, m in mods:
-            for name, t in m.__dict__[store].items():
-                if t is None or (store == "_buffers" and not t.dtype.is_floating_point):
-                    continue
-                i = index.get(id(t))
-                if i is None:
-                    i = index[id(t)] = len(leaves)
-                    leaves.append(t)
-                    locations.append([])
-                locations[i].append((path, store, name))
-    locations = tuple(tuple(loc) for loc in locations)
-    key = (type(module), locations, tuple((p, type(m), m.training) for p, m in mods))
-    return leaves, _ModuleDef(module, locations, key)
-
-
-def _unflatten_module(aux: _ModuleDef, leaves) -> Module:
-    root = _copy_tree(aux.template, {})
-    for leaf, locs in zip(leaves, aux.locations):
-        for path, store, name in locs:
-            root.get_submodule(path).__dict__[store][name] = leaf
-    return root
-
-
-def _copy_tree(m: Module, memo: dict) -> Module:
-    """A copy of the module tree whose member dicts are new (shared submodules stay shared)."""
-    c = memo.get(id(m))
-    if c is not None:
-        return c
-    c = object.__new__(type(m))
-    memo[id(m)] = c
-    d = c.__dict__
-    d.update(m.__dict__)
-    d["_parameters"] = dict(m._parameters)
-    d["_buffers"] = dict(m._buffers)
-    d["_modules"] = {k: None if v is None else _copy_tree(v, memo) for k, v in m._modules.items()}
-    return c
-
-
-tree.register_pytree_node(Module, _flatten_module, _unflatten_module)
+tree.register_pytree_node(Module, flatten_module, unflatten_module)

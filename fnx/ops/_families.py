@@ -101,9 +101,9 @@ def _promote2(a, b, op: str):
         va, vb = a._value.dtype, b._value.dtype
         if va is vb or va == vb:
             return a, b
-    elif type(a) is Tensor and type(b) is float and a._value.dtype.kind == "f":
+    elif type(a) is Tensor and (type(b) is float or type(b) is int) and a._value.dtype.kind == "f":
         return a, make(a._device._xp.asarray(b, dtype=a._value.dtype), a._device)
-    elif type(b) is Tensor and type(a) is float and b._value.dtype.kind == "f":
+    elif type(b) is Tensor and (type(a) is float or type(a) is int) and b._value.dtype.kind == "f":
         return make(b._device._xp.asarray(a, dtype=b._value.dtype), b._device), b
     return promote(op, a, b)
 

@@ -121,30 +121,61 @@ def _cond_vjp(cts, primals, outs, *, branches):
 
 @cond_p.def_batch
 def _cond_batch(args, dims, *, branches):
+    """Unbatched index: a cond of batched branches. Batched index: every branch runs, results are selected."""
     from ..transforms.batching import batch_size
+    from .elementwise import clamp, eq
 
     size = batch_size(args, dims)
     index, ops = args[0], list(args[1:])
-    avals = [o.aval for o in ops]
-    batched = [batch_jaxpr(b, avals, dims[1:], size) for b in branches]
+    batched = [batch_jaxpr(b, _avals_unbatched(ops, dims[1:]), dims[1:], size) for b in branches]
     if dims[0] is None:
         return cond_p.bind(index, *ops, branches=tuple(batched)), [0] * len(branches[0].out_avals)
     idx = _move(index, dims[0], size)
     results = [closed_call(b, ops) for b in batched]
-    from .elementwise import clamp, eq
-
-    idx = clamp(idx, 0, len(branches) - 1)
+    if idx.dtype.name != "bool":
+        idx = clamp(idx, 0, len(branches) - 1)
     outs = results[0]
     for i, res in enumerate(results[1:], start=1):
-        outs = [_select(eq(idx, i), r, o) for r, o in zip(res, outs)]
+        pick = idx if idx.dtype.name == "bool" else eq(idx, i)
+        outs = [_select(pick, r, o) for r, o in zip(res, outs)]
     return outs, [0] * len(outs)
 
 
 def switch(index, branches, *operands):
     """`branches[index](*operands)`, with `index` clamped into range (JAX's lax.switch)."""
+    if not branches:
+        raise FnxTypeError("switch: needs at least one branch")
     idx = _concrete(index) if isinstance(index, Tensor) else index
     if idx is not None and not _staging():
         return branches[min(max(int(idx), 0), len(branches) - 1)](*operands)
+    index = _as_tensor(index)
+    if index.dtype.is_floating_point or tuple(index.shape) != ():
+        raise FnxTypeError(f"switch: index must be an integer scalar, got {index.dtype}{list(index.shape)}")
+    return _cond_staged(index if index.dtype.name == "bool" else index.to("int64"), branches, operands)
+
+
+def cond(pred, true_fun, false_fun, *operands):
+    """`true_fun(*operands)` if `pred` else `false_fun(*operands)`; both return the same structure (lax.cond).
+
+    A concrete `pred` runs one branch as Python code; an abstract one (staged, or batched under vmap) traces
+    both into a `cond` primitive, which vmap turns into a select between both branches' results.
+    """
+    p = _concrete(pred) if isinstance(pred, Tensor) else pred
+    if p is not None and not _staging():
+        return (true_fun if bool(p) else false_fun)(*operands)
+    pred = _as_tensor(pred)
+    if tuple(pred.shape) != ():
+        raise FnxTypeError(f"cond: pred must be a scalar, got shape {list(pred.shape)}; under vmap each example's "
+                           f"pred is a scalar")
+    if pred.dtype.name != "bool":
+        from .elementwise import ne
+
+        pred = ne(pred, 0)
+    return _cond_staged(pred, [false_fun, true_fun], operands)
+
+
+def _cond_staged(index: Tensor, branches, operands):
+    """Trace every branch on the operands' avals and bind `cond` (index: a bool or int64 scalar)."""
     leaves, in_tree = _flatten_tensors(operands, "cond", "operands")
     out_trees, traced = [], []
     for fn in branches:
@@ -155,7 +186,8 @@ def switch(index, branches, *operands):
 
         traced.append(trace_flat(flat, _avals(leaves)))
     if any(t != out_trees[0] for t in out_trees):
-        raise FnxTypeError(f"cond: branches must return the same tree structure, got {out_trees}")
+        shown = " and ".join(map(str, out_trees))
+        raise FnxTypeError(f"cond: branches must return the same tree structure, got {shown}")
     first = traced[0][0].out_avals
     for closed, _ in traced[1:]:
         if closed.out_avals != first:
@@ -164,8 +196,7 @@ def switch(index, branches, *operands):
     consts = [c for _, cs in traced for c in cs]
     branches_j = tuple(_take_all_consts(closed, i, [len(cs) for _, cs in traced], consts)
                        for i, (closed, _) in enumerate(traced))
-    index_t = _as_tensor(index).to("int64")
-    outs = cond_p.bind(index_t, *consts, *leaves, branches=branches_j)
+    outs = cond_p.bind(index, *consts, *leaves, branches=branches_j)
     return tree_unflatten(out_trees[0], outs)
 
 
@@ -179,12 +210,6 @@ def _take_all_consts(closed: ClosedJaxpr, i: int, counts: list, consts: list) ->
     post = [Var(c.aval) for c in consts[start + counts[i]:]]
     mine, rest = j.invars[:counts[i]], j.invars[counts[i]:]
     return ClosedJaxpr(Jaxpr([], pre + list(mine) + post + list(rest), j.eqns, j.outvars), [])
-
-
-def cond(pred, true_fun, false_fun, *operands):
-    """`true_fun(*operands)` if `pred` else `false_fun(*operands)`; both return the same structure."""
-    index = pred.to("int64") if isinstance(pred, Tensor) else int(bool(pred))
-    return switch(index, [false_fun, true_fun], *operands)
 
 
 # ---------------------------------------------------------------- while_loop
@@ -292,8 +317,9 @@ def while_loop(cond_fun, body_fun, init_val):
     def body_flat(*xs):
         out, out_def = _flatten_tensors(body_fun(tree_unflatten(treedef, list(xs))), "while_loop", "body output")
         if out_def != treedef or _avals(out) != _avals(leaves):
+            want, got = [a.str_short() for a in _avals(leaves)], [a.str_short() for a in _avals(out)]
             raise FnxTypeError(f"while_loop: body_fun must return the same structure, shapes and dtypes as its input "
-                               f"({[a.str_short() for a in _avals(leaves)]}), got {[a.str_short() for a in _avals(out)]}")
+                               f"({want}), got {got}")
         return out
 
     cond_j, cc = trace_flat(cond_flat, _avals(leaves))
@@ -496,8 +522,9 @@ def scan(f, init, xs=None, length: int | None = None, reverse: bool = False):
         new_k, y = f(k, x)
         nk, nk_def = _flatten_tensors(new_k, "scan", "the carry returned by f")
         if nk_def != k_def or _avals(nk) != _avals(k_leaves):
+            want, got = [v.str_short() for v in _avals(k_leaves)], [v.str_short() for v in _avals(nk)]
             raise FnxTypeError(f"scan: f must return a carry of the same structure, shapes and dtypes as init "
-                               f"({[v.str_short() for v in _avals(k_leaves)]}), got {[v.str_short() for v in _avals(nk)]}")
+                               f"({want}), got {got}")
         yl, yd = _flatten_tensors(y, "scan", "ys")
         y_def[:] = [yd]
         return nk + yl
@@ -508,9 +535,24 @@ def scan(f, init, xs=None, length: int | None = None, reverse: bool = False):
     return tree_unflatten(k_def, outs[:len(k_leaves)]), tree_unflatten(y_def[0], outs[len(k_leaves):])
 
 
+def _static_bound(b):
+    """A loop bound as a Python int when it is known now (an int, or a concrete tensor outside staging)."""
+    if isinstance(b, Tensor):
+        c = None if _staging() else _concrete(b)
+        return None if c is None else int(c)
+    return int(b)
+
+
 def fori_loop(lower, upper, body_fun, init_val):
-    """`val = body_fun(i, val)` for i in [lower, upper); differentiable when the bounds are Python ints."""
-    static = isinstance(lower, int) and isinstance(upper, int)
+    """`val = body_fun(i, val)` for i in [lower, upper), i an int64 scalar tensor (lax.fori_loop).
+
+    Bounds known at trace time (Python ints) make it a scan, which every transform differentiates; traced
+    bounds make it a while_loop (forward mode and vmap only, as in JAX).
+    """
+    lo, hi = _static_bound(lower), _static_bound(upper)
+    static = lo is not None and hi is not None
+    if static:
+        lower, upper = lo, hi
     if static and not _staging():
         from .creation import tensor
 

@@ -10,6 +10,7 @@ from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
 from ..tensor import Tensor, make
+from ..transforms.batching import unary_batch_rule
 
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
@@ -296,3 +297,7 @@ def _check_cuda_dtype(dt: _dt.dtype) -> None:
     if not ok:
         raise FnxTypeError(f"{dt} tensors are not supported on CUDA by this CuPy build; convert first, e.g. "
                            f"tensor.float().cuda()")
+
+
+copy_p.def_batch(unary_batch_rule(copy_p))
+transfer_p.def_batch(unary_batch_rule(transfer_p))

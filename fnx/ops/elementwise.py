@@ -16,6 +16,7 @@ from ..core import bind as _bind
 from ..autograd.tape import _FLOAT_NP
 from ..tensor import Tensor
 from ._families import _promote2, as_operand, binary, promote, same_device, broadcast_shapes, unbroadcast, unary
+from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
 
 __all__ = ["convert", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan",
            "tanh", "sinh", "cosh", "asin", "acos", "atan", "sigmoid", "erf", "abs", "sign", "neg", "negative",
@@ -169,10 +170,9 @@ def _erf_chunk(x: np.ndarray) -> np.ndarray:
     erfc(6) < 2e-17 rounds 1 - erfc to exactly 1, so the tail range stops at 6; nan stays nan.
     """
     y = np.abs(x)
-    small = np.minimum(y, 0.46875)
-    small *= small
-    small = _rational(small, _ERF_A, _ERF_B, 3)
-    small *= x
+    ys = np.minimum(y, 0.46875)
+    small = _rational(ys * ys, _ERF_A, _ERF_B, 3)
+    small *= np.copysign(ys, x)               # x itself where it is used: no overflow for huge |x|
     mid = np.clip(y, 0.46875, 4.0)
     erfc = np.exp(-mid * mid)
     erfc *= _rational(mid, _ERFC_C, _ERFC_D, 7)
@@ -415,7 +415,7 @@ divide = div
 
 def floor_divide(input, other) -> Tensor:
     """floor(input / other), elementwise (not differentiable)."""
-    x, y = promote("floor_divide", input, other)
+    x, y = _promote2(input, other, "floor_divide")
     return floordiv_p.bind(x, y)
 
 
@@ -426,7 +426,7 @@ def pow(input, exponent) -> Tensor:
             return input * input
         if exponent == 1:
             return input
-    x, y = promote("pow", input, exponent)
+    x, y = _promote2(input, exponent, "pow")
     return pow_p.bind(x, y)
 
 
@@ -491,8 +491,9 @@ def _select_abstract(c: ShapedArray, x: ShapedArray, y: ShapedArray) -> ShapedAr
 def _select_vjp(g, primals, out):
     c, x, y = primals
     zero = zeros_like_scalar(g)
-    return None, unbroadcast(select_p.bind(c, g, zero), tuple(x.shape)), unbroadcast(select_p.bind(c, zero, g),
-                                                                                  tuple(y.shape))
+    gx = unbroadcast(select_p.bind(c, g, zero), tuple(x.shape))
+    gy = unbroadcast(select_p.bind(c, zero, g), tuple(y.shape))
+    return None, gx, gy
 
 
 @select_p.def_jvp
@@ -517,7 +518,7 @@ def where(condition, input=None, other=None) -> Tensor:
     condition = as_operand(condition, "where")
     if not isinstance(condition, Tensor) or condition.dtype is not _dt.bool:
         condition = promote("where", condition, to=_dt.bool)[0]
-    x, y = promote("where", input, other)
+    x, y = _promote2(input, other, "where")
     return select_p.bind(condition, x, y)
 
 
@@ -538,7 +539,8 @@ def square(input: Tensor) -> Tensor:
 
 def relu(input: Tensor) -> Tensor:
     """max(x, 0); the gradient at 0 is 0, as in PyTorch."""
-    return where(gt(input, 0), input, 0.0 if input.dtype.is_floating_point else 0)
+    zero = 0.0 if input.dtype.is_floating_point else 0
+    return where(gt(input, zero), input, zero)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -662,3 +664,8 @@ def logaddexp(input, other) -> Tensor:
     m = maximum(input, other)
     m = where(isfinite(m), m, 0.0)
     return m + log(exp(input - m) + exp(other - m))
+
+
+# ---------------------------------------------------------------- batch rules of the primitives defined above
+convert_p.def_batch(unary_batch_rule(convert_p))
+select_p.def_batch(elementwise_batch_rule(select_p))

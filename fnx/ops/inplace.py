@@ -68,7 +68,7 @@ def inplace(fn, name: str | None = None):
     @functools.wraps(fn)
     def method(self, *args, **kwargs):
         _check_target(self, op)
-        src = _snapshot(self) if _records(self, args) else self
+        src = _snapshot(self) if _records(self, args + tuple(kwargs.values())) else self
         return assign_(self, fn(src, *args, **kwargs), op)
 
     method.__name__ = op

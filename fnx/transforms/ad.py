@@ -50,6 +50,13 @@ class JVPTracer(Tracer):
     _concrete = _concrete_primal
 
 
+def _jvp_tracer(trace, primal, tangent) -> JVPTracer:
+    """The invariant every rule relies on: floating values carry a tangent tensor, others carry None."""
+    if not primal.dtype.is_floating_point:
+        return JVPTracer(trace, primal, None)
+    return JVPTracer(trace, primal, tangent if tangent is not None else _zeros_like(primal))
+
+
 class JVPTrace(Trace):
     __slots__ = ()
 
@@ -61,17 +68,15 @@ class JVPTrace(Trace):
     def process_primitive(self, prim: Primitive, tracers, params):
         primals = [t.primal for t in tracers]
         tangents = [t.tangent for t in tracers]
-        if all(t is None for t in tangents):  # integer-only inputs: nothing to differentiate
+        if all(t is None for t in tangents) or not prim.differentiable:  # nothing to differentiate
             out = prim.bind(*primals, **params)
             if prim.multiple_results:
-                return [JVPTracer(self, o, None) for o in out]
-            return JVPTracer(self, out, None)
-        tangents = [_zero_tangent(p) if t is None and p.dtype.is_floating_point else t
-                    for p, t in zip(primals, tangents)]
+                return [self.pure(o) for o in out]
+            return self.pure(out)
         out, tangent_out = prim.jvp(primals, tangents, **params)
         if prim.multiple_results:
-            return [JVPTracer(self, o, t) for o, t in zip(out, tangent_out)]
-        return JVPTracer(self, out, tangent_out)
+            return [_jvp_tracer(self, o, t) for o, t in zip(out, tangent_out)]
+        return _jvp_tracer(self, out, tangent_out)
 
     def process_custom(self, call, tracers):
         return call.jvp(self, tracers)
@@ -84,10 +89,11 @@ def _check_tensors(leaves, op: str, what: str) -> None:
                                f"wrap numbers with fnx.tensor(...) or mark them static")
 
 
-def jvp(fun, primals, tangents):
-    """(fun(*primals), J_fun(primals) @ tangents): the forward-mode derivative along `tangents`.
+def jvp(fun, primals, tangents, has_aux: bool = False):
+    """(fun(*primals), J_fun(primals) @ tangents[, aux]): the forward-mode derivative along `tangents`.
 
-    `primals` and `tangents` are tuples (or lists) of pytrees of the same structure.
+    `primals` and `tangents` are tuples (or lists) of pytrees of the same structure. Integer outputs get
+    zero tangents of their own dtype (JAX's float0), so the tangent output has the output's structure.
     """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise FnxTypeError("jvp: primals and tangents must be tuples or lists of arguments, e.g. jvp(f, (x,), (v,))")
@@ -103,15 +109,34 @@ def jvp(fun, primals, tangents):
                                f"have the same shape and dtype")
     with new_main(JVPTrace) as main:
         trace = JVPTrace(main)
-        args = tree_unflatten(p_def, [JVPTracer(trace, p, t) for p, t in zip(p_leaves, t_leaves)])
+        args = tree_unflatten(p_def, [_jvp_tracer(trace, p, t) for p, t in zip(p_leaves, t_leaves)])
         out = fun(*args)
+        if has_aux:
+            out, aux = _split_aux(out, "jvp")
+            aux = _lower_aux(aux, main)
         o_leaves, o_def = tree_flatten(out)
         _check_tensors(o_leaves, "jvp", "outputs of the function")
         outs = [core.full_raise(trace, o) for o in o_leaves]
         primal_out = [core.full_lower(o.primal) for o in outs]
-        tangent_out = [core.full_lower(o.tangent) if o.tangent is not None else _zero_tangent(o.primal)
-                       for o in outs]
-    return tree_unflatten(o_def, primal_out), tree_unflatten(o_def, tangent_out)
+        tangent_out = [core.full_lower(o.tangent) if o.tangent is not None else _zeros_like(o.primal) for o in outs]
+    res = tree_unflatten(o_def, primal_out), tree_unflatten(o_def, tangent_out)
+    return res + (aux,) if has_aux else res
+
+
+def _split_aux(out, op: str):
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise FnxTypeError(f"{op}(has_aux=True): the function must return a pair (output, aux)")
+    return out[0], out[1]
+
+
+def _lower_aux(aux, main):
+    """Auxiliary outputs leave the transform as plain values (their primal part)."""
+    def lower(x):
+        while isinstance(x, Tracer) and x._trace.main is main:
+            x = x.primal
+        return core.full_lower(x)
+
+    return tree_map(lower, aux)
 
 
 def linearize(fun, *primals):
@@ -253,17 +278,14 @@ def vjp(fun, *primals, has_aux: bool = False):
                    for i, p in enumerate(p_leaves)]
         out = fun(*tree_unflatten(p_def, tracers))
         if has_aux:
-            if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                raise FnxTypeError("vjp(has_aux=True): the function must return a pair (output, aux)")
-            out, aux = out
+            out, aux = _split_aux(out, "vjp")
         o_leaves, o_def = tree_flatten(out)
         _check_tensors(o_leaves, "vjp", "outputs of the function")
         outs = [core.full_raise(trace, o) for o in o_leaves]
         refs = [o.ref for o in outs]
         primal_out = [core.full_lower(o.primal) for o in outs]
         if has_aux:
-            aux = tree_map(lambda x: core.full_lower(x.primal) if isinstance(x, VJPTracer) and x._trace.main is main
-                           else x, aux)
+            aux = _lower_aux(aux, main)
     leaf_values = [core.full_lower(p) for p in p_leaves]
 
     def vjp_fn(cotangent):
@@ -271,7 +293,7 @@ def vjp(fun, *primals, has_aux: bool = False):
         if c_def != o_def:
             raise FnxTypeError(f"vjp_fn: cotangent structure {c_def} does not match the output structure {o_def}")
         for c, o in zip(c_leaves, primal_out):
-            if not isinstance(c, Tensor) or tuple(c.shape) != tuple(o.shape):
+            if not isinstance(c, Tensor) or tuple(c.shape) != tuple(o.shape) or c.dtype is not o.dtype:
                 got = f"{c.dtype}{list(c.shape)}" if isinstance(c, Tensor) else type(c).__name__
                 raise FnxTypeError(f"vjp_fn: cotangent {got} must match the output {o.dtype}{list(o.shape)}")
         return tree_unflatten(p_def, _backward_pass(refs, c_leaves, leaf_values))
@@ -344,73 +366,102 @@ def _std_basis(x: Tensor):
     return eye(n, dtype=x.dtype, device=x.device).reshape((n,) + tuple(x.shape))
 
 
+def _diff_leaves(args, nums, op: str):
+    """Flat leaves of the differentiated arguments (checked to be floating tensors) and their treedef."""
+    leaves, treedef = tree_flatten([args[a] for a in nums])
+    for x in leaves:
+        if not isinstance(x, Tensor) or not x.dtype.is_floating_point:
+            what = f"{x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+            raise FnxTypeError(f"{op}: differentiated arguments must be floating-point Tensors, got {what}; "
+                               f"exclude it from argnums")
+    return leaves, treedef
+
+
+def _with_leaves(args, nums, treedef, leaves) -> list:
+    full = list(args)
+    for a, sub in zip(nums, tree_unflatten(treedef, list(leaves))):
+        full[a] = sub
+    return full
+
+
+def _assemble(out_def, in_def, blocks, argnums):
+    """Jacobian pytree: the output structure, holding at each output leaf the inputs' structure of blocks.
+
+    `blocks[j][k]` is the block of output leaf j and input leaf k.
+    """
+    per_out = []
+    for row in blocks:
+        by_arg = tree_unflatten(in_def, row)
+        per_out.append(by_arg[0] if isinstance(argnums, int) else tuple(by_arg))
+    return tree_unflatten(out_def, per_out)
+
+
 def jacfwd(fun, argnums=0, has_aux: bool = False):
-    """Jacobian by forward mode: one jvp per input element, batched with vmap."""
+    """Jacobian by forward mode: one jvp per input element, batched with vmap.
+
+    Each block has shape output.shape + input.shape; inputs and outputs may be pytrees.
+    """
     from .batching import vmap
 
-    def jac(*args):
+    def jac(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacfwd")
-        primals = [args[a] for a in nums]
+        leaves, in_def = _diff_leaves(args, nums, "jacfwd")
 
-        def f_of(*diff):
-            full = list(args)
-            for a, d in zip(nums, diff):
-                full[a] = d
-            out = fun(*full)
-            return out if not has_aux else out[0]
+        def f_flat(*ls):
+            return fun(*_with_leaves(args, nums, in_def, ls), **kwargs)
 
-        per_arg = []
-        for k, p in enumerate(primals):
+        cols, out_def, aux = [], None, None
+        for k, p in enumerate(leaves):
             def push(t, k=k):
-                tangents = [_zeros_like(q) if j != k else t for j, q in enumerate(primals)]
-                return jvp(f_of, tuple(primals), tuple(tangents))[1]
+                tangents = tuple(t if j == k else _zeros_like(q) for j, q in enumerate(leaves))
+                res = jvp(f_flat, tuple(leaves), tangents, has_aux=has_aux)
+                return (res[1], res[2]) if has_aux else res[1]
 
-            cols = vmap(push, out_axes=-1)(_std_basis(p))
-            per_arg.append(tree_map(lambda c, p=p: c.reshape(tuple(c.shape[:-1]) + tuple(p.shape)), cols))
-        res = per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
-        if has_aux:
-            return res, fun(*args)[1]
-        return res
+            res = vmap(push, out_axes=(-1, None) if has_aux else -1)(_std_basis(p))
+            t_out, aux = res if has_aux else (res, None)
+            o_leaves, out_def = tree_flatten(t_out)
+            cols.append([c.reshape(tuple(c.shape[:-1]) + tuple(p.shape)) for c in o_leaves])
+        blocks = [[col[j] for col in cols] for j in range(out_def.num_leaves)]
+        res = _assemble(out_def, in_def, blocks, argnums)
+        return (res, aux) if has_aux else res
 
     return jac
 
 
 def jacrev(fun, argnums=0, has_aux: bool = False):
-    """Jacobian by reverse mode: one vjp per output element, batched with vmap."""
+    """Jacobian by reverse mode: one vjp per output element, batched with vmap.
+
+    Each block has shape output.shape + input.shape; inputs and outputs may be pytrees.
+    """
     from .batching import vmap
 
-    def jac(*args):
+    def jac(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacrev")
+        leaves, in_def = _diff_leaves(args, nums, "jacrev")
 
-        def f_of(*diff):
-            full = list(args)
-            for a, d in zip(nums, diff):
-                full[a] = d
-            return fun(*full)
+        def f_flat(*ls):
+            return fun(*_with_leaves(args, nums, in_def, ls), **kwargs)
 
-        res = vjp(f_of, *[args[a] for a in nums], has_aux=has_aux)
+        res = vjp(f_flat, *leaves, has_aux=has_aux)
         out, fn = res[0], res[1]
         o_leaves, o_def = tree_flatten(out)
-        rows = []
-        for o in o_leaves:
-            basis = _std_basis(o)
+        blocks = []
+        for j, o in enumerate(o_leaves):
+            def pull(ct, j=j):
+                cts = [ct if i == j else _zeros_like(q) for i, q in enumerate(o_leaves)]
+                return list(fn(tree_unflatten(o_def, cts)))
 
-            def pull(ct, o=o):
-                cts = [ct if q is o else _zeros_like(q) for q in o_leaves]
-                return fn(tree_unflatten(o_def, cts))
-
-            g = vmap(pull)(basis)
-            rows.append(tree_map(lambda r, o=o: r.reshape(tuple(o.shape) + tuple(r.shape[1:])), g))
-        per_out = [r[0] if isinstance(argnums, int) else tuple(r) for r in rows]
-        jac_tree = tree_unflatten(o_def, per_out)
+            rows = vmap(pull)(_std_basis(o))
+            blocks.append([r.reshape(tuple(o.shape) + tuple(r.shape[1:])) for r in rows])
+        jac_tree = _assemble(o_def, in_def, blocks, argnums)
         return (jac_tree, res[2]) if has_aux else jac_tree
 
     return jac
 
 
-def hessian(fun, argnums=0):
-    """Matrix of second derivatives: jacfwd(jacrev(fun))."""
-    return jacfwd(jacrev(fun, argnums), argnums)
+def hessian(fun, argnums=0, has_aux: bool = False):
+    """Matrix of second derivatives: jacfwd(jacrev(fun)) (forward over reverse, as JAX does)."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
 
 
 # ---------------------------------------------------------------- stop_gradient

@@ -104,11 +104,17 @@ def elementwise_batch_rule(prim: Primitive):
             if d is not None:
                 a = move_to_front(a, d)
                 ex = tuple(a.shape[1:])
-                a = a.reshape((size,) + (1,) * (rank - len(ex)) + ex)
+                if len(ex) < rank:
+                    a = a.reshape((size,) + (1,) * (rank - len(ex)) + ex)
             out.append(a)
         return prim.bind(*out, **params), 0
 
     return rule
+
+
+def _shift(axis: int) -> int:
+    """An axis of the per-example value as an axis of the value with a leading batch dim."""
+    return axis + 1 if axis >= 0 else axis
 
 
 def reduction_batch_rule(prim: Primitive):
@@ -116,18 +122,18 @@ def reduction_batch_rule(prim: Primitive):
 
     def rule(args, dims, *, axes, **params):
         x = move_to_front(args[0], dims[0])
-        return prim.bind(x, axes=tuple(a + 1 for a in axes), **params), 0
+        return prim.bind(x, axes=tuple(_shift(a) for a in axes), **params), 0
 
     return rule
 
 
 def axis_batch_rule(prim: Primitive, name: str = "axis"):
-    """Ops with a single int `axis` param (argmax, cumsum, ...) over one operand."""
+    """Ops of one operand with a single int axis param (`name`: argmax, cumsum, ...)."""
 
     def rule(args, dims, **params):
-        x = move_to_front(args[0], dims[0])
-        params[name] = params[name] + 1
-        return prim.bind(x, *args[1:], **params), 0
+        (x,), (d,) = args, dims
+        params[name] = _shift(params[name])
+        return prim.bind(move_to_front(x, d), **params), 0
 
     return rule
 
@@ -153,16 +159,23 @@ def _broadcast_prefix(prefix, tree, what: str) -> list:
 
 
 def vmap(fun, in_axes=0, out_axes=0, randomness: str = "error"):
-    """Map `fun` over a leading (or `in_axes`) dimension of its arguments, without a Python loop."""
+    """Map `fun` over a leading (or `in_axes`) dimension of its arguments, without a Python loop.
+
+    `in_axes` and `out_axes` are ints (negative ones count from the end), None (not mapped) or pytree
+    prefixes of the arguments / outputs; keyword arguments are mapped over axis 0. `randomness` says what
+    the eager samplers (fnx.rand, ...) do inside: raise ("error"), draw once for the whole batch ("same")
+    or draw independently per example ("different").
+    """
     if randomness not in ("error", "different", "same"):
         raise FnxValueError(f"vmap: randomness must be 'error', 'different' or 'same', got {randomness!r}")
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
 
     @functools.wraps(fun)
-    def batched(*args):
-        leaves, treedef = tree_flatten(args)
+    def batched(*args, **kwargs):
+        leaves, treedef = tree_flatten((args, kwargs))
         axes = _broadcast_prefix(in_axes, args, "in_axes")
+        axes += [0] * (len(leaves) - len(axes))  # keyword arguments are mapped over their axis 0, as in JAX
         sizes = {}
         for i, (x, ax) in enumerate(zip(leaves, axes)):
             if ax is None:
@@ -182,7 +195,8 @@ def vmap(fun, in_axes=0, out_axes=0, randomness: str = "error"):
         with new_main(BatchTrace, global_data=(size, randomness)) as main:
             trace = BatchTrace(main)
             tracers = [BatchTracer(trace, x, ax % x.ndim) if ax is not None else x for x, ax in zip(leaves, axes)]
-            out = fun(*tree_unflatten(treedef, tracers))
+            b_args, b_kwargs = tree_unflatten(treedef, tracers)
+            out = fun(*b_args, **b_kwargs)
             o_leaves, o_def = tree_flatten(out)
             o_axes = _broadcast_prefix(out_axes, out, "out_axes")
             results = []
@@ -208,13 +222,3 @@ def _move_out(x, d, ax, size: int):
     from ..ops.shape import movedim
 
     return movedim(x, 0, ax)
-
-
-def current_batch_info():
-    """(size, randomness) of the innermost vmap, or None outside vmap (used by random samplers)."""
-    for main in reversed(core.trace_stack):
-        if main.trace_type is BatchTrace:
-            return main.global_data
-    return None
-
-

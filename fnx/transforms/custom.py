@@ -4,17 +4,20 @@ Each is a call of a Python function with a rule attached. `custom_call`
 hands it to the top trace, whose `process_custom` picks the call's method
 for that transform: eager (records one node on the tape), jvp, vjp
 (records one node on the vjp trace), batch (vmaps the function and its
-rules) or inline (staging, where the transforms above have already applied
-the rule).
+rules) or stage (make_jaxpr/compile). Staging traces the function into a
+jaxpr and binds one primitive (`checkpoint`, `custom_vjp_call`,
+`custom_jvp_call`) holding that jaxpr and the call rebuilt on it, so a
+transform applied to the staged IR still uses the custom rule.
 """
 from __future__ import annotations
 
 import functools
 
 from .. import core
-from ..core import FnxTypeError
+from ..core import FnxTypeError, Primitive
 from ..tensor import Tensor
 from ..tree import tree_flatten, tree_unflatten
+from .jaxpr_rules import closed_call, trace_flat
 
 __all__ = ["custom_vjp", "custom_jvp", "checkpoint", "remat"]
 
@@ -32,11 +35,26 @@ def custom_call(call, args: list) -> list:
 class _CustomCall:
     """A flat function `fun(*tensors) -> list of tensors` plus the rule that replaces its derivative."""
 
-    def __init__(self, fun):
-        self.fun = fun
+    kind = "custom_call"
+
+    def __init__(self, fun, name: str = "f"):
+        self.fun, self.name = fun, name
+
+    def __repr__(self) -> str:
+        return self.name
 
     def inline(self, args: list) -> list:
         return self.fun(*args)
+
+    def stage(self, tracers: list) -> list:
+        """Bind this call's primitive on staging tracers, holding an equivalent call built on fun's jaxpr."""
+        fun_j, consts = trace_flat(self.fun, [t.aval for t in tracers])
+        call = self.closed(lambda *a: closed_call(fun_j, list(a)), len(consts))
+        return _PRIMS[self.kind].bind(*consts, *tracers, call=call, jaxpr=fun_j)
+
+    def closed(self, fun, n_consts: int):
+        """This call with `fun` (a traced copy taking `n_consts` captured values first, then the arguments)."""
+        raise NotImplementedError
 
     # -- reverse mode: a node whose vjp is `self.pullback(primals, outs)`
     def pullback(self, primals: list, outs: list):
@@ -57,7 +75,7 @@ class _CustomCall:
             outs, pull = self.forward_for_vjp(detached)
         finally:
             core.set_grad_enabled_flag(prev)
-        return _record_eager(type(self).__name__.strip("_"), args, outs, pull)
+        return _record_eager(self.name, args, outs, pull)
 
     def jvp(self, trace, tracers):
         return self.fun(*tracers)
@@ -94,36 +112,59 @@ def _zeros_like(x):
     return zeros_like(x)
 
 
-def _unbatched_sum(cts, dims):
-    """Per-example cotangents summed over the batch for inputs that were not batched."""
-    return [c.sum(0) if d is None and c is not None else c for c, d in zip(cts, dims)]
+def _batched_call(trace, call, tracers) -> list:
+    """Run `call` (built on vmapped functions) one level down; its outputs are batched at axis 0."""
+    from .batching import BatchTracer
+
+    return [BatchTracer(trace, o, 0) for o in custom_call(call, [t.val for t in tracers])]
 
 
 # ---------------------------------------------------------------- custom_vjp
 class _VJPCall(_CustomCall):
-    def __init__(self, fun, fwd, bwd):
-        super().__init__(fun)
+    kind = "custom_vjp_call"
+
+    def __init__(self, fun, fwd, bwd, name: str = "f"):
+        super().__init__(fun, name)
         self.fwd, self.bwd = fwd, bwd
+
+    def closed(self, fun, n_consts):
+        """fwd and bwd stay Python functions (as in JAX, they must not capture traced values)."""
+        fwd, bwd = self.fwd, self.bwd
+
+        def bwd_all(res, cts):  # captured values get no cotangent, as in the eager rule
+            return [None] * n_consts + list(bwd(res, cts))
+
+        return _VJPCall(fun, lambda *a: fwd(*a[n_consts:]), bwd_all, self.name)
 
     def forward_for_vjp(self, primals):
         outs, res = self.fwd(*primals)
         return outs, lambda cts: self.bwd(res, cts)
 
     def batch(self, trace, tracers):
+        """vmap fun, fwd and bwd; input cotangents come back in the inputs' batch layout (summed if unbatched)."""
         from .batching import vmap
 
-        vals, dims = [t.val for t in tracers], [t.bdim for t in tracers]
-        fun = vmap(lambda *a: self.fun(*a), in_axes=tuple(dims))
-        fwd = vmap(lambda *a: self.fwd(*a), in_axes=tuple(dims))
+        dims = tuple(t.bdim for t in tracers)
+        statics = []  # residuals that are not tensors (Python values) pass around vmap unchanged
+
+        def fwd_tensors(*a):
+            outs, res = self.fwd(*a)
+            leaves, treedef = tree_flatten(res)
+            statics[:] = [treedef, [None if isinstance(x, Tensor) else x for x in leaves]]
+            return outs, [x for x in leaves if isinstance(x, Tensor)]
+
+        def bwd_tensors(res_tensors, cts):
+            treedef, kept = statics
+            it = iter(res_tensors)
+            return self.bwd(tree_unflatten(treedef, [next(it) if k is None else k for k in kept]), cts)
 
         def bwd(res, cts):
-            per_example = vmap(lambda r, c: self.bwd(r, c))(res, cts)
-            return _unbatched_sum(per_example, dims)
+            per_example = vmap(bwd_tensors, out_axes=[0 if d is None else d for d in dims])(res, cts)
+            return [c.sum(0) if d is None and c is not None else c for c, d in zip(per_example, dims)]
 
-        outs = custom_call(_VJPCall(fun, fwd, bwd), vals)
-        from .batching import BatchTracer
-
-        return [BatchTracer(trace, o, 0) for o in outs]
+        fun = vmap(self.fun, in_axes=dims)
+        fwd = vmap(fwd_tensors, in_axes=dims)
+        return _batched_call(trace, _VJPCall(fun, fwd, bwd, self.name), tracers)
 
 
 class custom_vjp:
@@ -174,32 +215,47 @@ class custom_vjp:
                 raise FnxTypeError(f"custom_vjp bwd of {self.fun.__name__} returned {len(grads)} cotangents; "
                                    f"expected one per differentiable argument ({len(diff_args)})")
             flat = []
-            for g, a in zip(grads, diff_args):
-                a_leaves = tree_flatten(a)[0]
-                flat += [_zeros_like(x) for x in a_leaves] if g is None else tree_flatten(g)[0]
+            for k, (g, a) in enumerate(zip(grads, diff_args)):
+                a_leaves, a_def = tree_flatten(a)
+                if g is None:
+                    flat += [_zeros_like(x) for x in a_leaves]
+                    continue
+                g_leaves, g_def = tree_flatten(g)
+                if g_def != a_def or any(not isinstance(c, Tensor) or tuple(c.shape) != tuple(x.shape)
+                                         for c, x in zip(g_leaves, a_leaves)):
+                    raise FnxTypeError(f"custom_vjp bwd of {self.fun.__name__}: cotangent {k} must have the structure "
+                                       f"and shapes of its differentiable argument ({a_def}, shapes "
+                                       f"{[list(x.shape) for x in a_leaves]}), got {g_def}")
+                flat += g_leaves
             return flat
 
         for x in leaves:
             if not isinstance(x, Tensor):
                 raise FnxTypeError(f"custom_vjp {self.fun.__name__}: arguments must be pytrees of Tensors; list "
                                    f"Python values in nondiff_argnums")
-        outs = custom_call(_VJPCall(fun, fwd, bwd), leaves)
+        outs = custom_call(_VJPCall(fun, fwd, bwd, getattr(self.fun, "__name__", "f")), leaves)
         return tree_unflatten(out_tree[0], outs)
 
 
 # ---------------------------------------------------------------- custom_jvp
 class _JVPCall(_CustomCall):
-    def __init__(self, fun, rule):
-        super().__init__(fun)
+    kind = "custom_jvp_call"
+
+    def __init__(self, fun, rule, name: str = "f"):
+        super().__init__(fun, name)
         self.rule = rule
 
-    def jvp(self, trace, tracers):
-        from .ad import JVPTracer, _zero_tangent
+    def closed(self, fun, n_consts):
+        """The rule stays a Python function, traced only when a jvp needs it (it usually calls the function
+        itself, so tracing it while staging would recurse)."""
+        rule = self.rule
+        return _JVPCall(fun, lambda p, t: rule(p[n_consts:], t[n_consts:]), self.name)
 
-        primals = [t.primal for t in tracers]
-        tangents = [t.tangent if t.tangent is not None else _zero_tangent(t.primal) for t in tracers]
-        outs, touts = self.rule(primals, tangents)
-        return [JVPTracer(trace, o, t) for o, t in zip(outs, touts)]
+    def jvp(self, trace, tracers):
+        from .ad import _jvp_tracer
+
+        outs, touts = self.rule([t.primal for t in tracers], [t.tangent for t in tracers])
+        return [_jvp_tracer(trace, o, t) for o, t in zip(outs, touts)]
 
     def pullback(self, primals, outs):
         from .ad import vjp
@@ -211,23 +267,18 @@ class _JVPCall(_CustomCall):
         return pull
 
     def batch(self, trace, tracers):
-        from .batching import BatchTracer, vmap
+        """vmap fun and the rule; a tangent has its primal's batch layout one level down."""
+        from .batching import vmap
 
-        vals, dims = [t.val for t in tracers], [t.bdim for t in tracers]
-        fun = vmap(lambda *a: self.fun(*a), in_axes=tuple(dims))
+        dims = tuple(t.bdim for t in tracers)
+        n = len(dims)
 
         def rule(primals, tangents):
-            b_dims = tuple(dims) + tuple(0 for _ in tangents)
-
-            def one(*a):
-                n = len(primals)
-                return tuple(self.rule(list(a[:n]), list(a[n:])))
-
-            outs, touts = vmap(one, in_axes=tuple(dims) + tuple(dims))(*primals, *tangents)
+            outs, touts = vmap(lambda *a: tuple(self.rule(list(a[:n]), list(a[n:]))), in_axes=dims + dims)(
+                *primals, *tangents)
             return list(outs), list(touts)
 
-        outs = custom_call(_JVPCall(fun, rule), vals)
-        return [BatchTracer(trace, o, 0) for o in outs]
+        return _batched_call(trace, _JVPCall(vmap(self.fun, in_axes=dims), rule, self.name), tracers)
 
 
 class custom_jvp:
@@ -273,42 +324,107 @@ class custom_jvp:
             out_tree[:] = [o_def]
             return o_leaves, tree_flatten(tout)[0]
 
-        outs = custom_call(_JVPCall(fun, rule), leaves)
+        outs = custom_call(_JVPCall(fun, rule, getattr(self.fun, "__name__", "f")), leaves)
         return tree_unflatten(out_tree[0], outs)
 
 
 # ---------------------------------------------------------------- checkpoint
 class _RematCall(_CustomCall):
+    """Reverse mode keeps only the inputs and runs fun again, under vjp, when the cotangents arrive."""
+
+    kind = "checkpoint"
+
+    def closed(self, fun, n_consts):
+        return _RematCall(fun, self.name)
+
     def pullback(self, primals, outs):
         from .ad import vjp
 
         def pull(cts):
-            _, fn = vjp(lambda *p: self.fun(*p), *primals)
+            _, fn = vjp(self.fun, *primals)
             return list(fn(list(cts)))
 
         return pull
 
+    def batch(self, trace, tracers):
+        from .batching import vmap
+
+        fun = vmap(self.fun, in_axes=tuple(t.bdim for t in tracers))
+        return _batched_call(trace, _RematCall(fun, self.name), tracers)
+
 
 def checkpoint(fun, *, static_argnums=()):
-    """`fun` whose intermediate values are not kept for the backward pass but recomputed there."""
+    """`fun` whose intermediate values are not kept for the backward pass but recomputed there.
+
+    Tensor leaves of the positional (except `static_argnums`) and keyword arguments are its inputs.
+    """
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
     @functools.wraps(fun)
-    def wrapped(*args):
-        dyn = [a for i, a in enumerate(args) if i not in static]
-        leaves, in_tree = tree_flatten(dyn)
+    def wrapped(*args, **kwargs):
+        fixed = {i % len(args) for i in static if -len(args) <= i < len(args)}
+        leaves, in_tree = tree_flatten(([a for i, a in enumerate(args) if i not in fixed], kwargs))
+        for x in leaves:
+            if not isinstance(x, Tensor):
+                raise FnxTypeError(f"checkpoint: arguments must be pytrees of Tensors, got {type(x).__name__}; "
+                                   f"list Python values in static_argnums")
         out_tree = []
 
         def flat(*xs):
-            it = iter(tree_unflatten(in_tree, list(xs)))
-            o_leaves, o_def = tree_flatten(fun(*[a if i in static else next(it) for i, a in enumerate(args)]))
+            dyn, kw = tree_unflatten(in_tree, list(xs))
+            it = iter(dyn)
+            o_leaves, o_def = tree_flatten(fun(*[a if i in fixed else next(it) for i, a in enumerate(args)], **kw))
             out_tree[:] = [o_def]
             return o_leaves
 
-        outs = custom_call(_RematCall(flat), leaves)
+        outs = custom_call(_RematCall(flat, getattr(fun, "__name__", "f")), leaves)
         return tree_unflatten(out_tree[0], outs)
 
     return wrapped
 
 
 remat = checkpoint
+
+
+# ---------------------------------------------------------------- staged calls
+def _staged_primitive(name: str) -> Primitive:
+    """The primitive of a staged call: params `call` (a closed _CustomCall) and `jaxpr` (its function).
+
+    Every rule hands the call back to the transform one level down, so the custom rule keeps applying
+    when a staged jaxpr is evaluated under jvp, vjp/grad or vmap.
+    """
+    prim = Primitive(name, multiple_results=True)
+
+    def impl(xp, *arrays, call, jaxpr):
+        from ..autograd.grad_mode import no_grad
+        from ..tensor import from_array
+
+        with no_grad():
+            return [o._value for o in call.fun(*[from_array(a) for a in arrays])]
+
+    def jvp_rule(primals, tangents, *, call, jaxpr):
+        from .ad import jvp
+
+        tangents = [t if t is not None else _zeros_like(p) for t, p in zip(tangents, primals)]
+        return jvp(lambda *a: custom_call(call, list(a)), tuple(primals), tuple(tangents))
+
+    def vjp_rule(cts, primals, outs, *, call, jaxpr):
+        from .ad import vjp
+
+        return vjp(lambda *a: custom_call(call, list(a)), *primals)[1](list(cts))
+
+    def batch_rule(args, dims, *, call, jaxpr):
+        from .batching import vmap
+
+        outs = vmap(lambda *a: custom_call(call, list(a)), in_axes=tuple(dims))(*args)
+        return outs, [0] * len(outs)
+
+    prim.def_impl(impl)
+    prim.def_abstract(lambda *avals, call, jaxpr: list(jaxpr.out_avals))
+    prim.def_jvp(jvp_rule)
+    prim.def_vjp(vjp_rule)
+    prim.def_batch(batch_rule)
+    return prim
+
+
+_PRIMS = {kind: _staged_primitive(kind) for kind in ("checkpoint", "custom_vjp_call", "custom_jvp_call")}

@@ -90,6 +90,10 @@ def batch_jaxpr(closed: ClosedJaxpr, in_avals, dims, size: int) -> ClosedJaxpr:
                for a, d in zip(in_avals, dims)]
 
     def fun(*args):
+        if all(d is None for d in dims):  # nothing mapped inside (e.g. only a cond's index is batched)
+            from .batching import with_batch_size
+
+            return [with_batch_size(o, None, size) for o in closed_call(closed, args)]
         return list(vmap(lambda *x: closed_call(closed, x), in_axes=tuple(dims))(*args))
 
     return _no_consts(trace_flat(fun, batched))

@@ -70,6 +70,10 @@ class StagingTrace(Trace):
             return t
         return found[2]
 
+    def process_custom(self, call, tracers):
+        """custom_vjp / custom_jvp / checkpoint: one equation holding the call, so the rule survives staging."""
+        return call.stage(tracers)
+
     def process_primitive(self, prim: Primitive, tracers, params):
         b = self.builder
         avals = prim.abstract(*[t.aval for t in tracers], **params)
@@ -84,7 +88,12 @@ def trace_to_jaxpr(fun, in_avals: list[ShapedArray]):
     with new_main(StagingTrace, global_data=builder, dynamic=True) as main:
         trace = StagingTrace(main)
         ins = [builder.new_tracer(trace, a) for a in in_avals]
-        outs = [core.full_raise(trace, o) for o in fun(*ins)]
+        results = list(fun(*ins))
+        for o in results:
+            if not isinstance(o, Tensor):
+                raise FnxTypeError(f"make_jaxpr: the function must return pytrees of Tensors, got a "
+                                   f"{type(o).__name__}; wrap numbers with fnx.tensor(...)")
+        outs = [core.full_raise(trace, o) for o in results]
         invars = [builder.vars[id(t)] for t in ins]
         outvars = [builder.vars[id(t)] for t in outs]
     constvars = [v for v, _, _ in builder.consts.values()]
@@ -93,22 +102,28 @@ def trace_to_jaxpr(fun, in_avals: list[ShapedArray]):
 
 
 def make_jaxpr(fun, static_argnums=()):
-    """A function that traces `fun` on its arguments' shapes and dtypes and returns the printable IR."""
+    """A function that traces `fun` on its arguments' shapes and dtypes and returns the printable IR.
+
+    Tensor leaves of the positional and keyword arguments become the jaxpr's inputs, in that order;
+    arguments listed in `static_argnums` are passed to `fun` as they are (Python values, shapes, flags).
+    """
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
     @functools.wraps(fun)
-    def make(*args) -> ClosedJaxpr:
-        dynamic = [a for i, a in enumerate(args) if i not in static]
-        leaves, treedef = tree_flatten(dynamic)
+    def make(*args, **kwargs) -> ClosedJaxpr:
+        fixed = {i % len(args) for i in static if -len(args) <= i < len(args)}
+        dynamic = [a for i, a in enumerate(args) if i not in fixed]
+        leaves, treedef = tree_flatten((dynamic, kwargs))
         for x in leaves:
             if not isinstance(x, Tensor):
                 raise FnxTypeError(f"make_jaxpr: arguments must be pytrees of Tensors, got {type(x).__name__}; "
                                    f"mark Python values static with static_argnums")
 
         def flat_fun(*flat):
-            it = iter(tree_unflatten(treedef, list(flat)))
-            full = [a if i in static else next(it) for i, a in enumerate(args)]
-            out_leaves, _ = tree_flatten(fun(*full))
+            dyn, kw = tree_unflatten(treedef, list(flat))
+            it = iter(dyn)
+            full = [a if i in fixed else next(it) for i, a in enumerate(args)]
+            out_leaves, _ = tree_flatten(fun(*full, **kw))
             return out_leaves
 
         return trace_to_jaxpr(flat_fun, [x.aval for x in leaves])

@@ -10,7 +10,7 @@ from ..parameter import Parameter
 
 __all__ = ["ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh",
            "Hardtanh", "Hardsigmoid", "Hardswish", "Hardshrink", "Softshrink", "Tanhshrink", "Softsign", "Softplus",
-           "LogSigmoid", "Threshold", "GLU", "Softmax", "Softmin", "LogSoftmax", "Softmax2d"]
+           "LogSigmoid", "Threshold", "GLU", "Softmax", "Softmin", "LogSoftmax", "Softmax2d", "RReLU"]
 
 
 def _inplace_str(inplace: bool, lead: str = ", ") -> str:
@@ -260,3 +260,17 @@ class Softmax2d(Module):
         if input.ndim not in (3, 4):
             raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
         return F.softmax(input, -3, _stacklevel=5)
+
+
+class RReLU(Module):
+    """Leaky ReLU whose negative slope is drawn from U(lower, upper) in training and is their mean in eval."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}{_inplace_str(self.inplace)}"

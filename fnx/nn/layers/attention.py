@@ -80,8 +80,9 @@ class MultiheadAttention(Module):
         batched = query.ndim == 3
         key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", attn_mask, "attn_mask", query.dtype)
         attn_mask = _canonical_mask(attn_mask, "attn_mask", None, "", query.dtype)
-        if self.batch_first and batched:
-            query, key, value = (x.transpose(1, 0) for x in (query, key, value))
+        if self.batch_first and batched:  # one transposed view for tensors passed more than once (self-attention)
+            views = {id(x): x.transpose(1, 0) for x in (query, key, value)}
+            query, key, value = views[id(query)], views[id(key)], views[id(value)]
         separate = not self._qkv_same_embed_dim
         out, weights = F.multi_head_attention_forward(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.bias_k,

@@ -19,7 +19,7 @@ from ..module import Module
 from ..parameter import Parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
-           "LayerNorm", "RMSNorm", "GroupNorm"]
+           "LayerNorm", "RMSNorm", "GroupNorm", "LocalResponseNorm"]
 
 
 class _NormBase(Module):
@@ -93,11 +93,11 @@ class _BatchNorm(_NormBase):
             write_running_stat(self._buffers[name], value)
 
     def _count_batch(self) -> None:
+        count = self.num_batches_tracked + 1
         if isinstance(self.running_mean, Tracer):
-            self._buffers["num_batches_tracked"] = self.num_batches_tracked + 1
+            self._buffers["num_batches_tracked"] = count
         else:
-            with no_grad():
-                self.num_batches_tracked.add_(1)
+            write_running_stat(self.num_batches_tracked, count)
 
     def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
@@ -259,3 +259,17 @@ class GroupNorm(Module):
     def extra_repr(self) -> str:
         return "{num_groups}, {num_channels}, eps={eps}, affine={affine}, bias={use_bias}".format(
             **self.__dict__, use_bias=self.bias is not None)
+
+
+class LocalResponseNorm(Module):
+    """Normalize each channel by the mean square of its `size` neighbouring channels (F.local_response_norm)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return "{size}, alpha={alpha}, beta={beta}, k={k}".format(**self.__dict__)

@@ -7,7 +7,8 @@ from ..functional_conv import _ntuple
 from ..module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
+           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d",
+           "MaxUnpool2d", "MaxUnpool3d", "LPPool1d", "LPPool2d"]
 
 
 class _MaxPoolNd(Module):
@@ -137,3 +138,56 @@ class AdaptiveMaxPool1d(_AdaptiveMaxPool):
 
 class AdaptiveMaxPool2d(_AdaptiveMaxPool):
     _fn = staticmethod(F.adaptive_max_pool2d)
+
+
+class _MaxUnpoolNd(Module):
+    _fn, _nd = None, 0
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = _ntuple(kernel_size, self._nd, "kernel_size")
+        self.stride = _ntuple(stride if stride is not None else kernel_size, self._nd, "stride")
+        self.padding = _ntuple(padding, self._nd, "padding")
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+    def forward(self, input: Tensor, indices: Tensor, output_size=None) -> Tensor:
+        return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    _fn, _nd = staticmethod(F.max_unpool1d), 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool2d: values go back to the positions `indices` name, zeros elsewhere."""
+
+    _fn, _nd = staticmethod(F.max_unpool2d), 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    _fn, _nd = staticmethod(F.max_unpool3d), 3
+
+
+class _LPPoolNd(Module):
+    _fn = None
+
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+    def forward(self, input: Tensor) -> Tensor:
+        return type(self)._fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool1d(_LPPoolNd):
+    _fn = staticmethod(F.lp_pool1d)
+
+
+class LPPool2d(_LPPoolNd):
+    _fn = staticmethod(F.lp_pool2d)

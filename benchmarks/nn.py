@@ -1,0 +1,144 @@
+"""Training-step workloads through each framework's nn and optim: W5 an MLP step, W7 a transformer layer.
+
+W5: MLP 784-512-512-10 with ReLU, a batch of 256, cross-entropy, backward and an SGD step, written with
+`nn.Sequential`, `F.cross_entropy` and `optim.SGD`. W7: one `nn.TransformerEncoderLayer` (d_model 256,
+4 heads, feed-forward 2048, batch_first) on 8 sequences of 128 tokens, forward and backward of the sum
+of its output, in training mode with dropout 0.1 (PyTorch's defaults). Both frameworks start from the same
+weight matrices (vectors keep each framework's initialisation). Each workload has an eager case and a
+compiled one (torch.compile; its first call, the compilation, happens while building the case and is not
+timed); a case that cannot compile on this machine is reported as skipped.
+"""
+from __future__ import annotations
+
+import importlib
+import zlib
+
+import numpy as np
+
+from .frameworks import array, load, sync_for
+from .registry import Bench, Skip, workload
+
+__all__ = ["MLP_SIZES", "MLP_BATCH", "MLP_STEPS", "D_MODEL", "NHEAD", "SEQ", "SEQ_BATCH", "LAYER_STEPS"]
+
+MLP_SIZES, MLP_BATCH, MLP_STEPS = (784, 512, 512, 10), 256, 5
+D_MODEL, NHEAD, SEQ, SEQ_BATCH, LAYER_STEPS = 256, 4, 128, 8, 3
+_MLP = "-".join(map(str, MLP_SIZES))
+
+
+def _nn(fw: str):
+    """(nn, nn.functional, optim) of framework `fw`."""
+    if fw not in ("fnx", "torch"):
+        raise Skip(f"{fw} has no nn modules")
+    load(fw)
+    return tuple(importlib.import_module(f"{fw}.{sub}") for sub in ("nn", "nn.functional", "optim"))
+
+
+def _shared_weights(fw: str, module, device: str):
+    """Overwrite every weight matrix of `module` with host values drawn from its name (the same in each framework)."""
+    state = {}
+    for name, t in module.state_dict().items():
+        if t.ndim >= 2:
+            bound = 1.0 / np.sqrt(t.shape[1])
+            host = np.random.default_rng(zlib.crc32(name.encode())).uniform(-bound, bound, tuple(t.shape))
+            state[name] = array(fw, host.astype(np.float32), device)
+    module.load_state_dict(state, strict=False)
+    return module
+
+
+def _host_batch(shape: tuple, classes: int | None = None, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if classes is not None:
+        return rng.integers(0, classes, size=shape)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _compiled(fw: str, module, first_call):
+    """`module` compiled by `fw`'s compiler, after one `first_call(compiled)` that triggers the compilation.
+
+    Raises Skip when `fw` has no compiler or compiling fails on this machine (torch.compile needs a C++ compiler).
+    """
+    if fw != "torch":
+        raise Skip(f"{fw} has no compile of nn modules yet")
+    torch = load("torch")
+    compiled = torch.compile(module)
+    try:
+        first_call(compiled)
+    except Exception as e:  # inductor raises many types (compiler missing, unsupported op): all mean "cannot run"
+        raise Skip(f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    return compiled
+
+
+# ---------------------------------------------------------------- W5: MLP training step
+def _mlp_step(fw: str, device: str, compiled: bool) -> Bench:
+    nn, F, optim = _nn(fw)
+    layers = []
+    for n_in, n_out in zip(MLP_SIZES[:-1], MLP_SIZES[1:]):
+        layers += [nn.Linear(n_in, n_out), nn.ReLU()]
+    model = _shared_weights(fw, nn.Sequential(*layers[:-1]).to(device), device)
+    opt = optim.SGD(model.parameters(), lr=1e-3)
+    x = array(fw, _host_batch((MLP_BATCH, MLP_SIZES[0])), device)
+    y = array(fw, _host_batch((MLP_BATCH,), classes=MLP_SIZES[-1]), device)
+
+    def step(net):
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    net = _compiled(fw, model, step) if compiled else model
+
+    def run():
+        for _ in range(MLP_STEPS):
+            loss = step(net)
+        return loss
+
+    return Bench(run, ops=MLP_STEPS, sync=sync_for(fw, device))
+
+
+@workload("W5", f"MLP {_MLP} b{MLP_BATCH} train step, eager", reference="torch", frameworks=("fnx", "torch"),
+          unit="ms/op")
+def w5_mlp_eager(fw: str, device: str) -> Bench:
+    return _mlp_step(fw, device, compiled=False)
+
+
+@workload("W5", f"MLP {_MLP} b{MLP_BATCH} train step, compiled", reference="torch",
+          frameworks=("fnx", "torch"), unit="ms/op")
+def w5_mlp_compiled(fw: str, device: str) -> Bench:
+    return _mlp_step(fw, device, compiled=True)
+
+
+# ---------------------------------------------------------------- W7: transformer encoder layer
+def _layer_step(fw: str, device: str, compiled: bool) -> Bench:
+    nn, _, _ = _nn(fw)
+    layer = nn.TransformerEncoderLayer(D_MODEL, NHEAD, batch_first=True).to(device)
+    layer = _shared_weights(fw, layer.train(), device)
+    x = array(fw, _host_batch((SEQ_BATCH, SEQ, D_MODEL)), device)
+
+    def step(net):
+        layer.zero_grad()
+        out = net(x).sum()
+        out.backward()
+        return out
+
+    net = _compiled(fw, layer, step) if compiled else layer
+
+    def run():
+        for _ in range(LAYER_STEPS):
+            out = step(net)
+        return out
+
+    return Bench(run, ops=LAYER_STEPS, sync=sync_for(fw, device))
+
+
+_LAYER = f"encoder layer d{D_MODEL} h{NHEAD} {SEQ_BATCH}x{SEQ} fwd+bwd"
+
+
+@workload("W7", f"{_LAYER}, eager", reference="torch", frameworks=("fnx", "torch"), unit="ms/op")
+def w7_layer_eager(fw: str, device: str) -> Bench:
+    return _layer_step(fw, device, compiled=False)
+
+
+@workload("W7", f"{_LAYER}, compiled", reference="torch", frameworks=("fnx", "torch"), unit="ms/op")
+def w7_layer_compiled(fw: str, device: str) -> Bench:
+    return _layer_step(fw, device, compiled=True)

@@ -1,0 +1,117 @@
+"""Datasets (torch.utils.data): map-style `Dataset`s indexed by integers, and `IterableDataset` streams."""
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import warnings
+from typing import Iterator, Sequence
+
+from ..core import FnxValueError
+from ..ops.sampling import Generator, randperm
+from ..tensor import Tensor
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split"]
+
+
+class Dataset:
+    """A map-style dataset: `dataset[i]` is a sample; subclasses define `__getitem__` and `__len__`."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError(f"{type(self).__name__}: subclasses of Dataset should implement __getitem__")
+
+    def __add__(self, other: Dataset) -> ConcatDataset:
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """A dataset that is a stream: subclasses define `__iter__`; a DataLoader batches what it yields."""
+
+    def __iter__(self) -> Iterator:
+        raise NotImplementedError(f"{type(self).__name__}: subclasses of IterableDataset should implement "
+                                  f"__iter__")
+
+    def __add__(self, other):
+        raise NotImplementedError("IterableDataset does not support concatenation; chain the iterators instead")
+
+
+class TensorDataset(Dataset):
+    """Samples are `tuple(t[i] for t in tensors)`; all tensors share their first dimension."""
+
+    def __init__(self, *tensors: Tensor):
+        if not tensors:
+            raise FnxValueError("TensorDataset needs at least one tensor")
+        n = tensors[0].shape[0]
+        if any(t.shape[0] != n for t in tensors):
+            raise FnxValueError(f"Size mismatch between tensors: first dimensions are "
+                                f"{[t.shape[0] for t in tensors]}")
+        self.tensors = tensors
+
+    def __getitem__(self, index):
+        return tuple(t[index] for t in self.tensors)
+
+    def __len__(self) -> int:
+        return self.tensors[0].shape[0]
+
+
+class Subset(Dataset):
+    """The samples of `dataset` at `indices`, in that order."""
+
+    def __init__(self, dataset: Dataset, indices: Sequence[int]):
+        self.dataset, self.indices = dataset, indices
+
+    def __getitem__(self, idx):
+        return self.dataset[self.indices[idx]]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class ConcatDataset(Dataset):
+    """Several map-style datasets one after another."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise FnxValueError("datasets should not be an empty iterable")
+        for d in self.datasets:
+            if isinstance(d, IterableDataset):
+                raise FnxValueError("ConcatDataset does not support IterableDataset")
+        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
+
+    def __len__(self) -> int:
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, idx: int):
+        if idx < 0:
+            if -idx > len(self):
+                raise FnxValueError("absolute value of index should not exceed dataset length")
+            idx += len(self)
+        which = bisect.bisect_right(self.cumulative_sizes, idx)
+        start = self.cumulative_sizes[which - 1] if which > 0 else 0
+        return self.datasets[which][idx - start]
+
+
+def random_split(dataset: Dataset, lengths: Sequence, generator: Generator | None = None) -> list[Subset]:
+    """Split `dataset` into disjoint random subsets of the given lengths (ints summing to len(dataset), or
+    fractions summing to 1, where the remainder goes round-robin to the first subsets, as in PyTorch)."""
+    n = len(dataset)
+    lengths = list(lengths)
+    if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
+        sizes = []
+        for i, frac in enumerate(lengths):
+            if not 0 <= frac <= 1:
+                raise FnxValueError(f"Fraction at index {i} is not between 0 and 1")
+            sizes.append(int(math.floor(n * frac)))
+        for i in range(n - sum(sizes)):
+            sizes[i % len(sizes)] += 1
+        for i, size in enumerate(sizes):
+            if size == 0:
+                warnings.warn(f"Length of split at index {i} is 0. This might result in an empty dataset.")
+        lengths = sizes
+    if sum(lengths) != n:
+        raise FnxValueError(f"Sum of input lengths ({sum(lengths)}) does not equal the length of the input dataset "
+                            f"({n})")
+    indices = randperm(n, generator=generator).tolist()
+    ends = list(itertools.accumulate(lengths))
+    return [Subset(dataset, indices[end - length:end]) for end, length in zip(ends, lengths)]

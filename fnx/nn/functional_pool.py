@@ -1,0 +1,277 @@
+"""Pooling of `fnx.nn.functional`: max, average, adaptive, Lp pooling and max unpooling.
+
+Windows come from the same strided-slice im2col as the convolutions (functional_conv._windows); max pooling
+picks the first maximum of each window with argmax + take_along_dim (PyTorch's choice for ties, and the
+flat index for return_indices), average pooling sums the window and divides by PyTorch's per-position count,
+and adaptive average pooling is one matmul per spatial dim with a matrix of window weights.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ..core import FnxRuntimeError
+from ..ops import elementwise as ew
+from ..ops import reduce as rd
+from ..ops.creation import arange, tensor, zeros
+from ..ops.indexing import scatter, take_along_dim
+from ..ops.linalg import matmul
+from ..ops.shape import movedim, stack
+from ..tensor import Tensor
+from .functional_conv import _batched, _ntuple, _out_size, _pad_spatial, _windows
+
+__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
+           "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+           "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+           "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "max_unpool1d", "max_unpool2d",
+           "max_unpool3d", "lp_pool1d", "lp_pool2d"]
+
+
+def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, nd: int, op: str):
+    kernel = _ntuple(kernel_size, nd, "kernel_size")
+    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and not stride) else \
+        _ntuple(stride, nd, "stride")
+    padding, dilation = _ntuple(padding, nd, "padding"), _ntuple(dilation, nd, "dilation")
+    for k, p, d in zip(kernel, padding, dilation):
+        if p > (d * (k - 1) + 1) // 2:
+            raise FnxRuntimeError(f"{op}: pad should be at most half of effective kernel size, but got pad={p}, "
+                                  f"kernel_size={k} and dilation={d}")
+    spatial = tuple(x.shape[2:])
+    out = tuple(_out_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in zip(spatial, kernel, stride, padding,
+                                                                             dilation))
+    if any(m <= 0 for m in out):
+        raise FnxRuntimeError(f"{op}: Given input size: {list(x.shape[1:])}. Calculated output size: "
+                              f"{[x.shape[1], *out]}. Output size is too small")
+    hi = tuple((m - 1) * s + d * (k - 1) + 1 - n - p for m, s, d, k, n, p in zip(out, stride, dilation, kernel,
+                                                                                  spatial, padding))
+    return kernel, stride, padding, dilation, out, hi
+
+
+def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd: int, op: str):
+    x, unbatched = _batched(input, nd, op)
+    kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, dilation,
+                                                                ceil_mode, nd, op)
+    lowest = float("-inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.np).min)
+    win = _windows(_pad_spatial(x, padding, hi, lowest), kernel, stride, dilation, out)
+    choice = rd.argmax(win, dim=2, keepdim=True)  # the first maximum, as PyTorch picks it
+    values = take_along_dim(win, choice, 2).squeeze(2)
+    if unbatched:
+        values = values.squeeze(0)
+    if not return_indices:
+        return values
+    choice = choice.squeeze(2)
+    spatial = tuple(x.shape[2:])
+    flat = None
+    for i in range(nd):
+        k_i = (choice // math.prod(kernel[i + 1:])) % kernel[i]
+        start = arange(out[i], device=x.device) * stride[i] - padding[i]
+        pos = k_i * dilation[i] + start.reshape((out[i],) + (1,) * (nd - 1 - i))
+        term = pos * math.prod(spatial[i + 1:])
+        flat = term if flat is None else flat + term
+    return values, (flat.squeeze(0) if unbatched else flat)
+
+
+def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
+
+
+def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """Max over sliding windows of (N, C, H, W); with return_indices, also the flat H*W index of each max."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
+
+
+def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
+
+
+def _avg_counts(n: int, k: int, s: int, p: int, out: int, include_pad: bool) -> np.ndarray:
+    """The divisor of each output position along one dim (PyTorch's rule: windows clipped to the padded input,
+    and, without count_include_pad, to the input itself)."""
+    counts = np.empty(out)
+    for o in range(out):
+        start = o * s - p
+        end = min(start + k, n + p)
+        counts[o] = end - start if include_pad else min(end, n) - max(start, 0)
+    return counts
+
+
+def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd: int,
+              op: str) -> Tensor:
+    x, unbatched = _batched(input, nd, op)
+    kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode,
+                                                                nd, op)
+    total = rd.sum(_windows(_pad_spatial(x, padding, hi), kernel, stride, dilation, out), 2)
+    if divisor_override:
+        y = total / divisor_override
+    else:
+        div = np.ones(())
+        for n, k, s, p, m in zip(x.shape[2:], kernel, stride, padding, out):
+            div = np.multiply.outer(div, _avg_counts(n, k, s, p, m, count_include_pad))
+        y = total / tensor(div, dtype=x.dtype, device=x.device)
+    return y.squeeze(0) if unbatched else y
+
+
+def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
+
+
+def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """Mean over sliding windows of (N, C, H, W)."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
+                     "avg_pool2d")
+
+
+def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
+                     "avg_pool3d")
+
+
+def _adaptive_sizes(x: Tensor, output_size, nd: int) -> tuple:
+    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * nd
+    if len(sizes) != nd:
+        raise FnxRuntimeError(f"adaptive pooling: output_size must have {nd} elements, got {output_size}")
+    return tuple(x.shape[2 + i] if s is None else int(s) for i, s in enumerate(sizes))
+
+
+def _adaptive_bounds(n: int, m: int) -> list[tuple[int, int]]:
+    return [((i * n) // m, -((-(i + 1) * n) // m)) for i in range(m)]
+
+
+def _adaptive_avg(input: Tensor, output_size, nd: int, op: str) -> Tensor:
+    """Each spatial dim is averaged by an (out, in) matrix of window weights: one matmul per dim."""
+    x, unbatched = _batched(input, nd, op)
+    for i, m in enumerate(_adaptive_sizes(x, output_size, nd)):
+        n = x.shape[2 + i]
+        if m == n:
+            continue
+        mat = np.zeros((m, n))
+        for o, (a, b) in enumerate(_adaptive_bounds(n, m)):
+            mat[o, a:b] = 1.0 / (b - a)
+        weights = tensor(mat.T, dtype=x.dtype, device=x.device)
+        x = movedim(matmul(movedim(x, 2 + i, -1), weights), -1, 2 + i)
+    return x.squeeze(0) if unbatched else x
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    return _adaptive_avg(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    """Average pooling to a fixed (oH, oW); window i spans [floor(i*H/oH), ceil((i+1)*H/oH))."""
+    return _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
+    return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
+
+
+def _adaptive_max(input: Tensor, output_size, return_indices: bool, nd: int, op: str):
+    x, unbatched = _batched(input, nd, op)
+    sizes = _adaptive_sizes(x, output_size, nd)
+    spatial = tuple(x.shape[2:])
+    bounds = [_adaptive_bounds(n, m) for n, m in zip(spatial, sizes)]
+    values, indices = [], []
+    for cell in itertools.product(*bounds):
+        win = x[(slice(None), slice(None)) + tuple(slice(a, b) for a, b in cell)]
+        flat = win.flatten(2)
+        choice = rd.argmax(flat, dim=2, keepdim=True)
+        values.append(take_along_dim(flat, choice, 2).squeeze(2))
+        if return_indices:
+            shape = tuple(b - a for a, b in cell)
+            idx = None
+            for i, (a, _) in enumerate(cell):
+                term = ((choice.squeeze(2) // math.prod(shape[i + 1:])) % shape[i] + a) * math.prod(spatial[i + 1:])
+                idx = term if idx is None else idx + term
+            indices.append(idx)
+    out = stack(values, 2).reshape(tuple(x.shape[:2]) + sizes)
+    if unbatched:
+        out = out.squeeze(0)
+    if not return_indices:
+        return out
+    idx = stack(indices, 2).reshape(tuple(x.shape[:2]) + sizes)
+    return out, (idx.squeeze(0) if unbatched else idx)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
+    return _adaptive_max(input, output_size, return_indices, 1, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
+    return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+
+
+def max_pool1d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = True):
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = True):
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = True):
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def _max_unpool(input: Tensor, indices: Tensor, kernel_size, stride, padding, output_size, nd: int,
+                op: str) -> Tensor:
+    """Place each value at its flat `indices` position in a zero tensor (the inverse of max pooling)."""
+    x, unbatched = _batched(input, nd, op)
+    idx = indices.unsqueeze(0) if unbatched else indices
+    kernel = _ntuple(kernel_size, nd, "kernel_size")
+    stride = kernel if stride is None else _ntuple(stride, nd, "stride")
+    padding = _ntuple(padding, nd, "padding")
+    if output_size is None:
+        size = tuple((n - 1) * s - 2 * p + k for n, s, p, k in zip(x.shape[2:], stride, padding, kernel))
+    else:
+        size = tuple(output_size)[-nd:]
+    n, c = x.shape[0], x.shape[1]
+    flat = zeros((n, c, math.prod(size)), dtype=x.dtype, device=x.device)
+    out = scatter(flat, 2, idx.reshape(n, c, -1), x.reshape(n, c, -1)).reshape((n, c) + size)
+    return out.squeeze(0) if unbatched else out
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
+
+
+def _lp_pool(input: Tensor, norm_type: float, kernel_size, stride, ceil_mode: bool, nd: int) -> Tensor:
+    kernel = _ntuple(kernel_size, nd, "kernel_size")
+    pool = avg_pool1d if nd == 1 else avg_pool2d
+    out = pool(ew.pow(input, norm_type), kernel, stride, 0, ceil_mode)
+    return ew.pow(ew.sign(out) * ew.relu(ew.abs(out)) * math.prod(kernel), 1.0 / norm_type)
+
+
+def lp_pool1d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """(sum of x^p over each window)^(1/p)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1)
+
+
+def lp_pool2d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)

@@ -1,0 +1,12 @@
+"""fnx.optim: stateful optimizers with PyTorch's API, their learning-rate schedulers, and functional forms.
+
+`fnx.optim.SGD(model.parameters(), lr=0.1)` works like torch.optim.SGD; `fnx.optim.functional.sgd(lr=0.1)`
+is the same update as pure `init`/`update` functions over pytrees.
+"""
+from . import functional, lr_scheduler
+from .adam import Adam, AdamW
+from .optimizer import Optimizer
+from .rmsprop import RMSprop
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler", "functional"]

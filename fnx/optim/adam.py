@@ -1,0 +1,102 @@
+"""Adam and AdamW (torch.optim.Adam / AdamW), with amsgrad, maximize and L2 or decoupled weight decay."""
+from __future__ import annotations
+
+from ..dtypes import float32
+from ..ops.creation import tensor, zeros_like
+from ..ops.elementwise import maximum
+from ..tensor import Tensor
+from .optimizer import Optimizer, advance_step, check_differentiable, check_hyper, write_
+
+__all__ = ["Adam", "AdamW", "adam_update", "check_adam"]
+
+
+def adam_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, max_exp_avg_sq: Tensor | None, step, *,
+                lr, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool, amsgrad: bool,
+                maximize: bool):
+    """One Adam step of one parameter, out of place: (p, exp_avg, exp_avg_sq, max_exp_avg_sq).
+
+    `step` counts this update (1 at the first); it is a Python int in the stateful optimizer and a
+    0-d tensor in the functional one, and `lr` may be a tensor too.
+    """
+    if maximize:
+        g = -g
+    if weight_decay != 0:
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + p * weight_decay
+    exp_avg = exp_avg * beta1 + g * (1 - beta1)
+    exp_avg_sq = exp_avg_sq * beta2 + g * g * (1 - beta2)
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+    if amsgrad:
+        max_exp_avg_sq = maximum(max_exp_avg_sq, exp_avg_sq)
+        denom = max_exp_avg_sq.sqrt() / bias_correction2_sqrt + eps
+    else:
+        denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + eps
+    return p - exp_avg / denom * (lr / bias_correction1), exp_avg, exp_avg_sq, max_exp_avg_sq
+
+
+def check_adam(lr, betas, eps, weight_decay) -> None:
+    check_hyper("learning rate", lr)
+    check_hyper("epsilon value", eps)
+    check_hyper("beta parameter at index 0", betas[0], 1.0)
+    check_hyper("beta parameter at index 1", betas[1], 1.0)
+    check_hyper("weight_decay value", weight_decay)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) with PyTorch's update rule; `weight_decay` adds an L2 term to the gradient.
+
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  (amsgrad: v_max = max(v_max, v), used instead of v)
+    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    `foreach`, `capturable` and `fused` are accepted for compatibility and change nothing.
+    """
+
+    _decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0, amsgrad: bool = False, *, foreach=None, maximize: bool = False,
+                 capturable: bool = False, differentiable: bool = False, fused=None):
+        check_adam(lr, betas, eps, weight_decay)
+        name = type(self).__name__
+        check_differentiable(name, differentiable, name.lower())
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable,
+                        fused=fused)
+        super().__init__(params, defaults)
+
+    def _update_group(self, group: dict) -> None:
+        beta1, beta2 = group["betas"]
+        hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
+                     decoupled=self._decoupled, amsgrad=group["amsgrad"], maximize=group["maximize"])
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            state = self.state[p]
+            if not state:
+                state["step"] = tensor(0.0, dtype=float32)
+                state["exp_avg"] = zeros_like(p)
+                state["exp_avg_sq"] = zeros_like(p)
+                if group["amsgrad"]:
+                    state["max_exp_avg_sq"] = zeros_like(p)
+            step = advance_step(state)
+            bufs = state["exp_avg"], state["exp_avg_sq"], state.get("max_exp_avg_sq")
+            new_p, *new_bufs = adam_update(p, g, *bufs, step, **hyper)
+            write_(p, new_p)
+            for buf, new in zip(bufs, new_bufs):
+                if buf is not None:
+                    write_(buf, new)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter): p *= 1 - lr * weight_decay before the Adam step."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False, foreach=None,
+                 capturable: bool = False, differentiable: bool = False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused)

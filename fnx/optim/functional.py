@@ -1,0 +1,144 @@
+"""Functional optimizers: pure `init`/`update` over pytrees, for fnx.grad, vmap, jvp and compile.
+
+    opt = fnx.optim.functional.adam(lr=1e-3)
+    state = opt.init(params)                                  # {'step': 0-d int64, 'exp_avg': tree, ...}
+    params, state = opt.update(grads, state, params)
+
+Each optimizer runs the same per-parameter rule as its stateful class (fnx.optim.SGD, ...), so the two
+give the same numbers; here no tensor is written in place. `lr` is a float or a schedule: a function of
+the number of updates done so far (a 0-d int64 tensor: 0 at the first update) returning the learning rate.
+Leaves that are not floating point (integer buffers) pass through unchanged.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+from ..core import FnxValueError
+from ..dtypes import float32, float64, int64
+from ..ops.creation import zeros, zeros_like
+from ..tree import tree_flatten, tree_unflatten
+from .adam import adam_update, check_adam
+from .rmsprop import check_rmsprop, rmsprop_update
+from .sgd import check_sgd, sgd_update
+
+__all__ = ["FunctionalOptimizer", "sgd", "adam", "adamw", "rmsprop"]
+
+
+class FunctionalOptimizer(NamedTuple):
+    """A pure optimizer: `init(params) -> state` and `update(grads, state, params) -> (new_params, new_state)`."""
+
+    init: Callable[[Any], dict]
+    update: Callable[[Any, dict, Any], tuple[Any, dict]]
+
+
+def _functional(buffer_names: tuple[str, ...], lr, leaf_update: Callable) -> FunctionalOptimizer:
+    """Build init/update from `leaf_update(p, g, bufs, step, lr) -> (p, bufs)`, where `step` is this update's
+    number (1 at the first) as a 0-d tensor in the parameter's scalar dtype and on its device."""
+
+    def init(params) -> dict:
+        leaves, treedef = tree_flatten(params)
+        state = {"step": zeros((), dtype=int64, device=leaves[0].device if leaves else None)}
+        for name in buffer_names:
+            state[name] = tree_unflatten(treedef, [zeros_like(p) for p in leaves])
+        return state
+
+    def update(grads, state: dict, params) -> tuple[Any, dict]:
+        leaves, treedef = tree_flatten(params)
+        grad_leaves = _leaves_like(grads, treedef, "grads")
+        buffers = [_leaves_like(state[name], treedef, f"state[{name!r}]") for name in buffer_names]
+        count = state["step"]
+        lr_now = lr(count) if callable(lr) else lr
+        steps: dict = {}
+        new_leaves, new_buffers = [], [[] for _ in buffer_names]
+        for i, (p, g) in enumerate(zip(leaves, grad_leaves)):
+            bufs = tuple(b[i] for b in buffers)
+            if p.dtype.is_floating_point:
+                key = (p.dtype, p.device)
+                if key not in steps:
+                    steps[key] = (count + 1).to(device=p.device, dtype=float64 if p.dtype is float64 else float32)
+                p, bufs = leaf_update(p, g, bufs, steps[key], lr_now)
+            new_leaves.append(p)
+            for out, buf in zip(new_buffers, bufs):
+                out.append(buf)
+        new_state = {"step": count + 1}
+        for name, bufs in zip(buffer_names, new_buffers):
+            new_state[name] = tree_unflatten(treedef, bufs)
+        return tree_unflatten(treedef, new_leaves), new_state
+
+    return FunctionalOptimizer(init, update)
+
+
+def _leaves_like(tree, treedef, what: str) -> list:
+    leaves, other = tree_flatten(tree)
+    if other != treedef:
+        raise FnxValueError(f"optimizer update: {what} has structure {other}, but params have {treedef}; pass "
+                            f"gradients and state with the structure of the parameters")
+    return leaves
+
+
+def _check_lr(lr) -> None:
+    if not callable(lr) and not lr >= 0.0:
+        raise FnxValueError(f"Invalid learning rate: {lr}")
+
+
+def sgd(lr, momentum: float = 0.0, dampening: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0,
+        maximize: bool = False) -> FunctionalOptimizer:
+    """Functional SGD (fnx.optim.SGD's rule). State: step, and momentum_buffer when momentum != 0."""
+    _check_lr(lr)
+    check_sgd(0.0, momentum, dampening, nesterov, weight_decay)
+    hyper = dict(momentum=momentum, nesterov=nesterov, weight_decay=weight_decay, maximize=maximize)
+
+    def leaf_update(p, g, bufs, step, lr_now):
+        if not bufs:
+            return sgd_update(p, g, None, lr=lr_now, dampening=dampening, **hyper)[0], bufs
+        # the buffer starts at zero, so taking no dampening at step 1 makes it the gradient, as in SGD
+        damp = dampening * (step > 1).to(step.dtype) if dampening != 0 else 0.0
+        new_p, buf = sgd_update(p, g, bufs[0], lr=lr_now, dampening=damp, **hyper)
+        return new_p, (buf,)
+
+    return _functional(("momentum_buffer",) if momentum != 0 else (), lr, leaf_update)
+
+
+def _adam(lr, betas, eps, weight_decay, amsgrad, maximize, decoupled: bool) -> FunctionalOptimizer:
+    _check_lr(lr)
+    check_adam(0.0, betas, eps, weight_decay)
+    hyper = dict(beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay, decoupled=decoupled,
+                 amsgrad=amsgrad, maximize=maximize)
+
+    def leaf_update(p, g, bufs, step, lr_now):
+        max_sq = bufs[2] if amsgrad else None
+        new_p, *new_bufs = adam_update(p, g, bufs[0], bufs[1], max_sq, step, lr=lr_now, **hyper)
+        return new_p, tuple(new_bufs[:len(bufs)])
+
+    names = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if amsgrad else ("exp_avg", "exp_avg_sq")
+    return _functional(names, lr, leaf_update)
+
+
+def adam(lr=1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+         amsgrad: bool = False, maximize: bool = False) -> FunctionalOptimizer:
+    """Functional Adam (fnx.optim.Adam's rule). State: step, exp_avg, exp_avg_sq (and max_exp_avg_sq)."""
+    return _adam(lr, betas, eps, weight_decay, amsgrad, maximize, decoupled=False)
+
+
+def adamw(lr=1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+          amsgrad: bool = False, maximize: bool = False) -> FunctionalOptimizer:
+    """Functional AdamW (fnx.optim.AdamW's rule: decoupled weight decay)."""
+    return _adam(lr, betas, eps, weight_decay, amsgrad, maximize, decoupled=True)
+
+
+def rmsprop(lr=1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
+            centered: bool = False, maximize: bool = False) -> FunctionalOptimizer:
+    """Functional RMSprop (fnx.optim.RMSprop's rule). State: step, square_avg (grad_avg, momentum_buffer)."""
+    _check_lr(lr)
+    check_rmsprop(0.0, alpha, eps, weight_decay, momentum)
+    hyper = dict(alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered,
+                 maximize=maximize)
+    names = ("square_avg",) + (("grad_avg",) if centered else ()) + (("momentum_buffer",) if momentum > 0 else ())
+
+    def leaf_update(p, g, bufs, step, lr_now):
+        named = dict(zip(names, bufs))
+        new_p, *new_bufs = rmsprop_update(p, g, named["square_avg"], named.get("grad_avg"),
+                                          named.get("momentum_buffer"), lr=lr_now, **hyper)
+        return new_p, tuple(b for b in new_bufs if b is not None)
+
+    return _functional(names, lr, leaf_update)

@@ -1,0 +1,180 @@
+"""`Optimizer`: the base of the stateful optimizers (PyTorch's torch.optim.Optimizer).
+
+An optimizer holds `param_groups` (dicts with the parameters and their own
+hyperparameters) and `state` (a dict per parameter). Subclasses implement
+`_update_group(group)`, which computes each parameter's new value with a pure
+per-parameter rule (the same one the functional optimizers use) and writes it
+in place, under `fnx.no_grad()`.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable, Iterable
+
+from ..autograd import enable_grad, no_grad
+from ..core import FnxTypeError, FnxValueError
+from ..dtypes import float32
+from ..ops.creation import tensor
+from ..ops.inplace import assign_
+from ..tensor import Tensor
+
+__all__ = ["Optimizer"]
+
+
+class Optimizer:
+    """Base class of the stateful optimizers: param groups, per-parameter state and their state_dict."""
+
+    def __init__(self, params: Iterable, defaults: dict):
+        self.defaults = defaults
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict] = []
+        if isinstance(params, Tensor):
+            raise FnxTypeError(f"params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                               f"but got {type(params).__name__}")
+        param_groups = list(params)
+        if not param_groups:
+            raise FnxValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters; hyperparameters it does not set come from the optimizer's defaults."""
+        if not isinstance(param_group, dict):
+            raise FnxTypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise FnxTypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
+                               "of tensors in sets will change between runs; use a list instead")
+        params = list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise FnxTypeError(f"optimizer can only optimize Tensors, but one of the params is "
+                                   f"{type(p).__name__}")
+            if not p.is_leaf:
+                raise FnxValueError("can't optimize a non-leaf Tensor")
+        if len({id(p) for p in params}) != len(params):
+            raise FnxValueError("optimizer contains a parameter group with duplicate parameters")
+        group = {**param_group, "params": params}
+        for name, default in self.defaults.items():
+            group.setdefault(name, default)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise FnxValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of every parameter: to None (the default) or to zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    g.detach_()
+                    with no_grad():
+                        g.zero_()
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Update every parameter that has a gradient; `closure` re-evaluates the loss (with grad enabled)."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
+
+    def _update_group(self, group: dict) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """PyTorch's layout: {'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}.
+
+        Parameters are numbered in the order of the groups; state tensors are references, not copies.
+        """
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = [index.setdefault(id(p), len(index)) for p in group["params"]]
+            groups.append(packed)
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore hyperparameters and state from `state_dict()` (tensors are copied to each parameter's
+        device, and floating ones to its dtype, except 'step' counters)."""
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise FnxValueError(f"loaded state dict has {len(saved_groups)} parameter groups, but the optimizer has "
+                                f"{len(self.param_groups)}")
+        by_index = {}
+        for group, saved in zip(self.param_groups, saved_groups):
+            if len(saved["params"]) != len(group["params"]):
+                raise FnxValueError(f"loaded state dict contains a parameter group with {len(saved['params'])} "
+                                    f"parameters, which doesn't match the size of the optimizer's group "
+                                    f"({len(group['params'])})")
+            by_index.update(zip(saved["params"], group["params"]))
+        self.state = defaultdict(dict)
+        for key, saved_state in state_dict["state"].items():
+            p = by_index.get(key)
+            if p is not None:
+                self.state[p] = {name: _cast_state(p, name, v) for name, v in saved_state.items()}
+        for i, saved in enumerate(saved_groups):
+            self.param_groups[i] = {**saved, "params": self.param_groups[i]["params"]}
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
+        return "\n".join(lines + [")"])
+
+
+def _cast_state(p: Tensor, name: str, value):
+    """A private copy of a saved state value, on the parameter's device (and dtype, for float state)."""
+    if not isinstance(value, Tensor):
+        return value
+    if name == "step":
+        return value.clone()
+    if value.dtype.is_floating_point and p.dtype.is_floating_point:
+        return value.to(device=p.device, dtype=p.dtype, copy=True)
+    return value.to(device=p.device, copy=True)
+
+
+def write_(dst: Tensor, src: Tensor) -> None:
+    """Write a new value into a parameter or state tensor in place (bumps its version counter)."""
+    assign_(dst, src, "optimizer.step")
+
+
+def advance_step(state: dict) -> int:
+    """Count one more update in `state['step']` (a 0-d float32 tensor, PyTorch's layout); return the count."""
+    step = state["step"]
+    if not isinstance(step, Tensor):  # a number, as in checkpoints of PyTorch before 1.12
+        step = state["step"] = tensor(float(step), dtype=float32)
+    count = int(step.item()) + 1
+    step.fill_(count)
+    return count
+
+
+def check_hyper(label: str, value, high: float | None = None) -> None:
+    """PyTorch's hyperparameter checks: `value >= 0` (and `< high` when given), else ValueError."""
+    if isinstance(value, Tensor):
+        return
+    if not 0.0 <= value or (high is not None and not value < high):
+        raise FnxValueError(f"Invalid {label}: {value}")
+
+
+def check_differentiable(cls: str, differentiable: bool, functional: str) -> None:
+    if differentiable:
+        raise NotImplementedError(f"{cls}(differentiable=True): the stateful optimizers update parameters in place "
+                                  f"and cannot be differentiated through; use fnx.optim.functional.{functional}, "
+                                  f"whose update is a pure function that fnx.grad can differentiate")

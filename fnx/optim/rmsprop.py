@@ -1,0 +1,78 @@
+"""RMSprop (torch.optim.RMSprop), with momentum, centering and weight decay."""
+from __future__ import annotations
+
+from ..dtypes import float32
+from ..ops.creation import tensor, zeros_like
+from ..tensor import Tensor
+from .optimizer import Optimizer, advance_step, check_differentiable, check_hyper, write_
+
+__all__ = ["RMSprop", "rmsprop_update", "check_rmsprop"]
+
+
+def rmsprop_update(p: Tensor, g: Tensor, square_avg: Tensor, grad_avg: Tensor | None, momentum_buffer: Tensor | None,
+                   *, lr, alpha: float, eps: float, weight_decay: float, momentum: float, centered: bool,
+                   maximize: bool):
+    """One RMSprop step of one parameter, out of place: (p, square_avg, grad_avg, momentum_buffer)."""
+    if maximize:
+        g = -g
+    if weight_decay != 0:
+        g = g + p * weight_decay
+    square_avg = square_avg * alpha + g * g * (1 - alpha)
+    if centered:
+        grad_avg = grad_avg * alpha + g * (1 - alpha)
+        avg = (square_avg - grad_avg * grad_avg).sqrt() + eps
+    else:
+        avg = square_avg.sqrt() + eps
+    if momentum > 0:
+        momentum_buffer = momentum_buffer * momentum + g / avg
+        return p - momentum_buffer * lr, square_avg, grad_avg, momentum_buffer
+    return p - g / avg * lr, square_avg, grad_avg, momentum_buffer
+
+
+def check_rmsprop(lr, alpha, eps, weight_decay, momentum) -> None:
+    check_hyper("learning rate", lr)
+    check_hyper("epsilon value", eps)
+    check_hyper("momentum value", momentum)
+    check_hyper("weight_decay value", weight_decay)
+    check_hyper("alpha value", alpha)
+
+
+class RMSprop(Optimizer):
+    """RMSprop with PyTorch's update rule:
+
+    v = alpha v + (1 - alpha) g^2;  centered: m = alpha m + (1 - alpha) g, avg = sqrt(v - m^2) + eps,
+    else avg = sqrt(v) + eps;  momentum: buf = momentum buf + g / avg, p -= lr buf;  else p -= lr g / avg.
+    `foreach` and `capturable` are accepted for compatibility and change nothing.
+    """
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0,
+                 momentum: float = 0, centered: bool = False, capturable: bool = False, foreach=None,
+                 maximize: bool = False, differentiable: bool = False):
+        check_rmsprop(lr, alpha, eps, weight_decay, momentum)
+        check_differentiable("RMSprop", differentiable, "rmsprop")
+        defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered,
+                        capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _update_group(self, group: dict) -> None:
+        hyper = dict(lr=group["lr"], alpha=group["alpha"], eps=group["eps"], weight_decay=group["weight_decay"],
+                     momentum=group["momentum"], centered=group["centered"], maximize=group["maximize"])
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            state = self.state[p]
+            if not state:
+                state["step"] = tensor(0.0, dtype=float32)
+                state["square_avg"] = zeros_like(p)
+                if group["momentum"] > 0:
+                    state["momentum_buffer"] = zeros_like(p)
+                if group["centered"]:
+                    state["grad_avg"] = zeros_like(p)
+            advance_step(state)
+            bufs = state["square_avg"], state.get("grad_avg"), state.get("momentum_buffer")
+            new_p, *new_bufs = rmsprop_update(p, g, *bufs, **hyper)
+            write_(p, new_p)
+            for buf, new in zip(bufs, new_bufs):
+                if buf is not None:
+                    write_(buf, new)
