@@ -22,10 +22,12 @@ from . import cuda, random, tree
 from .ir import ClosedJaxpr, Jaxpr
 from .transforms.ad import grad, hessian, jacfwd, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp
 from .transforms.batching import vmap
+from .transforms.compile import compile, jit
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.tracing import make_jaxpr
 
 __version__ = "0.1.0"
 from . import nn  # noqa: E402  (after the ops it builds on)
+from . import distributed  # noqa: E402  (imports mpi4py only in init_process_group)
 from . import data, optim  # noqa: E402
 from .serialization import load, save  # noqa: E402

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import dtypes as _dt
+from .device import cpu as _cpu, device_of_array
 
 __all__ = ["Primitive", "bind", "ShapedArray", "Trace", "Tracer", "MainTrace", "new_main"]
 
@@ -153,9 +154,7 @@ def bind(prim: Primitive, *args, **params):
             return _wrap_multiple(prim, args, params, out)
         if isinstance(out, np.generic):  # numpy turns 0-d results into scalars
             out = np.asarray(out)
-        else:  # an array of another backend: the op moved data (device_put)
-            from .device import device_of_array
-
+        elif dev is _cpu or out.device.id != dev.index:  # the op moved data (device_put)
             dev = device_of_array(out)
     t = _tensor_new(_Tensor)
     t._value = out

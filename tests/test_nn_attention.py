@@ -133,6 +133,19 @@ def test_mha_matches_reference(masks, average):
     np.testing.assert_allclose(npy(out2), ref_out, atol=1e-12)
 
 
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_mha_self_attention_packed_projection(batch_first):
+    """One tensor as query, key and value (projected with one product) gives what three equal copies give."""
+    mha = nn.MultiheadAttention(8, 2, batch_first=batch_first).double()
+    x = RNG.standard_normal((2, 4, 8))
+    same, w_same = mha(T(x), T(x), T(x))
+    xt = T(x)
+    packed, w_packed = mha(xt, xt, xt)
+    np.testing.assert_allclose(npy(packed), npy(same), atol=1e-12)
+    np.testing.assert_allclose(npy(w_packed), npy(w_same), atol=1e-12)
+    assert gradcheck(lambda t: mha(t, t, t, need_weights=False)[0], (T(x[:, :3], True),))
+
+
 def test_mha_sequence_first_unbatched_and_causal():
     mha = nn.MultiheadAttention(8, 4).double()
     q, _, _ = mha_inputs(l=5)

@@ -461,6 +461,17 @@ def test_linear_bilinear_one_hot_pad():
     assert gradcheck(lambda x, w, b: F.linear(x, w, b), (T(x, True), T(w, True), T(b, True)))
 
 
+def test_linear_folds_leading_dims():
+    """Inputs of more than two dims (also non-contiguous, empty, or under vmap) give x @ w.T + b per row."""
+    x, w, b = RNG.standard_normal((2, 3, 4, 5)), RNG.standard_normal((6, 5)), RNG.standard_normal(6)
+    close(F.linear(T(x), T(w), T(b)), x @ w.T + b)
+    xt = T(x).transpose(0, 2)
+    close(F.linear(xt, T(w)), x.transpose(2, 1, 0, 3) @ w.T)
+    assert F.linear(fnx.zeros(0, 3, 5, dtype=fnx.float64), T(w)).shape == (0, 3, 6)
+    close(fnx.vmap(lambda xi: F.linear(xi, T(w), T(b)))(T(x)), x @ w.T + b)
+    assert gradcheck(lambda x, w, b: F.linear(x, w, b), (T(x[:, :2, :2], True), T(w, True), T(b, True)))
+
+
 def test_functional_composes_with_transforms():
     x = fnx.randn(3, 1, 4, 4, dtype=fnx.float64)
     w = fnx.randn(2, 1, 3, 3, dtype=fnx.float64)

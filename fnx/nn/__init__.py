@@ -2,7 +2,7 @@
 
 `import fnx.nn as nn` and `import fnx.nn.functional as F` stand in for torch.nn and torch.nn.functional.
 """
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layers_all
@@ -10,5 +10,5 @@ from .module import Module, RemovableHandle
 from .parameter import Buffer, Parameter
 from .stateless import functional_call
 
-__all__ = ["functional", "init", "utils", "Module", "RemovableHandle", "Parameter", "Buffer", "functional_call",
-           "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", *_layers_all]
+__all__ = ["functional", "init", "utils", "parallel", "Module", "RemovableHandle", "Parameter", "Buffer",
+           "functional_call", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", *_layers_all]

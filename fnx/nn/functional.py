@@ -7,6 +7,8 @@ attention (functional_attention). Everything here works eagerly and under grad, 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..autograd import no_grad
@@ -50,7 +52,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         y = matmul(input, weight.mT if weight.ndim == 2 else weight)
     else:
         lead = tuple(input.shape[:-1])
-        y = matmul(input.reshape(int(np.prod(lead)), input.shape[-1]), weight.mT).reshape(*lead, weight.shape[0])
+        y = matmul(input.reshape(math.prod(lead), input.shape[-1]), weight.mT).reshape(*lead, weight.shape[0])
     return y + bias if bias is not None else y
 
 

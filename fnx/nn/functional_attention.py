@@ -54,7 +54,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             scores = ew.where(attn_mask, scores, float("-inf"))
         else:
             scores = scores + attn_mask
-    weights = _safe_softmax(scores)
+    # only a mask can hide every key from a query (causal rows always see key 0)
+    weights = softmax(scores, -1) if attn_mask is None else _safe_softmax(scores)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, True)
     return matmul(weights, value)

@@ -63,7 +63,8 @@ def write_running_stat(buffer: Tensor, value: Tensor) -> None:
 
 
 def _batch_stats(input: Tensor, dims: tuple) -> tuple[Tensor, Tensor]:
-    return rd.mean(input, dims), rd.var(input, dims, unbiased=False)
+    var, mean = rd.var_mean(input, dims, unbiased=False)
+    return mean, var
 
 
 def batch_norm_stats(input: Tensor, running_mean, running_var, training: bool, momentum: float):
@@ -114,8 +115,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
     dims = tuple(range(2, input.ndim))
     shape = _channel_shape(input)
     if use_input_stats:
-        mean = rd.mean(input, dims, keepdim=True)
-        var = rd.var(input, dims, unbiased=False, keepdim=True)
+        var, mean = rd.var_mean(input, dims, unbiased=False, keepdim=True)
         if running_mean is not None:
             count = math.prod(input.shape[2:])
             unbiased = var * (count / max(count - 1, 1))
@@ -141,9 +141,8 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
                eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) over the trailing `normalized_shape` dims, then * weight + bias."""
     dims = _normalized_dims(input, normalized_shape, "layer_norm")
-    mean = rd.mean(input, dims, keepdim=True)
-    var = rd.var(input, dims, unbiased=False, keepdim=True)
-    y = (input - mean) * ew.rsqrt(var + eps)
+    centered = input - rd.mean(input, dims, keepdim=True)
+    y = centered * ew.rsqrt(rd.mean(centered * centered, dims, keepdim=True) + eps)
     if weight is not None:
         y = y * weight
     if bias is not None:
@@ -171,8 +170,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
         raise FnxRuntimeError(f"group_norm: Expected number of channels in input to be divisible by num_groups, but "
                               f"got input of shape {list(input.shape)} and num_groups={num_groups}")
     g = input.reshape(n, num_groups, -1)
-    mean = rd.mean(g, 2, keepdim=True)
-    var = rd.var(g, 2, unbiased=False, keepdim=True)
+    var, mean = rd.var_mean(g, 2, unbiased=False, keepdim=True)
     y = ((g - mean) * ew.rsqrt(var + eps)).reshape(input.shape)
     return _affine(y, weight, bias, _channel_shape(input))
 

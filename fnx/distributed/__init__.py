@@ -1,0 +1,22 @@
+"""fnx.distributed: data-parallel training across processes and machines, on MPI (CPUs) and NCCL (GPUs).
+
+    import fnx.distributed as dist
+    dist.init_process_group("mpi")            # launched as: mpiexec -n 4 python train.py
+    model = fnx.nn.parallel.DistributedDataParallel(model)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)  # in place, PyTorch's API
+
+The names and semantics follow `torch.distributed`. fnx.distributed.functional has the same collectives as
+differentiable, batchable primitives that return new tensors, for code under fnx.grad, vmap and compile.
+Nothing here imports mpi4py (which starts MPI) before `init_process_group` is called.
+"""
+from . import functional
+from .backends import Work
+from .collectives import (ReduceOp, all_gather, all_gather_into_tensor, all_reduce, barrier, broadcast,
+                          reduce_scatter, reduce_scatter_tensor)
+from .process_group import (destroy_process_group, get_backend, get_rank, get_world_size, init_process_group,
+                            is_available, is_initialized, is_mpi_available, is_nccl_available)
+
+__all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_available", "is_mpi_available",
+           "is_nccl_available", "get_rank", "get_world_size", "get_backend", "ReduceOp", "Work", "all_reduce",
+           "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor", "barrier",
+           "functional"]

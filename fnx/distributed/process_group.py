@@ -1,0 +1,170 @@
+"""The process group: which process this is among how many, and the engines that move data between them.
+
+Ranks come from MPI, so the launcher is `mpiexec -n N python train.py`, on one machine or across a cluster
+(`mpiexec -f hostfile -n N ...`). A process started without a launcher is a world of one, with or without
+mpi4py installed. mpi4py is imported only by `init_process_group`: importing it starts MPI.
+
+In a world of several processes, an uncaught exception on one rank aborts the whole job (MPI Abort, after
+the traceback is printed), so the other ranks do not wait forever in their next collective.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+
+from ..core import FnxRuntimeError, FnxValueError
+from .backends import MPIBackend, SelfBackend
+
+__all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_available", "is_mpi_available",
+           "is_nccl_available", "get_rank", "get_world_size", "get_backend", "world"]
+
+# Variables that MPI launchers (MPICH/Hydra, Open MPI, PMIx, Slurm's PMI) set in the processes they start.
+_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+
+
+class World:
+    """The initialised process group: rank, size and the backends for host and CUDA arrays."""
+
+    def __init__(self, backend: str, host, cuda, comm, debug: bool):
+        self.backend, self.host, self.cuda, self.comm, self.debug = backend, host, cuda, comm, debug
+        self.rank, self.size = host.rank, host.size
+        self.previous_excepthook = None
+
+    def for_array(self, arr, what: str):
+        """The backend that moves `arr`: MPI (or the world of one) for numpy arrays, NCCL for CuPy ones."""
+        if type(arr) is np.ndarray:
+            return self.host
+        if self.cuda is None:
+            raise FnxRuntimeError(f"fnx.distributed.{what}: CUDA tensors need a process group with backend='nccl' "
+                                  f"(this one was initialised with backend={self.backend!r}); move the tensor to "
+                                  f"the CPU or call init_process_group('nccl')")
+        return self.cuda
+
+
+_world: World | None = None
+
+
+def world(what: str = "this call", group=None) -> World:
+    """The current process group; raises a clear error when `init_process_group` has not been called."""
+    if group is not None and group is not _world:
+        raise NotImplementedError(f"fnx.distributed.{what}: fnx has one process group, the world of all ranks; "
+                                  f"pass group=None (new_group is not supported yet)")
+    if _world is None:
+        raise FnxRuntimeError(f"fnx.distributed.{what}: default process group has not been initialized, please make "
+                              f"sure to call fnx.distributed.init_process_group() first")
+    return _world
+
+
+def _import_mpi():
+    """mpi4py's MPI module, or None in a process that no launcher started and that has no mpi4py."""
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        if any(v in os.environ for v in _LAUNCHER_VARS):
+            raise FnxRuntimeError("fnx.distributed: this process was started by an MPI launcher but mpi4py is not "
+                                  "installed; install the extra: pip install 'fnx[distributed]'") from e
+        return None
+    return MPI
+
+
+def init_process_group(backend: str | None = None, init_method: str | None = None, timeout=None,
+                       world_size: int = -1, rank: int = -1) -> None:
+    """Join the process group of the job: `backend` "mpi" (CPU tensors; the default) or "nccl" (CUDA tensors
+    through NCCL; CPU tensors still go through MPI). Rank and world size come from the MPI launcher;
+    `world_size` and `rank`, when given, must agree with it. `timeout` is accepted and unused."""
+    global _world
+    if _world is not None:
+        raise FnxRuntimeError("trying to initialize the default process group twice!")
+    backend = "mpi" if backend is None else str(backend).lower()
+    if backend not in ("mpi", "nccl"):
+        raise FnxValueError(f"init_process_group: unknown backend {backend!r}; fnx.distributed runs on 'mpi' "
+                            f"(CPU) or 'nccl' (CUDA GPUs)")
+    if init_method not in (None, "env://"):
+        raise FnxValueError(f"init_process_group: init_method={init_method!r} is not used by fnx: ranks come from "
+                            f"the MPI launcher (mpiexec -n N python train.py)")
+    MPI = _import_mpi()
+    comm = MPI.COMM_WORLD if MPI is not None else None
+    size = comm.Get_size() if comm is not None else 1
+    host = MPIBackend(comm, MPI) if size > 1 else SelfBackend()
+    for given, actual, name in ((world_size, size, "world_size"), (rank, host.rank, "rank")):
+        if given != -1 and given != actual:
+            raise FnxValueError(f"init_process_group: {name}={given} but the MPI launcher started this process "
+                                f"with {name} {actual}")
+    cuda = _nccl(comm, host.rank, size) if backend == "nccl" else None
+    _world = World(backend, host, cuda, comm, debug=os.environ.get("FNX_DISTRIBUTED_DEBUG", "1") != "0")
+    if size > 1:
+        _world.previous_excepthook = sys.excepthook
+        sys.excepthook = _abort_on_uncaught(comm, host.rank, size, sys.excepthook)
+
+
+def _nccl(comm, rank: int, size: int):
+    from .nccl import NCCLBackend
+
+    if comm is None:
+        return NCCLBackend(0, 1, 0, lambda uid: uid)
+    MPI = sys.modules["mpi4py.MPI"]
+    local_rank = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+    return NCCLBackend(rank, size, local_rank, lambda uid: comm.bcast(uid, root=0))
+
+
+def _abort_on_uncaught(comm, rank: int, size: int, previous):
+    def hook(exc_type, exc, tb):
+        try:
+            previous(exc_type, exc, tb)
+            sys.stderr.write(f"fnx.distributed: rank {rank} raised an uncaught exception; aborting the job "
+                             f"({size} ranks) with MPI Abort\n")
+            sys.stderr.flush()
+            sys.stdout.flush()
+        finally:
+            comm.Abort(1)
+
+    hook.fnx_abort = True
+    return hook
+
+
+def destroy_process_group(group=None) -> None:
+    """Leave the process group (MPI itself stays up until the process exits, as mpi4py arranges)."""
+    global _world
+    w = world("destroy_process_group", group)
+    if w.cuda is not None:
+        w.cuda.destroy()
+    if w.previous_excepthook is not None and getattr(sys.excepthook, "fnx_abort", False):
+        sys.excepthook = w.previous_excepthook
+    _world = None
+
+
+def is_initialized() -> bool:
+    return _world is not None
+
+
+def is_available() -> bool:
+    """fnx.distributed is always available (a world of one needs no MPI)."""
+    return True
+
+
+def is_mpi_available() -> bool:
+    """Whether mpi4py is installed (looked up without importing it: importing mpi4py.MPI starts MPI)."""
+    return importlib.util.find_spec("mpi4py") is not None
+
+
+def is_nccl_available() -> bool:
+    try:
+        from cupy.cuda import nccl
+    except Exception:  # no CuPy, or a CuPy built without NCCL
+        return False
+    return bool(getattr(nccl, "available", False))
+
+
+def get_rank(group=None) -> int:
+    return world("get_rank", group).rank
+
+
+def get_world_size(group=None) -> int:
+    return world("get_world_size", group).size
+
+
+def get_backend(group=None) -> str:
+    return world("get_backend", group).backend

@@ -1,0 +1,78 @@
+"""Lowering: from an optimised ClosedJaxpr to an `Executable` that runs it on concrete tensors.
+
+`lower(closed, backend=...)` is the one entry point. "interpret" evaluates the jaxpr op by op (the
+reference semantics every compile test compares against); "c" and "cuda" generate fused kernels
+(fnx/lowering/plan.py). Where code generation is unavailable (the code generator is missing, or it does
+not support a primitive of this jaxpr yet), the jaxpr runs on the interpreter instead, with one warning
+per reason.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Protocol
+
+from ..ir import ClosedJaxpr
+from ..tensor import Tensor
+
+__all__ = ["lower", "Executable", "BACKENDS", "default_backend"]
+
+BACKENDS = ("interpret", "c", "cuda")
+
+
+class Executable(Protocol):
+    """What `lower` returns: a callable on concrete tensors (the jaxpr's invars, in order)."""
+
+    def __call__(self, *args: Tensor) -> list[Tensor]:
+        ...
+
+    def kernels(self) -> list:
+        """Generated kernels (objects with .name, .source, .target); [] for the interpreter."""
+        ...
+
+    def source(self) -> str:
+        """All generated kernel source, concatenated ("" for the interpreter)."""
+        ...
+
+
+_warned: set[str] = set()
+
+
+def default_backend(devices) -> str:
+    """`FNX_BACKEND` when set, else "cuda" when any input lives on a GPU, else "c"."""
+    forced = os.environ.get("FNX_BACKEND")
+    if forced:
+        return check_backend(forced)
+    return "cuda" if any(d.type == "cuda" for d in devices) else "c"
+
+
+def check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"fnx.compile: unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    return backend
+
+
+def lower(closed: ClosedJaxpr, *, backend: str) -> Executable:
+    """An Executable running `closed` with `backend` ("interpret", "c" or "cuda")."""
+    from .interpret import Interpreted
+
+    if check_backend(backend) == "interpret":
+        return Interpreted(closed)
+    try:
+        from .plan import build_executable
+    except ImportError as e:
+        _warn_once(f"fnx.compile: the {backend!r} code generator is unavailable ({e}); running the IR interpreter "
+                   f"instead")
+        return Interpreted(closed)
+    try:
+        return build_executable(closed, backend=backend)
+    except NotImplementedError as e:
+        _warn_once(f"fnx.compile: the {backend!r} backend cannot compile this function ({e}); running the IR "
+                   f"interpreter instead")
+        return Interpreted(closed)
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)

@@ -1,0 +1,202 @@
+"""The C backend: compile generated C with the system compiler into cached shared libraries, load them with ctypes.
+
+Flags: `-O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off
+-fwrapv -fopenmp -fPIC -shared`, never `-ffast-math`: results must match eager
+within a few ulp, so no reassociation and no FMA contraction of user
+arithmetic; `-fno-trapping-math` only lets branches on floats become blends
+(fnx never traps on floating-point exceptions). glibc's libmvec gives SIMD
+variants of exp, log, tanh, ... that `omp simd` loops call when it is linked
+(`-lmvec`). The first compile on a machine tries the full flags; if the
+toolchain lacks OpenMP or libmvec it probes which of them work and remembers
+the answer in the disk cache.
+
+Each kernel is its own shared library, cached by a hash of its source, flags,
+compiler identity and fnx version, so kernels are shared between executables
+and missing ones compile in parallel. Kernels take `(void *const *arrays,
+const long long *meta)`: `arrays` holds the addresses of numpy array
+*objects*; the kernel reads each data pointer from the object (at offset
+`ARRAY_DATA_OFFSET`, found and checked at import), so a call costs one store
+per array instead of numpy's slow `.ctypes.data`.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .cache import cache_dir, cache_key
+
+__all__ = ["Toolchain", "toolchain", "compile_libraries", "ARRAY_DATA_OFFSET", "compile_count"]
+
+log = logging.getLogger("fnx.compile")
+
+_BASE_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-fwrapv",
+               "-fPIC", "-shared")
+# What to try, best first: (extra flags, libraries, OpenMP threads?, libmvec?).
+_VARIANTS = ((("-fopenmp",), ("-lmvec", "-lm"), True, True), (("-fopenmp",), ("-lm",), True, False),
+             (("-fopenmp-simd",), ("-lm",), False, False))
+compile_count = 0  # compiler invocations by this process (tests check that a warm cache makes none)
+
+
+def _find_data_offset() -> int:
+    """Byte offset of the data pointer inside a numpy array object (16 on 64-bit CPython)."""
+    probe = np.arange(3.0)
+    for offset in (16, 24, 32):
+        if ctypes.c_void_p.from_address(id(probe) + offset).value == probe.ctypes.data:
+            return offset
+    raise NotImplementedError("the C backend cannot locate numpy's data pointer in this Python build")
+
+
+ARRAY_DATA_OFFSET = _find_data_offset()
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """The C compiler, its identity (part of every cache key) and the flag variant known to work, if any."""
+
+    cc: str
+    identity: str
+    variant: int | None     # index into _VARIANTS once known
+
+    @property
+    def libmvec(self) -> bool:
+        return _VARIANTS[self.variant or 0][3]
+
+    def command(self, variant: int, src: str, out: str) -> list[str]:
+        extra, libs, _, _ = _VARIANTS[variant]
+        return [self.cc, *_BASE_FLAGS, *extra, src, "-o", out, *libs]
+
+
+def _compiler() -> str:
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    raise NotImplementedError("no C compiler found (looked for $CC, cc, gcc, clang); fnx.compile runs the IR "
+                              "interpreter instead")
+
+
+def _machine() -> str:
+    """What -march=native depends on: the CPU model and feature flags."""
+    try:
+        lines = [ln for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                 if ln.startswith(("model name", "flags"))][:2]
+        return platform.machine() + "|" + "|".join(lines)
+    except OSError:
+        return platform.machine() + "|" + platform.processor()
+
+
+def _variant_file(identity: str) -> Path:
+    return cache_dir() / f"toolchain-{cache_key('toolchain', identity)[:32]}.json"
+
+
+@functools.lru_cache(maxsize=None)
+def _identity(cc: str) -> str:
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    return f"{cc}|{version[0] if version else '?'}|{_machine()}"
+
+
+def toolchain() -> Toolchain:
+    """The compiler and (when a previous compile found it) the flag variant that works on this machine."""
+    cc = _compiler()
+    identity = _identity(cc)
+    try:
+        variant = json.loads(_variant_file(identity).read_text())["variant"]
+    except (OSError, ValueError, KeyError):
+        variant = None
+    return Toolchain(cc, identity, variant)
+
+
+def _remember(tc: Toolchain, variant: int) -> None:
+    path = _variant_file(tc.identity)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"variant": variant, "flags": list(_VARIANTS[variant][0] + _VARIANTS[variant][1])}, f)
+    os.replace(tmp, path)
+
+
+def _build_all(tc: Toolchain, jobs: list[tuple[str, str]], variant: int) -> list[str]:
+    """Compile (source, output path) pairs concurrently; returns the compiler errors (empty if all built)."""
+    global compile_count
+    procs = []
+    for source, out in jobs:
+        src = out + ".c"
+        with open(src, "w") as f:
+            f.write(source)
+        procs.append((subprocess.Popen(tc.command(variant, src, out), stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True), src))
+    errors = []
+    for p, src in procs:
+        output, _ = p.communicate()
+        compile_count += 1
+        os.unlink(src)
+        if p.returncode != 0:
+            errors.append(output)
+    return errors
+
+
+def compile_libraries(sources: dict[str, str], version: str, simd_source) -> dict[str, ctypes.CDLL]:
+    """Load one shared library per kernel `name -> source`, compiling the ones not in the disk cache.
+
+    `simd_source(libmvec: bool)` re-renders the sources for a toolchain without libmvec.
+    """
+    tc = toolchain()
+    variant = tc.variant if tc.variant is not None else 0
+    while True:
+        if not _VARIANTS[variant][3]:
+            sources = simd_source(False)
+        paths, missing = {}, []
+        for name, source in sources.items():
+            key = cache_key(source, " ".join(tc.command(variant, "", "")), tc.identity, version)
+            path = cache_dir() / f"{name[:48]}-{key[:32]}.so"
+            paths[name] = path
+            if not path.exists():
+                missing.append((source, path))
+        if not missing:
+            break
+        tmps = [(s, tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)) for s, p in missing]
+        for _, (fd, _) in tmps:
+            os.close(fd)
+        errors = _build_all(tc, [(s, tmp) for s, (_, tmp) in tmps], variant)
+        if not errors:
+            for (_, path), (_, (_, tmp)) in zip(missing, tmps):
+                os.replace(tmp, path)
+            if tc.variant != variant:
+                _remember(tc, variant)
+            log.info("compiled %d kernel(s) with %s", len(missing), " ".join(tc.command(variant, "<src>", "<so>")))
+            break
+        for _, (_, tmp) in tmps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        if tc.variant is not None or variant + 1 == len(_VARIANTS) or not _probe_fails(tc, variant):
+            raise RuntimeError(f"fnx: the C compiler failed on generated kernels:\n{errors[0][-4000:]}")
+        variant += 1   # this toolchain lacks OpenMP or libmvec: try the next variant
+    return {name: ctypes.CDLL(str(path)) for name, path in paths.items()}
+
+
+_PROBE = """#include <math.h>
+#pragma omp declare simd notinbranch
+double exp(double);
+void probe(const double *restrict x, double *restrict y, long long n) {
+  #pragma omp parallel for simd
+  for (long long i = 0; i < n; i++) y[i] = exp(x[i]);
+}
+"""
+
+
+def _probe_fails(tc: Toolchain, variant: int) -> bool:
+    """Whether flag variant `variant` itself fails on this toolchain (a tiny program, not the kernels)."""
+    with tempfile.TemporaryDirectory() as work:
+        src, out = os.path.join(work, "probe.c"), os.path.join(work, "probe.so")
+        with open(src, "w") as f:
+            f.write(_PROBE)
+        return subprocess.run(tc.command(variant, src, out), capture_output=True).returncode != 0

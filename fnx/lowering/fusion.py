@@ -1,0 +1,529 @@
+"""Fusion: split a jaxpr into fused kernels and library steps, and fix each kernel's loop structure.
+
+The unit of work is the *materialised* value: jaxpr outputs, inputs and outputs
+of library equations (matmul, gather, sort, control flow, ...) and whatever
+cannot be recomputed inside its consumer. Every other value is inlined into
+the kernels that read it, through view arithmetic (fnx/lowering/views.py).
+
+A kernel writes one or more materialised values over one index space:
+- elementwise: the space is the output shape; one loop nest, one expression per output;
+- reduce: the space is a reduction's input shape with its kept dims ("rows") first and its reduced
+  dims ("cols") last. Per row the kernel runs *phases* (one loop over the cols per reduction, in
+  dependency order), then one map loop for outputs of the full shape; outputs with one element per
+  row are written once per row. Softmax, layernorm and logsumexp are one such kernel each.
+
+The algorithm: mark the materialised values; make one kernel per materialised value produced by a
+fusible equation; whenever an inlined value cannot be expressed in that kernel (an index needs a
+division, a reduction is read at another index than its own row, a reduction would be recomputed
+by two kernels), materialise it and start again. Then merge kernels over the same index space when
+no other step lies between them, and order all steps topologically.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..ir import Eqn, Jaxpr, Literal, Var
+from .views import VIEW_PRIMS, View, canonical, input_view, row_major
+
+__all__ = ["REDUCTIONS", "Node", "Access", "Kernel", "fuse"]
+
+# Reduction primitives and the monoid each computes.
+REDUCTIONS = {"sum": "add", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "mul"}
+
+
+class _CantFuse(Exception):
+    """`var` cannot be inlined into the kernel being built: it must be materialised."""
+
+    def __init__(self, var: Var):
+        self.var = var
+
+
+@dataclass(eq=False)
+class Node:
+    """One value inside a kernel: a load, a literal, a primitive applied to nodes, or a reduction.
+
+    `level` is "const" (literals), "row" (the same for every col of a row: reductions and what only they
+    and row-invariant loads feed) or "col" (varies along the reduced dims; every value of an elementwise
+    kernel is "col").
+    """
+
+    op: str                      # "load", "literal", "reduce" or a primitive name
+    args: tuple
+    dtype: object                # fnx dtype
+    params: dict = field(default_factory=dict)  # load: {"access"}; literal: {"value"}; reduce: {"monoid"}
+    level: str = "col"
+
+
+@dataclass
+class Access:
+    """A buffer read or written at a view: `buffer` indexes kernel.inputs, then kernel.outputs."""
+
+    buffer: int
+    strides: tuple
+    offset: int
+
+
+@dataclass
+class Kernel:
+    """A fused kernel: its index space, buffers, accesses and expression DAG, ready for codegen."""
+
+    kind: str                    # "elementwise" or "reduce"
+    sizes: tuple                 # kernel dims after coalescing, rows first
+    n_rows: int                  # how many leading dims index rows (all of them for elementwise)
+    inputs: list                 # Vars read
+    outputs: list                # Vars written
+    accesses: list               # Access
+    nodes: list                  # Node, topologically ordered
+    stores: list                 # (access index, node, level: "row" or "col")
+    phases: list                 # reduce Nodes in dependency order
+
+    @property
+    def ops(self) -> list:
+        """Names of the primitives computed, in order of first appearance."""
+        return list(dict.fromkeys(n.op if n.op != "reduce" else _REDUCE_NAMES[n.params["monoid"]]
+                                  for n in self.nodes if n.op not in ("load", "literal")))
+
+
+_REDUCE_NAMES = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}
+
+
+# ---------------------------------------------------------------- index spaces
+@dataclass(frozen=True)
+class _Space:
+    """A kernel's index space: kernel dims = X's kept dims then its reduced dims (or an output shape)."""
+
+    shape: tuple                 # X, or the output shape of an elementwise kernel
+    axes: tuple | None = None    # reduced dims of X; None for elementwise
+
+    @property
+    def order(self) -> tuple:
+        if self.axes is None:
+            return tuple(range(len(self.shape)))
+        return tuple(d for d in range(len(self.shape)) if d not in self.axes) + self.axes
+
+    @property
+    def sizes(self) -> tuple:
+        return tuple(self.shape[d] for d in self.order)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.shape) - len(self.axes) if self.axes is not None else len(self.shape)
+
+    @property
+    def rows(self) -> int:
+        return math.prod(self.sizes[:self.n_rows])
+
+    def full_view(self) -> View:
+        """Where a value laid out like X (any shape, same size) sits at each kernel index."""
+        rm = row_major(self.shape)
+        return View(canonical([rm[d] for d in self.order], self.sizes), 0)
+
+    def row_view(self) -> View:
+        """Where a value with one element per row (a reduction's result) sits at each kernel index."""
+        rm = row_major(self.sizes[:self.n_rows])
+        return View(canonical(list(rm) + [0] * (len(self.sizes) - self.n_rows), self.sizes), 0)
+
+    def view_for(self, var: Var) -> tuple[View, str] | None:
+        """The view and level at which this space writes `var`; None if it cannot."""
+        n = math.prod(var.aval.shape)
+        if n == math.prod(self.shape):
+            return self.full_view(), "col"
+        if self.axes is not None and n == self.rows:
+            return self.row_view(), "row"
+        return None
+
+
+# ---------------------------------------------------------------- classification
+def _classify(eqn: Eqn, emittable: Callable[[Eqn], bool]) -> str:
+    """"reduce", "view", "elementwise" or "library"."""
+    if eqn.prim.multiple_results or len(eqn.outvars) != 1:
+        return "library"
+    avals = [a.aval for a in eqn.inputs] + [eqn.outvars[0].aval]
+    if any(math.prod(a.shape) == 0 for a in avals):
+        return "library"
+    name = eqn.prim.name
+    if name in REDUCTIONS:
+        return "reduce" if emittable(eqn) else "library"
+    if name in VIEW_PRIMS:
+        return "view"
+    return "elementwise" if emittable(eqn) else "library"
+
+
+class _Graph:
+    """The jaxpr with each variable's producer and class, and the set of materialised variables."""
+
+    def __init__(self, jaxpr: Jaxpr, emittable: Callable[[Eqn], bool], scalar_consts: dict):
+        self.jaxpr = jaxpr
+        self.scalar_consts = scalar_consts       # id(constvar) -> 0-d array, inlined as literals
+        self.producer: dict[int, tuple[int, Eqn]] = {}
+        self.kind: dict[int, str] = {}
+        for i, e in enumerate(jaxpr.eqns):
+            k = _classify(e, emittable)
+            for v in e.outvars:
+                self.producer[id(v)] = (i, e)
+                self.kind[id(v)] = k
+        self.materialised: set[int] = set()
+        for v in list(jaxpr.invars) + list(jaxpr.constvars):
+            self.materialised.add(id(v))
+        for v in jaxpr.outvars:
+            if isinstance(v, Var):
+                self.materialised.add(id(v))
+        for e in jaxpr.eqns:
+            if self.kind[id(e.outvars[0])] == "library":
+                self.materialised.update(id(a) for a in e.inputs if isinstance(a, Var))
+                self.materialised.update(id(v) for v in e.outvars)
+        for e in jaxpr.eqns:   # a shape op on a materialised value, itself materialised: a numpy view suffices
+            if self.kind[id(e.outvars[0])] == "view" and id(e.outvars[0]) in self.materialised \
+                    and isinstance(e.inputs[0], Var) and id(e.inputs[0]) in self.materialised:
+                self.kind[id(e.outvars[0])] = "library"
+
+    def fusible_roots(self) -> list[Var]:
+        roots = []
+        for e in self.jaxpr.eqns:
+            v = e.outvars[0]
+            if id(v) in self.materialised and self.kind[id(v)] != "library":
+                roots.append(v)
+        return roots
+
+
+# ---------------------------------------------------------------- building one kernel
+class _Builder:
+    """Inlines the values a kernel writes down to materialised leaves, collecting nodes and accesses."""
+
+    def __init__(self, graph: _Graph, space: _Space, members: set):
+        self.g, self.space, self.members = graph, space, members   # members: ids of the vars this kernel writes
+        self.sizes = space.sizes
+        self.nodes: list[Node] = []
+        self.memo: dict = {}
+        self.inputs: list[Var] = []
+        self.input_index: dict[int, int] = {}
+        self.access_keys: dict = {}
+        self.accesses: list[tuple] = []   # (("in"|"out", index), view)
+        self.phases: list[Node] = []
+        self.reduced: set[int] = set()    # ids of reduction vars computed as phases here
+
+    def add(self, node: Node) -> Node:
+        self.nodes.append(node)
+        return node
+
+    def access(self, where: tuple, view: View) -> int:
+        key = (where, view)
+        if key not in self.access_keys:
+            self.access_keys[key] = len(self.accesses)
+            self.accesses.append(key)
+        return self.access_keys[key]
+
+    def value(self, atom, view: View) -> Node:
+        if isinstance(atom, Literal):
+            return self.add(Node("literal", (), atom.aval.dtype, {"value": atom.val._value}, "const"))
+        key = (id(atom), view)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._compute(atom, view)
+        return found
+
+    def _compute(self, var: Var, view: View) -> Node:
+        g = self.g
+        if id(var) in g.scalar_consts:
+            return self.add(Node("literal", (), var.aval.dtype, {"value": g.scalar_consts[id(var)]}, "const"))
+        if id(var) in g.materialised and id(var) not in self.members:
+            if id(var) not in self.input_index:
+                self.input_index[id(var)] = len(self.inputs)
+                self.inputs.append(var)
+            level = "col" if any(view.strides[self.space.n_rows:]) else "row"
+            acc = self.access(("in", self.input_index[id(var)]), view)
+            return self.add(Node("load", (), var.aval.dtype, {"access": acc}, level))
+        _, eqn = g.producer[id(var)]
+        kind = g.kind[id(var)]
+        if kind == "reduce":
+            return self._reduction(var, eqn, view)
+        out_shape = var.aval.shape
+        args = []
+        for a in eqn.inputs:
+            if isinstance(a, Literal):
+                args.append(self.value(a, view))
+                continue
+            v = input_view(eqn.prim.name, eqn.params, out_shape, a.aval.shape, view, self.sizes)
+            if v is None:   # this value's index cannot be split per dimension here: it must be materialised
+                raise _CantFuse(var)
+            args.append(self.value(a, v))
+        if kind == "view":
+            return args[0]
+        level = "col" if any(n.level == "col" for n in args) else "row" if any(n.level == "row" for n in args) \
+            else "const"
+        return self.add(Node(eqn.prim.name, tuple(args), var.aval.dtype, dict(eqn.params), level))
+
+    def _reduction(self, var: Var, eqn: Eqn, view: View) -> Node:
+        sp = self.space
+        x = eqn.inputs[0]
+        if (sp.axes is None or tuple(x.aval.shape) != sp.shape or tuple(eqn.params["axes"]) != sp.axes
+                or view != sp.row_view()):
+            raise _CantFuse(var)
+        body = self.value(x, sp.full_view())
+        node = self.add(Node("reduce", (body,), var.aval.dtype, {"monoid": REDUCTIONS[eqn.prim.name]}, "row"))
+        self.phases.append(node)
+        self.reduced.add(id(var))
+        return node
+
+
+def _reductions_below(graph: _Graph, root: Var) -> list[Eqn]:
+    """Reduction equations inlined into `root` (depth first from the root), stopping at materialised values."""
+    found, seen, stack = [], set(), [root]
+    while stack:
+        v = stack.pop()
+        if id(v) in seen or id(v) not in graph.producer:
+            continue
+        seen.add(id(v))
+        if v is not root and id(v) in graph.materialised:
+            continue
+        _, e = graph.producer[id(v)]
+        if graph.kind[id(v)] == "reduce":
+            found.append(e)
+        stack.extend(a for a in reversed(e.inputs) if isinstance(a, Var))
+    return found
+
+
+def _space_for(graph: _Graph, root: Var) -> _Space:
+    """The index space of a kernel writing `root`: its reduction's, one whose size fits, or its own shape."""
+    _, e = graph.producer[id(root)]
+    if graph.kind[id(root)] == "reduce":
+        return _Space(tuple(e.inputs[0].aval.shape), tuple(e.params["axes"]))
+    n = math.prod(root.aval.shape)
+    for red in _reductions_below(graph, root):
+        sp = _Space(tuple(red.inputs[0].aval.shape), tuple(red.params["axes"]))
+        if n in (math.prod(sp.shape), sp.rows):
+            return sp
+    return _Space(tuple(root.aval.shape))
+
+
+@dataclass
+class _Draft:
+    """A kernel before coalescing: its space, the vars it writes, and the builder that inlined them."""
+
+    space: _Space
+    roots: list
+    builder: _Builder
+    order: int                   # index of its first root's equation (for scheduling)
+
+
+def _build(graph: _Graph, space: _Space, roots: list) -> _Draft:
+    """Inline `roots` into one kernel over `space`; raises _CantFuse naming a value to materialise."""
+    b = _Builder(graph, space, {id(r) for r in roots})
+    stores = []
+    for r in roots:
+        placed = space.view_for(r)
+        if placed is None:
+            raise _CantFuse(r)
+        view, level = placed
+        node = b.value(r, view)
+        if level == "row" and node.level == "col":
+            raise _CantFuse(r)
+        stores.append((r, view, node, level))
+    b.stores = stores
+    return _Draft(space, list(roots), b, min(graph.producer[id(r)][0] for r in roots))
+
+
+# ---------------------------------------------------------------- the whole jaxpr
+def fuse(jaxpr: Jaxpr, emittable: Callable[[Eqn], bool], scalar_consts: dict | None = None) -> list:
+    """The jaxpr as an ordered list of steps: `Kernel`s and library `Eqn`s.
+
+    `emittable(eqn)` says whether codegen can express an elementwise or reduction equation (its
+    primitive and dtype are in the expression table); `scalar_consts` maps id(constvar) of 0-d
+    constants to their values, which are inlined as literals.
+    """
+    graph = _Graph(jaxpr, emittable, scalar_consts or {})
+    drafts = _single_root_drafts(graph)
+    drafts = _merge(graph, drafts)
+    steps = _schedule(graph, drafts)
+    return [_finish(s) if isinstance(s, _Draft) else s for s in steps]
+
+
+def _single_root_drafts(graph: _Graph) -> list[_Draft]:
+    """One kernel per materialised fusible value, materialising more values until every kernel builds."""
+    while True:
+        drafts, retry = [], None
+        for root in graph.fusible_roots():
+            try:
+                drafts.append(_build_root(graph, root))
+            except _CantFuse as e:
+                retry = e.var
+                break
+        if retry is None:
+            retry = _shared_reduction(graph, drafts)
+        if retry is None:
+            return drafts
+        graph.materialised.add(id(retry))
+
+
+def _build_root(graph: _Graph, root: Var) -> _Draft:
+    """The kernel writing `root`: over its reduction's space if it can, else over its own shape."""
+    space = _space_for(graph, root)
+    try:
+        return _build(graph, space, [root])
+    except _CantFuse as e:
+        if e.var is not root or space.axes is None or graph.kind[id(root)] == "reduce":
+            raise
+    return _build(graph, _Space(tuple(root.aval.shape)), [root])
+
+
+def _shared_reduction(graph: _Graph, drafts: list[_Draft]) -> Var | None:
+    """A reduction computed as a phase by two kernels: materialise it rather than compute it twice."""
+    seen: set[int] = set()
+    for d in drafts:
+        for vid in d.builder.reduced:
+            if vid in seen:
+                return graph.producer[vid][1].outvars[0]
+            seen.add(vid)
+    return None
+
+
+def _reads(graph: _Graph, d) -> set:
+    """ids of materialised vars a step reads."""
+    if isinstance(d, _Draft):
+        return {id(v) for v in d.builder.inputs}
+    return {id(a) for a in d.inputs if isinstance(a, Var)}
+
+
+def _writes(d) -> set:
+    if isinstance(d, _Draft):
+        return {id(r) for r in d.roots}
+    return {id(v) for v in d.outvars}
+
+
+def _library_eqns(graph: _Graph) -> list[Eqn]:
+    return [e for e in graph.jaxpr.eqns if graph.kind[id(e.outvars[0])] == "library"]
+
+
+def _merge(graph: _Graph, drafts: list[_Draft]) -> list[_Draft]:
+    """Merge kernels over the same index space when no other step must run between them."""
+    drafts = sorted(drafts, key=lambda d: d.order)
+    merged = True
+    while merged:
+        merged = False
+        steps = drafts + _library_eqns(graph)
+        for i, a in enumerate(drafts):
+            for b in drafts[i + 1:]:
+                if not _compatible(a.space, b.space) or _path_between(graph, steps, a, b):
+                    continue
+                space = a.space if a.space.axes is not None else b.space
+                try:
+                    new = _build(graph, space, a.roots + b.roots)
+                except _CantFuse:
+                    continue
+                new.order = min(a.order, b.order)
+                drafts = sorted([d for d in drafts if d is not a and d is not b] + [new], key=lambda d: d.order)
+                merged = True
+                break
+            if merged:
+                break
+    return drafts
+
+
+def _compatible(a: _Space, b: _Space) -> bool:
+    if a.axes is not None and b.axes is not None:
+        return a == b
+    if a.axes is None and b.axes is None:
+        return a.shape == b.shape
+    return (a if a.axes is None else b).shape == (b if a.axes is None else a).shape
+
+
+def _path_between(graph: _Graph, steps: list, a, b) -> bool:
+    """True if a step other than `a` and `b` depends on one of them and is needed by the other."""
+    consumers: dict[int, list] = {}
+    for s in steps:
+        for vid in _reads(graph, s):
+            consumers.setdefault(vid, []).append(s)
+
+    def reaches(src, dst) -> bool:
+        stack, seen = [c for vid in _writes(src) for c in consumers.get(vid, []) if c is not dst], set()
+        while stack:
+            s = stack.pop()
+            if id(s) in seen:
+                continue
+            seen.add(id(s))
+            if s is dst:
+                return True
+            stack.extend(c for vid in _writes(s) for c in consumers.get(vid, []))
+        return False
+
+    return reaches(a, b) or reaches(b, a)
+
+
+def _schedule(graph: _Graph, drafts: list[_Draft]) -> list:
+    """Kernels and library equations in a dependency order that follows the jaxpr's order where it can."""
+    pos = {id(e): i for i, e in enumerate(graph.jaxpr.eqns)}
+    steps = [(d.order, d) for d in drafts] + [(pos[id(e)], e) for e in _library_eqns(graph)]
+    writer = {vid: s for _, s in steps for vid in _writes(s)}
+    deps = {id(s): {id(writer[v]) for v in _reads(graph, s) if v in writer and writer[v] is not s}
+            for _, s in steps}
+    done, out, pending = set(), [], sorted(steps, key=lambda t: t[0])
+    while pending:
+        for i, (_, s) in enumerate(pending):
+            if deps[id(s)] <= done:
+                out.append(s)
+                done.add(id(s))
+                del pending[i]
+                break
+        else:
+            raise AssertionError("fusion: the steps form a cycle")
+    return out
+
+
+# ---------------------------------------------------------------- finishing: buffers, coalescing
+def _finish(d: _Draft) -> Kernel:
+    b = d.builder
+    outputs = [r for r, _, _, _ in b.stores]
+    stores = []
+    for i, (r, view, node, level) in enumerate(b.stores):
+        stores.append((b.access(("out", i), view), node, level))
+    accesses = [Access(idx if where == "in" else len(b.inputs) + idx, view.strides, view.offset)
+                for (where, idx), view in b.accesses]
+    sizes, n_rows, accesses = _coalesce(d.space.sizes, d.space.n_rows, accesses, d.space.axes is not None)
+    live = _topological([n for _, n, _ in stores])
+    return Kernel("reduce" if d.space.axes is not None else "elementwise", sizes, n_rows, list(b.inputs), outputs,
+                  accesses, live, stores, [n for n in live if n.op == "reduce"])
+
+
+def _topological(roots: list[Node]) -> list[Node]:
+    out, seen = [], set()
+
+    def visit(n: Node) -> None:
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        for a in n.args:
+            visit(a)
+        out.append(n)
+
+    for r in roots:
+        visit(r)
+    return out
+
+
+def _coalesce(sizes: tuple, n_rows: int, accesses: list, is_reduce: bool):
+    """Drop size-1 dims and merge neighbours that every access walks contiguously (rows and cols apart)."""
+    def group(dims: list) -> list:
+        dims = [k for k in dims if sizes[k] != 1]
+        merged: list[list] = []
+        for k in dims:
+            if merged:
+                prev = merged[-1]
+                inner = prev[-1]
+                if all(a.strides[inner] == a.strides[k] * sizes[k] for a in accesses) and k == inner + 1:
+                    prev.append(k)
+                    continue
+            merged.append([k])
+        return merged
+
+    rows = group(list(range(n_rows)))
+    cols = group(list(range(n_rows, len(sizes))))
+    if not rows:
+        rows = [[]]
+    if is_reduce and not cols:
+        cols = [[]]
+    new_sizes = tuple(math.prod(sizes[k] for k in g) for g in rows + cols)
+    new_accesses = [Access(a.buffer, tuple(a.strides[g[-1]] if g else 0 for g in rows + cols), a.offset)
+                    for a in accesses]
+    return new_sizes, len(rows), new_accesses

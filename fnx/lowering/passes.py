@@ -1,0 +1,302 @@
+"""IR passes run by compile before lowering: inlining, constant folding, algebraic simplification, CSE, DCE.
+
+Each pass maps a ClosedJaxpr to a new, equivalent ClosedJaxpr (the input is never mutated; variables
+are shared between the two) and applies itself to the jaxprs nested in equation params (cond branches,
+loop bodies), whose signatures it keeps. `optimize` runs them in order; tests verify the IR after each.
+
+The rewrites are exact in IEEE arithmetic, signed zeros included: `x * 1`, `x / 1`, `x - 0.0` and
+`x + -0.0` are `x` for every dtype, while `x + 0.0` is `x` only for integers (-0.0 + 0.0 is +0.0).
+Captured tensors are constants: equations computing small values from literals and constants are
+evaluated once, at compile time (tensors that require grad are not folded: they stay differentiable).
+"""
+from __future__ import annotations
+
+from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eval_jaxpr
+from ..tensor import Tensor, from_array
+from .interpret import run_eagerly
+
+__all__ = ["optimize", "inline_calls", "fold_constants", "simplify", "cse", "dce", "PASSES"]
+
+FOLD_LIMIT = 1024   # constant folding keeps results of at most this many elements per output
+
+
+# ---------------------------------------------------------------- shared machinery
+class _Rewriter:
+    """Builds a new jaxpr from an old one: a substitution of atoms, new equations, new constants."""
+
+    def __init__(self, closed: ClosedJaxpr):
+        self.old = closed.jaxpr
+        self.sub: dict[int, Var | Literal] = {}
+        self.eqns: list[Eqn] = []
+        self.constvars = list(self.old.constvars)
+        self.consts = list(closed.consts)
+
+    def read(self, a):
+        return a if isinstance(a, Literal) else self.sub.get(id(a), a)
+
+    def emit(self, eqn: Eqn, inputs: list) -> Eqn:
+        new = Eqn(eqn.prim, inputs, eqn.params, eqn.outvars)
+        self.eqns.append(new)
+        return new
+
+    def result(self) -> ClosedJaxpr:
+        outvars = [self.read(v) for v in self.old.outvars]
+        return ClosedJaxpr(Jaxpr(self.constvars, list(self.old.invars), self.eqns, outvars), self.consts)
+
+
+def _nested(eqn: Eqn, pass_fn) -> Eqn:
+    """`eqn` with `pass_fn` applied to the closed jaxprs in its params (compiled calls are left to inlining)."""
+    if eqn.prim.name == "compiled_call" or not any(_holds_closed(v) for v in eqn.params.values()):
+        return eqn
+    params = {k: _map_closed(v, pass_fn) for k, v in eqn.params.items()}
+    return Eqn(eqn.prim, eqn.inputs, params, eqn.outvars)
+
+
+def _holds_closed(v) -> bool:
+    return isinstance(v, ClosedJaxpr) or (isinstance(v, (tuple, list)) and any(_holds_closed(x) for x in v))
+
+
+def _map_closed(v, fn):
+    if isinstance(v, ClosedJaxpr):
+        return fn(v)
+    if isinstance(v, (tuple, list)) and _holds_closed(v):
+        return type(v)(_map_closed(x, fn) for x in v)
+    return v
+
+
+# ---------------------------------------------------------------- inlining of nested compiled calls
+def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Replace each `compiled_call` equation (a compiled function called inside another) by its body."""
+    rw = _Rewriter(closed)
+    for eqn in rw.old.eqns:
+        _inline_into(rw, _nested(eqn, inline_calls), [rw.read(a) for a in eqn.inputs])
+    return rw.result()
+
+
+def _inline_into(rw: _Rewriter, eqn: Eqn, inputs: list) -> None:
+    if eqn.prim.name != "compiled_call":
+        rw.emit(eqn, inputs)
+        return
+    inner = inline_calls(eqn.params["jaxpr"])
+    j = inner.jaxpr
+    env: dict[int, Var | Literal] = {id(v): a for v, a in zip(j.invars, inputs)}
+    for v, c in zip(j.constvars, inner.consts):
+        fresh = Var(v.aval)
+        rw.constvars.append(fresh)
+        rw.consts.append(c)
+        env[id(v)] = fresh
+    for e in j.eqns:
+        outs = [Var(v.aval) for v in e.outvars]
+        rw.eqns.append(Eqn(e.prim, [a if isinstance(a, Literal) else env[id(a)] for a in e.inputs], e.params, outs))
+        env.update((id(v), w) for v, w in zip(e.outvars, outs))
+    for v, o in zip(eqn.outvars, j.outvars):
+        rw.sub[id(v)] = o if isinstance(o, Literal) else env[id(o)]
+
+
+# ---------------------------------------------------------------- constant folding
+def fold_constants(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Evaluate equations whose inputs are all literals or constants, when their results are small.
+
+    Scalar results become literals, results whose elements are all equal a broadcast literal (a splat, which
+    simplification and code generation see through), others new constants. Constants that require grad, and
+    values captured from an enclosing transform (tracers), are not known: they stay inputs of the equations.
+    """
+    rw = _Rewriter(closed)
+    known = {id(v): c for v, c in zip(rw.constvars, rw.consts) if type(c) is Tensor and not c.requires_grad}
+    for eqn in rw.old.eqns:
+        eqn = _nested(eqn, fold_constants)
+        inputs = [rw.read(a) for a in eqn.inputs]
+        values = _known_values(inputs, known)
+        outs = None if values is None else _evaluate(eqn, inputs, values)
+        if outs is None:
+            rw.emit(eqn, inputs)
+            continue
+        for v, o in zip(eqn.outvars, outs):
+            known[id(v)] = o
+            if o.ndim == 0:
+                rw.sub[id(v)] = Literal(o, v.aval)
+            elif _uniform(o):
+                first = from_array(o._value.reshape(-1)[:1].reshape(()))
+                lit = Literal(first, first.aval)
+                rw.emit(Eqn(_broadcast_p(), [lit], {"shape": v.aval.shape}, [v]), [lit])
+            else:
+                rw.constvars.append(v)
+                rw.consts.append(o)
+    return rw.result()
+
+
+def _broadcast_p():
+    from ..ops.shape import broadcast_p
+
+    return broadcast_p
+
+
+def _uniform(t: Tensor) -> bool:
+    v = t._value
+    return v.size > 1 and bool((v == v.reshape(-1)[0]).all())
+
+
+def _known_values(inputs: list, known: dict):
+    values = []
+    for a in inputs:
+        if isinstance(a, Literal):
+            values.append(a.val)
+        elif id(a) in known:
+            values.append(known[id(a)])
+        else:
+            return None
+    return values
+
+
+def _evaluate(eqn: Eqn, inputs: list, values: list):
+    """The eqn's outputs on concrete `values`, or None when they are large or cannot be computed now."""
+    if any(_numel(v.aval.shape) > FOLD_LIMIT for v in eqn.outvars):
+        return None
+    params = [Var(a.aval) for a in inputs]
+    one = Jaxpr([], params, [Eqn(eqn.prim, params, eqn.params, eqn.outvars)], list(eqn.outvars))
+    try:
+        outs = run_eagerly(eval_jaxpr, one, [], *values)
+    except Exception:  # the op fails on these values: leave it for run time, where it raises as in eager mode
+        return None
+    if any(o.aval != v.aval for o, v in zip(outs, eqn.outvars)):
+        return None
+    return outs
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+# ---------------------------------------------------------------- algebraic simplification
+def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Drop identities: x*1, 1*x, x/1, x-0, x+0 (see the module docstring for signed zeros; the literal may
+    also be broadcast), neg(neg x), and convert/reshape/broadcast_to/transpose that change nothing."""
+    rw = _Rewriter(closed)
+    producers: dict[int, tuple[Eqn, list]] = {}
+    for eqn in rw.old.eqns:
+        eqn = _nested(eqn, simplify)
+        inputs = [rw.read(a) for a in eqn.inputs]
+        same = _identity_of(eqn, inputs, producers)
+        if same is not None:
+            rw.sub[id(eqn.outvars[0])] = same
+            continue
+        new = rw.emit(eqn, inputs)
+        for v in new.outvars:
+            producers[id(v)] = (new, inputs)
+    return rw.result()
+
+
+def _identity_of(eqn: Eqn, ins: list, producers: dict):
+    """The input atom that `eqn` returns unchanged, or None."""
+    name, out = eqn.prim.name, eqn.outvars[0].aval
+    if name in ("mul", "add", "sub", "div"):
+        x, y = ins
+        if _neutral(name, _splat_value(y, producers)) and x.aval == out:
+            return x
+        if name in ("mul", "add") and _neutral(name, _splat_value(x, producers)) and y.aval == out:
+            return y
+        return None
+    if name == "neg":
+        made = producers.get(id(ins[0]))
+        if made is not None and made[0].prim.name == "neg":
+            return made[1][0]
+        return None
+    if name in ("convert", "reshape", "broadcast_to", "transpose") and ins[0].aval == out:
+        if name == "transpose" and tuple(eqn.params["perm"]) != tuple(range(len(out.shape))):
+            return None
+        return ins[0]
+    return None
+
+
+def _splat_value(a, producers: dict):
+    """The literal that `a` is, or that it broadcasts to every element; None when `a` is not such a splat."""
+    if not isinstance(a, Literal):
+        made = producers.get(id(a))
+        if made is None or made[0].prim.name != "broadcast_to" or not isinstance(made[1][0], Literal):
+            return None
+        a = made[1][0]
+    return a
+
+
+def _neutral(name: str, lit) -> bool:
+    """Whether literal `lit` is the right identity of `name`, exactly for its dtype."""
+    if lit is None:
+        return False
+    value = lit.val.item()
+    if name in ("mul", "div"):
+        return value == 1
+    if value != 0:
+        return False
+    if not lit.aval.dtype.is_floating_point:
+        return True
+    negative_zero = str(value).startswith("-")
+    return negative_zero if name == "add" else not negative_zero
+
+
+# ---------------------------------------------------------------- common subexpression elimination
+def cse(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Merge equations with the same primitive, params and inputs (primitives are pure functions)."""
+    rw = _Rewriter(closed)
+    seen: dict[tuple, list] = {}
+    for eqn in rw.old.eqns:
+        eqn = _nested(eqn, cse)
+        inputs = [rw.read(a) for a in eqn.inputs]
+        key = _eqn_key(eqn, inputs)
+        first = seen.get(key) if key is not None else None
+        if first is not None:
+            rw.sub.update((id(v), w) for v, w in zip(eqn.outvars, first))
+            continue
+        rw.emit(eqn, inputs)
+        if key is not None:
+            seen[key] = eqn.outvars
+    return rw.result()
+
+
+def _eqn_key(eqn: Eqn, inputs: list):
+    """A hashable key equal for equations that compute the same values; None when params are unhashable."""
+    atoms = tuple(("lit", a.aval, repr(a.val.item())) if isinstance(a, Literal) else id(a) for a in inputs)
+    key = (eqn.prim, tuple(sorted((k, _frozen(v)) for k, v in eqn.params.items())), atoms)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _frozen(v):
+    """A param as a key that tells 1 from 1.0 and True, and 0.0 from -0.0."""
+    if isinstance(v, (tuple, list)):
+        return (type(v), tuple(_frozen(x) for x in v))
+    if isinstance(v, float):
+        return (float, repr(v))
+    return (type(v), v)
+
+
+# ---------------------------------------------------------------- dead code elimination
+def dce(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Remove equations and constants that no output depends on (inputs stay: they are the signature)."""
+    j = closed.jaxpr
+    live = {id(v) for v in j.outvars if isinstance(v, Var)}
+    kept = []
+    for eqn in reversed(j.eqns):
+        if any(id(v) in live for v in eqn.outvars):
+            eqn = _nested(eqn, dce)
+            kept.append(eqn)
+            live.update(id(a) for a in eqn.inputs if isinstance(a, Var))
+    kept.reverse()
+    pairs = [(v, c) for v, c in zip(j.constvars, closed.consts) if id(v) in live]
+    return ClosedJaxpr(Jaxpr([v for v, _ in pairs], list(j.invars), kept, list(j.outvars)), [c for _, c in pairs])
+
+
+# ---------------------------------------------------------------- the pipeline
+PASSES = (inline_calls, fold_constants, simplify, cse, dce)
+
+
+def optimize(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """All passes in order: inline nested compiled calls, fold constants, simplify, CSE, DCE."""
+    for p in PASSES:
+        closed = p(closed)
+    return closed

@@ -1,0 +1,541 @@
+"""`fnx.compile` (alias `fnx.jit`): trace once per input signature, optimise the IR, lower it, run it.
+
+A `Compiled` function keeps one entry per input signature: the pytree structure of the arguments, each
+tensor leaf's shape, dtype and device, the values of static arguments and the keyword names. A call whose
+signature is cached does one dict lookup and runs the entry's executable; a new signature is traced into
+a jaxpr (fnx/transforms/tracing.py), optimised (fnx/lowering/passes.py) and lowered
+(fnx/lowering/__init__.py). Non-tensor leaves of dynamic arguments (Python numbers, strings) are
+specialised like static arguments: each new value traces again. `FNX_LOG=compile` logs every trace,
+cache hit and recompilation with its reason to the "fnx.compile" logger.
+
+Compile is itself a primitive, `compiled_call`, holding the optimised jaxpr: outside any transform the
+executable runs directly; under grad, jvp, vmap or an enclosing trace the call binds the primitive, whose
+rules transform the held jaxpr (jaxpr_rules.py), optimise the result and bind `compiled_call` again, so
+derivatives and batched versions are compiled too (and cached with the jaxpr they derive from). Eager
+tensors that require grad make the call one node on the autograd tape whose backward is the compiled VJP.
+
+Tensors that the function captures rather than takes as arguments are constants of the compiled
+function, as in JAX (small values computed from them are folded at compile time); captured tensors that
+require grad (a model's parameters) are passed to the executable at every call instead, so gradients
+reach them, as with torch.compile.
+
+`donate_argnums` are accepted and validated, but donated tensors stay valid: the executables do not reuse
+their buffers yet, so nothing is invalidated (unlike JAX, which deletes donated arrays).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+import sys
+import time
+
+from .. import core
+from ..core import FnxRuntimeError, FnxTypeError, Primitive
+from ..dtypes import from_numpy_dtype
+from ..ir import ClosedJaxpr, Jaxpr
+from ..lowering import check_backend, default_backend, lower
+from ..lowering.interpret import run_eagerly
+from ..lowering.passes import optimize
+from ..tensor import Tensor, Tracer, from_array
+from ..tree import tree_flatten, tree_unflatten
+from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, vjp_jaxpr
+
+__all__ = ["compile", "jit", "Compiled", "Lowered", "CallJaxpr", "compiled_call_p"]
+
+_log = logging.getLogger("fnx.compile")
+_DEBUG = logging.DEBUG
+
+
+def _configure_logging() -> None:
+    """`FNX_LOG=compile` (a comma-separated list may name other layers too) turns the compile log on."""
+    if "compile" not in os.environ.get("FNX_LOG", "").replace(",", " ").split():
+        return
+    _log.setLevel(logging.DEBUG)
+    if not _log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        _log.addHandler(handler)
+
+
+_configure_logging()
+
+
+# ---------------------------------------------------------------- the compiled_call primitive
+class CallJaxpr(ClosedJaxpr):
+    """The jaxpr held by a compiled_call equation, with what is built from it cached for its lifetime:
+    one executable per backend, and derived (jvp, vjp, batched) jaxprs, themselves CallJaxprs."""
+
+    __slots__ = ("executables", "derived")
+
+    def __init__(self, closed: ClosedJaxpr):
+        super().__init__(closed.jaxpr, closed.consts)
+        self.executables: dict = {}
+        self.derived: dict = {}
+
+    def executable(self, backend: str):
+        exe = self.executables.get(backend)
+        if exe is None:
+            exe = self.executables[backend] = lower(self, backend=backend)
+        return exe
+
+    def derive(self, key: tuple, build) -> CallJaxpr:
+        found = self.derived.get(key)
+        if found is None:
+            found = self.derived[key] = CallJaxpr(optimize(build()))
+        return found
+
+
+compiled_call_p = Primitive("compiled_call", multiple_results=True)
+
+
+@compiled_call_p.def_impl
+def _call_impl(xp, *arrays, jaxpr: CallJaxpr, backend: str):
+    outs = jaxpr.executable(backend)(*[from_array(a) for a in arrays])
+    return [o._value for o in outs]
+
+
+@compiled_call_p.def_abstract
+def _call_abstract(*avals, jaxpr: CallJaxpr, backend: str):
+    if list(avals) != jaxpr.in_avals:
+        raise FnxTypeError(f"compiled_call: called with {[a.str_short() for a in avals]}, but the compiled jaxpr takes "
+                           f"{[a.str_short() for a in jaxpr.in_avals]}")
+    return list(jaxpr.out_avals)
+
+
+def _floats_only(values, rule_outs) -> list:
+    """Spread `rule_outs` (one per floating value) over `values`, with None for the others."""
+    it = iter(rule_outs)
+    return [next(it) if v.dtype.is_floating_point else None for v in values]
+
+
+@compiled_call_p.def_jvp
+def _call_jvp(primals, tangents, *, jaxpr: CallJaxpr, backend: str):
+    new = jaxpr.derive(("jvp",), lambda: jvp_jaxpr(jaxpr, jaxpr.in_avals))
+    tans = [t for t, p in zip(tangents, primals) if p.dtype.is_floating_point]
+    outs = compiled_call_p.bind(*primals, *tans, jaxpr=new, backend=backend)
+    n = len(jaxpr.out_avals)
+    return outs[:n], _floats_only(outs[:n], outs[n:])
+
+
+@compiled_call_p.def_vjp
+def _call_vjp(cts, primals, outs, *, jaxpr: CallJaxpr, backend: str):
+    from ..ops.creation import zeros_like
+
+    new = jaxpr.derive(("vjp",), lambda: vjp_jaxpr(jaxpr, jaxpr.in_avals))
+    float_cts = [c if c is not None else zeros_like(o) for c, o in zip(cts, outs) if o.dtype.is_floating_point]
+    return _floats_only(primals, compiled_call_p.bind(*primals, *float_cts, jaxpr=new, backend=backend))
+
+
+@compiled_call_p.def_batch
+def _call_batch(args, dims, *, jaxpr: CallJaxpr, backend: str):
+    from .batching import batch_size
+
+    size = batch_size(args, dims)
+    dims = tuple(dims)
+    new = jaxpr.derive(("batch", dims, size), lambda: batch_jaxpr(jaxpr, jaxpr.in_avals, dims, size))
+    outs = compiled_call_p.bind(*args, jaxpr=new, backend=backend)
+    return outs, [0] * len(outs)
+
+
+# ---------------------------------------------------------------- signatures
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_STATIC, _TREE, _KWARGS = _Marker("static"), _Marker("tree"), _Marker("kwargs")
+
+
+def _tensor_desc(x: Tensor) -> tuple:
+    """(shape, numpy dtype, device): the same for a concrete tensor and a tracer of the same type."""
+    if type(x) is Tensor:
+        v = x._value
+        return v.shape, v.dtype, x._device
+    a = x.aval
+    return a.shape, a.dtype.np, a.device
+
+
+def _static_desc(value, label: str) -> tuple:
+    if isinstance(value, Tensor):
+        raise FnxTypeError(f"compile: {label} is static, but it is a Tensor; static arguments are Python values "
+                           f"that are part of the cache key; pass tensors as regular arguments")
+    try:
+        hash(value)
+    except TypeError:
+        raise FnxTypeError(f"compile: {label} is static, so it must be hashable (it is part of the cache key), "
+                           f"got an unhashable {type(value).__name__}; pass a tuple instead of a list, or make it "
+                           f"a regular argument") from None
+    return _STATIC, type(value), value
+
+
+def _format_desc(desc) -> str:
+    if desc[0] is _STATIC:
+        return repr(desc[2])
+    if desc[0] is _TREE:
+        return f"{desc[1]} of ({', '.join(_format_desc(d) for d in desc[2])})"
+    shape, npd, dev = desc
+    return f"{from_numpy_dtype(npd).name}{list(shape)}" + ("" if dev.type == "cpu" else f"@{dev}")
+
+
+def _explain_leaf(label: str, old, new) -> list[str]:
+    """How one tensor or static value changed between two signatures."""
+    if old[0] is _STATIC or new[0] is _STATIC:
+        if old[0] is _STATIC and new[0] is _STATIC:
+            return [f"{label}: value {old[2]!r} -> {new[2]!r}"]
+        return [f"{label}: {_format_desc(old)} -> {_format_desc(new)}"]
+    out = []
+    if old[0] != new[0]:
+        out.append(f"{label}: shape {tuple(old[0])} -> {tuple(new[0])}")
+    if old[1] != new[1]:
+        out.append(f"{label}: dtype {from_numpy_dtype(old[1]).name} -> {from_numpy_dtype(new[1]).name}")
+    if old[2] is not new[2]:
+        out.append(f"{label}: device {old[2]} -> {new[2]}")
+    return out
+
+
+def _explain_arg(label: str, old, new) -> list[str]:
+    if old == new:
+        return []
+    if old[0] is _TREE and new[0] is _TREE:
+        if old[1] != new[1]:
+            return [f"{label}: structure {old[1]} -> {new[1]}"]
+        return [r for k, (a, b) in enumerate(zip(old[2], new[2])) for r in _explain_leaf(f"{label} leaf {k}", a, b)]
+    if (old[0] is _TREE) != (new[0] is _TREE):
+        return [f"{label}: {_format_desc(old)} -> {_format_desc(new)}"]
+    return _explain_leaf(label, old, new)
+
+
+def _split_key(key: tuple) -> tuple[list, dict]:
+    """Positional descriptors and {keyword: descriptor} of a signature key."""
+    if _KWARGS not in key:
+        return list(key), {}
+    cut = key.index(_KWARGS)
+    rest = key[cut + 1:]
+    return list(key[:cut]), dict(zip(rest[0::2], rest[1::2]))
+
+
+# ---------------------------------------------------------------- compiled functions
+class _Entry:
+    """One signature's compiled function: the optimised jaxpr, its executable and how to rebuild outputs."""
+
+    __slots__ = ("closed", "backend", "lifted", "out_tree", "single", "exe", "cacheable")
+
+    def __init__(self, closed: CallJaxpr, backend: str, lifted: list, out_tree, cacheable: bool):
+        self.closed, self.backend, self.lifted, self.out_tree = closed, backend, tuple(lifted), out_tree
+        self.single = out_tree.kind is None  # the function returns one tensor
+        self.exe = None
+        self.cacheable = cacheable
+
+    def executable(self):
+        if self.exe is None:
+            self.exe = self.closed.executable(self.backend)
+        return self.exe
+
+
+class Lowered:
+    """A compiled function for one signature, for inspection: the optimised IR and the generated kernels."""
+
+    def __init__(self, entry: _Entry):
+        self._entry = entry
+
+    @property
+    def jaxpr(self) -> ClosedJaxpr:
+        """The optimised IR (captured constants that require grad are leading inputs)."""
+        return self._entry.closed
+
+    @property
+    def backend(self) -> str:
+        return self._entry.backend
+
+    def as_text(self) -> str:
+        return str(self._entry.closed)
+
+    def compile(self):
+        """The Executable: call it on concrete tensors (the jaxpr's inputs, in order) for a list of outputs."""
+        return self._entry.executable()
+
+    def kernels(self) -> list:
+        return self.compile().kernels()
+
+    def source(self) -> str:
+        return self.compile().source()
+
+    def __repr__(self) -> str:
+        return f"Lowered(backend={self.backend!r}, {len(self._entry.closed.eqns)} equations)"
+
+
+def _index_set(nums, what: str) -> tuple:
+    nums = (nums,) if isinstance(nums, int) else tuple(nums)
+    for n in nums:
+        if type(n) is not int:
+            raise FnxTypeError(f"compile: {what} must be ints, got {n!r}")
+    return nums
+
+
+class Compiled:
+    """A function compiled per input signature; call it like the original. See the module docstring."""
+
+    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(), backend=None):
+        if not callable(fun):
+            raise FnxTypeError(f"compile: expected a function to compile, got a {type(fun).__name__}")
+        self._fun = fun
+        self.__wrapped__ = fun
+        self.__name__ = getattr(fun, "__name__", type(fun).__name__)
+        self.__qualname__ = getattr(fun, "__qualname__", self.__name__)
+        self.__doc__ = getattr(fun, "__doc__", None)
+        self._backend = None if backend is None else check_backend(backend)
+        nums = _index_set(static_argnums, "static_argnums")
+        names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+        self.donate_argnums = _index_set(donate_argnums, "donate_argnums")
+        self._params = _positional_names(fun)
+        nums += tuple(self._params.index(n) for n in names if n in self._params)
+        names += tuple(self._params[i] for i in nums if 0 <= i < len(self._params))
+        self._static_nums = frozenset(nums)
+        self._negative_static = any(n < 0 for n in nums)
+        self._static_names = frozenset(names)
+        if set(self.donate_argnums) & self._static_nums:
+            raise FnxTypeError("compile: an argument cannot be both static and donated")
+        self._cache: dict[tuple, _Entry] = {}
+        self._last: tuple | None = None   # (key, entry) of the latest traced or called signature
+
+    def __repr__(self) -> str:
+        return f"<fnx.compile of {self.__qualname__}>"
+
+    def __get__(self, obj, objtype=None):
+        """As a method decorator: bind the instance (a Module instance is then the first pytree argument)."""
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    # ------------------------------------------------------------------ calling
+    def __call__(self, *args, **kwargs):
+        key, leaves = None, args
+        if not kwargs and not self._static_nums:  # the common case, inline: positional tensors only
+            key = []
+            for a in args:
+                if type(a) is not Tensor:
+                    key = None
+                    break
+                v = a._value
+                key.append((v.shape, v.dtype, a._device))
+        if key is None:
+            key, leaves = self._signature(args, kwargs)
+        else:
+            key = tuple(key)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._trace(key, args, kwargs, leaves)
+        elif _log.isEnabledFor(_DEBUG):
+            _log.debug("cache hit for %s %s", self.__name__, self._describe(key))
+        self._last = (key, entry)
+        lifted = entry.lifted
+        if lifted:
+            leaves = [*lifted, *leaves]
+        if not core.transforms_active:
+            if not (core.grad_enabled and _requires_grad(leaves)):
+                outs = (entry.exe or entry.executable())(*leaves)
+                return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+        if not leaves:  # nothing to differentiate, batch or stage: the outputs are constants
+            outs = run_eagerly(entry.executable())
+        else:
+            outs = compiled_call_p.bind(*leaves, jaxpr=entry.closed, backend=entry.backend)
+        return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+
+    def _signature(self, args: tuple, kwargs: dict) -> tuple[tuple, list]:
+        """The cache key (one descriptor per argument) and the tensor leaves, in the jaxpr's input order."""
+        static = self._static_nums
+        if self._negative_static:
+            static = frozenset(i % len(args) for i in static if -len(args) <= i < len(args))
+        parts, leaves = [], []
+        for i, a in enumerate(args):
+            if type(a) is Tensor and i not in static:
+                v = a._value
+                parts.append((v.shape, v.dtype, a._device))
+                leaves.append(a)
+            else:
+                parts.append(self._describe_arg(a, i in static, self._label(i), leaves))
+        if kwargs:
+            parts.append(_KWARGS)
+            for name in sorted(kwargs):
+                parts.append(name)
+                parts.append(self._describe_arg(kwargs[name], name in self._static_names,
+                                                f"keyword argument {name!r}", leaves))
+        return tuple(parts), leaves
+
+    def _describe_arg(self, a, static: bool, label: str, leaves: list) -> tuple:
+        if static:
+            return _static_desc(a, label)
+        if isinstance(a, Tensor):
+            leaves.append(a)
+            return _tensor_desc(a)
+        flat, treedef = tree_flatten(a)
+        descs = []
+        for x in flat:
+            if isinstance(x, Tensor):
+                leaves.append(x)
+                descs.append(_tensor_desc(x))
+            else:
+                try:
+                    descs.append(_static_desc(x, label))
+                except FnxTypeError:
+                    raise FnxTypeError(f"compile: {label} holds a {type(x).__name__}, which is neither a Tensor nor "
+                                       f"a hashable Python value; convert arrays with fnx.tensor(...), or mark the "
+                                       f"argument static") from None
+        return _TREE, treedef, tuple(descs)
+
+    def _label(self, i: int) -> str:
+        return f"argument {i} ({self._params[i]})" if i < len(self._params) else f"argument {i}"
+
+    def _describe(self, key: tuple) -> str:
+        pos, kw = _split_key(key)
+        parts = [f"{self._params[i]}: " if i < len(self._params) else "" for i in range(len(pos))]
+        shown = [p + _format_desc(d) for p, d in zip(parts, pos)]
+        shown += [f"{k}={_format_desc(d)}" for k, d in kw.items()]
+        return f"({', '.join(shown)})"
+
+    def _explain(self, old: tuple, new: tuple) -> str:
+        """Which arguments changed, and how, between two signatures."""
+        (op, ok), (np_, nk) = _split_key(old), _split_key(new)
+        reasons = []
+        if len(op) != len(np_):
+            reasons.append(f"number of positional arguments {len(op)} -> {len(np_)}")
+        if sorted(ok) != sorted(nk):
+            reasons.append(f"keyword arguments {sorted(ok)} -> {sorted(nk)}")
+        for i, (a, b) in enumerate(zip(op, np_)):
+            reasons += _explain_arg(self._label(i), a, b)
+        for k in sorted(set(ok) & set(nk)):
+            reasons += _explain_arg(f"keyword argument {k!r}", ok[k], nk[k])
+        return "; ".join(reasons) or "the previous trace was not cached (it captured values of an enclosing transform)"
+
+    # ------------------------------------------------------------------ tracing
+    def _trace(self, key: tuple, args: tuple, kwargs: dict, leaves: list) -> _Entry:
+        if _log.isEnabledFor(logging.INFO):
+            if self._last is None:
+                _log.info("tracing %s for %s", self.__name__, self._describe(key))
+            else:
+                _log.info("recompiling %s for %s: %s", self.__name__, self._describe(key),
+                          self._explain(self._last[0], key))
+        start = time.perf_counter()
+        out_trees = []
+
+        def flat_fun(*flat):
+            a, kw = self._substitute(args, kwargs, iter(flat))
+            out_leaves, out_tree = tree_flatten(self._fun(*a, **kw))
+            for o in out_leaves:
+                if not isinstance(o, Tensor):
+                    raise FnxTypeError(f"compile: {self.__qualname__} must return pytrees of Tensors, got a "
+                                       f"{type(o).__name__}; wrap numbers with fnx.tensor(...)")
+            out_trees.append(out_tree)
+            return out_leaves
+
+        from .tracing import trace_to_jaxpr
+
+        closed, lifted = _lift_consts(trace_to_jaxpr(flat_fun, [x.aval for x in leaves]))
+        backend = self._backend or default_backend([v.aval.device for v in closed.jaxpr.invars])
+        cacheable = not any(isinstance(c, Tracer) for c in lifted)
+        entry = _Entry(CallJaxpr(optimize(closed)), backend, lifted, out_trees[0], cacheable)
+        if cacheable:
+            self._cache[key] = entry
+        if _log.isEnabledFor(logging.INFO):
+            note = "" if cacheable else "; not cached: it captures values of an enclosing transform"
+            _log.info("traced %s: %d equations after optimisation, backend %r, %.1f ms%s", self.__name__,
+                      len(entry.closed.eqns), backend, 1e3 * (time.perf_counter() - start), note)
+        return entry
+
+    def _substitute(self, args: tuple, kwargs: dict, flat) -> tuple[list, dict]:
+        """`args` and `kwargs` with their tensor leaves replaced, in signature order, by those of `flat`."""
+        static = {i % len(args) for i in self._static_nums if -len(args) <= i < len(args)}
+
+        def swap(a, is_static: bool):
+            if is_static:
+                return a
+            if isinstance(a, Tensor):
+                return next(flat)
+            leaves, treedef = tree_flatten(a)
+            return tree_unflatten(treedef, [next(flat) if isinstance(x, Tensor) else x for x in leaves])
+
+        new_args = [swap(a, i in static) for i, a in enumerate(args)]
+        new_kwargs = {k: swap(kwargs[k], k in self._static_names) for k in sorted(kwargs)}
+        return new_args, new_kwargs
+
+    # ------------------------------------------------------------------ inspection
+    def lower(self, *args, **kwargs) -> Lowered:
+        """The compiled function for these arguments' signature (traced now unless cached), for inspection."""
+        key, leaves = self._signature(args, kwargs)
+        entry = self._cache.get(key) or self._trace(key, args, kwargs, leaves)
+        self._last = (key, entry)
+        return Lowered(entry)
+
+    def _latest(self) -> _Entry:
+        if self._last is None:
+            raise FnxRuntimeError(f"compile: {self.__qualname__} has not been called yet; call it, or inspect a "
+                                  f"signature with .lower(*args)")
+        return self._last[1]
+
+    def kernels(self) -> list:
+        """The generated kernels of the most recently used signature."""
+        return self._latest().executable().kernels()
+
+    def source(self) -> str:
+        """The generated kernel source of the most recently used signature."""
+        return self._latest().executable().source()
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+        self._last = None
+
+
+def _requires_grad(tensors) -> bool:
+    for t in tensors:
+        if t._requires_grad:
+            return True
+    return False
+
+
+def _positional_names(fun) -> list[str]:
+    """Names of `fun`'s positional parameters (for messages and static_argnames), [] when unknown."""
+    try:
+        sig = inspect.signature(fun)
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in sig.parameters.values() if p.kind in kinds]
+
+
+def _lift_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
+    """Turn captured tensors that require grad, and tracers of enclosing transforms, into leading inputs.
+
+    Both must be inputs of the compiled call (not constants inside it), so that the enclosing autograd or
+    transform sees them.
+    """
+    j = closed.jaxpr
+    lift = [isinstance(c, Tracer) or c.requires_grad for c in closed.consts]
+    if not any(lift):
+        return closed, []
+    kept = [(v, c) for v, c, up in zip(j.constvars, closed.consts, lift) if not up]
+    lifted = [(v, c) for v, c, up in zip(j.constvars, closed.consts, lift) if up]
+    jaxpr = Jaxpr([v for v, _ in kept], [v for v, _ in lifted] + list(j.invars), j.eqns, j.outvars)
+    return ClosedJaxpr(jaxpr, [c for _, c in kept]), [c for _, c in lifted]
+
+
+def compile(fun=None, static_argnums=(), static_argnames=(), donate_argnums=(), backend: str | None = None):
+    """Compile `fun`: trace it once per input signature into the IR, optimise, generate kernels, run them.
+
+    `static_argnums` / `static_argnames`: arguments passed to `fun` as Python values (part of the cache
+    key, so they must be hashable); `donate_argnums`: accepted, see the module docstring; `backend`:
+    "interpret", "c" or "cuda" (default: "cuda" for CUDA inputs, else "c"; `FNX_BACKEND` overrides).
+    Usable as a decorator, with or without arguments.
+    """
+    if fun is None:
+        return lambda f: Compiled(f, static_argnums, static_argnames, donate_argnums, backend)
+    return Compiled(fun, static_argnums, static_argnames, donate_argnums, backend)
+
+
+jit = compile

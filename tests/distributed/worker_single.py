@@ -1,0 +1,41 @@
+"""Run by tests/test_distributed.py as plain `python worker_single.py [--no-mpi]`: a world of one process.
+
+Without a launcher, init_process_group gives a world of size 1 in which every collective works (an
+identity); with --no-mpi, mpi4py cannot be imported and the world of one needs no MPI at all.
+"""
+import sys
+
+if "--no-mpi" in sys.argv:
+    sys.modules["mpi4py"] = None  # `import mpi4py` now raises ImportError
+
+import numpy as np
+
+import fnx
+import fnx.distributed as dist
+import fnx.nn as nn
+import fnx.nn.functional as F
+from fnx.nn.parallel import DistributedDataParallel as DDP
+
+assert not dist.is_initialized()
+dist.init_process_group()
+assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1 and dist.get_backend() == "mpi"
+assert ("mpi4py.MPI" in sys.modules) != ("--no-mpi" in sys.argv)
+t = fnx.arange(6.0).reshape(2, 3)
+dist.all_reduce(t, op=dist.ReduceOp.AVG)
+dist.broadcast(t, src=0)
+outs = [fnx.zeros(2, 3)]
+dist.all_gather(outs, t)
+whole = fnx.zeros(2, 3)
+dist.reduce_scatter_tensor(whole, t, async_op=True).wait()
+dist.barrier()
+for got in (t, outs[0], whole, dist.functional.all_reduce(t, "sum"), dist.functional.all_gather(t, dim=1)[:, :3]):
+    assert np.array_equal(got.numpy(), np.arange(6.0).reshape(2, 3)), got
+model = DDP(nn.Linear(3, 2).double())
+x = fnx.randn(4, 3, dtype=fnx.float64)
+F.mse_loss(model(x), fnx.zeros(4, 2, dtype=fnx.float64)).backward()
+assert model.module.weight.grad is not None and model.module.weight.grad.shape == (2, 3)
+sampler = fnx.data.DistributedSampler(range(5), shuffle=False)
+assert list(sampler) == [0, 1, 2, 3, 4]
+dist.destroy_process_group()
+assert not dist.is_initialized()
+print("OK single", flush=True)

@@ -1,0 +1,462 @@
+"""fnx.compile: compile vs eager over the op table, the signature cache and its log, compile as a primitive under
+every transform, eager backward through compiled code, control flow, pytrees, modules and inspection."""
+from __future__ import annotations
+
+import logging
+import sys
+import types
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import fnx
+import fnx.nn.functional as F
+from fnx.ir import ClosedJaxpr, verify_jaxpr
+from fnx.lowering import default_backend, lower
+from fnx.lowering.interpret import Interpreted
+from fnx.transforms import compile as compile_module
+from fnx.transforms.compile import compile, jit
+
+
+@pytest.fixture(autouse=True)
+def _quiet_fallback():
+    """The default backend may fall back to the interpreter with a warning; that is tested separately."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def x64(*values):
+    return fnx.tensor(np.asarray(values, dtype=np.float64))
+
+
+def counting(fn):
+    """`fn` plus a list that grows by one each time it runs (i.e. each trace, under compile)."""
+    calls = []
+
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        return fn(*args, **kwargs)
+
+    return wrapped, calls
+
+
+def assert_close(got, expected, exact: bool = True, rtol: float = 1e-5, atol: float = 1e-6):
+    g, e = fnx.tree.tree_leaves(got), fnx.tree.tree_leaves(expected)
+    assert len(g) == len(e)
+    for a, b in zip(g, e):
+        assert tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype
+        if exact or not b.dtype.is_floating_point:
+            np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+        else:
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=atol)
+
+
+# ---------------------------------------------------------------- the op table
+from op_db import all_ops  # noqa: E402
+
+_DYNAMIC_SHAPE = {"nonzero", "nonzero_tuple", "masked_select", "getitem_mask", "getitem_mask_inner",
+                  "repeat_interleave_tensor"}
+_IN_PLACE = {"setitem_basic", "setitem_advanced", "setitem_mask"}
+_COMPILABLE = [op for op in all_ops() if op.name not in _DYNAMIC_SHAPE | _IN_PLACE]
+# the default backend generates code per op: a cross-section of the families keeps this file fast
+_DEFAULT_SUBSET = {"neg", "exp", "log1p", "tanh", "sigmoid", "gelu", "erf", "add", "mul", "div", "pow", "maximum",
+                   "where", "eq", "clamp", "sum", "mean", "var", "amax", "argmax", "logsumexp", "cumsum", "matmul",
+                   "reshape", "permute", "cat", "gather", "sort", "pad", "getitem_basic"}
+
+
+def _compile_sample(info, data, backend, exact):
+    sample = data.draw(info.samples)
+    positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
+    if not positions:
+        return
+
+    def op(*arrays):
+        args = list(sample.args)
+        for i, a in zip(positions, arrays):
+            args[i] = a
+        return info.op(*args, **sample.kwargs)
+
+    tensors = [fnx.tensor(sample.args[i]) for i in positions]
+    assert_close(compile(op, backend=backend)(*tensors), op(*tensors), exact=exact, rtol=max(info.rtol, 1e-4),
+                 atol=max(info.atol, 1e-5))
+
+
+@pytest.mark.parametrize("info", _COMPILABLE, ids=repr)
+@settings(max_examples=2)
+@given(data=st.data())
+def test_op_table_interpreted_matches_eager_exactly(info, data):
+    _compile_sample(info, data, "interpret", exact=True)
+
+
+@pytest.mark.parametrize("info", [op for op in _COMPILABLE if op.name in _DEFAULT_SUBSET], ids=repr)
+@settings(max_examples=2)
+@given(data=st.data())
+def test_op_table_default_backend_matches_eager(info, data):
+    _compile_sample(info, data, None, exact=False)
+
+
+def _mlp_loss(w1, b1, w2, x, y):
+    h = F.gelu(F.layer_norm(x @ w1 + b1, (4,)))
+    return F.cross_entropy(F.log_softmax(h @ w2, -1), y) + fnx.logsumexp(h, -1).mean() + F.softmax(h, 0).sum()
+
+
+@pytest.mark.parametrize("backend", ["interpret", None])
+def test_nn_composites_forward_and_backward(backend):
+    rng = np.random.default_rng(0)
+    args = [fnx.tensor(rng.standard_normal(s).astype(np.float32)) for s in [(3, 4), (4,), (4, 3), (5, 3)]]
+    args.append(fnx.tensor([0, 2, 1, 1, 0]))
+    exact = backend == "interpret"
+    assert_close(compile(_mlp_loss, backend=backend)(*args), _mlp_loss(*args), exact=exact)
+    grads = fnx.grad(_mlp_loss, argnums=(0, 1, 2))
+    assert_close(compile(grads, backend=backend)(*args), grads(*args), exact=exact, rtol=1e-4)
+
+
+# ---------------------------------------------------------------- the signature cache
+def test_same_signature_does_not_retrace():
+    f, calls = counting(lambda x, y: fnx.sin(x) * y)
+    cf = compile(f, backend="interpret")
+    for _ in range(3):
+        cf(fnx.ones(3), fnx.ones(3))
+    assert len(calls) == 1
+    cf(fnx.ones(4), fnx.ones(4))
+    cf(fnx.ones(4), fnx.ones(4))
+    assert len(calls) == 2
+    cf(fnx.ones(3), fnx.ones(3))
+    cf(fnx.ones(3, dtype=fnx.float64), fnx.ones(3, dtype=fnx.float64))
+    assert len(calls) == 3
+    assert_close(cf(x64(1, 2), x64(3, 4)), fnx.sin(x64(1, 2)) * x64(3, 4))
+
+
+def test_static_arguments_are_part_of_the_key():
+    def f(x, n, scale=1.0):
+        for _ in range(n):
+            x = x * scale
+        return x
+
+    f, calls = counting(f)
+    cf = compile(f, static_argnums=1, static_argnames="scale", backend="interpret")
+    assert_close(cf(fnx.ones(2), 3, scale=0.5), fnx.ones(2) * 0.125)
+    cf(fnx.ones(2), 3, scale=0.5)
+    assert len(calls) == 1
+    cf(fnx.ones(2), 2, scale=0.5)
+    cf(fnx.ones(2), 2, scale=2.0)
+    assert len(calls) == 3
+    assert len(cf.lower(fnx.ones(2), 2, scale=2.0).jaxpr.in_avals) == 1
+    by_name = compile(f, static_argnames="n", backend="interpret")   # the name also covers the position
+    assert_close(by_name(fnx.ones(2), 2, 3.0), fnx.ones(2) * 9.0)
+
+
+def test_static_arguments_must_be_hashable_values():
+    cf = compile(lambda x, shape: x.reshape(shape), static_argnums=1, backend="interpret")
+    assert cf(fnx.ones(4), (2, 2)).shape == (2, 2)
+    with pytest.raises(TypeError, match="argument 1 .*static.*hashable.*list"):
+        cf(fnx.ones(4), [2, 2])
+    with pytest.raises(TypeError, match="static.*Tensor"):
+        cf(fnx.ones(4), fnx.ones(2))
+
+
+def test_python_values_in_arguments_are_specialised():
+    f, calls = counting(lambda x, s: x * s)
+    cf = compile(f, backend="interpret")
+    assert_close(cf(fnx.ones(2), 2.0), fnx.ones(2) * 2.0)
+    cf(fnx.ones(2), 2.0)
+    cf(fnx.ones(2), 3.0)
+    assert len(calls) == 2
+    with pytest.raises(TypeError, match="fnx.tensor"):
+        cf(fnx.ones(2), np.ones(2))
+
+
+def test_keyword_arguments_and_their_names():
+    f, calls = counting(lambda x, y=None, z=None: x * 2.0 if y is None else x + y)
+    cf = compile(f, backend="interpret")
+    assert_close(cf(fnx.ones(2), y=fnx.ones(2)), fnx.ones(2) * 2.0)
+    cf(fnx.ones(2), y=fnx.ones(2))
+    assert len(calls) == 1
+    assert_close(cf(fnx.ones(2), z=fnx.ones(2)), fnx.ones(2) * 2.0)
+    assert len(calls) == 2
+
+
+def test_pytree_arguments_and_outputs():
+    f, calls = counting(lambda p, xs: {"out": p["w"] * xs[0] + xs[1], "n": (xs[0].sum(),)})
+    cf = compile(f, backend="interpret")
+    p, xs = {"w": fnx.tensor([1.0, 2.0])}, [fnx.ones(2), fnx.zeros(2)]
+    assert_close(cf(p, xs), f(p, xs))
+    cf({"w": fnx.tensor([3.0, 4.0])}, [fnx.ones(2), fnx.ones(2)])
+    assert len(calls) == 2   # one trace and the eager reference
+    cf(p, (fnx.ones(2), fnx.zeros(2)))   # a tuple instead of a list: another structure
+    assert len(calls) == 3
+
+
+def test_modules_are_pytree_arguments():
+    fnx.manual_seed(0)
+    model = fnx.nn.Linear(3, 2)
+    x = fnx.ones(4, 3)
+
+    def loss(m, x):
+        return (m(x) ** 2).mean()
+
+    f, calls = counting(loss)
+    cf = compile(f, backend="interpret")
+    assert_close(cf(model, x), loss(model, x))
+    cf(fnx.nn.Linear(3, 2), x)
+    g = fnx.grad(cf)(model, x)
+    assert len(calls) == 1   # another Linear of the same shapes, and tracers of the same types, hit the cache
+    expected = fnx.grad(loss)(model, x)
+    assert_close(g.weight, expected.weight, exact=False)
+    assert_close(g.bias, expected.bias, exact=False)
+
+
+def test_non_tensor_outputs_are_rejected():
+    with pytest.raises(TypeError, match="pytrees of Tensors"):
+        compile(lambda x: (x, 3), backend="interpret")(fnx.ones(2))
+
+
+def test_function_without_inputs():
+    cf = compile(lambda: fnx.ones(3) * 2.0, backend="interpret")
+    assert_close(cf(), fnx.ones(3) * 2.0)
+    assert_close(fnx.make_jaxpr(lambda x: x + cf())(fnx.ones(3))(fnx.ones(3)), [fnx.ones(3) * 3.0])
+
+
+# ---------------------------------------------------------------- FNX_LOG=compile
+def test_log_traces_hits_and_recompilation_reasons(caplog):
+    caplog.set_level(logging.DEBUG, logger="fnx.compile")
+
+    def scaled(x, n):
+        return x * n
+
+    cf = compile(scaled, static_argnums=1, backend="interpret")
+    cf(fnx.ones(3), 2)
+    cf(fnx.ones(3), 2)
+    cf(fnx.ones(4), 2)
+    cf(fnx.ones(4, dtype=fnx.float64), 2)
+    cf(fnx.ones(4, dtype=fnx.float64), 5)
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "fnx.compile")
+    assert "tracing scaled for (x: float32[3], n: 2)" in text
+    assert "cache hit for scaled (x: float32[3], n: 2)" in text
+    assert "argument 0 (x): shape (3,) -> (4,)" in text
+    assert "argument 0 (x): dtype float32 -> float64" in text
+    assert "argument 1 (n): value 2 -> 5" in text
+    assert text.count("recompiling") == 3
+
+
+def test_log_structure_changes(caplog):
+    caplog.set_level(logging.INFO, logger="fnx.compile")
+    cf = compile(lambda xs: xs[0], backend="interpret")
+    cf([fnx.ones(2)])
+    cf((fnx.ones(2),))
+    assert any("argument 0 (xs): structure" in r.getMessage() for r in caplog.records)
+
+
+def test_fnx_log_environment_variable_turns_the_log_on(monkeypatch):
+    log = logging.getLogger("fnx.compile")
+    level, handlers = log.level, list(log.handlers)
+    monkeypatch.setenv("FNX_LOG", "ops,compile")
+    try:
+        compile_module._configure_logging()
+        assert log.isEnabledFor(logging.DEBUG)
+    finally:
+        log.setLevel(level)
+        log.handlers[:] = handlers
+
+
+# ---------------------------------------------------------------- compile as a primitive, under transforms
+def _f(x, y):
+    return (fnx.tanh(x * 2.0 + y) * x).sum()
+
+
+X, Y = x64(0.5, -1.0, 2.0), x64(0.1, 0.2, -0.3)
+
+
+def test_grad_of_compiled_runs_a_compiled_vjp():
+    cf = compile(_f, backend="interpret")
+    assert_close(fnx.grad(cf, argnums=(0, 1))(X, Y), fnx.grad(_f, argnums=(0, 1))(X, Y), exact=False, rtol=1e-12)
+    staged = fnx.make_jaxpr(fnx.grad(cf))(X, Y)
+    assert [e.prim.name for e in staged.eqns].count("compiled_call") == 2   # forward and backward
+    assert ("vjp",) in cf.lower(X, Y).jaxpr.derived
+
+
+def test_compile_of_grad_and_of_vmap_of_grad():
+    g = fnx.grad(_f)
+    assert_close(compile(g, backend="interpret")(X, Y), g(X, Y), exact=False, rtol=1e-12)
+    vg = fnx.vmap(g)
+    xs, ys = X.reshape(3, 1) * X, Y.reshape(3, 1) + Y
+    assert_close(compile(vg, backend="interpret")(xs, ys), vg(xs, ys), exact=False, rtol=1e-12)
+
+
+def test_vmap_jvp_and_higher_derivatives_of_compiled():
+    cf = compile(_f, backend="interpret")
+    xs = X.reshape(3, 1) * X
+    assert_close(fnx.vmap(cf)(xs, xs), fnx.vmap(_f)(xs, xs), exact=False, rtol=1e-12)
+    assert_close(fnx.vmap(cf, in_axes=(0, None))(xs, Y), fnx.vmap(_f, in_axes=(0, None))(xs, Y), exact=False,
+                 rtol=1e-12)
+    assert_close(fnx.jvp(cf, (X, Y), (Y, X)), fnx.jvp(_f, (X, Y), (Y, X)), exact=False, rtol=1e-12)
+    assert_close(fnx.hessian(cf)(X, Y), fnx.hessian(_f)(X, Y), exact=False, rtol=1e-10)
+    assert_close(fnx.jacrev(fnx.grad(cf))(X, Y), fnx.jacrev(fnx.grad(_f))(X, Y), exact=False, rtol=1e-10)
+
+
+def test_compiled_inside_compiled_and_make_jaxpr():
+    cf = compile(_f, backend="interpret")
+    staged = fnx.make_jaxpr(lambda x: cf(x, Y) * 2.0)(X)
+    assert [e.prim.name for e in staged.eqns] == ["compiled_call", "mul"]
+    verify_jaxpr(staged)
+    outer = compile(lambda x: cf(x, Y) * 2.0, backend="interpret")
+    assert "compiled_call" not in outer.lower(X).as_text()   # inlined by the optimiser
+    assert_close(outer(X), _f(X, Y) * 2.0)
+
+
+def test_capturing_a_value_of_an_enclosing_transform():
+    def per_example(a):
+        return compile(lambda y: y * a.sum(), backend="interpret")(fnx.ones(2))
+
+    xs = X.reshape(3, 1) * X
+    expected = fnx.vmap(lambda a: fnx.ones(2) * a.sum())(xs)
+    assert_close(fnx.vmap(per_example)(xs), expected, exact=False)
+
+    def loss(a):
+        return compile(lambda y: (y * a.exp()).sum(), backend="interpret")(fnx.ones(3, dtype=fnx.float64))
+
+    assert_close(fnx.grad(loss)(X), X.exp(), exact=False, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- eager autograd through a compiled function
+def test_eager_backward_through_compiled_function():
+    cf = compile(lambda x, y, i: (fnx.tanh(x * 2.0 + y) * x).sum() + x[i].sum(), backend="interpret")
+    x, y = x64(0.5, -1.0, 2.0).requires_grad_(), x64(0.1, 0.2, -0.3)
+    i = fnx.tensor([0, 0, 2])
+    out = cf(x, y, i)
+    assert out.grad_fn is not None and "compiled_call" in out.grad_fn.name
+    out.backward()
+    x2 = x64(0.5, -1.0, 2.0).requires_grad_()
+    ((fnx.tanh(x2 * 2.0 + y) * x2).sum() + x2[i].sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-12)
+    with fnx.no_grad():
+        assert cf(x, y, i).grad_fn is None
+
+
+def test_eager_backward_with_several_outputs_and_captured_parameters():
+    fnx.manual_seed(0)
+    model = fnx.nn.Linear(3, 2)
+    cf = compile(lambda x: (model(x).sum(), model(x).exp()), backend="interpret")
+    x = fnx.ones(4, 3)
+    s, e = cf(x)
+    (s + e.sum()).backward()
+    w_grad, b_grad = model.weight.grad.numpy().copy(), model.bias.grad.numpy().copy()
+    model.zero_grad()
+    (model(x).sum() + model(x).exp().sum()).backward()
+    np.testing.assert_allclose(w_grad, model.weight.grad.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(b_grad, model.bias.grad.numpy(), rtol=1e-5)
+
+
+# ---------------------------------------------------------------- control flow
+def test_python_control_flow_on_traced_values_raises_clearly():
+    cf = compile(lambda x: x if x.sum() > 0 else -x, backend="interpret")
+    with pytest.raises(TypeError, match="fnx.where.*fnx.cond.*static_argnums"):
+        cf(fnx.ones(2))
+
+
+def test_structured_control_flow_compiles():
+    def f(x):
+        c = fnx.cond(x.sum() > 0, lambda a: a * 2.0, lambda a: a - 1.0, x)
+        s, ys = fnx.scan(lambda carry, xi: (carry + xi, carry * xi), fnx.zeros((), dtype=fnx.float64), c)
+        w = fnx.while_loop(lambda v: v.sum() < 20.0, lambda v: v * 2.0, x.abs() + 0.1)
+        return fnx.fori_loop(0, 3, lambda i, v: v * 0.5, s) + ys.sum() + w.sum()
+
+    cf = compile(f, backend="interpret")
+    for x in (X, -X):
+        assert_close(cf(x), f(x), exact=False, rtol=1e-12)
+    names = [e.prim.name for e in cf.lower(X).jaxpr.eqns]
+    assert {"cond", "scan", "while_loop"} <= set(names)
+    g = lambda x: fnx.fori_loop(0, 3, lambda i, v: fnx.sin(v) * x, x).sum()  # noqa: E731
+    assert_close(fnx.grad(compile(g, backend="interpret"))(X), fnx.grad(g)(X), exact=False, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- inspection, backends, API
+def test_lowered_inspection():
+    cf = compile(lambda x: (x * 1.0).exp() + 0.5, backend="interpret")
+    with pytest.raises(RuntimeError, match="not been called"):
+        cf.kernels()
+    lowered = cf.lower(fnx.ones(3))
+    assert isinstance(lowered.jaxpr, ClosedJaxpr)
+    verify_jaxpr(lowered.jaxpr)
+    assert lowered.as_text() == str(lowered.jaxpr) and "mul" not in lowered.as_text()
+    assert lowered.kernels() == [] and lowered.source() == ""
+    exe = lowered.compile()
+    assert_close(exe(fnx.zeros(3))[0], fnx.ones(3) * 1.5)
+    assert cf.kernels() == [] and cf.source() == ""
+
+
+def test_default_backend_kernels_and_source_are_inspectable():
+    cf = compile(lambda x: fnx.tanh(x) * 2.0)
+    cf(fnx.ones(8))
+    kernels = cf.kernels()
+    assert isinstance(kernels, list)
+    assert cf.source() == "".join(k.source for k in kernels) or all(k.name in cf.source() for k in kernels)
+
+
+def test_backend_choice(monkeypatch):
+    cpu = fnx.device("cpu")
+    monkeypatch.delenv("FNX_BACKEND", raising=False)
+    assert default_backend([cpu]) == "c"
+    monkeypatch.setenv("FNX_BACKEND", "interpret")
+    assert default_backend([cpu]) == "interpret"
+    with pytest.raises(ValueError, match="unknown backend"):
+        compile(lambda x: x, backend="llvm")
+
+
+def test_lower_falls_back_to_the_interpreter_with_one_warning(monkeypatch):
+    plan = types.ModuleType("fnx.lowering.plan")
+
+    def build_executable(closed, *, backend):
+        raise NotImplementedError("no kernel for primitive 'exp' (a test double)")
+
+    plan.build_executable = build_executable
+    monkeypatch.setitem(sys.modules, "fnx.lowering.plan", plan)
+    closed = fnx.make_jaxpr(fnx.exp)(fnx.ones(2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exes = [lower(closed, backend="c") for _ in range(3)]
+    assert all(isinstance(e, Interpreted) for e in exes)
+    assert len([w for w in caught if "test double" in str(w.message)]) == 1
+    assert_close(compile(fnx.exp, backend="c")(fnx.zeros(2)), fnx.ones(2))
+
+
+def test_runtime_errors_are_fnx_errors():
+    cf = compile(lambda x, i: x[i], backend="interpret")
+    with pytest.raises(RuntimeError, match="index failed on inputs .*out of bounds"):
+        cf(fnx.ones(3), fnx.tensor([5]))
+
+
+def test_jit_decorator_forms_and_methods():
+    @jit
+    def f(x):
+        return x + 1.0
+
+    @jit(static_argnums=1)
+    def g(x, n):
+        return x * n
+
+    class Scaler(fnx.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.s = fnx.nn.Parameter(fnx.tensor([2.0]))
+
+        @jit(backend="interpret")
+        def forward(self, x):
+            return x * self.s
+
+    assert f.__name__ == "f" and repr(f).startswith("<fnx.compile of")
+    assert_close(f(fnx.zeros(2)), fnx.ones(2))
+    assert_close(g(fnx.ones(2), 3), fnx.ones(2) * 3.0)
+    assert_close(Scaler()(fnx.ones(2)), fnx.ones(2) * 2.0, exact=False)
+
+
+def test_donated_arguments_stay_valid():
+    cf = compile(lambda x, y: x * y, donate_argnums=0, backend="interpret")
+    x = fnx.ones(3)
+    assert_close(cf(x, fnx.ones(3) * 2.0), fnx.ones(3) * 2.0)
+    assert_close(x, fnx.ones(3))
+    with pytest.raises(TypeError, match="both static and donated"):
+        compile(lambda x: x, static_argnums=0, donate_argnums=0)
