@@ -5,9 +5,11 @@ W5: MLP 784-512-512-10 with ReLU, a batch of 256, cross-entropy, backward and an
 4 heads, feed-forward 2048, batch_first) on 8 sequences of 128 tokens, forward and backward of the mean
 squared error to a fixed random target, in training mode with dropout 0.1 (PyTorch's defaults). Both
 frameworks start from the same weight matrices (vectors keep each framework's initialisation). Each
-workload has an eager case and a compiled one (torch.compile; its first call, the compilation, happens
-while building the case and is not timed); a case that cannot compile on this machine is reported as
-skipped. Times are per training step (the unit's "op").
+workload has an eager case and a compiled one: torch.compile of the module (backward and optimizer step
+as usual), and fnx.compile of the whole step written functionally (`fnx.value_and_grad` over the module
+as a pytree, then `fnx.optim.functional.sgd`). The first call, the compilation, happens while building
+the case and is not timed; a case that cannot compile on this machine is reported as skipped. Times are
+per training step (the unit's "op").
 """
 from __future__ import annotations
 
@@ -53,19 +55,18 @@ def _host_batch(shape: tuple, classes: int | None = None, seed: int = 0) -> np.n
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def _compiled(fw: str, module, first_call):
-    """`module` compiled by `fw`'s compiler, after one `first_call(compiled)` that triggers the compilation.
-
-    Raises Skip when `fw` has no compiler or compiling fails on this machine (torch.compile needs a C++ compiler).
-    """
-    if fw != "torch":
-        raise Skip(f"{fw} has no compile of nn modules yet")
-    torch = load("torch")
-    compiled = torch.compile(module)
+def _first_call(what: str, call):
+    """Run `call()` (the compiling call); a failure means this machine cannot compile the case: Skip."""
     try:
-        first_call(compiled)
-    except Exception as e:  # inductor raises many types (compiler missing, unsupported op): all mean "cannot run"
-        raise Skip(f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        return call()
+    except Exception as e:  # compilers raise many types (C compiler missing, unsupported op): all mean "cannot run"
+        raise Skip(f"{what} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
+def _torch_compiled(module, first_call):
+    """torch.compile(module), after one `first_call(compiled)` that triggers the compilation."""
+    compiled = load("torch").compile(module)
+    _first_call("torch.compile", lambda: first_call(compiled))
     return compiled
 
 
@@ -87,7 +88,9 @@ def _mlp_step(fw: str, device: str, compiled: bool) -> Bench:
         opt.step()
         return loss
 
-    net = _compiled(fw, model, step) if compiled else model
+    if compiled and fw == "fnx":
+        return _fnx_compiled_mlp_step(model, x, y, F, optim, device)
+    net = _torch_compiled(model, step) if compiled else model
 
     def run():
         for _ in range(MLP_STEPS):
@@ -95,6 +98,28 @@ def _mlp_step(fw: str, device: str, compiled: bool) -> Bench:
         return loss
 
     return Bench(run, ops=MLP_STEPS, sync=sync_for(fw, device))
+
+
+def _fnx_compiled_mlp_step(model, x, y, F, optim, device: str) -> Bench:
+    """The same step as one fnx.compile'd pure function of (parameters, optimizer state, batch)."""
+    fnx = load("fnx")
+    opt = optim.functional.sgd(lr=1e-3)
+
+    def step(params, state, x, y):
+        loss, grads = fnx.value_and_grad(lambda m: F.cross_entropy(m(x), y))(params)
+        params, state = opt.update(grads, state, params)
+        return loss, params, state
+
+    compiled = fnx.compile(step)
+    params = fnx.tree.tree_map(lambda t: t.detach(), model)
+    carry = list(_first_call("fnx.compile", lambda: compiled(params, opt.init(params), x, y))[1:])
+
+    def run():
+        for _ in range(MLP_STEPS):
+            loss, carry[0], carry[1] = compiled(carry[0], carry[1], x, y)
+        return loss
+
+    return Bench(run, ops=MLP_STEPS, sync=sync_for("fnx", device))
 
 
 @workload("W5", f"MLP {_MLP} b{MLP_BATCH} train step, eager", reference="torch", frameworks=("fnx", "torch"),
@@ -123,7 +148,9 @@ def _layer_step(fw: str, device: str, compiled: bool) -> Bench:
         loss.backward()
         return loss
 
-    net = _compiled(fw, layer, step) if compiled else layer
+    if compiled and fw == "fnx":
+        raise Skip("fnx.compile bakes a global-generator dropout mask into a constant")
+    net = _torch_compiled(layer, step) if compiled else layer
 
     def run():
         for _ in range(LAYER_STEPS):

@@ -22,7 +22,7 @@ from typing import Any, Callable
 __all__ = ["Bench", "Skip", "Workload", "workload", "all_workloads", "MODULES", "UNITS"]
 
 # Modules whose import registers workloads, in table order.
-MODULES = ("benchmarks.eager", "benchmarks.transforms", "benchmarks.nn", "benchmarks.distributed")
+MODULES = ("benchmarks.eager", "benchmarks.transforms", "benchmarks.nn", "benchmarks.distributed", "benchmarks.compile")
 
 # How a unit turns seconds per op into the number shown.
 UNITS = {"ns/op": 1e9, "us/op": 1e6, "ms/op": 1e3, "ms": 1e3, "s": 1.0}

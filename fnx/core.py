@@ -67,7 +67,7 @@ class Primitive:
     """An operation with all of its rules. Rules default to a clear error naming the primitive."""
 
     __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "batch", "lower", "view", "saves_inputs",
-                 "saves_output", "multiple_results", "differentiable")
+                 "saves_output", "multiple_results", "differentiable", "vjp_takes_needs")
 
     def __init__(self, name: str, *, view: bool = False, saves_inputs: bool = True, saves_output: bool = False,
                  multiple_results: bool = False, differentiable: bool = True):
@@ -79,6 +79,7 @@ class Primitive:
         self.saves_output = saves_output    # the vjp reads the output
         self.multiple_results = multiple_results
         self.differentiable = differentiable
+        self.vjp_takes_needs = False  # the vjp accepts needs=(bool per input) and skips unneeded cotangents
 
     def bind(self, *args, **params):
         return bind(self, *args, **params)

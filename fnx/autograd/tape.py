@@ -81,6 +81,9 @@ class Node:
         out = core._tensor_new(core._Tensor)
         init_from_array(out, self.out_value, device_of_array(self.out_value))
         out._node, out._requires_grad = self, True
+        if self.prim.vjp_takes_needs:
+            needs = tuple(p is not None for p in self.parents)
+            return self.prim.vjp(cot, self.inputs, out, needs=needs, **self.params)
         return self.prim.vjp(cot, self.inputs, out, **self.params)
 
 

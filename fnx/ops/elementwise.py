@@ -474,7 +474,17 @@ def bitwise_not(input):
 
 # ---------------------------------------------------------------- where (select)
 select_p = Primitive("select", saves_inputs=True)
-select_p.def_impl(lambda xp, c, x, y: xp.where(c, x, y))
+_SAME_SIZE_INT = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+@select_p.def_impl
+def _select_impl(xp, c, x, y):
+    # numpy's where branches per element and is slow on random masks; a bitwise select is branch-free and exact
+    if xp is np and x.dtype.kind == "f" and max(c.size, x.size, y.size) > 4096 and x.dtype.itemsize in _SAME_SIZE_INT:
+        ints = _SAME_SIZE_INT[x.dtype.itemsize]
+        mask = -c.astype(ints)
+        return ((x.view(ints) & mask) | (y.view(ints) & ~mask)).view(x.dtype)
+    return xp.where(c, x, y)
 
 
 @select_p.def_abstract
@@ -488,12 +498,15 @@ def _select_abstract(c: ShapedArray, x: ShapedArray, y: ShapedArray) -> ShapedAr
 
 
 @select_p.def_vjp
-def _select_vjp(g, primals, out):
+def _select_vjp(g, primals, out, needs=(False, True, True)):
     c, x, y = primals
     zero = zeros_like_scalar(g)
-    gx = unbroadcast(select_p.bind(c, g, zero), tuple(x.shape))
-    gy = unbroadcast(select_p.bind(c, zero, g), tuple(y.shape))
+    gx = unbroadcast(select_p.bind(c, g, zero), tuple(x.shape)) if needs[1] else None
+    gy = unbroadcast(select_p.bind(c, zero, g), tuple(y.shape)) if needs[2] else None
     return None, gx, gy
+
+
+select_p.vjp_takes_needs = True
 
 
 @select_p.def_jvp
@@ -537,10 +550,22 @@ def square(input: Tensor) -> Tensor:
     return input * input
 
 
+relu_p = unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), None)
+relu_p.saves_inputs, relu_p.saves_output, relu_p.differentiable = False, True, True
+relu_p.vjp = lambda g, primals, out: (select_p.bind(gt(out, 0.0), g, zeros_like_scalar(g)),)
+relu_p.jvp = lambda primals, tangents: _relu_jvp(primals[0], tangents[0])
+
+
+def _relu_jvp(x, t):
+    out = relu_p.bind(x)
+    return out, select_p.bind(gt(out, 0.0), t, zeros_like_scalar(t))
+
+
 def relu(input: Tensor) -> Tensor:
-    """max(x, 0); the gradient at 0 is 0, as in PyTorch."""
-    zero = 0.0 if input.dtype.is_floating_point else 0
-    return where(gt(input, zero), input, zero)
+    """max(x, 0), passing NaN through; the gradient at 0 is 0, as in PyTorch."""
+    if input.dtype is _dt.bool:
+        raise FnxRuntimeError("relu: not implemented for 'bool' tensors")
+    return _bind(relu_p, input)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:

@@ -75,7 +75,7 @@ def _matmul_abstract(a: ShapedArray, b: ShapedArray) -> ShapedArray:
 
 
 @matmul_p.def_vjp
-def _matmul_vjp(g, primals, out):
+def _matmul_vjp(g, primals, out, needs=(True, True)):
     # Promote 1-D operands to matrices (as the product did), take the matrix gradients, then undo both the
     # promotion and any batch broadcasting.
     a, b = primals
@@ -86,9 +86,23 @@ def _matmul_vjp(g, primals, out):
         g2 = g2.unsqueeze(-2 if b.ndim > 1 else 0)
     if b.ndim == 1:
         g2 = g2.unsqueeze(-1)
-    ga = unbroadcast(matmul_p.bind(g2, b2.mT), tuple(a2.shape)).reshape(tuple(a.shape))
-    gb = unbroadcast(matmul_p.bind(a2.mT, g2), tuple(b2.shape)).reshape(tuple(b.shape))
-    return ga, gb
+    ga = unbroadcast(matmul_p.bind(g2, b2.mT), tuple(a2.shape)).reshape(tuple(a.shape)) if needs[0] else None
+    if not needs[1]:
+        return ga, None
+    if _transposed_matrix(b2):  # e.g. x @ W.mT in linear: give W's gradient W's own (row-major) layout
+        gb = matmul_p.bind(g2.mT, a2).mT if a2.ndim == 2 else unbroadcast(matmul_p.bind(a2.mT, g2), tuple(b2.shape))
+    else:
+        gb = unbroadcast(matmul_p.bind(a2.mT, g2), tuple(b2.shape))
+    return ga, gb.reshape(tuple(b.shape))
+
+
+matmul_p.vjp_takes_needs = True
+
+
+def _transposed_matrix(t) -> bool:
+    """A concrete 2-D operand stored column-major (a transposed view), where layout matters for speed."""
+    v = getattr(t, "_value", None)
+    return v is not None and v.ndim == 2 and not v.flags.c_contiguous and v.flags.f_contiguous
 
 
 @matmul_p.def_jvp

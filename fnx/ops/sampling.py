@@ -105,6 +105,11 @@ _global_seed = _DEFAULT_SEED
 
 def _generator(generator: Generator | None, device, op: str) -> Generator:
     """The generator to draw from: `generator` (checked against `device`) or the device's default one."""
+    if core.dynamic_trace.level > 0:
+        raise FnxRuntimeError(
+            f"{op}: sampling from a global generator inside fnx.compile/make_jaxpr would freeze one sample into "
+            f"the compiled code. Draw from a key instead (fnx.random.uniform/normal/bernoulli(key, ...), with the "
+            f"key passed as an argument), or sample outside the compiled function and pass the result in.")
     if generator is not None:
         if not isinstance(generator, Generator):
             raise FnxTypeError(f"{op}: generator must be an fnx.Generator, got {type(generator).__name__}")

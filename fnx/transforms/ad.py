@@ -260,7 +260,11 @@ def _backward_pass(out_refs, cts, leaves):
             g = [slots.get(i) if slots.get(i) is not None else _zeros_like(o) for i, o in enumerate(node.out)]
         else:
             g = slots[0]
-        in_cts = node.prim.vjp(g, node.primals, node.out, **node.params)
+        if node.prim.vjp_takes_needs:
+            needs = tuple(r is not None for r in node.parents)
+            in_cts = node.prim.vjp(g, node.primals, node.out, needs=needs, **node.params)
+        else:
+            in_cts = node.prim.vjp(g, node.primals, node.out, **node.params)
         for ref, ct in zip(node.parents, in_cts):
             if ref is not None and ct is not None:
                 s = grads.setdefault(id(ref[0]), {})
