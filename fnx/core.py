@@ -81,9 +81,6 @@ class Primitive:
         self.differentiable = differentiable
         self.vjp_takes_needs = False  # the vjp accepts needs=(bool per input) and skips unneeded cotangents
 
-    def bind(self, *args, **params):
-        return bind(self, *args, **params)
-
     def def_impl(self, fn: Callable) -> Callable:
         self.impl = fn
         return fn
@@ -132,9 +129,10 @@ def bind(prim: Primitive, *args, **params):
             a1 = args[1]
             if a1._device is not dev:
                 raise _device_mismatch(prim, args)
-            out = prim.impl(dev._xp, a0._value, a1._value, **params)
+            out = prim.impl(dev._xp, a0._value, a1._value, **params) if params else \
+                prim.impl(dev._xp, a0._value, a1._value)
         elif n == 1:
-            out = prim.impl(dev._xp, a0._value, **params)
+            out = prim.impl(dev._xp, a0._value, **params) if params else prim.impl(dev._xp, a0._value)
         else:
             for a in args:
                 if a._device is not dev:
@@ -173,6 +171,10 @@ def bind(prim: Primitive, *args, **params):
                 if a._requires_grad:
                     return record_hook(prim, args, params, t)
     return t
+
+
+# `prim.bind(x, y)` is `bind(prim, x, y)` with no extra frame: a function stored on the class binds as a method.
+Primitive.bind = bind
 
 
 def _wrap_multiple(prim: Primitive, args, params, outs) -> list:

@@ -3,24 +3,27 @@ from __future__ import annotations
 
 from .. import core
 from ..core import FnxRuntimeError
+from ..tensor import make as _make
 from . import tape
+
+_Tensor = core._Tensor  # set by fnx.tensor, which is imported before this module
 
 __all__ = ["backward", "grad"]
 
 
 def _toposort(roots) -> list:
-    """Nodes reachable from `roots`, each after every node that consumes it."""
+    """Nodes reachable from `roots`, each after every node that consumes it (nodes hash by identity)."""
     order, seen = [], set()
     for root in roots:
-        if root is None or id(root) in seen or not _is_node(root):
+        if root is None or root in seen or isinstance(root, _Tensor):
             continue
-        seen.add(id(root))
+        seen.add(root)
         stack = [(root, iter(root.parents))]
         while stack:
             node, it = stack[-1]
             for p in it:
-                if p is not None and _is_node(p) and id(p) not in seen:
-                    seen.add(id(p))
+                if p is not None and p not in seen and not isinstance(p, _Tensor):
+                    seen.add(p)
                     stack.append((p, iter(p.parents)))
                     break
             else:
@@ -28,10 +31,6 @@ def _toposort(roots) -> list:
                 order.append(node)
     order.reverse()
     return order
-
-
-def _is_node(p) -> bool:
-    return not isinstance(p, core._Tensor)
 
 
 def _acc(a, b):
@@ -58,14 +57,16 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
         if p is None:
             raise FnxRuntimeError("element 0 of tensors does not require grad and does not have a grad_fn; "
                                   "call .requires_grad_() on the inputs you differentiate with respect to")
-        if _is_node(p):
-            grads[id(p)] = _acc(grads.get(id(p)), g)
-        else:
+        if isinstance(p, _Tensor):
             _to_leaf(p, g, capture, captured)
+        else:
+            prev_g = grads.get(p)
+            grads[p] = g if prev_g is None else prev_g + g
     prev = core.set_grad_enabled_flag(create_graph)
+    anomaly = tape.anomaly_enabled
     try:
         for node in _toposort([tape.parent_of(r) for r in roots]):
-            g = grads.pop(id(node), None)
+            g = grads.pop(node, None)
             if g is None:
                 continue
             if node.hooks:
@@ -73,17 +74,18 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
             if capture is not None and id(node) in capture:
                 captured[capture[id(node)]] = g
             cots = node.apply(g)
-            if tape.anomaly_enabled:
+            if anomaly:
                 _check_nan(node, cots)
             if not retain_graph:
                 node.release()
             for p, c in zip(node.parents, cots):
                 if p is None or c is None:
                     continue
-                if _is_node(p):
-                    grads[id(p)] = _acc(grads.get(id(p)), c)
-                else:
+                if isinstance(p, _Tensor):
                     _to_leaf(p, c, capture, captured)
+                else:
+                    prev_g = grads.get(p)
+                    grads[p] = c if prev_g is None else prev_g + c
     finally:
         core.set_grad_enabled_flag(prev)
     return captured
@@ -113,12 +115,11 @@ def _default_grads(outputs, gradients, op: str):
     out = []
     for t, g in zip(outputs, gradients):
         if g is None:
-            if t.numel() != 1:
+            v = t._value
+            if v.size != 1:
                 raise FnxRuntimeError(f"{op}: grad can be implicitly created only for scalar outputs, but the "
                                       f"output has shape {list(t.shape)}; pass gradient= (a tensor of that shape)")
-            from ..ops.creation import ones_like
-
-            g = ones_like(t)
+            g = _make(t._device._xp.ones(v.shape, dtype=v.dtype), t._device)
         elif not isinstance(g, core._Tensor):
             from ..ops.creation import tensor
 
