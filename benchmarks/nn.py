@@ -149,7 +149,7 @@ def _layer_step(fw: str, device: str, compiled: bool) -> Bench:
         return loss
 
     if compiled and fw == "fnx":
-        raise Skip("fnx.compile bakes a global-generator dropout mask into a constant")
+        raise Skip("dropout under fnx.compile needs a random key; global-generator sampling is refused there")
     net = _torch_compiled(layer, step) if compiled else layer
 
     def run():
