@@ -167,6 +167,20 @@ class _VJPCall(_CustomCall):
         return _batched_call(trace, _VJPCall(fun, fwd, bwd, self.name), tracers)
 
 
+def _split_args(args: tuple, nondiff_argnums: tuple):
+    """Static (non-differentiable) args by position, the others, their leaves and structure, and a function
+    rebuilding the full argument list from new leaves."""
+    static = {i: args[i] for i in nondiff_argnums}
+    diff_args = [a for i, a in enumerate(args) if i not in static]
+    leaves, in_tree = tree_flatten(diff_args)
+
+    def full(flat) -> list:
+        it = iter(tree_unflatten(in_tree, list(flat)))
+        return [static[i] if i in static else next(it) for i in range(len(args))]
+
+    return static, diff_args, leaves, in_tree, full
+
+
 class custom_vjp:
     """A function with a user-defined vjp: `f.defvjp(fwd, bwd)`, JAX's API.
 
@@ -187,14 +201,8 @@ class custom_vjp:
         if self.fwd is None:
             raise FnxTypeError(f"custom_vjp function {self.fun.__name__} has no rule: call .defvjp(fwd, bwd) first")
         nd = self.nondiff_argnums
-        static = {i: args[i] for i in nd}
-        diff_args = [a for i, a in enumerate(args) if i not in static]
-        leaves, in_tree = tree_flatten(diff_args)
+        static, diff_args, leaves, in_tree, full = _split_args(args, nd)
         out_tree = []
-
-        def full(flat):
-            it = iter(tree_unflatten(in_tree, list(flat)))
-            return [static[i] if i in static else next(it) for i in range(len(args))]
 
         def flat_out(out):
             o_leaves, o_def = tree_flatten(out)
@@ -300,14 +308,8 @@ class custom_jvp:
         if self.rule is None:
             raise FnxTypeError(f"custom_jvp function {self.fun.__name__} has no rule: decorate one with .defjvp")
         nd = self.nondiff_argnums
-        static = {i: args[i] for i in nd}
-        diff_args = [a for i, a in enumerate(args) if i not in static]
-        leaves, in_tree = tree_flatten(diff_args)
+        static, diff_args, leaves, in_tree, full = _split_args(args, nd)
         out_tree = []
-
-        def full(flat):
-            it = iter(tree_unflatten(in_tree, list(flat)))
-            return [static[i] if i in static else next(it) for i in range(len(args))]
 
         def fun(*flat):
             o_leaves, o_def = tree_flatten(self.fun(*full(flat)))
