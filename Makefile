@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench test-cuda clean
+.PHONY: demo test bench test-cuda bench-cuda clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -23,8 +23,12 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
+# On a GPU machine, from the tree with no install step: the cuda tests, then the GPU benchmarks.
 test-cuda:
 	PYTHONPATH=. python3 -m pytest -m cuda tests
+
+bench-cuda: test-cuda
+	PYTHONPATH=. python3 -m benchmarks W1 W8 W2 W3 W4 --device cuda
 
 clean:
 	rm -rf $(VENV) build *.egg-info

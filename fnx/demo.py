@@ -9,7 +9,6 @@ otherwise on the CPU. The digits (1797 8x8 images) ship with scikit-learn: nothi
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
@@ -145,10 +144,6 @@ def main(argv=None) -> None:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--steps", type=int, default=50, help="training steps per timing round")
     args = parser.parse_args(argv)
-    # Idle OpenMP threads of the compiled kernels must sleep, not spin: spinning threads starve OpenBLAS's
-    # threads in the matmuls between kernels (10x slower steps on 2 cores). Read when the first kernel loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
     device = fnx.device("cuda" if fnx.cuda.is_available() else "cpu")
     print(f"fnx {fnx.__version__} demo on {device}: a CNN on scikit-learn's 8x8 digits")
     fnx.manual_seed(0)

@@ -6,13 +6,11 @@ kernel compiles once; the tests pack many ops into one jaxpr to keep that number
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 
 import numpy as np
@@ -21,7 +19,6 @@ import pytest
 import fnx
 import fnx.nn.functional as F
 from fnx.core import Primitive
-from fnx.ir import Literal
 from fnx.lowering import codegen, cpu
 from fnx.lowering.cuda import cuda_source
 from fnx.lowering.fusion import Kernel
@@ -75,7 +72,7 @@ UNARY = {"neg": (-5, 5), "exp": (-87, 88), "exp2": (-120, 120), "expm1": (-10, 1
          "cos": (-50, 50), "tan": (-1.5, 1.5), "tanh": (-10, 10), "sinh": (-10, 10), "cosh": (-10, 10),
          "asin": (-1, 1), "acos": (-1, 1), "atan": (-50, 50), "sigmoid": (-20, 20), "erf": (-5, 5),
          "abs": (-5, 5), "sign": (-5, 5), "floor": (-50, 50), "ceil": (-50, 50), "round": (-50, 50),
-         "trunc": (-50, 50), "isnan": (-5, 5), "not": (-1, 1)}
+         "trunc": (-50, 50), "isnan": (-5, 5), "not": (-1, 1), "relu": (-5, 5)}
 BINARY = {"add": (-5, 5), "sub": (-5, 5), "mul": (-5, 5), "div": (-5, 5), "pow": (0.01, 5), "max": (-5, 5),
           "min": (-5, 5), "atan2": (-5, 5), "rem": (-5, 5), "floordiv": (-5, 5), "eq": (-2, 2), "ne": (-2, 2),
           "lt": (-2, 2), "le": (-2, 2), "gt": (-2, 2), "ge": (-2, 2)}
@@ -84,10 +81,12 @@ SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 1.0], dty
 # Worst ulp distance from eager (numpy) measured per primitive on the samples below. Transcendentals are
 # computed in double precision and rounded once, so fnx is within 1 ulp of the exact result everywhere; where
 # numpy's own float32 function is looser than 2 ulp (asin, atan2), the distance to eager is numpy's error.
+# tanh uses libmvec's tanhf: identical to numpy's in vectorised loops, 2 ulp where a loop stays scalar (here:
+# the kernel also computes rem and floordiv, whose fmod does not vectorise).
 ULP_TABLE = {"neg": 0, "exp": 2, "exp2": 1, "expm1": 2, "log": 1, "log2": 1, "log10": 2, "log1p": 1, "sqrt": 0,
-             "sin": 1, "cos": 1, "tan": 1, "tanh": 1, "sinh": 1, "cosh": 2, "asin": 3, "acos": 2, "atan": 1,
+             "sin": 1, "cos": 1, "tan": 1, "tanh": 2, "sinh": 1, "cosh": 2, "asin": 3, "acos": 2, "atan": 1,
              "sigmoid": 2, "erf": 0, "abs": 0, "sign": 0, "floor": 0, "ceil": 0, "round": 0, "trunc": 0,
-             "isnan": 0, "not": 0, "add": 0, "sub": 0, "mul": 0, "div": 0, "pow": 1, "max": 0, "min": 0,
+             "isnan": 0, "not": 0, "relu": 0, "add": 0, "sub": 0, "mul": 0, "div": 0, "pow": 1, "max": 0, "min": 0,
              "atan2": 3, "rem": 0, "floordiv": 0, "eq": 0, "ne": 0, "lt": 0, "le": 0, "gt": 0, "ge": 0}
 NUMPY_LOOSER = {"asin", "atan2"}   # numpy's float32 version is 3 ulp from exact on these samples
 
@@ -98,7 +97,8 @@ def _inputs(lo, hi):
     return fnx.tensor(x)
 
 
-def test_ulp_table_covers_the_float_expression_table():
+def test_every_elementwise_primitive_has_a_c_expression():
+    assert set(PRIMS) <= set(codegen.EXPRESSIONS)
     float_ops = {name for name, forms in codegen.EXPRESSIONS.items() if "f" in forms} - {"select", "convert"}
     assert float_ops == set(UNARY) | set(BINARY) == set(ULP_TABLE)
 
@@ -130,6 +130,15 @@ def test_float32_elementwise_within_table_ulp_of_eager():
     over = {k: (v, ULP_TABLE[k]) for k, v in measured.items() if v > ULP_TABLE[k]}
     assert not over, f"ulp above the table: {over}"
     assert all(v <= 2 for k, v in ULP_TABLE.items() if k not in NUMPY_LOOSER)
+
+
+def test_float32_exp_is_faithful_over_its_whole_range():
+    """fnx's own vectorised expf, subnormal results and overflow included (numpy is 3 ulp off down there)."""
+    x = np.concatenate([RNG.uniform(-104.5, 89.5, 1 << 18), [-103.97, -87.33, 88.72, 88.73]]).astype(np.float32)
+    exe = build_executable(fnx.make_jaxpr(fnx.exp)(fnx.tensor(x)), backend="c")
+    got = exe(fnx.tensor(x))[0].numpy()
+    with np.errstate(over="ignore"):
+        assert ulp_distance(got, np.exp(x.astype(np.float64)).astype(np.float32)) <= 1
 
 
 def _float64_reference(name, x, y):
@@ -238,13 +247,16 @@ def test_max_and_min_propagate_nan():
         np.testing.assert_array_equal(g.numpy(), w.numpy())
 
 
-def test_long_sum_is_accurate_and_deterministic():
+def test_long_rows_are_accurate_and_deterministic():
+    """Few long rows: the blocks of a row run in parallel and combine in order (the same numbers as serially)."""
     x = fnx.tensor(RNG.uniform(0, 1, 1 << 20).astype(np.float32))
-    exe = build_executable(fnx.make_jaxpr(lambda x: x.sum())(x), backend="c")
-    a, b = exe(x)[0].numpy(), exe(x)[0].numpy()
-    assert a.tobytes() == b.tobytes()
+    f = lambda x: [x.sum(), F.softmax(x, 0)]
+    exe = build_executable(fnx.make_jaxpr(f)(x), backend="c")
+    (a, sa), (b, sb) = exe(x), exe(x)
+    assert a.numpy().tobytes() == b.numpy().tobytes() and sa.numpy().tobytes() == sb.numpy().tobytes()
     exact = x.numpy().astype(np.float64).sum()
-    assert abs(float(a) - exact) <= 4 * 2 ** -24 * exact   # blocked summation: a few roundings, not n
+    assert abs(float(a.item()) - exact) <= 4 * 2 ** -24 * exact   # blocked summation: a few roundings, not n
+    np.testing.assert_allclose(sa.numpy(), f(x)[1].numpy(), rtol=1e-5)
 
 
 # ---------------------------------------------------------------- fusion: kernel counts and library steps
@@ -275,7 +287,7 @@ def test_matmul_stays_a_library_step():
     x, w, b = fnx.randn(8, 16), fnx.randn(16, 4), fnx.randn(4)
     closed = fnx.make_jaxpr(lambda x, w, b: F.relu(x @ w + b))(x, w, b)
     steps, kernels = plan_steps(closed, "c")
-    assert [type(s).__name__ if isinstance(s, Kernel) else s.prim.name for s in steps] == ["matmul", "Kernel"]
+    assert [s.prim.name if not isinstance(s, Kernel) else "kernel" for s in steps] == ["matmul", "kernel"]
     _kernels(lambda x, w, b: F.relu(x @ w + b), x, w, b)
 
 
@@ -325,8 +337,27 @@ def test_outputs_that_are_inputs_literals_or_constants():
     np.testing.assert_array_equal(out[3].numpy(), c.numpy())
 
 
-def test_zero_sized_values_run_as_library_steps():
+def test_zero_sized_values_and_half_floats_run_as_library_steps():
     _kernels(lambda x: [x.exp() + 1.0, x.sum(-1)], fnx.randn(0, 4))
+    x = fnx.randn(4, 6).half()
+    f = lambda x: (x.reshape(6, 4).float() * 2.0).exp().half()   # no float16 in C: the casts run in numpy
+    exe, got, want = compiled(f, x)
+    assert len(exe.kernels()) == 1 and got[0].dtype == fnx.float16
+    np.testing.assert_allclose(got[0].numpy().astype(np.float32), want[0].numpy().astype(np.float32), rtol=1e-3)
+
+
+def test_large_buffers_are_recycled_only_once_unreferenced():
+    from fnx.lowering.plan import BufferPool
+
+    pool = BufferPool(min_bytes=1024)
+    a = pool.empty((64, 64), np.float32)
+    view = a[1:]
+    del a
+    b = pool.empty((64, 64), np.float32)
+    assert not np.shares_memory(b, view)          # `view` keeps the first buffer alive
+    del view, b
+    c = pool.empty((4096,), np.float32)
+    assert pool.held == 2 * 64 * 64 * 4 and c.base.nbytes == 64 * 64 * 4   # a free buffer of that size is reused
 
 
 # ---------------------------------------------------------------- the compiler and the disk cache

@@ -1,118 +1,57 @@
-"""Code generation: one C expression emitter for both targets, Jinja2 templates for the kernel shells.
+"""Code generation: one emitter for both targets, Jinja2 templates for the kernel shells.
 
-The per-primitive part is data: `EXPRESSIONS` maps a primitive name and an
-operand class ("f" float32, "d" float64, "i" integers, "b" bool) to a C
-expression over its operands `{0}`, `{1}`, `{2}`. Operands are always
-names of earlier values or literals, so templates may repeat them. Calls
-like `fnx_expf` go to the per-target prelude (templates/*_prelude.*.j2),
-which is where the two targets differ: the C prelude makes float32 exp,
-log, erf and pow correctly rounded through the double-precision libmvec
-functions, CUDA uses its own float functions.
-
-The shells (loops, indexing, the reduction skeleton) live in
-templates/{c,cuda}_{elementwise,reduce}.*.j2 and read what `render` computes:
-buffers, runtime sizes and strides (`meta`), index expressions and statements.
+The per-primitive part is the expression table (fnx/lowering/expressions.py).
+`render` turns a fused `Kernel` into statements over named values, runtime
+sizes and strides (`meta`) and index expressions, and hands them to a shell
+template: templates/{c,cuda}_{elementwise,reduce}.*.j2, plus
+c_reduce_columns.c.j2 for reductions over strided dims. The per-target
+preludes hold the math functions (templates/*_prelude.*.j2): on the CPU
+float32 math goes through double precision except exp (fnx's own vectorised
+version) and tanh (libmvec's), so results are within 1 ulp of exact; CUDA
+uses its own float functions.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
-import numpy as np
 
+from .expressions import C_TYPES, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, SHORT, emittable, literal
 from .fusion import Kernel, Node
 
-__all__ = ["EXPRESSIONS", "C_TYPES", "emittable", "render", "render_module", "prelude", "GeneratedKernel"]
-
-C_TYPES = {"float32": "float", "float64": "double", "bool": "unsigned char", "uint8": "unsigned char",
-           "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long"}
-_CLASS = {"float32": "f", "float64": "d", "bool": "b", "uint8": "i", "int8": "i", "int16": "i", "int32": "i",
-          "int64": "i"}
-_SHORT = {"float32": "f32", "float64": "f64", "bool": "b8", "uint8": "u8", "int8": "i8", "int16": "i16",
-          "int32": "i32", "int64": "i64"}
-
-
-def _libm(f: str) -> dict:
-    """A libm function: float32 goes through the double version (see the C prelude)."""
-    return {"f": f"fnx_{f}f({{0}})", "d": f"{f}({{0}})"}
-
-
-def _all(expr: str, classes: str = "fdib") -> dict:
-    return {c: expr for c in classes}
-
-
-_IREM = "({1} == 0 || {1} == -1 ? 0 : {0} % {1} + ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? {1} : 0))"
-_IFLOORDIV = ("({1} == 0 ? 0 : {1} == -1 ? -{0} : "
-              "{0} / {1} - ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? 1 : 0))")
-
-# primitive -> operand class -> C expression. "select" is keyed by its branches' class.
-EXPRESSIONS: dict[str, dict[str, str]] = {
-    "neg": _all("(-{0})", "fdi"),
-    "exp": _libm("exp"), "exp2": _libm("exp2"), "expm1": _libm("expm1"), "log": _libm("log"),
-    "log2": _libm("log2"), "log10": _libm("log10"), "log1p": _libm("log1p"),
-    "sqrt": {"f": "sqrtf({0})", "d": "sqrt({0})"},
-    "sin": _libm("sin"), "cos": _libm("cos"), "tan": _libm("tan"), "tanh": _libm("tanh"),
-    "sinh": _libm("sinh"), "cosh": _libm("cosh"), "asin": _libm("asin"), "acos": _libm("acos"),
-    "atan": _libm("atan"),
-    "sigmoid": {"f": "fnx_sigmoidf({0})", "d": "fnx_sigmoid({0})"},
-    "erf": _libm("erf"),
-    "abs": {"f": "fabsf({0})", "d": "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "b": "{0}"},
-    "sign": {"f": "fnx_signf({0})", "d": "fnx_sign({0})", "i": "(({0} > 0) - ({0} < 0))"},
-    "floor": {"f": "floorf({0})", "d": "floor({0})"}, "ceil": {"f": "ceilf({0})", "d": "ceil({0})"},
-    "trunc": {"f": "truncf({0})", "d": "trunc({0})"},
-    "round": {"f": "rintf({0})", "d": "rint({0})"},     # half to even, like numpy
-    "not": _all("(!{0})"),
-    "isnan": _all("({0} != {0})", "fd"),
-    "add": {**_all("({0} + {1})", "fdi"), "b": "({0} | {1})"},
-    "sub": _all("({0} - {1})", "fdi"),
-    "mul": {**_all("({0} * {1})", "fdi"), "b": "({0} & {1})"},
-    "div": _all("({0} / {1})", "fd"),
-    "pow": {"f": "fnx_powf({0}, {1})", "d": "pow({0}, {1})"},
-    "max": {"f": "fnx_maxf({0}, {1})", "d": "fnx_max({0}, {1})", "i": "({0} > {1} ? {0} : {1})", "b": "({0} | {1})"},
-    "min": {"f": "fnx_minf({0}, {1})", "d": "fnx_min({0}, {1})", "i": "({0} < {1} ? {0} : {1})", "b": "({0} & {1})"},
-    "atan2": {"f": "fnx_atan2f({0}, {1})", "d": "atan2({0}, {1})"},
-    "rem": {"f": "fnx_remf({0}, {1})", "d": "fnx_rem({0}, {1})", "i": _IREM},
-    "floordiv": {"f": "fnx_floordivf({0}, {1})", "d": "fnx_floordiv({0}, {1})", "i": _IFLOORDIV},
-    "eq": _all("({0} == {1})"), "ne": _all("({0} != {1})"), "lt": _all("({0} < {1})"),
-    "le": _all("({0} <= {1})"), "gt": _all("({0} > {1})"), "ge": _all("({0} >= {1})"),
-    "and": {"b": "({0} & {1})"}, "or": {"b": "({0} | {1})"}, "xor": {"b": "({0} ^ {1})"},
-    "select": _all("({0} ? {1} : {2})"),
-    "convert": _all("{0}"),   # the cast is the declaration's type; conversion to bool is special-cased
-}
-
-# Reductions: monoid -> (identity per class, how a partial result absorbs a value).
-_IDENTITY = {"add": {"f": "0.0f", "d": "0.0", "i": "0", "b": "0"},
-             "mul": {"f": "1.0f", "d": "1.0", "i": "1", "b": "1"},
-             "max": {"f": "(-FNX_INF_F)", "d": "(-FNX_INF_D)", "b": "0"},
-             "min": {"f": "FNX_INF_F", "d": "FNX_INF_D", "b": "1"}}
-_INT_LIMITS = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1),
-               "int64": (-2 ** 63, 2 ** 63 - 1)}
-_REDUCE_PRIMS = {"sum": "add", "reduce_prod": "mul", "reduce_max": "max", "reduce_min": "min"}
-
-
-def _operand_class(eqn) -> str | None:
-    return _CLASS.get(eqn.inputs[-1].aval.dtype.name)
-
-
-def emittable(eqn) -> bool:
-    """Whether codegen can express this elementwise or reduction equation (primitive and dtypes known)."""
-    names = [a.aval.dtype.name for a in eqn.inputs] + [v.aval.dtype.name for v in eqn.outvars]
-    if any(n not in _CLASS for n in names):
-        return False
-    name = eqn.prim.name
-    if name in _REDUCE_PRIMS:
-        return True
-    return _operand_class(eqn) in EXPRESSIONS.get(name, {})
-
+__all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "GeneratedKernel"]
 
 # Values worth keeping in a per-row scratch buffer rather than recomputing in a later loop over the cols.
 _EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
                         "sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "pow", "sigmoid", "rem",
                         "floordiv"})
+
+
+def _column_mode(kernel: Kernel) -> bool:
+    """Whether a reduction walks a strided dim while its rows are contiguous (a sum over the batch axis, say):
+    then lanes run along the rows, and the loop over the reduced dims goes outside (no strided gathers)."""
+    nr = kernel.n_rows
+    if kernel.kind != "reduce" or nr == 0 or nr == len(kernel.sizes) or kernel.sizes[nr - 1] < 4:
+        return False
+    loads = {n.params["access"] for n in kernel.nodes if n.op == "load" and n.level == "col"}
+    return any(kernel.accesses[a].strides[nr - 1] == 1 and kernel.accesses[a].strides[-1] not in (0, 1)
+               for a in loads)
+
+
+def _split_mode(kernel: Kernel) -> bool:
+    """Whether a row kernel has too few rows to keep the threads busy but long contiguous rows (a full sum, say):
+    then each row's blocks run in parallel and their partial results combine in block order (same numbers)."""
+    nr = kernel.n_rows
+    return (math.prod(kernel.sizes[:nr]) < _SPLIT_MAX_ROWS and len(kernel.sizes) == nr + 1
+            and kernel.sizes[-1] >= _SPLIT_MIN_COLS)
+
+
+_SPLIT_MAX_ROWS, _SPLIT_MIN_COLS = 8, 1 << 16
 
 
 def _col_closure(roots: list[Node]) -> set:
@@ -126,41 +65,25 @@ def _col_closure(roots: list[Node]) -> set:
     return seen
 
 
-# ---------------------------------------------------------------- literals
-def literal(value, dtype) -> str:
-    """A C literal of `dtype` with exactly `value` (shortest round-trip decimal for floats)."""
-    name = dtype.name
-    v = np.asarray(value).astype(dtype.np).item()
-    if name in ("float32", "float64"):
-        suffix, tag = ("f", "F") if name == "float32" else ("", "D")
-        if math.isnan(v):
-            return f"FNX_NAN_{tag}"
-        if math.isinf(v):
-            return f"FNX_INF_{tag}" if v > 0 else f"(-FNX_INF_{tag})"
-        text = str(np.float32(v)) if name == "float32" else repr(float(v))
-        return f"{text}{suffix}" if v >= 0 else f"({text}{suffix})"
-    if name == "bool":
-        return "1" if v else "0"
-    if name == "int64" and v == -2 ** 63:
-        return "(-9223372036854775807LL - 1)"
-    return f"(({C_TYPES[name]}){int(v)}{'LL' if name == 'int64' else ''})"
-
-
 # ---------------------------------------------------------------- templates
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                           keep_trailing_newline=True)
+# `{{ lines | block(8) }}` at the start of a template line: a macro's lines, indented, without the final newline.
+_ENV.filters["block"] = lambda text, width: textwrap.indent(str(text).rstrip("\n"), " " * width)
 
 # Math functions with SIMD variants in glibc's libmvec, declared `omp declare simd` when it is linked.
 SIMD_FUNCTIONS = ("exp", "log", "erf", "pow", "exp2", "expm1", "log2", "log10", "log1p", "sin", "cos", "tan",
                   "tanh", "sinh", "cosh", "asin", "acos", "atan", "atan2")
+_FLOAT_SIMD = ("tanh",)   # float32 functions called directly (accurate and fast in libmvec)
 _BINARY_MATH = ("pow", "atan2")
 
 
 def prelude(target: str, *, simd: bool = True, data_offset: int = 16) -> str:
     """The target's prelude: includes, macros, math helpers (`simd`: declare libmvec's SIMD variants)."""
     return _ENV.get_template(f"{target}_prelude.{_EXT[target]}.j2").render(
-        math_functions=SIMD_FUNCTIONS, binary_math=_BINARY_MATH, simd=simd, data_offset=data_offset)
+        math_functions=SIMD_FUNCTIONS, float_functions=_FLOAT_SIMD, binary_math=_BINARY_MATH, simd=simd,
+        data_offset=data_offset)
 
 
 def render_module(kernels: list["GeneratedKernel"], target: str, *, simd: bool = True, data_offset: int = 16) -> str:
@@ -191,38 +114,44 @@ def _stem(kernel: Kernel) -> str:
     """The readable part of a kernel's name: its kind, the first primitives it computes and its dtype."""
     kind = "reduce" if kernel.kind == "reduce" else "fused"
     ops = "_".join(kernel.ops[:4]) or ("copy" if kernel.inputs else "fill")
-    return f"fnx_{kind}_{ops}_{_SHORT[kernel.outputs[0].aval.dtype.name]}"
+    return f"fnx_{kind}_{ops}_{SHORT[kernel.outputs[0].aval.dtype.name]}"
 
 
 def render(kernel: Kernel, target: str) -> GeneratedKernel:
     """Render one fused kernel for `target` ("c" or "cuda").
 
     The name ends in a short hash of the kernel's layout, so the same kernel gets the same name (and
-    source, and cache entry) in every executable and for every size: sizes and strides are arguments.
+    source, and cache entry) in every executable and for all sizes that take the same loop structure:
+    sizes and strides are arguments.
     """
     ctx = _Context(kernel, target)
     layout = ctx.layout()
     digest = hashlib.sha256(json.dumps([target, layout], sort_keys=True).encode()).hexdigest()[:8]
     name = f"{_stem(kernel)}_{digest}"
-    source = _ENV.get_template(f"{target}_{kernel.kind}.{_EXT[target]}.j2").render(k={**layout, "name": name})
+    shell = f"{target}_{kernel.kind}{'_columns' if ctx.columns else ''}.{_EXT[target]}.j2"
+    source = _ENV.get_template(shell).render(k={**layout, "name": name})
     return GeneratedKernel(name, target, source, kernel, ctx.meta_values, len(kernel.inputs) + len(kernel.outputs))
 
 
 # ---------------------------------------------------------------- the emitter
 class _Context:
-    """Names, runtime sizes/strides and statements of one kernel, for one target."""
+    """The emitter for one kernel and target: value names, runtime sizes and strides (`meta`), index
+    expressions, statements, and the layout dict that a shell template renders."""
 
     def __init__(self, kernel: Kernel, target: str):
         self.k, self.target = kernel, target
+        self.columns = target == "c" and _column_mode(kernel)
         self.meta_names: list[str] = []
         self.meta_values: list[int] = []
         self.names = {id(n): f"v{i}" for i, n in enumerate(kernel.nodes)}
+        self.lanes: set[int] = set()      # column mode: row-level values held per lane, `v[b]`
         self.sizes = [self._meta(f"n{d}", s) for d, s in enumerate(kernel.sizes)]
-        self.strides = []   # per access, per dim: None (0), "1" or a meta name
+        self.strides = []   # per access, per dim: None (0), "1" (on the vectorised dim) or a meta name
         self.offsets = []
+        vector_dim = kernel.n_rows - 1 if self.columns else len(kernel.sizes) - 1
         for a, acc in enumerate(kernel.accesses):
             self.offsets.append(self._meta(f"o{a}", acc.offset) if acc.offset else None)
-            self.strides.append([None if s == 0 else "1" if s == 1 and d == len(kernel.sizes) - 1
+            self.strides.append([None if s == 0 else "1" if s == 1 and d == vector_dim
                                  else self._meta(f"s{a}_{d}", s) for d, s in enumerate(acc.strides)])
 
     def _meta(self, name: str, value: int) -> str:
@@ -263,13 +192,13 @@ class _Context:
             if node.dtype.name == "bool":
                 return f"({args[0]} != 0)"
             return f"({C_TYPES[node.dtype.name]}){args[0]}"
-        cls = _CLASS[(node.args[-1].dtype if node.args else node.dtype).name]
+        cls = CLASS[(node.args[-1].dtype if node.args else node.dtype).name]
         return EXPRESSIONS[node.op][cls].format(*args)
 
     def ref(self, node: Node) -> str:
         if node.op == "literal":
             return literal(node.params["value"], node.dtype)
-        return self.names[id(node)]
+        return self.names[id(node)] + ("[b]" if id(node) in self.lanes else "")
 
     def statement(self, node: Node, index_of) -> str:
         ctype = C_TYPES[node.dtype.name]
@@ -278,6 +207,8 @@ class _Context:
             rhs = f"{self.buffer_name(a)}[{index_of(a)}]"
         else:
             rhs = self.expr(node, index_of)
+        if id(node) in self.lanes:
+            return f"{self.ref(node)} = {rhs};"
         return f"const {ctype} {self.names[id(node)]} = {rhs};"
 
     def statements(self, nodes: list[Node], index_of) -> list[str]:
@@ -332,7 +263,11 @@ class _Context:
         cols = range(nr, rank)
         col_outer = range(nr, rank - 1)
         row_index = lambda a: f"r{a}"
-        if self.target == "cuda":
+        if self.columns:   # lanes `b` walk the contiguous innermost row dim; the loop over the cols is outside
+            self.lanes = {id(n) for n in k.nodes if n.level == "row"}
+            row_index = lambda a: f"r{a}{self._lane(a)}"
+            col_index = lambda a: f"r{a}{self._lane(a)}" + (f" + c{a}" if any(self.strides[a][nr:]) else "")
+        elif self.target == "cuda":
             col_index = lambda a: f"c{a}"            # per element: row base + unravelled col offset
         elif len(col_outer) == 0:
             col_index = lambda a: f"r{a}{self.inner(a, 'j')}"
@@ -395,7 +330,7 @@ class _Context:
                     continue
                 body += self.statements([n], index)
                 later = any(id(n) in c for c in pending.values())
-                if self.target == "c" and n.op in _EXPENSIVE and later:
+                if self.target == "c" and not self.columns and n.op in _EXPENSIVE and later:
                     spilled[id(n)] = f"sc_{self.ref(n)}"
                     body.append(f"{spilled[id(n)]}[{col_linear}] = {self.ref(n)};")
             step = make(body, index)
@@ -410,30 +345,53 @@ class _Context:
             store = self.store(a, n, row_index)
             code(store if self.target == "c" else f"if (threadIdx.x == 0) {store}")   # CUDA: one thread per row
         if col_stores:
-            run_loop("map", [n for _, n in col_stores],
-                     lambda body, index: {"kind": "map", "body": body + [self.store(a, n, index) for a, n in col_stores]})
+            def map_loop(body: list[str], index) -> dict:
+                return {"kind": "map", "body": body + [self.store(a, n, index) for a, n in col_stores]}
+
+            run_loop("map", [n for _, n in col_stores], map_loop)
         accesses = range(len(k.accesses))
         scratch = [{"name": name, "ctype": C_TYPES[n.dtype.name]} for n in k.nodes
                    if (name := spilled.get(id(n))) is not None]
+        if self.columns:
+            return {"rows": " * ".join(self.sizes[:nr - 1]) or "1", "lanes": self.sizes[nr - 1],
+                    "cols": " * ".join(self.sizes[nr:]), "row_dims": self._unravel(range(nr - 1), "i"),
+                    "col_dims": self._unravel(cols, "c_"),
+                    "row_offsets": [self._lane_block_offset(a) for a in accesses], "steps": steps,
+                    "lane_arrays": [{"name": self.names[id(n)], "ctype": C_TYPES[n.dtype.name]} for n in k.nodes
+                                    if id(n) in self.lanes and n.op != "reduce"]}
         return {"n_rows": nr, "rows": " * ".join(self.sizes[:nr]), "cols": " * ".join(self.sizes[nr:]),
+                "split": self.target == "c" and _split_mode(k),
                 "inner": self.sizes[-1], "col_outer": " * ".join(self.sizes[d] for d in col_outer) or None,
                 "row_dims": self._unravel(range(nr), "i"), "col_dims": self._unravel(col_outer, "c_"),
                 "all_col_dims": self._unravel(cols, "c_"),
                 "row_offsets": [self._offset(a, range(nr), "i") for a in accesses],
                 "steps": steps, "scratch": scratch}
 
+    def _lane(self, a: int) -> str:
+        """Column mode: ` + b * stride` of access `a` along the vectorised row dim."""
+        s = self.strides[a][self.k.n_rows - 1]
+        return "" if s is None else " + b" if s == "1" else f" + b * {s}"
+
+    def _lane_block_offset(self, a: int) -> str:
+        """Column mode: access `a`'s offset at the first lane of block `rb` of row `ro`."""
+        terms = [self._offset(a, range(self.k.n_rows - 1), "i")]
+        s = self.strides[a][self.k.n_rows - 1]
+        if s is not None:
+            terms.append("rb" if s == "1" else f"rb * {s}")
+        return " + ".join(t for t in terms if t != "0") or "0"
+
     def _phase(self, node: Node, body: list[str], value: str) -> dict:
         """One reduction loop: accumulator types, identity, update and combine for the node's monoid."""
         monoid, name = node.params["monoid"], self.names[id(node)]
         dt = node.dtype.name
-        cls = _CLASS[dt]
+        cls = CLASS[dt]
         ctype = C_TYPES[dt]
         acc_type = "double" if (dt == "float32" and monoid == "add" and self.target == "c") else ctype
         if cls == "i" and monoid in ("max", "min"):
-            lo, hi = _INT_LIMITS[dt]
+            lo, hi = INT_LIMITS[dt]
             init = literal(lo if monoid == "max" else hi, node.dtype)
         else:
-            init = _IDENTITY[monoid][cls]
+            init = IDENTITY[monoid][cls]
         nan_check = cls in "fd" and monoid in ("max", "min")
         if monoid == "add":
             update, op = "{p} = {p} + {v};", "+"
@@ -447,5 +405,6 @@ class _Context:
         return {"kind": "phase", "name": name, "ctype": ctype, "acc_type": acc_type, "init": init,
                 "body": body, "value": value, "absorb": update.format(p=f"p_{name}", v=value),
                 "combine": update.format(p=f"a_{name}", v=f"p_{name}"),
+                "absorb_lane": update.format(p=f"a_{name}[b]", v=value),
                 "merge": update.format(p=f"p_{name}", v=f"q_{name}"), "op": op, "nan": nan_check,
                 "shuffle_type": ctype if ctype in ("float", "double", "long long", "int") else "int"}

@@ -21,6 +21,7 @@ from .. import __version__
 from ..ir import ClosedJaxpr
 from .cache import cache_key, cached_file
 from .codegen import GeneratedKernel, render_module
+from .plan import plan_steps
 
 __all__ = ["cuda_source", "load_module", "launcher", "OPTIONS"]
 
@@ -32,8 +33,6 @@ _BLOCK = 256                                  # FNX_THREADS in the CUDA prelude
 
 def cuda_source(closed: ClosedJaxpr) -> str:
     """The CUDA source that `build_executable(closed, backend="cuda")` would compile (CuPy not needed)."""
-    from .plan import plan_steps
-
     _, kernels = plan_steps(closed, "cuda")
     return render_module(kernels, "cuda")
 
@@ -69,7 +68,7 @@ def load_module(source: str, names: list[str]):
         path, cached = cached_file(names[0], key, ".cubin", lambda tmp: _compile_cubin(source, arch, tmp))
         log.info("%s %s", "cache hit" if cached else "compiled", path.name)
         module = cp.RawModule(path=str(path))
-    except ImportError:   # no NVRTC bindings in this CuPy: let CuPy compile (and cache) the source
+    except (ImportError, AttributeError):   # no usable NVRTC bindings here: CuPy compiles (and caches) the source
         module = cp.RawModule(code=source, options=OPTIONS)
     for n in names:
         module.get_function(n)   # fail here, at build time, if a kernel is missing
@@ -77,7 +76,7 @@ def load_module(source: str, names: list[str]):
 
 
 def launcher(module, gk: GeneratedKernel):
-    """A factory of step functions launching `gk` with C-contiguous CuPy buffers and int64 sizes and strides."""
+    """A function launching `gk` on C-contiguous CuPy inputs; it allocates and returns the outputs."""
     cp = _cupy()
     fn = module.get_function(gk.name)
     k = gk.kernel
@@ -89,16 +88,11 @@ def launcher(module, gk: GeneratedKernel):
         rows = math.prod(k.sizes[:k.n_rows])
         extra, grid = rows, rows
     meta = tuple(np.int64(v) for v in gk.meta) + (np.int64(extra),)
+    specs = [(tuple(v.aval.shape), v.aval.dtype.np) for v in k.outputs]
 
-    def bind(in_slots: list[int], out_slots: list[int], out_specs: list):
-        def run(env):
-            ins = [env[s] for s in in_slots]
-            outs = []
-            for s, (shape, dtype) in zip(out_slots, out_specs):
-                a = env[s] = cp.empty(shape, dtype)
-                outs.append(a)
-            fn((grid,), (_BLOCK,), (*ins, *outs, *meta))
+    def run(*ins):
+        outs = [cp.empty(shape, dtype) for shape, dtype in specs]
+        fn((grid,), (_BLOCK,), (*ins, *outs, *meta))
+        return outs
 
-        return run
-
-    return bind
+    return run

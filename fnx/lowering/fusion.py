@@ -137,18 +137,13 @@ class _Space:
 
 # ---------------------------------------------------------------- classification
 def _classify(eqn: Eqn, emittable: Callable[[Eqn], bool]) -> str:
-    """"reduce", "view", "elementwise" or "library"."""
-    if eqn.prim.multiple_results or len(eqn.outvars) != 1:
+    """The equation's class: "reduce", "view" (moves elements), "elementwise" or "library" (runs its impl)."""
+    if eqn.prim.multiple_results or len(eqn.outvars) != 1 or not emittable(eqn):
         return "library"
-    avals = [a.aval for a in eqn.inputs] + [eqn.outvars[0].aval]
-    if any(math.prod(a.shape) == 0 for a in avals):
-        return "library"
+    if any(math.prod(a.aval.shape) == 0 for a in [*eqn.inputs, eqn.outvars[0]]):
+        return "library"   # nothing to loop over; numpy handles the empty arrays
     name = eqn.prim.name
-    if name in REDUCTIONS:
-        return "reduce" if emittable(eqn) else "library"
-    if name in VIEW_PRIMS:
-        return "view"
-    return "elementwise" if emittable(eqn) else "library"
+    return "reduce" if name in REDUCTIONS else "view" if name in VIEW_PRIMS else "elementwise"
 
 
 class _Graph:
@@ -159,33 +154,28 @@ class _Graph:
         self.scalar_consts = scalar_consts       # id(constvar) -> 0-d array, inlined as literals
         self.producer: dict[int, tuple[int, Eqn]] = {}
         self.kind: dict[int, str] = {}
-        for i, e in enumerate(jaxpr.eqns):
-            k = _classify(e, emittable)
+        self.eqn_kind = [_classify(e, emittable) for e in jaxpr.eqns]
+        for i, (e, k) in enumerate(zip(jaxpr.eqns, self.eqn_kind)):
             for v in e.outvars:
                 self.producer[id(v)] = (i, e)
                 self.kind[id(v)] = k
-        self.materialised: set[int] = set()
-        for v in list(jaxpr.invars) + list(jaxpr.constvars):
-            self.materialised.add(id(v))
-        for v in jaxpr.outvars:
-            if isinstance(v, Var):
-                self.materialised.add(id(v))
-        for e in jaxpr.eqns:
-            if self.kind[id(e.outvars[0])] == "library":
+        self.materialised: set[int] = {id(v) for v in list(jaxpr.invars) + list(jaxpr.constvars)}
+        self.materialised.update(id(v) for v in jaxpr.outvars if isinstance(v, Var))
+        for e, k in zip(jaxpr.eqns, self.eqn_kind):
+            if k == "library":
                 self.materialised.update(id(a) for a in e.inputs if isinstance(a, Var))
                 self.materialised.update(id(v) for v in e.outvars)
-        for e in jaxpr.eqns:   # a shape op on a materialised value, itself materialised: a numpy view suffices
-            if self.kind[id(e.outvars[0])] == "view" and id(e.outvars[0]) in self.materialised \
+        for i, e in enumerate(jaxpr.eqns):   # a shape op on a materialised value, itself materialised: a numpy view
+            if self.eqn_kind[i] == "view" and id(e.outvars[0]) in self.materialised \
                     and isinstance(e.inputs[0], Var) and id(e.inputs[0]) in self.materialised:
-                self.kind[id(e.outvars[0])] = "library"
+                self.eqn_kind[i] = self.kind[id(e.outvars[0])] = "library"
+
+    def library_eqns(self) -> list[Eqn]:
+        return [e for e, k in zip(self.jaxpr.eqns, self.eqn_kind) if k == "library"]
 
     def fusible_roots(self) -> list[Var]:
-        roots = []
-        for e in self.jaxpr.eqns:
-            v = e.outvars[0]
-            if id(v) in self.materialised and self.kind[id(v)] != "library":
-                roots.append(v)
-        return roots
+        return [e.outvars[0] for e, k in zip(self.jaxpr.eqns, self.eqn_kind)
+                if k != "library" and id(e.outvars[0]) in self.materialised]
 
 
 # ---------------------------------------------------------------- building one kernel
@@ -203,6 +193,7 @@ class _Builder:
         self.accesses: list[tuple] = []   # (("in"|"out", index), view)
         self.phases: list[Node] = []
         self.reduced: set[int] = set()    # ids of reduction vars computed as phases here
+        self.touched: set[int] = set()    # ids of every var visited (inlined or loaded)
 
     def add(self, node: Node) -> Node:
         self.nodes.append(node)
@@ -221,6 +212,7 @@ class _Builder:
         key = (id(atom), view)
         found = self.memo.get(key)
         if found is None:
+            self.touched.add(id(atom))
             found = self.memo[key] = self._compute(atom, view)
         return found
 
@@ -293,9 +285,20 @@ def _space_for(graph: _Graph, root: Var) -> _Space:
     n = math.prod(root.aval.shape)
     for red in _reductions_below(graph, root):
         sp = _Space(tuple(red.inputs[0].aval.shape), tuple(red.params["axes"]))
-        if n in (math.prod(sp.shape), sp.rows):
+        if n == sp.rows or n == math.prod(sp.shape) and _rows_parallel(sp):
             return sp
     return _Space(tuple(root.aval.shape))
+
+
+# Row kernels run their rows in parallel, or the blocks of each row when there are few long rows (codegen's
+# split mode); a big map over a few short rows would run on one thread.
+_PARALLEL_MIN, _MIN_ROWS, _SPLIT_COLS = 32768, 16, 1 << 16
+
+
+def _rows_parallel(space: _Space) -> bool:
+    """Whether a full-size map over `space` may run inside a row kernel without losing parallelism."""
+    n = math.prod(space.shape)
+    return space.rows >= _MIN_ROWS or n < _PARALLEL_MIN or n // max(space.rows, 1) >= _SPLIT_COLS
 
 
 @dataclass
@@ -341,20 +344,28 @@ def fuse(jaxpr: Jaxpr, emittable: Callable[[Eqn], bool], scalar_consts: dict | N
 
 
 def _single_root_drafts(graph: _Graph) -> list[_Draft]:
-    """One kernel per materialised fusible value, materialising more values until every kernel builds."""
+    """One kernel per materialised fusible value, materialising more values until every kernel builds.
+
+    Materialising a value only invalidates the kernels that inlined it; the others are kept.
+    """
+    built: dict[int, _Draft] = {}
     while True:
-        drafts, retry = [], None
+        retry = None
         for root in graph.fusible_roots():
-            try:
-                drafts.append(_build_root(graph, root))
-            except _CantFuse as e:
-                retry = e.var
-                break
+            if id(root) not in built:
+                try:
+                    built[id(root)] = _build_root(graph, root)
+                except _CantFuse as e:
+                    retry = e.var
+                    break
         if retry is None:
-            retry = _shared_reduction(graph, drafts)
+            retry = _shared_reduction(graph, list(built.values()))
         if retry is None:
-            return drafts
+            return [built[id(r)] for r in graph.fusible_roots()]
+        if id(retry) in graph.materialised:
+            raise AssertionError(f"fusion: {retry} is materialised and still cannot be computed")
         graph.materialised.add(id(retry))
+        built = {rid: d for rid, d in built.items() if id(retry) not in d.builder.touched}
 
 
 def _build_root(graph: _Graph, root: Var) -> _Draft:
@@ -392,33 +403,30 @@ def _writes(d) -> set:
     return {id(v) for v in d.outvars}
 
 
-def _library_eqns(graph: _Graph) -> list[Eqn]:
-    return [e for e in graph.jaxpr.eqns if graph.kind[id(e.outvars[0])] == "library"]
-
-
 def _merge(graph: _Graph, drafts: list[_Draft]) -> list[_Draft]:
     """Merge kernels over the same index space when no other step must run between them."""
     drafts = sorted(drafts, key=lambda d: d.order)
-    merged = True
-    while merged:
-        merged = False
-        steps = drafts + _library_eqns(graph)
+    failed: set = set()
+    while True:
+        through = _paths_of_two_or_more(graph, drafts + graph.library_eqns())
+        merged = None
         for i, a in enumerate(drafts):
             for b in drafts[i + 1:]:
-                if not _compatible(a.space, b.space) or _path_between(graph, steps, a, b):
+                key = (tuple(id(r) for r in a.roots), tuple(id(r) for r in b.roots))
+                if key in failed or not _compatible(a.space, b.space) or through(a, b) or through(b, a):
                     continue
-                space = a.space if a.space.axes is not None else b.space
                 try:
-                    new = _build(graph, space, a.roots + b.roots)
+                    merged = _build(graph, a.space if a.space.axes is not None else b.space, a.roots + b.roots)
                 except _CantFuse:
+                    failed.add(key)
                     continue
-                new.order = min(a.order, b.order)
-                drafts = sorted([d for d in drafts if d is not a and d is not b] + [new], key=lambda d: d.order)
-                merged = True
+                merged.order = min(a.order, b.order)
+                drafts = sorted([d for d in drafts if d is not a and d is not b] + [merged], key=lambda d: d.order)
                 break
-            if merged:
+            if merged is not None:
                 break
-    return drafts
+        if merged is None:
+            return drafts
 
 
 def _compatible(a: _Space, b: _Space) -> bool:
@@ -426,35 +434,48 @@ def _compatible(a: _Space, b: _Space) -> bool:
         return a == b
     if a.axes is None and b.axes is None:
         return a.shape == b.shape
-    return (a if a.axes is None else b).shape == (b if a.axes is None else a).shape
+    rows = a if a.axes is not None else b
+    return a.shape == b.shape and _rows_parallel(rows)
 
 
-def _path_between(graph: _Graph, steps: list, a, b) -> bool:
-    """True if a step other than `a` and `b` depends on one of them and is needed by the other."""
-    consumers: dict[int, list] = {}
-    for s in steps:
+def _paths_of_two_or_more(graph: _Graph, steps: list):
+    """`through(a, b)`: whether `b` depends on `a` through at least one other step (so they cannot merge)."""
+    index = {id(s): i for i, s in enumerate(steps)}
+    writer = {vid: i for i, s in enumerate(steps) for vid in _writes(s)}
+    succ = [set() for _ in steps]
+    for i, s in enumerate(steps):
         for vid in _reads(graph, s):
-            consumers.setdefault(vid, []).append(s)
+            if vid in writer and writer[vid] != i:
+                succ[writer[vid]].add(i)
+    reach: list[int | None] = [None] * len(steps)   # bitset of the steps reachable from each step
 
-    def reaches(src, dst) -> bool:
-        stack, seen = [c for vid in _writes(src) for c in consumers.get(vid, []) if c is not dst], set()
+    def reachable(i: int) -> int:
+        stack = [i]
         while stack:
-            s = stack.pop()
-            if id(s) in seen:
+            j = stack[-1]
+            pending = [c for c in succ[j] if reach[c] is None]
+            if pending:
+                stack.extend(pending)
                 continue
-            seen.add(id(s))
-            if s is dst:
-                return True
-            stack.extend(c for vid in _writes(s) for c in consumers.get(vid, []))
-        return False
+            stack.pop()
+            if reach[j] is None:
+                bits = 0
+                for c in succ[j]:
+                    bits |= (1 << c) | reach[c]
+                reach[j] = bits
+        return reach[i]
 
-    return reaches(a, b) or reaches(b, a)
+    def through(a, b) -> bool:
+        ia, ib = index[id(a)], index[id(b)]
+        return any(reachable(c) >> ib & 1 for c in succ[ia])
+
+    return through
 
 
 def _schedule(graph: _Graph, drafts: list[_Draft]) -> list:
     """Kernels and library equations in a dependency order that follows the jaxpr's order where it can."""
     pos = {id(e): i for i, e in enumerate(graph.jaxpr.eqns)}
-    steps = [(d.order, d) for d in drafts] + [(pos[id(e)], e) for e in _library_eqns(graph)]
+    steps = [(d.order, d) for d in drafts] + [(pos[id(e)], e) for e in graph.library_eqns()]
     writer = {vid: s for _, s in steps for vid in _writes(s)}
     deps = {id(s): {id(writer[v]) for v in _reads(graph, s) if v in writer and writer[v] is not s}
             for _, s in steps}

@@ -4,15 +4,19 @@
 compiles its kernels once, and returns an `Executable`. Everything that does
 not depend on the arguments (kernel handles, argument blocks of sizes and
 strides, buffer slots, which buffer dies after which step) is fixed at build
-time, so a call only stores array addresses, allocates outputs with numpy
-(or CuPy) and launches. Equations that are not fused ("library" steps:
+time, so a call only stores array addresses, allocates outputs (numpy, a
+pool of large buffers, or CuPy) and launches; intermediates are dropped after
+their last use. Equations that are not fused ("library" steps:
 matmul, gather, sort, control flow, random bits, ...) run through their
 primitive's `impl` on the arrays, exactly as eager mode runs them.
 """
 from __future__ import annotations
 
 import ctypes
-import logging
+import math
+import os
+import sys
+import threading
 
 import numpy as np
 
@@ -23,9 +27,7 @@ from ..tensor import Tensor, make
 from .codegen import GeneratedKernel, emittable, prelude, render, render_module
 from .fusion import Kernel, fuse
 
-__all__ = ["build_executable", "Executable", "plan_steps"]
-
-log = logging.getLogger("fnx.compile")
+__all__ = ["build_executable", "Executable", "plan_steps", "BufferPool", "buffers"]
 
 
 def plan_steps(closed: ClosedJaxpr, target: str) -> tuple[list, list[GeneratedKernel]]:
@@ -67,78 +69,39 @@ def build_executable(closed: ClosedJaxpr, *, backend: str) -> "Executable":
         launch = lambda gk: launcher(module, gk)
     else:
         raise ValueError(f"build_executable: backend must be 'c' or 'cuda', got {backend!r}")
-    log.debug("generated source:\n%s", source)
-    return Executable(closed, steps, kernels, source, backend, launch)
+    exe = Executable(closed, steps, kernels, source, backend, launch)
+    if _debug_level() >= 4:   # FNX_DEBUG=4: show the generated kernels and the driver that calls them
+        print(f"fnx: generated {backend} source\n{source}\nfnx: driver\n{exe.driver_source}", file=sys.stderr)
+    return exe
+
+
+def _debug_level() -> int:
+    try:
+        return int(os.environ.get("FNX_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
 
 
 class Executable:
-    """Runs a compiled jaxpr: `exe(*tensors) -> list[Tensor]`; `.kernels()` and `.source()` show what runs."""
+    """Runs a compiled jaxpr: `exe(*tensors) -> list[Tensor]`; `.kernels()` and `.source()` show what runs.
+
+    The steps become one generated Python function (`.driver_source`) with a line per array it touches:
+    read the arguments, check that kernel inputs are row-major, allocate outputs, store array addresses,
+    call the kernel or the library function, drop arrays after their last use, wrap the results.
+    """
 
     def __init__(self, closed: ClosedJaxpr, steps: list, kernels: list[GeneratedKernel], source: str, backend: str,
                  launch):
         self._kernels, self._source, self.backend = kernels, source, backend
-        jaxpr = closed.jaxpr
-        self._n_in = len(jaxpr.invars)
-        slots: dict[int, int] = {}
-
-        def slot(v: Var) -> int:
-            return slots.setdefault(id(v), len(slots))
-
-        self._in_slots = [slot(v) for v in jaxpr.invars]
-        self._consts = [(slot(v), c._value) for v, c in zip(jaxpr.constvars, closed.consts)]
-        contiguous: set[int] = set()       # slots read by kernels, which assume row-major layout
-        for s in steps:
-            if isinstance(s, Kernel):
-                contiguous.update(slot(v) for v in s.inputs)
-        runs, reads = [], []
-        kernel_iter = iter(kernels)
-        for s in steps:
-            if isinstance(s, Kernel):
-                gk = next(kernel_iter)
-                runs.append(launch(gk)(self._slots_of(s.inputs, slot), self._slots_of(s.outputs, slot),
-                                       [(tuple(v.aval.shape), v.aval.dtype.np) for v in s.outputs]))
-                reads.append([slot(v) for v in s.inputs])
-            else:
-                runs.append(_library_step(s, slot, contiguous))
-                reads.append([slot(a) for a in s.inputs if isinstance(a, Var)])
-        self._outs = [("value", a.val._value) if isinstance(a, Literal) else ("slot", slot(a))
-                      for a in jaxpr.outvars]
-        self._devices = [a.aval.device for a in jaxpr.outvars]
-        keep = {s for kind, s in self._outs if kind == "slot"}
-        last: dict[int, int] = {}
-        for i, r in enumerate(reads):
-            for s in r:
-                last[s] = i
-        frees = [[] for _ in runs]
-        for s, i in last.items():
-            if s not in keep:
-                frees[i].append(s)
-        self._steps = list(zip(runs, [tuple(f) for f in frees]))
-        self._n_slots = len(slots)
-        self._check = [(s, True) for s in self._in_slots if s in contiguous]
-        self._consts = [(s, _contiguous(c) if s in contiguous else c) for s, c in self._consts]
-
-    @staticmethod
-    def _slots_of(vars_, slot) -> list[int]:
-        return [slot(v) for v in vars_]
+        self._n_in = len(closed.jaxpr.invars)
+        self.driver_source, namespace = _Driver(closed, steps, kernels, launch).write()
+        exec(compile(self.driver_source, f"<fnx driver: {len(steps)} steps>", "exec"), namespace)
+        self._run = namespace["run"]
 
     def __call__(self, *args: Tensor) -> list[Tensor]:
         if len(args) != self._n_in:
             raise FnxRuntimeError(f"compiled function: expected {self._n_in} arguments, got {len(args)}")
-        env = [None] * self._n_slots
-        for s, t in zip(self._in_slots, args):
-            env[s] = t._value
-        for s, _ in self._check:
-            a = env[s]
-            if not a.flags.c_contiguous:
-                env[s] = _contiguous(a)
-        for s, c in self._consts:
-            env[s] = c
-        for run, free in self._steps:
-            run(env)
-            for s in free:
-                env[s] = None
-        return [make(env[x] if kind == "slot" else x.copy(), dev) for (kind, x), dev in zip(self._outs, self._devices)]
+        return self._run(*args)
 
     def kernels(self) -> list[GeneratedKernel]:
         """The generated kernels, in execution order (each has .name, .source and .target)."""
@@ -150,59 +113,162 @@ class Executable:
 
     def __repr__(self) -> str:
         names = ", ".join(k.name for k in self._kernels) or "no kernels"
-        return f"<Executable ({self.backend}): {len(self._steps)} steps; {names}>"
+        return f"<Executable ({self.backend}): {names}>"
 
 
-def _contiguous(a):
-    if a.flags.c_contiguous:
-        return a
-    return a.__array_namespace__().ascontiguousarray(a) if hasattr(a, "__array_namespace__") else np.ascontiguousarray(a)
+class _Driver:
+    """Writes the Python function that runs a plan's steps; the objects it uses go into its namespace."""
+
+    def __init__(self, closed: ClosedJaxpr, steps: list, kernels: list[GeneratedKernel], launch):
+        self.closed, self.steps, self.kernels, self.launch = closed, steps, kernels, launch
+        self.xp = closed.jaxpr.outvars[0].aval.device.xp if closed.jaxpr.outvars else np
+        self.namespace = {"make": make, "ascontiguous": self.xp.ascontiguousarray}
+        self.names: dict[int, str] = {}
+        self.lines: list[str] = []
+
+    def value(self, obj, hint: str) -> str:
+        """A namespace name bound to `obj`."""
+        name = f"{hint}{len(self.namespace)}"
+        self.namespace[name] = obj
+        return name
+
+    def var(self, v: Var) -> str:
+        return self.names.setdefault(id(v), f"x{len(self.names)}")
+
+    def atom(self, a) -> str:
+        return self.value(a.val._value, "lit") if isinstance(a, Literal) else self.names[id(a)]
+
+    def write(self) -> tuple[str, dict]:
+        jaxpr = self.closed.jaxpr
+        row_major = {id(v) for s in self.steps if isinstance(s, Kernel) for v in s.inputs}
+        args = [f"a{i}" for i in range(len(jaxpr.invars))]
+        for a, v in zip(args, jaxpr.invars):
+            x = self.var(v)
+            self.lines.append(f"{x} = {a}._value")
+            if id(v) in row_major:
+                self.lines.append(f"if not {x}.flags.c_contiguous: {x} = ascontiguous({x})")
+        for v, c in zip(jaxpr.constvars, self.closed.consts):
+            value = c._value
+            if id(v) in row_major and not value.flags.c_contiguous:
+                value = self.xp.ascontiguousarray(value)
+            self.names[id(v)] = self.value(value, "const")
+        last = self._last_uses()
+        kernels = iter(self.kernels)
+        for i, step in enumerate(self.steps):
+            if isinstance(step, Kernel):
+                self._kernel(step, next(kernels))
+            else:
+                self._library(step, row_major)
+            dead = [self.names[vid] for vid in last.get(i, ()) if vid in self.names
+                    and self.names[vid].startswith("x")]
+            if dead:
+                self.lines.append(f"del {', '.join(dead)}")
+        outs = []
+        for a in jaxpr.outvars:
+            value = f"{self.atom(a)}.copy()" if isinstance(a, Literal) else self.atom(a)   # literals: a fresh array
+            outs.append(f"make({value}, {self.value(a.aval.device, 'dev')})")
+        self.lines.append(f"return [{', '.join(outs)}]")
+        body = "\n".join("    " + line for line in self.lines)
+        return f"def run({', '.join(args)}):\n{body}\n", self.namespace
+
+    def _last_uses(self) -> dict[int, list[int]]:
+        """Step index -> ids of the variables last read there (jaxpr outputs are never dropped)."""
+        keep = {id(a) for a in self.closed.jaxpr.outvars if isinstance(a, Var)}
+        last: dict[int, int] = {}
+        for i, s in enumerate(self.steps):
+            for v in (s.inputs if isinstance(s, Kernel) else [a for a in s.inputs if isinstance(a, Var)]):
+                last[id(v)] = i
+        out: dict[int, list[int]] = {}
+        for vid, i in last.items():
+            if vid not in keep:
+                out.setdefault(i, []).append(vid)
+        return out
+
+    def _kernel(self, k: Kernel, gk: GeneratedKernel) -> None:
+        ins = [self.names[id(v)] for v in k.inputs]
+        outs = [self.var(v) for v in k.outputs]
+        call = self.launch(gk)
+        self.lines.append(f"# {gk.name}")
+        if self.xp is not np:   # CUDA: the launcher allocates and returns the outputs
+            self.lines.append(f"{', '.join(outs)}, = {self.value(call, 'k')}({', '.join(ins)})")
+            return
+        fn, objs, meta = call
+        for x, v in zip(outs, k.outputs):
+            shape, dtype = tuple(v.aval.shape), v.aval.dtype.np
+            alloc = "empty" if math.prod(shape) * dtype.itemsize < buffers.min_bytes else "pooled"
+            self.namespace.setdefault("empty", np.empty)
+            self.namespace.setdefault("pooled", buffers.empty)
+            self.lines.append(f"{x} = {alloc}({self.value(shape, 'shape')}, {self.value(dtype, 'dtype')})")
+        o = self.value(objs, "objs")
+        self.value(meta, "meta")   # the blocks stay referenced by the namespace; the call passes their addresses
+        for i, x in enumerate(ins + outs):
+            self.lines.append(f"{o}[{i}] = id({x})")
+        pointers = [self.value(ctypes.c_void_p(ctypes.addressof(block)), "p") for block in (objs, meta)]
+        self.lines.append(f"{self.value(fn, 'kernel')}({', '.join(pointers)})")
+
+    def _library(self, eqn, row_major: set) -> None:
+        fn = _library_call(eqn, [id(v) in row_major for v in eqn.outvars], self.xp)
+        outs = [self.var(v) for v in eqn.outvars]
+        args = ", ".join(self.atom(a) for a in eqn.inputs)
+        self.lines.append(f"{', '.join(outs)}, = {self.value(fn, eqn.prim.name)}({args})")
 
 
-def _library_step(eqn, slot, contiguous: set):
-    """Run one equation through its primitive's impl, as eager mode does."""
-    prim, params = eqn.prim, eqn.params
-    ins = [(None, a.val._value) if isinstance(a, Literal) else (slot(a), None) for a in eqn.inputs]
-    outs = [slot(v) for v in eqn.outvars]
-    fix = [s in contiguous for s in outs]
-    multiple = prim.multiple_results
-    xp = eqn.outvars[0].aval.device.xp if eqn.outvars else np
+def _library_call(eqn, row_major: list[bool], xp):
+    """A function running one equation through its primitive's impl (as eager mode does) -> list of arrays."""
+    prim, params, multiple = eqn.prim, eqn.params, eqn.prim.multiple_results
 
-    def run(env):
-        arrays = [env[s] if s is not None else v for s, v in ins]
+    def call(*arrays):
         result = prim.impl(xp, *arrays, **params)
-        for s, o, f in zip(outs, result if multiple else (result,), fix):
+        outs = []
+        for o, fix in zip(result if multiple else (result,), row_major):
             if isinstance(o, np.generic):
                 o = np.asarray(o)
-            env[s] = _contiguous(o) if f else o
+            outs.append(xp.ascontiguousarray(o) if fix and not o.flags.c_contiguous else o)
+        return outs
 
-    return run
+    return call
+
+
+class BufferPool:
+    """Large CPU buffers recycled once nothing references them, so repeated calls skip the OS's page faults.
+
+    A fresh multi-megabyte allocation costs more than a kernel that streams through it (the kernel pays
+    for zeroed pages, one fault per page). The pool keeps every large buffer it hands out and reuses one
+    when its reference count shows that the arrays made from it are gone (views keep their base alive, so
+    the count is exact). At most `limit` bytes are kept; `clear()` lets them go.
+    """
+
+    def __init__(self, min_bytes: int = 1 << 20, limit: int = 1 << 30):
+        self.min_bytes, self.limit, self.held = min_bytes, limit, 0
+        self._buckets: dict[int, list] = {}
+        self._lock = threading.Lock()
+
+    def empty(self, shape: tuple, dtype: np.dtype):
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        if nbytes < self.min_bytes:
+            return np.empty(shape, dtype)
+        with self._lock:
+            bucket = self._buckets.setdefault(nbytes, [])
+            for raw in bucket:
+                if sys.getrefcount(raw) == 3:   # the bucket, this loop and getrefcount's argument: unused
+                    return raw.view(dtype).reshape(shape)
+            raw = np.empty(nbytes, np.uint8)
+            if self.held + nbytes <= self.limit:
+                bucket.append(raw)
+                self.held += nbytes
+            return raw.view(dtype).reshape(shape)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._buckets.clear()
+            self.held = 0
+
+
+buffers = BufferPool()
 
 
 def _c_launcher(lib, gk: GeneratedKernel):
-    """A factory of step functions calling C kernel `gk` from `lib` with the array objects of its buffers."""
+    """(C function, array-object block, argument block of sizes and strides) of kernel `gk` in `lib`."""
     fn = lib[gk.name]
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    fn.restype = None
-    meta = (ctypes.c_longlong * max(len(gk.meta), 1))(*gk.meta)
-
-    def bind(in_slots: list[int], out_slots: list[int], out_specs: list):
-        objs = (ctypes.c_void_p * gk.n_buffers)()
-        objs_addr, meta_addr = ctypes.addressof(objs), ctypes.addressof(meta)
-        n_in = len(in_slots)
-        outs = list(zip(range(n_in, n_in + len(out_slots)), out_slots, out_specs))
-        ins = list(enumerate(in_slots))
-        empty = np.empty
-
-        def run(env):
-            for i, s in ins:
-                objs[i] = id(env[s])
-            for i, s, (shape, dtype) in outs:
-                a = env[s] = empty(shape, dtype)
-                objs[i] = id(a)
-            fn(objs_addr, meta_addr)   # the arrays stay referenced by env during the call
-
-        run.meta = meta   # keeps the argument block alive with the step
-        return run
-
-    return bind
+    fn.argtypes, fn.restype = None, None   # called with prebuilt ctypes pointers: nothing to convert
+    return fn, (ctypes.c_void_p * gk.n_buffers)(), (ctypes.c_longlong * max(len(gk.meta), 1))(*gk.meta)

@@ -1,0 +1,122 @@
+"""The expression table: each elementwise primitive as a C expression per operand class (codegen as data).
+
+`EXPRESSIONS` maps a primitive name and an operand class ("f" float32, "d"
+float64, "i" integers, "b" bool) to a C expression over its operands `{0}`,
+`{1}`, `{2}`. Operands are always names of earlier values or literals, so an
+expression may repeat them. Calls like `fnx_expf` go to the per-target
+prelude (templates/*_prelude.*.j2), which is where the two targets differ.
+numpy's semantics where C's differ (NaN-propagating max and min,
+Python-style remainder and floor division, integer division by zero giving
+0, bool arithmetic as logic) are spelled out here or in the prelude.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .views import VIEW_PRIMS
+
+__all__ = ["EXPRESSIONS", "C_TYPES", "CLASS", "SHORT", "IDENTITY", "INT_LIMITS", "emittable", "literal"]
+
+C_TYPES = {"float32": "float", "float64": "double", "bool": "unsigned char", "uint8": "unsigned char",
+           "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long"}
+CLASS = {"float32": "f", "float64": "d", "bool": "b", "uint8": "i", "int8": "i", "int16": "i", "int32": "i",
+         "int64": "i"}
+SHORT = {"float32": "f32", "float64": "f64", "bool": "b8", "uint8": "u8", "int8": "i8", "int16": "i16",
+         "int32": "i32", "int64": "i64"}   # for kernel names
+
+
+def _libm(f: str) -> dict:
+    """A libm function: float32 goes through the double version (see the C prelude)."""
+    return {"f": f"fnx_{f}f({{0}})", "d": f"{f}({{0}})"}
+
+
+def _all(expr: str, classes: str = "fdib") -> dict:
+    return {c: expr for c in classes}
+
+
+_IREM = "({1} == 0 || {1} == -1 ? 0 : {0} % {1} + ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? {1} : 0))"
+_IFLOORDIV = ("({1} == 0 ? 0 : {1} == -1 ? -{0} : "
+              "{0} / {1} - ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? 1 : 0))")
+
+# primitive -> operand class -> C expression. "select" is keyed by its branches' class.
+EXPRESSIONS: dict[str, dict[str, str]] = {
+    "neg": _all("(-{0})", "fdi"),
+    "exp": _libm("exp"), "exp2": _libm("exp2"), "expm1": _libm("expm1"), "log": _libm("log"),
+    "log2": _libm("log2"), "log10": _libm("log10"), "log1p": _libm("log1p"),
+    "sqrt": {"f": "sqrtf({0})", "d": "sqrt({0})"},
+    "sin": _libm("sin"), "cos": _libm("cos"), "tan": _libm("tan"),
+    "tanh": {"f": "tanhf({0})", "d": "tanh({0})"},   # libmvec's tanhf: 1 ulp, as fast as a copy (double: 5x slower)
+    "sinh": _libm("sinh"), "cosh": _libm("cosh"), "asin": _libm("asin"), "acos": _libm("acos"),
+    "atan": _libm("atan"),
+    "sigmoid": {"f": "fnx_sigmoidf({0})", "d": "fnx_sigmoid({0})"},
+    "erf": _libm("erf"),
+    "abs": {"f": "fabsf({0})", "d": "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "b": "{0}"},
+    "sign": {"f": "fnx_signf({0})", "d": "fnx_sign({0})", "i": "(({0} > 0) - ({0} < 0))"},
+    "floor": {"f": "floorf({0})", "d": "floor({0})"}, "ceil": {"f": "ceilf({0})", "d": "ceil({0})"},
+    "trunc": {"f": "truncf({0})", "d": "trunc({0})"},
+    "round": {"f": "rintf({0})", "d": "rint({0})"},     # half to even, like numpy
+    "relu": {"f": "fnx_maxf({0}, 0.0f)", "d": "fnx_max({0}, 0.0)", "i": "({0} > 0 ? {0} : 0)"},
+    "not": _all("(!{0})"),
+    "isnan": _all("({0} != {0})", "fd"),
+    "add": {**_all("({0} + {1})", "fdi"), "b": "({0} | {1})"},
+    "sub": _all("({0} - {1})", "fdi"),
+    "mul": {**_all("({0} * {1})", "fdi"), "b": "({0} & {1})"},
+    "div": _all("({0} / {1})", "fd"),
+    "pow": {"f": "fnx_powf({0}, {1})", "d": "pow({0}, {1})"},
+    "max": {"f": "fnx_maxf({0}, {1})", "d": "fnx_max({0}, {1})", "i": "({0} > {1} ? {0} : {1})", "b": "({0} | {1})"},
+    "min": {"f": "fnx_minf({0}, {1})", "d": "fnx_min({0}, {1})", "i": "({0} < {1} ? {0} : {1})", "b": "({0} & {1})"},
+    "atan2": {"f": "fnx_atan2f({0}, {1})", "d": "atan2({0}, {1})"},
+    "rem": {"f": "fnx_remf({0}, {1})", "d": "fnx_rem({0}, {1})", "i": _IREM},
+    "floordiv": {"f": "fnx_floordivf({0}, {1})", "d": "fnx_floordiv({0}, {1})", "i": _IFLOORDIV},
+    "eq": _all("({0} == {1})"), "ne": _all("({0} != {1})"), "lt": _all("({0} < {1})"),
+    "le": _all("({0} <= {1})"), "gt": _all("({0} > {1})"), "ge": _all("({0} >= {1})"),
+    "and": {"b": "({0} & {1})"}, "or": {"b": "({0} | {1})"}, "xor": {"b": "({0} ^ {1})"},
+    "select": _all("({0} ? {1} : {2})"),
+    "convert": _all("{0}"),   # the cast is the declaration's type; conversion to bool is special-cased
+}
+
+# Reductions: the identity of each monoid per class (integer max/min start from the type's limits).
+IDENTITY = {"add": {"f": "0.0f", "d": "0.0", "i": "0", "b": "0"},
+            "mul": {"f": "1.0f", "d": "1.0", "i": "1", "b": "1"},
+            "max": {"f": "(-FNX_INF_F)", "d": "(-FNX_INF_D)", "b": "0"},
+            "min": {"f": "FNX_INF_F", "d": "FNX_INF_D", "b": "1"}}
+INT_LIMITS = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1),
+              "int64": (-2 ** 63, 2 ** 63 - 1)}
+_REDUCE_PRIMS = {"sum": "add", "reduce_prod": "mul", "reduce_max": "max", "reduce_min": "min"}
+
+
+def _operand_class(eqn) -> str | None:
+    return CLASS.get(eqn.inputs[-1].aval.dtype.name)
+
+
+def emittable(eqn) -> bool:
+    """Whether a kernel can compute this equation: an elementwise primitive of the table, a reduction or a
+    shape op (views.VIEW_PRIMS), on dtypes that C has (float16 and bfloat16 stay library steps)."""
+    names = [a.aval.dtype.name for a in eqn.inputs] + [v.aval.dtype.name for v in eqn.outvars]
+    if any(n not in CLASS for n in names):
+        return False
+    name = eqn.prim.name
+    if name in _REDUCE_PRIMS or name in VIEW_PRIMS:
+        return True
+    return _operand_class(eqn) in EXPRESSIONS.get(name, {})
+
+
+def literal(value, dtype) -> str:
+    """A C literal of `dtype` with exactly `value` (shortest round-trip decimal for floats)."""
+    name = dtype.name
+    v = np.asarray(value).astype(dtype.np).item()
+    if name in ("float32", "float64"):
+        suffix, tag = ("f", "F") if name == "float32" else ("", "D")
+        if math.isnan(v):
+            return f"FNX_NAN_{tag}"
+        if math.isinf(v):
+            return f"FNX_INF_{tag}" if v > 0 else f"(-FNX_INF_{tag})"
+        text = str(np.float32(v)) if name == "float32" else repr(float(v))
+        return f"{text}{suffix}" if v >= 0 else f"({text}{suffix})"
+    if name == "bool":
+        return "1" if v else "0"
+    if name == "int64" and v == -2 ** 63:
+        return "(-9223372036854775807LL - 1)"
+    return f"(({C_TYPES[name]}){int(v)}{'LL' if name == 'int64' else ''})"
