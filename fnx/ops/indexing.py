@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
+from ..determinism import alert_not_deterministic
 from ..tensor import Tensor, Tracer, canonical_dim, make
 from ._families import broadcast_shapes, same_device, scalar_like, unbroadcast
 from .elementwise import convert, eq, where
@@ -131,6 +132,7 @@ def _index_put_impl(xp, x, values, *idx, dims, accumulate):
     else:
         import cupyx
 
+        alert_not_deterministic("index_put(accumulate=True) / index_add / scatter_add on CUDA")
         cupyx.scatter_add(out, where_, values)
     return out
 

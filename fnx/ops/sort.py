@@ -10,6 +10,7 @@ import collections
 
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..determinism import alert_not_deterministic
 from ..tensor import Tensor, canonical_dim
 from ..transforms.ad import stop_gradient
 from ..transforms.batching import axis_batch_rule, with_batch_size
@@ -115,6 +116,7 @@ def _scatter_add_impl(xp, src, idx, *, axis, size):
     else:  # CuPy without ufunc.at
         import cupyx
 
+        alert_not_deterministic("the gradient of sort/take_along_axis on CUDA")
         cupyx.scatter_add(out, tuple(where), src)
     return out
 

@@ -1,0 +1,45 @@
+"""`fnx.use_deterministic_algorithms`: bit-identical results from run to run on one device.
+
+On the CPU every eager op and compiled kernel already has a fixed order of operations (numpy's reductions,
+`np.add.at` for scatter-adds, fixed-block reductions in generated C). On CUDA, scatter-adds accumulate with
+atomic adds, whose order varies; in deterministic mode they raise (or warn with `warn_only=True`), as PyTorch's
+do.
+"""
+from __future__ import annotations
+
+import warnings
+
+from .core import FnxRuntimeError
+
+__all__ = ["use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+           "is_deterministic_algorithms_warn_only_enabled", "alert_not_deterministic"]
+
+_enabled = False
+_warn_only = False
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """Make every op either deterministic or an error (a warning with `warn_only`)."""
+    global _enabled, _warn_only
+    _enabled, _warn_only = bool(mode), bool(warn_only)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return _enabled
+
+
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    return _warn_only
+
+
+def alert_not_deterministic(op: str) -> None:
+    """Called by an implementation that is not deterministic: raises (or warns) in deterministic mode."""
+    if not _enabled:
+        return
+    msg = (f"{op} does not have a deterministic implementation (it accumulates with atomic adds on CUDA), but "
+           f"fnx.use_deterministic_algorithms(True) is set. Run it on the CPU, or pass warn_only=True to "
+           f"use_deterministic_algorithms to allow it with a warning.")
+    if _warn_only:
+        warnings.warn(msg, UserWarning, stacklevel=3)
+        return
+    raise FnxRuntimeError(msg)
