@@ -27,7 +27,8 @@ _METHODS = {
     "greater": ew.gt, "less_equal": ew.le, "greater_equal": ew.ge, "not_equal": ew.ne,
     "logical_and": ew.logical_and, "logical_or": ew.logical_or, "logical_xor": ew.logical_xor,
     "logical_not": ew.logical_not, "xlogy": ew.xlogy, "hypot": ew.hypot, "copysign": ew.copysign,
-    "logaddexp": ew.logaddexp, "sinc": ew.sinc,
+    "logaddexp": ew.logaddexp, "sinc": ew.sinc, "isclose": ew.isclose, "allclose": ew.allclose, "equal": ew.equal,
+    "bincount": reduce.bincount,
     # reductions
     "sum": reduce.sum, "mean": reduce.mean, "var": reduce.var, "std": reduce.std, "amax": reduce.amax,
     "amin": reduce.amin, "argmax": reduce.argmax, "argmin": reduce.argmin, "logsumexp": reduce.logsumexp,

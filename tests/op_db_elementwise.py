@@ -82,6 +82,8 @@ OPS = [
            binary_sample(), grad=False),
     OpInfo("logical_not", lambda x: fnx.logical_not(x > 0), lambda x: np.logical_not(x > 0), unary_sample(),
            grad=False),
+    OpInfo("isclose", lambda x, y: fnx.isclose(x, y, rtol=0.1, atol=0.05),
+           lambda x, y: np.isclose(x, y, rtol=0.1, atol=0.05), binary_sample(), grad=False),
     OpInfo("where", fnx.where, np.where,
            st.builds(lambda a, b, c: Sample((a, b, c)), bools((2, 3)), floats((2, 3)), floats((3,)))),
 ]

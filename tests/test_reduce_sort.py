@@ -308,3 +308,23 @@ def test_var_mean_and_std_mean():
     s, m = fnx.std_mean(x, 1, correction=0, keepdim=True)
     np.testing.assert_allclose(s.numpy(), np.std(x.numpy(), 1, keepdims=True), rtol=1e-6)
     assert tuple(m.shape) == (2, 1)
+
+
+def test_bincount_counts_and_weights_like_numpy():
+    values = np.array([0, 3, 3, 1, 7, 3])
+    weights = np.linspace(0.5, 3.0, 6)
+    np.testing.assert_array_equal(fnx.bincount(fnx.tensor(values)).numpy(), np.bincount(values))
+    got = fnx.tensor(values).bincount(fnx.tensor(weights), minlength=10)
+    np.testing.assert_allclose(got.numpy(), np.bincount(values, weights, minlength=10))
+    assert got.dtype == fnx.float64
+    with pytest.raises(RuntimeError, match="non-negative"):
+        fnx.bincount(fnx.tensor([1, -1]))
+    with pytest.raises(RuntimeError, match="1-d non-negative integral"):
+        fnx.bincount(fnx.tensor([1.0]))
+
+
+def test_allclose_and_equal():
+    a = fnx.tensor([1.0, 2.0, float("inf")])
+    assert fnx.allclose(a, a + 1e-9) and a.allclose(a)
+    assert not fnx.allclose(a, a + 1.0)
+    assert fnx.equal(a, a.clone()) and not fnx.equal(a, a[:2]) and not a.equal(a * 2)

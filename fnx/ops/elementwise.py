@@ -18,7 +18,7 @@ from ..tensor import Tensor
 from ._families import _promote2, as_operand, binary, promote, same_device, broadcast_shapes, unbroadcast, unary
 from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
 
-__all__ = ["convert", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan",
+__all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan",
            "tanh", "sinh", "cosh", "asin", "acos", "atan", "sigmoid", "erf", "abs", "sign", "neg", "negative",
            "arcsin", "arccos", "arctan", "absolute", "floor", "ceil", "trunc", "fix", "round", "isnan",
            "logical_not", "mul", "true_divide", "atan2", "arctan2", "maximum", "minimum", "remainder", "eq", "ne",
@@ -694,3 +694,22 @@ def logaddexp(input, other) -> Tensor:
 # ---------------------------------------------------------------- batch rules of the primitives defined above
 convert_p.def_batch(unary_batch_rule(convert_p))
 select_p.def_batch(elementwise_batch_rule(select_p))
+
+
+def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|input - other| <= atol + rtol * |other|, elementwise (infinities compare equal to themselves)."""
+    x, y = promote("isclose", input, other)
+    if not x.dtype.is_floating_point:
+        return eq(x, y)
+    close = logical_or(eq(x, y), le(abs(x - y), atol + rtol * abs(y)))
+    return logical_or(close, logical_and(isnan(x), isnan(y))) if equal_nan else close
+
+
+def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """True if every element of `input` is close to `other` (see isclose)."""
+    return bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+def equal(input: Tensor, other: Tensor) -> bool:
+    """True if both tensors have the same shape and elements."""
+    return tuple(input.shape) == tuple(other.shape) and bool(eq(input, other).all())

@@ -18,7 +18,7 @@ from ..transforms.batching import axis_batch_rule, reduction_batch_rule
 from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
                           minimum, ne, pow as _pow, sqrt, where)
 
-__all__ = ["sum", "mean", "prod", "amax", "amin", "max", "min", "aminmax", "argmax", "argmin", "var", "std",
+__all__ = ["bincount", "sum", "mean", "prod", "amax", "amin", "max", "min", "aminmax", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "all", "any", "cumsum", "cumprod", "norm", "count_nonzero",
            "nansum", "nanmean"]
 
@@ -561,3 +561,21 @@ METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> fun
     "count_nonzero": count_nonzero, "nansum": nansum, "nanmean": nanmean, "aminmax": aminmax,
 }
 INPLACE: dict = {"cumsum_": _cumsum_keep_dtype, "cumprod_": _cumprod_keep_dtype}  # in-place (name_ -> function)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """Occurrences (or summed `weights`) of each value in a 1-D non-negative int tensor (eager only: the
+    length depends on the data)."""
+    if input.ndim != 1 or input.dtype.is_floating_point or input.dtype is _dt.bool:
+        raise FnxRuntimeError(f"bincount only supports 1-d non-negative integral inputs, got {input.dtype}"
+                              f"{list(input.shape)}")
+    values = input.numpy(force=True) if input.device.type == "cpu" else input._value
+    xp = input.device.xp
+    if values.size and int(values.min()) < 0:
+        raise FnxRuntimeError("bincount only supports 1-d non-negative integral inputs; got a negative value")
+    w = None if weights is None else weights.detach()._value
+    out = xp.bincount(values, weights=w, minlength=minlength)
+    from ..tensor import make
+
+    dt = _dt.int64 if weights is None else (weights.dtype if weights.dtype.is_floating_point else _dt.float64)
+    return make(out.astype(dt.np), input.device)
