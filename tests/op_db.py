@@ -114,6 +114,32 @@ def np_axis(kwargs: dict):
     return kwargs.get("dim")
 
 
+# value-dependent output shapes cannot be staged (as in JAX); in-place writes raise under every transform
+DYNAMIC_SHAPE = {"nonzero", "nonzero_tuple", "masked_select", "getitem_mask", "getitem_mask_inner",
+                 "repeat_interleave_tensor"}
+IN_PLACE = {"setitem_basic", "setitem_advanced", "setitem_mask"}
+
+
+def stageable_ops() -> list:
+    """The ops that make_jaxpr/compile can trace: static output shapes, no in-place writes."""
+    return [op for op in all_ops() if op.name not in DYNAMIC_SHAPE | IN_PLACE]
+
+
+def as_tensor_function(info: OpInfo, sample: Sample):
+    """(f, tensors): the op as a function of the sample's array arguments only, and those arrays as tensors."""
+    import fnx
+
+    positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
+
+    def f(*arrays):
+        args = list(sample.args)
+        for i, a in zip(positions, arrays):
+            args[i] = a
+        return info.op(*args, **sample.kwargs)
+
+    return f, [fnx.tensor(sample.args[i]) for i in positions]
+
+
 def all_ops() -> list:
     """Every family table, imported lazily so one broken table names itself."""
     import importlib

@@ -55,12 +55,9 @@ def assert_close(got, expected, exact: bool = True, rtol: float = 1e-5, atol: fl
 
 
 # ---------------------------------------------------------------- the op table
-from op_db import all_ops  # noqa: E402
+from op_db import as_tensor_function, stageable_ops  # noqa: E402
 
-_DYNAMIC_SHAPE = {"nonzero", "nonzero_tuple", "masked_select", "getitem_mask", "getitem_mask_inner",
-                  "repeat_interleave_tensor"}
-_IN_PLACE = {"setitem_basic", "setitem_advanced", "setitem_mask"}
-_COMPILABLE = [op for op in all_ops() if op.name not in _DYNAMIC_SHAPE | _IN_PLACE]
+_COMPILABLE = stageable_ops()
 # the default backend generates code per op: a cross-section of the families keeps this file fast
 _DEFAULT_SUBSET = {"neg", "exp", "log1p", "tanh", "sigmoid", "gelu", "erf", "add", "mul", "div", "pow", "maximum",
                    "where", "eq", "clamp", "sum", "mean", "var", "amax", "argmax", "logsumexp", "cumsum", "matmul",
@@ -69,17 +66,9 @@ _DEFAULT_SUBSET = {"neg", "exp", "log1p", "tanh", "sigmoid", "gelu", "erf", "add
 
 def _compile_sample(info, data, backend, exact):
     sample = data.draw(info.samples)
-    positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
-    if not positions:
+    op, tensors = as_tensor_function(info, sample)
+    if not tensors:
         return
-
-    def op(*arrays):
-        args = list(sample.args)
-        for i, a in zip(positions, arrays):
-            args[i] = a
-        return info.op(*args, **sample.kwargs)
-
-    tensors = [fnx.tensor(sample.args[i]) for i in positions]
     assert_close(compile(op, backend=backend)(*tensors), op(*tensors), exact=exact, rtol=max(info.rtol, 1e-4),
                  atol=max(info.atol, 1e-5))
 

@@ -192,13 +192,9 @@ def test_staging_records_ops_on_constants():
 # ---------------------------------------------------------------- the op table, staged
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from op_db import all_ops  # noqa: E402
+from op_db import as_tensor_function, stageable_ops  # noqa: E402
 
-# value-dependent output shapes cannot be staged (as in JAX); in-place writes raise under every transform
-_DYNAMIC_SHAPE = {"nonzero", "nonzero_tuple", "masked_select", "getitem_mask", "getitem_mask_inner",
-                  "repeat_interleave_tensor"}
-_IN_PLACE = {"setitem_basic", "setitem_advanced", "setitem_mask"}
-_STAGEABLE = [op for op in all_ops() if op.name not in _DYNAMIC_SHAPE | _IN_PLACE]
+_STAGEABLE = stageable_ops()
 
 
 @pytest.mark.parametrize("info", _STAGEABLE, ids=repr)
@@ -208,15 +204,7 @@ def test_op_table_stages_verifies_and_evaluates_like_eager(info, data):
     """make_jaxpr of every op: the jaxpr verifies (abstract rules agree with themselves) and evaluates to
     the eager result with the same shapes and dtypes (abstract rules agree with the impls)."""
     sample = data.draw(info.samples)
-    positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
-
-    def op(*arrays):
-        args = list(sample.args)
-        for i, a in zip(positions, arrays):
-            args[i] = a
-        return info.op(*args, **sample.kwargs)
-
-    tensors = [fnx.tensor(sample.args[i]) for i in positions]
+    op, tensors = as_tensor_function(info, sample)
     if not tensors:
         return
     jaxpr = fnx.make_jaxpr(op)(*tensors)

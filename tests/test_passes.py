@@ -247,12 +247,9 @@ def test_optimize_shrinks_a_gradient():
 
 
 # ---------------------------------------------------------------- the op table
-from op_db import all_ops  # noqa: E402
+from op_db import as_tensor_function, stageable_ops  # noqa: E402
 
-_DYNAMIC_SHAPE = {"nonzero", "nonzero_tuple", "masked_select", "getitem_mask", "getitem_mask_inner",
-                  "repeat_interleave_tensor"}
-_IN_PLACE = {"setitem_basic", "setitem_advanced", "setitem_mask"}
-_STAGEABLE = [op for op in all_ops() if op.name not in _DYNAMIC_SHAPE | _IN_PLACE]
+_STAGEABLE = stageable_ops()
 
 
 @pytest.mark.parametrize("info", _STAGEABLE, ids=repr)
@@ -261,17 +258,9 @@ _STAGEABLE = [op for op in all_ops() if op.name not in _DYNAMIC_SHAPE | _IN_PLAC
 def test_op_table_optimised_matches_eager(info, data):
     """Every op, staged then optimised with the IR verified after each pass, evaluates to the eager result."""
     sample = data.draw(info.samples)
-    positions = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
-    if not positions:
+    op, tensors = as_tensor_function(info, sample)
+    if not tensors:
         return
-
-    def op(*arrays):
-        args = list(sample.args)
-        for i, a in zip(positions, arrays):
-            args[i] = a
-        return info.op(*args, **sample.kwargs)
-
-    tensors = [fnx.tensor(sample.args[i]) for i in positions]
     closed = pipeline(fnx.make_jaxpr(op)(*tensors))
     expected = op(*tensors)
     expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]

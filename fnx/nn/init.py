@@ -195,3 +195,11 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
             keep[randperm(rows, generator=generator).numpy()[:num_zeros], c] = 0.0
         return tensor.mul_(_tensor(keep, dtype=tensor.dtype, device=tensor.device))
 
+
+def _default_affine_(weight: Tensor, bias: Tensor | None) -> None:
+    """PyTorch's default for Linear and Conv: weight ~ kaiming_uniform_(a=sqrt(5)), bias ~ U(+-1/sqrt(fan_in))."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)

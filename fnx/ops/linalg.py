@@ -146,13 +146,17 @@ def matmul(input, other) -> Tensor:
     return matmul_p.bind(a, b)
 
 
+def _check_rank(op: str, named: tuple, ndim: int) -> None:
+    for name, t in named:
+        if t.ndim != ndim:
+            raise FnxRuntimeError(f"{op}: {name} must be a {ndim}-D tensor, got a {t.ndim}-D tensor of shape "
+                                  f"{list(t.shape)}")
+
+
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Product of two matrices (2-D only; use `matmul` for vectors and batches)."""
     a, b = _both("mm", input, mat2)
-    for name, t in (("self", a), ("mat2", b)):
-        if t.ndim != 2:
-            raise FnxRuntimeError(f"mm: {name} must be a matrix (2-D), got a {t.ndim}-D tensor of shape "
-                                  f"{list(t.shape)}")
+    _check_rank("mm", (("self", a), ("mat2", b)), 2)
     if a.shape[1] != b.shape[0]:
         raise FnxRuntimeError(f"mm: mat1 and mat2 shapes cannot be multiplied ({_dims(a.shape)} and "
                               f"{_dims(b.shape)})")
@@ -162,10 +166,7 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched product of (b, n, k) and (b, k, m) tensors (same batch size; no broadcasting)."""
     a, b = _both("bmm", input, mat2)
-    for name, t in (("batch1", a), ("batch2", b)):
-        if t.ndim != 3:
-            raise FnxRuntimeError(f"bmm: {name} must be a 3D tensor, got a {t.ndim}-D tensor of shape "
-                                  f"{list(t.shape)}")
+    _check_rank("bmm", (("batch1", a), ("batch2", b)), 3)
     if a.shape[0] != b.shape[0]:
         raise FnxRuntimeError(f"bmm: batch1 and batch2 must have the same batch size, got {a.shape[0]} and "
                               f"{b.shape[0]} (shapes {_dims(a.shape)} and {_dims(b.shape)})")

@@ -1,7 +1,6 @@
 """Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d (PyTorch's weight layouts and attributes)."""
 from __future__ import annotations
 
-import math
 
 from ...ops.creation import empty
 from ...tensor import Tensor
@@ -66,12 +65,7 @@ class _ConvNd(Module):
 
     def reset_parameters(self) -> None:
         """weight ~ kaiming_uniform_(a=sqrt(5)); bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch's defaults)."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        init._default_affine_(self.weight, self.bias)
 
     def extra_repr(self) -> str:
         s = "{in_channels}, {out_channels}, kernel_size={kernel_size}, stride={stride}"

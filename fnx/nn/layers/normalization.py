@@ -172,6 +172,20 @@ def _shape_tuple(normalized_shape) -> tuple:
     return (int(normalized_shape),) if isinstance(normalized_shape, int) else tuple(normalized_shape)
 
 
+def _affine_parameters(module: Module, shape: tuple, affine: bool, bias: bool, device, dtype) -> None:
+    """A norm layer's `weight` (ones) and `bias` (zeros) of `shape`, or None entries when not affine."""
+    module.register_parameter("weight", Parameter(ones(shape, device=device, dtype=dtype)) if affine else None)
+    module.register_parameter("bias", Parameter(zeros(shape, device=device, dtype=dtype)) if affine and bias
+                              else None)
+
+
+def _reset_affine(module: Module) -> None:
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class LayerNorm(Module):
     """Normalize over the trailing `normalized_shape` dims, then an elementwise affine map."""
 
@@ -180,21 +194,10 @@ class LayerNorm(Module):
         super().__init__()
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(zeros(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -237,21 +240,10 @@ class GroupNorm(Module):
         if num_channels % num_groups:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        if affine:
-            self.weight = Parameter(ones(num_channels, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(zeros(num_channels, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_channels,), affine, bias, device, dtype)
 
     def reset_parameters(self) -> None:
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

@@ -59,6 +59,13 @@ def _seq_len(src: Tensor, batch_first: bool) -> int:
     return src.shape[0] if src.ndim == 2 or not batch_first else src.shape[1]
 
 
+def _self_attention_block(layer, x: Tensor, attn_mask, key_padding_mask, is_causal: bool) -> Tensor:
+    """Self-attention then dropout: the `_sa_block` of both encoder and decoder layers."""
+    x = layer.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
+                        need_weights=False)[0]
+    return layer.dropout1(x)
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention then a feed-forward block, each with a residual connection and LayerNorm (post-norm, or
     pre-norm with norm_first)."""
@@ -95,10 +102,7 @@ class TransformerEncoderLayer(Module):
             x = self.norm2(x + self._ff_block(x))
         return x
 
-    def _sa_block(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool) -> Tensor:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=is_causal)[0]
-        return self.dropout1(x)
+    _sa_block = _self_attention_block
 
     def _ff_block(self, x: Tensor) -> Tensor:
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
@@ -164,10 +168,7 @@ class TransformerDecoderLayer(Module):
             x = self.norm3(x + self._ff_block(x))
         return x
 
-    def _sa_block(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool) -> Tensor:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
-                           need_weights=False)[0]
-        return self.dropout1(x)
+    _sa_block = _self_attention_block
 
     def _mha_block(self, x: Tensor, mem: Tensor, attn_mask, key_padding_mask, is_causal: bool) -> Tensor:
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
