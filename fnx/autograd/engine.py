@@ -4,6 +4,7 @@ from __future__ import annotations
 from .. import core
 from ..core import FnxRuntimeError
 from ..tensor import make as _make
+from .._graph import toposort
 from . import tape
 
 _Tensor = core._Tensor  # set by fnx.tensor, which is imported before this module
@@ -11,26 +12,9 @@ _Tensor = core._Tensor  # set by fnx.tensor, which is imported before this modul
 __all__ = ["backward", "grad"]
 
 
-def _toposort(roots) -> list:
-    """Nodes reachable from `roots`, each after every node that consumes it (nodes hash by identity)."""
-    order, seen = [], set()
-    for root in roots:
-        if root is None or root in seen or isinstance(root, _Tensor):
-            continue
-        seen.add(root)
-        stack = [(root, iter(root.parents))]
-        while stack:
-            node, it = stack[-1]
-            for p in it:
-                if p is not None and p not in seen and not isinstance(p, _Tensor):
-                    seen.add(p)
-                    stack.append((p, iter(p.parents)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    order.reverse()
-    return order
+def _node_inputs(node):
+    """The nodes a tape node consumes (leaf tensors end the walk)."""
+    return (p for p in node.parents if not isinstance(p, _Tensor))
 
 
 def _acc(a, b):
@@ -65,7 +49,8 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
     prev = core.set_grad_enabled_flag(create_graph)
     anomaly = tape.anomaly_enabled
     try:
-        for node in _toposort([tape.parent_of(r) for r in roots]):
+        for node in toposort([p for p in (tape.parent_of(r) for r in roots) if not isinstance(p, _Tensor)],
+                             _node_inputs):
             g = grads.pop(node, None)
             if g is None:
                 continue

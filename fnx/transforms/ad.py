@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 from .. import core
+from .._graph import toposort
 from ..core import FnxTypeError, Primitive, ShapedArray, Trace, new_main
 from ..tensor import Tensor, Tracer
 from ..tree import tree_flatten, tree_map, tree_unflatten
@@ -216,27 +217,6 @@ class VJPTrace(Trace):
         return [VJPTracer(self, o, (node, i) if o.dtype.is_floating_point else None) for i, o in enumerate(outs)]
 
 
-def _toposort(roots) -> list:
-    order, seen = [], set()
-    for root in roots:
-        if id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack = [(root, iter(root.parents))]
-        while stack:
-            node, it = stack[-1]
-            for ref in it:
-                if ref is not None and id(ref[0]) not in seen:
-                    seen.add(id(ref[0]))
-                    stack.append((ref[0], iter(ref[0].parents)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    order.reverse()
-    return order
-
-
 def _add(a, b):
     return b if a is None else a if b is None else a + b
 
@@ -249,7 +229,8 @@ def _backward_pass(out_refs, cts, leaves):
             slots = grads.setdefault(id(ref[0]), {})
             slots[ref[1]] = _add(slots.get(ref[1]), ct)
     result = [None] * len(leaves)
-    for node in _toposort([r[0] for r in out_refs if r is not None]):
+    for node in toposort([r[0] for r in out_refs if r is not None],
+                         lambda n: (ref[0] for ref in n.parents if ref is not None)):
         slots = grads.pop(id(node), None)
         if not slots:
             continue
