@@ -11,6 +11,8 @@ from .ops.creation import *  # noqa: F401,F403  (each ops module lists its publi
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
+from .ops.joins import *  # noqa: F401,F403
+from .ops.arrange import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
 from .ops.indexing import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403

@@ -5,7 +5,8 @@ Methods are the module-level functions themselves, so `x.exp()` and
 """
 from __future__ import annotations
 
-from .ops import creation, elementwise as ew, indexing, inplace, linalg, reduce, sampling, shape, sort
+from .ops import (arrange, creation, elementwise as ew, indexing, inplace, joins, linalg, reduce, sampling,
+                  shape, sort)
 from .tensor import Tensor
 
 _METHODS = {
@@ -81,7 +82,7 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
 
 
 attach(_METHODS, _INPLACE)
-for _module in (reduce, shape, sort, indexing, linalg, sampling):  # each family lists its own extra methods
+for _module in (reduce, shape, joins, arrange, sort, indexing, linalg, sampling):  # each family's extra methods
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 for _dunder, _name in _INPLACE_OPERATORS.items():

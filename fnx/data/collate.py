@@ -9,7 +9,7 @@ import numpy as np
 from ..core import FnxRuntimeError, FnxTypeError
 from ..dtypes import float64
 from ..ops.creation import as_tensor, tensor
-from ..ops.shape import stack
+from ..ops.joins import stack
 from ..tensor import Tensor
 
 __all__ = ["default_collate", "default_convert"]

@@ -15,12 +15,12 @@ from ..autograd import no_grad
 from ..core import FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
+from ..ops.arrange import pad
 from ..ops.creation import ones_like, tensor, zeros
 from ..ops.indexing import index_select, one_hot, scatter_add
 from ..ops.linalg import einsum, matmul
 from ..ops.norms import vector_norm
 from ..ops.sampling import rand
-from ..ops.shape import pad
 from ..tensor import Tensor
 from .functional_activation import *  # noqa: F401,F403
 from .functional_activation import __all__ as _activation_all

@@ -11,7 +11,7 @@ import warnings
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.inplace import inplace as _inplace_method
-from ..ops.shape import chunk
+from ..ops.joins import chunk
 from ..tensor import Tensor, Tracer
 
 __all__ = ["relu", "relu_", "relu6", "elu", "elu_", "selu", "celu", "leaky_relu", "leaky_relu_", "prelu", "glu",

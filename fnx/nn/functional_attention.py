@@ -14,9 +14,10 @@ from .. import dtypes as _dt
 from ..core import FnxRuntimeError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
+from ..ops.arrange import pad, repeat_interleave
 from ..ops.creation import ones, zeros, zeros_like
+from ..ops.joins import cat, chunk
 from ..ops.linalg import matmul
-from ..ops.shape import cat, chunk, pad, repeat_interleave
 from ..tensor import Tensor
 from .functional_activation import softmax
 

@@ -15,10 +15,12 @@ import math
 import numpy as np
 
 from ..core import FnxRuntimeError, FnxValueError
+from ..ops.arrange import pad
 from ..ops.creation import tensor, zeros
 from ..ops.indexing import index_select
+from ..ops.joins import stack
 from ..ops.linalg import matmul
-from ..ops.shape import flip, movedim, pad, stack
+from ..ops.shape import flip, movedim
 from ..tensor import Tensor
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "unfold",

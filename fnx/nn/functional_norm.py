@@ -13,7 +13,7 @@ from ..autograd import no_grad
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
-from ..ops.shape import pad
+from ..ops.arrange import pad
 from ..tensor import Tensor, Tracer
 
 __all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm"]

@@ -17,8 +17,9 @@ from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.creation import arange, tensor, zeros
 from ..ops.indexing import scatter, take_along_dim
+from ..ops.joins import stack
 from ..ops.linalg import matmul
-from ..ops.shape import movedim, stack
+from ..ops.shape import movedim
 from ..tensor import Tensor
 from .functional_conv import _batched, _ntuple, _out_size, _pad_spatial, _windows
 

@@ -7,8 +7,8 @@ from ..autograd import no_grad
 from ..core import FnxRuntimeError, FnxTypeError
 from ..ops import elementwise as ew
 from ..ops.creation import tensor
+from ..ops.joins import cat, stack
 from ..ops.norms import vector_norm
-from ..ops.shape import cat, stack
 from ..tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",

@@ -333,7 +333,7 @@ scan_p = Primitive("scan", multiple_results=True)
 
 
 def _scan_eval(*args, jaxpr, n_consts, n_carry, length, reverse):
-    from .shape import stack
+    from .joins import stack
 
     consts, carry = list(args[:n_consts]), list(args[n_consts:n_consts + n_carry])
     xs = list(args[n_consts + n_carry:])
@@ -493,7 +493,7 @@ def _scan_batch(args, dims, *, jaxpr, n_consts, n_carry, length, reverse):
 
 def scan(f, init, xs=None, length: int | None = None, reverse: bool = False):
     """Loop `carry, y = f(carry, x)` over the leading axis of `xs`; returns (carry, stacked ys) (lax.scan)."""
-    from .shape import stack
+    from .joins import stack
 
     x_leaves, x_def = _flatten_tensors(xs, "scan", "xs")
     lengths = {x.shape[0] for x in x_leaves if x.ndim}

@@ -1,4 +1,7 @@
-"""Shape primitives (reshape, broadcast_to, transpose, ...) and the shape ops composed from them.
+"""Shape primitives (reshape, broadcast_to, transpose, pad, slice, flip, diagonal) and views composed from them.
+
+Joining and splitting (cat, stack, split, ...) live in joins.py; ops that rearrange or extend elements by
+composition (roll, repeat, tile, tril, pad modes, ...) in arrange.py.
 
 Eager outputs of view primitives alias their input, as PyTorch's views do,
 and share its version counter.
@@ -6,21 +9,18 @@ and share its version counter.
 from __future__ import annotations
 
 import math
-import operator
 
 from .. import dtypes as _dt
-from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
-from ..tensor import Tensor, Tracer, canonical_dim, make
-from ._families import broadcast_shapes as _broadcast_shapes, promote, same_device, scalar_like, unbroadcast
-from ..transforms.batching import batch_size, move_to_front, with_batch_size
+from ..core import FnxIndexError, FnxRuntimeError, FnxValueError, Primitive, ShapedArray
+from ..tensor import Tensor, Tracer, canonical_dim
+from ._families import broadcast_shapes as _broadcast_shapes, unbroadcast
+from ..transforms.batching import move_to_front
 
 
 __all__ = ["reshape", "broadcast_to", "expand", "expand_as", "permute", "transpose", "swapaxes", "swapdims",
            "view", "view_as", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "movedim", "moveaxis",
-           "atleast_1d", "atleast_2d", "atleast_3d", "cat", "concatenate", "concat", "stack", "hstack", "vstack",
-           "dstack", "split", "chunk", "unbind", "narrow", "select", "flip", "fliplr", "flipud", "roll", "tile",
-           "repeat_interleave", "tril", "triu", "pad", "diagonal", "diag", "meshgrid", "broadcast_tensors",
-           "broadcast_shapes"]
+           "atleast_1d", "atleast_2d", "atleast_3d", "flip", "fliplr", "flipud", "diagonal", "diag", "meshgrid",
+           "broadcast_tensors", "broadcast_shapes"]
 
 
 def _shape_arg(shape) -> tuple:
@@ -440,183 +440,6 @@ def new_view(out: Tensor, input: Tensor) -> Tensor:
     return slice_p.bind(input, starts=(0,) * nd, stops=tuple(input.shape), steps=(1,) * nd)
 
 
-# ---------------------------------------------------------------- concatenate
-concatenate_p = Primitive("concatenate", saves_inputs=False)
-concatenate_p.def_impl(lambda xp, *xs, dim: xp.concatenate(xs, axis=dim))
-
-
-@concatenate_p.def_abstract
-def _concatenate_abstract(*xs: ShapedArray, dim: int) -> ShapedArray:
-    dev = same_device("cat", xs)
-    first = xs[0]
-    if first.ndim == 0:
-        raise FnxRuntimeError("cat: zero-dimensional tensor (at position 0) cannot be concatenated")
-    for i, x in enumerate(xs):
-        if x.dtype is not first.dtype:
-            raise FnxTypeError(f"cat: operands must share one dtype, got {first.dtype} and {x.dtype} (tensor "
-                               f"number {i}); the fnx wrapper promotes, a direct bind must convert first")
-        if x.ndim != first.ndim:
-            raise FnxRuntimeError(f"cat: tensors must have same number of dimensions: got {first.ndim} and "
-                                  f"{x.ndim} (tensor number {i})")
-        for d, (a, b) in enumerate(zip(first.shape, x.shape)):
-            if d != dim and a != b:
-                raise FnxRuntimeError(f"cat: sizes of tensors must match except in dimension {dim}. Expected size "
-                                      f"{a} but got size {b} for tensor number {i} in the list")
-    shape = list(first.shape)
-    shape[dim] = sum(x.shape[dim] for x in xs)
-    return ShapedArray(tuple(shape), first.dtype, dev)
-
-
-@concatenate_p.def_vjp
-def _concatenate_vjp(g, primals, out, *, dim):
-    cots, start = [], 0
-    for x in primals:
-        n = x.shape[dim]
-        cots.append(_slice_dim(g, dim, start, start + n))
-        start += n
-    return tuple(cots)
-
-
-concatenate_p.def_jvp(lambda primals, tangents, *, dim: (concatenate_p.bind(*primals, dim=dim),
-                                                         concatenate_p.bind(*tangents, dim=dim)))
-
-
-@concatenate_p.def_batch
-def _concatenate_batch(args, dims, *, dim):
-    size = batch_size(args, dims)
-    return concatenate_p.bind(*[with_batch_size(a, d, size) for a, d in zip(args, dims)], dim=dim + 1), 0
-
-
-def cat(tensors, dim: int = 0) -> Tensor:
-    """Join tensors along the existing dim `dim`, promoting dtypes; 1-D empty tensors are skipped (as in PyTorch)."""
-    tensors = list(tensors)
-    if not tensors:
-        raise FnxRuntimeError("cat(): expected a non-empty list of Tensors")
-    for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
-            raise FnxTypeError(f"cat(): expected a sequence of Tensors, but got {type(t).__name__} at position {i}")
-    if len({t.dtype for t in tensors}) > 1:
-        tensors = promote("cat", *tensors)
-    kept = [t for t in tensors if tuple(t.shape) != (0,)] or tensors
-    if kept[0].ndim == 0:
-        raise FnxRuntimeError("cat(): zero-dimensional tensor (at position 0) cannot be concatenated")
-    return concatenate_p.bind(*kept, dim=canonical_dim(dim, kept[0].ndim, "cat"))
-
-
-concat = cat
-
-
-def concatenate(tensors, axis: int = 0) -> Tensor:
-    """`cat` with numpy's keyword name (PyTorch's torch.concatenate)."""
-    return cat(tensors, axis)
-
-
-def stack(tensors, dim: int = 0) -> Tensor:
-    """Join equally shaped tensors along a new dim `dim`."""
-    tensors = list(tensors)
-    if not tensors:
-        raise FnxRuntimeError("stack expects a non-empty TensorList")
-    shape = tuple(tensors[0].shape)
-    for i, t in enumerate(tensors):
-        if tuple(t.shape) != shape:
-            raise FnxRuntimeError(f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
-                                  f"and {list(t.shape)} at entry {i}")
-    d = canonical_dim(dim, len(shape) + 1, "stack")
-    return cat([unsqueeze(t, d) for t in tensors], d)
-
-
-def hstack(tensors) -> Tensor:
-    """Concatenate column-wise: along dim 0 for 1-D tensors, dim 1 otherwise."""
-    ts = [_atleast(t, 1) for t in tensors]
-    return cat(ts, 0 if ts and ts[0].ndim == 1 else 1)
-
-
-def vstack(tensors) -> Tensor:
-    """Concatenate row-wise (1-D tensors become rows)."""
-    return cat([_atleast(t, 2) for t in tensors], 0)
-
-
-def dstack(tensors) -> Tensor:
-    """Concatenate depth-wise, along the third dim."""
-    return cat([_atleast(t, 3) for t in tensors], 2)
-
-
-# ---------------------------------------------------------------- splitting (views through slice)
-def _no_0d(input: Tensor, op: str) -> None:
-    if input.ndim == 0:
-        raise FnxIndexError(f"{op}() cannot be applied to a 0-dim tensor.")
-
-
-def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
-    """Views of equal chunks of `split_size` (the last may be smaller), or of the given section sizes."""
-    _no_0d(tensor, "split")
-    d = canonical_dim(dim, tensor.ndim, "split")
-    n = tensor.shape[d]
-    if isinstance(split_size_or_sections, (list, tuple)):
-        sections = [int(s) for s in split_size_or_sections]
-        if sum(sections) != n or any(s < 0 for s in sections):
-            raise FnxRuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
-                                  f"at dimension {d}), but got split_sizes={sections}")
-    else:
-        size = operator.index(split_size_or_sections)
-        if size < 0:
-            raise FnxRuntimeError(f"split expects split_size be non-negative, but got split_size={size}")
-        if size == 0 and n:
-            raise FnxRuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
-        sections = [min(size, n - s) for s in range(0, n, size)] if size else []
-        sections = sections or [0]
-    out, start = [], 0
-    for s in sections:
-        out.append(new_view(_slice_dim(tensor, d, start, start + s), tensor))
-        start += s
-    return tuple(out)
-
-
-def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
-    """Split into `chunks` views of size ceil(n / chunks) (fewer when the sizes run out, as in PyTorch)."""
-    if chunks <= 0:
-        raise FnxRuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
-    _no_0d(input, "chunk")
-    d = canonical_dim(dim, input.ndim, "chunk")
-    n = input.shape[d]
-    size = -(-n // chunks)
-    return split(input, [0] * chunks if size == 0 else size, d)
-
-
-def unbind(input: Tensor, dim: int = 0) -> tuple:
-    """The slices along `dim`, each without that dim (views)."""
-    _no_0d(input, "unbind")
-    d = canonical_dim(dim, input.ndim, "unbind")
-    return tuple(select(input, d, i) for i in range(input.shape[d]))
-
-
-def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
-    """The view `input[..., start:start + length, ...]` along `dim`; a negative start counts from the end."""
-    _no_0d(input, "narrow")
-    d = canonical_dim(dim, input.ndim, "narrow")
-    n = input.shape[d]
-    start, length = operator.index(start), operator.index(length)
-    if not -n <= start <= n:
-        raise FnxIndexError(f"narrow(): start out of range (expected to be in range of [{-n}, {n}], but got "
-                            f"{start})")
-    start = start + n if start < 0 else start
-    if length < 0 or start + length > n:
-        raise FnxRuntimeError(f"narrow(): start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return new_view(_slice_dim(input, d, start, start + length), input)
-
-
-def select(input: Tensor, dim: int, index) -> Tensor:
-    """The view of `input` at `index` along `dim`, without that dim."""
-    _no_0d(input, "select")
-    d = canonical_dim(dim, input.ndim, "select")
-    shape = tuple(input.shape)
-    i = operator.index(index)
-    if not -shape[d] <= i < shape[d]:
-        raise FnxIndexError(f"select(): index {i} out of range for tensor of size {list(shape)} at dimension {d}")
-    i %= shape[d]
-    return reshape_p.bind(_slice_dim(input, d, i, i + 1), shape=shape[:d] + shape[d + 1:])
-
-
 # ---------------------------------------------------------------- flip (rev)
 flip_p = Primitive("rev", saves_inputs=False)
 flip_p.def_impl(lambda xp, x, *, dims: xp.flip(x, axis=dims).copy())
@@ -663,7 +486,7 @@ def _flip_method(self: Tensor, *dims, **kwargs) -> Tensor:
     return flip(self, kwargs["dims"] if "dims" in kwargs else _shape_arg(dims))
 
 
-# ---------------------------------------------------------------- compositions: roll, tile, repeat, tril, ...
+# ---------------------------------------------------------------- copies where PyTorch returns new memory
 def _owned(out: Tensor, input: Tensor) -> Tensor:
     """`out`, copied if it still aliases `input` (ops that PyTorch defines to return new memory)."""
     if isinstance(out, Tracer) or not input._device.xp.may_share_memory(out._value, input._value):
@@ -671,170 +494,6 @@ def _owned(out: Tensor, input: Tensor) -> Tensor:
     from .creation import clone
 
     return clone(out)
-
-
-def roll(input: Tensor, shifts, dims=None) -> Tensor:
-    """Shift elements cyclically by `shifts` along `dims` (over the flattened tensor when dims is None)."""
-    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
-    if dims is None:
-        if len(shifts) != 1:
-            raise FnxRuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: 0")
-        return reshape(roll(flatten(input), shifts, 0), tuple(input.shape))
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    if len(shifts) != len(dims):
-        raise FnxRuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: {len(dims)}")
-    out = input
-    for s, dim in zip(shifts, dims):
-        d = canonical_dim(dim, input.ndim, "roll")
-        n = input.shape[d]
-        s = s % n if n else 0
-        if s:
-            out = cat([_slice_dim(out, d, n - s, n), _slice_dim(out, d, 0, n - s)], d)
-    return _owned(out, input)
-
-
-def repeat(input: Tensor, *sizes) -> Tensor:
-    """Tensor.repeat: tile `input` sizes[i] times along dim i (leading sizes add new dims)."""
-    sizes = _shape_arg(sizes)
-    if len(sizes) < input.ndim:
-        raise FnxRuntimeError(f"repeat: number of dimensions of repeat dims ({len(sizes)}) can not be smaller than "
-                              f"number of dimensions of tensor ({input.ndim})")
-    if any(s < 0 for s in sizes):
-        raise FnxRuntimeError(f"repeat: repeats can not be negative, got {list(sizes)}")
-    shape = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
-    spread = reshape(input, tuple(v for s in shape for v in (1, s)))
-    tiled = broadcast_to(spread, tuple(v for r, s in zip(sizes, shape) for v in (r, s)))
-    return _owned(reshape(tiled, tuple(r * s for r, s in zip(sizes, shape))), input)
-
-
-def tile(input: Tensor, dims) -> Tensor:
-    """Repeat `input` dims[i] times along dim i; missing leading entries of `dims` count as 1."""
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
-
-
-def _tile_method(self: Tensor, *dims, **kwargs) -> Tensor:
-    return tile(self, kwargs["dims"] if "dims" in kwargs else _shape_arg(dims))
-
-
-def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, output_size: int | None = None):
-    """Repeat each element `repeats` times along `dim` (of the flattened tensor if None).
-
-    `repeats` is an int or a tensor with one count per element (eager only: the output size depends on it);
-    `repeat_interleave(counts)` alone gives the indices `arange(len(counts))` repeated by `counts`.
-    """
-    if repeats is None:
-        from .creation import arange
-
-        return repeat_interleave(arange(input.shape[0] if input.ndim else 1, device=input.device), input)
-    if dim is None:
-        input, d = flatten(input), 0
-    else:
-        d = canonical_dim(dim, input.ndim, "repeat_interleave")
-    shape = tuple(input.shape)
-    n = shape[d] if shape else 1
-    if not isinstance(repeats, int):
-        if isinstance(repeats, Tracer):  # concrete under grad/jvp; vmap and compile raise a clear error
-            repeats = repeats._concrete("repeat_interleave with a tensor of repeats (the output size depends on it)")
-        counts = repeats._value.reshape(-1) if isinstance(repeats, Tensor) else input._device.xp.asarray(repeats)
-        if counts.size == 1:
-            repeats = int(counts.reshape(()))
-    if isinstance(repeats, int):
-        if repeats < 0:
-            raise FnxRuntimeError(f"repeat_interleave: repeats can not be negative, got {repeats}")
-        if not shape:
-            input, shape = reshape(input, 1), (1,)
-        spread = broadcast_to(unsqueeze(input, d + 1), shape[:d + 1] + (repeats,) + shape[d + 1:])
-        return _owned(reshape(spread, shape[:d] + (n * repeats,) + shape[d + 1:]), input)
-    if counts.size != n:
-        raise FnxRuntimeError(f"repeat_interleave: repeats must have the same size as input along dim, but got "
-                              f"repeats.size(0) = {counts.size} and input.size({d}) = {n}")
-    if (counts < 0).any():
-        raise FnxRuntimeError("repeat_interleave: repeats can not be negative")
-    from .indexing import index_select
-
-    xp = input._device.xp
-    return index_select(input, d, make(xp.repeat(xp.arange(n), counts.tolist()), input._device))
-
-
-def _tri(input: Tensor, diagonal: int, op: str, lower: bool) -> Tensor:
-    if input.ndim < 2:
-        raise FnxRuntimeError(f"{op}: input tensor must have at least 2 dimensions, got {input.ndim}")
-    from .creation import arange
-    from .elementwise import where
-
-    rows, cols = input.shape[-2:]
-    offset = arange(cols, device=input.device) - arange(rows, device=input.device).reshape(rows, 1)
-    keep = offset <= diagonal if lower else offset >= diagonal
-    return where(keep, input, scalar_like(0, input.dtype, input.device))
-
-
-def tril(input: Tensor, diagonal: int = 0) -> Tensor:
-    """The lower triangle of the last two dims (on and below diagonal `diagonal`); the rest is zero."""
-    return _tri(input, diagonal, "tril", True)
-
-
-def triu(input: Tensor, diagonal: int = 0) -> Tensor:
-    """The upper triangle of the last two dims (on and above diagonal `diagonal`); the rest is zero."""
-    return _tri(input, diagonal, "triu", False)
-
-
-def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
-    """Pad the last len(pad) // 2 dims, last dim first: (left, right, top, bottom, ...).
-
-    'constant' fills with `value` (default 0) and crops where a pad is negative; 'reflect' mirrors without
-    repeating the edge, 'replicate' repeats the edge, 'circular' wraps around.
-    """
-    pads = tuple(operator.index(p) for p in pad)
-    nd = input.ndim
-    if len(pads) % 2 or len(pads) // 2 > nd:
-        raise FnxRuntimeError(f"pad: padding length must be divisible by 2 and at most twice the number of dims of "
-                              f"the input ({nd}), got {len(pads)}")
-    lo, hi = [0] * nd, [0] * nd
-    for i in range(len(pads) // 2):
-        lo[nd - 1 - i], hi[nd - 1 - i] = pads[2 * i], pads[2 * i + 1]
-    if mode == "constant":
-        fill = _scalar_param(0 if value is None else value, input.dtype)
-        return _owned(_pad(input, tuple(lo), tuple(hi), (0,) * nd, fill), input)
-    if mode not in ("reflect", "replicate", "circular"):
-        raise FnxValueError(f"pad: unknown padding mode {mode!r}; expected 'constant', 'reflect', 'replicate' or "
-                            f"'circular'")
-    if value is not None and value != 0:
-        raise FnxValueError(f"pad: padding mode '{mode}' doesn't take in value argument")
-    out = input
-    for d in range(nd - len(pads) // 2, nd):
-        out = _pad_edges(out, d, lo[d], hi[d], mode)
-    return _owned(out, input)
-
-
-def _pad_edges(x: Tensor, d: int, lo: int, hi: int, mode: str) -> Tensor:
-    """`x` padded along dim `d` by copies of its own elements, per `mode`."""
-    n = x.shape[d]
-    if lo < 0 or hi < 0:
-        raise FnxRuntimeError(f"pad: negative padding is only supported in 'constant' mode, got ({lo}, {hi}) for "
-                              f"dimension {d} in mode '{mode}'")
-    if not lo and not hi:
-        return x
-    if mode == "reflect":
-        if lo >= n or hi >= n:
-            raise FnxRuntimeError(f"pad: padding size should be less than the corresponding input dimension, but "
-                                  f"got padding ({lo}, {hi}) at dimension {d} of input {list(x.shape)}")
-        left, right = flip(_slice_dim(x, d, 1, lo + 1), d), flip(_slice_dim(x, d, n - 1 - hi, n - 1), d)
-    elif mode == "replicate":
-        if n == 0:
-            raise FnxRuntimeError(f"pad: 'replicate' padding needs a non-empty dimension {d}, got shape "
-                                  f"{list(x.shape)}")
-        shape = list(x.shape)
-        shape[d] = lo
-        left = broadcast_to(_slice_dim(x, d, 0, 1), tuple(shape))
-        shape[d] = hi
-        right = broadcast_to(_slice_dim(x, d, n - 1, n), tuple(shape))
-    else:
-        if lo > n or hi > n:
-            raise FnxRuntimeError(f"pad: padding value causes wrapping around more than once: padding ({lo}, {hi}) "
-                                  f"at dimension {d} of input {list(x.shape)}")
-        left, right = _slice_dim(x, d, n - lo, n), _slice_dim(x, d, 0, hi)
-    return concatenate_p.bind(left, x, right, dim=d)
 
 
 # ---------------------------------------------------------------- diagonal (a view)
@@ -957,8 +616,6 @@ def broadcast_tensors(*tensors) -> tuple:
 
 
 METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
-    "split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "select": select, "flip": _flip_method,
-    "fliplr": fliplr, "flipud": flipud, "roll": roll, "tile": _tile_method, "repeat": repeat,
-    "repeat_interleave": repeat_interleave, "tril": tril, "triu": triu, "diagonal": diagonal, "diag": diag,
+    "flip": _flip_method, "fliplr": fliplr, "flipud": flipud, "diagonal": diagonal, "diag": diag,
 }
-INPLACE: dict = {"tril_": tril, "triu_": triu}  # in-place methods (name_ -> out-of-place function)
+INPLACE: dict = {}

@@ -11,7 +11,7 @@ import math
 from ...ops import elementwise as ew
 from ...ops.control import scan
 from ...ops.creation import empty, zeros
-from ...ops.shape import cat, chunk, stack
+from ...ops.joins import cat, chunk, stack
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init

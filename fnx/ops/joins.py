@@ -1,0 +1,194 @@
+"""Joining tensors (cat, stack, ...) and splitting them into views (split, chunk, unbind, narrow, select)."""
+from __future__ import annotations
+
+import operator
+
+from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..tensor import Tensor, canonical_dim
+from ..transforms.batching import batch_size, with_batch_size
+from ._families import promote, same_device
+from .shape import _atleast, _slice_dim, new_view, reshape_p, unsqueeze
+
+__all__ = ["cat", "concatenate", "concat", "stack", "hstack", "vstack", "dstack", "split", "chunk", "unbind",
+           "narrow", "select"]
+
+
+concatenate_p = Primitive("concatenate", saves_inputs=False)
+concatenate_p.def_impl(lambda xp, *xs, dim: xp.concatenate(xs, axis=dim))
+
+
+@concatenate_p.def_abstract
+def _concatenate_abstract(*xs: ShapedArray, dim: int) -> ShapedArray:
+    dev = same_device("cat", xs)
+    first = xs[0]
+    if first.ndim == 0:
+        raise FnxRuntimeError("cat: zero-dimensional tensor (at position 0) cannot be concatenated")
+    for i, x in enumerate(xs):
+        if x.dtype is not first.dtype:
+            raise FnxTypeError(f"cat: operands must share one dtype, got {first.dtype} and {x.dtype} (tensor "
+                               f"number {i}); the fnx wrapper promotes, a direct bind must convert first")
+        if x.ndim != first.ndim:
+            raise FnxRuntimeError(f"cat: tensors must have same number of dimensions: got {first.ndim} and "
+                                  f"{x.ndim} (tensor number {i})")
+        for d, (a, b) in enumerate(zip(first.shape, x.shape)):
+            if d != dim and a != b:
+                raise FnxRuntimeError(f"cat: sizes of tensors must match except in dimension {dim}. Expected size "
+                                      f"{a} but got size {b} for tensor number {i} in the list")
+    shape = list(first.shape)
+    shape[dim] = sum(x.shape[dim] for x in xs)
+    return ShapedArray(tuple(shape), first.dtype, dev)
+
+
+@concatenate_p.def_vjp
+def _concatenate_vjp(g, primals, out, *, dim):
+    cots, start = [], 0
+    for x in primals:
+        n = x.shape[dim]
+        cots.append(_slice_dim(g, dim, start, start + n))
+        start += n
+    return tuple(cots)
+
+
+concatenate_p.def_jvp(lambda primals, tangents, *, dim: (concatenate_p.bind(*primals, dim=dim),
+                                                         concatenate_p.bind(*tangents, dim=dim)))
+
+
+@concatenate_p.def_batch
+def _concatenate_batch(args, dims, *, dim):
+    size = batch_size(args, dims)
+    return concatenate_p.bind(*[with_batch_size(a, d, size) for a, d in zip(args, dims)], dim=dim + 1), 0
+
+
+def cat(tensors, dim: int = 0) -> Tensor:
+    """Join tensors along the existing dim `dim`, promoting dtypes; 1-D empty tensors are skipped (as in PyTorch)."""
+    tensors = list(tensors)
+    if not tensors:
+        raise FnxRuntimeError("cat(): expected a non-empty list of Tensors")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise FnxTypeError(f"cat(): expected a sequence of Tensors, but got {type(t).__name__} at position {i}")
+    if len({t.dtype for t in tensors}) > 1:
+        tensors = promote("cat", *tensors)
+    kept = [t for t in tensors if tuple(t.shape) != (0,)] or tensors
+    if kept[0].ndim == 0:
+        raise FnxRuntimeError("cat(): zero-dimensional tensor (at position 0) cannot be concatenated")
+    return concatenate_p.bind(*kept, dim=canonical_dim(dim, kept[0].ndim, "cat"))
+
+
+concat = cat
+
+
+def concatenate(tensors, axis: int = 0) -> Tensor:
+    """`cat` with numpy's keyword name (PyTorch's torch.concatenate)."""
+    return cat(tensors, axis)
+
+
+def stack(tensors, dim: int = 0) -> Tensor:
+    """Join equally shaped tensors along a new dim `dim`."""
+    tensors = list(tensors)
+    if not tensors:
+        raise FnxRuntimeError("stack expects a non-empty TensorList")
+    shape = tuple(tensors[0].shape)
+    for i, t in enumerate(tensors):
+        if tuple(t.shape) != shape:
+            raise FnxRuntimeError(f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
+                                  f"and {list(t.shape)} at entry {i}")
+    d = canonical_dim(dim, len(shape) + 1, "stack")
+    return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+def hstack(tensors) -> Tensor:
+    """Concatenate column-wise: along dim 0 for 1-D tensors, dim 1 otherwise."""
+    ts = [_atleast(t, 1) for t in tensors]
+    return cat(ts, 0 if ts and ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors) -> Tensor:
+    """Concatenate row-wise (1-D tensors become rows)."""
+    return cat([_atleast(t, 2) for t in tensors], 0)
+
+
+def dstack(tensors) -> Tensor:
+    """Concatenate depth-wise, along the third dim."""
+    return cat([_atleast(t, 3) for t in tensors], 2)
+
+
+# ---------------------------------------------------------------- splitting (views through slice)
+def _no_0d(input: Tensor, op: str) -> None:
+    if input.ndim == 0:
+        raise FnxIndexError(f"{op}() cannot be applied to a 0-dim tensor.")
+
+
+def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
+    """Views of equal chunks of `split_size` (the last may be smaller), or of the given section sizes."""
+    _no_0d(tensor, "split")
+    d = canonical_dim(dim, tensor.ndim, "split")
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sections = [int(s) for s in split_size_or_sections]
+        if sum(sections) != n or any(s < 0 for s in sections):
+            raise FnxRuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
+                                  f"at dimension {d}), but got split_sizes={sections}")
+    else:
+        size = operator.index(split_size_or_sections)
+        if size < 0:
+            raise FnxRuntimeError(f"split expects split_size be non-negative, but got split_size={size}")
+        if size == 0 and n:
+            raise FnxRuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+        sections = [min(size, n - s) for s in range(0, n, size)] if size else []
+        sections = sections or [0]
+    out, start = [], 0
+    for s in sections:
+        out.append(new_view(_slice_dim(tensor, d, start, start + s), tensor))
+        start += s
+    return tuple(out)
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    """Split into `chunks` views of size ceil(n / chunks) (fewer when the sizes run out, as in PyTorch)."""
+    if chunks <= 0:
+        raise FnxRuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    _no_0d(input, "chunk")
+    d = canonical_dim(dim, input.ndim, "chunk")
+    n = input.shape[d]
+    size = -(-n // chunks)
+    return split(input, [0] * chunks if size == 0 else size, d)
+
+
+def unbind(input: Tensor, dim: int = 0) -> tuple:
+    """The slices along `dim`, each without that dim (views)."""
+    _no_0d(input, "unbind")
+    d = canonical_dim(dim, input.ndim, "unbind")
+    return tuple(select(input, d, i) for i in range(input.shape[d]))
+
+
+def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
+    """The view `input[..., start:start + length, ...]` along `dim`; a negative start counts from the end."""
+    _no_0d(input, "narrow")
+    d = canonical_dim(dim, input.ndim, "narrow")
+    n = input.shape[d]
+    start, length = operator.index(start), operator.index(length)
+    if not -n <= start <= n:
+        raise FnxIndexError(f"narrow(): start out of range (expected to be in range of [{-n}, {n}], but got "
+                            f"{start})")
+    start = start + n if start < 0 else start
+    if length < 0 or start + length > n:
+        raise FnxRuntimeError(f"narrow(): start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return new_view(_slice_dim(input, d, start, start + length), input)
+
+
+def select(input: Tensor, dim: int, index) -> Tensor:
+    """The view of `input` at `index` along `dim`, without that dim."""
+    _no_0d(input, "select")
+    d = canonical_dim(dim, input.ndim, "select")
+    shape = tuple(input.shape)
+    i = operator.index(index)
+    if not -shape[d] <= i < shape[d]:
+        raise FnxIndexError(f"select(): index {i} out of range for tensor of size {list(shape)} at dimension {d}")
+    i %= shape[d]
+    return reshape_p.bind(_slice_dim(input, d, i, i + 1), shape=shape[:d] + shape[d + 1:])
+
+
+
+METHODS: dict = {"split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "select": select}
+INPLACE: dict = {}
