@@ -23,12 +23,14 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
-# On a GPU machine, from the tree with no install step: the cuda tests, then the GPU benchmarks.
+# On a GPU machine, from the tree with no install step.
 test-cuda:
 	PYTHONPATH=. python3 -m pytest -m cuda tests
 
-bench-cuda: test-cuda
-	PYTHONPATH=. python3 -m benchmarks W1 W8 W2 W3 W4 --device cuda
+# The cuda tests and the GPU benchmarks (W1 W8 W2 W3 W4 --device cuda) within one time budget, each step's log
+# and summary.md under $OUT (default build/cuda-report): see benchmarks/cuda_report.py.
+bench-cuda:
+	PYTHONPATH=. python3 -m benchmarks.cuda_report --out "$${OUT:-build/cuda-report}"
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -126,6 +126,7 @@ def _case(fw: str, device: str, which: str, compiled: bool) -> Bench:
 
 _EAGER = ("fnx", "numpy", "torch", "jax")
 _COMPILED = ("fnx", "torch", "jax")
+_DEVICES = ("cpu", "cuda")   # `--device cuda`: numpy and jax report themselves skipped there
 
 
 @workload("W2", "copy 2^24 f32 (bandwidth limit)", reference="numpy", frameworks=("fnx", "numpy", "torch"))
@@ -135,7 +136,17 @@ def w2_copy(fw: str, device: str) -> Bench:
     return Bench(copy, sync=sync_for(fw, device))
 
 
-@workload("W2", "x * 2, 2^24 f32, compiled (bandwidth limit)", reference="fnx", frameworks=("fnx", "torch"))
+@workload("W2", "copy 2^24 f32 device to device (bandwidth limit)", reference="cupy",
+          frameworks=("cupy", "fnx", "torch"), devices=("cuda",))
+def w2_copy_device(fw: str, device: str) -> Bench:
+    """On a GPU the copy allocates from the frameworks' memory pools: the device-to-device bandwidth limit."""
+    (x,) = _inputs(fw, device, "gelu")
+    copy = x.copy if fw == "cupy" else x.clone
+    return Bench(copy, sync=sync_for(fw, device))
+
+
+@workload("W2", "x * 2, 2^24 f32, compiled (bandwidth limit)", reference="fnx", frameworks=("fnx", "torch"),
+          devices=("cpu", "cuda"))
 def w2_copy_compiled(fw: str, device: str) -> Bench:
     """The bandwidth limit as compiled code sees it: output buffers recycled, so no fresh pages to fault in."""
     (x,) = _inputs(fw, device, "gelu")
@@ -144,33 +155,36 @@ def w2_copy_compiled(fw: str, device: str) -> Bench:
     return Bench(lambda: fn(x), sync=sync_for(fw, device))
 
 
-@workload("W2", "tanh-GELU 2^24 f32, eager", reference="torch", frameworks=_EAGER)
+@workload("W2", "tanh-GELU 2^24 f32, eager", reference="torch", frameworks=_EAGER, devices=_DEVICES)
 def w2_gelu_eager(fw: str, device: str) -> Bench:
     return _case(fw, device, "gelu", compiled=False)
 
 
-@workload("W2", "tanh-GELU 2^24 f32, compiled", reference="torch", frameworks=_COMPILED)
+@workload("W2", "tanh-GELU 2^24 f32, compiled", reference="torch", frameworks=_COMPILED, devices=_DEVICES)
 def w2_gelu_compiled(fw: str, device: str) -> Bench:
     return _case(fw, device, "gelu", compiled=True)
 
 
-@workload("W3", f"softmax ({ROWS}, {COLS}) f32 last axis, eager", reference="torch", frameworks=_EAGER)
+@workload("W3", f"softmax ({ROWS}, {COLS}) f32 last axis, eager", reference="torch", frameworks=_EAGER,
+          devices=_DEVICES)
 def w3_softmax_eager(fw: str, device: str) -> Bench:
     return _case(fw, device, "softmax", compiled=False)
 
 
-@workload("W3", f"softmax ({ROWS}, {COLS}) f32 last axis, compiled", reference="torch", frameworks=_COMPILED)
+@workload("W3", f"softmax ({ROWS}, {COLS}) f32 last axis, compiled", reference="torch", frameworks=_COMPILED,
+          devices=_DEVICES)
 def w3_softmax_compiled(fw: str, device: str) -> Bench:
     return _case(fw, device, "softmax", compiled=True)
 
 
-@workload("W4", f"layernorm ({ROWS}, {COLS}) f32 + weight, bias, eager", reference="torch", frameworks=_EAGER)
+@workload("W4", f"layernorm ({ROWS}, {COLS}) f32 + weight, bias, eager", reference="torch", frameworks=_EAGER,
+          devices=_DEVICES)
 def w4_layernorm_eager(fw: str, device: str) -> Bench:
     return _case(fw, device, "layernorm", compiled=False)
 
 
 @workload("W4", f"layernorm ({ROWS}, {COLS}) f32 + weight, bias, compiled", reference="torch",
-          frameworks=_COMPILED)
+          frameworks=_COMPILED, devices=_DEVICES)
 def w4_layernorm_compiled(fw: str, device: str) -> Bench:
     return _case(fw, device, "layernorm", compiled=True)
 

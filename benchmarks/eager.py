@@ -38,7 +38,7 @@ def _small(fw: str, device: str, requires_grad: bool = False):
 
 # ---------------------------------------------------------------- W1: small-op dispatch
 @workload("W1", "a + b, (4,) f32", reference="torch", frameworks=("fnx", "numpy", "torch", "jax"), unit="us/op",
-          repeats=11)
+          repeats=11, devices=("cpu", "cuda"))
 def w1_add(fw: str, device: str) -> Bench:
     a, b = _small(fw, device)
 
@@ -51,7 +51,7 @@ def w1_add(fw: str, device: str) -> Bench:
 
 
 @workload("W1", "chain of 10 ops, (4,) f32", reference="torch", frameworks=("fnx", "numpy", "torch", "jax"),
-          unit="us/op", repeats=11)
+          unit="us/op", repeats=11, devices=("cpu", "cuda"))
 def w1_chain(fw: str, device: str) -> Bench:
     xp = load(fw)
     a, b = _small(fw, device)
@@ -106,7 +106,8 @@ def _big(fw: str, device: str, shape: tuple):
 
 
 def _large(case: str, reference: str = "numpy"):
-    return workload("W8", case, reference=reference, frameworks=("fnx", "numpy", "torch", "jax"), unit="ms")
+    return workload("W8", case, reference=reference, frameworks=("fnx", "numpy", "torch", "jax"), unit="ms",
+                    devices=("cpu", "cuda"))
 
 
 @_large("a + b, 2^24 f32")

@@ -1,7 +1,8 @@
-"""The frameworks compared (fnx, numpy, torch, jax): optional imports, inputs, syncs and the environment header.
+"""The frameworks compared (fnx, numpy, torch, jax, cupy): optional imports, inputs, syncs and the environment header.
 
-Only fnx and numpy are required; torch and jax are used when importable and
-otherwise reported as skipped.
+Only fnx and numpy are required; torch, jax and cupy are used when importable
+and otherwise reported as skipped. cupy runs on CUDA only: it is the
+reference of the CUDA-only cases (device-to-device copy bandwidth).
 """
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from .registry import Skip
 
 __all__ = ["FRAMEWORKS", "load", "array", "sync_for", "environment", "describe", "BLAS_ENV_NOTE_VAR"]
 
-FRAMEWORKS = ("fnx", "numpy", "torch", "jax")
+FRAMEWORKS = ("fnx", "numpy", "torch", "jax", "cupy")
 BLAS_ENV_NOTE_VAR = "FNX_BENCH_UNSET_BLAS_ENV"  # set by __main__ when it re-ran itself without the BLAS overrides
 
-_MODULES = {"fnx": "fnx", "numpy": "numpy", "torch": "torch", "jax": "jax.numpy"}
+_MODULES = {"fnx": "fnx", "numpy": "numpy", "torch": "torch", "jax": "jax.numpy", "cupy": "cupy"}
 _loaded: dict = {}
 
 
@@ -47,6 +48,10 @@ def array(fw: str, host: np.ndarray, device: str = "cpu", requires_grad: bool = 
         return xp.tensor(host, device=device, requires_grad=requires_grad)
     if fw == "torch":
         return xp.from_numpy(host.copy()).to(device).requires_grad_(requires_grad)
+    if fw == "cupy":
+        if device == "cpu":
+            raise Skip("cupy runs on CUDA only")
+        return xp.asarray(host)
     if device != "cpu":
         raise Skip(f"{fw} runs on the CPU only here")
     if fw == "jax":
@@ -72,6 +77,10 @@ def sync_for(fw: str, device: str):
         import fnx
 
         return lambda out: fnx.cuda.synchronize()
+    if fw == "cupy":
+        import cupy
+
+        return lambda out: cupy.cuda.runtime.deviceSynchronize()
     return None
 
 

@@ -4,7 +4,7 @@ The per-primitive part is the expression table (fnx/lowering/expressions.py).
 `render` turns a fused `Kernel` into statements over named values, runtime
 sizes and strides (`meta`) and index expressions, and hands them to a shell
 template: templates/{c,cuda}_{elementwise,reduce}.*.j2, plus
-c_reduce_columns.c.j2 for reductions over strided dims. The per-target
+{c,cuda}_reduce_columns.*.j2 for reductions over strided dims. The per-target
 preludes hold the math functions (templates/*_prelude.*.j2): on the CPU
 float32 math goes through double precision except exp (fnx's own vectorised
 version) and tanh (libmvec's), so results are within 1 ulp of exact; CUDA
@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import jinja2
 from .expressions import C_TYPES, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, SHORT, emittable, literal
 from .fusion import Kernel, Node
 
-__all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "GeneratedKernel"]
+__all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "GeneratedKernel", "VECTOR"]
 
 # Values worth keeping in a per-row scratch buffer rather than recomputing in a later loop over the cols.
 _EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
@@ -52,6 +53,33 @@ def _split_mode(kernel: Kernel) -> bool:
 
 
 _SPLIT_MAX_ROWS, _SPLIT_MIN_COLS = 8, 1 << 16
+
+
+def _cuda_split(kernel: Kernel) -> bool:
+    """CUDA: whether a row kernel has too few rows to fill the GPU with one block per row, and reductions that
+    need no other reduction's result, whose row-level results are all it writes (a sum and a max of one long
+    vector, say): then several blocks share each row and the last to finish combines their partial results in
+    block order (templates/cuda_reduce.cu.j2)."""
+    nr = kernel.n_rows
+    return (bool(kernel.phases) and all(level == "row" for _, _, level in kernel.stores)
+            and not any(_needs_reduction(p.args[0]) for p in kernel.phases)
+            and math.prod(kernel.sizes[:nr]) < _CUDA_SPLIT_MAX_ROWS
+            and math.prod(kernel.sizes[nr:]) >= _CUDA_SPLIT_MIN_COLS)
+
+
+def _needs_reduction(node: Node) -> bool:
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n.op == "reduce":
+            return True
+        if id(n) not in seen:
+            seen.add(id(n))
+            stack.extend(n.args)
+    return False
+
+
+_CUDA_SPLIT_MAX_ROWS, _CUDA_SPLIT_MIN_COLS = 128, 1 << 14
 
 
 def _col_closure(roots: list[Node]) -> set:
@@ -93,6 +121,7 @@ def render_module(kernels: list["GeneratedKernel"], target: str, *, simd: bool =
 
 
 _EXT = {"c": "c", "cuda": "cu"}
+VECTOR = 4   # CUDA: elements per thread and iteration on the vector path (fnx_vec4 in the CUDA prelude)
 
 
 @dataclass
@@ -105,6 +134,8 @@ class GeneratedKernel:
     kernel: Kernel
     meta: list = field(default_factory=list)          # int values, in argument order
     n_buffers: int = 0
+    mode: str = ""              # CUDA: "flat" (elementwise), "rows", "columns" or "split" (reductions)
+    aligned: tuple = ()         # CUDA: buffers whose alignment the launcher checks to take the vector path
 
     def __repr__(self) -> str:
         return f"<kernel {self.name} ({self.target}), {self.n_buffers} buffers>"
@@ -130,7 +161,10 @@ def render(kernel: Kernel, target: str) -> GeneratedKernel:
     name = f"{_stem(kernel)}_{digest}"
     shell = f"{target}_{kernel.kind}{'_columns' if ctx.columns else ''}.{_EXT[target]}.j2"
     source = _ENV.get_template(shell).render(k={**layout, "name": name})
-    return GeneratedKernel(name, target, source, kernel, ctx.meta_values, len(kernel.inputs) + len(kernel.outputs))
+    mode = "flat" if kernel.kind == "elementwise" else "columns" if ctx.columns else \
+        "split" if layout["split"] else "rows"
+    return GeneratedKernel(name, target, source, kernel, ctx.meta_values, len(kernel.inputs) + len(kernel.outputs),
+                           mode if target == "cuda" else "", ctx.aligned)
 
 
 # ---------------------------------------------------------------- the emitter
@@ -140,7 +174,8 @@ class _Context:
 
     def __init__(self, kernel: Kernel, target: str):
         self.k, self.target = kernel, target
-        self.columns = target == "c" and _column_mode(kernel)
+        self.columns = _column_mode(kernel)   # C: lanes in arrays; CUDA: 2-D blocks over groups of rows
+        self.aligned: tuple = ()              # CUDA elementwise: buffers the vector path reads or writes
         self.meta_names: list[str] = []
         self.meta_values: list[int] = []
         self.names = {id(n): f"v{i}" for i, n in enumerate(kernel.nodes)}
@@ -239,7 +274,32 @@ class _Context:
                 "all_dims": self._unravel(range(rank), "i"),
                 "row_offsets": [self._offset(a, range(rank - 1), "i") for a in range(len(k.accesses))],
                 "flat_offsets": [self._offset(a, range(rank), "i") for a in range(len(k.accesses))],
-                "total": " * ".join(self.sizes)}
+                "total": " * ".join(self.sizes), "vector": self._vector() if self.target == "cuda" else None}
+
+    def _vector(self) -> dict | None:
+        """CUDA, one flat dim: the body over the `VECTOR` consecutive elements `i + e` of one thread, reading
+        inputs that move with the index (stride 1, no offset) through one wide load each (`l{a}.v[e]`) and
+        writing the outputs through wide stores (`w{a}.v[e]`); other inputs load element by element."""
+        k = self.k
+        if len(k.sizes) != 1:
+            return None
+        wide = {a for a in range(len(k.accesses)) if self.strides[a][0] == "1" and self.offsets[a] is None}
+        if any(a not in wide for a, _, _ in k.stores):
+            return None
+        loads = sorted({n.params["access"] for n in k.nodes if n.op == "load"} & wide)
+        body = []
+        for n in k.nodes:
+            if n.op == "load" and n.params["access"] in wide:
+                body.append(f"const {C_TYPES[n.dtype.name]} {self.ref(n)} = l{n.params['access']}.v[e];")
+            elif n.op not in ("literal", "reduce"):
+                body.append(self.statement(n, lambda a: self._flat_index(a, "(i + e)")))
+        body += [f"w{a}.v[e] = {self.ref(n)};" for a, n, _ in k.stores]
+        buffers = self.buffers()
+        wide_of = lambda a: {"a": a, "buffer": self.buffer_name(a), "ctype": buffers[k.accesses[a].buffer]["ctype"]}
+        stores = [a for a, _, _ in k.stores]
+        self.aligned = tuple(sorted({k.accesses[a].buffer for a in loads + stores}))
+        return {"width": VECTOR, "loads": [wide_of(a) for a in loads], "stores": [wide_of(a) for a in stores],
+                "body": body}
 
     def _flat_index(self, a: int, j: str) -> str:
         off = self.offsets[a]
@@ -263,7 +323,7 @@ class _Context:
         cols = range(nr, rank)
         col_outer = range(nr, rank - 1)
         row_index = lambda a: f"r{a}"
-        if self.columns:   # lanes `b` walk the contiguous innermost row dim; the loop over the cols is outside
+        if self.columns and self.target == "c":   # lanes `b` walk the contiguous innermost row dim, cols outside
             self.lanes = {id(n) for n in k.nodes if n.level == "row"}
             row_index = lambda a: f"r{a}{self._lane(a)}"
             col_index = lambda a: f"r{a}{self._lane(a)}" + (f" + c{a}" if any(self.strides[a][nr:]) else "")
@@ -275,10 +335,26 @@ class _Context:
             col_index = lambda a: f"c{a}{self.inner(a, 'j')}"
         col_linear = "j" if not col_outer else f"co * {self.sizes[-1]} + j"
         steps, emitted = [], set()
-        spilled: dict[int, str] = {}     # node id -> per-thread scratch row holding its values (C only)
-        pending = {id(p): _col_closure([p.args[0]]) for p in k.phases}
         col_stores = [(a, n) for a, n, level in k.stores if level == "col"]
+        # C: expensive values that a later loop reads again are spilled, each into the row of a per-element output
+        # of its type while one is free (the map loop reads an element there before it overwrites it, and the
+        # output's cache lines are fetched during the expensive loop), else into a per-thread scratch row.
+        spilled: dict[int, Callable] = {}   # node id -> (a loop's index function -> its lvalue there)
+        scratch: list[dict] = []
+        hosts = [a for a, _ in col_stores]
+        pending = {id(p): _col_closure([p.args[0]]) for p in k.phases}
         pending["map"] = _col_closure([n for _, n in col_stores])
+
+        def spill(n: Node) -> None:
+            ctype = C_TYPES[n.dtype.name]
+            host = next((a for a in hosts if self.buffers()[k.accesses[a].buffer]["ctype"] == ctype), None)
+            if host is not None:
+                hosts.remove(host)
+                spilled[id(n)] = lambda index: f"{self.buffer_name(host)}[{index(host)}]"
+            else:
+                name = f"sc_{self.ref(n)}"
+                scratch.append({"name": name, "ctype": ctype})
+                spilled[id(n)] = lambda index: f"{name}[{col_linear}]"
 
         def code(line: str) -> None:
             if steps and steps[-1]["kind"] == "code":
@@ -326,13 +402,13 @@ class _Context:
             body = []
             for how, n in order:
                 if how == "reload":
-                    body.append(f"const {C_TYPES[n.dtype.name]} {self.ref(n)} = {spilled[id(n)]}[{col_linear}];")
+                    body.append(f"const {C_TYPES[n.dtype.name]} {self.ref(n)} = {spilled[id(n)](index)};")
                     continue
                 body += self.statements([n], index)
                 later = any(id(n) in c for c in pending.values())
                 if self.target == "c" and not self.columns and n.op in _EXPENSIVE and later:
-                    spilled[id(n)] = f"sc_{self.ref(n)}"
-                    body.append(f"{spilled[id(n)]}[{col_linear}] = {self.ref(n)};")
+                    spill(n)
+                    body.append(f"{spilled[id(n)](index)} = {self.ref(n)};")
             step = make(body, index)
             step["col_offsets"] = [{"a": a, "outer": " + ".join(self.offset_terms(a, col_outer, "c_")) or "0",
                                     "all": " + ".join(self.offset_terms(a, cols, "c_")) or "0"} for a in sorted(used)]
@@ -343,16 +419,14 @@ class _Context:
         for a, n in [(a, n) for a, n, level in k.stores if level == "row"]:
             need_row(n)
             store = self.store(a, n, row_index)
-            code(store if self.target == "c" else f"if (threadIdx.x == 0) {store}")   # CUDA: one thread per row
+            code(store if self.target == "c" else f"if (leader) {store}")   # CUDA: one thread per row stores
         if col_stores:
             def map_loop(body: list[str], index) -> dict:
                 return {"kind": "map", "body": body + [self.store(a, n, index) for a, n in col_stores]}
 
             run_loop("map", [n for _, n in col_stores], map_loop)
         accesses = range(len(k.accesses))
-        scratch = [{"name": name, "ctype": C_TYPES[n.dtype.name]} for n in k.nodes
-                   if (name := spilled.get(id(n))) is not None]
-        if self.columns:
+        if self.columns and self.target == "c":
             return {"rows": " * ".join(self.sizes[:nr - 1]) or "1", "lanes": self.sizes[nr - 1],
                     "cols": " * ".join(self.sizes[nr:]), "row_dims": self._unravel(range(nr - 1), "i"),
                     "col_dims": self._unravel(cols, "c_"),
@@ -360,7 +434,9 @@ class _Context:
                     "lane_arrays": [{"name": self.names[id(n)], "ctype": C_TYPES[n.dtype.name]} for n in k.nodes
                                     if id(n) in self.lanes and n.op != "reduce"]}
         return {"n_rows": nr, "rows": " * ".join(self.sizes[:nr]), "cols": " * ".join(self.sizes[nr:]),
-                "split": self.target == "c" and _split_mode(k),
+                "split": _split_mode(k) if self.target == "c" else not self.columns and _cuda_split(k),
+                "columns": self.columns, "phase_steps": [s for s in steps if s["kind"] == "phase"],
+                "row_stores": any(level == "row" for _, _, level in k.stores),
                 "inner": self.sizes[-1], "col_outer": " * ".join(self.sizes[d] for d in col_outer) or None,
                 "row_dims": self._unravel(range(nr), "i"), "col_dims": self._unravel(col_outer, "c_"),
                 "all_col_dims": self._unravel(cols, "c_"),

@@ -20,7 +20,7 @@ import numpy as np
 from .. import __version__
 from ..ir import ClosedJaxpr
 from .cache import cache_key, cached_file
-from .codegen import GeneratedKernel, render_module
+from .codegen import VECTOR, GeneratedKernel, render_module
 from .plan import plan_steps
 
 __all__ = ["cuda_source", "load_module", "launcher", "OPTIONS"]
@@ -28,7 +28,11 @@ __all__ = ["cuda_source", "load_module", "launcher", "OPTIONS"]
 log = logging.getLogger("fnx.compile")
 
 OPTIONS = ("--std=c++14", "--fmad=false")   # no contraction: results stay close to the CPU's, as without fast-math
-_BLOCK = 256                                  # FNX_THREADS in the CUDA prelude
+_THREADS = 256                                # FNX_THREADS in the CUDA prelude
+_COL_ROWS, _COL_SHARES = 32, 8                # FNX_COL_ROWS, FNX_COL_SHARES: the 2-D blocks of column reductions
+_BLOCKS_PER_SM = 32      # elementwise grids stop growing here (a few waves); the grid-stride loops take the rest
+_SPLIT_WORK = 8 * _THREADS   # split reductions: at least this many elements per block
+_SPLIT_BLOCKS_PER_SM = 8     # ... and about this many blocks per SM in all
 
 
 def cuda_source(closed: ClosedJaxpr) -> str:
@@ -76,23 +80,63 @@ def load_module(source: str, names: list[str]):
 
 
 def launcher(module, gk: GeneratedKernel):
-    """A function launching `gk` on C-contiguous CuPy inputs; it allocates and returns the outputs."""
+    """A function launching `gk` on C-contiguous CuPy inputs; it allocates the outputs (CuPy's memory pool) and
+    returns them. Grids, argument tuples and reduction workspaces are fixed here, once per kernel."""
     cp = _cupy()
     fn = module.get_function(gk.name)
     k = gk.kernel
-    if k.kind == "elementwise":
-        total = math.prod(k.sizes)
-        extra = total
-        grid = max(1, min((total + _BLOCK - 1) // _BLOCK, cp.cuda.Device().attributes["MultiProcessorCount"] * 32))
-    else:
-        rows = math.prod(k.sizes[:k.n_rows])
-        extra, grid = rows, rows
-    meta = tuple(np.int64(v) for v in gk.meta) + (np.int64(extra),)
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    meta = tuple(np.int64(v) for v in gk.meta)
     specs = [(tuple(v.aval.shape), v.aval.dtype.np) for v in k.outputs]
+    if gk.mode == "flat":
+        return _flat_launcher(cp, fn, gk, meta, specs, sms)
+    rows, cols = math.prod(k.sizes[:k.n_rows]), math.prod(k.sizes[k.n_rows:])
+    tail = (np.int64(rows),)
+    if gk.mode == "columns":
+        grid, block = (-(-rows // _COL_ROWS),), (_COL_ROWS, _COL_SHARES)
+    elif gk.mode == "split":
+        blocks = max(1, min(-(-cols // _SPLIT_WORK), sms * _SPLIT_BLOCKS_PER_SM // rows))
+        grid, block = (blocks, rows), (_THREADS,)
+        partials = tuple(cp.empty(rows * blocks, p.dtype.np) for p in k.phases)   # one per reduction
+        arrived = cp.zeros(rows, cp.uint32)   # the kernel's last block per row resets its counter to 0
+        tail += (*partials, arrived)
+    else:
+        grid, block = (rows,), (_THREADS,)
 
     def run(*ins):
         outs = [cp.empty(shape, dtype) for shape, dtype in specs]
-        fn((grid,), (_BLOCK,), (*ins, *outs, *meta))
+        fn(grid, block, (*ins, *outs, *meta, *tail))
+        return outs
+
+    return run
+
+
+def _flat_launcher(cp, fn, gk: GeneratedKernel, meta: tuple, specs: list, sms: int):
+    """Elementwise kernels: the vector path when every buffer it reads or writes wide is aligned to its vector's
+    size (CuPy's allocations are), else the scalar loop alone; grids of at most `_BLOCKS_PER_SM` blocks per SM."""
+    total = math.prod(gk.kernel.sizes)
+    grid = lambda work: (max(1, min(-(-work // _THREADS), sms * _BLOCKS_PER_SM)),)
+    block = (_THREADS,)
+    if not gk.aligned:
+        scalar_grid, scalar_args = grid(total), (*meta, np.int64(total))
+
+        def run_scalar(*ins):
+            outs = [cp.empty(shape, dtype) for shape, dtype in specs]
+            fn(scalar_grid, block, (*ins, *outs, *scalar_args))
+            return outs
+
+        return run_scalar
+    dtypes = [v.aval.dtype.np for v in gk.kernel.inputs + gk.kernel.outputs]
+    checks = [(b, VECTOR * dtypes[b].itemsize) for b in gk.aligned]
+    scalar = (grid(total), (*meta, np.int64(total), np.int64(0)))
+    vector = (grid(-(-total // VECTOR)), (*meta, np.int64(total), np.int64(total // VECTOR)))
+
+    def run(*ins):
+        outs = [cp.empty(shape, dtype) for shape, dtype in specs]
+        buffers = (*ins, *outs)
+        wide = all(buffers[b].data.ptr % size == 0 for b, size in checks)
+        g, args = vector if wide else scalar
+        fn(g, block, (*buffers, *args))
         return outs
 
     return run
