@@ -213,7 +213,7 @@ class Tensor:
                 raise FnxTypeError(f"numpy(): can't convert a tensor on {self._device} to numpy; use "
                                    f"tensor.cpu() to copy it to host memory first")
             return self._value.get()
-        return self._value
+        return np.asarray(self._value)   # the same array; a donated tensor's stand-in raises its error here
 
     def item(self):
         if self.numel() != 1:

@@ -9,6 +9,16 @@ pool of large buffers, or CuPy) and launches; intermediates are dropped after
 their last use. Equations that are not fused ("library" steps:
 matmul, gather, sort, control flow, random bits, ...) run through their
 primitive's `impl` on the arrays, exactly as eager mode runs them.
+
+Donation (`Executable.donating(positions)`): a second driver in which donated
+inputs lend their buffers to kernel outputs of the same byte size. The plan
+picks, per donated input, an output written after the input's last read, or
+written by the kernel of that last read at exactly the index it reads the
+input (in place: an elementwise kernel, or a reduction kernel's per-row output
+computed after the row's reductions). At run time a buffer is taken only when nothing
+else can see it: its reference count shows one tensor and the driver (no
+second tensor, view, argument or live intermediate aliases it), it is
+row-major and writeable, and its base, if any, is referenced by it alone.
 """
 from __future__ import annotations
 
@@ -27,7 +37,7 @@ from ..tensor import Tensor, make
 from .codegen import GeneratedKernel, emittable, prelude, render, render_module
 from .fusion import Kernel, fuse
 
-__all__ = ["build_executable", "Executable", "plan_steps", "BufferPool", "buffers"]
+__all__ = ["build_executable", "Executable", "Donating", "plan_steps", "BufferPool", "buffers"]
 
 
 def plan_steps(closed: ClosedJaxpr, target: str) -> tuple[list, list[GeneratedKernel]]:
@@ -93,15 +103,24 @@ class Executable:
     def __init__(self, closed: ClosedJaxpr, steps: list, kernels: list[GeneratedKernel], source: str, backend: str,
                  launch):
         self._kernels, self._source, self.backend = kernels, source, backend
+        self._closed, self._steps, self._launch = closed, steps, launch
         self._n_in = len(closed.jaxpr.invars)
-        self.driver_source, namespace = _Driver(closed, steps, kernels, launch).write()
-        exec(compile(self.driver_source, f"<fnx driver: {len(steps)} steps>", "exec"), namespace)
-        self._run = namespace["run"]
+        self.driver_source, self._run = _Driver(closed, steps, kernels, launch).build()
+        self._donating: dict[tuple, Donating] = {}
 
     def __call__(self, *args: Tensor) -> list[Tensor]:
         if len(args) != self._n_in:
             raise FnxRuntimeError(f"compiled function: expected {self._n_in} arguments, got {len(args)}")
         return self._run(*args)
+
+    def donating(self, positions: tuple[int, ...]) -> "Donating":
+        """The driver that lends the buffers of the inputs at `positions` to outputs (built once per set)."""
+        found = self._donating.get(positions)
+        if found is None:
+            driver = _Driver(self._closed, self._steps, self._kernels, self._launch, positions)
+            source, run = driver.build()
+            found = self._donating[positions] = Donating(run, source, driver.donors)
+        return found
 
     def kernels(self) -> list[GeneratedKernel]:
         """The generated kernels, in execution order (each has .name, .source and .target)."""
@@ -116,15 +135,74 @@ class Executable:
         return f"<Executable ({self.backend}): {names}>"
 
 
+class Donating:
+    """A driver lending donated input buffers to outputs: `run(*tensors, used) -> list[Tensor]`.
+
+    `donors` maps each donated input position that has a planned output to that output's index; the
+    driver appends to `used` the positions whose buffer it did take (their tensors must then be
+    invalidated by the caller). Donated positions missing from `donors` have no output to go to.
+    """
+
+    __slots__ = ("run", "driver_source", "donors")
+
+    def __init__(self, run, driver_source: str, donors: dict[int, int]):
+        self.run, self.driver_source, self.donors = run, driver_source, donors
+
+
+class _Holder:
+    """Stands for a tensor in the reference-count probe below."""
+
+    __slots__ = ("value",)
+
+
+def _probe_refs() -> int:
+    """References to an array held by one tensor slot and one local, as getrefcount sees it in a driver."""
+    holder = _Holder()
+    holder.value = np.empty(1)
+    x = holder.value
+    return sys.getrefcount(x)
+
+
+def _base_refs(x) -> int:
+    base = x.base
+    return sys.getrefcount(base)
+
+
+_SOLE_REFS = _probe_refs()
+_BASE_REFS = _base_refs(np.empty(2)[:1])   # a base referenced by its one view only
+
+
+def _unshared(x) -> bool:
+    """Whether array `x` may be overwritten as far as its layout and base go (the caller counts `x`'s own
+    references): row-major, writeable, and owning its memory or viewing a base that nothing else holds."""
+    flags = x.flags
+    if not (flags.c_contiguous and getattr(flags, "writeable", True)):   # CuPy arrays are always writeable
+        return False
+    base = x.base
+    if base is None:
+        return True
+    return sys.getrefcount(base) - buffers.holds(base) == _BASE_REFS
+
+
 class _Driver:
     """Writes the Python function that runs a plan's steps; the objects it uses go into its namespace."""
 
-    def __init__(self, closed: ClosedJaxpr, steps: list, kernels: list[GeneratedKernel], launch):
+    def __init__(self, closed: ClosedJaxpr, steps: list, kernels: list[GeneratedKernel], launch,
+                 donate: tuple[int, ...] = ()):
         self.closed, self.steps, self.kernels, self.launch = closed, steps, kernels, launch
         self.xp = closed.jaxpr.outvars[0].aval.device.xp if closed.jaxpr.outvars else np
         self.namespace = {"make": make, "ascontiguous": self.xp.ascontiguousarray}
         self.names: dict[int, str] = {}
         self.lines: list[str] = []
+        self.donate = donate
+        self.lent: dict[int, tuple[int, Var]] = {}   # id(output var) -> (donated position, donated var)
+        self.donors: dict[int, int] = {}             # donated position -> output index
+
+    def build(self) -> tuple[str, object]:
+        """(source, function) of the driver."""
+        source, namespace = self.write()
+        exec(compile(source, f"<fnx driver: {len(self.steps)} steps>", "exec"), namespace)
+        return source, namespace["run"]
 
     def value(self, obj, hint: str) -> str:
         """A namespace name bound to `obj`."""
@@ -153,6 +231,9 @@ class _Driver:
                 value = self.xp.ascontiguousarray(value)
             self.names[id(v)] = self.value(value, "const")
         last = self._last_uses()
+        if self.donate:
+            args.append("used")
+            self._plan_donation(last)
         kernels = iter(self.kernels)
         for i, step in enumerate(self.steps):
             if isinstance(step, Kernel):
@@ -184,13 +265,63 @@ class _Driver:
                 out.setdefault(i, []).append(vid)
         return out
 
+    def _plan_donation(self, last: dict[int, list[int]]) -> None:
+        """Pair each donated input with a kernel output that may take its buffer (see the module docstring).
+
+        A donated input must outlive the reads of every view of it that library steps make, and it is kept
+        alive (not dropped at its last read) until the step whose output takes its buffer.
+        """
+        jaxpr = self.closed.jaxpr
+        outvars = {id(a) for a in jaxpr.outvars if isinstance(a, Var)}
+        root = {id(v): id(v) for v in jaxpr.invars}   # id(view) -> id(the donated input it views)
+        reads: dict[int, list[int]] = {}              # id(donated input) -> steps reading it or a view of it
+        for i, s in enumerate(self.steps):
+            ins = s.inputs if isinstance(s, Kernel) else [a for a in s.inputs if isinstance(a, Var)]
+            for v in ins:
+                if id(v) in root:
+                    reads.setdefault(root[id(v)], []).append(i)
+            if not isinstance(s, Kernel) and s.prim.view and isinstance(s.inputs[0], Var) and id(s.inputs[0]) in root:
+                for v in s.outvars:
+                    root[id(v)] = root[id(s.inputs[0])]
+        visible = {root[vid] for vid in outvars if vid in root}   # donated inputs that are (views of) outputs
+        out_index = {id(a): k for k, a in enumerate(jaxpr.outvars) if isinstance(a, Var)}
+        candidates = [(i, s, o) for i, s in enumerate(self.steps) if isinstance(s, Kernel)
+                      for o in s.outputs if id(o) in out_index]
+        for p in self.donate:
+            v = jaxpr.invars[p]
+            if id(v) in visible:
+                continue
+            end = max(reads.get(id(v), [-1]))
+            size = _nbytes(v)
+            for prefer_same in (True, False):
+                found = next(((i, o) for i, s, o in candidates if id(o) not in self.lent and _nbytes(o) == size
+                              and (not prefer_same or o.aval == v.aval)
+                              and (i > end or i == end and _in_place(s, v, o, root))), None)
+                if found is not None:
+                    break
+            if found is None:
+                continue
+            i, o = found
+            self.lent[id(o)] = (p, v)
+            self.donors[p] = out_index[id(o)]
+            for dead in last.values():
+                if id(v) in dead:
+                    dead.remove(id(v))
+            last.setdefault(i, []).append(id(v))
+
     def _kernel(self, k: Kernel, gk: GeneratedKernel) -> None:
         ins = [self.names[id(v)] for v in k.inputs]
         outs = [self.var(v) for v in k.outputs]
         call = self.launch(gk)
         self.lines.append(f"# {gk.name}")
-        if self.xp is not np:   # CUDA: the launcher allocates and returns the outputs
-            self.lines.append(f"{', '.join(outs)}, = {self.value(call, 'k')}({', '.join(ins)})")
+        if self.xp is not np:   # CUDA: the launcher allocates the outputs that it is not given
+            given = []
+            for x, v in zip(outs, k.outputs):
+                if id(v) in self.lent:
+                    self._lend(x, v, "None")
+                given.append(x if id(v) in self.lent else "None")
+            lend = f", outs=({', '.join(given)},)" if any(g != "None" for g in given) else ""
+            self.lines.append(f"{', '.join(outs)}, = {self.value(call, 'k')}({', '.join(ins)}{lend})")
             return
         fn, objs, meta = call
         for x, v in zip(outs, k.outputs):
@@ -198,7 +329,11 @@ class _Driver:
             alloc = "empty" if math.prod(shape) * dtype.itemsize < buffers.min_bytes else "pooled"
             self.namespace.setdefault("empty", np.empty)
             self.namespace.setdefault("pooled", buffers.empty)
-            self.lines.append(f"{x} = {alloc}({self.value(shape, 'shape')}, {self.value(dtype, 'dtype')})")
+            fresh = f"{alloc}({self.value(shape, 'shape')}, {self.value(dtype, 'dtype')})"
+            if id(v) in self.lent:
+                self._lend(x, v, fresh)
+            else:
+                self.lines.append(f"{x} = {fresh}")
         o = self.value(objs, "objs")
         self.value(meta, "meta")   # the blocks stay referenced by the namespace; the call passes their addresses
         for i, x in enumerate(ins + outs):
@@ -206,11 +341,69 @@ class _Driver:
         pointers = [self.value(ctypes.c_void_p(ctypes.addressof(block)), "p") for block in (objs, meta)]
         self.lines.append(f"{self.value(fn, 'kernel')}({', '.join(pointers)})")
 
+    def _lend(self, x: str, v: Var, fallback: str) -> None:
+        """Lines setting `x` to the buffer lent to output `v` when nothing else sees it, else to `fallback`."""
+        p, donor = self.lent[id(v)]
+        d = self.names[id(donor)]
+        self.namespace.update(getrefcount=sys.getrefcount, unshared=_unshared, SOLE=_SOLE_REFS)
+        same = donor.aval.shape == v.aval.shape and donor.aval.dtype == v.aval.dtype
+        taken = d if same else f"{d}.reshape(-1).view({self.value(v.aval.dtype.np, 'dtype')})" \
+            f".reshape({self.value(tuple(v.aval.shape), 'shape')})"
+        self.lines.append(f"if getrefcount({d}) == SOLE and unshared({d}):   # input {p} lends its buffer")
+        self.lines.append(f"    {x} = {taken}")
+        self.lines.append(f"    used.append({p})")
+        self.lines.append("else:")
+        self.lines.append(f"    {x} = {fallback}")
+
     def _library(self, eqn, row_major: set) -> None:
         fn = _library_call(eqn, [id(v) in row_major for v in eqn.outvars], self.xp)
         outs = [self.var(v) for v in eqn.outvars]
         args = ", ".join(self.atom(a) for a in eqn.inputs)
         self.lines.append(f"{', '.join(outs)}, = {self.value(fn, eqn.prim.name)}({args})")
+
+
+def _nbytes(v: Var) -> int:
+    return math.prod(v.aval.shape) * v.aval.dtype.np.itemsize
+
+
+def _in_place(k: Kernel, v: Var, o: Var, root: dict) -> bool:
+    """Whether kernel `k` may write `o` over `v`, the input it reads for the last time.
+
+    It may when it reads `v` (and no view of it) only at the index where it writes `o`, element for element,
+    and every read of an element comes before its write: always in an elementwise kernel (a loop iteration
+    loads, then stores); in a reduction kernel, for an output written once per row (after the row's
+    reductions) from values that no reduction and no per-element output uses.
+    """
+    if v.aval.dtype.np.itemsize != o.aval.dtype.np.itemsize:
+        return False
+    if any(root.get(id(u)) == id(v) and u is not v for u in k.inputs):
+        return False
+    if v not in k.inputs:
+        return True
+    src, dst = k.inputs.index(v), len(k.inputs) + k.outputs.index(o)
+    written = next(a for a in k.accesses if a.buffer == dst)
+    if not all((a.strides, a.offset) == (written.strides, written.offset) for a in k.accesses if a.buffer == src):
+        return False
+    if k.kind == "elementwise":
+        return True
+    if any(k.accesses[a].buffer == dst and level != "row" for a, _, level in k.stores):
+        return False
+    per_element = [n.args[0] for n in k.phases] + [n for _, n, level in k.stores if level == "col"]
+    return not any(n.op == "load" and k.accesses[n.params["access"]].buffer == src for n in _closure(per_element))
+
+
+def _closure(nodes: list) -> list:
+    """`nodes` and every node they are computed from (not through reductions, which are computed already)."""
+    seen, stack, out = set(), list(nodes), []
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        out.append(n)
+        if n.op != "reduce":
+            stack.extend(n.args)
+    return out
 
 
 def _library_call(eqn, row_major: list[bool], xp):
@@ -241,6 +434,7 @@ class BufferPool:
     def __init__(self, min_bytes: int = 1 << 20, limit: int = 1 << 30):
         self.min_bytes, self.limit, self.held = min_bytes, limit, 0
         self._buckets: dict[int, list] = {}
+        self._ids: set[int] = set()
         self._lock = threading.Lock()
 
     def empty(self, shape: tuple, dtype: np.dtype):
@@ -255,12 +449,18 @@ class BufferPool:
             raw = np.empty(nbytes, np.uint8)
             if self.held + nbytes <= self.limit:
                 bucket.append(raw)
+                self._ids.add(id(raw))
                 self.held += nbytes
             return raw.view(dtype).reshape(shape)
+
+    def holds(self, raw) -> bool:
+        """Whether `raw` is one of the pool's buffers (the pool's own reference to it is not a user's)."""
+        return id(raw) in self._ids
 
     def clear(self) -> None:
         with self._lock:
             self._buckets.clear()
+            self._ids.clear()
             self.held = 0
 
 

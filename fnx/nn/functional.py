@@ -69,7 +69,8 @@ def _check_p(p: float) -> None:
 
 
 def _keep_mask(input: Tensor, p: float, shape: tuple) -> Tensor:
-    """1/(1-p) where an element is kept (probability 1 - p), else 0; drawn from fnx's global generator."""
+    """1/(1-p) where an element is kept (probability 1 - p), else 0; drawn from fnx's global generator
+    (under fnx.compile from the key each call receives, so the backward reuses the forward's mask)."""
     keep = rand(*shape, dtype=input.dtype, device=input.device) >= p
     return keep.to(input.dtype) * (1.0 / (1.0 - p)) if p < 1.0 else keep.to(input.dtype)
 

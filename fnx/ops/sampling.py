@@ -3,8 +3,19 @@
 Each device has a default `Generator`: numpy's PCG64 on the CPU, CuPy's
 generator on CUDA (created when first used). `manual_seed(seed)` seeds them
 all, so a seeded program draws the same numbers on every run. Sampling is
-eager and not differentiable (PyTorch's samplers give zero gradients); the
-pure, key-based samplers for transforms live in `fnx.random`.
+not differentiable (PyTorch's samplers give zero gradients); the pure,
+key-based samplers for transforms live in `fnx.random`.
+
+Inside `fnx.compile` the out-of-place samplers (rand, randn, randint, randperm, bernoulli, normal, the
+`*_like` forms, and so dropout) draw from a key instead, as torch.compile threads a seed into its graph:
+while compile traces a function, each sampling site takes its own subkey (`fold_in` of a counter) of a
+per-device key that the compiled function receives as a hidden input, and every call fills that input
+with a fresh key drawn from the device's default generator (one 64-bit draw). Repeated calls thus give
+new samples, `manual_seed` makes a sequence of calls reproducible, and no call retraces. The samples
+follow the same distributions as eager ones, but are not the same numbers. Where a draw cannot become a
+key input (make_jaxpr, bodies of cond/while_loop/scan, custom_vjp and checkpoint functions staged inside
+compile, in-place samplers, an explicit `generator`, multinomial) sampling under staging raises an error
+that says what to do instead.
 
 The CPU generator state (`get_rng_state`) is a uint8 tensor of 48 bytes:
 PCG64's 128-bit state and increment, then its buffered-uint32 flag and value
@@ -12,12 +23,15 @@ as two 64-bit words, all little-endian; `fnx.save` can store it.
 """
 from __future__ import annotations
 
+import math
 import os
+from contextlib import contextmanager
 
 import numpy as np
 
 from .. import core
 from .. import dtypes as _dt
+from .. import random as keyed
 from ..core import FnxRuntimeError, FnxTypeError
 from ..device import cpu, device as _device_cls
 from ..tensor import Tensor, Tracer, make
@@ -103,13 +117,15 @@ _defaults: dict = {cpu: default_generator}
 _global_seed = _DEFAULT_SEED
 
 
-def _generator(generator: Generator | None, device, op: str) -> Generator:
-    """The generator to draw from: `generator` (checked against `device`) or the device's default one."""
+def _generator(generator: Generator | None, device, op: str, staged: bool = False) -> Generator | None:
+    """The generator to draw from: `generator` (checked against `device`) or the device's default one.
+
+    While fnx.compile stages the function it is None: a sampler that passed `staged=True` then draws from
+    the compiled call's key (`_draw_staged`); elsewhere a staged draw raises, since it would freeze a sample.
+    """
     if core.dynamic_trace.level > 0:
-        raise FnxRuntimeError(
-            f"{op}: sampling from a global generator inside fnx.compile/make_jaxpr would freeze one sample into "
-            f"the compiled code. Draw from a key instead (fnx.random.uniform/normal/bernoulli(key, ...), with the "
-            f"key passed as an argument), or sample outside the compiled function and pass the result in.")
+        _check_staged_draw(generator, op, staged)
+        return None
     if generator is not None:
         if not isinstance(generator, Generator):
             raise FnxTypeError(f"{op}: generator must be an fnx.Generator, got {type(generator).__name__}")
@@ -154,6 +170,97 @@ def set_rng_state(new_state: Tensor) -> None:
     default_generator.set_state(new_state)
 
 
+# ---------------------------------------------------------------- sampling while fnx.compile stages a function
+class KeySource:
+    """Keys for the global-generator samplers while fnx.compile traces a function on staging trace `main`.
+
+    Each device's key is a placeholder constant of the trace, which compile turns into a hidden input of
+    the jaxpr and fills with a fresh key at every call (`compiled_call_key`); each sampling site takes its
+    own subkey of it (fold_in of a counter), so that the sites draw independent samples.
+    """
+
+    __slots__ = ("main", "placeholders", "count")
+
+    def __init__(self, main):
+        self.main = main
+        self.placeholders: dict = {}  # device -> placeholder key tensor
+        self.count = 0
+
+    def next(self, device) -> Tensor:
+        base = self.placeholders.get(device)
+        if base is None:
+            base = self.placeholders[device] = keyed.key(0, device=device)
+        self.count += 1
+        return keyed.fold_in(base, self.count)
+
+
+_key_sources: list[KeySource] = []
+
+
+@contextmanager
+def staged_keys():
+    """While fnx.compile traces a function: its global-generator samplers draw from the `KeySource` yielded."""
+    source = KeySource(core.dynamic_trace)
+    _key_sources.append(source)
+    try:
+        yield source
+    finally:
+        _key_sources.pop()
+
+
+def _key_source() -> KeySource | None:
+    """The key source of the staging trace in progress, when fnx.compile traces directly on it."""
+    if _key_sources and _key_sources[-1].main is core.dynamic_trace:
+        return _key_sources[-1]
+    return None
+
+
+def _check_staged_draw(generator, op: str, staged: bool) -> None:
+    """Raise unless `op` can draw from the compiled call's key here (see the module docstring)."""
+    if _key_source() is None:
+        raise FnxRuntimeError(
+            f"{op}: sampling from a global generator inside make_jaxpr (or inside a cond/while_loop/scan body, a "
+            f"custom_vjp or a checkpoint function staged by compile) would freeze one sample into the IR. Draw "
+            f"from a key instead (fnx.random.uniform/normal/bernoulli(key, ...), with the key passed as an "
+            f"argument), or sample outside and pass the result in. fnx.compile passes a key to the samplers of "
+            f"the function it compiles: see its IR with fnx.compile(f).lower(*args).as_text().")
+    if generator is not None:
+        raise FnxRuntimeError(f"{op}: sampling with an explicit generator inside fnx.compile is not supported; "
+                              f"drop the generator argument (each call of the compiled function then draws its "
+                              f"key from the device's default generator), or draw from an fnx.random key")
+    if not staged:
+        fix = ("use an out-of-place sampler (x = fnx.rand_like(x), fnx.randn_like(x), ...)" if op.endswith("_") else
+               "draw the samples outside the compiled function and pass them in")
+        raise FnxRuntimeError(f"{op}: this sampler cannot draw from the compiled call's key inside fnx.compile; "
+                              f"{fix}, or draw from an fnx.random key passed as an argument")
+
+
+def compiled_call_key(device, op: str) -> Tensor:
+    """The key for one call of a compiled function that samples on `device`: a fresh draw from the device's
+    default generator (a subkey of the enclosing key when that call is itself being compiled); vmap's
+    `randomness` applies as to any sampler (a batch of keys under "different")."""
+    gen = _generator(None, device, op, staged=True)
+    if gen is None:
+        return _draw_staged(op, device, False, _keys_like)
+    return _draw(op, device, False, lambda pre: _key_words(gen, pre))
+
+
+def _key_words(gen: Generator, pre: tuple):
+    """Keys (pre + (2,), int64) of two 32-bit words, each key one 64-bit draw of the generator."""
+    if gen.device is cpu:
+        if not pre:
+            raw = gen.rng.bit_generator.random_raw()
+            return np.array([raw >> 32, raw & 0xFFFFFFFF], dtype=np.int64)
+        raw = gen.rng.bit_generator.random_raw(pre)
+        return np.stack([raw >> np.uint64(32), raw & np.uint64(0xFFFFFFFF)], axis=-1).astype(np.int64)
+    return gen.rng.integers(0, 2 ** 32, size=pre + (2,), dtype=np.int64)
+
+
+def _keys_like(key: Tensor, pre: tuple) -> Tensor:
+    """`key`, or a batch (pre + (2,)) of independent keys split from it."""
+    return key if not pre else keyed.split(key, math.prod(pre)).reshape(pre + (2,))
+
+
 # ---------------------------------------------------------------- drawing arrays
 def _uniform(gen: Generator, shape: tuple, dt: _dt.dtype):
     """Uniform [0, 1) floats of `dt`, drawn directly in float32/float64 (lower precisions: exactly rounded down)."""
@@ -195,15 +302,38 @@ def _draw(op: str, dev, requires_grad: bool, sample) -> Tensor:
     Inside vmap the enclosing `randomness` decides: "error" raises, "same" draws once for the whole batch,
     "different" draws one sample per batch element (a leading dim per such vmap, outermost first).
     """
-    mains = [m for m in core.trace_stack if m.trace_type is BatchTrace] if core.transforms_active else []
+    different = _sampling_vmaps(op, 0) if core.transforms_active else []
+    out = make(sample(tuple(m.global_data[0] for m in different)), dev)
+    if not different:
+        return out.requires_grad_(True) if requires_grad else out
+    return _batched(out, different)
+
+
+def _draw_staged(op: str, dev, requires_grad: bool, staged) -> Tensor:
+    """`_draw` while fnx.compile stages the function: the tensor `staged(key, prefix)` drawn from a subkey
+    of the compiled call's key. Only the vmaps inside the compiled function count (its calls obey those
+    outside it)."""
+    if requires_grad:
+        raise FnxRuntimeError(f"{op}: requires_grad=True makes a new leaf tensor, which a compiled function cannot "
+                              f"return as a leaf; sample outside fnx.compile, or compute with the sample instead")
+    source = _key_source()
+    different = _sampling_vmaps(op, source.main.level)
+    out = staged(source.next(dev), tuple(m.global_data[0] for m in different))
+    return _batched(out, different) if different else out
+
+
+def _sampling_vmaps(op: str, floor: int) -> list:
+    """The vmaps above trace level `floor` that draw one sample per batch element; raises in "error" mode."""
+    mains = [m for m in core.trace_stack if m.trace_type is BatchTrace and m.level > floor]
     for m in mains:
         if m.global_data[1] == "error":
             raise FnxRuntimeError(f"vmap: called random operation {op} while in randomness error mode; pass "
                                   f"randomness='same' or 'different' to vmap, or draw the samples outside vmap")
-    different = [m for m in mains if m.global_data[1] == "different"]
-    out = make(sample(tuple(m.global_data[0] for m in different)), dev)
-    if not different:
-        return out.requires_grad_(True) if requires_grad else out
+    return [m for m in mains if m.global_data[1] == "different"]
+
+
+def _batched(out: Tensor, different: list) -> Tensor:
+    """`out`, with a leading dim per vmap of `different` (outermost first), as a tracer of the innermost."""
     for m in different:
         out = BatchTracer(BatchTrace(m), out, 0)
     return out
@@ -217,15 +347,26 @@ def _dev(device):
 def rand(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform samples from [0, 1)."""
     dev, dt, shape = _dev(device), _float_dtype(dtype, "rand"), _size(size, "rand")
-    gen = _generator(generator, dev, "rand")
+    gen = _generator(generator, dev, "rand", staged=True)
+    if gen is None:
+        return _draw_staged("rand", dev, requires_grad, lambda key, pre: keyed.uniform(key, pre + shape, dt))
     return _draw("rand", dev, requires_grad, lambda pre: _uniform(gen, pre + shape, dt))
 
 
 def randn(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
     dev, dt, shape = _dev(device), _float_dtype(dtype, "randn"), _size(size, "randn")
-    gen = _generator(generator, dev, "randn")
+    gen = _generator(generator, dev, "randn", staged=True)
+    if gen is None:
+        return _draw_staged("randn", dev, requires_grad, lambda key, pre: _keyed_normal(key, pre + shape, dt))
     return _draw("randn", dev, requires_grad, lambda pre: _standard_normal(gen, pre + shape, dt))
+
+
+def _keyed_normal(key: Tensor, shape: tuple, dt: _dt.dtype) -> Tensor:
+    """fnx.random.normal in `dt`, computed in float32 for the half-precision dtypes."""
+    if dt.name in ("float32", "float64"):
+        return keyed.normal(key, shape, dt)
+    return keyed.normal(key, shape, _dt.float32).to(dt)
 
 
 def _check_int_range(low: int, high: int, dt: _dt.dtype, op: str) -> None:
@@ -263,9 +404,24 @@ def randint(*args, size=None, low=None, high=None, generator: Generator | None =
         raise FnxTypeError(f"randint: size must be a tuple of ints, got {type(size).__name__}")
     dev, shape, low, high = _dev(device), _size((size,), "randint"), int(low), int(high)
     dt = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
-    gen = _generator(generator, dev, "randint")
+    gen = _generator(generator, dev, "randint", staged=True)
     _check_int_range(low, high, dt, "randint")
+    if gen is None:
+        return _draw_staged("randint", dev, requires_grad,
+                            lambda key, pre: _keyed_randint(key, low, high, pre + shape, dt))
     return _draw("randint", dev, requires_grad, lambda pre: _randint_array(gen, low, high, pre + shape, dt))
+
+
+def _keyed_randint(key: Tensor, low: int, high: int, shape: tuple, dt: _dt.dtype) -> Tensor:
+    """Integers in [low, high): a 64-bit random number hi * 2**32 + lo modulo the span, computed without
+    overflow for spans up to 2**31 (the remainder's bias is then below 2**-32)."""
+    span = high - low
+    if span > 2 ** 31:
+        raise NotImplementedError(f"randint: inside fnx.compile the range [low, high) can span at most 2**31 "
+                                  f"values (got {span}); draw the integers outside the compiled function")
+    words = keyed.bits(key, shape + (2,))
+    hi, lo = words[..., 0], words[..., 1]
+    return (((hi % span) * (2 ** 32 % span) + lo) % span + low).to(dt)
 
 
 def randperm(n: int, *, generator: Generator | None = None, dtype=None, device=None,
@@ -276,7 +432,12 @@ def randperm(n: int, *, generator: Generator | None = None, dtype=None, device=N
         raise FnxRuntimeError(f"randperm: n must be non-negative, got {n}")
     dev = _dev(device)
     dt = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
-    gen = _generator(generator, dev, "randperm")
+    gen = _generator(generator, dev, "randperm", staged=True)
+    if gen is None:
+        from .sort import argsort  # ranks of uniforms
+
+        return _draw_staged("randperm", dev, requires_grad,
+                            lambda key, pre: argsort(keyed.uniform(key, pre + (n,), _dt.float64), dim=-1).to(dt))
 
     def sample(pre: tuple):
         if dev is cpu and not pre:
@@ -361,13 +522,14 @@ def bernoulli(input: Tensor, p=None, *, generator: Generator | None = None) -> T
         raise FnxTypeError(f"bernoulli: expected a floating point tensor of probabilities, got {input.dtype}")
     probs = input if p is None else p
     dev, shape = input.device, tuple(input.shape)
-    gen = _generator(generator, dev, "bernoulli")
-    if isinstance(probs, Tracer):  # compose, so that vmap can batch the probabilities
-        from .elementwise import convert, lt
-
-        return convert(lt(rand(shape, dtype=probs.dtype, device=dev, generator=gen), probs), input.dtype)
-    raw = probs._value if isinstance(probs, Tensor) else float(probs)
-    _check_unit_interval("bernoulli", dev.xp, raw)
+    gen = _generator(generator, dev, "bernoulli", staged=True)
+    raw = None if isinstance(probs, Tracer) else probs._value if isinstance(probs, Tensor) else float(probs)
+    if raw is not None:
+        _check_unit_interval("bernoulli", dev.xp, raw)
+    if raw is None or gen is None:  # compose: vmap batches traced probabilities, compile draws from its key
+        u_dtype = probs.dtype if isinstance(probs, Tensor) else \
+            input.dtype if input.dtype.is_floating_point else _dt.float32
+        return (rand(shape, dtype=u_dtype, device=dev, generator=gen) < probs).to(input.dtype)
     return _draw("bernoulli", dev, False, lambda pre: _bernoulli_array(gen, pre + shape, raw, input.dtype))
 
 
@@ -405,8 +567,10 @@ def normal(mean, std=1.0, size=None, *, generator: Generator | None = None, dtyp
         dt = _dt.result_type(*tensors)
         dt = dt if dt.is_floating_point else _dt.get_default_dtype()
         shape = tuple(np.broadcast_shapes(*(tuple(t.shape) for t in tensors)))
-    gen = _generator(generator, dev, "normal")
-    if any(isinstance(t, Tracer) for t in tensors):
+    gen = _generator(generator, dev, "normal", staged=True)
+    if not isinstance(std, Tensor) and std < 0:
+        raise FnxRuntimeError(f"normal: expects std >= 0.0, but found std {std}")
+    if gen is None or any(isinstance(t, Tracer) for t in tensors):  # compile draws randn from its key
         return mean + std * randn(shape, dtype=dt, device=dev, generator=gen)
     xp = dev.xp
     m = mean._value.astype(dt.np) if isinstance(mean, Tensor) else float(mean)

@@ -19,8 +19,28 @@ function, as in JAX (small values computed from them are folded at compile time)
 require grad (a model's parameters) are passed to the executable at every call instead, so gradients
 reach them, as with torch.compile.
 
-`donate_argnums` are accepted and validated, but donated tensors stay valid: the executables do not reuse
-their buffers yet, so nothing is invalidated (unlike JAX, which deletes donated arrays).
+Sampling from the global generators (fnx.rand, randn, bernoulli, F.dropout, nn.Dropout, ...) is compiled
+as torch.compile does it, with a seed threaded into the compiled code: while tracing, each sampling site
+draws from its own subkey of a per-device key (fnx/ops/sampling.py), and that key becomes a hidden
+leading input of the jaxpr. Every call draws a fresh key from the device's default generator (one 64-bit
+draw, advancing it as one eager sample would), so calls differ, `fnx.manual_seed` makes a sequence of
+calls reproducible, and the cache key does not change. The backward of a compiled call gets the same
+key, so it uses the same dropout mask as its forward. Around a compiled call the key draw obeys vmap's
+`randomness` like any sampler ("error" raises, "same" shares one key, "different" batches the keys).
+`make_jaxpr` does not thread keys: sampling there raises; `.lower(*args).as_text()` shows the key input.
+
+`donate_argnums` donate every tensor leaf of the named positional arguments (a list, dict or module
+donates each of its tensors), as in JAX: the "c" and "cuda" executables write outputs into donated
+buffers of the same byte size, in place when an elementwise kernel reads the donated tensor at exactly
+the index it writes, else after the tensor's last read (fnx/lowering/plan.py). A donated tensor whose
+buffer now holds an output is invalid: any use of it raises an error naming the function and the
+argument (fnx/transforms/donation.py). A donated tensor whose buffer is not taken stays valid: when no
+output can take it (a warning, once per signature, like JAX's "Some donated buffers were not usable"),
+or when something else shares its memory (another tensor, a view of it, the same tensor passed twice,
+a numpy array it wraps) or it is not row-major (silently; `FNX_LOG=compile` logs it). Donation happens
+only in a call that autograd does not record: donating a tensor that requires grad while grad mode is on
+raises, and a call recorded for another argument's sake donates nothing. Under an enclosing transform
+(grad, vmap, an outer compile), and with the "interpret" backend, donation is ignored.
 """
 from __future__ import annotations
 
@@ -38,8 +58,10 @@ from ..ir import ClosedJaxpr, Jaxpr
 from ..lowering import check_backend, default_backend, lower
 from ..lowering.interpret import run_eagerly
 from ..lowering.passes import optimize
+from ..ops.sampling import compiled_call_key, staged_keys
 from ..tensor import Tensor, Tracer, from_array
 from ..tree import tree_flatten, tree_unflatten
+from .donation import Donation, donated_leaves
 from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, vjp_jaxpr
 
 __all__ = ["compile", "jit", "Compiled", "Lowered", "CallJaxpr", "compiled_call_p"]
@@ -225,13 +247,18 @@ def _split_key(key: tuple) -> tuple[list, dict]:
 class _Entry:
     """One signature's compiled function: the optimised jaxpr, its executable and how to rebuild outputs."""
 
-    __slots__ = ("closed", "backend", "lifted", "out_tree", "single", "exe", "cacheable")
+    __slots__ = ("closed", "backend", "key_devices", "lifted", "out_tree", "single", "exe", "cacheable", "donate",
+                 "donation")
 
-    def __init__(self, closed: CallJaxpr, backend: str, lifted: list, out_tree, cacheable: bool):
+    def __init__(self, closed: CallJaxpr, backend: str, key_devices: tuple, lifted: list, out_tree,
+                 cacheable: bool):
         self.closed, self.backend, self.lifted, self.out_tree = closed, backend, tuple(lifted), out_tree
+        self.key_devices = key_devices  # one random key input per device whose global generator f samples
         self.single = out_tree.kind is None  # the function returns one tensor
         self.exe = None
         self.cacheable = cacheable
+        self.donate: list = []     # (input position, label) of each donated tensor leaf
+        self.donation = None       # the Donation, built at the first call
 
     def executable(self):
         if self.exe is None:
@@ -247,7 +274,8 @@ class Lowered:
 
     @property
     def jaxpr(self) -> ClosedJaxpr:
-        """The optimised IR (captured constants that require grad are leading inputs)."""
+        """The optimised IR. Leading inputs: a random key per device that f samples on (see the module
+        docstring), then captured constants that require grad."""
         return self._entry.closed
 
     @property
@@ -338,10 +366,18 @@ class Compiled:
         lifted = entry.lifted
         if lifted:
             leaves = [*lifted, *leaves]
+        if entry.key_devices:
+            leaves = [*[compiled_call_key(d, f"fnx.compile({self.__name__})") for d in entry.key_devices], *leaves]
         if not core.transforms_active:
             if not (core.grad_enabled and _requires_grad(leaves)):
-                outs = (entry.exe or entry.executable())(*leaves)
+                if entry.donate and (entry.donation or self._donation(entry)):
+                    v = None   # the key loop's last array: a reference here would keep its buffer from donation
+                    outs = entry.donation(leaves)
+                else:
+                    outs = (entry.exe or entry.executable())(*leaves)
                 return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+            if entry.donate and (entry.donation or self._donation(entry)):
+                entry.donation.refuse_recorded(leaves)
         if not leaves:  # nothing to differentiate, batch or stage: the outputs are constants
             outs = run_eagerly(entry.executable())
         else:
@@ -423,11 +459,13 @@ class Compiled:
                 _log.info("recompiling %s for %s: %s", self.__name__, self._describe(key),
                           self._explain(self._last[0], key))
         start = time.perf_counter()
-        out_trees = []
+        out_trees, keys = [], []
 
         def flat_fun(*flat):
             a, kw = self._substitute(args, kwargs, iter(flat))
-            out_leaves, out_tree = tree_flatten(self._fun(*a, **kw))
+            with staged_keys() as source:
+                keys.append(source)
+                out_leaves, out_tree = tree_flatten(self._fun(*a, **kw))
             for o in out_leaves:
                 if not isinstance(o, Tensor):
                     raise FnxTypeError(f"compile: {self.__qualname__} must return pytrees of Tensors, got a "
@@ -437,10 +475,13 @@ class Compiled:
 
         from .tracing import trace_to_jaxpr
 
-        closed, lifted = _lift_consts(trace_to_jaxpr(flat_fun, [x.aval for x in leaves]))
+        traced = trace_to_jaxpr(flat_fun, [x.aval for x in leaves])
+        closed, key_devices, lifted = _lift_consts(traced, keys[0].placeholders)
         backend = self._backend or default_backend([v.aval.device for v in closed.jaxpr.invars])
         cacheable = not any(isinstance(c, Tracer) for c in lifted)
-        entry = _Entry(CallJaxpr(optimize(closed)), backend, lifted, out_trees[0], cacheable)
+        entry = _Entry(CallJaxpr(optimize(closed)), backend, key_devices, lifted, out_trees[0], cacheable)
+        if self.donate_argnums and backend != "interpret":
+            entry.donate = donated_leaves(args, self.donate_argnums, len(key_devices) + len(lifted), self._label)
         if cacheable:
             self._cache[key] = entry
         if _log.isEnabledFor(logging.INFO):
@@ -448,6 +489,15 @@ class Compiled:
             _log.info("traced %s: %d equations after optimisation, backend %r, %.1f ms%s", self.__name__,
                       len(entry.closed.eqns), backend, 1e3 * (time.perf_counter() - start), note)
         return entry
+
+    def _donation(self, entry: _Entry) -> Donation | None:
+        """Build `entry`'s Donation; None (and no more donation) when its executable is the interpreter."""
+        exe = entry.executable()
+        if not hasattr(exe, "donating"):   # code generation was unavailable: the interpreter reuses no buffers
+            entry.donate = []
+            return None
+        entry.donation = Donation(exe, entry.donate, self.__name__, self.donate_argnums)
+        return entry.donation
 
     def _substitute(self, args: tuple, kwargs: dict, flat) -> tuple[list, dict]:
         """`args` and `kwargs` with their tensor leaves replaced, in signature order, by those of `flat`."""
@@ -509,28 +559,37 @@ def _positional_names(fun) -> list[str]:
     return [p.name for p in sig.parameters.values() if p.kind in kinds]
 
 
-def _lift_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
-    """Turn captured tensors that require grad, and tracers of enclosing transforms, into leading inputs.
+def _lift_consts(closed: ClosedJaxpr, keys: dict) -> tuple[ClosedJaxpr, tuple, list]:
+    """Turn the random-key placeholders `keys` ({device: tensor}), then captured tensors that require grad
+    and tracers of enclosing transforms, into leading inputs: (jaxpr, key devices, lifted tensors).
 
-    Both must be inputs of the compiled call (not constants inside it), so that the enclosing autograd or
-    transform sees them.
+    All must be inputs of the compiled call (not constants inside it): each call passes fresh keys, and
+    the enclosing autograd or transform must see the lifted tensors.
     """
     j = closed.jaxpr
-    lift = [isinstance(c, Tracer) or c.requires_grad for c in closed.consts]
-    if not any(lift):
-        return closed, []
-    kept = [(v, c) for v, c, up in zip(j.constvars, closed.consts, lift) if not up]
-    lifted = [(v, c) for v, c, up in zip(j.constvars, closed.consts, lift) if up]
-    jaxpr = Jaxpr([v for v, _ in kept], [v for v, _ in lifted] + list(j.invars), j.eqns, j.outvars)
-    return ClosedJaxpr(jaxpr, [c for _, c in kept]), [c for _, c in lifted]
+    device_of_key = {id(k): d for d, k in keys.items()}
+    key_pairs, lifted, kept = [], [], []
+    for v, c in zip(j.constvars, closed.consts):
+        if id(c) in device_of_key:
+            key_pairs.append((v, device_of_key[id(c)]))
+        elif isinstance(c, Tracer) or c.requires_grad:
+            lifted.append((v, c))
+        else:
+            kept.append((v, c))
+    if not key_pairs and not lifted:
+        return closed, (), []
+    jaxpr = Jaxpr([v for v, _ in kept], [v for v, _ in key_pairs + lifted] + list(j.invars), j.eqns, j.outvars)
+    return ClosedJaxpr(jaxpr, [c for _, c in kept]), tuple(d for _, d in key_pairs), [c for _, c in lifted]
 
 
 def compile(fun=None, static_argnums=(), static_argnames=(), donate_argnums=(), backend: str | None = None):
     """Compile `fun`: trace it once per input signature into the IR, optimise, generate kernels, run them.
 
     `static_argnums` / `static_argnames`: arguments passed to `fun` as Python values (part of the cache
-    key, so they must be hashable); `donate_argnums`: accepted, see the module docstring; `backend`:
-    "interpret", "c" or "cuda" (default: "cuda" for CUDA inputs, else "c"; `FNX_BACKEND` overrides).
+    key, so they must be hashable); `donate_argnums`: positional arguments whose tensors' buffers the
+    compiled code may reuse for its outputs (like JAX's; a donated tensor whose buffer was reused is
+    invalid afterwards, any use raises; see the module docstring); `backend`: "interpret", "c" or "cuda"
+    (default: "cuda" for CUDA inputs, else "c"; `FNX_BACKEND` overrides; "interpret" ignores donation).
     Usable as a decorator, with or without arguments.
     """
     if fun is None:
