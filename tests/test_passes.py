@@ -168,6 +168,27 @@ def test_simplify_no_op_conversions_and_layout_changes():
     assert names(kept) == ["transpose"]
 
 
+def test_simplify_cancels_transposes_and_turns_a_transposed_product_around():
+    def weight_grad(x, g):   # the weight gradient of x @ W.T, as the vjp of matmul writes it
+        return fnx.matmul(x.T, g).T * 2, fnx.permute(fnx.permute(x, (1, 0)), (1, 0)) + 1
+    x, g = fnx.randn(4, 3), fnx.randn(4, 5)
+    closed = fnx.make_jaxpr(weight_grad)(x, g)
+    out = run(dce, run(simplify, closed))
+    assert names(out) == ["transpose", "matmul", "mul", "add"]
+    (t,), (mm,) = [[e for e in out.eqns if e.prim.name == n] for n in ("transpose", "matmul")]
+    assert t.inputs[0] is out.jaxpr.invars[1] and mm.inputs == [t.outvars[0], out.jaxpr.invars[0]]
+    for got, want in zip(compile(weight_grad)(x, g), weight_grad(x, g)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_simplify_keeps_a_transposed_product_that_is_used_twice():
+    def f(a, b):
+        p = fnx.matmul(a, b)
+        return p.T, p
+    closed = fnx.make_jaxpr(f)(fnx.randn(2, 3), fnx.randn(3, 4))
+    assert names(run(dce, run(simplify, closed))) == ["matmul", "transpose"]
+
+
 def test_simplify_sees_through_broadcast_literals_only_when_the_type_is_unchanged():
     a = Var(aval((3,)))
     one3, one23 = Var(aval((3,))), Var(aval((2, 3)))

@@ -11,6 +11,7 @@ evaluated once, at compile time (tensors that require grad are not folded: they 
 """
 from __future__ import annotations
 
+from ..core import ShapedArray
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eval_jaxpr
 from ..tensor import Tensor, from_array
 from .interpret import run_eagerly
@@ -173,9 +174,11 @@ def _numel(shape) -> int:
 # ---------------------------------------------------------------- algebraic simplification
 def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
     """Drop identities: x*1, 1*x, x/1, x-0, x+0 (see the module docstring for signed zeros; the literal may
-    also be broadcast), neg(neg x), and convert/reshape/broadcast_to/transpose that change nothing."""
+    also be broadcast), neg(neg x), transpose(transpose x), and convert/reshape/broadcast_to/transpose that
+    change nothing; turn transpose(a @ b) into b.T @ a.T (see `_transposed_product`)."""
     rw = _Rewriter(closed)
     producers: dict[int, tuple[Eqn, list]] = {}
+    uses = _use_counts(rw.old)
     for eqn in rw.old.eqns:
         eqn = _nested(eqn, simplify)
         inputs = [rw.read(a) for a in eqn.inputs]
@@ -183,10 +186,49 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
         if same is not None:
             rw.sub[id(eqn.outvars[0])] = same
             continue
+        if _transposed_product(rw, eqn, inputs, producers, uses):
+            continue
         new = rw.emit(eqn, inputs)
         for v in new.outvars:
             producers[id(v)] = (new, inputs)
     return rw.result()
+
+
+def _use_counts(jaxpr: Jaxpr) -> dict[int, int]:
+    uses: dict[int, int] = {}
+    for a in [a for eqn in jaxpr.eqns for a in eqn.inputs] + list(jaxpr.outvars):
+        if isinstance(a, Var):
+            uses[id(a)] = uses.get(id(a), 0) + 1
+    return uses
+
+
+def _transposed_product(rw: _Rewriter, eqn: Eqn, ins: list, producers: dict, uses: dict) -> bool:
+    """Emit transpose(a @ b), for 2-D a and b and a product used only there, as b.T @ a.T.
+
+    Backward passes are full of these (the weight gradient of x @ W.T is (x.T @ g).T). The rewritten
+    product comes out row-major, so the kernels reading it (optimizer updates) stream contiguous memory;
+    the library reads the transposed operands as they are, and transposes of transposes cancel.
+    """
+    if eqn.prim.name != "transpose" or tuple(eqn.params["perm"]) != (1, 0):
+        return False
+    made = producers.get(id(ins[0]))
+    if made is None or made[0].prim.name != "matmul" or uses.get(id(made[0].outvars[0])) != 1:
+        return False
+    a, b = made[1]
+    if a.aval.ndim != 2 or b.aval.ndim != 2:
+        return False
+    operands = []
+    for x in (b, a):
+        inner = producers.get(id(x))
+        if inner is not None and inner[0].prim.name == "transpose":
+            operands.append(inner[1][0])
+            continue
+        xt = Var(ShapedArray((x.aval.shape[1], x.aval.shape[0]), x.aval.dtype, x.aval.device))
+        rw.emit(Eqn(eqn.prim, [x], {"perm": (1, 0)}, [xt]), [x])
+        operands.append(xt)
+    new = rw.emit(Eqn(made[0].prim, operands, made[0].params, eqn.outvars), operands)
+    producers[id(eqn.outvars[0])] = (new, operands)
+    return True
 
 
 def _identity_of(eqn: Eqn, ins: list, producers: dict):
@@ -204,6 +246,12 @@ def _identity_of(eqn: Eqn, ins: list, producers: dict):
         if made is not None and made[0].prim.name == "neg":
             return made[1][0]
         return None
+    if name == "transpose":
+        made = producers.get(id(ins[0]))
+        if made is not None and made[0].prim.name == "transpose":
+            inner, outer = made[0].params["perm"], eqn.params["perm"]
+            if all(inner[o] == i for i, o in enumerate(outer)):
+                return made[1][0]
     if name in ("convert", "reshape", "broadcast_to", "transpose") and ins[0].aval == out:
         if name == "transpose" and tuple(eqn.params["perm"]) != tuple(range(len(out.shape))):
             return None
