@@ -1,11 +1,12 @@
 """The README's Python snippets run as written (so the user guide stays true)."""
 import pathlib
-import re
 
 import pytest
 
+from markdown_blocks import python_snippets
+
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+BLOCKS = [s.code for s in python_snippets(README.read_text())]
 
 
 def test_readme_has_snippets():
