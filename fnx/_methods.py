@@ -19,7 +19,7 @@ _METHODS = {
     "reciprocal": ew.reciprocal, "sin": ew.sin, "cos": ew.cos, "tan": ew.tan, "tanh": ew.tanh, "sinh": ew.sinh,
     "cosh": ew.cosh, "asin": ew.asin, "acos": ew.acos, "atan": ew.atan, "arcsin": ew.asin, "arccos": ew.acos,
     "arctan": ew.atan, "atan2": ew.atan2, "arctan2": ew.atan2, "sigmoid": ew.sigmoid, "relu": ew.relu,
-    "erf": ew.erf, "floor": ew.floor, "ceil": ew.ceil, "round": ew.round, "trunc": ew.trunc, "fix": ew.trunc,
+    "erf": ew.erf, "erfc": ew.erfc, "floor": ew.floor, "ceil": ew.ceil, "round": ew.round, "trunc": ew.trunc, "fix": ew.trunc,
     "clamp": ew.clamp, "clip": ew.clamp, "clamp_min": ew.clamp_min, "clamp_max": ew.clamp_max,
     "maximum": ew.maximum, "minimum": ew.minimum, "where": lambda self, condition, other: ew.where(condition, self,
                                                                                                    other),

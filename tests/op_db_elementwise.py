@@ -8,6 +8,7 @@ import fnx
 from op_db import OpInfo, Sample, binary_sample, bools, floats, unary_sample
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 
 def _sigmoid(x):
@@ -39,12 +40,13 @@ OPS = [
     OpInfo("atan", fnx.atan, np.arctan, unary_sample()),
     OpInfo("sigmoid", fnx.sigmoid, _sigmoid, unary_sample(-8, 8), double_grad=True),
     OpInfo("relu", fnx.relu, lambda x: np.maximum(x, 0), unary_sample(avoid=0.0)),
-    OpInfo("gelu", fnx.gelu, lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))), unary_sample()),
+    OpInfo("gelu", fnx.gelu, lambda x: 0.5 * x * _erfc(-x / np.sqrt(2)), unary_sample()),
     OpInfo("gelu_tanh", lambda x: fnx.gelu(x, approximate="tanh"),
            lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), unary_sample()),
     OpInfo("silu", fnx.silu, lambda x: x * _sigmoid(x), unary_sample()),
     OpInfo("softplus", fnx.softplus, lambda x: np.log1p(np.exp(x)), unary_sample(-10, 10)),
     OpInfo("erf", fnx.erf, _erf, unary_sample()),
+    OpInfo("erfc", fnx.erfc, _erfc, unary_sample(lo=-6.0, hi=9.0)),
     OpInfo("sign", fnx.sign, np.sign, unary_sample(), grad=False),
     OpInfo("floor", fnx.floor, np.floor, unary_sample(), grad=False),
     OpInfo("ceil", fnx.ceil, np.ceil, unary_sample(), grad=False),

@@ -68,7 +68,7 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> int:
 UNARY = {"neg": (-5, 5), "exp": (-87, 88), "exp2": (-120, 120), "expm1": (-10, 10), "log": (1e-30, 1e30),
          "log2": (1e-30, 1e30), "log10": (1e-30, 1e30), "log1p": (-0.99, 100), "sqrt": (0, 1e4), "sin": (-50, 50),
          "cos": (-50, 50), "tan": (-1.5, 1.5), "tanh": (-10, 10), "sinh": (-10, 10), "cosh": (-10, 10),
-         "asin": (-1, 1), "acos": (-1, 1), "atan": (-50, 50), "sigmoid": (-20, 20), "erf": (-5, 5),
+         "asin": (-1, 1), "acos": (-1, 1), "atan": (-50, 50), "sigmoid": (-20, 20), "erf": (-5, 5), "erfc": (-5, 10),
          "abs": (-5, 5), "sign": (-5, 5), "floor": (-50, 50), "ceil": (-50, 50), "round": (-50, 50),
          "trunc": (-50, 50), "isnan": (-5, 5), "not": (-1, 1), "relu": (-5, 5)}
 BINARY = {"add": (-5, 5), "sub": (-5, 5), "mul": (-5, 5), "div": (-5, 5), "pow": (0.01, 5), "max": (-5, 5),
@@ -83,7 +83,7 @@ SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 1.0], dty
 # the kernel also computes rem and floordiv, whose fmod does not vectorise).
 ULP_TABLE = {"neg": 0, "exp": 2, "exp2": 1, "expm1": 2, "log": 1, "log2": 1, "log10": 2, "log1p": 1, "sqrt": 0,
              "sin": 1, "cos": 1, "tan": 1, "tanh": 2, "sinh": 1, "cosh": 2, "asin": 3, "acos": 2, "atan": 1,
-             "sigmoid": 2, "erf": 0, "abs": 0, "sign": 0, "floor": 0, "ceil": 0, "round": 0, "trunc": 0,
+             "sigmoid": 2, "erf": 0, "erfc": 0, "abs": 0, "sign": 0, "floor": 0, "ceil": 0, "round": 0, "trunc": 0,
              "isnan": 0, "not": 0, "relu": 0, "add": 0, "sub": 0, "mul": 0, "div": 0, "pow": 1, "max": 0, "min": 0,
              "atan2": 3, "rem": 0, "floordiv": 0, "eq": 0, "ne": 0, "lt": 0, "le": 0, "gt": 0, "ge": 0}
 NUMPY_LOOSER = {"asin", "atan2"}   # numpy's float32 version is 3 ulp from exact on these samples

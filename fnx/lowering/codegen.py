@@ -29,7 +29,7 @@ __all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "Ge
 
 # Values worth keeping in a per-row scratch buffer rather than recomputing in a later loop over the cols.
 _EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
-                        "sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "pow", "sigmoid", "rem",
+                        "sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "pow", "sigmoid", "rem",
                         "floordiv"})
 
 
@@ -101,8 +101,8 @@ _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).pare
 _ENV.filters["block"] = lambda text, width: textwrap.indent(str(text).rstrip("\n"), " " * width)
 
 # Math functions with SIMD variants in glibc's libmvec, declared `omp declare simd` when it is linked.
-SIMD_FUNCTIONS = ("exp", "log", "erf", "pow", "exp2", "expm1", "log2", "log10", "log1p", "sin", "cos", "tan",
-                  "tanh", "sinh", "cosh", "asin", "acos", "atan", "atan2")
+SIMD_FUNCTIONS = ("exp", "log", "erf", "erfc", "pow", "exp2", "expm1", "log2", "log10", "log1p", "sin", "cos",
+                  "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "atan2")
 _FLOAT_SIMD = ("tanh",)   # float32 functions called directly (accurate and fast in libmvec)
 _BINARY_MATH = ("pow", "atan2")
 

@@ -51,7 +51,7 @@ EXPRESSIONS: dict[str, dict[str, str]] = {
     "sinh": _libm("sinh"), "cosh": _libm("cosh"), "asin": _libm("asin"), "acos": _libm("acos"),
     "atan": _libm("atan"),
     "sigmoid": {"f": "fnx_sigmoidf({0})", "d": "fnx_sigmoid({0})"},
-    "erf": _libm("erf"),
+    "erf": _libm("erf"), "erfc": _libm("erfc"),
     "abs": {"f": "fabsf({0})", "d": "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "b": "{0}"},
     "sign": {"f": "fnx_signf({0})", "d": "fnx_sign({0})", "i": "(({0} > 0) - ({0} < 0))"},
     "floor": {"f": "floorf({0})", "d": "floor({0})"}, "ceil": {"f": "ceilf({0})", "d": "ceil({0})"},

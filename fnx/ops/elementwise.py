@@ -19,7 +19,7 @@ from ._families import _promote2, as_operand, binary, promote, same_device, broa
 from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
 
 __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan",
-           "tanh", "sinh", "cosh", "asin", "acos", "atan", "sigmoid", "erf", "abs", "sign", "neg", "negative",
+           "tanh", "sinh", "cosh", "asin", "acos", "atan", "sigmoid", "erf", "erfc", "abs", "sign", "neg", "negative",
            "arcsin", "arccos", "arctan", "absolute", "floor", "ceil", "trunc", "fix", "round", "isnan",
            "logical_not", "mul", "true_divide", "atan2", "arctan2", "maximum", "minimum", "remainder", "eq", "ne",
            "lt", "le", "gt", "ge", "less", "less_equal", "greater", "greater_equal", "not_equal", "add", "sub",
@@ -85,6 +85,8 @@ sigmoid_p = unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda x, out: out *
                   float_only=True)
 erf_p = unary("erf", lambda xp, x: _erf(xp, x), lambda x, out: exp(neg(x * x)) * (2.0 / math.sqrt(math.pi)),
               float_only=True)
+erfc_p = unary("erfc", lambda xp, x: _erfc(xp, x), lambda x, out: exp(neg(x * x)) * (-2.0 / math.sqrt(math.pi)),
+               float_only=True)
 abs_p = unary("abs", lambda xp, x: xp.abs(x), lambda x, out: sign(x))
 sign_p = unary("sign", lambda xp, x: xp.sign(x), None)
 floor_p = unary("floor", lambda xp, x: xp.floor(x), None)
@@ -119,7 +121,15 @@ def _erf(xp, x):
         import cupyx.scipy.special as sp
 
         return sp.erf(x).astype(x.dtype, copy=False)
-    return _erf_cody(np.asarray(x, dtype=np.float64)).astype(x.dtype)
+    return _cody(_erf_chunk, np.asarray(x, dtype=np.float64)).astype(x.dtype)
+
+
+def _erfc(xp, x):
+    if xp.__name__ != "numpy":
+        import cupyx.scipy.special as sp
+
+        return sp.erfc(x).astype(x.dtype, copy=False)
+    return _cody(_erfc_chunk, np.asarray(x, dtype=np.float64)).astype(x.dtype)
 
 
 # W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23 (1969): the
@@ -155,13 +165,35 @@ def _rational(t: np.ndarray, num: tuple, den: tuple, n: int) -> np.ndarray:
 _ERF_CHUNK = 1 << 15  # elements per step: the temporaries of one step stay in cache
 
 
-def _erf_cody(x: np.ndarray) -> np.ndarray:
-    """erf of a float64 array, vectorised, in cache-sized chunks."""
+def _cody(chunk_fn, x: np.ndarray) -> np.ndarray:
+    """`chunk_fn` (erf or erfc of float64) over an array, vectorised, in cache-sized chunks."""
     flat = x.reshape(-1)
     out = np.empty_like(flat)
     for i in range(0, flat.size, _ERF_CHUNK):
-        out[i:i + _ERF_CHUNK] = _erf_chunk(flat[i:i + _ERF_CHUNK])
+        out[i:i + _ERF_CHUNK] = chunk_fn(flat[i:i + _ERF_CHUNK])
     return out.reshape(x.shape)
+
+
+def _erfc_of_abs(y: np.ndarray, top: float) -> np.ndarray:
+    """erfc(y) for y >= 0.46875 (smaller y give erfc(0.46875)): Cody's ranges up to 4 and above 4 (clipped
+    at `top`), with exp(-y^2) as exp(-s^2) exp(-(y-s)(y+s)), s = y rounded down to 1/16, as CALERF does, so
+    that the rounding of y^2 does not cost accuracy when y is large."""
+    mid = np.clip(y, 0.46875, 4.0)
+    near = _rational(mid, _ERFC_C, _ERFC_D, 7)
+    tail = np.clip(y, 4.0, top)
+    inv = 1.0 / (tail * tail)
+    far = (0.56418958354775628695 - inv * _rational(inv, _ERFC_P, _ERFC_Q, 4)) / tail
+    z = np.clip(y, 0.46875, top)
+    s = np.floor(z * 16.0) / 16.0
+    return np.where(y <= 4.0, near, far) * (np.exp(-s * s) * np.exp(-(z - s) * (z + s)))
+
+
+def _erf_small(x: np.ndarray) -> np.ndarray:
+    """erf(x) for |x| <= 0.46875 (larger |x| are clipped)."""
+    ys = np.minimum(np.abs(x), 0.46875)
+    small = _rational(ys * ys, _ERF_A, _ERF_B, 3)
+    small *= np.copysign(ys, x)               # x itself where it is used: no overflow for huge |x|
+    return small
 
 
 def _erf_chunk(x: np.ndarray) -> np.ndarray:
@@ -170,18 +202,17 @@ def _erf_chunk(x: np.ndarray) -> np.ndarray:
     erfc(6) < 2e-17 rounds 1 - erfc to exactly 1, so the tail range stops at 6; nan stays nan.
     """
     y = np.abs(x)
-    ys = np.minimum(y, 0.46875)
-    small = _rational(ys * ys, _ERF_A, _ERF_B, 3)
-    small *= np.copysign(ys, x)               # x itself where it is used: no overflow for huge |x|
-    mid = np.clip(y, 0.46875, 4.0)
-    erfc = np.exp(-mid * mid)
-    erfc *= _rational(mid, _ERFC_C, _ERFC_D, 7)
-    tail = np.clip(y, 4.0, 6.0)
-    inv = 1.0 / (tail * tail)
-    erfc_tail = (0.56418958354775628695 - inv * _rational(inv, _ERFC_P, _ERFC_Q, 4)) / tail
-    erfc_tail *= np.exp(-tail * tail)
-    big = np.copysign(1.0 - np.where(y <= 4.0, erfc, erfc_tail), x)
-    return np.where(y <= 0.46875, small, big)
+    return np.where(y <= 0.46875, _erf_small(x), np.copysign(1.0 - _erfc_of_abs(y, 6.0), x))
+
+
+def _erfc_chunk(x: np.ndarray) -> np.ndarray:
+    """erfc(x) = 1 - erf(x) for |x| <= 0.46875; erfc(|x|) for x > 0 and 2 - erfc(|x|) for x < 0 above that.
+
+    erfc(27) underflows to 0 in float64, so the tail range stops there; nan stays nan.
+    """
+    y = np.abs(x)
+    big = _erfc_of_abs(y, 27.0)
+    return np.where(y <= 0.46875, 1.0 - _erf_small(x), np.where(x < 0, 2.0 - big, big))
 
 
 def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False):
@@ -221,6 +252,7 @@ acos = _unary_wrapper(acos_p, "Inverse cosine, elementwise.", True)
 atan = _unary_wrapper(atan_p, "Inverse tangent, elementwise.", True)
 sigmoid = _unary_wrapper(sigmoid_p, "1 / (1 + exp(-x)), computed without overflow.", True)
 erf = _unary_wrapper(erf_p, "The error function, elementwise.", True)
+erfc = _unary_wrapper(erfc_p, "The complementary error function 1 - erf(x), accurate where erf(x) is near 1.", True)
 abs = _unary_wrapper(abs_p, "Absolute value, elementwise.")
 sign = _unary_wrapper(sign_p, "-1, 0 or 1 by the sign of x (zero gradient).")
 neg = _unary_wrapper(neg_p, "-x, elementwise.")
@@ -570,12 +602,12 @@ def relu(input: Tensor) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit; `approximate="tanh"` uses the tanh formula."""
-    if approximate == "tanh":
-        c = math.sqrt(2.0 / math.pi)
-        return 0.5 * input * (1.0 + tanh(c * (input + 0.044715 * input * input * input)))
+    if approximate == "tanh":   # 0.5 (1 + tanh(u)) = sigmoid(2u): no cancellation for negative x
+        c = 2.0 * math.sqrt(2.0 / math.pi)
+        return input * sigmoid(c * (input + 0.044715 * input * input * input))
     if approximate != "none":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return 0.5 * input * (1.0 + erf(input * (1.0 / math.sqrt(2.0))))
+    return 0.5 * input * erfc(input * (-1.0 / math.sqrt(2.0)))   # 1 + erf(x) = erfc(-x), accurate for x << 0
 
 
 def silu(input: Tensor) -> Tensor:
