@@ -263,6 +263,13 @@ def test_log_traces_hits_and_recompilation_reasons(caplog):
     assert "argument 0 (x): dtype float32 -> float64" in text
     assert "argument 1 (n): value 2 -> 5" in text
     assert text.count("recompiling") == 3
+    caplog.clear()
+    unmarked = compile(scaled, backend="interpret")   # a Python number that is not marked static: specialised too
+    unmarked(fnx.ones(3), 2.5)
+    unmarked(fnx.ones(3), 0.5)
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "fnx.compile")
+    assert "tracing scaled for (x: float32[3], n: 2.5)" in text
+    assert "(x: float32[3], n: 0.5): argument 1 (n): value 2.5 -> 0.5" in text
 
 
 def test_log_structure_changes(caplog):

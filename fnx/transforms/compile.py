@@ -201,6 +201,8 @@ def _format_desc(desc) -> str:
     if desc[0] is _STATIC:
         return repr(desc[2])
     if desc[0] is _TREE:
+        if desc[1].kind is None:   # a lone Python value
+            return _format_desc(desc[2][0])
         return f"{desc[1]} of ({', '.join(_format_desc(d) for d in desc[2])})"
     shape, npd, dev = desc
     return f"{from_numpy_dtype(npd).name}{list(shape)}" + ("" if dev.type == "cpu" else f"@{dev}")
@@ -228,7 +230,8 @@ def _explain_arg(label: str, old, new) -> list[str]:
     if old[0] is _TREE and new[0] is _TREE:
         if old[1] != new[1]:
             return [f"{label}: structure {old[1]} -> {new[1]}"]
-        return [r for k, (a, b) in enumerate(zip(old[2], new[2])) for r in _explain_leaf(f"{label} leaf {k}", a, b)]
+        leaf = (lambda k: label) if old[1].kind is None else (lambda k: f"{label} leaf {k}")
+        return [r for k, (a, b) in enumerate(zip(old[2], new[2])) for r in _explain_leaf(leaf(k), a, b)]
     if (old[0] is _TREE) != (new[0] is _TREE):
         return [f"{label}: {_format_desc(old)} -> {_format_desc(new)}"]
     return _explain_leaf(label, old, new)
