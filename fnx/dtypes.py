@@ -17,7 +17,7 @@ except ImportError:  # bfloat16 needs ml_dtypes; everything else works without i
 __all__ = [
     "dtype", "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
     "bool", "half", "float", "double", "int", "long", "short", "get_default_dtype", "set_default_dtype",
-    "promote_types", "result_type", "finfo", "iinfo",
+    "promote_types", "result_type", "can_cast", "finfo", "iinfo",
 ]
 
 _BOOL, _INT, _FLOAT = 0, 1, 2
@@ -138,6 +138,12 @@ _PROMOTE = {(a, b): _promote2(a, b) for a in ALL for b in ALL}
 def promote_types(a, b) -> dtype:
     """The smallest dtype both `a` and `b` convert to without losing their category (PyTorch's table)."""
     return _PROMOTE[as_dtype(a), as_dtype(b)]
+
+
+def can_cast(from_, to) -> bool:
+    """Whether PyTorch casts `from_` to `to` where it casts implicitly (results of in-place ops): any cast
+    except a float to an integer or bool, and an integer to bool."""
+    return as_dtype(from_).category <= as_dtype(to).category
 
 
 def scalar_category(x) -> int:

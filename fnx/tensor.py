@@ -7,6 +7,8 @@ Ops are attached as methods by `fnx._methods`, so `x.exp()` and
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from . import core
@@ -465,9 +467,13 @@ class Tracer(Tensor):
 
     Every Tensor method works on tracers because methods call fnx ops, which
     bind to the tracer's trace. Operations that need concrete values raise.
+    In-place ops functionalize (fnx/ops/inplace.py): the tracer object takes
+    over the payload of the out-of-place result (`_assume`), and a tracer made
+    by a view primitive remembers its root and view chain (`note_view`) so that
+    writing into it rewrites the root and the root's other views.
     """
 
-    __slots__ = ("_trace",)
+    __slots__ = ("_trace", "_view_of", "_views")
     # tracers never carry eager autograd state: class-level defaults shadow the Tensor slots
     _node = None
     _requires_grad = False
@@ -496,6 +502,28 @@ class Tracer(Tensor):
 
     def full_lower(self):
         return self
+
+    def _assume(self, other: Tracer) -> None:
+        """Stand for `other`'s value from now on (`other`: a tracer of the same trace, of this class)."""
+        raise NotImplementedError(f"{type(self).__name__} does not support in-place operations")
+
+    def _check_mutable(self, op: str) -> None:
+        """Raise if an in-place op must not rebind this tracer (the staging trace's inputs and constants)."""
+
+    def __setitem__(self, index, value) -> None:
+        """`x[index] = value` on a tracer: x becomes the functional index_put (fnx/ops/inplace.py), or
+        `where(mask, value, x)` for a boolean mask over leading dims and one value (the mask may be traced)."""
+        from .ops.elementwise import where
+        from .ops.indexing import _put_functional, _values
+        from .ops.inplace import rebind_
+
+        value = _values(value, self)
+        if isinstance(index, Tensor) and index.dtype is _dt.bool and value.numel() == 1 \
+                and tuple(index.shape) == tuple(self.shape[:index.ndim]):
+            mask = index.reshape(tuple(index.shape) + (1,) * (self.ndim - index.ndim))
+            rebind_(self, where(mask, value.reshape(()), self), "__setitem__")
+            return
+        rebind_(self, _put_functional(self, index, value), "__setitem__")
 
     def detach(self) -> Tensor:
         """Under a transform, detach means stop_gradient."""
@@ -543,6 +571,16 @@ class Tracer(Tensor):
 
     def __repr__(self) -> str:
         return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
+
+
+def note_view(out: Tracer, base: Tracer, prim, params: dict) -> None:
+    """Record that `out` is `prim[params](base)` of a view primitive: its root tensor and the view chain from it."""
+    root, chain = getattr(base, "_view_of", None) or (base, ())
+    out._view_of = (root, chain + ((prim, params),))
+    views = getattr(root, "_views", None)
+    if views is None:
+        views = root._views = []
+    views.append(weakref.ref(out))
 
 
 core._Tensor = Tensor

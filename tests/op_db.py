@@ -117,12 +117,9 @@ def np_axis(kwargs: dict):
 # value-dependent output shapes cannot be staged (as in JAX); in-place writes raise under every transform
 DYNAMIC_SHAPE = {"nonzero", "nonzero_tuple", "masked_select", "getitem_mask", "getitem_mask_inner",
                  "repeat_interleave_tensor"}
-IN_PLACE = {"setitem_basic", "setitem_advanced", "setitem_mask"}
-
-
 def stageable_ops() -> list:
-    """The ops that make_jaxpr/compile can trace: static output shapes, no in-place writes."""
-    return [op for op in all_ops() if op.name not in DYNAMIC_SHAPE | IN_PLACE]
+    """The ops that make_jaxpr/compile can trace: static output shapes (in-place writes are functionalized)."""
+    return [op for op in all_ops() if op.name not in DYNAMIC_SHAPE]
 
 
 def as_tensor_function(info: OpInfo, sample: Sample):

@@ -201,9 +201,19 @@ def test_setitem_bumps_version_and_guards_saved_tensors():
         c.sum().backward()
 
 
-def test_setitem_under_a_transform_is_a_clear_error():
-    with pytest.raises(RuntimeError, match="out-of-place"):
-        fnx.grad(lambda x: _set_first(x * 1).sum())(fnx.ones(3))
+def test_setitem_under_a_transform_is_functionalized():
+    g = fnx.grad(lambda x: (_set_first(x * 1) * x).sum())(fnx.tensor([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(g.numpy(), [0.0, 4.0, 6.0])
+
+
+def test_setitem_of_a_traced_value_into_a_concrete_tensor_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="concrete tensor"):
+        fnx.grad(lambda x: _set_first_to(fnx.zeros(3), x.sum()).sum())(fnx.ones(3))
+
+
+def _set_first_to(y, value):
+    y[0] = value
+    return y
 
 
 def _set_first(y):

@@ -12,7 +12,7 @@ from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.inplace import inplace as _inplace_method
 from ..ops.joins import chunk
-from ..tensor import Tensor, Tracer
+from ..tensor import Tensor
 
 __all__ = ["relu", "relu_", "relu6", "elu", "elu_", "selu", "celu", "leaky_relu", "leaky_relu_", "prelu", "glu",
            "gelu", "logsigmoid", "hardshrink", "tanhshrink", "softsign", "softplus", "softmin", "softmax",
@@ -21,8 +21,8 @@ __all__ = ["relu", "relu_", "relu6", "elu", "elu_", "selu", "celu", "leaky_relu"
 
 
 def _maybe_inplace(fn, input: Tensor, inplace: bool, *args):
-    """fn(input, *args), written into `input` when `inplace` (and `input` is a concrete tensor)."""
-    if inplace and not isinstance(input, Tracer):
+    """fn(input, *args), written into `input` when `inplace` (functionalized on traced tensors)."""
+    if inplace:
         return _inplace_method(fn)(input, *args)
     return fn(input, *args)
 

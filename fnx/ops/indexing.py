@@ -16,7 +16,7 @@ from ..determinism import alert_not_deterministic
 from ..tensor import Tensor, Tracer, canonical_dim, make
 from ._families import broadcast_shapes, same_device, scalar_like, unbroadcast
 from .elementwise import convert, eq, where
-from .inplace import _check_target, _records, _snapshot, assign_
+from .inplace import _check_target, _concrete_target_error, _records, _snapshot, assign_
 from .shape import (_count, broadcast_tensors, broadcast_to, new_view, reshape, reshape_p, slice_p, strided_slice,
                     unsqueeze)
 from ..transforms.batching import batch_size, move_to_front, with_batch_size
@@ -412,10 +412,8 @@ def setitem(self: Tensor, index, value) -> None:
     Without autograd the write goes straight into self's memory; when autograd records, the write is the
     functional `index_put` on a snapshot, so gradients reach both self's old value and `value`.
     """
-    if isinstance(self, Tracer) or isinstance(value, Tracer) or _has_tracer(index):
-        raise FnxRuntimeError("x[index] = value: in-place assignment is not supported on traced tensors inside "
-                              "fnx.grad/vmap/compile; use an out-of-place form such as fnx.where(mask, value, x), "
-                              "x.index_put(indices, values) or x.scatter(dim, index, src)")
+    if isinstance(value, Tracer) or _has_tracer(index):   # a traced self is functionalized by Tracer.__setitem__
+        raise _concrete_target_error("__setitem__", self)
     _check_target(self, "__setitem__")
     if _records(self, (value,)):
         assign_(self, _put_functional(_snapshot(self), index, _values(value, self)), "__setitem__")

@@ -4,6 +4,18 @@ Writing bumps the tensor's version counter (shared with its views), so a
 backward that needs the old value fails loudly instead of silently using the
 new one. When autograd records the op, it runs on a private snapshot of the
 old value, so the new node keeps what its own vjp needs.
+
+Inside transforms (grad, jvp, vmap, compile, make_jaxpr) an in-place op on a
+tracer is functionalized by rebinding: the tracer object becomes the tracer
+of the out-of-place result, so later uses of the same Python object see the
+new value and the traced program holds only functional ops. A tracer made by
+a view op (x[0], x.T, x.view(...)) writes through to its root: the root
+becomes an index_put of the new values at the positions the view chain
+picks, and the root's other views are recomputed from it. A mutated input of
+grad/jvp/vmap is the function's local value (the caller's tensor does not
+change, as in JAX and torch.func); compile refuses to mutate its inputs
+(fnx/transforms/tracing.py). A concrete tensor cannot become a tracer, so
+writing a traced value into one raises an error that names the fix.
 """
 from __future__ import annotations
 
@@ -15,6 +27,85 @@ from ..core import FnxRuntimeError
 from ..tensor import Tensor, Tracer, make
 
 
+def _concrete_target_error(op: str, target: Tensor) -> FnxRuntimeError:
+    return FnxRuntimeError(
+        f"{op}: writes a traced value into a concrete tensor ({target.dtype.name}{list(target.shape)}: made by "
+        f"fnx.zeros/ones/..., or captured from outside the transform), and a concrete tensor cannot hold a traced "
+        f"value. Build the result out of place instead: `buf = buf.index_put((idx,), value)`, "
+        f"`buf = fnx.where(mask, value, buf)`, `buf = buf + value`, or fnx.stack/fnx.cat of the pieces")
+
+
+def _cast_result(self: Tensor, out: Tensor, op: str) -> Tensor:
+    """`out` checked against the in-place target `self`: the same shape, and a dtype PyTorch casts to self's."""
+    if tuple(out.shape) != tuple(self.shape):
+        raise FnxRuntimeError(f"{op}: output with shape {list(self.shape)} doesn't match the broadcast shape "
+                              f"{list(out.shape)}")
+    if out.dtype is not self.dtype:
+        if not _dt.can_cast(out.dtype, self.dtype):
+            raise FnxRuntimeError(f"{op}: result type {out.dtype.name} can't be cast to the desired output type "
+                                  f"{self.dtype.name} of the in-place target")
+        from .elementwise import convert
+
+        out = convert(out, self.dtype)
+    return out
+
+
+def rebind_(self: Tracer, out: Tensor, op: str) -> Tracer:
+    """Functionalize `self <- out` (see the module docstring): `self` now stands for `out`'s value."""
+    out = _cast_result(self, out, op)
+    level = self._trace.main.level
+    if isinstance(out, Tracer) and out._trace.main.level > level:
+        fix = "index_put" if op == "__setitem__" else op.rstrip("_")
+        raise FnxRuntimeError(
+            f"{op}: the in-place target is traced by an outer transform ({self.aval.str_short()}, "
+            f"{type(self._trace).__name__}) but the result depends on a value of an inner one "
+            f"({type(out._trace).__name__}); the target cannot hold it: write it out of place, x = x.{fix}(...) "
+            f"(x = x + y for x += y)")
+    source = getattr(self, "_view_of", None)
+    if source is None:
+        _become(self, core.full_raise(self._trace, out), op, None)
+        return self
+    root, chain = source
+    _become(root, core.full_raise(root._trace, _write_through(root, chain, out, op)), op, self)
+    self._assume(core.full_raise(self._trace, out))
+    return self
+
+
+def _write_through(root: Tracer, chain: tuple, values: Tensor, op: str) -> Tensor:
+    """`root` with the elements that the view chain picks replaced by `values` (the view's new value)."""
+    from .creation import arange
+    from .indexing import index_put_p
+    from .shape import reshape
+
+    positions = arange(root.numel(), device=root.device).reshape(tuple(root.shape))
+    for prim, params in chain:
+        before = positions
+        positions = prim.bind(positions, **params)
+        if prim.name == "broadcast_to" and positions.numel() != before.numel():
+            raise FnxRuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor "
+                                  f"refers to a single memory location (an expanded view); clone it first")
+    flat = index_put_p.bind(reshape(root, -1), values, positions, dims=(0,), accumulate=False)
+    return reshape(flat, tuple(root.shape))
+
+
+def _become(t: Tracer, new: Tracer, op: str, skip) -> None:
+    """`t` takes over `new`'s payload; its live views (but `skip`) are recomputed from it."""
+    t._check_mutable(op)
+    t._assume(new)
+    views = getattr(t, "_views", None)
+    if not views:
+        return
+    alive = [v for v in (ref() for ref in views) if v is not None]
+    t._views = [ref for ref in views if ref() is not None]
+    for v in alive:
+        if v is skip:
+            continue
+        value = t
+        for prim, params in v._view_of[1]:
+            value = prim.bind(value, **params)
+        v._assume(core.full_raise(v._trace, value))
+
+
 def _snapshot(t: Tensor) -> Tensor:
     """A copy of `t`'s value that stands where `t` stands in the graph."""
     s = make(t._value.copy(), t._device)
@@ -24,8 +115,8 @@ def _snapshot(t: Tensor) -> Tensor:
 
 def _check_target(self: Tensor, op: str) -> None:
     if isinstance(self, Tracer):
-        raise FnxRuntimeError(f"{op}: in-place operations on traced tensors are not supported inside fnx.grad/"
-                              f"vmap/compile; write x = x.{op.rstrip('_')}(...) instead")
+        raise FnxRuntimeError(f"{op}: in-place sampling into traced tensors is not supported inside fnx.grad/"
+                              f"vmap/compile; draw a new tensor instead (x = fnx.rand_like(x), fnx.random.*)")
     if core.grad_enabled and self._requires_grad and self._node is None:
         raise FnxRuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation; "
                               f"wrap the update in `with fnx.no_grad():` or use an out-of-place op")
@@ -41,12 +132,11 @@ def _records(self: Tensor, args) -> bool:
 
 def assign_(self: Tensor, out: Tensor, op: str) -> Tensor:
     """Write `out` into `self` (same shape; dtype cast as PyTorch allows) and take over its graph node."""
-    if tuple(out.shape) != tuple(self.shape):
-        raise FnxRuntimeError(f"{op}: output with shape {list(self.shape)} doesn't match the broadcast shape "
-                              f"{list(out.shape)}")
-    if out.dtype is not self.dtype and _dt.promote_types(out.dtype, self.dtype) is not self.dtype:
-        raise FnxRuntimeError(f"{op}: result type {out.dtype.name} can't be cast to the desired output type "
-                              f"{self.dtype.name} of the in-place target")
+    if isinstance(self, Tracer):
+        return rebind_(self, out, op)
+    if isinstance(out, Tracer):
+        raise _concrete_target_error(op, self)
+    out = _cast_result(self, out, op)
     if out._node is not None and self._base is not None and self._base._requires_grad:
         raise NotImplementedError(f"{op}: in-place operations on a view of a tensor that requires grad are not "
                                   f"supported; assign through the base tensor (base[idx] = value) or use an "
@@ -67,6 +157,8 @@ def inplace(fn, name: str | None = None):
 
     @functools.wraps(fn)
     def method(self, *args, **kwargs):
+        if isinstance(self, Tracer):
+            return rebind_(self, fn(self, *args, **kwargs), op)
         _check_target(self, op)
         src = _snapshot(self) if _records(self, args + tuple(kwargs.values())) else self
         return assign_(self, fn(src, *args, **kwargs), op)
@@ -78,6 +170,16 @@ def inplace(fn, name: str | None = None):
 
 def fill_(self: Tensor, value) -> Tensor:
     """Set every element to `value`."""
+    if isinstance(self, Tracer) or isinstance(value, Tracer):
+        from .creation import full
+        from .shape import broadcast_to
+
+        if not isinstance(value, Tensor):
+            value = full((), value, dtype=self.dtype, device=self.device)
+        elif value.numel() != 1:
+            raise FnxRuntimeError(f"fill_: only supports 0-dimension value tensor but got tensor with "
+                                  f"{value.ndim} dimensions")
+        return assign_(self, broadcast_to(value.reshape(()).to(self.dtype), tuple(self.shape)), "fill_")
     _check_target(self, "fill_")
     if isinstance(value, Tensor):
         if value.numel() != 1:
@@ -102,14 +204,17 @@ def zero_(self: Tensor) -> Tensor:
 
 def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     """Copy `src` (broadcast, cast and moved to this tensor's device) into `self`."""
-    _check_target(self, "copy_")
     from .creation import transfer
     from .elementwise import convert
     from .shape import broadcast_to
 
-    src = src if isinstance(src, Tensor) else make(self._device.xp.asarray(src), self._device)
+    if not isinstance(self, Tracer):
+        _check_target(self, "copy_")
+    src = src if isinstance(src, Tensor) else make(self.device.xp.asarray(src), self.device)
     moved = convert(transfer(src, self.device), self.dtype)
     out = broadcast_to(moved, tuple(self.shape))
+    if isinstance(self, Tracer) or isinstance(out, Tracer):
+        return assign_(self, out, "copy_")
     if out._node is None:
         self._value[...] = out._value
         self._version[0] += 1

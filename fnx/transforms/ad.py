@@ -14,7 +14,7 @@ import functools
 from .. import core
 from .._graph import toposort
 from ..core import FnxTypeError, Primitive, ShapedArray, Trace, new_main
-from ..tensor import Tensor, Tracer
+from ..tensor import Tensor, Tracer, note_view
 from ..tree import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "linearize"]
@@ -48,6 +48,9 @@ class JVPTracer(Tracer):
     def aval(self) -> ShapedArray:
         return self.primal.aval
 
+    def _assume(self, other: JVPTracer) -> None:
+        self._trace, self.primal, self.tangent = other._trace, other.primal, other.tangent
+
     _concrete = _concrete_primal
 
 
@@ -73,11 +76,15 @@ class JVPTrace(Trace):
             out = prim.bind(*primals, **params)
             if prim.multiple_results:
                 return [self.pure(o) for o in out]
-            return self.pure(out)
-        out, tangent_out = prim.jvp(primals, tangents, **params)
-        if prim.multiple_results:
-            return [_jvp_tracer(self, o, t) for o, t in zip(out, tangent_out)]
-        return _jvp_tracer(self, out, tangent_out)
+            result = self.pure(out)
+        else:
+            out, tangent_out = prim.jvp(primals, tangents, **params)
+            if prim.multiple_results:
+                return [_jvp_tracer(self, o, t) for o, t in zip(out, tangent_out)]
+            result = _jvp_tracer(self, out, tangent_out)
+        if prim.view:
+            note_view(result, tracers[0], prim, params)
+        return result
 
     def process_custom(self, call, tracers):
         return call.jvp(self, tracers)
@@ -179,6 +186,9 @@ class VJPTracer(Tracer):
     def aval(self) -> ShapedArray:
         return self.primal.aval
 
+    def _assume(self, other: VJPTracer) -> None:
+        self._trace, self.primal, self.ref = other._trace, other.primal, other.ref
+
     _concrete = _concrete_primal
 
 
@@ -197,11 +207,16 @@ class VJPTrace(Trace):
         if not prim.differentiable or all(r is None for r in refs):
             if prim.multiple_results:
                 return [VJPTracer(self, o, None) for o in out]
-            return VJPTracer(self, out, None)
-        node = _Node(prim, params, primals, refs, out)
-        if prim.multiple_results:
-            return [VJPTracer(self, o, (node, i) if o.dtype.is_floating_point else None) for i, o in enumerate(out)]
-        return VJPTracer(self, out, (node, 0) if out.dtype.is_floating_point else None)
+            result = VJPTracer(self, out, None)
+        else:
+            node = _Node(prim, params, primals, refs, out)
+            if prim.multiple_results:
+                return [VJPTracer(self, o, (node, i) if o.dtype.is_floating_point else None)
+                        for i, o in enumerate(out)]
+            result = VJPTracer(self, out, (node, 0) if out.dtype.is_floating_point else None)
+        if prim.view:
+            note_view(result, tracers[0], prim, params)
+        return result
 
     def process_custom(self, call, tracers):
         return call.vjp(self, tracers)

@@ -12,7 +12,7 @@ import functools
 
 from .. import core
 from ..core import FnxTypeError, FnxValueError, Primitive, ShapedArray, Trace, new_main
-from ..tensor import Tensor, Tracer
+from ..tensor import Tensor, Tracer, note_view
 from ..tree import tree_flatten, tree_unflatten
 
 __all__ = ["vmap", "BatchTracer", "move_to_front", "elementwise_batch_rule", "unary_batch_rule",
@@ -37,6 +37,9 @@ class BatchTracer(Tracer):
     def full_lower(self):
         return core.full_lower(self.val) if self.bdim is None else self
 
+    def _assume(self, other: BatchTracer) -> None:
+        self._trace, self.val, self.bdim = other._trace, other.val, other.bdim
+
 
 class BatchTrace(Trace):
     __slots__ = ()
@@ -55,7 +58,10 @@ class BatchTrace(Trace):
         out, out_dims = prim.batch(vals, dims, **params)
         if prim.multiple_results:
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dims)]
-        return BatchTracer(self, out, out_dims)
+        result = BatchTracer(self, out, out_dims)
+        if prim.view:
+            note_view(result, tracers[0], prim, params)
+        return result
 
     def process_custom(self, call, tracers):
         if all(t.bdim is None for t in tracers):

@@ -478,7 +478,7 @@ class Compiled:
 
         from .tracing import trace_to_jaxpr
 
-        traced = trace_to_jaxpr(flat_fun, [x.aval for x in leaves])
+        traced = trace_to_jaxpr(flat_fun, [x.aval for x in leaves], frozen_inputs=f"fnx.compile({self.__name__})")
         closed, key_devices, lifted = _lift_consts(traced, keys[0].placeholders)
         backend = self._backend or default_backend([v.aval.device for v in closed.jaxpr.invars])
         cacheable = not any(isinstance(c, Tracer) for c in lifted)

@@ -2,47 +2,52 @@
 
 The staging trace is dynamic: while it is active every primitive binds to
 it, including ops on constants, so the whole function lands in the IR.
+An in-place op on a staging tracer rebinds it to the variable of the
+functional result, so the IR holds only functional ops. Constants (tensors
+captured from outside) cannot be rebound, nor can the inputs of a compiled
+function (compile does not write back into its arguments); make_jaxpr's
+inputs are the function's local values and can.
 """
 from __future__ import annotations
 
 import functools
 
 from .. import core
-from ..core import FnxTypeError, Primitive, ShapedArray, Trace, new_main
+from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray, Trace, new_main
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
-from ..tensor import Tensor, Tracer
+from ..tensor import Tensor, Tracer, note_view
 from ..tree import tree_flatten, tree_unflatten
 
 __all__ = ["make_jaxpr", "trace_to_jaxpr", "StagingTracer"]
 
 
 class StagingTracer(Tracer):
-    """An abstract value standing for an IR variable."""
+    """An abstract value standing for an IR variable (`_var`). `_frozen`: why in-place ops must not rebind it
+    (a constant, or an input of a compiled function), None when they may."""
 
-    __slots__ = ("_aval",)
+    __slots__ = ("_aval", "_var", "_frozen")
 
-    def __init__(self, trace: Trace, aval: ShapedArray):
-        self._trace, self._aval = trace, aval
+    def __init__(self, trace: Trace, aval: ShapedArray, var: Var | Literal, frozen: str | None = None):
+        self._trace, self._aval, self._var, self._frozen = trace, aval, var, frozen
 
     @property
     def aval(self) -> ShapedArray:
         return self._aval
 
+    def _assume(self, other: StagingTracer) -> None:
+        self._trace, self._aval, self._var = other._trace, other._aval, other._var
+
+    def _check_mutable(self, op: str) -> None:
+        if self._frozen is not None:
+            raise FnxRuntimeError(f"{op}: in-place write into {self._frozen.format(self.aval.str_short())}")
+
 
 class _Builder:
-    """Collects equations, constants and the tracer -> variable map of one trace."""
+    """Collects the equations and constants of one trace."""
 
     def __init__(self):
         self.eqns: list[Eqn] = []
-        self.vars: dict[int, Var | Literal] = {}
-        self.tracers: list[StagingTracer] = []   # keeps tracers alive so ids stay unique
-        self.consts: dict[int, tuple[Var, Tensor]] = {}
-
-    def new_tracer(self, trace, aval: ShapedArray, atom=None) -> StagingTracer:
-        t = StagingTracer(trace, aval)
-        self.tracers.append(t)
-        self.vars[id(t)] = atom if atom is not None else Var(aval)
-        return t
+        self.consts: dict[int, tuple[Var, Tensor, StagingTracer]] = {}
 
 
 class StagingTrace(Trace):
@@ -56,7 +61,7 @@ class StagingTrace(Trace):
         if isinstance(val, Tracer):  # a value from an outer transform: captured like a constant
             return self._const(val)
         if val.ndim == 0 and not val.requires_grad:
-            return self.builder.new_tracer(self, val.aval, Literal(val, val.aval))
+            return StagingTracer(self, val.aval, Literal(val, val.aval), _CAPTURED)
         return self._const(val)
 
     lift = pure
@@ -65,8 +70,8 @@ class StagingTrace(Trace):
         b = self.builder
         found = b.consts.get(id(val))
         if found is None:
-            t = b.new_tracer(self, val.aval)
-            b.consts[id(val)] = (b.vars[id(t)], val, t)
+            t = StagingTracer(self, val.aval, Var(val.aval), _CAPTURED)
+            b.consts[id(val)] = (t._var, val, t)
             return t
         return found[2]
 
@@ -77,25 +82,40 @@ class StagingTrace(Trace):
     def process_primitive(self, prim: Primitive, tracers, params):
         b = self.builder
         avals = prim.abstract(*[t.aval for t in tracers], **params)
-        outs = [b.new_tracer(self, a) for a in (avals if prim.multiple_results else [avals])]
-        b.eqns.append(Eqn(prim, [b.vars[id(t)] for t in tracers], dict(params), [b.vars[id(o)] for o in outs]))
+        outs = [StagingTracer(self, a, Var(a)) for a in (avals if prim.multiple_results else [avals])]
+        b.eqns.append(Eqn(prim, [t._var for t in tracers], dict(params), [o._var for o in outs]))
+        if prim.view:
+            note_view(outs[0], tracers[0], prim, params)
         return outs if prim.multiple_results else outs[0]
 
 
-def trace_to_jaxpr(fun, in_avals: list[ShapedArray]):
-    """Trace `fun` (taking and returning flat lists of tensors) on abstract inputs into a ClosedJaxpr."""
+_CAPTURED = ("a tensor captured from outside the traced function ({}), which a trace cannot change: work on a "
+             "copy (`t = t.clone()` before the in-place op), or pass the tensor as an argument and return the new "
+             "value")
+
+
+def trace_to_jaxpr(fun, in_avals: list[ShapedArray], frozen_inputs: str | None = None):
+    """Trace `fun` (taking and returning flat lists of tensors) on abstract inputs into a ClosedJaxpr.
+
+    In-place ops may rebind the input tracers (the function's local values), unless `frozen_inputs` names
+    the caller (e.g. "fnx.compile(f)"): then they raise an error saying to return the new value instead.
+    """
     builder = _Builder()
     with new_main(StagingTrace, global_data=builder, dynamic=True) as main:
         trace = StagingTrace(main)
-        ins = [builder.new_tracer(trace, a) for a in in_avals]
+        frozen = None if frozen_inputs is None else (
+            f"an input ({{}}) of {frozen_inputs}, which does not write back into its arguments: return the new "
+            f"value instead (`x = x.clone()` before the in-place op, return x) and assign it outside, e.g. "
+            f"`x.copy_(f(x))`")
+        ins = [StagingTracer(trace, a, Var(a), frozen) for a in in_avals]
+        invars = [t._var for t in ins]
         results = list(fun(*ins))
         for o in results:
             if not isinstance(o, Tensor):
                 raise FnxTypeError(f"make_jaxpr: the function must return pytrees of Tensors, got a "
                                    f"{type(o).__name__}; wrap numbers with fnx.tensor(...)")
         outs = [core.full_raise(trace, o) for o in results]
-        invars = [builder.vars[id(t)] for t in ins]
-        outvars = [builder.vars[id(t)] for t in outs]
+        outvars = [t._var for t in outs]
     constvars = [v for v, _, _ in builder.consts.values()]
     consts = [c for _, c, _ in builder.consts.values()]
     return ClosedJaxpr(Jaxpr(constvars, invars, builder.eqns, outvars), consts)
