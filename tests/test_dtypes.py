@@ -291,3 +291,14 @@ def test_erf_low_precision_is_float64_rounded(dt):
     exact = np.array([math.erf(v) for v in xs.double().numpy()])
     np.testing.assert_array_equal(got.double().numpy(), fnx.tensor(exact).to(dt).double().numpy())
     assert fnx.erf(fnx.tensor([1, 2])).dtype is F32  # integers compute in the default float dtype
+
+
+def test_can_cast_and_in_place_results_follow_pytorch():
+    assert fnx.can_cast(fnx.float64, fnx.float32) and fnx.can_cast(fnx.int64, fnx.float16)
+    assert fnx.can_cast(fnx.bool, fnx.uint8) and fnx.can_cast(fnx.int64, fnx.int8)
+    assert not fnx.can_cast(fnx.float32, fnx.int64) and not fnx.can_cast(fnx.int32, fnx.bool)
+    a = fnx.ones(3)
+    a.add_(fnx.full((3,), 0.5, dtype=fnx.float64))   # float64 result written into float32, as PyTorch does
+    assert a.dtype is fnx.float32 and a.tolist() == [1.5, 1.5, 1.5]
+    with pytest.raises(RuntimeError, match="result type float32 can't be cast to the desired output type int64"):
+        fnx.ones(3, dtype=fnx.int64).add_(fnx.ones(3))
