@@ -40,7 +40,7 @@ class Tensor:
     """An n-dimensional array on a device, with a dtype, that autograd can track."""
 
     __slots__ = ("_value", "_device", "_node", "_requires_grad", "_grad", "_version", "_base", "_hooks",
-                 "_retains_grad", "__weakref__")
+                 "_retains_grad", "_views", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray + Tensor` to Tensor.__radd__
 
     def __init__(self, *data, dtype=None, device=None, requires_grad: bool = False):
@@ -473,7 +473,7 @@ class Tracer(Tensor):
     writing into it rewrites the root and the root's other views.
     """
 
-    __slots__ = ("_trace", "_view_of", "_views")
+    __slots__ = ("_trace", "_view_of")
     # tracers never carry eager autograd state: class-level defaults shadow the Tensor slots
     _node = None
     _requires_grad = False

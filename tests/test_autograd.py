@@ -595,3 +595,54 @@ def test_accumulation_keeps_the_grad_tensor():
     first = x.grad
     (x * 3).sum().backward()
     assert x.grad is first and first.tolist() == [5.0, 5.0]
+
+
+# ---------------------------------------------------------------- in-place writes into views (CopySlices)
+def _scale_column(w):
+    x = w * 1.0
+    x[:, 0] *= 2.0            # getitem view, in-place multiply, setitem of the view into its base
+    return x
+
+
+def _add_rows(w):
+    x = w * w
+    x[0].add_(x[1])
+    return x
+
+
+def _through_a_transpose(w):
+    x = w * 1.0
+    x.T.mul_(w.T)
+    return x
+
+
+def _view_of_a_view_and_siblings(w):
+    x = fnx.exp(w) * 1.0
+    flat = x.view(12)
+    row, col = x[0], x[:, 1]
+    flat[::5].mul_(2.0)       # every live view of x sees the write, in value and in gradient
+    return x + flat.sum() + row.sum() * col.sum()
+
+
+def _into_a_constant_buffer(w):
+    x = fnx.zeros(3, 4, dtype=fnx.float64)
+    x[1:].add_(w[:2])         # the buffer becomes part of the graph
+    return x * x
+
+
+@pytest.mark.parametrize("fn", [_scale_column, _add_rows, _through_a_transpose, _view_of_a_view_and_siblings,
+                                _into_a_constant_buffer], ids=lambda f: f.__name__)
+def test_in_place_writes_into_views_are_differentiable(fn):
+    w = fnx.tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)
+    assert fnx.autograd.gradcheck(fn, (w,))
+    with fnx.no_grad():
+        expected = fn(w.detach())
+    np.testing.assert_array_equal(fn(w).detach().numpy(), expected.numpy())
+
+
+def test_in_place_write_into_a_view_of_a_leaf_or_an_expanded_view_raises():
+    w = fnx.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        w[0:2].mul_(2.0)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        (w * 1.0).expand(2, 3).add_(1.0)

@@ -121,6 +121,12 @@ def record(prim, args, params, out):
     out._node = Node(prim, params, args, parents, versions, out._value,
                      (ver, ver[0]) if prim.saves_output else None)
     out._requires_grad = True
+    if prim.view:   # an in-place write through another view of the base refreshes this one's node
+        base = out._base
+        views = getattr(base, "_views", None)
+        if views is None:
+            views = base._views = []
+        views.append(weakref.ref(out))
     return out
 
 

@@ -416,6 +416,8 @@ def setitem(self: Tensor, index, value) -> None:
         raise _concrete_target_error("__setitem__", self)
     _check_target(self, "__setitem__")
     if _records(self, (value,)):
+        if isinstance(value, Tensor) and value._version is self._version:   # x[i] = <a view of x>: keep its value
+            value = _snapshot(value)
         assign_(self, _put_functional(_snapshot(self), index, _values(value, self)), "__setitem__")
         return
     p = _plan(self, index)

@@ -20,6 +20,7 @@ writing a traced value into one raises an error that names the fix.
 from __future__ import annotations
 
 import functools
+import weakref
 
 from .. import core
 from .. import dtypes as _dt
@@ -137,18 +138,60 @@ def assign_(self: Tensor, out: Tensor, op: str) -> Tensor:
     if isinstance(out, Tracer):
         raise _concrete_target_error(op, self)
     out = _cast_result(self, out, op)
-    if out._node is not None and self._base is not None and self._base._requires_grad:
-        raise NotImplementedError(f"{op}: in-place operations on a view of a tensor that requires grad are not "
-                                  f"supported; assign through the base tensor (base[idx] = value) or use an "
-                                  f"out-of-place op")
     if out._device is not self._device:
         raise FnxRuntimeError(f"{op}: expected all tensors to be on the same device, but found devices "
                               f"{self._device} and {out._device}")
+    if out._node is not None and self._base is not None:
+        return _assign_view(self, out, op)
     self._value[...] = out._value
     self._version[0] += 1
     if out._node is not None:
         self._node, self._requires_grad = out._node, True
     return self
+
+
+def _assign_view(view: Tensor, out: Tensor, op: str) -> Tensor:
+    """Write a recorded result into a view: its base becomes index_put(base, positions of the view, out) on the
+    tape (PyTorch's CopySlices), and the view becomes the base's elements at those positions again."""
+    from .indexing import index_put_p, take
+    from .shape import reshape
+
+    base = view._base
+    if base._requires_grad and base._node is None:
+        raise FnxRuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
+                              f"operation; wrap the update in `with fnx.no_grad():` or clone the leaf first")
+    positions = _positions_in_base(view, base, op)
+    flat = index_put_p.bind(reshape(_snapshot(base), -1), out, positions, dims=(0,), accumulate=False)
+    base._value[...] = flat._value.reshape(base._value.shape)
+    base._version[0] += 1
+    base._node, base._requires_grad = reshape(flat, tuple(base.shape))._node, True
+    views = [v for v in (ref() for ref in getattr(base, "_views", None) or ()) if v is not None]
+    base._views = [weakref.ref(v) for v in views]
+    for v in {id(v): v for v in views + [view]}.values():
+        v._node = take(flat, positions if v is view else _positions_in_base(v, base, op))._node
+        v._requires_grad = True
+    return view
+
+
+def _positions_in_base(view: Tensor, base: Tensor, op: str) -> Tensor:
+    """The flat index in `base` of each element of its view `view` (from their memory layouts)."""
+    b, v = base._value, view._value
+    xp = base._device.xp
+    if not b.flags.c_contiguous:
+        raise NotImplementedError(f"{op}: in-place write into a view of a non-contiguous tensor that autograd "
+                                  f"records; make the base contiguous first (base = base.contiguous())")
+    if any(s == 0 and n > 1 for s, n in zip(v.strides, v.shape)):
+        raise FnxRuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor "
+                              f"refers to a single memory location (an expanded view); clone it first")
+    item = b.itemsize
+    start = (_address(v) - _address(b)) // item
+    flat = xp.arange(b.size, dtype=xp.int64)
+    picked = xp.lib.stride_tricks.as_strided(flat[start:], v.shape, tuple(s // item * 8 for s in v.strides))
+    return make(picked.copy(), base._device)
+
+
+def _address(a) -> int:
+    return a.data.ptr if hasattr(a.data, "ptr") else a.__array_interface__["data"][0]
 
 
 def inplace(fn, name: str | None = None):
