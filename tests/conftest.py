@@ -1,4 +1,5 @@
-"""Test configuration: a derandomized hypothesis profile for CI, and the `cuda` marker's skip."""
+"""Test configuration: a derandomized hypothesis profile for CI, one kernel cache per run, and the `cuda`
+marker's skip."""
 import os
 
 import pytest
@@ -19,3 +20,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_cache(tmp_path_factory):
+    """One FNX_CACHE_DIR for the run, shared by xdist workers (writes are atomic renames): compiled kernels
+    never land in the user's cache."""
+    root = tmp_path_factory.getbasetemp()
+    shared = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "fnx-kernel-cache"
+    shared.mkdir(exist_ok=True)
+    old = os.environ.get("FNX_CACHE_DIR")
+    os.environ["FNX_CACHE_DIR"] = str(shared)
+    yield shared
+    if old is None:
+        del os.environ["FNX_CACHE_DIR"]
+    else:
+        os.environ["FNX_CACHE_DIR"] = old

@@ -27,21 +27,6 @@ RNG = np.random.default_rng(0)
 PRIMS = {p.name: p for p in vars(E).values() if isinstance(p, Primitive)}
 
 
-@pytest.fixture(scope="session", autouse=True)
-def kernel_cache(tmp_path_factory):
-    """One FNX_CACHE_DIR for the session, shared by xdist workers (writes are atomic renames)."""
-    root = tmp_path_factory.getbasetemp()
-    shared = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "fnx-kernel-cache"
-    shared.mkdir(exist_ok=True)
-    old = os.environ.get("FNX_CACHE_DIR")
-    os.environ["FNX_CACHE_DIR"] = str(shared)
-    yield shared
-    if old is None:
-        del os.environ["FNX_CACHE_DIR"]
-    else:
-        os.environ["FNX_CACHE_DIR"] = old
-
-
 def compiled(f, *args):
     """(executable, its outputs, eager outputs) of `f` on `args`."""
     exe = build_executable(fnx.make_jaxpr(f)(*args), backend="c")
@@ -420,7 +405,7 @@ def test_large_buffers_are_recycled_only_once_unreferenced():
 
 
 # ---------------------------------------------------------------- the compiler and the disk cache
-def test_disk_cache_hit_in_a_fresh_process(kernel_cache):
+def test_disk_cache_hit_in_a_fresh_process(tmp_path):
     script = textwrap.dedent("""
         import fnx, fnx.nn.functional as F
         from fnx.lowering import cpu
@@ -429,13 +414,13 @@ def test_disk_cache_hit_in_a_fresh_process(kernel_cache):
         exe = build_executable(fnx.make_jaxpr(lambda x: F.softmax(x * 3.0, -1))(x), backend="c")
         print(cpu.compile_count, float(exe(x)[0].sum().item()))
     """)
-    env = {**os.environ, "FNX_CACHE_DIR": str(kernel_cache)}
+    env = {**os.environ, "FNX_CACHE_DIR": str(tmp_path)}   # its own cache: other workers write to the shared one
     run = lambda: subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
                                  cwd=os.path.dirname(os.path.dirname(fnx.__file__)), check=True).stdout.split()
     run()                      # compiles (or finds) the kernel
     count, total = run()       # a fresh process: everything comes from the disk cache
     assert count == "0" and abs(float(total) - 8.0) < 1e-4
-    assert not list(kernel_cache.glob("*.tmp"))
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_cache_dir_follows_xdg_when_unset(monkeypatch, tmp_path):

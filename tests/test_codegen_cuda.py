@@ -28,7 +28,6 @@ from fnx.lowering.plan import build_executable, plan_steps
 
 from op_db import as_tensor_function, stageable_ops
 from test_codegen import BINARY, PRIMS, RNG, UNARY, _inputs, ulp_distance
-from test_codegen import kernel_cache  # noqa: F401  (the shared kernel cache fixture)
 
 cuda = pytest.mark.cuda
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

@@ -4,7 +4,8 @@ The per-primitive part is the expression table (fnx/lowering/expressions.py).
 `render` turns a fused `Kernel` into statements over named values, runtime
 sizes and strides (`meta`) and index expressions, and hands them to a shell
 template: templates/{c,cuda}_{elementwise,reduce}.*.j2, plus
-{c,cuda}_reduce_columns.*.j2 for reductions over strided dims. The per-target
+{c,cuda}_reduce_columns.*.j2 for reductions over strided dims, and
+c_reduce_stream.h.j2, the non-temporal stores of large row-kernel outputs. The per-target
 preludes hold the math functions (templates/*_prelude.*.j2): on the CPU
 float32 math goes through double precision except exp (fnx's own vectorised
 version) and tanh (libmvec's), so results are within 1 ulp of exact; CUDA
@@ -22,7 +23,9 @@ from pathlib import Path
 
 import jinja2
 
-from .expressions import C_TYPES, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, SHORT, emittable, literal
+from ..random import _ROTATIONS
+from .expressions import (C_TYPES, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, RANDOM, SHORT, TEMP_TYPES, emittable,
+                          literal)
 from .fusion import Kernel, Node
 
 __all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "GeneratedKernel", "VECTOR"]
@@ -30,7 +33,7 @@ __all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "Ge
 # Values worth keeping in a per-row scratch buffer rather than recomputing in a later loop over the cols.
 _EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
                         "sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "pow", "sigmoid", "rem",
-                        "floordiv"})
+                        "floordiv"}) | frozenset(RANDOM)   # a Threefry hash is about 100 integer operations
 
 
 def _column_mode(kernel: Kernel) -> bool:
@@ -53,6 +56,9 @@ def _split_mode(kernel: Kernel) -> bool:
 
 
 _SPLIT_MAX_ROWS, _SPLIT_MIN_COLS = 8, 1 << 16
+# C row kernels stream a per-element output of at least this many bytes past the cache (see `_streamed`): on a
+# 2-core EPYC, layernorm rows took 0.64x the time with 16 MB outputs, 0.9x with 8 MB, and the same with 4 MB.
+_STREAM_MIN_BYTES = 1 << 23
 
 
 def _cuda_split(kernel: Kernel) -> bool:
@@ -111,7 +117,7 @@ def prelude(target: str, *, simd: bool = True, data_offset: int = 16) -> str:
     """The target's prelude: includes, macros, math helpers (`simd`: declare libmvec's SIMD variants)."""
     return _ENV.get_template(f"{target}_prelude.{_EXT[target]}.j2").render(
         math_functions=SIMD_FUNCTIONS, float_functions=_FLOAT_SIMD, binary_math=_BINARY_MATH, simd=simd,
-        data_offset=data_offset)
+        data_offset=data_offset, rotations=_ROTATIONS)
 
 
 def render_module(kernels: list["GeneratedKernel"], target: str, *, simd: bool = True, data_offset: int = 16) -> str:
@@ -188,6 +194,8 @@ class _Context:
             self.offsets.append(self._meta(f"o{a}", acc.offset) if acc.offset else None)
             self.strides.append([None if s == 0 else "1" if s == 1 and d == vector_dim
                                  else self._meta(f"s{a}_{d}", s) for d, s in enumerate(acc.strides)])
+        self.halves = {id(n): self._meta(f"h{i}", n.params["half"]) for i, n in enumerate(kernel.nodes)
+                       if n.op in RANDOM}   # random values: where their position space splits (a runtime size)
 
     def _meta(self, name: str, value: int) -> str:
         self.meta_names.append(name)
@@ -227,6 +235,9 @@ class _Context:
             if node.dtype.name == "bool":
                 return f"({args[0]} != 0)"
             return f"({C_TYPES[node.dtype.name]}){args[0]}"
+        if node.op in RANDOM:   # a function of the key words and the element's position
+            return RANDOM[node.op][CLASS[node.dtype.name]].format(*args, index_of(node.params["access"]),
+                                                                  self.halves[id(node)])
         cls = CLASS[(node.args[-1].dtype if node.args else node.dtype).name]
         return EXPRESSIONS[node.op][cls].format(*args)
 
@@ -236,7 +247,7 @@ class _Context:
         return self.names[id(node)] + ("[b]" if id(node) in self.lanes else "")
 
     def statement(self, node: Node, index_of) -> str:
-        ctype = C_TYPES[node.dtype.name]
+        ctype = TEMP_TYPES[node.dtype.name]
         if node.op == "load":
             a = node.params["access"]
             rhs = f"{self.buffer_name(a)}[{index_of(a)}]"
@@ -290,7 +301,7 @@ class _Context:
         body = []
         for n in k.nodes:
             if n.op == "load" and n.params["access"] in wide:
-                body.append(f"const {C_TYPES[n.dtype.name]} {self.ref(n)} = l{n.params['access']}.v[e];")
+                body.append(f"const {TEMP_TYPES[n.dtype.name]} {self.ref(n)} = l{n.params['access']}.v[e];")
             elif n.op not in ("literal", "reduce"):
                 body.append(self.statement(n, lambda a: self._flat_index(a, "(i + e)")))
         body += [f"w{a}.v[e] = {self.ref(n)};" for a, n, _ in k.stores]
@@ -420,9 +431,15 @@ class _Context:
             need_row(n)
             store = self.store(a, n, row_index)
             code(store if self.target == "c" else f"if (leader) {store}")   # CUDA: one thread per row stores
+        streamed = self._streamed(col_stores, hosts)
         if col_stores:
             def map_loop(body: list[str], index) -> dict:
-                return {"kind": "map", "body": body + [self.store(a, n, index) for a, n in col_stores]}
+                step = {"kind": "map", "body": body + [self.store(a, n, index) for a, n in col_stores], "stream": None}
+                if streamed is not None:   # the same body writing a cache line's worth into `line`, then streamed
+                    a, n = streamed
+                    step["stream"] = {"buffer": self.buffer_name(a), "base": f"c{a}" if col_outer else f"r{a}",
+                                      "line": body + [f"line[j - jc] = {self.ref(n)};"]}
+                return step
 
             run_loop("map", [n for _, n in col_stores], map_loop)
         accesses = range(len(k.accesses))
@@ -441,7 +458,18 @@ class _Context:
                 "row_dims": self._unravel(range(nr), "i"), "col_dims": self._unravel(col_outer, "c_"),
                 "all_col_dims": self._unravel(cols, "c_"),
                 "row_offsets": [self._offset(a, range(nr), "i") for a in accesses],
-                "steps": steps, "scratch": scratch}
+                "steps": steps, "scratch": scratch,
+                "stream": None if streamed is None else C_TYPES[streamed[1].dtype.name],
+                "stream_min": _STREAM_MIN_BYTES}
+
+    def _streamed(self, col_stores: list, hosts: list[int]) -> tuple | None:
+        """C row kernels: the per-element output written with non-temporal stores when the kernel's output is
+        large (templates/c_reduce_stream.h.j2): the only one, contiguous along the cols, and not a spill host
+        (a streamed line bypasses the cache, so its values should not be read back). None where there is none."""
+        if self.target != "c" or self.columns or _split_mode(self.k) or len(col_stores) != 1:
+            return None
+        a, n = col_stores[0]
+        return (a, n) if self.strides[a][-1] == "1" and a in hosts else None
 
     def _lane(self, a: int) -> str:
         """Column mode: ` + b * stride` of access `a` along the vectorised row dim."""

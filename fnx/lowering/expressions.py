@@ -5,6 +5,8 @@ float64, "i" integers, "b" bool) to a C expression over its operands `{0}`,
 `{1}`, `{2}`. Operands are always names of earlier values or literals, so an
 expression may repeat them. Calls like `fnx_expf` go to the per-target
 prelude (templates/*_prelude.*.j2), which is where the two targets differ.
+`RANDOM` holds the counter-based random primitives of fnx/random.py, whose
+values are a function of the key words and of the element's position.
 numpy's semantics where C's differ (NaN-propagating max and min,
 Python-style remainder and floor division, integer division by zero giving
 0, bool arithmetic as logic) are spelled out here or in the prelude.
@@ -17,10 +19,15 @@ import numpy as np
 
 from .views import VIEW_PRIMS
 
-__all__ = ["EXPRESSIONS", "C_TYPES", "CLASS", "SHORT", "IDENTITY", "INT_LIMITS", "emittable", "literal"]
+__all__ = ["EXPRESSIONS", "RANDOM", "C_TYPES", "TEMP_TYPES", "CLASS", "SHORT", "IDENTITY", "INT_LIMITS",
+           "emittable", "random_fusible", "random_half", "literal"]
 
 C_TYPES = {"float32": "float", "float64": "double", "bool": "unsigned char", "uint8": "unsigned char",
            "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long"}
+# Types of values computed inside a kernel: bool temporaries are `int` (storage stays one byte), so that a loop
+# mixing comparisons with float math has one lane width and vectorises (gcc finds no vector type for a char
+# operand of a float-sized lane).
+TEMP_TYPES = {**C_TYPES, "bool": "int"}
 CLASS = {"float32": "f", "float64": "d", "bool": "b", "uint8": "i", "int8": "i", "int16": "i", "int32": "i",
          "int64": "i"}
 SHORT = {"float32": "f32", "float64": "f64", "bool": "b8", "uint8": "u8", "int8": "i8", "int16": "i16",
@@ -77,6 +84,14 @@ EXPRESSIONS: dict[str, dict[str, str]] = {
     "convert": _all("{0}"),   # the cast is the declaration's type; conversion to bool is special-cased
 }
 
+# Random primitives -> output class -> C expression over the key words `{0}`, `{1}` (int64 loads), the element's
+# position `{2}` in the output and the primitive's split point `{3}` (random_half): the prelude's Threefry-2x32.
+RANDOM: dict[str, dict[str, str]] = {
+    "random_bits": {"i": "((long long)fnx_random_bits((unsigned){0}, (unsigned){1}, (unsigned)({2}), (unsigned){3}))"},
+    "random_uniform": {"f": "fnx_random_uniformf((unsigned){0}, (unsigned){1}, (unsigned)({2}), (unsigned){3})",
+                       "d": "fnx_random_uniform((unsigned){0}, (unsigned){1}, (unsigned)({2}), (unsigned){3})"},
+}
+
 # Reductions: the identity of each monoid per class (integer max/min start from the type's limits).
 IDENTITY = {"add": {"f": "0.0f", "d": "0.0", "i": "0", "b": "0"},
             "mul": {"f": "1.0f", "d": "1.0", "i": "1", "b": "1"},
@@ -100,7 +115,27 @@ def emittable(eqn) -> bool:
     name = eqn.prim.name
     if name in _REDUCE_PRIMS or name in VIEW_PRIMS:
         return True
+    if name in RANDOM:
+        return random_fusible(eqn)
     return _operand_class(eqn) in EXPRESSIONS.get(name, {})
+
+
+def random_fusible(eqn) -> bool:
+    """Whether a kernel can draw this random equation's values: one key (no batch of keys, whose outputs would
+    need a division of the index into key and position), fewer than 2**32 values (32-bit counters), an output
+    class of the table."""
+    out = eqn.outvars[0].aval
+    return (tuple(eqn.inputs[0].aval.shape) == (2,) and 0 < math.prod(out.shape) < 2 ** 32
+            and CLASS.get(out.dtype.name) in RANDOM[eqn.prim.name])
+
+
+def random_half(eqn) -> int:
+    """Where the position space of a random equation splits (fnx/random.py `_hash`): position p < half is the first
+    Threefry word of counter (p, p + half), p >= half the second word of counter (p - half, p). float64 uniforms
+    use both words of counter (p, p + n), with half = n."""
+    out = eqn.outvars[0].aval
+    n = math.prod(out.shape)
+    return n if eqn.prim.name == "random_uniform" and out.dtype.name == "float64" else (n + 1) // 2
 
 
 def literal(value, dtype) -> str:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..ir import Eqn, Jaxpr, Literal, Var
+from .expressions import RANDOM, random_half
 from .views import VIEW_PRIMS, View, canonical, input_view, row_major
 
 __all__ = ["REDUCTIONS", "Node", "Access", "Kernel", "fuse"]
@@ -52,15 +53,17 @@ class Node:
     op: str                      # "load", "literal", "reduce" or a primitive name
     args: tuple
     dtype: object                # fnx dtype
-    params: dict = field(default_factory=dict)  # load: {"access"}; literal: {"value"}; reduce: {"monoid"}
+    params: dict = field(default_factory=dict)  # load: {"access"}; literal: {"value"}; reduce: {"monoid"};
+    #                              random: {"access" (its position), "half"} (expressions.random_half)
     level: str = "col"
 
 
 @dataclass
 class Access:
-    """A buffer read or written at a view: `buffer` indexes kernel.inputs, then kernel.outputs."""
+    """A buffer read or written at a view: `buffer` indexes kernel.inputs, then kernel.outputs; None for the
+    position of a random value in its own output, which no buffer holds."""
 
-    buffer: int
+    buffer: int | None
     strides: tuple
     offset: int
 
@@ -231,6 +234,8 @@ class _Builder:
         kind = g.kind[id(var)]
         if kind == "reduce":
             return self._reduction(var, eqn, view)
+        if eqn.prim.name in RANDOM:
+            return self._random(var, eqn, view)
         out_shape = var.aval.shape
         args = []
         for a in eqn.inputs:
@@ -258,6 +263,20 @@ class _Builder:
         self.phases.append(node)
         self.reduced.add(id(var))
         return node
+
+
+    def _random(self, var: Var, eqn: Eqn, view: View) -> Node:
+        """A counter-based random value: a function of the key's two words, read at every index, and of the
+        element's position in `var` (the offset of `view`). A broadcast view would hash each counter again for
+        every index it repeats at: then `var` is materialised instead."""
+        if any(s == 0 and n > 1 for s, n in zip(view.strides, self.sizes)):
+            raise _CantFuse(var)
+        fixed = (0,) * len(self.sizes)
+        words = tuple(self.value(eqn.inputs[0], View(fixed, w)) for w in (0, 1))
+        position = self.access(("index", 0), view)
+        level = "col" if any(view.strides[self.space.n_rows:]) else "row"
+        params = {"access": position, "half": random_half(eqn)}
+        return self.add(Node(eqn.prim.name, words, var.aval.dtype, params, level))
 
 
 def _reductions_below(graph: _Graph, root: Var) -> list[Eqn]:
@@ -499,8 +518,8 @@ def _finish(d: _Draft) -> Kernel:
     stores = []
     for i, (r, view, node, level) in enumerate(b.stores):
         stores.append((b.access(("out", i), view), node, level))
-    accesses = [Access(idx if where == "in" else len(b.inputs) + idx, view.strides, view.offset)
-                for (where, idx), view in b.accesses]
+    buffer = {"in": lambda i: i, "out": lambda i: len(b.inputs) + i, "index": lambda i: None}
+    accesses = [Access(buffer[where](idx), view.strides, view.offset) for (where, idx), view in b.accesses]
     sizes, n_rows, accesses = _coalesce(d.space.sizes, d.space.n_rows, accesses, d.space.axes is not None)
     live = _topological([n for _, n, _ in stores])
     return Kernel("reduce" if d.space.axes is not None else "elementwise", sizes, n_rows, list(b.inputs), outputs,

@@ -23,6 +23,7 @@ row-major and writeable, and its base, if any, is referenced by it alone.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 import sys
@@ -356,10 +357,19 @@ class _Driver:
         self.lines.append(f"    {x} = {fallback}")
 
     def _library(self, eqn, row_major: set) -> None:
-        fn = _library_call(eqn, [id(v) in row_major for v in eqn.outvars], self.xp)
+        """A call of the primitive's impl with its params bound (as eager mode runs it), then per output: numpy's
+        scalar for a 0-d result made an array, and a copy where a kernel reads a result that is not row-major."""
+        prim = eqn.prim
+        fn = self.value(functools.partial(prim.impl, self.xp, **eqn.params), prim.name)
         outs = [self.var(v) for v in eqn.outvars]
         args = ", ".join(self.atom(a) for a in eqn.inputs)
-        self.lines.append(f"{', '.join(outs)}, = {self.value(fn, eqn.prim.name)}({args})")
+        self.lines.append(f"{', '.join(outs)}{',' if prim.multiple_results else ''} = {fn}({args})")
+        for x, v in zip(outs, eqn.outvars):
+            if v.aval.ndim == 0:
+                self.namespace.setdefault("array0d", _array0d)
+                self.lines.append(f"{x} = array0d({x})")
+            elif id(v) in row_major:
+                self.lines.append(f"if not {x}.flags.c_contiguous: {x} = ascontiguous({x})")
 
 
 def _nbytes(v: Var) -> int:
@@ -406,20 +416,9 @@ def _closure(nodes: list) -> list:
     return out
 
 
-def _library_call(eqn, row_major: list[bool], xp):
-    """A function running one equation through its primitive's impl (as eager mode does) -> list of arrays."""
-    prim, params, multiple = eqn.prim, eqn.params, eqn.prim.multiple_results
-
-    def call(*arrays):
-        result = prim.impl(xp, *arrays, **params)
-        outs = []
-        for o, fix in zip(result if multiple else (result,), row_major):
-            if isinstance(o, np.generic):
-                o = np.asarray(o)
-            outs.append(xp.ascontiguousarray(o) if fix and not o.flags.c_contiguous else o)
-        return outs
-
-    return call
+def _array0d(o):
+    """numpy returns a scalar (np.generic) for some 0-d results: the 0-d array the plan expects instead."""
+    return np.asarray(o) if isinstance(o, np.generic) else o
 
 
 class BufferPool:
