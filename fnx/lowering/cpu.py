@@ -85,8 +85,7 @@ def _compiler() -> str:
     for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
         if name and shutil.which(name):
             return shutil.which(name)
-    raise NotImplementedError("no C compiler found (looked for $CC, cc, gcc, clang); fnx.compile runs the IR "
-                              "interpreter instead")
+    raise NotImplementedError("no C compiler found (looked for $CC, cc, gcc, clang): install gcc or set CC")
 
 
 def _machine() -> str:
