@@ -7,7 +7,8 @@ buffers that compiled code gets); W3 softmax over the last axis of (4096, 1024);
 without jit) and a "compiled" case (fnx.compile, torch.compile, jax.jit); compiling happens while
 building the case and is not timed.
 W1c is the other end: calling a compiled chain of 10 elementwise ops on shape (4,), where per-call
-overhead is everything. W2c times compilation itself: the first call of a compiled tanh-GELU with an
+overhead is everything; W1m calls a compiled small MLP loss taking the model as an argument (module
+flattening and signature checks per call). W2c times compilation itself: the first call of a compiled tanh-GELU with an
 empty kernel cache (trace, fuse, generate C, run the C compiler, load), and a whole fresh Python
 process calling it with a warm cache (interpreter start-up and `import fnx` included).
 """
@@ -207,6 +208,61 @@ def w1c_small_call(fw: str, device: str) -> Bench:
         return c
 
     return Bench(run, ops=N_CALLS, sync=sync_for(fw, device))
+
+
+# ---------------------------------------------------------------- W1m: a compiled call with a module argument
+_MLP_WIDTH, _MLP_BATCH = 64, 32
+
+
+def _mlp_loss(fw: str, device: str):
+    """(loss function, its arguments): a 3-layer MLP of width 64 with cross-entropy on a batch of 32, the model
+    an argument for fnx (a Module pytree) and jax (a list of (w, b)), captured by torch.compile."""
+    xp = load(fw)
+    host = [(_host((_MLP_WIDTH, _MLP_WIDTH), 10 + k), _host((_MLP_WIDTH,), 20 + k)) for k in range(3)]
+    x = array(fw, _host((_MLP_BATCH, _MLP_WIDTH), 4), device)
+    labels = np.arange(_MLP_BATCH) % _MLP_WIDTH
+    if fw == "jax":
+        import jax
+
+        params = [(array(fw, w, device), array(fw, b, device)) for w, b in host]
+
+        def loss(params, x, y):
+            for k, (w, b) in enumerate(params):
+                x = x @ w.T + b
+                x = jax.nn.relu(x) if k < 2 else x
+            return -jax.nn.log_softmax(x)[xp.arange(_MLP_BATCH), y].mean()
+
+        return loss, (params, x, xp.asarray(labels))
+    nn = xp.nn
+    model = nn.Sequential(nn.Linear(_MLP_WIDTH, _MLP_WIDTH), nn.ReLU(), nn.Linear(_MLP_WIDTH, _MLP_WIDTH), nn.ReLU(),
+                          nn.Linear(_MLP_WIDTH, _MLP_WIDTH))
+    for layer, (w, b) in zip(model[::2], host):
+        layer.weight.data = array(fw, w, device)
+        layer.bias.data = array(fw, b, device)
+    model.requires_grad_(False)
+    y = xp.tensor(labels, device=device)
+    if fw == "torch":
+        return (lambda x, y: nn.functional.cross_entropy(model(x), y)), (x, y)
+    return (lambda model, x, y: nn.functional.cross_entropy(model(x), y)), (model, x, y)
+
+
+@workload("W1m", "compiled call with an nn.Module argument: 3-layer MLP, width 64, batch 32, per call",
+          reference="jax", frameworks=_COMPILED, unit="us/op", repeats=11)
+def w1m_module_call(fw: str, device: str) -> Bench:
+    fn, args = _mlp_loss(fw, device)
+    fn = _compiler(fw)(fn)
+    try:
+        fn(*args)
+    except Exception as e:
+        raise Skip(f"{fw} compile failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    n = N_CALLS // 4
+
+    def run():
+        for _ in range(n):
+            c = fn(*args)
+        return c
+
+    return Bench(run, ops=n, sync=sync_for(fw, device))
 
 
 # ---------------------------------------------------------------- W2c: compilation latency

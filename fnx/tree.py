@@ -52,20 +52,25 @@ def _node_of(x):
 class TreeDef:
     """The structure of a pytree, without its leaves."""
 
-    __slots__ = ("kind", "aux", "children", "num_leaves")
+    __slots__ = ("kind", "aux", "children", "num_leaves", "_hash")
 
     def __init__(self, kind, aux, children: tuple):
         self.kind, self.aux, self.children = kind, aux, children
         self.num_leaves = 1 if kind is None else sum(c.num_leaves for c in children)
-
-    def _key(self):
-        return (self.kind, self.aux, tuple(c._key() for c in self.children))
+        self._hash = None
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, TreeDef) and self._key() == other._key()
+        """Structural equality; the children compare as tuples, so shared subtrees (the leaf) short-cut by identity."""
+        if self is other:
+            return True
+        return (isinstance(other, TreeDef) and self.kind is other.kind and self.aux == other.aux
+                and self.children == other.children)
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        h = self._hash   # computed once: compile hashes a treedef at every call with a pytree argument
+        if h is None:
+            h = self._hash = hash((self.kind, self.aux, self.children))
+        return h
 
     def __repr__(self) -> str:
         if self.kind is None:

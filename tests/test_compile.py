@@ -490,3 +490,12 @@ def test_donated_arguments_stay_valid():
     assert_close(x, fnx.ones(3))
     with pytest.raises(TypeError, match="both static and donated"):
         compile(lambda x: x, static_argnums=0, donate_argnums=0)
+
+
+@pytest.mark.parametrize("backend", ["interpret", "c"])
+def test_a_returned_constant_is_a_fresh_tensor_on_every_call(backend):
+    f = compile(lambda x: (fnx.arange(3.0), x + 1), backend=backend)
+    first, _ = f(fnx.ones(2))
+    first.add_(10.0)
+    again, _ = f(fnx.ones(2))
+    assert again.tolist() == [0.0, 1.0, 2.0]

@@ -88,6 +88,29 @@ def _needs_reduction(node: Node) -> bool:
 _CUDA_SPLIT_MAX_ROWS, _CUDA_SPLIT_MIN_COLS = 128, 1 << 14
 
 
+def _tile_dim(kernel: Kernel) -> int | None:
+    """C elementwise kernels: the outer dim to tile together with the innermost one, or None for the plain loop.
+
+    An input read transposed (unit stride along an outer dim `t`, a longer one along the innermost dim) takes a
+    new cache line at every element of a row; with a power-of-two row stride all those lines fall into the same
+    few cache sets and evict each other before the next row reads them again. Square tiles over `t` and the
+    innermost dim reuse each line read across `_TILE` rows: on a 2-core EPYC, ReLU's backward select of W5
+    ((512, 256) float32, both inputs transposed) took 320 us in rows, 85 us in tiles (untransposed: 27 us).
+    Where several inputs are transposed: the dim most of them walk contiguously (the innermost on a tie)."""
+    rank, n_in = len(kernel.sizes), len(kernel.inputs)
+    if kernel.kind != "elementwise" or rank < 2:
+        return None
+    walked = [acc.strides.index(1) for acc in kernel.accesses
+              if acc.buffer is not None and acc.buffer < n_in and acc.strides[-1] not in (0, 1)
+              and 1 in acc.strides[:-1]]
+    return max(walked, key=lambda t: (walked.count(t), t)) if walked else None
+
+
+# Tile side in elements: 16 float32s fill a 64-byte cache line, and 16 lines per tile of a transposed operand
+# stay in L1 even when its row stride maps them all to two cache sets (8 ways each).
+_TILE = 16
+
+
 def _col_closure(roots: list[Node]) -> set:
     """ids of the col-level nodes that computing `roots` inside a loop over the cols needs."""
     seen, stack = set(), [r for r in roots if r.level == "col"]
@@ -281,7 +304,12 @@ class _Context:
         else:      # rows in parallel, a vectorised loop along the last dim
             index_of = lambda a: f"r{a}{self.inner(a, 'j')}"
         body = self.statements(k.nodes, index_of) + [self.store(a, n, index_of) for a, n, _ in k.stores]
-        return {"rank": rank, "body": body, "outer": self._unravel(range(rank - 1), "i"),
+        t = None if flat else _tile_dim(k)
+        tile = None if t is None else {
+            "dim": f"i{t}", "size": self.sizes[t], "side": _TILE,
+            "others": " * ".join(self.sizes[d] for d in range(rank - 1) if d != t) or None,
+            "outer": self._unravel([d for d in range(rank - 1) if d != t], "i")}
+        return {"rank": rank, "body": body, "tile": tile, "outer": self._unravel(range(rank - 1), "i"),
                 "all_dims": self._unravel(range(rank), "i"),
                 "row_offsets": [self._offset(a, range(rank - 1), "i") for a in range(len(k.accesses))],
                 "flat_offsets": [self._offset(a, range(rank), "i") for a in range(len(k.accesses))],
@@ -323,7 +351,7 @@ class _Context:
         terms = ([self.offsets[a]] if self.offsets[a] else []) + self.offset_terms(a, dims, index)
         return " + ".join(terms) if terms else "0"
 
-    def _unravel(self, dims: range, index: str) -> list[dict]:
+    def _unravel(self, dims: range | list, index: str) -> list[dict]:
         """Innermost first: the index of each dim, peeled off a flat counter by % and / (`used`: some access moves)."""
         return [{"index": f"{index}{d}", "size": self.sizes[d], "used": any(st[d] is not None for st in self.strides)}
                 for d in reversed(dims)]

@@ -15,8 +15,9 @@ inputs lend their buffers to kernel outputs of the same byte size. The plan
 picks, per donated input, an output written after the input's last read, or
 written by the kernel of that last read at exactly the index it reads the
 input (in place: an elementwise kernel, or a reduction kernel's per-row output
-computed after the row's reductions). At run time a buffer is taken only when nothing
-else can see it: its reference count shows one tensor and the driver (no
+computed after the row's reductions, which may read the input at that row's
+index). At run time a buffer is taken only when nothing else can see it: its
+reference count shows one tensor and the driver (no
 second tensor, view, argument or live intermediate aliases it), it is
 row-major and writeable, and its base, if any, is referenced by it alone.
 """
@@ -35,7 +36,8 @@ from .. import __version__
 from ..core import FnxRuntimeError
 from ..ir import ClosedJaxpr, Literal, Var
 from ..tensor import Tensor, make
-from .codegen import GeneratedKernel, emittable, prelude, render, render_module
+from .codegen import (GeneratedKernel, _column_mode, _cuda_split, _split_mode, emittable, prelude, render,
+                      render_module)
 from .fusion import Kernel, fuse
 
 __all__ = ["build_executable", "Executable", "Donating", "plan_steps", "BufferPool", "buffers"]
@@ -246,8 +248,10 @@ class _Driver:
             if dead:
                 self.lines.append(f"del {', '.join(dead)}")
         outs = []
-        for a in jaxpr.outvars:
-            value = f"{self.atom(a)}.copy()" if isinstance(a, Literal) else self.atom(a)   # literals: a fresh array
+        consts = {id(v) for v in jaxpr.constvars}
+        for a in jaxpr.outvars:   # literals and constants: a fresh array per call, as the interpreter gives
+            fresh = isinstance(a, Literal) or id(a) in consts
+            value = f"{self.atom(a)}.copy()" if fresh else self.atom(a)
             outs.append(f"make({value}, {self.value(a.aval.device, 'dev')})")
         self.lines.append(f"return [{', '.join(outs)}]")
         body = "\n".join("    " + line for line in self.lines)
@@ -297,7 +301,7 @@ class _Driver:
             for prefer_same in (True, False):
                 found = next(((i, o) for i, s, o in candidates if id(o) not in self.lent and _nbytes(o) == size
                               and (not prefer_same or o.aval == v.aval)
-                              and (i > end or i == end and _in_place(s, v, o, root))), None)
+                              and (i > end or i == end and _in_place(s, v, o, root, self.xp is np))), None)
                 if found is not None:
                     break
             if found is None:
@@ -376,13 +380,16 @@ def _nbytes(v: Var) -> int:
     return math.prod(v.aval.shape) * v.aval.dtype.np.itemsize
 
 
-def _in_place(k: Kernel, v: Var, o: Var, root: dict) -> bool:
+def _in_place(k: Kernel, v: Var, o: Var, root: dict, c_target: bool) -> bool:
     """Whether kernel `k` may write `o` over `v`, the input it reads for the last time.
 
     It may when it reads `v` (and no view of it) only at the index where it writes `o`, element for element,
     and every read of an element comes before its write: always in an elementwise kernel (a loop iteration
-    loads, then stores); in a reduction kernel, for an output written once per row (after the row's
-    reductions) from values that no reduction and no per-element output uses.
+    loads, then stores); in a reduction kernel, for an output written once per row, after the row's
+    reductions, by the one thread (C: thread or lane; CUDA: the block's or column's leader, after the
+    reduction's barrier) that alone read that row's element of `v`: so the reductions may read `v` (w[j]
+    while summing column j), but the per-element outputs and the other row outputs, computed after, may not.
+    Split rows (several threads or blocks reduce one row and the last combines) are refused.
     """
     if v.aval.dtype.np.itemsize != o.aval.dtype.np.itemsize:
         return False
@@ -398,8 +405,10 @@ def _in_place(k: Kernel, v: Var, o: Var, root: dict) -> bool:
         return True
     if any(k.accesses[a].buffer == dst and level != "row" for a, _, level in k.stores):
         return False
-    per_element = [n.args[0] for n in k.phases] + [n for _, n, level in k.stores if level == "col"]
-    return not any(n.op == "load" and k.accesses[n.params["access"]].buffer == src for n in _closure(per_element))
+    if _split_mode(k) if c_target else not _column_mode(k) and _cuda_split(k):
+        return False
+    later = [n for a, n, level in k.stores if level == "col" or k.accesses[a].buffer != dst]
+    return not any(n.op == "load" and k.accesses[n.params["access"]].buffer == src for n in _closure(later))
 
 
 def _closure(nodes: list) -> list:

@@ -1,4 +1,11 @@
-"""Tensor creation, device transfer and copies."""
+"""Tensor creation, device transfer and copies.
+
+Outside staging every creation function returns a concrete tensor (under grad, jvp and vmap too, so
+writing a traced value into one raises: fnx/ops/inplace.py). While the staging trace of fnx.compile or
+make_jaxpr is active they return a tracer of it instead (`_new`), a constant of the jaxpr that in-place
+ops may rebind, so `buf = fnx.zeros(n); buf[i] = x` compiles (fnx/transforms/tracing.py). A tensor
+that requires grad stays concrete: it is a leaf the caller may read `.grad` of.
+"""
 from __future__ import annotations
 
 import math
@@ -9,13 +16,25 @@ from .. import core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
-from ..tensor import Tensor, make
+from ..tensor import Tensor, Tracer, make
 from ..transforms.batching import unary_batch_rule
 
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
            "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "logspace", "eye", "clone",
            "contiguous"]
+
+
+def _new(value, dev, requires_grad: bool = False) -> Tensor:
+    """The new tensor holding array `value`: concrete, or a tracer while staging (see the module docstring)."""
+    t = make(value, dev)
+    if requires_grad:
+        return t.requires_grad_(True)
+    if core.transforms_active and core.dynamic_trace.level:
+        from ..transforms.tracing import stage_created
+
+        return stage_created(t)
+    return t
 
 
 def _device(device) -> _device_cls:
@@ -66,7 +85,15 @@ def _host_array(data):
 
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of `data`. Python floats give float32; numpy arrays keep their dtype."""
-    src = _host_array(data)
+    src = data
+    if isinstance(data, Tensor):
+        if isinstance(data, Tracer):
+            return _traced_copy(data, dtype, device, requires_grad)
+        src = data._value
+    elif isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
+        if any(isinstance(d, Tracer) for d in data):
+            return _traced_copy(data, dtype, device, requires_grad)
+        src = _host_array(data)
     if dtype is None:
         if isinstance(src, np.ndarray) or hasattr(src, "__cuda_array_interface__") or isinstance(src, np.generic):
             dt = _dt.from_numpy_dtype(src.dtype)
@@ -81,11 +108,23 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Ten
     xp = _xp(dev, dt)
     if dev is cpu and hasattr(src, "__cuda_array_interface__"):
         src = src.get()
-    value = xp.array(src, dtype=dt.np, copy=True)
-    out = make(value, dev)
+    return _new(xp.array(src, dtype=dt.np, copy=True), dev, requires_grad)
+
+
+def _traced_copy(data, dtype, device, requires_grad: bool) -> Tensor:
+    """tensor() of a tracer, or of a list holding tracers: a detached copy (fnx.stack of the elements)."""
+    from ..transforms.ad import stop_gradient
+    from .joins import stack
+
     if requires_grad:
-        out.requires_grad_(True)
-    return out
+        raise FnxRuntimeError("tensor(): requires_grad=True of a traced value inside a transform is not supported; "
+                              "differentiate with the transform instead (fnx.grad)")
+    if isinstance(data, (list, tuple)):
+        parts = [tensor(d, dtype=dtype, device=device) for d in data]
+        return stack(parts) if dtype is None else stack(parts).to(dtype)
+    out = copy_p.bind(stop_gradient(data))
+    out = out if dtype is None else out.to(dtype)
+    return out if device is None else transfer(out, device)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -106,7 +145,7 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
     if not isinstance(ndarray, np.ndarray):
         raise FnxTypeError(f"from_numpy: expected np.ndarray, got {type(ndarray).__name__}")
     _dt.from_numpy_dtype(ndarray.dtype)
-    return make(ndarray, cpu)
+    return _new(ndarray, cpu)
 
 
 def from_dlpack(ext) -> Tensor:
@@ -117,10 +156,10 @@ def from_dlpack(ext) -> Tensor:
     else:
         arr = _device_cls("cuda", dev_id).xp.from_dlpack(ext)
     _dt.from_numpy_dtype(arr.dtype)
-    return make(arr, device_of_array(arr))
+    return _new(arr, device_of_array(arr))
 
 
-def _filled(shape: tuple, value, dtype, device, fn: str) -> Tensor:
+def _filled(shape: tuple, value, dtype, device, fn: str, requires_grad: bool) -> Tensor:
     dev = _device(device)
     if dtype is None:
         dt = _dt.default_for_category(_dt.scalar_category(value)) if fn == "full" else _dt.get_default_dtype()
@@ -128,34 +167,30 @@ def _filled(shape: tuple, value, dtype, device, fn: str) -> Tensor:
         dt = _dt.as_dtype(dtype)
     xp = _xp(dev, dt)
     if fn == "empty":
-        return make(xp.empty(shape, dtype=dt.np), dev)
-    return make(xp.full(shape, value, dtype=dt.np), dev)
+        return _new(xp.empty(shape, dtype=dt.np), dev, requires_grad)
+    return _new(xp.full(shape, value, dtype=dt.np), dev, requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros (default float dtype)."""
-    return _grad(_filled(_shape(size), 0, dtype, device, "zeros"), requires_grad)
+    return _filled(_shape(size), 0, dtype, device, "zeros", requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of ones (default float dtype)."""
-    return _grad(_filled(_shape(size), 1, dtype, device, "ones"), requires_grad)
+    return _filled(_shape(size), 1, dtype, device, "ones", requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor."""
-    return _grad(_filled(_shape(size), 0, dtype, device, "empty"), requires_grad)
+    return _filled(_shape(size), 0, dtype, device, "empty", requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with `fill_value`; the dtype follows the value's kind (bool, int64, default float)."""
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    return _grad(_filled(_shape((size,)), fill_value, dtype, device, "full"), requires_grad)
-
-
-def _grad(t: Tensor, requires_grad: bool) -> Tensor:
-    return t.requires_grad_(True) if requires_grad else t
+    return _filled(_shape((size,)), fill_value, dtype, device, "full", requires_grad)
 
 
 def _like(input: Tensor, dtype, device):
@@ -197,27 +232,27 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     xp = _xp(dev, dt)
     value = (xp.arange(n, dtype=np.float64) * vals[2] + vals[0]).astype(dt.np) if dt.is_floating_point else \
         xp.arange(vals[0], vals[1], vals[2], dtype=dt.np)
-    return _grad(make(value, dev), requires_grad)
+    return _new(value, dev, requires_grad)
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """`steps` evenly spaced values from `start` to `end` inclusive."""
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
-    return _grad(make(_xp(dev, dt).linspace(start, end, int(steps)).astype(dt.np), dev), requires_grad)
+    return _new(_xp(dev, dt).linspace(start, end, int(steps)).astype(dt.np), dev, requires_grad)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None) -> Tensor:
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
-    return make(_xp(dev, dt).logspace(start, end, int(steps), base=base).astype(dt.np), dev)
+    return _new(_xp(dev, dt).logspace(start, end, int(steps), base=base).astype(dt.np), dev)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """An n x m identity matrix."""
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
-    return _grad(make(_xp(dev, dt).eye(n, n if m is None else m, dtype=dt.np), dev), requires_grad)
+    return _new(_xp(dev, dt).eye(n, n if m is None else m, dtype=dt.np), dev, requires_grad)
 
 
 # ---------------------------------------------------------------- copies and transfers
@@ -241,8 +276,6 @@ def contiguous(input: Tensor) -> Tensor:
 
 
 def _is_tracer(t) -> bool:
-    from ..tensor import Tracer
-
     return isinstance(t, Tracer)
 
 

@@ -14,7 +14,11 @@ becomes an index_put of the new values at the positions the view chain
 picks, and the root's other views are recomputed from it. A mutated input of
 grad/jvp/vmap is the function's local value (the caller's tensor does not
 change, as in JAX and torch.func); compile refuses to mutate its inputs
-(fnx/transforms/tracing.py). A concrete tensor cannot become a tracer, so
+(fnx/transforms/tracing.py). While fnx.compile or make_jaxpr stages a
+function, the tensors it creates (fnx.zeros, arange, tensor(...), ...) are
+tracers of the staging trace (fnx/ops/creation.py), so `buf = fnx.zeros(n);
+buf[i] = x` is functionalized like any other write. Under grad, jvp and vmap
+alone creation stays concrete, and a concrete tensor cannot become a tracer:
 writing a traced value into one raises an error that names the fix.
 """
 from __future__ import annotations
@@ -31,9 +35,11 @@ from ..tensor import Tensor, Tracer, make
 def _concrete_target_error(op: str, target: Tensor) -> FnxRuntimeError:
     return FnxRuntimeError(
         f"{op}: writes a traced value into a concrete tensor ({target.dtype.name}{list(target.shape)}: made by "
-        f"fnx.zeros/ones/..., or captured from outside the transform), and a concrete tensor cannot hold a traced "
-        f"value. Build the result out of place instead: `buf = buf.index_put((idx,), value)`, "
-        f"`buf = fnx.where(mask, value, buf)`, `buf = buf + value`, or fnx.stack/fnx.cat of the pieces")
+        f"fnx.zeros/ones/... under grad/jvp/vmap, which create concrete tensors, or captured from outside the "
+        f"transform), and a concrete tensor cannot hold a traced value. Build the result out of place instead: "
+        f"`buf = buf.index_put((idx,), value)`, `buf = fnx.where(mask, value, buf)`, `buf = buf + value`, or "
+        f"fnx.stack/fnx.cat of the pieces; or transform a compiled function (fnx.grad(fnx.compile(f))): "
+        f"tensors created while fnx.compile traces can be written in place")
 
 
 def _cast_result(self: Tensor, out: Tensor, op: str) -> Tensor:
@@ -57,11 +63,14 @@ def rebind_(self: Tracer, out: Tensor, op: str) -> Tracer:
     level = self._trace.main.level
     if isinstance(out, Tracer) and out._trace.main.level > level:
         fix = "index_put" if op == "__setitem__" else op.rstrip("_")
+        created = ("; a tensor created while fnx.compile traces belongs to the compiled function, not to the "
+                   "transforms inside it: compile the inner function too, e.g. fnx.compile(fnx.grad(fnx.compile(f)))"
+                   if self._trace.main is core.dynamic_trace else "")
         raise FnxRuntimeError(
             f"{op}: the in-place target is traced by an outer transform ({self.aval.str_short()}, "
             f"{type(self._trace).__name__}) but the result depends on a value of an inner one "
             f"({type(out._trace).__name__}); the target cannot hold it: write it out of place, x = x.{fix}(...) "
-            f"(x = x + y for x += y)")
+            f"(x = x + y for x += y){created}")
     source = getattr(self, "_view_of", None)
     if source is None:
         _become(self, core.full_raise(self._trace, out), op, None)
@@ -117,7 +126,8 @@ def _snapshot(t: Tensor) -> Tensor:
 def _check_target(self: Tensor, op: str) -> None:
     if isinstance(self, Tracer):
         raise FnxRuntimeError(f"{op}: in-place sampling into traced tensors is not supported inside fnx.grad/"
-                              f"vmap/compile; draw a new tensor instead (x = fnx.rand_like(x), fnx.random.*)")
+                              f"vmap/compile; use an out-of-place sampler instead (x = fnx.rand_like(x), "
+                              f"fnx.randn_like(x), fnx.random.*)")
     if core.grad_enabled and self._requires_grad and self._node is None:
         raise FnxRuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation; "
                               f"wrap the update in `with fnx.no_grad():` or use an out-of-place op")

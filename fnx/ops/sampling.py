@@ -189,7 +189,9 @@ class KeySource:
     def next(self, device) -> Tensor:
         base = self.placeholders.get(device)
         if base is None:
-            base = self.placeholders[device] = keyed.key(0, device=device)
+            # made concretely (not by fnx.random.key, which the staging trace stages): compile finds this very
+            # tensor among the jaxpr's constants and turns it into the hidden key input
+            base = self.placeholders[device] = make(device.xp.zeros(2, dtype=np.int64), device)
         self.count += 1
         return keyed.fold_in(base, self.count)
 

@@ -360,7 +360,8 @@ class Compiled:
             key, leaves = self._signature(args, kwargs)
         else:
             key = tuple(key)
-        entry = self._cache.get(key)
+        last = self._last   # a repeated signature compares equal without hashing every descriptor again
+        entry = last[1] if last is not None and last[1].cacheable and last[0] == key else self._cache.get(key)
         if entry is None:
             entry = self._trace(key, args, kwargs, leaves)
         elif _log.isEnabledFor(_DEBUG):
@@ -417,7 +418,11 @@ class Compiled:
         flat, treedef = tree_flatten(a)
         descs = []
         for x in flat:
-            if isinstance(x, Tensor):
+            if type(x) is Tensor:
+                leaves.append(x)
+                v = x._value
+                descs.append((v.shape, v.dtype, x._device))
+            elif isinstance(x, Tensor):
                 leaves.append(x)
                 descs.append(_tensor_desc(x))
             else:

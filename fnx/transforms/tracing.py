@@ -18,7 +18,7 @@ from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ..tensor import Tensor, Tracer, note_view
 from ..tree import tree_flatten, tree_unflatten
 
-__all__ = ["make_jaxpr", "trace_to_jaxpr", "StagingTracer"]
+__all__ = ["make_jaxpr", "trace_to_jaxpr", "StagingTracer", "CreatedTracer", "stage_created"]
 
 
 class StagingTracer(Tracer):
@@ -40,6 +40,33 @@ class StagingTracer(Tracer):
     def _check_mutable(self, op: str) -> None:
         if self._frozen is not None:
             raise FnxRuntimeError(f"{op}: in-place write into {self._frozen.format(self.aval.str_short())}")
+
+
+class CreatedTracer(StagingTracer):
+    """A tensor made by a creation function while staging: a mutable constant that knows its value (`_known`)
+    until an in-place op rebinds it."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self, trace: Trace, value: Tensor, atom: Var | Literal):
+        super().__init__(trace, value.aval, atom)
+        self._known = value
+
+    def _assume(self, other: StagingTracer) -> None:
+        super()._assume(other)
+        self._known = None
+
+    def _concrete(self, what: str) -> Tensor:
+        return self._known if self._known is not None else super()._concrete(what)
+
+    def numpy(self, *, force: bool = False):
+        return self._known.numpy(force=force) if self._known is not None else super().numpy(force=force)
+
+    def tolist(self):
+        return self._known.tolist() if self._known is not None else super().tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        return self._known.__array__(dtype, copy) if self._known is not None else super().__array__(dtype, copy)
 
 
 class _Builder:
@@ -94,6 +121,17 @@ _CAPTURED = ("a tensor captured from outside the traced function ({}), which a t
              "value")
 
 
+def stage_created(value: Tensor) -> CreatedTracer:
+    """`value`, just made by a creation function while the staging trace is active, as a constant of that trace
+    (a literal when 0-d) which in-place ops may rebind; the folding pass turns small uses of it into literals."""
+    trace = StagingTrace(core.dynamic_trace)
+    if value.ndim == 0:
+        return CreatedTracer(trace, value, Literal(value, value.aval))
+    var = Var(value.aval)
+    trace.builder.consts[id(value)] = (var, value, StagingTracer(trace, value.aval, var, _CAPTURED))
+    return CreatedTracer(trace, value, var)
+
+
 def trace_to_jaxpr(fun, in_avals: list[ShapedArray], frozen_inputs: str | None = None):
     """Trace `fun` (taking and returning flat lists of tensors) on abstract inputs into a ClosedJaxpr.
 
@@ -116,8 +154,9 @@ def trace_to_jaxpr(fun, in_avals: list[ShapedArray], frozen_inputs: str | None =
                                    f"{type(o).__name__}; wrap numbers with fnx.tensor(...)")
         outs = [core.full_raise(trace, o) for o in results]
         outvars = [t._var for t in outs]
-    constvars = [v for v, _, _ in builder.consts.values()]
-    consts = [c for _, c, _ in builder.consts.values()]
+    used = {id(a) for e in builder.eqns for a in e.inputs}.union(id(v) for v in outvars)
+    pairs = [(v, c) for v, c, _ in builder.consts.values() if id(v) in used]  # created values only read in Python
+    constvars, consts = [v for v, _ in pairs], [c for _, c in pairs]
     return ClosedJaxpr(Jaxpr(constvars, invars, builder.eqns, outvars), consts)
 
 
