@@ -24,6 +24,7 @@ from pathlib import Path
 import jinja2
 
 from ..random import _ROTATIONS
+from .cache import cache_dir
 from .expressions import (C_TYPES, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, RANDOM, SHORT, TEMP_TYPES, emittable,
                           literal)
 from .fusion import Kernel, Node
@@ -123,9 +124,27 @@ def _col_closure(roots: list[Node]) -> set:
 
 
 # ---------------------------------------------------------------- templates
+class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
+    """Jinja2's compiled templates, kept in the kernel cache folder: a fresh process whose kernels are all on
+    disk then skips compiling the templates too (most of a warm first call). Jinja2 writes these files
+    atomically and checks each template's checksum; the folder is looked up at use, as FNX_CACHE_DIR may
+    change while a program runs."""
+
+    def __init__(self):
+        super().__init__(directory="", pattern="template-%s.jinja")
+
+    @property
+    def directory(self) -> str:
+        return str(cache_dir())
+
+    @directory.setter
+    def directory(self, value) -> None:
+        pass
+
+
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                          keep_trailing_newline=True)
+                          keep_trailing_newline=True, bytecode_cache=_CompiledTemplates())
 # `{{ lines | block(8) }}` at the start of a template line: a macro's lines, indented, without the final newline.
 _ENV.filters["block"] = lambda text, width: textwrap.indent(str(text).rstrip("\n"), " " * width)
 
