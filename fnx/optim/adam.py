@@ -1,11 +1,9 @@
 """Adam and AdamW (torch.optim.Adam / AdamW), with amsgrad, maximize and L2 or decoupled weight decay."""
 from __future__ import annotations
 
-from ..dtypes import float32
-from ..ops.creation import tensor, zeros_like
 from ..ops.elementwise import maximum
 from ..tensor import Tensor
-from .optimizer import Optimizer, advance_step, check_differentiable, check_hyper, write_
+from .optimizer import Optimizer, advance_step, check_differentiable, check_hyper, write_all_
 
 __all__ = ["Adam", "AdamW", "adam_update", "check_adam"]
 
@@ -70,24 +68,12 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
                      decoupled=self._decoupled, amsgrad=group["amsgrad"], maximize=group["maximize"])
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            state = self.state[p]
-            if not state:
-                state["step"] = tensor(0.0, dtype=float32)
-                state["exp_avg"] = zeros_like(p)
-                state["exp_avg_sq"] = zeros_like(p)
-                if group["amsgrad"]:
-                    state["max_exp_avg_sq"] = zeros_like(p)
+        buffers = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
+        for p, g, state in self._with_state(group, buffers):
             step = advance_step(state)
             bufs = state["exp_avg"], state["exp_avg_sq"], state.get("max_exp_avg_sq")
             new_p, *new_bufs = adam_update(p, g, *bufs, step, **hyper)
-            write_(p, new_p)
-            for buf, new in zip(bufs, new_bufs):
-                if buf is not None:
-                    write_(buf, new)
+            write_all_(p, new_p, bufs, new_bufs)
 
 
 class AdamW(Adam):

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 from ..autograd import enable_grad, no_grad
 from ..core import FnxTypeError, FnxValueError
 from ..dtypes import float32
-from ..ops.creation import tensor
+from ..ops.creation import tensor, zeros_like
 from ..ops.inplace import assign_
 from ..tensor import Tensor
 
@@ -91,6 +91,19 @@ class Optimizer:
                 self._update_group(group)
         return loss
 
+    def _with_state(self, group: dict, buffers: tuple[str, ...]):
+        """(p, p.grad, state) of each parameter of `group` that has a gradient; a parameter's first update
+        starts its state with a step count and zeroed `buffers`, in that order (PyTorch's state_dict layout)."""
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            if not state:
+                state["step"] = tensor(0.0, dtype=float32)
+                for name in buffers:
+                    state[name] = zeros_like(p)
+            yield p, p.grad, state
+
     def _update_group(self, group: dict) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
@@ -153,6 +166,14 @@ def _cast_state(p: Tensor, name: str, value):
 def write_(dst: Tensor, src: Tensor) -> None:
     """Write a new value into a parameter or state tensor in place (bumps its version counter)."""
     assign_(dst, src, "optimizer.step")
+
+
+def write_all_(p: Tensor, new_p: Tensor, bufs: tuple, new_bufs: list) -> None:
+    """Write a parameter's new value and its state buffers' (None: a buffer this configuration lacks)."""
+    write_(p, new_p)
+    for buf, new in zip(bufs, new_bufs):
+        if buf is not None:
+            write_(buf, new)
 
 
 def advance_step(state: dict) -> int:

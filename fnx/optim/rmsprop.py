@@ -1,10 +1,8 @@
 """RMSprop (torch.optim.RMSprop), with momentum, centering and weight decay."""
 from __future__ import annotations
 
-from ..dtypes import float32
-from ..ops.creation import tensor, zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, advance_step, check_differentiable, check_hyper, write_
+from .optimizer import Optimizer, advance_step, check_differentiable, check_hyper, write_all_
 
 __all__ = ["RMSprop", "rmsprop_update", "check_rmsprop"]
 
@@ -57,22 +55,10 @@ class RMSprop(Optimizer):
     def _update_group(self, group: dict) -> None:
         hyper = dict(lr=group["lr"], alpha=group["alpha"], eps=group["eps"], weight_decay=group["weight_decay"],
                      momentum=group["momentum"], centered=group["centered"], maximize=group["maximize"])
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            state = self.state[p]
-            if not state:
-                state["step"] = tensor(0.0, dtype=float32)
-                state["square_avg"] = zeros_like(p)
-                if group["momentum"] > 0:
-                    state["momentum_buffer"] = zeros_like(p)
-                if group["centered"]:
-                    state["grad_avg"] = zeros_like(p)
+        buffers = (("square_avg",) + (("momentum_buffer",) if group["momentum"] > 0 else ())
+                   + (("grad_avg",) if group["centered"] else ()))
+        for p, g, state in self._with_state(group, buffers):
             advance_step(state)
             bufs = state["square_avg"], state.get("grad_avg"), state.get("momentum_buffer")
             new_p, *new_bufs = rmsprop_update(p, g, *bufs, **hyper)
-            write_(p, new_p)
-            for buf, new in zip(bufs, new_bufs):
-                if buf is not None:
-                    write_(buf, new)
+            write_all_(p, new_p, bufs, new_bufs)
