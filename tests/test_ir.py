@@ -7,6 +7,7 @@ import pytest
 import fnx
 from fnx.core import ShapedArray
 from fnx.ir import ClosedJaxpr, Eqn, Jaxpr, Var, eval_jaxpr, verify_jaxpr
+from sample_programs import controls, mlp, vmap_grad
 
 
 def f_small(x, y):
@@ -82,19 +83,10 @@ def _softmax(r):
 def _functions():
     x = x64(0.5, -1.0, 2.0)
 
-    def mlp(x):
-        w = fnx.tensor(np.arange(6.0).reshape(3, 2) / 10)
-        return fnx.tanh(x @ w).sum()
-
-    def controls(x):
-        c = fnx.cond(x.sum() > 0, lambda a: a * 2.0, lambda a: a - 1.0, x)
-        s, ys = fnx.scan(lambda carry, xi: (carry + xi, carry * xi), fnx.zeros((), dtype=fnx.float64), c)
-        return fnx.fori_loop(0, 3, lambda i, v: v * 0.5, s) + ys.sum()
-
     return x, [("exp", lambda x: fnx.exp(x) * 2.0), ("mlp", mlp), ("index", lambda x: (x[1:] * x[fnx.tensor([0, 2])])),
                ("controls", controls), ("grad", fnx.grad(mlp)), ("grad_controls", fnx.grad(controls)),
                ("vmap", lambda x: fnx.vmap(_softmax)(x.reshape(3, 1) * x)),
-               ("vmap_grad", lambda x: fnx.vmap(fnx.grad(lambda r: (fnx.tanh(r) * r).sum()))(x.reshape(3, 1) * x)),
+               ("vmap_grad", vmap_grad),
                ("jacfwd", fnx.jacfwd(lambda x: fnx.sin(x) * x.sum())),
                ("while", lambda x: fnx.while_loop(lambda v: v.sum() < 20.0, lambda v: v * 2.0, x))]
 

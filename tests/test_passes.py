@@ -14,6 +14,7 @@ from fnx.lowering.passes import cse, dce, fold_constants, inline_calls, optimize
 from fnx.ops.elementwise import add_p, convert_p, div_p, exp_p, mul_p, neg_p, sub_p
 from fnx.ops.shape import broadcast_p, reshape_p, transpose_p
 from fnx.transforms.compile import compile
+from sample_programs import controls, mlp, vmap_grad
 
 CPU = fnx.device("cpu")
 
@@ -230,19 +231,8 @@ def test_optimize_reaches_into_cond_branches():
 
 
 # ---------------------------------------------------------------- the pipeline on traced functions
-def _mlp(x):
-    w = fnx.tensor(np.arange(6.0).reshape(3, 2) / 10)
-    return fnx.tanh(x @ w).sum()
-
-
-def _controls(x):
-    c = fnx.cond(x.sum() > 0, lambda a: a * 2.0, lambda a: a - 1.0, x)
-    s, ys = fnx.scan(lambda carry, xi: (carry + xi, carry * xi), fnx.zeros((), dtype=fnx.float64), c)
-    return fnx.fori_loop(0, 3, lambda i, v: v * 0.5, s) + ys.sum()
-
-
-TRACED = {"mlp": _mlp, "controls": _controls, "grad_mlp": fnx.grad(_mlp), "grad_controls": fnx.grad(_controls),
-          "vmap_grad": lambda x: fnx.vmap(fnx.grad(lambda r: (fnx.tanh(r) * r).sum()))(x.reshape(3, 1) * x),
+TRACED = {"mlp": mlp, "controls": controls, "grad_mlp": fnx.grad(mlp), "grad_controls": fnx.grad(controls),
+          "vmap_grad": vmap_grad,
           "jacfwd": fnx.jacfwd(lambda x: fnx.sin(x) * x.sum()),
           "hessian": fnx.hessian(lambda x: (x.exp() * x).sum()),
           "while": lambda x: fnx.while_loop(lambda v: v.sum() < 20.0, lambda v: v * 2.0, x)}
