@@ -59,3 +59,11 @@ class Buffer(Tensor):
 
     def __init__(self, data: Tensor | None = None, *, persistent: bool = True):
         pass
+
+
+def optional_parameter(module, name: str, shape: tuple | None, device=None, dtype=None) -> None:
+    """Register an uninitialised Parameter of `shape` as `module.<name>`, or None when `shape` is None (PyTorch's
+    layout for bias=False / affine=False: the name exists and holds None)."""
+    from ..ops.creation import empty
+
+    module.register_parameter(name, None if shape is None else Parameter(empty(shape, device=device, dtype=dtype)))

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 
-from ...ops.creation import empty
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..functional_conv import _ntuple
 from ..module import Module
-from ..parameter import Parameter
+from ..parameter import optional_parameter
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
@@ -56,11 +55,8 @@ class _ConvNd(Module):
         else:
             self._reversed_padding_repeated_twice = [p for p in reversed(padding) for _ in range(2)]
         shape = (in_channels, out_channels // groups) if transposed else (out_channels, in_channels // groups)
-        self.weight = Parameter(empty(shape + kernel_size, device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        optional_parameter(self, "weight", shape + kernel_size, device, dtype)
+        optional_parameter(self, "bias", (out_channels,) if bias else None, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import math
 
-from ...ops.creation import empty
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module
-from ..parameter import Parameter
+from ..parameter import optional_parameter
 
 __all__ = ["Identity", "Linear", "Bilinear", "NonDynamicallyQuantizableLinear"]
 
@@ -29,11 +28,8 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(empty((out_features, in_features), device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        optional_parameter(self, "weight", (out_features, in_features), device, dtype)
+        optional_parameter(self, "bias", (out_features,) if bias else None, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -58,11 +54,8 @@ class Bilinear(Module):
                  dtype=None):
         super().__init__()
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
-        self.weight = Parameter(empty((out_features, in1_features, in2_features), device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        optional_parameter(self, "weight", (out_features, in1_features, in2_features), device, dtype)
+        optional_parameter(self, "bias", (out_features,) if bias else None, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

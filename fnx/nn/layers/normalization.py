@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from ... import dtypes as _dt
 from ...autograd import no_grad
-from ...ops.creation import empty, ones, tensor, zeros
+from ...ops.creation import ones, tensor, zeros
 from ...tensor import Tensor, Tracer
 from .. import functional as F
 from .. import init
 from ..functional_norm import batch_norm_stats, normalize_channels, write_running_stat
 from ..module import Module
-from ..parameter import Parameter
+from ..parameter import Parameter, optional_parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
            "LayerNorm", "RMSNorm", "GroupNorm", "LocalResponseNorm"]
@@ -32,15 +32,8 @@ class _NormBase(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(empty(num_features, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(num_features, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        optional_parameter(self, "weight", (num_features,) if affine else None, device, dtype)
+        optional_parameter(self, "bias", (num_features,) if affine and bias else None, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
