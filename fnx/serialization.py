@@ -14,7 +14,16 @@ A file is an uncompressed zip archive holding
 
 Loading reads JSON and `.npy` headers only (`np.load(..., allow_pickle=False)`), checks every entry
 against the manifest, and raises `UnpicklingError` (a RuntimeError) naming the problem for a damaged,
-truncated, foreign or hostile file, including PyTorch's pickle-based checkpoints.
+truncated, foreign or hostile file, including PyTorch's pickle-based checkpoints. Before anything is read,
+the archive's layout is checked, so that loading needs memory in proportion to the file's size and no more:
+every entry is stored uncompressed (no compression bombs), lies inside the file without overlapping another
+(no entry counted twice), has a plain name (`manifest.json`, `data/<k>.npy`: no `..`, no absolute path) that
+appears once; the manifest is at most `MAX_MANIFEST_BYTES`; an array's entry holds exactly its `.npy` header
+and the dtype and shape that the manifest gives it.
+
+Files are written atomically (a temporary file in the same folder, fsynced, renamed over the target). A new
+file gets the permissions `open()` would give it (0o666 less the umask); a file that is replaced keeps its
+permissions.
 """
 from __future__ import annotations
 
@@ -23,8 +32,9 @@ import json
 import math
 import os
 import pickle
+import re
+import stat
 import struct
-import tempfile
 import zipfile
 from collections import OrderedDict
 from typing import Any, BinaryIO
@@ -36,10 +46,12 @@ from .core import FnxRuntimeError, FnxTypeError, FnxValueError
 from .device import cpu, device as _device, is_cuda_available
 from .tensor import Tensor, Tracer, from_array
 
-__all__ = ["save", "load", "UnpicklingError", "FORMAT", "VERSION"]
+__all__ = ["save", "load", "UnpicklingError", "FORMAT", "VERSION", "MAX_MANIFEST_BYTES"]
 
 FORMAT, VERSION = "fnx", 1
+MAX_MANIFEST_BYTES = 16 << 20  # about 100,000 tensors; parsing JSON can take ~30 times its size in memory
 _MANIFEST = "manifest.json"
+_ARRAY_NAME = re.compile(r"data/(0|[1-9][0-9]*)\.npy")
 _TAGS = ("tuple", "dict", "odict", "tensor", "dtype", "device", "float")
 
 
@@ -65,18 +77,38 @@ def save(obj: Any, f) -> None:
         return
     path = os.fspath(f)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        keep_mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        keep_mode = None
+    # A new file is created 0o666 and the kernel applies the umask, as open() does; a file being replaced is
+    # first written owner-only, then given the old file's permissions just before it takes its place.
+    fd, tmp = _create_temp(directory, os.path.basename(path), 0o666 if keep_mode is None else 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             _write_zip(fh, payload, arrays)
             fh.flush()
+            if keep_mode is not None:
+                os.chmod(fh.fileno() if os.chmod in os.supports_fd else tmp, keep_mode)
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.unlink(tmp)
         raise
     _fsync_directory(directory)
+
+
+def _create_temp(directory: str, name: str, mode: int) -> tuple[int, str]:
+    """A new file `.<name>.<random>.tmp` in `directory`, opened for writing with `mode` (less the umask)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, mode), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"fnx.save: could not create a temporary file next to {name!r} in {directory}")
 
 
 def _write_zip(fh: BinaryIO, payload: bytes, arrays: list[np.ndarray]) -> None:
@@ -206,7 +238,7 @@ def _load(fh: BinaryIO, map_location) -> Any:
         raise UnpicklingError("fnx.load: not an fnx checkpoint (not a zip archive)")
     try:
         with zipfile.ZipFile(fh) as zf:
-            return _Decoder(zf, map_location).run()
+            return _Decoder(fh, zf, map_location).run()
     except zipfile.BadZipFile as e:
         raise UnpicklingError(f"fnx.load: the file is damaged or truncated ({e})") from e
     except (EOFError, OSError, struct.error, zipfile.LargeZipFile, NotImplementedError) as e:
@@ -216,13 +248,15 @@ def _load(fh: BinaryIO, map_location) -> Any:
 class _Decoder:
     """Reads the manifest and the arrays it names, checking each against the other."""
 
-    def __init__(self, zf: zipfile.ZipFile, map_location):
-        self.zf, self.map_location = zf, map_location
+    def __init__(self, fh: BinaryIO, zf: zipfile.ZipFile, map_location):
+        self.fh, self.zf, self.map_location = fh, zf, map_location
         self.arrays: dict[str, np.ndarray] = {}
         self.tensors: list = []
 
     def run(self) -> Any:
-        names = set(self.zf.namelist())
+        infos = self.zf.infolist()
+        _check_names(infos)
+        names = {info.filename for info in infos}
         if _MANIFEST not in names:
             if any(n.endswith("data.pkl") for n in names):
                 raise UnpicklingError("fnx.load: this is a PyTorch checkpoint (torch.save's zip format, which holds "
@@ -230,8 +264,14 @@ class _Decoder:
                                       "arbitrary code; convert it with PyTorch: load it with torch.load(path, "
                                       "weights_only=True) and save its tensors with fnx.save")
             raise UnpicklingError("fnx.load: not an fnx checkpoint (the zip archive has no manifest.json)")
+        _check_layout(self.fh, infos)
+        info = self.zf.getinfo(_MANIFEST)
+        if info.file_size > MAX_MANIFEST_BYTES:
+            raise UnpicklingError(f"fnx.load: manifest.json holds {info.file_size} bytes, more than the "
+                                  f"{MAX_MANIFEST_BYTES} that fnx.load reads (fnx.serialization.MAX_MANIFEST_BYTES; "
+                                  f"raise it to load a file you trust)")
         try:
-            manifest = json.loads(self.zf.read(_MANIFEST).decode("utf-8"))
+            manifest = json.loads(self.zf.read(info).decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise UnpicklingError(f"fnx.load: manifest.json is not valid JSON ({e})") from e
         except RecursionError as e:
@@ -306,8 +346,9 @@ class _Decoder:
 
     def array(self, name, dtype: _dt.dtype, shape: tuple, i: int) -> np.ndarray:
         """The array stored as `name`, checked to hold `shape` elements of `dtype` and nothing else."""
-        if not isinstance(name, str) or not name.startswith("data/") or not name.endswith(".npy"):
-            raise UnpicklingError(f"fnx.load: tensor entry {i} names an invalid data file {_short(name)}")
+        if not isinstance(name, str) or not _ARRAY_NAME.fullmatch(name):
+            raise UnpicklingError(f"fnx.load: tensor entry {i} names an invalid data file {_short(name)} (expected "
+                                  f"'data/<k>.npy')")
         stored = np.dtype(np.uint16) if dtype is _dt.bfloat16 else dtype.np
         arr = self.arrays.get(name)
         if arr is None:
@@ -316,8 +357,6 @@ class _Decoder:
             except KeyError:
                 raise UnpicklingError(f"fnx.load: the manifest references the array {name!r}, which is missing "
                                       f"from the archive") from None
-            if info.compress_type != zipfile.ZIP_STORED:
-                raise UnpicklingError(f"fnx.load: {name} is compressed; fnx checkpoints store arrays uncompressed")
             arr = self.arrays[name] = _read_npy(self.zf, info, stored, shape)
         if arr.dtype != stored or arr.shape != shape:
             raise UnpicklingError(f"fnx.load: tensor entry {i} expects {dtype.name}{list(shape)}, but {name} holds "
@@ -343,6 +382,58 @@ class _Decoder:
             raise FnxRuntimeError(f"fnx.load: a tensor was saved on {location}, but CUDA is not available here; "
                                   f"pass map_location='cpu' to load it on the CPU")
         return t if target is cpu else t.to(target)
+
+
+def _check_names(infos: list) -> None:
+    """Refuse duplicate entry names (a zip tool and a loader could each pick a different one) and names that
+    would escape a folder if the archive were extracted."""
+    seen: set[str] = set()
+    for info in infos:
+        name = info.filename
+        if name in seen:
+            raise UnpicklingError(f"fnx.load: the archive holds two entries named {_short(name)}; a file built to "
+                                  f"show one content to one reader and another to the next is refused")
+        seen.add(name)
+        parts = name.split("/")
+        if (name.startswith("/") or "\\" in name or ":" in parts[0]
+                or any(p in ("", ".", "..") for p in parts[:-1]) or parts[-1] in (".", "..")):
+            raise UnpicklingError(f"fnx.load: the archive holds an entry with an unsafe name {_short(name)} (an "
+                                  f"absolute path, a drive, a backslash or a '..' component)")
+
+
+def _check_layout(fh: BinaryIO, infos: list) -> None:
+    """Check, before reading any entry, that each is stored uncompressed, unencrypted, inside the file and apart
+    from every other: then reading the entries takes no more memory than the file's size."""
+    size = fh.seek(0, io.SEEK_END)
+    spans = []
+    for info in infos:
+        name = _short(info.filename)
+        if info.flag_bits & 0x1:
+            raise UnpicklingError(f"fnx.load: {name} is encrypted; fnx checkpoints are not")
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise UnpicklingError(f"fnx.load: {name} is compressed (zip method {info.compress_type}); fnx "
+                                  f"checkpoints store every entry uncompressed, and a compressed entry could expand "
+                                  f"without bound, so it is not read")
+        if info.compress_size != info.file_size:
+            raise UnpicklingError(f"fnx.load: {name} is stored uncompressed in {info.compress_size} bytes but "
+                                  f"declares {info.file_size}; the file is damaged")
+        local = b""
+        if 0 <= info.header_offset <= size - 30:
+            fh.seek(info.header_offset)
+            local = fh.read(30)
+        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+            raise UnpicklingError(f"fnx.load: the file is damaged or truncated (no local header for {name})")
+        name_len, extra_len = struct.unpack("<HH", local[26:30])
+        end = info.header_offset + 30 + name_len + extra_len + info.compress_size
+        if end > size:
+            raise UnpicklingError(f"fnx.load: {name} declares {info.file_size} bytes, which run past the end of the "
+                                  f"{size}-byte file; the file is damaged or truncated")
+        spans.append((info.header_offset, end, name))
+    spans.sort()
+    for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+        if start < end:
+            raise UnpicklingError(f"fnx.load: the entries {first} and {second} overlap in the file; fnx "
+                                  f"checkpoints store each entry once, apart from the others")
 
 
 def _read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape: tuple) -> np.ndarray:

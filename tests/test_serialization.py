@@ -3,7 +3,12 @@ import io
 import json
 import os
 import pickle
+import stat
+import struct
+import tracemalloc
+import warnings
 import zipfile
+import zlib
 from collections import OrderedDict
 
 import numpy as np
@@ -12,7 +17,7 @@ import pytest
 import fnx
 import fnx.nn as nn
 from fnx import optim
-from fnx.serialization import UnpicklingError, load, save
+from fnx.serialization import MAX_MANIFEST_BYTES, UnpicklingError, load, save
 
 PWNED = "/tmp/pwned_fnx"
 
@@ -247,3 +252,196 @@ def test_cuda_tensors_and_map_location(tmp_path):
     assert on_cpu["w"].device == fnx.device("cpu") and on_cpu["b"].device == fnx.device("cpu")
     moved = load(path, map_location={"cpu": "cuda:0"})
     assert moved["c"].device == fnx.device("cuda:0")
+
+
+# ---------------------------------------------------------------- archives built to exhaust memory or mislead
+def test_a_compressed_manifest_bomb_is_refused_without_expanding_it():
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("manifest.json", "w", force_zip64=True) as out:  # 64 MB of JSON deflated to ~64 KB
+            out.write(b'{"format": "fnx", "version": 1, "tensors": [], "object": "')
+            for _ in range(64):
+                out.write(b" " * (1 << 20))
+            out.write(b'"}')
+    blob = buf.getvalue()
+    assert len(blob) < 1 << 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnpicklingError, match="'manifest.json' is compressed"):
+            load(io.BytesIO(blob))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"loading the refused file took {peak} bytes"
+
+
+def test_an_oversized_manifest_is_refused_unread():
+    head = b'{"format": "fnx", "version": 1, "tensors": [], "object": "'
+    text = head + b"a" * (MAX_MANIFEST_BYTES - len(head) - 1) + b'"}'
+    assert len(text) == MAX_MANIFEST_BYTES + 1
+    blob = make_archive(raw_manifest=text)
+    del text
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnpicklingError, match=f"holds {MAX_MANIFEST_BYTES + 1} bytes, more than the"):
+            load(io.BytesIO(blob))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < MAX_MANIFEST_BYTES // 4, f"loading the refused file took {peak} bytes"
+    just_fits = make_archive(raw_manifest=json.dumps(manifest(obj="a" * (MAX_MANIFEST_BYTES - 100))))
+    assert len(load(io.BytesIO(just_fits))) == MAX_MANIFEST_BYTES - 100
+
+
+def archive_with_duplicate(name):
+    good = json.dumps(manifest([entry()], {"tensor": 0}))
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate name, and writes it
+        with zipfile.ZipFile(buf, "w") as zf:
+            zf.writestr("manifest.json", good)
+            zf.writestr("data/0.npy", F32)
+            zf.writestr(name, F32 if name.endswith(".npy") else json.dumps(manifest(obj="other")))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "data/0.npy"])
+def test_duplicate_entry_names_are_refused(name):
+    with pytest.raises(UnpicklingError, match=f"two entries named '{name}'"):
+        load(io.BytesIO(archive_with_duplicate(name)))
+
+
+@pytest.mark.parametrize("name", ["../escape.npy", "/etc/passwd", "data/../../x", "data\\0.npy", "C:/x", "a/./b"])
+def test_entries_with_unsafe_names_are_refused(name):
+    blob = make_archive(manifest(), {name: F32})
+    assert name in zipfile.ZipFile(io.BytesIO(blob)).namelist()
+    with pytest.raises(UnpicklingError, match="unsafe name"):
+        load(io.BytesIO(blob))
+
+
+@pytest.mark.parametrize("name", ["data/0.npy/../../manifest.json", "data/00.npy", "data/0.npy.bak", "data/-1.npy"])
+def test_the_manifest_names_only_data_files(name):
+    blob = make_archive(manifest([entry(data=name)], {"tensor": 0}), {"data/0.npy": F32})
+    with pytest.raises(UnpicklingError, match="invalid data file"):
+        load(io.BytesIO(blob))
+
+
+def test_a_compressed_array_is_refused():
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("manifest.json", json.dumps(manifest([entry()], {"tensor": 0})))
+        zf.writestr("data/0.npy", F32, compress_type=zipfile.ZIP_DEFLATED)
+    blob = buf.getvalue()
+    with pytest.raises(UnpicklingError, match="data/0.npy' is compressed"):
+        load(io.BytesIO(blob))
+
+
+def _patch_central(blob: bytes, name: str, offset: int, fmt: str, value: int) -> bytes:
+    """`blob` with the field at `offset` of `name`'s central directory record set to `value`."""
+    at = blob.index(b"PK\x01\x02")
+    while blob[at + 46:at + 46 + len(name)] != name.encode():
+        at = blob.index(b"PK\x01\x02", at + 4)
+    return blob[:at + offset] + struct.pack(fmt, value) + blob[at + offset + struct.calcsize(fmt):]
+
+
+def test_entries_declaring_more_bytes_than_the_file_holds_are_refused():
+    blob = make_archive(manifest([entry()], {"tensor": 0}), {"data/0.npy": F32})
+    for offset in (20, 24):  # the compressed and the uncompressed size
+        bad = _patch_central(blob, "data/0.npy", offset, "<L", 0x7FFFFFFF)
+        with pytest.raises(UnpicklingError, match="damaged"):
+            load(io.BytesIO(bad))
+    big = _patch_central(_patch_central(blob, "data/0.npy", 20, "<L", 0x7FFFFFFF), "data/0.npy", 24, "<L", 0x7FFFFFFF)
+    with pytest.raises(UnpicklingError, match="run past the end"):
+        load(io.BytesIO(big))
+    encrypted = _patch_central(blob, "data/0.npy", 8, "<H", 0x1)
+    with pytest.raises(UnpicklingError, match="encrypted"):
+        load(io.BytesIO(encrypted))
+
+
+def raw_zip(members) -> bytes:
+    """A zip archive written by hand: `members` lists (name, stored bytes, where its local header is: None for
+    "next", or an offset into the bytes already written), so that entries can be made to overlap."""
+    body, central = b"", b""
+    for name, data, at in members:
+        crc = zlib.crc32(data)
+        local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0x21, crc, len(data), len(data), len(name), 0)
+        if at is None:
+            at = len(body)
+            body += local + name.encode() + data
+        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0x21, crc, len(data), len(data),
+                               len(name), 0, 0, 0, 0, 0, at) + name.encode()
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members), len(central), len(body), 0)
+    return body + central + end
+
+
+def test_overlapping_entries_are_refused():
+    """Entry 0's data quotes entry 1 whole (its local header and data): N entries nested so would make the loader
+    read N times what the file holds. Built apart, the same entries load."""
+    inner = npy_bytes(np.ones(2, np.float32))
+    quoted = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0x21, zlib.crc32(inner), len(inner), len(inner),
+                         10, 0) + b"data/1.npy" + inner
+    outer = npy_bytes(np.frombuffer(quoted, np.uint8))
+    text = json.dumps(manifest([entry(dtype="uint8", shape=[len(quoted)]), entry(data="data/1.npy")],
+                               [{"tensor": 0}, {"tensor": 1}])).encode()
+    apart = raw_zip([("manifest.json", text, None), ("data/0.npy", outer, None), ("data/1.npy", inner, None)])
+    a, b = load(io.BytesIO(apart))
+    assert a.numel() == len(quoted) and b.tolist() == [1.0, 1.0]
+    start = 30 + len("manifest.json") + len(text) + 30 + len("data/0.npy") + len(outer) - len(quoted)
+    nested = raw_zip([("manifest.json", text, None), ("data/0.npy", outer, None), ("data/1.npy", inner, start)])
+    assert zipfile.ZipFile(io.BytesIO(nested)).read("data/1.npy") == inner  # zipfile alone would read both
+    with pytest.raises(UnpicklingError, match="overlap"):
+        load(io.BytesIO(nested))
+
+
+# ---------------------------------------------------------------- file permissions and atomic writes
+@pytest.fixture
+def umask():
+    previous = os.umask(0o022)
+    os.umask(previous)
+    yield lambda mask: os.umask(mask)
+    os.umask(previous)
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664), (0o077, 0o600)],
+                         ids=lambda m: f"{m:04o}")
+def test_a_new_file_gets_the_umask_permissions(tmp_path, umask, mask, mode):
+    umask(mask)
+    path = tmp_path / "new.fnx"
+    save({"w": fnx.ones(2)}, path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == mode
+    with open(tmp_path / "reference", "wb"):
+        pass
+    assert stat.S_IMODE(os.stat(tmp_path / "reference").st_mode) == mode  # what open() gives
+
+
+@pytest.mark.parametrize("mode, mask", [(0o644, 0o077), (0o640, 0o022), (0o600, 0o022), (0o664, 0o027)],
+                         ids=lambda m: f"{m:04o}")
+def test_a_replaced_file_keeps_its_permissions(tmp_path, umask, mode, mask):
+    path = tmp_path / "old.fnx"
+    save({"v": 1}, path)
+    os.chmod(path, mode)
+    umask(mask)
+    save({"v": 2}, path)
+    assert load(path) == {"v": 2}
+    assert stat.S_IMODE(os.stat(path).st_mode) == mode
+    assert os.listdir(tmp_path) == ["old.fnx"]
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_a_write_that_fails_midway_leaves_no_temporary_file(tmp_path, monkeypatch, exists):
+    path = tmp_path / "ckpt.fnx"
+    if exists:
+        save({"v": 1}, path)
+    real = fnx.serialization._write_zip
+
+    def fail_midway(fh, payload, arrays):
+        real(fh, payload, arrays)
+        assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")], "the temporary file exists while writing"
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fnx.serialization, "_write_zip", fail_midway)
+    with pytest.raises(OSError, match="No space left"):
+        save({"v": 2, "w": fnx.ones(3)}, path)
+    assert os.listdir(tmp_path) == (["ckpt.fnx"] if exists else [])
+    if exists:
+        assert load(path) == {"v": 1}
