@@ -4,20 +4,33 @@ A backend moves contiguous numpy arrays and nothing else: checks, shapes and ten
 fnx/distributed/collectives.py. Buffers go to MPI through the buffer protocol, so no collective copies its
 data, except where MPI has no arithmetic for the dtype: bool reduces as uint8 (sum and max are a logical or,
 min and product a logical and) and bfloat16 reduces in float32. Reductions take op names: "sum", "product",
-"max", "min" and "avg" (a sum divided by the world size once it has arrived).
+"max", "min" and "avg" (a sum divided by the world size once it has arrived). Every MPI collective is started
+nonblocking and waited for by fnx/distributed/liveness.py, which enforces the process group's timeout.
 """
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Callable
 
 import numpy as np
 
+from ..core import FnxTypeError, FnxValueError
 from ..dtypes import bfloat16
 
-__all__ = ["Work", "MPIBackend", "SelfBackend", "contiguous"]
+__all__ = ["Work", "MPIBackend", "SelfBackend", "contiguous", "seconds"]
 
 _BF16 = bfloat16.np if bfloat16 is not None else None
 _BOOL_OPS = {"sum": "max", "max": "max", "product": "min", "min": "min"}
+
+
+def seconds(timeout, what: str) -> float:
+    """A timeout given as a `datetime.timedelta` (PyTorch's type), in seconds; it must be positive."""
+    if not isinstance(timeout, timedelta):
+        raise FnxTypeError(f"fnx.distributed.{what}: timeout must be a datetime.timedelta, got "
+                           f"{type(timeout).__name__}")
+    if timeout <= timedelta(0):
+        raise FnxValueError(f"fnx.distributed.{what}: timeout must be positive, got {timeout}")
+    return timeout.total_seconds()
 
 
 class Work:
@@ -25,16 +38,19 @@ class Work:
 
     __slots__ = ("_wait", "_test", "_then", "_done", "_keep")
 
-    def __init__(self, wait: Callable[[], object] | None, test: Callable[[], bool] | None, then=(), keep=()):
+    def __init__(self, wait: Callable[[float | None], object] | None, test: Callable[[], bool] | None, then=(),
+                 keep=()):
+        """`wait(seconds_or_None)` finishes the collective (None: the process group's timeout)."""
         self._wait, self._test, self._then, self._keep = wait, test, list(then), keep
         self._done = False
         if wait is None:
             self._complete()
 
-    def wait(self, timeout=None) -> bool:
-        """Block until the collective has finished and its results are in the output tensors; returns True."""
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        """Block until the collective has finished and its results are in the output tensors; returns True.
+        Raises DistBackendError after `timeout` (default: the process group's) or when a rank has left."""
         if not self._done:
-            self._wait()
+            self._wait(None if timeout is None else seconds(timeout, "Work.wait"))
             self._complete()
         return True
 
@@ -73,18 +89,25 @@ def finish(wait, test, then, keep, async_op: bool) -> Work | None:
 
 
 class MPIBackend:
-    """Collectives over an mpi4py communicator (blocking calls, or the nonblocking I* calls for async_op)."""
+    """Collectives over an mpi4py communicator: started nonblocking (MPI's I* calls) and waited for by `live`, a
+    Liveness that enforces the timeout and notices ranks that have left."""
 
-    def __init__(self, comm, MPI):
-        self.comm, self.MPI = comm, MPI
+    def __init__(self, comm, MPI, live):
+        self.comm, self.MPI, self.live = comm, MPI, live
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self._tables: dict = {}
         self._ops = {"sum": MPI.SUM, "avg": MPI.SUM, "product": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
 
-    def _done(self, req, then, keep, async_op: bool):
-        if req is None:
-            return finish(None, None, then, keep, async_op)
-        return finish(req.Wait, req.Test, then, keep, async_op)
+    def _run(self, what: str, start, then, keep, async_op: bool, check: bool = False):
+        """Start collective `what` (`start()` returns its request), then wait for it or hand back its Work."""
+        seq = self.live.begin(what, check)
+        req = start()
+        if async_op:
+            return Work(lambda timeout: self.live.wait(req, what, seq, timeout), req.Test, then, keep)
+        self.live.wait(req, what, seq)
+        for step in then:
+            step()
+        return None
 
     def _reduction(self, send: np.ndarray, recv: np.ndarray, op: str, then: list):
         """(send buffer, receive buffer, MPI op, steps after arrival) for a reduction of `send` into `recv`."""
@@ -104,10 +127,7 @@ class MPIBackend:
 
     def all_reduce(self, send, recv, op: str, async_op: bool, then=()):
         s, r, mpi_op, steps = self._reduction(send, recv, op, list(then))
-        if async_op:
-            return self._done(self.comm.Iallreduce(s, r, mpi_op), steps, (s, r), True)
-        self.comm.Allreduce(s, r, mpi_op)
-        return self._done(None, steps, (), False)
+        return self._run("all_reduce", lambda: self.comm.Iallreduce(s, r, mpi_op), steps, (s, r), async_op)
 
     def reduce_scatter(self, send, recv, op: str, async_op: bool, then=()):
         """Reduce `send` (size x recv elements) over the ranks; rank r receives block r."""
@@ -120,39 +140,28 @@ class MPIBackend:
             return self.all_reduce(send, full, op, async_op,
                                    [lambda: np.copyto(recv.reshape(-1), own)] + list(then))
         s, r, mpi_op, steps = self._reduction(send, recv, op, list(then))
-        if async_op:
-            return self._done(self.comm.Ireduce_scatter_block(s, r, mpi_op), steps, (s, r), True)
-        self.comm.Reduce_scatter_block(s, r, mpi_op)
-        return self._done(None, steps, (), False)
+        return self._run("reduce_scatter", lambda: self.comm.Ireduce_scatter_block(s, r, mpi_op), steps, (s, r),
+                         async_op)
 
     def broadcast(self, buf, src: int, async_op: bool, then=()):
         b = _movable(buf)
-        if async_op:
-            return self._done(self.comm.Ibcast(b, root=src), then, (b,), True)
-        self.comm.Bcast(b, root=src)
-        return self._done(None, then, (), False)
+        return self._run("broadcast", lambda: self.comm.Ibcast(b, root=src), then, (b,), async_op)
 
     def all_gather(self, send, recv, async_op: bool, then=()):
         """Concatenate every rank's `send` into `recv` (size x send elements), rank by rank."""
         s, r = _movable(send), _movable(recv)
-        if async_op:
-            return self._done(self.comm.Iallgather(s, r), then, (s, r), True)
-        self.comm.Allgather(s, r)
-        return self._done(None, then, (), False)
+        return self._run("all_gather", lambda: self.comm.Iallgather(s, r), then, (s, r), async_op)
 
     def barrier(self, async_op: bool):
-        if async_op:
-            return self._done(self.comm.Ibarrier(), (), (), True)
-        self.comm.Barrier()
-        return None
+        return self._run("barrier", self.comm.Ibarrier, (), (), async_op)
 
-    def gather_rows(self, row: np.ndarray) -> np.ndarray:
-        """Every rank's small int64 `row`, stacked (the metadata check's one blocking allgather); the result is
+    def gather_rows(self, row: np.ndarray, what: str) -> np.ndarray:
+        """Every rank's small int64 `row`, stacked (the metadata check before collective `what`); the result is
         overwritten by the next call."""
         table = self._tables.get(row.size)
         if table is None:
             table = self._tables[row.size] = np.empty((self.size, row.size), np.int64)
-        self.comm.Allgather(row, table)
+        self._run(what, lambda: self.comm.Iallgather(row, table), (), (), False, check=True)
         return table
 
 
@@ -189,5 +198,5 @@ class SelfBackend:
     def barrier(self, async_op: bool):
         return finish(None, None, (), (), async_op)
 
-    def gather_rows(self, row: np.ndarray) -> np.ndarray:
+    def gather_rows(self, row: np.ndarray, what: str) -> np.ndarray:
         return row.reshape(1, -1)

@@ -86,7 +86,7 @@ def check_agreement(w, kind: str, arr, param: int = -1) -> None:
     if w.size == 1 or not w.debug:
         return
     row, expected = _row(kind, param, arr)
-    table = w.host.gather_rows(row)
+    table = w.host.gather_rows(row, kind)
     if table.tobytes() == expected * w.size:
         return
     groups: dict[str, list[int]] = {}

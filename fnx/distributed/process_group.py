@@ -4,33 +4,46 @@ Ranks come from MPI, so the launcher is `mpiexec -n N python train.py`, on one m
 (`mpiexec -f hostfile -n N ...`). A process started without a launcher is a world of one, with or without
 mpi4py installed. mpi4py is imported only by `init_process_group`: importing it starts MPI.
 
-In a world of several processes, an uncaught exception on one rank aborts the whole job (MPI Abort, after
-the traceback is printed), so the other ranks do not wait forever in their next collective.
+In a world of several processes, no rank waits forever for another:
+
+- an uncaught exception on one rank aborts the whole job (MPI Abort, after the traceback is printed);
+- a rank that leaves normally (the end of its script, `sys.exit`) tells the others, and a rank waiting in a
+  collective that the leaver never joined raises `DistBackendError` naming both (fnx/distributed/liveness.py);
+- a collective that has not completed after the process group's timeout (`init_process_group(timeout=...)`,
+  by default PyTorch's: 30 minutes, 10 with NCCL) raises `DistBackendError` naming the collective and the ranks
+  that have not joined it, for instance one that was killed.
+
+Uncaught, these errors abort the job like any other.
 """
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import sys
+from datetime import timedelta
 
 import numpy as np
 
 from ..core import FnxRuntimeError, FnxValueError
-from .backends import MPIBackend, SelfBackend
+from .backends import MPIBackend, SelfBackend, seconds
+from .liveness import Liveness
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_available", "is_mpi_available",
            "is_nccl_available", "get_rank", "get_world_size", "get_backend", "world"]
 
 # Variables that MPI launchers (MPICH/Hydra, Open MPI, PMIx, Slurm's PMI) set in the processes they start.
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+# PyTorch's defaults (torch.distributed.constants): default_pg_timeout and default_pg_nccl_timeout.
+DEFAULT_TIMEOUT = {"mpi": timedelta(minutes=30), "nccl": timedelta(minutes=10)}
 
 
 class World:
-    """The initialised process group: rank, size and the backends for host and CUDA arrays."""
+    """The initialised process group: rank, size, timeout (seconds) and the backends for host and CUDA arrays."""
 
-    def __init__(self, backend: str, host, cuda, comm, debug: bool):
+    def __init__(self, backend: str, host, cuda, comm, debug: bool, timeout: float):
         self.backend, self.host, self.cuda, self.comm, self.debug = backend, host, cuda, comm, debug
-        self.rank, self.size = host.rank, host.size
+        self.rank, self.size, self.timeout = host.rank, host.size, timeout
         self.previous_excepthook = None
 
     def for_array(self, arr, what: str):
@@ -45,6 +58,7 @@ class World:
 
 
 _world: World | None = None
+_live: Liveness | None = None  # made by the first init_process_group of a multi-rank job; kept until exit
 
 
 def world(what: str = "this call", group=None) -> World:
@@ -70,12 +84,14 @@ def _import_mpi():
     return MPI
 
 
-def init_process_group(backend: str | None = None, init_method: str | None = None, timeout=None,
+def init_process_group(backend: str | None = None, init_method: str | None = None, timeout: timedelta | None = None,
                        world_size: int = -1, rank: int = -1) -> None:
     """Join the process group of the job: `backend` "mpi" (CPU tensors; the default) or "nccl" (CUDA tensors
     through NCCL; CPU tensors still go through MPI). Rank and world size come from the MPI launcher;
-    `world_size` and `rank`, when given, must agree with it. `timeout` is accepted and unused."""
-    global _world
+    `world_size` and `rank`, when given, must agree with it. `timeout` (a timedelta; PyTorch's defaults: 30
+    minutes, 10 with NCCL) bounds every wait for the other ranks: a collective not completed by then raises
+    DistBackendError naming it and the ranks that have not joined it."""
+    global _world, _live
     if _world is not None:
         raise FnxRuntimeError("trying to initialize the default process group twice!")
     backend = "mpi" if backend is None else str(backend).lower()
@@ -85,29 +101,50 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if init_method not in (None, "env://"):
         raise FnxValueError(f"init_process_group: init_method={init_method!r} is not used by fnx: ranks come from "
                             f"the MPI launcher (mpiexec -n N python train.py)")
+    limit = seconds(DEFAULT_TIMEOUT[backend] if timeout is None else timeout, "init_process_group")
     MPI = _import_mpi()
     comm = MPI.COMM_WORLD if MPI is not None else None
     size = comm.Get_size() if comm is not None else 1
-    host = MPIBackend(comm, MPI) if size > 1 else SelfBackend()
+    if size > 1:
+        if _live is None:
+            _live = Liveness(comm, MPI, limit)
+            atexit.register(_leave, _live, comm)
+        _live.timeout = limit
+        host = MPIBackend(comm, MPI, _live)
+    else:
+        host = SelfBackend()
     for given, actual, name in ((world_size, size, "world_size"), (rank, host.rank, "rank")):
         if given != -1 and given != actual:
             raise FnxValueError(f"init_process_group: {name}={given} but the MPI launcher started this process "
                                 f"with {name} {actual}")
-    cuda = _nccl(comm, host.rank, size) if backend == "nccl" else None
-    _world = World(backend, host, cuda, comm, debug=os.environ.get("FNX_DISTRIBUTED_DEBUG", "1") != "0")
+    cuda = _nccl(comm, host.rank, size, limit) if backend == "nccl" else None
+    _world = World(backend, host, cuda, comm, os.environ.get("FNX_DISTRIBUTED_DEBUG", "1") != "0", limit)
     if size > 1:
         _world.previous_excepthook = sys.excepthook
         sys.excepthook = _abort_on_uncaught(comm, host.rank, size, sys.excepthook)
 
 
-def _nccl(comm, rank: int, size: int):
+def _nccl(comm, rank: int, size: int, timeout: float):
     from .nccl import NCCLBackend
 
     if comm is None:
-        return NCCLBackend(0, 1, 0, lambda uid: uid)
+        return NCCLBackend(0, 1, 0, lambda uid: uid, timeout, None)
     MPI = sys.modules["mpi4py.MPI"]
     local_rank = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
-    return NCCLBackend(rank, size, local_rank, lambda uid: comm.bcast(uid, root=0))
+    return NCCLBackend(rank, size, local_rank, lambda uid: comm.bcast(uid, root=0), timeout, lambda: comm.Abort(1))
+
+
+def _leave(live: Liveness, comm) -> None:
+    """At exit (the end of the script, or sys.exit): tell the other ranks, so that none waits for this one.
+    After a collective failed and its error was caught, the ranks cannot finish together: abort the job."""
+    if live.broken is not None:
+        sys.stdout.flush()
+        sys.stderr.write(f"fnx.distributed: rank {live.rank} exits after a failed collective ({live.broken}); "
+                         f"aborting the job ({live.size} ranks) with MPI Abort\n")
+        sys.stderr.flush()
+        comm.Abort(1)
+        os._exit(1)  # MPI_Abort may return before the launcher ends the job: run no more Python code
+    live.leave()
 
 
 def _abort_on_uncaught(comm, rank: int, size: int, previous):
@@ -120,6 +157,7 @@ def _abort_on_uncaught(comm, rank: int, size: int, previous):
             sys.stdout.flush()
         finally:
             comm.Abort(1)
+            os._exit(1)  # MPI_Abort may return before the launcher ends the job: run no more Python code
 
     hook.fnx_abort = True
     return hook
