@@ -304,3 +304,60 @@ OPS = [
            st.builds(lambda i: Sample((i,)), hnp.arrays(np.int64, shapes(), elements=st.integers(0, 4))),
            grad=False),
 ]
+
+
+# ---------------------------------------------------------------- bad indices
+# Samples of the ops above whose integer index arguments hold a value out of range: for each, compiled code must
+# raise what eager mode raises (type and message; tests/test_compile_indices.py). Per op: a negative index where
+# the op rejects negatives (below -size where it counts them from the end), an index equal to the size, and one
+# far above it. The ops left out are in UNTRACED_INDICES.
+def _ix(*values) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
+_X34 = np.arange(12, dtype=np.float64).reshape(3, 4)
+_X324 = np.arange(24, dtype=np.float64).reshape(3, 2, 4)
+
+
+def _rows(*bad) -> list:
+    """(2, 4)-shaped gather/scatter indices along dim 0 of a (3, 4) input, each holding one bad value."""
+    return [np.array([[0, 1, 2, 1], [2, b, 0, 1]], dtype=np.int64) for b in bad]
+
+
+BAD_INDICES = {
+    "getitem_tensors": [Sample((_X324, r, c)) for r, c in [(_ix(0, 3).reshape(2, 1), _ix(0, 1, 2)),
+                                                           (_ix(0, -4).reshape(2, 1), _ix(0, 1, 2)),
+                                                           (_ix(0, 2).reshape(2, 1), _ix(0, 4, -1)),
+                                                           (_ix(0, 2).reshape(2, 1), _ix(-5, 1, 0))]],
+    "index_put": [Sample((_X34, r, c, np.float64(1.5))) for r, c in [(_ix(0, 3), _ix(1)), (_ix(-4, 0), _ix(1)),
+                                                                     (_ix(0, 1), _ix(4)), (_ix(0, 1), _ix(-5))]],
+    "index_put_accumulate": [Sample((_X34, r, c, np.float64(1.5))) for r, c in [(_ix(2, 3), _ix(0)),
+                                                                                (_ix(1), _ix(-7))]],
+    "gather": [Sample((_X34, i), {"dim": 0}) for i in _rows(3, -1, 99)]
+    + [Sample((_X34, _ix(0, 4, 1).reshape(1, 3)), {"dim": 1}), Sample((_X34, _ix(-1).reshape(1, 1)), {"dim": -1})],
+    "gather_squares": [Sample((_X34, i), {"dim": 0}) for i in _rows(3, -2)],
+    "take_along_dim": [Sample((_X34, i), {"dim": 0}) for i in _rows(3, -1)]
+    + [Sample((_X34, _ix(0, 4).reshape(1, 2)), {"dim": 1})],
+    "take_along_dim_flat": [Sample((np.ones((2, 3)), _ix(0, 6, 1, 2).reshape(2, 2))),
+                            Sample((np.ones((2, 3)), _ix(0, -1, 1, 2).reshape(2, 2)))],
+    "scatter": [Sample((_X34, i, np.ones((2, 4))), {"dim": 0}) for i in _rows(3, -1)],
+    "scatter_value": [Sample((_X34, i), {"dim": 0}) for i in _rows(3, -1)]
+    + [Sample((_X34, _ix(0, 5).reshape(1, 2)), {"dim": 1})],
+    "scatter_add": [Sample((_X34, i, np.ones((2, 4))), {"dim": 0}) for i in _rows(3, -1, 1000)],
+    "scatter_reduce_add": [Sample((_X34, i, np.ones((2, 4))), {"dim": 0}) for i in _rows(3, -3)],
+    "index_select": [Sample((_X34, i), {"dim": d}) for i, d in [(_ix(0, 3), 0), (_ix(-1, 0), 0), (_ix(2, 4), 1),
+                                                                (_ix(1, -4), -1), (_ix(7), 0)]],
+    "index_add": [Sample((_X34, i, np.ones((2, 4))), {"dim": 0}) for i in (_ix(0, 3), _ix(-1, 2))]
+    + [Sample((_X34, _ix(4), np.ones((3, 1))), {"dim": 1})],
+    "index_copy": [Sample((_X34, i, np.ones((2, 4))), {"dim": 0}) for i in (_ix(0, 3), _ix(-1, 2))],
+    "index_fill": [Sample((_X34, i), {"dim": d}) for i, d in [(_ix(3), 0), (_ix(-1), 0), (_ix(0, 4), 1)]],
+    "take": [Sample((_X34, i)) for i in (_ix(0, 12), _ix(-13, 0), _ix(5, 100).reshape(2, 1))],
+    "put": [Sample((_X34, i, np.ones(2))) for i in (_ix(0, 12), _ix(-13, 1))],
+    "put_accumulate": [Sample((_X34, i, np.ones(2))) for i in (_ix(12, 12), _ix(-20, 3))],
+    "one_hot": [Sample((i,)) for i in (_ix(0, 5), _ix(-1, 2), _ix(4, -1, 9).reshape(3, 1))],
+}
+# Ops whose samples give compile no traced integer index: masks and values only, or indices fixed in the op or
+# passed as keyword arguments, which compile sees as constants and checks while tracing (eager mode's own check).
+UNTRACED_INDICES = {"getitem_basic", "getitem_advanced", "getitem_slices", "getitem_list", "getitem_int_then_array",
+                   "getitem_mask", "getitem_mask_inner", "setitem_basic", "setitem_advanced", "setitem_mask",
+                   "masked_fill", "masked_fill_tensor", "masked_select", "nonzero", "nonzero_tuple"}

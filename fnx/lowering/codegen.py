@@ -25,8 +25,8 @@ import jinja2
 
 from ..random import _ROTATIONS
 from .cache import cache_dir
-from .expressions import (C_TYPES, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, RANDOM, SHORT, TEMP_TYPES, emittable,
-                          literal)
+from .expressions import (C_TYPES, CHECKS, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, RANDOM, SHORT, TEMP_TYPES,
+                          emittable, literal)
 from .fusion import Kernel, Node
 
 __all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "GeneratedKernel", "VECTOR"]
@@ -277,6 +277,8 @@ class _Context:
             if node.dtype.name == "bool":
                 return f"({args[0]} != 0)"
             return f"({C_TYPES[node.dtype.name]}){args[0]}"
+        if node.op in CHECKS:   # the operand's value; `statement` adds the test
+            return args[0]
         if node.op in RANDOM:   # a function of the key words and the element's position
             return RANDOM[node.op][CLASS[node.dtype.name]].format(*args, index_of(node.params["access"]),
                                                                   self.halves[id(node)])
@@ -296,8 +298,14 @@ class _Context:
         else:
             rhs = self.expr(node, index_of)
         if id(node) in self.lanes:
-            return f"{self.ref(node)} = {rhs};"
-        return f"const {ctype} {self.names[id(node)]} = {rhs};"
+            line = f"{self.ref(node)} = {rhs};"
+        else:
+            line = f"const {ctype} {self.names[id(node)]} = {rhs};"
+        if node.op in CHECKS:   # raise the call's error flag (one store, only where a value fails)
+            p = node.params
+            test = CHECKS[node.op].format(self.ref(node.args[0]), low=f"{p['low']}LL", high=f"{p['high']}LL")
+            line += f" if {test} FNX_FLAG(fnx_bad);"
+        return line
 
     def statements(self, nodes: list[Node], index_of) -> list[str]:
         return [self.statement(n, index_of) for n in nodes if n.op not in ("literal", "reduce")]
@@ -308,7 +316,7 @@ class _Context:
     # ---------------- layouts for the templates
     def layout(self) -> dict:
         base = {"buffers": self.buffers(), "meta": self.meta_names, "sizes": self.sizes,
-                "n_accesses": len(self.k.accesses)}
+                "n_accesses": len(self.k.accesses), "flag": bool(self.k.checks)}
         if self.k.kind == "elementwise":
             return {**base, **self._elementwise()}
         return {**base, **self._reduce()}

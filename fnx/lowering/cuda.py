@@ -79,14 +79,17 @@ def load_module(source: str, names: list[str]):
     return module
 
 
-def launcher(module, gk: GeneratedKernel):
+def launcher(module, gk: GeneratedKernel, flag=None):
     """A function launching `gk` on C-contiguous CuPy inputs; it allocates the outputs (CuPy's memory pool) and
-    returns them. Grids, argument tuples and reduction workspaces are fixed here, once per kernel."""
+    returns them. Grids, argument tuples and reduction workspaces are fixed here, once per kernel. A kernel that
+    checks values gets the executable's error flag `flag` (a 1-element int32 CuPy array) after its buffers."""
     cp = _cupy()
     fn = module.get_function(gk.name)
     k = gk.kernel
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     meta = tuple(np.int64(v) for v in gk.meta)
+    if k.checks:   # the flag goes between the buffers and the sizes, as the kernel's parameters list it
+        meta = (cp.zeros(1, np.int32) if flag is None else flag,) + meta
     specs = [(tuple(v.aval.shape), v.aval.dtype.np) for v in k.outputs]
     if gk.mode == "flat":
         return _flat_launcher(cp, fn, gk, meta, specs, sms)

@@ -7,6 +7,8 @@ expression may repeat them. Calls like `fnx_expf` go to the per-target
 prelude (templates/*_prelude.*.j2), which is where the two targets differ.
 `RANDOM` holds the counter-based random primitives of fnx/random.py, whose
 values are a function of the key words and of the element's position.
+`CHECKS` holds the checking primitives: their value is their operand, and
+where the condition holds the kernel raises its error flag (see codegen).
 numpy's semantics where C's differ (NaN-propagating max and min,
 Python-style remainder and floor division, integer division by zero giving
 0, bool arithmetic as logic) are spelled out here or in the prelude.
@@ -19,7 +21,7 @@ import numpy as np
 
 from .views import VIEW_PRIMS
 
-__all__ = ["EXPRESSIONS", "RANDOM", "C_TYPES", "TEMP_TYPES", "CLASS", "SHORT", "IDENTITY", "INT_LIMITS",
+__all__ = ["EXPRESSIONS", "RANDOM", "CHECKS", "C_TYPES", "TEMP_TYPES", "CLASS", "SHORT", "IDENTITY", "INT_LIMITS",
            "emittable", "random_fusible", "random_half", "literal"]
 
 C_TYPES = {"float32": "float", "float64": "double", "bool": "unsigned char", "uint8": "unsigned char",
@@ -92,6 +94,11 @@ RANDOM: dict[str, dict[str, str]] = {
                        "d": "fnx_random_uniform((unsigned){0}, (unsigned){1}, (unsigned)({2}), (unsigned){3})"},
 }
 
+# Checks -> the C condition on an integer operand `{0}` under which the kernel flags an error: fnx/ops/indexing.py's
+# check_index (the bounds `low` and `high` are its params). The compiled call then runs the primitive's impl on
+# the checked values, which raises eager mode's error (fnx/lowering/plan.py).
+CHECKS: dict[str, str] = {"check_index": "({0} < {low} || {0} >= {high})"}
+
 # Reductions: the identity of each monoid per class (integer max/min start from the type's limits).
 IDENTITY = {"add": {"f": "0.0f", "d": "0.0", "i": "0", "b": "0"},
             "mul": {"f": "1.0f", "d": "1.0", "i": "1", "b": "1"},
@@ -117,6 +124,8 @@ def emittable(eqn) -> bool:
         return True
     if name in RANDOM:
         return random_fusible(eqn)
+    if name in CHECKS:
+        return _operand_class(eqn) == "i"
     return _operand_class(eqn) in EXPRESSIONS.get(name, {})
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..ir import Eqn, Jaxpr, Literal, Var
-from .expressions import RANDOM, random_half
+from .expressions import CHECKS, RANDOM, random_half
 from .views import VIEW_PRIMS, View, canonical, input_view, row_major
 
 __all__ = ["REDUCTIONS", "Node", "Access", "Kernel", "fuse"]
@@ -81,6 +81,7 @@ class Kernel:
     nodes: list                  # Node, topologically ordered
     stores: list                 # (access index, node, level: "row" or "col")
     phases: list                 # reduce Nodes in dependency order
+    checks: list = field(default_factory=list)   # (output Var, Eqn) of each check it computes (CHECKS), in order
 
     @property
     def ops(self) -> list:
@@ -168,6 +169,9 @@ class _Graph:
             if k == "library":
                 self.materialised.update(id(a) for a in e.inputs if isinstance(a, Var))
                 self.materialised.update(id(v) for v in e.outvars)
+        for e, k in zip(jaxpr.eqns, self.eqn_kind):   # a check's value is written out: the host re-checks it
+            if k != "library" and e.prim.name in CHECKS:    # when the kernel flags an error (plan.py)
+                self.materialised.add(id(e.outvars[0]))
         for i, e in enumerate(jaxpr.eqns):   # a shape op on a materialised value, itself materialised: a numpy view
             if self.eqn_kind[i] == "view" and id(e.outvars[0]) in self.materialised \
                     and isinstance(e.inputs[0], Var) and id(e.inputs[0]) in self.materialised:
@@ -522,8 +526,10 @@ def _finish(d: _Draft) -> Kernel:
     accesses = [Access(buffer[where](idx), view.strides, view.offset) for (where, idx), view in b.accesses]
     sizes, n_rows, accesses = _coalesce(d.space.sizes, d.space.n_rows, accesses, d.space.axes is not None)
     live = _topological([n for _, n, _ in stores])
+    checks = [(r, b.g.producer[id(r)]) for r in outputs if b.g.producer[id(r)][1].prim.name in CHECKS]
+    checks = [(r, eqn) for r, (_, eqn) in sorted(checks, key=lambda c: c[1][0])]   # in program order
     return Kernel("reduce" if d.space.axes is not None else "elementwise", sizes, n_rows, list(b.inputs), outputs,
-                  accesses, live, stores, [n for n in live if n.op == "reduce"])
+                  accesses, live, stores, [n for n in live if n.op == "reduce"], checks)
 
 
 def _topological(roots: list[Node]) -> list[Node]:

@@ -10,6 +10,17 @@ their last use. Equations that are not fused ("library" steps:
 matmul, gather, sort, control flow, random bits, ...) run through their
 primitive's `impl` on the arrays, exactly as eager mode runs them.
 
+Checks (expressions.CHECKS: an index out of range): a kernel that computes one
+stores 1 into the executable's error flag (a 1-element int32 array after
+its buffers) where a value fails, and writes the checked values out. The C
+driver reads the flag right after such a kernel, before any library step
+reads the values (numpy would raise an error of its own); the CUDA driver
+reads it once per call, after the last step (one device-to-host copy, paid
+only by executables that check; CuPy wraps an out-of-range index, so the
+steps in between stay in bounds), keeping the checked values alive until
+then. A raised flag is cleared, and each check's impl runs on its values in
+program order: the first that fails raises eager mode's error and message.
+
 Donation (`Executable.donating(positions)`): a second driver in which donated
 inputs lend their buffers to kernel outputs of the same byte size. The plan
 picks, per donated input, an output written after the input's last read, or
@@ -72,17 +83,19 @@ def build_executable(closed: ClosedJaxpr, *, backend: str) -> "Executable":
 
         libs = compile_libraries(sources(True), __version__, sources) if kernels else {}
         source = render_module(kernels, "c", data_offset=ARRAY_DATA_OFFSET)
-        launch = lambda gk: _c_launcher(libs[gk.name], gk)
+        flag = np.zeros(1, np.int32) if any(k.kernel.checks for k in kernels) else None
+        launch = lambda gk: _c_launcher(libs[gk.name], gk, flag)
     elif backend == "cuda":
-        from .cuda import load_module, launcher
+        from .cuda import _cupy, load_module, launcher
 
         steps, kernels = plan_steps(closed, "cuda")
         source = render_module(kernels, "cuda")
         module = load_module(source, [k.name for k in kernels]) if kernels else None
-        launch = lambda gk: launcher(module, gk)
+        flag = _cupy().zeros(1, np.int32) if any(k.kernel.checks for k in kernels) else None
+        launch = lambda gk: launcher(module, gk, flag)
     else:
         raise ValueError(f"build_executable: backend must be 'c' or 'cuda', got {backend!r}")
-    exe = Executable(closed, steps, kernels, source, backend, launch)
+    exe = Executable(closed, steps, kernels, source, backend, launch, flag)
     if _debug_level() >= 4:   # FNX_DEBUG=4: show the generated kernels and the driver that calls them
         print(f"fnx: generated {backend} source\n{source}\nfnx: driver\n{exe.driver_source}", file=sys.stderr)
     return exe
@@ -104,11 +117,11 @@ class Executable:
     """
 
     def __init__(self, closed: ClosedJaxpr, steps: list, kernels: list[GeneratedKernel], source: str, backend: str,
-                 launch):
+                 launch, flag=None):
         self._kernels, self._source, self.backend = kernels, source, backend
-        self._closed, self._steps, self._launch = closed, steps, launch
+        self._closed, self._steps, self._launch, self._flag = closed, steps, launch, flag
         self._n_in = len(closed.jaxpr.invars)
-        self.driver_source, self._run = _Driver(closed, steps, kernels, launch).build()
+        self.driver_source, self._run = _Driver(closed, steps, kernels, launch, flag).build()
         self._donating: dict[tuple, Donating] = {}
 
     def __call__(self, *args: Tensor) -> list[Tensor]:
@@ -120,7 +133,7 @@ class Executable:
         """The driver that lends the buffers of the inputs at `positions` to outputs (built once per set)."""
         found = self._donating.get(positions)
         if found is None:
-            driver = _Driver(self._closed, self._steps, self._kernels, self._launch, positions)
+            driver = _Driver(self._closed, self._steps, self._kernels, self._launch, self._flag, positions)
             source, run = driver.build()
             found = self._donating[positions] = Donating(run, source, driver.donors)
         return found
@@ -190,11 +203,11 @@ def _unshared(x) -> bool:
 class _Driver:
     """Writes the Python function that runs a plan's steps; the objects it uses go into its namespace."""
 
-    def __init__(self, closed: ClosedJaxpr, steps: list, kernels: list[GeneratedKernel], launch,
+    def __init__(self, closed: ClosedJaxpr, steps: list, kernels: list[GeneratedKernel], launch, flag=None,
                  donate: tuple[int, ...] = ()):
-        self.closed, self.steps, self.kernels, self.launch = closed, steps, kernels, launch
+        self.closed, self.steps, self.kernels, self.launch, self.flag = closed, steps, kernels, launch, flag
         self.xp = closed.jaxpr.outvars[0].aval.device.xp if closed.jaxpr.outvars else np
-        self.namespace = {"make": make, "ascontiguous": self.xp.ascontiguousarray}
+        self.namespace = {"make": make, "ascontiguous": self.xp.ascontiguousarray, "flag": flag}
         self.names: dict[int, str] = {}
         self.lines: list[str] = []
         self.donate = donate
@@ -234,6 +247,11 @@ class _Driver:
                 value = self.xp.ascontiguousarray(value)
             self.names[id(v)] = self.value(value, "const")
         last = self._last_uses()
+        deferred = self.flag is not None and self.xp is not np   # CUDA reads the flag once, after the last step
+        if deferred:   # ... so the values it checked stay alive until then
+            checked = {id(v) for gk in self.kernels for v, _ in gk.kernel.checks}
+            for dead in last.values():
+                dead[:] = [vid for vid in dead if vid not in checked]
         if self.donate:
             args.append("used")
             self._plan_donation(last)
@@ -247,6 +265,10 @@ class _Driver:
                     and self.names[vid].startswith("x")]
             if dead:
                 self.lines.append(f"del {', '.join(dead)}")
+        if deferred:
+            order = {id(e): i for i, e in enumerate(jaxpr.eqns)}
+            checks = sorted((c for gk in self.kernels for c in gk.kernel.checks), key=lambda c: order[id(c[1])])
+            self._check_flag(checks, "flag.get()[0]")
         outs = []
         consts = {id(v) for v in jaxpr.constvars}
         for a in jaxpr.outvars:   # literals and constants: a fresh array per call, as the interpreter gives
@@ -345,6 +367,15 @@ class _Driver:
             self.lines.append(f"{o}[{i}] = id({x})")
         pointers = [self.value(ctypes.c_void_p(ctypes.addressof(block)), "p") for block in (objs, meta)]
         self.lines.append(f"{self.value(fn, 'kernel')}({', '.join(pointers)})")
+        if k.checks:   # C: before any library step can read a bad index (numpy would raise its own error)
+            self._check_flag(k.checks, "flag[0]")
+
+    def _check_flag(self, checks: list, raised: str) -> None:
+        """A line that, where the flag is `raised`, re-runs the `checks` ((Var, Eqn) pairs) on the host."""
+        self.namespace.setdefault("bad_value", _bad_value)
+        impl = lambda e: self.value(functools.partial(e.prim.impl, self.xp, **e.params), e.prim.name)
+        pairs = [f"({self.names[id(v)]}, {impl(e)})" for v, e in checks]
+        self.lines.append(f"if {raised}: bad_value(flag, ({', '.join(pairs)},))")
 
     def _lend(self, x: str, v: Var, fallback: str) -> None:
         """Lines setting `x` to the buffer lent to output `v` when nothing else sees it, else to `fallback`."""
@@ -374,6 +405,15 @@ class _Driver:
                 self.lines.append(f"{x} = array0d({x})")
             elif id(v) in row_major:
                 self.lines.append(f"if not {x}.flags.c_contiguous: {x} = ascontiguous({x})")
+
+
+def _bad_value(flag, checks: tuple) -> None:
+    """A kernel raised the error flag: clear it and run each check's impl on the values it checked, in program
+    order, so that the first failing one raises eager mode's error (type and message)."""
+    flag.fill(0)
+    for values, check in checks:
+        check(values)
+    raise FnxRuntimeError("compiled function: a kernel flagged a value that its check accepts on the host")
 
 
 def _nbytes(v: Var) -> int:
@@ -475,8 +515,12 @@ class BufferPool:
 buffers = BufferPool()
 
 
-def _c_launcher(lib, gk: GeneratedKernel):
-    """(C function, array-object block, argument block of sizes and strides) of kernel `gk` in `lib`."""
+def _c_launcher(lib, gk: GeneratedKernel, flag=None):
+    """(C function, array-object block, argument block of sizes and strides) of kernel `gk` in `lib`. A kernel that
+    checks values finds the error flag (a 1-element int32 array) after its buffers."""
     fn = lib[gk.name]
     fn.argtypes, fn.restype = None, None   # called with prebuilt ctypes pointers: nothing to convert
-    return fn, (ctypes.c_void_p * gk.n_buffers)(), (ctypes.c_longlong * max(len(gk.meta), 1))(*gk.meta)
+    objs = (ctypes.c_void_p * (gk.n_buffers + bool(gk.kernel.checks)))()
+    if gk.kernel.checks:
+        objs[gk.n_buffers] = id(flag)   # the driver's namespace keeps the flag alive
+    return fn, objs, (ctypes.c_longlong * max(len(gk.meta), 1))(*gk.meta)

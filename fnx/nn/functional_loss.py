@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 import warnings
 
-from ..core import FnxIndexError, FnxRuntimeError, FnxValueError
+from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.creation import arange, full_like
-from ..ops.indexing import index_select, take_along_dim
+from ..ops.indexing import check_index, index_select, take_along_dim
 from ..ops.shape import broadcast_tensors
 from ..tensor import Tensor, Tracer
 from .functional_activation import log_softmax
@@ -81,12 +81,7 @@ def _class_targets(input: Tensor, target: Tensor, ignore_index: int, op: str):
                                 f"({target.shape[0]}).")
         raise FnxRuntimeError(f"{op}: Expected target size {list(expected)}, got {list(target.shape)}")
     valid = target != ignore_index
-    safe = ew.where(valid, target, 0)
-    if not isinstance(safe, Tracer) and safe.numel():
-        lo, hi = int(rd.amin(safe)), int(rd.amax(safe))
-        bad = lo if lo < 0 else hi if hi >= input.shape[1] else None
-        if bad is not None:
-            raise FnxIndexError(f"{op}: Target {bad} is out of bounds (there are {input.shape[1]} classes).")
+    safe = check_index(ew.where(valid, target, 0), 0, input.shape[1], kind="target", op=op)
     return input, safe, valid, unbatched
 
 

@@ -186,6 +186,74 @@ def _index_put_batch(args, bdims, *, dims, accumulate):
     return index_put_p.bind(x, values, *full, dims=tuple(range(x.ndim)), accumulate=accumulate), 0
 
 
+# ---------------------------------------------------------------- check_index (bounds checks that compile keeps)
+def _bounds_error(lo: int, hi: int, *, low: int, high: int, kind: str, op: str | None, dim: int):
+    """The error eager mode raises for index values spanning [lo, hi] when they must lie in [low, high); None if
+    they do. Kinds: "index" (gather, index_select, take, x[i], ...: the largest value if it is too large, else
+    the smallest, and the size `high`), "target" (nll_loss, cross_entropy: the smallest if it is negative, else
+    the largest) and "class" (one_hot)."""
+    if kind == "index":
+        bad = hi if hi >= high else lo if lo < low else None
+        if bad is None:
+            return None
+        prefix = f"{op}: " if op else ""
+        return FnxIndexError(f"{prefix}index {bad} is out of bounds for dimension {dim} with size {high}")
+    if kind == "target":
+        bad = lo if lo < low else hi if hi >= high else None
+        return None if bad is None else FnxIndexError(f"{op}: Target {bad} is out of bounds (there are {high} "
+                                                      f"classes).")
+    if lo < low:
+        return FnxRuntimeError(f"{op}: Class values must be non-negative.")
+    if hi >= high:
+        return FnxRuntimeError(f"{op}: Class values must be smaller than num_classes ({high}).")
+    return None
+
+
+check_index_p = Primitive("check_index", saves_inputs=False, differentiable=False)
+
+
+@check_index_p.def_impl
+def _check_index_impl(xp, index, *, low, high, kind, op, dim):
+    if index.size:
+        error = _bounds_error(int(index.min()), int(index.max()), low=low, high=high, kind=kind, op=op, dim=dim)
+        if error is not None:
+            raise error
+    return index
+
+
+@check_index_p.def_abstract
+def _check_index_abstract(index: ShapedArray, *, low, high, kind, op, dim) -> ShapedArray:
+    if index.dtype.is_floating_point or index.dtype is _dt.bool:
+        raise FnxIndexError(f"check_index: expected an integer index tensor, got {index.dtype}")
+    return index
+
+
+check_index_p.def_vjp(lambda g, primals, out, **params: (None,))
+check_index_p.def_jvp(lambda primals, tangents, **params: (check_index_p.bind(primals[0], **params), None))
+check_index_p.def_batch(lambda args, dims, **params: (check_index_p.bind(args[0], **params), dims[0]))
+
+
+def check_index(index: Tensor, low: int, high: int, *, kind: str = "index", op: str | None = None,
+                dim: int = 0) -> Tensor:
+    """`index` once its values are known to lie in [low, high); else eager mode's error (`_bounds_error`).
+
+    A concrete index is checked here. A traced one (compile, make_jaxpr) gets a `check_index` equation, whose
+    value is the index itself: the ops that read the index read it through the check, so compiled code runs
+    the same check before them, and gradients (which read the same index) keep it. Generated kernels flag a
+    bad value and the compiled call then runs this check on the host (fnx/lowering/plan.py).
+    """
+    if not isinstance(index, Tracer):
+        if index.numel():
+            v = index._value
+            error = _bounds_error(int(v.min()), int(v.max()), low=low, high=high, kind=kind, op=op, dim=dim)
+            if error is not None:
+                raise error
+        return index
+    if index.numel() == 0:
+        return index
+    return check_index_p.bind(index, low=int(low), high=int(high), kind=kind, op=op, dim=int(dim))
+
+
 # ---------------------------------------------------------------- helpers for index arguments
 def _on_device(index: Tensor, dev) -> Tensor:
     """Index tensors may live on the CPU while the indexed tensor is on CUDA (as in PyTorch)."""
@@ -211,16 +279,10 @@ def _is_empty_list(x) -> bool:
     return isinstance(x, (list, tuple)) and len(x) == 0
 
 
-def _check_bounds(op: str | None, index: Tensor, size: int, dim: int, negative_ok: bool = False) -> None:
-    """IndexError naming the op, the first offending value and the size (concrete indices only)."""
-    if isinstance(index, Tracer) or index.numel() == 0:
-        return
-    v = index._value
-    lo, hi = int(v.min()), int(v.max())
-    bad = hi if hi >= size else lo if lo < (-size if negative_ok else 0) else None
-    if bad is not None:
-        prefix = f"{op}: " if op else ""
-        raise FnxIndexError(f"{prefix}index {bad} is out of bounds for dimension {dim} with size {size}")
+def _check_bounds(op: str | None, index: Tensor, size: int, dim: int, negative_ok: bool = False) -> Tensor:
+    """`index` checked to lie in [0, size) (or [-size, size)): an IndexError naming the op, the largest value if
+    one is too large, else the smallest, and the size (see `check_index`)."""
+    return check_index(index, -size if negative_ok else 0, size, kind="index", op=op, dim=dim)
 
 
 def _dim(input: Tensor, dim: int, op: str) -> int:
@@ -395,9 +457,9 @@ def getitem(self: Tensor, index) -> Tensor:
         out = reshape_p.bind(out, shape=p.shape)
     if not p.arrays:
         return new_view(out, self)
-    for a, d, src in zip(p.arrays, p.dims, p.sources):
-        _check_bounds(None, a, p.shape[d], src, negative_ok=True)
-    return index_p.bind(out, *p.arrays, dims=tuple(p.dims))
+    arrays = [_check_bounds(None, a, p.shape[d], src, negative_ok=True)
+              for a, d, src in zip(p.arrays, p.dims, p.sources)]
+    return index_p.bind(out, *arrays, dims=tuple(p.dims))
 
 
 def _has_tracer(index) -> bool:
@@ -483,7 +545,7 @@ def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tens
             raise FnxRuntimeError(f"gather(): Size does not match at dimension {i} expected index "
                                   f"{list(index.shape)} to be smaller than self {list(input.shape)} apart from "
                                   f"dimension {d}")
-    _check_bounds("gather", index, input.shape[d], d)
+    index = _check_bounds("gather", index, input.shape[d], d)
     return index_p.bind(input, *_grid(index, d), dims=tuple(range(input.ndim)))
 
 
@@ -501,7 +563,7 @@ def _scatter(op: str, input: Tensor, dim: int, index, src, accumulate: bool) -> 
         shown = f" and to be smaller size than src {list(src.shape)}" if isinstance(src, Tensor) else ""
         raise FnxRuntimeError(f"{op}(): Expected index {list(index.shape)} to be smaller than self "
                               f"{list(input.shape)} apart from dimension {d}{shown}")
-    _check_bounds(op, index, input.shape[d], d)
+    index = _check_bounds(op, index, input.shape[d], d)
     if isinstance(src, Tensor):
         src = strided_slice(src, (0,) * src.ndim, tuple(index.shape))
     values = _values(src, input)
@@ -549,8 +611,7 @@ def _vector_index(index, input: Tensor, dim: int, op: str) -> tuple:
     if index.ndim > 1:
         raise FnxIndexError(f"{op}(): Index is supposed to be a vector, got shape {list(index.shape)}")
     d = _dim(input, dim, op)
-    index = reshape(index, -1)
-    _check_bounds(op, index, input.shape[d], d)
+    index = _check_bounds(op, reshape(index, -1), input.shape[d], d)
     return index, d
 
 
@@ -592,7 +653,7 @@ def index_fill(input: Tensor, dim: int, index, value) -> Tensor:
 def take(input: Tensor, index) -> Tensor:
     """The elements of the flattened `input` at `index` (negative indices count from the end), in index's shape."""
     index = _index_tensor(index, input, "take")
-    _check_bounds("take", index, input.numel(), 0, negative_ok=True)
+    index = _check_bounds("take", index, input.numel(), 0, negative_ok=True)
     return index_p.bind(reshape(input, -1), index, dims=(0,))
 
 
@@ -602,7 +663,7 @@ def put(input: Tensor, index, source: Tensor, accumulate: bool = False) -> Tenso
     if source.numel() != index.numel():
         raise FnxRuntimeError(f"put(): Expected source and index to have the same number of elements, but got "
                               f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
-    _check_bounds("put", index, input.numel(), 0, negative_ok=True)
+    index = _check_bounds("put", index, input.numel(), 0, negative_ok=True)
     flat = index_put_p.bind(reshape(input, -1), reshape(_values(source, input), -1), reshape(index, -1), dims=(0,),
                             accumulate=bool(accumulate))
     return reshape(flat, tuple(input.shape))
@@ -664,11 +725,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         if values.numel() == 0:
             raise FnxRuntimeError("one_hot: can not infer total number of classes from empty tensor")
         num_classes = int(values._value.max()) + 1
-    if not isinstance(tensor, Tracer) and tensor.numel():
-        if int(tensor._value.min()) < 0:
-            raise FnxRuntimeError("one_hot: Class values must be non-negative.")
-        if int(tensor._value.max()) >= num_classes:
-            raise FnxRuntimeError(f"one_hot: Class values must be smaller than num_classes ({num_classes}).")
+    tensor = check_index(tensor, 0, num_classes, kind="class", op="one_hot")
     return convert(eq(unsqueeze(tensor, -1), arange(num_classes, device=tensor.device)), _dt.int64)
 
 
