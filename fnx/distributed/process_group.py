@@ -21,6 +21,7 @@ import atexit
 import importlib.util
 import os
 import sys
+import time
 from datetime import timedelta
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_
            "is_nccl_available", "get_rank", "get_world_size", "get_backend", "world"]
 
 # Variables that MPI launchers (MPICH/Hydra, Open MPI, PMIx, Slurm's PMI) set in the processes they start.
+_ABORT_DRAIN_S = 0.5  # seconds for the launcher to forward the last output before MPI Abort
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
 # PyTorch's defaults (torch.distributed.constants): default_pg_timeout and default_pg_nccl_timeout.
 DEFAULT_TIMEOUT = {"mpi": timedelta(minutes=30), "nccl": timedelta(minutes=10)}
@@ -141,10 +143,18 @@ def _leave(live: Liveness, comm) -> None:
         sys.stdout.flush()
         sys.stderr.write(f"fnx.distributed: rank {live.rank} exits after a failed collective ({live.broken}); "
                          f"aborting the job ({live.size} ranks) with MPI Abort\n")
-        sys.stderr.flush()
-        comm.Abort(1)
-        os._exit(1)  # MPI_Abort may return before the launcher ends the job: run no more Python code
+        _abort(comm)
     live.leave()
+
+
+def _abort(comm) -> None:
+    """End the whole job. The pause lets the launcher forward this rank's last output first: MPI Abort tears
+    the job down at once, and on a busy machine the error message explaining it was lost (seen with MPICH)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(_ABORT_DRAIN_S)
+    comm.Abort(1)
+    os._exit(1)  # MPI_Abort may return before the launcher ends the job: run no more Python code
 
 
 def _abort_on_uncaught(comm, rank: int, size: int, previous):
@@ -153,11 +163,8 @@ def _abort_on_uncaught(comm, rank: int, size: int, previous):
             previous(exc_type, exc, tb)
             sys.stderr.write(f"fnx.distributed: rank {rank} raised an uncaught exception; aborting the job "
                              f"({size} ranks) with MPI Abort\n")
-            sys.stderr.flush()
-            sys.stdout.flush()
         finally:
-            comm.Abort(1)
-            os._exit(1)  # MPI_Abort may return before the launcher ends the job: run no more Python code
+            _abort(comm)
 
     hook.fnx_abort = True
     return hook
