@@ -9,9 +9,9 @@ per reason.
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Protocol
 
+from .._warn import warn
 from ..ir import ClosedJaxpr
 from ..tensor import Tensor
 
@@ -75,4 +75,4 @@ def lower(closed: ClosedJaxpr, *, backend: str) -> Executable:
 def _warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        warn(message, RuntimeWarning)
