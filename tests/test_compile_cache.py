@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import stat
 import subprocess
@@ -19,10 +20,12 @@ import textwrap
 import warnings
 from pathlib import Path
 
+import jinja2
+import jinja2.bccache
 import pytest
 
 import fnx
-from fnx.lowering import cache, cpu
+from fnx.lowering import cache, codegen, cpu
 from fnx.lowering.plan import build_executable
 
 ROOT = Path(fnx.__file__).resolve().parent.parent
@@ -193,6 +196,34 @@ def test_a_truncated_or_changed_library_is_rebuilt_not_loaded(tmp_path):
         assert len(rebuilt) == len(good) and json.loads(Path(str(library) + ".sha256").read_text())["sha256"] == \
             hashlib.sha256(rebuilt).hexdigest()
     assert run_python(script, tmp_path).stdout.split() == ["0", "15.0"]   # and then used again
+
+
+def test_jinja_bytecode_is_never_loaded(folder, monkeypatch):
+    """Jinja2's bytecode cache unpickles its files: one planted there ran as the user. No longer used."""
+    marker = folder.parent / "payload-ran"
+
+    class Payload:
+        def __reduce__(self):
+            return open, (str(marker), "w")
+
+    folder.mkdir(mode=0o700)
+    templates = Path(codegen.__file__).parent / "templates"
+    planter = jinja2.FileSystemBytecodeCache()
+    for t in templates.glob("*.j2"):
+        key = planter.get_cache_key(t.name, os.path.normpath(str(t)))
+        (folder / f"template-{key}.jinja").write_bytes(jinja2.bccache.bc_magic + pickle.dumps(Payload()))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("something was unpickled")
+
+    monkeypatch.setattr(pickle, "load", refuse)
+    monkeypatch.setattr(pickle, "loads", refuse)
+    monkeypatch.setattr(codegen._ENV, "cache", {})   # compile every template again in this process
+    assert "fnx_exp" in codegen.prelude("c")
+    x = fnx.ones(4, 3)
+    from fnx.lowering.plan import plan_steps
+    _, kernels = plan_steps(fnx.make_jaxpr(lambda v: (v * 2.0).sum(-1))(x), "c")
+    assert kernels and not marker.exists()
 
 
 # ---------------------------------------------------------------- interrupted compiles
