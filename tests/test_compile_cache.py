@@ -25,6 +25,7 @@ import jinja2.bccache
 import pytest
 
 import fnx
+from fnx import lowering
 from fnx.lowering import cache, codegen, cpu
 from fnx.lowering.plan import build_executable
 
@@ -287,3 +288,29 @@ def test_the_size_limit_reads_units_and_rejects_nonsense(monkeypatch):
     monkeypatch.setenv("FNX_CACHE_MAX_BYTES", "lots-of-room")
     with pytest.warns(RuntimeWarning, match="not a size"):
         assert cache.max_bytes() == cache.DEFAULT_MAX_BYTES
+
+
+# ---------------------------------------------------------------- the compiler
+@needs_cc
+def test_cc_naming_a_missing_compiler_warns_and_names_the_one_used(monkeypatch, tmp_path):
+    missing = str(tmp_path / "no-such-cc")
+    monkeypatch.setenv("CC", missing)
+    with pytest.warns(RuntimeWarning, match=f"CC='{missing}' is not an executable.*compiling with /") as record:
+        used = cpu.compiler()
+    assert len(record) == 1 and record[0].filename == __file__
+    assert used == shutil.which(used) and used != missing
+
+
+def test_no_compiler_an_explicit_c_backend_raises_the_default_interprets(monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("FNX_BACKEND", raising=False)
+    monkeypatch.setattr(lowering, "_warned", set())
+    x = fnx.arange(4.0)
+    with pytest.raises(cpu.NoCompilerError, match="backend 'c' was asked for .*no C compiler found"):
+        fnx.compile(lambda v: v * 2.0 + 1.0, backend="c")(x)
+    with pytest.warns(RuntimeWarning, match="no C compiler found.*running the IR interpreter") as record:
+        f = fnx.compile(lambda v: v * 2.0 + 1.0)
+        out = f(x)                                  # the warning is raised deep inside fnx, shown at this line
+    assert len(record) == 1 and record[0].filename == __file__
+    assert f.lower(x).backend == "interpret" and out.tolist() == [1.0, 3.0, 5.0, 7.0]

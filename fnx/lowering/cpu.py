@@ -37,13 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
+from .._warn import warn
 from .cache import cache_dir, cache_key, commit_entry, entry_path, evict, read_entry, temp_path, write_entry
 
 # Idle OpenMP threads must sleep, not spin: on a few cores, spinning workers between kernels starve the BLAS
 # threads of the library steps (a 10x slowdown measured on 2 cores). Set before libgomp loads with a kernel.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
-__all__ = ["Toolchain", "toolchain", "compile_libraries", "ARRAY_DATA_OFFSET", "compile_count"]
+__all__ = ["Toolchain", "toolchain", "compile_libraries", "ARRAY_DATA_OFFSET", "compile_count", "NoCompilerError",
+           "compiler"]
 
 log = logging.getLogger("fnx.compile")
 
@@ -53,6 +55,11 @@ _BASE_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", 
 _VARIANTS = ((("-fopenmp",), ("-lmvec", "-lm"), True, True), (("-fopenmp",), ("-lm",), True, False),
              (("-fopenmp-simd",), ("-lm",), False, False))
 compile_count = 0  # compiler invocations by this process (tests check that a warm cache makes none)
+_warned: set[str] = set()
+
+
+class NoCompilerError(NotImplementedError):
+    """No C compiler on this machine: the default backend interprets instead; an explicit backend="c" fails."""
 
 
 def _find_data_offset() -> int:
@@ -84,11 +91,18 @@ class Toolchain:
         return [self.cc, *_BASE_FLAGS, *extra, src, "-o", out, *libs]
 
 
-def _compiler() -> str:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    raise NotImplementedError("no C compiler found (looked for $CC, cc, gcc, clang): install gcc or set CC")
+def compiler() -> str:
+    """`$CC`, else the first of cc, gcc and clang on PATH (with a warning when CC names no executable)."""
+    requested = os.environ.get("CC")
+    for name in (requested, "cc", "gcc", "clang"):
+        found = shutil.which(name) if name else None
+        if found:
+            if requested and name != requested and requested not in _warned:
+                _warned.add(requested)
+                warn(f"fnx: CC={requested!r} is not an executable on PATH (CC must name one program, without "
+                     f"options); compiling with {found} instead", RuntimeWarning)
+            return found
+    raise NoCompilerError("no C compiler found (looked for $CC, cc, gcc, clang): install gcc or set CC")
 
 
 def _machine() -> str:
@@ -113,7 +127,7 @@ def _identity(cc: str) -> str:
 
 def toolchain() -> Toolchain:
     """The compiler and (when a previous compile found it) the flag variant that works on this machine."""
-    cc = _compiler()
+    cc = compiler()
     identity = _identity(cc)
     return Toolchain(cc, identity, _remembered(_variant_file(identity)))
 
