@@ -290,6 +290,19 @@ def test_the_size_limit_reads_units_and_rejects_nonsense(monkeypatch):
         assert cache.max_bytes() == cache.DEFAULT_MAX_BYTES
 
 
+def test_python_m_fnx_cache_shows_and_clears(folder):
+    used = cache.cache_dir()
+    cache.write_entry(cache.entry_path(used, "fnx_k", "4" * 64, ".so"), bytes(2048))
+    (used / "notes.txt").write_text("mine")
+    show = subprocess.run([sys.executable, "-m", "fnx", "cache"], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
+    assert str(used) in show and "in 2 files" in show and "2.1 KiB" in show
+    cleared = subprocess.run([sys.executable, "-m", "fnx", "cache", "--clear"], capture_output=True, text=True,
+                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
+    assert "removed 2 files" in cleared and "0 bytes in 0 files" in cleared
+    assert [p.name for p in used.iterdir()] == ["notes.txt"]
+
+
 # ---------------------------------------------------------------- the compiler
 @needs_cc
 def test_cc_naming_a_missing_compiler_warns_and_names_the_one_used(monkeypatch, tmp_path):
