@@ -28,7 +28,7 @@ def kernel_cache(tmp_path_factory):
     never land in the user's cache."""
     root = tmp_path_factory.getbasetemp()
     shared = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "fnx-kernel-cache"
-    shared.mkdir(exist_ok=True)
+    shared.mkdir(mode=0o700, exist_ok=True)
     old = os.environ.get("FNX_CACHE_DIR")
     os.environ["FNX_CACHE_DIR"] = str(shared)
     yield shared

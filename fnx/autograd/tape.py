@@ -7,12 +7,12 @@ the graph) and version counters that detect in-place changes to saved values.
 """
 from __future__ import annotations
 
-import os
 import traceback
 import weakref
 
 from .. import core
 from .. import dtypes as _dt
+from .._warn import FNX_DIR as _FNX_DIR
 from ..core import FnxRuntimeError
 from ..device import device_of_array
 from ..tensor import init_from_array, make
@@ -20,7 +20,6 @@ from ..tensor import init_from_array, make
 __all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle"]
 
 _FLOAT_NP = frozenset(d.np for d in _dt.ALL if d.is_floating_point)
-_FNX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 anomaly_enabled = False
 
 

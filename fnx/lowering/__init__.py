@@ -2,16 +2,17 @@
 
 `lower(closed, backend=...)` is the one entry point. "interpret" evaluates the jaxpr op by op (the
 reference semantics every compile test compares against); "c" and "cuda" generate fused kernels
-(fnx/lowering/plan.py). Where code generation is unavailable (the code generator is missing, or it does
-not support a primitive of this jaxpr yet), the jaxpr runs on the interpreter instead, with one warning
-per reason.
+(fnx/lowering/plan.py). Where code generation is unavailable (no C compiler for the default backend, the
+code generator is missing, or it does not support a primitive of this jaxpr yet), the jaxpr runs on the
+interpreter instead, with one warning per reason; a backend="c" asked for explicitly (or by `FNX_BACKEND`)
+on a machine without a C compiler is an error instead.
 """
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Protocol
 
+from .._warn import warn
 from ..ir import ClosedJaxpr
 from ..tensor import Tensor
 
@@ -39,11 +40,21 @@ _warned: set[str] = set()
 
 
 def default_backend(devices) -> str:
-    """`FNX_BACKEND` when set, else "cuda" when any input lives on a GPU, else "c"."""
+    """`FNX_BACKEND` when set, else "cuda" when any input lives on a GPU, else "c" when there is a C compiler,
+    else "interpret" (with one warning)."""
+    from .cpu import NoCompilerError, compiler
+
     forced = os.environ.get("FNX_BACKEND")
     if forced:
         return check_backend(forced)
-    return "cuda" if any(d.type == "cuda" for d in devices) else "c"
+    if any(d.type == "cuda" for d in devices):
+        return "cuda"
+    try:
+        compiler()
+    except NoCompilerError as e:
+        _warn_once(f"fnx.compile: {e}; running the IR interpreter instead (same results as eager mode, slower)")
+        return "interpret"
+    return "c"
 
 
 def check_backend(backend: str) -> str:
@@ -64,8 +75,13 @@ def lower(closed: ClosedJaxpr, *, backend: str) -> Executable:
         _warn_once(f"fnx.compile: the {backend!r} code generator is unavailable ({e}); running the IR interpreter "
                    f"instead")
         return Interpreted(closed)
+    from .cpu import NoCompilerError
+
     try:
         return build_executable(closed, backend=backend)
+    except NoCompilerError as e:   # backend="c" was asked for (default_backend checks for a compiler)
+        raise NoCompilerError(f"fnx.compile: backend {backend!r} was asked for (by backend= or FNX_BACKEND), but "
+                              f"{e}; or ask for backend=\"interpret\"") from None
     except NotImplementedError as e:
         _warn_once(f"fnx.compile: the {backend!r} backend cannot compile this function ({e}); running the IR "
                    f"interpreter instead")
@@ -75,4 +91,4 @@ def lower(closed: ClosedJaxpr, *, backend: str) -> Executable:
 def _warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        warn(message, RuntimeWarning)

@@ -13,6 +13,7 @@ uses its own float functions.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -24,7 +25,7 @@ from pathlib import Path
 import jinja2
 
 from ..random import _ROTATIONS
-from .cache import cache_dir
+from .cache import cache_key, cached_text
 from .expressions import (C_TYPES, CHECKS, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, RANDOM, SHORT, TEMP_TYPES,
                           emittable, literal)
 from .fusion import Kernel, Node
@@ -124,29 +125,31 @@ def _col_closure(roots: list[Node]) -> set:
 
 
 # ---------------------------------------------------------------- templates
-class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
-    """Jinja2's compiled templates, kept in the kernel cache folder: a fresh process whose kernels are all on
-    disk then skips compiling the templates too (most of a warm first call). Jinja2 writes these files
-    atomically and checks each template's checksum; the folder is looked up at use, as FNX_CACHE_DIR may
-    change while a program runs."""
-
-    def __init__(self):
-        super().__init__(directory="", pattern="template-%s.jinja")
-
-    @property
-    def directory(self) -> str:
-        return str(cache_dir())
-
-    @directory.setter
-    def directory(self, value) -> None:
-        pass
-
-
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                          keep_trailing_newline=True, bytecode_cache=_CompiledTemplates())
+                          keep_trailing_newline=True)
 # `{{ lines | block(8) }}` at the start of a template line: a macro's lines, indented, without the final newline.
 _ENV.filters["block"] = lambda text, width: textwrap.indent(str(text).rstrip("\n"), " " * width)
+
+
+def _render(template: str, **context) -> str:
+    """`template` rendered with `context`. The text is kept in the disk cache, so a fresh process whose kernels are
+    all cached compiles no template (most of a warm first call). Only rendered text is cached, checked like every
+    entry: Jinja2's bytecode cache would unpickle and run whatever was planted there."""
+    fresh = lambda: _ENV.get_template(template).render(**context)
+    try:
+        key = cache_key(_templates_digest(), template, json.dumps(context, sort_keys=True))
+    except TypeError:   # a value JSON cannot hold: no key, render every time
+        return fresh()
+    return cached_text(f"fnx-render-{template}", key, fresh)
+
+
+@functools.cache
+def _templates_digest() -> str:
+    """What rendering depends on besides its arguments: the templates, this file (filters, options), Jinja2."""
+    files = sorted((Path(__file__).parent / "templates").glob("*.j2")) + [Path(__file__)]
+    return cache_key(jinja2.__version__, *(f.read_text() for f in files))
+
 
 # Math functions with SIMD variants in glibc's libmvec, declared `omp declare simd` when it is linked.
 SIMD_FUNCTIONS = ("exp", "log", "erf", "erfc", "pow", "exp2", "expm1", "log2", "log10", "log1p", "sin", "cos",
@@ -157,7 +160,8 @@ _BINARY_MATH = ("pow", "atan2")
 
 def prelude(target: str, *, simd: bool = True, data_offset: int = 16) -> str:
     """The target's prelude: includes, macros, math helpers (`simd`: declare libmvec's SIMD variants)."""
-    return _ENV.get_template(f"{target}_prelude.{_EXT[target]}.j2").render(
+    return _render(
+        f"{target}_prelude.{_EXT[target]}.j2",
         math_functions=SIMD_FUNCTIONS, float_functions=_FLOAT_SIMD, binary_math=_BINARY_MATH, simd=simd,
         data_offset=data_offset, rotations=_ROTATIONS)
 
@@ -208,7 +212,7 @@ def render(kernel: Kernel, target: str) -> GeneratedKernel:
     digest = hashlib.sha256(json.dumps([target, layout], sort_keys=True).encode()).hexdigest()[:8]
     name = f"{_stem(kernel)}_{digest}"
     shell = f"{target}_{kernel.kind}{'_columns' if ctx.columns else ''}.{_EXT[target]}.j2"
-    source = _ENV.get_template(shell).render(k={**layout, "name": name})
+    source = _render(shell, k={**layout, "name": name})
     mode = "flat" if kernel.kind == "elementwise" else "columns" if ctx.columns else \
         "split" if layout["split"] else "rows"
     return GeneratedKernel(name, target, source, kernel, ctx.meta_values, len(kernel.inputs) + len(kernel.outputs),

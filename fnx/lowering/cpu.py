@@ -8,11 +8,14 @@ arithmetic; `-fno-trapping-math` only lets branches on floats become blends
 variants of exp, log, tanh, ... that `omp simd` loops call when it is linked
 (`-lmvec`). The first compile on a machine tries the full flags; if the
 toolchain lacks OpenMP or libmvec it probes which of them work and remembers
-the answer in the disk cache.
+the answer in the disk cache (a JSON entry, validated when read).
 
 Each kernel is its own shared library, cached by a hash of its source, flags,
 compiler identity and fnx version, so kernels are shared between executables
-and missing ones compile in parallel. Kernels take `(void *const *arrays,
+and missing ones compile in parallel. A library is loaded only once the cache
+has checked it against the sha256 it recorded (fnx/lowering/cache.py): a
+damaged or changed one is rebuilt, never loaded (a truncated one would crash
+the process). Kernels take `(void *const *arrays,
 const long long *meta)`: `arrays` holds the addresses of numpy array
 *objects*; the kernel reads each data pointer from the object (at offset
 `ARRAY_DATA_OFFSET`, found and checked at import), so a call costs one store
@@ -34,13 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .cache import cache_dir, cache_key
+from .._warn import warn
+from .cache import cache_dir, cache_key, commit_entry, entry_path, evict, read_entry, temp_path, write_entry
 
 # Idle OpenMP threads must sleep, not spin: on a few cores, spinning workers between kernels starve the BLAS
 # threads of the library steps (a 10x slowdown measured on 2 cores). Set before libgomp loads with a kernel.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
-__all__ = ["Toolchain", "toolchain", "compile_libraries", "ARRAY_DATA_OFFSET", "compile_count"]
+__all__ = ["Toolchain", "toolchain", "compile_libraries", "ARRAY_DATA_OFFSET", "compile_count", "NoCompilerError",
+           "compiler"]
 
 log = logging.getLogger("fnx.compile")
 
@@ -50,6 +55,11 @@ _BASE_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", 
 _VARIANTS = ((("-fopenmp",), ("-lmvec", "-lm"), True, True), (("-fopenmp",), ("-lm",), True, False),
              (("-fopenmp-simd",), ("-lm",), False, False))
 compile_count = 0  # compiler invocations by this process (tests check that a warm cache makes none)
+_warned: set[str] = set()
+
+
+class NoCompilerError(NotImplementedError):
+    """No C compiler on this machine: the default backend interprets instead; an explicit backend="c" fails."""
 
 
 def _find_data_offset() -> int:
@@ -81,11 +91,18 @@ class Toolchain:
         return [self.cc, *_BASE_FLAGS, *extra, src, "-o", out, *libs]
 
 
-def _compiler() -> str:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    raise NotImplementedError("no C compiler found (looked for $CC, cc, gcc, clang): install gcc or set CC")
+def compiler() -> str:
+    """`$CC`, else the first of cc, gcc and clang on PATH (with a warning when CC names no executable)."""
+    requested = os.environ.get("CC")
+    for name in (requested, "cc", "gcc", "clang"):
+        found = shutil.which(name) if name else None
+        if found:
+            if requested and name != requested and requested not in _warned:
+                _warned.add(requested)
+                warn(f"fnx: CC={requested!r} is not an executable on PATH (CC must name one program, without "
+                     f"options); compiling with {found} instead", RuntimeWarning)
+            return found
+    raise NoCompilerError("no C compiler found (looked for $CC, cc, gcc, clang): install gcc or set CC")
 
 
 def _machine() -> str:
@@ -99,7 +116,7 @@ def _machine() -> str:
 
 
 def _variant_file(identity: str) -> Path:
-    return cache_dir() / f"toolchain-{cache_key('toolchain', identity)[:32]}.json"
+    return entry_path(cache_dir(), "fnx-toolchain", cache_key("toolchain", identity), ".json")
 
 
 @functools.lru_cache(maxsize=None)
@@ -110,41 +127,61 @@ def _identity(cc: str) -> str:
 
 def toolchain() -> Toolchain:
     """The compiler and (when a previous compile found it) the flag variant that works on this machine."""
-    cc = _compiler()
+    cc = compiler()
     identity = _identity(cc)
+    return Toolchain(cc, identity, _remembered(_variant_file(identity)))
+
+
+def _remembered(path: Path) -> int | None:
+    """The flag variant recorded in `path`, if it holds a valid record (checked, as everything from the cache)."""
+    data = read_entry(path)
     try:
-        variant = json.loads(_variant_file(identity).read_text())["variant"]
-    except (OSError, ValueError, KeyError):
-        variant = None
-    return Toolchain(cc, identity, variant)
+        variant = json.loads(data)["variant"] if data is not None else None
+    except (ValueError, TypeError, KeyError):
+        return None
+    return variant if type(variant) is int and 0 <= variant < len(_VARIANTS) else None
 
 
 def _remember(tc: Toolchain, variant: int) -> None:
-    path = _variant_file(tc.identity)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump({"variant": variant, "flags": list(_VARIANTS[variant][0] + _VARIANTS[variant][1])}, f)
-    os.replace(tmp, path)
+    record = {"variant": variant, "flags": list(_VARIANTS[variant][0] + _VARIANTS[variant][1])}
+    write_entry(_variant_file(tc.identity), json.dumps(record).encode())
 
 
-def _build_all(tc: Toolchain, jobs: list[tuple[str, str]], variant: int) -> list[str]:
-    """Compile (source, output path) pairs concurrently; returns the compiler errors (empty if all built)."""
+def _build_all(tc: Toolchain, jobs: list[tuple[str, Path]], variant: int) -> list[str]:
+    """Compile (source, cache path) pairs concurrently and store the libraries in the cache; returns the compiler
+    errors (empty if all built, else nothing is stored). Interrupted (Ctrl-C), it stops the compilers; its
+    temporary files are removed in any case."""
     global compile_count
-    procs = []
-    for source, out in jobs:
-        src = out + ".c"
-        with open(src, "w") as f:
-            f.write(source)
-        procs.append((subprocess.Popen(tc.command(variant, src, out), stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True), src))
-    errors = []
-    for p, src in procs:
-        output, _ = p.communicate()
-        compile_count += 1
-        os.unlink(src)
-        if p.returncode != 0:
-            errors.append(output)
-    return errors
+    procs, outs, temps = [], [], []
+    try:
+        for source, path in jobs:
+            out = temp_path(path)
+            outs.append(out)
+            temps += [out, out + ".c"]
+            with open(out + ".c", "w") as f:
+                f.write(source)
+            procs.append(subprocess.Popen(tc.command(variant, out + ".c", out), stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+        errors = []
+        for p in procs:
+            output, _ = p.communicate()
+            compile_count += 1
+            if p.returncode != 0:
+                errors.append(output)
+        if not errors:
+            for (_, path), out in zip(jobs, outs):
+                commit_entry(out, path)
+        return errors
+    except BaseException:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        raise
+    finally:
+        for t in temps:
+            if os.path.exists(t):
+                os.unlink(t)
 
 
 def compile_libraries(sources: dict[str, str], version: str, simd_source) -> dict[str, ctypes.CDLL]:
@@ -157,30 +194,22 @@ def compile_libraries(sources: dict[str, str], version: str, simd_source) -> dic
     while True:
         if not _VARIANTS[variant][3]:
             sources = simd_source(False)
-        paths, missing = {}, []
+        folder, paths, missing = cache_dir(), {}, []
         for name, source in sources.items():
             key = cache_key(source, " ".join(tc.command(variant, "", "")), tc.identity, version)
-            path = cache_dir() / f"{name[:48]}-{key[:32]}.so"
-            paths[name] = path
-            if not path.exists():
+            path = paths[name] = entry_path(folder, name, key, ".so")
+            if read_entry(path) is None:   # absent, or not the library recorded: (re)build it
                 missing.append((source, path))
         if not missing:
-            log.debug("%d kernel(s) from the disk cache %s", len(paths), cache_dir())
+            log.debug("%d kernel(s) from the disk cache %s", len(paths), folder)
             break
-        tmps = [(s, tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)) for s, p in missing]
-        for _, (fd, _) in tmps:
-            os.close(fd)
-        errors = _build_all(tc, [(s, tmp) for s, (_, tmp) in tmps], variant)
+        errors = _build_all(tc, missing, variant)
         if not errors:
-            for (_, path), (_, (_, tmp)) in zip(missing, tmps):
-                os.replace(tmp, path)
             if tc.variant != variant:
                 _remember(tc, variant)
+            evict(folder, keep=paths.values())
             log.info("compiled %d kernel(s) with %s", len(missing), " ".join(tc.command(variant, "<src>", "<so>")))
             break
-        for _, (_, tmp) in tmps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
         if tc.variant is not None or variant + 1 == len(_VARIANTS) or not _probe_fails(tc, variant):
             raise RuntimeError(f"fnx: the C compiler failed on generated kernels:\n{errors[0][-4000:]}")
         variant += 1   # this toolchain lacks OpenMP or libmvec: try the next variant

@@ -2,8 +2,10 @@
 
 CuPy is imported only when a CUDA executable is built. Compiled binaries go
 to the fnx disk cache (`FNX_CACHE_DIR`) keyed by source, options, GPU
-architecture and fnx version; when CuPy's NVRTC bindings are not usable the
-source is handed to `cupy.RawModule`, which keeps its own cache. Raw kernels
+architecture and fnx version, and are checked against their recorded sha256
+before CuPy loads them (fnx/lowering/cache.py); when CuPy's NVRTC bindings
+are not usable the source is handed to `cupy.RawModule`, which keeps its own
+cache (`CUPY_CACHE_DIR`, hash-checked by CuPy, outside fnx's control). Raw kernels
 check nothing about their arguments (DESIGN.md), so every size and stride
 is passed as a `numpy.int64` and every buffer as a C-contiguous CuPy array.
 

@@ -74,7 +74,7 @@ def build_executable(closed: ClosedJaxpr, *, backend: str) -> "Executable":
     if backend == "c":
         from .cpu import ARRAY_DATA_OFFSET, compile_libraries, toolchain
 
-        toolchain()   # no C compiler: NotImplementedError, and the caller interprets instead
+        toolchain()   # no C compiler: NoCompilerError (the default backend interprets instead, an explicit "c" raises)
         steps, kernels = plan_steps(closed, "c")
 
         def sources(simd: bool) -> dict[str, str]:

@@ -1,0 +1,43 @@
+"""`python -m fnx COMMAND`: maintenance commands.
+
+    python -m fnx cache            where the kernel cache is, how much it holds, its limit
+    python -m fnx cache --clear    remove every file fnx stored there
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .lowering import cache
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _cache(args: argparse.Namespace) -> int:
+    folder = cache.cache_dir()
+    if args.clear:
+        files, size = cache.clear(folder)
+        print(f"removed {files} files ({_size(size)}) from {folder}")
+    files, size = cache.usage(folder)
+    print(f"kernel cache: {folder}")
+    print(f"size: {_size(size)} in {files} files (limit {_size(cache.max_bytes())}, set by FNX_CACHE_MAX_BYTES)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fnx", description="fnx maintenance commands")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = commands.add_parser("cache", help="show the compiled-kernel cache's location and size, or clear it")
+    p.add_argument("--clear", action="store_true", help="remove every file fnx stored in the cache")
+    p.set_defaults(run=_cache)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
