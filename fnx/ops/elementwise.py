@@ -426,12 +426,16 @@ def _integer_pow_abstract(x: ShapedArray, *, y: int) -> ShapedArray:
     if x.dtype is _dt.bool:
         raise FnxTypeError("integer_pow: expected a numeric tensor, got bool (convert it first)")
     if y < 0 and not x.dtype.is_floating_point:
-        raise FnxRuntimeError(f"pow: Integers to negative integer powers are not allowed (a {x.dtype.name} tensor "
-                              f"to the power {y}); convert the tensor with .float() first")
+        raise _negative_integer_power(x.dtype, y)
     if builtins.abs(y) > INTEGER_POW_MAX:
         raise FnxValueError(f"integer_pow: |y| must be at most {INTEGER_POW_MAX}, got {y} (fnx.pow sends larger "
                             f"exponents to pow_scalar)")
     return x
+
+
+def _negative_integer_power(dtype: _dt.dtype, y) -> FnxRuntimeError:
+    return FnxRuntimeError(f"pow: Integers to negative integer powers are not allowed (an integer tensor of dtype "
+                           f"{dtype.name} to the power {y}); convert the tensor with .float() first")
 
 
 def _integer_pow_deriv(x: Tensor, y: int) -> Tensor:
@@ -472,12 +476,14 @@ def _pow_constant(x: Tensor, c, dtype: _dt.dtype) -> Tensor:
     if math.isfinite(c) and float(c).is_integer() and builtins.abs(c) <= INTEGER_POW_MAX:
         return integer_pow_p.bind(x, y=int(c))
     if not dtype.is_floating_point:   # a large integer power of integers: exact in pow, and never differentiated
+        if c < 0:
+            raise _negative_integer_power(dtype, c)
         return pow_p.bind(x, scalar_like(c, dtype, x.device))
     if c == 0.5:
         return sqrt(x)
     if c == -0.5:
         return rsqrt(x)
-    return pow_scalar_p.bind(x, y=c)
+    return pow_scalar_p.bind(x, y=float(c))
 
 
 def _tie_share(x, y, strict):
