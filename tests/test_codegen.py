@@ -55,7 +55,9 @@ UNARY = {"neg": (-5, 5), "exp": (-87, 88), "exp2": (-120, 120), "expm1": (-10, 1
          "cos": (-50, 50), "tan": (-1.5, 1.5), "tanh": (-10, 10), "sinh": (-10, 10), "cosh": (-10, 10),
          "asin": (-1, 1), "acos": (-1, 1), "atan": (-50, 50), "sigmoid": (-20, 20), "erf": (-5, 5), "erfc": (-5, 10),
          "abs": (-5, 5), "sign": (-5, 5), "floor": (-50, 50), "ceil": (-50, 50), "round": (-50, 50),
-         "trunc": (-50, 50), "isnan": (-5, 5), "not": (-1, 1), "relu": (-5, 5)}
+         "trunc": (-50, 50), "isnan": (-5, 5), "not": (-1, 1), "relu": (-5, 5), "integer_pow": (-5, 5),
+         "pow_scalar": (0, 5)}
+PARAMS = {"integer_pow": {"y": -7}, "pow_scalar": {"y": 2.5}}   # primitives with params: the ones bound below
 BINARY = {"add": (-5, 5), "sub": (-5, 5), "mul": (-5, 5), "div": (-5, 5), "pow": (0.01, 5), "max": (-5, 5),
           "min": (-5, 5), "atan2": (-5, 5), "rem": (-5, 5), "floordiv": (-5, 5), "eq": (-2, 2), "ne": (-2, 2),
           "lt": (-2, 2), "le": (-2, 2), "gt": (-2, 2), "ge": (-2, 2)}
@@ -70,7 +72,8 @@ ULP_TABLE = {"neg": 0, "exp": 2, "exp2": 1, "expm1": 2, "log": 1, "log2": 1, "lo
              "sin": 1, "cos": 1, "tan": 1, "tanh": 2, "sinh": 1, "cosh": 2, "asin": 3, "acos": 2, "atan": 1,
              "sigmoid": 2, "erf": 0, "erfc": 0, "abs": 0, "sign": 0, "floor": 0, "ceil": 0, "round": 0, "trunc": 0,
              "isnan": 0, "not": 0, "relu": 0, "add": 0, "sub": 0, "mul": 0, "div": 0, "pow": 1, "max": 0, "min": 0,
-             "atan2": 3, "rem": 0, "floordiv": 0, "eq": 0, "ne": 0, "lt": 0, "le": 0, "gt": 0, "ge": 0}
+             "atan2": 3, "rem": 0, "floordiv": 0, "eq": 0, "ne": 0, "lt": 0, "le": 0, "gt": 0, "ge": 0,
+             "integer_pow": 0, "pow_scalar": 1}
 NUMPY_LOOSER = {"asin", "atan2"}   # numpy's float32 version is 3 ulp from exact on these samples
 
 
@@ -92,7 +95,8 @@ def test_float32_elementwise_within_table_ulp_of_eager():
 
     def f(*args):
         it = iter(args)
-        return [PRIMS[k].bind(next(it)) for k in UNARY] + [PRIMS[k].bind(next(it), next(it)) for k in BINARY]
+        return ([PRIMS[k].bind(next(it), **PARAMS.get(k, {})) for k in UNARY]
+                + [PRIMS[k].bind(next(it), next(it)) for k in BINARY])
 
     args = list(xs.values()) + [t for pair in ys.values() for t in pair]
     with np.errstate(all="ignore"):

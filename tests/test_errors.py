@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import fnx
+import fnx.nn.functional as F
 from fnx import core
 from fnx.core import ShapedArray
 from fnx.ops import _families
@@ -40,6 +41,18 @@ def test_broadcast_shapes_helper():
     assert _families.broadcast_shapes("op", (), (2, 2)) == (2, 2)
     with pytest.raises(RuntimeError, match=r"^myop: .*\(2\).*\(3\)"):
         _families.broadcast_shapes("myop", (2,), (3,))
+
+
+def test_cat_shape_errors_name_both_full_shapes():
+    with pytest.raises(RuntimeError, match=r"^cat: sizes of tensors must match except in dimension 0\. Expected size 3 "
+                                           r"but got size 4 for tensor number 1 in the list \(shapes \[2, 3\] and "
+                                           r"\[3, 4\]\)"):
+        fnx.cat([fnx.ones(2, 3), fnx.ones(3, 4)])
+    with pytest.raises(RuntimeError, match=r"^cat: tensors must have same number of dimensions: got 2 and 1 \(tensor "
+                                           r"number 1; shapes \[2, 3\] and \[3\]\)"):
+        fnx.cat([fnx.ones(2, 3), fnx.ones(3)])
+    with pytest.raises(RuntimeError, match=r"shapes \[2, 3\] and \[2, 4, 1\]"):
+        fnx.compile(lambda a, b: fnx.cat([a, b], 1))(fnx.ones(2, 3), fnx.ones(2, 4, 1))
 
 
 # ---------------------------------------------------------------- dims
@@ -85,6 +98,65 @@ def test_bool_and_int_inputs_of_float_ops_are_promoted_not_rejected():
 def test_inplace_result_that_cannot_be_cast():
     with pytest.raises(RuntimeError, match="add_: result type float32 can't be cast to the desired output type int64"):
         fnx.tensor([1, 2]).add_(0.5)
+
+
+@pytest.mark.parametrize("call,op,what", [
+    (lambda a, b: a @ b, "matmul", "mat1 and mat2"),
+    (fnx.mm, "mm", "mat1 and mat2"),
+    (lambda a, b: fnx.bmm(a[None], b[None]), "bmm", "batch1 and batch2"),
+    (lambda a, b: fnx.mv(a, b[0]), "mv", "mat and vec"),
+    (lambda a, b: fnx.dot(a[0], b[0]), "dot", "both vectors"),
+    (lambda a, b: fnx.einsum("ij,jk->ik", a, b), r"einsum\(\)", "all operands"),
+    (F.linear, "linear", "input and weight"),
+    (lambda a, b: F.linear(a, b.to(a.dtype), b[0]), "linear", "input and bias"),
+    (lambda a, b: F.conv1d(a[None], b[None]), "conv1d", "input and weight"),
+    (lambda a, b: F.conv2d(a[None, None], b[None, None]), "conv2d", "input and weight"),
+    (lambda a, b: F.conv2d(a[None, None], b[None, None].to(a.dtype), b[0, :1]), "conv2d", "input and bias"),
+], ids=["matmul", "mm", "bmm", "mv", "dot", "einsum", "linear", "linear_bias", "conv1d", "conv2d", "conv2d_bias"])
+def test_products_of_mixed_dtypes_raise_like_pytorch(call, op, what):
+    """No silent float64: a float32 model fed float64 data raises (PyTorch: "mat1 and mat2 must have the same
+    dtype"), and so does an integer-float mix; elementwise ops still promote."""
+    f32, f64, i64 = fnx.ones(2, 2), fnx.ones(2, 2, dtype=fnx.float64), fnx.ones(2, 2, dtype=fnx.int64)
+    for a, b, names in ((f64, f32, "float64 and float32"), (i64, f32, "int64 and float32")):
+        with pytest.raises(RuntimeError, match=rf"^{op}: {what} must have the same dtype, but got {names}; .*cast one "
+                                               r"operand with \.float\(\), \.double\(\) or \.to\(dtype\)"):
+            call(a, b)
+    assert call(f64, f64).dtype is fnx.float64 and call(f32, f32).dtype is fnx.float32
+
+
+def test_modules_reject_inputs_of_another_dtype_and_elementwise_ops_promote():
+    with pytest.raises(RuntimeError, match="linear: input and weight must have the same dtype, but got float64 and "
+                                           "float32"):
+        fnx.nn.Linear(3, 2)(fnx.ones(4, 3, dtype=fnx.float64))
+    with pytest.raises(RuntimeError, match="conv2d: input and weight must have the same dtype, but got float64 and "
+                                           "float32"):
+        fnx.nn.Conv2d(1, 1, 2)(fnx.ones(1, 1, 4, 4, dtype=fnx.float64))
+    assert fnx.nn.Linear(3, 2).double()(fnx.ones(4, 3, dtype=fnx.float64)).dtype is fnx.float64
+    f32, f64 = fnx.ones(2), fnx.ones(2, dtype=fnx.float64)
+    assert (f32 * f64).dtype is fnx.float64 and fnx.outer(f32, f64).dtype is fnx.float64   # as in PyTorch
+
+
+def test_integer_tensor_to_a_negative_power():
+    for exponent in (-1, -20):
+        with pytest.raises(RuntimeError, match=r"pow: Integers to negative integer powers are not allowed .*int64.*"
+                                               r"\.float\(\)"):
+            fnx.tensor([1, 2]) ** exponent
+
+
+def test_cross_entropy_dtype_errors_name_the_fix():
+    with pytest.raises(RuntimeError, match=r"cross_entropy: expected floating-point logits \(input\), got int64; "
+                                           r"convert them with \.float\(\)"):
+        F.cross_entropy(fnx.tensor([[1, 2, 3]]), fnx.tensor([1]))
+    with pytest.raises(RuntimeError, match=r"cross_entropy: expected class-index targets of an integer dtype .*got a "
+                                           r"float32 target of shape \[2\]; convert class indices with "
+                                           r"target\.long\(\)"):
+        F.cross_entropy(fnx.ones(2, 3), fnx.tensor([1.0, 0.0]))
+    with pytest.raises(RuntimeError, match=r"nll_loss: expected target of an integer dtype .*target\.long\(\)"):
+        F.nll_loss(fnx.ones(2, 3), fnx.tensor([1.0, 0.0]))
+    # float class probabilities of the logits' shape stay valid targets, as in PyTorch
+    probs = fnx.full((2, 3), 1 / 3)
+    assert F.cross_entropy(fnx.zeros(2, 3), probs).item() == pytest.approx(np.log(3))
+    assert F.cross_entropy(fnx.zeros(2, 3), fnx.tensor([1.0, 0.0]).long()).item() == pytest.approx(np.log(3))
 
 
 def test_primitive_operands_must_share_a_dtype():

@@ -44,14 +44,15 @@ def test_matmul_rejects_0d_operands():
 
 
 # ---------------------------------------------------------------- products: dtypes and special cases
-def test_matmul_promotes_dtypes():
+def test_matmul_keeps_one_dtype_and_does_not_promote():
     i32 = fnx.tensor([[1, 2], [3, 4]], dtype=fnx.int32)
     i64 = fnx.tensor([[1, 0], [0, 1]])
     f32 = fnx.ones(2, 2)
-    assert fnx.matmul(i32, i64).dtype is fnx.int64
-    assert fnx.matmul(i32, f32).dtype is fnx.float32
-    assert fnx.matmul(f32, f32.double()).dtype is fnx.float64
-    assert (i32 @ i64).tolist() == [[1, 2], [3, 4]]
+    assert (i32 @ i64.int()).tolist() == [[1, 2], [3, 4]] and (i32 @ i32).dtype is fnx.int32
+    assert fnx.matmul(f32.double(), f32.double()).dtype is fnx.float64
+    for a, b in ((i32, i64), (i32, f32), (f32, f32.double())):   # as in PyTorch (tests/test_errors.py)
+        with pytest.raises(RuntimeError, match="mat1 and mat2 must have the same dtype"):
+            fnx.matmul(a, b)
 
 
 def test_matmul_operator_and_methods():
@@ -154,10 +155,12 @@ def test_einsum_gradient_of_a_diagonal():
     np.testing.assert_allclose(x.grad.numpy(), np.diag([1.0, 2.0, 3.0]))
 
 
-def test_einsum_promotes_and_handles_integers():
+def test_einsum_handles_integers_and_does_not_promote():
     a = fnx.tensor([[1, 2], [3, 4]], dtype=fnx.int32)
-    assert fnx.einsum("ij,jk->ik", a, fnx.ones(2, 2)).dtype is fnx.float32
+    assert fnx.einsum("ij,jk->ik", a.float(), fnx.ones(2, 2)).dtype is fnx.float32
     assert fnx.einsum("ii->", a).item() == 5
+    with pytest.raises(RuntimeError, match=r"einsum\(\): all operands must have the same dtype, .* int32 and float32"):
+        fnx.einsum("ij,jk->ik", a, fnx.ones(2, 2))   # a contraction, like matmul: as in PyTorch
 
 
 # ---------------------------------------------------------------- solvers and factorizations

@@ -1,6 +1,9 @@
 """Generic checks over the whole op table (op_db.py): values, gradients, double backward."""
 from __future__ import annotations
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -165,3 +168,101 @@ def test_jvp_matches_vjp(info, data):
         _, tangent = fnx.jvp(f, [args[i].detach() for i in diff], vs)
     forward = float((tangent * g).sum())
     assert forward == pytest.approx(reverse, rel=1e-7, abs=1e-9), info.name
+
+
+# ---------------------------------------------------------------- powers with a constant exponent
+X = np.array([-2.0, -0.5, 0.0, 0.7, 3.0])
+SECOND_DERIVATIVES = {"hessian": fnx.hessian, "rev_rev": lambda f: fnx.jacrev(fnx.jacrev(f)),
+                      "fwd_fwd": lambda f: fnx.jacfwd(fnx.jacfwd(f))}
+
+
+@pytest.mark.parametrize("how", SECOND_DERIVATIVES)
+@pytest.mark.parametrize("exponent", [3, 3.0, "tensor"])
+def test_hessian_of_a_piecewise_power_is_finite_everywhere(how, exponent):
+    """No exponent gradient of a constant exponent is formed (a Python number at any order; a constant tensor's
+    zero tangent contributes exactly zero), so the unused branch of the `where` gives no NaN for x < 0."""
+    y = fnx.tensor(3.0, dtype=fnx.float64) if exponent == "tensor" else exponent
+    f = lambda x: fnx.where(x > 0, x ** y, fnx.sin(x)).sum()  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        h = SECOND_DERIVATIVES[how](f)(fnx.tensor(X)).numpy()
+    np.testing.assert_allclose(h, np.diag(np.where(X > 0, 6 * X, -np.sin(X))), rtol=1e-12, atol=1e-12)
+
+
+def test_eager_double_backward_of_a_piecewise_power():
+    x = fnx.tensor(X, requires_grad=True)
+    (g,) = fnx.autograd.grad(fnx.where(x > 0, x ** 3, fnx.sin(x)).sum(), x, create_graph=True)
+    (h,) = fnx.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), np.where(X > 0, 6 * X, -np.sin(X)), rtol=1e-12, atol=1e-12)
+
+
+def test_integer_powers_at_negative_points_are_exact_at_every_order_without_warnings():
+    x = fnx.tensor(X)
+    cube = lambda x: (x ** 3).sum()  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d1 = fnx.grad(cube)(x)
+        _, t = fnx.jvp(lambda x: x ** 3, (x,), (fnx.ones_like(x),))
+        d3 = fnx.grad(lambda x: fnx.grad(lambda x: fnx.grad(cube)(x).sum())(x).sum())(x)
+        d4 = fnx.grad(lambda x: fnx.grad(lambda x: fnx.grad(lambda x: fnx.grad(cube)(x).sum())(x).sum())(x).sum())(x)
+        xr = fnx.tensor(X, requires_grad=True)
+        (xr ** 3).sum().backward()
+    for got in (d1, t, xr.grad):
+        np.testing.assert_array_equal(got.numpy(), 3 * X ** 2)
+    np.testing.assert_array_equal(d3.numpy(), np.full(5, 6.0))
+    np.testing.assert_array_equal(d4.numpy(), np.zeros(5))
+
+
+@pytest.mark.parametrize("exponent,prim", [(3, "integer_pow[y=3]"), (-2.0, "integer_pow[y=-2]"),
+                                           (2.5, "pow_scalar[y=2.5]"), (0.5, "sqrt"), (-0.5, "sqrt"),
+                                           (17, "pow_scalar[y=17.0]")])
+def test_constant_exponents_stage_no_exponent_operand_and_no_log(exponent, prim):
+    x = fnx.tensor([0.5, 2.0])
+    assert prim in str(fnx.make_jaxpr(lambda x: x ** exponent)(x))
+    text = str(fnx.make_jaxpr(fnx.hessian(lambda x: (x ** exponent).sum()))(x))
+    assert " pow " not in text and "log" not in text
+
+
+def test_special_constant_exponents():
+    x = fnx.tensor([-2.0, 0.0, 4.0, float("nan")])
+    assert (x ** 0).tolist()[:3] == [1.0, 1.0, 1.0] and (x ** 0).tolist()[3] == 1.0   # as numpy and PyTorch
+    y = x ** 1
+    assert y is not x and y.dtype is fnx.float32
+    y.add_(1.0)
+    assert x.tolist()[:3] == [-2.0, 0.0, 4.0]
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal((x ** 0.5).numpy(), np.sqrt(x.numpy()))
+        np.testing.assert_array_equal((x ** -0.5).numpy(), 1 / np.sqrt(x.numpy()))
+        np.testing.assert_allclose((x ** 20).numpy(), x.numpy().astype(np.float64) ** 20, rtol=1e-6)
+    assert fnx.grad(lambda x: (x ** 0).sum())(x[:3]).tolist() == [0.0, 0.0, 0.0]
+    i = fnx.tensor([1, 2, 3])
+    assert (i ** 2).tolist() == [1, 4, 9] and (i ** 2).dtype is fnx.int64 and (i ** 20).tolist()[1] == 2 ** 20
+    assert (i ** 2.0).dtype is fnx.float32 and (fnx.tensor([True, False]) ** 2).dtype is fnx.int64
+    assert fnx.float_power(fnx.ones(2), 3).dtype is fnx.float64
+    assert (2.0 ** fnx.tensor([1.0, 3.0])).tolist() == [2.0, 8.0]
+
+
+def test_compiled_integer_powers_are_multiplications_equal_to_eager():
+    x = fnx.tensor(np.linspace(-3.0, 3.0, 65, dtype=np.float32))   # 0 included: x ** -n is inf in both
+    powers = lambda x: [x ** n for n in range(-16, 17)]  # noqa: E731
+    cf = fnx.compile(powers, backend="c")
+    with np.errstate(divide="ignore"):
+        got, want = cf(x), powers(x)
+    for n, g, w in zip(range(-16, 17), got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=f"x ** {n}")
+    cube = fnx.compile(lambda x: x ** 3, backend="c")
+    cube(x)
+    source = "".join(k.source for k in cube.kernels())
+    assert "pow(" not in source and "powf(" not in source and re.search(r"\(\(v\d+ \* v\d+\) \* v\d+\)", source), source
+    i = fnx.tensor([-3, 2, 7], dtype=fnx.int32)
+    assert fnx.compile(lambda i: i ** 5, backend="c")(i).tolist() == (i ** 5).tolist() == [-243, 32, 16807]
+
+
+def test_tensor_exponent_gradient_is_nan_only_where_undefined():
+    x = fnx.tensor([-2.0, 0.0, 0.0, 1.5], dtype=fnx.float64, requires_grad=True)
+    y = fnx.tensor([3.0, 2.0, -1.0, 2.5], dtype=fnx.float64, requires_grad=True)
+    with np.errstate(divide="ignore"):
+        gx, gy = fnx.autograd.grad((x ** y).sum(), [x, y])
+    # d/dy x**y = x**y log x: 0 at x == 0 for y >= 0 (the limit), -inf there for y < 0, undefined for x < 0
+    np.testing.assert_array_equal(gy.numpy(), [np.nan, 0.0, -np.inf, 1.5 ** 2.5 * np.log(1.5)])
+    np.testing.assert_allclose(gx.numpy(), [12.0, 0.0, -np.inf, 2.5 * 1.5 ** 1.5])

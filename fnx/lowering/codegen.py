@@ -34,8 +34,8 @@ __all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "Ge
 
 # Values worth keeping in a per-row scratch buffer rather than recomputing in a later loop over the cols.
 _EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
-                        "sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "pow", "sigmoid", "rem",
-                        "floordiv"}) | frozenset(RANDOM)   # a Threefry hash is about 100 integer operations
+                        "sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "pow", "pow_scalar",
+                        "sigmoid", "rem", "floordiv"}) | frozenset(RANDOM)   # a Threefry hash: about 100 integer ops
 
 
 def _column_mode(kernel: Kernel) -> bool:
@@ -287,7 +287,8 @@ class _Context:
             return RANDOM[node.op][CLASS[node.dtype.name]].format(*args, index_of(node.params["access"]),
                                                                   self.halves[id(node)])
         cls = CLASS[(node.args[-1].dtype if node.args else node.dtype).name]
-        return EXPRESSIONS[node.op][cls].format(*args)
+        form = EXPRESSIONS[node.op][cls]
+        return form(*args, **node.params) if callable(form) else form.format(*args)
 
     def ref(self, node: Node) -> str:
         if node.op == "literal":

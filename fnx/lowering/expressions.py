@@ -2,9 +2,11 @@
 
 `EXPRESSIONS` maps a primitive name and an operand class ("f" float32, "d"
 float64, "i" integers, "b" bool) to a C expression over its operands `{0}`,
-`{1}`, `{2}`. Operands are always names of earlier values or literals, so an
-expression may repeat them. Calls like `fnx_expf` go to the per-target
-prelude (templates/*_prelude.*.j2), which is where the two targets differ.
+`{1}`, `{2}` (or, for a primitive with params, a function of the operands'
+names and the params that returns one). Operands are always names of earlier
+values or literals, so an expression may repeat them. Calls like `fnx_expf`
+go to the per-target prelude (templates/*_prelude.*.j2), which is where the
+two targets differ.
 `RANDOM` holds the counter-based random primitives of fnx/random.py, whose
 values are a function of the key words and of the element's position.
 `CHECKS` holds the checking primitives: their value is their operand, and
@@ -19,6 +21,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes as _dt
 from .views import VIEW_PRIMS
 
 __all__ = ["EXPRESSIONS", "RANDOM", "CHECKS", "C_TYPES", "TEMP_TYPES", "CLASS", "SHORT", "IDENTITY", "INT_LIMITS",
@@ -43,6 +46,26 @@ def _libm(f: str) -> dict:
 
 def _all(expr: str, classes: str = "fdib") -> dict:
     return {c: expr for c in classes}
+
+
+def _power_by_squaring(x: str, n: int) -> str:
+    """x**n (n >= 1) as multiplications, in the order of the eager impl (ops/elementwise.py)."""
+    if n == 1:
+        return x
+    half = _power_by_squaring(x, n // 2)
+    square = f"({half} * {half})"
+    return f"({square} * {x})" if n % 2 else square
+
+
+def _integer_pow(one: str):
+    """integer_pow's expression, a function of its param `y` (the exponent): multiplications, never pow."""
+    def form(x: str, *, y: int) -> str:
+        if y == 0:
+            return one
+        product = _power_by_squaring(x, abs(y))
+        return product if y > 0 else f"({one} / {product})"
+
+    return form
 
 
 _IREM = "({1} == 0 || {1} == -1 ? 0 : {0} % {1} + ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? {1} : 0))"
@@ -74,6 +97,9 @@ EXPRESSIONS: dict[str, dict[str, str]] = {
     "mul": {**_all("({0} * {1})", "fdi"), "b": "({0} & {1})"},
     "div": _all("({0} / {1})", "fd"),
     "pow": {"f": "fnx_powf({0}, {1})", "d": "pow({0}, {1})"},
+    "integer_pow": {"f": _integer_pow("1.0f"), "d": _integer_pow("1.0"), "i": _integer_pow("1")},
+    "pow_scalar": {"f": lambda x, *, y: f"fnx_powf({x}, {literal(y, _dt.float32)})",
+                   "d": lambda x, *, y: f"pow({x}, {literal(y, _dt.float64)})"},
     "max": {"f": "fnx_maxf({0}, {1})", "d": "fnx_max({0}, {1})", "i": "({0} > {1} ? {0} : {1})", "b": "({0} | {1})"},
     "min": {"f": "fnx_minf({0}, {1})", "d": "fnx_min({0}, {1})", "i": "({0} < {1} ? {0} : {1})", "b": "({0} & {1})"},
     "atan2": {"f": "fnx_atan2f({0}, {1})", "d": "atan2({0}, {1})"},

@@ -18,7 +18,7 @@ from ..ops import reduce as rd
 from ..ops.arrange import pad
 from ..ops.creation import ones_like, tensor, zeros
 from ..ops.indexing import index_select, one_hot, scatter_add
-from ..ops.linalg import einsum, matmul
+from ..ops.linalg import einsum, matmul, require_same_dtype
 from ..ops.norms import vector_norm
 from ..ops.sampling import rand
 from ..tensor import Tensor
@@ -47,7 +47,11 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
     Leading dims of an input with more than two are folded into one (as PyTorch does), so the product and
     the weight's gradient are each one matrix product, not a batch of small ones and a sum over the batch.
+    Input, weight and bias must share one dtype (no silent float64 model outputs), as in PyTorch.
     """
+    require_same_dtype("linear", "input and weight", input, weight)
+    if bias is not None:
+        require_same_dtype("linear", "input and bias", input, bias)
     if weight.ndim != 2 or input.ndim <= 2:
         y = matmul(input, weight.mT if weight.ndim == 2 else weight)
     else:

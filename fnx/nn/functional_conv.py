@@ -19,7 +19,7 @@ from ..ops.arrange import pad
 from ..ops.creation import tensor, zeros
 from ..ops.indexing import index_select
 from ..ops.joins import stack
-from ..ops.linalg import matmul
+from ..ops.linalg import matmul, require_same_dtype
 from ..ops.shape import flip, movedim
 from ..tensor import Tensor
 
@@ -91,6 +91,9 @@ def _conv_padding(padding, kernel, stride, dilation, nd: int) -> tuple[tuple, tu
 
 
 def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups: int, nd: int, op: str) -> Tensor:
+    require_same_dtype(op, "input and weight", input, weight)   # no promotion, as in PyTorch
+    if bias is not None:
+        require_same_dtype(op, "input and bias", input, bias)
     x, unbatched = _batched(input, nd, op)
     if weight.ndim != nd + 2:
         raise FnxRuntimeError(f"{op}: expected a {nd + 2}D weight (out_channels, in_channels/groups, "

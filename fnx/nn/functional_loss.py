@@ -67,7 +67,8 @@ def _check_same_size(input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
 def _class_targets(input: Tensor, target: Tensor, ignore_index: int, op: str):
     """(batched input, target with ignored entries set to 0, mask of counted entries, unbatched?)."""
     if target.dtype.is_floating_point or target.dtype.name == "bool":
-        raise FnxRuntimeError(f"{op}: expected target of an integer dtype (class indices), got {target.dtype}")
+        raise FnxRuntimeError(f"{op}: expected target of an integer dtype (class indices), got {target.dtype}; "
+                              f"convert it with target.long()")
     unbatched = input.ndim == 1
     if unbatched:
         input, target = input.unsqueeze(0), target.unsqueeze(0)
@@ -119,6 +120,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     reduction = _reduction(reduction, size_average, reduce)
     if not 0.0 <= label_smoothing <= 1.0:
         raise FnxRuntimeError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if not input.dtype.is_floating_point:
+        raise FnxRuntimeError(f"cross_entropy: expected floating-point logits (input), got {input.dtype.name}; convert "
+                              f"them with .float()")
     class_dim = 0 if input.ndim == 1 else 1
     n_classes = input.shape[class_dim]
     logp = log_softmax(input, class_dim)
@@ -126,8 +130,10 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     wshape[class_dim] = n_classes
     if target.dtype.is_floating_point:
         if tuple(target.shape) != tuple(input.shape):
-            raise FnxRuntimeError(f"cross_entropy: for probability targets, the target must have the input's shape "
-                                  f"{list(input.shape)}, got {list(target.shape)}")
+            raise FnxRuntimeError(f"cross_entropy: expected class-index targets of an integer dtype (or class "
+                                  f"probabilities of the input's shape {list(input.shape)}), got a "
+                                  f"{target.dtype.name} target of shape {list(target.shape)}; convert class indices "
+                                  f"with target.long()")
         if label_smoothing > 0:
             target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
         prod = logp * target

@@ -6,16 +6,18 @@ clamp, lerp, ...) is a composition of these primitives.
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 import numpy as np
 
 from .. import dtypes as _dt
-from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..core import bind as _bind
 from ..autograd.tape import _FLOAT_NP
 from ..tensor import Tensor
-from ._families import _promote2, as_operand, binary, promote, same_device, broadcast_shapes, unbroadcast, unary
+from ._families import (_promote2, as_operand, binary, promote, same_device, broadcast_shapes, scalar_like,
+                        unbroadcast, unary)
 from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
 
 __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan",
@@ -328,6 +330,7 @@ div_p = binary("div", lambda xp, x, y: xp.true_divide(x, y), lambda x, y, o: rec
                lambda x, y, o: neg(o / y))
 pow_p = binary("pow", lambda xp, x, y: xp.power(x, y), lambda x, y, o: _pow_dx(x, y),
                lambda x, y, o: _pow_dy(x, y, o))
+pow_p.vjp_takes_needs = True   # rules below: the exponent gradient is formed only where the exponent needs one
 max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), lambda x, y, o: _tie_share(x, y, gt),
                lambda x, y, o: _tie_share(y, x, gt))
 min_p = binary("min", lambda xp, x, y: xp.minimum(x, y), lambda x, y, o: _tie_share(x, y, lt),
@@ -354,9 +357,133 @@ def _pow_dx(x, y):
 
 
 def _pow_dy(x, y, out):
-    # out * log(x), taken as 0 where x == 0 and y >= 0 (the limit), as JAX does
-    safe = where(eq(x, 0.0), 1.0, x)
-    return where(logical_and(eq(x, 0.0), ge(y, 0.0)), 0.0, out * log(safe))
+    """d x**y / dy = x**y log(x): 0 at x == 0 for y >= 0 (the limit, as in PyTorch and JAX), -inf there for
+    y < 0, NaN for x < 0 (x**y is real only at integer y). log sees positive values only and the special
+    values enter through `where`, so the derivatives of this rule stay finite wherever it is."""
+    pos = gt(x, 0.0)
+    at_zero = where(logical_and(eq(x, 0.0), lt(y, 0.0)), -math.inf, _zeros_of(out))
+    return where(lt(x, 0.0), math.nan, out * where(pos, log(where(pos, x, 1.0)), at_zero))
+
+
+def _pow_vjp(g, primals, out, needs=(True, True)):
+    x, y = primals
+    gx = unbroadcast(g * _pow_dx(x, y), tuple(x.shape)) if needs[0] else None
+    gy = unbroadcast(g * _pow_dy(x, y, out), tuple(y.shape)) if needs[1] else None
+    return gx, gy
+
+
+def _pow_jvp(primals, tangents):
+    # A zero tangent contributes exactly zero, even where the partial derivative is inf or NaN: a constant
+    # exponent (or base) has a zero tangent here, which must not turn a finite derivative into NaN (JAX's
+    # symbolic zeros give the same).
+    x, y = primals
+    tx, ty = tangents
+    out = pow_p.bind(x, y)
+    return out, _safe_mul(tx, _pow_dx(x, y)) + _safe_mul(ty, _pow_dy(x, y, out))
+
+
+def _safe_mul(t, d):
+    return where(eq(t, 0.0), 0.0, t * d)
+
+
+pow_p.vjp, pow_p.jvp = _pow_vjp, _pow_jvp
+
+
+# ---------------------------------------------------------------- powers with a constant exponent
+# JAX's integer_pow: x**y for a Python int y is repeated multiplication, and so is its derivative y x**(y-1),
+# so no order of differentiation meets a log. Other constant exponents are `pow_scalar`, whose derivative is
+# again a constant power. Neither has an exponent operand, so no exponent gradient is ever formed.
+INTEGER_POW_MAX = 16   # larger integer exponents go to pow_scalar (a long product loses accuracy)
+
+
+def _power_by_squaring(x, n: int, mul):
+    """x**n for n >= 1 as (x**(n // 2))**2, times x when n is odd. The C expression of integer_pow
+    (lowering/expressions.py) multiplies in the same order, so compiled results equal eager ones."""
+    if n == 1:
+        return x
+    half = _power_by_squaring(x, n // 2, mul)
+    square = mul(half, half)
+    return mul(square, x) if n % 2 else square
+
+
+integer_pow_p = Primitive("integer_pow")
+
+
+@integer_pow_p.def_impl
+def _integer_pow_impl(xp, x, *, y):
+    if y == 0:
+        return xp.ones_like(x)
+    if y < 0 and x.dtype.kind != "f":
+        raise ValueError("integers to negative integer powers are not allowed")   # the abstract rule explains
+    out = _power_by_squaring(x, builtins.abs(y), xp.multiply)
+    if y < 0:
+        return xp.reciprocal(out)
+    return out.copy() if out is x else out
+
+
+@integer_pow_p.def_abstract
+def _integer_pow_abstract(x: ShapedArray, *, y: int) -> ShapedArray:
+    if x.dtype is _dt.bool:
+        raise FnxTypeError("integer_pow: expected a numeric tensor, got bool (convert it first)")
+    if y < 0 and not x.dtype.is_floating_point:
+        raise _negative_integer_power(x.dtype, y)
+    if builtins.abs(y) > INTEGER_POW_MAX:
+        raise FnxValueError(f"integer_pow: |y| must be at most {INTEGER_POW_MAX}, got {y} (fnx.pow sends larger "
+                            f"exponents to pow_scalar)")
+    return x
+
+
+def _negative_integer_power(dtype: _dt.dtype, y) -> FnxRuntimeError:
+    return FnxRuntimeError(f"pow: Integers to negative integer powers are not allowed (an integer tensor of dtype "
+                           f"{dtype.name} to the power {y}); convert the tensor with .float() first")
+
+
+def _integer_pow_deriv(x: Tensor, y: int) -> Tensor:
+    return x * 2.0 if y == 2 else pow(x, y - 1) * float(y)
+
+
+integer_pow_p.def_vjp(lambda g, primals, out, *, y: (g * _integer_pow_deriv(primals[0], y) if y else _zeros_of(g),))
+integer_pow_p.def_jvp(lambda primals, tangents, *, y: (
+    integer_pow_p.bind(primals[0], y=y),
+    tangents[0] * _integer_pow_deriv(primals[0], y) if y else _zeros_of(tangents[0])))
+integer_pow_p.def_batch(unary_batch_rule(integer_pow_p))
+
+pow_scalar_p = Primitive("pow_scalar")
+pow_scalar_p.def_impl(lambda xp, x, *, y: xp.power(x, x.dtype.type(y)))
+
+
+@pow_scalar_p.def_abstract
+def _pow_scalar_abstract(x: ShapedArray, *, y: float) -> ShapedArray:
+    if not x.dtype.is_floating_point:
+        raise FnxTypeError(f"pow_scalar: expected a floating-point tensor, got {x.dtype}")
+    return x
+
+
+pow_scalar_p.def_vjp(lambda g, primals, out, *, y: (g * (pow(primals[0], y - 1.0) * y),))
+pow_scalar_p.def_jvp(lambda primals, tangents, *, y: (pow_scalar_p.bind(primals[0], y=y),
+                                                      tangents[0] * (pow(primals[0], y - 1.0) * y)))
+pow_scalar_p.def_batch(unary_batch_rule(pow_scalar_p))
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def _pow_constant(x: Tensor, c, dtype: _dt.dtype) -> Tensor:
+    """x ** c for a Python number c, in `dtype`."""
+    x = convert(x, dtype)
+    c = int(c) if isinstance(c, (int, np.integer)) else float(c)
+    if math.isfinite(c) and float(c).is_integer() and builtins.abs(c) <= INTEGER_POW_MAX:
+        return integer_pow_p.bind(x, y=int(c))
+    if not dtype.is_floating_point:   # a large integer power of integers: exact in pow, and never differentiated
+        if c < 0:
+            raise _negative_integer_power(dtype, c)
+        return pow_p.bind(x, scalar_like(c, dtype, x.device))
+    if c == 0.5:
+        return sqrt(x)
+    if c == -0.5:
+        return rsqrt(x)
+    return pow_scalar_p.bind(x, y=float(c))
 
 
 def _tie_share(x, y, strict):
@@ -452,17 +579,22 @@ def floor_divide(input, other) -> Tensor:
 
 
 def pow(input, exponent) -> Tensor:
-    """input ** exponent. A Python-scalar exponent keeps the tensor's dtype."""
-    if isinstance(exponent, (int, float)) and not isinstance(exponent, bool) and isinstance(input, Tensor):
-        if exponent == 2:
-            return input * input
-        if exponent == 1:
-            return input
+    """input ** exponent, with broadcasting and type promotion.
+
+    A Python-number exponent is a constant, as in JAX: integers up to 16 in magnitude are repeated
+    multiplications (`integer_pow`), 0.5 and -0.5 are sqrt and rsqrt, other numbers `pow_scalar`; none of
+    them forms an exponent gradient (no log(x) at any order of differentiation).
+    """
+    if isinstance(input, Tensor) and _is_number(exponent):
+        return _pow_constant(input, exponent, _dt.result_type(input, exponent))
     x, y = _promote2(input, exponent, "pow")
     return pow_p.bind(x, y)
 
 
 def float_power(input, exponent) -> Tensor:
+    """input ** exponent computed in float64."""
+    if isinstance(input, Tensor) and _is_number(exponent):
+        return _pow_constant(input, exponent, _dt.float64)
     x, y = promote("float_power", input, exponent, to=_dt.float64)
     return pow_p.bind(x, y)
 

@@ -29,11 +29,12 @@ def _concatenate_abstract(*xs: ShapedArray, dim: int) -> ShapedArray:
                                f"number {i}); the fnx wrapper promotes, a direct bind must convert first")
         if x.ndim != first.ndim:
             raise FnxRuntimeError(f"cat: tensors must have same number of dimensions: got {first.ndim} and "
-                                  f"{x.ndim} (tensor number {i})")
+                                  f"{x.ndim} (tensor number {i}; shapes {list(first.shape)} and {list(x.shape)})")
         for d, (a, b) in enumerate(zip(first.shape, x.shape)):
             if d != dim and a != b:
                 raise FnxRuntimeError(f"cat: sizes of tensors must match except in dimension {dim}. Expected size "
-                                      f"{a} but got size {b} for tensor number {i} in the list")
+                                      f"{a} but got size {b} for tensor number {i} in the list (shapes "
+                                      f"{list(first.shape)} and {list(x.shape)})")
     shape = list(first.shape)
     shape[dim] = sum(x.shape[dim] for x in xs)
     return ShapedArray(tuple(shape), first.dtype, dev)

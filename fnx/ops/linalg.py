@@ -18,7 +18,7 @@ from collections import Counter
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
 from ..transforms.batching import elementwise_batch_rule, move_to_front
-from ._families import broadcast_shapes, promote, same_device, unbroadcast
+from ._families import as_operand, broadcast_shapes, promote, same_device, unbroadcast
 
 __all__ = ["matmul", "mm", "bmm", "dot", "vdot", "mv", "outer", "ger", "inner", "tensordot", "einsum", "addmm",
            "baddbmm", "trace", "kron"]
@@ -29,10 +29,30 @@ def _dims(shape) -> str:
 
 
 def _both(op: str, input, other) -> tuple:
-    """`input` and `other` as tensors of one dtype (PyTorch's promotion)."""
+    """`input` and `other` as tensors of one dtype (PyTorch's promotion), for the products built on `mul`."""
     if type(input) is Tensor and type(other) is Tensor and input.dtype is other.dtype:
         return input, other
     return tuple(promote(op, input, other))
+
+
+def _same_dtype(op: str, input, other, what: str = "mat1 and mat2") -> tuple:
+    """`input` and `other`, which must already share one dtype: matrix products do not promote, as in PyTorch
+    (a float64 batch through a float32 model would otherwise silently give float64, at float64 speed)."""
+    if type(input) is Tensor and type(other) is Tensor and input.dtype is other.dtype:
+        return input, other
+    a, b = as_operand(input, op), as_operand(other, op)
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        require_same_dtype(op, what, a, b)
+        return a, b
+    return tuple(promote(op, a, b))
+
+
+def require_same_dtype(op: str, what: str, a: Tensor, b: Tensor) -> None:
+    """PyTorch's error for the operands of a matrix product, linear map or convolution whose dtypes differ."""
+    if a.dtype is not b.dtype:
+        raise FnxRuntimeError(f"{op}: {what} must have the same dtype, but got {a.dtype.name} and {b.dtype.name}; "
+                              f"products, linear maps and convolutions do not promote (nor in PyTorch): cast one "
+                              f"operand with .float(), .double() or .to(dtype)")
 
 
 def _sum_tangents(terms):
@@ -142,7 +162,7 @@ def _matmul_batch(args, dims):
 
 def matmul(input, other) -> Tensor:
     """Matrix product with numpy semantics: 1-D operands act as vectors, batch dims broadcast."""
-    a, b = _both("matmul", input, other)
+    a, b = _same_dtype("matmul", input, other)
     return matmul_p.bind(a, b)
 
 
@@ -155,7 +175,7 @@ def _check_rank(op: str, named: tuple, ndim: int) -> None:
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Product of two matrices (2-D only; use `matmul` for vectors and batches)."""
-    a, b = _both("mm", input, mat2)
+    a, b = _same_dtype("mm", input, mat2)
     _check_rank("mm", (("self", a), ("mat2", b)), 2)
     if a.shape[1] != b.shape[0]:
         raise FnxRuntimeError(f"mm: mat1 and mat2 shapes cannot be multiplied ({_dims(a.shape)} and "
@@ -165,7 +185,7 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
 
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched product of (b, n, k) and (b, k, m) tensors (same batch size; no broadcasting)."""
-    a, b = _both("bmm", input, mat2)
+    a, b = _same_dtype("bmm", input, mat2, "batch1 and batch2")
     _check_rank("bmm", (("batch1", a), ("batch2", b)), 3)
     if a.shape[0] != b.shape[0]:
         raise FnxRuntimeError(f"bmm: batch1 and batch2 must have the same batch size, got {a.shape[0]} and "
@@ -187,21 +207,21 @@ def _check_vectors(op: str, a: Tensor, b: Tensor) -> None:
 
 def dot(input: Tensor, tensor: Tensor) -> Tensor:
     """Inner product of two 1-D tensors."""
-    a, b = _both("dot", input, tensor)
+    a, b = _same_dtype("dot", input, tensor, "both vectors")
     _check_vectors("dot", a, b)
     return matmul_p.bind(a, b)
 
 
 def vdot(input: Tensor, other: Tensor) -> Tensor:
     """Inner product of two 1-D tensors (fnx has no complex dtypes, so this equals `dot`)."""
-    a, b = _both("vdot", input, other)
+    a, b = _same_dtype("vdot", input, other, "both vectors")
     _check_vectors("vdot", a, b)
     return matmul_p.bind(a, b)
 
 
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Product of a matrix (n, m) and a vector (m,)."""
-    a, b = _both("mv", input, vec)
+    a, b = _same_dtype("mv", input, vec, "mat and vec")
     if a.ndim != 2 or b.ndim != 1:
         raise FnxRuntimeError(f"mv: expected a 2-D matrix and a 1-D vector, but got {a.ndim}-D and {b.ndim}-D "
                               f"tensors")
@@ -223,9 +243,11 @@ ger = outer
 
 def inner(input: Tensor, other: Tensor) -> Tensor:
     """Sum over the last dims of both (a plain product when either is 0-D)."""
-    a, b = _both("inner", input, other)
-    if a.ndim == 0 or b.ndim == 0:
-        return a * b
+    a, b = as_operand(input, "inner"), as_operand(other, "inner")
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a.ndim == 0 or b.ndim == 0:
+        a, b = _both("inner", a, b)
+        return a * b   # a product, which promotes
+    a, b = _same_dtype("inner", a, b, "both tensors")
     if a.shape[-1] != b.shape[-1]:
         raise FnxRuntimeError(f"inner: inner() the last dimension must match on both input tensors but got shapes "
                               f"{list(a.shape)} and {list(b.shape)}")
@@ -241,7 +263,7 @@ def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
     """Contract `dims` of `a` with `dims` of `b`: an int (last n of a with first n of b) or two lists."""
     if out is not None:
         raise NotImplementedError("tensordot: out= is not supported; use the returned tensor")
-    a, b = _both("tensordot", a, b)
+    a, b = _same_dtype("tensordot", a, b, "both tensors")
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, int):
@@ -492,7 +514,12 @@ def einsum(equation, *operands) -> Tensor:
         raise FnxRuntimeError("einsum(): must provide at least one operand")
     ops = operands
     if not all(type(o) is Tensor and o.dtype is operands[0].dtype for o in operands):
-        ops = promote("einsum", *operands)
+        ops = [as_operand(o, "einsum") for o in operands]
+        if all(isinstance(o, Tensor) for o in ops):   # a contraction, like matmul: no promotion
+            for o in ops[1:]:
+                require_same_dtype("einsum()", "all operands", ops[0], o)
+        else:
+            ops = promote("einsum", *ops)
     canonical = _canonical_equation(equation, tuple(o.ndim for o in ops))
     return einsum_p.bind(*ops, equation=canonical)
 
