@@ -356,6 +356,15 @@ def test_softmax_is_stable_and_defaults_dim_with_a_warning():
     assert F.softmax(fnx.ones(2, 3), dtype=fnx.float64).dtype == fnx.float64
 
 
+def test_warnings_point_at_the_users_line():
+    """However deep inside fnx a warning is raised (a module's forward calling F.softmax), it names this file."""
+    with pytest.warns(UserWarning, match="Implicit dimension") as record:
+        fnx.nn.Softmax()(fnx.ones(2, 3))
+    with pytest.warns(UserWarning, match="zero-element") as record_init:
+        fnx.nn.init.kaiming_uniform_(fnx.empty(0, 3))
+    assert [w.filename for w in (*record, *record_init)] == [__file__, __file__]
+
+
 # ---------------------------------------------------------------- normalization
 def test_batch_norm_training_updates_running_stats():
     x = RNG.standard_normal((4, 3, 2))

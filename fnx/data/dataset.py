@@ -4,12 +4,12 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-import warnings
 from typing import Iterator, Sequence
 
 from ..core import FnxValueError
 from ..ops.sampling import Generator, randperm
 from ..tensor import Tensor
+from .._warn import warn as _warn
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split"]
 
@@ -107,7 +107,7 @@ def random_split(dataset: Dataset, lengths: Sequence, generator: Generator | Non
             sizes[i % len(sizes)] += 1
         for i, size in enumerate(sizes):
             if size == 0:
-                warnings.warn(f"Length of split at index {i} is 0. This might result in an empty dataset.")
+                _warn(f"Length of split at index {i} is 0. This might result in an empty dataset.")
         lengths = sizes
     if sum(lengths) != n:
         raise FnxValueError(f"Sum of input lengths ({sum(lengths)}) does not equal the length of the input dataset "

@@ -6,13 +6,13 @@ immutable: there the result is returned out of place.
 """
 from __future__ import annotations
 
-import warnings
 
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.inplace import inplace as _inplace_method
 from ..ops.joins import chunk
 from ..tensor import Tensor
+from .._warn import warn as _warn
 
 __all__ = ["relu", "relu_", "relu6", "elu", "elu_", "selu", "celu", "leaky_relu", "leaky_relu_", "prelu", "glu",
            "gelu", "logsigmoid", "hardshrink", "tanhshrink", "softsign", "softplus", "softmin", "softmax",
@@ -220,9 +220,9 @@ def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, traini
 
 
 # ---------------------------------------------------------------- softmax family
-def _softmax_dim(name: str, ndim: int, stacklevel: int) -> int:
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as "
-                  f"an argument.", stacklevel=stacklevel)
+def _softmax_dim(name: str, ndim: int) -> int:
+    _warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as "
+          f"an argument.")
     return 0 if ndim in (0, 1, 3) else 1
 
 
@@ -233,9 +233,11 @@ def _shifted(input: Tensor, dim: int) -> Tensor:
 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
-    """log(softmax(input)) along `dim`, computed stably as x - max - log(sum(exp(x - max)))."""
+    """log(softmax(input)) along `dim`, computed stably as x - max - log(sum(exp(x - max))).
+
+    `_stacklevel` is accepted for PyTorch's signature; fnx's warnings always point at the caller's line."""
     if dim is None:
-        dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
+        dim = _softmax_dim("log_softmax", input.ndim)
     if dtype is not None:
         input = input.to(dtype)
     z = _shifted(input, dim)
@@ -245,7 +247,7 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim`, with the max subtracted first."""
     if dim is None:
-        dim = _softmax_dim("softmax", input.ndim, _stacklevel)
+        dim = _softmax_dim("softmax", input.ndim)
     if dtype is not None:
         input = input.to(dtype)
     e = ew.exp(_shifted(input, dim))
@@ -254,7 +256,7 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     if dim is None:
-        dim = _softmax_dim("softmin", input.ndim, _stacklevel)
+        dim = _softmax_dim("softmin", input.ndim)
     if dtype is not None:
         input = input.to(dtype)
     return softmax(-input, dim)

@@ -8,7 +8,6 @@ multi-head attention with need_weights=True gives NaN there, as PyTorch does.
 from __future__ import annotations
 
 import math
-import warnings
 
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError
@@ -20,6 +19,7 @@ from ..ops.joins import cat, chunk
 from ..ops.linalg import matmul
 from ..tensor import Tensor
 from .functional_activation import softmax
+from .._warn import warn as _warn
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -69,8 +69,8 @@ def _canonical_mask(mask: Tensor | None, name: str, other: Tensor | None, other_
     if mask.dtype.name != "bool" and not mask.dtype.is_floating_point:
         raise AssertionError(f"only bool and floating types of {name} are supported")
     if other is not None and other.dtype is not mask.dtype:
-        warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both "
-                      f"instead.", stacklevel=3)
+        _warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both "
+              f"instead.")
     if mask.dtype.is_floating_point:
         return mask
     return zeros_like(mask, dtype=dtype).masked_fill(mask, float("-inf"))

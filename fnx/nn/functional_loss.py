@@ -7,7 +7,6 @@ is sum(loss) / sum(weights of the counted targets), as in PyTorch.
 from __future__ import annotations
 
 import math
-import warnings
 
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
@@ -17,6 +16,7 @@ from ..ops.indexing import check_index, index_select, take_along_dim
 from ..ops.shape import broadcast_tensors
 from ..tensor import Tensor, Tracer
 from .functional_activation import log_softmax
+from .._warn import warn as _warn
 
 __all__ = ["nll_loss", "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss",
            "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "poisson_nll_loss", "gaussian_nll_loss",
@@ -56,9 +56,9 @@ def _weighted_reduce(loss: Tensor, weight, reduction: str) -> Tensor:
 
 def _check_same_size(input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
     if tuple(target.shape) != tuple(input.shape):
-        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
-                      f"This will likely lead to incorrect results due to broadcasting. Please ensure they have the "
-                      f"same size.", stacklevel=3)
+        _warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+              f"This will likely lead to incorrect results due to broadcasting. Please ensure they have the "
+              f"same size.")
         input, target = broadcast_tensors(input, target)
     return input, target
 
@@ -246,10 +246,9 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce)
     if reduction == "mean":
-        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size. "
-                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition. "
-                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
-                      stacklevel=2)
+        _warn("reduction: 'mean' divides the total loss by both the batch size and the support size. "
+              "'batchmean' divides only by the batch size, and aligns with the KL div math definition. "
+              "'mean' will be changed to behave the same as 'batchmean' in the next major release.")
     if log_target:
         loss = ew.exp(target) * (target - input)
     else:

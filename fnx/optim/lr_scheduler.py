@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 import types
-import warnings
 from bisect import bisect_right
 from collections import Counter
 from typing import Callable
 
 from ..core import FnxTypeError, FnxValueError
 from .optimizer import Optimizer
+from .._warn import warn as _warn
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LinearLR",
            "OneCycleLR"]
@@ -55,8 +55,8 @@ class LRScheduler:
             self.last_epoch += 1
             values = self.get_lr()
         else:
-            warnings.warn("The epoch parameter in `scheduler.step()` is deprecated (as in PyTorch); call step() "
-                          "without it", DeprecationWarning, stacklevel=2)
+            _warn("The epoch parameter in `scheduler.step()` is deprecated (as in PyTorch); call step() "
+                  "without it", DeprecationWarning)
             self.last_epoch = epoch
             values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, values):

@@ -13,11 +13,11 @@ PyTorch's in-place ops on leaves); under `fnx.no_grad()` it is donated like any 
 from __future__ import annotations
 
 import logging
-import warnings
 
 from ..core import FnxRuntimeError
 from ..tree import tree_flatten
 from ..tensor import Tensor
+from .._warn import warn as _warn
 
 __all__ = ["DonatedBuffer", "Donation", "donated_leaves"]
 
@@ -92,9 +92,9 @@ class Donation:
                                          f"stop donating it") for p, label in leaves if p in driver.donors}
         unusable = [label for p, label in leaves if p not in driver.donors]
         if unusable:
-            warnings.warn(f"fnx.compile: some donated buffers of `{fun_name}` were not usable (no output of the "
-                          f"same byte size can take them): {', '.join(unusable)}; those tensors stay valid",
-                          UserWarning, stacklevel=4)
+            _warn(f"fnx.compile: some donated buffers of `{fun_name}` were not usable (no output of the "
+                  f"same byte size can take them): {', '.join(unusable)}; those tensors stay valid",
+                  UserWarning)
 
     def __call__(self, leaves: list) -> list[Tensor]:
         used: list[int] = []

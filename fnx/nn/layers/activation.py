@@ -231,7 +231,7 @@ class _SoftmaxLike(Module):
         self.dim = dim
 
     def forward(self, input: Tensor) -> Tensor:
-        return type(self)._fn(input, self.dim, _stacklevel=5)
+        return type(self)._fn(input, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
@@ -259,7 +259,7 @@ class Softmax2d(Module):
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim not in (3, 4):
             raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
-        return F.softmax(input, -3, _stacklevel=5)
+        return F.softmax(input, -3)
 
 
 class RReLU(Module):
