@@ -47,7 +47,7 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
             prev_g = grads.get(p)
             grads[p] = g if prev_g is None else prev_g + g
     prev = core.set_grad_enabled_flag(create_graph)
-    anomaly = tape.anomaly_enabled
+    anomaly = core.anomaly_enabled()
     try:
         for node in toposort([p for p in (tape.parent_of(r) for r in roots) if not isinstance(p, _Tensor)],
                              _node_inputs):
@@ -121,7 +121,7 @@ def _as_list(x):
 
 
 def _check_eager(op: str) -> None:
-    if core.transforms_active:
+    if core.state.transforms_active:
         raise FnxRuntimeError(f"{op} is eager autograd and cannot run inside a functional transform "
                               f"(grad, vmap, compile); use fnx.grad / fnx.vjp on the function instead")
 

@@ -21,7 +21,8 @@ __all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle"]
 
 _FLOAT_NP = frozenset(d.np for d in _dt.ALL if d.is_floating_point)
 _FNX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-anomaly_enabled = False
+_state = core.state  # the calling thread's grad mode
+_anomaly_enabled = core.anomaly_enabled
 
 
 def forward_stack() -> list:
@@ -42,7 +43,7 @@ class Node:
         self.prim, self.params, self.inputs, self.parents = prim, params, inputs, parents
         self.versions, self.out_value, self.out_version = versions, out_value, out_version
         self.hooks = None
-        self.stack = forward_stack() if anomaly_enabled else None
+        self.stack = forward_stack() if _anomaly_enabled() else None
 
     @property
     def name(self) -> str:
@@ -168,7 +169,7 @@ def accumulate_grad(t, g) -> None:
     a graph is being built (create_graph=True), where the sum stays differentiable.
     """
     old = t._grad
-    if core.grad_enabled:
+    if _state.grad_enabled:
         t._grad = g.clone() if old is None else old + g
     elif old is None:
         t._grad = make(g._value.copy(), g._device)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -123,7 +124,7 @@ def _generator(generator: Generator | None, device, op: str, staged: bool = Fals
     While fnx.compile stages the function it is None: a sampler that passed `staged=True` then draws from
     the compiled call's key (`_draw_staged`); elsewhere a staged draw raises, since it would freeze a sample.
     """
-    if core.dynamic_trace.level > 0:
+    if core.state.dynamic_trace.level > 0:
         _check_staged_draw(generator, op, staged)
         return None
     if generator is not None:
@@ -196,24 +197,33 @@ class KeySource:
         return keyed.fold_in(base, self.count)
 
 
-_key_sources: list[KeySource] = []
+class _KeySources(threading.local):
+    """The key sources of the compiles in progress in the calling thread, innermost last."""
+
+    def __init__(self):
+        self.stack: list[KeySource] = []
+
+
+_key_sources = _KeySources()
 
 
 @contextmanager
 def staged_keys():
     """While fnx.compile traces a function: its global-generator samplers draw from the `KeySource` yielded."""
-    source = KeySource(core.dynamic_trace)
-    _key_sources.append(source)
+    source = KeySource(core.state.dynamic_trace)
+    stack = _key_sources.stack
+    stack.append(source)
     try:
         yield source
     finally:
-        _key_sources.pop()
+        stack.pop()
 
 
 def _key_source() -> KeySource | None:
     """The key source of the staging trace in progress, when fnx.compile traces directly on it."""
-    if _key_sources and _key_sources[-1].main is core.dynamic_trace:
-        return _key_sources[-1]
+    stack = _key_sources.stack
+    if stack and stack[-1].main is core.state.dynamic_trace:
+        return stack[-1]
     return None
 
 
@@ -304,7 +314,7 @@ def _draw(op: str, dev, requires_grad: bool, sample) -> Tensor:
     Inside vmap the enclosing `randomness` decides: "error" raises, "same" draws once for the whole batch,
     "different" draws one sample per batch element (a leading dim per such vmap, outermost first).
     """
-    different = _sampling_vmaps(op, 0) if core.transforms_active else []
+    different = _sampling_vmaps(op, 0) if core.state.transforms_active else []
     out = make(sample(tuple(m.global_data[0] for m in different)), dev)
     if not different:
         return out.requires_grad_(True) if requires_grad else out
@@ -326,7 +336,7 @@ def _draw_staged(op: str, dev, requires_grad: bool, staged) -> Tensor:
 
 def _sampling_vmaps(op: str, floor: int) -> list:
     """The vmaps above trace level `floor` that draw one sample per batch element; raises in "error" mode."""
-    mains = [m for m in core.trace_stack if m.trace_type is BatchTrace and m.level > floor]
+    mains = [m for m in core.state.trace_stack if m.trace_type is BatchTrace and m.level > floor]
     for m in mains:
         if m.global_data[1] == "error":
             raise FnxRuntimeError(f"vmap: called random operation {op} while in randomness error mode; pass "
@@ -613,7 +623,7 @@ def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype=
 def _target(self: Tensor, op: str, floating: bool = True) -> None:
     _check_target(self, op)
     base = self._base
-    if core.grad_enabled and base is not None and base._requires_grad and base._node is None:
+    if core.state.grad_enabled and base is not None and base._requires_grad and base._node is None:
         raise FnxRuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
                               f"operation; wrap it in `with fnx.no_grad():`")
     if floating and not self.dtype.is_floating_point:
@@ -624,7 +634,7 @@ def _write(self: Tensor, value) -> Tensor:
     """Overwrite `self` with freshly sampled values: a new version, and no longer part of any graph."""
     self._value[...] = value
     self._version[0] += 1
-    if core.grad_enabled and self._node is not None:
+    if core.state.grad_enabled and self._node is not None:
         self._node, self._requires_grad = None, False
     return self
 
