@@ -345,6 +345,26 @@ def test_two_threads_inside_transforms_at_once(name):
 
 
 # ---------------------------------------------------------------- compiled functions and random numbers
+def test_one_compiled_function_called_from_threads(fast_switching):
+    """Concurrent calls: first tracing (two threads per signature, two signatures at once), then running the
+    same executables (whose generated drivers share argument blocks between calls) many times."""
+    f = fnx.compile(lambda a, b: (a * b + 1.0).exp().sum(dim=-1))
+    barrier = threading.Barrier(4)
+
+    def worker(i):
+        def run():
+            rng = np.random.default_rng(i)
+            shape = (3, 5 + i % 2)
+            barrier.wait(TIMEOUT)
+            for _ in range(1500):
+                a, b = rng.standard_normal(shape, np.float32), rng.standard_normal(shape, np.float32)
+                got = f(fnx.tensor(a), fnx.tensor(b)).numpy()
+                np.testing.assert_allclose(got, np.exp(a * b + 1).sum(-1), rtol=1e-5)
+        return run
+
+    run_in_threads(*[worker(i) for i in range(4)], release=[barrier])
+
+
 def test_compiled_functions_that_sample_trace_in_two_threads_at_once():
     """A's compile starts tracing, then B's; A samples while B's trace is the latest: each draws from the key
     of its own trace (the key sources of compiles in progress are per thread)."""
