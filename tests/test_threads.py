@@ -394,3 +394,23 @@ def test_compiled_functions_that_sample_trace_in_two_threads_at_once():
     for o, base in zip(out, (0.0, 10.0)):
         v = o.numpy() - base
         assert ((v >= 0) & (v < 1)).all()
+
+
+def test_global_generator_draws_from_threads_are_the_serial_draws(fast_switching):
+    """Threads share one stream (as in PyTorch): every draw is one of the serial sequence's, none repeats,
+    also when the threads' first draws after `manual_seed` create the generator together."""
+    n_threads, draws, rounds = 4, 5, 20
+    fnx.manual_seed(123)
+    serial = {tuple(fnx.rand(4).tolist()) for _ in range(n_threads * draws)}
+    barrier = threading.Barrier(n_threads, action=lambda: fnx.manual_seed(123))  # reseeds before each round
+    got = [[] for _ in range(rounds)]
+
+    def worker():
+        for r in range(rounds):
+            barrier.wait(TIMEOUT)
+            for _ in range(draws):
+                got[r].append(tuple(fnx.rand(4).tolist()))
+
+    run_in_threads(*[worker] * n_threads, release=[barrier])
+    for drawn in got:
+        assert len(set(drawn)) == len(drawn) and set(drawn) == serial

@@ -17,6 +17,12 @@ key input (make_jaxpr, bodies of cond/while_loop/scan, custom_vjp and checkpoint
 compile, in-place samplers, an explicit `generator`, multinomial) sampling under staging raises an error
 that says what to do instead.
 
+The default generators are shared by all threads, as PyTorch's are. On the CPU, numpy's generator draws
+under its own lock and a lock here guards creating and seeding the generators, so concurrent draws each
+take their own numbers of the one stream (in an order that depends on the threads' timing); CuPy's
+generator has no such lock (not tested from several threads). The key sources of compiles in progress are
+per thread, as the trace stack is.
+
 The CPU generator state (`get_rng_state`) is a uint8 tensor of 48 bytes:
 PCG64's 128-bit state and increment, then its buffered-uint32 flag and value
 as two 64-bit words, all little-endian; `fnx.save` can store it.
@@ -44,6 +50,7 @@ __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_see
            "rand_like", "randn_like", "randint_like"]
 
 _DEFAULT_SEED = 67280421310721  # PyTorch's default seed
+_lock = threading.Lock()  # held while a generator is created or the default generators are seeded
 _STATE_BYTES = 48
 _UNIT_BITS = {"float16": 11, "bfloat16": 8}  # uniform floats exactly representable (and < 1) in these dtypes
 
@@ -60,14 +67,20 @@ class Generator:
     @property
     def rng(self):
         """The backend generator: numpy's `Generator(PCG64)` or CuPy's generator (created on first use)."""
-        if self._rng is None:
-            if self.device is cpu:
-                self._rng = np.random.Generator(np.random.PCG64(self._initial_seed))
-            else:
-                cp = self.device.xp
-                with cp.cuda.Device(self.device.index):
-                    self._rng = cp.random.default_rng(self._initial_seed)
-        return self._rng
+        rng = self._rng
+        if rng is None:
+            with _lock:  # two threads drawing first must not each start a stream of their own
+                if self._rng is None:
+                    self._rng = self._new_rng()
+                rng = self._rng
+        return rng
+
+    def _new_rng(self):
+        if self.device is cpu:
+            return np.random.Generator(np.random.PCG64(self._initial_seed))
+        cp = self.device.xp
+        with cp.cuda.Device(self.device.index):
+            return cp.random.default_rng(self._initial_seed)
 
     def manual_seed(self, seed: int) -> Generator:
         """Restart the stream from `seed` (any int; negative seeds wrap to 64 bits, as in PyTorch)."""
@@ -136,16 +149,20 @@ def _generator(generator: Generator | None, device, op: str, staged: bool = Fals
         return generator
     gen = _defaults.get(device)
     if gen is None:
-        gen = _defaults[device] = Generator(device).manual_seed(_global_seed)
+        with _lock:
+            gen = _defaults.get(device)
+            if gen is None:
+                gen = _defaults[device] = Generator(device).manual_seed(_global_seed)
     return gen
 
 
 def manual_seed(seed: int) -> Generator:
     """Seed the default generators of every device (CUDA ones too, now or when first used)."""
     global _global_seed
-    _global_seed = int(seed) % 2 ** 64
-    for gen in _defaults.values():
-        gen.manual_seed(seed)
+    with _lock:
+        _global_seed = int(seed) % 2 ** 64
+        for gen in _defaults.values():
+            gen.manual_seed(seed)
     return default_generator
 
 
