@@ -146,7 +146,8 @@ class RemovableHandle:
 
 
 def register_hook(t, hook) -> RemovableHandle:
-    """Call `hook(grad)` when the gradient of `t` is computed; a non-None return replaces the gradient."""
+    """Call `hook(grad)` once per backward with the whole gradient of `t`; a non-None return replaces it
+    (for a leaf: what is accumulated into `.grad`). As in PyTorch, a `retain_grad` hook always runs last."""
     if not t._requires_grad:
         raise FnxRuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
     if t._node is None:
@@ -157,7 +158,10 @@ def register_hook(t, hook) -> RemovableHandle:
         hooks = t._node.hooks
         if hooks is None:
             hooks = t._node.hooks = []
-    hooks.append(hook)
+    if hooks and hooks[-1] is getattr(t, "_retains_grad", None):
+        hooks.insert(len(hooks) - 1, hook)
+    else:
+        hooks.append(hook)
     return RemovableHandle(hooks, hook)
 
 
@@ -185,7 +189,7 @@ def retain_grad(t) -> None:
     """Keep `.grad` of a non-leaf tensor after backward."""
     if not t._requires_grad:
         raise FnxRuntimeError("retain_grad: can't retain_grad on a tensor that has requires_grad=False")
-    if t._node is None or getattr(t, "_retains_grad", False):
+    if t._node is None or getattr(t, "_retains_grad", None) is not None:
         return
     ref = weakref.ref(t)
 
@@ -194,8 +198,8 @@ def retain_grad(t) -> None:
         if target is not None:
             accumulate_grad(target, grad)
 
-    t._retains_grad = True
     register_hook(t, keep)
+    t._retains_grad = keep  # the hook that register_hook keeps last
 
 
 def has_nan(t) -> bool:
