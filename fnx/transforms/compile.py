@@ -391,7 +391,7 @@ class Compiled:
         if entry.key_devices:
             leaves = [*[compiled_call_key(d, f"fnx.compile({self.__name__})") for d in entry.key_devices], *leaves]
         if not core.state.transforms_active:
-            if not (core.state.grad_enabled and _requires_grad(leaves)):
+            if not (_requires_grad(leaves) and core.state.grad_enabled):
                 if entry.donate and (entry.donation or self._donation(entry)):
                     v = None   # the key loop's last array: a reference here would keep its buffer from donation
                     with entry.closed.lock:
