@@ -6,9 +6,14 @@ batch, lower). `bind` runs a primitive: with no transform active it calls
 grad, records a node on the autograd tape. When a transform is active, the
 arguments are lifted to the top trace, which interprets the primitive
 (JAX's classic trace stack with levels, as in Autodidax).
+
+Grad mode, anomaly mode and the trace stack are per thread (context variables, read through
+`state`), so that threads train, trace and switch grad mode independently, as with PyTorch's
+grad mode.
 """
 from __future__ import annotations
 
+import contextvars
 from contextlib import contextmanager
 from typing import Any, Callable
 
@@ -105,21 +110,68 @@ class Primitive:
         return self.name
 
 
-# ---------------------------------------------------------------- global state read by the fast path
-grad_enabled = True        # fnx.no_grad() and friends flip this
-transforms_active = False  # True while any trace above the eager one exists
-record_hook = None         # set by fnx.autograd.tape: records a node for an eager op
+# ---------------------------------------------------------------- per-thread state read by the fast path
+# Grad mode, anomaly mode and the trace stack live in context variables: every thread runs in a contextvars
+# context of its own and starts from the defaults (grad mode on, anomaly mode off, no transform), as with
+# PyTorch's thread-local grad mode; an asyncio task runs in a copy of its creator's context, so one task's
+# `no_grad` does not reach the others either. (Free-threaded Python 3.14 starts a thread in a copy of its
+# parent's context, sys.flags.thread_inherit_context: there a thread started inside no_grad starts in it.)
+# `bind` reads the flags on every op: ContextVar.get costs about 15 ns, an attribute of a threading.local
+# 40 ns or more.
+_NO_GRAD = 1   # a bit of the flags: grad mode is off
+_TRACING = 2   # a bit of the flags: a transform above the eager trace is active
+_flags = contextvars.ContextVar("fnx_flags", default=0)
+_get_flags = _flags.get
+_set_flags = _flags.set
+_anomaly = contextvars.ContextVar("fnx_anomaly", default=False)
+anomaly_enabled = _anomaly.get  # fnx.autograd.detect_anomaly: record forward tracebacks, check backward for NaN
+
+
+class _State:
+    """The calling thread's state by name: `core.state.grad_enabled`, `.transforms_active`, `.trace_stack`,
+    `.dynamic_trace`."""
+
+    __slots__ = ()
+
+    @property
+    def grad_enabled(self) -> bool:
+        return not _get_flags() & _NO_GRAD
+
+    @property
+    def transforms_active(self) -> bool:
+        return bool(_get_flags() & _TRACING)
+
+    @property
+    def trace_stack(self) -> tuple:
+        return _traces.get()[0]
+
+    @property
+    def dynamic_trace(self) -> MainTrace:
+        return _traces.get()[1]
+
+
+state = _State()
+record_hook = None  # set by fnx.autograd.tape: records a node for an eager op
 
 
 def set_grad_enabled_flag(flag: bool) -> bool:
-    global grad_enabled
-    prev, grad_enabled = grad_enabled, bool(flag)
+    """Switch grad mode in the calling thread; returns the previous mode."""
+    flags = _get_flags()
+    _set_flags(flags & ~_NO_GRAD if flag else flags | _NO_GRAD)
+    return not flags & _NO_GRAD
+
+
+def set_anomaly_enabled(mode: bool) -> bool:
+    """Switch anomaly mode in the calling thread; returns the previous mode."""
+    prev = _anomaly.get()
+    _anomaly.set(bool(mode))
     return prev
 
 
 def bind(prim: Primitive, *args, **params):
     """Apply `prim` to tensors `args`; the single entry point of every op."""
-    if transforms_active:
+    flags = _get_flags()
+    if flags and flags & _TRACING:  # flags is 0 (grad mode on, no transform) in the common case: test that first
         return _bind_traced(prim, args, params)
     a0 = args[0]
     try:
@@ -163,7 +215,7 @@ def bind(prim: Primitive, *args, **params):
     t._grad = None
     t._version = [0] if not prim.view else a0._version
     t._base = None if not prim.view else (a0 if a0._base is None else a0._base)
-    if grad_enabled:
+    if not flags:  # grad mode on (and no transform, tested above)
         if a0._requires_grad or (n == 2 and a1._requires_grad):
             return record_hook(prim, args, params, t)
         if n > 2:
@@ -182,7 +234,7 @@ def _wrap_multiple(prim: Primitive, args, params, outs) -> list:
     from .tensor import from_array
 
     tensors = [from_array(o) for o in outs]
-    if grad_enabled and prim.differentiable and any(a._requires_grad for a in args):
+    if state.grad_enabled and prim.differentiable and any(a._requires_grad for a in args):
         from .transforms.custom import _record_eager
 
         return _record_eager(prim.name, list(args), tensors, lambda cts: prim.vjp(cts, args, tensors, **params))
@@ -272,41 +324,55 @@ class EvalTrace(Trace):
     lift = pure
 
     def process_primitive(self, prim, tracers, params):
-        global transforms_active
-        prev, transforms_active = transforms_active, False
+        flags = _get_flags()
+        _set_flags(flags & ~_TRACING)
         try:
             return bind(prim, *tracers, **params)
         finally:
-            transforms_active = prev
+            _set_flags(_get_flags() | flags & _TRACING)
 
     def process_custom(self, call, tracers):
-        global transforms_active
-        prev, transforms_active = transforms_active, False
+        flags = _get_flags()
+        _set_flags(flags & ~_TRACING)
         try:
             return call.eager(tracers)
         finally:
-            transforms_active = prev
+            _set_flags(_get_flags() | flags & _TRACING)
 
 
-trace_stack: list[MainTrace] = [MainTrace(0, EvalTrace)]
-dynamic_trace: MainTrace = trace_stack[0]
+_EVAL_MAIN = MainTrace(0, EvalTrace)  # the bottom of every thread's trace stack: eager evaluation
+_traces = contextvars.ContextVar("fnx_traces", default=((_EVAL_MAIN,), _EVAL_MAIN))  # (stack, dynamic trace)
 
 
 @contextmanager
 def new_main(trace_type: type, global_data: Any = None, dynamic: bool = False):
-    """Push a transform's main trace; with `dynamic`, every op binds to it (staging for compile)."""
-    global transforms_active, dynamic_trace
-    main = MainTrace(len(trace_stack), trace_type, global_data)
-    trace_stack.append(main)
-    prev_active, prev_dynamic = transforms_active, dynamic_trace
-    transforms_active = True
-    if dynamic:
-        dynamic_trace = main
+    """Push a transform's main trace on the calling thread's stack; with `dynamic`, every op binds to it
+    (staging for compile)."""
+    prev = _traces.get()
+    stack, dynamic_trace = prev
+    main = MainTrace(len(stack), trace_type, global_data)
+    _traces.set((stack + (main,), main if dynamic else dynamic_trace))
+    prev_flags = _get_flags()
+    _set_flags(prev_flags | _TRACING)
     try:
         yield main
     finally:
-        trace_stack.pop()
-        transforms_active, dynamic_trace = prev_active, prev_dynamic
+        _traces.set(prev)
+        _set_flags(_get_flags() & ~_TRACING | prev_flags & _TRACING)  # grad mode stays as the body left it
+
+
+def enter_eager_mode() -> tuple:
+    """Switch the calling thread to plain eager evaluation with grad mode off, whatever transforms are active
+    (to run the equations of a compiled call on concrete tensors); returns what `leave_eager_mode` restores."""
+    saved = _get_flags(), _traces.get()
+    _set_flags(_NO_GRAD)
+    _traces.set((saved[1][0], _EVAL_MAIN))
+    return saved
+
+
+def leave_eager_mode(saved: tuple) -> None:
+    _set_flags(saved[0])
+    _traces.set(saved[1])
 
 
 def _bind_traced(prim: Primitive, args, params):
@@ -319,12 +385,13 @@ def _bind_traced(prim: Primitive, args, params):
 
 
 def find_top_trace(args) -> Trace:
-    top = trace_stack[0]
+    top = _EVAL_MAIN
     for a in args:
         if isinstance(a, Tracer) and a._trace.main.level > top.level:
             top = a._trace.main
-    if dynamic_trace.level > top.level:
-        top = dynamic_trace
+    dynamic = _traces.get()[1]
+    if dynamic.level > top.level:
+        top = dynamic
     return top.trace_type(top)
 
 

@@ -14,6 +14,10 @@ from .core import FnxRuntimeError
 __all__ = ["use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
            "is_deterministic_algorithms_warn_only_enabled", "alert_not_deterministic"]
 
+# Process-wide, unlike grad mode (which is per thread), as PyTorch's use_deterministic_algorithms is: it is a
+# setting of the program (switched once, not entered and left around a block, so threads cannot overlap in
+# it), and its promise, a rerun gives the same bits, holds only if every thread's ops obey it; a per-thread
+# setting would leave worker threads nondeterministic while the main thread asked for determinism.
 _enabled = False
 _warn_only = False
 

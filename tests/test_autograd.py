@@ -334,6 +334,49 @@ def test_non_leaf_hook():
     assert x.grad.tolist() == [12.0, 12.0]
 
 
+def test_leaf_hook_fires_once_with_the_whole_gradient():
+    x = leaf([1.0, 2.0])
+    seen = []
+    x.register_hook(lambda g: seen.append(g.tolist()))
+    (x * x).sum().backward()  # two contributions, x and x: the hook sees their sum, once
+    assert seen == [[2.0, 4.0]] and x.grad.tolist() == [2.0, 4.0]
+
+
+def test_leaf_hook_result_is_what_accumulates():
+    x = leaf([1.0, 2.0])
+    x.register_hook(lambda g: g + 1)  # applied once to 2x, not to each of the two contributions
+    (x * x).sum().backward()
+    assert x.grad.tolist() == [3.0, 5.0]
+    assert fnx.autograd.grad((x * x).sum(), x)[0].tolist() == [3.0, 5.0]  # captured gradients pass it too
+
+
+def test_leaf_hook_fires_once_per_backward_call():
+    x = leaf([1.0, 2.0])
+    seen = []
+    x.register_hook(lambda g: seen.append(g.tolist()))
+    (x * x).sum().backward()
+    (x * x * 3).sum().backward()
+    assert seen == [[2.0, 4.0], [6.0, 12.0]] and x.grad.tolist() == [8.0, 16.0]
+
+
+def test_non_leaf_hook_fires_once_with_the_whole_gradient():
+    x = leaf([1.0, 2.0])
+    y = x * 2
+    seen = []
+    y.register_hook(lambda g: seen.append(g.tolist()) or g * g)
+    ((y * 3).sum() + y.sum()).backward()  # two consumers of y: 3 + 1
+    assert seen == [[4.0, 4.0]] and x.grad.tolist() == [32.0, 32.0]
+
+
+def test_retain_grad_sees_every_hook_and_the_whole_gradient():
+    x = leaf([1.0, 2.0])
+    y = x * 2
+    y.retain_grad()
+    y.register_hook(lambda g: g + 1)  # registered after retain_grad, runs before it (as in PyTorch)
+    (y * y).sum().backward()
+    assert y.grad.tolist() == [5.0, 9.0] and x.grad.tolist() == [10.0, 18.0]
+
+
 def test_hook_on_tensor_without_grad_raises():
     with pytest.raises(RuntimeError, match="doesn't require gradient"):
         fnx.ones(1).register_hook(lambda g: g)

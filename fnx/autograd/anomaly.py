@@ -1,15 +1,20 @@
-"""`detect_anomaly`: find the forward op whose backward produced NaN."""
+"""`detect_anomaly`: find the forward op whose backward produced NaN.
+
+Anomaly mode is per thread, like grad mode: a `detect_anomaly()` block in one thread does not slow down or
+check another, and overlapping blocks in two threads cannot leave it switched on. (PyTorch's is process-wide;
+fnx runs backward in the thread that calls it, so the mode of that thread is the one that applies.)
+"""
 from __future__ import annotations
 
 import functools
 
-from . import tape
+from .. import core
 
 __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
 
 
 def is_anomaly_enabled() -> bool:
-    return tape.anomaly_enabled
+    return core.anomaly_enabled()
 
 
 class detect_anomaly:
@@ -19,12 +24,11 @@ class detect_anomaly:
         self.check_nan = check_nan
 
     def __enter__(self):
-        self._prev = tape.anomaly_enabled
-        tape.anomaly_enabled = self.check_nan
+        self._prev = core.set_anomaly_enabled(self.check_nan)
         return self
 
     def __exit__(self, *exc) -> None:
-        tape.anomaly_enabled = self._prev
+        core.set_anomaly_enabled(self._prev)
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -35,12 +39,11 @@ class detect_anomaly:
 
 
 class set_detect_anomaly(detect_anomaly):
-    """Switch anomaly detection on or off now (and restore it when used as a context manager)."""
+    """Switch anomaly mode on or off now (and restore it when used as a context manager)."""
 
     def __init__(self, mode: bool):
         super().__init__(mode)
-        self._prev = tape.anomaly_enabled
-        tape.anomaly_enabled = mode
+        self._prev = core.set_anomaly_enabled(mode)
 
     def __enter__(self):
         return self

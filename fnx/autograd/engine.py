@@ -13,12 +13,8 @@ __all__ = ["backward", "grad"]
 
 
 def _node_inputs(node):
-    """The nodes a tape node consumes (leaf tensors end the walk)."""
-    return (p for p in node.parents if not isinstance(p, _Tensor))
-
-
-def _acc(a, b):
-    return b if a is None else a + b
+    """Where a tape node sends gradient: the nodes and leaf tensors it consumes (a leaf ends the walk)."""
+    return () if isinstance(node, _Tensor) else node.parents
 
 
 def _run_hooks(hooks, g):
@@ -33,26 +29,29 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
     """Propagate `root_grads` from `roots`; accumulate into leaves' `.grad`, or into `capture` when given.
 
     `capture` maps id(tensor or node) to a slot index; captured gradients are returned in a list.
+    Leaves are steps of the walk too (PyTorch's AccumulateGrad), after every node that feeds them: a leaf's
+    contributions are summed first, so its hooks see its whole gradient once, as a node's hooks do.
     """
     captured = [None] * (len(capture) if capture else 0)
-    grads: dict = {}
+    grads: dict = {}  # id(node or leaf) -> the sum of the gradients it has received so far
+    starts = []
     for r, g in zip(roots, root_grads):
         p = tape.parent_of(r)
         if p is None:
             raise FnxRuntimeError("element 0 of tensors does not require grad and does not have a grad_fn; "
                                   "call .requires_grad_() on the inputs you differentiate with respect to")
-        if isinstance(p, _Tensor):
-            _to_leaf(p, g, capture, captured)
-        else:
-            prev_g = grads.get(p)
-            grads[p] = g if prev_g is None else prev_g + g
+        starts.append(p)
+        prev_g = grads.get(id(p))
+        grads[id(p)] = g if prev_g is None else prev_g + g
     prev = core.set_grad_enabled_flag(create_graph)
-    anomaly = tape.anomaly_enabled
+    anomaly = core.anomaly_enabled()
     try:
-        for node in toposort([p for p in (tape.parent_of(r) for r in roots) if not isinstance(p, _Tensor)],
-                             _node_inputs):
-            g = grads.pop(node, None)
+        for node in toposort(starts, _node_inputs):
+            g = grads.pop(id(node), None)
             if g is None:
+                continue
+            if isinstance(node, _Tensor):
+                _to_leaf(node, g, capture, captured)
                 continue
             if node.hooks:
                 g = _run_hooks(node.hooks, g)
@@ -66,24 +65,22 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
             for p, c in zip(node.parents, cots):
                 if p is None or c is None:
                     continue
-                if isinstance(p, _Tensor):
-                    _to_leaf(p, c, capture, captured)
-                else:
-                    prev_g = grads.get(p)
-                    grads[p] = c if prev_g is None else prev_g + c
+                prev_g = grads.get(id(p))
+                grads[id(p)] = c if prev_g is None else prev_g + c
     finally:
         core.set_grad_enabled_flag(prev)
     return captured
 
 
 def _to_leaf(leaf, g, capture, captured) -> None:
+    """A leaf's whole gradient of this backward call: through its hooks, then into `.grad` or its slot."""
     hooks = getattr(leaf, "_hooks", None)
     if hooks:
         g = _run_hooks(hooks, g)
     if capture is not None:
         slot = capture.get(id(leaf))
         if slot is not None:
-            captured[slot] = _acc(captured[slot], g)
+            captured[slot] = g
         return
     tape.accumulate_grad(leaf, g)
 
@@ -121,7 +118,7 @@ def _as_list(x):
 
 
 def _check_eager(op: str) -> None:
-    if core.transforms_active:
+    if core.state.transforms_active:
         raise FnxRuntimeError(f"{op} is eager autograd and cannot run inside a functional transform "
                               f"(grad, vmap, compile); use fnx.grad / fnx.vjp on the function instead")
 

@@ -60,7 +60,7 @@ class _FunctionNode:
     def __init__(self, fn, ctx, parents, outputs_meta, inputs):
         self.fn, self.ctx, self.parents, self.outputs_meta, self.inputs = fn, ctx, parents, outputs_meta, inputs
         self.hooks = None
-        self.stack = tape.forward_stack() if tape.anomaly_enabled else None
+        self.stack = tape.forward_stack() if core.anomaly_enabled() else None
 
     @property
     def name(self) -> str:
@@ -124,7 +124,7 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
-        if core.transforms_active:
+        if core.state.transforms_active:
             raise FnxRuntimeError(f"{cls.__name__}.apply: autograd.Function is eager-only; inside fnx.grad/vmap/"
                                   f"compile use fnx.custom_vjp instead")
         Tensor = core._Tensor
@@ -135,7 +135,7 @@ class Function:
             outs = cls.forward(ctx, *args)
         finally:
             core.set_grad_enabled_flag(prev)
-        if not (core.grad_enabled and any(needs)):
+        if not (core.state.grad_enabled and any(needs)):
             return outs
         single = not isinstance(outs, tuple)
         out_list = [outs] if single else list(outs)

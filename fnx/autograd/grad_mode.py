@@ -1,4 +1,8 @@
-"""Grad modes: `no_grad`, `enable_grad`, `set_grad_enabled`, `inference_mode` (context managers and decorators)."""
+"""Grad modes: `no_grad`, `enable_grad`, `set_grad_enabled`, `inference_mode` (context managers and decorators).
+
+Grad mode is per thread, as in PyTorch: switching it affects the calling thread only, and every new thread
+starts with grad mode on, whatever the thread that started it was in (the flag lives in `core.state`).
+"""
 from __future__ import annotations
 
 import functools
@@ -9,7 +13,7 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_g
 
 
 def is_grad_enabled() -> bool:
-    return core.grad_enabled
+    return core.state.grad_enabled
 
 
 class _GradMode:
@@ -70,7 +74,7 @@ class inference_mode(_GradMode):
         pass
 
     def _mode(self) -> bool:
-        return core.grad_enabled and not self.mode
+        return core.state.grad_enabled and not self.mode
 
     def clone(self):
         return inference_mode(self.mode)

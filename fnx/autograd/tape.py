@@ -20,7 +20,8 @@ from ..tensor import init_from_array, make
 __all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle"]
 
 _FLOAT_NP = frozenset(d.np for d in _dt.ALL if d.is_floating_point)
-anomaly_enabled = False
+_state = core.state  # the calling thread's grad mode
+_anomaly_enabled = core.anomaly_enabled
 
 
 def forward_stack() -> list:
@@ -41,7 +42,7 @@ class Node:
         self.prim, self.params, self.inputs, self.parents = prim, params, inputs, parents
         self.versions, self.out_value, self.out_version = versions, out_value, out_version
         self.hooks = None
-        self.stack = forward_stack() if anomaly_enabled else None
+        self.stack = forward_stack() if _anomaly_enabled() else None
 
     @property
     def name(self) -> str:
@@ -144,7 +145,8 @@ class RemovableHandle:
 
 
 def register_hook(t, hook) -> RemovableHandle:
-    """Call `hook(grad)` when the gradient of `t` is computed; a non-None return replaces the gradient."""
+    """Call `hook(grad)` once per backward with the whole gradient of `t`; a non-None return replaces it
+    (for a leaf: what is accumulated into `.grad`). As in PyTorch, a `retain_grad` hook always runs last."""
     if not t._requires_grad:
         raise FnxRuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
     if t._node is None:
@@ -155,7 +157,10 @@ def register_hook(t, hook) -> RemovableHandle:
         hooks = t._node.hooks
         if hooks is None:
             hooks = t._node.hooks = []
-    hooks.append(hook)
+    if hooks and hooks[-1] is getattr(t, "_retains_grad", None):
+        hooks.insert(len(hooks) - 1, hook)
+    else:
+        hooks.append(hook)
     return RemovableHandle(hooks, hook)
 
 
@@ -167,7 +172,7 @@ def accumulate_grad(t, g) -> None:
     a graph is being built (create_graph=True), where the sum stays differentiable.
     """
     old = t._grad
-    if core.grad_enabled:
+    if _state.grad_enabled:
         t._grad = g.clone() if old is None else old + g
     elif old is None:
         t._grad = make(g._value.copy(), g._device)
@@ -183,7 +188,7 @@ def retain_grad(t) -> None:
     """Keep `.grad` of a non-leaf tensor after backward."""
     if not t._requires_grad:
         raise FnxRuntimeError("retain_grad: can't retain_grad on a tensor that has requires_grad=False")
-    if t._node is None or getattr(t, "_retains_grad", False):
+    if t._node is None or getattr(t, "_retains_grad", None) is not None:
         return
     ref = weakref.ref(t)
 
@@ -192,8 +197,8 @@ def retain_grad(t) -> None:
         if target is not None:
             accumulate_grad(target, grad)
 
-    t._retains_grad = True
     register_hook(t, keep)
+    t._retains_grad = keep  # the hook that register_hook keeps last
 
 
 def has_nan(t) -> bool:

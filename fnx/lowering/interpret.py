@@ -23,12 +23,11 @@ __all__ = ["Interpreted", "run_eagerly"]
 
 def run_eagerly(fn, *args):
     """`fn(*args)` with the trace stack and autograd recording switched off (concrete tensors only)."""
-    prev_active, prev_dynamic, prev_grad = core.transforms_active, core.dynamic_trace, core.grad_enabled
-    core.transforms_active, core.dynamic_trace, core.grad_enabled = False, core.trace_stack[0], False
+    saved = core.enter_eager_mode()
     try:
         return fn(*args)
     finally:
-        core.transforms_active, core.dynamic_trace, core.grad_enabled = prev_active, prev_dynamic, prev_grad
+        core.leave_eager_mode(saved)
 
 
 class Interpreted:
@@ -69,14 +68,13 @@ class Interpreted:
                       for v in j.outvars]
 
     def __call__(self, *args: Tensor) -> list[Tensor]:
-        prev_active, prev_dynamic, prev_grad = core.transforms_active, core.dynamic_trace, core.grad_enabled
-        core.transforms_active, core.dynamic_trace, core.grad_enabled = False, core.trace_stack[0], False
+        saved = core.enter_eager_mode()
         try:
             return self._run(args)
         except Exception:  # repeat through eval_jaxpr, which raises fnx's own error for the failing op
             return eval_jaxpr(self.closed.jaxpr, self.closed.consts, *args)
         finally:
-            core.transforms_active, core.dynamic_trace, core.grad_enabled = prev_active, prev_dynamic, prev_grad
+            core.leave_eager_mode(saved)
 
     def _run(self, args) -> list[Tensor]:
         env = self._slots.copy()

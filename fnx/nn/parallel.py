@@ -260,7 +260,7 @@ class DistributedDataParallel(Module):
                                  find_unused_parameters) if named else None
 
     def forward(self, *inputs, **kwargs):
-        recording = core.grad_enabled and not core.transforms_active
+        recording = core.state.grad_enabled and not core.state.transforms_active
         if recording and self.broadcast_buffers and self._synced_buffers:
             from ..distributed import broadcast
 

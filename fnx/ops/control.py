@@ -31,7 +31,7 @@ def _concrete(x):
 
 
 def _staging() -> bool:
-    return core.dynamic_trace.level > 0
+    return core.state.dynamic_trace.level > 0
 
 
 def _avals(xs) -> list:

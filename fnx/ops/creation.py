@@ -30,7 +30,7 @@ def _new(value, dev, requires_grad: bool = False) -> Tensor:
     t = make(value, dev)
     if requires_grad:
         return t.requires_grad_(True)
-    if core.transforms_active and core.dynamic_trace.level:
+    if core.state.transforms_active and core.state.dynamic_trace.level:
         from ..transforms.tracing import stage_created
 
         return stage_created(t)
@@ -302,14 +302,14 @@ def transfer(input: Tensor, device) -> Tensor:
     if device is input.device:
         return input
     _xp(device, input.dtype)  # raises a clear error when CUDA is unavailable or lacks the dtype
-    if _is_tracer(input) or core.transforms_active:
+    if _is_tracer(input) or core.state.transforms_active:
         out = transfer_p.bind(input, device=device)
         if not _is_tracer(out):
             out._device = device
         return out
     # Eager: the output lives on another device than the input, which bind's fast path does not expect.
     out = make(_transfer_impl(None, input._value, device=device), device)
-    if core.grad_enabled and input._requires_grad:
+    if core.state.grad_enabled and input._requires_grad:
         return core.record_hook(transfer_p, (input,), {"device": device}, out)
     return out
 

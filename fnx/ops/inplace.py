@@ -65,7 +65,7 @@ def rebind_(self: Tracer, out: Tensor, op: str) -> Tracer:
         fix = "index_put" if op == "__setitem__" else op.rstrip("_")
         created = ("; a tensor created while fnx.compile traces belongs to the compiled function, not to the "
                    "transforms inside it: compile the inner function too, e.g. fnx.compile(fnx.grad(fnx.compile(f)))"
-                   if self._trace.main is core.dynamic_trace else "")
+                   if self._trace.main is core.state.dynamic_trace else "")
         raise FnxRuntimeError(
             f"{op}: the in-place target is traced by an outer transform ({self.aval.str_short()}, "
             f"{type(self._trace).__name__}) but the result depends on a value of an inner one "
@@ -128,13 +128,13 @@ def _check_target(self: Tensor, op: str) -> None:
         raise FnxRuntimeError(f"{op}: in-place sampling into traced tensors is not supported inside fnx.grad/"
                               f"vmap/compile; use an out-of-place sampler instead (x = fnx.rand_like(x), "
                               f"fnx.randn_like(x), fnx.random.*)")
-    if core.grad_enabled and self._requires_grad and self._node is None:
+    if core.state.grad_enabled and self._requires_grad and self._node is None:
         raise FnxRuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation; "
                               f"wrap the update in `with fnx.no_grad():` or use an out-of-place op")
 
 
 def _records(self: Tensor, args) -> bool:
-    if not core.grad_enabled:
+    if not core.state.grad_enabled:
         return False
     if self._requires_grad:
         return True
@@ -245,7 +245,7 @@ def fill_(self: Tensor, value) -> Tensor:
         value = value.item()
     self._value.fill(value)
     self._version[0] += 1
-    if core.grad_enabled and self._node is not None:
+    if core.state.grad_enabled and self._node is not None:
         self._node, self._requires_grad = None, False
     return self
 
@@ -271,7 +271,7 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     if out._node is None:
         self._value[...] = out._value
         self._version[0] += 1
-        if core.grad_enabled and self._node is not None:
+        if core.state.grad_enabled and self._node is not None:
             self._node, self._requires_grad = None, False
         return self
     return assign_(self, out, "copy_")

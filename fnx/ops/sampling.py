@@ -17,6 +17,12 @@ key input (make_jaxpr, bodies of cond/while_loop/scan, custom_vjp and checkpoint
 compile, in-place samplers, an explicit `generator`, multinomial) sampling under staging raises an error
 that says what to do instead.
 
+The default generators are shared by all threads, as PyTorch's are. On the CPU, numpy's generator draws
+under its own lock and a lock here guards creating and seeding the generators, so concurrent draws each
+take their own numbers of the one stream (in an order that depends on the threads' timing); CuPy's
+generator has no such lock (not tested from several threads). The key sources of compiles in progress are
+per thread, as the trace stack is.
+
 The CPU generator state (`get_rng_state`) is a uint8 tensor of 48 bytes:
 PCG64's 128-bit state and increment, then its buffered-uint32 flag and value
 as two 64-bit words, all little-endian; `fnx.save` can store it.
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -43,6 +50,7 @@ __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_see
            "rand_like", "randn_like", "randint_like"]
 
 _DEFAULT_SEED = 67280421310721  # PyTorch's default seed
+_lock = threading.Lock()  # held while a generator is created or the default generators are seeded
 _STATE_BYTES = 48
 _UNIT_BITS = {"float16": 11, "bfloat16": 8}  # uniform floats exactly representable (and < 1) in these dtypes
 
@@ -59,14 +67,20 @@ class Generator:
     @property
     def rng(self):
         """The backend generator: numpy's `Generator(PCG64)` or CuPy's generator (created on first use)."""
-        if self._rng is None:
-            if self.device is cpu:
-                self._rng = np.random.Generator(np.random.PCG64(self._initial_seed))
-            else:
-                cp = self.device.xp
-                with cp.cuda.Device(self.device.index):
-                    self._rng = cp.random.default_rng(self._initial_seed)
-        return self._rng
+        rng = self._rng
+        if rng is None:
+            with _lock:  # two threads drawing first must not each start a stream of their own
+                if self._rng is None:
+                    self._rng = self._new_rng()
+                rng = self._rng
+        return rng
+
+    def _new_rng(self):
+        if self.device is cpu:
+            return np.random.Generator(np.random.PCG64(self._initial_seed))
+        cp = self.device.xp
+        with cp.cuda.Device(self.device.index):
+            return cp.random.default_rng(self._initial_seed)
 
     def manual_seed(self, seed: int) -> Generator:
         """Restart the stream from `seed` (any int; negative seeds wrap to 64 bits, as in PyTorch)."""
@@ -123,7 +137,7 @@ def _generator(generator: Generator | None, device, op: str, staged: bool = Fals
     While fnx.compile stages the function it is None: a sampler that passed `staged=True` then draws from
     the compiled call's key (`_draw_staged`); elsewhere a staged draw raises, since it would freeze a sample.
     """
-    if core.dynamic_trace.level > 0:
+    if core.state.dynamic_trace.level > 0:
         _check_staged_draw(generator, op, staged)
         return None
     if generator is not None:
@@ -135,16 +149,20 @@ def _generator(generator: Generator | None, device, op: str, staged: bool = Fals
         return generator
     gen = _defaults.get(device)
     if gen is None:
-        gen = _defaults[device] = Generator(device).manual_seed(_global_seed)
+        with _lock:
+            gen = _defaults.get(device)
+            if gen is None:
+                gen = _defaults[device] = Generator(device).manual_seed(_global_seed)
     return gen
 
 
 def manual_seed(seed: int) -> Generator:
     """Seed the default generators of every device (CUDA ones too, now or when first used)."""
     global _global_seed
-    _global_seed = int(seed) % 2 ** 64
-    for gen in _defaults.values():
-        gen.manual_seed(seed)
+    with _lock:
+        _global_seed = int(seed) % 2 ** 64
+        for gen in _defaults.values():
+            gen.manual_seed(seed)
     return default_generator
 
 
@@ -196,24 +214,33 @@ class KeySource:
         return keyed.fold_in(base, self.count)
 
 
-_key_sources: list[KeySource] = []
+class _KeySources(threading.local):
+    """The key sources of the compiles in progress in the calling thread, innermost last."""
+
+    def __init__(self):
+        self.stack: list[KeySource] = []
+
+
+_key_sources = _KeySources()
 
 
 @contextmanager
 def staged_keys():
     """While fnx.compile traces a function: its global-generator samplers draw from the `KeySource` yielded."""
-    source = KeySource(core.dynamic_trace)
-    _key_sources.append(source)
+    source = KeySource(core.state.dynamic_trace)
+    stack = _key_sources.stack
+    stack.append(source)
     try:
         yield source
     finally:
-        _key_sources.pop()
+        stack.pop()
 
 
 def _key_source() -> KeySource | None:
     """The key source of the staging trace in progress, when fnx.compile traces directly on it."""
-    if _key_sources and _key_sources[-1].main is core.dynamic_trace:
-        return _key_sources[-1]
+    stack = _key_sources.stack
+    if stack and stack[-1].main is core.state.dynamic_trace:
+        return stack[-1]
     return None
 
 
@@ -304,7 +331,7 @@ def _draw(op: str, dev, requires_grad: bool, sample) -> Tensor:
     Inside vmap the enclosing `randomness` decides: "error" raises, "same" draws once for the whole batch,
     "different" draws one sample per batch element (a leading dim per such vmap, outermost first).
     """
-    different = _sampling_vmaps(op, 0) if core.transforms_active else []
+    different = _sampling_vmaps(op, 0) if core.state.transforms_active else []
     out = make(sample(tuple(m.global_data[0] for m in different)), dev)
     if not different:
         return out.requires_grad_(True) if requires_grad else out
@@ -326,7 +353,7 @@ def _draw_staged(op: str, dev, requires_grad: bool, staged) -> Tensor:
 
 def _sampling_vmaps(op: str, floor: int) -> list:
     """The vmaps above trace level `floor` that draw one sample per batch element; raises in "error" mode."""
-    mains = [m for m in core.trace_stack if m.trace_type is BatchTrace and m.level > floor]
+    mains = [m for m in core.state.trace_stack if m.trace_type is BatchTrace and m.level > floor]
     for m in mains:
         if m.global_data[1] == "error":
             raise FnxRuntimeError(f"vmap: called random operation {op} while in randomness error mode; pass "
@@ -613,7 +640,7 @@ def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype=
 def _target(self: Tensor, op: str, floating: bool = True) -> None:
     _check_target(self, op)
     base = self._base
-    if core.grad_enabled and base is not None and base._requires_grad and base._node is None:
+    if core.state.grad_enabled and base is not None and base._requires_grad and base._node is None:
         raise FnxRuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
                               f"operation; wrap it in `with fnx.no_grad():`")
     if floating and not self.dtype.is_floating_point:
@@ -624,7 +651,7 @@ def _write(self: Tensor, value) -> Tensor:
     """Overwrite `self` with freshly sampled values: a new version, and no longer part of any graph."""
     self._value[...] = value
     self._version[0] += 1
-    if core.grad_enabled and self._node is not None:
+    if core.state.grad_enabled and self._node is not None:
         self._node, self._requires_grad = None, False
     return self
 

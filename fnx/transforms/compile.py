@@ -49,6 +49,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 import time
 
 from .. import core
@@ -87,25 +88,42 @@ _configure_logging()
 # ---------------------------------------------------------------- the compiled_call primitive
 class CallJaxpr(ClosedJaxpr):
     """The jaxpr held by a compiled_call equation, with what is built from it cached for its lifetime:
-    one executable per backend, and derived (jvp, vjp, batched) jaxprs, themselves CallJaxprs."""
+    one executable per backend, and derived (jvp, vjp, batched) jaxprs, themselves CallJaxprs.
 
-    __slots__ = ("executables", "derived")
+    `lock` is held while one of them is built (so two threads build it once) and while an executable runs:
+    a generated driver keeps the addresses of a call's arrays in argument blocks that all its calls share
+    (fnx/lowering/plan.py), so calls of one executable from several threads take turns.
+    """
+
+    __slots__ = ("executables", "derived", "lock")
 
     def __init__(self, closed: ClosedJaxpr):
         super().__init__(closed.jaxpr, closed.consts)
         self.executables: dict = {}
         self.derived: dict = {}
+        self.lock = threading.RLock()
 
     def executable(self, backend: str):
         exe = self.executables.get(backend)
         if exe is None:
-            exe = self.executables[backend] = lower(self, backend=backend)
+            with self.lock:
+                exe = self.executables.get(backend)
+                if exe is None:
+                    exe = self.executables[backend] = lower(self, backend=backend)
         return exe
+
+    def run(self, backend: str, args: list) -> list:
+        exe = self.executable(backend)
+        with self.lock:
+            return exe(*args)
 
     def derive(self, key: tuple, build) -> CallJaxpr:
         found = self.derived.get(key)
         if found is None:
-            found = self.derived[key] = CallJaxpr(optimize(build()))
+            with self.lock:
+                found = self.derived.get(key)
+                if found is None:
+                    found = self.derived[key] = CallJaxpr(optimize(build()))
         return found
 
 
@@ -114,7 +132,7 @@ compiled_call_p = Primitive("compiled_call", multiple_results=True)
 
 @compiled_call_p.def_impl
 def _call_impl(xp, *arrays, jaxpr: CallJaxpr, backend: str):
-    outs = jaxpr.executable(backend)(*[from_array(a) for a in arrays])
+    outs = jaxpr.run(backend, [from_array(a) for a in arrays])
     return [o._value for o in outs]
 
 
@@ -372,18 +390,22 @@ class Compiled:
             leaves = [*lifted, *leaves]
         if entry.key_devices:
             leaves = [*[compiled_call_key(d, f"fnx.compile({self.__name__})") for d in entry.key_devices], *leaves]
-        if not core.transforms_active:
-            if not (core.grad_enabled and _requires_grad(leaves)):
+        if not core.state.transforms_active:
+            if not (_requires_grad(leaves) and core.state.grad_enabled):
                 if entry.donate and (entry.donation or self._donation(entry)):
                     v = None   # the key loop's last array: a reference here would keep its buffer from donation
-                    outs = entry.donation(leaves)
+                    with entry.closed.lock:
+                        outs = entry.donation(leaves)
                 else:
-                    outs = (entry.exe or entry.executable())(*leaves)
+                    exe = entry.exe or entry.executable()
+                    with entry.closed.lock:
+                        outs = exe(*leaves)
                 return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
             if entry.donate and (entry.donation or self._donation(entry)):
                 entry.donation.refuse_recorded(leaves)
         if not leaves:  # nothing to differentiate, batch or stage: the outputs are constants
-            outs = run_eagerly(entry.executable())
+            with entry.closed.lock:
+                outs = run_eagerly(entry.executable())
         else:
             outs = compiled_call_p.bind(*leaves, jaxpr=entry.closed, backend=entry.backend)
         return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)

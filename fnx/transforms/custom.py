@@ -24,7 +24,7 @@ __all__ = ["custom_vjp", "custom_jvp", "checkpoint", "remat"]
 
 def custom_call(call, args: list) -> list:
     """Run `call` (a _CustomCall) on flat tensor `args` under the current transforms."""
-    if not core.transforms_active:
+    if not core.state.transforms_active:
         return call.eager(args)
     top = core.find_top_trace(args)
     tracers = [core.full_raise(top, a) for a in args]
@@ -66,7 +66,7 @@ class _CustomCall:
         return outs, self.pullback(primals, outs)
 
     def eager(self, args: list) -> list:
-        needs = core.grad_enabled and any(a._requires_grad for a in args)
+        needs = core.state.grad_enabled and any(a._requires_grad for a in args)
         if not needs:
             return self.fun(*args)
         prev = core.set_grad_enabled_flag(False)

@@ -124,7 +124,7 @@ _CAPTURED = ("a tensor captured from outside the traced function ({}), which a t
 def stage_created(value: Tensor) -> CreatedTracer:
     """`value`, just made by a creation function while the staging trace is active, as a constant of that trace
     (a literal when 0-d) which in-place ops may rebind; the folding pass turns small uses of it into literals."""
-    trace = StagingTrace(core.dynamic_trace)
+    trace = StagingTrace(core.state.dynamic_trace)
     if value.ndim == 0:
         return CreatedTracer(trace, value, Literal(value, value.aval))
     var = Var(value.aval)
