@@ -51,7 +51,7 @@ import os
 import sys
 import time
 
-from .. import core
+from .. import core, debug
 from ..core import FnxRuntimeError, FnxTypeError, Primitive
 from ..dtypes import from_numpy_dtype
 from ..ir import ClosedJaxpr, Jaxpr
@@ -485,6 +485,8 @@ class Compiled:
 
         traced = trace_to_jaxpr(flat_fun, [x.aval for x in leaves], frozen_inputs=f"fnx.compile({self.__name__})")
         closed, key_devices, lifted = _lift_consts(traced, keys[0].placeholders)
+        if debug.LEVEL >= 3:   # FNX_DEBUG=3: the IR as traced (fnx/lowering/passes.py logs it after each pass)
+            debug.log_ir(f"IR of {self.__name__} as traced", closed)
         backend = self._backend or default_backend([v.aval.device for v in closed.jaxpr.invars])
         cacheable = not any(isinstance(c, Tracer) for c in lifted)
         entry = _Entry(CallJaxpr(optimize(closed)), backend, key_devices, lifted, out_trees[0], cacheable)
