@@ -601,6 +601,21 @@ def compile(fun=None, static_argnums=(), static_argnames=(), donate_argnums=(), 
     invalid afterwards, any use raises; see the module docstring); `backend`: "interpret", "c" or "cuda"
     (default: "cuda" for CUDA inputs, else "c"; `FNX_BACKEND` overrides; "interpret" ignores donation).
     Usable as a decorator, with or without arguments.
+
+    >>> import fnx
+    >>> @fnx.compile
+    ... def f(x):
+    ...     return fnx.tanh(x * 2.0).sum()
+    >>> f(fnx.zeros(3))   # the first call for a signature traces, optimises and compiles; later calls just run
+    tensor(0.)
+    >>> print(f.lower(fnx.zeros(3)).as_text())   # the optimised IR
+    { lambda ; a:f32[3]. let
+        b:f32[3] = mul a 2.0:f32[]
+        c:f32[3] = tanh b
+        d:f32[] = sum[axes=(0,), keepdims=False] c
+      in (d,) }
+    >>> len(f.kernels())   # mul, tanh and sum fused into one generated kernel
+    1
     """
     if fun is None:
         return lambda f: Compiled(f, static_argnums, static_argnames, donate_argnums, backend)
