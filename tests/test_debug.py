@@ -108,8 +108,9 @@ def test_interpreter_and_library_steps_log_their_ops():
         fnx.compile(lambda a, b: (a @ b).tanh())(fnx.ones(2, 3), fnx.ones(3, 4))
     """, "1")
     assert "fnx.debug: exp(f32[2]) on cpu\nfnx.debug: sum(f32[2], axes=(0,), keepdims=False) on cpu" in out
-    assert "fnx.debug: compiled call (c: 1 kernel(s), 1 library step(s))\nfnx.debug: matmul(f32[2,3], f32[3,4]) on cpu\n" \
-           "fnx.debug: kernel fnx_" in out
+    assert ("fnx.debug: compiled call (c: 1 kernel(s), 1 library step(s))\n"
+            "fnx.debug: matmul(f32[2,3], f32[3,4]) on cpu\n"
+            "fnx.debug: kernel fnx_") in out
 
 
 def test_transforms_log_the_ops_they_evaluate():
