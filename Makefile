@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench test-cuda bench-cuda clean
+.PHONY: demo test bench apiref test-cuda bench-cuda clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -22,6 +22,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+# Rewrite docs/api.md from the docstrings (tests/test_apiref.py fails until it is current).
+apiref: $(STAMP)
+	$(PY) tools/apiref.py
 
 # On a GPU machine, from the tree with no install step.
 test-cuda:

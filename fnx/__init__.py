@@ -1,5 +1,5 @@
 """fnx: eager tensors with autograd, composable functional transforms and a kernel compiler."""
-from . import core, dtypes
+from . import core, debug, dtypes  # debug: FNX_DEBUG, read once, here
 from .device import device
 from .dtypes import (bfloat16, bool, can_cast, double, dtype, finfo, float, float16, float32, float64,
                      get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,

@@ -1,5 +1,7 @@
-"""`python -m fnx COMMAND`: maintenance commands.
+"""`python -m fnx [COMMAND]`: maintenance commands.
 
+    python -m fnx                  the environment (same as `env`)
+    python -m fnx env              versions, platform, numpy's BLAS, C compiler and flags, kernel cache, GPU, MPI
     python -m fnx cache            where the kernel cache is, how much it holds, its limit
     python -m fnx cache --clear    remove every file fnx stored there
 """
@@ -29,14 +31,23 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _env(args: argparse.Namespace) -> int:
+    from ._env import report
+
+    print(report())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fnx", description="fnx maintenance commands")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = argparse.ArgumentParser(prog="python -m fnx", description="fnx maintenance commands (default: env)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = commands.add_parser("env", help="print the environment for bug reports: versions, compiler, cache, GPU, MPI")
+    p.set_defaults(run=_env)
     p = commands.add_parser("cache", help="show the compiled-kernel cache's location and size, or clear it")
     p.add_argument("--clear", action="store_true", help="remove every file fnx stored in the cache")
     p.set_defaults(run=_cache)
     args = parser.parse_args(argv)
-    return args.run(args)
+    return args.run(args) if args.command else _env(args)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ from .ops import (arrange, creation, elementwise as ew, indexing, inplace, joins
                   shape, sort)
 from .tensor import Tensor
 
+
+def _where(self: Tensor, condition, other) -> Tensor:
+    """`x.where(condition, other)`: x where `condition` holds, else `other` (`fnx.where(condition, x, other)`)."""
+    return ew.where(condition, self, other)
+
+
 _METHODS = {
     # elementwise
     "add": ew.add, "sub": ew.sub, "subtract": ew.sub, "mul": ew.mul, "multiply": ew.mul, "div": ew.div,
@@ -21,8 +27,7 @@ _METHODS = {
     "arctan": ew.atan, "atan2": ew.atan2, "arctan2": ew.atan2, "sigmoid": ew.sigmoid, "relu": ew.relu,
     "erf": ew.erf, "erfc": ew.erfc, "floor": ew.floor, "ceil": ew.ceil, "round": ew.round, "trunc": ew.trunc, "fix": ew.trunc,
     "clamp": ew.clamp, "clip": ew.clamp, "clamp_min": ew.clamp_min, "clamp_max": ew.clamp_max,
-    "maximum": ew.maximum, "minimum": ew.minimum, "where": lambda self, condition, other: ew.where(condition, self,
-                                                                                                   other),
+    "maximum": ew.maximum, "minimum": ew.minimum, "where": _where,
     "isnan": ew.isnan, "isinf": ew.isinf, "isfinite": ew.isfinite, "nan_to_num": ew.nan_to_num, "lerp": ew.lerp,
     "eq": ew.eq, "ne": ew.ne, "lt": ew.lt, "le": ew.le, "gt": ew.gt, "ge": ew.ge, "less": ew.lt,
     "greater": ew.gt, "less_equal": ew.le, "greater_equal": ew.ge, "not_equal": ew.ne,

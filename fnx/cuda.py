@@ -12,6 +12,7 @@ def is_available() -> bool:
 
 
 def device_count() -> int:
+    """The number of CUDA GPUs CuPy sees (0 without CuPy or a GPU)."""
     return cuda_device_count()
 
 

@@ -29,6 +29,7 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
 
 
 def are_deterministic_algorithms_enabled() -> bool:
+    """Whether `use_deterministic_algorithms(True)` is in effect."""
     return _enabled
 
 

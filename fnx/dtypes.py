@@ -72,10 +72,12 @@ _default_float = float32
 
 
 def get_default_dtype() -> dtype:
+    """The dtype that floating-point tensors get when none is given (float32 unless changed)."""
     return _default_float
 
 
 def set_default_dtype(d: dtype) -> None:
+    """Set the default floating-point dtype (float16, bfloat16, float32 or float64)."""
     global _default_float
     d = as_dtype(d)
     if not d.is_floating_point:

@@ -47,6 +47,8 @@ class Eqn:
 
 
 class Jaxpr:
+    """A typed SSA program: constvars, invars, equations `outs = prim[params](ins)` and outvars; printable in JAX's
+    form."""
     __slots__ = ("constvars", "invars", "eqns", "outvars")
 
     def __init__(self, constvars: list, invars: list, eqns: list, outvars: list):

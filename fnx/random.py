@@ -226,6 +226,7 @@ def randint(key: Tensor, shape, minval: int, maxval: int, dtype=None) -> Tensor:
 
 
 def gumbel(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """Standard Gumbel samples, -log(-log(u)) for uniform u: add to logits for a Gumbel-max draw."""
     from .ops.elementwise import log
 
     u = uniform(key, shape, dtype)

@@ -60,69 +60,86 @@ class Tensor:
     # ------------------------------------------------------------------ metadata
     @property
     def shape(self) -> Size:
+        """The sizes of the dims, as an `fnx.Size` (a tuple)."""
         return Size(self._value.shape)
 
     @property
     def dtype(self) -> _dt.dtype:
+        """The element type (an `fnx.dtype`)."""
         return _dt._BY_NP[self._value.dtype]
 
     @property
     def device(self) -> _device_cls:
+        """Where the data lives: `fnx.device("cpu")` or `fnx.device("cuda", n)`."""
         return self._device
 
     @property
     def aval(self) -> ShapedArray:
+        """The abstract value: shape, dtype and device without data (what tracing sees)."""
         return ShapedArray(self.shape, self.dtype, self.device)
 
     @property
     def ndim(self) -> int:
+        """The number of dims."""
         return len(self.shape)
 
     def dim(self) -> int:
+        """The number of dims (PyTorch's name; same as `ndim`)."""
         return len(self.shape)
 
     def size(self, dim: int | None = None):
+        """The shape, or the size of dim `dim`."""
         shape = self.shape
         if dim is None:
             return shape
         return shape[canonical_dim(dim, len(shape), "size")]
 
     def numel(self) -> int:
+        """The number of elements."""
         return self.shape.numel()
 
     nelement = numel
 
     def element_size(self) -> int:
+        """Bytes per element."""
         return self.dtype.itemsize
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the tensor lives on a CUDA device."""
         return self.device.type == "cuda"
 
     @property
     def is_floating_point_(self) -> bool:
+        """Whether the dtype is floating point, as a property."""
         return self.dtype.is_floating_point
 
     def is_floating_point(self) -> bool:
+        """Whether the dtype is floating point."""
         return self.dtype.is_floating_point
 
     def is_contiguous(self) -> bool:
+        """Whether the elements are laid out row-major without gaps."""
         return bool(self._value.flags.c_contiguous)
 
     def data_ptr(self) -> int:
+        """The address of the first element (host or device memory)."""
         v = self._value
         return v.__array_interface__["data"][0] if isinstance(v, np.ndarray) else v.data.ptr
 
     def stride(self, dim: int | None = None):
+        """Strides in elements (not bytes), or the stride of dim `dim`."""
         st = tuple(s // self._value.itemsize for s in self._value.strides)
         return st if dim is None else st[canonical_dim(dim, len(st), "stride")]
 
     @property
     def T(self) -> Tensor:
+        """The dims reversed (a view; the transpose of a matrix)."""
         return self.permute(*reversed(range(self.ndim)))
 
     @property
     def mT(self) -> Tensor:
+        """The last two dims swapped (a view): the transpose of each matrix in a batch."""
         if self.ndim < 2:
             raise FnxRuntimeError(f"tensor.mT is only supported on matrices or batches of matrices, got a "
                                   f"{self.ndim}-D tensor")
@@ -131,6 +148,7 @@ class Tensor:
     # ------------------------------------------------------------------ autograd state
     @property
     def requires_grad(self) -> bool:
+        """Whether autograd records ops on this tensor; settable on leaves of floating dtype."""
         return self._requires_grad
 
     @requires_grad.setter
@@ -138,6 +156,7 @@ class Tensor:
         self.requires_grad_(flag)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set `requires_grad` in place and return the tensor."""
         if self._node is not None and not requires_grad:
             raise FnxRuntimeError("requires_grad_: you can only change requires_grad flags of leaf variables; "
                                   "use .detach() to get a tensor that does not require grad")
@@ -149,6 +168,7 @@ class Tensor:
 
     @property
     def grad(self):
+        """The gradient accumulated by `backward()` (None until then); leaves only unless `retain_grad()`."""
         return self._grad
 
     @grad.setter
@@ -163,14 +183,17 @@ class Tensor:
 
     @property
     def grad_fn(self):
+        """The tape node that produced this tensor (None for leaves), e.g. `<MulBackward>`."""
         return self._node
 
     @property
     def is_leaf(self) -> bool:
+        """Whether the tensor was not produced by a recorded op (user-created, or does not require grad)."""
         return self._node is None
 
     @property
     def data(self) -> Tensor:
+        """The tensor detached from autograd, sharing memory; `t.data = other` makes `t` hold `other`'s data."""
         return self.detach()
 
     @data.setter
@@ -186,27 +209,47 @@ class Tensor:
         return out
 
     def detach_(self) -> Tensor:
+        """Detach this tensor from the graph in place: it becomes a leaf that does not require grad."""
         self._node = None
         self._requires_grad = False
         return self
 
     def retain_grad(self) -> None:
+        """Keep `.grad` for this non-leaf tensor after `backward()`."""
         from .autograd import tape
 
         tape.retain_grad(self)
 
     def register_hook(self, hook):
+        """Call `hook(grad)` when this tensor's gradient is computed; a returned tensor replaces it."""
         from .autograd import tape
 
         return tape.register_hook(self, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+        """Accumulate the gradient of this tensor into the `.grad` of the leaves it was computed from.
+
+        A non-scalar tensor needs `gradient` (the vector of the vector-Jacobian product). The graph is
+        freed afterwards unless `retain_graph=True`; `create_graph=True` records the backward pass too (for
+        higher derivatives); `inputs` limits the accumulation to those tensors.
+
+        >>> import fnx
+        >>> x = fnx.tensor([1.0, 2.0], requires_grad=True)
+        >>> (x * x).sum().backward()
+        >>> x.grad
+        tensor([2., 4.])
+        >>> (x * 3).backward(fnx.tensor([1.0, 0.5]))   # gradients accumulate: 2x + 3 * gradient
+        >>> x.grad
+        tensor([5.0000, 5.5000])
+        """
         from .autograd.engine import backward
 
         backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     # ------------------------------------------------------------------ conversion
     def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The data as a numpy array sharing memory with this CPU tensor; `force=True` also converts a tensor that
+        requires grad or lives on a GPU (copied to the host)."""
         if self._requires_grad and not force:
             raise FnxRuntimeError("numpy(): can't call numpy() on a tensor that requires grad; use "
                                   "tensor.detach().numpy() instead")
@@ -218,6 +261,7 @@ class Tensor:
         return np.asarray(self._value)   # the same array; a donated tensor's stand-in raises its error here
 
     def item(self):
+        """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise FnxRuntimeError(f"item(): a tensor with {self.numel()} elements (shape {list(self.shape)}) "
                                   f"cannot be converted to a Python scalar; only one-element tensors can")
@@ -225,6 +269,7 @@ class Tensor:
         return (v.get() if self._device is not cpu else v).reshape(()).item()
 
     def tolist(self):
+        """The data as nested Python lists of numbers."""
         v = self._value
         return (v.get() if self._device is not cpu else v).tolist()
 
@@ -278,44 +323,57 @@ class Tensor:
         return out
 
     def cpu(self) -> Tensor:
+        """A copy on the CPU (self when already there)."""
         return self.to("cpu")
 
     def cuda(self, device=None) -> Tensor:
+        """A copy on a CUDA device (default: the first)."""
         return self.to(_device_cls("cuda", device) if isinstance(device, int) or device is None else device)
 
     def type(self, dtype=None):
+        """The dtype's name as a string, or with a dtype, the tensor converted to it."""
         if dtype is None:
             return f"fnx.{self.dtype.name}"
         return self.to(dtype)
 
     def float(self) -> Tensor:
+        """Converted to float32."""
         return self.to(_dt.float32)
 
     def double(self) -> Tensor:
+        """Converted to float64."""
         return self.to(_dt.float64)
 
     def half(self) -> Tensor:
+        """Converted to float16."""
         return self.to(_dt.float16)
 
     def bfloat16(self) -> Tensor:
+        """Converted to bfloat16."""
         return self.to(_dt.bfloat16)
 
     def int(self) -> Tensor:
+        """Converted to int32."""
         return self.to(_dt.int32)
 
     def long(self) -> Tensor:
+        """Converted to int64."""
         return self.to(_dt.int64)
 
     def short(self) -> Tensor:
+        """Converted to int16."""
         return self.to(_dt.int16)
 
     def bool(self) -> Tensor:
+        """Converted to bool (nonzero is True)."""
         return self.to(_dt.bool)
 
     def byte(self) -> Tensor:
+        """Converted to uint8."""
         return self.to(_dt.uint8)
 
     def char(self) -> Tensor:
+        """Converted to int8."""
         return self.to(_dt.int8)
 
     # ------------------------------------------------------------------ Python protocols

@@ -133,10 +133,12 @@ def _node_of_type(kind: type) -> _Node:
 
 
 def tree_leaves(tree: Any, is_leaf=None) -> list:
+    """The leaves of `tree`, in flattening order."""
     return tree_flatten(tree, is_leaf)[0]
 
 
 def tree_structure(tree: Any, is_leaf=None) -> TreeDef:
+    """The structure (`TreeDef`) of `tree`, without its leaves."""
     return tree_flatten(tree, is_leaf)[1]
 
 

@@ -1,4 +1,4 @@
-"""Eager autograd (API.md "Eager autograd"): backward, autograd.grad, grad modes, hooks, Functions, errors."""
+"""Eager autograd (fnx.autograd in docs/api.md): backward, autograd.grad, grad modes, hooks, Functions, errors."""
 import math
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The Tensor API of API.md's "Tensors" section: attributes, conversions, protocols, in-place methods, creation."""
+"""The Tensor API (fnx.Tensor in docs/api.md): attributes, conversions, protocols, in-place methods, creation."""
 import numpy as np
 import pytest
 

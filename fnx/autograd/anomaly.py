@@ -14,6 +14,7 @@ __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
 
 
 def is_anomaly_enabled() -> bool:
+    """Whether anomaly detection (`detect_anomaly`, `set_detect_anomaly`) is on."""
     return core.anomaly_enabled()
 
 

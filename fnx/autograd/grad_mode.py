@@ -13,6 +13,7 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_g
 
 
 def is_grad_enabled() -> bool:
+    """Whether eager ops record the autograd tape now (False inside `no_grad` and `inference_mode`)."""
     return core.state.grad_enabled
 
 

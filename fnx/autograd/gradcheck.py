@@ -10,6 +10,7 @@ __all__ = ["gradcheck", "GradcheckError"]
 
 
 class GradcheckError(FnxRuntimeError):
+    """Raised by `gradcheck` when analytical and numerical Jacobians differ beyond the tolerances."""
     pass
 
 

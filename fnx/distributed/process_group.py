@@ -182,6 +182,7 @@ def destroy_process_group(group=None) -> None:
 
 
 def is_initialized() -> bool:
+    """Whether `init_process_group` has been called (and `destroy_process_group` has not)."""
     return _world is not None
 
 
@@ -196,6 +197,7 @@ def is_mpi_available() -> bool:
 
 
 def is_nccl_available() -> bool:
+    """Whether the NCCL backend can be used here: CuPy with its NCCL bindings and a GPU."""
     try:
         from cupy.cuda import nccl
     except Exception:  # no CuPy, or a CuPy built without NCCL
@@ -204,12 +206,15 @@ def is_nccl_available() -> bool:
 
 
 def get_rank(group=None) -> int:
+    """This process's rank, 0 to world size - 1 (after `init_process_group`)."""
     return world("get_rank", group).rank
 
 
 def get_world_size(group=None) -> int:
+    """The number of processes in the job (after `init_process_group`; 1 without a launcher)."""
     return world("get_world_size", group).size
 
 
 def get_backend(group=None) -> str:
+    """The backend the process group was initialised with: "mpi" or "nccl"."""
     return world("get_backend", group).backend

@@ -6,7 +6,7 @@ architecture and fnx version, and are checked against their recorded sha256
 before CuPy loads them (fnx/lowering/cache.py); when CuPy's NVRTC bindings
 are not usable the source is handed to `cupy.RawModule`, which keeps its own
 cache (`CUPY_CACHE_DIR`, hash-checked by CuPy, outside fnx's control). Raw kernels
-check nothing about their arguments (DESIGN.md), so every size and stride
+check nothing about their arguments (docs/architecture.md), so every size and stride
 is passed as a `numpy.int64` and every buffer as a C-contiguous CuPy array.
 
 `cuda_source(closed)` renders the CUDA translation unit of a jaxpr without

@@ -11,6 +11,7 @@ evaluated once, at compile time (tensors that require grad are not folded: they 
 """
 from __future__ import annotations
 
+from .. import debug
 from ..core import ShapedArray
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eval_jaxpr
 from ..tensor import Tensor, from_array
@@ -345,6 +346,9 @@ PASSES = (inline_calls, fold_constants, simplify, cse, dce)
 
 def optimize(closed: ClosedJaxpr) -> ClosedJaxpr:
     """All passes in order: inline nested compiled calls, fold constants, simplify, CSE, DCE."""
+    shown = None
     for p in PASSES:
         closed = p(closed)
+        if debug.LEVEL >= 3:   # FNX_DEBUG=3: the IR after each pass
+            shown = debug.log_ir(f"IR after {p.__name__}", closed, shown)
     return closed

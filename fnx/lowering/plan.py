@@ -37,13 +37,12 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import os
 import sys
 import threading
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, debug
 from ..core import FnxRuntimeError
 from ..ir import ClosedJaxpr, Literal, Var
 from ..tensor import Tensor, make
@@ -95,17 +94,18 @@ def build_executable(closed: ClosedJaxpr, *, backend: str) -> "Executable":
         launch = lambda gk: launcher(module, gk, flag)
     else:
         raise ValueError(f"build_executable: backend must be 'c' or 'cuda', got {backend!r}")
+    if debug.LEVEL >= 3:   # FNX_DEBUG=3: how the IR was fused
+        debug.log.debug("fused %d equations into %s", len(closed.jaxpr.eqns), _describe_steps(steps, kernels))
     exe = Executable(closed, steps, kernels, source, backend, launch, flag)
-    if _debug_level() >= 4:   # FNX_DEBUG=4: show the generated kernels and the driver that calls them
-        print(f"fnx: generated {backend} source\n{source}\nfnx: driver\n{exe.driver_source}", file=sys.stderr)
+    if debug.LEVEL >= 4:   # FNX_DEBUG=4: the generated kernels and the driver that calls them
+        debug.log.debug("generated %s source:\n%s\ndriver:\n%s", backend, source, exe.driver_source)
     return exe
 
 
-def _debug_level() -> int:
-    try:
-        return int(os.environ.get("FNX_DEBUG", "0") or 0)
-    except ValueError:
-        return 0
+def _describe_steps(steps: list, kernels: list[GeneratedKernel]) -> str:
+    names = iter(k.name for k in kernels)
+    shown = [next(names) if isinstance(s, Kernel) else f"{s.prim.name} (library)" for s in steps]
+    return f"{len(kernels)} kernel(s) and {len(steps) - len(kernels)} library step(s): {', '.join(shown)}"
 
 
 class Executable:
@@ -218,7 +218,11 @@ class _Driver:
         """(source, function) of the driver."""
         source, namespace = self.write()
         exec(compile(source, f"<fnx driver: {len(self.steps)} steps>", "exec"), namespace)
-        return source, namespace["run"]
+        run = namespace["run"]
+        if debug.LEVEL:   # FNX_DEBUG >= 1: log each call
+            run = debug.compiled_call(run, "c" if self.xp is np else "cuda", len(self.kernels),
+                                      len(self.steps) - len(self.kernels))
+        return source, run
 
     def value(self, obj, hint: str) -> str:
         """A namespace name bound to `obj`."""
@@ -342,6 +346,8 @@ class _Driver:
         call = self.launch(gk)
         self.lines.append(f"# {gk.name}")
         if self.xp is not np:   # CUDA: the launcher allocates the outputs that it is not given
+            if debug.LEVEL:   # FNX_DEBUG >= 1: log each launch
+                call = debug.kernel_call(gk.name, "cuda", call)
             given = []
             for x, v in zip(outs, k.outputs):
                 if id(v) in self.lent:
@@ -351,6 +357,8 @@ class _Driver:
             self.lines.append(f"{', '.join(outs)}, = {self.value(call, 'k')}({', '.join(ins)}{lend})")
             return
         fn, objs, meta = call
+        if debug.LEVEL:   # FNX_DEBUG >= 1: log each call
+            fn = debug.kernel_call(gk.name, "c", fn)
         for x, v in zip(outs, k.outputs):
             shape, dtype = tuple(v.aval.shape), v.aval.dtype.np
             alloc = "empty" if math.prod(shape) * dtype.itemsize < buffers.min_bytes else "pooled"

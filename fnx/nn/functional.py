@@ -103,14 +103,17 @@ def _feature_dropout(input: Tensor, p: float, training: bool, inplace: bool, nd:
 
 
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of a (N, C, L) input with probability `p` in training, scaling the rest by 1/(1-p)."""
     return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
 
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of a (N, C, H, W) input with probability `p` in training, scaling the rest by 1/(1-p)."""
     return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
 
 
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of a (N, C, D, H, W) input with probability `p` in training, scaling the rest by 1/(1-p)."""
     return _feature_dropout(input, p, training, inplace, 3, "dropout3d")
 
 
@@ -132,6 +135,7 @@ def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace
 
 
 def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """Alpha dropout (SELU-preserving) of whole channels: one mask value per (sample, channel)."""
     _check_p(p)
     if not training or p == 0.0:
         return input

@@ -32,10 +32,12 @@ def _relu(x: Tensor) -> Tensor:
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(x, 0), elementwise."""
     return _maybe_inplace(_relu, input, inplace)
 
 
 def relu_(input: Tensor) -> Tensor:
+    """`relu` written into `input` in place."""
     return relu(input, inplace=True)
 
 
@@ -44,16 +46,19 @@ def _hardtanh(x: Tensor, min_val: float, max_val: float) -> Tensor:
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """x clamped to [min_val, max_val]."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
     return _maybe_inplace(_hardtanh, input, inplace, min_val, max_val)
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """`hardtanh` written into `input` in place."""
     return hardtanh(input, min_val, max_val, inplace=True)
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """x clamped to [0, 6]."""
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
@@ -65,10 +70,12 @@ def _elu(x: Tensor, alpha: float, scale: float = 1.0, input_scale: float = 1.0) 
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else alpha * (exp(x) - 1)."""
     return _maybe_inplace(_elu, input, inplace, alpha)
 
 
 def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """`elu` written into `input` in place."""
     return elu(input, alpha, inplace=True)
 
 
@@ -77,10 +84,12 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """scale * elu(x, alpha) with the self-normalizing constants (alpha 1.6733, scale 1.0507)."""
     return _maybe_inplace(_elu, input, inplace, _SELU_ALPHA, _SELU_SCALE)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
     return _maybe_inplace(_elu, input, inplace, alpha, 1.0, 1.0 / alpha)
 
 
@@ -89,10 +98,12 @@ def _leaky_relu(x: Tensor, negative_slope: float) -> Tensor:
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """x where x > 0, else negative_slope * x."""
     return _maybe_inplace(_leaky_relu, input, inplace, negative_slope)
 
 
 def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """`leaky_relu` written into `input` in place."""
     return leaky_relu(input, negative_slope, inplace=True)
 
 
@@ -119,40 +130,49 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x) (the Gaussian CDF), or its tanh approximation with approximate="tanh"."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
     return ew.gelu(input, approximate=approximate)
 
 
 def logsigmoid(input: Tensor) -> Tensor:
+    """log(sigmoid(x)), computed as -softplus(-x)."""
     return -ew.softplus(-input)
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, else 0."""
     return ew.where(ew.abs(input) > lambd, input, 0.0)
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd where x > lambd, x + lambd where x < -lambd, else 0."""
     return ew.where(input > lambd, input - lambd, ew.where(input < -lambd, input + lambd, 0.0))
 
 
 def tanhshrink(input: Tensor) -> Tensor:
+    """x - tanh(x)."""
     return input - ew.tanh(input)
 
 
 def softsign(input: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
     return input / (ew.abs(input) + 1.0)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold."""
     return ew.softplus(input, beta, threshold)
 
 
 def tanh(input: Tensor) -> Tensor:
+    """Hyperbolic tangent, elementwise (fnx.tanh)."""
     return ew.tanh(input)
 
 
 def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + exp(-x)), elementwise (fnx.sigmoid)."""
     return ew.sigmoid(input)
 
 
@@ -161,6 +181,7 @@ def _hardsigmoid(x: Tensor) -> Tensor:
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """relu6(x + 3) / 6: a piecewise-linear sigmoid."""
     return _maybe_inplace(_hardsigmoid, input, inplace)
 
 
@@ -169,6 +190,7 @@ def _hardswish(x: Tensor) -> Tensor:
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * relu6(x + 3) / 6."""
     return _maybe_inplace(_hardswish, input, inplace)
 
 
@@ -177,6 +199,7 @@ def _silu(x: Tensor) -> Tensor:
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * sigmoid(x) (swish)."""
     return _maybe_inplace(_silu, input, inplace)
 
 
@@ -185,6 +208,7 @@ def _mish(x: Tensor) -> Tensor:
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * tanh(softplus(x))."""
     return _maybe_inplace(_mish, input, inplace)
 
 
@@ -193,10 +217,12 @@ def _threshold(x: Tensor, threshold: float, value: float) -> Tensor:
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > threshold, else `value`."""
     return _maybe_inplace(_threshold, input, inplace, threshold, value)
 
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """`threshold` written into `input` in place."""
     return _maybe_inplace(_threshold, input, True, threshold, value)
 
 
@@ -216,6 +242,7 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
 
 
 def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    """`rrelu` written into `input` in place."""
     return rrelu(input, lower, upper, training, True)
 
 
@@ -255,6 +282,7 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
 
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """softmax(-x) along `dim`."""
     if dim is None:
         dim = _softmax_dim("softmin", input.ndim)
     if dtype is not None:

@@ -312,14 +312,17 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
 
 
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
+    """Deprecated alias of `interpolate` (PyTorch's `upsample`)."""
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """`interpolate` with mode="nearest" (deprecated in PyTorch)."""
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """`interpolate` with mode="bilinear" and align_corners=True (deprecated in PyTorch)."""
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 

@@ -197,6 +197,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 # ---------------------------------------------------------------- regression
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
+    """Mean squared error (input - target)^2, reduced by `reduction`, optionally weighted per element."""
     reduction = _reduction(reduction, size_average, reduce)
     input, target = _check_same_size(input, target)
     d = input - target
@@ -205,6 +206,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
 
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
             weight: Tensor | None = None) -> Tensor:
+    """Mean absolute error |input - target|, reduced by `reduction`, optionally weighted per element."""
     reduction = _reduction(reduction, size_average, reduce)
     input, target = _check_same_size(input, target)
     return _weighted_reduce(ew.abs(input - target), weight, reduction)
@@ -262,6 +264,8 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
 
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False, size_average=None,
                      eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+    """Poisson negative log-likelihood: exp(input) - target * input for log-rate inputs, input - target * log(input +
+    eps) otherwise."""
     reduction = _reduction(reduction, size_average, reduce)
     loss = ew.exp(input) - target * input if log_input else input - target * ew.log(input + eps)
     if full:
@@ -296,17 +300,20 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
 
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0, size_average=None,
                         reduce=None, reduction: str = "mean") -> Tensor:
+    """max(0, -target * (input1 - input2) + margin), target in {1, -1}."""
     reduction = _reduction(reduction, size_average, reduce)
     return _reduce(ew.relu(-target * (input1 - input2) + margin), reduction)
 
 
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """log(1 + exp(-target * input)), target in {1, -1}."""
     reduction = _reduction(reduction, size_average, reduce)
     return _reduce(ew.softplus(-target * input), reduction)
 
 
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
+    """input where target is 1, max(0, margin - input) where target is -1."""
     reduction = _reduction(reduction, size_average, reduce)
     loss = ew.where(target == 1, input, 0.0) + ew.where(target == -1, ew.relu(margin - input), 0.0)
     return _reduce(loss, reduction)
@@ -314,6 +321,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
 
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0, size_average=None,
                           reduce=None, reduction: str = "mean") -> Tensor:
+    """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where target is -1."""
     from .functional import cosine_similarity
 
     reduction = _reduction(reduction, size_average, reduce)
@@ -325,6 +333,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
                         eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
                         reduction: str = "mean") -> Tensor:
+    """max(d(anchor, positive) - d(anchor, negative) + margin, 0) with the p-norm distance d."""
     from .functional import pairwise_distance
 
     reduction = _reduction(reduction, size_average, reduce)
@@ -337,6 +346,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
 
 def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                                 reduce=None, reduction: str = "mean") -> Tensor:
+    """Multi-label one-versus-all loss: binary cross-entropy with logits per class, averaged over classes."""
     reduction = _reduction(reduction, size_average, reduce)
     loss = -(target * -ew.softplus(-input) + (1.0 - target) * -ew.softplus(input))
     if weight is not None:

@@ -76,6 +76,7 @@ def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_i
 
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False):
+    """Max pooling over the last dim of a (N, C, L) or (C, L) input; with return_indices, also the argmax positions."""
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
 
 
@@ -87,6 +88,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
 
 def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False):
+    """Max pooling over the last three dims of a (N, C, D, H, W) or (C, D, H, W) input."""
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
 
 
@@ -119,6 +121,7 @@ def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
 
 def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Tensor:
+    """Average pooling over the last dim of a (N, C, L) or (C, L) input."""
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
 
 
@@ -131,6 +134,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
 
 def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """Average pooling over the last three dims of a (N, C, D, H, W) or (C, D, H, W) input."""
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
                      "avg_pool3d")
 
@@ -162,6 +166,7 @@ def _adaptive_avg(input: Tensor, output_size, nd: int, op: str) -> Tensor:
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    """Average pooling to a fixed output length, windows chosen as PyTorch does."""
     return _adaptive_avg(input, output_size, 1, "adaptive_avg_pool1d")
 
 
@@ -171,6 +176,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
 
 
 def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
+    """Average pooling to a fixed (D, H, W) output size, windows chosen as PyTorch does."""
     return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
 
 
@@ -202,33 +208,40 @@ def _adaptive_max(input: Tensor, output_size, return_indices: bool, nd: int, op:
 
 
 def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
+    """Max pooling to a fixed output length; with return_indices, also the argmax positions."""
     return _adaptive_max(input, output_size, return_indices, 1, "adaptive_max_pool1d")
 
 
 def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
+    """Max pooling to a fixed (H, W) output size; with return_indices, also the argmax positions."""
     return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
 
 
 def max_pool1d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                             return_indices: bool = True):
+    """`max_pool1d` returning (values, indices)."""
     return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 def max_pool2d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                             return_indices: bool = True):
+    """`max_pool2d` returning (values, indices)."""
     return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 def max_pool3d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                             return_indices: bool = True):
+    """`max_pool3d` returning (values, indices)."""
     return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 def adaptive_max_pool1d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    """`adaptive_max_pool1d` returning (values, indices)."""
     return adaptive_max_pool1d(input, output_size, True)
 
 
 def adaptive_max_pool2d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    """`adaptive_max_pool2d` returning (values, indices)."""
     return adaptive_max_pool2d(input, output_size, True)
 
 
@@ -251,14 +264,17 @@ def _max_unpool(input: Tensor, indices: Tensor, kernel_size, stride, padding, ou
 
 
 def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """The inverse of `max_pool1d`: each value placed at its index in a zero tensor."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
 
 
 def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """The inverse of `max_pool2d`: each value placed at its index in a zero tensor."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
 
 
 def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """The inverse of `max_pool3d`: each value placed at its index in a zero tensor."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
 
 
@@ -275,4 +291,5 @@ def lp_pool1d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mo
 
 
 def lp_pool2d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling over 2-D windows: (sum of x^p over the window)^(1/p)."""
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)

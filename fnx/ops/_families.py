@@ -1,6 +1,6 @@
 """Family helpers: one call defines an elementwise or reduction primitive with all of its rules.
 
-Conventions (DESIGN.md): operands of a primitive share one dtype (wrappers
+Conventions (docs/architecture.md): operands of a primitive share one dtype (wrappers
 promote first); elementwise primitives broadcast implicitly; `unbroadcast`
 is the one place a gradient is summed back to its input's shape.
 """

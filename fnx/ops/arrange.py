@@ -58,6 +58,7 @@ def tile(input: Tensor, dims) -> Tensor:
 
 
 def _tile_method(self: Tensor, *dims, **kwargs) -> Tensor:
+    """`x.tile(*dims)` or `x.tile(dims)`: `fnx.tile` as a method."""
     return tile(self, kwargs["dims"] if "dims" in kwargs else _shape_arg(dims))
 
 

@@ -198,21 +198,25 @@ def _like(input: Tensor, dtype, device):
 
 
 def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Zeros with the shape (and, unless given, dtype and device) of `input`."""
     dt, dev = _like(input, dtype, device)
     return zeros(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Ones with the shape (and, unless given, dtype and device) of `input`."""
     dt, dev = _like(input, dtype, device)
     return ones(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor with the shape (and, unless given, dtype and device) of `input`."""
     dt, dev = _like(input, dtype, device)
     return empty(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """`fill_value` everywhere, with the shape (and, unless given, dtype and device) of `input`."""
     dt, dev = _like(input, dtype, device)
     return full(tuple(input.shape), fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
 
@@ -243,6 +247,7 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None) -> Tensor:
+    """`steps` values spaced evenly on a log scale: base ** linspace(start, end, steps)."""
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
     return _new(_xp(dev, dt).logspace(start, end, int(steps), base=base).astype(dt.np), dev)

@@ -327,5 +327,11 @@ def matrix_power(A: Tensor, n: int, *, out=None) -> Tensor:
     return result
 
 
-METHODS: dict = {"inverse": inverse, "det": det, "slogdet": slogdet, "logdet": logdet,
-                 "cholesky": lambda self, upper=False: cholesky(self, upper=upper), "matrix_power": matrix_power}
+def _cholesky_method(self: Tensor, upper: bool = False) -> Tensor:
+    """`x.cholesky(upper=False)`: the Cholesky factor of each matrix (PyTorch's deprecated method; prefer
+    `fnx.linalg.cholesky`)."""
+    return cholesky(self, upper=upper)
+
+
+METHODS: dict = {"inverse": inverse, "det": det, "slogdet": slogdet, "logdet": logdet, "cholesky": _cholesky_method,
+                 "matrix_power": matrix_power}

@@ -292,12 +292,14 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
 
 
 def isnan(input: Tensor) -> Tensor:
+    """True where `input` is NaN."""
     if not input.dtype.is_floating_point:
         return full_like_bool(input, False)
     return isnan_p.bind(input)
 
 
 def logical_not(input: Tensor) -> Tensor:
+    """Logical not of `input` (nonzero is True), as bool."""
     return not_p.bind(convert(input, _dt.bool))
 
 
@@ -613,24 +615,28 @@ logical_and, logical_or, logical_xor = _logical(and_p), _logical(or_p), _logical
 
 
 def bitwise_and(input, other):
+    """`input & other` for bool tensors (logical and); integer bitwise ops are not supported yet."""
     if input.dtype is not _dt.bool:
         raise NotImplementedError("bitwise_and: only bool tensors are supported (use logical_and)")
     return logical_and(input, other)
 
 
 def bitwise_or(input, other):
+    """`input | other` for bool tensors (logical or); integer bitwise ops are not supported yet."""
     if input.dtype is not _dt.bool:
         raise NotImplementedError("bitwise_or: only bool tensors are supported (use logical_or)")
     return logical_or(input, other)
 
 
 def bitwise_xor(input, other):
+    """`input ^ other` for bool tensors (logical xor); integer bitwise ops are not supported yet."""
     if input.dtype is not _dt.bool:
         raise NotImplementedError("bitwise_xor: only bool tensors are supported (use logical_xor)")
     return logical_xor(input, other)
 
 
 def bitwise_not(input):
+    """`~input` for bool tensors (logical not); integer bitwise ops are not supported yet."""
     if input.dtype is not _dt.bool:
         raise NotImplementedError("bitwise_not: only bool tensors are supported (use logical_not)")
     return logical_not(input)
@@ -711,6 +717,7 @@ def rsqrt(input: Tensor) -> Tensor:
 
 
 def square(input: Tensor) -> Tensor:
+    """input * input."""
     return input * input
 
 
@@ -771,28 +778,34 @@ clip = clamp
 
 
 def clamp_min(input: Tensor, min) -> Tensor:
+    """max(input, min), elementwise: `clamp(input, min=min)`."""
     return clamp(input, min=min)
 
 
 def clamp_max(input: Tensor, max) -> Tensor:
+    """min(input, max), elementwise: `clamp(input, max=max)`."""
     return clamp(input, max=max)
 
 
 def isinf(input: Tensor) -> Tensor:
+    """True where `input` is +inf or -inf."""
     if not input.dtype.is_floating_point:
         return full_like_bool(input, False)
     return eq(abs(input), math.inf)
 
 
 def isposinf(input: Tensor) -> Tensor:
+    """True where `input` is +inf."""
     return eq(input, math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
 
 
 def isneginf(input: Tensor) -> Tensor:
+    """True where `input` is -inf."""
     return eq(input, -math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
 
 
 def isfinite(input: Tensor) -> Tensor:
+    """True where `input` is neither NaN nor infinite."""
     if not input.dtype.is_floating_point:
         return full_like_bool(input, True)
     return lt(abs(input), math.inf)
@@ -826,12 +839,14 @@ def xlogy(input, other) -> Tensor:
 
 
 def sinc(input: Tensor) -> Tensor:
+    """sin(pi x) / (pi x), and 1 at x = 0."""
     px = input * math.pi
     safe = where(eq(px, 0.0), 1.0, px)
     return where(eq(px, 0.0), 1.0, sin(safe) / safe)
 
 
 def hypot(input, other) -> Tensor:
+    """sqrt(input^2 + other^2), elementwise."""
     return sqrt(input * input + other * other)
 
 
@@ -844,12 +859,14 @@ def fmod(input, other) -> Tensor:
 
 
 def copysign(input, other) -> Tensor:
+    """The magnitude of `input` with the sign of `other`."""
     x, y = promote("copysign", input, other)
     neg_sign = logical_or(lt(y, 0), logical_and(eq(y, 0), lt(1.0 / y, 0))) if y.dtype.is_floating_point else lt(y, 0)
     return where(neg_sign, neg(abs(x)), abs(x))
 
 
 def logaddexp(input, other) -> Tensor:
+    """log(exp(input) + exp(other)), computed without overflow."""
     m = maximum(input, other)
     m = where(isfinite(m), m, 0.0)
     return m + log(exp(input - m) + exp(other - m))

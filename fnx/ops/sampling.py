@@ -618,11 +618,13 @@ def _like_args(input: Tensor, dtype, device):
 
 
 def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples on [0, 1) with the shape (and, unless given, dtype and device) of `input`."""
     dt, dev = _like_args(input, dtype, device)
     return rand(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples with the shape (and, unless given, dtype and device) of `input`."""
     dt, dev = _like_args(input, dtype, device)
     return randn(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
 

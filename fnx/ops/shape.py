@@ -122,6 +122,7 @@ def expand(input: Tensor, *sizes) -> Tensor:
 
 
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
+    """`input` broadcast to the shape of `other` (a view)."""
     return broadcast_to(input, tuple(other.shape))
 
 
@@ -200,10 +201,12 @@ def view(input: Tensor, *shape) -> Tensor:
 
 
 def view_as(input: Tensor, other: Tensor) -> Tensor:
+    """`input.view(other.shape)`."""
     return view(input, tuple(other.shape))
 
 
 def reshape_as(input: Tensor, other: Tensor) -> Tensor:
+    """`input.reshape(other.shape)`."""
     return reshape(input, tuple(other.shape))
 
 
@@ -483,6 +486,7 @@ def flipud(input: Tensor) -> Tensor:
 
 
 def _flip_method(self: Tensor, *dims, **kwargs) -> Tensor:
+    """`x.flip(*dims)` or `x.flip(dims)`: `fnx.flip` as a method."""
     return flip(self, kwargs["dims"] if "dims" in kwargs else _shape_arg(dims))
 
 

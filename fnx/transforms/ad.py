@@ -102,6 +102,10 @@ def jvp(fun, primals, tangents, has_aux: bool = False):
 
     `primals` and `tangents` are tuples (or lists) of pytrees of the same structure. Integer outputs get
     zero tangents of their own dtype (JAX's float0), so the tangent output has the output's structure.
+
+    >>> import fnx
+    >>> fnx.jvp(lambda x: x * x, (fnx.tensor([1.0, 2.0]),), (fnx.ones(2),))   # (x^2, 2x * tangent)
+    (tensor([1., 4.]), tensor([2., 4.]))
     """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise FnxTypeError("jvp: primals and tangents must be tuples or lists of arguments, e.g. jvp(f, (x,), (v,))")
@@ -269,7 +273,16 @@ def _backward_pass(out_refs, cts, leaves):
 
 
 def vjp(fun, *primals, has_aux: bool = False):
-    """(fun(*primals), vjp_fn[, aux]): vjp_fn(cotangent) gives the cotangents of `primals` (a tuple)."""
+    """(fun(*primals), vjp_fn[, aux]): vjp_fn(cotangent) gives the cotangents of `primals` (a tuple).
+
+    `fun` runs once, now; `vjp_fn` can then pull back any number of cotangents of the output's structure
+    (reverse mode: one call per output direction, whatever the number of inputs).
+
+    >>> import fnx
+    >>> y, f_vjp = fnx.vjp(fnx.sin, fnx.tensor([0.0, 1.0]))
+    >>> f_vjp(fnx.ones(2))   # cotangent * cos(x), one entry per primal
+    (tensor([1.0000, 0.5403]),)
+    """
     p_leaves, p_def = tree_flatten(primals)
     _check_tensors(p_leaves, "vjp", "primals")
     with new_main(VJPTrace) as main:
@@ -347,7 +360,17 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
 
 
 def grad(fun, argnums=0, has_aux: bool = False):
-    """A function returning the gradient of scalar `fun` with respect to args[argnums] (JAX semantics)."""
+    """A function returning the gradient of scalar `fun` with respect to args[argnums] (JAX semantics).
+
+    `argnums` may be a tuple (then the gradient is a tuple); arguments may be pytrees (the gradient has
+    their structure); with `has_aux`, `fun` returns (value, aux) and the function returns (gradient, aux).
+
+    >>> import fnx
+    >>> fnx.grad(lambda x: (x ** 3).sum())(fnx.tensor([1.0, 2.0]))
+    tensor([ 3., 12.])
+    >>> fnx.grad(fnx.grad(lambda x: x ** 3))(fnx.tensor(2.0))   # transforms compose: d2/dx2 x^3 = 6x
+    tensor(12.)
+    """
     vg = value_and_grad(fun, argnums, has_aux)
 
     @functools.wraps(fun)

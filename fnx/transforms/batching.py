@@ -171,6 +171,15 @@ def vmap(fun, in_axes=0, out_axes=0, randomness: str = "error"):
     prefixes of the arguments / outputs; keyword arguments are mapped over axis 0. `randomness` says what
     the eager samplers (fnx.rand, ...) do inside: raise ("error"), draw once for the whole batch ("same")
     or draw independently per example ("different").
+
+    >>> import fnx
+    >>> x = fnx.arange(6.0).reshape(2, 3)
+    >>> fnx.vmap(lambda row: row @ row)(x)   # one dot product per row
+    tensor([ 5., 50.])
+    >>> loss = lambda w, x: (w * x).sum() ** 2
+    >>> fnx.vmap(fnx.grad(loss), in_axes=(None, 0))(fnx.ones(3), x)   # per-example gradients: w shared
+    tensor([[  0.,   6.,  12.],
+            [ 72.,  96., 120.]])
     """
     if randomness not in ("error", "different", "same"):
         raise FnxValueError(f"vmap: randomness must be 'error', 'different' or 'same', got {randomness!r}")

@@ -52,7 +52,7 @@ import sys
 import threading
 import time
 
-from .. import core
+from .. import core, debug
 from ..core import FnxRuntimeError, FnxTypeError, Primitive
 from ..dtypes import from_numpy_dtype
 from ..ir import ClosedJaxpr, Jaxpr
@@ -507,6 +507,8 @@ class Compiled:
 
         traced = trace_to_jaxpr(flat_fun, [x.aval for x in leaves], frozen_inputs=f"fnx.compile({self.__name__})")
         closed, key_devices, lifted = _lift_consts(traced, keys[0].placeholders)
+        if debug.LEVEL >= 3:   # FNX_DEBUG=3: the IR as traced (fnx/lowering/passes.py logs it after each pass)
+            debug.log_ir(f"IR of {self.__name__} as traced", closed)
         backend = self._backend or default_backend([v.aval.device for v in closed.jaxpr.invars])
         cacheable = not any(isinstance(c, Tracer) for c in lifted)
         entry = _Entry(CallJaxpr(optimize(closed)), backend, key_devices, lifted, out_trees[0], cacheable)
@@ -621,6 +623,21 @@ def compile(fun=None, static_argnums=(), static_argnames=(), donate_argnums=(), 
     invalid afterwards, any use raises; see the module docstring); `backend`: "interpret", "c" or "cuda"
     (default: "cuda" for CUDA inputs, else "c"; `FNX_BACKEND` overrides; "interpret" ignores donation).
     Usable as a decorator, with or without arguments.
+
+    >>> import fnx
+    >>> @fnx.compile
+    ... def f(x):
+    ...     return fnx.tanh(x * 2.0).sum()
+    >>> f(fnx.zeros(3))   # the first call for a signature traces, optimises and compiles; later calls just run
+    tensor(0.)
+    >>> print(f.lower(fnx.zeros(3)).as_text())   # the optimised IR
+    { lambda ; a:f32[3]. let
+        b:f32[3] = mul a 2.0:f32[]
+        c:f32[3] = tanh b
+        d:f32[] = sum[axes=(0,), keepdims=False] c
+      in (d,) }
+    >>> len(f.kernels())   # mul, tanh and sum fused into one generated kernel
+    1
     """
     if fun is None:
         return lambda f: Compiled(f, static_argnums, static_argnames, donate_argnums, backend)

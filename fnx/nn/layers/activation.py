@@ -43,50 +43,62 @@ class _Plain(Module):
 
 
 class ReLU(_Inplace):
+    """Applies `F.relu`: max(x, 0)."""
     _fn = staticmethod(F.relu)
 
 
 class SELU(_Inplace):
+    """Applies `F.selu`: scaled ELU with the self-normalizing constants."""
     _fn = staticmethod(F.selu)
 
 
 class SiLU(_Inplace):
+    """Applies `F.silu`: x * sigmoid(x)."""
     _fn = staticmethod(F.silu)
 
 
 class Mish(_Inplace):
+    """Applies `F.mish`: x * tanh(softplus(x))."""
     _fn = staticmethod(F.mish)
 
 
 class Hardsigmoid(_Inplace):
+    """Applies `F.hardsigmoid`: relu6(x + 3) / 6."""
     _fn = staticmethod(F.hardsigmoid)
 
 
 class Hardswish(_Inplace):
+    """Applies `F.hardswish`: x * relu6(x + 3) / 6."""
     _fn = staticmethod(F.hardswish)
 
 
 class Sigmoid(_Plain):
+    """Applies `F.sigmoid`: 1 / (1 + exp(-x))."""
     _fn = staticmethod(F.sigmoid)
 
 
 class Tanh(_Plain):
+    """Applies `F.tanh`."""
     _fn = staticmethod(F.tanh)
 
 
 class Tanhshrink(_Plain):
+    """Applies `F.tanhshrink`: x - tanh(x)."""
     _fn = staticmethod(F.tanhshrink)
 
 
 class Softsign(_Plain):
+    """Applies `F.softsign`: x / (1 + |x|)."""
     _fn = staticmethod(F.softsign)
 
 
 class LogSigmoid(_Plain):
+    """Applies `F.logsigmoid`: log(sigmoid(x))."""
     _fn = staticmethod(F.logsigmoid)
 
 
 class Hardtanh(Module):
+    """Applies `F.hardtanh`: x clamped to [min_val, max_val]."""
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
         super().__init__()
         if max_val <= min_val:
@@ -101,6 +113,7 @@ class Hardtanh(Module):
 
 
 class ReLU6(Hardtanh):
+    """Applies `F.relu6`: x clamped to [0, 6]."""
     def __init__(self, inplace: bool = False):
         super().__init__(0.0, 6.0, inplace)
 
@@ -109,6 +122,7 @@ class ReLU6(Hardtanh):
 
 
 class LeakyReLU(Module):
+    """Applies `F.leaky_relu`: x where x > 0, else negative_slope * x."""
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
         super().__init__()
         self.negative_slope, self.inplace = negative_slope, inplace
@@ -121,6 +135,7 @@ class LeakyReLU(Module):
 
 
 class ELU(Module):
+    """Applies `F.elu`: x where x > 0, else alpha * (exp(x) - 1)."""
     _fn = staticmethod(F.elu)
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
@@ -135,6 +150,7 @@ class ELU(Module):
 
 
 class CELU(ELU):
+    """Applies `F.celu`: x where x > 0, else alpha * (exp(x / alpha) - 1)."""
     _fn = staticmethod(F.celu)
 
 
@@ -158,6 +174,7 @@ class PReLU(Module):
 
 
 class GELU(Module):
+    """Applies `F.gelu` (exact, or approximate="tanh")."""
     def __init__(self, approximate: str = "none"):
         super().__init__()
         self.approximate = approximate
@@ -170,6 +187,7 @@ class GELU(Module):
 
 
 class Hardshrink(Module):
+    """Applies `F.hardshrink`: x where |x| > lambd, else 0."""
     _fn = staticmethod(F.hardshrink)
 
     def __init__(self, lambd: float = 0.5):
@@ -184,10 +202,12 @@ class Hardshrink(Module):
 
 
 class Softshrink(Hardshrink):
+    """Applies `F.softshrink`: x moved towards 0 by lambd, 0 within [-lambd, lambd]."""
     _fn = staticmethod(F.softshrink)
 
 
 class Softplus(Module):
+    """Applies `F.softplus`: log(1 + exp(beta * x)) / beta."""
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
         self.beta, self.threshold = beta, threshold
@@ -200,6 +220,7 @@ class Softplus(Module):
 
 
 class Threshold(Module):
+    """Applies `F.threshold`: x where x > threshold, else value."""
     def __init__(self, threshold: float, value: float, inplace: bool = False):
         super().__init__()
         self.threshold, self.value, self.inplace = threshold, value, inplace
@@ -212,6 +233,7 @@ class Threshold(Module):
 
 
 class GLU(Module):
+    """Applies `F.glu` along `dim`: a * sigmoid(b) for the two halves a, b."""
     def __init__(self, dim: int = -1):
         super().__init__()
         self.dim = dim
@@ -244,6 +266,7 @@ class Softmax(_SoftmaxLike):
 
 
 class Softmin(_SoftmaxLike):
+    """Applies `F.softmin` along `dim`: softmax(-x)."""
     _fn = staticmethod(F.softmin)
 
 

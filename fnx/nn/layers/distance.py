@@ -9,6 +9,7 @@ __all__ = ["CosineSimilarity", "PairwiseDistance"]
 
 
 class CosineSimilarity(Module):
+    """Cosine similarity of its two inputs along `dim` (`F.cosine_similarity`)."""
     def __init__(self, dim: int = 1, eps: float = 1e-8):
         super().__init__()
         self.dim, self.eps = dim, eps
@@ -18,6 +19,7 @@ class CosineSimilarity(Module):
 
 
 class PairwiseDistance(Module):
+    """p-norm distance between the rows of its two inputs (`F.pairwise_distance`)."""
     def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
         super().__init__()
         self.norm, self.eps, self.keepdim = p, eps, keepdim

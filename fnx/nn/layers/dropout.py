@@ -31,6 +31,7 @@ class Dropout(_DropoutNd):
 
 
 class Dropout1d(_DropoutNd):
+    """Channel dropout for (N, C, L) inputs (`F.dropout1d`); identity in eval mode."""
     _fn = staticmethod(F.dropout1d)
 
 
@@ -41,12 +42,15 @@ class Dropout2d(_DropoutNd):
 
 
 class Dropout3d(_DropoutNd):
+    """Channel dropout for (N, C, D, H, W) inputs (`F.dropout3d`); identity in eval mode."""
     _fn = staticmethod(F.dropout3d)
 
 
 class AlphaDropout(_DropoutNd):
+    """SELU-preserving dropout (`F.alpha_dropout`); identity in eval mode."""
     _fn = staticmethod(F.alpha_dropout)
 
 
 class FeatureAlphaDropout(_DropoutNd):
+    """SELU-preserving channel dropout (`F.feature_alpha_dropout`); identity in eval mode."""
     _fn = staticmethod(F.feature_alpha_dropout)

@@ -26,16 +26,19 @@ class _WeightedLoss(_Loss):
 
 
 class L1Loss(_Loss):
+    """Mean absolute error (`F.l1_loss`)."""
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.l1_loss(input, target, reduction=self.reduction)
 
 
 class MSELoss(_Loss):
+    """Mean squared error (`F.mse_loss`)."""
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.mse_loss(input, target, reduction=self.reduction)
 
 
 class SmoothL1Loss(_Loss):
+    """Smooth L1 loss (`F.smooth_l1_loss`): quadratic below beta, linear above."""
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
@@ -45,6 +48,7 @@ class SmoothL1Loss(_Loss):
 
 
 class HuberLoss(_Loss):
+    """Huber loss (`F.huber_loss`): quadratic below delta, linear above."""
     def __init__(self, reduction: str = "mean", delta: float = 1.0):
         super().__init__(reduction=reduction)
         self.delta = delta
@@ -54,6 +58,7 @@ class HuberLoss(_Loss):
 
 
 class NLLLoss(_WeightedLoss):
+    """Negative log-likelihood of class indices given log-probabilities (`F.nll_loss`)."""
     def __init__(self, weight: Tensor | None = None, size_average=None, ignore_index: int = -100, reduce=None,
                  reduction: str = "mean"):
         super().__init__(weight, size_average, reduce, reduction)
@@ -78,11 +83,13 @@ class CrossEntropyLoss(_WeightedLoss):
 
 
 class BCELoss(_WeightedLoss):
+    """Binary cross-entropy of probabilities (`F.binary_cross_entropy`)."""
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):
+    """Binary cross-entropy of logits, computed stably (`F.binary_cross_entropy_with_logits`)."""
     def __init__(self, weight: Tensor | None = None, size_average=None, reduce=None, reduction: str = "mean",
                  pos_weight: Tensor | None = None):
         super().__init__(size_average, reduce, reduction)
@@ -95,6 +102,7 @@ class BCEWithLogitsLoss(_Loss):
 
 
 class KLDivLoss(_Loss):
+    """KL divergence with log-probability inputs (`F.kl_div`)."""
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False):
         super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
@@ -104,6 +112,7 @@ class KLDivLoss(_Loss):
 
 
 class PoissonNLLLoss(_Loss):
+    """Poisson negative log-likelihood (`F.poisson_nll_loss`)."""
     def __init__(self, log_input: bool = True, full: bool = False, size_average=None, eps: float = 1e-8,
                  reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
@@ -115,6 +124,7 @@ class PoissonNLLLoss(_Loss):
 
 
 class GaussianNLLLoss(_Loss):
+    """Gaussian negative log-likelihood with predicted variances (`F.gaussian_nll_loss`)."""
     def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
         super().__init__(reduction=reduction)
         self.full, self.eps = full, eps
@@ -124,6 +134,7 @@ class GaussianNLLLoss(_Loss):
 
 
 class MarginRankingLoss(_Loss):
+    """max(0, -y * (x1 - x2) + margin) (`F.margin_ranking_loss`)."""
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
@@ -133,11 +144,13 @@ class MarginRankingLoss(_Loss):
 
 
 class SoftMarginLoss(_Loss):
+    """log(1 + exp(-y * x)) (`F.soft_margin_loss`)."""
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.soft_margin_loss(input, target, reduction=self.reduction)
 
 
 class HingeEmbeddingLoss(_Loss):
+    """Hinge loss on distances with targets 1 and -1 (`F.hinge_embedding_loss`)."""
     def __init__(self, margin: float = 1.0, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
@@ -147,6 +160,7 @@ class HingeEmbeddingLoss(_Loss):
 
 
 class CosineEmbeddingLoss(_Loss):
+    """Cosine-similarity loss with targets 1 and -1 (`F.cosine_embedding_loss`)."""
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
@@ -156,6 +170,7 @@ class CosineEmbeddingLoss(_Loss):
 
 
 class TripletMarginLoss(_Loss):
+    """Triplet loss with the p-norm distance (`F.triplet_margin_loss`)."""
     def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False,
                  size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
@@ -167,11 +182,13 @@ class TripletMarginLoss(_Loss):
 
 
 class MultiLabelSoftMarginLoss(_WeightedLoss):
+    """Multi-label one-versus-all logistic loss (`F.multilabel_soft_margin_loss`)."""
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight, reduction=self.reduction)
 
 
 class TripletMarginWithDistanceLoss(_Loss):
+    """Triplet loss with any distance function (`F.triplet_margin_with_distance_loss`)."""
     def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False, reduction: str = "mean"):
         super().__init__(reduction=reduction)
         self.distance_function, self.margin, self.swap = distance_function, margin, swap
@@ -182,6 +199,7 @@ class TripletMarginWithDistanceLoss(_Loss):
 
 
 class MultiMarginLoss(_WeightedLoss):
+    """Multi-class hinge loss (`F.multi_margin_loss`)."""
     def __init__(self, p: int = 1, margin: float = 1.0, weight: Tensor | None = None, size_average=None, reduce=None,
                  reduction: str = "mean"):
         super().__init__(weight, size_average, reduce, reduction)

@@ -126,6 +126,7 @@ class BatchNorm2d(_BatchNorm):
 
 
 class BatchNorm3d(_BatchNorm):
+    """Batch normalization over (N, C, D, H, W) inputs, with running statistics."""
     def _check_input_dim(self, input: Tensor) -> None:
         if input.ndim != 5:
             raise ValueError(f"expected 5D input (got {input.ndim}D input)")
@@ -150,14 +151,17 @@ class _InstanceNorm(_NormBase):
 
 
 class InstanceNorm1d(_InstanceNorm):
+    """Instance normalization of (N, C, L) inputs: each sample and channel over its length."""
     _nd = 1
 
 
 class InstanceNorm2d(_InstanceNorm):
+    """Instance normalization of (N, C, H, W) inputs: each sample and channel over its pixels."""
     _nd = 2
 
 
 class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization of (N, C, D, H, W) inputs: each sample and channel over its voxels."""
     _nd = 3
 
 

@@ -40,14 +40,17 @@ class _ConstantPadNd(_PadNd):
 
 
 class ConstantPad1d(_ConstantPadNd):
+    """Pads the last dim with a constant."""
     _nd = 1
 
 
 class ConstantPad2d(_ConstantPadNd):
+    """Pads the last two dims with a constant."""
     _nd = 2
 
 
 class ConstantPad3d(_ConstantPadNd):
+    """Pads the last three dims with a constant."""
     _nd = 3
 
 
@@ -60,48 +63,60 @@ class _ZeroPadNd(_ConstantPadNd):
 
 
 class ZeroPad1d(_ZeroPadNd):
+    """Pads the last dim with zeros."""
     _nd = 1
 
 
 class ZeroPad2d(_ZeroPadNd):
+    """Pads the last two dims with zeros."""
     _nd = 2
 
 
 class ZeroPad3d(_ZeroPadNd):
+    """Pads the last three dims with zeros."""
     _nd = 3
 
 
 class ReflectionPad1d(_PadNd):
+    """Pads the last dim with the reflection of the input (edge not repeated)."""
     _nd, _mode = 1, "reflect"
 
 
 class ReflectionPad2d(_PadNd):
+    """Pads the last two dims with the reflection of the input (edge not repeated)."""
     _nd, _mode = 2, "reflect"
 
 
 class ReflectionPad3d(_PadNd):
+    """Pads the last three dims with the reflection of the input (edge not repeated)."""
     _nd, _mode = 3, "reflect"
 
 
 class ReplicationPad1d(_PadNd):
+    """Pads the last dim by repeating the edge value."""
     _nd, _mode = 1, "replicate"
 
 
 class ReplicationPad2d(_PadNd):
+    """Pads the last two dims by repeating the edge values."""
     _nd, _mode = 2, "replicate"
 
 
 class ReplicationPad3d(_PadNd):
+    """Pads the last three dims by repeating the edge values."""
     _nd, _mode = 3, "replicate"
 
 
 class CircularPad1d(_PadNd):
+    """Pads the last dim by wrapping around (periodic padding)."""
     _nd, _mode = 1, "circular"
 
 
 class CircularPad2d(_PadNd):
+    """Pads the last two dims by wrapping around (periodic padding)."""
     _nd, _mode = 2, "circular"
 
 
 class CircularPad3d(_PadNd):
+    """Pads the last three dims by wrapping around (periodic padding)."""
     _nd, _mode = 3, "circular"

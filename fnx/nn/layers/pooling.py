@@ -32,6 +32,7 @@ class _MaxPoolNd(Module):
 
 
 class MaxPool1d(_MaxPoolNd):
+    """Max pooling over (N, C, L) inputs (`F.max_pool1d`)."""
     _fn = staticmethod(F.max_pool1d)
 
 
@@ -42,10 +43,12 @@ class MaxPool2d(_MaxPoolNd):
 
 
 class MaxPool3d(_MaxPoolNd):
+    """Max pooling over (N, C, D, H, W) inputs (`F.max_pool3d`)."""
     _fn = staticmethod(F.max_pool3d)
 
 
 class AvgPool1d(Module):
+    """Average pooling over (N, C, L) inputs (`F.avg_pool1d`)."""
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True):
         super().__init__()
         self.kernel_size = _ntuple(kernel_size, 1, "kernel_size")
@@ -87,6 +90,7 @@ class AvgPool2d(_AvgPoolNd):
 
 
 class AvgPool3d(_AvgPoolNd):
+    """Average pooling over (N, C, D, H, W) inputs (`F.avg_pool3d`)."""
     _fn = staticmethod(F.avg_pool3d)
 
 
@@ -105,6 +109,7 @@ class _AdaptivePool(Module):
 
 
 class AdaptiveAvgPool1d(_AdaptivePool):
+    """Average pooling to a fixed output length (`F.adaptive_avg_pool1d`)."""
     _fn = staticmethod(F.adaptive_avg_pool1d)
 
 
@@ -115,6 +120,7 @@ class AdaptiveAvgPool2d(_AdaptivePool):
 
 
 class AdaptiveAvgPool3d(_AdaptivePool):
+    """Average pooling to a fixed (D, H, W) output size (`F.adaptive_avg_pool3d`)."""
     _fn = staticmethod(F.adaptive_avg_pool3d)
 
 
@@ -133,10 +139,12 @@ class _AdaptiveMaxPool(Module):
 
 
 class AdaptiveMaxPool1d(_AdaptiveMaxPool):
+    """Max pooling to a fixed output length (`F.adaptive_max_pool1d`)."""
     _fn = staticmethod(F.adaptive_max_pool1d)
 
 
 class AdaptiveMaxPool2d(_AdaptiveMaxPool):
+    """Max pooling to a fixed (H, W) output size (`F.adaptive_max_pool2d`)."""
     _fn = staticmethod(F.adaptive_max_pool2d)
 
 
@@ -157,6 +165,7 @@ class _MaxUnpoolNd(Module):
 
 
 class MaxUnpool1d(_MaxUnpoolNd):
+    """The inverse of `MaxPool1d`, given its indices (`F.max_unpool1d`)."""
     _fn, _nd = staticmethod(F.max_unpool1d), 1
 
 
@@ -167,6 +176,7 @@ class MaxUnpool2d(_MaxUnpoolNd):
 
 
 class MaxUnpool3d(_MaxUnpoolNd):
+    """The inverse of `MaxPool3d`, given its indices (`F.max_unpool3d`)."""
     _fn, _nd = staticmethod(F.max_unpool3d), 3
 
 
@@ -186,8 +196,10 @@ class _LPPoolNd(Module):
 
 
 class LPPool1d(_LPPoolNd):
+    """Power-average pooling over 1-D windows (`F.lp_pool1d`)."""
     _fn = staticmethod(F.lp_pool1d)
 
 
 class LPPool2d(_LPPoolNd):
+    """Power-average pooling over 2-D windows (`F.lp_pool2d`)."""
     _fn = staticmethod(F.lp_pool2d)

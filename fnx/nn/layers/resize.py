@@ -29,16 +29,19 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour upsampling of (N, C, H, W) inputs."""
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="nearest")
 
 
 class UpsamplingBilinear2d(Upsample):
+    """Bilinear upsampling of (N, C, H, W) inputs with align_corners=True."""
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
 class PixelShuffle(Module):
+    """Rearranges (N, C r^2, H, W) into (N, C, H r, W r) (`F.pixel_shuffle`)."""
     def __init__(self, upscale_factor: int):
         super().__init__()
         self.upscale_factor = upscale_factor
@@ -51,6 +54,7 @@ class PixelShuffle(Module):
 
 
 class PixelUnshuffle(Module):
+    """Rearranges (N, C, H r, W r) into (N, C r^2, H, W) (`F.pixel_unshuffle`)."""
     def __init__(self, downscale_factor: int):
         super().__init__()
         self.downscale_factor = downscale_factor
@@ -63,6 +67,7 @@ class PixelUnshuffle(Module):
 
 
 class ChannelShuffle(Module):
+    """Shuffles the channels of (N, C, ...) inputs in `groups` groups (`F.channel_shuffle`)."""
     def __init__(self, groups: int):
         super().__init__()
         self.groups = groups

@@ -246,6 +246,7 @@ class RNNCellBase(Module):
 
 
 class RNNCell(RNNCellBase):
+    """One step of an Elman RNN: h' = tanh or relu(x W_ih^T + b_ih + h W_hh^T + b_hh)."""
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh", device=None,
                  dtype=None):
         if nonlinearity not in ("tanh", "relu"):
@@ -259,6 +260,7 @@ class RNNCell(RNNCellBase):
 
 
 class LSTMCell(RNNCellBase):
+    """One step of an LSTM: (h, c) -> (h', c') through input, forget, cell and output gates."""
     _mode = "LSTM"
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None):
@@ -270,6 +272,7 @@ class LSTMCell(RNNCellBase):
 
 
 class GRUCell(RNNCellBase):
+    """One step of a GRU: h -> h' through reset and update gates."""
     _mode = "GRU"
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None, dtype=None):
