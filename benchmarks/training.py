@@ -75,7 +75,7 @@ def _note_fnx_gaps() -> None:
     from .models import unsupported
 
     for construct, where, error in unsupported(fnx):
-        note(f"W9: fnx lacks {construct} ({where}): {error}")
+        note(f"W9: fnx cannot run {construct} ({where}): {error}")
 
 
 def _note_environment(label: str, env: dict) -> None:
