@@ -112,10 +112,15 @@ def environment() -> dict:
 
 
 def _cpu_model() -> str:
+    """The model name, with family and model numbers (a virtual machine may name only the vendor: "AMD EPYC")."""
     try:
+        fields = {}
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        if "model name" in fields:
+            numbers = f" (family {fields['cpu family']}, model {fields['model']})" if "cpu family" in fields else ""
+            return fields["model name"] + numbers
     except OSError:
         pass
     return platform.processor() or "unknown"

@@ -99,14 +99,14 @@ def _time_case(model: str, size: str, label: str, device: str) -> Bench:
 @functools.lru_cache(maxsize=None)
 def _memory_sample(model: str, size: str, label: str, k: int) -> dict:
     """Sample `k` of a (model, size, row): both memory figures come from the same worker."""
-    return Worker(_spec(model, size, label, "memory")).hello
+    return Worker.once(_spec(model, size, label, "memory"))
 
 
 def _first_call_sample(model: str, size: str, label: str) -> float:
     cache = tempfile.mkdtemp(prefix="fnx-bench-w9c-")
     try:
         env = {"FNX_CACHE_DIR": f"{cache}/fnx", "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor"}
-        return Worker(_spec(model, size, label, "first-call"), env).hello["seconds"]
+        return Worker.once(_spec(model, size, label, "first-call"), env)["seconds"]
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 

@@ -69,6 +69,13 @@ class Worker:
             raise Skip(f"cannot start {python}: {e}") from e
         self.hello = self._answer()
 
+    @classmethod
+    def once(cls, spec: dict, env: dict | None = None) -> dict:
+        """The first answer of a worker whose mode answers once (memory, first-call); the process then ends."""
+        worker = cls(spec, env)
+        worker.close()
+        return worker.hello
+
     def call(self, *request) -> dict:
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
@@ -88,15 +95,19 @@ class Worker:
         return answer
 
     def close(self) -> None:
-        if self.proc.poll() is not None:
-            return
-        try:
-            self.proc.stdin.write(json.dumps(["quit"]) + "\n")
-            self.proc.stdin.close()
-            self.proc.wait(timeout=60)
-        except (OSError, subprocess.TimeoutExpired):   # gone or stuck: stop it
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps(["quit"]) + "\n")
+                self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):   # gone or stuck: stop it
+                self.proc.kill()
+                self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
 
 
 def _interpreter(spec: dict) -> str:
