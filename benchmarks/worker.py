@@ -175,12 +175,17 @@ def _environment(spec: dict) -> dict:
     try:
         from threadpoolctl import threadpool_info
 
-        env["threadpools"] = [f"{p.get('internal_api')} {p.get('version') or ''} "
-                              f"({p.get('architecture') or p.get('prefix')}, {p.get('num_threads')} threads)"
-                              for p in threadpool_info()]
+        env["threadpools"] = [_describe_pool(p) for p in threadpool_info()]
     except ImportError:
         env["threadpools"] = ["(install threadpoolctl to list them)"]
     return env
+
+
+def _describe_pool(pool: dict) -> str:
+    """E.g. "openmp (libgomp, 2 threads) torch/lib/libgomp.so.1": which library, loaded from where."""
+    name = " ".join(str(pool[k]) for k in ("internal_api", "version") if pool.get(k))
+    where = "/".join(Path(pool.get("filepath", "?")).parts[-3:])
+    return f"{name} ({pool.get('architecture') or pool.get('prefix')}, {pool.get('num_threads')} threads) {where}"
 
 
 def _status_bytes(field: str) -> int:
