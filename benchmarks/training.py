@@ -83,7 +83,7 @@ def _note_environment(label: str, env: dict) -> None:
     torch = (f"; torch {env['torch_threads']} threads, BLAS {env['torch_blas']}, {env['torch_cpu_capability']}"
              if "torch_threads" in env else "")
     note(f"W9 [{label}] worker: {env['python']} (python {env['python_version']}), {versions}{torch}; "
-         f"thread pools: {'; '.join(env['threadpools']) or 'none'}")
+         f"thread pools: {'; '.join(sorted(env['threadpools'])) or 'none'}")
 
 
 # ---------------------------------------------------------------- W9: time per step
