@@ -4,11 +4,17 @@ Workloads (see `python -m benchmarks --list`):
   W1   small-op dispatch: `a + b` and a chain of 10 ops on 4 floats (us/op; fnx vs torch)
   W1g  the same recording the autograd tape, with one backward per chain (us/op; fnx vs torch)
   W8   large ops: add, exp, sum on 2^24 floats, a 1024^3 matmul (ms; fnx vs numpy)
+  W9   training steps of whole models written as public PyTorch code (GPT, Llama, LSTM LM, mnist CNN):
+       eager, compile(model), fnx's compiled functional step, fnx beside torch (ms/step; fnx vs torch);
+       W9m their peak memory, W9c the GPT's first compiled step. Slow: they run only when named,
+       `python -m benchmarks W9 W9m W9c [--size large] [--python torch=PATH]` or `make bench-w9`.
 
 Layout: `registry.py` (the `@workload` decorator and `Bench`), `frameworks.py`
 (optional imports of numpy/torch/jax, inputs, environment header),
 `runner.py` (timing, table, JSON, profiles, command line), and one module per
-workload group (`eager.py`). A new group is a module of decorated builder
+workload group (`eager.py`). W9 keeps its models (`models.py`), their
+training steps (`tasks.py`) and its worker processes (`worker.py`) apart from
+its registration (`training.py`). A new group is a module of decorated builder
 functions added to `registry.MODULES`. Nothing here imports numpy at package
 import time, so `__main__` can adjust the BLAS environment first.
 """

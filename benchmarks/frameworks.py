@@ -91,6 +91,7 @@ def environment() -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu": _cpu_model(),
+        "cpu_flags": _cpu_flags(),
         "cores": os.cpu_count(),
         "load_average": _load_average(),
         "fnx_commit": _git_commit(),
@@ -111,13 +112,34 @@ def environment() -> dict:
 
 
 def _cpu_model() -> str:
+    """The model name, with family and model numbers (a virtual machine may name only the vendor: "AMD EPYC")."""
     try:
+        fields = {}
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        if "model name" in fields:
+            numbers = f" (family {fields['cpu family']}, model {fields['model']})" if "cpu family" in fields else ""
+            return fields["model name"] + numbers
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+_SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+               "amx_tile", "neon", "asimd", "sve")
+
+
+def _cpu_flags() -> list[str]:
+    """The SIMD extensions among the CPU's flags (what compiled kernels and BLAS can use)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                have = set(line.split(":", 1)[1].split())
+                return [f for f in _SIMD_FLAGS if f in have]
+    except OSError:
+        pass
+    return []
 
 
 def _load_average() -> list | None:
@@ -169,9 +191,12 @@ def describe(env: dict) -> list[str]:
     """The header lines printed above the table."""
     lines = [f"fnx benchmarks  commit {env['fnx_commit'] or '?'}  python {env['python']}  {env['platform']}",
              f"cpu: {env['cpu']} x {env['cores']}  load average {env['load_average'] or '?'}",
+             f"cpu flags: {' '.join(env['cpu_flags']) or '?'}",
              f"numpy {env['numpy']}  torch {env.get('torch') or 'not installed'}"
              + (f" ({env['torch_threads']} threads)" if env.get("torch_threads") else "")
              + f"  jax {env.get('jax') or 'not installed'}"]
     blas = "; ".join(env["blas"]) if env["blas"] else "(install threadpoolctl to show it)"
     lines.append(f"numpy BLAS: {blas}; BLAS env: {env['blas_env']}")
+    for fw, path in env.get("interpreters", {}).items():
+        lines.append(f"{fw} worker processes run {path}")
     return lines

@@ -12,11 +12,18 @@ import sys
 
 from .registry import Bench
 
-__all__ = ["print_profile"]
+__all__ = ["print_profile", "profile_text"]
 
 
 def print_profile(bench: Bench, title: str, top: int) -> None:
-    """cProfile one repetition of `bench`; print its `top` functions by own time, per op, to stderr."""
+    """cProfile one repetition of `bench` (in its worker process, for a case measured in one); print its `top`
+    functions by own time, per op, to stderr."""
+    text = bench.profile(top) if bench.profile is not None else profile_text(bench, top)
+    print(f"\nprofile: {title}  {text}", file=sys.stderr)
+
+
+def profile_text(bench: Bench, top: int) -> str:
+    """cProfile one repetition of `bench`; its `top` functions by own time, per op, as lines of text."""
     prof = cProfile.Profile()
     prof.enable()
     out = bench.run()
@@ -27,11 +34,12 @@ def print_profile(bench: Bench, title: str, top: int) -> None:
     total = sum(tt for (_, _, tt, _, _) in stats.values())
     rows = sorted(stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
     scale = 1e6 / bench.ops
-    print(f"\nprofile: {title}  (cProfile, {total * scale:.2f} us/op profiled)", file=sys.stderr)
-    print(f"{'own us/op':>10} {'cum us/op':>10} {'calls/op':>9}  function", file=sys.stderr)
+    lines = [f"(cProfile, {total * scale:.2f} us/op profiled)",
+             f"{'own us/op':>10} {'cum us/op':>10} {'calls/op':>9}  function"]
     for (path, line, name), (_, ncalls, tt, ct, _) in rows:
         where = f"{_short_path(path)}:{line}({name})" if line else name
-        print(f"{tt * scale:10.3f} {ct * scale:10.3f} {ncalls / bench.ops:9.2f}  {where}", file=sys.stderr)
+        lines.append(f"{tt * scale:10.3f} {ct * scale:10.3f} {ncalls / bench.ops:9.2f}  {where}")
+    return "\n".join(lines)
 
 
 def _short_path(path: str) -> str:

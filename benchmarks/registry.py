@@ -6,6 +6,14 @@ runs one timed repetition, the number of ops that repetition performs, and
 raises `Skip` when a framework cannot run the case (a missing op, a missing
 device); the runner reports that in the table instead of failing.
 
+A framework entry may name a variant after a space ("fnx compile", "torch
+compile"): the row shows it, and `--frameworks fnx` selects it by its first
+word. A case measured in another process (W9) reports its own samples through
+`Bench.measure` (seconds timed there, or bytes for a memory unit) and stops
+that process through `Bench.close`. A workload with a large configuration
+registers its cases once per `size`; `--size` picks which run. An `explicit`
+workload (a slow one) runs only when named on the command line.
+
 Adding a workload is one function in a new module listed in `MODULES`:
 
     @workload("W5", "conv2d 3x3, 32x64x56x56 f32", reference="torch", frameworks=("fnx", "torch"))
@@ -19,13 +27,22 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Bench", "Skip", "Workload", "workload", "all_workloads", "MODULES", "UNITS"]
+__all__ = ["Bench", "Skip", "Workload", "workload", "all_workloads", "note", "MODULES", "UNITS", "SIZES", "NOTES",
+           "INTERPRETERS"]
 
 # Modules whose import registers workloads, in table order.
-MODULES = ("benchmarks.eager", "benchmarks.transforms", "benchmarks.nn", "benchmarks.distributed", "benchmarks.compile")
+MODULES = ("benchmarks.eager", "benchmarks.transforms", "benchmarks.nn", "benchmarks.distributed", "benchmarks.compile",
+           "benchmarks.training")
 
-# How a unit turns seconds per op into the number shown.
-UNITS = {"ns/op": 1e9, "us/op": 1e6, "ms/op": 1e3, "ms": 1e3, "s": 1.0}
+# How a unit turns a sample per op (seconds; bytes for MiB) into the number shown.
+UNITS = {"ns/op": 1e9, "us/op": 1e6, "ms/op": 1e3, "ms": 1e3, "s": 1.0, "MiB": 2.0 ** -20}
+SIZES = ("small", "large")
+
+# Set by the runner: framework -> Python interpreter for the worker processes of workloads that run each
+# framework in a process of its own (`--python torch=PATH`); unset ones use the runner's interpreter.
+INTERPRETERS: dict = {}
+# Lines a workload adds under the table (the environment of its worker processes, gaps it found).
+NOTES: list = []
 
 
 class Skip(Exception):
@@ -39,6 +56,9 @@ class Bench:
     run: Callable[[], Any]
     ops: int = 1
     sync: Callable[[Any], Any] | None = None  # called on run()'s result inside the timed region
+    measure: Callable[[Any], float] | None = None  # the sample from run()'s result instead of its wall time
+    close: Callable[[], None] | None = None  # called once after the case's repetitions
+    profile: Callable[[int], str] | None = None  # profiles a repetition elsewhere: top N functions, as text
 
 
 @dataclass(frozen=True)
@@ -54,22 +74,27 @@ class Workload:
     devices: tuple = ("cpu",)
     repeats: int = 7
     warmup: int = 1
+    size: str | None = None  # "small" or "large" for a workload with both; None: runs at every --size
+    explicit: bool = False  # runs only when named on the command line (a slow workload)
 
 
 _REGISTRY: list[Workload] = []
 
 
 def workload(id: str, case: str, *, reference: str, frameworks: tuple, unit: str = "ms",
-             devices: tuple = ("cpu",), repeats: int = 7, warmup: int = 1):
+             devices: tuple = ("cpu",), repeats: int = 7, warmup: int = 1, size: str | None = None,
+             explicit: bool = False):
     """Register the decorated builder as case `case` of workload `id`; times are compared to `reference`."""
     if unit not in UNITS:
         raise ValueError(f"workload {id}: unknown unit {unit!r}; expected one of {sorted(UNITS)}")
     if reference not in frameworks:
         raise ValueError(f"workload {id}: reference {reference!r} is not among its frameworks {frameworks}")
+    if size is not None and size not in SIZES:
+        raise ValueError(f"workload {id}: unknown size {size!r}; expected one of {SIZES}")
 
     def register(build: Callable[[str, str], Bench]) -> Callable[[str, str], Bench]:
         _REGISTRY.append(Workload(id, case, build, reference, tuple(frameworks), unit, tuple(devices), repeats,
-                                  warmup))
+                                  warmup, size, explicit))
         return build
 
     return register
@@ -80,3 +105,9 @@ def all_workloads() -> list[Workload]:
     for name in MODULES:
         importlib.import_module(name)
     return list(_REGISTRY)
+
+
+def note(line: str) -> None:
+    """Add `line` under the table (once, however often it is noted)."""
+    if line not in NOTES:
+        NOTES.append(line)

@@ -6,7 +6,8 @@ them), and the median over several repetitions. The frameworks' repetitions
 of one case are interleaved, so a burst of background load on this small
 machine slows every framework's sample alike. Each row's ratio divides
 its median by the median of the workload's reference framework on the same
-case and device.
+case and device. A case measured in worker processes (W9) takes its samples
+from `Bench.measure`: the worker times itself the same way.
 """
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ from dataclasses import asdict, dataclass, field
 
 from .frameworks import FRAMEWORKS, describe, environment
 from .profiling import print_profile
-from .registry import UNITS, Bench, Skip, Workload, all_workloads
+from .registry import INTERPRETERS, NOTES, SIZES, UNITS, Bench, Skip, Workload, all_workloads
 
-__all__ = ["Result", "run_case", "format_table", "main"]
+__all__ = ["Result", "run_case", "timed", "format_table", "main"]
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Result:
     unit: str
     reference: str
     ops: int = 1
-    times_s: list = field(default_factory=list)  # seconds per repetition
+    times_s: list = field(default_factory=list)  # seconds per repetition (bytes for a memory unit)
     skipped: str | None = None
     failed: bool = False  # the case raised an unexpected error (the run exits with status 1)
     ratio: float | None = None
@@ -63,10 +64,11 @@ def _once(bench: Bench) -> float:
     out = bench.run()
     if bench.sync is not None:
         bench.sync(out)
-    return time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0
+    return elapsed if bench.measure is None else bench.measure(out)
 
 
-def _timed(bench: Bench) -> float:
+def timed(bench: Bench) -> float:
     """One repetition with the garbage collector paused (it runs just before), as `timeit` does."""
     gc.collect()
     was_enabled = gc.isenabled()
@@ -85,11 +87,23 @@ def run_case(w: Workload, frameworks: list[str], device: str, repeats: int, prof
     any other exception is an error: its row says so, the traceback goes to stderr, and `failed` is set.
     """
     results, benches = [], []
+    try:
+        _measure_case(w, frameworks, device, repeats, profile_top, results, benches)
+    finally:
+        for _, bench in benches:
+            if bench.close is not None:
+                bench.close()
+    return results
+
+
+def _measure_case(w: Workload, frameworks: list[str], device: str, repeats: int, profile_top: int,
+                  results: list, benches: list) -> None:
     for fw in frameworks:
         res = Result(w.id, w.case, fw, device, w.unit, w.reference)
         results.append(res)
         try:
             bench = w.build(fw, device)
+            benches.append((res, bench))   # closed by run_case, also when warming up fails
             for _ in range(w.warmup):
                 _once(bench)
         except (Skip, NotImplementedError) as e:
@@ -101,14 +115,15 @@ def run_case(w: Workload, frameworks: list[str], device: str, repeats: int, prof
             res.failed = True
             continue
         res.ops = bench.ops
-        benches.append((res, bench))
     for _ in range(repeats):
         for res, bench in benches:
-            res.times_s.append(_timed(bench))
+            if res.skipped is not None:
+                continue
+            res.times_s.append(timed(bench))
     if profile_top:
         for res, bench in benches:
-            print_profile(bench, f"{res.workload} {res.case} [{res.framework}]", profile_top)
-    return results
+            if res.skipped is None:
+                print_profile(bench, f"{res.workload} {res.case} [{res.framework}]", profile_top)
 
 
 def _fill_ratios(results: list[Result]) -> None:
@@ -161,12 +176,21 @@ def _parse(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks",
                                 description="Time fnx against numpy, torch and jax (those installed) and print "
                                             "one table.")
-    p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workload ids to run (default: all), e.g. W1 W8")
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD",
+                   help="workload ids to run (default: all but the slow ones run only when named: W9, W9m, W9c), "
+                        "e.g. W1 W8")
+    p.add_argument("-k", dest="pattern", default="", metavar="TEXT",
+                   help="run only the cases whose description contains TEXT (case-insensitive), e.g. -k llama")
     p.add_argument("--quick", action="store_true", help="3 repetitions per case instead of the workload's default")
     p.add_argument("--repeats", type=int, help="timed repetitions per case (overrides --quick)")
     p.add_argument("--frameworks", default=",".join(FRAMEWORKS),
                    help=f"comma-separated frameworks to run (default: {','.join(FRAMEWORKS)})")
     p.add_argument("--device", default="cpu", help="device for fnx/torch/jax arrays: cpu (default) or cuda")
+    p.add_argument("--size", default="small", choices=SIZES,
+                   help="configuration of workloads that have two (W9): small (default) or large")
+    p.add_argument("--python", action="append", default=[], metavar="FW=PATH",
+                   help="Python interpreter for FW's worker processes (W9 runs each framework in its own process), "
+                        "e.g. torch=/path/venv/bin/python for a torch installed elsewhere; repeatable")
     p.add_argument("--json", metavar="PATH", help="also write the environment and results as JSON to PATH")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after timing each case, cProfile one repetition and print its top N functions (stderr)")
@@ -176,40 +200,60 @@ def _parse(argv) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _select(all_w: list[Workload], ids: list[str], device: str) -> list[Workload]:
+def _select(all_w: list[Workload], ids: list[str], device: str, size: str = "small",
+            pattern: str = "") -> list[Workload]:
     known = list(dict.fromkeys(w.id for w in all_w))
     wanted = {i.lower() for i in ids}
     unknown = wanted - {k.lower() for k in known}
     if unknown:
         raise SystemExit(f"unknown workload(s) {', '.join(sorted(unknown))}; available: {', '.join(known)}")
-    chosen = [w for w in all_w if not wanted or w.id.lower() in wanted]
+    chosen = [w for w in all_w if (w.id.lower() in wanted if wanted else not w.explicit) and w.size in (None, size)
+              and pattern.lower() in w.case.lower()]
+    if not chosen:
+        raise SystemExit(f"no case of {', '.join(ids) or 'the default workloads'} at --size {size} matches -k "
+                         f"{pattern!r}")
     on_device = [w for w in chosen if device.split(":")[0] in w.devices]
     if chosen and not on_device:
         raise SystemExit(f"none of the selected workloads has a {device} variant")
     return on_device
 
 
+def _interpreters(specs: list[str]) -> dict:
+    out = {}
+    for spec in specs:
+        fw, sep, path = spec.partition("=")
+        if not sep or fw not in FRAMEWORKS or not path:
+            raise SystemExit(f"--python {spec!r}: expected FW=PATH with FW one of {', '.join(FRAMEWORKS)}")
+        out[fw] = path
+    return out
+
+
 def main(argv=None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
+    INTERPRETERS.clear()
+    INTERPRETERS.update(_interpreters(args.python))
+    NOTES.clear()
     workloads = all_workloads()
     if args.list:
         for w in workloads:
+            size = (f"  size {w.size}" if w.size else "") + ("  (only when named)" if w.explicit else "")
             print(f"{w.id:5} {w.case:40} {w.unit:6} ref {w.reference:6} {','.join(w.frameworks)}  "
-                  f"devices {','.join(w.devices)}")
+                  f"devices {','.join(w.devices)}{size}")
         return 0
-    selected = _select(workloads, args.workloads, args.device)
+    selected = _select(workloads, args.workloads, args.device, args.size, args.pattern)
     frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     bad = set(frameworks) - set(FRAMEWORKS)
     if bad:
         raise SystemExit(f"unknown framework(s) {', '.join(sorted(bad))}; known: {', '.join(FRAMEWORKS)}")
     env = environment()
+    env["interpreters"] = dict(INTERPRETERS)
     header = describe(env)
     print("\n".join(header), flush=True)
     results: list[Result] = []
     start = time.perf_counter()
     for w in selected:
         repeats = args.repeats or (3 if args.quick else w.repeats)
-        fws = [fw for fw in w.frameworks if fw in frameworks]
+        fws = [fw for fw in w.frameworks if fw.split()[0] in frameworks]   # "fnx compile" is an fnx variant
         case_results = run_case(w, fws, args.device, repeats, args.profile)
         for r in case_results:
             status = _fmt_value(r) if r.skipped is None else f"skipped: {r.skipped}"
@@ -221,9 +265,11 @@ def main(argv=None) -> int:
     print(f"timing: median of repetitions ({reps}; iqr = interquartile range / median), perf_counter, gc paused "
           f"while timed, frameworks interleaved; run took {elapsed:.0f} s\n")
     print(format_table(results))
+    if NOTES:
+        print("\n" + "\n".join(NOTES))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"environment": env, "args": vars(args),
+            json.dump({"environment": env, "args": vars(args), "notes": NOTES,
                        "results": [{**asdict(r), "value": r.value, "spread": r.spread} for r in results]}, f,
                       indent=1)
         print(f"\nwrote {args.json}")
