@@ -1,8 +1,9 @@
 """Elementwise primitives and their user-facing wrappers.
 
-Each primitive is one block: numpy/CuPy impl and derivative; the family
-helpers fill the shape rule, vjp and jvp. Everything else here (relu, gelu,
-clamp, lerp, ...) is a composition of these primitives.
+Each primitive is one block: numpy/CuPy impl, derivative and C expression
+(what a compiled kernel computes per element: `Primitive.c`); the family
+helpers fill the shape rule, vjp, jvp and batch rule. Everything else here
+(relu, gelu, clamp, lerp, ...) is a composition of these primitives.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, Shap
 from ..core import bind as _bind
 from ..autograd.tape import _FLOAT_NP
 from ..tensor import Tensor
-from ._families import (_promote2, as_operand, binary, promote, same_device, broadcast_shapes, scalar_like,
+from ._families import (_promote2, as_operand, binary, c_all, promote, same_device, broadcast_shapes, scalar_like,
                         unbroadcast, unary)
 from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
 
@@ -32,7 +33,8 @@ __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "l
            "copysign", "logaddexp"]
 
 # ---------------------------------------------------------------- conversion
-convert_p = Primitive("convert", saves_inputs=False)
+# C: the cast is the declared type of the kernel's value (codegen special-cases conversion to bool)
+convert_p = Primitive("convert", saves_inputs=False, groups=("elementwise", "unary"), c=c_all("{0}"))
 convert_p.def_impl(lambda xp, x, *, dtype: x.astype(dtype.np))
 convert_p.def_abstract(lambda x, *, dtype: ShapedArray(x.shape, dtype, x.device))
 convert_p.def_vjp(lambda g, primals, out, *, dtype: (
@@ -48,68 +50,61 @@ def convert(x: Tensor, dtype) -> Tensor:
 
 
 # ---------------------------------------------------------------- unary primitives
-neg_p = unary("neg", lambda xp, x: xp.negative(x), None)
-neg_p.saves_inputs, neg_p.differentiable = False, True
-neg_p.vjp = lambda g, primals, out: (neg(g),)
-neg_p.jvp = lambda primals, tangents: (neg(primals[0]), neg(tangents[0]))
-
-
-@neg_p.def_abstract
-def _neg_abstract(x: ShapedArray) -> ShapedArray:
-    if x.dtype is _dt.bool:
-        raise FnxRuntimeError("neg: negation, the `-` operator, on a bool tensor is not supported; to invert a mask "
-                              "use the `~` operator or logical_not()")
-    return x
-
-
-exp_p = unary("exp", lambda xp, x: xp.exp(x), lambda x, out: out, saves_output=True, float_only=True)
+neg_p = unary("neg", lambda xp, x: xp.negative(x), None, linear=True, c=c_all("(-{0})", "fdi"),
+              bool_error="neg: negation, the `-` operator, on a bool tensor is not supported; to invert a mask use "
+                         "the `~` operator or logical_not()")
+exp_p = unary("exp", lambda xp, x: xp.exp(x), lambda x, out: out, saves_output=True, float_only=True, libm=True)
 exp2_p = unary("exp2", lambda xp, x: xp.exp2(x), lambda x, out: out * math.log(2.0), saves_output=True,
-               float_only=True)
-expm1_p = unary("expm1", lambda xp, x: xp.expm1(x), lambda x, out: out + 1.0, saves_output=True, float_only=True)
-log_p = unary("log", lambda xp, x: xp.log(x), lambda x, out: reciprocal(x), float_only=True)
-log2_p = unary("log2", lambda xp, x: xp.log2(x), lambda x, out: reciprocal(x * math.log(2.0)), float_only=True)
+               float_only=True, libm=True)
+expm1_p = unary("expm1", lambda xp, x: xp.expm1(x), lambda x, out: out + 1.0, saves_output=True, float_only=True,
+                libm=True)
+log_p = unary("log", lambda xp, x: xp.log(x), lambda x, out: reciprocal(x), float_only=True, libm=True)
+log2_p = unary("log2", lambda xp, x: xp.log2(x), lambda x, out: reciprocal(x * math.log(2.0)), float_only=True,
+               libm=True)
 log10_p = unary("log10", lambda xp, x: xp.log10(x), lambda x, out: reciprocal(x * math.log(10.0)),
-                float_only=True)
-log1p_p = unary("log1p", lambda xp, x: xp.log1p(x), lambda x, out: reciprocal(x + 1.0), float_only=True)
+                float_only=True, libm=True)
+log1p_p = unary("log1p", lambda xp, x: xp.log1p(x), lambda x, out: reciprocal(x + 1.0), float_only=True,
+                libm=True)
 sqrt_p = unary("sqrt", lambda xp, x: xp.sqrt(x), lambda x, out: reciprocal(out * 2.0), saves_output=True,
-               float_only=True)
-sin_p = unary("sin", lambda xp, x: xp.sin(x), lambda x, out: cos(x), float_only=True)
-cos_p = unary("cos", lambda xp, x: xp.cos(x), lambda x, out: neg(sin(x)), float_only=True)
-tan_p = unary("tan", lambda xp, x: xp.tan(x), lambda x, out: out * out + 1.0, saves_output=True, float_only=True)
+               float_only=True, c={"f": "sqrtf({0})", "d": "sqrt({0})"})
+sin_p = unary("sin", lambda xp, x: xp.sin(x), lambda x, out: cos(x), float_only=True, libm=True)
+cos_p = unary("cos", lambda xp, x: xp.cos(x), lambda x, out: neg(sin(x)), float_only=True, libm=True)
+tan_p = unary("tan", lambda xp, x: xp.tan(x), lambda x, out: out * out + 1.0, saves_output=True, float_only=True,
+              libm=True)
+# libmvec's tanhf: 1 ulp, as fast as a copy (the double version is 5x slower)
 tanh_p = unary("tanh", lambda xp, x: xp.tanh(x), lambda x, out: 1.0 - out * out, saves_output=True,
-               float_only=True)
-sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), lambda x, out: cosh(x), float_only=True)
-cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), lambda x, out: sinh(x), float_only=True)
-asin_p = unary("asin", lambda xp, x: xp.arcsin(x), lambda x, out: rsqrt(1.0 - x * x), float_only=True)
-acos_p = unary("acos", lambda xp, x: xp.arccos(x), lambda x, out: neg(rsqrt(1.0 - x * x)), float_only=True)
-atan_p = unary("atan", lambda xp, x: xp.arctan(x), lambda x, out: reciprocal(x * x + 1.0), float_only=True)
+               float_only=True, libm="float", c={"f": "tanhf({0})", "d": "tanh({0})"})
+sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), lambda x, out: cosh(x), float_only=True, libm=True)
+cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), lambda x, out: sinh(x), float_only=True, libm=True)
+asin_p = unary("asin", lambda xp, x: xp.arcsin(x), lambda x, out: rsqrt(1.0 - x * x), float_only=True, libm=True)
+acos_p = unary("acos", lambda xp, x: xp.arccos(x), lambda x, out: neg(rsqrt(1.0 - x * x)), float_only=True,
+               libm=True)
+atan_p = unary("atan", lambda xp, x: xp.arctan(x), lambda x, out: reciprocal(x * x + 1.0), float_only=True,
+               libm=True)
 sigmoid_p = unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda x, out: out * (1.0 - out), saves_output=True,
-                  float_only=True)
+                  float_only=True, expensive=True, c={"f": "fnx_sigmoidf({0})", "d": "fnx_sigmoid({0})"})
 erf_p = unary("erf", lambda xp, x: _erf(xp, x), lambda x, out: exp(neg(x * x)) * (2.0 / math.sqrt(math.pi)),
-              float_only=True)
+              float_only=True, libm=True)
 erfc_p = unary("erfc", lambda xp, x: _erfc(xp, x), lambda x, out: exp(neg(x * x)) * (-2.0 / math.sqrt(math.pi)),
-               float_only=True)
-abs_p = unary("abs", lambda xp, x: xp.abs(x), lambda x, out: sign(x))
-sign_p = unary("sign", lambda xp, x: xp.sign(x), None)
-floor_p = unary("floor", lambda xp, x: xp.floor(x), None)
-ceil_p = unary("ceil", lambda xp, x: xp.ceil(x), None)
-round_p = unary("round", lambda xp, x: xp.round(x), None)
-trunc_p = unary("trunc", lambda xp, x: xp.trunc(x), None)
-not_p = unary("not", lambda xp, x: xp.logical_not(x), None, out_dtype=_dt.bool)
-isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool)
+               float_only=True, libm=True)
+abs_p = unary("abs", lambda xp, x: xp.abs(x), lambda x, out: sign(x),
+              c={"f": "fabsf({0})", "d": "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "b": "{0}"})
+# Piecewise-constant ops are differentiable with a zero gradient, as in PyTorch (their outputs keep a grad_fn).
+sign_p = unary("sign", lambda xp, x: xp.sign(x), None, zero_grad=True,
+               c={"f": "fnx_signf({0})", "d": "fnx_sign({0})", "i": "(({0} > 0) - ({0} < 0))"})
+floor_p = unary("floor", lambda xp, x: xp.floor(x), None, zero_grad=True, c={"f": "floorf({0})", "d": "floor({0})"})
+ceil_p = unary("ceil", lambda xp, x: xp.ceil(x), None, zero_grad=True, c={"f": "ceilf({0})", "d": "ceil({0})"})
+round_p = unary("round", lambda xp, x: xp.round(x), None, zero_grad=True,
+                c={"f": "rintf({0})", "d": "rint({0})"})   # half to even, like numpy
+trunc_p = unary("trunc", lambda xp, x: xp.trunc(x), None, zero_grad=True, c={"f": "truncf({0})", "d": "trunc({0})"})
+not_p = unary("not", lambda xp, x: xp.logical_not(x), None, out_dtype=_dt.bool, c=c_all("(!{0})"))
+isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool, c=c_all("({0} != {0})", "fd"))
 
 
 def _zeros_of(t: Tensor) -> Tensor:
     from .creation import zeros_like
 
     return zeros_like(t)
-
-
-# Piecewise-constant ops are differentiable with a zero gradient, as in PyTorch (their outputs keep a grad_fn).
-for _p in (sign_p, floor_p, ceil_p, round_p, trunc_p):
-    _p.differentiable, _p.saves_inputs = True, False
-    _p.vjp = lambda g, primals, out: (_zeros_of(g),)
-    _p.jvp = (lambda p: lambda primals, tangents: (p.bind(primals[0]), _zeros_of(tangents[0])))(_p)
 
 
 def _sigmoid(xp, x):
@@ -306,49 +301,48 @@ def _zero(x, y, out):
     return 0.0
 
 
-add_p = binary("add", lambda xp, x, y: xp.add(x, y), lambda x, y, o: 1.0, lambda x, y, o: 1.0, saves_inputs=False)
-add_p.vjp = lambda g, primals, out: (unbroadcast(g, tuple(primals[0].shape)), unbroadcast(g, tuple(primals[1].shape)))
-add_p.jvp = lambda primals, tangents: (add_p.bind(*primals), tangents[0] + tangents[1])
-sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), lambda x, y, o: 1.0, lambda x, y, o: -1.0,
-               saves_inputs=False)
-sub_p.vjp = lambda g, primals, out: (unbroadcast(g, tuple(primals[0].shape)),
-                                     unbroadcast(neg(g), tuple(primals[1].shape)))
-sub_p.jvp = lambda primals, tangents: (sub_p.bind(*primals), tangents[0] - tangents[1])
-_sub_shape_rule = sub_p.abstract
-
-
-@sub_p.def_abstract
-def _sub_abstract(x: ShapedArray, y: ShapedArray) -> ShapedArray:
-    if x.dtype is _dt.bool and y.dtype is _dt.bool:
-        raise FnxRuntimeError("sub: subtraction, the `-` operator, with two bool tensors is not supported; use the "
-                              "`^` operator or logical_xor() instead")
-    return _sub_shape_rule(x, y)
-
-
-mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lambda x, y, o: x)
+# numpy's semantics where C's differ are spelled out in the C expressions or in the prelude's helpers
+# (templates/math_helpers.h.j2): NaN-propagating max and min, Python-style remainder and floor division,
+# integer division by zero giving 0, bool arithmetic as logic.
+add_p = binary("add", lambda xp, x, y: xp.add(x, y), 1.0, 1.0, linear=True,
+               c={**c_all("({0} + {1})", "fdi"), "b": "({0} | {1})"})
+sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), 1.0, -1.0, linear=True, c=c_all("({0} - {1})", "fdi"),
+               bool_error="sub: subtraction, the `-` operator, with two bool tensors is not supported; use the `^` "
+                          "operator or logical_xor() instead")
+mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lambda x, y, o: x,
+               c={**c_all("({0} * {1})", "fdi"), "b": "({0} & {1})"})
 div_p = binary("div", lambda xp, x, y: xp.true_divide(x, y), lambda x, y, o: reciprocal(y),
-               lambda x, y, o: neg(o / y))
+               lambda x, y, o: neg(o / y), c=c_all("({0} / {1})", "fd"))
 pow_p = binary("pow", lambda xp, x, y: xp.power(x, y), lambda x, y, o: _pow_dx(x, y),
-               lambda x, y, o: _pow_dy(x, y, o))
+               lambda x, y, o: _pow_dy(x, y, o), libm=True)
 pow_p.vjp_takes_needs = True   # rules below: the exponent gradient is formed only where the exponent needs one
 max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), lambda x, y, o: _tie_share(x, y, gt),
-               lambda x, y, o: _tie_share(y, x, gt))
+               lambda x, y, o: _tie_share(y, x, gt),
+               c={"f": "fnx_maxf({0}, {1})", "d": "fnx_max({0}, {1})", "i": "({0} > {1} ? {0} : {1})",
+                  "b": "({0} | {1})"})
 min_p = binary("min", lambda xp, x, y: xp.minimum(x, y), lambda x, y, o: _tie_share(x, y, lt),
-               lambda x, y, o: _tie_share(y, x, lt))
+               lambda x, y, o: _tie_share(y, x, lt),
+               c={"f": "fnx_minf({0}, {1})", "d": "fnx_min({0}, {1})", "i": "({0} < {1} ? {0} : {1})",
+                  "b": "({0} & {1})"})
 atan2_p = binary("atan2", lambda xp, x, y: xp.arctan2(x, y), lambda x, y, o: y / (x * x + y * y),
-                 lambda x, y, o: neg(x) / (x * x + y * y))
+                 lambda x, y, o: neg(x) / (x * x + y * y), libm=True)
+_IREM = "({1} == 0 || {1} == -1 ? 0 : {0} % {1} + ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? {1} : 0))"
 rem_p = binary("rem", lambda xp, x, y: xp.remainder(x, y), lambda x, y, o: 1.0,
-               lambda x, y, o: neg(floor(x / y)))
-floordiv_p = binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y), None, None)
-eq_p = binary("eq", lambda xp, x, y: xp.equal(x, y), None, None, out_dtype=_dt.bool)
-ne_p = binary("ne", lambda xp, x, y: xp.not_equal(x, y), None, None, out_dtype=_dt.bool)
-lt_p = binary("lt", lambda xp, x, y: xp.less(x, y), None, None, out_dtype=_dt.bool)
-le_p = binary("le", lambda xp, x, y: xp.less_equal(x, y), None, None, out_dtype=_dt.bool)
-gt_p = binary("gt", lambda xp, x, y: xp.greater(x, y), None, None, out_dtype=_dt.bool)
-ge_p = binary("ge", lambda xp, x, y: xp.greater_equal(x, y), None, None, out_dtype=_dt.bool)
-and_p = binary("and", lambda xp, x, y: xp.logical_and(x, y), None, None, out_dtype=_dt.bool)
-or_p = binary("or", lambda xp, x, y: xp.logical_or(x, y), None, None, out_dtype=_dt.bool)
-xor_p = binary("xor", lambda xp, x, y: xp.logical_xor(x, y), None, None, out_dtype=_dt.bool)
+               lambda x, y, o: neg(floor(x / y)), expensive=True,
+               c={"f": "fnx_remf({0}, {1})", "d": "fnx_rem({0}, {1})", "i": _IREM})
+_IFLOORDIV = "({1} == 0 ? 0 : {1} == -1 ? -{0} : {0} / {1} - ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? 1 : 0))"
+floordiv_p = binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y), None, None, expensive=True,
+                    c={"f": "fnx_floordivf({0}, {1})", "d": "fnx_floordiv({0}, {1})", "i": _IFLOORDIV})
+eq_p = binary("eq", lambda xp, x, y: xp.equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} == {1})"))
+ne_p = binary("ne", lambda xp, x, y: xp.not_equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} != {1})"))
+lt_p = binary("lt", lambda xp, x, y: xp.less(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} < {1})"))
+le_p = binary("le", lambda xp, x, y: xp.less_equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} <= {1})"))
+gt_p = binary("gt", lambda xp, x, y: xp.greater(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} > {1})"))
+ge_p = binary("ge", lambda xp, x, y: xp.greater_equal(x, y), None, None, out_dtype=_dt.bool,
+              c=c_all("({0} >= {1})"))
+and_p = binary("and", lambda xp, x, y: xp.logical_and(x, y), None, None, out_dtype=_dt.bool, c={"b": "({0} & {1})"})
+or_p = binary("or", lambda xp, x, y: xp.logical_or(x, y), None, None, out_dtype=_dt.bool, c={"b": "({0} | {1})"})
+xor_p = binary("xor", lambda xp, x, y: xp.logical_xor(x, y), None, None, out_dtype=_dt.bool, c={"b": "({0} ^ {1})"})
 
 
 def _pow_dx(x, y):
@@ -398,7 +392,7 @@ INTEGER_POW_MAX = 16   # larger integer exponents go to pow_scalar (a long produ
 
 def _power_by_squaring(x, n: int, mul):
     """x**n for n >= 1 as (x**(n // 2))**2, times x when n is odd. The C expression of integer_pow
-    (lowering/expressions.py) multiplies in the same order, so compiled results equal eager ones."""
+    multiplies in the same order, so compiled results equal eager ones."""
     if n == 1:
         return x
     half = _power_by_squaring(x, n // 2, mul)
@@ -406,7 +400,19 @@ def _power_by_squaring(x, n: int, mul):
     return mul(square, x) if n % 2 else square
 
 
-integer_pow_p = Primitive("integer_pow")
+def _integer_pow_c(one: str):
+    """integer_pow's C expression, a function of the operand's name and the exponent: multiplications, never pow."""
+    def form(x: str, *, y: int) -> str:
+        if y == 0:
+            return one
+        product = _power_by_squaring(x, builtins.abs(y), lambda a, b: f"({a} * {b})")
+        return product if y > 0 else f"({one} / {product})"
+
+    return form
+
+
+integer_pow_p = Primitive("integer_pow", groups=("elementwise", "unary"),
+                          c={"f": _integer_pow_c("1.0f"), "d": _integer_pow_c("1.0"), "i": _integer_pow_c("1")})
 
 
 @integer_pow_p.def_impl
@@ -448,7 +454,9 @@ integer_pow_p.def_jvp(lambda primals, tangents, *, y: (
     tangents[0] * _integer_pow_deriv(primals[0], y) if y else _zeros_of(tangents[0])))
 integer_pow_p.def_batch(unary_batch_rule(integer_pow_p))
 
-pow_scalar_p = Primitive("pow_scalar")
+# C: pow with the exponent as a literal (pow_p has the prelude declare pow and fnx_powf)
+pow_scalar_p = Primitive("pow_scalar", groups=("elementwise", "unary", "expensive"),
+                         c={"f": "fnx_powf({0}, {y})", "d": "pow({0}, {y})"})
 pow_scalar_p.def_impl(lambda xp, x, *, y: xp.power(x, x.dtype.type(y)))
 
 
@@ -637,7 +645,8 @@ def bitwise_not(input):
 
 
 # ---------------------------------------------------------------- where (select)
-select_p = Primitive("select", saves_inputs=True)
+# C: keyed by the class of the branches (the last operand)
+select_p = Primitive("select", saves_inputs=True, groups=("elementwise", "ternary"), c=c_all("({0} ? {1} : {2})"))
 _SAME_SIZE_INT = {2: np.int16, 4: np.int32, 8: np.int64}
 
 
@@ -714,15 +723,8 @@ def square(input: Tensor) -> Tensor:
     return input * input
 
 
-relu_p = unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), None)
-relu_p.saves_inputs, relu_p.saves_output, relu_p.differentiable = False, True, True
-relu_p.vjp = lambda g, primals, out: (select_p.bind(gt(out, 0.0), g, zeros_like_scalar(g)),)
-relu_p.jvp = lambda primals, tangents: _relu_jvp(primals[0], tangents[0])
-
-
-def _relu_jvp(x, t):
-    out = relu_p.bind(x)
-    return out, select_p.bind(gt(out, 0.0), t, zeros_like_scalar(t))
+relu_p = unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), None, gate=lambda x, out: gt(out, 0.0),
+               saves_output=True, c={"f": "fnx_maxf({0}, 0.0f)", "d": "fnx_max({0}, 0.0)", "i": "({0} > 0 ? {0} : 0)"})
 
 
 def relu(input: Tensor) -> Tensor:
