@@ -2,8 +2,9 @@
 
 Each primitive is one block: numpy/CuPy impl, derivative and C expression
 (what a compiled kernel computes per element: `Primitive.c`); the family
-helpers fill the shape rule, vjp, jvp and batch rule. Everything else here
-(relu, gelu, clamp, lerp, ...) is a composition of these primitives.
+helpers fill the shape rule, vjp, jvp and batch rule. A wrapper declares its
+Tensor methods where it is defined (`_method`). Everything else here (gelu,
+clamp, lerp, ...) is a composition of these primitives.
 """
 from __future__ import annotations
 
@@ -212,7 +213,28 @@ def _erfc_chunk(x: np.ndarray) -> np.ndarray:
     return np.where(y <= 0.46875, 1.0 - _erf_small(x), np.where(x < 0, 2.0 - big, big))
 
 
-def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False):
+# ---------------------------------------------------------------- wrappers and Tensor methods
+# Tensor methods, declared where each op is defined (`_method`); fnx/_methods.py attaches them.
+METHODS: dict = {}   # name -> function
+INPLACE: dict = {}   # in-place methods: name_ -> the out-of-place function
+
+
+def _method(name: str, *aliases: str, inplace: bool | tuple = False):
+    """A decorator that declares an op the Tensor method `name` (and `aliases`), with the in-place method
+    `name_` when `inplace` is True (or the in-place methods it names)."""
+    def declare(fn):
+        for n in (name, *aliases):
+            METHODS[n] = fn
+        for n in (f"{name}_",) if inplace is True else inplace or ():
+            INPLACE[n] = fn
+        return fn
+
+    return declare
+
+
+def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False, *, aliases: tuple = (),
+                   inplace: bool = False):
+    """`fnx.<prim>(input)`, also the Tensor method of the primitive's name (see `_method`)."""
     def op(input: Tensor) -> Tensor:
         if type(input) is Tensor and input._value.dtype in _FLOAT_NP:
             return _bind(prim, input)
@@ -227,32 +249,32 @@ def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False):
 
     op.__name__ = op.__qualname__ = prim.name
     op.__doc__ = doc
-    return op
+    return _method(prim.name, *aliases, inplace=inplace)(op)
 
 
-exp = _unary_wrapper(exp_p, "e**x, elementwise.", True)
+exp = _unary_wrapper(exp_p, "e**x, elementwise.", True, inplace=True)
 exp2 = _unary_wrapper(exp2_p, "2**x, elementwise.", True)
-expm1 = _unary_wrapper(expm1_p, "exp(x) - 1, accurate near 0.", True)
-log = _unary_wrapper(log_p, "Natural logarithm, elementwise.", True)
-log2 = _unary_wrapper(log2_p, "Base-2 logarithm, elementwise.", True)
-log10 = _unary_wrapper(log10_p, "Base-10 logarithm, elementwise.", True)
-log1p = _unary_wrapper(log1p_p, "log(1 + x), accurate near 0.", True)
-sqrt = _unary_wrapper(sqrt_p, "Square root, elementwise.", True)
-sin = _unary_wrapper(sin_p, "Sine, elementwise.", True)
-cos = _unary_wrapper(cos_p, "Cosine, elementwise.", True)
-tan = _unary_wrapper(tan_p, "Tangent, elementwise.", True)
-tanh = _unary_wrapper(tanh_p, "Hyperbolic tangent, elementwise.", True)
+expm1 = _unary_wrapper(expm1_p, "exp(x) - 1, accurate near 0.", True, inplace=True)
+log = _unary_wrapper(log_p, "Natural logarithm, elementwise.", True, inplace=True)
+log2 = _unary_wrapper(log2_p, "Base-2 logarithm, elementwise.", True, inplace=True)
+log10 = _unary_wrapper(log10_p, "Base-10 logarithm, elementwise.", True, inplace=True)
+log1p = _unary_wrapper(log1p_p, "log(1 + x), accurate near 0.", True, inplace=True)
+sqrt = _unary_wrapper(sqrt_p, "Square root, elementwise.", True, inplace=True)
+sin = _unary_wrapper(sin_p, "Sine, elementwise.", True, inplace=True)
+cos = _unary_wrapper(cos_p, "Cosine, elementwise.", True, inplace=True)
+tan = _unary_wrapper(tan_p, "Tangent, elementwise.", True, inplace=True)
+tanh = _unary_wrapper(tanh_p, "Hyperbolic tangent, elementwise.", True, inplace=True)
 sinh = _unary_wrapper(sinh_p, "Hyperbolic sine, elementwise.", True)
 cosh = _unary_wrapper(cosh_p, "Hyperbolic cosine, elementwise.", True)
-asin = _unary_wrapper(asin_p, "Inverse sine, elementwise.", True)
-acos = _unary_wrapper(acos_p, "Inverse cosine, elementwise.", True)
-atan = _unary_wrapper(atan_p, "Inverse tangent, elementwise.", True)
-sigmoid = _unary_wrapper(sigmoid_p, "1 / (1 + exp(-x)), computed without overflow.", True)
-erf = _unary_wrapper(erf_p, "The error function, elementwise.", True)
+asin = _unary_wrapper(asin_p, "Inverse sine, elementwise.", True, aliases=("arcsin",))
+acos = _unary_wrapper(acos_p, "Inverse cosine, elementwise.", True, aliases=("arccos",))
+atan = _unary_wrapper(atan_p, "Inverse tangent, elementwise.", True, aliases=("arctan",))
+sigmoid = _unary_wrapper(sigmoid_p, "1 / (1 + exp(-x)), computed without overflow.", True, inplace=True)
+erf = _unary_wrapper(erf_p, "The error function, elementwise.", True, inplace=True)
 erfc = _unary_wrapper(erfc_p, "The complementary error function 1 - erf(x), accurate where erf(x) is near 1.", True)
-abs = _unary_wrapper(abs_p, "Absolute value, elementwise.")
-sign = _unary_wrapper(sign_p, "-1, 0 or 1 by the sign of x (zero gradient).")
-neg = _unary_wrapper(neg_p, "-x, elementwise.")
+abs = _unary_wrapper(abs_p, "Absolute value, elementwise.", aliases=("absolute",), inplace=True)
+sign = _unary_wrapper(sign_p, "-1, 0 or 1 by the sign of x (zero gradient).", inplace=True)
+neg = _unary_wrapper(neg_p, "-x, elementwise.", aliases=("negative",), inplace=True)
 negative = neg
 arcsin, arccos, arctan = asin, acos, atan
 absolute = abs
@@ -263,19 +285,20 @@ def _not_a_tensor(op: str, x) -> FnxTypeError:
                         f"fnx.tensor(...)")
 
 
-def _rounding(prim):
+def _rounding(prim, aliases: tuple = ()):
     def op(input: Tensor) -> Tensor:
         return input if not input.dtype.is_floating_point else prim.bind(input)
 
     op.__name__ = prim.name
     op.__doc__ = f"{prim.name} of x, elementwise (integers pass through; zero gradient)."
-    return op
+    return _method(prim.name, *aliases, inplace=True)(op)
 
 
-floor, ceil, trunc = _rounding(floor_p), _rounding(ceil_p), _rounding(trunc_p)
+floor, ceil, trunc = _rounding(floor_p), _rounding(ceil_p), _rounding(trunc_p, aliases=("fix",))
 fix = trunc
 
 
+@_method("round", inplace=True)
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     """Round half to even, like PyTorch; `decimals` scales first."""
     if not input.dtype.is_floating_point:
@@ -286,12 +309,14 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     return round_p.bind(input)
 
 
+@_method("isnan")
 def isnan(input: Tensor) -> Tensor:
     if not input.dtype.is_floating_point:
         return full_like_bool(input, False)
     return isnan_p.bind(input)
 
 
+@_method("logical_not", inplace=True)
 def logical_not(input: Tensor) -> Tensor:
     return not_p.bind(convert(input, _dt.bool))
 
@@ -501,7 +526,9 @@ def _tie_share(x, y, strict):
     return win + tie * 0.5
 
 
-def _binary_wrapper(prim: Primitive, doc: str, *, to_float: bool = False):
+def _binary_wrapper(prim: Primitive, doc: str, method: str, *, aliases: tuple = (), inplace: bool = False,
+                    to_float: bool = False):
+    """`fnx.<method>(input, other)` with type promotion, also that Tensor method (see `_method`)."""
     def op(input, other) -> Tensor:
         if type(input) is Tensor and type(other) is Tensor and input._value.dtype is other._value.dtype and (
                 not to_float or input._value.dtype in _FLOAT_NP):
@@ -513,25 +540,32 @@ def _binary_wrapper(prim: Primitive, doc: str, *, to_float: bool = False):
 
     op.__name__ = op.__qualname__ = prim.name
     op.__doc__ = doc
-    return op
+    return _method(method, *aliases, inplace=inplace)(op)
 
 
-mul = _binary_wrapper(mul_p, "input * other, with broadcasting and type promotion.")
-true_divide = _binary_wrapper(div_p, "input / other; integer inputs give the default float dtype.", to_float=True)
-atan2 = _binary_wrapper(atan2_p, "atan(input / other) with the quadrant taken from both signs.", to_float=True)
+mul = _binary_wrapper(mul_p, "input * other, with broadcasting and type promotion.", "mul", aliases=("multiply",),
+                      inplace=True)
+true_divide = _binary_wrapper(div_p, "input / other; integer inputs give the default float dtype.", "true_divide",
+                              inplace=True, to_float=True)
+atan2 = _binary_wrapper(atan2_p, "atan(input / other) with the quadrant taken from both signs.", "atan2",
+                        aliases=("arctan2",), inplace=True, to_float=True)
 arctan2 = atan2
-maximum = _binary_wrapper(max_p, "Elementwise maximum (NaN propagates); ties share the gradient.")
-minimum = _binary_wrapper(min_p, "Elementwise minimum (NaN propagates); ties share the gradient.")
-remainder = _binary_wrapper(rem_p, "Python-style modulus: the result has the sign of the divisor.")
-eq = _binary_wrapper(eq_p, "input == other, elementwise, as bool.")
-ne = _binary_wrapper(ne_p, "input != other, elementwise, as bool.")
-lt = _binary_wrapper(lt_p, "input < other, elementwise, as bool.")
-le = _binary_wrapper(le_p, "input <= other, elementwise, as bool.")
-gt = _binary_wrapper(gt_p, "input > other, elementwise, as bool.")
-ge = _binary_wrapper(ge_p, "input >= other, elementwise, as bool.")
+maximum = _binary_wrapper(max_p, "Elementwise maximum (NaN propagates); ties share the gradient.", "maximum",
+                          inplace=True)
+minimum = _binary_wrapper(min_p, "Elementwise minimum (NaN propagates); ties share the gradient.", "minimum",
+                          inplace=True)
+remainder = _binary_wrapper(rem_p, "Python-style modulus: the result has the sign of the divisor.", "remainder",
+                            inplace=True)
+eq = _binary_wrapper(eq_p, "input == other, elementwise, as bool.", "eq")
+ne = _binary_wrapper(ne_p, "input != other, elementwise, as bool.", "ne", aliases=("not_equal",))
+lt = _binary_wrapper(lt_p, "input < other, elementwise, as bool.", "lt", aliases=("less",))
+le = _binary_wrapper(le_p, "input <= other, elementwise, as bool.", "le", aliases=("less_equal",))
+gt = _binary_wrapper(gt_p, "input > other, elementwise, as bool.", "gt", aliases=("greater",))
+ge = _binary_wrapper(ge_p, "input >= other, elementwise, as bool.", "ge", aliases=("greater_equal",))
 less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
 
 
+@_method("add", inplace=True)
 def add(input, other, *, alpha=1) -> Tensor:
     """input + alpha * other, with broadcasting and type promotion."""
     if alpha != 1:
@@ -542,6 +576,7 @@ def add(input, other, *, alpha=1) -> Tensor:
     return _bind(add_p, x, y)
 
 
+@_method("sub", "subtract", inplace=True)
 def sub(input, other, *, alpha=1) -> Tensor:
     """input - alpha * other."""
     if alpha != 1:
@@ -562,6 +597,7 @@ def _scaled(other, alpha):
     return as_operand(other, "add") * alpha
 
 
+@_method("div", "divide", inplace=True)
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """input / other; `rounding_mode` "trunc" or "floor" rounds the quotient."""
     if rounding_mode is None:
@@ -580,12 +616,14 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
 divide = div
 
 
+@_method("floor_divide", inplace=True)
 def floor_divide(input, other) -> Tensor:
     """floor(input / other), elementwise (not differentiable)."""
     x, y = _promote2(input, other, "floor_divide")
     return floordiv_p.bind(x, y)
 
 
+@_method("pow", inplace=True)
 def pow(input, exponent) -> Tensor:
     """input ** exponent, with broadcasting and type promotion.
 
@@ -614,7 +652,7 @@ def _logical(prim):
 
     op.__name__ = f"logical_{prim.name}"
     op.__doc__ = f"Elementwise logical {prim.name} of the truth values of the inputs."
-    return op
+    return _method(op.__name__)(op)
 
 
 logical_and, logical_or, logical_xor = _logical(and_p), _logical(or_p), _logical(xor_p)
@@ -708,17 +746,26 @@ def where(condition, input=None, other=None) -> Tensor:
     return select_p.bind(condition, x, y)
 
 
+@_method("where")
+def _where_method(self, condition, other) -> Tensor:
+    """x.where(condition, y): x where `condition` holds, else y."""
+    return where(condition, self, other)
+
+
 # ---------------------------------------------------------------- compositions
+@_method("reciprocal", inplace=True)
 def reciprocal(input: Tensor) -> Tensor:
     """1 / x."""
     return true_divide(1.0, input)
 
 
+@_method("rsqrt", inplace=True)
 def rsqrt(input: Tensor) -> Tensor:
     """1 / sqrt(x)."""
     return reciprocal(sqrt(input))
 
 
+@_method("square", inplace=True)
 def square(input: Tensor) -> Tensor:
     return input * input
 
@@ -727,6 +774,7 @@ relu_p = unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), None, gate=
                saves_output=True, c={"f": "fnx_maxf({0}, 0.0f)", "d": "fnx_max({0}, 0.0)", "i": "({0} > 0 ? {0} : 0)"})
 
 
+@_method("relu", inplace=True)
 def relu(input: Tensor) -> Tensor:
     """max(x, 0), passing NaN through; the gradient at 0 is 0, as in PyTorch."""
     if input.dtype is _dt.bool:
@@ -757,6 +805,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     return where(gt(bx, threshold), input, out)
 
 
+@_method("clamp", "clip", inplace=("clamp_", "clip_"))
 def clamp(input: Tensor, min=None, max=None) -> Tensor:
     """Limit values to [min, max]; the gradient passes where min <= x <= max."""
     if min is None and max is None:
@@ -772,14 +821,17 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:
 clip = clamp
 
 
+@_method("clamp_min", inplace=True)
 def clamp_min(input: Tensor, min) -> Tensor:
     return clamp(input, min=min)
 
 
+@_method("clamp_max", inplace=True)
 def clamp_max(input: Tensor, max) -> Tensor:
     return clamp(input, max=max)
 
 
+@_method("isinf")
 def isinf(input: Tensor) -> Tensor:
     if not input.dtype.is_floating_point:
         return full_like_bool(input, False)
@@ -794,6 +846,7 @@ def isneginf(input: Tensor) -> Tensor:
     return eq(input, -math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
 
 
+@_method("isfinite")
 def isfinite(input: Tensor) -> Tensor:
     if not input.dtype.is_floating_point:
         return full_like_bool(input, True)
@@ -806,6 +859,7 @@ def full_like_bool(input: Tensor, value: bool) -> Tensor:
     return full_like(input, value, dtype=_dt.bool)
 
 
+@_method("nan_to_num", inplace=True)
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
     """Replace NaN, +inf and -inf by finite numbers (by default 0 and the dtype's extremes)."""
     if not input.dtype.is_floating_point:
@@ -816,27 +870,32 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neg
     return where(eq(out, -math.inf), info.min if neginf is None else neginf, out)
 
 
+@_method("lerp", inplace=True)
 def lerp(input: Tensor, end, weight) -> Tensor:
     """input + weight * (end - input)."""
     return input + weight * (end - input)
 
 
+@_method("xlogy")
 def xlogy(input, other) -> Tensor:
     """x * log(y), taken as 0 where x == 0."""
     x, y = promote("xlogy", input, other)
     return where(eq(x, 0), 0.0, x * log(y))
 
 
+@_method("sinc")
 def sinc(input: Tensor) -> Tensor:
     px = input * math.pi
     safe = where(eq(px, 0.0), 1.0, px)
     return where(eq(px, 0.0), 1.0, sin(safe) / safe)
 
 
+@_method("hypot")
 def hypot(input, other) -> Tensor:
     return sqrt(input * input + other * other)
 
 
+@_method("fmod", inplace=True)
 def fmod(input, other) -> Tensor:
     """C-style remainder: the result has the sign of the dividend."""
     x, y = promote("fmod", input, other)
@@ -845,12 +904,14 @@ def fmod(input, other) -> Tensor:
     return where(fix, r - y, r)
 
 
+@_method("copysign")
 def copysign(input, other) -> Tensor:
     x, y = promote("copysign", input, other)
     neg_sign = logical_or(lt(y, 0), logical_and(eq(y, 0), lt(1.0 / y, 0))) if y.dtype.is_floating_point else lt(y, 0)
     return where(neg_sign, neg(abs(x)), abs(x))
 
 
+@_method("logaddexp")
 def logaddexp(input, other) -> Tensor:
     m = maximum(input, other)
     m = where(isfinite(m), m, 0.0)
@@ -862,6 +923,7 @@ convert_p.def_batch(unary_batch_rule(convert_p))
 select_p.def_batch(elementwise_batch_rule(select_p))
 
 
+@_method("isclose")
 def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     """|input - other| <= atol + rtol * |other|, elementwise (infinities compare equal to themselves)."""
     x, y = promote("isclose", input, other)
@@ -871,11 +933,13 @@ def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equa
     return logical_or(close, logical_and(isnan(x), isnan(y))) if equal_nan else close
 
 
+@_method("allclose")
 def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     """True if every element of `input` is close to `other` (see isclose)."""
     return bool(isclose(input, other, rtol, atol, equal_nan).all())
 
 
+@_method("equal")
 def equal(input: Tensor, other: Tensor) -> bool:
     """True if both tensors have the same shape and elements."""
     return tuple(input.shape) == tuple(other.shape) and bool(eq(input, other).all())
