@@ -1,7 +1,7 @@
 """Primitives, `bind` and the trace stack: the one dispatch point of fnx.
 
 Every op is a `Primitive` carrying its rules (impl, abstract, vjp, jvp,
-batch, lower). `bind` runs a primitive: with no transform active it calls
+batch, C expression). `bind` runs a primitive: with no transform active it calls
 `impl` on the arrays directly (the eager fast path) and, if an input requires
 grad, records a node on the autograd tape. When a transform is active, the
 arguments are lifted to the top trace, which interprets the primitive
@@ -53,7 +53,7 @@ _SHORT = {"bool": "bool", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": 
 
 _RULE_USERS = {"impl": "eager execution", "abstract": "tracing (make_jaxpr, compile)",
                "vjp": "reverse-mode autodiff (backward, grad, vjp)", "jvp": "forward-mode autodiff (jvp, jacfwd)",
-               "batch": "vmap", "lower": "compile"}
+               "batch": "vmap"}
 
 
 def _missing_rule(prim_name: str, rule: str):
@@ -94,9 +94,8 @@ class Primitive:
     }
     registry: dict = {}   # name -> Primitive, for each primitive that declares groups
 
-    __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "batch", "lower", "view", "saves_inputs",
-                 "saves_output", "multiple_results", "differentiable", "vjp_takes_needs", "groups", "c", "cuda",
-                 "monoid", "libm")
+    __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "batch", "view", "saves_inputs", "saves_output",
+                 "multiple_results", "differentiable", "vjp_takes_needs", "groups", "c", "cuda", "monoid", "libm")
 
     def __init__(self, name: str, *, view: bool = False, saves_inputs: bool = True, saves_output: bool = False,
                  multiple_results: bool = False, differentiable: bool = True, groups=(), c: dict | None = None,

@@ -99,10 +99,6 @@ class Tensor:
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    @property
-    def is_floating_point_(self) -> bool:
-        return self.dtype.is_floating_point
-
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
 

@@ -129,10 +129,6 @@ def _lowering(name: str, arity: int, c: dict | None, libm: bool | str, expensive
 
 
 # ---------------------------------------------------------------- unary family
-def _same_aval(x: ShapedArray, **params) -> ShapedArray:
-    return x
-
-
 def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None = None, libm: bool | str = False,
           expensive: bool = False, saves_output: bool = False, float_only: bool = False,
           out_dtype: _dt.dtype | None = None, linear: bool = False, zero_grad: bool = False,

@@ -322,10 +322,6 @@ def logical_not(input: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- binary primitives
-def _zero(x, y, out):
-    return 0.0
-
-
 # numpy's semantics where C's differ are spelled out in the C expressions or in the prelude's helpers
 # (templates/math_helpers.h.j2): NaN-propagating max and min, Python-style remainder and floor division,
 # integer division by zero giving 0, bool arithmetic as logic.
