@@ -31,7 +31,7 @@ __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "l
            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "reciprocal",
            "rsqrt", "square", "relu", "gelu", "silu", "softplus", "clamp", "clip", "clamp_min", "clamp_max",
            "isinf", "isposinf", "isneginf", "isfinite", "nan_to_num", "lerp", "xlogy", "sinc", "hypot", "fmod",
-           "copysign", "logaddexp"]
+           "copysign", "logaddexp", "logit"]
 
 # ---------------------------------------------------------------- conversion
 # C: the cast is the declared type of the kernel's value (codegen special-cases conversion to bool)
@@ -278,6 +278,26 @@ neg = _unary_wrapper(neg_p, "-x, elementwise.", aliases=("negative",), inplace=T
 negative = neg
 arcsin, arccos, arctan = asin, acos, atan
 absolute = abs
+
+
+# logit, the inverse of sigmoid: the primitive is PyTorch's logit without eps (NaN outside [0, 1]); `eps` clamps
+# first, so the gradient is 0 outside [eps, 1 - eps], as in PyTorch. float32 takes the log in double precision
+# and rounds once, in eager mode as in the C expression (fnx_logf, which log_p has the prelude define).
+def _logit(xp, x):
+    odds = x / (1 - x)
+    return xp.log(odds.astype(xp.float64, copy=False)).astype(x.dtype, copy=False)
+
+
+logit_p = unary("logit", _logit, lambda x, out: reciprocal(x * (1.0 - x)), float_only=True, expensive=True,
+                c={"f": "fnx_logf({0} / (1.0f - {0}))", "d": "log({0} / (1.0 - {0}))"})
+
+
+@_method("logit", inplace=True)
+def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    """log(p / (1 - p)), elementwise; with `eps`, p is clamped to [eps, 1 - eps] first."""
+    if not input.dtype.is_floating_point:
+        input = convert(input, _dt.get_default_dtype())
+    return logit_p.bind(input if eps is None else clamp(input, eps, 1.0 - eps))
 
 
 def _not_a_tensor(op: str, x) -> FnxTypeError:
