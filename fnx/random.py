@@ -69,11 +69,13 @@ def _key_avals_check(op: str, k: ShapedArray) -> None:
 
 
 def _random_prim(name: str, impl, out_aval, c: dict | None = None) -> Primitive:
-    """A random primitive of one key operand; batching is a leading key dim. `c`: the C expression of a value
-    a fused kernel draws itself, over the key words `{0}`, `{1}` (int64 loads), the element's position `{2}` in
-    the output and the split point `{3}` (lowering.expressions.random_half): the prelude's Threefry-2x32
-    (templates/random_helpers.h.j2), a function of the element's position as `_hash` is (a Threefry hash: about
-    100 integer operations, so the primitive is "expensive")."""
+    """A random primitive of one key operand; batching is a leading key dim.
+
+    `c`, for a primitive whose values a fused kernel draws itself: the C expression over the key words `{0}`,
+    `{1}` (int64 loads), the element's position `{2}` in the output and the split point `{3}`
+    (lowering.expressions.random_half), which calls the prelude's Threefry-2x32 (templates/random_helpers.h.j2)
+    as `_hash` does here. About 100 integer operations per value: the primitive is "expensive".
+    """
     lowering = {} if c is None else {"groups": ("random", "expensive"), "c": c}
     prim = Primitive(name, differentiable=False, saves_inputs=False, **lowering)
     prim.impl = impl
