@@ -1,7 +1,9 @@
 """Attach fnx ops to `Tensor` as methods, operators and in-place variants.
 
 Methods are the module-level functions themselves, so `x.exp()` and
-`fnx.exp(x)` run the same code.
+`fnx.exp(x)` run the same code. Elementwise ops declare their methods where
+they are defined (ops/elementwise.py `_method`); the other families list
+theirs in `METHODS` and `INPLACE` at the end of their modules.
 """
 from __future__ import annotations
 
@@ -9,36 +11,11 @@ from .ops import (arrange, creation, elementwise as ew, indexing, inplace, joins
                   shape, sort)
 from .tensor import Tensor
 
-
-def _where(self: Tensor, condition, other) -> Tensor:
-    """`x.where(condition, other)`: x where `condition` holds, else `other` (`fnx.where(condition, x, other)`)."""
-    return ew.where(condition, self, other)
-
-
 _METHODS = {
-    # elementwise
-    "add": ew.add, "sub": ew.sub, "subtract": ew.sub, "mul": ew.mul, "multiply": ew.mul, "div": ew.div,
-    "divide": ew.div, "true_divide": ew.true_divide, "floor_divide": ew.floor_divide, "remainder": ew.remainder,
-    "fmod": ew.fmod, "pow": ew.pow, "neg": ew.neg, "negative": ew.neg, "abs": ew.abs, "absolute": ew.abs,
-    "sign": ew.sign, "exp": ew.exp, "exp2": ew.exp2, "expm1": ew.expm1, "log": ew.log, "log2": ew.log2,
-    "log10": ew.log10, "log1p": ew.log1p, "sqrt": ew.sqrt, "rsqrt": ew.rsqrt, "square": ew.square,
-    "reciprocal": ew.reciprocal, "sin": ew.sin, "cos": ew.cos, "tan": ew.tan, "tanh": ew.tanh, "sinh": ew.sinh,
-    "cosh": ew.cosh, "asin": ew.asin, "acos": ew.acos, "atan": ew.atan, "arcsin": ew.asin, "arccos": ew.acos,
-    "arctan": ew.atan, "atan2": ew.atan2, "arctan2": ew.atan2, "sigmoid": ew.sigmoid, "relu": ew.relu,
-    "erf": ew.erf, "erfc": ew.erfc, "floor": ew.floor, "ceil": ew.ceil, "round": ew.round, "trunc": ew.trunc, "fix": ew.trunc,
-    "clamp": ew.clamp, "clip": ew.clamp, "clamp_min": ew.clamp_min, "clamp_max": ew.clamp_max,
-    "maximum": ew.maximum, "minimum": ew.minimum, "where": _where,
-    "isnan": ew.isnan, "isinf": ew.isinf, "isfinite": ew.isfinite, "nan_to_num": ew.nan_to_num, "lerp": ew.lerp,
-    "eq": ew.eq, "ne": ew.ne, "lt": ew.lt, "le": ew.le, "gt": ew.gt, "ge": ew.ge, "less": ew.lt,
-    "greater": ew.gt, "less_equal": ew.le, "greater_equal": ew.ge, "not_equal": ew.ne,
-    "logical_and": ew.logical_and, "logical_or": ew.logical_or, "logical_xor": ew.logical_xor,
-    "logical_not": ew.logical_not, "xlogy": ew.xlogy, "hypot": ew.hypot, "copysign": ew.copysign,
-    "logaddexp": ew.logaddexp, "sinc": ew.sinc, "isclose": ew.isclose, "allclose": ew.allclose, "equal": ew.equal,
-    "bincount": reduce.bincount,
     # reductions
     "sum": reduce.sum, "mean": reduce.mean, "var": reduce.var, "std": reduce.std, "amax": reduce.amax,
     "amin": reduce.amin, "argmax": reduce.argmax, "argmin": reduce.argmin, "logsumexp": reduce.logsumexp,
-    "all": reduce.all, "any": reduce.any,
+    "all": reduce.all, "any": reduce.any, "bincount": reduce.bincount,
     # shape
     "reshape": shape.reshape, "view": shape.view, "view_as": shape.view_as, "reshape_as": shape.reshape_as,
     "flatten": shape.flatten, "unflatten": shape.unflatten, "squeeze": shape.squeeze, "unsqueeze": shape.unsqueeze,
@@ -47,18 +24,6 @@ _METHODS = {
     "broadcast_to": shape.broadcast_to,
     # copies
     "clone": creation.clone, "contiguous": creation.contiguous,
-}
-
-_INPLACE = {
-    "add_": ew.add, "sub_": ew.sub, "mul_": ew.mul, "div_": ew.div, "true_divide_": ew.true_divide,
-    "floor_divide_": ew.floor_divide, "remainder_": ew.remainder, "fmod_": ew.fmod, "pow_": ew.pow, "neg_": ew.neg,
-    "abs_": ew.abs, "sign_": ew.sign, "exp_": ew.exp, "expm1_": ew.expm1, "log_": ew.log, "log1p_": ew.log1p,
-    "log2_": ew.log2, "log10_": ew.log10, "sqrt_": ew.sqrt, "rsqrt_": ew.rsqrt, "square_": ew.square,
-    "reciprocal_": ew.reciprocal, "sin_": ew.sin, "cos_": ew.cos, "tan_": ew.tan, "tanh_": ew.tanh,
-    "sigmoid_": ew.sigmoid, "relu_": ew.relu, "erf_": ew.erf, "floor_": ew.floor, "ceil_": ew.ceil,
-    "round_": ew.round, "trunc_": ew.trunc, "clamp_": ew.clamp, "clip_": ew.clamp, "clamp_min_": ew.clamp_min,
-    "clamp_max_": ew.clamp_max, "lerp_": ew.lerp, "nan_to_num_": ew.nan_to_num, "maximum_": ew.maximum,
-    "minimum_": ew.minimum, "atan2_": ew.atan2, "logical_not_": ew.logical_not,
 }
 
 _OPERATORS = {
@@ -86,8 +51,8 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
         setattr(Tensor, name, inplace.inplace(fn, name))
 
 
-attach(_METHODS, _INPLACE)
-for _module in (reduce, shape, joins, arrange, sort, indexing, linalg, sampling):  # each family's extra methods
+attach(_METHODS)
+for _module in (ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling):  # each family's own methods
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 for _dunder, _name in _INPLACE_OPERATORS.items():

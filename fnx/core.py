@@ -1,7 +1,7 @@
 """Primitives, `bind` and the trace stack: the one dispatch point of fnx.
 
 Every op is a `Primitive` carrying its rules (impl, abstract, vjp, jvp,
-batch, lower). `bind` runs a primitive: with no transform active it calls
+batch, C expression). `bind` runs a primitive: with no transform active it calls
 `impl` on the arrays directly (the eager fast path) and, if an input requires
 grad, records a node on the autograd tape. When a transform is active, the
 arguments are lifted to the top trace, which interprets the primitive
@@ -58,7 +58,7 @@ _SHORT = {"bool": "bool", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": 
 
 _RULE_USERS = {"impl": "eager execution", "abstract": "tracing (make_jaxpr, compile)",
                "vjp": "reverse-mode autodiff (backward, grad, vjp)", "jvp": "forward-mode autodiff (jvp, jacfwd)",
-               "batch": "vmap", "lower": "compile"}
+               "batch": "vmap"}
 
 
 def _missing_rule(prim_name: str, rule: str):
@@ -69,13 +69,42 @@ def _missing_rule(prim_name: str, rule: str):
 
 
 class Primitive:
-    """An operation with all of its rules. Rules default to a clear error naming the primitive."""
+    """An operation with all of its rules. Rules default to a clear error naming the primitive.
 
-    __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "batch", "lower", "view", "saves_inputs",
-                 "saves_output", "multiple_results", "differentiable", "vjp_takes_needs")
+    What compile needs is declared here too, and fusion and codegen query it instead of keeping lists of
+    names (tinygrad's op groups):
+    - `groups`: which of `GROUPS` the primitive belongs to;
+    - `c`: per operand class ("f" float32, "d" float64, "i" integers, "b" bool) a C expression over the
+      operands `{0}`, `{1}`, ... and the params `{name}` (as C literals), or a function of the operands' names
+      and the params that returns one; a class it lacks stays a library step (its impl runs);
+    - `cuda`: replacements for some of `c`'s entries where CUDA needs another expression (usually the
+      per-target preludes take the difference: `fnx_expf` is one function in each);
+    - `monoid`: a reduction's ("add", "mul", "max" or "min");
+    - `libm`: the C expression calls the libm function of the primitive's name, which the C prelude declares
+      with its SIMD variants: "double" when float32 goes through the double version (the prelude's
+      `fnx_<name>f`), "float" when the float32 version is called directly.
+    A primitive that declares groups is listed in `Primitive.registry` under its name, which must be unique.
+    """
+
+    GROUPS = {
+        "elementwise": "computes each element from the operands' elements at the same (broadcast) index: `c`",
+        "unary": "takes one operand", "binary": "takes two operands", "ternary": "takes three operands",
+        "reduction": "combines elements along axes with `monoid`",
+        "movement": "moves elements without computing them: a fused kernel reads through index arithmetic "
+                    "(lowering/views.py)",
+        "random": "draws counter-based random values: `c` over the key words `{0}`, `{1}`, the element's position "
+                  "`{2}` and the split point `{3}` (lowering.expressions.random_half)",
+        "check": "passes its operand through; `c` is the condition under which a kernel flags an error",
+        "expensive": "worth keeping in a scratch row rather than recomputing in a later loop",
+    }
+    registry: dict = {}   # name -> Primitive, for each primitive that declares groups
+
+    __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "batch", "view", "saves_inputs", "saves_output",
+                 "multiple_results", "differentiable", "vjp_takes_needs", "groups", "c", "cuda", "monoid", "libm")
 
     def __init__(self, name: str, *, view: bool = False, saves_inputs: bool = True, saves_output: bool = False,
-                 multiple_results: bool = False, differentiable: bool = True):
+                 multiple_results: bool = False, differentiable: bool = True, groups=(), c: dict | None = None,
+                 cuda: dict | None = None, monoid: str | None = None, libm: str | None = None):
         self.name = name
         for rule in _RULE_USERS:
             setattr(self, rule, _missing_rule(name, rule))
@@ -85,6 +114,29 @@ class Primitive:
         self.multiple_results = multiple_results
         self.differentiable = differentiable
         self.vjp_takes_needs = False  # the vjp accepts needs=(bool per input) and skips unneeded cotangents
+        self.groups, self.c, self.cuda, self.monoid, self.libm = frozenset(groups), c, cuda, monoid, libm
+        if self.groups:
+            self._check_declaration()
+            Primitive.registry[name] = self
+
+    def _check_declaration(self) -> None:
+        """A declaration that lowering could not use fails here, at import, naming the primitive."""
+        def bad(why: str):
+            return ValueError(f"primitive '{self.name}': {why}")
+
+        unknown = self.groups - self.GROUPS.keys()
+        if unknown:
+            raise bad(f"unknown groups {sorted(unknown)} (known: {', '.join(self.GROUPS)})")
+        if self.groups & {"elementwise", "random", "check"} and not self.c:
+            raise bad("an elementwise, random or check primitive declares its C expression (c=...)")
+        if self.cuda and not set(self.cuda) <= set(self.c or ()):
+            raise bad("cuda= replaces entries of c=, for operand classes that c= has")
+        if ("reduction" in self.groups) != (self.monoid is not None):
+            raise bad("a reduction, and only a reduction, declares its monoid")
+        if self.libm not in (None, "double", "float"):
+            raise bad(f"libm is None, 'double' or 'float', not {self.libm!r}")
+        if self.name in Primitive.registry:
+            raise bad("another primitive of that name is already declared (Primitive.registry)")
 
     def def_impl(self, fn: Callable) -> Callable:
         self.impl = fn

@@ -68,9 +68,16 @@ def _key_avals_check(op: str, k: ShapedArray) -> None:
                            f"{k.dtype}{list(k.shape)}")
 
 
-def _random_prim(name: str, impl, out_aval) -> Primitive:
-    """A random primitive of one key operand; batching is a leading key dim."""
-    prim = Primitive(name, differentiable=False, saves_inputs=False)
+def _random_prim(name: str, impl, out_aval, c: dict | None = None) -> Primitive:
+    """A random primitive of one key operand; batching is a leading key dim.
+
+    `c`, for a primitive whose values a fused kernel draws itself: the C expression over the key words `{0}`,
+    `{1}` (int64 loads), the element's position `{2}` in the output and the split point `{3}`
+    (lowering.expressions.random_half), which calls the prelude's Threefry-2x32 (templates/random_helpers.h.j2)
+    as `_hash` does here. About 100 integer operations per value: the primitive is "expensive".
+    """
+    lowering = {} if c is None else {"groups": ("random", "expensive"), "c": c}
+    prim = Primitive(name, differentiable=False, saves_inputs=False, **lowering)
     prim.impl = impl
 
     def abstract(k: ShapedArray, **params) -> ShapedArray:
@@ -96,7 +103,8 @@ def _bits_impl(xp, k, *, shape):
     return _hash(xp, k, n).astype(xp.int64).reshape(k.shape[:-1] + shape)
 
 
-bits_p = _random_prim("random_bits", _bits_impl, lambda shape: (shape, _dt.int64))
+bits_p = _random_prim("random_bits", _bits_impl, lambda shape: (shape, _dt.int64), c={
+    "i": "((long long)fnx_random_bits((unsigned){0}, (unsigned){1}, (unsigned)({2}), (unsigned){3}))"})
 
 
 def _split_impl(xp, k, *, num):
@@ -129,7 +137,9 @@ def _uniform_impl(xp, k, *, shape, dtype):
     return out.astype(dtype.np).reshape(k.shape[:-1] + shape)
 
 
-uniform_p = _random_prim("random_uniform", _uniform_impl, lambda shape, dtype: (shape, dtype))
+uniform_p = _random_prim("random_uniform", _uniform_impl, lambda shape, dtype: (shape, dtype), c={
+    "f": "fnx_random_uniformf((unsigned){0}, (unsigned){1}, (unsigned)({2}), (unsigned){3})",
+    "d": "fnx_random_uniform((unsigned){0}, (unsigned){1}, (unsigned)({2}), (unsigned){3})"})
 
 
 def _as_key(k, op: str) -> Tensor:

@@ -109,11 +109,6 @@ class Tensor:
         """Whether the tensor lives on a CUDA device."""
         return self.device.type == "cuda"
 
-    @property
-    def is_floating_point_(self) -> bool:
-        """Whether the dtype is floating point, as a property."""
-        return self.dtype.is_floating_point
-
     def is_floating_point(self) -> bool:
         """Whether the dtype is floating point."""
         return self.dtype.is_floating_point

@@ -39,6 +39,9 @@ OPS = [
     OpInfo("acos", fnx.acos, np.arccos, unary_sample(-0.9, 0.9)),
     OpInfo("atan", fnx.atan, np.arctan, unary_sample()),
     OpInfo("sigmoid", fnx.sigmoid, _sigmoid, unary_sample(-8, 8), double_grad=True),
+    OpInfo("logit", fnx.logit, lambda x: np.log(x / (1 - x)), unary_sample(0.05, 0.95), double_grad=True),
+    OpInfo("logit_eps", lambda x: fnx.logit(x, eps=0.1),   # clamped to [0.1, 0.9]: zero gradient below 0.1
+           lambda x: np.log(np.clip(x, 0.1, 0.9) / (1 - np.clip(x, 0.1, 0.9))), unary_sample(-0.5, 0.8, avoid=0.1)),
     OpInfo("relu", fnx.relu, lambda x: np.maximum(x, 0), unary_sample(avoid=0.0)),
     OpInfo("gelu", fnx.gelu, lambda x: 0.5 * x * _erfc(-x / np.sqrt(2)), unary_sample()),
     OpInfo("gelu_tanh", lambda x: fnx.gelu(x, approximate="tanh"),

@@ -27,7 +27,7 @@ from fnx.lowering.codegen import VECTOR, render_module
 from fnx.lowering.plan import build_executable, plan_steps
 
 from op_db import as_tensor_function, stageable_ops
-from test_codegen import BINARY, PRIMS, RNG, UNARY, _inputs, ulp_distance
+from test_codegen import BINARY, PARAMS, PRIMS, RNG, UNARY, _inputs, ulp_distance
 
 cuda = pytest.mark.cuda
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -285,7 +285,8 @@ def test_float32_elementwise_on_gpu():
 
     def f(*args):
         it = iter(args)
-        return [PRIMS[k].bind(next(it)) for k in UNARY] + [PRIMS[k].bind(next(it), next(it)) for k in BINARY]
+        return ([PRIMS[k].bind(next(it), **PARAMS.get(k, {})) for k in UNARY]
+                + [PRIMS[k].bind(next(it), next(it)) for k in BINARY])
 
     with np.errstate(all="ignore"):
         exe, got, want = on_gpu(f, *xs, *[t for p in pairs for t in p])

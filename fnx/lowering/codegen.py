@@ -24,18 +24,20 @@ from pathlib import Path
 
 import jinja2
 
+from ..core import Primitive
 from ..random import _ROTATIONS
 from .cache import cache_key, cached_text
-from .expressions import (C_TYPES, CHECKS, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, RANDOM, SHORT, TEMP_TYPES,
-                          emittable, literal)
+from .expressions import C_TYPES, CLASS, IDENTITY, INT_LIMITS, SHORT, TEMP_TYPES, emittable, expression, literal
 from .fusion import Kernel, Node
 
-__all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "GeneratedKernel", "VECTOR"]
+__all__ = ["emittable", "render", "render_module", "prelude", "GeneratedKernel", "VECTOR"]
 
-# Values worth keeping in a per-row scratch buffer rather than recomputing in a later loop over the cols.
-_EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
-                        "sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "pow", "pow_scalar",
-                        "sigmoid", "rem", "floordiv"}) | frozenset(RANDOM)   # a Threefry hash: about 100 integer ops
+
+def _in_group(node: Node, group: str) -> bool:
+    """Whether the node computes a primitive of `group` (Primitive.GROUPS); loads, literals and reductions
+    compute none."""
+    prim = Primitive.registry.get(node.op)
+    return prim is not None and group in prim.groups
 
 
 def _column_mode(kernel: Kernel) -> bool:
@@ -151,19 +153,20 @@ def _templates_digest() -> str:
     return cache_key(jinja2.__version__, *(f.read_text() for f in files))
 
 
-# Math functions with SIMD variants in glibc's libmvec, declared `omp declare simd` when it is linked.
-SIMD_FUNCTIONS = ("exp", "log", "erf", "erfc", "pow", "exp2", "expm1", "log2", "log10", "log1p", "sin", "cos",
-                  "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "atan2")
-_FLOAT_SIMD = ("tanh",)   # float32 functions called directly (accurate and fast in libmvec)
-_BINARY_MATH = ("pow", "atan2")
+def _libm_functions() -> dict:
+    """The libm functions that primitives call (Primitive.libm), which have SIMD variants in glibc's libmvec
+    (declared `omp declare simd` when it is linked): all of them, those whose float32 version is called
+    directly (accurate and fast in libmvec), and those of two operands."""
+    prims = [p for p in Primitive.registry.values() if p.libm]
+    return {"math_functions": [p.name for p in prims],
+            "float_functions": [p.name for p in prims if p.libm == "float"],
+            "binary_math": [p.name for p in prims if "binary" in p.groups]}
 
 
 def prelude(target: str, *, simd: bool = True, data_offset: int = 16) -> str:
     """The target's prelude: includes, macros, math helpers (`simd`: declare libmvec's SIMD variants)."""
-    return _render(
-        f"{target}_prelude.{_EXT[target]}.j2",
-        math_functions=SIMD_FUNCTIONS, float_functions=_FLOAT_SIMD, binary_math=_BINARY_MATH, simd=simd,
-        data_offset=data_offset, rotations=_ROTATIONS)
+    return _render(f"{target}_prelude.{_EXT[target]}.j2", **_libm_functions(), simd=simd, data_offset=data_offset,
+                   rotations=_ROTATIONS)
 
 
 def render_module(kernels: list["GeneratedKernel"], target: str, *, simd: bool = True, data_offset: int = 16) -> str:
@@ -241,7 +244,7 @@ class _Context:
             self.strides.append([None if s == 0 else "1" if s == 1 and d == vector_dim
                                  else self._meta(f"s{a}_{d}", s) for d, s in enumerate(acc.strides)])
         self.halves = {id(n): self._meta(f"h{i}", n.params["half"]) for i, n in enumerate(kernel.nodes)
-                       if n.op in RANDOM}   # random values: where their position space splits (a runtime size)
+                       if _in_group(n, "random")}   # random values: where their position space splits (runtime)
 
     def _meta(self, name: str, value: int) -> str:
         self.meta_names.append(name)
@@ -281,14 +284,17 @@ class _Context:
             if node.dtype.name == "bool":
                 return f"({args[0]} != 0)"
             return f"({C_TYPES[node.dtype.name]}){args[0]}"
-        if node.op in CHECKS:   # the operand's value; `statement` adds the test
+        prim = Primitive.registry[node.op]
+        if "check" in prim.groups:   # the operand's value; `statement` adds the test
             return args[0]
-        if node.op in RANDOM:   # a function of the key words and the element's position
-            return RANDOM[node.op][CLASS[node.dtype.name]].format(*args, index_of(node.params["access"]),
-                                                                  self.halves[id(node)])
-        cls = CLASS[(node.args[-1].dtype if node.args else node.dtype).name]
-        form = EXPRESSIONS[node.op][cls]
-        return form(*args, **node.params) if callable(form) else form.format(*args)
+        if "random" in prim.groups:   # a function of the key words and the element's position
+            return expression(prim, CLASS[node.dtype.name], self.target).format(
+                *args, index_of(node.params["access"]), self.halves[id(node)])
+        dtype = node.args[-1].dtype if node.args else node.dtype
+        form = expression(prim, CLASS[dtype.name], self.target)
+        if callable(form):
+            return form(*args, **node.params)
+        return form.format(*args, **{k: literal(v, dtype) for k, v in node.params.items()})
 
     def ref(self, node: Node) -> str:
         if node.op == "literal":
@@ -306,9 +312,10 @@ class _Context:
             line = f"{self.ref(node)} = {rhs};"
         else:
             line = f"const {ctype} {self.names[id(node)]} = {rhs};"
-        if node.op in CHECKS:   # raise the call's error flag (one store, only where a value fails)
+        if _in_group(node, "check"):   # raise the call's error flag (one store, only where a value fails)
             p = node.params
-            test = CHECKS[node.op].format(self.ref(node.args[0]), low=f"{p['low']}LL", high=f"{p['high']}LL")
+            test = expression(Primitive.registry[node.op], "i", self.target).format(
+                self.ref(node.args[0]), low=f"{p['low']}LL", high=f"{p['high']}LL")
             line += f" if {test} FNX_FLAG(fnx_bad);"
         return line
 
@@ -477,7 +484,7 @@ class _Context:
                     continue
                 body += self.statements([n], index)
                 later = any(id(n) in c for c in pending.values())
-                if self.target == "c" and not self.columns and n.op in _EXPENSIVE and later:
+                if self.target == "c" and not self.columns and _in_group(n, "expensive") and later:
                     spill(n)
                     body.append(f"{spilled[id(n)](index)} = {self.ref(n)};")
             step = make(body, index)

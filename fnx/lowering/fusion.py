@@ -25,13 +25,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..ir import Eqn, Jaxpr, Literal, Var
-from .expressions import CHECKS, RANDOM, random_half
-from .views import VIEW_PRIMS, View, canonical, input_view, row_major
+from .expressions import random_half
+from .views import View, canonical, input_view, row_major
 
-__all__ = ["REDUCTIONS", "Node", "Access", "Kernel", "fuse"]
-
-# Reduction primitives and the monoid each computes.
-REDUCTIONS = {"sum": "add", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "mul"}
+__all__ = ["Node", "Access", "Kernel", "fuse"]
 
 
 class _CantFuse(Exception):
@@ -81,7 +78,7 @@ class Kernel:
     nodes: list                  # Node, topologically ordered
     stores: list                 # (access index, node, level: "row" or "col")
     phases: list                 # reduce Nodes in dependency order
-    checks: list = field(default_factory=list)   # (output Var, Eqn) of each check it computes (CHECKS), in order
+    checks: list = field(default_factory=list)   # (output Var, Eqn) of each check it computes, in order
 
     @property
     def ops(self) -> list:
@@ -141,13 +138,14 @@ class _Space:
 
 # ---------------------------------------------------------------- classification
 def _classify(eqn: Eqn, emittable: Callable[[Eqn], bool]) -> str:
-    """The equation's class: "reduce", "view" (moves elements), "elementwise" or "library" (runs its impl)."""
+    """The equation's class: "reduce", "view" (a movement: moves elements), "elementwise" or "library" (runs its
+    impl)."""
     if eqn.prim.multiple_results or len(eqn.outvars) != 1 or not emittable(eqn):
         return "library"
     if any(math.prod(a.aval.shape) == 0 for a in [*eqn.inputs, eqn.outvars[0]]):
         return "library"   # nothing to loop over; numpy handles the empty arrays
-    name = eqn.prim.name
-    return "reduce" if name in REDUCTIONS else "view" if name in VIEW_PRIMS else "elementwise"
+    groups = eqn.prim.groups
+    return "reduce" if "reduction" in groups else "view" if "movement" in groups else "elementwise"
 
 
 class _Graph:
@@ -170,7 +168,7 @@ class _Graph:
                 self.materialised.update(id(a) for a in e.inputs if isinstance(a, Var))
                 self.materialised.update(id(v) for v in e.outvars)
         for e, k in zip(jaxpr.eqns, self.eqn_kind):   # a check's value is written out: the host re-checks it
-            if k != "library" and e.prim.name in CHECKS:    # when the kernel flags an error (plan.py)
+            if k != "library" and "check" in e.prim.groups:   # when the kernel flags an error (plan.py)
                 self.materialised.add(id(e.outvars[0]))
         for i, e in enumerate(jaxpr.eqns):   # a shape op on a materialised value, itself materialised: a numpy view
             if self.eqn_kind[i] == "view" and id(e.outvars[0]) in self.materialised \
@@ -238,7 +236,7 @@ class _Builder:
         kind = g.kind[id(var)]
         if kind == "reduce":
             return self._reduction(var, eqn, view)
-        if eqn.prim.name in RANDOM:
+        if "random" in eqn.prim.groups:
             return self._random(var, eqn, view)
         out_shape = var.aval.shape
         args = []
@@ -263,7 +261,7 @@ class _Builder:
                 or view != sp.row_view()):
             raise _CantFuse(var)
         body = self.value(x, sp.full_view())
-        node = self.add(Node("reduce", (body,), var.aval.dtype, {"monoid": REDUCTIONS[eqn.prim.name]}, "row"))
+        node = self.add(Node("reduce", (body,), var.aval.dtype, {"monoid": eqn.prim.monoid}, "row"))
         self.phases.append(node)
         self.reduced.add(id(var))
         return node
@@ -526,7 +524,7 @@ def _finish(d: _Draft) -> Kernel:
     accesses = [Access(buffer[where](idx), view.strides, view.offset) for (where, idx), view in b.accesses]
     sizes, n_rows, accesses = _coalesce(d.space.sizes, d.space.n_rows, accesses, d.space.axes is not None)
     live = _topological([n for _, n, _ in stores])
-    checks = [(r, b.g.producer[id(r)]) for r in outputs if b.g.producer[id(r)][1].prim.name in CHECKS]
+    checks = [(r, b.g.producer[id(r)]) for r in outputs if "check" in b.g.producer[id(r)][1].prim.groups]
     checks = [(r, eqn) for r, (_, eqn) in sorted(checks, key=lambda c: c[1][0])]   # in program order
     return Kernel("reduce" if d.space.axes is not None else "elementwise", sizes, n_rows, list(b.inputs), outputs,
                   accesses, live, stores, [n for n in live if n.op == "reduce"], checks)

@@ -10,7 +10,7 @@ their last use. Equations that are not fused ("library" steps:
 matmul, gather, sort, control flow, random bits, ...) run through their
 primitive's `impl` on the arrays, exactly as eager mode runs them.
 
-Checks (expressions.CHECKS: an index out of range): a kernel that computes one
+Checks (the "check" group: an index out of range): a kernel that computes one
 stores 1 into the executable's error flag (a 1-element int32 array after
 its buffers) where a value fails, and writes the checked values out. The C
 driver reads the flag right after such a kernel, before any library step

@@ -3,21 +3,20 @@
 A kernel loops over an index space of `sizes` (its "kernel dims"). A `View`
 says where a value's element for a given kernel index lives: at
 `offset + sum(strides[k] * index[k])` in the value's row-major layout. Shape
-ops inside a fused group (broadcasting, broadcast_to, reshape, transpose,
-slice, rev) become view arithmetic instead of copies: `reshape` keeps the
-flat view, the others act on per-dimension index functions obtained by
-splitting the flat view over the value's shape (`split`), which fails when
-an index would need a division (then the value is materialised instead).
+ops inside a fused group (broadcasting and the primitives of the "movement"
+group: broadcast_to, reshape, transpose, slice, rev, copy, stop_gradient)
+become view arithmetic instead of copies: `reshape` keeps the flat view, the
+others act on per-dimension index functions obtained by splitting the flat
+view over the value's shape (`split`), which fails when an index would need
+a division (then the value is materialised instead). A new movement
+primitive that reorders elements needs its case in `input_view`.
 """
 from __future__ import annotations
 
 import math
 from typing import NamedTuple
 
-__all__ = ["View", "row_major", "canonical", "split", "join", "input_view", "VIEW_PRIMS"]
-
-# Primitives that only move elements: inside a kernel they change views, never values.
-VIEW_PRIMS = frozenset({"broadcast_to", "reshape", "transpose", "slice", "rev", "copy", "stop_gradient"})
+__all__ = ["View", "row_major", "canonical", "split", "join", "input_view"]
 
 
 class View(NamedTuple):

@@ -14,7 +14,7 @@ from ..device import device as _device_cls
 from ..tensor import Tensor, make
 from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
 
-__all__ = ["unary", "binary", "broadcast_shapes", "unbroadcast", "promote", "as_operand", "scalar_like",
+__all__ = ["unary", "binary", "c_all", "broadcast_shapes", "unbroadcast", "promote", "as_operand", "scalar_like",
            "same_device"]
 
 
@@ -108,19 +108,50 @@ def _promote2(a, b, op: str):
     return promote(op, a, b)
 
 
+# ---------------------------------------------------------------- what compile reads (Primitive.c, groups, libm)
+def c_all(expr: str, classes: str = "fdib") -> dict:
+    """One C expression for each operand class in `classes` (see `Primitive.c`)."""
+    return {cls: expr for cls in classes}
+
+
+def _lowering(name: str, arity: int, c: dict | None, libm: bool | str, expensive: bool) -> dict:
+    """The Primitive keywords of an elementwise family member: groups, C expression, libm function."""
+    if libm:
+        libm = "double" if libm is True else libm
+        if c is None:   # float32 through the prelude's fnx_<name>f: the double version, rounded once
+            operands = ", ".join(f"{{{i}}}" for i in range(arity))
+            c = {"f": f"fnx_{name}f({operands})", "d": f"{name}({operands})"}
+    if c is None:
+        raise TypeError(f"{name}: an elementwise primitive declares its C expression (c=..., or libm=True for the "
+                        f"libm function of its name)")
+    groups = {"elementwise", "unary" if arity == 1 else "binary"} | ({"expensive"} if expensive or libm else set())
+    return {"groups": groups, "c": c, "libm": libm or None}
+
+
 # ---------------------------------------------------------------- unary family
-def _same_aval(x: ShapedArray, **params) -> ShapedArray:
-    return x
+def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None = None, libm: bool | str = False,
+          expensive: bool = False, saves_output: bool = False, float_only: bool = False,
+          out_dtype: _dt.dtype | None = None, linear: bool = False, zero_grad: bool = False,
+          gate: Callable | None = None, bool_error: str | None = None) -> Primitive:
+    """An elementwise primitive of one operand, with all of its rules.
 
-
-def unary(name: str, impl: Callable, deriv: Callable | None, *, saves_output: bool = False,
-          float_only: bool = False, out_dtype: _dt.dtype | None = None) -> Primitive:
-    """An elementwise primitive of one operand. `deriv(x, out)` gives d out / d x with fnx ops."""
+    The derivative is one of: `deriv(x, out)`, d out / d x with fnx ops; `linear=True`, the vjp and jvp apply
+    the op itself to the cotangent and the tangent (neg); `zero_grad=True`, piecewise constant and
+    differentiable with a zero gradient, as in PyTorch (floor, sign); `gate(x, out)`, a bool mask where the
+    gradient passes (elsewhere it is 0, selected rather than multiplied: an inf or NaN cotangent stays out of
+    the zeroed elements; relu); none of them: not differentiable.
+    Compile reads `c` (see `Primitive.c`), or `libm=True` for the libm function of the op's name ("float": its
+    float32 version is called directly); libm functions and `expensive=True` ops join the "expensive" group.
+    `bool_error` is the message of the error a bool operand raises.
+    """
+    differentiable = deriv is not None or linear or zero_grad or gate is not None
     prim = Primitive(name, saves_inputs=deriv is not None and not saves_output, saves_output=saves_output,
-                     differentiable=deriv is not None)
+                     differentiable=differentiable, **_lowering(name, 1, c, libm, expensive))
     prim.impl = impl
 
     def abstract(x: ShapedArray) -> ShapedArray:
+        if bool_error is not None and x.dtype is _dt.bool:
+            raise FnxRuntimeError(bool_error)
         if float_only and not x.dtype.is_floating_point:
             raise FnxTypeError(f"{name}: expected a floating-point tensor, got {x.dtype}")
         return ShapedArray(x.shape, out_dtype or x.dtype, x.device)
@@ -135,32 +166,64 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, saves_output: bo
             return out, tangents[0] * deriv(primals[0], out)
 
         prim.jvp = jvp
+    elif linear:
+        prim.vjp = lambda g, primals, out: (prim.bind(g),)
+        prim.jvp = lambda primals, tangents: (prim.bind(primals[0]), prim.bind(tangents[0]))
+    elif zero_grad:
+        prim.vjp = lambda g, primals, out: (_zeros_like(g),)
+        prim.jvp = lambda primals, tangents: (prim.bind(primals[0]), _zeros_like(tangents[0]))
+    elif gate is not None:
+        prim.vjp = lambda g, primals, out: (_gated(gate(primals[0], out), g),)
+
+        def gated_jvp(primals, tangents):
+            out = prim.bind(primals[0])
+            return out, _gated(gate(primals[0], out), tangents[0])
+
+        prim.jvp = gated_jvp
     else:
         prim.vjp = lambda g, primals, out: (None,)
         prim.jvp = lambda primals, tangents: _nondiff_jvp(prim, primals)
     return prim
 
 
-def _nondiff_jvp(prim, primals):
+def _zeros_like(t: Tensor) -> Tensor:
     from .creation import zeros_like
 
+    return zeros_like(t)
+
+
+def _gated(mask: Tensor, t: Tensor) -> Tensor:
+    """`t` where `mask` holds, else 0."""
+    from .elementwise import select_p, zeros_like_scalar
+
+    return select_p.bind(mask, t, zeros_like_scalar(t))
+
+
+def _nondiff_jvp(prim, primals):
     out = prim.bind(*primals)
-    return out, zeros_like(out) if out.dtype.is_floating_point else None
+    return out, _zeros_like(out) if out.dtype.is_floating_point else None
 
 
 # ---------------------------------------------------------------- binary family
-def binary(name: str, impl: Callable, d_lhs: Callable | None, d_rhs: Callable | None, *,
-           out_dtype: _dt.dtype | None = None, saves_inputs: bool = True) -> Primitive:
+def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Callable | float | None, *,
+           c: dict | None = None, libm: bool | str = False, expensive: bool = False,
+           out_dtype: _dt.dtype | None = None, linear: bool = False, bool_error: str | None = None) -> Primitive:
     """An elementwise, broadcasting primitive of two operands of one dtype.
 
     `d_lhs(x, y, out)` and `d_rhs(x, y, out)` give the partial derivatives with fnx ops; None means the
-    op is not differentiable (comparisons, integer-only ops).
+    op is not differentiable (comparisons, integer-only ops). `linear=True`: the op is x d_lhs + y d_rhs for
+    the numbers d_lhs and d_rhs, each 1 or -1 (add, sub): the vjp passes the cotangent on (negated for -1),
+    the jvp applies the op to the tangents. `c`, `libm`, `expensive` and `bool_error` (raised when both
+    operands are bool) as in `unary`.
     """
     diff = d_lhs is not None
-    prim = Primitive(name, saves_inputs=saves_inputs and diff, differentiable=diff)
+    prim = Primitive(name, saves_inputs=diff and not linear, differentiable=diff,
+                     **_lowering(name, 2, c, libm, expensive))
     prim.impl = impl
 
     def abstract(x: ShapedArray, y: ShapedArray) -> ShapedArray:
+        if bool_error is not None and x.dtype is _dt.bool and y.dtype is _dt.bool:
+            raise FnxRuntimeError(bool_error)
         dev = same_device(name, (x, y))
         if x.dtype is not y.dtype:
             raise FnxTypeError(f"{name}: operands must share one dtype, got {x.dtype} and {y.dtype} (the fnx "
@@ -169,7 +232,17 @@ def binary(name: str, impl: Callable, d_lhs: Callable | None, d_rhs: Callable | 
 
     prim.abstract = abstract
     prim.batch = elementwise_batch_rule(prim)
-    if diff:
+    if linear:
+        if {d_lhs, d_rhs} - {1.0, -1.0}:
+            raise ValueError(f"{name}: a linear binary op has the constant partial derivatives 1 or -1")
+
+        def linear_vjp(g, primals, out):
+            return tuple(unbroadcast(g if d == 1.0 else _neg(g), tuple(p.shape))
+                         for d, p in zip((d_lhs, d_rhs), primals))
+
+        prim.vjp = linear_vjp
+        prim.jvp = lambda primals, tangents: (prim.bind(*primals), prim.bind(*tangents))
+    elif diff:
         def vjp(g, primals, out):
             x, y = primals
             gx = unbroadcast(g * d_lhs(x, y, out), tuple(x.shape))
@@ -187,3 +260,8 @@ def binary(name: str, impl: Callable, d_lhs: Callable | None, d_rhs: Callable | 
         prim.jvp = lambda primals, tangents: _nondiff_jvp(prim, primals)
     return prim
 
+
+def _neg(t: Tensor) -> Tensor:
+    from .elementwise import neg
+
+    return neg(t)

@@ -261,7 +261,7 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
 
 
 # ---------------------------------------------------------------- copies and transfers
-copy_p = Primitive("copy", saves_inputs=False)
+copy_p = Primitive("copy", saves_inputs=False, groups=("movement",))
 copy_p.def_impl(lambda xp, x: x.copy())
 copy_p.def_abstract(lambda x: x)
 copy_p.def_vjp(lambda g, primals, out: (g,))

@@ -1,7 +1,9 @@
 """Elementwise primitives and their user-facing wrappers.
 
-Each primitive is one block: numpy/CuPy impl and derivative; the family
-helpers fill the shape rule, vjp and jvp. Everything else here (relu, gelu,
+Each primitive is one block: numpy/CuPy impl, derivative and C expression
+(what a compiled kernel computes per element: `Primitive.c`); the family
+helpers fill the shape rule, vjp, jvp and batch rule. A wrapper declares its
+Tensor methods where it is defined (`_method`). Everything else here (gelu,
 clamp, lerp, ...) is a composition of these primitives.
 """
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, Shap
 from ..core import bind as _bind
 from ..autograd.tape import _FLOAT_NP
 from ..tensor import Tensor
-from ._families import (_promote2, as_operand, binary, promote, same_device, broadcast_shapes, scalar_like,
+from ._families import (_promote2, as_operand, binary, c_all, promote, same_device, broadcast_shapes, scalar_like,
                         unbroadcast, unary)
 from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
 
@@ -29,10 +31,11 @@ __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "l
            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "reciprocal",
            "rsqrt", "square", "relu", "gelu", "silu", "softplus", "clamp", "clip", "clamp_min", "clamp_max",
            "isinf", "isposinf", "isneginf", "isfinite", "nan_to_num", "lerp", "xlogy", "sinc", "hypot", "fmod",
-           "copysign", "logaddexp"]
+           "copysign", "logaddexp", "logit"]
 
 # ---------------------------------------------------------------- conversion
-convert_p = Primitive("convert", saves_inputs=False)
+# C: the cast is the declared type of the kernel's value (codegen special-cases conversion to bool)
+convert_p = Primitive("convert", saves_inputs=False, groups=("elementwise", "unary"), c=c_all("{0}"))
 convert_p.def_impl(lambda xp, x, *, dtype: x.astype(dtype.np))
 convert_p.def_abstract(lambda x, *, dtype: ShapedArray(x.shape, dtype, x.device))
 convert_p.def_vjp(lambda g, primals, out, *, dtype: (
@@ -48,68 +51,61 @@ def convert(x: Tensor, dtype) -> Tensor:
 
 
 # ---------------------------------------------------------------- unary primitives
-neg_p = unary("neg", lambda xp, x: xp.negative(x), None)
-neg_p.saves_inputs, neg_p.differentiable = False, True
-neg_p.vjp = lambda g, primals, out: (neg(g),)
-neg_p.jvp = lambda primals, tangents: (neg(primals[0]), neg(tangents[0]))
-
-
-@neg_p.def_abstract
-def _neg_abstract(x: ShapedArray) -> ShapedArray:
-    if x.dtype is _dt.bool:
-        raise FnxRuntimeError("neg: negation, the `-` operator, on a bool tensor is not supported; to invert a mask "
-                              "use the `~` operator or logical_not()")
-    return x
-
-
-exp_p = unary("exp", lambda xp, x: xp.exp(x), lambda x, out: out, saves_output=True, float_only=True)
+neg_p = unary("neg", lambda xp, x: xp.negative(x), None, linear=True, c=c_all("(-{0})", "fdi"),
+              bool_error="neg: negation, the `-` operator, on a bool tensor is not supported; to invert a mask use "
+                         "the `~` operator or logical_not()")
+exp_p = unary("exp", lambda xp, x: xp.exp(x), lambda x, out: out, saves_output=True, float_only=True, libm=True)
 exp2_p = unary("exp2", lambda xp, x: xp.exp2(x), lambda x, out: out * math.log(2.0), saves_output=True,
-               float_only=True)
-expm1_p = unary("expm1", lambda xp, x: xp.expm1(x), lambda x, out: out + 1.0, saves_output=True, float_only=True)
-log_p = unary("log", lambda xp, x: xp.log(x), lambda x, out: reciprocal(x), float_only=True)
-log2_p = unary("log2", lambda xp, x: xp.log2(x), lambda x, out: reciprocal(x * math.log(2.0)), float_only=True)
+               float_only=True, libm=True)
+expm1_p = unary("expm1", lambda xp, x: xp.expm1(x), lambda x, out: out + 1.0, saves_output=True, float_only=True,
+                libm=True)
+log_p = unary("log", lambda xp, x: xp.log(x), lambda x, out: reciprocal(x), float_only=True, libm=True)
+log2_p = unary("log2", lambda xp, x: xp.log2(x), lambda x, out: reciprocal(x * math.log(2.0)), float_only=True,
+               libm=True)
 log10_p = unary("log10", lambda xp, x: xp.log10(x), lambda x, out: reciprocal(x * math.log(10.0)),
-                float_only=True)
-log1p_p = unary("log1p", lambda xp, x: xp.log1p(x), lambda x, out: reciprocal(x + 1.0), float_only=True)
+                float_only=True, libm=True)
+log1p_p = unary("log1p", lambda xp, x: xp.log1p(x), lambda x, out: reciprocal(x + 1.0), float_only=True,
+                libm=True)
 sqrt_p = unary("sqrt", lambda xp, x: xp.sqrt(x), lambda x, out: reciprocal(out * 2.0), saves_output=True,
-               float_only=True)
-sin_p = unary("sin", lambda xp, x: xp.sin(x), lambda x, out: cos(x), float_only=True)
-cos_p = unary("cos", lambda xp, x: xp.cos(x), lambda x, out: neg(sin(x)), float_only=True)
-tan_p = unary("tan", lambda xp, x: xp.tan(x), lambda x, out: out * out + 1.0, saves_output=True, float_only=True)
+               float_only=True, c={"f": "sqrtf({0})", "d": "sqrt({0})"})
+sin_p = unary("sin", lambda xp, x: xp.sin(x), lambda x, out: cos(x), float_only=True, libm=True)
+cos_p = unary("cos", lambda xp, x: xp.cos(x), lambda x, out: neg(sin(x)), float_only=True, libm=True)
+tan_p = unary("tan", lambda xp, x: xp.tan(x), lambda x, out: out * out + 1.0, saves_output=True, float_only=True,
+              libm=True)
+# libmvec's tanhf: 1 ulp, as fast as a copy (the double version is 5x slower)
 tanh_p = unary("tanh", lambda xp, x: xp.tanh(x), lambda x, out: 1.0 - out * out, saves_output=True,
-               float_only=True)
-sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), lambda x, out: cosh(x), float_only=True)
-cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), lambda x, out: sinh(x), float_only=True)
-asin_p = unary("asin", lambda xp, x: xp.arcsin(x), lambda x, out: rsqrt(1.0 - x * x), float_only=True)
-acos_p = unary("acos", lambda xp, x: xp.arccos(x), lambda x, out: neg(rsqrt(1.0 - x * x)), float_only=True)
-atan_p = unary("atan", lambda xp, x: xp.arctan(x), lambda x, out: reciprocal(x * x + 1.0), float_only=True)
+               float_only=True, libm="float", c={"f": "tanhf({0})", "d": "tanh({0})"})
+sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), lambda x, out: cosh(x), float_only=True, libm=True)
+cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), lambda x, out: sinh(x), float_only=True, libm=True)
+asin_p = unary("asin", lambda xp, x: xp.arcsin(x), lambda x, out: rsqrt(1.0 - x * x), float_only=True, libm=True)
+acos_p = unary("acos", lambda xp, x: xp.arccos(x), lambda x, out: neg(rsqrt(1.0 - x * x)), float_only=True,
+               libm=True)
+atan_p = unary("atan", lambda xp, x: xp.arctan(x), lambda x, out: reciprocal(x * x + 1.0), float_only=True,
+               libm=True)
 sigmoid_p = unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda x, out: out * (1.0 - out), saves_output=True,
-                  float_only=True)
+                  float_only=True, expensive=True, c={"f": "fnx_sigmoidf({0})", "d": "fnx_sigmoid({0})"})
 erf_p = unary("erf", lambda xp, x: _erf(xp, x), lambda x, out: exp(neg(x * x)) * (2.0 / math.sqrt(math.pi)),
-              float_only=True)
+              float_only=True, libm=True)
 erfc_p = unary("erfc", lambda xp, x: _erfc(xp, x), lambda x, out: exp(neg(x * x)) * (-2.0 / math.sqrt(math.pi)),
-               float_only=True)
-abs_p = unary("abs", lambda xp, x: xp.abs(x), lambda x, out: sign(x))
-sign_p = unary("sign", lambda xp, x: xp.sign(x), None)
-floor_p = unary("floor", lambda xp, x: xp.floor(x), None)
-ceil_p = unary("ceil", lambda xp, x: xp.ceil(x), None)
-round_p = unary("round", lambda xp, x: xp.round(x), None)
-trunc_p = unary("trunc", lambda xp, x: xp.trunc(x), None)
-not_p = unary("not", lambda xp, x: xp.logical_not(x), None, out_dtype=_dt.bool)
-isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool)
+               float_only=True, libm=True)
+abs_p = unary("abs", lambda xp, x: xp.abs(x), lambda x, out: sign(x),
+              c={"f": "fabsf({0})", "d": "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "b": "{0}"})
+# Piecewise-constant ops are differentiable with a zero gradient, as in PyTorch (their outputs keep a grad_fn).
+sign_p = unary("sign", lambda xp, x: xp.sign(x), None, zero_grad=True,
+               c={"f": "fnx_signf({0})", "d": "fnx_sign({0})", "i": "(({0} > 0) - ({0} < 0))"})
+floor_p = unary("floor", lambda xp, x: xp.floor(x), None, zero_grad=True, c={"f": "floorf({0})", "d": "floor({0})"})
+ceil_p = unary("ceil", lambda xp, x: xp.ceil(x), None, zero_grad=True, c={"f": "ceilf({0})", "d": "ceil({0})"})
+round_p = unary("round", lambda xp, x: xp.round(x), None, zero_grad=True,
+                c={"f": "rintf({0})", "d": "rint({0})"})   # half to even, like numpy
+trunc_p = unary("trunc", lambda xp, x: xp.trunc(x), None, zero_grad=True, c={"f": "truncf({0})", "d": "trunc({0})"})
+not_p = unary("not", lambda xp, x: xp.logical_not(x), None, out_dtype=_dt.bool, c=c_all("(!{0})"))
+isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool, c=c_all("({0} != {0})", "fd"))
 
 
 def _zeros_of(t: Tensor) -> Tensor:
     from .creation import zeros_like
 
     return zeros_like(t)
-
-
-# Piecewise-constant ops are differentiable with a zero gradient, as in PyTorch (their outputs keep a grad_fn).
-for _p in (sign_p, floor_p, ceil_p, round_p, trunc_p):
-    _p.differentiable, _p.saves_inputs = True, False
-    _p.vjp = lambda g, primals, out: (_zeros_of(g),)
-    _p.jvp = (lambda p: lambda primals, tangents: (p.bind(primals[0]), _zeros_of(tangents[0])))(_p)
 
 
 def _sigmoid(xp, x):
@@ -217,7 +213,28 @@ def _erfc_chunk(x: np.ndarray) -> np.ndarray:
     return np.where(y <= 0.46875, 1.0 - _erf_small(x), np.where(x < 0, 2.0 - big, big))
 
 
-def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False):
+# ---------------------------------------------------------------- wrappers and Tensor methods
+# Tensor methods, declared where each op is defined (`_method`); fnx/_methods.py attaches them.
+METHODS: dict = {}   # name -> function
+INPLACE: dict = {}   # in-place methods: name_ -> the out-of-place function
+
+
+def _method(name: str, *aliases: str, inplace: bool | tuple = False):
+    """A decorator that declares an op the Tensor method `name` (and `aliases`), with the in-place method
+    `name_` when `inplace` is True (or the in-place methods it names)."""
+    def declare(fn):
+        for n in (name, *aliases):
+            METHODS[n] = fn
+        for n in (f"{name}_",) if inplace is True else inplace or ():
+            INPLACE[n] = fn
+        return fn
+
+    return declare
+
+
+def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False, *, aliases: tuple = (),
+                   inplace: bool = False):
+    """`fnx.<prim>(input)`, also the Tensor method of the primitive's name (see `_method`)."""
     def op(input: Tensor) -> Tensor:
         if type(input) is Tensor and input._value.dtype in _FLOAT_NP:
             return _bind(prim, input)
@@ -232,35 +249,55 @@ def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False):
 
     op.__name__ = op.__qualname__ = prim.name
     op.__doc__ = doc
-    return op
+    return _method(prim.name, *aliases, inplace=inplace)(op)
 
 
-exp = _unary_wrapper(exp_p, "e**x, elementwise.", True)
+exp = _unary_wrapper(exp_p, "e**x, elementwise.", True, inplace=True)
 exp2 = _unary_wrapper(exp2_p, "2**x, elementwise.", True)
-expm1 = _unary_wrapper(expm1_p, "exp(x) - 1, accurate near 0.", True)
-log = _unary_wrapper(log_p, "Natural logarithm, elementwise.", True)
-log2 = _unary_wrapper(log2_p, "Base-2 logarithm, elementwise.", True)
-log10 = _unary_wrapper(log10_p, "Base-10 logarithm, elementwise.", True)
-log1p = _unary_wrapper(log1p_p, "log(1 + x), accurate near 0.", True)
-sqrt = _unary_wrapper(sqrt_p, "Square root, elementwise.", True)
-sin = _unary_wrapper(sin_p, "Sine, elementwise.", True)
-cos = _unary_wrapper(cos_p, "Cosine, elementwise.", True)
-tan = _unary_wrapper(tan_p, "Tangent, elementwise.", True)
-tanh = _unary_wrapper(tanh_p, "Hyperbolic tangent, elementwise.", True)
+expm1 = _unary_wrapper(expm1_p, "exp(x) - 1, accurate near 0.", True, inplace=True)
+log = _unary_wrapper(log_p, "Natural logarithm, elementwise.", True, inplace=True)
+log2 = _unary_wrapper(log2_p, "Base-2 logarithm, elementwise.", True, inplace=True)
+log10 = _unary_wrapper(log10_p, "Base-10 logarithm, elementwise.", True, inplace=True)
+log1p = _unary_wrapper(log1p_p, "log(1 + x), accurate near 0.", True, inplace=True)
+sqrt = _unary_wrapper(sqrt_p, "Square root, elementwise.", True, inplace=True)
+sin = _unary_wrapper(sin_p, "Sine, elementwise.", True, inplace=True)
+cos = _unary_wrapper(cos_p, "Cosine, elementwise.", True, inplace=True)
+tan = _unary_wrapper(tan_p, "Tangent, elementwise.", True, inplace=True)
+tanh = _unary_wrapper(tanh_p, "Hyperbolic tangent, elementwise.", True, inplace=True)
 sinh = _unary_wrapper(sinh_p, "Hyperbolic sine, elementwise.", True)
 cosh = _unary_wrapper(cosh_p, "Hyperbolic cosine, elementwise.", True)
-asin = _unary_wrapper(asin_p, "Inverse sine, elementwise.", True)
-acos = _unary_wrapper(acos_p, "Inverse cosine, elementwise.", True)
-atan = _unary_wrapper(atan_p, "Inverse tangent, elementwise.", True)
-sigmoid = _unary_wrapper(sigmoid_p, "1 / (1 + exp(-x)), computed without overflow.", True)
-erf = _unary_wrapper(erf_p, "The error function, elementwise.", True)
+asin = _unary_wrapper(asin_p, "Inverse sine, elementwise.", True, aliases=("arcsin",))
+acos = _unary_wrapper(acos_p, "Inverse cosine, elementwise.", True, aliases=("arccos",))
+atan = _unary_wrapper(atan_p, "Inverse tangent, elementwise.", True, aliases=("arctan",))
+sigmoid = _unary_wrapper(sigmoid_p, "1 / (1 + exp(-x)), computed without overflow.", True, inplace=True)
+erf = _unary_wrapper(erf_p, "The error function, elementwise.", True, inplace=True)
 erfc = _unary_wrapper(erfc_p, "The complementary error function 1 - erf(x), accurate where erf(x) is near 1.", True)
-abs = _unary_wrapper(abs_p, "Absolute value, elementwise.")
-sign = _unary_wrapper(sign_p, "-1, 0 or 1 by the sign of x (zero gradient).")
-neg = _unary_wrapper(neg_p, "-x, elementwise.")
+abs = _unary_wrapper(abs_p, "Absolute value, elementwise.", aliases=("absolute",), inplace=True)
+sign = _unary_wrapper(sign_p, "-1, 0 or 1 by the sign of x (zero gradient).", inplace=True)
+neg = _unary_wrapper(neg_p, "-x, elementwise.", aliases=("negative",), inplace=True)
 negative = neg
 arcsin, arccos, arctan = asin, acos, atan
 absolute = abs
+
+
+# logit, the inverse of sigmoid: the primitive is PyTorch's logit without eps (NaN outside [0, 1]); `eps` clamps
+# first, so the gradient is 0 outside [eps, 1 - eps], as in PyTorch. float32 takes the log in double precision
+# and rounds once, in eager mode as in the C expression (fnx_logf, which log_p has the prelude define).
+def _logit(xp, x):
+    odds = x / (1 - x)
+    return xp.log(odds.astype(xp.float64, copy=False)).astype(x.dtype, copy=False)
+
+
+logit_p = unary("logit", _logit, lambda x, out: reciprocal(x * (1.0 - x)), float_only=True, expensive=True,
+                c={"f": "fnx_logf({0} / (1.0f - {0}))", "d": "log({0} / (1.0 - {0}))"})
+
+
+@_method("logit", inplace=True)
+def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    """log(p / (1 - p)), elementwise; with `eps`, p is clamped to [eps, 1 - eps] first."""
+    if not input.dtype.is_floating_point:
+        input = convert(input, _dt.get_default_dtype())
+    return logit_p.bind(input if eps is None else clamp(input, eps, 1.0 - eps))
 
 
 def _not_a_tensor(op: str, x) -> FnxTypeError:
@@ -268,19 +305,20 @@ def _not_a_tensor(op: str, x) -> FnxTypeError:
                         f"fnx.tensor(...)")
 
 
-def _rounding(prim):
+def _rounding(prim, aliases: tuple = ()):
     def op(input: Tensor) -> Tensor:
         return input if not input.dtype.is_floating_point else prim.bind(input)
 
     op.__name__ = prim.name
     op.__doc__ = f"{prim.name} of x, elementwise (integers pass through; zero gradient)."
-    return op
+    return _method(prim.name, *aliases, inplace=True)(op)
 
 
-floor, ceil, trunc = _rounding(floor_p), _rounding(ceil_p), _rounding(trunc_p)
+floor, ceil, trunc = _rounding(floor_p), _rounding(ceil_p), _rounding(trunc_p, aliases=("fix",))
 fix = trunc
 
 
+@_method("round", inplace=True)
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     """Round half to even, like PyTorch; `decimals` scales first."""
     if not input.dtype.is_floating_point:
@@ -291,6 +329,7 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     return round_p.bind(input)
 
 
+@_method("isnan")
 def isnan(input: Tensor) -> Tensor:
     """True where `input` is NaN."""
     if not input.dtype.is_floating_point:
@@ -298,59 +337,55 @@ def isnan(input: Tensor) -> Tensor:
     return isnan_p.bind(input)
 
 
+@_method("logical_not", inplace=True)
 def logical_not(input: Tensor) -> Tensor:
     """Logical not of `input` (nonzero is True), as bool."""
     return not_p.bind(convert(input, _dt.bool))
 
 
 # ---------------------------------------------------------------- binary primitives
-def _zero(x, y, out):
-    return 0.0
-
-
-add_p = binary("add", lambda xp, x, y: xp.add(x, y), lambda x, y, o: 1.0, lambda x, y, o: 1.0, saves_inputs=False)
-add_p.vjp = lambda g, primals, out: (unbroadcast(g, tuple(primals[0].shape)), unbroadcast(g, tuple(primals[1].shape)))
-add_p.jvp = lambda primals, tangents: (add_p.bind(*primals), tangents[0] + tangents[1])
-sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), lambda x, y, o: 1.0, lambda x, y, o: -1.0,
-               saves_inputs=False)
-sub_p.vjp = lambda g, primals, out: (unbroadcast(g, tuple(primals[0].shape)),
-                                     unbroadcast(neg(g), tuple(primals[1].shape)))
-sub_p.jvp = lambda primals, tangents: (sub_p.bind(*primals), tangents[0] - tangents[1])
-_sub_shape_rule = sub_p.abstract
-
-
-@sub_p.def_abstract
-def _sub_abstract(x: ShapedArray, y: ShapedArray) -> ShapedArray:
-    if x.dtype is _dt.bool and y.dtype is _dt.bool:
-        raise FnxRuntimeError("sub: subtraction, the `-` operator, with two bool tensors is not supported; use the "
-                              "`^` operator or logical_xor() instead")
-    return _sub_shape_rule(x, y)
-
-
-mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lambda x, y, o: x)
+# numpy's semantics where C's differ are spelled out in the C expressions or in the prelude's helpers
+# (templates/math_helpers.h.j2): NaN-propagating max and min, Python-style remainder and floor division,
+# integer division by zero giving 0, bool arithmetic as logic.
+add_p = binary("add", lambda xp, x, y: xp.add(x, y), 1.0, 1.0, linear=True,
+               c={**c_all("({0} + {1})", "fdi"), "b": "({0} | {1})"})
+sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), 1.0, -1.0, linear=True, c=c_all("({0} - {1})", "fdi"),
+               bool_error="sub: subtraction, the `-` operator, with two bool tensors is not supported; use the `^` "
+                          "operator or logical_xor() instead")
+mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lambda x, y, o: x,
+               c={**c_all("({0} * {1})", "fdi"), "b": "({0} & {1})"})
 div_p = binary("div", lambda xp, x, y: xp.true_divide(x, y), lambda x, y, o: reciprocal(y),
-               lambda x, y, o: neg(o / y))
+               lambda x, y, o: neg(o / y), c=c_all("({0} / {1})", "fd"))
 pow_p = binary("pow", lambda xp, x, y: xp.power(x, y), lambda x, y, o: _pow_dx(x, y),
-               lambda x, y, o: _pow_dy(x, y, o))
+               lambda x, y, o: _pow_dy(x, y, o), libm=True)
 pow_p.vjp_takes_needs = True   # rules below: the exponent gradient is formed only where the exponent needs one
 max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), lambda x, y, o: _tie_share(x, y, gt),
-               lambda x, y, o: _tie_share(y, x, gt))
+               lambda x, y, o: _tie_share(y, x, gt),
+               c={"f": "fnx_maxf({0}, {1})", "d": "fnx_max({0}, {1})", "i": "({0} > {1} ? {0} : {1})",
+                  "b": "({0} | {1})"})
 min_p = binary("min", lambda xp, x, y: xp.minimum(x, y), lambda x, y, o: _tie_share(x, y, lt),
-               lambda x, y, o: _tie_share(y, x, lt))
+               lambda x, y, o: _tie_share(y, x, lt),
+               c={"f": "fnx_minf({0}, {1})", "d": "fnx_min({0}, {1})", "i": "({0} < {1} ? {0} : {1})",
+                  "b": "({0} & {1})"})
 atan2_p = binary("atan2", lambda xp, x, y: xp.arctan2(x, y), lambda x, y, o: y / (x * x + y * y),
-                 lambda x, y, o: neg(x) / (x * x + y * y))
+                 lambda x, y, o: neg(x) / (x * x + y * y), libm=True)
+_IREM = "({1} == 0 || {1} == -1 ? 0 : {0} % {1} + ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? {1} : 0))"
 rem_p = binary("rem", lambda xp, x, y: xp.remainder(x, y), lambda x, y, o: 1.0,
-               lambda x, y, o: neg(floor(x / y)))
-floordiv_p = binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y), None, None)
-eq_p = binary("eq", lambda xp, x, y: xp.equal(x, y), None, None, out_dtype=_dt.bool)
-ne_p = binary("ne", lambda xp, x, y: xp.not_equal(x, y), None, None, out_dtype=_dt.bool)
-lt_p = binary("lt", lambda xp, x, y: xp.less(x, y), None, None, out_dtype=_dt.bool)
-le_p = binary("le", lambda xp, x, y: xp.less_equal(x, y), None, None, out_dtype=_dt.bool)
-gt_p = binary("gt", lambda xp, x, y: xp.greater(x, y), None, None, out_dtype=_dt.bool)
-ge_p = binary("ge", lambda xp, x, y: xp.greater_equal(x, y), None, None, out_dtype=_dt.bool)
-and_p = binary("and", lambda xp, x, y: xp.logical_and(x, y), None, None, out_dtype=_dt.bool)
-or_p = binary("or", lambda xp, x, y: xp.logical_or(x, y), None, None, out_dtype=_dt.bool)
-xor_p = binary("xor", lambda xp, x, y: xp.logical_xor(x, y), None, None, out_dtype=_dt.bool)
+               lambda x, y, o: neg(floor(x / y)), expensive=True,
+               c={"f": "fnx_remf({0}, {1})", "d": "fnx_rem({0}, {1})", "i": _IREM})
+_IFLOORDIV = "({1} == 0 ? 0 : {1} == -1 ? -{0} : {0} / {1} - ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? 1 : 0))"
+floordiv_p = binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y), None, None, expensive=True,
+                    c={"f": "fnx_floordivf({0}, {1})", "d": "fnx_floordiv({0}, {1})", "i": _IFLOORDIV})
+eq_p = binary("eq", lambda xp, x, y: xp.equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} == {1})"))
+ne_p = binary("ne", lambda xp, x, y: xp.not_equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} != {1})"))
+lt_p = binary("lt", lambda xp, x, y: xp.less(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} < {1})"))
+le_p = binary("le", lambda xp, x, y: xp.less_equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} <= {1})"))
+gt_p = binary("gt", lambda xp, x, y: xp.greater(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} > {1})"))
+ge_p = binary("ge", lambda xp, x, y: xp.greater_equal(x, y), None, None, out_dtype=_dt.bool,
+              c=c_all("({0} >= {1})"))
+and_p = binary("and", lambda xp, x, y: xp.logical_and(x, y), None, None, out_dtype=_dt.bool, c={"b": "({0} & {1})"})
+or_p = binary("or", lambda xp, x, y: xp.logical_or(x, y), None, None, out_dtype=_dt.bool, c={"b": "({0} | {1})"})
+xor_p = binary("xor", lambda xp, x, y: xp.logical_xor(x, y), None, None, out_dtype=_dt.bool, c={"b": "({0} ^ {1})"})
 
 
 def _pow_dx(x, y):
@@ -400,7 +435,7 @@ INTEGER_POW_MAX = 16   # larger integer exponents go to pow_scalar (a long produ
 
 def _power_by_squaring(x, n: int, mul):
     """x**n for n >= 1 as (x**(n // 2))**2, times x when n is odd. The C expression of integer_pow
-    (lowering/expressions.py) multiplies in the same order, so compiled results equal eager ones."""
+    multiplies in the same order, so compiled results equal eager ones."""
     if n == 1:
         return x
     half = _power_by_squaring(x, n // 2, mul)
@@ -408,7 +443,19 @@ def _power_by_squaring(x, n: int, mul):
     return mul(square, x) if n % 2 else square
 
 
-integer_pow_p = Primitive("integer_pow")
+def _integer_pow_c(one: str):
+    """integer_pow's C expression, a function of the operand's name and the exponent: multiplications, never pow."""
+    def form(x: str, *, y: int) -> str:
+        if y == 0:
+            return one
+        product = _power_by_squaring(x, builtins.abs(y), lambda a, b: f"({a} * {b})")
+        return product if y > 0 else f"({one} / {product})"
+
+    return form
+
+
+integer_pow_p = Primitive("integer_pow", groups=("elementwise", "unary"),
+                          c={"f": _integer_pow_c("1.0f"), "d": _integer_pow_c("1.0"), "i": _integer_pow_c("1")})
 
 
 @integer_pow_p.def_impl
@@ -450,7 +497,9 @@ integer_pow_p.def_jvp(lambda primals, tangents, *, y: (
     tangents[0] * _integer_pow_deriv(primals[0], y) if y else _zeros_of(tangents[0])))
 integer_pow_p.def_batch(unary_batch_rule(integer_pow_p))
 
-pow_scalar_p = Primitive("pow_scalar")
+# C: pow with the exponent as a literal (pow_p has the prelude declare pow and fnx_powf)
+pow_scalar_p = Primitive("pow_scalar", groups=("elementwise", "unary", "expensive"),
+                         c={"f": "fnx_powf({0}, {y})", "d": "pow({0}, {y})"})
 pow_scalar_p.def_impl(lambda xp, x, *, y: xp.power(x, x.dtype.type(y)))
 
 
@@ -495,7 +544,9 @@ def _tie_share(x, y, strict):
     return win + tie * 0.5
 
 
-def _binary_wrapper(prim: Primitive, doc: str, *, to_float: bool = False):
+def _binary_wrapper(prim: Primitive, doc: str, method: str, *, aliases: tuple = (), inplace: bool = False,
+                    to_float: bool = False):
+    """`fnx.<method>(input, other)` with type promotion, also that Tensor method (see `_method`)."""
     def op(input, other) -> Tensor:
         if type(input) is Tensor and type(other) is Tensor and input._value.dtype is other._value.dtype and (
                 not to_float or input._value.dtype in _FLOAT_NP):
@@ -507,25 +558,32 @@ def _binary_wrapper(prim: Primitive, doc: str, *, to_float: bool = False):
 
     op.__name__ = op.__qualname__ = prim.name
     op.__doc__ = doc
-    return op
+    return _method(method, *aliases, inplace=inplace)(op)
 
 
-mul = _binary_wrapper(mul_p, "input * other, with broadcasting and type promotion.")
-true_divide = _binary_wrapper(div_p, "input / other; integer inputs give the default float dtype.", to_float=True)
-atan2 = _binary_wrapper(atan2_p, "atan(input / other) with the quadrant taken from both signs.", to_float=True)
+mul = _binary_wrapper(mul_p, "input * other, with broadcasting and type promotion.", "mul", aliases=("multiply",),
+                      inplace=True)
+true_divide = _binary_wrapper(div_p, "input / other; integer inputs give the default float dtype.", "true_divide",
+                              inplace=True, to_float=True)
+atan2 = _binary_wrapper(atan2_p, "atan(input / other) with the quadrant taken from both signs.", "atan2",
+                        aliases=("arctan2",), inplace=True, to_float=True)
 arctan2 = atan2
-maximum = _binary_wrapper(max_p, "Elementwise maximum (NaN propagates); ties share the gradient.")
-minimum = _binary_wrapper(min_p, "Elementwise minimum (NaN propagates); ties share the gradient.")
-remainder = _binary_wrapper(rem_p, "Python-style modulus: the result has the sign of the divisor.")
-eq = _binary_wrapper(eq_p, "input == other, elementwise, as bool.")
-ne = _binary_wrapper(ne_p, "input != other, elementwise, as bool.")
-lt = _binary_wrapper(lt_p, "input < other, elementwise, as bool.")
-le = _binary_wrapper(le_p, "input <= other, elementwise, as bool.")
-gt = _binary_wrapper(gt_p, "input > other, elementwise, as bool.")
-ge = _binary_wrapper(ge_p, "input >= other, elementwise, as bool.")
+maximum = _binary_wrapper(max_p, "Elementwise maximum (NaN propagates); ties share the gradient.", "maximum",
+                          inplace=True)
+minimum = _binary_wrapper(min_p, "Elementwise minimum (NaN propagates); ties share the gradient.", "minimum",
+                          inplace=True)
+remainder = _binary_wrapper(rem_p, "Python-style modulus: the result has the sign of the divisor.", "remainder",
+                            inplace=True)
+eq = _binary_wrapper(eq_p, "input == other, elementwise, as bool.", "eq")
+ne = _binary_wrapper(ne_p, "input != other, elementwise, as bool.", "ne", aliases=("not_equal",))
+lt = _binary_wrapper(lt_p, "input < other, elementwise, as bool.", "lt", aliases=("less",))
+le = _binary_wrapper(le_p, "input <= other, elementwise, as bool.", "le", aliases=("less_equal",))
+gt = _binary_wrapper(gt_p, "input > other, elementwise, as bool.", "gt", aliases=("greater",))
+ge = _binary_wrapper(ge_p, "input >= other, elementwise, as bool.", "ge", aliases=("greater_equal",))
 less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
 
 
+@_method("add", inplace=True)
 def add(input, other, *, alpha=1) -> Tensor:
     """input + alpha * other, with broadcasting and type promotion."""
     if alpha != 1:
@@ -536,6 +594,7 @@ def add(input, other, *, alpha=1) -> Tensor:
     return _bind(add_p, x, y)
 
 
+@_method("sub", "subtract", inplace=True)
 def sub(input, other, *, alpha=1) -> Tensor:
     """input - alpha * other."""
     if alpha != 1:
@@ -556,6 +615,7 @@ def _scaled(other, alpha):
     return as_operand(other, "add") * alpha
 
 
+@_method("div", "divide", inplace=True)
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """input / other; `rounding_mode` "trunc" or "floor" rounds the quotient."""
     if rounding_mode is None:
@@ -574,12 +634,14 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
 divide = div
 
 
+@_method("floor_divide", inplace=True)
 def floor_divide(input, other) -> Tensor:
     """floor(input / other), elementwise (not differentiable)."""
     x, y = _promote2(input, other, "floor_divide")
     return floordiv_p.bind(x, y)
 
 
+@_method("pow", inplace=True)
 def pow(input, exponent) -> Tensor:
     """input ** exponent, with broadcasting and type promotion.
 
@@ -608,7 +670,7 @@ def _logical(prim):
 
     op.__name__ = f"logical_{prim.name}"
     op.__doc__ = f"Elementwise logical {prim.name} of the truth values of the inputs."
-    return op
+    return _method(op.__name__)(op)
 
 
 logical_and, logical_or, logical_xor = _logical(and_p), _logical(or_p), _logical(xor_p)
@@ -643,7 +705,8 @@ def bitwise_not(input):
 
 
 # ---------------------------------------------------------------- where (select)
-select_p = Primitive("select", saves_inputs=True)
+# C: keyed by the class of the branches (the last operand)
+select_p = Primitive("select", saves_inputs=True, groups=("elementwise", "ternary"), c=c_all("({0} ? {1} : {2})"))
 _SAME_SIZE_INT = {2: np.int16, 4: np.int32, 8: np.int64}
 
 
@@ -705,33 +768,36 @@ def where(condition, input=None, other=None) -> Tensor:
     return select_p.bind(condition, x, y)
 
 
+@_method("where")
+def _where_method(self, condition, other) -> Tensor:
+    """x.where(condition, y): x where `condition` holds, else y."""
+    return where(condition, self, other)
+
+
 # ---------------------------------------------------------------- compositions
+@_method("reciprocal", inplace=True)
 def reciprocal(input: Tensor) -> Tensor:
     """1 / x."""
     return true_divide(1.0, input)
 
 
+@_method("rsqrt", inplace=True)
 def rsqrt(input: Tensor) -> Tensor:
     """1 / sqrt(x)."""
     return reciprocal(sqrt(input))
 
 
+@_method("square", inplace=True)
 def square(input: Tensor) -> Tensor:
     """input * input."""
     return input * input
 
 
-relu_p = unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), None)
-relu_p.saves_inputs, relu_p.saves_output, relu_p.differentiable = False, True, True
-relu_p.vjp = lambda g, primals, out: (select_p.bind(gt(out, 0.0), g, zeros_like_scalar(g)),)
-relu_p.jvp = lambda primals, tangents: _relu_jvp(primals[0], tangents[0])
+relu_p = unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), None, gate=lambda x, out: gt(out, 0.0),
+               saves_output=True, c={"f": "fnx_maxf({0}, 0.0f)", "d": "fnx_max({0}, 0.0)", "i": "({0} > 0 ? {0} : 0)"})
 
 
-def _relu_jvp(x, t):
-    out = relu_p.bind(x)
-    return out, select_p.bind(gt(out, 0.0), t, zeros_like_scalar(t))
-
-
+@_method("relu", inplace=True)
 def relu(input: Tensor) -> Tensor:
     """max(x, 0), passing NaN through; the gradient at 0 is 0, as in PyTorch."""
     if input.dtype is _dt.bool:
@@ -762,6 +828,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     return where(gt(bx, threshold), input, out)
 
 
+@_method("clamp", "clip", inplace=("clamp_", "clip_"))
 def clamp(input: Tensor, min=None, max=None) -> Tensor:
     """Limit values to [min, max]; the gradient passes where min <= x <= max."""
     if min is None and max is None:
@@ -777,16 +844,19 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:
 clip = clamp
 
 
+@_method("clamp_min", inplace=True)
 def clamp_min(input: Tensor, min) -> Tensor:
     """max(input, min), elementwise: `clamp(input, min=min)`."""
     return clamp(input, min=min)
 
 
+@_method("clamp_max", inplace=True)
 def clamp_max(input: Tensor, max) -> Tensor:
     """min(input, max), elementwise: `clamp(input, max=max)`."""
     return clamp(input, max=max)
 
 
+@_method("isinf")
 def isinf(input: Tensor) -> Tensor:
     """True where `input` is +inf or -inf."""
     if not input.dtype.is_floating_point:
@@ -804,6 +874,7 @@ def isneginf(input: Tensor) -> Tensor:
     return eq(input, -math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
 
 
+@_method("isfinite")
 def isfinite(input: Tensor) -> Tensor:
     """True where `input` is neither NaN nor infinite."""
     if not input.dtype.is_floating_point:
@@ -817,6 +888,7 @@ def full_like_bool(input: Tensor, value: bool) -> Tensor:
     return full_like(input, value, dtype=_dt.bool)
 
 
+@_method("nan_to_num", inplace=True)
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
     """Replace NaN, +inf and -inf by finite numbers (by default 0 and the dtype's extremes)."""
     if not input.dtype.is_floating_point:
@@ -827,17 +899,20 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neg
     return where(eq(out, -math.inf), info.min if neginf is None else neginf, out)
 
 
+@_method("lerp", inplace=True)
 def lerp(input: Tensor, end, weight) -> Tensor:
     """input + weight * (end - input)."""
     return input + weight * (end - input)
 
 
+@_method("xlogy")
 def xlogy(input, other) -> Tensor:
     """x * log(y), taken as 0 where x == 0."""
     x, y = promote("xlogy", input, other)
     return where(eq(x, 0), 0.0, x * log(y))
 
 
+@_method("sinc")
 def sinc(input: Tensor) -> Tensor:
     """sin(pi x) / (pi x), and 1 at x = 0."""
     px = input * math.pi
@@ -845,11 +920,13 @@ def sinc(input: Tensor) -> Tensor:
     return where(eq(px, 0.0), 1.0, sin(safe) / safe)
 
 
+@_method("hypot")
 def hypot(input, other) -> Tensor:
     """sqrt(input^2 + other^2), elementwise."""
     return sqrt(input * input + other * other)
 
 
+@_method("fmod", inplace=True)
 def fmod(input, other) -> Tensor:
     """C-style remainder: the result has the sign of the dividend."""
     x, y = promote("fmod", input, other)
@@ -858,6 +935,7 @@ def fmod(input, other) -> Tensor:
     return where(fix, r - y, r)
 
 
+@_method("copysign")
 def copysign(input, other) -> Tensor:
     """The magnitude of `input` with the sign of `other`."""
     x, y = promote("copysign", input, other)
@@ -865,6 +943,7 @@ def copysign(input, other) -> Tensor:
     return where(neg_sign, neg(abs(x)), abs(x))
 
 
+@_method("logaddexp")
 def logaddexp(input, other) -> Tensor:
     """log(exp(input) + exp(other)), computed without overflow."""
     m = maximum(input, other)
@@ -877,6 +956,7 @@ convert_p.def_batch(unary_batch_rule(convert_p))
 select_p.def_batch(elementwise_batch_rule(select_p))
 
 
+@_method("isclose")
 def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     """|input - other| <= atol + rtol * |other|, elementwise (infinities compare equal to themselves)."""
     x, y = promote("isclose", input, other)
@@ -886,11 +966,13 @@ def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equa
     return logical_or(close, logical_and(isnan(x), isnan(y))) if equal_nan else close
 
 
+@_method("allclose")
 def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     """True if every element of `input` is close to `other` (see isclose)."""
     return bool(isclose(input, other, rtol, atol, equal_nan).all())
 
 
+@_method("equal")
 def equal(input: Tensor, other: Tensor) -> bool:
     """True if both tensors have the same shape and elements."""
     return tuple(input.shape) == tuple(other.shape) and bool(eq(input, other).all())

@@ -209,7 +209,10 @@ def _bounds_error(lo: int, hi: int, *, low: int, high: int, kind: str, op: str |
     return None
 
 
-check_index_p = Primitive("check_index", saves_inputs=False, differentiable=False)
+# C: the condition on the integer operand `{0}` under which a kernel flags an error; the compiled call then runs
+# the impl on the checked values, which raises eager mode's error (fnx/lowering/plan.py)
+check_index_p = Primitive("check_index", saves_inputs=False, differentiable=False, groups=("check",),
+                          c={"i": "({0} < {low} || {0} >= {high})"})
 
 
 @check_index_p.def_impl

@@ -71,7 +71,7 @@ def _accumulating(input: Tensor, dtype) -> Tensor:
 
 
 # ---------------------------------------------------------------- sum
-sum_p = Primitive("sum", saves_inputs=False)
+sum_p = Primitive("sum", saves_inputs=False, groups=("reduction",), monoid="add")
 sum_p.def_impl(lambda xp, x, *, axes, keepdims: xp.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype))
 sum_p.def_abstract(_reduction_abstract("sum"))
 sum_p.def_vjp(lambda g, primals, out, *, axes, keepdims: (_expand_back(g, tuple(primals[0].shape), axes,
@@ -234,7 +234,7 @@ def _cumprod_keep_dtype(input: Tensor, dim: int | None = None, *, dtype=None, ax
 
 
 # ---------------------------------------------------------------- prod
-prod_p = Primitive("reduce_prod", saves_inputs=True)
+prod_p = Primitive("reduce_prod", saves_inputs=True, groups=("reduction",), monoid="mul")
 prod_p.def_impl(lambda xp, x, *, axes, keepdims: xp.prod(x, axis=axes, keepdims=keepdims, dtype=x.dtype))
 prod_p.def_abstract(_reduction_abstract("reduce_prod"))
 prod_p.batch = reduction_batch_rule(prod_p)
@@ -281,7 +281,7 @@ def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=Non
 
 # ---------------------------------------------------------------- amax / amin
 def _extremum(name: str, np_fn: str) -> Primitive:
-    prim = Primitive(name, saves_inputs=True, saves_output=True)
+    prim = Primitive(name, saves_inputs=True, saves_output=True, groups=("reduction",), monoid=np_fn)
 
     def impl(xp, x, *, axes, keepdims):
         if x.size == 0 and builtins.any(x.shape[a] == 0 for a in axes):

@@ -45,7 +45,7 @@ def infer_shape(op: str, old: tuple, new: tuple) -> tuple:
 
 
 # ---------------------------------------------------------------- reshape
-reshape_p = Primitive("reshape", view=True, saves_inputs=False)
+reshape_p = Primitive("reshape", view=True, saves_inputs=False, groups=("movement",))
 reshape_p.def_impl(lambda xp, x, *, shape: x.reshape(shape))
 
 
@@ -74,7 +74,7 @@ def reshape(input: Tensor, *shape) -> Tensor:
 
 
 # ---------------------------------------------------------------- broadcast_to / expand
-broadcast_p = Primitive("broadcast_to", view=True, saves_inputs=False)
+broadcast_p = Primitive("broadcast_to", view=True, saves_inputs=False, groups=("movement",))
 broadcast_p.def_impl(lambda xp, x, *, shape: xp.broadcast_to(x, shape))
 
 
@@ -127,7 +127,7 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- transpose / permute
-transpose_p = Primitive("transpose", view=True, saves_inputs=False)
+transpose_p = Primitive("transpose", view=True, saves_inputs=False, groups=("movement",))
 transpose_p.def_impl(lambda xp, x, *, perm: xp.transpose(x, perm))
 
 
@@ -376,7 +376,7 @@ def _count(start: int, stop: int, step: int) -> int:
     return max(0, -((start - stop) // step))
 
 
-slice_p = Primitive("slice", view=True, saves_inputs=False)
+slice_p = Primitive("slice", view=True, saves_inputs=False, groups=("movement",))
 slice_p.def_impl(lambda xp, x, *, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))])
 
 
@@ -444,7 +444,7 @@ def new_view(out: Tensor, input: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- flip (rev)
-flip_p = Primitive("rev", saves_inputs=False)
+flip_p = Primitive("rev", saves_inputs=False, groups=("movement",))
 flip_p.def_impl(lambda xp, x, *, dims: xp.flip(x, axis=dims).copy())
 
 

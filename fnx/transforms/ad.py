@@ -488,7 +488,7 @@ def hessian(fun, argnums=0, has_aux: bool = False):
 
 
 # ---------------------------------------------------------------- stop_gradient
-stop_gradient_p = Primitive("stop_gradient", saves_inputs=False, differentiable=False)
+stop_gradient_p = Primitive("stop_gradient", saves_inputs=False, differentiable=False, groups=("movement",))
 stop_gradient_p.def_impl(lambda xp, x: x)
 stop_gradient_p.def_abstract(lambda x: x)
 stop_gradient_p.def_vjp(lambda g, primals, out: (None,))
