@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..ir import ClosedJaxpr
 from .cache import cache_key, cached_file
 from .codegen import VECTOR, GeneratedKernel, render_module

@@ -43,7 +43,7 @@ import threading
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..core import FnxRuntimeError
 from ..ir import ClosedJaxpr, Literal, Var
 from ..tensor import Tensor, make
