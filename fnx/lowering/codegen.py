@@ -24,7 +24,7 @@ from pathlib import Path
 
 import jinja2
 
-from ..random import _ROTATIONS
+from .._threefry import ROTATIONS
 from .cache import cache_key, cached_text
 from .expressions import (C_TYPES, CHECKS, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, RANDOM, SHORT, TEMP_TYPES,
                           emittable, literal)
@@ -163,7 +163,7 @@ def prelude(target: str, *, simd: bool = True, data_offset: int = 16) -> str:
     return _render(
         f"{target}_prelude.{_EXT[target]}.j2",
         math_functions=SIMD_FUNCTIONS, float_functions=_FLOAT_SIMD, binary_math=_BINARY_MATH, simd=simd,
-        data_offset=data_offset, rotations=_ROTATIONS)
+        data_offset=data_offset, rotations=ROTATIONS)
 
 
 def render_module(kernels: list["GeneratedKernel"], target: str, *, simd: bool = True, data_offset: int = 16) -> str:
