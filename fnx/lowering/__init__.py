@@ -1,11 +1,12 @@
 """Lowering: from an optimised ClosedJaxpr to an `Executable` that runs it on concrete tensors.
 
 `lower(closed, backend=...)` is the one entry point. "interpret" evaluates the jaxpr op by op (the
-reference semantics every compile test compares against); "c" and "cuda" generate fused kernels
-(fnx/lowering/plan.py). Where code generation is unavailable (no C compiler for the default backend, the
-code generator is missing, or it does not support a primitive of this jaxpr yet), the jaxpr runs on the
-interpreter instead, with one warning per reason; a backend="c" asked for explicitly (or by `FNX_BACKEND`)
-on a machine without a C compiler is an error instead.
+reference semantics every compile test compares against); every other backend is a `Target` registered in
+fnx/lowering/targets/ ("c", "cuda"), for which fnx/lowering/plan.py generates fused kernels. Where code
+generation is unavailable (no C compiler for the default backend, the code generator is missing, or it does
+not support a primitive of this jaxpr yet), the jaxpr runs on the interpreter instead, with one warning per
+reason; a backend="c" asked for explicitly (or by `FNX_BACKEND`) on a machine without a C compiler is an error
+instead.
 """
 from __future__ import annotations
 
@@ -16,9 +17,7 @@ from .._warn import warn
 from ..ir import ClosedJaxpr
 from ..tensor import Tensor
 
-__all__ = ["lower", "Executable", "BACKENDS", "default_backend"]
-
-BACKENDS = ("interpret", "c", "cuda")
+__all__ = ["lower", "Executable", "backends", "check_backend", "default_backend"]
 
 
 class Executable(Protocol):
@@ -57,9 +56,19 @@ def default_backend(devices) -> str:
     return "c"
 
 
+def backends() -> tuple[str, ...]:
+    """The backend names: "interpret", then the registered targets' ("c", "cuda")."""
+    # Imported on first use, not with fnx: the C target's toolchain module sets OMP_WAIT_POLICY for the process.
+    from .targets import TARGETS
+
+    return ("interpret", *TARGETS)
+
+
 def check_backend(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise ValueError(f"fnx.compile: unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    """`backend`, when it names a backend (else ValueError)."""
+    names = backends()
+    if backend not in names:
+        raise ValueError(f"fnx.compile: unknown backend {backend!r}; expected one of {', '.join(names)}")
     return backend
 
 

@@ -1,10 +1,12 @@
-"""Code generation: one emitter for both targets, Jinja2 templates for the kernel shells.
+"""Code generation: one emitter for every target, Jinja2 templates for the kernel shells.
 
-The per-primitive part is the expression table (fnx/lowering/expressions.py).
+The per-primitive part is the expression table (fnx/lowering/expressions.py);
+the per-backend part is a `Target` (fnx/lowering/targets/): its type names,
+its templates and the family of kernel shells it takes (`Target.gpu`).
 `render` turns a fused `Kernel` into statements over named values, runtime
-sizes and strides (`meta`) and index expressions, and hands them to a shell
-template: templates/{c,cuda}_{elementwise,reduce}.*.j2, plus
-{c,cuda}_reduce_columns.*.j2 for reductions over strided dims, and
+sizes and strides (`meta`) and index expressions, and hands them to the
+target's shell template for the kernel's shape: templates/{c,cuda}_{elementwise,reduce}.*.j2,
+plus {c,cuda}_reduce_columns.*.j2 for reductions over strided dims, and
 c_reduce_stream.h.j2, the non-temporal stores of large row-kernel outputs. The per-target
 preludes hold the math functions (templates/*_prelude.*.j2): on the CPU
 float32 math goes through double precision except exp (fnx's own vectorised
@@ -26,11 +28,11 @@ import jinja2
 
 from .._threefry import ROTATIONS
 from .cache import cache_key, cached_text
-from .expressions import (C_TYPES, CHECKS, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, RANDOM, SHORT, TEMP_TYPES,
-                          emittable, literal)
+from .expressions import CHECKS, CLASS, EXPRESSIONS, IDENTITY, INT_LIMITS, RANDOM, SHORT, emittable, literal
 from .fusion import Kernel, Node
+from .targets import Target, get_target, translation_unit
 
-__all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "GeneratedKernel", "VECTOR"]
+__all__ = ["EXPRESSIONS", "emittable", "render", "render_module", "prelude", "GeneratedKernel"]
 
 # Values worth keeping in a per-row scratch buffer rather than recomputing in a later loop over the cols.
 _EXPENSIVE = frozenset({"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh",
@@ -88,6 +90,15 @@ def _needs_reduction(node: Node) -> bool:
 
 
 _CUDA_SPLIT_MAX_ROWS, _CUDA_SPLIT_MIN_COLS = 128, 1 << 14
+
+
+def _shares_rows(kernel: Kernel, target: Target) -> bool:
+    """Whether several threads (C) or blocks (GPU) share each row of a reduction kernel, the last combining their
+    partial results: split mode. On the GPU a kernel in columns never splits; for C the row count and length
+    decide even there (so donation, which asks, conservatively writes no output of such a kernel in place)."""
+    if target.gpu:
+        return not _column_mode(kernel) and _cuda_split(kernel)
+    return _split_mode(kernel)
 
 
 def _tile_dim(kernel: Kernel) -> int | None:
@@ -158,22 +169,17 @@ _FLOAT_SIMD = ("tanh",)   # float32 functions called directly (accurate and fast
 _BINARY_MATH = ("pow", "atan2")
 
 
-def prelude(target: str, *, simd: bool = True, data_offset: int = 16) -> str:
+def prelude(target: Target | str, *, simd: bool = True) -> str:
     """The target's prelude: includes, macros, math helpers (`simd`: declare libmvec's SIMD variants)."""
+    target = get_target(target)
     return _render(
-        f"{target}_prelude.{_EXT[target]}.j2",
-        math_functions=SIMD_FUNCTIONS, float_functions=_FLOAT_SIMD, binary_math=_BINARY_MATH, simd=simd,
-        data_offset=data_offset, rotations=ROTATIONS)
+        target.prelude, math_functions=SIMD_FUNCTIONS, float_functions=_FLOAT_SIMD, binary_math=_BINARY_MATH,
+        simd=simd, rotations=ROTATIONS, **target.prelude_context())
 
 
-def render_module(kernels: list["GeneratedKernel"], target: str, *, simd: bool = True, data_offset: int = 16) -> str:
+def render_module(kernels: list["GeneratedKernel"], target: Target | str, *, simd: bool = True) -> str:
     """One translation unit: the prelude followed by each distinct kernel once."""
-    unique = {k.name: k.source for k in kernels}
-    return prelude(target, simd=simd, data_offset=data_offset) + "".join(unique.values())
-
-
-_EXT = {"c": "c", "cuda": "cu"}
-VECTOR = 4   # CUDA: elements per thread and iteration on the vector path (fnx_vec4 in the CUDA prelude)
+    return translation_unit(prelude(target, simd=simd), kernels)
 
 
 @dataclass
@@ -186,8 +192,9 @@ class GeneratedKernel:
     kernel: Kernel
     meta: list = field(default_factory=list)          # int values, in argument order
     n_buffers: int = 0
-    mode: str = ""              # CUDA: "flat" (elementwise), "rows", "columns" or "split" (reductions)
-    aligned: tuple = ()         # CUDA: buffers whose alignment the launcher checks to take the vector path
+    mode: str = ""              # GPU targets: "flat" (elementwise), "rows", "columns" or "split" (reductions)
+    aligned: tuple = ()         # GPU targets: buffers whose alignment the launcher checks to take the vector path
+    split: bool = False         # several threads or blocks share each row (`_shares_rows`)
 
     def __repr__(self) -> str:
         return f"<kernel {self.name} ({self.target}), {self.n_buffers} buffers>"
@@ -200,23 +207,24 @@ def _stem(kernel: Kernel) -> str:
     return f"fnx_{kind}_{ops}_{SHORT[kernel.outputs[0].aval.dtype.name]}"
 
 
-def render(kernel: Kernel, target: str) -> GeneratedKernel:
-    """Render one fused kernel for `target` ("c" or "cuda").
+def render(kernel: Kernel, target: Target | str) -> GeneratedKernel:
+    """Render one fused kernel for `target` (a Target, or its name: "c", "cuda").
 
     The name ends in a short hash of the kernel's layout, so the same kernel gets the same name (and
     source, and cache entry) in every executable and for all sizes that take the same loop structure:
     sizes and strides are arguments.
     """
+    target = get_target(target)
     ctx = _Context(kernel, target)
     layout = ctx.layout()
-    digest = hashlib.sha256(json.dumps([target, layout], sort_keys=True).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(json.dumps([target.name, layout], sort_keys=True).encode()).hexdigest()[:8]
     name = f"{_stem(kernel)}_{digest}"
-    shell = f"{target}_{kernel.kind}{'_columns' if ctx.columns else ''}.{_EXT[target]}.j2"
+    shell = target.kernels[kernel.kind + ("_columns" if ctx.columns else "")]
     source = _render(shell, k={**layout, "name": name})
     mode = "flat" if kernel.kind == "elementwise" else "columns" if ctx.columns else \
         "split" if layout["split"] else "rows"
-    return GeneratedKernel(name, target, source, kernel, ctx.meta_values, len(kernel.inputs) + len(kernel.outputs),
-                           mode if target == "cuda" else "", ctx.aligned)
+    return GeneratedKernel(name, target.name, source, kernel, ctx.meta_values, len(kernel.inputs) + len(kernel.outputs),
+                           mode if target.gpu else "", ctx.aligned, _shares_rows(kernel, target))
 
 
 # ---------------------------------------------------------------- the emitter
@@ -224,10 +232,10 @@ class _Context:
     """The emitter for one kernel and target: value names, runtime sizes and strides (`meta`), index
     expressions, statements, and the layout dict that a shell template renders."""
 
-    def __init__(self, kernel: Kernel, target: str):
+    def __init__(self, kernel: Kernel, target: Target):
         self.k, self.target = kernel, target
-        self.columns = _column_mode(kernel)   # C: lanes in arrays; CUDA: 2-D blocks over groups of rows
-        self.aligned: tuple = ()              # CUDA elementwise: buffers the vector path reads or writes
+        self.columns = _column_mode(kernel)   # C: lanes in arrays; GPU: 2-D blocks over groups of rows
+        self.aligned: tuple = ()              # GPU elementwise: buffers the vector path reads or writes
         self.meta_names: list[str] = []
         self.meta_values: list[int] = []
         self.names = {id(n): f"v{i}" for i, n in enumerate(kernel.nodes)}
@@ -255,7 +263,7 @@ class _Context:
         for i, v in enumerate(k.inputs + k.outputs):
             is_in = i < len(k.inputs)
             out.append({"name": f"in{i}" if is_in else f"out{i - len(k.inputs)}", "const": is_in,
-                        "ctype": C_TYPES[v.aval.dtype.name]})
+                        "ctype": self.target.types[v.aval.dtype.name]})
         return out
 
     def buffer_name(self, access: int) -> str:
@@ -280,23 +288,23 @@ class _Context:
         if node.op == "convert":
             if node.dtype.name == "bool":
                 return f"({args[0]} != 0)"
-            return f"({C_TYPES[node.dtype.name]}){args[0]}"
+            return f"({self.target.types[node.dtype.name]}){args[0]}"
         if node.op in CHECKS:   # the operand's value; `statement` adds the test
             return args[0]
         if node.op in RANDOM:   # a function of the key words and the element's position
-            return RANDOM[node.op][CLASS[node.dtype.name]].format(*args, index_of(node.params["access"]),
-                                                                  self.halves[id(node)])
+            return self.target.rename_calls(RANDOM[node.op][CLASS[node.dtype.name]].format(
+                *args, index_of(node.params["access"]), self.halves[id(node)]))
         cls = CLASS[(node.args[-1].dtype if node.args else node.dtype).name]
         form = EXPRESSIONS[node.op][cls]
-        return form(*args, **node.params) if callable(form) else form.format(*args)
+        return self.target.rename_calls(form(*args, **node.params) if callable(form) else form.format(*args))
 
     def ref(self, node: Node) -> str:
         if node.op == "literal":
-            return literal(node.params["value"], node.dtype)
+            return literal(node.params["value"], node.dtype, self.target.types)
         return self.names[id(node)] + ("[b]" if id(node) in self.lanes else "")
 
     def statement(self, node: Node, index_of) -> str:
-        ctype = TEMP_TYPES[node.dtype.name]
+        ctype = self.target.temp_types[node.dtype.name]
         if node.op == "load":
             a = node.params["access"]
             rhs = f"{self.buffer_name(a)}[{index_of(a)}]"
@@ -329,8 +337,8 @@ class _Context:
     def _elementwise(self) -> dict:
         k = self.k
         rank = len(k.sizes)
-        flat = rank == 1 or self.target == "cuda"
-        if flat:   # one loop over the flat index (CUDA: unravelled per element)
+        flat = rank == 1 or self.target.gpu
+        if flat:   # one loop over the flat index (GPU: unravelled per element)
             j = "i" if rank == 1 else None
             index_of = (lambda a: self._flat_index(a, j)) if rank == 1 else (lambda a: f"p{a}")
         else:      # rows in parallel, a vectorised loop along the last dim
@@ -345,10 +353,10 @@ class _Context:
                 "all_dims": self._unravel(range(rank), "i"),
                 "row_offsets": [self._offset(a, range(rank - 1), "i") for a in range(len(k.accesses))],
                 "flat_offsets": [self._offset(a, range(rank), "i") for a in range(len(k.accesses))],
-                "total": " * ".join(self.sizes), "vector": self._vector() if self.target == "cuda" else None}
+                "total": " * ".join(self.sizes), "vector": self._vector() if self.target.vector_width else None}
 
     def _vector(self) -> dict | None:
-        """CUDA, one flat dim: the body over the `VECTOR` consecutive elements `i + e` of one thread, reading
+        """GPU, one flat dim: the body over the `vector_width` consecutive elements `i + e` of one thread, reading
         inputs that move with the index (stride 1, no offset) through one wide load each (`l{a}.v[e]`) and
         writing the outputs through wide stores (`w{a}.v[e]`); other inputs load element by element."""
         k = self.k
@@ -361,7 +369,7 @@ class _Context:
         body = []
         for n in k.nodes:
             if n.op == "load" and n.params["access"] in wide:
-                body.append(f"const {TEMP_TYPES[n.dtype.name]} {self.ref(n)} = l{n.params['access']}.v[e];")
+                body.append(f"const {self.target.temp_types[n.dtype.name]} {self.ref(n)} = l{n.params['access']}.v[e];")
             elif n.op not in ("literal", "reduce"):
                 body.append(self.statement(n, lambda a: self._flat_index(a, "(i + e)")))
         body += [f"w{a}.v[e] = {self.ref(n)};" for a, n, _ in k.stores]
@@ -369,8 +377,8 @@ class _Context:
         wide_of = lambda a: {"a": a, "buffer": self.buffer_name(a), "ctype": buffers[k.accesses[a].buffer]["ctype"]}
         stores = [a for a, _, _ in k.stores]
         self.aligned = tuple(sorted({k.accesses[a].buffer for a in loads + stores}))
-        return {"width": VECTOR, "loads": [wide_of(a) for a in loads], "stores": [wide_of(a) for a in stores],
-                "body": body}
+        return {"width": self.target.vector_width, "loads": [wide_of(a) for a in loads],
+                "stores": [wide_of(a) for a in stores], "body": body}
 
     def _flat_index(self, a: int, j: str) -> str:
         off = self.offsets[a]
@@ -394,11 +402,11 @@ class _Context:
         cols = range(nr, rank)
         col_outer = range(nr, rank - 1)
         row_index = lambda a: f"r{a}"
-        if self.columns and self.target == "c":   # lanes `b` walk the contiguous innermost row dim, cols outside
+        if self.columns and not self.target.gpu:   # lanes `b` walk the contiguous innermost row dim, cols outside
             self.lanes = {id(n) for n in k.nodes if n.level == "row"}
             row_index = lambda a: f"r{a}{self._lane(a)}"
             col_index = lambda a: f"r{a}{self._lane(a)}" + (f" + c{a}" if any(self.strides[a][nr:]) else "")
-        elif self.target == "cuda":
+        elif self.target.gpu:
             col_index = lambda a: f"c{a}"            # per element: row base + unravelled col offset
         elif len(col_outer) == 0:
             col_index = lambda a: f"r{a}{self.inner(a, 'j')}"
@@ -417,7 +425,7 @@ class _Context:
         pending["map"] = _col_closure([n for _, n in col_stores])
 
         def spill(n: Node) -> None:
-            ctype = C_TYPES[n.dtype.name]
+            ctype = self.target.types[n.dtype.name]
             host = next((a for a in hosts if self.buffers()[k.accesses[a].buffer]["ctype"] == ctype), None)
             if host is not None:
                 hosts.remove(host)
@@ -473,11 +481,11 @@ class _Context:
             body = []
             for how, n in order:
                 if how == "reload":
-                    body.append(f"const {C_TYPES[n.dtype.name]} {self.ref(n)} = {spilled[id(n)](index)};")
+                    body.append(f"const {self.target.types[n.dtype.name]} {self.ref(n)} = {spilled[id(n)](index)};")
                     continue
                 body += self.statements([n], index)
                 later = any(id(n) in c for c in pending.values())
-                if self.target == "c" and not self.columns and n.op in _EXPENSIVE and later:
+                if not self.target.gpu and not self.columns and n.op in _EXPENSIVE and later:
                     spill(n)
                     body.append(f"{spilled[id(n)](index)} = {self.ref(n)};")
             step = make(body, index)
@@ -490,7 +498,7 @@ class _Context:
         for a, n in [(a, n) for a, n, level in k.stores if level == "row"]:
             need_row(n)
             store = self.store(a, n, row_index)
-            code(store if self.target == "c" else f"if (leader) {store}")   # CUDA: one thread per row stores
+            code(store if not self.target.gpu else f"if (leader) {store}")   # GPU: one thread per row stores
         streamed = self._streamed(col_stores, hosts)
         if col_stores:
             def map_loop(body: list[str], index) -> dict:
@@ -503,15 +511,15 @@ class _Context:
 
             run_loop("map", [n for _, n in col_stores], map_loop)
         accesses = range(len(k.accesses))
-        if self.columns and self.target == "c":
+        if self.columns and not self.target.gpu:
             return {"rows": " * ".join(self.sizes[:nr - 1]) or "1", "lanes": self.sizes[nr - 1],
                     "cols": " * ".join(self.sizes[nr:]), "row_dims": self._unravel(range(nr - 1), "i"),
                     "col_dims": self._unravel(cols, "c_"),
                     "row_offsets": [self._lane_block_offset(a) for a in accesses], "steps": steps,
-                    "lane_arrays": [{"name": self.names[id(n)], "ctype": C_TYPES[n.dtype.name]} for n in k.nodes
-                                    if id(n) in self.lanes and n.op != "reduce"]}
+                    "lane_arrays": [{"name": self.names[id(n)], "ctype": self.target.types[n.dtype.name]}
+                                   for n in k.nodes if id(n) in self.lanes and n.op != "reduce"]}
         return {"n_rows": nr, "rows": " * ".join(self.sizes[:nr]), "cols": " * ".join(self.sizes[nr:]),
-                "split": _split_mode(k) if self.target == "c" else not self.columns and _cuda_split(k),
+                "split": _shares_rows(k, self.target),
                 "columns": self.columns, "phase_steps": [s for s in steps if s["kind"] == "phase"],
                 "row_stores": any(level == "row" for _, _, level in k.stores),
                 "inner": self.sizes[-1], "col_outer": " * ".join(self.sizes[d] for d in col_outer) or None,
@@ -519,14 +527,14 @@ class _Context:
                 "all_col_dims": self._unravel(cols, "c_"),
                 "row_offsets": [self._offset(a, range(nr), "i") for a in accesses],
                 "steps": steps, "scratch": scratch,
-                "stream": None if streamed is None else C_TYPES[streamed[1].dtype.name],
+                "stream": None if streamed is None else self.target.types[streamed[1].dtype.name],
                 "stream_min": _STREAM_MIN_BYTES}
 
     def _streamed(self, col_stores: list, hosts: list[int]) -> tuple | None:
         """C row kernels: the per-element output written with non-temporal stores when the kernel's output is
         large (templates/c_reduce_stream.h.j2): the only one, contiguous along the cols, and not a spill host
         (a streamed line bypasses the cache, so its values should not be read back). None where there is none."""
-        if self.target != "c" or self.columns or _split_mode(self.k) or len(col_stores) != 1:
+        if self.target.gpu or self.columns or _split_mode(self.k) or len(col_stores) != 1:
             return None
         a, n = col_stores[0]
         return (a, n) if self.strides[a][-1] == "1" and a in hosts else None
@@ -549,11 +557,11 @@ class _Context:
         monoid, name = node.params["monoid"], self.names[id(node)]
         dt = node.dtype.name
         cls = CLASS[dt]
-        ctype = C_TYPES[dt]
-        acc_type = "double" if (dt == "float32" and monoid == "add" and self.target == "c") else ctype
+        ctype = self.target.types[dt]
+        acc_type = "double" if (dt == "float32" and monoid == "add" and self.target.double_sums) else ctype
         if cls == "i" and monoid in ("max", "min"):
             lo, hi = INT_LIMITS[dt]
-            init = literal(lo if monoid == "max" else hi, node.dtype)
+            init = literal(lo if monoid == "max" else hi, node.dtype, self.target.types)
         else:
             init = IDENTITY[monoid][cls]
         nan_check = cls in "fd" and monoid in ("max", "min")

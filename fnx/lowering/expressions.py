@@ -18,6 +18,7 @@ Python-style remainder and floor division, integer division by zero giving
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -173,8 +174,9 @@ def random_half(eqn) -> int:
     return n if eqn.prim.name == "random_uniform" and out.dtype.name == "float64" else (n + 1) // 2
 
 
-def literal(value, dtype) -> str:
-    """A C literal of `dtype` with exactly `value` (shortest round-trip decimal for floats)."""
+def literal(value, dtype, types: Mapping[str, str] = C_TYPES) -> str:
+    """A C literal of `dtype` with exactly `value` (shortest round-trip decimal for floats; integers cast to their
+    name in `types`)."""
     name = dtype.name
     v = np.asarray(value).astype(dtype.np).item()
     if name in ("float32", "float64"):
@@ -189,4 +191,4 @@ def literal(value, dtype) -> str:
         return "1" if v else "0"
     if name == "int64" and v == -2 ** 63:
         return "(-9223372036854775807LL - 1)"
-    return f"(({C_TYPES[name]}){int(v)}{'LL' if name == 'int64' else ''})"
+    return f"(({types[name]}){int(v)}{'LL' if name == 'int64' else ''})"
