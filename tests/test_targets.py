@@ -1,9 +1,10 @@
 """Backends as `Target` objects (fnx/lowering/targets/): the registry, a new target made from an existing one,
-the import rules of fnx/lowering (no cycles)."""
+the import rules of fnx/lowering (no cycles; only a missing optional dependency falls back to the interpreter)."""
 from __future__ import annotations
 
 import ast
 import dataclasses
+import sys
 import warnings
 from pathlib import Path
 
@@ -72,6 +73,23 @@ def test_target_without_build_falls_back_to_the_interpreter(monkeypatch):
         warnings.simplefilter("always")
         assert isinstance(lower(closed, backend="export"), Interpreted)
     assert any("cannot build kernels" in str(w.message) for w in caught)
+
+
+def test_a_missing_template_engine_falls_back_but_a_broken_import_raises(monkeypatch):
+    import jinja2
+
+    closed = fnx.make_jaxpr(fnx.exp)(fnx.ones(2))
+    for name in ("fnx.lowering.plan", "fnx.lowering.codegen"):
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "jinja2", None)   # import jinja2 -> ModuleNotFoundError(name="jinja2")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert isinstance(lower(closed, backend="c"), Interpreted)
+    assert any("code generator is unavailable" in str(w.message) for w in caught)
+    monkeypatch.setitem(sys.modules, "jinja2", jinja2)
+    monkeypatch.setitem(sys.modules, "fnx.lowering.codegen", None)   # a module of fnx itself: a bug, not a fallback
+    with pytest.raises(ImportError, match="fnx.lowering.codegen"):
+        lower(closed, backend="c")
 
 
 def _imports(module: str, path: Path) -> set[str]:

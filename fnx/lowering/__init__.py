@@ -3,10 +3,10 @@
 `lower(closed, backend=...)` is the one entry point. "interpret" evaluates the jaxpr op by op (the
 reference semantics every compile test compares against); every other backend is a `Target` registered in
 fnx/lowering/targets/ ("c", "cuda"), for which fnx/lowering/plan.py generates fused kernels. Where code
-generation is unavailable (no C compiler for the default backend, the code generator is missing, or it does
-not support a primitive of this jaxpr yet), the jaxpr runs on the interpreter instead, with one warning per
-reason; a backend="c" asked for explicitly (or by `FNX_BACKEND`) on a machine without a C compiler is an error
-instead.
+generation is unavailable (no C compiler for the default backend, the template engine it renders with is not
+installed, or it does not support a primitive of this jaxpr yet), the jaxpr runs on the interpreter instead,
+with one warning per reason; a backend="c" asked for explicitly (or by `FNX_BACKEND`) on a machine without a
+C compiler is an error instead, and so is any other failure, a broken import included.
 """
 from __future__ import annotations
 
@@ -18,6 +18,10 @@ from ..ir import ClosedJaxpr
 from ..tensor import Tensor
 
 __all__ = ["lower", "Executable", "backends", "check_backend", "default_backend"]
+
+# Third-party packages that code generation needs and whose absence leaves the interpreter (an ImportError of
+# anything else is a bug, and raises).
+_OPTIONAL = frozenset({"jinja2"})
 
 
 class Executable(Protocol):
@@ -80,7 +84,9 @@ def lower(closed: ClosedJaxpr, *, backend: str) -> Executable:
         return Interpreted(closed)
     try:
         from .plan import build_executable
-    except ImportError as e:
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in _OPTIONAL:
+            raise
         _warn_once(f"fnx.compile: the {backend!r} code generator is unavailable ({e}); running the IR interpreter "
                    f"instead")
         return Interpreted(closed)
