@@ -65,16 +65,16 @@ _SPLIT_MAX_ROWS, _SPLIT_MIN_COLS = 8, 1 << 16
 _STREAM_MIN_BYTES = 1 << 23
 
 
-def _cuda_split(kernel: Kernel) -> bool:
-    """CUDA: whether a row kernel has too few rows to fill the GPU with one block per row, and reductions that
+def _gpu_split(kernel: Kernel) -> bool:
+    """GPU targets: whether a row kernel has too few rows to fill the GPU with one block per row, and reductions that
     need no other reduction's result, whose row-level results are all it writes (a sum and a max of one long
     vector, say): then several blocks share each row and the last to finish combines their partial results in
     block order (templates/cuda_reduce.cu.j2)."""
     nr = kernel.n_rows
     return (bool(kernel.phases) and all(level == "row" for _, _, level in kernel.stores)
             and not any(_needs_reduction(p.args[0]) for p in kernel.phases)
-            and math.prod(kernel.sizes[:nr]) < _CUDA_SPLIT_MAX_ROWS
-            and math.prod(kernel.sizes[nr:]) >= _CUDA_SPLIT_MIN_COLS)
+            and math.prod(kernel.sizes[:nr]) < _GPU_SPLIT_MAX_ROWS
+            and math.prod(kernel.sizes[nr:]) >= _GPU_SPLIT_MIN_COLS)
 
 
 def _needs_reduction(node: Node) -> bool:
@@ -89,7 +89,7 @@ def _needs_reduction(node: Node) -> bool:
     return False
 
 
-_CUDA_SPLIT_MAX_ROWS, _CUDA_SPLIT_MIN_COLS = 128, 1 << 14
+_GPU_SPLIT_MAX_ROWS, _GPU_SPLIT_MIN_COLS = 128, 1 << 14
 
 
 def _shares_rows(kernel: Kernel, target: Target) -> bool:
@@ -97,7 +97,7 @@ def _shares_rows(kernel: Kernel, target: Target) -> bool:
     partial results: split mode. On the GPU a kernel in columns never splits; for C the row count and length
     decide even there (so donation, which asks, conservatively writes no output of such a kernel in place)."""
     if target.gpu:
-        return not _column_mode(kernel) and _cuda_split(kernel)
+        return not _column_mode(kernel) and _gpu_split(kernel)
     return _split_mode(kernel)
 
 

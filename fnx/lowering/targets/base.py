@@ -27,7 +27,8 @@ _CALL = re.compile(r"\b([A-Za-z_]\w*)\(")
 class Program:
     """A target's compiled kernels: the whole translation unit (prelude and kernels), the error flag that kernels
     which check values raise (a 1-element int32 array on the target's device; None where no kernel checks), and
-    `launcher(gk)`, what the plan's driver calls to run kernel `gk` (see plan._Driver._kernel)."""
+    `launcher(gk)`, what the plan's driver runs kernel `gk` with (plan._Driver._kernel): on the CPU, the C
+    function with its argument blocks, called inline; on a device, `run(*inputs) -> outputs`."""
 
     source: str
     flag: Any
@@ -46,7 +47,7 @@ class Target:
     """
 
     name: str                       # the backend's name; also salts each kernel's hash
-    extension: str                  # suffix of its source files: "c", "cu"
+    extension: str                  # suffix of a file holding its source: "c", "cu"
     prelude: str                    # template of the includes, macros and math functions before the kernels
     kernels: Mapping[str, str]      # kernel shell template per shape: "elementwise", "reduce", "reduce_columns"
     gpu: bool                       # the family of kernel shells (above)
