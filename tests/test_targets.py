@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,6 +16,8 @@ import pytest
 import fnx
 import fnx.nn.functional as F
 from fnx.lowering import backends, check_backend, lower
+from fnx.lowering import cuda as cuda_runtime
+from fnx.lowering.codegen import prelude
 from fnx.lowering.cpu import ARRAY_DATA_OFFSET
 from fnx.lowering.interpret import Interpreted
 from fnx.lowering.plan import generated_source, plan_steps
@@ -62,6 +66,21 @@ def test_generated_source_needs_no_compiler_or_gpu():
     assert 'extern "C" __global__ void fnx_reduce_mul_sum_f32_' in generated_source(closed, "cuda")
     source = generated_source(closed, C)   # the C prelude reads numpy's data pointer where this Python keeps it
     assert f"#define FNX_DATA(array) (*(char **)((char *)(array) + {ARRAY_DATA_OFFSET}))" in source
+
+
+def test_cuda_target_builds_one_module_and_launches_through_it(monkeypatch):
+    """The CUDA target's wiring, with stand-ins for CuPy's module loading and launches (no GPU here)."""
+    loaded = []
+    monkeypatch.setattr(cuda_runtime, "load_module", lambda source, names: loaded.append((source, names)) or "module")
+    monkeypatch.setattr(cuda_runtime, "launcher", lambda module, gk, flag: (module, gk.name, flag))
+    monkeypatch.setattr(cuda_runtime, "_cupy", lambda: SimpleNamespace(zeros=np.zeros))
+    closed = fnx.make_jaxpr(lambda i: F.one_hot(i, 5) * 2)(fnx.tensor(np.arange(12) % 5))
+    kernels = plan_steps(closed, CUDA)[1]
+    program = CUDA.build(kernels, functools.partial(prelude, CUDA))
+    assert program.source == generated_source(closed, "cuda")
+    assert loaded == [(program.source, [k.name for k in kernels])]
+    assert any(k.kernel.checks for k in kernels) and program.flag.shape == (1,) and program.flag.dtype == np.int32
+    assert program.launcher(kernels[0]) == ("module", kernels[0].name, program.flag)
 
 
 def test_target_without_build_falls_back_to_the_interpreter(monkeypatch):
