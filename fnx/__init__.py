@@ -1,4 +1,5 @@
 """fnx: eager tensors with autograd, composable functional transforms and a kernel compiler."""
+from ._version import __version__
 from . import core, debug, dtypes  # debug: FNX_DEBUG, read once, here
 from .device import device
 from .dtypes import (bfloat16, bool, can_cast, double, dtype, finfo, float, float16, float32, float64,
@@ -28,9 +29,7 @@ from .transforms.batching import vmap
 from .transforms.compile import compile, jit
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.tracing import make_jaxpr
-
-__version__ = "0.1.0"
-from . import nn  # noqa: E402  (after the ops it builds on)
-from . import distributed  # noqa: E402  (imports mpi4py only in init_process_group)
-from . import data, optim  # noqa: E402
-from .serialization import load, save  # noqa: E402
+from . import nn  # after the ops it builds on
+from . import distributed  # imports mpi4py only in init_process_group
+from . import data, optim
+from .serialization import load, save

@@ -13,34 +13,14 @@ import math
 import numpy as np
 
 from . import dtypes as _dt
+from ._threefry import threefry2x32
 from .core import FnxTypeError, FnxValueError, Primitive, ShapedArray
 from .tensor import Tensor
 
 __all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "randint",
            "categorical", "permutation", "gumbel"]
 
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-
-
 _CHUNK = 1 << 16  # counters hashed at a time on the CPU: the working arrays stay in the cache
-
-
-def _threefry2x32(xp, k0, k1, x0, x1):
-    """Threefry-2x32 with 20 rounds on uint32 arrays (Salmon et al. 2011), updating two new arrays in place."""
-    u32 = xp.uint32
-    ks = (k0, k1, k0 ^ k1 ^ u32(0x1BD11BDA))
-    x0, x1 = x0 + ks[0], x1 + ks[1]
-    spill = xp.empty_like(x1)
-    for i in range(5):
-        for r in _ROTATIONS[i % 2]:
-            xp.add(x0, x1, out=x0)
-            xp.right_shift(x1, u32(32 - r), out=spill)   # x1 = rotate_left(x1, r) ^ x0
-            xp.left_shift(x1, u32(r), out=x1)
-            xp.bitwise_or(x1, spill, out=x1)
-            xp.bitwise_xor(x1, x0, out=x1)
-        xp.add(x0, ks[(i + 1) % 3], out=x0)
-        xp.add(x1, ks[(i + 2) % 3] + u32(i + 1), out=x1)
-    return x0, x1
 
 
 def _hash(xp, key, count: int):
@@ -56,7 +36,7 @@ def _hash(xp, key, count: int):
     out = xp.empty(k.shape[:-1] + (2 * half,), xp.uint32)
     for start in range(0, half, chunk):
         c = xp.arange(start, min(start + chunk, half), dtype=xp.uint32)
-        y0, y1 = _threefry2x32(xp, k0, k1, c, c + xp.uint32(half))
+        y0, y1 = threefry2x32(xp, k0, k1, c, c + xp.uint32(half))
         out[..., start:start + len(c)] = y0
         out[..., half + start:half + start + len(c)] = y1
     return out[..., :count]
@@ -118,7 +98,7 @@ split_p = _random_prim("random_split", _split_impl, lambda num: ((num, 2), _dt.i
 def _fold_in_impl(xp, k, *, data):
     """Threefry of the counter pair (0, data) under the key, as JAX's fold_in."""
     k = k.astype(xp.uint32)
-    y0, y1 = _threefry2x32(xp, k[..., 0:1], k[..., 1:2], xp.zeros(1, xp.uint32), xp.full(1, data, xp.uint32))
+    y0, y1 = threefry2x32(xp, k[..., 0:1], k[..., 1:2], xp.zeros(1, xp.uint32), xp.full(1, data, xp.uint32))
     return xp.concatenate([y0, y1], axis=-1).astype(xp.int64)
 
 

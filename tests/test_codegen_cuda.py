@@ -23,7 +23,8 @@ from hypothesis import given, settings, strategies as st
 import fnx
 import fnx.nn.functional as F
 from fnx.lowering import cuda as cuda_backend
-from fnx.lowering.codegen import VECTOR, render_module
+from fnx.lowering.codegen import render_module
+from fnx.lowering.cuda import VECTOR
 from fnx.lowering.plan import build_executable, plan_steps
 
 from op_db import as_tensor_function, stageable_ops

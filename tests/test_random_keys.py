@@ -6,7 +6,7 @@ import pytest
 
 import fnx
 from fnx import random as R
-from fnx.random import _threefry2x32
+from fnx._threefry import threefry2x32
 
 
 def np_(t) -> np.ndarray:
@@ -16,8 +16,8 @@ def np_(t) -> np.ndarray:
 def test_threefry_known_answer():
     """The Random123 known-answer vector for Threefry-2x32, 20 rounds."""
     u = np.uint32
-    y0, y1 = _threefry2x32(np, np.array([0x13198A2E], u), np.array([0x03707344], u), np.array([0x243F6A88], u),
-                           np.array([0x85A308D3], u))
+    y0, y1 = threefry2x32(np, np.array([0x13198A2E], u), np.array([0x03707344], u), np.array([0x243F6A88], u),
+                          np.array([0x85A308D3], u))
     assert (int(y0[0]), int(y1[0])) == (0xC4923A9C, 0x483DF7A0)
 
 

@@ -1,11 +1,12 @@
 """Lowering: from an optimised ClosedJaxpr to an `Executable` that runs it on concrete tensors.
 
 `lower(closed, backend=...)` is the one entry point. "interpret" evaluates the jaxpr op by op (the
-reference semantics every compile test compares against); "c" and "cuda" generate fused kernels
-(fnx/lowering/plan.py). Where code generation is unavailable (no C compiler for the default backend, the
-code generator is missing, or it does not support a primitive of this jaxpr yet), the jaxpr runs on the
-interpreter instead, with one warning per reason; a backend="c" asked for explicitly (or by `FNX_BACKEND`)
-on a machine without a C compiler is an error instead.
+reference semantics every compile test compares against); every other backend is a `Target` registered in
+fnx/lowering/targets/ ("c", "cuda"), for which fnx/lowering/plan.py generates fused kernels. Where code
+generation is unavailable (no C compiler for the default backend, the template engine it renders with is not
+installed, or it does not support a primitive of this jaxpr yet), the jaxpr runs on the interpreter instead,
+with one warning per reason; a backend="c" asked for explicitly (or by `FNX_BACKEND`) on a machine without a
+C compiler is an error instead, and so is any other failure, a broken import included.
 """
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from .._warn import warn
 from ..ir import ClosedJaxpr
 from ..tensor import Tensor
 
-__all__ = ["lower", "Executable", "BACKENDS", "default_backend"]
+__all__ = ["lower", "Executable", "backends", "check_backend", "default_backend"]
 
-BACKENDS = ("interpret", "c", "cuda")
+# Third-party packages that code generation needs and whose absence leaves the interpreter (an ImportError of
+# anything else is a bug, and raises).
+_OPTIONAL = frozenset({"jinja2"})
 
 
 class Executable(Protocol):
@@ -57,9 +60,19 @@ def default_backend(devices) -> str:
     return "c"
 
 
+def backends() -> tuple[str, ...]:
+    """The backend names: "interpret", then the registered targets' ("c", "cuda")."""
+    # Imported on first use, not with fnx: the C target's toolchain module sets OMP_WAIT_POLICY for the process.
+    from .targets import TARGETS
+
+    return ("interpret", *TARGETS)
+
+
 def check_backend(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise ValueError(f"fnx.compile: unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    """`backend`, when it names a backend (else ValueError)."""
+    names = backends()
+    if backend not in names:
+        raise ValueError(f"fnx.compile: unknown backend {backend!r}; expected one of {', '.join(names)}")
     return backend
 
 
@@ -71,7 +84,9 @@ def lower(closed: ClosedJaxpr, *, backend: str) -> Executable:
         return Interpreted(closed)
     try:
         from .plan import build_executable
-    except ImportError as e:
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in _OPTIONAL:
+            raise
         _warn_once(f"fnx.compile: the {backend!r} code generator is unavailable ({e}); running the IR interpreter "
                    f"instead")
         return Interpreted(closed)

@@ -1,10 +1,12 @@
-"""Code generation: one emitter for both targets, Jinja2 templates for the kernel shells.
+"""Code generation: one emitter for every target, Jinja2 templates for the kernel shells.
 
-The per-primitive part is the expression table (fnx/lowering/expressions.py).
+The per-primitive part is the expression table (fnx/lowering/expressions.py);
+the per-backend part is a `Target` (fnx/lowering/targets/): its type names,
+its templates and the family of kernel shells it takes (`Target.gpu`).
 `render` turns a fused `Kernel` into statements over named values, runtime
-sizes and strides (`meta`) and index expressions, and hands them to a shell
-template: templates/{c,cuda}_{elementwise,reduce}.*.j2, plus
-{c,cuda}_reduce_columns.*.j2 for reductions over strided dims, and
+sizes and strides (`meta`) and index expressions, and hands them to the
+target's shell template for the kernel's shape: templates/{c,cuda}_{elementwise,reduce}.*.j2,
+plus {c,cuda}_reduce_columns.*.j2 for reductions over strided dims, and
 c_reduce_stream.h.j2, the non-temporal stores of large row-kernel outputs. The per-target
 preludes hold the math functions (templates/*_prelude.*.j2): on the CPU
 float32 math goes through double precision except exp (fnx's own vectorised
@@ -24,14 +26,14 @@ from pathlib import Path
 
 import jinja2
 
+from .._threefry import ROTATIONS
 from ..core import Primitive
-from ..random import _ROTATIONS
 from .cache import cache_key, cached_text
-from .expressions import C_TYPES, CLASS, IDENTITY, INT_LIMITS, SHORT, TEMP_TYPES, emittable, expression, literal
+from .expressions import CLASS, IDENTITY, INT_LIMITS, SHORT, emittable, expression, literal
 from .fusion import Kernel, Node
+from .targets import Target, get_target, translation_unit
 
-__all__ = ["emittable", "render", "render_module", "prelude", "GeneratedKernel", "VECTOR"]
-
+__all__ = ["emittable", "render", "render_module", "prelude", "GeneratedKernel"]
 
 def _in_group(node: Node, group: str) -> bool:
     """Whether the node computes a primitive of `group` (Primitive.GROUPS); loads, literals and reductions
@@ -65,16 +67,16 @@ _SPLIT_MAX_ROWS, _SPLIT_MIN_COLS = 8, 1 << 16
 _STREAM_MIN_BYTES = 1 << 23
 
 
-def _cuda_split(kernel: Kernel) -> bool:
-    """CUDA: whether a row kernel has too few rows to fill the GPU with one block per row, and reductions that
+def _gpu_split(kernel: Kernel) -> bool:
+    """GPU targets: whether a row kernel has too few rows to fill the GPU with one block per row, and reductions that
     need no other reduction's result, whose row-level results are all it writes (a sum and a max of one long
     vector, say): then several blocks share each row and the last to finish combines their partial results in
     block order (templates/cuda_reduce.cu.j2)."""
     nr = kernel.n_rows
     return (bool(kernel.phases) and all(level == "row" for _, _, level in kernel.stores)
             and not any(_needs_reduction(p.args[0]) for p in kernel.phases)
-            and math.prod(kernel.sizes[:nr]) < _CUDA_SPLIT_MAX_ROWS
-            and math.prod(kernel.sizes[nr:]) >= _CUDA_SPLIT_MIN_COLS)
+            and math.prod(kernel.sizes[:nr]) < _GPU_SPLIT_MAX_ROWS
+            and math.prod(kernel.sizes[nr:]) >= _GPU_SPLIT_MIN_COLS)
 
 
 def _needs_reduction(node: Node) -> bool:
@@ -89,7 +91,16 @@ def _needs_reduction(node: Node) -> bool:
     return False
 
 
-_CUDA_SPLIT_MAX_ROWS, _CUDA_SPLIT_MIN_COLS = 128, 1 << 14
+_GPU_SPLIT_MAX_ROWS, _GPU_SPLIT_MIN_COLS = 128, 1 << 14
+
+
+def _shares_rows(kernel: Kernel, target: Target) -> bool:
+    """Whether several threads (C) or blocks (GPU) share each row of a reduction kernel, the last combining their
+    partial results: split mode. On the GPU a kernel in columns never splits; for C the row count and length
+    decide even there (so donation, which asks, conservatively writes no output of such a kernel in place)."""
+    if target.gpu:
+        return not _column_mode(kernel) and _gpu_split(kernel)
+    return _split_mode(kernel)
 
 
 def _tile_dim(kernel: Kernel) -> int | None:
@@ -163,20 +174,16 @@ def _libm_functions() -> dict:
             "binary_math": [p.name for p in prims if "binary" in p.groups]}
 
 
-def prelude(target: str, *, simd: bool = True, data_offset: int = 16) -> str:
+def prelude(target: Target | str, *, simd: bool = True) -> str:
     """The target's prelude: includes, macros, math helpers (`simd`: declare libmvec's SIMD variants)."""
-    return _render(f"{target}_prelude.{_EXT[target]}.j2", **_libm_functions(), simd=simd, data_offset=data_offset,
-                   rotations=_ROTATIONS)
+    target = get_target(target)
+    return _render(
+        target.prelude, **_libm_functions(), simd=simd, rotations=ROTATIONS, **target.prelude_context())
 
 
-def render_module(kernels: list["GeneratedKernel"], target: str, *, simd: bool = True, data_offset: int = 16) -> str:
+def render_module(kernels: list["GeneratedKernel"], target: Target | str, *, simd: bool = True) -> str:
     """One translation unit: the prelude followed by each distinct kernel once."""
-    unique = {k.name: k.source for k in kernels}
-    return prelude(target, simd=simd, data_offset=data_offset) + "".join(unique.values())
-
-
-_EXT = {"c": "c", "cuda": "cu"}
-VECTOR = 4   # CUDA: elements per thread and iteration on the vector path (fnx_vec4 in the CUDA prelude)
+    return translation_unit(prelude(target, simd=simd), kernels)
 
 
 @dataclass
@@ -189,8 +196,9 @@ class GeneratedKernel:
     kernel: Kernel
     meta: list = field(default_factory=list)          # int values, in argument order
     n_buffers: int = 0
-    mode: str = ""              # CUDA: "flat" (elementwise), "rows", "columns" or "split" (reductions)
-    aligned: tuple = ()         # CUDA: buffers whose alignment the launcher checks to take the vector path
+    mode: str = ""              # GPU targets: "flat" (elementwise), "rows", "columns" or "split" (reductions)
+    aligned: tuple = ()         # GPU targets: buffers whose alignment the launcher checks to take the vector path
+    split: bool = False         # several threads or blocks share each row (`_shares_rows`)
 
     def __repr__(self) -> str:
         return f"<kernel {self.name} ({self.target}), {self.n_buffers} buffers>"
@@ -203,23 +211,24 @@ def _stem(kernel: Kernel) -> str:
     return f"fnx_{kind}_{ops}_{SHORT[kernel.outputs[0].aval.dtype.name]}"
 
 
-def render(kernel: Kernel, target: str) -> GeneratedKernel:
-    """Render one fused kernel for `target` ("c" or "cuda").
+def render(kernel: Kernel, target: Target | str) -> GeneratedKernel:
+    """Render one fused kernel for `target` (a Target, or its name: "c", "cuda").
 
     The name ends in a short hash of the kernel's layout, so the same kernel gets the same name (and
     source, and cache entry) in every executable and for all sizes that take the same loop structure:
     sizes and strides are arguments.
     """
+    target = get_target(target)
     ctx = _Context(kernel, target)
     layout = ctx.layout()
-    digest = hashlib.sha256(json.dumps([target, layout], sort_keys=True).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(json.dumps([target.name, layout], sort_keys=True).encode()).hexdigest()[:8]
     name = f"{_stem(kernel)}_{digest}"
-    shell = f"{target}_{kernel.kind}{'_columns' if ctx.columns else ''}.{_EXT[target]}.j2"
+    shell = target.kernels[kernel.kind + ("_columns" if ctx.columns else "")]
     source = _render(shell, k={**layout, "name": name})
     mode = "flat" if kernel.kind == "elementwise" else "columns" if ctx.columns else \
         "split" if layout["split"] else "rows"
-    return GeneratedKernel(name, target, source, kernel, ctx.meta_values, len(kernel.inputs) + len(kernel.outputs),
-                           mode if target == "cuda" else "", ctx.aligned)
+    return GeneratedKernel(name, target.name, source, kernel, ctx.meta_values, len(kernel.inputs) + len(kernel.outputs),
+                           mode if target.gpu else "", ctx.aligned, _shares_rows(kernel, target))
 
 
 # ---------------------------------------------------------------- the emitter
@@ -227,10 +236,10 @@ class _Context:
     """The emitter for one kernel and target: value names, runtime sizes and strides (`meta`), index
     expressions, statements, and the layout dict that a shell template renders."""
 
-    def __init__(self, kernel: Kernel, target: str):
+    def __init__(self, kernel: Kernel, target: Target):
         self.k, self.target = kernel, target
-        self.columns = _column_mode(kernel)   # C: lanes in arrays; CUDA: 2-D blocks over groups of rows
-        self.aligned: tuple = ()              # CUDA elementwise: buffers the vector path reads or writes
+        self.columns = _column_mode(kernel)   # C: lanes in arrays; GPU: 2-D blocks over groups of rows
+        self.aligned: tuple = ()              # GPU elementwise: buffers the vector path reads or writes
         self.meta_names: list[str] = []
         self.meta_values: list[int] = []
         self.names = {id(n): f"v{i}" for i, n in enumerate(kernel.nodes)}
@@ -258,7 +267,7 @@ class _Context:
         for i, v in enumerate(k.inputs + k.outputs):
             is_in = i < len(k.inputs)
             out.append({"name": f"in{i}" if is_in else f"out{i - len(k.inputs)}", "const": is_in,
-                        "ctype": C_TYPES[v.aval.dtype.name]})
+                        "ctype": self.target.types[v.aval.dtype.name]})
         return out
 
     def buffer_name(self, access: int) -> str:
@@ -283,26 +292,27 @@ class _Context:
         if node.op == "convert":
             if node.dtype.name == "bool":
                 return f"({args[0]} != 0)"
-            return f"({C_TYPES[node.dtype.name]}){args[0]}"
+            return f"({self.target.types[node.dtype.name]}){args[0]}"
         prim = Primitive.registry[node.op]
         if "check" in prim.groups:   # the operand's value; `statement` adds the test
             return args[0]
         if "random" in prim.groups:   # a function of the key words and the element's position
-            return expression(prim, CLASS[node.dtype.name], self.target).format(
-                *args, index_of(node.params["access"]), self.halves[id(node)])
+            return self.target.rename_calls(expression(prim, CLASS[node.dtype.name], self.target.name).format(
+                *args, index_of(node.params["access"]), self.halves[id(node)]))
         dtype = node.args[-1].dtype if node.args else node.dtype
-        form = expression(prim, CLASS[dtype.name], self.target)
+        form = expression(prim, CLASS[dtype.name], self.target.name)
         if callable(form):
-            return form(*args, **node.params)
-        return form.format(*args, **{k: literal(v, dtype) for k, v in node.params.items()})
+            return self.target.rename_calls(form(*args, **node.params))
+        params = {k: literal(v, dtype, self.target.types) for k, v in node.params.items()}
+        return self.target.rename_calls(form.format(*args, **params))
 
     def ref(self, node: Node) -> str:
         if node.op == "literal":
-            return literal(node.params["value"], node.dtype)
+            return literal(node.params["value"], node.dtype, self.target.types)
         return self.names[id(node)] + ("[b]" if id(node) in self.lanes else "")
 
     def statement(self, node: Node, index_of) -> str:
-        ctype = TEMP_TYPES[node.dtype.name]
+        ctype = self.target.temp_types[node.dtype.name]
         if node.op == "load":
             a = node.params["access"]
             rhs = f"{self.buffer_name(a)}[{index_of(a)}]"
@@ -314,7 +324,7 @@ class _Context:
             line = f"const {ctype} {self.names[id(node)]} = {rhs};"
         if _in_group(node, "check"):   # raise the call's error flag (one store, only where a value fails)
             p = node.params
-            test = expression(Primitive.registry[node.op], "i", self.target).format(
+            test = expression(Primitive.registry[node.op], "i", self.target.name).format(
                 self.ref(node.args[0]), low=f"{p['low']}LL", high=f"{p['high']}LL")
             line += f" if {test} FNX_FLAG(fnx_bad);"
         return line
@@ -336,8 +346,8 @@ class _Context:
     def _elementwise(self) -> dict:
         k = self.k
         rank = len(k.sizes)
-        flat = rank == 1 or self.target == "cuda"
-        if flat:   # one loop over the flat index (CUDA: unravelled per element)
+        flat = rank == 1 or self.target.gpu
+        if flat:   # one loop over the flat index (GPU: unravelled per element)
             j = "i" if rank == 1 else None
             index_of = (lambda a: self._flat_index(a, j)) if rank == 1 else (lambda a: f"p{a}")
         else:      # rows in parallel, a vectorised loop along the last dim
@@ -352,10 +362,10 @@ class _Context:
                 "all_dims": self._unravel(range(rank), "i"),
                 "row_offsets": [self._offset(a, range(rank - 1), "i") for a in range(len(k.accesses))],
                 "flat_offsets": [self._offset(a, range(rank), "i") for a in range(len(k.accesses))],
-                "total": " * ".join(self.sizes), "vector": self._vector() if self.target == "cuda" else None}
+                "total": " * ".join(self.sizes), "vector": self._vector() if self.target.vector_width else None}
 
     def _vector(self) -> dict | None:
-        """CUDA, one flat dim: the body over the `VECTOR` consecutive elements `i + e` of one thread, reading
+        """GPU, one flat dim: the body over the `vector_width` consecutive elements `i + e` of one thread, reading
         inputs that move with the index (stride 1, no offset) through one wide load each (`l{a}.v[e]`) and
         writing the outputs through wide stores (`w{a}.v[e]`); other inputs load element by element."""
         k = self.k
@@ -368,7 +378,7 @@ class _Context:
         body = []
         for n in k.nodes:
             if n.op == "load" and n.params["access"] in wide:
-                body.append(f"const {TEMP_TYPES[n.dtype.name]} {self.ref(n)} = l{n.params['access']}.v[e];")
+                body.append(f"const {self.target.temp_types[n.dtype.name]} {self.ref(n)} = l{n.params['access']}.v[e];")
             elif n.op not in ("literal", "reduce"):
                 body.append(self.statement(n, lambda a: self._flat_index(a, "(i + e)")))
         body += [f"w{a}.v[e] = {self.ref(n)};" for a, n, _ in k.stores]
@@ -376,8 +386,8 @@ class _Context:
         wide_of = lambda a: {"a": a, "buffer": self.buffer_name(a), "ctype": buffers[k.accesses[a].buffer]["ctype"]}
         stores = [a for a, _, _ in k.stores]
         self.aligned = tuple(sorted({k.accesses[a].buffer for a in loads + stores}))
-        return {"width": VECTOR, "loads": [wide_of(a) for a in loads], "stores": [wide_of(a) for a in stores],
-                "body": body}
+        return {"width": self.target.vector_width, "loads": [wide_of(a) for a in loads],
+                "stores": [wide_of(a) for a in stores], "body": body}
 
     def _flat_index(self, a: int, j: str) -> str:
         off = self.offsets[a]
@@ -396,149 +406,47 @@ class _Context:
                 for d in reversed(dims)]
 
     def _reduce(self) -> dict:
+        """A reduction kernel: its steps (`_RowSteps`), and where its rows and cols are."""
+        if self.columns and not self.target.gpu:   # lanes `b` walk the contiguous innermost row dim, cols outside
+            self.lanes = {id(n) for n in self.k.nodes if n.level == "row"}
+        steps = _RowSteps(self)
+        steps.emit()
+        if self.columns and not self.target.gpu:
+            return self._lanes_layout(steps)
+        return self._rows_layout(steps)
+
+    def _rows_layout(self, steps: _RowSteps) -> dict:
+        """Rows in parallel (GPU: a block per row, or 2-D blocks over groups of rows in column mode), each row's
+        steps in order; split mode shares long rows among several threads or blocks."""
         k = self.k
         nr, rank = k.n_rows, len(k.sizes)
-        cols = range(nr, rank)
         col_outer = range(nr, rank - 1)
-        row_index = lambda a: f"r{a}"
-        if self.columns and self.target == "c":   # lanes `b` walk the contiguous innermost row dim, cols outside
-            self.lanes = {id(n) for n in k.nodes if n.level == "row"}
-            row_index = lambda a: f"r{a}{self._lane(a)}"
-            col_index = lambda a: f"r{a}{self._lane(a)}" + (f" + c{a}" if any(self.strides[a][nr:]) else "")
-        elif self.target == "cuda":
-            col_index = lambda a: f"c{a}"            # per element: row base + unravelled col offset
-        elif len(col_outer) == 0:
-            col_index = lambda a: f"r{a}{self.inner(a, 'j')}"
-        else:
-            col_index = lambda a: f"c{a}{self.inner(a, 'j')}"
-        col_linear = "j" if not col_outer else f"co * {self.sizes[-1]} + j"
-        steps, emitted = [], set()
-        col_stores = [(a, n) for a, n, level in k.stores if level == "col"]
-        # C: expensive values that a later loop reads again are spilled, each into the row of a per-element output
-        # of its type while one is free (the map loop reads an element there before it overwrites it, and the
-        # output's cache lines are fetched during the expensive loop), else into a per-thread scratch row.
-        spilled: dict[int, Callable] = {}   # node id -> (a loop's index function -> its lvalue there)
-        scratch: list[dict] = []
-        hosts = [a for a, _ in col_stores]
-        pending = {id(p): _col_closure([p.args[0]]) for p in k.phases}
-        pending["map"] = _col_closure([n for _, n in col_stores])
-
-        def spill(n: Node) -> None:
-            ctype = C_TYPES[n.dtype.name]
-            host = next((a for a in hosts if self.buffers()[k.accesses[a].buffer]["ctype"] == ctype), None)
-            if host is not None:
-                hosts.remove(host)
-                spilled[id(n)] = lambda index: f"{self.buffer_name(host)}[{index(host)}]"
-            else:
-                name = f"sc_{self.ref(n)}"
-                scratch.append({"name": name, "ctype": ctype})
-                spilled[id(n)] = lambda index: f"{name}[{col_linear}]"
-
-        def code(line: str) -> None:
-            if steps and steps[-1]["kind"] == "code":
-                steps[-1]["lines"].append(line)
-            else:
-                steps.append({"kind": "code", "lines": [line]})
-
-        def need_row(node: Node) -> None:
-            if id(node) in emitted or node.op == "literal":
-                return
-            emitted.add(id(node))
-            if node.op == "reduce":
-                run_loop(id(node), [node.args[0]], lambda body, index: self._phase(node, body, self.ref(node.args[0])))
-                return
-            for a in node.args:
-                need_row(a)
-            code(self.statement(node, row_index))
-
-        def run_loop(key, roots: list[Node], make) -> None:
-            """Emit one loop over the cols: row-level operands first, spilled values reloaded, new ones spilled."""
-            del pending[key]
-            order, seen = [], set()
-
-            def visit(n: Node) -> None:
-                if id(n) in seen:
-                    return
-                seen.add(id(n))
-                if n.level != "col":
-                    need_row(n)
-                elif id(n) in spilled:
-                    order.append(("reload", n))
-                else:
-                    for a in n.args:
-                        visit(a)
-                    order.append(("compute", n))
-
-            for r in roots:
-                visit(r)
-            used: set[int] = set()
-
-            def index(a: int) -> str:
-                used.add(a)
-                return col_index(a)
-
-            body = []
-            for how, n in order:
-                if how == "reload":
-                    body.append(f"const {C_TYPES[n.dtype.name]} {self.ref(n)} = {spilled[id(n)](index)};")
-                    continue
-                body += self.statements([n], index)
-                later = any(id(n) in c for c in pending.values())
-                if self.target == "c" and not self.columns and _in_group(n, "expensive") and later:
-                    spill(n)
-                    body.append(f"{spilled[id(n)](index)} = {self.ref(n)};")
-            step = make(body, index)
-            step["col_offsets"] = [{"a": a, "outer": " + ".join(self.offset_terms(a, col_outer, "c_")) or "0",
-                                    "all": " + ".join(self.offset_terms(a, cols, "c_")) or "0"} for a in sorted(used)]
-            steps.append(step)
-
-        for node in k.phases:
-            need_row(node)
-        for a, n in [(a, n) for a, n, level in k.stores if level == "row"]:
-            need_row(n)
-            store = self.store(a, n, row_index)
-            code(store if self.target == "c" else f"if (leader) {store}")   # CUDA: one thread per row stores
-        streamed = self._streamed(col_stores, hosts)
-        if col_stores:
-            def map_loop(body: list[str], index) -> dict:
-                step = {"kind": "map", "body": body + [self.store(a, n, index) for a, n in col_stores], "stream": None}
-                if streamed is not None:   # the same body writing a cache line's worth into `line`, then streamed
-                    a, n = streamed
-                    step["stream"] = {"buffer": self.buffer_name(a), "base": f"c{a}" if col_outer else f"r{a}",
-                                      "line": body + [f"line[j - jc] = {self.ref(n)};"]}
-                return step
-
-            run_loop("map", [n for _, n in col_stores], map_loop)
-        accesses = range(len(k.accesses))
-        if self.columns and self.target == "c":
-            return {"rows": " * ".join(self.sizes[:nr - 1]) or "1", "lanes": self.sizes[nr - 1],
-                    "cols": " * ".join(self.sizes[nr:]), "row_dims": self._unravel(range(nr - 1), "i"),
-                    "col_dims": self._unravel(cols, "c_"),
-                    "row_offsets": [self._lane_block_offset(a) for a in accesses], "steps": steps,
-                    "lane_arrays": [{"name": self.names[id(n)], "ctype": C_TYPES[n.dtype.name]} for n in k.nodes
-                                    if id(n) in self.lanes and n.op != "reduce"]}
+        streamed = steps.streamed
         return {"n_rows": nr, "rows": " * ".join(self.sizes[:nr]), "cols": " * ".join(self.sizes[nr:]),
-                "split": _split_mode(k) if self.target == "c" else not self.columns and _cuda_split(k),
-                "columns": self.columns, "phase_steps": [s for s in steps if s["kind"] == "phase"],
+                "split": _shares_rows(k, self.target),
+                "columns": self.columns, "phase_steps": [s for s in steps.steps if s["kind"] == "phase"],
                 "row_stores": any(level == "row" for _, _, level in k.stores),
                 "inner": self.sizes[-1], "col_outer": " * ".join(self.sizes[d] for d in col_outer) or None,
                 "row_dims": self._unravel(range(nr), "i"), "col_dims": self._unravel(col_outer, "c_"),
-                "all_col_dims": self._unravel(cols, "c_"),
-                "row_offsets": [self._offset(a, range(nr), "i") for a in accesses],
-                "steps": steps, "scratch": scratch,
-                "stream": None if streamed is None else C_TYPES[streamed[1].dtype.name],
+                "all_col_dims": self._unravel(range(nr, rank), "c_"),
+                "row_offsets": [self._offset(a, range(nr), "i") for a in range(len(k.accesses))],
+                "steps": steps.steps, "scratch": steps.scratch,
+                "stream": None if streamed is None else self.target.types[streamed[1].dtype.name],
                 "stream_min": _STREAM_MIN_BYTES}
 
-    def _streamed(self, col_stores: list, hosts: list[int]) -> tuple | None:
-        """C row kernels: the per-element output written with non-temporal stores when the kernel's output is
-        large (templates/c_reduce_stream.h.j2): the only one, contiguous along the cols, and not a spill host
-        (a streamed line bypasses the cache, so its values should not be read back). None where there is none."""
-        if self.target != "c" or self.columns or _split_mode(self.k) or len(col_stores) != 1:
-            return None
-        a, n = col_stores[0]
-        return (a, n) if self.strides[a][-1] == "1" and a in hosts else None
+    def _lanes_layout(self, steps: _RowSteps) -> dict:
+        """C, column mode: tasks of `FNX_LANES` rows along the contiguous innermost row dim (the lanes), each
+        running its steps with the loops over the cols outside and the lanes inside."""
+        k = self.k
+        nr = k.n_rows
+        return {"rows": " * ".join(self.sizes[:nr - 1]) or "1", "lanes": self.sizes[nr - 1],
+                "cols": " * ".join(self.sizes[nr:]), "row_dims": self._unravel(range(nr - 1), "i"),
+                "col_dims": self._unravel(range(nr, len(k.sizes)), "c_"),
+                "row_offsets": [self._lane_block_offset(a) for a in range(len(k.accesses))], "steps": steps.steps,
+                "lane_arrays": [{"name": self.names[id(n)], "ctype": self.target.types[n.dtype.name]}
+                                for n in k.nodes if id(n) in self.lanes and n.op != "reduce"]}
 
-    def _lane(self, a: int) -> str:
+    def lane(self, a: int) -> str:
         """Column mode: ` + b * stride` of access `a` along the vectorised row dim."""
         s = self.strides[a][self.k.n_rows - 1]
         return "" if s is None else " + b" if s == "1" else f" + b * {s}"
@@ -551,16 +459,186 @@ class _Context:
             terms.append("rb" if s == "1" else f"rb * {s}")
         return " + ".join(t for t in terms if t != "0") or "0"
 
-    def _phase(self, node: Node, body: list[str], value: str) -> dict:
+
+class _RowSteps:
+    """The body of a reduction kernel's row as steps for its shell template, in the order they run: `code`
+    (row-level statements), `phase` (a loop over the cols that reduces) and `map` (the loop over the cols that
+    writes the per-element outputs).
+
+    A row-level value is emitted after its operands; a reduction is emitted as its phase loop, which computes
+    the col-level values it needs. On C (rows per thread, not in column mode), an expensive col-level value
+    that a later loop reads again is spilled: into the row of a per-element output of its type while one is
+    free (the map loop reads an element there before it overwrites it, and the output's cache lines are
+    fetched during the expensive loop), else into a per-thread scratch row; later loops reload it.
+    """
+
+    def __init__(self, ctx: _Context):
+        self.ctx = ctx
+        k = ctx.k
+        self.col_outer = range(k.n_rows, len(k.sizes) - 1)
+        self.row_index, self.col_index = self._index_functions()
+        self.col_linear = "j" if not self.col_outer else f"co * {ctx.sizes[-1]} + j"
+        self.steps: list[dict] = []
+        self.emitted: set[int] = set()
+        self.col_stores = [(a, n) for a, n, level in k.stores if level == "col"]
+        self.spilled: dict[int, Callable] = {}   # node id -> (a loop's index function -> its lvalue there)
+        self.scratch: list[dict] = []
+        self.hosts = [a for a, _ in self.col_stores]   # per-element outputs whose rows may hold a spill
+        # loop (a reduction's node id, or "map") -> ids of the col-level nodes it computes: spill what a later one reads
+        self.pending = {id(p): _col_closure([p.args[0]]) for p in k.phases}
+        self.pending["map"] = _col_closure([n for _, n in self.col_stores])
+        self.streamed: tuple | None = None
+
+    def _index_functions(self) -> tuple[Callable, Callable]:
+        """(row index, col index): access `a`'s index expression at row level and inside a loop over the cols."""
+        ctx = self.ctx
+        nr = ctx.k.n_rows
+        if ctx.columns and not ctx.target.gpu:   # lanes `b`; the col loops run outside them
+            return (lambda a: f"r{a}{ctx.lane(a)}",
+                    lambda a: f"r{a}{ctx.lane(a)}" + (f" + c{a}" if any(ctx.strides[a][nr:]) else ""))
+        row_index = lambda a: f"r{a}"
+        if ctx.target.gpu:
+            return row_index, lambda a: f"c{a}"   # per element: row base + unravelled col offset
+        if len(self.col_outer) == 0:
+            return row_index, lambda a: f"r{a}{ctx.inner(a, 'j')}"
+        return row_index, lambda a: f"c{a}{ctx.inner(a, 'j')}"
+
+    def emit(self) -> None:
+        """All steps: the reductions, the per-row outputs, then the per-element outputs."""
+        for node in self.ctx.k.phases:
+            self.need_row(node)
+        self.row_stores()
+        self.streamed = self._streamed()
+        if self.col_stores:
+            self.run_loop("map", [n for _, n in self.col_stores], self._map_step)
+
+    def code(self, line: str) -> None:
+        """A row-level statement, appended to the last step when that is code too."""
+        if self.steps and self.steps[-1]["kind"] == "code":
+            self.steps[-1]["lines"].append(line)
+        else:
+            self.steps.append({"kind": "code", "lines": [line]})
+
+    def need_row(self, node: Node) -> None:
+        """Emit row-level `node` once, after its operands (a reduction: its phase loop)."""
+        if id(node) in self.emitted or node.op == "literal":
+            return
+        self.emitted.add(id(node))
+        if node.op == "reduce":
+            self.run_loop(id(node), [node.args[0]],
+                          lambda body, index: self.phase(node, body, self.ctx.ref(node.args[0])))
+            return
+        for a in node.args:
+            self.need_row(a)
+        self.code(self.ctx.statement(node, self.row_index))
+
+    def row_stores(self) -> None:
+        """The per-row outputs (GPU: the row's leader thread stores)."""
+        ctx = self.ctx
+        for a, n in [(a, n) for a, n, level in ctx.k.stores if level == "row"]:
+            self.need_row(n)
+            store = ctx.store(a, n, self.row_index)
+            self.code(store if not ctx.target.gpu else f"if (leader) {store}")
+
+    def run_loop(self, key, roots: list[Node], make: Callable[[list[str], Callable], dict]) -> None:
+        """Emit one loop over the cols computing `roots` (`pending` key `key`): `make(body, index)` makes its step."""
+        del self.pending[key]
+        order = self._loop_order(roots)
+        used: set[int] = set()
+
+        def index(a: int) -> str:
+            used.add(a)
+            return self.col_index(a)
+
+        step = make(self._loop_body(order, index), index)
+        ctx, cols = self.ctx, range(self.ctx.k.n_rows, len(self.ctx.k.sizes))
+        step["col_offsets"] = [{"a": a, "outer": " + ".join(ctx.offset_terms(a, self.col_outer, "c_")) or "0",
+                                "all": " + ".join(ctx.offset_terms(a, cols, "c_")) or "0"} for a in sorted(used)]
+        self.steps.append(step)
+
+    def _loop_order(self, roots: list[Node]) -> list[tuple[str, Node]]:
+        """The col-level nodes of a loop, operands first: ("compute", node), or ("reload", node) for a spilled one.
+        Row-level operands are emitted on the way, before the loop."""
+        order: list[tuple[str, Node]] = []
+        seen: set[int] = set()
+        for r in roots:
+            self._visit(r, order, seen)
+        return order
+
+    def _visit(self, n: Node, order: list, seen: set) -> None:
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        if n.level != "col":
+            self.need_row(n)
+        elif id(n) in self.spilled:
+            order.append(("reload", n))
+        else:
+            for a in n.args:
+                self._visit(a, order, seen)
+            order.append(("compute", n))
+
+    def _loop_body(self, order: list[tuple[str, Node]], index: Callable) -> list[str]:
+        """The statements of a loop over the cols: spilled values reloaded, the others computed, new ones spilled."""
+        ctx = self.ctx
+        body = []
+        for how, n in order:
+            if how == "reload":
+                body.append(f"const {ctx.target.types[n.dtype.name]} {ctx.ref(n)} = {self.spilled[id(n)](index)};")
+                continue
+            body += ctx.statements([n], index)
+            later = any(id(n) in c for c in self.pending.values())
+            if not ctx.target.gpu and not ctx.columns and _in_group(n, "expensive") and later:
+                self.spill(n)
+                body.append(f"{self.spilled[id(n)](index)} = {ctx.ref(n)};")
+        return body
+
+    def spill(self, n: Node) -> None:
+        """Give expensive value `n` a place for later loops: a free output row of its type, else a scratch row."""
+        ctx = self.ctx
+        ctype = ctx.target.types[n.dtype.name]
+        buffers = ctx.buffers()
+        host = next((a for a in self.hosts if buffers[ctx.k.accesses[a].buffer]["ctype"] == ctype), None)
+        if host is not None:
+            self.hosts.remove(host)
+            self.spilled[id(n)] = lambda index: f"{ctx.buffer_name(host)}[{index(host)}]"
+        else:
+            name = f"sc_{ctx.ref(n)}"
+            self.scratch.append({"name": name, "ctype": ctype})
+            self.spilled[id(n)] = lambda index: f"{name}[{self.col_linear}]"
+
+    def _map_step(self, body: list[str], index: Callable) -> dict:
+        """The loop writing the per-element outputs (and, when streamed, the same body writing a cache line's
+        worth into `line` first)."""
+        ctx = self.ctx
+        step = {"kind": "map", "body": body + [ctx.store(a, n, index) for a, n in self.col_stores], "stream": None}
+        if self.streamed is not None:
+            a, n = self.streamed
+            step["stream"] = {"buffer": ctx.buffer_name(a), "base": f"c{a}" if self.col_outer else f"r{a}",
+                              "line": body + [f"line[j - jc] = {ctx.ref(n)};"]}
+        return step
+
+    def _streamed(self) -> tuple | None:
+        """C row kernels: the per-element output written with non-temporal stores when the kernel's output is
+        large (templates/c_reduce_stream.h.j2): the only one, contiguous along the cols, and not a spill host
+        (a streamed line bypasses the cache, so its values should not be read back). None where there is none."""
+        ctx = self.ctx
+        if ctx.target.gpu or ctx.columns or _split_mode(ctx.k) or len(self.col_stores) != 1:
+            return None
+        a, n = self.col_stores[0]
+        return (a, n) if ctx.strides[a][-1] == "1" and a in self.hosts else None
+
+    def phase(self, node: Node, body: list[str], value: str) -> dict:
         """One reduction loop: accumulator types, identity, update and combine for the node's monoid."""
-        monoid, name = node.params["monoid"], self.names[id(node)]
+        ctx = self.ctx
+        monoid, name = node.params["monoid"], ctx.names[id(node)]
         dt = node.dtype.name
         cls = CLASS[dt]
-        ctype = C_TYPES[dt]
-        acc_type = "double" if (dt == "float32" and monoid == "add" and self.target == "c") else ctype
+        ctype = ctx.target.types[dt]
+        acc_type = "double" if (dt == "float32" and monoid == "add" and ctx.target.double_sums) else ctype
         if cls == "i" and monoid in ("max", "min"):
             lo, hi = INT_LIMITS[dt]
-            init = literal(lo if monoid == "max" else hi, node.dtype)
+            init = literal(lo if monoid == "max" else hi, node.dtype, ctx.target.types)
         else:
             init = IDENTITY[monoid][cls]
         nan_check = cls in "fd" and monoid in ("max", "min")

@@ -8,24 +8,25 @@ are not usable the source is handed to `cupy.RawModule`, which keeps its own
 cache (`CUPY_CACHE_DIR`, hash-checked by CuPy, outside fnx's control). Raw kernels
 check nothing about their arguments (docs/architecture.md), so every size and stride
 is passed as a `numpy.int64` and every buffer as a C-contiguous CuPy array.
-
-`cuda_source(closed)` renders the CUDA translation unit of a jaxpr without
-CuPy, so machines without a GPU can still compile-check it with nvcc.
+The CUDA target (fnx/lowering/targets/cuda.py) builds and launches through
+this module; `plan.generated_source(closed, "cuda")` renders a jaxpr's CUDA
+source without CuPy, so machines without a GPU can still compile-check it.
 """
 from __future__ import annotations
 
 import logging
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import __version__
-from ..ir import ClosedJaxpr
+from .._version import __version__
 from .cache import cache_key, cached_file
-from .codegen import VECTOR, GeneratedKernel, render_module
-from .plan import plan_steps
 
-__all__ = ["cuda_source", "load_module", "launcher", "OPTIONS"]
+if TYPE_CHECKING:
+    from .codegen import GeneratedKernel
+
+__all__ = ["load_module", "launcher", "error_flag", "OPTIONS", "VECTOR"]
 
 log = logging.getLogger("fnx.compile")
 
@@ -35,12 +36,7 @@ _COL_ROWS, _COL_SHARES = 32, 8                # FNX_COL_ROWS, FNX_COL_SHARES: th
 _BLOCKS_PER_SM = 32      # elementwise grids stop growing here (a few waves); the grid-stride loops take the rest
 _SPLIT_WORK = 8 * _THREADS   # split reductions: at least this many elements per block
 _SPLIT_BLOCKS_PER_SM = 8     # ... and about this many blocks per SM in all
-
-
-def cuda_source(closed: ClosedJaxpr) -> str:
-    """The CUDA source that `build_executable(closed, backend="cuda")` would compile (CuPy not needed)."""
-    _, kernels = plan_steps(closed, "cuda")
-    return render_module(kernels, "cuda")
+VECTOR = 4   # elements per thread and iteration on the vector path of flat kernels (fnx_vec4 in the CUDA prelude)
 
 
 def _cupy():
@@ -79,6 +75,11 @@ def load_module(source: str, names: list[str]):
     for n in names:
         module.get_function(n)   # fail here, at build time, if a kernel is missing
     return module
+
+
+def error_flag():
+    """A zeroed 1-element int32 device array: the flag that kernels which check values raise."""
+    return _cupy().zeros(1, np.int32)
 
 
 def launcher(module, gk: GeneratedKernel, flag=None):

@@ -11,6 +11,7 @@ differ declares it as `Primitive.cuda`. This module reads those declarations (`e
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -85,8 +86,9 @@ def random_half(eqn) -> int:
     return n if eqn.prim.name == "random_uniform" and out.dtype.name == "float64" else (n + 1) // 2
 
 
-def literal(value, dtype) -> str:
-    """A C literal of `dtype` with exactly `value` (shortest round-trip decimal for floats)."""
+def literal(value, dtype, types: Mapping[str, str] = C_TYPES) -> str:
+    """A C literal of `dtype` with exactly `value` (shortest round-trip decimal for floats; integers cast to their
+    name in `types`)."""
     name = dtype.name
     v = np.asarray(value).astype(dtype.np).item()
     if name in ("float32", "float64"):
@@ -101,4 +103,4 @@ def literal(value, dtype) -> str:
         return "1" if v else "0"
     if name == "int64" and v == -2 ** 63:
         return "(-9223372036854775807LL - 1)"
-    return f"(({C_TYPES[name]}){int(v)}{'LL' if name == 'int64' else ''})"
+    return f"(({types[name]}){int(v)}{'LL' if name == 'int64' else ''})"

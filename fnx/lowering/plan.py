@@ -1,7 +1,8 @@
 """The executable plan: fused kernels and library calls in order, over buffers allocated per call.
 
-`build_executable(closed, backend="c"|"cuda")` fuses the jaxpr, renders and
-compiles its kernels once, and returns an `Executable`. Everything that does
+`build_executable(closed, backend="c"|"cuda")` fuses the jaxpr, renders its
+kernels, has the backend's `Target` (fnx/lowering/targets/) compile them
+once, and returns an `Executable`. Everything that does
 not depend on the arguments (kernel handles, argument blocks of sizes and
 strides, buffer slots, which buffer dies after which step) is fixed at build
 time, so a call only stores array addresses, allocates outputs (numpy, a
@@ -42,19 +43,19 @@ import threading
 
 import numpy as np
 
-from .. import __version__, debug
+from .. import debug
 from ..core import FnxRuntimeError
 from ..ir import ClosedJaxpr, Literal, Var
 from ..tensor import Tensor, make
-from .codegen import (GeneratedKernel, _column_mode, _cuda_split, _split_mode, emittable, prelude, render,
-                      render_module)
+from .codegen import GeneratedKernel, emittable, prelude, render, render_module
 from .fusion import Kernel, fuse
+from .targets import Target, get_target
 
-__all__ = ["build_executable", "Executable", "Donating", "plan_steps", "BufferPool", "buffers"]
+__all__ = ["build_executable", "Executable", "Donating", "plan_steps", "generated_source", "BufferPool", "buffers"]
 
 
-def plan_steps(closed: ClosedJaxpr, target: str) -> tuple[list, list[GeneratedKernel]]:
-    """The fused steps of `closed` and the kernels rendered for `target` ("c" or "cuda")."""
+def plan_steps(closed: ClosedJaxpr, target: Target | str) -> tuple[list, list[GeneratedKernel]]:
+    """The fused steps of `closed` and the kernels rendered for `target` (a Target or its name: "c", "cuda")."""
     scalars = {}
     for v, c in zip(closed.jaxpr.constvars, closed.consts):
         if v.aval.ndim == 0:
@@ -69,31 +70,12 @@ def plan_steps(closed: ClosedJaxpr, target: str) -> tuple[list, list[GeneratedKe
 
 
 def build_executable(closed: ClosedJaxpr, *, backend: str) -> "Executable":
-    """Compile `closed` for `backend` ("c": C on the CPU, "cuda": CUDA C through CuPy)."""
-    if backend == "c":
-        from .cpu import ARRAY_DATA_OFFSET, compile_libraries, toolchain
-
-        toolchain()   # no C compiler: NoCompilerError (the default backend interprets instead, an explicit "c" raises)
-        steps, kernels = plan_steps(closed, "c")
-
-        def sources(simd: bool) -> dict[str, str]:
-            head = prelude("c", simd=simd, data_offset=ARRAY_DATA_OFFSET)
-            return {k.name: head + k.source for k in kernels}
-
-        libs = compile_libraries(sources(True), __version__, sources) if kernels else {}
-        source = render_module(kernels, "c", data_offset=ARRAY_DATA_OFFSET)
-        flag = np.zeros(1, np.int32) if any(k.kernel.checks for k in kernels) else None
-        launch = lambda gk: _c_launcher(libs[gk.name], gk, flag)
-    elif backend == "cuda":
-        from .cuda import _cupy, load_module, launcher
-
-        steps, kernels = plan_steps(closed, "cuda")
-        source = render_module(kernels, "cuda")
-        module = load_module(source, [k.name for k in kernels]) if kernels else None
-        flag = _cupy().zeros(1, np.int32) if any(k.kernel.checks for k in kernels) else None
-        launch = lambda gk: launcher(module, gk, flag)
-    else:
-        raise ValueError(f"build_executable: backend must be 'c' or 'cuda', got {backend!r}")
+    """Compile `closed` for `backend`, the name of a target ("c": C on the CPU, "cuda": CUDA C through CuPy)."""
+    target = get_target(backend)
+    target.require()   # C without a compiler: NoCompilerError (the default backend interprets instead)
+    steps, kernels = plan_steps(closed, target)
+    program = target.build(kernels, functools.partial(prelude, target))
+    source, launch, flag = program.source, program.launcher, program.flag
     if debug.LEVEL >= 3:   # FNX_DEBUG=3: how the IR was fused
         debug.log.debug("fused %d equations into %s", len(closed.jaxpr.eqns), _describe_steps(steps, kernels))
     exe = Executable(closed, steps, kernels, source, backend, launch, flag)
@@ -106,6 +88,12 @@ def _describe_steps(steps: list, kernels: list[GeneratedKernel]) -> str:
     names = iter(k.name for k in kernels)
     shown = [next(names) if isinstance(s, Kernel) else f"{s.prim.name} (library)" for s in steps]
     return f"{len(kernels)} kernel(s) and {len(steps) - len(kernels)} library step(s): {', '.join(shown)}"
+
+
+def generated_source(closed: ClosedJaxpr, target: Target | str) -> str:
+    """The source that `build_executable(closed, backend=target)` compiles, rendered without building (no compiler
+    or GPU needed: a machine without one can still compile-check CUDA source with nvcc)."""
+    return render_module(plan_steps(closed, target)[1], target)
 
 
 class Executable:
@@ -316,6 +304,8 @@ class _Driver:
                     root[id(v)] = root[id(s.inputs[0])]
         visible = {root[vid] for vid in outvars if vid in root}   # donated inputs that are (views of) outputs
         out_index = {id(a): k for k, a in enumerate(jaxpr.outvars) if isinstance(a, Var)}
+        kernel_steps = [s for s in self.steps if isinstance(s, Kernel)]
+        split = {id(s): gk.split for s, gk in zip(kernel_steps, self.kernels)}   # id(kernel) -> rows shared?
         candidates = [(i, s, o) for i, s in enumerate(self.steps) if isinstance(s, Kernel)
                       for o in s.outputs if id(o) in out_index]
         for p in self.donate:
@@ -327,7 +317,7 @@ class _Driver:
             for prefer_same in (True, False):
                 found = next(((i, o) for i, s, o in candidates if id(o) not in self.lent and _nbytes(o) == size
                               and (not prefer_same or o.aval == v.aval)
-                              and (i > end or i == end and _in_place(s, v, o, root, self.xp is np))), None)
+                              and (i > end or i == end and _in_place(s, v, o, root, split[id(s)]))), None)
                 if found is not None:
                     break
             if found is None:
@@ -428,7 +418,7 @@ def _nbytes(v: Var) -> int:
     return math.prod(v.aval.shape) * v.aval.dtype.np.itemsize
 
 
-def _in_place(k: Kernel, v: Var, o: Var, root: dict, c_target: bool) -> bool:
+def _in_place(k: Kernel, v: Var, o: Var, root: dict, split: bool) -> bool:
     """Whether kernel `k` may write `o` over `v`, the input it reads for the last time.
 
     It may when it reads `v` (and no view of it) only at the index where it writes `o`, element for element,
@@ -437,7 +427,7 @@ def _in_place(k: Kernel, v: Var, o: Var, root: dict, c_target: bool) -> bool:
     reductions, by the one thread (C: thread or lane; CUDA: the block's or column's leader, after the
     reduction's barrier) that alone read that row's element of `v`: so the reductions may read `v` (w[j]
     while summing column j), but the per-element outputs and the other row outputs, computed after, may not.
-    Split rows (several threads or blocks reduce one row and the last combines) are refused.
+    Split rows (`split`: several threads or blocks reduce one row and the last combines) are refused.
     """
     if v.aval.dtype.np.itemsize != o.aval.dtype.np.itemsize:
         return False
@@ -453,7 +443,7 @@ def _in_place(k: Kernel, v: Var, o: Var, root: dict, c_target: bool) -> bool:
         return True
     if any(k.accesses[a].buffer == dst and level != "row" for a, _, level in k.stores):
         return False
-    if _split_mode(k) if c_target else not _column_mode(k) and _cuda_split(k):
+    if split:
         return False
     later = [n for a, n, level in k.stores if level == "col" or k.accesses[a].buffer != dst]
     return not any(n.op == "load" and k.accesses[n.params["access"]].buffer == src for n in _closure(later))
@@ -522,13 +512,3 @@ class BufferPool:
 
 buffers = BufferPool()
 
-
-def _c_launcher(lib, gk: GeneratedKernel, flag=None):
-    """(C function, array-object block, argument block of sizes and strides) of kernel `gk` in `lib`. A kernel that
-    checks values finds the error flag (a 1-element int32 array) after its buffers."""
-    fn = lib[gk.name]
-    fn.argtypes, fn.restype = None, None   # called with prebuilt ctypes pointers: nothing to convert
-    objs = (ctypes.c_void_p * (gk.n_buffers + bool(gk.kernel.checks)))()
-    if gk.kernel.checks:
-        objs[gk.n_buffers] = id(flag)   # the driver's namespace keeps the flag alive
-    return fn, objs, (ctypes.c_longlong * max(len(gk.meta), 1))(*gk.meta)

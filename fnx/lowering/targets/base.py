@@ -1,0 +1,84 @@
+"""`Target`: one backend as one object, what code generation asks of it and how it builds and launches kernels.
+
+Code generation (fnx/lowering/codegen.py) reads a target's data: its C type names, the templates of its prelude
+and kernel shells, which family of kernel shells it takes (`gpu`) and a few numerical choices. The executable
+plan (fnx/lowering/plan.py) asks it to `build` the rendered kernels into a `Program` and to launch each one. A
+new backend is a module defining one `Target` (templates/ holds its prelude and, unless it shares another
+target's, its kernel shells), registered in fnx/lowering/targets/__init__.py.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..expressions import C_TYPES, TEMP_TYPES
+
+if TYPE_CHECKING:
+    from ..codegen import GeneratedKernel
+
+__all__ = ["Target", "Program", "translation_unit"]
+
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\(")
+
+
+@dataclass
+class Program:
+    """A target's compiled kernels: the whole translation unit (prelude and kernels), the error flag that kernels
+    which check values raise (a 1-element int32 array on the target's device; None where no kernel checks), and
+    `launcher(gk)`, what the plan's driver runs kernel `gk` with (plan._Driver._kernel): on the CPU, the C
+    function with its argument blocks, called inline; on a device, `run(*inputs) -> outputs`."""
+
+    source: str
+    flag: Any
+    launcher: Callable[[GeneratedKernel], Any]
+
+
+@dataclass(frozen=True, eq=False)
+class Target:
+    """A backend: its name (`backend="c"`), the data code generation reads, and `require`/`build` (subclasses).
+
+    `gpu` chooses the family of kernel shells that codegen fills in: False for loops over rows that run on
+    threads and that the C compiler vectorises (per-row scratch, lanes across rows in column mode, float32
+    sums in double); True for a thread per element and a block per reduction row whose leader stores
+    (2-D blocks in column mode, several blocks per row and a combining last block in split mode). An OpenCL
+    target would take the GPU family and CUDA's kernel templates, differing in its prelude's macros.
+    """
+
+    name: str                       # the backend's name; also salts each kernel's hash
+    extension: str                  # suffix of a file holding its source: "c", "cu"
+    prelude: str                    # template of the includes, macros and math functions before the kernels
+    kernels: Mapping[str, str]      # kernel shell template per shape: "elementwise", "reduce", "reduce_columns"
+    gpu: bool                       # the family of kernel shells (above)
+    vector_width: int = 0           # flat elementwise kernels: elements per thread through one wide load; 0: none
+    double_sums: bool = False       # float32 sums accumulate in double
+    types: Mapping[str, str] = field(default_factory=lambda: C_TYPES)          # dtype name -> stored type
+    temp_types: Mapping[str, str] = field(default_factory=lambda: TEMP_TYPES)  # dtype name -> a value's type
+    math_names: Mapping[str, str] = field(default_factory=dict)   # calls of the expression table renamed
+
+    def rename_calls(self, expression: str) -> str:
+        """`expression` with its function calls renamed as `math_names` says (C and CUDA keep the table's)."""
+        if not self.math_names:
+            return expression
+        return _CALL.sub(lambda m: self.math_names.get(m[1], m[1]) + "(", expression)
+
+    def prelude_context(self) -> dict:
+        """Values the prelude template reads besides the math function lists (C: where numpy's data pointer is)."""
+        return {}
+
+    def require(self) -> None:
+        """Raise when this machine cannot build for the target (C: NoCompilerError without a C compiler)."""
+
+    def build(self, kernels: list[GeneratedKernel], prelude: Callable[..., str]) -> Program:
+        """Compile `kernels` (rendered for this target); `prelude(simd=True)` renders the target's prelude."""
+        raise NotImplementedError(f"target {self.name!r} cannot build kernels")
+
+    def __repr__(self) -> str:
+        return f"<Target {self.name}>"
+
+
+def translation_unit(prelude: str, kernels: list[GeneratedKernel]) -> str:
+    """One source: `prelude` followed by each distinct kernel once."""
+    unique = {k.name: k.source for k in kernels}
+    return prelude + "".join(unique.values())
