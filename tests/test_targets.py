@@ -83,6 +83,29 @@ def test_cuda_target_builds_one_module_and_launches_through_it(monkeypatch):
     assert program.launcher(kernels[0]) == ("module", kernels[0].name, program.flag)
 
 
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("f", [lambda x: x * 2.0, lambda x: x.exp().sum(-1)], ids=["flat", "rows"])
+def test_cuda_launchers_write_into_the_buffers_a_donating_driver_lends(monkeypatch, f, aligned):
+    """A donating driver passes `outs=` (None where it lends no buffer): the launcher must use those buffers."""
+    class FakeCupy:
+        cuda = SimpleNamespace(Device=lambda: SimpleNamespace(attributes={"MultiProcessorCount": 132}))
+
+        @staticmethod
+        def empty(shape, dtype):
+            return SimpleNamespace(shape=shape, dtype=dtype, data=SimpleNamespace(ptr=1 << 20 if aligned else 4))
+
+        zeros = empty
+
+    monkeypatch.setattr(cuda_runtime, "_cupy", lambda: FakeCupy)
+    (gk,) = plan_steps(fnx.make_jaxpr(f)(fnx.ones(4, 8)), CUDA)[1]
+    calls = []
+    run = cuda_runtime.launcher(SimpleNamespace(get_function=lambda name: lambda *a: calls.append(a)), gk)
+    x, lent = FakeCupy.empty((4, 8), np.float32), FakeCupy.empty(gk.kernel.outputs[0].aval.shape, np.float32)
+    assert run(x, outs=(lent,)) == [lent] and calls[-1][2][1] is lent
+    fresh = run(x, outs=(None,))[0]
+    assert fresh is not lent and calls[-1][2][1] is fresh and run(x)[0] is not lent
+
+
 def test_target_without_build_falls_back_to_the_interpreter(monkeypatch):
     """`Target.build` not implemented (an export-only target, say) is code generation that cannot run here."""
     bare = Target(name="export", extension="c", prelude=C.prelude, kernels=C.kernels, gpu=False)

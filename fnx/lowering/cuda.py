@@ -109,12 +109,20 @@ def launcher(module, gk: GeneratedKernel, flag=None):
     else:
         grid, block = (rows,), (_THREADS,)
 
-    def run(*ins):
-        outs = [cp.empty(shape, dtype) for shape, dtype in specs]
+    def run(*ins, outs=None):
+        outs = _outputs(cp, specs, outs)
         fn(grid, block, (*ins, *outs, *meta, *tail))
         return outs
 
     return run
+
+
+def _outputs(cp, specs: list, given) -> list:
+    """The kernel's output buffers: those the driver lends (donated inputs, `given`; None where it lends none),
+    the rest fresh from CuPy's memory pool."""
+    if given is None:
+        return [cp.empty(shape, dtype) for shape, dtype in specs]
+    return [cp.empty(shape, dtype) if g is None else g for g, (shape, dtype) in zip(given, specs)]
 
 
 def _flat_launcher(cp, fn, gk: GeneratedKernel, meta: tuple, specs: list, sms: int):
@@ -126,8 +134,8 @@ def _flat_launcher(cp, fn, gk: GeneratedKernel, meta: tuple, specs: list, sms: i
     if not gk.aligned:
         scalar_grid, scalar_args = grid(total), (*meta, np.int64(total))
 
-        def run_scalar(*ins):
-            outs = [cp.empty(shape, dtype) for shape, dtype in specs]
+        def run_scalar(*ins, outs=None):
+            outs = _outputs(cp, specs, outs)
             fn(scalar_grid, block, (*ins, *outs, *scalar_args))
             return outs
 
@@ -137,8 +145,8 @@ def _flat_launcher(cp, fn, gk: GeneratedKernel, meta: tuple, specs: list, sms: i
     scalar = (grid(total), (*meta, np.int64(total), np.int64(0)))
     vector = (grid(-(-total // VECTOR)), (*meta, np.int64(total), np.int64(total // VECTOR)))
 
-    def run(*ins):
-        outs = [cp.empty(shape, dtype) for shape, dtype in specs]
+    def run(*ins, outs=None):
+        outs = _outputs(cp, specs, outs)
         buffers = (*ins, *outs)
         wide = all(buffers[b].data.ptr % size == 0 for b, size in checks)
         g, args = vector if wide else scalar
