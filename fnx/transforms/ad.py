@@ -3,7 +3,8 @@
 Both modes are interpreters of primitives on the trace stack. `JVPTrace`
 pushes tangents forward with each primitive's jvp rule. `VJPTrace` records
 each primitive applied to its tracers (a tape at this transform's level);
-the returned vjp function walks it backwards with each primitive's vjp rule.
+the returned vjp function walks it backwards with each primitive's vjp rule
+(the walk the eager engine uses too: fnx/_graph.py `backprop`).
 Rules are written with fnx ops, so they bind on the levels below: that is
 why grad(grad(f)), vmap(grad(f)) and grad(vmap(f)) compose.
 """
