@@ -1,7 +1,22 @@
-"""Topological order of a backward graph, shared by the eager tape engine and the vjp transform."""
+"""The reverse-mode walk over a backward graph, shared by the eager tape engine (fnx/autograd/engine.py) and
+the vjp transform (fnx/transforms/ad.py).
+
+A node presents itself through one small protocol: `node.parents`, the nodes it consumes (None where no
+gradient flows), and `node.vjp(ct)`, one cotangent per parent (None where none flows) given the sum `ct` of
+the cotangents of its output. A node with several outputs is reached through one `OutputOf` per output, so
+the walk sends it a `Cotangents` that gathers them slot by slot. Callers can wrap both protocol calls in
+callbacks of their own; the eager engine adds hooks, in-place checks and freeing of saved tensors that way.
+"""
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable, Iterable
+
+_parents = attrgetter("parents")
+
+
+def _call_vjp(node, ct):
+    return node.vjp(ct)
 
 
 def toposort(roots: Iterable, inputs: Callable) -> list:
@@ -27,3 +42,58 @@ def toposort(roots: Iterable, inputs: Callable) -> list:
                 order.append(node)
     order.reverse()
     return order
+
+
+def backprop(roots, cts, leaf: Callable, *, inputs: Callable = _parents, vjp: Callable = _call_vjp) -> None:
+    """Push cotangents `cts` of `roots` back through the graph (micrograd's `backward`), summing with `+`.
+
+    Every node reachable from `roots` that receives a cotangent is visited once, after every node that
+    consumes it, with the sum of what it received. A node whose `inputs(node)` is empty is a leaf: its sum goes
+    to `leaf(node, ct)`. Any other node's goes to `vjp(node, ct)`, whose results are sent to `inputs(node)`.
+    None among `roots` or `cts` sends nothing.
+    """
+    grads: dict = {}  # id(node) -> the sum of the cotangents it has received so far
+    starts = []
+    for node, ct in zip(roots, cts):
+        if node is not None and ct is not None:
+            starts.append(node)
+            prev = grads.get(id(node))
+            grads[id(node)] = ct if prev is None else prev + ct
+    for node in toposort(starts, inputs):
+        ct = grads.pop(id(node), None)
+        if ct is None:
+            continue
+        parents = inputs(node)
+        if not parents:
+            leaf(node, ct)
+            continue
+        for p, c in zip(parents, vjp(node, ct)):
+            if p is not None and c is not None:
+                prev = grads.get(id(p))
+                grads[id(p)] = c if prev is None else prev + c
+
+
+class Cotangents:
+    """The cotangents of a node's several outputs, one slot per output (None: none received)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list):
+        self.items = items
+
+    def __add__(self, other: Cotangents) -> Cotangents:
+        return Cotangents([b if a is None else a if b is None else a + b for a, b in zip(self.items, other.items)])
+
+
+class OutputOf:
+    """Output `index` of the `n` outputs of `node`: sends its cotangent on in that slot of a `Cotangents`."""
+
+    __slots__ = ("parents", "index", "n")
+
+    def __init__(self, node, index: int, n: int):
+        self.parents, self.index, self.n = (node,), index, n
+
+    def vjp(self, ct):
+        items = [None] * self.n
+        items[self.index] = ct
+        return (Cotangents(items),)

@@ -1,10 +1,10 @@
-"""Backward: walk the tape's nodes in reverse topological order and apply each node's vjp rule."""
+"""Backward: the shared reverse-mode walk (fnx/_graph.py) over the tape's nodes, with eager's callbacks."""
 from __future__ import annotations
 
 from .. import core
 from ..core import FnxRuntimeError
 from ..tensor import make as _make
-from .._graph import toposort
+from .._graph import backprop
 from . import tape
 
 _Tensor = core._Tensor  # set by fnx.tensor, which is imported before this module
@@ -29,60 +29,47 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
     """Propagate `root_grads` from `roots`; accumulate into leaves' `.grad`, or into `capture` when given.
 
     `capture` maps id(tensor or node) to a slot index; captured gradients are returned in a list.
-    Leaves are steps of the walk too (PyTorch's AccumulateGrad), after every node that feeds them: a leaf's
-    contributions are summed first, so its hooks see its whole gradient once, as a node's hooks do.
+    The walk is the shared one (fnx/_graph.py); what eager adds happens in its two callbacks. Leaves are steps
+    of the walk too (PyTorch's AccumulateGrad), after every node that feeds them: a leaf's contributions are
+    summed first, so its hooks see its whole gradient once, as a node's hooks do.
     """
     captured = [None] * (len(capture) if capture else 0)
-    grads: dict = {}  # id(node or leaf) -> the sum of the gradients it has received so far
     starts = []
-    for r, g in zip(roots, root_grads):
+    for r in roots:
         p = tape.parent_of(r)
         if p is None:
             raise FnxRuntimeError("element 0 of tensors does not require grad and does not have a grad_fn; "
                                   "call .requires_grad_() on the inputs you differentiate with respect to")
         starts.append(p)
-        prev_g = grads.get(id(p))
-        grads[id(p)] = g if prev_g is None else prev_g + g
-    prev = core.set_grad_enabled_flag(create_graph)
     anomaly = core.anomaly_enabled()
+
+    def node_vjp(node, g):  # hooks, capture, the rule (which checks saved versions), NaN check, freeing
+        if node.hooks:
+            g = _run_hooks(node.hooks, g)
+        if capture is not None and id(node) in capture:
+            captured[capture[id(node)]] = g
+        cots = node.vjp(g)
+        if anomaly:
+            _check_nan(node, cots)
+        if not retain_graph:
+            node.release()
+        return cots
+
+    def to_leaf(leaf, g):  # a leaf's whole gradient of this call: through its hooks, then into .grad or a slot
+        hooks = getattr(leaf, "_hooks", None)
+        if hooks:
+            g = _run_hooks(hooks, g)
+        if capture is None:
+            tape.accumulate_grad(leaf, g)
+        elif id(leaf) in capture:
+            captured[capture[id(leaf)]] = g
+
+    prev = core.set_grad_enabled_flag(create_graph)
     try:
-        for node in toposort(starts, _node_inputs):
-            g = grads.pop(id(node), None)
-            if g is None:
-                continue
-            if isinstance(node, _Tensor):
-                _to_leaf(node, g, capture, captured)
-                continue
-            if node.hooks:
-                g = _run_hooks(node.hooks, g)
-            if capture is not None and id(node) in capture:
-                captured[capture[id(node)]] = g
-            cots = node.apply(g)
-            if anomaly:
-                _check_nan(node, cots)
-            if not retain_graph:
-                node.release()
-            for p, c in zip(node.parents, cots):
-                if p is None or c is None:
-                    continue
-                prev_g = grads.get(id(p))
-                grads[id(p)] = c if prev_g is None else prev_g + c
+        backprop(starts, root_grads, to_leaf, inputs=_node_inputs, vjp=node_vjp)
     finally:
         core.set_grad_enabled_flag(prev)
     return captured
-
-
-def _to_leaf(leaf, g, capture, captured) -> None:
-    """A leaf's whole gradient of this backward call: through its hooks, then into `.grad` or its slot."""
-    hooks = getattr(leaf, "_hooks", None)
-    if hooks:
-        g = _run_hooks(hooks, g)
-    if capture is not None:
-        slot = capture.get(id(leaf))
-        if slot is not None:
-            captured[slot] = g
-        return
-    tape.accumulate_grad(leaf, g)
 
 
 def _check_nan(node, cots) -> None:

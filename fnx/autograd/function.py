@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .. import core
+from .._graph import Cotangents, OutputOf
 from ..core import FnxRuntimeError
 from . import tape
 
@@ -42,18 +43,6 @@ class FunctionCtx:
                                   "return a new tensor from forward instead")
 
 
-class _Cotangents:
-    """Gradients of several outputs of one Function node, gathered before its backward runs."""
-
-    __slots__ = ("items",)
-
-    def __init__(self, items):
-        self.items = items
-
-    def __add__(self, other):
-        return _Cotangents([b if a is None else a if b is None else a + b for a, b in zip(self.items, other.items)])
-
-
 class _FunctionNode:
     __slots__ = ("fn", "ctx", "parents", "outputs_meta", "hooks", "stack", "inputs", "__weakref__")
 
@@ -72,8 +61,8 @@ class _FunctionNode:
     def release(self) -> None:
         self.ctx._saved = None
 
-    def apply(self, cot):
-        items = cot.items if isinstance(cot, _Cotangents) else [cot]
+    def vjp(self, cot):
+        items = cot.items if isinstance(cot, Cotangents) else [cot]
         if self.ctx.materialize_grads:
             from ..ops.creation import zeros
 
@@ -92,23 +81,19 @@ class _FunctionNode:
         return grads[:n_in]
 
 
-class _OutputOf:
-    """Output `index` of a multi-output Function node."""
+class _OutputOf(OutputOf):
+    """Output `index` of a multi-output Function node, as the tensor's `grad_fn`."""
 
-    __slots__ = ("parents", "index", "n", "hooks", "__weakref__")
+    __slots__ = ("hooks", "__weakref__")
 
     def __init__(self, node, index: int, n: int):
-        self.parents, self.index, self.n, self.hooks = (node,), index, n, None
+        super().__init__(node, index, n)
+        self.hooks = None
 
     name = "OutputBackward"
 
     def release(self) -> None:
         pass
-
-    def apply(self, cot):
-        items = [None] * self.n
-        items[self.index] = cot
-        return (_Cotangents(items),)
 
 
 class Function:

@@ -76,7 +76,7 @@ class Node:
                 f"operation: the output of {self.name} is at version {ver[0]}; expected version {at} instead. "
                 f"Use an out-of-place op (x = x.op(...)) or .clone() the tensor before modifying it.")
 
-    def apply(self, cot):
+    def vjp(self, cot):
         self.check_saved()
         out = core._tensor_new(core._Tensor)
         init_from_array(out, self.out_value, device_of_array(self.out_value))

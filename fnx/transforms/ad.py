@@ -3,7 +3,8 @@
 Both modes are interpreters of primitives on the trace stack. `JVPTrace`
 pushes tangents forward with each primitive's jvp rule. `VJPTrace` records
 each primitive applied to its tracers (a tape at this transform's level);
-the returned vjp function walks it backwards with each primitive's vjp rule.
+the returned vjp function walks it backwards with each primitive's vjp rule
+(the walk the eager engine uses too: fnx/_graph.py `backprop`).
 Rules are written with fnx ops, so they bind on the levels below: that is
 why grad(grad(f)), vmap(grad(f)) and grad(vmap(f)) compose.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from .. import core
-from .._graph import toposort
+from .._graph import OutputOf, backprop
 from ..core import FnxTypeError, Primitive, ShapedArray, Trace, new_main
 from ..tensor import Tensor, Tracer, note_view
 from ..tree import tree_flatten, tree_map, tree_unflatten
@@ -159,12 +160,24 @@ def linearize(fun, *primals):
 
 # ---------------------------------------------------------------- reverse mode
 class _Node:
-    """A primitive applied during a vjp trace: what its vjp rule needs, and where its inputs came from."""
+    """A primitive applied during a vjp trace: what its vjp rule needs, and the nodes its inputs came from.
+
+    A node of a primitive with several results is reached through an `OutputOf` per result.
+    """
 
     __slots__ = ("prim", "params", "primals", "parents", "out")
 
     def __init__(self, prim, params, primals, parents, out):
         self.prim, self.params, self.primals, self.parents, self.out = prim, params, primals, parents, out
+
+    def vjp(self, ct):
+        prim = self.prim
+        if prim.multiple_results:
+            ct = [c if c is not None else _zeros_like(o) for c, o in zip(ct.items, self.out)]
+        if prim.vjp_takes_needs:
+            needs = tuple(p is not None for p in self.parents)
+            return prim.vjp(ct, self.primals, self.out, needs=needs, **self.params)
+        return prim.vjp(ct, self.primals, self.out, **self.params)
 
 
 class _Leaf:
@@ -178,8 +191,13 @@ class _Leaf:
     parents = ()
 
 
+def _refs(node, outs: list) -> list:
+    """Where each of a multi-result node's outputs sends its cotangent (None for integer outputs)."""
+    return [OutputOf(node, i, len(outs)) if o.dtype.is_floating_point else None for i, o in enumerate(outs)]
+
+
 class VJPTracer(Tracer):
-    """A primal value and a reference (node, output index) into the trace's tape; None for constants."""
+    """A primal value and the node of the trace's tape that computed it; None for constants."""
 
     __slots__ = ("primal", "ref")
 
@@ -215,9 +233,8 @@ class VJPTrace(Trace):
         else:
             node = _Node(prim, params, primals, refs, out)
             if prim.multiple_results:
-                return [VJPTracer(self, o, (node, i) if o.dtype.is_floating_point else None)
-                        for i, o in enumerate(out)]
-            result = VJPTracer(self, out, (node, 0) if out.dtype.is_floating_point else None)
+                return [VJPTracer(self, o, r) for o, r in zip(out, _refs(node, out))]
+            result = VJPTracer(self, out, node if out.dtype.is_floating_point else None)
         if prim.view:
             note_view(result, tracers[0], prim, params)
         return result
@@ -233,42 +250,17 @@ class VJPTrace(Trace):
         prim = Primitive("custom_call", multiple_results=True)
         prim.vjp = vjp_rule
         node = _Node(prim, {}, [t.primal for t in tracers], refs, outs)
-        return [VJPTracer(self, o, (node, i) if o.dtype.is_floating_point else None) for i, o in enumerate(outs)]
-
-
-def _add(a, b):
-    return b if a is None else a if b is None else a + b
+        return [VJPTracer(self, o, r) for o, r in zip(outs, _refs(node, outs))]
 
 
 def _backward_pass(out_refs, cts, leaves):
-    """Cotangents of `leaves` (primal values) given cotangents `cts` of the outputs at `out_refs`."""
-    grads: dict = {}
-    for ref, ct in zip(out_refs, cts):
-        if ref is not None and ct is not None:
-            slots = grads.setdefault(id(ref[0]), {})
-            slots[ref[1]] = _add(slots.get(ref[1]), ct)
+    """Cotangents of `leaves` (primal values) given cotangents `cts` of the outputs computed by `out_refs`."""
     result = [None] * len(leaves)
-    for node in toposort([r[0] for r in out_refs if r is not None],
-                         lambda n: (ref[0] for ref in n.parents if ref is not None)):
-        slots = grads.pop(id(node), None)
-        if not slots:
-            continue
-        if isinstance(node, _Leaf):
-            result[node.index] = _add(result[node.index], slots[0])
-            continue
-        if node.prim.multiple_results:
-            g = [slots.get(i) if slots.get(i) is not None else _zeros_like(o) for i, o in enumerate(node.out)]
-        else:
-            g = slots[0]
-        if node.prim.vjp_takes_needs:
-            needs = tuple(r is not None for r in node.parents)
-            in_cts = node.prim.vjp(g, node.primals, node.out, needs=needs, **node.params)
-        else:
-            in_cts = node.prim.vjp(g, node.primals, node.out, **node.params)
-        for ref, ct in zip(node.parents, in_cts):
-            if ref is not None and ct is not None:
-                s = grads.setdefault(id(ref[0]), {})
-                s[ref[1]] = _add(s.get(ref[1]), ct)
+
+    def leaf(node, ct):
+        result[node.index] = ct
+
+    backprop(out_refs, cts, leaf)
     return [r if r is not None else _zeros_like(x) for r, x in zip(result, leaves)]
 
 
@@ -287,7 +279,7 @@ def vjp(fun, *primals, has_aux: bool = False):
     _check_tensors(p_leaves, "vjp", "primals")
     with new_main(VJPTrace) as main:
         trace = VJPTrace(main)
-        tracers = [VJPTracer(trace, p, (_Leaf(i), 0) if p.dtype.is_floating_point else None)
+        tracers = [VJPTracer(trace, p, _Leaf(i) if p.dtype.is_floating_point else None)
                    for i, p in enumerate(p_leaves)]
         out = fun(*tree_unflatten(p_def, tracers))
         if has_aux:
