@@ -104,8 +104,10 @@ from numerics_measure import op_table_errors  # noqa: E402
 #       products, linear algebra and index accumulation, does so in an order that depends on the CPU (the
 #       vector width of compiled reductions, the BLAS kernels): at most OP_BOUNDS["reductions"] ulps further
 #       from float64 than eager is, in ulps of the reduction's magnitude (sum |x| for a sum, |A| |B| for a
-#       matrix product), which its rounding errors scale with. Measured: up to 1.0 more than eager with 16, 8
-#       and 4 float lanes.
+#       matrix product), which its rounding errors scale with. The worst case is a sum of equal values, which
+#       rounds the same way at every step: for the op table's up to 64 values, 4.5 ulps with 16 lanes (16
+#       values added lane by lane), 3 with 8, 4 with 4, against numpy's 2 (pairwise); measured up to 2 more
+#       than eager.
 OP_CLASSES = {
     "math": {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh",
              "asin", "acos", "atan", "sigmoid", "gelu", "gelu_tanh", "silu", "softplus", "erf", "erfc", "pow",
@@ -119,7 +121,7 @@ OP_CLASSES = {
                    "linalg.matrix_power", "index_add", "scatter_add", "scatter_reduce_add", "index_put_accumulate",
                    "put_accumulate"},
 }
-OP_BOUNDS = {"math": 2, "reductions": 4}   # math: compiled vs float64; reductions: compiled minus eager vs float64
+OP_BOUNDS = {"math": 2, "reductions": 8}   # math: compiled vs float64; reductions: compiled minus eager vs float64
 
 
 def test_op_classes_name_op_table_ops():
