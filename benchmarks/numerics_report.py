@@ -153,7 +153,7 @@ def main(argv=None) -> int:
         ("float32 errors against float64, measured on this machine", _environment()),
         ("Elementwise primitives: worst ulps from the float64 result rounded to float32 (* not eager's bits)",
          _primitives()),
-        (f"Op table: worst ulps of the working scale from float64 over {args.examples} draws per op",
+        (f"Op table: worst ulps (of the scale each op works at) from float64 over {args.examples} draws per op",
          _op_table(args.examples)),
         (f"Composite functions: worst error from float64 over {args.examples} draws each", _composites(args.examples)),
     ]
