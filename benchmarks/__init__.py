@@ -17,4 +17,8 @@ training steps (`tasks.py`) and its worker processes (`worker.py`) apart from
 its registration (`training.py`). A new group is a module of decorated builder
 functions added to `registry.MODULES`. Nothing here imports numpy at package
 import time, so `__main__` can adjust the BLAS environment first.
+
+Besides timings: `python -m benchmarks.numerics_report` prints this machine's
+float32 error figures (compiled and eager against float64), whose CPU-independent
+bounds the numerics tests assert.
 """

@@ -21,7 +21,7 @@ def index_expr(draw, shape, advanced: bool, unique: bool = False):
     items, d, ellipsis = [], 0, False
     bshape = draw(shapes(min_dims=0, max_dims=2, max_side=3))
     n_arrays = 0
-    while d < nd and draw(st.integers(0, 4)):
+    while d < nd and (ellipsis or draw(st.integers(0, 4))):   # after an Ellipsis, items index the last dims
         if not ellipsis and draw(st.integers(0, 5)) == 0:
             skip = draw(st.integers(0, nd - d))
             items.append(Ellipsis)

@@ -28,7 +28,8 @@ from fnx.lowering.cuda import VECTOR
 from fnx.lowering.plan import build_executable, plan_steps
 
 from op_db import as_tensor_function, stageable_ops
-from test_codegen import BINARY, PARAMS, PRIMS, RNG, UNARY, _inputs, ulp_distance
+from numerics_measure import BINARY, PARAMS, PRIMS, UNARY, ulp_distance
+from test_codegen import RNG, _inputs
 
 cuda = pytest.mark.cuda
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

@@ -281,15 +281,16 @@ absolute = abs
 
 
 # logit, the inverse of sigmoid: the primitive is PyTorch's logit without eps (NaN outside [0, 1]); `eps` clamps
-# first, so the gradient is 0 outside [eps, 1 - eps], as in PyTorch. float32 takes the log in double precision
-# and rounds once, in eager mode as in the C expression (fnx_logf, which log_p has the prelude define).
+# first, so the gradient is 0 outside [eps, 1 - eps], as in PyTorch. float32 computes p / (1 - p) and its log in
+# double precision and rounds once, in eager mode as in the C expression: within 1 ulp of exact near p = 1/2 too,
+# where a float32 quotient's rounding error would be many ulps of the small result.
 def _logit(xp, x):
-    odds = x / (1 - x)
-    return xp.log(odds.astype(xp.float64, copy=False)).astype(x.dtype, copy=False)
+    wide = x.astype(xp.float64, copy=False)
+    return xp.log(wide / (1 - wide)).astype(x.dtype, copy=False)
 
 
 logit_p = unary("logit", _logit, lambda x, out: reciprocal(x * (1.0 - x)), float_only=True, expensive=True,
-                c={"f": "fnx_logf({0} / (1.0f - {0}))", "d": "log({0} / (1.0 - {0}))"})
+                c={"f": "(float)log((double){0} / (1.0 - (double){0}))", "d": "log({0} / (1.0 - {0}))"})
 
 
 @_method("logit", inplace=True)
