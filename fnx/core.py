@@ -19,41 +19,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import dtypes as _dt
+from .abstract import ShapedArray
 from .device import cpu as _cpu, device_of_array
+from .errors import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, _FnxError  # noqa: F401 (re-exported)
 
 __all__ = ["Primitive", "bind", "ShapedArray", "Trace", "Tracer", "MainTrace", "new_main"]
 
 _ndarray = np.ndarray
-
-
-class ShapedArray:
-    """An abstract value: shape, dtype and device, without data."""
-
-    __slots__ = ("shape", "dtype", "device")
-
-    def __init__(self, shape: tuple, dtype: _dt.dtype, device):
-        self.shape, self.dtype, self.device = tuple(shape), dtype, device
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __eq__(self, other) -> bool:
-        return (isinstance(other, ShapedArray) and self.shape == other.shape and self.dtype is other.dtype
-                and self.device is other.device)
-
-    def __hash__(self) -> int:
-        return hash((self.shape, self.dtype, self.device))
-
-    def str_short(self) -> str:
-        return f"{_SHORT[self.dtype.name]}[{','.join(map(str, self.shape))}]"
-
-    __repr__ = str_short
-
-
-_SHORT = {"bool": "bool", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-          "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
 
 
 _RULE_USERS = {"impl": "eager execution", "abstract": "tracing (make_jaxpr, compile)",
@@ -239,26 +211,6 @@ def _wrap_multiple(prim: Primitive, args, params, outs) -> list:
 
         return _record_eager(prim.name, list(args), tensors, lambda cts: prim.vjp(cts, args, tensors, **params))
     return tensors
-
-
-class _FnxError(Exception):
-    """Marker base for errors already phrased by fnx (they pass through `bind` untouched)."""
-
-
-class FnxRuntimeError(_FnxError, RuntimeError):
-    pass
-
-
-class FnxValueError(_FnxError, ValueError):
-    pass
-
-
-class FnxTypeError(_FnxError, TypeError):
-    pass
-
-
-class FnxIndexError(_FnxError, IndexError):
-    pass
 
 
 def _device_mismatch(prim: Primitive, args) -> FnxRuntimeError:

@@ -11,15 +11,14 @@ import traceback
 import weakref
 
 from .. import core
-from .. import dtypes as _dt
 from .._warn import FNX_DIR as _FNX_DIR
 from ..core import FnxRuntimeError
 from ..device import device_of_array
+from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import init_from_array, make
 
 __all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle"]
 
-_FLOAT_NP = frozenset(d.np for d in _dt.ALL if d.is_floating_point)
 _state = core.state  # the calling thread's grad mode
 _anomaly_enabled = core.anomaly_enabled
 

@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..core import bind as _bind
-from ..autograd.tape import _FLOAT_NP
+from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import Tensor
 from ._families import (_promote2, as_operand, binary, promote, same_device, broadcast_shapes, scalar_like,
                         unbroadcast, unary)
