@@ -22,10 +22,12 @@ import numpy as np
 from .abstract import ShapedArray
 from .device import cpu as _cpu, device_of_array
 from .errors import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, _FnxError  # noqa: F401 (re-exported)
+from .tensor import Tensor as _Tensor, Tracer, from_array
 
 __all__ = ["Primitive", "bind", "ShapedArray", "Trace", "Tracer", "MainTrace", "new_main"]
 
 _ndarray = np.ndarray
+_tensor_new = object.__new__  # the fast path makes its result with `_tensor_new(_Tensor)` and sets the slots
 
 
 _RULE_USERS = {"impl": "eager execution", "abstract": "tracing (make_jaxpr, compile)",
@@ -203,8 +205,6 @@ Primitive.bind = bind
 
 def _wrap_multiple(prim: Primitive, args, params, outs) -> list:
     """Eager outputs of a multiple-result primitive; one tape node covers them all."""
-    from .tensor import from_array
-
     tensors = [from_array(o) for o in outs]
     if state.grad_enabled and prim.differentiable and any(a._requires_grad for a in args):
         from .transforms.custom import _record_eager
@@ -367,12 +367,3 @@ def full_lower(val):
     if isinstance(val, Tracer):
         return val.full_lower()
     return val
-
-
-# Filled in by fnx.tensor (avoids an import cycle; the fast path reads module globals only).
-_Tensor: type = None  # type: ignore[assignment]
-_tensor_new = object.__new__
-
-
-class Tracer:  # replaced by fnx.tensor.Tracer, a Tensor subclass
-    pass

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import core
 from ..core import FnxRuntimeError
+from ..tensor import Tensor
 from . import tape
 
 __all__ = ["Function", "FunctionCtx"]
@@ -127,7 +128,6 @@ class Function:
         if core.state.transforms_active:
             raise FnxRuntimeError(f"{cls.__name__}.apply: autograd.Function is eager-only; inside fnx.grad/vmap/"
                                   f"compile use fnx.custom_vjp instead")
-        Tensor = core._Tensor
         needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         ctx = FunctionCtx(needs)
         prev = core.set_grad_enabled_flag(False)

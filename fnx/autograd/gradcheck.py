@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import core
 from ..core import FnxRuntimeError
+from ..tensor import Tensor
 
 __all__ = ["gradcheck", "GradcheckError"]
 
@@ -65,7 +65,6 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
     A mismatch raises `GradcheckError` naming the output, the input and the worst element (or returns
     False with `raise_exception=False`).
     """
-    Tensor = core._Tensor
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     diff = [i for i, a in enumerate(inputs) if isinstance(a, Tensor) and a.requires_grad]
     if not diff:

@@ -15,7 +15,7 @@ from .._warn import FNX_DIR as _FNX_DIR
 from ..core import FnxRuntimeError
 from ..device import device_of_array
 from ..dtypes import FLOAT_NP as _FLOAT_NP
-from ..tensor import init_from_array, make
+from ..tensor import make
 
 __all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle"]
 
@@ -77,8 +77,7 @@ class Node:
 
     def apply(self, cot):
         self.check_saved()
-        out = core._tensor_new(core._Tensor)
-        init_from_array(out, self.out_value, device_of_array(self.out_value))
+        out = make(self.out_value, device_of_array(self.out_value))
         out._node, out._requires_grad = self, True
         if self.prim.vjp_takes_needs:
             needs = tuple(p is not None for p in self.parents)
