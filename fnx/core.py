@@ -10,6 +10,14 @@ arguments are lifted to the top trace, which interprets the primitive
 Grad mode, anomaly mode and the trace stack are per thread (context variables, read through
 `state`), so that threads train, trace and switch grad mode independently, as with PyTorch's
 grad mode.
+
+Core imports only the leaf modules and the Tensor type below it. The layers above reach back in
+through these hooks, each set once when its module is imported, never by a function-level import:
+
+- `record_hook(prim, args, params, out)`, set by fnx.autograd.tape: records the tape node of an
+  eager op whose input requires grad.
+- `record_multiple_hook(prim, args, params, outs)`, set by fnx.autograd.function: records one tape
+  node for the outputs of an eager multiple-result primitive.
 """
 from __future__ import annotations
 
@@ -126,6 +134,7 @@ class _State:
 
 state = _State()
 record_hook = None  # set by fnx.autograd.tape: records a node for an eager op
+record_multiple_hook = None  # set by fnx.autograd.function: one node for an eager multiple-result op's outputs
 
 
 def set_grad_enabled_flag(flag: bool) -> bool:
@@ -207,9 +216,7 @@ def _wrap_multiple(prim: Primitive, args, params, outs) -> list:
     """Eager outputs of a multiple-result primitive; one tape node covers them all."""
     tensors = [from_array(o) for o in outs]
     if state.grad_enabled and prim.differentiable and any(a._requires_grad for a in args):
-        from .transforms.custom import _record_eager
-
-        return _record_eager(prim.name, list(args), tensors, lambda cts: prim.vjp(cts, args, tensors, **params))
+        return record_multiple_hook(prim, args, params, tensors)
     return tensors
 
 

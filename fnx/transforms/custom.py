@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 from .. import core
+from ..autograd.function import record_pullback
 from ..core import FnxTypeError, Primitive
 from ..tensor import Tensor
 from ..tree import tree_flatten, tree_unflatten
@@ -75,7 +76,7 @@ class _CustomCall:
             outs, pull = self.forward_for_vjp(detached)
         finally:
             core.set_grad_enabled_flag(prev)
-        return _record_eager(self.name, args, outs, pull)
+        return record_pullback(self.name, args, outs, pull)
 
     def jvp(self, trace, tracers):
         return self.fun(*tracers)
@@ -87,23 +88,6 @@ class _CustomCall:
 
     def batch(self, trace, tracers):
         return self.fun(*tracers)
-
-
-def _record_eager(name: str, args: list, outs: list, pull) -> list:
-    """Put one node on the eager tape whose backward is `pull(output cotangents) -> input cotangents`."""
-    from ..autograd import tape
-    from ..autograd.function import FunctionCtx, _FunctionNode, _OutputOf
-
-    backward = staticmethod(lambda ctx, *cts: tuple(pull(list(cts))))
-    rule = type(name, (), {"backward": backward})
-    node = _FunctionNode(rule, FunctionCtx(tuple(a._requires_grad for a in args)),
-                         tuple(tape.parent_of(a) for a in args), [(tuple(o.shape), o.dtype, o.device) for o in outs],
-                         tuple(args))
-    for k, o in enumerate(outs):
-        if o.dtype.is_floating_point:
-            o._node = node if len(outs) == 1 else _OutputOf(node, k, len(outs))
-            o._requires_grad = True
-    return outs
 
 
 def _zeros_like(x):
