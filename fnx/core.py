@@ -343,6 +343,17 @@ def _bind_traced(prim: Primitive, args, params):
     return full_lower(out)
 
 
+def custom_call(call, args: list) -> list:
+    """Run `call` (a function with a custom rule: fnx/transforms/custom.py) on flat tensor `args` under the
+    current transforms; the top trace's `process_custom` picks the call's rule, as `bind` does for primitives."""
+    if not state.transforms_active:
+        return call.eager(args)
+    top = find_top_trace(args)
+    tracers = [full_raise(top, a) for a in args]
+    outs = top.process_custom(call, tracers)
+    return [full_lower(o) for o in outs]
+
+
 def find_top_trace(args) -> Trace:
     top = _EVAL_MAIN
     for a in args:

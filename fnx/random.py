@@ -14,6 +14,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .core import FnxTypeError, FnxValueError, Primitive, ShapedArray
+from .ops._batching import move_to_front
 from .tensor import Tensor
 
 __all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "randint",
@@ -83,8 +84,6 @@ def _random_prim(name: str, impl, out_aval) -> Primitive:
     prim.jvp = lambda primals, tangents, **params: (prim.bind(primals[0], **params), None)
 
     def batch(args, dims, **params):
-        from .transforms.batching import move_to_front
-
         return prim.bind(move_to_front(args[0], dims[0]), **params), 0
 
     prim.batch = batch

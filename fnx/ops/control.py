@@ -15,6 +15,7 @@ from ..ir import ClosedJaxpr
 from ..tensor import Tensor, Tracer
 from ..transforms.jaxpr_rules import batch_jaxpr, closed_call, jvp_jaxpr, trace_flat, vjp_jaxpr
 from ..tree import tree_flatten, tree_map, tree_unflatten
+from ._batching import batch_size, move_to_front, with_batch_size
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan"]
 
@@ -76,8 +77,6 @@ def _floats_only(values, rule_outs):
 
 
 def _move(x, d, size: int):
-    from ..transforms.batching import with_batch_size
-
     return with_batch_size(x, d, size)
 
 
@@ -122,7 +121,6 @@ def _cond_vjp(cts, primals, outs, *, branches):
 @cond_p.def_batch
 def _cond_batch(args, dims, *, branches):
     """Unbatched index: a cond of batched branches. Batched index: every branch runs, results are selected."""
-    from ..transforms.batching import batch_size
     from .elementwise import clamp, eq
 
     size = batch_size(args, dims)
@@ -260,7 +258,6 @@ def _while_vjp(cts, primals, outs, **params):
 
 @while_p.def_batch
 def _while_batch(args, dims, *, cond_jaxpr, body_jaxpr, n_cc, n_bc):
-    from ..transforms.batching import batch_size
     from .reduce import any as _any
 
     size = batch_size(args, dims)
@@ -467,7 +464,6 @@ def _carry_history(consts, carry, xs, jaxpr, n_carry, length, reverse) -> list:
 
 @scan_p.def_batch
 def _scan_batch(args, dims, *, jaxpr, n_consts, n_carry, length, reverse):
-    from ..transforms.batching import batch_size, move_to_front
     from .shape import movedim
 
     size = batch_size(args, dims)

@@ -17,7 +17,7 @@ from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
 from ..tensor import Tensor, Tracer, make
-from ..transforms.batching import unary_batch_rule
+from ._batching import unary_batch_rule
 
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",

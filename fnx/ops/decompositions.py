@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor
-from ..transforms.batching import elementwise_batch_rule, move_to_front
+from ._batching import elementwise_batch_rule, move_to_front
 from ._families import broadcast_shapes, promote, same_device, unbroadcast
 from .linalg import matmul
 

@@ -18,7 +18,7 @@ from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import Tensor
 from ._families import (_promote2, as_operand, binary, promote, same_device, broadcast_shapes, scalar_like,
                         unbroadcast, unary)
-from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
+from ._batching import elementwise_batch_rule, unary_batch_rule
 
 __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan",
            "tanh", "sinh", "cosh", "asin", "acos", "atan", "sigmoid", "erf", "erfc", "abs", "sign", "neg", "negative",

@@ -19,7 +19,7 @@ from .elementwise import convert, eq, where
 from .inplace import _check_target, _concrete_target_error, _records, _snapshot, assign_
 from .shape import (_count, broadcast_tensors, broadcast_to, new_view, reshape, reshape_p, slice_p, strided_slice,
                     unsqueeze)
-from ..transforms.batching import batch_size, move_to_front, with_batch_size
+from ._batching import batch_size, move_to_front, with_batch_size
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "index_fill", "index_copy", "index_put",
            "masked_fill", "masked_select", "nonzero", "argwhere", "one_hot", "take", "take_along_dim", "put"]

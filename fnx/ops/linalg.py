@@ -17,7 +17,7 @@ from collections import Counter
 
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
-from ..transforms.batching import elementwise_batch_rule, move_to_front
+from ._batching import elementwise_batch_rule, move_to_front
 from ._families import as_operand, broadcast_shapes, promote, same_device, unbroadcast
 
 __all__ = ["matmul", "mm", "bmm", "dot", "vdot", "mv", "outer", "ger", "inner", "tensordot", "einsum", "addmm",

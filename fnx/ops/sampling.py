@@ -42,7 +42,7 @@ from .. import random as keyed
 from ..core import FnxRuntimeError, FnxTypeError
 from ..device import cpu, device as _device_cls
 from ..tensor import Tensor, Tracer, make
-from ..transforms.batching import BatchTrace, BatchTracer
+from ._batching import BatchTrace, BatchTracer
 from .inplace import _check_target
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",

@@ -14,7 +14,7 @@ from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxValueError, Primitive, ShapedArray
 from ..tensor import Tensor, Tracer, canonical_dim
 from ._families import broadcast_shapes as _broadcast_shapes, unbroadcast
-from ..transforms.batching import move_to_front
+from ._batching import move_to_front
 
 
 __all__ = ["reshape", "broadcast_to", "expand", "expand_as", "permute", "transpose", "swapaxes", "swapdims",

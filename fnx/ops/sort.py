@@ -13,7 +13,7 @@ from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, Shap
 from ..determinism import alert_not_deterministic
 from ..tensor import Tensor, canonical_dim
 from ..transforms.ad import stop_gradient
-from ..transforms.batching import axis_batch_rule, with_batch_size
+from ._batching import axis_batch_rule, with_batch_size
 from .elementwise import clamp, convert, eq, isnan, logical_and, logical_or, maximum, where
 from .reduce import sum as _sum
 

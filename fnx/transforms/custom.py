@@ -1,6 +1,6 @@
 """User-defined derivative rules and rematerialisation: `custom_vjp`, `custom_jvp`, `checkpoint`.
 
-Each is a call of a Python function with a rule attached. `custom_call`
+Each is a call of a Python function with a rule attached. `core.custom_call`
 hands it to the top trace, whose `process_custom` picks the call's method
 for that transform: eager (records one node on the tape), jvp, vjp
 (records one node on the vjp trace), batch (vmaps the function and its
@@ -15,22 +15,12 @@ import functools
 
 from .. import core
 from ..autograd.function import record_pullback
-from ..core import FnxTypeError, Primitive
+from ..core import FnxTypeError, Primitive, custom_call
 from ..tensor import Tensor
 from ..tree import tree_flatten, tree_unflatten
 from .jaxpr_rules import closed_call, trace_flat
 
 __all__ = ["custom_vjp", "custom_jvp", "checkpoint", "remat"]
-
-
-def custom_call(call, args: list) -> list:
-    """Run `call` (a _CustomCall) on flat tensor `args` under the current transforms."""
-    if not core.state.transforms_active:
-        return call.eager(args)
-    top = core.find_top_trace(args)
-    tracers = [core.full_raise(top, a) for a in args]
-    outs = top.process_custom(call, tracers)
-    return [core.full_lower(o) for o in outs]
 
 
 class _CustomCall:
