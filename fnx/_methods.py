@@ -12,7 +12,7 @@ from .device import device as _device_cls
 from .errors import FnxTypeError
 from .ops import (arrange, creation, elementwise as ew, indexing, inplace, joins, linalg, reduce, sampling,
                   shape, sort)
-from .ops.creation import empty, tensor as _tensor, transfer
+from .ops.creation import empty, stop_gradient, tensor as _tensor, transfer
 from .ops.elementwise import convert, where
 from .ops.indexing import _put_functional, _values
 from .ops.inplace import rebind_
@@ -153,8 +153,6 @@ def _tracer_setitem(self, index, value) -> None:
 
 def _tracer_detach(self) -> Tensor:
     """Under a transform, detach means stop_gradient."""
-    from .transforms.ad import stop_gradient
-
     return stop_gradient(self)
 
 

@@ -17,6 +17,7 @@ from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
 from ..tensor import Tensor, Tracer, make
+from ..tree import tree_map
 from ._batching import unary_batch_rule
 
 
@@ -113,7 +114,6 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Ten
 
 def _traced_copy(data, dtype, device, requires_grad: bool) -> Tensor:
     """tensor() of a tracer, or of a list holding tracers: a detached copy (fnx.stack of the elements)."""
-    from ..transforms.ad import stop_gradient
     from .joins import stack
 
     if requires_grad:
@@ -273,6 +273,24 @@ def contiguous(input: Tensor) -> Tensor:
     if not _is_tracer(input) and input._value.flags.c_contiguous:
         return input
     return copy_p.bind(input)
+
+
+# ---------------------------------------------------------------- stop_gradient
+stop_gradient_p = Primitive("stop_gradient", saves_inputs=False, differentiable=False)
+stop_gradient_p.def_impl(lambda xp, x: x)
+stop_gradient_p.def_abstract(lambda x: x)
+stop_gradient_p.def_vjp(lambda g, primals, out: (None,))
+stop_gradient_p.def_jvp(lambda primals, tangents: (stop_gradient_p.bind(primals[0]), _zero_tangent(primals[0])))
+stop_gradient_p.def_batch(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
+
+
+def stop_gradient(x):
+    """`x` with no gradient flowing through it (a pytree of Tensors)."""
+    return tree_map(lambda t: stop_gradient_p.bind(t) if isinstance(t, Tensor) else t, x)
+
+
+def _zero_tangent(x):
+    return zeros_like(x) if x.dtype.is_floating_point else None
 
 
 def _is_tracer(t) -> bool:

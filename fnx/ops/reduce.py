@@ -13,8 +13,8 @@ import operator
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
-from ..transforms.ad import stop_gradient
 from ._batching import axis_batch_rule, reduction_batch_rule
+from .creation import stop_gradient
 from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
                           minimum, ne, pow as _pow, sqrt, where)
 

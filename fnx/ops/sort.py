@@ -12,8 +12,8 @@ from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..determinism import alert_not_deterministic
 from ..tensor import Tensor, canonical_dim
-from ..transforms.ad import stop_gradient
 from ._batching import axis_batch_rule, with_batch_size
+from .creation import stop_gradient
 from .elementwise import clamp, convert, eq, isnan, logical_and, logical_or, maximum, where
 from .reduce import sum as _sum
 

@@ -13,6 +13,7 @@ import functools
 
 from .. import core
 from .._graph import toposort
+from ..ops.creation import stop_gradient  # a primitive of the ops layer; also fnx.transforms.ad.stop_gradient
 from ..core import FnxTypeError, Primitive, ShapedArray, Trace, new_main
 from ..tensor import Tensor, Tracer, note_view
 from ..tree import tree_flatten, tree_map, tree_unflatten
@@ -462,17 +463,3 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
 def hessian(fun, argnums=0, has_aux: bool = False):
     """Matrix of second derivatives: jacfwd(jacrev(fun)) (forward over reverse, as JAX does)."""
     return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
-
-
-# ---------------------------------------------------------------- stop_gradient
-stop_gradient_p = Primitive("stop_gradient", saves_inputs=False, differentiable=False)
-stop_gradient_p.def_impl(lambda xp, x: x)
-stop_gradient_p.def_abstract(lambda x: x)
-stop_gradient_p.def_vjp(lambda g, primals, out: (None,))
-stop_gradient_p.def_jvp(lambda primals, tangents: (stop_gradient_p.bind(primals[0]), _zero_tangent(primals[0])))
-stop_gradient_p.def_batch(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
-
-
-def stop_gradient(x):
-    """`x` with no gradient flowing through it (a pytree of Tensors)."""
-    return tree_map(lambda t: stop_gradient_p.bind(t) if isinstance(t, Tensor) else t, x)
