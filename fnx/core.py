@@ -18,6 +18,9 @@ through these hooks, each set once when its module is imported, never by a funct
   eager op whose input requires grad.
 - `record_multiple_hook(prim, args, params, outs)`, set by fnx.autograd.function: records one tape
   node for the outputs of an eager multiple-result primitive.
+- `stage_created_hook(value)`, set by fnx.transforms.tracing: while the staging trace (make_jaxpr,
+  compile) is the dynamic trace, turns a tensor just made by a creation function into a constant
+  of the jaxpr that in-place ops may rebind.
 """
 from __future__ import annotations
 
@@ -135,6 +138,7 @@ class _State:
 state = _State()
 record_hook = None  # set by fnx.autograd.tape: records a node for an eager op
 record_multiple_hook = None  # set by fnx.autograd.function: one node for an eager multiple-result op's outputs
+stage_created_hook = None  # set by fnx.transforms.tracing: a tensor made while staging becomes a jaxpr constant
 
 
 def set_grad_enabled_flag(flag: bool) -> bool:

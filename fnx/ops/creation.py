@@ -3,8 +3,9 @@
 Outside staging every creation function returns a concrete tensor (under grad, jvp and vmap too, so
 writing a traced value into one raises: fnx/ops/inplace.py). While the staging trace of fnx.compile or
 make_jaxpr is active they return a tracer of it instead (`_new`), a constant of the jaxpr that in-place
-ops may rebind, so `buf = fnx.zeros(n); buf[i] = x` compiles (fnx/transforms/tracing.py). A tensor
-that requires grad stays concrete: it is a leaf the caller may read `.grad` of.
+ops may rebind, so `buf = fnx.zeros(n); buf[i] = x` compiles (`core.stage_created_hook`, set by
+fnx/transforms/tracing.py). A tensor that requires grad stays concrete: it is a leaf the caller may read
+`.grad` of.
 """
 from __future__ import annotations
 
@@ -32,9 +33,7 @@ def _new(value, dev, requires_grad: bool = False) -> Tensor:
     if requires_grad:
         return t.requires_grad_(True)
     if core.state.transforms_active and core.state.dynamic_trace.level:
-        from ..transforms.tracing import stage_created
-
-        return stage_created(t)
+        return core.stage_created_hook(t)
     return t
 
 
