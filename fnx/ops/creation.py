@@ -20,6 +20,7 @@ from ..device import cpu, device as _device_cls, device_of_array
 from ..tensor import Tensor, Tracer, make
 from ..tree import tree_map
 from ._batching import unary_batch_rule
+from .joins import stack
 
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
@@ -113,8 +114,6 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Ten
 
 def _traced_copy(data, dtype, device, requires_grad: bool) -> Tensor:
     """tensor() of a tracer, or of a list holding tracers: a detached copy (fnx.stack of the elements)."""
-    from .joins import stack
-
     if requires_grad:
         raise FnxRuntimeError("tensor(): requires_grad=True of a traced value inside a transform is not supported; "
                               "differentiate with the transform instead (fnx.grad)")

@@ -19,6 +19,7 @@ from ..tensor import Tensor
 from ._families import (_promote2, as_operand, binary, promote, same_device, broadcast_shapes, scalar_like,
                         unbroadcast, unary)
 from ._batching import elementwise_batch_rule, unary_batch_rule
+from .creation import full_like, zeros_like
 
 __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan",
            "tanh", "sinh", "cosh", "asin", "acos", "atan", "sigmoid", "erf", "erfc", "abs", "sign", "neg", "negative",
@@ -100,8 +101,6 @@ isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool)
 
 
 def _zeros_of(t: Tensor) -> Tensor:
-    from .creation import zeros_like
-
     return zeros_like(t)
 
 
@@ -681,8 +680,6 @@ def _select_jvp(primals, tangents):
 
 
 def zeros_like_scalar(g: Tensor) -> Tensor:
-    from ._families import scalar_like
-
     return scalar_like(0, g.dtype, g.device)
 
 
@@ -799,8 +796,6 @@ def isfinite(input: Tensor) -> Tensor:
 
 
 def full_like_bool(input: Tensor, value: bool) -> Tensor:
-    from .creation import full_like
-
     return full_like(input, value, dtype=_dt.bool)
 
 
