@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import core
 from ..core import FnxRuntimeError
+from ..ops.creation import zeros
 from ..tensor import Tensor
 from . import tape
 
@@ -76,8 +77,6 @@ class _FunctionNode:
     def apply(self, cot):
         items = cot.items if isinstance(cot, _Cotangents) else [cot]
         if self.ctx.materialize_grads:
-            from ..ops.creation import zeros
-
             items = [zeros(shape, dtype=dt, device=dev) if g is None else g
                      for g, (shape, dt, dev) in zip(items, self.outputs_meta)]
         grads = self.fn.backward(self.ctx, *items)

@@ -4,7 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import FnxRuntimeError
+from ..ops.creation import tensor
 from ..tensor import Tensor
+from .engine import grad
+from .grad_mode import no_grad
 
 __all__ = ["gradcheck", "GradcheckError"]
 
@@ -25,9 +28,6 @@ def _host(t) -> np.ndarray:
 
 def _analytic(out, x) -> np.ndarray:
     """d out / d x, one row per output element, by one reverse pass each."""
-    from ..ops.creation import tensor
-    from .engine import grad
-
     jac = np.zeros((out.numel(), x.numel()))
     for j in range(out.numel()):
         onehot = np.zeros(out.numel(), dtype=out.dtype.np)
@@ -41,8 +41,6 @@ def _analytic(out, x) -> np.ndarray:
 
 def _numeric(fn, inputs, k: int, x, eps: float) -> np.ndarray:
     """d output_k / d x by central differences, perturbing `x`'s memory one element at a time."""
-    from .grad_mode import no_grad
-
     value = x._value
     cols = []
     for m in range(x.numel()):

@@ -13,17 +13,16 @@ import functools
 
 from .. import core
 from .._graph import toposort
-from ..ops.creation import stop_gradient  # a primitive of the ops layer; also fnx.transforms.ad.stop_gradient
+from ..ops.creation import eye, ones_like, stop_gradient, zeros_like  # stop_gradient: re-exported from the ops
 from ..core import FnxTypeError, Primitive, ShapedArray, Trace, new_main
 from ..tensor import Tensor, Tracer, note_view
 from ..tree import tree_flatten, tree_map, tree_unflatten
+from .batching import vmap
 
 __all__ = ["jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "linearize"]
 
 
 def _zeros_like(x):
-    from ..ops.creation import zeros_like
-
     return zeros_like(x)
 
 
@@ -338,8 +337,6 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
             got = f"{out.dtype}{list(out.shape)}" if isinstance(out, Tensor) else type(out).__name__
             raise FnxTypeError(f"grad requires a real scalar output (shape []), got {got}; reduce it (e.g. .sum()) "
                                f"or use vjp/jacrev for non-scalar outputs")
-        from ..ops.creation import ones_like
-
         g = fn(ones_like(out))
         g = g[0] if isinstance(argnums, int) else tuple(g)
         return ((out, res[2]), g) if has_aux else (out, g)
@@ -361,8 +358,6 @@ def grad(fun, argnums=0, has_aux: bool = False):
 
 def _std_basis(x: Tensor):
     """Identity of size numel(x), shaped (numel, *x.shape)."""
-    from ..ops.creation import eye
-
     n = x.numel()
     return eye(n, dtype=x.dtype, device=x.device).reshape((n,) + tuple(x.shape))
 
@@ -402,8 +397,6 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
 
     Each block has shape output.shape + input.shape; inputs and outputs may be pytrees.
     """
-    from .batching import vmap
-
     def jac(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacfwd")
         leaves, in_def = _diff_leaves(args, nums, "jacfwd")
@@ -434,8 +427,6 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
 
     Each block has shape output.shape + input.shape; inputs and outputs may be pytrees.
     """
-    from .batching import vmap
-
     def jac(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacrev")
         leaves, in_def = _diff_leaves(args, nums, "jacrev")

@@ -17,8 +17,8 @@ from ..ops.shape import movedim
 from ..tensor import Tensor
 from ..tree import tree_flatten, tree_unflatten
 
-__all__ = ["vmap", "BatchTracer", "move_to_front", "elementwise_batch_rule", "unary_batch_rule",
-           "reduction_batch_rule", "axis_batch_rule", "with_batch_size"]
+__all__ = ["vmap", "BatchTracer", "BatchTrace", "move_to_front", "elementwise_batch_rule", "unary_batch_rule",
+           "reduction_batch_rule", "axis_batch_rule", "with_batch_size", "batch_size"]
 
 
 # ---------------------------------------------------------------- vmap
