@@ -21,6 +21,11 @@ through these hooks, each set once when its module is imported, never by a funct
 - `stage_created_hook(value)`, set by fnx.transforms.tracing: while the staging trace (make_jaxpr,
   compile) is the dynamic trace, turns a tensor just made by a creation function into a constant
   of the jaxpr that in-place ops may rebind.
+
+The Tensor methods that call upward are attached to the class by their layer at import, in the same
+spirit: the constructor, `to` and a tracer's `__setitem__`/`detach` by fnx._methods (ops), and
+`backward`, `retain_grad`, `register_hook` by fnx.autograd. The layer order is the table in
+tests/test_layers.py.
 """
 from __future__ import annotations
 
