@@ -3,13 +3,22 @@
 Methods are the module-level functions themselves, so `x.exp()` and
 `fnx.exp(x)` run the same code. Elementwise ops declare their methods where
 they are defined (ops/elementwise.py `_method`); the other families list
-theirs in `METHODS` and `INPLACE` at the end of their modules.
+theirs in `METHODS` and `INPLACE` at the end of their modules. The Tensor
+methods that call ops (the constructor, `to`, and a tracer's `__setitem__`
+and `detach`) are defined here too: `fnx.tensor` sits below the ops.
 """
 from __future__ import annotations
 
+from . import dtypes as _dt
+from .device import device as _device_cls
+from .errors import FnxTypeError
 from .ops import (arrange, creation, elementwise as ew, indexing, inplace, joins, linalg, reduce, sampling,
                   shape, sort)
-from .tensor import Tensor
+from .ops.creation import empty, stop_gradient, tensor as _tensor, transfer
+from .ops.elementwise import convert, where
+from .ops.indexing import _put_functional, _values
+from .ops.inplace import rebind_
+from .tensor import Tensor, Tracer, init_from_array
 
 _METHODS = {
     # reductions
@@ -60,3 +69,64 @@ for _dunder, _name in _INPLACE_OPERATORS.items():
 Tensor.fill_ = inplace.fill_
 Tensor.zero_ = inplace.zero_
 Tensor.copy_ = inplace.copy_
+
+
+# ---------------------------------------------------------------- Tensor methods that call ops
+def _tensor_init(self, *data, dtype=None, device=None, requires_grad: bool = False):
+    """`Tensor(data)` copies data into the default float dtype; `Tensor(*sizes)` is uninitialised (PyTorch)."""
+    if data and all(type(d) is int for d in data):
+        src = empty(*data, dtype=dtype, device=device)
+    elif len(data) > 1:
+        raise FnxTypeError(f"Tensor(): expected one data argument or integer sizes, got {len(data)} arguments")
+    else:
+        src = _tensor(data[0] if data else [], dtype=dtype or _dt.get_default_dtype(), device=device)
+    init_from_array(self, src._value, src._device)
+    if requires_grad:
+        self.requires_grad_(True)
+
+
+def _to(self, *args, **kwargs) -> Tensor:
+    """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(other)`; returns self when nothing changes."""
+    dev, dt = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise FnxTypeError(f"to(): unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dev, dt = a.device, a.dtype
+        elif isinstance(a, (str, _device_cls)) and not (isinstance(a, str) and a in _dt._BY_NAME):
+            dev = a
+        else:
+            dt = a
+    out = self
+    if dt is not None and _dt.as_dtype(dt) is not out.dtype:
+        out = convert(out, _dt.as_dtype(dt))
+    if dev is not None and _device_cls(dev) is not out._device:
+        out = transfer(out, _device_cls(dev))
+    if copy and out is self:
+        out = self.clone()
+    return out
+
+
+def _tracer_setitem(self, index, value) -> None:
+    """`x[index] = value` on a tracer: x becomes the functional index_put (fnx/ops/inplace.py), or
+    `where(mask, value, x)` for a boolean mask over leading dims and one value (the mask may be traced)."""
+    value = _values(value, self)
+    if isinstance(index, Tensor) and index.dtype is _dt.bool and value.numel() == 1 \
+            and tuple(index.shape) == tuple(self.shape[:index.ndim]):
+        mask = index.reshape(tuple(index.shape) + (1,) * (self.ndim - index.ndim))
+        rebind_(self, where(mask, value.reshape(()), self), "__setitem__")
+        return
+    rebind_(self, _put_functional(self, index, value), "__setitem__")
+
+
+def _tracer_detach(self) -> Tensor:
+    """Under a transform, detach means stop_gradient."""
+    return stop_gradient(self)
+
+
+Tensor.__init__ = _tensor_init
+Tensor.to = _to
+Tracer.__setitem__ = _tracer_setitem
+Tracer.detach = _tracer_detach

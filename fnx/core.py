@@ -10,6 +10,22 @@ arguments are lifted to the top trace, which interprets the primitive
 Grad mode, anomaly mode and the trace stack are per thread (context variables, read through
 `state`), so that threads train, trace and switch grad mode independently, as with PyTorch's
 grad mode.
+
+Core imports only the leaf modules and the Tensor type below it. The layers above reach back in
+through these hooks, each set once when its module is imported, never by a function-level import:
+
+- `record_hook(prim, args, params, out)`, set by fnx.autograd.tape: records the tape node of an
+  eager op whose input requires grad.
+- `record_multiple_hook(prim, args, params, outs)`, set by fnx.autograd.function: records one tape
+  node for the outputs of an eager multiple-result primitive.
+- `stage_created_hook(value)`, set by fnx.transforms.tracing: while the staging trace (make_jaxpr,
+  compile) is the dynamic trace, turns a tensor just made by a creation function into a constant
+  of the jaxpr that in-place ops may rebind.
+
+The Tensor methods that call upward are attached to the class by their layer at import, in the same
+spirit: the constructor, `to` and a tracer's `__setitem__`/`detach` by fnx._methods (ops), and
+`backward`, `retain_grad`, `register_hook` by fnx.autograd. The layer order is the table in
+tests/test_layers.py.
 """
 from __future__ import annotations
 
@@ -19,41 +35,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import dtypes as _dt
+from .abstract import ShapedArray
 from .device import cpu as _cpu, device_of_array
+from .errors import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, _FnxError  # noqa: F401 (re-exported)
+from .tensor import Tensor as _Tensor, Tracer, from_array
 
 __all__ = ["Primitive", "bind", "ShapedArray", "Trace", "Tracer", "MainTrace", "new_main"]
 
 _ndarray = np.ndarray
-
-
-class ShapedArray:
-    """An abstract value: shape, dtype and device, without data."""
-
-    __slots__ = ("shape", "dtype", "device")
-
-    def __init__(self, shape: tuple, dtype: _dt.dtype, device):
-        self.shape, self.dtype, self.device = tuple(shape), dtype, device
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __eq__(self, other) -> bool:
-        return (isinstance(other, ShapedArray) and self.shape == other.shape and self.dtype is other.dtype
-                and self.device is other.device)
-
-    def __hash__(self) -> int:
-        return hash((self.shape, self.dtype, self.device))
-
-    def str_short(self) -> str:
-        return f"{_SHORT[self.dtype.name]}[{','.join(map(str, self.shape))}]"
-
-    __repr__ = str_short
-
-
-_SHORT = {"bool": "bool", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-          "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+_tensor_new = object.__new__  # the fast path makes its result with `_tensor_new(_Tensor)` and sets the slots
 
 
 _RULE_USERS = {"impl": "eager execution", "abstract": "tracing (make_jaxpr, compile)",
@@ -204,6 +194,8 @@ class _State:
 
 state = _State()
 record_hook = None  # set by fnx.autograd.tape: records a node for an eager op
+record_multiple_hook = None  # set by fnx.autograd.function: one node for an eager multiple-result op's outputs
+stage_created_hook = None  # set by fnx.transforms.tracing: a tensor made while staging becomes a jaxpr constant
 
 
 def set_grad_enabled_flag(flag: bool) -> bool:
@@ -283,34 +275,10 @@ Primitive.bind = bind
 
 def _wrap_multiple(prim: Primitive, args, params, outs) -> list:
     """Eager outputs of a multiple-result primitive; one tape node covers them all."""
-    from .tensor import from_array
-
     tensors = [from_array(o) for o in outs]
     if state.grad_enabled and prim.differentiable and any(a._requires_grad for a in args):
-        from .transforms.custom import _record_eager
-
-        return _record_eager(prim.name, list(args), tensors, lambda cts: prim.vjp(cts, args, tensors, **params))
+        return record_multiple_hook(prim, args, params, tensors)
     return tensors
-
-
-class _FnxError(Exception):
-    """Marker base for errors already phrased by fnx (they pass through `bind` untouched)."""
-
-
-class FnxRuntimeError(_FnxError, RuntimeError):
-    pass
-
-
-class FnxValueError(_FnxError, ValueError):
-    pass
-
-
-class FnxTypeError(_FnxError, TypeError):
-    pass
-
-
-class FnxIndexError(_FnxError, IndexError):
-    pass
 
 
 def _device_mismatch(prim: Primitive, args) -> FnxRuntimeError:
@@ -436,6 +404,17 @@ def _bind_traced(prim: Primitive, args, params):
     return full_lower(out)
 
 
+def custom_call(call, args: list) -> list:
+    """Run `call` (a function with a custom rule: fnx/transforms/custom.py) on flat tensor `args` under the
+    current transforms; the top trace's `process_custom` picks the call's rule, as `bind` does for primitives."""
+    if not state.transforms_active:
+        return call.eager(args)
+    top = find_top_trace(args)
+    tracers = [full_raise(top, a) for a in args]
+    outs = top.process_custom(call, tracers)
+    return [full_lower(o) for o in outs]
+
+
 def find_top_trace(args) -> Trace:
     top = _EVAL_MAIN
     for a in args:
@@ -467,12 +446,3 @@ def full_lower(val):
     if isinstance(val, Tracer):
         return val.full_lower()
     return val
-
-
-# Filled in by fnx.tensor (avoids an import cycle; the fast path reads module globals only).
-_Tensor: type = None  # type: ignore[assignment]
-_tensor_new = object.__new__
-
-
-class Tracer:  # replaced by fnx.tensor.Tracer, a Tensor subclass
-    pass

@@ -25,7 +25,8 @@ import time
 
 import numpy as np
 
-from .core import _SHORT, Primitive
+from .abstract import _SHORT
+from .core import Primitive
 
 __all__ = ["LEVEL", "level", "log", "log_ir", "compiled_call", "kernel_call"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 
-from .core import FnxRuntimeError
+from .errors import FnxRuntimeError
 
 __all__ = ["use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
            "is_deterministic_algorithms_warn_only_enabled", "alert_not_deterministic"]

@@ -65,6 +65,7 @@ half, float, double, short, int, long = float16, float32, float64, int16, int32,
 
 ALL = tuple(d for d in (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64) if d is not None)
 _BY_NP = {d.np: d for d in ALL}
+FLOAT_NP = frozenset(d.np for d in ALL if d.is_floating_point)  # the numpy dtypes of the floating dtypes
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update(half=float16, float=float32, double=float64, short=int16, int=int32, long=int64)
 

@@ -15,6 +15,11 @@ import numpy as np
 from . import dtypes as _dt
 from ._threefry import threefry2x32
 from .core import FnxTypeError, FnxValueError, Primitive, ShapedArray
+from .ops._batching import move_to_front
+from .ops.creation import tensor
+from .ops.elementwise import cos, log, log1p, minimum, sqrt
+from .ops.reduce import argmax
+from .ops.sort import argsort
 from .tensor import Tensor
 
 __all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "randint",
@@ -70,8 +75,6 @@ def _random_prim(name: str, impl, out_aval, c: dict | None = None) -> Primitive:
     prim.jvp = lambda primals, tangents, **params: (prim.bind(primals[0], **params), None)
 
     def batch(args, dims, **params):
-        from .transforms.batching import move_to_front
-
         return prim.bind(move_to_front(args[0], dims[0]), **params), 0
 
     prim.batch = batch
@@ -137,8 +140,6 @@ def _shape(shape) -> tuple:
 
 def key(seed: int, *, device=None) -> Tensor:
     """A key from an integer seed (64 bits used: the high and low 32-bit words)."""
-    from .ops.creation import tensor
-
     seed = int(seed)
     return tensor([(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF], dtype=_dt.int64, device=device)
 
@@ -170,8 +171,6 @@ def uniform(key: Tensor, shape=(), dtype=None, minval=0.0, maxval=1.0) -> Tensor
     u = uniform_p.bind(_as_key(key, "uniform"), shape=_shape(shape), dtype=_dt.float64 if dt is _dt.float64
                        else _dt.float32)
     if dt not in (_dt.float32, _dt.float64):  # rounding to a shorter mantissa must not reach 1.0
-        from .ops.elementwise import minimum
-
         u = minimum(u, 1.0 - _dt.finfo(dt).eps / 2).to(dt)
     if _is_number(minval, 0.0) and _is_number(maxval, 1.0):
         return u
@@ -184,14 +183,12 @@ def _is_number(v, value: float) -> bool:
 
 def normal(key: Tensor, shape=(), dtype=None) -> Tensor:
     """Standard normal floats (Box-Muller on two uniform streams)."""
-    from . import ops
-
     shape = _shape(shape)
     k1, k2 = _split2(key)
     u1 = uniform(k1, shape, dtype)
     u2 = uniform(k2, shape, dtype)
-    r = ops.elementwise.sqrt(-2.0 * ops.elementwise.log1p(-u1))
-    return r * ops.elementwise.cos(u2 * (2 * math.pi))
+    r = sqrt(-2.0 * log1p(-u1))
+    return r * cos(u2 * (2 * math.pi))
 
 
 def _split2(key: Tensor):
@@ -217,16 +214,12 @@ def randint(key: Tensor, shape, minval: int, maxval: int, dtype=None) -> Tensor:
 
 def gumbel(key: Tensor, shape=(), dtype=None) -> Tensor:
     """Standard Gumbel samples, -log(-log(u)) for uniform u: add to logits for a Gumbel-max draw."""
-    from .ops.elementwise import log
-
     u = uniform(key, shape, dtype)
     return -log(-log(u + 1e-20) + 1e-20)
 
 
 def categorical(key: Tensor, logits: Tensor, axis: int = -1, shape=None) -> Tensor:
     """Samples of category indices with probabilities softmax(logits) along `axis` (Gumbel-max)."""
-    from .ops.reduce import argmax
-
     batch = list(logits.shape)
     ax = axis % logits.ndim
     del batch[ax]
@@ -238,8 +231,6 @@ def categorical(key: Tensor, logits: Tensor, axis: int = -1, shape=None) -> Tens
 
 def permutation(key: Tensor, x) -> Tensor:
     """A random permutation of range(x) (an int) or of the first axis of tensor `x`."""
-    from .ops.sort import argsort
-
     n = x if isinstance(x, int) else x.shape[0]
     order = argsort(bits(key, (n,)))
     return order if isinstance(x, int) else x[order]

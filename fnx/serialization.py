@@ -44,6 +44,7 @@ import numpy as np
 from . import dtypes as _dt
 from .core import FnxRuntimeError, FnxTypeError, FnxValueError
 from .device import cpu, device as _device, is_cuda_available
+from .nn.parameter import Parameter
 from .tensor import Tensor, Tracer, from_array
 
 __all__ = ["save", "load", "UnpicklingError", "FORMAT", "VERSION", "MAX_MANIFEST_BYTES"]
@@ -195,8 +196,6 @@ class _Encoder:
                 arr = arr.view(np.uint16)
             k = self.array_ids[id(value)] = len(self.arrays)
             self.arrays.append(arr)
-        from .nn.parameter import Parameter
-
         self.tensor_ids[id(t)] = len(self.tensors)
         self.tensors.append({"data": f"data/{k}.npy", "dtype": t.dtype.name, "shape": list(t.shape),
                              "device": str(t.device), "requires_grad": t.requires_grad,
@@ -339,8 +338,6 @@ class _Decoder:
         if requires_grad and not dtype.is_floating_point:
             raise UnpicklingError(f"fnx.load: tensor entry {i} of dtype {dtype.name} cannot require grad")
         if entry.get("parameter") is True:
-            from .nn.parameter import Parameter
-
             return Parameter(t, requires_grad=requires_grad)
         return t.requires_grad_(True) if requires_grad else t
 

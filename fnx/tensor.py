@@ -4,6 +4,11 @@ A concrete Tensor wraps a numpy (CPU) or CuPy (CUDA) array. Every op goes
 through `fnx.core.bind`; the methods here only convert, inspect and route.
 Ops are attached as methods by `fnx._methods`, so `x.exp()` and
 `fnx.exp(x)` are the same function.
+
+This module sits below `fnx.core` (which makes Tensors) and imports only leaf
+modules. The methods that call ops are attached by the layers that own them:
+the constructor, `to` and the tracer's `__setitem__` and `detach` by
+`fnx._methods`; `backward`, `retain_grad` and `register_hook` by `fnx.autograd`.
 """
 from __future__ import annotations
 
@@ -11,10 +16,10 @@ import weakref
 
 import numpy as np
 
-from . import core
 from . import dtypes as _dt
-from .core import FnxRuntimeError, FnxTypeError, ShapedArray
+from .abstract import ShapedArray
 from .device import cpu, device as _device_cls, device_of_array
+from .errors import FnxIndexError, FnxRuntimeError, FnxTypeError
 
 __all__ = ["Tensor", "Size", "Tracer"]
 
@@ -42,20 +47,6 @@ class Tensor:
     __slots__ = ("_value", "_device", "_node", "_requires_grad", "_grad", "_version", "_base", "_hooks",
                  "_retains_grad", "_views", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray + Tensor` to Tensor.__radd__
-
-    def __init__(self, *data, dtype=None, device=None, requires_grad: bool = False):
-        """`Tensor(data)` copies data into the default float dtype; `Tensor(*sizes)` is uninitialised (PyTorch)."""
-        from .ops.creation import empty, tensor as _tensor
-
-        if data and all(type(d) is int for d in data):
-            src = empty(*data, dtype=dtype, device=device)
-        elif len(data) > 1:
-            raise FnxTypeError(f"Tensor(): expected one data argument or integer sizes, got {len(data)} arguments")
-        else:
-            src = _tensor(data[0] if data else [], dtype=dtype or _dt.get_default_dtype(), device=device)
-        init_from_array(self, src._value, src._device)
-        if requires_grad:
-            self.requires_grad_(True)
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -209,38 +200,6 @@ class Tensor:
         self._requires_grad = False
         return self
 
-    def retain_grad(self) -> None:
-        """Keep `.grad` for this non-leaf tensor after `backward()`."""
-        from .autograd import tape
-
-        tape.retain_grad(self)
-
-    def register_hook(self, hook):
-        """Call `hook(grad)` when this tensor's gradient is computed; a returned tensor replaces it."""
-        from .autograd import tape
-
-        return tape.register_hook(self, hook)
-
-    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
-        """Accumulate the gradient of this tensor into the `.grad` of the leaves it was computed from.
-
-        A non-scalar tensor needs `gradient` (the vector of the vector-Jacobian product). The graph is
-        freed afterwards unless `retain_graph=True`; `create_graph=True` records the backward pass too (for
-        higher derivatives); `inputs` limits the accumulation to those tensors.
-
-        >>> import fnx
-        >>> x = fnx.tensor([1.0, 2.0], requires_grad=True)
-        >>> (x * x).sum().backward()
-        >>> x.grad
-        tensor([2., 4.])
-        >>> (x * 3).backward(fnx.tensor([1.0, 0.5]))   # gradients accumulate: 2x + 3 * gradient
-        >>> x.grad
-        tensor([5.0000, 5.5000])
-        """
-        from .autograd.engine import backward
-
-        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
-
     # ------------------------------------------------------------------ conversion
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a numpy array sharing memory with this CPU tensor; `force=True` also converts a tensor that
@@ -289,33 +248,6 @@ class Tensor:
 
     def __dlpack_device__(self):
         return self._value.__dlpack_device__()
-
-    def to(self, *args, **kwargs) -> Tensor:
-        """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(other)`; returns self when nothing changes."""
-        dev, dt = kwargs.pop("device", None), kwargs.pop("dtype", None)
-        copy = kwargs.pop("copy", False)
-        kwargs.pop("non_blocking", None)
-        if kwargs:
-            raise FnxTypeError(f"to(): unexpected keyword arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Tensor):
-                dev, dt = a.device, a.dtype
-            elif isinstance(a, (str, _device_cls)) and not (isinstance(a, str) and a in _dt._BY_NAME):
-                dev = a
-            else:
-                dt = a
-        out = self
-        if dt is not None and _dt.as_dtype(dt) is not out.dtype:
-            from .ops.elementwise import convert
-
-            out = convert(out, _dt.as_dtype(dt))
-        if dev is not None and _device_cls(dev) is not out._device:
-            from .ops.creation import transfer
-
-            out = transfer(out, _device_cls(dev))
-        if copy and out is self:
-            out = self.clone()
-        return out
 
     def cpu(self) -> Tensor:
         """A copy on the CPU (self when already there)."""
@@ -510,7 +442,7 @@ def canonical_dim(dim: int, ndim: int, op: str) -> int:
     """Wrap a possibly negative `dim`; out-of-range dims raise IndexError naming the op."""
     lo = -max(ndim, 1)
     if not lo <= dim < max(ndim, 1):
-        raise core.FnxIndexError(f"{op}: dimension out of range (expected to be in range of [{lo}, "
+        raise FnxIndexError(f"{op}: dimension out of range (expected to be in range of [{lo}, "
                                  f"{max(ndim, 1) - 1}], but got {dim})")
     return dim % max(ndim, 1)
 
@@ -563,30 +495,9 @@ class Tracer(Tensor):
     def _check_mutable(self, op: str) -> None:
         """Raise if an in-place op must not rebind this tracer (the staging trace's inputs and constants)."""
 
-    def __setitem__(self, index, value) -> None:
-        """`x[index] = value` on a tracer: x becomes the functional index_put (fnx/ops/inplace.py), or
-        `where(mask, value, x)` for a boolean mask over leading dims and one value (the mask may be traced)."""
-        from .ops.elementwise import where
-        from .ops.indexing import _put_functional, _values
-        from .ops.inplace import rebind_
-
-        value = _values(value, self)
-        if isinstance(index, Tensor) and index.dtype is _dt.bool and value.numel() == 1 \
-                and tuple(index.shape) == tuple(self.shape[:index.ndim]):
-            mask = index.reshape(tuple(index.shape) + (1,) * (self.ndim - index.ndim))
-            rebind_(self, where(mask, value.reshape(()), self), "__setitem__")
-            return
-        rebind_(self, _put_functional(self, index, value), "__setitem__")
-
-    def detach(self) -> Tensor:
-        """Under a transform, detach means stop_gradient."""
-        from .transforms.ad import stop_gradient
-
-        return stop_gradient(self)
-
     def _concrete(self, what: str) -> Tensor:
         """The concrete value behind this tracer, for Python control flow; raises when there is none."""
-        raise core.FnxTypeError(
+        raise FnxTypeError(
             f"{what} needs a concrete value, but this tensor is a tracer ({self.aval.str_short()}) inside "
             f"{type(self._trace).__name__.replace('Trace', '').lower() or 'a'} transform. Python control flow on "
             f"traced values cannot be staged: use fnx.where(cond, a, b) or fnx.cond(pred, true_fn, false_fn, "
@@ -594,7 +505,7 @@ class Tracer(Tensor):
         )
 
     def _no_array(self, what: str):
-        raise core.FnxTypeError(
+        raise FnxTypeError(
             f"{what}: this tensor is a tracer ({self.aval.str_short()}) inside a transform and cannot become a "
             f"numpy array; return it from the transformed function instead, or use fnx ops on it")
 
@@ -635,6 +546,3 @@ def note_view(out: Tracer, base: Tracer, prim, params: dict) -> None:
         views = root._views = []
     views.append(weakref.ref(out))
 
-
-core._Tensor = Tensor
-core.Tracer = Tracer

@@ -3,11 +3,9 @@ from __future__ import annotations
 
 from .. import core
 from ..core import FnxRuntimeError
-from ..tensor import make as _make
+from ..tensor import Tensor as _Tensor, make as _make
 from .._graph import backprop
 from . import tape
-
-_Tensor = core._Tensor  # set by fnx.tensor, which is imported before this module
 
 __all__ = ["backward", "grad"]
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 from .. import core
 from .._graph import Cotangents, OutputOf
 from ..core import FnxRuntimeError
+from ..ops.creation import zeros
+from ..tensor import Tensor
 from . import tape
 
-__all__ = ["Function", "FunctionCtx"]
+__all__ = ["Function", "FunctionCtx", "record_pullback"]
 
 
 class FunctionCtx:
@@ -64,8 +66,6 @@ class _FunctionNode:
     def vjp(self, cot):
         items = cot.items if isinstance(cot, Cotangents) else [cot]
         if self.ctx.materialize_grads:
-            from ..ops.creation import zeros
-
             items = [zeros(shape, dtype=dt, device=dev) if g is None else g
                      for g, (shape, dt, dev) in zip(items, self.outputs_meta)]
         grads = self.fn.backward(self.ctx, *items)
@@ -112,7 +112,6 @@ class Function:
         if core.state.transforms_active:
             raise FnxRuntimeError(f"{cls.__name__}.apply: autograd.Function is eager-only; inside fnx.grad/vmap/"
                                   f"compile use fnx.custom_vjp instead")
-        Tensor = core._Tensor
         needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         ctx = FunctionCtx(needs)
         prev = core.set_grad_enabled_flag(False)
@@ -142,3 +141,25 @@ class Function:
                 o._requires_grad = True
             k += 1
         return out_list[0] if single else tuple(out_list)
+
+
+def record_pullback(name: str, args: list, outs: list, pull) -> list:
+    """Put one node on the eager tape whose backward is `pull(output cotangents) -> input cotangents`."""
+    backward = staticmethod(lambda ctx, *cts: tuple(pull(list(cts))))
+    rule = type(name, (), {"backward": backward})
+    node = _FunctionNode(rule, FunctionCtx(tuple(a._requires_grad for a in args)),
+                         tuple(tape.parent_of(a) for a in args), [(tuple(o.shape), o.dtype, o.device) for o in outs],
+                         tuple(args))
+    for k, o in enumerate(outs):
+        if o.dtype.is_floating_point:
+            o._node = node if len(outs) == 1 else _OutputOf(node, k, len(outs))
+            o._requires_grad = True
+    return outs
+
+
+def _record_multiple(prim, args, params, outs) -> list:
+    """`core.record_multiple_hook`: one node on the eager tape for all outputs of a multiple-result primitive."""
+    return record_pullback(prim.name, list(args), outs, lambda cts: prim.vjp(cts, args, outs, **params))
+
+
+core.record_multiple_hook = _record_multiple

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import core
 from ..core import FnxRuntimeError
+from ..ops.creation import tensor
+from ..tensor import Tensor
+from .engine import grad
+from .grad_mode import no_grad
 
 __all__ = ["gradcheck", "GradcheckError"]
 
@@ -26,9 +29,6 @@ def _host(t) -> np.ndarray:
 
 def _analytic(out, x) -> np.ndarray:
     """d out / d x, one row per output element, by one reverse pass each."""
-    from ..ops.creation import tensor
-    from .engine import grad
-
     jac = np.zeros((out.numel(), x.numel()))
     for j in range(out.numel()):
         onehot = np.zeros(out.numel(), dtype=out.dtype.np)
@@ -42,8 +42,6 @@ def _analytic(out, x) -> np.ndarray:
 
 def _numeric(fn, inputs, k: int, x, eps: float) -> np.ndarray:
     """d output_k / d x by central differences, perturbing `x`'s memory one element at a time."""
-    from .grad_mode import no_grad
-
     value = x._value
     cols = []
     for m in range(x.numel()):
@@ -66,7 +64,6 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
     A mismatch raises `GradcheckError` naming the output, the input and the worst element (or returns
     False with `raise_exception=False`).
     """
-    Tensor = core._Tensor
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     diff = [i for i, a in enumerate(inputs) if isinstance(a, Tensor) and a.requires_grad]
     if not diff:

@@ -11,15 +11,14 @@ import traceback
 import weakref
 
 from .. import core
-from .. import dtypes as _dt
 from .._warn import FNX_DIR as _FNX_DIR
 from ..core import FnxRuntimeError
 from ..device import device_of_array
-from ..tensor import init_from_array, make
+from ..dtypes import FLOAT_NP as _FLOAT_NP
+from ..tensor import make
 
 __all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle"]
 
-_FLOAT_NP = frozenset(d.np for d in _dt.ALL if d.is_floating_point)
 _state = core.state  # the calling thread's grad mode
 _anomaly_enabled = core.anomaly_enabled
 
@@ -78,8 +77,7 @@ class Node:
 
     def vjp(self, cot):
         self.check_saved()
-        out = core._tensor_new(core._Tensor)
-        init_from_array(out, self.out_value, device_of_array(self.out_value))
+        out = make(self.out_value, device_of_array(self.out_value))
         out._node, out._requires_grad = self, True
         if self.prim.vjp_takes_needs:
             needs = tuple(p is not None for p in self.parents)

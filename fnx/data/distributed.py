@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Iterator, Sized
 
+from .. import distributed
 from ..core import FnxValueError
 from ..ops.sampling import Generator, randperm
 from .sampler import Sampler
@@ -23,8 +24,6 @@ class DistributedSampler(Sampler):
     def __init__(self, dataset: Sized, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False):
         if num_replicas is None or rank is None:
-            from .. import distributed
-
             if not distributed.is_initialized():
                 raise FnxValueError("DistributedSampler: pass num_replicas and rank, or call "
                                     "fnx.distributed.init_process_group() first")

@@ -29,6 +29,7 @@ import numpy as np
 from ..core import FnxRuntimeError, FnxValueError
 from .backends import MPIBackend, SelfBackend, seconds
 from .liveness import Liveness
+from .nccl import NCCLBackend
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_available", "is_mpi_available",
            "is_nccl_available", "get_rank", "get_world_size", "get_backend", "world"]
@@ -127,8 +128,6 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
 
 
 def _nccl(comm, rank: int, size: int, timeout: float):
-    from .nccl import NCCLBackend
-
     if comm is None:
         return NCCLBackend(0, 1, 0, lambda uid: uid, timeout, None)
     MPI = sys.modules["mpi4py.MPI"]

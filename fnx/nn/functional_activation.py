@@ -13,6 +13,7 @@ from ..ops.inplace import inplace as _inplace_method
 from ..ops.joins import chunk
 from ..tensor import Tensor
 from .._warn import warn as _warn
+from ..ops.sampling import rand
 
 __all__ = ["relu", "relu_", "relu6", "elu", "elu_", "selu", "celu", "leaky_relu", "leaky_relu_", "prelu", "glu",
            "gelu", "logsigmoid", "hardshrink", "tanhshrink", "softsign", "softplus", "softmin", "softmax",
@@ -229,8 +230,6 @@ def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
 def _rrelu(x: Tensor, lower: float, upper: float, training: bool) -> Tensor:
     if not training:
         return _leaky_relu(x, (lower + upper) / 2)
-    from ..ops.sampling import rand
-
     slope = rand(*x.shape, dtype=x.dtype, device=x.device) * (upper - lower) + lower
     return ew.where(x >= 0, x, x * slope)
 

@@ -22,6 +22,7 @@ from ..ops.joins import stack
 from ..ops.linalg import matmul, require_same_dtype
 from ..ops.shape import flip, movedim
 from ..tensor import Tensor
+from ..transforms.ad import vjp
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "unfold",
            "fold", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
@@ -232,8 +233,6 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
 
 def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """col2im, the transpose of `unfold`: sums each column's values back into their (N, C, *output_size) places."""
-    from ..transforms.ad import vjp
-
     unbatched = input.ndim == 2
     cols = input.unsqueeze(0) if unbatched else input
     if cols.ndim != 3:

@@ -24,6 +24,8 @@ from .. import core
 from ..autograd import no_grad
 from ..autograd.function import Function
 from ..core import FnxRuntimeError, FnxValueError
+from ..distributed import broadcast
+from ..distributed.process_group import world
 from ..tensor import Tensor, make
 from ..tree import tree_leaves
 from .module import Module
@@ -235,9 +237,6 @@ class DistributedDataParallel(Module):
                  broadcast_buffers: bool = True, process_group=None, bucket_cap_mb: float = 25,
                  find_unused_parameters: bool = False):
         super().__init__()
-        from ..distributed import broadcast
-        from ..distributed.process_group import world
-
         w = world("nn.parallel.DistributedDataParallel", process_group)
         if dim != 0:
             raise FnxValueError("DistributedDataParallel: only dim=0 is supported (each rank feeds its own batch)")
@@ -262,8 +261,6 @@ class DistributedDataParallel(Module):
     def forward(self, *inputs, **kwargs):
         recording = core.state.grad_enabled and not core.state.transforms_active
         if recording and self.broadcast_buffers and self._synced_buffers:
-            from ..distributed import broadcast
-
             with no_grad():
                 for b in self._synced_buffers:
                     broadcast(b, 0)

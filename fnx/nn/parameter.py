@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..core import FnxTypeError
+from ..ops.creation import empty
 from ..tensor import Tensor, Tracer
 
 __all__ = ["Parameter", "Buffer"]
@@ -10,8 +11,6 @@ __all__ = ["Parameter", "Buffer"]
 def _share(cls: type, data: Tensor | None) -> Tensor:
     """A new `cls` instance sharing `data`'s memory and version counter (a leaf, cut from any graph)."""
     if data is None:
-        from ..ops.creation import empty
-
         data = empty(0)
     if not isinstance(data, Tensor):
         raise FnxTypeError(f"{cls.__name__}(): expected a Tensor as data, got {type(data).__name__}")
@@ -64,6 +63,4 @@ class Buffer(Tensor):
 def optional_parameter(module, name: str, shape: tuple | None, device=None, dtype=None) -> None:
     """Register an uninitialised Parameter of `shape` as `module.<name>`, or None when `shape` is None (PyTorch's
     layout for bias=False / affine=False: the name exists and holds None)."""
-    from ..ops.creation import empty
-
     module.register_parameter(name, None if shape is None else Parameter(empty(shape, device=device, dtype=dtype)))

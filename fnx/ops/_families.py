@@ -12,7 +12,7 @@ from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..device import device as _device_cls
 from ..tensor import Tensor, make
-from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
+from ._batching import elementwise_batch_rule, unary_batch_rule
 
 __all__ = ["unary", "binary", "c_all", "broadcast_shapes", "unbroadcast", "promote", "as_operand", "scalar_like",
            "same_device"]

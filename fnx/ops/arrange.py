@@ -10,6 +10,9 @@ import operator
 from ..core import FnxRuntimeError, FnxValueError
 from ..tensor import Tensor, Tracer, canonical_dim, make
 from ._families import scalar_like
+from .creation import arange
+from .elementwise import where
+from .indexing import index_select
 from .joins import cat, concatenate_p
 from .shape import (_owned, _pad, _scalar_param, _shape_arg, _slice_dim, broadcast_to, flatten, flip, reshape,
                     unsqueeze)
@@ -69,8 +72,6 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, ou
     `repeat_interleave(counts)` alone gives the indices `arange(len(counts))` repeated by `counts`.
     """
     if repeats is None:
-        from .creation import arange
-
         return repeat_interleave(arange(input.shape[0] if input.ndim else 1, device=input.device), input)
     if dim is None:
         input, d = flatten(input), 0
@@ -96,8 +97,6 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, ou
                               f"repeats.size(0) = {counts.size} and input.size({d}) = {n}")
     if (counts < 0).any():
         raise FnxRuntimeError("repeat_interleave: repeats can not be negative")
-    from .indexing import index_select
-
     xp = input._device.xp
     return index_select(input, d, make(xp.repeat(xp.arange(n), counts.tolist()), input._device))
 
@@ -105,9 +104,6 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, ou
 def _tri(input: Tensor, diagonal: int, op: str, lower: bool) -> Tensor:
     if input.ndim < 2:
         raise FnxRuntimeError(f"{op}: input tensor must have at least 2 dimensions, got {input.ndim}")
-    from .creation import arange
-    from .elementwise import where
-
     rows, cols = input.shape[-2:]
     offset = arange(cols, device=input.device) - arange(rows, device=input.device).reshape(rows, 1)
     keep = offset <= diagonal if lower else offset >= diagonal

@@ -10,11 +10,18 @@ bound as the primitives below; their rules transform those jaxprs
 from __future__ import annotations
 
 from .. import core
+from ..autograd.grad_mode import no_grad
 from ..core import FnxTypeError, Primitive, ShapedArray
-from ..ir import ClosedJaxpr
-from ..tensor import Tensor, Tracer
+from ..ir import ClosedJaxpr, Jaxpr, Var
+from ..tensor import Tensor, Tracer, from_array
 from ..transforms.jaxpr_rules import batch_jaxpr, closed_call, jvp_jaxpr, trace_flat, vjp_jaxpr
 from ..tree import tree_flatten, tree_map, tree_unflatten
+from ._batching import batch_size, move_to_front, with_batch_size
+from .creation import arange, tensor, zeros, zeros_like
+from .elementwise import clamp, eq, ne, where
+from .joins import stack
+from .reduce import any as _any
+from .shape import movedim
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan"]
 
@@ -41,8 +48,6 @@ def _avals(xs) -> list:
 def _as_tensor(x):
     if isinstance(x, Tensor):
         return x
-    from .creation import tensor
-
     return tensor(x)
 
 
@@ -59,9 +64,6 @@ def _tensor_impl(fn):
     """A primitive impl over arrays that runs `fn` on tensors (control-flow bodies are jaxprs of fnx ops)."""
 
     def impl(xp, *arrays, **params):
-        from ..autograd.grad_mode import no_grad
-        from ..tensor import from_array
-
         with no_grad():
             outs = fn(*[from_array(a) for a in arrays], **params)
         return [o._value for o in outs]
@@ -76,15 +78,11 @@ def _floats_only(values, rule_outs):
 
 
 def _move(x, d, size: int):
-    from ..transforms.batching import with_batch_size
-
     return with_batch_size(x, d, size)
 
 
 def _select(pred, on_true, on_false):
     """where(pred, on_true, on_false) with a (batch,) predicate broadcast over trailing dims."""
-    from .elementwise import where
-
     return where(pred.reshape(tuple(pred.shape) + (1,) * (on_true.ndim - pred.ndim)), on_true, on_false)
 
 
@@ -122,9 +120,6 @@ def _cond_vjp(cts, primals, outs, *, branches):
 @cond_p.def_batch
 def _cond_batch(args, dims, *, branches):
     """Unbatched index: a cond of batched branches. Batched index: every branch runs, results are selected."""
-    from ..transforms.batching import batch_size
-    from .elementwise import clamp, eq
-
     size = batch_size(args, dims)
     index, ops = args[0], list(args[1:])
     batched = [batch_jaxpr(b, _avals_unbatched(ops, dims[1:]), dims[1:], size) for b in branches]
@@ -168,8 +163,6 @@ def cond(pred, true_fun, false_fun, *operands):
         raise FnxTypeError(f"cond: pred must be a scalar, got shape {list(pred.shape)}; under vmap each example's "
                            f"pred is a scalar")
     if pred.dtype.name != "bool":
-        from .elementwise import ne
-
         pred = ne(pred, 0)
     return _cond_staged(pred, [false_fun, true_fun], operands)
 
@@ -202,8 +195,6 @@ def _cond_staged(index: Tensor, branches, operands):
 
 def _take_all_consts(closed: ClosedJaxpr, i: int, counts: list, consts: list) -> ClosedJaxpr:
     """Branch `i` with inputs (every branch's consts, operands); it ignores the other branches' consts."""
-    from ..ir import Jaxpr, Var
-
     j = closed.jaxpr
     start = sum(counts[:i])
     pre = [Var(c.aval) for c in consts[:start]]
@@ -260,9 +251,6 @@ def _while_vjp(cts, primals, outs, **params):
 
 @while_p.def_batch
 def _while_batch(args, dims, *, cond_jaxpr, body_jaxpr, n_cc, n_bc):
-    from ..transforms.batching import batch_size
-    from .reduce import any as _any
-
     size = batch_size(args, dims)
     cc, bc = list(args[:n_cc]), list(args[n_cc:n_cc + n_bc])
     val = [_move(v, d, size) for v, d in zip(args[n_cc + n_bc:], dims[n_cc + n_bc:])]
@@ -333,8 +321,6 @@ scan_p = Primitive("scan", multiple_results=True)
 
 
 def _scan_eval(*args, jaxpr, n_consts, n_carry, length, reverse):
-    from .joins import stack
-
     consts, carry = list(args[:n_consts]), list(args[n_consts:n_consts + n_carry])
     xs = list(args[n_consts + n_carry:])
     ys = []
@@ -350,8 +336,6 @@ def _scan_eval(*args, jaxpr, n_consts, n_carry, length, reverse):
 
 
 def _empty(shape, aval):
-    from .creation import zeros
-
     return zeros(shape, dtype=aval.dtype, device=aval.device)
 
 
@@ -404,8 +388,6 @@ def _scan_jvp(primals, tangents, *, jaxpr, n_consts, n_carry, length, reverse):
 
 @scan_p.def_vjp
 def _scan_vjp(cts, primals, outs, *, jaxpr, n_consts, n_carry, length, reverse):
-    from .creation import zeros_like
-
     consts, carry, xs = _scan_parts(primals, n_consts, n_carry)
     n_k = n_carry
     # forward again, keeping the carry that enters each step
@@ -467,9 +449,6 @@ def _carry_history(consts, carry, xs, jaxpr, n_carry, length, reverse) -> list:
 
 @scan_p.def_batch
 def _scan_batch(args, dims, *, jaxpr, n_consts, n_carry, length, reverse):
-    from ..transforms.batching import batch_size, move_to_front
-    from .shape import movedim
-
     size = batch_size(args, dims)
     consts, carry, xs = _scan_parts(args, n_consts, n_carry)
     c_d = list(dims[:n_consts])
@@ -493,8 +472,6 @@ def _scan_batch(args, dims, *, jaxpr, n_consts, n_carry, length, reverse):
 
 def scan(f, init, xs=None, length: int | None = None, reverse: bool = False):
     """Loop `carry, y = f(carry, x)` over the leading axis of `xs`; returns (carry, stacked ys) (lax.scan)."""
-    from .joins import stack
-
     x_leaves, x_def = _flatten_tensors(xs, "scan", "xs")
     lengths = {x.shape[0] for x in x_leaves if x.ndim}
     if len(lengths) > 1 or (length is not None and lengths and length not in lengths):
@@ -554,15 +531,11 @@ def fori_loop(lower, upper, body_fun, init_val):
     if static:
         lower, upper = lo, hi
     if static and not _staging():
-        from .creation import tensor
-
         val = init_val
         for i in range(lower, upper):
             val = body_fun(tensor(i), val)
         return val
     if static:
-        from .creation import arange
-
         carry, _ = scan(lambda v, i: (body_fun(i, v), None), init_val, arange(lower, upper))
         return carry
     lo, hi = _as_tensor(lower).to("int64"), _as_tensor(upper).to("int64")

@@ -3,8 +3,9 @@
 Outside staging every creation function returns a concrete tensor (under grad, jvp and vmap too, so
 writing a traced value into one raises: fnx/ops/inplace.py). While the staging trace of fnx.compile or
 make_jaxpr is active they return a tracer of it instead (`_new`), a constant of the jaxpr that in-place
-ops may rebind, so `buf = fnx.zeros(n); buf[i] = x` compiles (fnx/transforms/tracing.py). A tensor
-that requires grad stays concrete: it is a leaf the caller may read `.grad` of.
+ops may rebind, so `buf = fnx.zeros(n); buf[i] = x` compiles (`core.stage_created_hook`, set by
+fnx/transforms/tracing.py). A tensor that requires grad stays concrete: it is a leaf the caller may read
+`.grad` of.
 """
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
 from ..tensor import Tensor, Tracer, make
-from ..transforms.batching import unary_batch_rule
+from ..tree import tree_map
+from ._batching import unary_batch_rule
+from .joins import stack
 
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
@@ -31,9 +34,7 @@ def _new(value, dev, requires_grad: bool = False) -> Tensor:
     if requires_grad:
         return t.requires_grad_(True)
     if core.state.transforms_active and core.state.dynamic_trace.level:
-        from ..transforms.tracing import stage_created
-
-        return stage_created(t)
+        return core.stage_created_hook(t)
     return t
 
 
@@ -113,9 +114,6 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Ten
 
 def _traced_copy(data, dtype, device, requires_grad: bool) -> Tensor:
     """tensor() of a tracer, or of a list holding tracers: a detached copy (fnx.stack of the elements)."""
-    from ..transforms.ad import stop_gradient
-    from .joins import stack
-
     if requires_grad:
         raise FnxRuntimeError("tensor(): requires_grad=True of a traced value inside a transform is not supported; "
                               "differentiate with the transform instead (fnx.grad)")
@@ -278,6 +276,24 @@ def contiguous(input: Tensor) -> Tensor:
     if not _is_tracer(input) and input._value.flags.c_contiguous:
         return input
     return copy_p.bind(input)
+
+
+# ---------------------------------------------------------------- stop_gradient
+stop_gradient_p = Primitive("stop_gradient", saves_inputs=False, differentiable=False, groups=("movement",))
+stop_gradient_p.def_impl(lambda xp, x: x)
+stop_gradient_p.def_abstract(lambda x: x)
+stop_gradient_p.def_vjp(lambda g, primals, out: (None,))
+stop_gradient_p.def_jvp(lambda primals, tangents: (stop_gradient_p.bind(primals[0]), _zero_tangent(primals[0])))
+stop_gradient_p.def_batch(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
+
+
+def stop_gradient(x):
+    """`x` with no gradient flowing through it (a pytree of Tensors)."""
+    return tree_map(lambda t: stop_gradient_p.bind(t) if isinstance(t, Tensor) else t, x)
+
+
+def _zero_tangent(x):
+    return zeros_like(x) if x.dtype.is_floating_point else None
 
 
 def _is_tracer(t) -> bool:

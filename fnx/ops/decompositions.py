@@ -13,9 +13,12 @@ import numpy as np
 
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor
-from ..transforms.batching import elementwise_batch_rule, move_to_front
+from ._batching import elementwise_batch_rule, move_to_front
 from ._families import broadcast_shapes, promote, same_device, unbroadcast
+from .creation import arange, eye, zeros_like
+from .elementwise import where
 from .linalg import matmul
+from .reduce import sum as _sum
 
 __all__ = ["solve", "inv", "inverse", "cholesky", "det", "slogdet", "logdet", "matrix_power"]
 
@@ -64,9 +67,6 @@ def _as_matrix_scalar(x: Tensor) -> Tensor:
 
 
 def _batch_trace(x: Tensor) -> Tensor:
-    from .creation import eye
-    from .reduce import sum as _sum
-
     return _sum(x * eye(x.shape[-1], dtype=x.dtype, device=x.device), dim=(-2, -1))
 
 
@@ -77,9 +77,6 @@ def _leading_batch_rule(prim: Primitive):
 
 def _tril(x: Tensor, k: int = 0) -> Tensor:
     """Lower triangle of (a batch of) matrices, from diagonal `k` down; the rest is zero."""
-    from .creation import arange
-    from .elementwise import where
-
     n, m = x.shape[-2:]
     rows = arange(n, device=x.device).reshape(n, 1)
     cols = arange(m, device=x.device).reshape(1, m)
@@ -272,8 +269,6 @@ detsign_p.def_vjp(lambda g, primals, out: (None,))
 
 @detsign_p.def_jvp
 def _detsign_jvp(primals, tangents):
-    from .creation import zeros_like
-
     out = detsign_p.bind(primals[0])
     return out, zeros_like(out)
 
@@ -298,8 +293,6 @@ def slogdet(A: Tensor, *, out=None) -> SlogdetResult:
 
 def logdet(input: Tensor) -> Tensor:
     """log(det(A)): nan where det < 0 and -inf where det == 0, as in PyTorch."""
-    from .elementwise import where
-
     sign, logabs = slogdet(input)
     return where(sign < 0, float("nan"), logabs)
 
@@ -312,8 +305,6 @@ def matrix_power(A: Tensor, n: int, *, out=None) -> Tensor:
         raise FnxRuntimeError(f"linalg.matrix_power: A must be batches of square matrices, got shape "
                               f"{list(A.shape)}")
     if n == 0:
-        from .creation import eye
-
         return eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(tuple(A.shape)).contiguous()
     if n < 0:
         A, n = inv(A), -n

@@ -16,11 +16,12 @@ import numpy as np
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..core import bind as _bind
-from ..autograd.tape import _FLOAT_NP
+from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import Tensor
 from ._families import (_promote2, as_operand, binary, c_all, promote, same_device, broadcast_shapes, scalar_like,
                         unbroadcast, unary)
-from ..transforms.batching import elementwise_batch_rule, unary_batch_rule
+from ._batching import elementwise_batch_rule, unary_batch_rule
+from .creation import full_like, zeros_like
 
 __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan",
            "tanh", "sinh", "cosh", "asin", "acos", "atan", "sigmoid", "erf", "erfc", "abs", "sign", "neg", "negative",
@@ -103,8 +104,6 @@ isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool, c=
 
 
 def _zeros_of(t: Tensor) -> Tensor:
-    from .creation import zeros_like
-
     return zeros_like(t)
 
 
@@ -751,8 +750,6 @@ def _select_jvp(primals, tangents):
 
 
 def zeros_like_scalar(g: Tensor) -> Tensor:
-    from ._families import scalar_like
-
     return scalar_like(0, g.dtype, g.device)
 
 
@@ -884,8 +881,6 @@ def isfinite(input: Tensor) -> Tensor:
 
 
 def full_like_bool(input: Tensor, value: bool) -> Tensor:
-    from .creation import full_like
-
     return full_like(input, value, dtype=_dt.bool)
 
 

@@ -19,7 +19,8 @@ from .elementwise import convert, eq, where
 from .inplace import _check_target, _concrete_target_error, _records, _snapshot, assign_
 from .shape import (_count, broadcast_tensors, broadcast_to, new_view, reshape, reshape_p, slice_p, strided_slice,
                     unsqueeze)
-from ..transforms.batching import batch_size, move_to_front, with_batch_size
+from ._batching import batch_size, move_to_front, with_batch_size
+from .creation import arange, tensor, transfer, zeros
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "index_fill", "index_copy", "index_put",
            "masked_fill", "masked_select", "nonzero", "argwhere", "one_hot", "take", "take_along_dim", "put"]
@@ -67,8 +68,6 @@ def _index_abstract(x: ShapedArray, *idx: ShapedArray, dims: tuple) -> ShapedArr
 
 @index_p.def_vjp
 def _index_vjp(g, primals, out, *, dims):
-    from .creation import zeros
-
     x, *idx = primals
     base = zeros(tuple(x.shape), dtype=g.dtype, device=g.device)
     return (index_put_p.bind(base, g, *idx, dims=dims, accumulate=True),) + (None,) * len(idx)
@@ -86,8 +85,6 @@ def _batched_full_index(x, idx, bdims, dims: tuple, size: int):
     """(x with the batch dim first, index tensors over all of its dims) such that indexing gives
     (batch,) + the per-example result shape: per-example index arrays, an arange over the batch, and
     arange grids for the dims that the per-example index keeps whole."""
-    from .creation import arange
-
     x = with_batch_size(x, bdims[0], size)
     shape = tuple(x.shape[1:])
     nb = max(i.ndim - (d is not None) for i, d in zip(idx, bdims[1:]))
@@ -262,16 +259,12 @@ def _on_device(index: Tensor, dev) -> Tensor:
     """Index tensors may live on the CPU while the indexed tensor is on CUDA (as in PyTorch)."""
     if index.device is dev:
         return index
-    from .creation import transfer
-
     return transfer(index, dev)
 
 
 def _index_tensor(index, input: Tensor, op: str) -> Tensor:
     """`index` (a tensor, list or numpy array) as an integer tensor on `input`'s device."""
     if not isinstance(index, Tensor):
-        from .creation import tensor
-
         index = tensor(np.asarray(index, dtype=np.int64) if _is_empty_list(index) else index)
     if index.dtype.is_floating_point or index.dtype is _dt.bool:
         raise FnxIndexError(f"{op}(): expected an integer index tensor, got {index.dtype}")
@@ -301,15 +294,11 @@ def _values(value, input: Tensor) -> Tensor:
         return convert(_on_device(value, input.device) if value.ndim == 0 else value, input.dtype)
     if isinstance(value, (bool, int, float)):
         return scalar_like(value, input.dtype, input.device)
-    from .creation import tensor
-
     return tensor(value, dtype=input.dtype, device=input.device)
 
 
 def _grid(index: Tensor, dim: int) -> list:
     """Index tensors that pick `index` along `dim` and the matching position in every other dim (gather)."""
-    from .creation import arange
-
     nd = index.ndim
     out = []
     for d, n in enumerate(index.shape):
@@ -351,8 +340,6 @@ def _classify(item, dev):
     if isinstance(item, (int, np.integer)):
         return "int", int(item)
     if isinstance(item, (list, tuple, np.ndarray)):
-        from .creation import tensor
-
         item = tensor(np.asarray(item, dtype=np.int64) if _is_empty_list(item) else item, device=dev)
     if isinstance(item, Tensor):
         dt = item.dtype
@@ -511,8 +498,6 @@ def setitem(self: Tensor, index, value) -> None:
 
 def _put_functional(x: Tensor, index, values: Tensor, accumulate: bool = False) -> Tensor:
     """x with x[index] replaced by (or increased by) `values`: an `index_put` at the flat positions `index` picks."""
-    from .creation import arange
-
     positions = getitem(arange(x.numel(), device=x.device).reshape(tuple(x.shape)), index)
     while values.ndim > positions.ndim and values.shape[0] == 1:  # PyTorch drops leading size-1 dims of values
         values = reshape(values, tuple(values.shape[1:]))
@@ -718,8 +703,6 @@ def argwhere(input: Tensor) -> Tensor:
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding of class indices along a new last dim of size `num_classes`."""
-    from .creation import arange
-
     if tensor.dtype.is_floating_point or tensor.dtype is _dt.bool:
         raise FnxRuntimeError(f"one_hot is only applicable to index tensor of integer type, got {tensor.dtype}")
     if num_classes == -1:

@@ -30,6 +30,9 @@ from .. import core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError
 from ..tensor import Tensor, Tracer, make
+from .creation import arange, full, transfer
+from .elementwise import convert
+from .shape import broadcast_to, reshape
 
 
 def _concrete_target_error(op: str, target: Tensor) -> FnxRuntimeError:
@@ -51,8 +54,6 @@ def _cast_result(self: Tensor, out: Tensor, op: str) -> Tensor:
         if not _dt.can_cast(out.dtype, self.dtype):
             raise FnxRuntimeError(f"{op}: result type {out.dtype.name} can't be cast to the desired output type "
                                   f"{self.dtype.name} of the in-place target")
-        from .elementwise import convert
-
         out = convert(out, self.dtype)
     return out
 
@@ -83,9 +84,7 @@ def rebind_(self: Tracer, out: Tensor, op: str) -> Tracer:
 
 def _write_through(root: Tracer, chain: tuple, values: Tensor, op: str) -> Tensor:
     """`root` with the elements that the view chain picks replaced by `values` (the view's new value)."""
-    from .creation import arange
     from .indexing import index_put_p
-    from .shape import reshape
 
     positions = arange(root.numel(), device=root.device).reshape(tuple(root.shape))
     for prim, params in chain:
@@ -164,7 +163,6 @@ def _assign_view(view: Tensor, out: Tensor, op: str) -> Tensor:
     """Write a recorded result into a view: its base becomes index_put(base, positions of the view, out) on the
     tape (PyTorch's CopySlices), and the view becomes the base's elements at those positions again."""
     from .indexing import index_put_p, take
-    from .shape import reshape
 
     base = view._base
     if base._requires_grad and base._node is None:
@@ -224,9 +222,6 @@ def inplace(fn, name: str | None = None):
 def fill_(self: Tensor, value) -> Tensor:
     """Set every element to `value`."""
     if isinstance(self, Tracer) or isinstance(value, Tracer):
-        from .creation import full
-        from .shape import broadcast_to
-
         if not isinstance(value, Tensor):
             value = full((), value, dtype=self.dtype, device=self.device)
         elif value.numel() != 1:
@@ -239,8 +234,6 @@ def fill_(self: Tensor, value) -> Tensor:
             raise FnxRuntimeError(f"fill_: only supports 0-dimension value tensor but got tensor with "
                                   f"{value.ndim} dimensions")
         if _records(self, (value,)):
-            from .shape import broadcast_to
-
             return assign_(self, broadcast_to(value.reshape(()).to(self.dtype), tuple(self.shape)), "fill_")
         value = value.item()
     self._value.fill(value)
@@ -257,10 +250,6 @@ def zero_(self: Tensor) -> Tensor:
 
 def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     """Copy `src` (broadcast, cast and moved to this tensor's device) into `self`."""
-    from .creation import transfer
-    from .elementwise import convert
-    from .shape import broadcast_to
-
     if not isinstance(self, Tracer):
         _check_target(self, "copy_")
     src = src if isinstance(src, Tensor) else make(self.device.xp.asarray(src), self.device)

@@ -5,7 +5,7 @@ import operator
 
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
-from ..transforms.batching import batch_size, with_batch_size
+from ._batching import batch_size, with_batch_size
 from ._families import promote, same_device
 from .shape import _atleast, _slice_dim, new_view, reshape_p, unsqueeze
 

@@ -17,7 +17,7 @@ from collections import Counter
 
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
-from ..transforms.batching import elementwise_batch_rule, move_to_front
+from ._batching import elementwise_batch_rule, move_to_front
 from ._families import as_operand, broadcast_shapes, promote, same_device, unbroadcast
 
 __all__ = ["matmul", "mm", "bmm", "dot", "vdot", "mv", "outer", "ger", "inner", "tensordot", "einsum", "addmm",
@@ -304,8 +304,6 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -
 
 
 def _scaled_add(op: str, input: Tensor, prod: Tensor, beta, alpha) -> Tensor:
-    from .shape import broadcast_to
-
     out = prod if alpha == 1 else prod * alpha
     base = broadcast_to(input, tuple(prod.shape))
     if beta == 0:
@@ -317,9 +315,6 @@ def trace(input: Tensor) -> Tensor:
     """Sum of the main diagonal of a 2-D tensor (integers sum in int64)."""
     if input.ndim != 2:
         raise FnxRuntimeError(f"trace: expected a matrix (2-D), but got a {input.ndim}-D tensor")
-    from .creation import eye
-    from .reduce import sum as _sum
-
     n, m = input.shape
     return _sum(input * eye(n, m, dtype=input.dtype, device=input.device))
 
@@ -445,8 +440,6 @@ def _einsum_vjp(g, primals, out, *, equation):
     # A label repeated within operand i (a diagonal) gets a fresh letter tied to the first by an identity matrix.
     # Labels the gradient lacks or has at size 1 (summed only within operand i, or broadcast from other
     # operands' size 1) are broadcast back; labels where operand i itself had size 1 are summed back.
-    from .creation import eye
-
     ins, out_sub = _split(equation)
     sizes = _label_sizes(equation, tuple(tuple(p.shape) for p in primals))
     spare = iter(c for c in _LABELS if c not in equation)
@@ -540,3 +533,7 @@ from .decompositions import det, inverse, logdet, matrix_power, slogdet  # noqa:
 
 __all__ += ["det", "inverse", "logdet", "slogdet", "matrix_power"]
 METHODS.update(_decompositions.METHODS)
+
+from .reduce import sum as _sum
+from .shape import broadcast_to
+from .creation import eye

@@ -12,9 +12,9 @@ import operator
 
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
-from ..tensor import Tensor, canonical_dim
-from ..transforms.ad import stop_gradient
-from ..transforms.batching import axis_batch_rule, reduction_batch_rule
+from ..tensor import Tensor, canonical_dim, make
+from ._batching import axis_batch_rule, reduction_batch_rule
+from .creation import ones, stop_gradient, zeros
 from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
                           minimum, ne, pow as _pow, sqrt, where)
 
@@ -478,8 +478,6 @@ def all(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
     x = convert(input, _dt.bool)
     axes = reduce_dims(dim, x.ndim, "all")
     if x.numel() == 0:
-        from .creation import ones
-
         return ones(_reduced_shape(tuple(x.shape), axes, keepdim), dtype=_dt.bool, device=x.device)
     return min_p.bind(x, axes=axes, keepdims=bool(keepdim))
 
@@ -490,8 +488,6 @@ def any(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
     x = convert(input, _dt.bool)
     axes = reduce_dims(dim, x.ndim, "any")
     if x.numel() == 0:
-        from .creation import zeros
-
         return zeros(_reduced_shape(tuple(x.shape), axes, keepdim), dtype=_dt.bool, device=x.device)
     return max_p.bind(x, axes=axes, keepdims=bool(keepdim))
 
@@ -575,7 +571,5 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
         raise FnxRuntimeError("bincount only supports 1-d non-negative integral inputs; got a negative value")
     w = None if weights is None else weights.detach()._value
     out = xp.bincount(values, weights=w, minlength=minlength)
-    from ..tensor import make
-
     dt = _dt.int64 if weights is None else (weights.dtype if weights.dtype.is_floating_point else _dt.float64)
     return make(out.astype(dt.np), input.device)

@@ -42,8 +42,9 @@ from .. import random as keyed
 from ..core import FnxRuntimeError, FnxTypeError
 from ..device import cpu, device as _device_cls
 from ..tensor import Tensor, Tracer, make
-from ..transforms.batching import BatchTrace, BatchTracer
+from ._batching import BatchTrace, BatchTracer
 from .inplace import _check_target
+from .sort import argsort
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
            "set_rng_state", "rand", "randn", "randint", "randperm", "multinomial", "bernoulli", "normal",
@@ -463,8 +464,6 @@ def randperm(n: int, *, generator: Generator | None = None, dtype=None, device=N
     dt = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
     gen = _generator(generator, dev, "randperm", staged=True)
     if gen is None:
-        from .sort import argsort  # ranks of uniforms
-
         return _draw_staged("randperm", dev, requires_grad,
                             lambda key, pre: argsort(keyed.uniform(key, pre + (n,), _dt.float64), dim=-1).to(dt))
 

@@ -12,9 +12,9 @@ import math
 
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxValueError, Primitive, ShapedArray
-from ..tensor import Tensor, Tracer, canonical_dim
+from ..tensor import Size, Tensor, Tracer, canonical_dim
 from ._families import broadcast_shapes as _broadcast_shapes, unbroadcast
-from ..transforms.batching import move_to_front
+from ._batching import move_to_front
 
 
 __all__ = ["reshape", "broadcast_to", "expand", "expand_as", "permute", "transpose", "swapaxes", "swapdims",
@@ -183,8 +183,6 @@ swapaxes = swapdims = transpose
 # ---------------------------------------------------------------- compositions over reshape
 def view(input: Tensor, *shape) -> Tensor:
     """Like `reshape`, but only when no copy is needed (PyTorch's view)."""
-    from .. import dtypes as _dt
-
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
         target = _dt.as_dtype(shape[0])
         if target is input.dtype:
@@ -605,8 +603,6 @@ def meshgrid(*tensors, indexing: str | None = None) -> tuple:
 
 def broadcast_shapes(*shapes):
     """The shape that `shapes` broadcast to (numpy's rules); ints count as 1-D shapes."""
-    from ..tensor import Size
-
     shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
     return Size(_broadcast_shapes("broadcast_shapes", *shapes))
 

@@ -12,8 +12,8 @@ from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..determinism import alert_not_deterministic
 from ..tensor import Tensor, canonical_dim
-from ..transforms.ad import stop_gradient
-from ..transforms.batching import axis_batch_rule, with_batch_size
+from ._batching import axis_batch_rule, with_batch_size
+from .creation import arange, full, stop_gradient
 from .elementwise import clamp, convert, eq, isnan, logical_and, logical_or, maximum, where
 from .reduce import sum as _sum
 
@@ -168,8 +168,6 @@ def msort(input: Tensor) -> Tensor:
 
 def _leading(x: Tensor, d: int, k: int, order: Tensor) -> Tensor:
     """The first `k` entries of `order` along `d`."""
-    from .creation import arange
-
     shape = tuple(x.shape)
     ones = tuple(k if i == d else 1 for i in range(len(shape)))
     positions = arange(k, device=x.device).reshape(ones).expand(shape[:d] + (k,) + shape[d + 1:])
@@ -197,8 +195,6 @@ def _ranked(input: Tensor, dim: int, keepdim: bool, op: str, rank, result):
     `rank` returns an int or an int64 tensor of the reduced (keepdim) shape; `nan_count` is None for
     non-floating inputs. The gradient goes to the selected index.
     """
-    from .creation import full
-
     x, d = _as_1d(input, dim, op)
     n = x.shape[d]
     if n == 0:
@@ -236,8 +232,6 @@ def _evenly_shared(input: Tensor, value: Tensor) -> Tensor:
 
 
 def _median_of_all(input: Tensor, op: str, rank) -> Tensor:
-    from .creation import full
-
     if input.numel() == 0:
         return full((), float("nan"), dtype=input.dtype, device=input.device)
     value = stop_gradient(_ranked(input.reshape(-1), 0, False, op, rank, median_result).values)

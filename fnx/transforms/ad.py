@@ -14,16 +14,16 @@ import functools
 
 from .. import core
 from .._graph import OutputOf, backprop
+from ..ops.creation import eye, ones_like, stop_gradient, zeros_like  # stop_gradient: re-exported from the ops
 from ..core import FnxTypeError, Primitive, ShapedArray, Trace, new_main
 from ..tensor import Tensor, Tracer, note_view
 from ..tree import tree_flatten, tree_map, tree_unflatten
+from .batching import vmap
 
 __all__ = ["jvp", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "stop_gradient", "linearize"]
 
 
 def _zeros_like(x):
-    from ..ops.creation import zeros_like
-
     return zeros_like(x)
 
 
@@ -342,8 +342,6 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
             got = f"{out.dtype}{list(out.shape)}" if isinstance(out, Tensor) else type(out).__name__
             raise FnxTypeError(f"grad requires a real scalar output (shape []), got {got}; reduce it (e.g. .sum()) "
                                f"or use vjp/jacrev for non-scalar outputs")
-        from ..ops.creation import ones_like
-
         g = fn(ones_like(out))
         g = g[0] if isinstance(argnums, int) else tuple(g)
         return ((out, res[2]), g) if has_aux else (out, g)
@@ -375,8 +373,6 @@ def grad(fun, argnums=0, has_aux: bool = False):
 
 def _std_basis(x: Tensor):
     """Identity of size numel(x), shaped (numel, *x.shape)."""
-    from ..ops.creation import eye
-
     n = x.numel()
     return eye(n, dtype=x.dtype, device=x.device).reshape((n,) + tuple(x.shape))
 
@@ -416,8 +412,6 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
 
     Each block has shape output.shape + input.shape; inputs and outputs may be pytrees.
     """
-    from .batching import vmap
-
     def jac(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacfwd")
         leaves, in_def = _diff_leaves(args, nums, "jacfwd")
@@ -448,8 +442,6 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
 
     Each block has shape output.shape + input.shape; inputs and outputs may be pytrees.
     """
-    from .batching import vmap
-
     def jac(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacrev")
         leaves, in_def = _diff_leaves(args, nums, "jacrev")
@@ -477,17 +469,3 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
 def hessian(fun, argnums=0, has_aux: bool = False):
     """Matrix of second derivatives: jacfwd(jacrev(fun)) (forward over reverse, as JAX does)."""
     return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
-
-
-# ---------------------------------------------------------------- stop_gradient
-stop_gradient_p = Primitive("stop_gradient", saves_inputs=False, differentiable=False, groups=("movement",))
-stop_gradient_p.def_impl(lambda xp, x: x)
-stop_gradient_p.def_abstract(lambda x: x)
-stop_gradient_p.def_vjp(lambda g, primals, out: (None,))
-stop_gradient_p.def_jvp(lambda primals, tangents: (stop_gradient_p.bind(primals[0]), _zero_tangent(primals[0])))
-stop_gradient_p.def_batch(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
-
-
-def stop_gradient(x):
-    """`x` with no gradient flowing through it (a pytree of Tensors)."""
-    return tree_map(lambda t: stop_gradient_p.bind(t) if isinstance(t, Tensor) else t, x)

@@ -1,147 +1,24 @@
-"""vmap: a batching interpreter of primitives (JAX's BatchTrace).
+"""vmap: map a function over a batch dimension by running it under a `BatchTrace`.
 
-A `BatchTracer` holds a value with one extra dimension, `bdim`, that runs
-over the batch (None: not batched). Each primitive's `batch` rule maps
-batched operands to a batched result; rules are written with fnx ops, so
-vmap composes with every other transform. This module also has the rule
-builders that the primitive families share.
+The batching interpreter itself (`BatchTracer`, `BatchTrace`) and the batch
+rule builders the primitives use live below the ops, in fnx/ops/_batching.py;
+they are re-exported here. Rules are written with fnx ops, so vmap composes
+with every other transform.
 """
 from __future__ import annotations
 
 import functools
 
 from .. import core
-from ..core import FnxTypeError, FnxValueError, Primitive, ShapedArray, Trace, new_main
-from ..tensor import Tensor, Tracer, note_view
+from ..core import FnxTypeError, FnxValueError, new_main
+from ..ops._batching import (BatchTrace, BatchTracer, axis_batch_rule, batch_size, elementwise_batch_rule,
+                             move_to_front, reduction_batch_rule, unary_batch_rule, with_batch_size)
+from ..ops.shape import movedim
+from ..tensor import Tensor
 from ..tree import tree_flatten, tree_unflatten
 
-__all__ = ["vmap", "BatchTracer", "move_to_front", "elementwise_batch_rule", "unary_batch_rule",
-           "reduction_batch_rule", "axis_batch_rule", "with_batch_size"]
-
-
-class BatchTracer(Tracer):
-    """A value with a batch dimension at `bdim` (None: the same for every batch element)."""
-
-    __slots__ = ("val", "bdim")
-
-    def __init__(self, trace: Trace, val, bdim):
-        self._trace, self.val, self.bdim = trace, val, bdim
-
-    @property
-    def aval(self) -> ShapedArray:
-        a = self.val.aval
-        if self.bdim is None:
-            return a
-        return ShapedArray(a.shape[:self.bdim] + a.shape[self.bdim + 1:], a.dtype, a.device)
-
-    def full_lower(self):
-        return core.full_lower(self.val) if self.bdim is None else self
-
-    def _assume(self, other: BatchTracer) -> None:
-        self._trace, self.val, self.bdim = other._trace, other.val, other.bdim
-
-
-class BatchTrace(Trace):
-    __slots__ = ()
-
-    def pure(self, val):
-        return BatchTracer(self, val, None)
-
-    lift = pure
-
-    def process_primitive(self, prim: Primitive, tracers, params):
-        vals = [t.val for t in tracers]
-        dims = [t.bdim for t in tracers]
-        if all(d is None for d in dims):
-            out = prim.bind(*vals, **params)
-            return [BatchTracer(self, o, None) for o in out] if prim.multiple_results else BatchTracer(self, out, None)
-        out, out_dims = prim.batch(vals, dims, **params)
-        if prim.multiple_results:
-            return [BatchTracer(self, o, d) for o, d in zip(out, out_dims)]
-        result = BatchTracer(self, out, out_dims)
-        if prim.view:
-            note_view(result, tracers[0], prim, params)
-        return result
-
-    def process_custom(self, call, tracers):
-        if all(t.bdim is None for t in tracers):
-            from .custom import custom_call
-
-            return [BatchTracer(self, o, None) for o in custom_call(call, [t.val for t in tracers])]
-        return call.batch(self, tracers)
-
-
-# ---------------------------------------------------------------- helpers for batch rules
-def move_to_front(x, d):
-    """`x` with its batch dim `d` moved to axis 0 (d must not be None)."""
-    if d == 0:
-        return x
-    from ..ops.shape import movedim
-
-    return movedim(x, d, 0)
-
-
-def with_batch_size(x, d, size: int):
-    """`x` with a batch dim at axis 0 of `size`, broadcasting an unbatched value."""
-    if d is not None:
-        return move_to_front(x, d)
-    from ..ops.shape import broadcast_to
-
-    return broadcast_to(x.reshape((1,) + tuple(x.shape)), (size,) + tuple(x.shape))
-
-
-def batch_size(args, dims) -> int:
-    return next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-
-
-def unary_batch_rule(prim: Primitive):
-    """Elementwise ops of one operand: the batch dim passes through untouched."""
-    return lambda args, dims, **params: (prim.bind(args[0], **params), dims[0])
-
-
-def elementwise_batch_rule(prim: Primitive):
-    """Broadcasting elementwise ops: batch dims go to the front, per-example ranks are aligned."""
-
-    def rule(args, dims, **params):
-        size = batch_size(args, dims)
-        rank = max(a.ndim - (d is not None) for a, d in zip(args, dims))
-        out = []
-        for a, d in zip(args, dims):
-            if d is not None:
-                a = move_to_front(a, d)
-                ex = tuple(a.shape[1:])
-                if len(ex) < rank:
-                    a = a.reshape((size,) + (1,) * (rank - len(ex)) + ex)
-            out.append(a)
-        return prim.bind(*out, **params), 0
-
-    return rule
-
-
-def _shift(axis: int) -> int:
-    """An axis of the per-example value as an axis of the value with a leading batch dim."""
-    return axis + 1 if axis >= 0 else axis
-
-
-def reduction_batch_rule(prim: Primitive):
-    """Ops with an `axes` param over one operand: the batch dim goes first and the axes shift by one."""
-
-    def rule(args, dims, *, axes, **params):
-        x = move_to_front(args[0], dims[0])
-        return prim.bind(x, axes=tuple(_shift(a) for a in axes), **params), 0
-
-    return rule
-
-
-def axis_batch_rule(prim: Primitive, name: str = "axis"):
-    """Ops of one operand with a single int axis param (`name`: argmax, cumsum, ...)."""
-
-    def rule(args, dims, **params):
-        (x,), (d,) = args, dims
-        params[name] = _shift(params[name])
-        return prim.bind(move_to_front(x, d), **params), 0
-
-    return rule
+__all__ = ["vmap", "BatchTracer", "BatchTrace", "move_to_front", "elementwise_batch_rule", "unary_batch_rule",
+           "reduction_batch_rule", "axis_batch_rule", "with_batch_size", "batch_size"]
 
 
 # ---------------------------------------------------------------- vmap
@@ -234,6 +111,4 @@ def _move_out(x, d, ax, size: int):
     ax = ax % x.ndim
     if ax == 0:
         return x
-    from ..ops.shape import movedim
-
     return movedim(x, 0, ax)

@@ -59,11 +59,14 @@ from ..ir import ClosedJaxpr, Jaxpr
 from ..lowering import check_backend, default_backend, lower
 from ..lowering.interpret import run_eagerly
 from ..lowering.passes import optimize
+from ..ops.creation import zeros_like
 from ..ops.sampling import compiled_call_key, staged_keys
 from ..tensor import Tensor, Tracer, from_array
 from ..tree import tree_flatten, tree_unflatten
+from .batching import batch_size
 from .donation import Donation, donated_leaves
 from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, vjp_jaxpr
+from .tracing import trace_to_jaxpr
 
 __all__ = ["compile", "jit", "Compiled", "Lowered", "CallJaxpr", "compiled_call_p"]
 
@@ -161,8 +164,6 @@ def _call_jvp(primals, tangents, *, jaxpr: CallJaxpr, backend: str):
 
 @compiled_call_p.def_vjp
 def _call_vjp(cts, primals, outs, *, jaxpr: CallJaxpr, backend: str):
-    from ..ops.creation import zeros_like
-
     new = jaxpr.derive(("vjp",), lambda: vjp_jaxpr(jaxpr, jaxpr.in_avals))
     float_cts = [c if c is not None else zeros_like(o) for c, o in zip(cts, outs) if o.dtype.is_floating_point]
     return _floats_only(primals, compiled_call_p.bind(*primals, *float_cts, jaxpr=new, backend=backend))
@@ -170,8 +171,6 @@ def _call_vjp(cts, primals, outs, *, jaxpr: CallJaxpr, backend: str):
 
 @compiled_call_p.def_batch
 def _call_batch(args, dims, *, jaxpr: CallJaxpr, backend: str):
-    from .batching import batch_size
-
     size = batch_size(args, dims)
     dims = tuple(dims)
     new = jaxpr.derive(("batch", dims, size), lambda: batch_jaxpr(jaxpr, jaxpr.in_avals, dims, size))
@@ -502,8 +501,6 @@ class Compiled:
                                        f"{type(o).__name__}; wrap numbers with fnx.tensor(...)")
             out_trees.append(out_tree)
             return out_leaves
-
-        from .tracing import trace_to_jaxpr
 
         traced = trace_to_jaxpr(flat_fun, [x.aval for x in leaves], frozen_inputs=f"fnx.compile({self.__name__})")
         closed, key_devices, lifted = _lift_consts(traced, keys[0].placeholders)

@@ -1,6 +1,6 @@
 """User-defined derivative rules and rematerialisation: `custom_vjp`, `custom_jvp`, `checkpoint`.
 
-Each is a call of a Python function with a rule attached. `custom_call`
+Each is a call of a Python function with a rule attached. `core.custom_call`
 hands it to the top trace, whose `process_custom` picks the call's method
 for that transform: eager (records one node on the tape), jvp, vjp
 (records one node on the vjp trace), batch (vmaps the function and its
@@ -14,22 +14,17 @@ from __future__ import annotations
 import functools
 
 from .. import core
-from ..core import FnxTypeError, Primitive
-from ..tensor import Tensor
+from ..autograd.function import record_pullback
+from ..autograd.grad_mode import no_grad
+from ..core import FnxTypeError, Primitive, custom_call
+from ..ops.creation import zeros_like
+from ..tensor import Tensor, from_array
 from ..tree import tree_flatten, tree_unflatten
+from .ad import _jvp_tracer, jvp, vjp
+from .batching import BatchTracer, vmap
 from .jaxpr_rules import closed_call, trace_flat
 
 __all__ = ["custom_vjp", "custom_jvp", "checkpoint", "remat"]
-
-
-def custom_call(call, args: list) -> list:
-    """Run `call` (a _CustomCall) on flat tensor `args` under the current transforms."""
-    if not core.state.transforms_active:
-        return call.eager(args)
-    top = core.find_top_trace(args)
-    tracers = [core.full_raise(top, a) for a in args]
-    outs = top.process_custom(call, tracers)
-    return [core.full_lower(o) for o in outs]
 
 
 class _CustomCall:
@@ -75,7 +70,7 @@ class _CustomCall:
             outs, pull = self.forward_for_vjp(detached)
         finally:
             core.set_grad_enabled_flag(prev)
-        return _record_eager(self.name, args, outs, pull)
+        return record_pullback(self.name, args, outs, pull)
 
     def jvp(self, trace, tracers):
         return self.fun(*tracers)
@@ -89,33 +84,12 @@ class _CustomCall:
         return self.fun(*tracers)
 
 
-def _record_eager(name: str, args: list, outs: list, pull) -> list:
-    """Put one node on the eager tape whose backward is `pull(output cotangents) -> input cotangents`."""
-    from ..autograd import tape
-    from ..autograd.function import FunctionCtx, _FunctionNode, _OutputOf
-
-    backward = staticmethod(lambda ctx, *cts: tuple(pull(list(cts))))
-    rule = type(name, (), {"backward": backward})
-    node = _FunctionNode(rule, FunctionCtx(tuple(a._requires_grad for a in args)),
-                         tuple(tape.parent_of(a) for a in args), [(tuple(o.shape), o.dtype, o.device) for o in outs],
-                         tuple(args))
-    for k, o in enumerate(outs):
-        if o.dtype.is_floating_point:
-            o._node = node if len(outs) == 1 else _OutputOf(node, k, len(outs))
-            o._requires_grad = True
-    return outs
-
-
 def _zeros_like(x):
-    from ..ops.creation import zeros_like
-
     return zeros_like(x)
 
 
 def _batched_call(trace, call, tracers) -> list:
     """Run `call` (built on vmapped functions) one level down; its outputs are batched at axis 0."""
-    from .batching import BatchTracer
-
     return [BatchTracer(trace, o, 0) for o in custom_call(call, [t.val for t in tracers])]
 
 
@@ -142,8 +116,6 @@ class _VJPCall(_CustomCall):
 
     def batch(self, trace, tracers):
         """vmap fun, fwd and bwd; input cotangents come back in the inputs' batch layout (summed if unbatched)."""
-        from .batching import vmap
-
         dims = tuple(t.bdim for t in tracers)
         statics = []  # residuals that are not tensors (Python values) pass around vmap unchanged
 
@@ -260,14 +232,10 @@ class _JVPCall(_CustomCall):
         return _JVPCall(fun, lambda p, t: rule(p[n_consts:], t[n_consts:]), self.name)
 
     def jvp(self, trace, tracers):
-        from .ad import _jvp_tracer
-
         outs, touts = self.rule([t.primal for t in tracers], [t.tangent for t in tracers])
         return [_jvp_tracer(trace, o, t) for o, t in zip(outs, touts)]
 
     def pullback(self, primals, outs):
-        from .ad import vjp
-
         def pull(cts):
             _, fn = vjp(lambda *t: self.rule(primals, list(t))[1], *[_zeros_like(p) for p in primals])
             return list(fn(list(cts)))
@@ -276,8 +244,6 @@ class _JVPCall(_CustomCall):
 
     def batch(self, trace, tracers):
         """vmap fun and the rule; a tangent has its primal's batch layout one level down."""
-        from .batching import vmap
-
         dims = tuple(t.bdim for t in tracers)
         n = len(dims)
 
@@ -340,8 +306,6 @@ class _RematCall(_CustomCall):
         return _RematCall(fun, self.name)
 
     def pullback(self, primals, outs):
-        from .ad import vjp
-
         def pull(cts):
             _, fn = vjp(self.fun, *primals)
             return list(fn(list(cts)))
@@ -349,8 +313,6 @@ class _RematCall(_CustomCall):
         return pull
 
     def batch(self, trace, tracers):
-        from .batching import vmap
-
         fun = vmap(self.fun, in_axes=tuple(t.bdim for t in tracers))
         return _batched_call(trace, _RematCall(fun, self.name), tracers)
 
@@ -398,26 +360,17 @@ def _staged_primitive(name: str) -> Primitive:
     prim = Primitive(name, multiple_results=True)
 
     def impl(xp, *arrays, call, jaxpr):
-        from ..autograd.grad_mode import no_grad
-        from ..tensor import from_array
-
         with no_grad():
             return [o._value for o in call.fun(*[from_array(a) for a in arrays])]
 
     def jvp_rule(primals, tangents, *, call, jaxpr):
-        from .ad import jvp
-
         tangents = [t if t is not None else _zeros_like(p) for t, p in zip(tangents, primals)]
         return jvp(lambda *a: custom_call(call, list(a)), tuple(primals), tuple(tangents))
 
     def vjp_rule(cts, primals, outs, *, call, jaxpr):
-        from .ad import vjp
-
         return vjp(lambda *a: custom_call(call, list(a)), *primals)[1](list(cts))
 
     def batch_rule(args, dims, *, call, jaxpr):
-        from .batching import vmap
-
         outs = vmap(lambda *a: custom_call(call, list(a)), in_axes=tuple(dims))(*args)
         return outs, [0] * len(outs)
 

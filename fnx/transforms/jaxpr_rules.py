@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from ..core import ShapedArray
 from ..ir import ClosedJaxpr, Jaxpr, eval_jaxpr
+from ..ops.creation import zeros_like
+from .ad import jvp, vjp
+from .batching import vmap, with_batch_size
+from .tracing import trace_to_jaxpr
 
 __all__ = ["closed_call", "trace_flat", "jvp_jaxpr", "vjp_jaxpr", "batch_jaxpr"]
 
@@ -22,8 +26,6 @@ def trace_flat(fun, avals) -> tuple[ClosedJaxpr, list]:
 
     Returns the const-free jaxpr and the constants to pass before the real arguments.
     """
-    from .tracing import trace_to_jaxpr
-
     closed = trace_to_jaxpr(fun, list(avals))
     j = closed.jaxpr
     return ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.eqns, j.outvars), []), list(closed.consts)
@@ -47,8 +49,6 @@ def _floats(avals) -> list[int]:
 
 def jvp_jaxpr(closed: ClosedJaxpr, in_avals) -> ClosedJaxpr:
     """(*primals, *float_tangents) -> (*outs, *float_out_tangents)."""
-    from .ad import jvp
-
     fl = _floats(in_avals)
     n = len(in_avals)
 
@@ -64,8 +64,6 @@ def jvp_jaxpr(closed: ClosedJaxpr, in_avals) -> ClosedJaxpr:
 
 def vjp_jaxpr(closed: ClosedJaxpr, in_avals) -> ClosedJaxpr:
     """(*primals, *float_out_cotangents) -> float input cotangents."""
-    from .ad import vjp
-
     n = len(in_avals)
     out_avals = closed.out_avals
     out_fl = _floats(out_avals)
@@ -84,15 +82,11 @@ def vjp_jaxpr(closed: ClosedJaxpr, in_avals) -> ClosedJaxpr:
 
 def batch_jaxpr(closed: ClosedJaxpr, in_avals, dims, size: int) -> ClosedJaxpr:
     """The jaxpr on inputs batched at `dims` (None: unbatched), with every output batched at axis 0."""
-    from .batching import vmap
-
     batched = [a if d is None else ShapedArray(a.shape[:d] + (size,) + a.shape[d:], a.dtype, a.device)
                for a, d in zip(in_avals, dims)]
 
     def fun(*args):
         if all(d is None for d in dims):  # nothing mapped inside (e.g. only a cond's index is batched)
-            from .batching import with_batch_size
-
             return [with_batch_size(o, None, size) for o in closed_call(closed, args)]
         return list(vmap(lambda *x: closed_call(closed, x), in_axes=tuple(dims))(*args))
 
@@ -100,6 +94,4 @@ def batch_jaxpr(closed: ClosedJaxpr, in_avals, dims, size: int) -> ClosedJaxpr:
 
 
 def _zeros(x):
-    from ..ops.creation import zeros_like
-
     return zeros_like(x)

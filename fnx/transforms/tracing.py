@@ -132,6 +132,9 @@ def stage_created(value: Tensor) -> CreatedTracer:
     return CreatedTracer(trace, value, var)
 
 
+core.stage_created_hook = stage_created
+
+
 def trace_to_jaxpr(fun, in_avals: list[ShapedArray], frozen_inputs: str | None = None):
     """Trace `fun` (taking and returning flat lists of tensors) on abstract inputs into a ClosedJaxpr.
 
