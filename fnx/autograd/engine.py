@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import core
 from ..core import FnxRuntimeError
+from ..ops.creation import tensor, zeros_like
 from ..tensor import Tensor as _Tensor, make as _make
 from .._graph import backprop
 from . import tape
@@ -72,7 +73,7 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
 
 def _check_nan(node, cots) -> None:
     for i, c in enumerate(cots):
-        if isinstance(c, core._Tensor) and tape.has_nan(c):
+        if isinstance(c, _Tensor) and tape.has_nan(c):
             where = "".join(getattr(node, "stack", None) or ["(forward traceback unavailable)\n"])
             raise FnxRuntimeError(f"Function '{node.name}' returned nan values in its {i}th output. The forward "
                                   f"call that created it was:\n{where}")
@@ -87,9 +88,7 @@ def _default_grads(outputs, gradients, op: str):
                 raise FnxRuntimeError(f"{op}: grad can be implicitly created only for scalar outputs, but the "
                                       f"output has shape {list(t.shape)}; pass gradient= (a tensor of that shape)")
             g = _make(t._device._xp.ones(v.shape, dtype=v.dtype), t._device)
-        elif not isinstance(g, core._Tensor):
-            from ..ops.creation import tensor
-
+        elif not isinstance(g, _Tensor):
             g = tensor(g, dtype=t.dtype, device=t.device)
         elif tuple(g.shape) != tuple(t.shape):
             raise FnxRuntimeError(f"{op}: mismatch in shape: grad_output has shape {list(g.shape)} and output has "
@@ -146,8 +145,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     for i, g in enumerate(got):
         if g is None:
             if materialize_grads:
-                from ..ops.creation import zeros_like
-
                 got[i] = zeros_like(ins[i])
             elif not allow_unused:
                 raise FnxRuntimeError(f"autograd.grad: input {i} was not used in the graph of the outputs; pass "

@@ -14,6 +14,7 @@ from __future__ import annotations
 from .. import debug
 from ..core import ShapedArray
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eval_jaxpr
+from ..ops.shape import broadcast_p
 from ..tensor import Tensor, from_array
 from .interpret import run_eagerly
 
@@ -120,17 +121,12 @@ def fold_constants(closed: ClosedJaxpr) -> ClosedJaxpr:
             elif _uniform(o):
                 first = from_array(o._value.reshape(-1)[:1].reshape(()))
                 lit = Literal(first, first.aval)
-                rw.emit(Eqn(_broadcast_p(), [lit], {"shape": v.aval.shape}, [v]), [lit])
+                rw.emit(Eqn(broadcast_p, [lit], {"shape": v.aval.shape}, [v]), [lit])
             else:
                 rw.constvars.append(v)
                 rw.consts.append(o)
     return rw.result()
 
-
-def _broadcast_p():
-    from ..ops.shape import broadcast_p
-
-    return broadcast_p
 
 
 def _uniform(t: Tensor) -> bool:
