@@ -304,3 +304,15 @@ def test_vmap_of_einsum_and_decompositions():
     _vmap_matches_loop(fnx.linalg.solve, [a, t(rng.standard_normal((4, 3)))], (0, 0))  # vector right-hand sides
     for fn in (fnx.linalg.inv, fnx.linalg.cholesky, fnx.linalg.det, lambda x: fnx.linalg.slogdet(x).logabsdet):
         _vmap_matches_loop(fn, [a], (0,))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 1, 3, 4), (0, 3, 4), (2, 3, 0)])
+def test_stacked_rows_times_a_matrix_match_numpy(shape):
+    """(..., n, k) @ (k, m) runs as one product over all rows when the stack is contiguous, else as numpy does."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape).astype(np.float32)
+    b = rng.standard_normal((shape[-1], 5)).astype(np.float32)
+    for x in (a, np.swapaxes(a, 0, -2)):
+        got = fnx.tensor(x) @ fnx.tensor(b)
+        assert got.shape == x.shape[:-1] + (5,)
+        np.testing.assert_allclose(got.numpy(), x @ b, rtol=1e-5, atol=1e-5)
