@@ -10,7 +10,6 @@ and `detach`) are defined here too: `fnx.tensor` sits below the ops.
 from __future__ import annotations
 
 from . import dtypes as _dt
-from .device import device as _device_cls
 from .errors import FnxTypeError
 from .ops import (arrange, creation, elementwise as ew, indexing, inplace, joins, linalg, reduce, sampling,
                   shape, sort)
@@ -18,7 +17,7 @@ from .ops.creation import empty, stop_gradient, tensor as _tensor, transfer
 from .ops.elementwise import convert, where
 from .ops.indexing import _put_functional, _values
 from .ops.inplace import rebind_
-from .tensor import Tensor, Tracer, init_from_array
+from .tensor import Tensor, Tracer, init_from_array, parse_to
 
 _METHODS = {
     # reductions
@@ -87,23 +86,12 @@ def _tensor_init(self, *data, dtype=None, device=None, requires_grad: bool = Fal
 
 def _to(self, *args, **kwargs) -> Tensor:
     """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(other)`; returns self when nothing changes."""
-    dev, dt = kwargs.pop("device", None), kwargs.pop("dtype", None)
-    copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
-    if kwargs:
-        raise FnxTypeError(f"to(): unexpected keyword arguments {sorted(kwargs)}")
-    for a in args:
-        if isinstance(a, Tensor):
-            dev, dt = a.device, a.dtype
-        elif isinstance(a, (str, _device_cls)) and not (isinstance(a, str) and a in _dt._BY_NAME):
-            dev = a
-        else:
-            dt = a
+    dev, dt, copy = parse_to("to()", args, kwargs)
     out = self
-    if dt is not None and _dt.as_dtype(dt) is not out.dtype:
-        out = convert(out, _dt.as_dtype(dt))
-    if dev is not None and _device_cls(dev) is not out._device:
-        out = transfer(out, _device_cls(dev))
+    if dt is not None and dt is not out.dtype:
+        out = convert(out, dt)
+    if dev is not None and dev is not out._device:
+        out = transfer(out, dev)
     if copy and out is self:
         out = self.clone()
     return out

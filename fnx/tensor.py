@@ -21,7 +21,7 @@ from .abstract import ShapedArray
 from .device import cpu, device as _device_cls, device_of_array
 from .errors import FnxIndexError, FnxRuntimeError, FnxTypeError
 
-__all__ = ["Tensor", "Size", "Tracer"]
+__all__ = ["Tensor", "Size", "Tracer", "parse_to"]
 
 
 class Size(tuple):
@@ -546,3 +546,29 @@ def note_view(out: Tracer, base: Tracer, prim, params: dict) -> None:
         views = root._views = []
     views.append(weakref.ref(out))
 
+
+def parse_to(op: str, args: tuple, kwargs: dict, *, allow_copy: bool = True):
+    """The (device, dtype, copy) of a `to(...)` call as PyTorch reads it, None where not given: `to(device)`
+    (a name, a `device` or a CUDA index), `to(dtype)` (a dtype or its name), `to(device, dtype)`, `to(tensor)`,
+    and the keywords device=, dtype=, non_blocking= and memory_format= (layout is always row-major), copy=
+    where `allow_copy`. Shared by Tensor.to and nn.Module.to."""
+    kwargs = dict(kwargs)
+    dev, dt = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False) if allow_copy else False
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise FnxTypeError(f"{op}: unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dev, dt = a.device, a.dtype
+        elif isinstance(a, _device_cls) or (isinstance(a, str) and a not in _dt._BY_NAME):
+            dev = a
+        elif isinstance(a, int) and not isinstance(a, bool):
+            dev = _device_cls("cuda", a)
+        elif a is not None:
+            try:
+                dt = _dt.as_dtype(a)
+            except TypeError:
+                raise FnxTypeError(f"{op}: expected a device, a dtype or a tensor, got {a!r}") from None
+    return (None if dev is None else _device_cls(dev)), (None if dt is None else _dt.as_dtype(dt)), copy

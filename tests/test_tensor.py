@@ -460,3 +460,20 @@ def test_cuda_unavailable_errors_name_the_fix():
                     lambda: fnx.tensor([1.0], device="cuda:0")):
         with pytest.raises(RuntimeError, match=r"CUDA is not available.*fnx\[cuda1[23]\].*device='cpu'"):
             attempt()
+
+
+def test_to_reads_its_arguments_as_pytorch_for_tensors_and_modules():
+    """Tensor.to and nn.Module.to share one reading of their arguments (fnx.tensor.parse_to)."""
+    t = fnx.ones(2)
+    assert t.to("float64").dtype == fnx.float64 and t.to("cpu", fnx.float16).dtype == fnx.float16
+    assert t.to(fnx.zeros(1, dtype=fnx.float64)).dtype == fnx.float64
+    assert t.to(non_blocking=True, memory_format=None) is t   # layout is always row-major
+    assert t.to(copy=True) is not t
+    with pytest.raises(TypeError, match=r"to\(\): expected a device, a dtype or a tensor, got 3.5"):
+        t.to(3.5)
+    m = fnx.nn.Linear(2, 2)
+    assert m.to(fnx.float64).weight.dtype == fnx.float64
+    with pytest.raises(TypeError, match=r"nn.Module.to\(\): unexpected keyword arguments \['copy'\]"):
+        m.to(copy=True)
+    with pytest.raises(TypeError, match="only accepts floating point"):
+        m.to(fnx.int64)

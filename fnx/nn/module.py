@@ -17,9 +17,8 @@ from typing import Any, Callable, Iterator
 from .. import dtypes as _dt
 from .. import tree
 from ..autograd import no_grad
-from ..core import FnxRuntimeError
-from ..device import device as _device_cls
-from ..tensor import Tensor
+from ..core import FnxRuntimeError, FnxTypeError
+from ..tensor import Tensor, parse_to
 from .parameter import Buffer, Parameter
 from .pytree import flatten_module, unflatten_module
 
@@ -528,27 +527,10 @@ class Module:
 
     def to(self, *args, **kwargs) -> Module:
         """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`: moves all state, casts floating state."""
-        dev, dt = kwargs.pop("device", None), kwargs.pop("dtype", None)
-        kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
-        if kwargs:
-            raise TypeError(f"to() received unexpected keyword arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Tensor):
-                dev, dt = a.device, a.dtype
-            elif isinstance(a, _dt.dtype):
-                dt = a
-            elif isinstance(a, (str, int, _device_cls)):
-                dev = a
-            elif a is not None:
-                raise TypeError(f"to() received an invalid argument {a!r}")
-        if dt is not None:
-            dt = _dt.as_dtype(dt)
-            if not dt.is_floating_point:
-                raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
-                                f"dtype={dt}")
-        if isinstance(dev, int):
-            dev = _device_cls("cuda", dev)
+        dev, dt, _ = parse_to("nn.Module.to()", args, kwargs, allow_copy=False)
+        if dt is not None and not dt.is_floating_point:
+            raise FnxTypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                               f"dtype={dt}")
 
         def convert(t: Tensor) -> Tensor:
             return t.to(device=dev, dtype=dt if t.is_floating_point() else None)
