@@ -569,6 +569,6 @@ def parse_to(op: str, args: tuple, kwargs: dict, *, allow_copy: bool = True):
         elif a is not None:
             try:
                 dt = _dt.as_dtype(a)
-            except TypeError:
-                raise FnxTypeError(f"{op}: expected a device, a dtype or a tensor, got {a!r}") from None
+            except TypeError as e:
+                raise FnxTypeError(f"{op}: expected a device, a dtype or a tensor, got {a!r} ({e})") from None
     return (None if dev is None else _device_cls(dev)), (None if dt is None else _dt.as_dtype(dt)), copy
