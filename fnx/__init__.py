@@ -33,3 +33,10 @@ from . import nn  # after the ops it builds on
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, optim
 from .serialization import load, save
+from math import e, inf, nan, pi
+from . import accelerator, backends
+from .backends import get_float32_matmul_precision, set_float32_matmul_precision
+from .legacy_types import *  # noqa: F401,F403
+from .tensor import (channels_last, channels_last_3d, contiguous_format, is_tensor, memory_format,
+                     preserve_format)
+from .nn.functional import log_softmax, softmax

@@ -60,7 +60,7 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
 
 
 attach(_METHODS)
-for _module in (ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling):  # each family's own methods
+for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling):  # each family's own methods
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 for _dunder, _name in _INPLACE_OPERATORS.items():
@@ -97,6 +97,13 @@ def _to(self, *args, **kwargs) -> Tensor:
     return out
 
 
+def _type_as(self, other: Tensor) -> Tensor:
+    """`self` converted to `other`'s dtype (PyTorch's `type_as`); `self` when the dtype already matches."""
+    if not isinstance(other, Tensor):
+        raise FnxTypeError(f"type_as(): expected a Tensor, got {type(other).__name__}")
+    return self if other.dtype is self.dtype else convert(self, other.dtype)
+
+
 def _tracer_setitem(self, index, value) -> None:
     """`x[index] = value` on a tracer: x becomes the functional index_put (fnx/ops/inplace.py), or
     `where(mask, value, x)` for a boolean mask over leading dims and one value (the mask may be traced)."""
@@ -116,5 +123,6 @@ def _tracer_detach(self) -> Tensor:
 
 Tensor.__init__ = _tensor_init
 Tensor.to = _to
+Tensor.type_as = _type_as
 Tracer.__setitem__ = _tracer_setitem
 Tracer.detach = _tracer_detach

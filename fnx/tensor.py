@@ -95,6 +95,17 @@ class Tensor:
         """Bytes per element."""
         return self.dtype.itemsize
 
+    ndimension = dim
+
+    @property
+    def is_sparse(self) -> bool:
+        """Always False: fnx tensors are dense (PyTorch's sparse layouts are not supported)."""
+        return False
+
+    def get_device(self) -> int:
+        """The CUDA device index, or -1 on the CPU (PyTorch's convention)."""
+        return -1 if self.device.type == "cpu" else self.device.index
+
     @property
     def is_cuda(self) -> bool:
         """Whether the tensor lives on a CUDA device."""
@@ -547,6 +558,37 @@ def note_view(out: Tracer, base: Tracer, prim, params: dict) -> None:
     views.append(weakref.ref(out))
 
 
+class memory_format:
+    """PyTorch's memory-format names. fnx lays every tensor out row-major, so each format gives the same
+    values and strides: the names are accepted where PyTorch takes them (`to`, `contiguous`) and change nothing."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"fnx.{self.name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+preserve_format = memory_format("preserve_format")
+
+
+def check_memory_format(op: str, fmt) -> None:
+    """Refuse what is not one of the memory-format names (a common slip: passing a string)."""
+    if not isinstance(fmt, memory_format):
+        raise FnxTypeError(f"{op}: memory_format must be fnx.contiguous_format, fnx.channels_last, "
+                           f"fnx.channels_last_3d or fnx.preserve_format, got {fmt!r}")
+
+
+def is_tensor(obj) -> bool:
+    """Whether `obj` is an fnx Tensor (PyTorch's `is_tensor`)."""
+    return isinstance(obj, Tensor)
+
+
 def parse_to(op: str, args: tuple, kwargs: dict, *, allow_copy: bool = True):
     """The (device, dtype, copy) of a `to(...)` call as PyTorch reads it, None where not given: `to(device)`
     (a name, a `device` or a CUDA index), `to(dtype)` (a dtype or its name), `to(device, dtype)`, `to(tensor)`,
@@ -556,7 +598,7 @@ def parse_to(op: str, args: tuple, kwargs: dict, *, allow_copy: bool = True):
     dev, dt = kwargs.pop("device", None), kwargs.pop("dtype", None)
     copy = kwargs.pop("copy", False) if allow_copy else False
     kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
+    check_memory_format(op, kwargs.pop("memory_format", preserve_format))
     if kwargs:
         raise FnxTypeError(f"{op}: unexpected keyword arguments {sorted(kwargs)}")
     for a in args:

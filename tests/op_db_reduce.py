@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fnx
-from op_db import OpInfo, Sample, bools, floats, ints, shapes
+from op_db import OpInfo, Sample, binary_sample, bools, floats, ints, shapes
 
 
 # ---------------------------------------------------------------- strategies
@@ -202,6 +202,8 @@ OPS = [
     norm_entry(1, "signed"),
     norm_entry(math.inf, "signed"),
     norm_entry(-math.inf, "signed"),
+    OpInfo("dist", fnx.dist, lambda x, y: np.sqrt(np.sum((x - y) ** 2)), binary_sample(separated=True)),
+    OpInfo("dist_1", lambda x, y: fnx.dist(x, y, 1), lambda x, y: np.sum(np.abs(x - y)), binary_sample(separated=True)),
     OpInfo("norm_0", lambda x, **kw: fnx.norm(x, 0, **kw), np_norm(0), reduce_sample("signed"), grad=False),
     norm_entry(3, "snapped"),
     norm_entry(1.5, "signed"),

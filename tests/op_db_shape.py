@@ -231,6 +231,7 @@ OPS = [
     # diagonals and grids
     OpInfo("diagonal", fnx.diagonal, lambda x, offset, dim1, dim2: np.diagonal(x, offset, dim1, dim2),
            diagonal_sample()),
+    OpInfo("t", fnx.t, lambda x: x.T, matrix_or_vector()),
     OpInfo("diag", lambda x: fnx.diag(x, 1), lambda x: np.diag(x, 1), matrix_or_vector()),
     OpInfo("diag_lower", lambda x: fnx.diag(x, -2), lambda x: np.diag(x, -2), matrix_or_vector()),
     OpInfo("meshgrid", fnx.meshgrid, lambda *xs, indexing: np.meshgrid(*xs, indexing=indexing), meshgrid_sample()),

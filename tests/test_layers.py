@@ -17,8 +17,9 @@ FNX = Path(__file__).resolve().parent.parent / "fnx"
 # the exact-name entries of the top layer ("fnx" is the package's __init__) cover nothing below them.
 LAYERS = [
     ("leaf", ["fnx._warn", "fnx._version", "fnx._threefry", "fnx._graph", "fnx.errors", "fnx.abstract",
-              "fnx.dtypes", "fnx.device", "fnx.cuda", "fnx.tree", "fnx.determinism"]),
-    ("tensor", ["fnx.tensor"]),  # the data type: core makes Tensors; methods that call ops are attached above
+              "fnx.dtypes", "fnx.device", "fnx.cuda", "fnx.tree", "fnx.determinism", "fnx.backends",
+              "fnx.accelerator"]),
+    ("tensor", ["fnx.tensor", "fnx.legacy_types"]),  # the data type: core makes Tensors; methods that call ops are attached above
     # Primitive, bind, the trace stack; the jaxpr IR and its evaluator; FNX_DEBUG's op log (it wraps Primitive.impl)
     ("core", ["fnx.core", "fnx.ir", "fnx.debug"]),
     ("rule builders", ["fnx.ops._batching"]),  # the batching interpreter and batch rule builders primitives use

@@ -9,6 +9,12 @@ from .layers import __all__ as _layers_all
 from .module import Module, RemovableHandle
 from .parameter import Buffer, Parameter
 from .stateless import functional_call
+from ..tensor import Tensor
 
 __all__ = ["functional", "init", "utils", "parallel", "Module", "RemovableHandle", "Parameter", "Buffer",
            "functional_call", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", *_layers_all]
+
+# PyTorch's Tensor.softmax / Tensor.log_softmax: methods over the functional forms, attached here since the
+# tensor layer sits below nn.
+Tensor.softmax = functional.softmax
+Tensor.log_softmax = functional.log_softmax

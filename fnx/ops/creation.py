@@ -17,7 +17,7 @@ from .. import core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
-from ..tensor import Tensor, Tracer, make
+from ..tensor import Tensor, Tracer, check_memory_format, make, preserve_format
 from ..tree import tree_map
 from ._batching import unary_batch_rule
 from .joins import stack
@@ -271,8 +271,9 @@ def clone(input: Tensor) -> Tensor:
     return copy_p.bind(input)
 
 
-def contiguous(input: Tensor) -> Tensor:
-    """`input` if already C-contiguous, else a contiguous copy."""
+def contiguous(input: Tensor, memory_format=preserve_format) -> Tensor:
+    """`input` if already C-contiguous, else a contiguous copy (every memory format is row-major in fnx)."""
+    check_memory_format("contiguous", memory_format)
     if not _is_tracer(input) and input._value.flags.c_contiguous:
         return input
     return copy_p.bind(input)
@@ -355,3 +356,38 @@ def _check_cuda_dtype(dt: _dt.dtype) -> None:
 
 copy_p.def_batch(unary_batch_rule(copy_p))
 transfer_p.def_batch(unary_batch_rule(transfer_p))
+
+
+# ---------------------------------------------------------------- Tensor.new_*: new tensors like `self`
+def _like_self(self: Tensor, dtype, device) -> dict:
+    return {"dtype": self.dtype if dtype is None else dtype, "device": self.device if device is None else device}
+
+
+def new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A copy of `data` with `self`'s dtype and device unless given (PyTorch's `Tensor.new_tensor`)."""
+    return tensor(data, **_like_self(self, dtype, device), requires_grad=requires_grad)
+
+
+def new_zeros(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Zeros of shape `size` with `self`'s dtype and device unless given."""
+    return zeros(*size, **_like_self(self, dtype, device), requires_grad=requires_grad)
+
+
+def new_ones(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Ones of shape `size` with `self`'s dtype and device unless given."""
+    return ones(*size, **_like_self(self, dtype, device), requires_grad=requires_grad)
+
+
+def new_empty(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor of shape `size` with `self`'s dtype and device unless given."""
+    return empty(*size, **_like_self(self, dtype, device), requires_grad=requires_grad)
+
+
+def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """`fill_value` in shape `size` with `self`'s dtype and device unless given."""
+    return full(size, fill_value, **_like_self(self, dtype, device), requires_grad=requires_grad)
+
+
+METHODS: dict = {"new_tensor": new_tensor, "new_zeros": new_zeros, "new_ones": new_ones, "new_empty": new_empty,
+                 "new_full": new_full}   # Tensor methods beyond those in fnx/_methods.py
+INPLACE: dict = {}

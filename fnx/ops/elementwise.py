@@ -32,7 +32,7 @@ __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "l
            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "reciprocal",
            "rsqrt", "square", "relu", "gelu", "silu", "softplus", "clamp", "clip", "clamp_min", "clamp_max",
            "isinf", "isposinf", "isneginf", "isfinite", "nan_to_num", "lerp", "xlogy", "sinc", "hypot", "fmod",
-           "copysign", "logaddexp", "logit"]
+           "copysign", "logaddexp", "logit", "addcmul", "addcdiv"]
 
 # ---------------------------------------------------------------- conversion
 # C: the cast is the declared type of the kernel's value (codegen special-cases conversion to bool)
@@ -899,6 +899,24 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neg
 def lerp(input: Tensor, end, weight) -> Tensor:
     """input + weight * (end - input)."""
     return input + weight * (end - input)
+
+
+@_method("addcmul", inplace=True)
+def addcmul(input: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
+    """input + value * tensor1 * tensor2 (PyTorch's `addcmul`, as optimizers write their updates)."""
+    product = mul(tensor1, tensor2)
+    return add(input, product if value == 1 else mul(product, value))
+
+
+@_method("addcdiv", inplace=True)
+def addcdiv(input: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
+    """input + value * tensor1 / tensor2; integer tensor1 and tensor2 are refused, as in PyTorch."""
+    for t in (tensor1, tensor2):
+        if isinstance(t, Tensor) and not (t.dtype.is_floating_point or t.dtype.is_complex):
+            raise FnxRuntimeError(f"addcdiv: integer division with addcdiv is not supported (got {t.dtype}); use "
+                                  f"(input + value * fnx.div(tensor1, tensor2, rounding_mode='trunc')) instead")
+    quotient = true_divide(tensor1, tensor2)
+    return add(input, quotient if value == 1 else mul(quotient, value))
 
 
 @_method("xlogy")

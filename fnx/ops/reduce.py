@@ -16,11 +16,11 @@ from ..tensor import Tensor, canonical_dim, make
 from ._batching import axis_batch_rule, reduction_batch_rule
 from .creation import ones, stop_gradient, zeros
 from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
-                          minimum, ne, pow as _pow, sqrt, where)
+                          minimum, ne, pow as _pow, sqrt, sub, where)
 
 __all__ = ["bincount", "sum", "mean", "prod", "amax", "amin", "max", "min", "aminmax", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "all", "any", "cumsum", "cumprod", "norm", "count_nonzero",
-           "nansum", "nanmean"]
+           "nansum", "nanmean", "dist"]
 
 # The (values, indices) results of PyTorch's torch.return_types.
 max_result = collections.namedtuple("max", ["values", "indices"])
@@ -552,9 +552,14 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     return _root_or_zero(sum(_pow(_abs(input), p), axes, keepdim), lambda s: _pow(s, 1.0 / p))
 
 
+def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
+    """The p-norm of `input - other` (broadcast), as a 0-dim tensor (PyTorch's `dist`)."""
+    return norm(sub(input, other), p)
+
+
 METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
     "max": max, "min": min, "prod": prod, "cumsum": cumsum, "cumprod": cumprod, "norm": norm,
-    "count_nonzero": count_nonzero, "nansum": nansum, "nanmean": nanmean, "aminmax": aminmax,
+    "count_nonzero": count_nonzero, "nansum": nansum, "nanmean": nanmean, "aminmax": aminmax, "dist": dist,
 }
 INPLACE: dict = {"cumsum_": _cumsum_keep_dtype, "cumprod_": _cumprod_keep_dtype}  # in-place (name_ -> function)
 

@@ -20,7 +20,7 @@ from ._batching import move_to_front
 __all__ = ["reshape", "broadcast_to", "expand", "expand_as", "permute", "transpose", "swapaxes", "swapdims",
            "view", "view_as", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "movedim", "moveaxis",
            "atleast_1d", "atleast_2d", "atleast_3d", "flip", "fliplr", "flipud", "diagonal", "diag", "meshgrid",
-           "broadcast_tensors", "broadcast_shapes"]
+           "broadcast_tensors", "broadcast_shapes", "t"]
 
 
 def _shape_arg(shape) -> tuple:
@@ -178,6 +178,14 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
 
 
 swapaxes = swapdims = transpose
+
+
+def t(input: Tensor) -> Tensor:
+    """The transpose of a matrix (a view); 0-D and 1-D tensors come back as they are (PyTorch's `t`)."""
+    if input.ndim > 2:
+        raise FnxRuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D (shape "
+                              f"{list(input.shape)}): use transpose(dim0, dim1) or .mT for batches of matrices")
+    return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
 # ---------------------------------------------------------------- compositions over reshape
@@ -616,6 +624,6 @@ def broadcast_tensors(*tensors) -> tuple:
 
 
 METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
-    "flip": _flip_method, "fliplr": fliplr, "flipud": flipud, "diagonal": diagonal, "diag": diag,
+    "flip": _flip_method, "fliplr": fliplr, "t": t, "flipud": flipud, "diagonal": diagonal, "diag": diag,
 }
 INPLACE: dict = {}

@@ -1,0 +1,104 @@
+"""PyTorch names that real scripts use and that are not ops of the table: Tensor.new_*, type_as, metadata
+queries, legacy tensor types, memory formats, backend flags and the accelerator queries."""
+import math
+
+import numpy as np
+import pytest
+
+import fnx
+
+
+def test_new_constructors_follow_self_dtype_and_device_unless_given():
+    x = fnx.ones(2, dtype=fnx.float64)
+    assert x.new_zeros(2, 3).dtype is fnx.float64 and x.new_zeros((2, 3)).shape == (2, 3)
+    assert x.new_ones(4).tolist() == [1.0] * 4
+    assert x.new_full((2,), 7).tolist() == [7.0, 7.0] and x.new_full((2,), 7).dtype is fnx.float64
+    assert x.new_empty(3, dtype=fnx.int32).dtype is fnx.int32
+    t = x.new_tensor([1, 2])
+    assert t.dtype is fnx.float64 and t.tolist() == [1.0, 2.0]
+    assert x.new_zeros(2, requires_grad=True).requires_grad
+
+
+def test_type_as_converts_to_the_other_dtype():
+    x = fnx.tensor([1.5, 2.5])
+    assert x.type_as(fnx.zeros(1, dtype=fnx.int64)).tolist() == [1, 2]
+    assert x.type_as(fnx.zeros(1)) is x
+    with pytest.raises(TypeError, match="type_as"):
+        x.type_as(np.zeros(1))
+
+
+def test_metadata_queries():
+    x = fnx.zeros(2, 3)
+    assert x.ndimension() == 2 and not x.is_sparse and x.get_device() == -1
+    assert fnx.is_tensor(x) and not fnx.is_tensor(np.zeros(1))
+    assert (fnx.pi, fnx.e, fnx.inf) == (math.pi, math.e, math.inf) and math.isnan(fnx.nan)
+
+
+def test_t_transposes_matrices_and_refuses_more_dims():
+    x = fnx.arange(6.0).reshape(2, 3)
+    assert x.t().shape == (3, 2) and x.t().tolist() == np.arange(6.0).reshape(2, 3).T.tolist()
+    assert fnx.t(fnx.ones(3)).shape == (3,)
+    with pytest.raises(RuntimeError, match=r"t\(\) expects a tensor with <= 2 dimensions, but self is 3D"):
+        fnx.ones(2, 2, 2).t()
+
+
+def test_addcmul_addcdiv_in_place_as_optimizers_write_them():
+    p, g = fnx.ones(3), fnx.tensor([1.0, 2.0, 4.0])
+    p.addcmul_(g, g, value=-0.5)
+    assert p.tolist() == [0.5, -1.0, -7.0]
+    p.addcdiv_(g, fnx.full((3,), 2.0), value=2)
+    assert p.tolist() == [1.5, 1.0, -3.0]
+    with pytest.raises(RuntimeError, match="integer division with addcdiv"):
+        fnx.addcdiv(p, fnx.ones(3, dtype=fnx.int64), fnx.ones(3, dtype=fnx.int64))
+
+
+def test_softmax_methods_match_the_functional_forms():
+    x = fnx.randn(3, 5)
+    np.testing.assert_allclose(x.softmax(-1).numpy(), fnx.nn.functional.softmax(x, dim=-1).numpy())
+    np.testing.assert_allclose(fnx.log_softmax(x, 0).numpy(), x.log_softmax(dim=0).numpy())
+
+
+def test_legacy_types_construct_and_check_instances():
+    assert fnx.FloatTensor([1, 2]).dtype is fnx.float32 and fnx.LongTensor(2, 3).shape == (2, 3)
+    assert fnx.LongTensor([1]).dtype is fnx.int64 and fnx.BoolTensor([1, 0]).tolist() == [True, False]
+    assert fnx.FloatTensor().shape == (0,)
+    assert isinstance(fnx.zeros(2), fnx.FloatTensor) and not isinstance(fnx.zeros(2), fnx.DoubleTensor)
+    assert not isinstance(np.zeros(2, np.float32), fnx.FloatTensor)
+
+
+def test_memory_formats_are_accepted_and_checked():
+    x = fnx.randn(1, 2, 3, 3)
+    assert x.to(memory_format=fnx.channels_last).tolist() == x.tolist()
+    assert x.contiguous(memory_format=fnx.contiguous_format) is x
+    assert fnx.nn.Conv2d(2, 2, 1).to(memory_format=fnx.channels_last) is not None
+    with pytest.raises(TypeError, match="memory_format must be fnx.contiguous_format"):
+        x.to(memory_format="channels_last")
+
+
+def test_backend_flags_are_settable_and_linked():
+    import fnx.backends.cudnn as cudnn
+
+    old = fnx.get_float32_matmul_precision()
+    try:
+        fnx.set_float32_matmul_precision("high")
+        assert fnx.backends.cuda.matmul.allow_tf32 and fnx.get_float32_matmul_precision() == "high"
+        fnx.backends.cuda.matmul.allow_tf32 = False
+        assert fnx.get_float32_matmul_precision() == "highest"
+        with pytest.raises(ValueError, match="expected one of"):
+            fnx.set_float32_matmul_precision("fast")
+        with pytest.raises(AttributeError, match="no flag 'allow_tf16'"):
+            fnx.backends.cuda.matmul.allow_tf16 = True
+    finally:
+        fnx.set_float32_matmul_precision(old)
+    cudnn.benchmark = True
+    assert fnx.backends.cudnn.benchmark and not cudnn.is_available()
+    cudnn.benchmark = False
+    assert not fnx.backends.mps.is_available()
+    assert fnx.backends.cpu.get_cpu_capability() in ("AVX512", "AVX2", "DEFAULT")
+
+
+def test_accelerator_queries_agree_with_cuda():
+    assert fnx.accelerator.is_available() == fnx.cuda.is_available()
+    assert fnx.accelerator.device_count() == fnx.cuda.device_count()
+    expected = fnx.device("cuda") if fnx.cuda.is_available() else None
+    assert fnx.accelerator.current_accelerator() == expected
