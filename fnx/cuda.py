@@ -1,9 +1,10 @@
-"""`fnx.cuda`: CUDA availability (CuPy is imported only when asked)."""
+"""`fnx.cuda`: CUDA availability and the CUDA default generators' seeds (CuPy is imported only when asked)."""
 from __future__ import annotations
 
 from .device import cuda_device_count, is_cuda_available
+from .ops.sampling import manual_seed_cuda
 
-__all__ = ["is_available", "device_count", "synchronize"]
+__all__ = ["is_available", "device_count", "synchronize", "current_device", "manual_seed", "manual_seed_all"]
 
 
 def is_available() -> bool:
@@ -16,9 +17,25 @@ def device_count() -> int:
     return cuda_device_count()
 
 
+def current_device() -> int:
+    """The index of the GPU that `device("cuda")` means: fnx's default CUDA device is always cuda:0."""
+    return 0
+
+
 def synchronize(device=None) -> None:
     """Wait for all queued work on the current CUDA device."""
     if is_cuda_available():
         import cupy
 
         cupy.cuda.runtime.deviceSynchronize()
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the current GPU's default generator (now, or when CUDA is first used); the CPU's keeps its stream.
+    Without a GPU this does nothing, as in PyTorch."""
+    manual_seed_cuda(seed, [current_device()])
+
+
+def manual_seed_all(seed: int) -> None:
+    """Seed the default generators of every GPU (now, or when first used); nothing without a GPU."""
+    manual_seed_cuda(seed, range(max(device_count(), 1)))

@@ -17,13 +17,12 @@ FNX = Path(__file__).resolve().parent.parent / "fnx"
 # the exact-name entries of the top layer ("fnx" is the package's __init__) cover nothing below them.
 LAYERS = [
     ("leaf", ["fnx._warn", "fnx._version", "fnx._threefry", "fnx._graph", "fnx.errors", "fnx.abstract",
-              "fnx.dtypes", "fnx.device", "fnx.cuda", "fnx.tree", "fnx.determinism", "fnx.backends",
-              "fnx.accelerator"]),
+              "fnx.dtypes", "fnx.device", "fnx.tree", "fnx.determinism", "fnx.backends"]),
     ("tensor", ["fnx.tensor", "fnx.legacy_types"]),  # the data type: core makes Tensors; methods that call ops are attached above
     # Primitive, bind, the trace stack; the jaxpr IR and its evaluator; FNX_DEBUG's op log (it wraps Primitive.impl)
     ("core", ["fnx.core", "fnx.ir", "fnx.debug"]),
     ("rule builders", ["fnx.ops._batching"]),  # the batching interpreter and batch rule builders primitives use
-    ("ops", ["fnx.ops", "fnx.random", "fnx.linalg"]),
+    ("ops", ["fnx.ops", "fnx.random", "fnx.linalg", "fnx.cuda", "fnx.accelerator"]),
     ("tensor methods", ["fnx._methods"]),
     ("autograd", ["fnx.autograd"]),
     # cond / while_loop / scan hold jaxprs: their jvp, vjp and batch rules transform the body (as JAX's
@@ -32,7 +31,7 @@ LAYERS = [
     ("lowering", ["fnx.lowering"]),
     ("compile", ["fnx.transforms.compile"]),  # the compile transform: stages with transforms, runs lowering's kernels
     ("distributed", ["fnx.distributed"]),  # collectives: ops and vmap rules; nn.parallel and data build on them
-    ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization"]),
+    ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.utils"]),
     ("top", ["fnx", "fnx.__main__", "fnx.demo", "fnx._env"]),
 ]
 _TOP_EXACT = set(LAYERS[-1][1])

@@ -102,3 +102,32 @@ def test_accelerator_queries_agree_with_cuda():
     assert fnx.accelerator.device_count() == fnx.cuda.device_count()
     expected = fnx.device("cuda") if fnx.cuda.is_available() else None
     assert fnx.accelerator.current_accelerator() == expected
+
+
+def test_torch_module_paths_are_fnx_modules():
+    import fnx.nn.modules.batchnorm as batchnorm
+    import fnx.utils.data as tud
+    from fnx.nn.modules.module import Module
+    from fnx.utils.data.dataloader import DataLoader
+
+    assert tud is fnx.data and DataLoader is fnx.data.DataLoader and Module is fnx.nn.Module
+    assert issubclass(fnx.nn.BatchNorm2d, batchnorm._BatchNorm)
+    assert fnx.nn.modules.Linear is fnx.nn.Linear and fnx.nn.modules.sparse.Embedding is fnx.nn.Embedding
+
+
+def test_cuda_seeding_leaves_the_cpu_stream_alone():
+    fnx.manual_seed(5)
+    expected = fnx.randn(4).tolist()
+    fnx.manual_seed(5)
+    fnx.cuda.manual_seed_all(123)
+    fnx.cuda.manual_seed(7)
+    assert fnx.randn(4).tolist() == expected
+    assert fnx.cuda.current_device() == 0
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin", "logsumexp", "all", "any", "var", "std"])
+def test_reductions_take_numpy_keywords(op):
+    x = fnx.tensor(np.arange(1.0, 7.0).reshape(2, 3))
+    expected = getattr(fnx, op)(x, dim=1, keepdim=True)
+    got = getattr(fnx, op)(x, axis=1, keepdims=True)
+    assert got.shape == (2, 1) and np.allclose(got.numpy(), expected.numpy())

@@ -81,16 +81,18 @@ sum_p.def_jvp(lambda primals, tangents, *, axes, keepdims: (sum_p.bind(primals[0
 sum_p.batch = reduction_batch_rule(sum_p)
 
 
-def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -> Tensor:
+def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Sum over `dim` (all dims by default). Integer and bool inputs sum in int64."""
+    keepdim = keepdim if keepdims is None else keepdims
     dim = axis if dim is None else dim
     input = _accumulating(input, dtype)
     axes = reduce_dims(dim, input.ndim, "sum")
     return sum_p.bind(input, axes=axes, keepdims=bool(keepdim))
 
 
-def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -> Tensor:
+def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Arithmetic mean over `dim`; needs a floating dtype, as in PyTorch."""
+    keepdim = keepdim if keepdims is None else keepdims
     dim = axis if dim is None else dim
     if dtype is not None:
         input = convert(input, dtype)
@@ -271,8 +273,9 @@ def _prod_jvp(primals, tangents, *, axes, keepdims):
     return out, sum_p.bind(t * _products_of_others(x, axes), axes=axes, keepdims=keepdims)
 
 
-def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None) -> Tensor:
+def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Product over `dim` (all dims by default). Integer and bool inputs multiply in int64."""
+    keepdim = keepdim if keepdims is None else keepdims
     dim = axis if dim is None else dim
     input = _accumulating(input, dtype)
     axes = reduce_dims(dim, input.ndim, "prod")
@@ -315,15 +318,17 @@ max_p = _extremum("reduce_max", "max")
 min_p = _extremum("reduce_min", "min")
 
 
-def amax(input: Tensor, dim=(), keepdim: bool = False, *, axis=None) -> Tensor:
+def amax(input: Tensor, dim=(), keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """Maximum over `dim` (all dims if empty); ties share the gradient equally."""
+    keepdim = keepdim if keepdims is None else keepdims
     dim = axis if axis is not None else dim
     axes = reduce_dims(dim, input.ndim, "amax")
     return max_p.bind(input, axes=axes, keepdims=bool(keepdim))
 
 
-def amin(input: Tensor, dim=(), keepdim: bool = False, *, axis=None) -> Tensor:
+def amin(input: Tensor, dim=(), keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """Minimum over `dim` (all dims if empty); ties share the gradient equally."""
+    keepdim = keepdim if keepdims is None else keepdims
     dim = axis if axis is not None else dim
     axes = reduce_dims(dim, input.ndim, "amin")
     return min_p.bind(input, axes=axes, keepdims=bool(keepdim))
@@ -373,13 +378,15 @@ def _arg_reduce(prim, input: Tensor, dim, keepdim: bool, op: str) -> Tensor:
     return prim.bind(input, axis=canonical_dim(dim, input.ndim, op), keepdims=bool(keepdim))
 
 
-def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None) -> Tensor:
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """Index of the first maximum along `dim` (of the flattened tensor if None)."""
+    keepdim = keepdim if keepdims is None else keepdims
     return _arg_reduce(argmax_p, input, axis if axis is not None else dim, keepdim, "argmax")
 
 
-def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None) -> Tensor:
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """Index of the first minimum along `dim` (of the flattened tensor if None)."""
+    keepdim = keepdim if keepdims is None else keepdims
     return _arg_reduce(argmin_p, input, axis if axis is not None else dim, keepdim, "argmin")
 
 
@@ -406,9 +413,10 @@ def _full_extremum(prim: Primitive, input: Tensor, op: str) -> Tensor:
     return prim.bind(input, axes=tuple(range(input.ndim)), keepdims=False)
 
 
-def max(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None = None, axis=None):
+def max(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None = None, axis=None, keepdims=None):
     """`max(input)`: the largest element (ties share the gradient); `max(input, dim, keepdim=False)`: the
     namedtuple (values, indices) along `dim` (the gradient goes to the index); `max(input, other)`: `maximum`."""
+    keepdim = keepdim if keepdims is None else keepdims
     dim = axis if dim is None else dim
     if other is not None or isinstance(dim, Tensor):
         return maximum(input, other if other is not None else dim)
@@ -417,8 +425,9 @@ def max(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None 
     return _extremum_along(argmax_p, input, dim, keepdim, "max", max_result)
 
 
-def min(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None = None, axis=None):
+def min(input: Tensor, dim=None, keepdim: bool = False, *, other: Tensor | None = None, axis=None, keepdims=None):
     """`min(input)`, `min(input, dim, keepdim=False)` -> (values, indices), or `min(input, other)`: see `max`."""
+    keepdim = keepdim if keepdims is None else keepdims
     dim = axis if dim is None else dim
     if other is not None or isinstance(dim, Tensor):
         return minimum(input, other if other is not None else dim)
@@ -439,30 +448,39 @@ def _var_and_mean(input: Tensor, dim, unbiased, keepdim: bool, correction, op: s
     return v, (m if keepdim else m.reshape(_reduced_shape(tuple(input.shape), axes, False)))
 
 
-def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None) -> Tensor:
+def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None,
+        keepdims=None) -> Tensor:
     """Variance over `dim` with Bessel's `correction` (default 1, as in PyTorch)."""
+    keepdim = keepdim if keepdims is None else keepdims
     return _var_and_mean(input, axis if dim is None else dim, unbiased, keepdim, correction, "var")[0]
 
 
-def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None) -> Tensor:
+def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None,
+        keepdims=None) -> Tensor:
     """Standard deviation: sqrt of `var`."""
+    keepdim = keepdim if keepdims is None else keepdims
     return sqrt(var(input, dim, unbiased, keepdim, correction=correction, axis=axis))
 
 
-def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None):
+def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None,
+             keepdims=None):
     """(variance, mean) over `dim`, sharing the mean."""
+    keepdim = keepdim if keepdims is None else keepdims
     return _var_and_mean(input, axis if dim is None else dim, unbiased, keepdim, correction, "var_mean")
 
 
-def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None):
+def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None,
+             keepdims=None):
     """(standard deviation, mean) over `dim`."""
+    keepdim = keepdim if keepdims is None else keepdims
     v, m = _var_and_mean(input, axis if dim is None else dim, unbiased, keepdim, correction, "std_mean")
     return sqrt(v), m
 
 
 # ---------------------------------------------------------------- other compositions
-def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+def logsumexp(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """log(sum(exp(x))) over `dim`, computed stably by shifting by the maximum."""
+    dim, keepdim = (axis if dim is None else dim), (keepdim if keepdims is None else keepdims)
     if not input.dtype.is_floating_point:
         input = convert(input, _dt.get_default_dtype())
     axes = reduce_dims(dim, input.ndim, "logsumexp")
@@ -472,8 +490,9 @@ def logsumexp(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return out if keepdim else out.reshape(_reduced_shape(tuple(input.shape), axes, False))
 
 
-def all(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+def all(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """True where every element along `dim` is nonzero."""
+    keepdim = keepdim if keepdims is None else keepdims
     dim = axis if dim is None else dim
     x = convert(input, _dt.bool)
     axes = reduce_dims(dim, x.ndim, "all")
@@ -482,8 +501,9 @@ def all(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
     return min_p.bind(x, axes=axes, keepdims=bool(keepdim))
 
 
-def any(input: Tensor, dim=None, keepdim: bool = False, *, axis=None) -> Tensor:
+def any(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """True where some element along `dim` is nonzero."""
+    keepdim = keepdim if keepdims is None else keepdims
     dim = axis if dim is None else dim
     x = convert(input, _dt.bool)
     axes = reduce_dims(dim, x.ndim, "any")

@@ -153,7 +153,7 @@ def _generator(generator: Generator | None, device, op: str, staged: bool = Fals
         with _lock:
             gen = _defaults.get(device)
             if gen is None:
-                gen = _defaults[device] = Generator(device).manual_seed(_global_seed)
+                gen = _defaults[device] = Generator(device).manual_seed(_cuda_seeds.get(device.index, _global_seed))
     return gen
 
 
@@ -162,9 +162,24 @@ def manual_seed(seed: int) -> Generator:
     global _global_seed
     with _lock:
         _global_seed = int(seed) % 2 ** 64
+        _cuda_seeds.clear()
         for gen in _defaults.values():
             gen.manual_seed(seed)
     return default_generator
+
+
+_cuda_seeds: dict = {}   # CUDA device index -> seed its default generator starts from, set by fnx.cuda's seeding
+
+
+def manual_seed_cuda(seed: int, indices) -> None:
+    """Seed the default generators of the CUDA devices `indices`, now or when first used (fnx.cuda.manual_seed
+    and manual_seed_all); the CPU's generator keeps its stream."""
+    with _lock:
+        for index in indices:
+            _cuda_seeds[index] = int(seed) % 2 ** 64
+            gen = _defaults.get(_device_cls("cuda", index))
+            if gen is not None:
+                gen.manual_seed(seed)
 
 
 def seed() -> int:

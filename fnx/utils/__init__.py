@@ -1,0 +1,18 @@
+"""`fnx.utils`: PyTorch's `torch.utils` paths for code that imports them.
+
+`fnx.utils.data` is the `fnx.data` package itself, registered under this name with its submodules
+(`fnx.utils.data.dataloader`, `.sampler`, ...), so `import fnx.utils.data as tud` and `fnx.data` give the same
+classes rather than copies of them.
+"""
+from __future__ import annotations
+
+import sys
+
+from .. import data
+from ..data import collate, dataloader, dataset, distributed, sampler
+
+__all__ = ["data"]
+
+for _name, _module in {"data": data, "data.collate": collate, "data.dataloader": dataloader,
+                       "data.dataset": dataset, "data.distributed": distributed, "data.sampler": sampler}.items():
+    sys.modules[f"{__name__}.{_name}"] = _module
