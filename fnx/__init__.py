@@ -32,6 +32,7 @@ from .transforms.tracing import make_jaxpr
 from . import nn  # after the ops it builds on
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, optim, utils
+from . import distributions
 from .serialization import load, save
 from math import e, inf, nan, pi
 from . import accelerator, backends

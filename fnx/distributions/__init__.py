@@ -1,0 +1,21 @@
+"""`fnx.distributions`: probability distributions with PyTorch's torch.distributions API.
+
+Each distribution is written with fnx ops, so `log_prob`, `entropy`, the moments and the reparameterised
+samplers (`rsample` of Normal, Uniform and MultivariateNormal) differentiate, vmap and compile. Gamma, Beta and
+Dirichlet `sample` (numpy's or CuPy's gamma sampler, eagerly) but have no `rsample`.
+"""
+from . import constraints
+from .bernoulli import Bernoulli
+from .beta import Beta
+from .categorical import Categorical
+from .dirichlet import Dirichlet
+from .distribution import Distribution
+from .gamma import Gamma
+from .independent import Independent
+from .kl import kl_divergence, register_kl
+from .multivariate_normal import MultivariateNormal
+from .normal import Normal
+from .uniform import Uniform
+
+__all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Beta", "Gamma", "Dirichlet",
+           "MultivariateNormal", "Independent", "kl_divergence", "register_kl", "constraints"]

@@ -1,0 +1,65 @@
+"""The beta distribution."""
+from __future__ import annotations
+
+import numbers
+
+from ..ops.elementwise import xlogy
+from ..tensor import Size, Tensor
+from . import constraints
+from ._special import digamma, lbeta
+from .distribution import Distribution
+from .gamma import no_rsample, standard_gamma
+from .utils import broadcast_all
+
+__all__ = ["Beta"]
+
+
+class Beta(Distribution):
+    """The beta distribution on [0, 1]: density ∝ x^(concentration1 - 1) (1 - x)^(concentration0 - 1)."""
+
+    arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
+    support = constraints.unit_interval
+
+    def __init__(self, concentration1, concentration0, validate_args: bool | None = None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
+        numbers_only = isinstance(concentration1, numbers.Number) and isinstance(concentration0, numbers.Number)
+        super().__init__(Size() if numbers_only else self.concentration1.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None) -> Beta:
+        shape = Size(batch_shape)
+        return self._expanded(Beta, shape, _instance, {"concentration1": self.concentration1.expand(shape),
+                                                       "concentration0": self.concentration0.expand(shape)})
+
+    @property
+    def mean(self) -> Tensor:
+        return self.concentration1 / (self.concentration1 + self.concentration0)
+
+    @property
+    def mode(self) -> Tensor:
+        return (self.concentration1 - 1) / (self.concentration1 + self.concentration0 - 2)
+
+    @property
+    def variance(self) -> Tensor:
+        total = self.concentration1 + self.concentration0
+        return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        """x / (x + y) for independent x ~ Gamma(concentration1), y ~ Gamma(concentration0)."""
+        shape = self._extended_shape(sample_shape)
+        x = standard_gamma(self.concentration1, shape, "Beta.sample")
+        y = standard_gamma(self.concentration0, shape, "Beta.sample")
+        return x / (x + y)
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        raise no_rsample("Beta.rsample")
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        a, b = self.concentration1, self.concentration0
+        return xlogy(a - 1, value) + xlogy(b - 1, 1 - value) - lbeta(a, b)
+
+    def entropy(self) -> Tensor:
+        a, b = self.concentration1, self.concentration0
+        return (lbeta(a, b) - (a - 1) * digamma(a) - (b - 1) * digamma(b)
+                + (a + b - 2) * digamma(a + b))

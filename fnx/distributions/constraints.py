@@ -1,0 +1,229 @@
+"""Constraints on parameters and supports (PyTorch's torch.distributions.constraints).
+
+A constraint's `check(value)` returns a bool tensor of the batch shape: True where the value satisfies it (its
+`event_dim` rightmost dims are one event, checked together). The reprs are PyTorch's, since validation errors
+quote them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.elementwise import abs as _abs, isclose, logical_and
+from ..ops.reduce import all as _all
+from ..tensor import Tensor, make
+
+__all__ = ["Constraint", "dependent", "dependent_property", "is_dependent", "real", "real_vector", "positive",
+           "nonnegative", "greater_than", "greater_than_eq", "less_than", "unit_interval", "interval",
+           "half_open_interval", "boolean", "nonnegative_integer", "integer_interval", "simplex", "independent",
+           "lower_cholesky", "positive_definite", "symmetric"]
+
+
+class Constraint:
+    """A region of values; `check(value)` says, per batch element, whether `value` lies in it."""
+
+    is_discrete = False
+    event_dim = 0
+
+    def check(self, value: Tensor) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__}.check")
+
+    def __repr__(self) -> str:
+        return type(self).__name__.lstrip("_") + "()"
+
+
+class _Dependent(Constraint):
+    """A placeholder for a constraint that depends on other parameters (Uniform's low and high); never checked."""
+
+    def __init__(self, *, is_discrete: bool = False, event_dim: int = 0):
+        self.is_discrete = is_discrete
+        self.event_dim = event_dim
+
+    def __call__(self, *, is_discrete: bool = False, event_dim: int = 0) -> _Dependent:
+        return _Dependent(is_discrete=is_discrete, event_dim=event_dim)
+
+    def check(self, value: Tensor) -> Tensor:
+        raise ValueError("Cannot determine validity of dependent constraint")
+
+
+def is_dependent(constraint) -> bool:
+    """Whether `constraint` is a placeholder that validation skips."""
+    return isinstance(constraint, _Dependent)
+
+
+class dependent_property(property):
+    """A property of a distribution that is also a dependent constraint (a support that depends on parameters)."""
+
+    def __init__(self, fget=None, *, is_discrete: bool = False, event_dim: int = 0):
+        super().__init__(fget)
+        self.is_discrete = is_discrete
+        self.event_dim = event_dim
+
+    def __call__(self, fget) -> dependent_property:
+        return dependent_property(fget, is_discrete=self.is_discrete, event_dim=self.event_dim)
+
+
+class _Real(Constraint):
+    def check(self, value: Tensor) -> Tensor:
+        return value == value  # False only for NaN
+
+
+class _Boolean(Constraint):
+    is_discrete = True
+
+    def check(self, value: Tensor) -> Tensor:
+        return (value == 0) | (value == 1)
+
+
+class _GreaterThan(Constraint):
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def check(self, value: Tensor) -> Tensor:
+        return self.lower_bound < value
+
+    def __repr__(self) -> str:
+        return f"GreaterThan(lower_bound={self.lower_bound})"
+
+
+class _GreaterThanEq(Constraint):
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def check(self, value: Tensor) -> Tensor:
+        return self.lower_bound <= value
+
+    def __repr__(self) -> str:
+        return f"GreaterThanEq(lower_bound={self.lower_bound})"
+
+
+class _LessThan(Constraint):
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value: Tensor) -> Tensor:
+        return value < self.upper_bound
+
+    def __repr__(self) -> str:
+        return f"LessThan(upper_bound={self.upper_bound})"
+
+
+class _Interval(Constraint):
+    def __init__(self, lower_bound, upper_bound):
+        self.lower_bound = lower_bound
+        self.upper_bound = upper_bound
+
+    def check(self, value: Tensor) -> Tensor:
+        return (self.lower_bound <= value) & (value <= self.upper_bound)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__.lstrip('_')}(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+
+
+class _HalfOpenInterval(_Interval):
+    def check(self, value: Tensor) -> Tensor:
+        return (self.lower_bound <= value) & (value < self.upper_bound)
+
+
+class _IntegerInterval(_Interval):
+    is_discrete = True
+
+    def check(self, value: Tensor) -> Tensor:
+        return (value % 1 == 0) & super().check(value)
+
+
+class _IntegerGreaterThan(_GreaterThanEq):
+    is_discrete = True
+
+    def check(self, value: Tensor) -> Tensor:
+        return (value % 1 == 0) & super().check(value)
+
+    def __repr__(self) -> str:
+        return f"IntegerGreaterThan(lower_bound={self.lower_bound})"
+
+
+class _Independent(Constraint):
+    """`base_constraint` over the rightmost `reinterpreted_batch_ndims` dims taken together."""
+
+    def __init__(self, base_constraint: Constraint, reinterpreted_batch_ndims: int):
+        self.base_constraint = base_constraint
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+
+    @property
+    def is_discrete(self) -> bool:
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self) -> int:
+        return self.base_constraint.event_dim + self.reinterpreted_batch_ndims
+
+    def check(self, value: Tensor) -> Tensor:
+        result = self.base_constraint.check(value)
+        n = self.reinterpreted_batch_ndims
+        if result.dim() < n:
+            raise ValueError(f"Expected value.dim() >= {n} but got {result.dim()}")
+        return _all(result.reshape(result.shape[:result.dim() - n] + (-1,)), -1) if n else result
+
+    def __repr__(self) -> str:
+        return f"IndependentConstraint({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
+
+
+class _Simplex(Constraint):
+    event_dim = 1
+
+    def check(self, value: Tensor) -> Tensor:
+        return _all(value >= 0, -1) & (_abs(value.sum(-1) - 1) < 1e-6)
+
+
+class _LowerCholesky(Constraint):
+    event_dim = 2
+
+    def check(self, value: Tensor) -> Tensor:
+        lower = _all((value.tril() == value).reshape(value.shape[:-2] + (-1,)), -1)
+        return lower & _all(value.diagonal(dim1=-2, dim2=-1) > 0, -1)
+
+
+class _Symmetric(Constraint):
+    event_dim = 2
+
+    def check(self, value: Tensor) -> Tensor:
+        close = isclose(value, value.mT, atol=1e-6)
+        return _all(close.reshape(value.shape[:-2] + (-1,)), -1)
+
+
+class _PositiveDefinite(_Symmetric):
+    """Symmetric with a Cholesky factor; the factorisation is a check only, so it runs in numpy per matrix."""
+
+    def check(self, value: Tensor) -> Tensor:
+        arrays = value.detach().cpu().numpy()
+        factors = [_has_cholesky(m) for m in arrays.reshape((-1,) + arrays.shape[-2:])]
+        factorable = make(np.array(factors, dtype=bool).reshape(arrays.shape[:-2]), value.device)
+        return logical_and(super().check(value), factorable)
+
+
+def _has_cholesky(m: np.ndarray) -> bool:
+    try:
+        np.linalg.cholesky(m)
+    except np.linalg.LinAlgError:
+        return False
+    return True
+
+
+dependent = _Dependent()
+real = _Real()
+real_vector = _Independent(real, 1)
+boolean = _Boolean()
+positive = _GreaterThan(0.0)
+nonnegative = _GreaterThanEq(0.0)
+greater_than = _GreaterThan
+greater_than_eq = _GreaterThanEq
+less_than = _LessThan
+unit_interval = _Interval(0.0, 1.0)
+interval = _Interval
+half_open_interval = _HalfOpenInterval
+integer_interval = _IntegerInterval
+nonnegative_integer = _IntegerGreaterThan(0)
+independent = _Independent
+simplex = _Simplex()
+lower_cholesky = _LowerCholesky()
+symmetric = _Symmetric()
+positive_definite = _PositiveDefinite()

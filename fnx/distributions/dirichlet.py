@@ -1,0 +1,64 @@
+"""The Dirichlet distribution."""
+from __future__ import annotations
+
+from ..ops.elementwise import xlogy
+from ..tensor import Size, Tensor
+from . import constraints
+from ._special import digamma, lgamma
+from .distribution import Distribution
+from .gamma import no_rsample, standard_gamma
+
+__all__ = ["Dirichlet"]
+
+
+class Dirichlet(Distribution):
+    """The Dirichlet distribution on the simplex of the last dim of `concentration` (K categories)."""
+
+    arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
+    support = constraints.simplex
+
+    def __init__(self, concentration: Tensor, validate_args: bool | None = None):
+        if concentration.dim() < 1:
+            raise ValueError("`concentration` parameter must be at least one-dimensional.")
+        self.concentration = concentration
+        super().__init__(concentration.shape[:-1], concentration.shape[-1:], validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None) -> Dirichlet:
+        shape = Size(batch_shape)
+        full = tuple(shape) + tuple(self._event_shape)
+        return self._expanded(Dirichlet, shape, _instance, {"concentration": self.concentration.expand(full)})
+
+    @property
+    def mean(self) -> Tensor:
+        return self.concentration / self.concentration.sum(-1, keepdim=True)
+
+    @property
+    def mode(self) -> Tensor:
+        mode = (self.concentration - 1).clamp(min=0.0)
+        return mode / mode.sum(-1, keepdim=True)
+
+    @property
+    def variance(self) -> Tensor:
+        total = self.concentration.sum(-1, keepdim=True)
+        return self.concentration * (total - self.concentration) / (total.pow(2) * (total + 1))
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        """Independent Gamma(concentration_k) draws, normalised to sum to 1."""
+        drawn = standard_gamma(self.concentration, self._extended_shape(sample_shape), "Dirichlet.sample")
+        return drawn / drawn.sum(-1, keepdim=True)
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        raise no_rsample("Dirichlet.rsample")
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        a = self.concentration
+        return xlogy(a - 1.0, value).sum(-1) + lgamma(a.sum(-1)) - lgamma(a).sum(-1)
+
+    def entropy(self) -> Tensor:
+        a = self.concentration
+        k = a.shape[-1]
+        total = a.sum(-1)
+        return (lgamma(a).sum(-1) - lgamma(total) - (k - total) * digamma(total)
+                - ((a - 1.0) * digamma(a)).sum(-1))

@@ -1,0 +1,152 @@
+"""KL divergences KL(p || q), dispatched on the pair of distribution classes (PyTorch's
+torch.distributions.kl): `register_kl(P, Q)` adds a rule, `kl_divergence(p, q)` finds the most specific one."""
+from __future__ import annotations
+
+import math
+import warnings
+
+from ..ops.decompositions import solve
+from ..ops.elementwise import softplus, where
+from ..ops.shape import broadcast_shapes
+from ..tensor import Tensor
+from ._special import digamma, lgamma, lbeta
+from .bernoulli import Bernoulli
+from .beta import Beta
+from .categorical import Categorical
+from .dirichlet import Dirichlet
+from .distribution import Distribution
+from .gamma import Gamma
+from .independent import Independent
+from .multivariate_normal import MultivariateNormal, batch_mahalanobis, half_log_det
+from .normal import Normal
+from .uniform import Uniform
+from .utils import sum_rightmost
+
+__all__ = ["register_kl", "kl_divergence"]
+
+_KL_REGISTRY: dict = {}  # (type_p, type_q) -> function
+_KL_MEMOIZE: dict = {}  # (type_p, type_q) -> the function found for that pair of concrete types
+
+
+def register_kl(type_p: type, type_q: type):
+    """A decorator registering `fn(p, q)` as KL(p || q) for p of class `type_p` and q of class `type_q`
+    (subclasses included, the most specific registration winning)."""
+    if not (isinstance(type_p, type) and issubclass(type_p, Distribution)):
+        raise TypeError(f"Expected type_p to be a Distribution subclass but got {type_p}")
+    if not (isinstance(type_q, type) and issubclass(type_q, Distribution)):
+        raise TypeError(f"Expected type_q to be a Distribution subclass but got {type_q}")
+
+    def decorator(fun):
+        _KL_REGISTRY[type_p, type_q] = fun
+        _KL_MEMOIZE.clear()  # a new rule may be more specific than one found before
+        return fun
+
+    return decorator
+
+
+def _dispatch_kl(type_p: type, type_q: type):
+    """The registered rule for the closest pair of base classes (by method resolution order), or None."""
+    matches = [(p, q) for p, q in _KL_REGISTRY if issubclass(type_p, p) and issubclass(type_q, q)]
+    if not matches:
+        return None
+    distance = {m: (type_p.__mro__.index(m[0]), type_q.__mro__.index(m[1])) for m in matches}
+    left = min(matches, key=lambda m: distance[m])
+    right = min(matches, key=lambda m: distance[m][::-1])
+    if _KL_REGISTRY[left] is not _KL_REGISTRY[right]:
+        warnings.warn(f"Ambiguous kl_divergence({type_p.__name__}, {type_q.__name__}). Please register_kl("
+                      f"{right[0].__name__}, {left[1].__name__})", RuntimeWarning, stacklevel=3)
+    return _KL_REGISTRY[left]
+
+
+def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
+    """KL(p || q) = E_p[log p(x) - log q(x)], one value per batch element."""
+    key = (type(p), type(q))
+    if key not in _KL_MEMOIZE:
+        _KL_MEMOIZE[key] = _dispatch_kl(*key)
+    fun = _KL_MEMOIZE[key]
+    if fun is None:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p type {type(p).__name__} and q type "
+                                  f"{type(q).__name__}")
+    return fun(p, q)
+
+
+@register_kl(Normal, Normal)
+def _kl_normal_normal(p: Normal, q: Normal) -> Tensor:
+    var_ratio = (p.scale / q.scale).pow(2)
+    t1 = ((p.loc - q.loc) / q.scale).pow(2)
+    return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+
+
+@register_kl(Bernoulli, Bernoulli)
+def _kl_bernoulli_bernoulli(p: Bernoulli, q: Bernoulli) -> Tensor:
+    t1 = p.probs * (softplus(-q.logits) - softplus(-p.logits))
+    t1 = where(p.probs == 0, 0.0, where(q.probs == 0, math.inf, t1))
+    t2 = (1 - p.probs) * (softplus(q.logits) - softplus(p.logits))
+    t2 = where(p.probs == 1, 0.0, where(q.probs == 1, math.inf, t2))
+    return t1 + t2
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical_categorical(p: Categorical, q: Categorical) -> Tensor:
+    t = p.probs * (p.logits - q.logits)
+    t = where(p.probs == 0, 0.0, where(q.probs == 0, math.inf, t))
+    return t.sum(-1)
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p: Uniform, q: Uniform) -> Tensor:
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    return where((q.low > p.low) | (q.high < p.high), math.inf, result)
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p: Beta, q: Beta) -> Tensor:
+    sum_p = p.concentration1 + p.concentration0
+    sum_q = q.concentration1 + q.concentration0
+    t3 = (p.concentration1 - q.concentration1) * digamma(p.concentration1)
+    t4 = (p.concentration0 - q.concentration0) * digamma(p.concentration0)
+    t5 = (sum_q - sum_p) * digamma(sum_p)
+    return lbeta(q.concentration1, q.concentration0) - lbeta(p.concentration1, p.concentration0) + t3 + t4 + t5
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p: Gamma, q: Gamma) -> Tensor:
+    t1 = q.concentration * (p.rate / q.rate).log()
+    t2 = lgamma(q.concentration) - lgamma(p.concentration)
+    t3 = (p.concentration - q.concentration) * digamma(p.concentration)
+    t4 = (q.rate - p.rate) * (p.concentration / p.rate)
+    return t1 + t2 + t3 + t4
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p: Dirichlet, q: Dirichlet) -> Tensor:
+    sum_p = p.concentration.sum(-1)
+    sum_q = q.concentration.sum(-1)
+    t1 = lgamma(sum_p) - lgamma(sum_q)
+    t2 = (lgamma(p.concentration) - lgamma(q.concentration)).sum(-1)
+    t3 = p.concentration - q.concentration
+    t4 = digamma(p.concentration) - digamma(sum_p).unsqueeze(-1)
+    return t1 - t2 + (t3 * t4).sum(-1)
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_mvn_mvn(p: MultivariateNormal, q: MultivariateNormal) -> Tensor:
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals with different event shapes cannot be "
+                         "computed")
+    n = p.event_shape[0]
+    p_tril, q_tril = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    half_term1 = half_log_det(q_tril) - half_log_det(p_tril)
+    shape = tuple(broadcast_shapes(tuple(p_tril.shape[:-2]), tuple(q_tril.shape[:-2]))) + (n, n)
+    term2 = solve(q_tril.expand(shape), p_tril.expand(shape)).pow(2).sum((-2, -1))  # tr(Σq⁻¹ Σp) = |Lq⁻¹ Lp|²_F
+    term3 = batch_mahalanobis(q_tril, q.loc - p.loc)
+    return half_term1 + 0.5 * (term2 + term3 - n)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p: Independent, q: Independent) -> Tensor:
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError(f"kl_divergence(Independent, Independent): the two reinterpret different "
+                                  f"numbers of batch dims ({p.reinterpreted_batch_ndims} and "
+                                  f"{q.reinterpreted_batch_ndims}); KL is defined between equal event shapes")
+    return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)

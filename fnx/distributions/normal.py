@@ -1,0 +1,68 @@
+"""The normal distribution."""
+from __future__ import annotations
+
+import math
+import numbers
+
+from ..ops.elementwise import erf
+from ..ops.sampling import randn
+from ..tensor import Size, Tensor
+from . import constraints
+from .distribution import Distribution
+from .utils import broadcast_all
+
+__all__ = ["Normal"]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class Normal(Distribution):
+    """The normal (Gaussian) distribution N(loc, scale²), batched over the broadcast of `loc` and `scale`."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args: bool | None = None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        numbers_only = isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number)
+        super().__init__(Size() if numbers_only else self.loc.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None) -> Normal:
+        shape = Size(batch_shape)
+        return self._expanded(Normal, shape, _instance, {"loc": self.loc.expand(shape),
+                                                         "scale": self.scale.expand(shape)})
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def stddev(self) -> Tensor:
+        return self.scale
+
+    @property
+    def variance(self) -> Tensor:
+        return self.scale.pow(2)
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        """loc + scale * eps with eps ~ N(0, 1): differentiable in loc and scale."""
+        eps = randn(self._extended_shape(sample_shape), dtype=self.loc.dtype, device=self.loc.device)
+        return self.loc + eps * self.scale
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return -((value - self.loc) ** 2) / (2 * self.variance) - self.scale.log() - _LOG_SQRT_2PI
+
+    def cdf(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return 0.5 * (1 + erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
+
+    def entropy(self) -> Tensor:
+        return 0.5 + _LOG_SQRT_2PI + self.scale.log()
