@@ -10,12 +10,19 @@ import numpy as np
 
 from ..ops.elementwise import abs as _abs, isclose, logical_and
 from ..ops.reduce import all as _all
-from ..tensor import Tensor, make
+from ..tensor import Tensor, Tracer, make
 
 __all__ = ["Constraint", "dependent", "dependent_property", "is_dependent", "real", "real_vector", "positive",
            "nonnegative", "greater_than", "greater_than_eq", "less_than", "unit_interval", "interval",
            "half_open_interval", "boolean", "nonnegative_integer", "integer_interval", "simplex", "independent",
            "lower_cholesky", "positive_definite", "symmetric"]
+
+
+def format_value(value) -> str:
+    """`value` as PyTorch's f-strings show it: a 0-dim tensor by its number (Tensor.__format__), else its repr."""
+    if isinstance(value, Tensor) and value.dim() == 0 and not isinstance(value, Tracer):
+        return str(value.item())
+    return str(value)
 
 
 class Constraint:
@@ -82,7 +89,7 @@ class _GreaterThan(Constraint):
         return self.lower_bound < value
 
     def __repr__(self) -> str:
-        return f"GreaterThan(lower_bound={self.lower_bound})"
+        return f"GreaterThan(lower_bound={format_value(self.lower_bound)})"
 
 
 class _GreaterThanEq(Constraint):
@@ -93,7 +100,7 @@ class _GreaterThanEq(Constraint):
         return self.lower_bound <= value
 
     def __repr__(self) -> str:
-        return f"GreaterThanEq(lower_bound={self.lower_bound})"
+        return f"GreaterThanEq(lower_bound={format_value(self.lower_bound)})"
 
 
 class _LessThan(Constraint):
@@ -104,7 +111,7 @@ class _LessThan(Constraint):
         return value < self.upper_bound
 
     def __repr__(self) -> str:
-        return f"LessThan(upper_bound={self.upper_bound})"
+        return f"LessThan(upper_bound={format_value(self.upper_bound)})"
 
 
 class _Interval(Constraint):
@@ -116,7 +123,8 @@ class _Interval(Constraint):
         return (self.lower_bound <= value) & (value <= self.upper_bound)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__.lstrip('_')}(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+        bounds = f"lower_bound={format_value(self.lower_bound)}, upper_bound={format_value(self.upper_bound)}"
+        return f"{type(self).__name__.lstrip('_')}({bounds})"
 
 
 class _HalfOpenInterval(_Interval):
@@ -138,7 +146,7 @@ class _IntegerGreaterThan(_GreaterThanEq):
         return (value % 1 == 0) & super().check(value)
 
     def __repr__(self) -> str:
-        return f"IntegerGreaterThan(lower_bound={self.lower_bound})"
+        return f"IntegerGreaterThan(lower_bound={format_value(self.lower_bound)})"
 
 
 class _Independent(Constraint):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..core import FnxTypeError
 from ..tensor import Size, Tensor
 from . import constraints
+from .constraints import format_value
 from .utils import lazy_property
 
 __all__ = ["Distribution"]
@@ -176,7 +177,7 @@ class Distribution:
 
     def __repr__(self) -> str:
         names = [k for k in self.arg_constraints if k in self.__dict__]
-        shown = ", ".join(f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else self.__dict__[p].size()}"
-                          for p in names)
+        shown = ", ".join(f"{p}: {format_value(v) if v.numel() == 1 else v.size()}"
+                          for p, v in ((p, self.__dict__[p]) for p in names))
         return f"{type(self).__name__}({shown})"
 
