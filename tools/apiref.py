@@ -36,6 +36,8 @@ MODULES = [
     ("fnx.optim.lr_scheduler", "learning-rate schedules"),
     ("fnx.optim.functional", "optimizers as pure init/update functions"),
     ("fnx.data", "datasets, samplers, DataLoader (torch.utils.data)"),
+    ("fnx.distributions", "probability distributions and KL divergences (torch.distributions)"),
+    ("fnx.distributions.constraints", "the constraints on distributions' parameters and supports"),
     ("fnx.distributed", "processes, collectives (torch.distributed)"),
     ("fnx.distributed.functional", "collectives as differentiable primitives"),
 ]

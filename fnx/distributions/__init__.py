@@ -18,4 +18,4 @@ from .normal import Normal
 from .uniform import Uniform
 
 __all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Beta", "Gamma", "Dirichlet",
-           "MultivariateNormal", "Independent", "kl_divergence", "register_kl", "constraints"]
+           "MultivariateNormal", "Independent", "kl_divergence", "register_kl"]

@@ -70,11 +70,15 @@ class dependent_property(property):
 
 
 class _Real(Constraint):
+    """Any real number that is not NaN."""
+
     def check(self, value: Tensor) -> Tensor:
         return value == value  # False only for NaN
 
 
 class _Boolean(Constraint):
+    """0 or 1."""
+
     is_discrete = True
 
     def check(self, value: Tensor) -> Tensor:
@@ -82,6 +86,8 @@ class _Boolean(Constraint):
 
 
 class _GreaterThan(Constraint):
+    """Values strictly greater than `lower_bound`."""
+
     def __init__(self, lower_bound):
         self.lower_bound = lower_bound
 
@@ -93,6 +99,8 @@ class _GreaterThan(Constraint):
 
 
 class _GreaterThanEq(Constraint):
+    """Values greater than or equal to `lower_bound`."""
+
     def __init__(self, lower_bound):
         self.lower_bound = lower_bound
 
@@ -104,6 +112,8 @@ class _GreaterThanEq(Constraint):
 
 
 class _LessThan(Constraint):
+    """Values strictly less than `upper_bound`."""
+
     def __init__(self, upper_bound):
         self.upper_bound = upper_bound
 
@@ -115,6 +125,8 @@ class _LessThan(Constraint):
 
 
 class _Interval(Constraint):
+    """Values in the closed interval [lower_bound, upper_bound]."""
+
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound = lower_bound
         self.upper_bound = upper_bound
@@ -128,11 +140,15 @@ class _Interval(Constraint):
 
 
 class _HalfOpenInterval(_Interval):
+    """Values in the half-open interval [lower_bound, upper_bound)."""
+
     def check(self, value: Tensor) -> Tensor:
         return (self.lower_bound <= value) & (value < self.upper_bound)
 
 
 class _IntegerInterval(_Interval):
+    """Integers in [lower_bound, upper_bound]."""
+
     is_discrete = True
 
     def check(self, value: Tensor) -> Tensor:
@@ -140,6 +156,8 @@ class _IntegerInterval(_Interval):
 
 
 class _IntegerGreaterThan(_GreaterThanEq):
+    """Integers greater than or equal to `lower_bound`."""
+
     is_discrete = True
 
     def check(self, value: Tensor) -> Tensor:
@@ -176,6 +194,8 @@ class _Independent(Constraint):
 
 
 class _Simplex(Constraint):
+    """Vectors (the last dim) of non-negative values summing to 1 (within 1e-6)."""
+
     event_dim = 1
 
     def check(self, value: Tensor) -> Tensor:
@@ -183,6 +203,8 @@ class _Simplex(Constraint):
 
 
 class _LowerCholesky(Constraint):
+    """Lower-triangular matrices with a positive diagonal."""
+
     event_dim = 2
 
     def check(self, value: Tensor) -> Tensor:
@@ -191,6 +213,8 @@ class _LowerCholesky(Constraint):
 
 
 class _Symmetric(Constraint):
+    """Square matrices equal to their transpose (within 1e-6)."""
+
     event_dim = 2
 
     def check(self, value: Tensor) -> Tensor:
