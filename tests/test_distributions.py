@@ -10,6 +10,7 @@ import fnx
 from fnx.autograd import gradcheck
 from fnx.distributions import (Bernoulli, Beta, Categorical, Dirichlet, Distribution, Gamma, Independent,
                                MultivariateNormal, Normal, Uniform, constraints, kl_divergence, register_kl)
+from fnx.distributions._gamma_sampler import standard_gamma_grad
 from fnx.distributions._special import digamma, lgamma
 
 F64 = fnx.float64
@@ -263,13 +264,49 @@ def test_rsample_gradients_match_finite_differences(make, params):
     gradcheck(_fixed_noise(make), [t(p).requires_grad_() for p in params])
 
 
-@pytest.mark.parametrize("make", [lambda: Gamma(t(2.0), t(1.0)), lambda: Beta(t(2.0), t(1.0)),
-                                  lambda: Dirichlet(t([1.0, 2.0]))])
-def test_gamma_family_has_sample_but_no_rsample(make):
-    d = make()
-    assert not d.has_rsample
-    with pytest.raises(NotImplementedError, match=r"\.rsample: fnx has no differentiable gamma sampler"):
-        d.rsample()
+def _regularized_lower_gamma(a: float, x: float) -> float:
+    """P(a, x) by its power series x^a e^-x / Γ(a + 1) Σ x^n / ((a + 1) ... (a + n)) (all terms positive)."""
+    term, total, n = 1.0, 1.0, 0
+    while term > 1e-18 * total:
+        n += 1
+        term *= x / (a + n)
+        total += term
+    return math.exp(a * math.log(x) - x - math.lgamma(a + 1)) * total
+
+
+def test_implicit_gamma_gradient_matches_the_incomplete_gamma_function():
+    """dx/dα at a fixed quantile is -(∂P/∂α) / pdf: compare with a central difference of P over all three
+    regimes of the approximation (small x, large α, the rational fit)."""
+    alphas, xs, ref = [], [], []
+    for a in [0.05, 0.3, 1.0, 2.5, 5.0, 7.9, 9.0, 20.0, 500.0]:
+        for q in [0.01, 0.3, 0.5, 0.8, 0.999]:
+            x = float(np.quantile(np.random.default_rng(0).standard_gamma(a, 20000), q))
+            h = 1e-6 * a
+            pdf = math.exp((a - 1) * math.log(x) - x - math.lgamma(a))
+            dp = (_regularized_lower_gamma(a + h, x) - _regularized_lower_gamma(a - h, x)) / (2 * h)
+            alphas, xs, ref = alphas + [a], xs + [x], ref + [-dp / pdf]
+    got = standard_gamma_grad(t(alphas), t(xs)).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-3)
+
+
+@pytest.mark.parametrize("make, params, expected", [
+    (lambda a, b: Gamma(a, b), [2.0, 3.0], [1 / 3, -2 / 9]),            # E[x] = a / b
+    (lambda a, b: Beta(a, b), [2.0, 3.0], [3 / 25, -2 / 25]),           # E[x] = a / (a + b)
+    (lambda a: Dirichlet(a), [[1.0, 2.0, 3.0]], [[5 / 36, -1 / 36, -1 / 36]]),
+])
+def test_gamma_family_rsample_gradients_are_unbiased(make, params, expected):
+    """The mean of rsample's gradients estimates the gradient of the mean (the first component's)."""
+    inputs = [t(p).requires_grad_() for p in params]
+    fnx.manual_seed(0)
+    x = make(*inputs).rsample((50000,))
+    (x[..., 0] if x.dim() > 1 else x).mean().backward()
+    got = np.concatenate([np.ravel(i.grad.numpy()) for i in inputs])
+    np.testing.assert_allclose(got, np.ravel(expected), atol=0.006)
+
+
+def test_gamma_family_samples_need_concrete_parameters():
+    with pytest.raises(NotImplementedError, match="Gamma.rsample: gamma sampling needs concrete parameters"):
+        fnx.grad(lambda a: Gamma(a, 1.0).rsample().sum())(t(2.0))
 
 
 # ---------------------------------------------------------------- KL divergences
@@ -498,5 +535,5 @@ def test_rsample_under_compile_and_gamma_sample_outside_transforms():
     fnx.manual_seed(0)
     out = fnx.compile(f)(t([5.0, -5.0])).numpy()
     np.testing.assert_allclose(out, [5.0, -5.0], atol=0.2)
-    with pytest.raises(NotImplementedError, match="Gamma.sample: gamma sampling needs concrete parameters"):
+    with pytest.raises(NotImplementedError, match="Gamma.rsample: gamma sampling needs concrete parameters"):
         fnx.compile(lambda a: Gamma(a, 1.0).sample())(t(2.0))

@@ -1,8 +1,9 @@
 """`fnx.distributions`: probability distributions with PyTorch's torch.distributions API.
 
 Each distribution is written with fnx ops, so `log_prob`, `entropy`, the moments and the reparameterised
-samplers (`rsample` of Normal, Uniform and MultivariateNormal) differentiate, vmap and compile. Gamma, Beta and
-Dirichlet `sample` (numpy's or CuPy's gamma sampler, eagerly) but have no `rsample`.
+samplers of Normal, Uniform and MultivariateNormal differentiate, vmap and compile. Gamma, Beta and Dirichlet
+draw with numpy's (or CuPy's) gamma sampler, eagerly; their `rsample` carries PyTorch's implicit
+reparameterisation gradient to the parameters under eager autograd (`backward`).
 """
 from . import constraints
 from .bernoulli import Bernoulli

@@ -6,9 +6,9 @@ import numbers
 from ..ops.elementwise import xlogy
 from ..tensor import Size, Tensor
 from . import constraints
+from ._gamma_sampler import standard_gamma
 from ._special import digamma, lbeta
 from .distribution import Distribution
-from .gamma import no_rsample, standard_gamma
 from .utils import broadcast_all
 
 __all__ = ["Beta"]
@@ -19,6 +19,7 @@ class Beta(Distribution):
 
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
+    has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args: bool | None = None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
@@ -43,15 +44,13 @@ class Beta(Distribution):
         total = self.concentration1 + self.concentration0
         return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
 
-    def sample(self, sample_shape=Size()) -> Tensor:
-        """x / (x + y) for independent x ~ Gamma(concentration1), y ~ Gamma(concentration0)."""
-        shape = self._extended_shape(sample_shape)
-        x = standard_gamma(self.concentration1, shape, "Beta.sample")
-        y = standard_gamma(self.concentration0, shape, "Beta.sample")
-        return x / (x + y)
-
     def rsample(self, sample_shape=Size()) -> Tensor:
-        raise no_rsample("Beta.rsample")
+        """x / (x + y) for independent x ~ Gamma(concentration1), y ~ Gamma(concentration0), differentiable in
+        both (implicit reparameterisation; eager autograd only)."""
+        shape = self._extended_shape(sample_shape)
+        x = standard_gamma(self.concentration1, shape, "Beta.rsample")
+        y = standard_gamma(self.concentration0, shape, "Beta.rsample")
+        return x / (x + y)
 
     def log_prob(self, value: Tensor) -> Tensor:
         if self._validate_args:

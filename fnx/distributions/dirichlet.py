@@ -4,9 +4,9 @@ from __future__ import annotations
 from ..ops.elementwise import xlogy
 from ..tensor import Size, Tensor
 from . import constraints
+from ._gamma_sampler import standard_gamma
 from ._special import digamma, lgamma
 from .distribution import Distribution
-from .gamma import no_rsample, standard_gamma
 
 __all__ = ["Dirichlet"]
 
@@ -16,6 +16,7 @@ class Dirichlet(Distribution):
 
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
     support = constraints.simplex
+    has_rsample = True
 
     def __init__(self, concentration: Tensor, validate_args: bool | None = None):
         if concentration.dim() < 1:
@@ -42,13 +43,11 @@ class Dirichlet(Distribution):
         total = self.concentration.sum(-1, keepdim=True)
         return self.concentration * (total - self.concentration) / (total.pow(2) * (total + 1))
 
-    def sample(self, sample_shape=Size()) -> Tensor:
-        """Independent Gamma(concentration_k) draws, normalised to sum to 1."""
-        drawn = standard_gamma(self.concentration, self._extended_shape(sample_shape), "Dirichlet.sample")
-        return drawn / drawn.sum(-1, keepdim=True)
-
     def rsample(self, sample_shape=Size()) -> Tensor:
-        raise no_rsample("Dirichlet.rsample")
+        """Independent Gamma(concentration_k) draws normalised to sum to 1, differentiable in the concentration
+        (implicit reparameterisation; eager autograd only)."""
+        drawn = standard_gamma(self.concentration, self._extended_shape(sample_shape), "Dirichlet.rsample")
+        return drawn / drawn.sum(-1, keepdim=True)
 
     def log_prob(self, value: Tensor) -> Tensor:
         if self._validate_args:
