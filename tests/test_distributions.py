@@ -348,7 +348,8 @@ def test_kl_multivariate_normal_matches_closed_form_and_independent_sums():
     d = mq - mp
     ref = 0.5 * (np.trace(np.linalg.solve(cq, cp)) + d @ np.linalg.solve(cq, d) - 2
                  + np.linalg.slogdet(cq)[1] - np.linalg.slogdet(cp)[1])
-    kl = kl_divergence(MultivariateNormal(t(mp), t(cp)), MultivariateNormal(t(mq), scale_tril=t(np.linalg.cholesky(cq))))
+    q = MultivariateNormal(t(mq), scale_tril=t(np.linalg.cholesky(cq)))
+    kl = kl_divergence(MultivariateNormal(t(mp), t(cp)), q)
     assert float(kl) == pytest.approx(ref, rel=1e-10)
     p = Independent(Normal(t([[0.0, 1.0]]), t([[1.0, 2.0]])), 1)
     q = Independent(Normal(t([[1.0, 0.0]]), t([[2.0, 1.0]])), 1)
@@ -421,7 +422,7 @@ def test_sample_errors_are_pytorchs():
     d = Normal(t([0.0, 1.0]), t(1.0))
     with pytest.raises(ValueError, match="The value argument to log_prob must be a Tensor"):
         d.log_prob(0.5)
-    with pytest.raises(ValueError, match="Value is not broadcastable with batch_shape\\+event_shape: \\(3,\\) vs \\(2,\\)"):
+    with pytest.raises(ValueError, match=r"Value is not broadcastable with batch_shape\+event_shape: \(3,\) vs \(2,\)"):
         d.log_prob(t([0.0, 1.0, 2.0]))
     mvn = MultivariateNormal(t([0.0, 0.0]), t(np.eye(2)))
     with pytest.raises(ValueError, match="The right-most size of value must match event_shape"):

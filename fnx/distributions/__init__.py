@@ -5,7 +5,7 @@ samplers of Normal, Uniform and MultivariateNormal differentiate, vmap and compi
 draw with numpy's (or CuPy's) gamma sampler, eagerly; their `rsample` carries PyTorch's implicit
 reparameterisation gradient to the parameters under eager autograd (`backward`).
 """
-from . import constraints
+from . import constraints  # noqa: F401  (fnx.distributions.constraints, as in PyTorch)
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .categorical import Categorical

@@ -1,8 +1,6 @@
 """The Bernoulli distribution."""
 from __future__ import annotations
 
-import numbers
-
 from ..nn.functional import binary_cross_entropy_with_logits
 from ..ops.sampling import bernoulli
 from ..tensor import Size, Tensor
@@ -21,20 +19,15 @@ class Bernoulli(Distribution):
     has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args: bool | None = None):
-        param = probs_or_logits(probs, logits)
-        (value,) = broadcast_all(param)
-        if probs is not None:
-            self.probs = value
-        else:
-            self.logits = value
-        self._param = value
-        super().__init__(Size() if isinstance(param, numbers.Number) else value.shape, validate_args=validate_args)
+        name = "probs" if probs is not None else "logits"
+        self._init_params(validate_args, **{name: probs_or_logits(probs, logits)})
+        self._param = self.__dict__[name]
 
     def expand(self, batch_shape, _instance=None) -> Bernoulli:
-        shape = Size(batch_shape)
         name = "probs" if "probs" in self.__dict__ else "logits"
-        param = self.__dict__[name].expand(shape)
-        return self._expanded(Bernoulli, shape, _instance, {name: param, "_param": param})
+        new = self._expand_params(Bernoulli, batch_shape, _instance, name)
+        new._param = new.__dict__[name]
+        return new
 
     @lazy_property
     def logits(self) -> Tensor:

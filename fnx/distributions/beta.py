@@ -1,15 +1,12 @@
 """The beta distribution."""
 from __future__ import annotations
 
-import numbers
-
 from ..ops.elementwise import xlogy
 from ..tensor import Size, Tensor
 from . import constraints
 from ._gamma_sampler import standard_gamma
 from ._special import digamma, lbeta
 from .distribution import Distribution
-from .utils import broadcast_all
 
 __all__ = ["Beta"]
 
@@ -22,14 +19,10 @@ class Beta(Distribution):
     has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args: bool | None = None):
-        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
-        numbers_only = isinstance(concentration1, numbers.Number) and isinstance(concentration0, numbers.Number)
-        super().__init__(Size() if numbers_only else self.concentration1.shape, validate_args=validate_args)
+        self._init_params(validate_args, concentration1=concentration1, concentration0=concentration0)
 
     def expand(self, batch_shape, _instance=None) -> Beta:
-        shape = Size(batch_shape)
-        return self._expanded(Beta, shape, _instance, {"concentration1": self.concentration1.expand(shape),
-                                                       "concentration0": self.concentration0.expand(shape)})
+        return self._expand_params(Beta, batch_shape, _instance, "concentration1", "concentration0")
 
     @property
     def mean(self) -> Tensor:

@@ -8,11 +8,13 @@ pass unchecked; under `grad` they are checked.
 """
 from __future__ import annotations
 
+import numbers
+
 from ..core import FnxTypeError
 from ..tensor import Size, Tensor
 from . import constraints
 from .constraints import format_value
-from .utils import lazy_property
+from .utils import broadcast_all, lazy_property
 
 __all__ = ["Distribution"]
 
@@ -46,6 +48,20 @@ class Distribution:
             self._validate_args = validate_args
         if self._validate_args:
             self._validate_parameters()
+
+    def _init_params(self, validate_args: bool | None, **params) -> None:
+        """`__init__` for parameters that broadcast elementwise: store them (tensors or numbers) broadcast
+        together under their names, with their shape as the batch shape (empty when all are numbers)."""
+        tensors = broadcast_all(*params.values())
+        for name, value in zip(params, tensors):
+            setattr(self, name, value)
+        numbers_only = all(isinstance(v, numbers.Number) for v in params.values())
+        Distribution.__init__(self, Size() if numbers_only else tensors[0].shape, validate_args=validate_args)
+
+    def _expand_params(self, cls, batch_shape, _instance, *names: str) -> Distribution:
+        """`expand` for parameters that broadcast elementwise: each named one expanded to `batch_shape`."""
+        shape = Size(batch_shape)
+        return self._expanded(cls, shape, _instance, {name: getattr(self, name).expand(shape) for name in names})
 
     def _validate_parameters(self) -> None:
         for param, constraint in self.arg_constraints.items():

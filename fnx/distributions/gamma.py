@@ -1,8 +1,6 @@
 """The gamma distribution."""
 from __future__ import annotations
 
-import numbers
-
 from .. import dtypes as _dt
 from ..ops.elementwise import xlogy
 from ..tensor import Size, Tensor
@@ -10,7 +8,6 @@ from . import constraints
 from ._gamma_sampler import standard_gamma
 from ._special import digamma, lgamma
 from .distribution import Distribution
-from .utils import broadcast_all
 
 __all__ = ["Gamma"]
 
@@ -23,14 +20,10 @@ class Gamma(Distribution):
     has_rsample = True
 
     def __init__(self, concentration, rate, validate_args: bool | None = None):
-        self.concentration, self.rate = broadcast_all(concentration, rate)
-        numbers_only = isinstance(concentration, numbers.Number) and isinstance(rate, numbers.Number)
-        super().__init__(Size() if numbers_only else self.concentration.shape, validate_args=validate_args)
+        self._init_params(validate_args, concentration=concentration, rate=rate)
 
     def expand(self, batch_shape, _instance=None) -> Gamma:
-        shape = Size(batch_shape)
-        return self._expanded(Gamma, shape, _instance, {"concentration": self.concentration.expand(shape),
-                                                        "rate": self.rate.expand(shape)})
+        return self._expand_params(Gamma, batch_shape, _instance, "concentration", "rate")
 
     @property
     def mean(self) -> Tensor:

@@ -2,14 +2,11 @@
 from __future__ import annotations
 
 import math
-import numbers
-
 from ..ops.elementwise import erf
 from ..ops.sampling import randn
 from ..tensor import Size, Tensor
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all
 
 __all__ = ["Normal"]
 
@@ -24,14 +21,10 @@ class Normal(Distribution):
     has_rsample = True
 
     def __init__(self, loc, scale, validate_args: bool | None = None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        numbers_only = isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number)
-        super().__init__(Size() if numbers_only else self.loc.shape, validate_args=validate_args)
+        self._init_params(validate_args, loc=loc, scale=scale)
 
     def expand(self, batch_shape, _instance=None) -> Normal:
-        shape = Size(batch_shape)
-        return self._expanded(Normal, shape, _instance, {"loc": self.loc.expand(shape),
-                                                         "scale": self.scale.expand(shape)})
+        return self._expand_params(Normal, batch_shape, _instance, "loc", "scale")
 
     @property
     def mean(self) -> Tensor:

@@ -1,13 +1,10 @@
 """The continuous uniform distribution."""
 from __future__ import annotations
 
-import numbers
-
 from ..ops.sampling import rand
 from ..tensor import Size, Tensor
 from . import constraints
 from .distribution import Distribution, _known_all
-from .utils import broadcast_all
 
 __all__ = ["Uniform"]
 
@@ -20,16 +17,12 @@ class Uniform(Distribution):
     has_rsample = True
 
     def __init__(self, low, high, validate_args: bool | None = None):
-        self.low, self.high = broadcast_all(low, high)
-        numbers_only = isinstance(low, numbers.Number) and isinstance(high, numbers.Number)
-        super().__init__(Size() if numbers_only else self.low.shape, validate_args=validate_args)
+        self._init_params(validate_args, low=low, high=high)
         if self._validate_args and not _known_all(self.low < self.high):
             raise ValueError("Uniform is not defined when low>= high")
 
     def expand(self, batch_shape, _instance=None) -> Uniform:
-        shape = Size(batch_shape)
-        return self._expanded(Uniform, shape, _instance, {"low": self.low.expand(shape),
-                                                          "high": self.high.expand(shape)})
+        return self._expand_params(Uniform, batch_shape, _instance, "low", "high")
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):
