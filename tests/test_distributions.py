@@ -529,6 +529,19 @@ def test_compiled_log_prob_and_kl_match_eager():
     assert float(fnx.compile(f)(loc, a)) == pytest.approx(float(f(loc, a)), rel=1e-12)
 
 
+def test_multivariate_normal_covariance_under_grad_vmap_and_compile():
+    cov, v = np.array([[2.0, 0.5], [0.5, 1.0]]), np.ones(2)
+
+    def f(c):
+        return MultivariateNormal(t([0.0, 0.0]), covariance_matrix=c).log_prob(t(v))
+
+    eager = float(f(t(cov)))
+    assert float(fnx.compile(f)(t(cov))) == pytest.approx(eager, rel=1e-12)
+    np.testing.assert_allclose(fnx.vmap(f)(t(np.stack([cov, 2 * cov]))).numpy(), [eager, float(f(t(2 * cov)))])
+    inv = np.linalg.inv(cov)
+    np.testing.assert_allclose(fnx.grad(f)(t(cov)).numpy(), 0.5 * (inv @ np.outer(v, v) @ inv - inv), rtol=1e-10)
+
+
 def test_rsample_under_compile_and_gamma_sample_outside_transforms():
     def f(loc):
         return Normal(loc, t(1.0)).rsample((1000,)).mean(0)

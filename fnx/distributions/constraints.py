@@ -223,9 +223,12 @@ class _Symmetric(Constraint):
 
 
 class _PositiveDefinite(_Symmetric):
-    """Symmetric with a Cholesky factor; the factorisation is a check only, so it runs in numpy per matrix."""
+    """Symmetric with a Cholesky factor. The factorisation is a check only, so it runs in numpy per matrix; a
+    traced value (inside grad, vmap or compile) is checked for symmetry only."""
 
     def check(self, value: Tensor) -> Tensor:
+        if isinstance(value, Tracer):
+            return super().check(value)
         arrays = value.detach().cpu().numpy()
         factors = [_has_cholesky(m) for m in arrays.reshape((-1,) + arrays.shape[-2:])]
         factorable = make(np.array(factors, dtype=bool).reshape(arrays.shape[:-2]), value.device)

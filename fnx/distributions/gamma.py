@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .. import dtypes as _dt
+from ..ops.creation import as_tensor
 from ..ops.elementwise import xlogy
 from ..tensor import Size, Tensor
 from . import constraints
@@ -45,7 +46,7 @@ class Gamma(Distribution):
         return value.clamp(min=_dt.finfo(value.dtype).tiny)
 
     def log_prob(self, value: Tensor) -> Tensor:
-        value = value.to(self.rate.dtype) if isinstance(value, Tensor) else value
+        value = as_tensor(value, dtype=self.rate.dtype, device=self.rate.device)
         if self._validate_args:
             self._validate_sample(value)
         a, b = self.concentration, self.rate
