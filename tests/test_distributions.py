@@ -176,6 +176,8 @@ def test_cdf_and_icdf():
     u = Uniform(t(1.0), t(3.0))
     np.testing.assert_allclose(u.cdf(t([1.5, 2.0])).numpy(), [0.25, 0.5])
     np.testing.assert_allclose(u.icdf(t([0.25, 0.5])).numpy(), [1.5, 2.0])
+    with pytest.raises(NotImplementedError, match="Normal does not implement icdf"):
+        n.icdf(t(0.5))
 
 
 def test_probs_and_logits_convert_lazily():
@@ -385,6 +387,17 @@ def test_kl_dispatch_errors_and_subclasses():
         return fnx.tensor(42.0)
 
     assert float(kl_divergence(p, q)) == 42.0
+
+    class Narrow(Normal):
+        pass
+
+    @register_kl(Normal, Narrow)
+    def _kl_narrow(p, q):
+        return fnx.tensor(7.0)
+
+    ambiguous = r"Ambiguous kl_divergence\(Wide, Narrow\). Please register_kl\(Wide, Narrow\)"
+    with pytest.warns(RuntimeWarning, match=ambiguous):
+        assert float(kl_divergence(p, Narrow(t(0.0), t(1.0)))) == 42.0
     with pytest.raises(NotImplementedError, match="reinterpret different numbers of batch dims"):
         kl_divergence(Independent(Normal(t([[0.0]]), t(1.0)), 1), Independent(Normal(t([[0.0]]), t(1.0)), 2))
 

@@ -88,28 +88,28 @@ class Distribution:
     @property
     def arg_constraints(self) -> dict:
         """The constraint each parameter must satisfy, by name."""
-        raise NotImplementedError(f"{type(self).__name__}.arg_constraints")
+        raise self._missing("arg_constraints")
 
     @property
     def support(self):
         """The constraint that the distribution's values satisfy."""
-        raise NotImplementedError(f"{type(self).__name__}.support")
+        raise self._missing("support")
 
     def expand(self, batch_shape, _instance=None) -> Distribution:
         """A distribution of the same family with parameters broadcast to `batch_shape` (+ the event shape)."""
-        raise NotImplementedError(f"{type(self).__name__}.expand")
+        raise self._missing("expand")
 
     @property
     def mean(self) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__}.mean")
+        raise self._missing("mean")
 
     @property
     def mode(self) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__}.mode")
+        raise self._missing("mode")
 
     @property
     def variance(self) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__}.variance")
+        raise self._missing("variance")
 
     @property
     def stddev(self) -> Tensor:
@@ -130,23 +130,28 @@ class Distribution:
         return self.sample(Size((n,)))
 
     def log_prob(self, value: Tensor) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__}.log_prob")
+        raise self._missing("log_prob")
 
     def cdf(self, value: Tensor) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__}.cdf")
+        raise self._missing("cdf")
 
     def icdf(self, value: Tensor) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__}.icdf")
+        raise self._missing("icdf")
 
     def enumerate_support(self, expand: bool = True) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__}.enumerate_support")
+        raise self._missing("enumerate_support")
 
     def entropy(self) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__}.entropy")
+        raise self._missing("entropy")
 
     def perplexity(self) -> Tensor:
         """exp(entropy)."""
         return self.entropy().exp()
+
+    def _missing(self, what: str) -> NotImplementedError:
+        """The error for a method or property this distribution does not define."""
+        return NotImplementedError(f"{type(self).__name__} does not implement {what} (in fnx.distributions; a "
+                                   f"subclass may define it)")
 
     def _extended_shape(self, sample_shape=Size()) -> Size:
         """sample_shape + batch_shape + event_shape."""

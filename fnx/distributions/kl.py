@@ -54,7 +54,7 @@ def _dispatch_kl(type_p: type, type_q: type):
     right = min(matches, key=lambda m: distance[m][::-1])
     if _KL_REGISTRY[left] is not _KL_REGISTRY[right]:
         warnings.warn(f"Ambiguous kl_divergence({type_p.__name__}, {type_q.__name__}). Please register_kl("
-                      f"{right[0].__name__}, {left[1].__name__})", RuntimeWarning, stacklevel=3)
+                      f"{left[0].__name__}, {right[1].__name__})", RuntimeWarning, stacklevel=3)
     return _KL_REGISTRY[left]
 
 
@@ -138,7 +138,8 @@ def _kl_mvn_mvn(p: MultivariateNormal, q: MultivariateNormal) -> Tensor:
     p_tril, q_tril = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
     half_term1 = half_log_det(q_tril) - half_log_det(p_tril)
     shape = tuple(broadcast_shapes(tuple(p_tril.shape[:-2]), tuple(q_tril.shape[:-2]))) + (n, n)
-    term2 = solve(q_tril.expand(shape), p_tril.expand(shape)).pow(2).sum((-2, -1))  # tr(Σq⁻¹ Σp) = |Lq⁻¹ Lp|²_F
+    # tr(Σq⁻¹ Σp) = |Lq⁻¹ Lp|² (Frobenius)
+    term2 = solve(q_tril.expand(shape), p_tril.expand(shape)).pow(2).sum((-2, -1))
     term3 = batch_mahalanobis(q_tril, q.loc - p.loc)
     return half_term1 + 0.5 * (term2 + term3 - n)
 
