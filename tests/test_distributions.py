@@ -180,6 +180,18 @@ def test_cdf_and_icdf():
         n.icdf(t(0.5))
 
 
+def test_modes():
+    np.testing.assert_allclose(Beta(t([2.0, 0.5, 0.5, 3.0, 0.3]), t([3.0, 0.7, 2.0, 0.5, 0.3])).mode.numpy(),
+                               [1 / 3, 0.0, 0.0, 1.0, 1.0])
+    np.testing.assert_allclose(Dirichlet(t([[2.0, 3.0, 1.0], [0.5, 0.7, 0.2]])).mode.numpy(),
+                               [[1 / 3, 2 / 3, 0.0], [0.0, 1.0, 0.0]])
+    np.testing.assert_allclose(Gamma(t([3.0, 0.5]), t(2.0)).mode.numpy(), [1.0, 0.0])
+    np.testing.assert_allclose(Bernoulli(t([0.2, 0.7, 0.5])).mode.numpy(), [0.0, 1.0, np.nan])
+    assert Categorical(t([[0.2, 0.5, 0.3]])).mode.tolist() == [1]
+    assert Normal(t(1.5), t(2.0)).mode.item() == 1.5
+    assert MultivariateNormal(t([1.0, 2.0]), t(np.eye(2))).mode.tolist() == [1.0, 2.0]
+
+
 def test_probs_and_logits_convert_lazily():
     b = Bernoulli(logits=t([0.0, 2.0]))
     assert "probs" not in b.__dict__

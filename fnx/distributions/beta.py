@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from ..ops.elementwise import xlogy
+from ..ops.joins import stack
 from ..tensor import Size, Tensor
 from . import constraints
 from ._gamma_sampler import standard_gamma
 from ._special import digamma, lbeta
+from .dirichlet import Dirichlet
 from .distribution import Distribution
 
 __all__ = ["Beta"]
@@ -30,7 +32,8 @@ class Beta(Distribution):
 
     @property
     def mode(self) -> Tensor:
-        return (self.concentration1 - 1) / (self.concentration1 + self.concentration0 - 2)
+        """The density's maximum (Dirichlet's mode of the pair, as in PyTorch)."""
+        return Dirichlet(stack([self.concentration1, self.concentration0], -1), validate_args=False).mode[..., 0]
 
     @property
     def variance(self) -> Tensor:

@@ -1,7 +1,8 @@
 """The Dirichlet distribution."""
 from __future__ import annotations
 
-from ..ops.elementwise import xlogy
+from ..nn.functional import one_hot
+from ..ops.elementwise import where, xlogy
 from ..tensor import Size, Tensor
 from . import constraints
 from ._gamma_sampler import standard_gamma
@@ -35,8 +36,12 @@ class Dirichlet(Distribution):
 
     @property
     def mode(self) -> Tensor:
-        mode = (self.concentration - 1).clamp(min=0.0)
-        return mode / mode.sum(-1, keepdim=True)
+        """The density's maximum; where every concentration is below 1, the vertex of the largest one."""
+        a = self.concentration
+        shifted = (a - 1).clamp(min=0.0)
+        at_vertex = (a < 1).all(-1, keepdim=True)
+        vertex = one_hot(a.argmax(-1), a.shape[-1]).to(a.dtype)
+        return where(at_vertex, vertex, shifted / where(at_vertex, 1.0, shifted.sum(-1, keepdim=True)))
 
     @property
     def variance(self) -> Tensor:
