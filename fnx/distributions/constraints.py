@@ -10,7 +10,8 @@ import numpy as np
 
 from ..ops.elementwise import abs as _abs, isclose, logical_and
 from ..ops.reduce import all as _all
-from ..tensor import Tensor, Tracer, make
+from ..ops.creation import tensor
+from ..tensor import Tensor, Tracer
 
 __all__ = ["Constraint", "dependent", "dependent_property", "is_dependent", "real", "real_vector", "positive",
            "nonnegative", "greater_than", "greater_than_eq", "less_than", "unit_interval", "interval",
@@ -231,7 +232,7 @@ class _PositiveDefinite(_Symmetric):
             return super().check(value)
         arrays = value.detach().cpu().numpy()
         factors = [_has_cholesky(m) for m in arrays.reshape((-1,) + arrays.shape[-2:])]
-        factorable = make(np.array(factors, dtype=bool).reshape(arrays.shape[:-2]), value.device)
+        factorable = tensor(np.array(factors, dtype=bool).reshape(arrays.shape[:-2]), device=value.device)
         return logical_and(super().check(value), factorable)
 
 
