@@ -21,6 +21,9 @@ through these hooks, each set once when its module is imported, never by a funct
 - `stage_created_hook(value)`, set by fnx.transforms.tracing: while the staging trace (make_jaxpr,
   compile) is the dynamic trace, turns a tensor just made by a creation function into a constant
   of the jaxpr that in-place ops may rebind.
+- `eager_kernel_hook(prim, x)`, set by fnx.lowering.eager_kernels: runs a "native" unary primitive (one
+  that numpy has no fast form of: erf, gelu, ...) on a large CPU array as a compiled C kernel; returns
+  None where it does not (a small array, no C compiler), and the primitive's numpy impl runs.
 
 The Tensor methods that call upward are attached to the class by their layer at import, in the same
 spirit: the constructor, `to` and a tracer's `__setitem__`/`detach` by fnx._methods (ops), and
@@ -86,6 +89,8 @@ class Primitive:
                   "`{2}` and the split point `{3}` (lowering.expressions.random_half)",
         "check": "passes its operand through; `c` is the condition under which a kernel flags an error",
         "expensive": "worth keeping in a scratch row rather than recomputing in a later loop",
+        "native": "numpy has no fast form of it: eager mode runs its C expression as a compiled kernel on large CPU "
+                  "arrays (`eager_kernel_hook`)",
     }
     registry: dict = {}   # name -> Primitive, for each primitive that declares groups
 
@@ -196,6 +201,7 @@ state = _State()
 record_hook = None  # set by fnx.autograd.tape: records a node for an eager op
 record_multiple_hook = None  # set by fnx.autograd.function: one node for an eager multiple-result op's outputs
 stage_created_hook = None  # set by fnx.transforms.tracing: a tensor made while staging becomes a jaxpr constant
+eager_kernel_hook = None  # set by fnx.lowering.eager_kernels: a native primitive's C kernel on a large CPU array
 
 
 def set_grad_enabled_flag(flag: bool) -> bool:

@@ -43,9 +43,10 @@ OPS = [
     OpInfo("logit_eps", lambda x: fnx.logit(x, eps=0.1),   # clamped to [0.1, 0.9]: zero gradient below 0.1
            lambda x: np.log(np.clip(x, 0.1, 0.9) / (1 - np.clip(x, 0.1, 0.9))), unary_sample(-0.5, 0.8, avoid=0.1)),
     OpInfo("relu", fnx.relu, lambda x: np.maximum(x, 0), unary_sample(avoid=0.0)),
-    OpInfo("gelu", fnx.gelu, lambda x: 0.5 * x * _erfc(-x / np.sqrt(2)), unary_sample()),
+    OpInfo("gelu", fnx.gelu, lambda x: 0.5 * x * _erfc(-x / np.sqrt(2)), unary_sample(), double_grad=True),
     OpInfo("gelu_tanh", lambda x: fnx.gelu(x, approximate="tanh"),
-           lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), unary_sample()),
+           lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), unary_sample(),
+           double_grad=True),
     OpInfo("silu", fnx.silu, lambda x: x * _sigmoid(x), unary_sample()),
     OpInfo("softplus", fnx.softplus, lambda x: np.log1p(np.exp(x)), unary_sample(-10, 10)),
     OpInfo("erf", fnx.erf, _erf, unary_sample()),

@@ -7,6 +7,9 @@ generation is unavailable (no C compiler for the default backend, the template e
 installed, or it does not support a primitive of this jaxpr yet), the jaxpr runs on the interpreter instead,
 with one warning per reason; a backend="c" asked for explicitly (or by `FNX_BACKEND`) on a machine without a
 C compiler is an error instead, and so is any other failure, a broken import included.
+
+Importing lowering also registers its eager kernels (fnx/lowering/eager_kernels.py): the compiled C kernels
+that eager mode runs for the primitives numpy has no fast form of (erf, gelu, ...).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Protocol
 from .._warn import warn
 from ..ir import ClosedJaxpr
 from ..tensor import Tensor
+from . import eager_kernels  # noqa: F401  (sets core.eager_kernel_hook)
 
 __all__ = ["lower", "Executable", "backends", "check_backend", "default_backend"]
 

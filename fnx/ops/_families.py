@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
+from .. import core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..device import device as _device_cls
@@ -130,7 +133,7 @@ def _lowering(name: str, arity: int, c: dict | None, libm: bool | str, expensive
 
 # ---------------------------------------------------------------- unary family
 def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None = None, libm: bool | str = False,
-          expensive: bool = False, saves_output: bool = False, float_only: bool = False,
+          expensive: bool = False, native: bool = False, saves_output: bool = False, float_only: bool = False,
           out_dtype: _dt.dtype | None = None, linear: bool = False, zero_grad: bool = False,
           gate: Callable | None = None, bool_error: str | None = None) -> Primitive:
     """An elementwise primitive of one operand, with all of its rules.
@@ -142,12 +145,17 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
     the zeroed elements; relu); none of them: not differentiable.
     Compile reads `c` (see `Primitive.c`), or `libm=True` for the libm function of the op's name ("float": its
     float32 version is called directly); libm functions and `expensive=True` ops join the "expensive" group.
+    `native=True` (the "native" group): numpy has no fast form of the op, so eager mode runs its C expression
+    as a compiled kernel on large CPU arrays (`core.eager_kernel_hook`), and `impl` elsewhere.
     `bool_error` is the message of the error a bool operand raises.
     """
     differentiable = deriv is not None or linear or zero_grad or gate is not None
+    declared = _lowering(name, 1, c, libm, expensive)
+    if native:
+        declared["groups"].add("native")
     prim = Primitive(name, saves_inputs=deriv is not None and not saves_output, saves_output=saves_output,
-                     differentiable=differentiable, **_lowering(name, 1, c, libm, expensive))
-    prim.impl = impl
+                     differentiable=differentiable, **declared)
+    prim.impl = _native_first(prim, impl) if native else impl
 
     def abstract(x: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool:
@@ -184,6 +192,20 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
         prim.vjp = lambda g, primals, out: (None,)
         prim.jvp = lambda primals, tangents: _nondiff_jvp(prim, primals)
     return prim
+
+
+def _native_first(prim: Primitive, impl: Callable) -> Callable:
+    """`impl` of a native primitive: a CPU array goes to the eager kernel hook first, which declines (None)
+    small arrays and machines that cannot build the kernel."""
+    def run(xp, x):
+        hook = core.eager_kernel_hook
+        if xp is np and hook is not None:
+            out = hook(prim, x)
+            if out is not None:
+                return out
+        return impl(xp, x)
+
+    return run
 
 
 def _zeros_like(t: Tensor) -> Tensor:

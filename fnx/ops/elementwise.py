@@ -84,11 +84,13 @@ acos_p = unary("acos", lambda xp, x: xp.arccos(x), lambda x, out: neg(rsqrt(1.0 
 atan_p = unary("atan", lambda xp, x: xp.arctan(x), lambda x, out: reciprocal(x * x + 1.0), float_only=True,
                libm=True)
 sigmoid_p = unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda x, out: out * (1.0 - out), saves_output=True,
-                  float_only=True, expensive=True, c={"f": "fnx_sigmoidf({0})", "d": "fnx_sigmoid({0})"})
+                  float_only=True, expensive=True, native=True, c={"f": "fnx_sigmoidf({0})", "d": "fnx_sigmoid({0})"})
+# erf and erfc: numpy has no such function (its float64 form below costs 45 ns an element), so eager mode runs
+# large CPU arrays through their compiled C kernels (`native`: fnx/lowering/eager_kernels.py)
 erf_p = unary("erf", lambda xp, x: _erf(xp, x), lambda x, out: exp(neg(x * x)) * (2.0 / math.sqrt(math.pi)),
-              float_only=True, libm=True)
+              float_only=True, libm=True, native=True)
 erfc_p = unary("erfc", lambda xp, x: _erfc(xp, x), lambda x, out: exp(neg(x * x)) * (-2.0 / math.sqrt(math.pi)),
-               float_only=True, libm=True)
+               float_only=True, libm=True, native=True)
 abs_p = unary("abs", lambda xp, x: xp.abs(x), lambda x, out: sign(x),
               c={"f": "fabsf({0})", "d": "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "b": "{0}"})
 # Piecewise-constant ops are differentiable with a zero gradient, as in PyTorch (their outputs keep a grad_fn).
@@ -289,7 +291,7 @@ def _logit(xp, x):
 
 
 logit_p = unary("logit", _logit, lambda x, out: reciprocal(x * (1.0 - x)), float_only=True, expensive=True,
-                c={"f": "(float)log((double){0} / (1.0 - (double){0}))", "d": "log({0} / (1.0 - {0}))"})
+                native=True, c={"f": "(float)log((double){0} / (1.0 - (double){0}))", "d": "log({0} / (1.0 - {0}))"})
 
 
 @_method("logit", inplace=True)
@@ -803,14 +805,83 @@ def relu(input: Tensor) -> Tensor:
     return _bind(relu_p, input)
 
 
+# gelu, exact: x Phi(x) = 0.5 x erfc(-x / sqrt 2) (1 + erf(x) = erfc(-x): no cancellation for x << 0), and its
+# tanh form x sigmoid(v), v = 2 sqrt(2 / pi) (x + 0.044715 x^3) (0.5 (1 + tanh(v / 2)) without cancellation). Each
+# and its derivative is a primitive: as compositions they took a dozen numpy passes forward and more backward, as
+# native primitives eager mode runs one kernel each (fnx/lowering/eager_kernels.py). Both compute in double and
+# round once, in C and in numpy alike. The derivatives' own derivatives are fnx ops: differentiable at any order.
+_SQRT1_2 = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TANH_C, _TANH_K = 2.0 * math.sqrt(2.0 / math.pi), 0.044715   # v = _TANH_C (x + _TANH_K x^3)
+
+
+def _in_double(fn):
+    """An impl computing `fn(xp, x)` on x in float64 and rounding the result once to x's dtype."""
+    return lambda xp, x: fn(xp, x.astype(xp.float64, copy=False)).astype(x.dtype, copy=False)
+
+
+def _c_in_double(expr: str) -> dict:
+    """C expressions of a function computed in double (`expr` over `{0}`): float32 rounds the result once."""
+    return {"f": f"(float){expr.format('(double){0}')}", "d": expr}
+
+
+# C over `{0}`: v, dv/dx
+_V = f"({_TANH_C!r} * ({{0}} + {_TANH_K!r} * {{0}} * {{0}} * {{0}}))"
+_DV = f"({_TANH_C!r} * (1.0 + {3 * _TANH_K!r} * {{0}} * {{0}}))"
+
+
+def _tanh_v(x):
+    return _TANH_C * (x + _TANH_K * x * x * x)
+
+
+def _gelu(xp, x):
+    return 0.5 * x * _erfc(xp, x * -_SQRT1_2)
+
+
+def _gelu_deriv(xp, x):
+    """Phi(x) + x phi(x)."""
+    return 0.5 * _erfc(xp, x * -_SQRT1_2) + x * xp.exp(-0.5 * x * x) * _INV_SQRT_2PI
+
+
+def _gelu_tanh(xp, x):
+    return x * _sigmoid(xp, _tanh_v(x))
+
+
+def _gelu_tanh_deriv(xp, x):
+    """s(v) + x s'(v) v' with s' = s(v) s(-v), s = sigmoid (1 - s(v) without cancellation)."""
+    v = _tanh_v(x)
+    return _sigmoid(xp, v) + x * (_sigmoid(xp, v) * _sigmoid(xp, -v)) * (_TANH_C * (1.0 + 3 * _TANH_K * x * x))
+
+
+def _gelu_tanh_deriv2(x: Tensor) -> Tensor:
+    """d2/dx2 x s(v) = s(v) s(-v) (2 v' + x (s(-v) - s(v)) v'^2 + x v''), s = sigmoid."""
+    v = _TANH_C * (x + _TANH_K * x * x * x)
+    dv = _TANH_C * (1.0 + 3 * _TANH_K * x * x)
+    s, s_neg = sigmoid(v), sigmoid(neg(v))
+    return s * s_neg * (2.0 * dv + x * ((s_neg - s) * dv * dv + x * (6 * _TANH_K * _TANH_C)))
+
+
+gelu_deriv_p = unary("gelu_deriv", _in_double(_gelu_deriv),
+                     lambda x, out: exp(-0.5 * x * x) * _INV_SQRT_2PI * (2.0 - x * x),
+                     float_only=True, expensive=True, native=True,
+                     c=_c_in_double(f"(0.5 * erfc({{0}} * {-_SQRT1_2!r}) + "
+                                    f"{{0}} * exp(-0.5 * {{0}} * {{0}}) * {_INV_SQRT_2PI!r})"))
+gelu_p = unary("gelu", _in_double(_gelu), lambda x, out: gelu_deriv_p.bind(x), float_only=True, expensive=True,
+               native=True, c=_c_in_double(f"(0.5 * {{0}} * erfc({{0}} * {-_SQRT1_2!r}))"))
+gelu_tanh_deriv_p = unary("gelu_tanh_deriv", _in_double(_gelu_tanh_deriv), lambda x, out: _gelu_tanh_deriv2(x),
+                          float_only=True, expensive=True, native=True, c=_c_in_double(
+                              f"(fnx_sigmoid({_V}) + {{0}} * (fnx_sigmoid({_V}) * fnx_sigmoid(-{_V})) * {_DV})"))
+gelu_tanh_p = unary("gelu_tanh", _in_double(_gelu_tanh), lambda x, out: gelu_tanh_deriv_p.bind(x), float_only=True,
+                    expensive=True, native=True, c=_c_in_double(f"({{0}} * fnx_sigmoid({_V}))"))
+
+
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
-    """Gaussian error linear unit; `approximate="tanh"` uses the tanh formula."""
-    if approximate == "tanh":   # 0.5 (1 + tanh(u)) = sigmoid(2u): no cancellation for negative x
-        c = 2.0 * math.sqrt(2.0 / math.pi)
-        return input * sigmoid(c * (input + 0.044715 * input * input * input))
+    """Gaussian error linear unit x Phi(x); `approximate="tanh"` uses the tanh formula."""
+    if approximate == "tanh":
+        return _bind(gelu_tanh_p, input)
     if approximate != "none":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return 0.5 * input * erfc(input * (-1.0 / math.sqrt(2.0)))   # 1 + erf(x) = erfc(-x), accurate for x << 0
+    return _bind(gelu_p, input)
 
 
 def silu(input: Tensor) -> Tensor:

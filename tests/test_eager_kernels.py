@@ -1,0 +1,174 @@
+"""Eager kernels (fnx/lowering/eager_kernels.py): the "native" primitives (erf, erfc, gelu, sigmoid, ...) run in
+eager mode as the C kernels that compile generates for them, built once into the checked disk cache.
+
+Eager results on large arrays equal the compiled kernels' bits and stay within the float32 ulp bounds against
+float64; without a C compiler numpy's impl runs; a damaged cached library is rebuilt; threads racing to the
+first call build once; gelu's derivatives (both forms, first and second order) match finite differences.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.nn.functional as F
+from fnx import core
+from fnx.core import Primitive
+from fnx.lowering import cpu, eager_kernels
+from numerics_measure import rounded, ulp_distance
+from test_codegen import ULP_BOUNDS
+
+ROOT = Path(fnx.__file__).resolve().parent.parent
+HAVE_CC = any(shutil.which(c) for c in ("cc", "gcc", "clang"))
+needs_cc = pytest.mark.skipif(not HAVE_CC, reason="needs a C compiler")
+NATIVE = sorted(name for name, p in Primitive.registry.items() if "native" in p.groups)
+RANGES = {"logit": (1e-3, 1 - 1e-3), "erf": (-5, 5), "erfc": (-5, 10), "sigmoid": (-20, 20)}   # else (-10, 10)
+N = 3 * eager_kernels.MIN_ELEMENTS + 5   # large enough for the kernel, and no multiple of a vector width
+RNG = np.random.default_rng(0)
+
+
+def _inputs(name: str, dtype=np.float32, n: int = N) -> np.ndarray:
+    return RNG.uniform(*RANGES.get(name, (-10, 10)), n).astype(dtype)
+
+
+def _numpy_impl(prim: Primitive, x: np.ndarray) -> np.ndarray:
+    """The primitive's numpy impl (the hook unset)."""
+    hook, core.eager_kernel_hook = core.eager_kernel_hook, None
+    try:
+        return prim.impl(np, x)
+    finally:
+        core.eager_kernel_hook = hook
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """An empty kernel table and disk cache: the next native call builds its kernel."""
+    monkeypatch.setenv("FNX_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(eager_kernels, "_kernels", {})
+    return tmp_path
+
+
+def test_the_native_primitives():
+    assert NATIVE == ["erf", "erfc", "gelu", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv", "logit", "sigmoid"]
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", NATIVE)
+def test_eager_gives_the_compiled_kernels_bits(name, dtype):
+    prim = Primitive.registry[name]
+    x = fnx.tensor(_inputs(name, dtype).reshape(1, N))
+    eager = prim.bind(x).numpy()
+    assert eager_kernels._kernels[name, np.dtype(dtype)] is not None   # the kernel ran, not numpy
+    compiled = fnx.compile(prim.bind, backend="c")(x).numpy()
+    assert eager.dtype == dtype and np.array_equal(eager, compiled)
+
+
+@needs_cc
+@pytest.mark.parametrize("name", NATIVE)
+def test_float32_within_the_ulp_bound_of_float64(name):
+    x = _inputs(name)
+    x[:5] = [0.0, -0.0, np.nan, 1e-40, -1e-40]
+    got = Primitive.registry[name].bind(fnx.tensor(x)).numpy()
+    with np.errstate(all="ignore"):
+        want = rounded(_numpy_impl(Primitive.registry[name], x.astype(np.float64)))
+    assert ulp_distance(got, want) <= ULP_BOUNDS[name]
+
+
+def test_small_and_odd_arrays_take_numpy_or_a_contiguous_copy(fresh):
+    small = _inputs("erf", n=eager_kernels.MIN_ELEMENTS - 1)
+    assert np.array_equal(fnx.erf(fnx.tensor(small)).numpy(), _numpy_impl(fnx.ops.elementwise.erf_p, small))
+    assert eager_kernels._kernels == {}
+    half = fnx.tensor(_inputs("erf", np.float16))
+    assert fnx.erf(half).dtype == fnx.float16 and eager_kernels._kernels[("erf", np.dtype(np.float16))] is None
+    if HAVE_CC:
+        x = fnx.tensor(_inputs("gelu").reshape(-1, 1)).expand(-1, 3).T   # a strided view
+        assert not x.is_contiguous()
+        assert np.array_equal(F.gelu(x).numpy(), F.gelu(x.contiguous()).numpy())
+
+
+def test_without_a_compiler_numpy_runs(fresh, monkeypatch):
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(fresh))   # no cc, gcc or clang
+    before = cpu.compile_count
+    x = _inputs("erf")
+    assert np.array_equal(fnx.erf(fnx.tensor(x)).numpy(), _numpy_impl(fnx.ops.elementwise.erf_p, x))
+    assert eager_kernels._kernels == {("erf", np.dtype(np.float32)): None} and cpu.compile_count == before
+    y = fnx.tensor(x.astype(np.float64), requires_grad=True)
+    F.gelu(y, approximate="tanh").sum().backward()
+    assert y.grad is not None and eager_kernels._kernels[("gelu_tanh_deriv", np.dtype(np.float64))] is None
+
+
+@needs_cc
+def test_threads_racing_to_the_first_call_build_once(fresh):
+    x = fnx.tensor(_inputs("erfc"))
+    barrier, results = threading.Barrier(4), [None] * 4
+
+    def call(i):
+        barrier.wait()
+        results[i] = fnx.erfc(x).numpy()
+
+    before = cpu.compile_count
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert cpu.compile_count == before + 1
+    assert all(np.array_equal(r, results[0]) for r in results)
+    fnx.erfc(x)
+    assert cpu.compile_count == before + 1   # built once: later calls never reach the compiler
+
+
+def _run_python(script: str, cache_folder: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FNX_CACHE_DIR": str(cache_folder), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, env=env,
+                          cwd=ROOT)
+
+
+@needs_cc
+def test_a_damaged_cached_kernel_is_rebuilt_not_loaded(tmp_path):
+    """In a subprocess: loading a damaged library could crash (SIGBUS) instead of failing."""
+    script = """
+        import fnx
+        from fnx.lowering import cpu
+        out = fnx.erf(fnx.linspace(-3.0, 3.0, 4097))
+        print(cpu.compile_count, round(float(out.sum().item()), 3))
+    """
+    assert _run_python(script, tmp_path).stdout.split() == ["1", "0.0"]
+    (library,) = tmp_path.glob("fnx_*erf*.so")
+    good = library.read_bytes()
+    for damage in (good[:len(good) // 2], good[:-1] + bytes([good[-1] ^ 0xFF])):
+        library.write_bytes(damage)
+        run = _run_python(script, tmp_path)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split() == ["1", "0.0"]   # rebuilt
+    assert _run_python(script, tmp_path).stdout.split() == ["0", "0.0"]   # and then loaded from the cache
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_derivatives_match_finite_differences(approximate):
+    """Elementwise, so one central difference per element gives the derivative; float64, on arrays large enough
+    for the kernels (where there is a compiler)."""
+    x = RNG.uniform(-6, 6, N)
+    x[:3] = [0.0, -0.7518, 1e-3]
+    h = 1e-5
+    f = lambda v: F.gelu(v, approximate=approximate)
+    first = lambda v: fnx.grad(lambda u: f(u).sum())(v)
+    second = fnx.grad(lambda u: first(u).sum())
+    t, plus, minus = fnx.tensor(x), fnx.tensor(x + h), fnx.tensor(x - h)
+    np.testing.assert_allclose(first(t).numpy(), (f(plus) - f(minus)).numpy() / (2 * h), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(second(t).numpy(), (first(plus) - first(minus)).numpy() / (2 * h), rtol=1e-6,
+                               atol=1e-8)
+    leaf = fnx.tensor(x, requires_grad=True)
+    (g,) = fnx.autograd.grad(f(leaf).sum(), leaf, create_graph=True)
+    g.sum().backward()
+    np.testing.assert_allclose(leaf.grad.numpy(), second(t).numpy(), rtol=1e-12, atol=1e-15)
