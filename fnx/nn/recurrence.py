@@ -344,6 +344,8 @@ def _check(avals, mode: str, bias: bool, proj: bool) -> tuple:
                               f"({GATES[mode]} * hidden, hidden or proj_size), got {list(xw.shape)} and "
                               f"{list(w_hh.shape)}")
     length, n, _ = xw.shape
+    if length == 0:
+        raise FnxRuntimeError(f"{op}: expected a sequence of at least one step, got xw of shape {list(xw.shape)}")
     hid = w_hh.shape[0] // GATES[mode]
     out = w_hr.shape[0] if w_hr is not None else hid
     want = {"xw": (length, n, GATES[mode] * hid), "h0": (n, out), "c0": (n, hid), "w_hh": (GATES[mode] * hid, out),
