@@ -334,7 +334,7 @@ def _check(avals, mode: str, bias: bool, proj: bool) -> tuple:
     named = [(name, a) for name, a in zip(("xw", "h0", "c0", "w_hh", "b_hh", "w_hr"), (xw, h0, c0, w_hh, b_hh, w_hr))
              if a is not None]
     if not xw.dtype.is_floating_point or any(a.dtype is not xw.dtype for _, a in named):
-        got = ", ".join(f"{name} {a.dtype}" for name, a in named)
+        got = ", ".join(f"{name} {a.dtype.name}" for name, a in named)
         raise FnxTypeError(f"{op}: inputs must share one floating dtype, got {got}; convert them with .to(dtype)")
     if any(a.device != xw.device for _, a in named):
         got = ", ".join(f"{name} on {a.device}" for name, a in named)
