@@ -32,7 +32,7 @@ from ..transforms.ad import jvp, vjp
 from ..transforms.batching import vmap
 from .functional import linear
 
-__all__ = ["recurrence", "reference", "GATES"]
+__all__ = ["recurrence", "reference", "cell", "GATES"]
 
 GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 _RESIDUALS = {"RNN_TANH": 0, "RNN_RELU": 0, "LSTM": 3, "GRU": 2}

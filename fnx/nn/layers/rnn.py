@@ -93,7 +93,11 @@ class RNNBase(Module):
             for d, suffix in enumerate(("", "_reverse")[:directions]):
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, suffix)
                 h0, c0 = hx[layer * directions + d] if lstm else (hx[layer * directions + d], None)
-                ys, h_n, c_n = recurrence(self.mode, F.linear(x, w_ih, b_ih), h0, c0, w_hh, b_hh, w_hr, d == 1)
+                if b_ih is None or self.mode == "GRU":   # a GRU's b_hn sits inside r * (h W_hn + b_hn)
+                    xw, bias = F.linear(x, w_ih, b_ih), b_hh
+                else:   # both biases enter the pre-activation: add their sum once, not each over the sequence
+                    xw, bias = F.linear(x, w_ih), b_ih + b_hh
+                ys, h_n, c_n = recurrence(self.mode, xw, h0, c0, w_hh, bias, w_hr, d == 1)
                 outs.append(ys)
                 finals.append((h_n, c_n) if lstm else h_n)
             x = outs[0] if directions == 1 else cat(outs, -1)
