@@ -15,7 +15,8 @@ rounding; vmap with unbatched weights folds the batch into the recurrence's own 
 Outputs of `recurrence_p`: the sequence ys (L, N, P), the final h (N, P), for an LSTM the final c (N, H),
 then the residuals the backward reads: LSTM (gate activations i, f, g, o (L, N, 4H), c (L, N, H),
 tanh(c) (L, N, H)), GRU (activations r, z, n (L, N, 3H), h W_hn^T + b_hn (L, N, H)), RNN none.
-P is proj_size (LSTM with a projection weight w_hr) or H.
+P is proj_size (LSTM with a projection weight w_hr) or H. The residuals are a cache, not results: `recurrence`
+does not return them, and the rules treat them as functions of the inputs that the definition recomputes.
 """
 from __future__ import annotations
 
@@ -416,7 +417,7 @@ def _forward_batch(args, dims, *, mode, reverse, bias, proj):
     return unfolded, [1 if o.ndim == 4 else 0 for o in unfolded]
 
 
-def _pullback_args(args, mode: str, bias: bool, proj: bool) -> tuple[list, list]:
+def _pullback_args(args, mode: str, bias: bool, proj: bool) -> tuple[list, int]:
     """The positions of `recurrence_vjp_p`'s inputs that its definition reads: primals and main cotangents
     (ys and the residuals are values the fused impl reuses, functions of the primals)."""
     n_in = _n_inputs(mode, bias, proj)
