@@ -5,6 +5,8 @@ import pytest
 import fnx
 import fnx.nn as nn
 from fnx.autograd import gradcheck
+from fnx.nn.recurrence import GATES, recurrence, recurrence_p, reference
+from op_db_rnn import ref_cell, ref_recurrence
 
 RNG = np.random.default_rng(4)
 
@@ -13,30 +15,10 @@ def npy(t):
     return t.detach().numpy()
 
 
-def sigmoid(x):
-    return 1 / (1 + np.exp(-x))
-
-
-def ref_cell(mode, x, state, w_ih, w_hh, b_ih, b_hh, w_hr=None):
-    gi = x @ w_ih.T + b_ih
-    if mode == "LSTM":
-        h, c = state
-        i, f, g, o = np.split(gi + h @ w_hh.T + b_hh, 4, axis=-1)
-        c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
-        h = sigmoid(o) * np.tanh(c)
-        return (h @ w_hr.T if w_hr is not None else h), c
-    if mode == "GRU":
-        gh = state @ w_hh.T + b_hh
-        (ir, iz, in_), (hr, hz, hn) = np.split(gi, 3, axis=-1), np.split(gh, 3, axis=-1)
-        r, z = sigmoid(ir + hr), sigmoid(iz + hz)
-        n = np.tanh(in_ + r * hn)
-        return (1 - z) * n + z * state
-    return np.tanh(gi + state @ w_hh.T + b_hh)
-
-
 def ref_rnn(module, mode, x, layers, directions, hidden, out_size):
-    """Sequence-first reference: per layer and direction, a Python loop over time."""
+    """Sequence-first reference: per layer and direction, a Python loop over time (op_db_rnn)."""
     finals = []
+    mode = "RNN_TANH" if mode == "RNN" else mode
     for layer in range(layers):
         outs = []
         for d, suffix in enumerate(["", "_reverse"][:directions]):
@@ -44,14 +26,11 @@ def ref_rnn(module, mode, x, layers, directions, hidden, out_size):
                                                                               "bias_hh")}
             w_hr = npy(getattr(module, f"weight_hr_l{layer}{suffix}")) if hasattr(module, "weight_hr_l0") else None
             n = x.shape[1]
-            state = (np.zeros((n, out_size)), np.zeros((n, hidden))) if mode == "LSTM" else np.zeros((n, out_size))
-            ys = [None] * x.shape[0]
-            steps = range(x.shape[0]) if d == 0 else reversed(range(x.shape[0]))
-            for t in steps:
-                state = ref_cell(mode, x[t], state, p["weight_ih"], p["weight_hh"], p["bias_ih"], p["bias_hh"], w_hr)
-                ys[t] = state[0] if mode == "LSTM" else state
-            outs.append(np.stack(ys))
-            finals.append(state)
+            c0 = np.zeros((n, hidden)) if mode == "LSTM" else None
+            ys, *state = ref_recurrence(mode, x @ p["weight_ih"].T + p["bias_ih"], np.zeros((n, out_size)), c0,
+                                        p["weight_hh"], p["bias_hh"], w_hr, reverse=d == 1)
+            outs.append(ys)
+            finals.append(tuple(state) if mode == "LSTM" else state[0])
         x = np.concatenate(outs, -1)
     return x, finals
 
@@ -102,7 +81,7 @@ def test_batch_first_unbatched_initial_state_and_projection():
 def test_cells_and_gradients():
     cell = nn.GRUCell(3, 2).double()
     x, h = RNG.standard_normal((4, 3)), RNG.standard_normal((4, 2))
-    ref = ref_cell("GRU", x, h, npy(cell.weight_ih), npy(cell.weight_hh), npy(cell.bias_ih), npy(cell.bias_hh))
+    ref = ref_cell("GRU", x @ npy(cell.weight_ih).T + npy(cell.bias_ih), h, npy(cell.weight_hh), npy(cell.bias_hh))
     np.testing.assert_allclose(npy(cell(fnx.tensor(x), fnx.tensor(h))), ref, atol=1e-12)
     lstm_cell = nn.LSTMCell(3, 2).double()
     h1, c1 = lstm_cell(fnx.tensor(x))
@@ -124,3 +103,119 @@ def test_dropout_between_layers_only_in_training():
     assert not np.allclose(npy(a), npy(b))
     gru.eval()
     np.testing.assert_array_equal(npy(gru(x)[0]), npy(gru(x)[0]))
+
+
+# ---------------------------------------------------------------- the fused recurrence (fnx/nn/recurrence.py)
+def _recurrence_inputs(mode, proj, bias=True, length=4, n=3, hid=5, out=3):
+    gates = GATES[mode] * hid
+    out = out if proj else hid
+    t = lambda *s: fnx.tensor(RNG.standard_normal(s))   # noqa: E731
+    return [t(length, n, gates), t(n, out), t(n, hid) if mode == "LSTM" else None, t(gates, out) * 0.5,
+            t(gates) if bias else None, t(out, hid) if proj else None]
+
+
+CASES = [("LSTM", False), ("LSTM", True), ("GRU", False), ("RNN_TANH", False), ("RNN_RELU", False)]
+
+
+@pytest.mark.parametrize("mode,proj", CASES)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_fused_recurrence_equals_the_scan_reference(mode, proj, reverse):
+    """Every output (residuals included) and every input's gradient, float64, to rounding."""
+    args = _recurrence_inputs(mode, proj, bias=not reverse)
+    given = [a for a in args if a is not None]
+    params = {"mode": mode, "reverse": reverse, "bias": not reverse, "proj": proj}
+    fused = recurrence_p.bind(*given, **params)
+    ref = reference(*args, mode=mode, reverse=reverse)
+    assert len(fused) == len(ref)
+    for a, b in zip(fused, ref):
+        np.testing.assert_allclose(npy(a), npy(b), rtol=0, atol=1e-13)
+
+    def loss(fn):
+        def f(*xs):
+            it = iter(xs)
+            outs = fn(*[next(it) if a is not None else None for a in args])
+            return sum((o * o * (k + 1)).sum() for k, o in enumerate(outs[:1 + (mode == "LSTM") + 1]))
+        return f
+
+    fused_loss = loss(lambda *a: recurrence(mode, *a, reverse=reverse))
+    ref_loss = loss(lambda *a: reference(*a, mode=mode, reverse=reverse))
+    argnums = tuple(range(len(given)))
+    for a, b in zip(fnx.grad(fused_loss, argnums)(*given), fnx.grad(ref_loss, argnums)(*given)):
+        np.testing.assert_allclose(npy(a), npy(b), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode,proj", [("LSTM", True), ("GRU", False)])
+def test_fused_recurrence_under_transforms(mode, proj):
+    """jvp, grad of grad, vmap (shared and per-example weights) and compile agree with the scan reference."""
+    args = _recurrence_inputs(mode, proj)
+    given = [a for a in args if a is not None]
+    argnums = tuple(range(len(given)))
+
+    def model(fn):
+        def f(*xs):
+            it = iter(xs)
+            ys, h_n = fn(*[next(it) if a is not None else None for a in args])[:2]
+            return ys.tanh().sum() + (h_n * h_n).sum()
+        return f
+
+    fused = model(lambda *a: recurrence(mode, *a))
+    ref = model(lambda *a: reference(*a, mode=mode, reverse=False))
+    tangents = [fnx.tensor(RNG.standard_normal(tuple(a.shape))) for a in given]
+
+    def close(a, b):
+        for x, y in zip(fnx.tree.tree_flatten(a)[0], fnx.tree.tree_flatten(b)[0]):
+            np.testing.assert_allclose(npy(x), npy(y), rtol=0, atol=1e-11)
+
+    close(fnx.jvp(fused, given, tangents), fnx.jvp(ref, given, tangents))
+    hvp = lambda f: fnx.jvp(fnx.grad(f, argnums), given, tangents)[1]   # noqa: E731
+    close(hvp(fused), hvp(ref))
+    second = lambda f: fnx.grad(lambda *a: (fnx.grad(f)(*a) * tangents[0]).sum(), argnums)(*given)   # noqa: E731
+    close(second(fused), second(ref))
+    batched = [fnx.stack([a, a * 1.1]) for a in given]
+    shared = (0, 0) + (None,) * (len(given) - 2)   # inputs batched, weights shared: folded into the batch
+    close(fnx.vmap(fused, in_axes=shared)(*batched[:2], *given[2:]),
+          fnx.stack([fused(batched[0][k], batched[1][k], *given[2:]) for k in range(2)]))
+    per_weight = tuple(0 if i == len(given) - 1 else None for i in range(len(given)))
+    close(fnx.vmap(fnx.grad(fused, argnums), in_axes=per_weight)(*given[:-1], batched[-1]),
+          [fnx.stack(g) for g in zip(*[fnx.grad(ref, argnums)(*given[:-1], batched[-1][k]) for k in range(2)])])
+    grad_jaxpr = fnx.make_jaxpr(fnx.grad(fused, argnums))(*given)
+    names = {e.prim.name for e in grad_jaxpr.jaxpr.eqns}
+    assert {"recurrence", "recurrence_vjp"} <= names and "scan" not in names
+    close(fnx.compile(fnx.grad(fused, argnums))(*given), fnx.grad(ref, argnums)(*given))
+
+
+def test_bidirectional_projected_lstm_gradients_and_compiled_training_step():
+    lstm = nn.LSTM(3, 4, num_layers=2, bidirectional=True, proj_size=2).double()
+    x = fnx.tensor(RNG.standard_normal((3, 2, 3)), requires_grad=True)
+    assert gradcheck(lambda t: lstm(t)[0], (x,))
+    gru = nn.GRU(3, 2, num_layers=2, bidirectional=True).double()
+    assert gradcheck(lambda t: gru(t)[1], (x,))
+    relu = nn.RNN(3, 2, nonlinearity="relu", bidirectional=True).double()
+    assert gradcheck(lambda t: relu(t)[0], (x,))
+    eager_out = lstm(x.detach())[0]
+    eager_out.sum().backward()
+    eager_grads = [p.grad.numpy().copy() for p in lstm.parameters()]
+    lstm.zero_grad()
+    compiled_out = fnx.compile(lstm)(x.detach())[0]
+    compiled_out.sum().backward()
+    np.testing.assert_allclose(npy(compiled_out), npy(eager_out), atol=1e-12)
+    for p, g in zip(lstm.parameters(), eager_grads):
+        np.testing.assert_allclose(p.grad.numpy(), g, atol=1e-12)
+
+
+def test_bad_recurrence_inputs_name_the_op_and_shapes():
+    xw, h0, c0, w_hh, b_hh, _ = _recurrence_inputs("LSTM", False)
+    with pytest.raises(RuntimeError, match=r"recurrence \(LSTM\): h0 has shape \[3, 4\], expected \[3, 5\]"):
+        recurrence("LSTM", xw, h0[:, :4], c0, w_hh, b_hh)
+    with pytest.raises(RuntimeError, match=r"expected xw of shape \(L, N, 4 \* hidden\)"):
+        recurrence("LSTM", xw[0], h0, c0, w_hh, b_hh)
+    with pytest.raises(TypeError, match=r"one floating dtype, got xw float32, h0 float64"):
+        recurrence("LSTM", xw.float(), h0, c0, w_hh, b_hh)
+    with pytest.raises(RuntimeError, match="at least one step"):
+        recurrence("LSTM", xw[:0], h0, c0, w_hh, b_hh)
+    with pytest.raises(RuntimeError, match="c0 and w_hr are an LSTM"):
+        recurrence("GRU", xw, h0, c0, w_hh, b_hh)
+    with pytest.raises(RuntimeError, match="unknown mode 'lstm'"):
+        recurrence("lstm", xw, h0, c0, w_hh, b_hh)
+    with pytest.raises(RuntimeError, match=r"input.size\(-1\) must be equal to input_size"):
+        nn.LSTM(3, 4)(fnx.randn(5, 2, 2))

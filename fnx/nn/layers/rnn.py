@@ -1,50 +1,24 @@
 """Recurrent layers: RNN, LSTM, GRU and their cells, with PyTorch's parameter names and gate order.
 
-The input projection of a whole sequence is one matmul; the recurrence runs through `fnx.scan`, so it
-differentiates, batches and stages like any other code. Bidirectional layers scan the sequence in reverse
-for the `_reverse` parameters; dropout applies between layers in training mode.
+The input projection of a whole sequence is one matmul; the recurrence of each layer and direction is one
+fused primitive (fnx/nn/recurrence.py: a numpy loop with a hand-written backward through time, defined by
+a `fnx.scan` of the cell for every transform). Bidirectional layers run the sequence in reverse for the
+`_reverse` parameters; dropout applies between layers in training mode. The cells are that step in fnx ops.
 """
 from __future__ import annotations
 
 import math
 
-from ...ops import elementwise as ew
-from ...ops.control import scan
 from ...ops.creation import empty, zeros
-from ...ops.joins import cat, chunk, stack
+from ...ops.joins import cat, stack
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
+from ..recurrence import GATES, cell, recurrence
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
-
-_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
-
-
-def _rnn_step(mode: str):
-    """(hidden, projected input, w_hh, b_hh, w_hr) -> new hidden, for one time step of `mode`."""
-    def tanh_or_relu(h, xw, w_hh, b_hh, w_hr):
-        pre = xw + F.linear(h, w_hh, b_hh)
-        return ew.tanh(pre) if mode == "RNN_TANH" else ew.relu(pre)
-
-    def lstm(hc, xw, w_hh, b_hh, w_hr):
-        h, c = hc
-        i, f, g, o = chunk(xw + F.linear(h, w_hh, b_hh), 4, -1)
-        c = ew.sigmoid(f) * c + ew.sigmoid(i) * ew.tanh(g)
-        h = ew.sigmoid(o) * ew.tanh(c)
-        return (F.linear(h, w_hr) if w_hr is not None else h), c
-
-    def gru(h, xw, w_hh, b_hh, w_hr):
-        i_r, i_z, i_n = chunk(xw, 3, -1)
-        h_r, h_z, h_n = chunk(F.linear(h, w_hh, b_hh), 3, -1)
-        r, z = ew.sigmoid(i_r + h_r), ew.sigmoid(i_z + h_z)
-        n = ew.tanh(i_n + r * h_n)
-        return (1.0 - z) * n + z * h
-
-    return {"LSTM": lstm, "GRU": gru}.get(mode, tanh_or_relu)
-
 
 class RNNBase(Module):
     """Shared parameters (weight_ih_l{k}[_reverse], weight_hh_..., bias_ih_..., bias_hh_..., weight_hr_...),
@@ -68,7 +42,7 @@ class RNNBase(Module):
         self.bidirectional, self.proj_size = bidirectional, proj_size
         directions = 2 if bidirectional else 1
         real_hidden = proj_size if proj_size > 0 else hidden_size
-        gate_size = _GATES[mode] * hidden_size
+        gate_size = GATES[mode] * hidden_size
         kw = {"device": device, "dtype": dtype}
         for layer in range(num_layers):
             layer_input = input_size if layer == 0 else real_hidden * directions
@@ -111,22 +85,21 @@ class RNNBase(Module):
 
     def _run(self, x: Tensor, hx: list) -> tuple[Tensor, list]:
         """x: (L, N, H_in) sequence-first; hx: per (layer, direction) initial state. Returns output and states."""
-        step = _rnn_step(self.mode)
         directions = 2 if self.bidirectional else 1
+        lstm = self.mode == "LSTM"
         finals = []
         for layer in range(self.num_layers):
             outs = []
             for d, suffix in enumerate(("", "_reverse")[:directions]):
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, suffix)
-                projected = F.linear(x, w_ih, b_ih)
-
-                def body(state, xw, w_hh=w_hh, b_hh=b_hh, w_hr=w_hr):
-                    new = step(state, xw, w_hh, b_hh, w_hr)
-                    return new, (new[0] if isinstance(new, tuple) else new)
-
-                final, ys = scan(body, hx[layer * directions + d], projected, reverse=d == 1)
+                h0, c0 = hx[layer * directions + d] if lstm else (hx[layer * directions + d], None)
+                if b_ih is None or self.mode == "GRU":   # a GRU's b_hn sits inside r * (h W_hn + b_hn)
+                    xw, bias = F.linear(x, w_ih, b_ih), b_hh
+                else:   # both biases enter the pre-activation: add their sum once, not each over the sequence
+                    xw, bias = F.linear(x, w_ih), b_ih + b_hh
+                ys, h_n, c_n = recurrence(self.mode, xw, h0, c0, w_hh, bias, w_hr, d == 1)
                 outs.append(ys)
-                finals.append(final)
+                finals.append((h_n, c_n) if lstm else h_n)
             x = outs[0] if directions == 1 else cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
@@ -239,7 +212,7 @@ class RNNCellBase(Module):
 
     def _step(self, input: Tensor, state):
         xw = F.linear(input, self.weight_ih, self.bias_ih)
-        return _rnn_step(self._mode)(state, xw, self.weight_hh, self.bias_hh, None)
+        return cell(self._mode, state, xw, self.weight_hh, self.bias_hh)[0]
 
     def _zeros(self, input: Tensor) -> Tensor:
         return zeros(*input.shape[:-1], self.hidden_size, dtype=input.dtype, device=input.device)

@@ -1,0 +1,473 @@
+"""Fused recurrences: the time loop of one RNN, LSTM or GRU layer (one direction) as one primitive.
+
+`recurrence(mode, xw, h0, c0, w_hh, b_hh, w_hr)` runs the loop over an input already projected by the
+caller (xw = x W_ih^T + b_ih: one GEMM over the whole sequence). Eagerly, and as a library step of compiled
+code, `recurrence_p`'s impl loops in numpy over preallocated buffers (one GEMM and a few in-place ufunc
+passes per time step) and also returns the gate activations, which `recurrence_vjp_p` reads for a
+hand-written backward through time. That is what makes an eager LSTM step cost about what PyTorch's fused
+C++ loop costs, where a `scan` of fnx ops paid Python dispatch and a tape node for each of ~10 ops per step.
+
+`reference` is the definition: the same loop written with fnx ops through `fnx.scan`, returning the same
+outputs. Every rule but the two impls applies its transform to it (jvp, the derivatives of the backward,
+vmap with batched weights), so the primitives compose with all transforms and agree with it to float
+rounding; vmap with unbatched weights folds the batch into the recurrence's own batch instead.
+
+Outputs of `recurrence_p`: the sequence ys (L, N, P), the final h (N, P), for an LSTM the final c (N, H),
+then the residuals the backward reads: LSTM (gate activations i, f, g, o (L, N, 4H), c (L, N, H),
+tanh(c) (L, N, H)), GRU (activations r, z, n (L, N, 3H), h W_hn^T + b_hn (L, N, H)), RNN none.
+P is proj_size (LSTM with a projection weight w_hr) or H. The residuals are a cache, not results: `recurrence`
+does not return them, and the rules treat them as functions of the inputs that the definition recomputes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..ops import elementwise as ew
+from ..ops._batching import batch_size, move_to_front
+from ..ops.control import scan
+from ..ops.creation import zeros_like
+from ..ops.joins import cat, chunk
+from ..tensor import Tensor
+from ..transforms.ad import jvp, vjp
+from ..transforms.batching import vmap
+from .functional import linear
+
+__all__ = ["recurrence", "reference", "cell", "GATES"]
+
+GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+_RESIDUALS = {"RNN_TANH": 0, "RNN_RELU": 0, "LSTM": 3, "GRU": 2}
+
+
+def _states(mode: str) -> int:
+    return 2 if mode == "LSTM" else 1
+
+
+def _n_inputs(mode: str, bias: bool, proj: bool) -> int:
+    return 3 + (mode == "LSTM") + bias + proj
+
+
+def _unpack(args, mode: str, bias: bool, proj: bool) -> tuple:
+    """(xw, h0, c0, w_hh, b_hh, w_hr) from the primitive's positional inputs; None where absent."""
+    it = iter(args)
+    xw, h0 = next(it), next(it)
+    c0 = next(it) if mode == "LSTM" else None
+    w_hh = next(it)
+    b_hh = next(it) if bias else None
+    w_hr = next(it) if proj else None
+    return xw, h0, c0, w_hh, b_hh, w_hr
+
+
+def _pack(xw, h0, c0, w_hh, b_hh, w_hr) -> list:
+    return [a for a in (xw, h0, c0, w_hh, b_hh, w_hr) if a is not None]
+
+
+# ---------------------------------------------------------------- the definition, in fnx ops
+def cell(mode: str, state, xw: Tensor, w_hh: Tensor, b_hh: Tensor | None, w_hr: Tensor | None = None):
+    """One time step: (new state, residuals of the step) from the state and the projected input `xw`."""
+    if mode == "LSTM":
+        h, c = state
+        i, f, g, o = chunk(xw + linear(h, w_hh, b_hh), 4, -1)
+        i, f, g, o = ew.sigmoid(i), ew.sigmoid(f), ew.tanh(g), ew.sigmoid(o)
+        c = f * c + i * g
+        tc = ew.tanh(c)
+        h = o * tc
+        return ((linear(h, w_hr) if w_hr is not None else h), c), (cat([i, f, g, o], -1), c, tc)
+    if mode == "GRU":
+        i_r, i_z, i_n = chunk(xw, 3, -1)
+        h_r, h_z, h_n = chunk(linear(state, w_hh, b_hh), 3, -1)
+        r, z = ew.sigmoid(i_r + h_r), ew.sigmoid(i_z + h_z)
+        n = ew.tanh(i_n + r * h_n)
+        return (1.0 - z) * n + z * state, (cat([r, z, n], -1), h_n)
+    pre = xw + linear(state, w_hh, b_hh)
+    return (ew.tanh(pre) if mode == "RNN_TANH" else ew.relu(pre)), ()
+
+
+def reference(xw, h0, c0, w_hh, b_hh, w_hr, *, mode: str, reverse: bool) -> list:
+    """`recurrence_p`'s outputs (ys, final state, residuals) computed with `fnx.scan` over `cell`."""
+    def body(state, x):
+        new, residuals = cell(mode, state, x, w_hh, b_hh, w_hr)
+        return new, ((new[0] if mode == "LSTM" else new),) + residuals
+
+    final, ys = scan(body, (h0, c0) if mode == "LSTM" else h0, xw, reverse=reverse)
+    return [ys[0], *(final if mode == "LSTM" else (final,)), *ys[1:]]
+
+
+def _reference_flat(mode: str, reverse: bool, bias: bool, proj: bool):
+    return lambda *args: reference(*_unpack(args, mode, bias, proj), mode=mode, reverse=reverse)
+
+
+def _reference_pullback(mode: str, reverse: bool, bias: bool, proj: bool, n_in: int):
+    """(primal inputs..., cotangents of ys and the final state...) -> input cotangents, through `reference`."""
+    ref = _reference_flat(mode, reverse, bias, proj)
+    n_out = 1 + _states(mode)
+
+    def pullback(*args):
+        primals, cts = args[:n_in], list(args[n_in:])
+        outs, pull = vjp(lambda *p: ref(*p)[:n_out], *primals)
+        return list(pull(cts))
+
+    return pullback
+
+
+# ---------------------------------------------------------------- numpy loops (forward)
+def _sigmoid_(xp, z) -> None:
+    """z = 1 / (1 + exp(-z)) in place (exp may overflow to inf for z << 0: the result is then 0)."""
+    xp.negative(z, out=z)
+    xp.exp(z, out=z)
+    z += 1
+    xp.reciprocal(z, out=z)
+
+
+def _transposed(xp, w):
+    """A row-major copy of w.T: numpy's matmul with out= runs about 5x slower on a transposed view."""
+    return xp.ascontiguousarray(w.T)
+
+
+def _steps(length: int, reverse: bool):
+    return range(length - 1, -1, -1) if reverse else range(length)
+
+
+def _lstm_forward(xp, xw, h0, c0, w_hh, b_hh, w_hr, reverse):
+    length, n, g4 = xw.shape
+    hid, out = g4 // 4, h0.shape[-1]
+    act = xw + b_hh if b_hh is not None else xw.copy()   # pre-activations, turned into activations step by step
+    ys = xp.empty((length, n, out), xw.dtype)
+    cs, tcs = xp.empty((length, n, hid), xw.dtype), xp.empty((length, n, hid), xw.dtype)
+    gh, tmp = xp.empty((n, g4), xw.dtype), xp.empty((n, hid), xw.dtype)
+    h_raw = xp.empty((n, hid), xw.dtype) if w_hr is not None else None
+    w_hr_t = _transposed(xp, w_hr) if w_hr is not None else None
+    w_t = _transposed(xp, w_hh)
+    h, c = h0, c0
+    for t in _steps(length, reverse):
+        z = act[t]
+        xp.matmul(h, w_t, out=gh)
+        z += gh
+        g = z[:, 2 * hid:3 * hid]
+        xp.tanh(g, out=tmp)
+        _sigmoid_(xp, z)
+        g[...] = tmp
+        xp.multiply(z[:, hid:2 * hid], c, out=cs[t])
+        xp.multiply(z[:, :hid], g, out=tmp)
+        cs[t] += tmp
+        xp.tanh(cs[t], out=tcs[t])
+        if w_hr is None:
+            xp.multiply(z[:, 3 * hid:], tcs[t], out=ys[t])
+        else:
+            xp.multiply(z[:, 3 * hid:], tcs[t], out=h_raw)
+            xp.matmul(h_raw, w_hr_t, out=ys[t])
+        h, c = ys[t], cs[t]
+    return [ys, h.copy(), c.copy(), act, cs, tcs]
+
+
+def _gru_forward(xp, xw, h0, c0, w_hh, b_hh, w_hr, reverse):
+    length, n, g3 = xw.shape
+    hid = g3 // 3
+    act, gh_n = xp.empty((length, n, g3), xw.dtype), xp.empty((length, n, hid), xw.dtype)
+    ys = xp.empty((length, n, hid), xw.dtype)
+    gh = xp.empty((n, g3), xw.dtype)
+    w_t = _transposed(xp, w_hh)
+    h = h0
+    for t in _steps(length, reverse):
+        xp.matmul(h, w_t, out=gh)
+        if b_hh is not None:
+            gh += b_hh
+        a, x = act[t], xw[t]
+        rz = a[:, :2 * hid]
+        xp.add(x[:, :2 * hid], gh[:, :2 * hid], out=rz)
+        _sigmoid_(xp, rz)
+        gh_n[t] = gh[:, 2 * hid:]
+        new = a[:, 2 * hid:]
+        xp.multiply(a[:, :hid], gh_n[t], out=new)
+        new += x[:, 2 * hid:]
+        xp.tanh(new, out=new)
+        y = ys[t]
+        xp.subtract(h, new, out=y)   # h' = (1 - z) n + z h = n + z (h - n)
+        y *= a[:, hid:2 * hid]
+        y += new
+        h = y
+    return [ys, h.copy(), act, gh_n]
+
+
+def _simple_forward(xp, xw, h0, c0, w_hh, b_hh, w_hr, reverse, relu):
+    length, n, hid = xw.shape
+    ys = xw + b_hh if b_hh is not None else xw.copy()
+    gh = xp.empty((n, hid), xw.dtype)
+    w_t = _transposed(xp, w_hh)
+    h = h0
+    for t in _steps(length, reverse):
+        xp.matmul(h, w_t, out=gh)
+        y = ys[t]
+        y += gh
+        if relu:
+            xp.maximum(y, 0, out=y)
+        else:
+            xp.tanh(y, out=y)
+        h = y
+    return [ys, h.copy()]
+
+
+def _forward_impl(xp, *args, mode, reverse, bias, proj):
+    xw, h0, c0, w_hh, b_hh, w_hr = _unpack(args, mode, bias, proj)
+    with np.errstate(over="ignore"):
+        if mode == "LSTM":
+            return _lstm_forward(xp, xw, h0, c0, w_hh, b_hh, w_hr, reverse)
+        if mode == "GRU":
+            return _gru_forward(xp, xw, h0, c0, w_hh, b_hh, w_hr, reverse)
+        return _simple_forward(xp, xw, h0, c0, w_hh, b_hh, w_hr, reverse, mode == "RNN_RELU")
+
+
+# ---------------------------------------------------------------- numpy loops (backward through time)
+def _previous(xp, seq, first, reverse):
+    """The state entering each step: `first` then `seq` shifted by one step in the loop's direction."""
+    if reverse:
+        return xp.concatenate([seq[1:], first[None]])
+    return xp.concatenate([first[None], seq[:-1]])
+
+
+def _weight_grads(xp, d_pre, h_prev, bias: bool) -> list:
+    """dW_hh = sum over steps of d_pre^T h_prev (one GEMM over all steps) and db_hh = sum of d_pre."""
+    flat = d_pre.reshape(-1, d_pre.shape[-1])
+    dw = xp.matmul(flat.T, h_prev.reshape(-1, h_prev.shape[-1]))
+    return [dw, flat.sum(0)] if bias else [dw]
+
+
+def _lstm_backward(xp, xw, h0, c0, w_hh, b_hh, w_hr, ys, act, cs, tcs, dys, dh, dc, reverse):
+    length, n, g4 = act.shape
+    hid = g4 // 4
+    act4 = act.reshape(length, n, 4, hid)
+    i, f, g, o = (act4[:, :, k] for k in range(4))
+    c_prev = _previous(xp, cs, c0, reverse)
+    # per-element factors, over the whole sequence at once: d pre-activation = (dc or dh) * factor
+    fac = xp.empty((length, n, 4, hid), act.dtype)
+    xp.multiply(g, i * (1 - i), out=fac[:, :, 0])
+    xp.multiply(c_prev, f * (1 - f), out=fac[:, :, 1])
+    xp.multiply(i, 1 - g * g, out=fac[:, :, 2])
+    xp.multiply(tcs, o * (1 - o), out=fac[:, :, 3])
+    to_c = o * (1 - tcs * tcs)   # dc += dh * o * tanh'(c)
+    d_pre = xp.empty((length, n, 4, hid), act.dtype)
+    dh, dc = dh.copy(), dc.copy()
+    tmp = xp.empty((n, hid), act.dtype)
+    d_out = xp.empty(ys.shape, act.dtype)   # cotangent of each step's output
+    dh_raw = xp.empty((n, hid), act.dtype) if w_hr is not None else None
+    for t in _steps(length, not reverse):
+        xp.add(dys[t], dh, out=d_out[t])
+        if w_hr is None:
+            dh_raw = d_out[t]
+        else:
+            xp.matmul(d_out[t], w_hr, out=dh_raw)
+        xp.multiply(dh_raw, to_c[t], out=tmp)
+        dc += tmp
+        xp.multiply(dc[:, None, :], fac[t, :, :3], out=d_pre[t, :, :3])
+        xp.multiply(dh_raw, fac[t, :, 3], out=d_pre[t, :, 3])
+        dc *= f[t]
+        xp.matmul(d_pre[t].reshape(n, g4), w_hh, out=dh)
+    d_pre = d_pre.reshape(length, n, g4)
+    grads = [d_pre, dh, dc] + _weight_grads(xp, d_pre, _previous(xp, ys, h0, reverse), b_hh is not None)
+    if w_hr is not None:
+        h_raw = o * tcs
+        grads.append(xp.matmul(d_out.reshape(-1, d_out.shape[-1]).T, h_raw.reshape(-1, hid)))
+    return grads
+
+
+def _gru_backward(xp, xw, h0, c0, w_hh, b_hh, w_hr, ys, act, gh_n, dys, dh, reverse):
+    length, n, g3 = act.shape
+    hid = g3 // 3
+    r, z, new = act[..., :hid], act[..., hid:2 * hid], act[..., 2 * hid:]
+    h_prev = _previous(xp, ys, h0, reverse)
+    to_n = (1 - z) * (1 - new * new)       # d pre_n = dh * (1 - z) tanh'
+    to_z = (h_prev - new) * (z * (1 - z))  # d pre_z = dh * (h - n) z'
+    to_r = gh_n * (r * (1 - r))            # d pre_r = d pre_n * (h W_hn + b_hn) r'
+    d_x, d_h = xp.empty((length, n, g3), act.dtype), xp.empty((length, n, g3), act.dtype)
+    dh = dh.copy()
+    dh_t, tmp = xp.empty(dh.shape, act.dtype), xp.empty(dh.shape, act.dtype)
+    for t in _steps(length, not reverse):
+        xp.add(dys[t], dh, out=dh_t)
+        dx, dhh = d_x[t], d_h[t]
+        xp.multiply(dh_t, to_n[t], out=dx[:, 2 * hid:])
+        xp.multiply(dh_t, to_z[t], out=dx[:, hid:2 * hid])
+        xp.multiply(dx[:, 2 * hid:], to_r[t], out=dx[:, :hid])
+        dhh[:, :2 * hid] = dx[:, :2 * hid]
+        xp.multiply(dx[:, 2 * hid:], r[t], out=dhh[:, 2 * hid:])
+        xp.multiply(dh_t, z[t], out=dh)
+        xp.matmul(dhh, w_hh, out=tmp)
+        dh += tmp
+    return [d_x, dh] + _weight_grads(xp, d_h, h_prev, b_hh is not None)
+
+
+def _simple_backward(xp, xw, h0, c0, w_hh, b_hh, w_hr, ys, dys, dh, reverse, relu):
+    length = ys.shape[0]
+    slope = (ys > 0).astype(ys.dtype) if relu else 1 - ys * ys
+    d_pre = xp.empty(ys.shape, ys.dtype)
+    dh = dh.copy()
+    for t in _steps(length, not reverse):
+        xp.add(dys[t], dh, out=d_pre[t])
+        d_pre[t] *= slope[t]
+        xp.matmul(d_pre[t], w_hh, out=dh)
+    return [d_pre, dh] + _weight_grads(xp, d_pre, _previous(xp, ys, h0, reverse), b_hh is not None)
+
+
+def _backward_impl(xp, *args, mode, reverse, bias, proj):
+    n_in = _n_inputs(mode, bias, proj)
+    primals = _unpack(args[:n_in], mode, bias, proj)
+    rest = args[n_in:]
+    if mode == "LSTM":
+        ys, act, cs, tcs, dys, dh, dc = rest
+        return _lstm_backward(xp, *primals, ys, act, cs, tcs, dys, dh, dc, reverse)
+    if mode == "GRU":
+        ys, act, gh_n, dys, dh = rest
+        return _gru_backward(xp, *primals, ys, act, gh_n, dys, dh, reverse)
+    ys, dys, dh = rest
+    return _simple_backward(xp, *primals, ys, dys, dh, reverse, mode == "RNN_RELU")
+
+
+# ---------------------------------------------------------------- the primitives and their rules
+recurrence_p = Primitive("recurrence", multiple_results=True)
+recurrence_vjp_p = Primitive("recurrence_vjp", multiple_results=True)
+recurrence_p.def_impl(_forward_impl)
+recurrence_vjp_p.def_impl(_backward_impl)
+
+
+def _check(avals, mode: str, bias: bool, proj: bool) -> tuple:
+    """(L, N, H, P) of valid inputs; fnx's error naming the input, its shape and the expected one otherwise."""
+    op = f"recurrence ({mode})"
+    xw, h0, c0, w_hh, b_hh, w_hr = _unpack(avals, mode, bias, proj)
+    named = [(name, a) for name, a in zip(("xw", "h0", "c0", "w_hh", "b_hh", "w_hr"), (xw, h0, c0, w_hh, b_hh, w_hr))
+             if a is not None]
+    if not xw.dtype.is_floating_point or any(a.dtype is not xw.dtype for _, a in named):
+        got = ", ".join(f"{name} {a.dtype.name}" for name, a in named)
+        raise FnxTypeError(f"{op}: inputs must share one floating dtype, got {got}; convert them with .to(dtype)")
+    if any(a.device != xw.device for _, a in named):
+        got = ", ".join(f"{name} on {a.device}" for name, a in named)
+        raise FnxRuntimeError(f"{op}: expected all inputs on one device, got {got}; move them with .to(device)")
+    if xw.ndim != 3 or w_hh.ndim != 2 or w_hh.shape[0] % GATES[mode]:
+        raise FnxRuntimeError(f"{op}: expected xw of shape (L, N, {GATES[mode]} * hidden) and w_hh of shape "
+                              f"({GATES[mode]} * hidden, hidden or proj_size), got {list(xw.shape)} and "
+                              f"{list(w_hh.shape)}")
+    length, n, _ = xw.shape
+    if length == 0:
+        raise FnxRuntimeError(f"{op}: expected a sequence of at least one step, got xw of shape {list(xw.shape)}")
+    hid = w_hh.shape[0] // GATES[mode]
+    out = w_hr.shape[0] if w_hr is not None else hid
+    want = {"xw": (length, n, GATES[mode] * hid), "h0": (n, out), "c0": (n, hid), "w_hh": (GATES[mode] * hid, out),
+            "b_hh": (GATES[mode] * hid,), "w_hr": (out, hid)}
+    for name, a in named:
+        if tuple(a.shape) != want[name]:
+            raise FnxRuntimeError(f"{op}: {name} has shape {list(a.shape)}, expected {list(want[name])} (sequence "
+                                  f"length {length}, batch {n}, hidden size {hid}, output size {out})")
+    return length, n, hid, out
+
+
+@recurrence_p.def_abstract
+def _forward_abstract(*avals, mode, reverse, bias, proj):
+    length, n, hid, out = _check(avals, mode, bias, proj)
+    dt, dev = avals[0].dtype, avals[0].device
+    shapes = [(length, n, out), (n, out)]
+    if mode == "LSTM":
+        shapes += [(n, hid), (length, n, 4 * hid), (length, n, hid), (length, n, hid)]
+    elif mode == "GRU":
+        shapes += [(length, n, 3 * hid), (length, n, hid)]
+    return [ShapedArray(s, dt, dev) for s in shapes]
+
+
+@recurrence_vjp_p.def_abstract
+def _backward_abstract(*avals, mode, reverse, bias, proj):
+    n_in = _n_inputs(mode, bias, proj)
+    return list(avals[:n_in])
+
+
+@recurrence_p.def_vjp
+def _forward_vjp(cts, primals, outs, *, mode, reverse, bias, proj):
+    n_main = 1 + _states(mode)
+    main = [ct if ct is not None else zeros_like(o) for ct, o in zip(cts[:n_main], outs)]
+    kept = [outs[0], *outs[n_main:]]   # ys and the residuals
+    return recurrence_vjp_p.bind(*primals, *kept, *main, mode=mode, reverse=reverse, bias=bias, proj=proj)
+
+
+@recurrence_p.def_jvp
+def _forward_jvp(primals, tangents, *, mode, reverse, bias, proj):
+    tangents = [t if t is not None else zeros_like(p) for t, p in zip(tangents, primals)]
+    outs, outs_t = jvp(_reference_flat(mode, reverse, bias, proj), tuple(primals), tuple(tangents))
+    return list(outs), list(outs_t)
+
+
+@recurrence_p.def_batch
+def _forward_batch(args, dims, *, mode, reverse, bias, proj):
+    params = {"mode": mode, "reverse": reverse, "bias": bias, "proj": proj}
+    xw, h0, c0, *weights = _unpack(args, mode, bias, proj)
+    d_xw, d_h0, d_c0, *d_weights = _unpack(dims, mode, bias, proj)
+    if any(d is not None for d in d_weights):   # per-example weights: the loop of fnx ops, batched
+        outs = vmap(_reference_flat(**params), in_axes=tuple(dims))(*args)
+        return outs, [0] * len(outs)
+    # shared weights: the batch joins the recurrence's batch N, so one fused loop runs all examples
+    size = batch_size(args, dims)
+    xw = xw.movedim(d_xw, 1) if d_xw is not None else xw.unsqueeze(1).expand(xw.shape[0], size, *xw.shape[1:])
+    length, n = xw.shape[0], xw.shape[2]
+
+    def fold(state, d):
+        if state is None:
+            return None
+        state = move_to_front(state, d) if d is not None else state.unsqueeze(0).expand(size, *state.shape)
+        return state.reshape(size * n, state.shape[-1])
+
+    folded = _pack(xw.reshape(length, size * n, xw.shape[-1]), fold(h0, d_h0), fold(c0, d_c0), *weights)
+    outs = recurrence_p.bind(*folded, **params)
+    unfolded = [o.reshape(o.shape[0], size, n, o.shape[-1]) if o.ndim == 3 else o.reshape(size, n, o.shape[-1])
+                for o in outs]
+    return unfolded, [1 if o.ndim == 4 else 0 for o in unfolded]
+
+
+def _pullback_args(args, mode: str, bias: bool, proj: bool) -> tuple[list, int]:
+    """The positions of `recurrence_vjp_p`'s inputs that its definition reads: primals and main cotangents
+    (ys and the residuals are values the fused impl reuses, functions of the primals)."""
+    n_in = _n_inputs(mode, bias, proj)
+    n_main = 1 + _states(mode)
+    keep = list(range(n_in)) + list(range(len(args) - n_main, len(args)))
+    return keep, n_in
+
+
+@recurrence_vjp_p.def_jvp
+def _backward_jvp(primals, tangents, *, mode, reverse, bias, proj):
+    keep, n_in = _pullback_args(primals, mode, bias, proj)
+    ps = tuple(primals[k] for k in keep)
+    ts = tuple(tangents[k] if tangents[k] is not None else zeros_like(primals[k]) for k in keep)
+    outs, outs_t = jvp(_reference_pullback(mode, reverse, bias, proj, n_in), ps, ts)
+    return list(outs), list(outs_t)
+
+
+@recurrence_vjp_p.def_vjp
+def _backward_vjp(cts, primals, outs, *, mode, reverse, bias, proj):
+    keep, n_in = _pullback_args(primals, mode, bias, proj)
+    cts = [ct if ct is not None else zeros_like(o) for ct, o in zip(cts, outs)]
+    _, pull = vjp(_reference_pullback(mode, reverse, bias, proj, n_in), *[primals[k] for k in keep])
+    grads = [None] * len(primals)
+    for k, g in zip(keep, pull(cts)):
+        grads[k] = g
+    return grads
+
+
+@recurrence_vjp_p.def_batch
+def _backward_batch(args, dims, *, mode, reverse, bias, proj):
+    keep, n_in = _pullback_args(args, mode, bias, proj)
+    fn = _reference_pullback(mode, reverse, bias, proj, n_in)
+    outs = vmap(fn, in_axes=tuple(dims[k] for k in keep))(*[args[k] for k in keep])
+    return outs, [0] * len(outs)
+
+
+# ---------------------------------------------------------------- the wrapper
+def recurrence(mode: str, xw: Tensor, h0: Tensor, c0: Tensor | None, w_hh: Tensor, b_hh: Tensor | None,
+               w_hr: Tensor | None = None, reverse: bool = False) -> tuple:
+    """(ys, h_n, c_n) of one recurrent layer and direction over the projected input `xw` (L, N, gates * H).
+
+    `mode` is "LSTM" (with the initial cell state `c0`; c_n is None otherwise), "GRU", "RNN_TANH" or
+    "RNN_RELU"; `w_hr` is an LSTM's projection (proj_size); `reverse` runs from the last step to the first.
+    """
+    if mode not in GATES:
+        raise FnxRuntimeError(f"recurrence: unknown mode {mode!r}; expected one of {', '.join(GATES)}")
+    if (c0 is not None) != (mode == "LSTM") or (w_hr is not None and mode != "LSTM"):
+        raise FnxRuntimeError(f"recurrence ({mode}): c0 and w_hr are an LSTM's inputs only")
+    args = _pack(xw, h0, c0, w_hh, b_hh, w_hr)
+    params = {"mode": mode, "reverse": bool(reverse), "bias": b_hh is not None, "proj": w_hr is not None}
+    _check([a.aval for a in args], **{k: params[k] for k in ("mode", "bias", "proj")})
+    outs = recurrence_p.bind(*args, **params)
+    return outs[0], outs[1], (outs[2] if mode == "LSTM" else None)
