@@ -408,6 +408,20 @@ def test_clip_grad_norm_and_value():
     assert a.tolist() == [1.0, 1.0]
 
 
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, "inf", 0.0])
+def test_total_norm_of_host_gradients_equals_the_op_path(norm_type):
+    """Concrete CPU gradients take numpy's norms directly; under a transform the same norm runs through ops."""
+    rng = np.random.default_rng(0)
+    grads = [fnx.tensor(rng.standard_normal(s).astype(np.float32)) for s in [(3, 4), (5,), (2, 2, 2)]]
+    fast = nn.utils.get_total_norm(grads, norm_type)
+    traced = fnx.vmap(lambda g: nn.utils.get_total_norm([g, *grads[1:]], norm_type))(grads[0][None])
+    assert fast.dtype is fnx.float32 and fast.shape == ()
+    np.testing.assert_allclose(fast.item(), traced[0].item(), rtol=1e-6)
+    if norm_type != 0.0:   # the 0-"norm" of the norms counts nonzero tensors, as in PyTorch
+        flat = np.concatenate([g.numpy().ravel() for g in grads]).astype(np.float64)
+        np.testing.assert_allclose(fast.item(), np.linalg.norm(flat, float(norm_type)), rtol=1e-5)
+
+
 def test_mlp_training_reduces_the_loss():
     fnx.manual_seed(0)
     x = fnx.randn(64, 2)

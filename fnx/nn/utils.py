@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import numpy as np
+
+from .. import core
 from ..autograd import no_grad
 from ..core import FnxRuntimeError, FnxTypeError
 from ..ops import elementwise as ew
@@ -26,14 +29,26 @@ def get_total_norm(tensors: Iterable[Tensor] | Tensor, norm_type: float = 2.0, e
     if not tensors:
         return tensor(0.0)
     norm_type = float(norm_type)
-    with no_grad():
-        norms = [vector_norm(t, norm_type).to(tensors[0].device) for t in tensors]
-        total = vector_norm(stack(norms), norm_type)
+    if _all_host_arrays(tensors):
+        norms = [np.linalg.norm(t._value.reshape(-1), norm_type) for t in tensors]
+        total = tensor(np.linalg.norm(np.asarray(norms, dtype=tensors[0]._value.dtype), norm_type))
+    else:
+        with no_grad():
+            norms = [vector_norm(t, norm_type).to(tensors[0].device) for t in tensors]
+            total = vector_norm(stack(norms), norm_type)
     if error_if_nonfinite and not bool(ew.isfinite(total)):
         raise FnxRuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
                               f"it cannot be clipped. To disable this error and scale the gradients by the non-finite "
                               f"norm anyway, set `error_if_nonfinite=False`")
     return total
+
+
+def _all_host_arrays(tensors: list) -> bool:
+    """Whether every tensor is a concrete float CPU tensor outside any transform: their norms are then computed
+    by numpy directly, one call per tensor, instead of through several ops each (the same norm of norms)."""
+    return not core.state.transforms_active and all(
+        type(t) is Tensor and t.device.type == "cpu" and t.dtype.is_floating_point
+        and t.dtype is tensors[0].dtype for t in tensors)
 
 
 def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, foreach=None) -> None:
@@ -42,6 +57,12 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, forea
     if not grads:
         return
     with no_grad():
+        if _all_host_arrays(grads) and type(total_norm) is Tensor:
+            coef = min(float(max_norm) / (float(total_norm) + 1e-6), 1.0)
+            if coef < 1.0:   # multiplying by 1 changes nothing
+                for g in grads:
+                    g.mul_(coef)
+            return
         coef = ew.clamp(float(max_norm) / (total_norm + 1e-6), max=1.0)
         for g in grads:
             g.mul_(coef.to(g.device, g.dtype))
