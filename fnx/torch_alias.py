@@ -26,6 +26,7 @@ _RENAMED = {"torch.optim.adamw": "fnx.optim.adam"}  # torch modules whose fnx co
 _HELP = ("use what fnx offers instead (README 'Porting from PyTorch' lists the differences), or run the program "
          "with real PyTorch (plain `python`, without `-m fnx run` / fnx.install_torch_alias())")
 _ALIASES: dict[str, _TorchModule] = {}
+_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch_shim")
 
 
 def _fnx_name(torch_name: str) -> str:
@@ -157,6 +158,8 @@ def install_torch_alias() -> None:
                               f"restart the kernel and call it in the first cell), or run the script with "
                               f"`python -m fnx run SCRIPT`.")
     sys.meta_path.insert(0, _FINDER)
+    if _SHIM not in sys.path:  # processes started afresh (spawn, forkserver) copy sys.path: see _torch_shim/
+        sys.path.insert(0, _SHIM)
 
 
 def run_script(path: str, args: list[str]) -> None:

@@ -90,8 +90,8 @@ def test_iterable_dataset_and_loader_options():
     assert len(list(data.DataLoader(Stream(), batch_size=3, drop_last=True))) == 2
     with pytest.raises(ValueError, match="expected unspecified shuffle"):
         data.DataLoader(Stream(), shuffle=True)
-    with pytest.raises(NotImplementedError, match="num_workers=0"):
-        data.DataLoader(Pairs(), num_workers=2)
+    with pytest.raises(ValueError, match="need worker processes"):
+        data.DataLoader(Pairs(), prefetch_factor=2)
     with pytest.raises(ValueError, match="mutually exclusive with shuffle"):
         data.DataLoader(Pairs(), sampler=data.SequentialSampler(Pairs()), shuffle=True)
     with pytest.raises(ValueError, match="batch_sampler option is mutually exclusive"):
