@@ -35,15 +35,20 @@ def _fnx_name(torch_name: str) -> str:
 
 class _TorchModule(types.ModuleType):
     """`torch.<path>` in an aliased program: attribute reads and writes go to the fnx module it stands for;
-    a name that module lacks raises an AttributeError saying that fnx stands in for torch."""
+    a name that module lacks raises an AttributeError saying that fnx stands in for torch. Writes go to the fnx
+    module, so `torch.backends.cudnn.benchmark = True` sets fnx's flag."""
 
     def __init__(self, name: str, target: types.ModuleType):
         super().__init__(name, target.__doc__)
         spec = importlib.machinery.ModuleSpec(name, _FINDER, is_package=True)
         spec.submodule_search_locations = []
         self.__dict__.update(__spec__=spec, __loader__=_FINDER, __package__=name, __path__=[], _fnx_target=target)
+        # a module-level __getattr__ (PEP 562), not a method: a method would slow down every read, found or not
+        self.__dict__["__getattr__"] = self._fnx_lookup
 
-    def __getattr__(self, attr: str):
+    def _fnx_lookup(self, attr: str):
+        """Runs for names not in the alias's own dict: look the name up in the fnx module and keep it there,
+        unless it is a plain value (a flag such as `cudnn.benchmark`), which is read through every time."""
         target = self.__dict__["_fnx_target"]
         value = getattr(target, attr, _MISSING)
         if value is _MISSING and not attr.startswith("__"):
@@ -54,19 +59,21 @@ class _TorchModule(types.ModuleType):
             raise AttributeError(f"fnx stands in for torch in this program, and {target.__name__} has no "
                                  f"{attr!r}, so {self.__name__}.{attr} does not exist: {_HELP}", name=attr, obj=self)
         if isinstance(value, types.ModuleType) and (value.__name__ == "fnx" or value.__name__.startswith("fnx.")):
-            return _alias(f"{self.__name__}.{attr}", value)
+            value = _alias(f"{self.__name__}.{attr}", value)
+        if not isinstance(value, _SETTINGS):
+            self.__dict__[attr] = value  # the next read is a plain module lookup, as fast as fnx's own
         return value
 
     def __setattr__(self, attr: str, value) -> None:
         if attr.startswith("__") or isinstance(value, _TorchModule):  # module metadata, submodules set by import
             self.__dict__[attr] = value
         else:
+            self.__dict__.pop(attr, None)
             setattr(self.__dict__["_fnx_target"], attr, value)
 
     def __delattr__(self, attr: str) -> None:
-        if attr in self.__dict__:
-            del self.__dict__[attr]
-        else:
+        value = self.__dict__.pop(attr, None)
+        if not (attr.startswith("__") or isinstance(value, _TorchModule)):
             delattr(self.__dict__["_fnx_target"], attr)
 
     def __dir__(self) -> list[str]:
@@ -77,6 +84,7 @@ class _TorchModule(types.ModuleType):
 
 
 _MISSING = object()
+_SETTINGS = (bool, int, float, complex, str, bytes, type(None))  # values a program may rebind: never cached
 
 
 def _submodule(package: types.ModuleType, name: str):

@@ -42,8 +42,10 @@ def test_torch_paths_resolve_to_fnx_modules(tmp_path):
         assert AdamW is fnx.optim.AdamW and dist.init_process_group is fnx.distributed.init_process_group
         assert torch.optim.lr_scheduler.StepLR is fnx.optim.lr_scheduler.StepLR
         assert torch.nn is nn and sys.modules["torch.nn.functional"] is F
-        torch.backends.cudnn.benchmark = True  # writes reach fnx's flag
-        assert fnx.backends.cudnn.benchmark is True
+        torch.backends.cudnn.benchmark = True  # writes reach fnx's flag, and reads see fnx's changes
+        assert fnx.backends.cudnn.benchmark is True and torch.backends.cudnn.benchmark is True
+        fnx.backends.cudnn.benchmark = False
+        assert torch.backends.cudnn.benchmark is False
         assert "Linear" in dir(nn) and "Linear" in torch.nn.__all__
         print(__name__, sys.argv[1:], torch.ones(2).tolist())
     """, tmp_path)
