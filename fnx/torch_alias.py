@@ -6,7 +6,8 @@
 `torch...` module is a thin alias object: reads and writes go to the fnx module it stands for (so
 `torch.backends.cudnn.benchmark = True` sets fnx's flag), and a name fnx lacks raises an AttributeError or
 ImportError that says fnx stands in for torch and what to do. fnx's own modules are not changed: `import fnx`
-behaves the same with or without the alias. `python -m fnx run SCRIPT` installs it and runs the script.
+behaves the same with or without the alias. Processes started afresh from an aliased one (spawn, forkserver)
+get the alias through fnx/_torch_shim. `python -m fnx run SCRIPT` installs it and runs the script.
 """
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ from .errors import FnxRuntimeError
 
 __all__ = ["install_torch_alias", "run_script"]
 
-_RENAMED = {"torch.optim.adamw": "fnx.optim.adam"}  # torch modules whose fnx counterpart has another path
+_RENAMED = {  # torch modules whose fnx counterpart has another path
+    "torch.optim.adamw": "fnx.optim.adam", "torch.nn.utils.clip_grad": "fnx.nn.utils",
+    "torch.nn.utils.convert_parameters": "fnx.nn.utils",
+}
 _HELP = ("use what fnx offers instead (README 'Porting from PyTorch' lists the differences), or run the program "
          "with real PyTorch (plain `python`, without `-m fnx run` / fnx.install_torch_alias())")
 _ALIASES: dict[str, _TorchModule] = {}
