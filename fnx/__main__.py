@@ -1,4 +1,4 @@
-"""`python -m fnx [COMMAND]`: maintenance commands.
+"""`python -m fnx [COMMAND]`: maintenance commands, and running PyTorch scripts on fnx.
 
     python -m fnx                  the environment (same as `env`)
     python -m fnx env              versions, platform, numpy's BLAS, C compiler and flags, kernel cache, GPU, MPI
@@ -47,7 +47,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fnx", description="fnx maintenance commands (default: env)")
+    parser = argparse.ArgumentParser(prog="python -m fnx", description="fnx maintenance commands and the PyTorch script runner (default: env)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = commands.add_parser("env", help="print the environment for bug reports: versions, compiler, cache, GPU, MPI")
     p.set_defaults(run=_env)
