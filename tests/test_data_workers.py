@@ -1,7 +1,9 @@
 """DataLoader worker processes: the same batches in the same order as num_workers=0, worker info and seeds,
 IterableDataset streams per worker, and errors raised in a worker reaching the main process."""
 import collections
+import os
 import random
+import time
 
 import numpy as np
 import pytest
@@ -124,6 +126,29 @@ def test_an_error_in_a_worker_reaches_the_main_process():
         list(data.DataLoader(Failing(), batch_size=None, num_workers=2))
     with pytest.raises(ValueError, match="in worker_init_fn"):
         list(data.DataLoader(Failing(), batch_size=1, num_workers=1, worker_init_fn=_bad_init))
+
+
+class Dying(data.Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        os._exit(3)
+
+
+class Slow(data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        time.sleep(30)
+
+
+def test_a_dead_or_stuck_worker_is_reported():
+    with pytest.raises(RuntimeError, match="worker 0 .* exited unexpectedly with exit code 3"):
+        list(data.DataLoader(Dying(), batch_size=2, num_workers=1))
+    with pytest.raises(RuntimeError, match="timed out after 0.2 seconds"):
+        list(data.DataLoader(Slow(), batch_size=1, num_workers=1, timeout=0.2))
 
 
 def test_worker_options_are_checked():

@@ -123,6 +123,14 @@ def _worker_loop(dataset, batched: bool, collate_fn, batch_size, drop_last: bool
             worker_init_fn(worker_id)
     except Exception:
         init_error = _failure(worker_id, "in worker_init_fn")
+    try:
+        _serve(dataset, batched, collate_fn, batch_size, drop_last, tasks, results, worker_id, init_error)
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the main process reports it, once
+        pass
+
+
+def _serve(dataset, batched: bool, collate_fn, batch_size, drop_last: bool, tasks, results, worker_id: int,
+           init_error: bytes | None) -> None:
     stream = None
     while (task := tasks.get()) is not None:
         index, request = task
