@@ -41,3 +41,4 @@ from .legacy_types import *  # noqa: F401,F403
 from .tensor import (channels_last, channels_last_3d, contiguous_format, is_tensor, memory_format,
                      preserve_format)
 from .nn.functional import log_softmax, softmax
+from .torch_alias import install_torch_alias

@@ -1,9 +1,10 @@
-"""`python -m fnx [COMMAND]`: maintenance commands.
+"""`python -m fnx [COMMAND]`: maintenance commands, and running PyTorch scripts on fnx.
 
     python -m fnx                  the environment (same as `env`)
     python -m fnx env              versions, platform, numpy's BLAS, C compiler and flags, kernel cache, GPU, MPI
     python -m fnx cache            where the kernel cache is, how much it holds, its limit
     python -m fnx cache --clear    remove every file fnx stored there
+    python -m fnx run SCRIPT [ARGS...]   run an unmodified PyTorch script with fnx standing in for torch
 """
 from __future__ import annotations
 
@@ -38,14 +39,25 @@ def _env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from .torch_alias import run_script
+
+    run_script(args.script, args.args)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fnx", description="fnx maintenance commands (default: env)")
+    parser = argparse.ArgumentParser(prog="python -m fnx", description="fnx maintenance commands and the PyTorch script runner (default: env)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = commands.add_parser("env", help="print the environment for bug reports: versions, compiler, cache, GPU, MPI")
     p.set_defaults(run=_env)
     p = commands.add_parser("cache", help="show the compiled-kernel cache's location and size, or clear it")
     p.add_argument("--clear", action="store_true", help="remove every file fnx stored in the cache")
     p.set_defaults(run=_cache)
+    p = commands.add_parser("run", help="run a PyTorch script unmodified, with fnx standing in for torch")
+    p.add_argument("script", help="the Python file to run as __main__")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments (sys.argv[1:])")
+    p.set_defaults(run=_run)
     args = parser.parse_args(argv)
     return args.run(args) if args.command else _env(args)
 

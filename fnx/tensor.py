@@ -578,8 +578,8 @@ preserve_format = memory_format("preserve_format")
 
 
 def check_memory_format(op: str, fmt) -> None:
-    """Refuse what is not one of the memory-format names (a common slip: passing a string)."""
-    if not isinstance(fmt, memory_format):
+    """Refuse what is not one of the memory-format names or None (a common slip: passing a string)."""
+    if fmt is not None and not isinstance(fmt, memory_format):
         raise FnxTypeError(f"{op}: memory_format must be fnx.contiguous_format, fnx.channels_last, "
                            f"fnx.channels_last_3d or fnx.preserve_format, got {fmt!r}")
 

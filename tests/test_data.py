@@ -90,14 +90,29 @@ def test_iterable_dataset_and_loader_options():
     assert len(list(data.DataLoader(Stream(), batch_size=3, drop_last=True))) == 2
     with pytest.raises(ValueError, match="expected unspecified shuffle"):
         data.DataLoader(Stream(), shuffle=True)
-    with pytest.raises(NotImplementedError, match="num_workers=0"):
-        data.DataLoader(Pairs(), num_workers=2)
+    with pytest.raises(ValueError, match="need worker processes"):
+        data.DataLoader(Pairs(), prefetch_factor=2)
     with pytest.raises(ValueError, match="mutually exclusive with shuffle"):
         data.DataLoader(Pairs(), sampler=data.SequentialSampler(Pairs()), shuffle=True)
     with pytest.raises(ValueError, match="batch_sampler option is mutually exclusive"):
         data.DataLoader(Pairs(), batch_size=2, batch_sampler=[[0, 1]])
     loader = data.DataLoader(data.TensorDataset(Y), batch_sampler=[[3, 1], [0]])
     assert [b[0].tolist() for b in loader] == [[3, 1], [0]]
+
+
+def test_weighted_random_sampler_follows_the_weights():
+    fnx.manual_seed(0)
+    drawn = list(data.WeightedRandomSampler([0.1, 0.0, 0.9], 2000))
+    assert len(drawn) == 2000 and drawn.count(1) == 0 and 1600 < drawn.count(2) < 1990
+    once = data.WeightedRandomSampler(fnx.tensor([1.0, 5.0, 1.0]), 3, replacement=False)
+    assert len(once) == 3 and sorted(once) == [0, 1, 2]
+    gen = fnx.Generator().manual_seed(4)
+    assert list(data.WeightedRandomSampler([1, 2], 6, generator=gen)) == \
+        list(data.WeightedRandomSampler([1, 2], 6, generator=fnx.Generator().manual_seed(4)))
+    with pytest.raises(ValueError, match="1d sequence"):
+        data.WeightedRandomSampler([[1.0]], 2)
+    with pytest.raises(ValueError, match="num_samples should be a positive integer"):
+        data.WeightedRandomSampler([1.0], 0)
 
 
 def test_samplers():

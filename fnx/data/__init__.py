@@ -3,8 +3,11 @@ from .collate import default_collate, default_convert
 from .dataloader import DataLoader
 from .distributed import DistributedSampler
 from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler
+from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
+                      WeightedRandomSampler)
+from .worker import WorkerInfo, get_worker_info
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split", "DataLoader",
            "default_collate", "default_convert", "Sampler", "SequentialSampler", "RandomSampler",
-           "SubsetRandomSampler", "BatchSampler", "DistributedSampler"]
+           "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler", "DistributedSampler", "get_worker_info",
+           "WorkerInfo"]

@@ -1,6 +1,8 @@
-"""`DataLoader`: batches of a dataset, in order or shuffled, loaded in the main process (torch.utils.data)."""
+"""`DataLoader`: batches of a dataset, in order or shuffled, loaded in the main process or in worker processes
+(torch.utils.data)."""
 from __future__ import annotations
 
+import multiprocessing
 from typing import Any, Callable, Iterator
 
 from ..core import FnxValueError
@@ -9,7 +11,9 @@ from ..ops.creation import tensor
 from ..ops.sampling import Generator
 from .collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset, Subset, TensorDataset
+from .fetch import fetch, stream_batches
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from .worker import worker_batches
 
 __all__ = ["DataLoader"]
 
@@ -21,8 +25,9 @@ class DataLoader:
     generator (so `fnx.manual_seed(s)` makes it reproducible); `sampler` / `batch_sampler` choose the
     indices yourself; `drop_last` drops a last, smaller batch; `batch_size=None` yields single samples.
     Batches of a TensorDataset (or a Subset of one) with the default collate are gathered with one
-    indexing op per tensor. Only `num_workers=0` is supported; `pin_memory`, `timeout`, `worker_init_fn`
-    and `multiprocessing_context` are accepted and unused.
+    indexing op per tensor. `num_workers > 0` fetches batches in that many worker processes (fnx/data/worker.py:
+    `multiprocessing_context`, `worker_init_fn`, `prefetch_factor`, `timeout` as in PyTorch; workers start
+    afresh each epoch, `persistent_workers` or not); `pin_memory` is accepted and unused.
     """
 
     def __init__(self, dataset: Dataset, batch_size: int | None = 1, shuffle: bool | None = None,
@@ -34,17 +39,17 @@ class DataLoader:
         if num_workers < 0:
             raise FnxValueError("num_workers option should be non-negative; use num_workers=0 to disable "
                                 "multiprocessing.")
-        if num_workers > 0:
-            raise NotImplementedError(f"DataLoader(num_workers={num_workers}): worker processes are not supported "
-                                      f"yet; use num_workers=0 (the default), which loads batches in the main "
-                                      f"process (a TensorDataset batch is one indexing op per tensor)")
         if timeout < 0:
             raise FnxValueError("timeout option should be non-negative")
-        if prefetch_factor is not None or persistent_workers:
-            raise FnxValueError("prefetch_factor and persistent_workers need worker processes (num_workers > 0), "
-                                "which fnx does not support; leave them unset")
+        if num_workers == 0 and (prefetch_factor is not None or persistent_workers):
+            raise FnxValueError("prefetch_factor and persistent_workers need worker processes (num_workers > 0); "
+                                "leave them unset with num_workers=0")
+        if isinstance(multiprocessing_context, str):
+            multiprocessing.get_context(multiprocessing_context)  # a ValueError naming the start methods there are
         self.dataset = dataset
-        self.num_workers, self.pin_memory, self.timeout = 0, pin_memory, timeout
+        self.num_workers, self.prefetch_factor = num_workers, prefetch_factor
+        self.persistent_workers = persistent_workers
+        self.pin_memory, self.timeout = pin_memory, timeout
         self.worker_init_fn, self.multiprocessing_context = worker_init_fn, multiprocessing_context
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
@@ -74,28 +79,16 @@ class DataLoader:
         self.collate_fn = collate_fn
 
     def __iter__(self) -> Iterator:
+        if self.num_workers:
+            return worker_batches(self)
         if self._iterable:
-            return self._iter_stream()
-        if self.batch_sampler is None:
-            return (self.collate_fn(self.dataset[i]) for i in self.sampler)
+            return stream_batches(iter(self.dataset), self.batch_size, self.collate_fn, self.drop_last)
         gather = _tensor_gather(self.dataset) if self.collate_fn is default_collate else None
-        if gather is not None:
+        if gather is not None and self.batch_sampler is not None:
             return (gather(indices) for indices in self.batch_sampler)
-        return (self.collate_fn([self.dataset[i] for i in indices]) for indices in self.batch_sampler)
-
-    def _iter_stream(self) -> Iterator:
-        if self.batch_size is None:
-            for sample in self.dataset:
-                yield self.collate_fn(sample)
-            return
-        batch = []
-        for sample in self.dataset:
-            batch.append(sample)
-            if len(batch) == self.batch_size:
-                yield self.collate_fn(batch)
-                batch = []
-        if batch and not self.drop_last:
-            yield self.collate_fn(batch)
+        batched = self.batch_sampler is not None
+        return (fetch(self.dataset, request, self.collate_fn, batched)
+                for request in (self.batch_sampler if batched else self.sampler))
 
     def __len__(self) -> int:
         if self._iterable:

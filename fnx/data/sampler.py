@@ -4,9 +4,12 @@ from __future__ import annotations
 from typing import Iterable, Iterator, Sequence, Sized
 
 from ..core import FnxTypeError, FnxValueError
-from ..ops.sampling import Generator, randint, randperm
+from ..dtypes import float64
+from ..ops.creation import as_tensor
+from ..ops.sampling import Generator, multinomial, randint, randperm
 
-__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler"]
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
+           "BatchSampler"]
 
 
 class Sampler:
@@ -77,6 +80,28 @@ class SubsetRandomSampler(Sampler):
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """`num_samples` indices drawn with probabilities proportional to `weights` (with replacement by default),
+    e.g. to oversample rare classes."""
+
+    def __init__(self, weights: Sequence[float], num_samples: int, replacement: bool = True,
+                 generator: Generator | None = None):
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
+            raise FnxValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise FnxValueError(f"replacement should be a boolean value, but got replacement={replacement}")
+        weights = as_tensor(weights, dtype=float64)
+        if weights.ndim != 1:
+            raise FnxValueError(f"weights should be a 1d sequence but given weights have shape {tuple(weights.shape)}")
+        self.weights, self.num_samples, self.replacement, self.generator = weights, num_samples, replacement, generator
+
+    def __iter__(self) -> Iterator[int]:
+        yield from multinomial(self.weights, self.num_samples, self.replacement, generator=self.generator).tolist()
+
+    def __len__(self) -> int:
+        return self.num_samples
 
 
 class BatchSampler(Sampler):

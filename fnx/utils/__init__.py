@@ -9,10 +9,11 @@ from __future__ import annotations
 import sys
 
 from .. import data
-from ..data import collate, dataloader, dataset, distributed, sampler
+from ..data import collate, dataloader, dataset, distributed, fetch, sampler, worker
 
 __all__ = ["data"]
 
 for _name, _module in {"data": data, "data.collate": collate, "data.dataloader": dataloader,
-                       "data.dataset": dataset, "data.distributed": distributed, "data.sampler": sampler}.items():
+                       "data.dataset": dataset, "data.distributed": distributed, "data.fetch": fetch,
+                       "data.sampler": sampler, "data.worker": worker}.items():
     sys.modules[f"{__name__}.{_name}"] = _module
