@@ -31,15 +31,10 @@ LAYERS = [
     ("lowering", ["fnx.lowering"]),
     ("compile", ["fnx.transforms.compile"]),  # the compile transform: stages with transforms, runs lowering's kernels
     ("distributed", ["fnx.distributed"]),  # collectives: ops and vmap rules; nn.parallel and data build on them
-<<<<<<< HEAD
     ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.utils",
                    "fnx.distributions"]),
-    ("top", ["fnx", "fnx.__main__", "fnx.demo", "fnx._env"]),
-=======
-    ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.utils"]),
     ("top", ["fnx", "fnx.__main__", "fnx.demo", "fnx._env", "fnx.torch_alias", "fnx._torch_shim",
              "fnx._torch_shim.torch"]),
->>>>>>> h-alias
 ]
 _TOP_EXACT = set(LAYERS[-1][1])
 
