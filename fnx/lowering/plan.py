@@ -1,6 +1,6 @@
 """The executable plan: fused kernels and library calls in order, over buffers allocated per call.
 
-`build_executable(closed, backend="c"|"cuda")` fuses the jaxpr, renders its
+`build_executable(closed, backend="c"|"cuda"|"opencl")` fuses the jaxpr, renders its
 kernels, has the backend's `Target` (fnx/lowering/targets/) compile them
 once, and returns an `Executable`. Everything that does
 not depend on the arguments (kernel handles, argument blocks of sizes and
@@ -15,11 +15,11 @@ Checks (the "check" group: an index out of range): a kernel that computes one
 stores 1 into the executable's error flag (a 1-element int32 array after
 its buffers) where a value fails, and writes the checked values out. The C
 driver reads the flag right after such a kernel, before any library step
-reads the values (numpy would raise an error of its own); the CUDA driver
-reads it once per call, after the last step (one device-to-host copy, paid
-only by executables that check; CuPy wraps an out-of-range index, so the
-steps in between stay in bounds), keeping the checked values alive until
-then. A raised flag is cleared, and each check's impl runs on its values in
+reads the values (numpy would raise an error of its own); the GPU drivers
+(CUDA, OpenCL) read it once per call, after the last step (one device-to-host
+copy, paid only by executables that check; CuPy wraps an out-of-range index,
+so the steps in between stay in bounds), keeping the checked values alive
+until then. A raised flag is cleared, and each check's impl runs on its values in
 program order: the first that fails raises eager mode's error and message.
 
 Donation (`Executable.donating(positions)`): a second driver in which donated
@@ -55,7 +55,8 @@ __all__ = ["build_executable", "Executable", "Donating", "plan_steps", "generate
 
 
 def plan_steps(closed: ClosedJaxpr, target: Target | str) -> tuple[list, list[GeneratedKernel]]:
-    """The fused steps of `closed` and the kernels rendered for `target` (a Target or its name: "c", "cuda")."""
+    """The fused steps of `closed` and the kernels rendered for `target` (a Target or its name: "c", "cuda",
+    "opencl")."""
     scalars = {}
     for v, c in zip(closed.jaxpr.constvars, closed.consts):
         if v.aval.ndim == 0:
@@ -70,7 +71,8 @@ def plan_steps(closed: ClosedJaxpr, target: Target | str) -> tuple[list, list[Ge
 
 
 def build_executable(closed: ClosedJaxpr, *, backend: str) -> "Executable":
-    """Compile `closed` for `backend`, the name of a target ("c": C on the CPU, "cuda": CUDA C through CuPy)."""
+    """Compile `closed` for `backend`, the name of a target ("c": C on the CPU, "cuda": CUDA C through CuPy,
+    "opencl": OpenCL C through pyopencl)."""
     target = get_target(backend)
     target.require()   # C without a compiler: NoCompilerError (the default backend interprets instead)
     steps, kernels = plan_steps(closed, target)
@@ -195,6 +197,7 @@ class _Driver:
                  donate: tuple[int, ...] = ()):
         self.closed, self.steps, self.kernels, self.launch, self.flag = closed, steps, kernels, launch, flag
         self.xp = closed.jaxpr.outvars[0].aval.device.xp if closed.jaxpr.outvars else np
+        self.launched = any(gk.mode for gk in kernels)   # GPU targets: launchers that take and return arrays
         self.namespace = {"make": make, "ascontiguous": self.xp.ascontiguousarray, "flag": flag}
         self.names: dict[int, str] = {}
         self.lines: list[str] = []
@@ -208,7 +211,8 @@ class _Driver:
         exec(compile(source, f"<fnx driver: {len(self.steps)} steps>", "exec"), namespace)
         run = namespace["run"]
         if debug.LEVEL:   # FNX_DEBUG >= 1: log each call
-            run = debug.compiled_call(run, "c" if self.xp is np else "cuda", len(self.kernels),
+            backend = self.kernels[0].target if self.kernels else "c" if self.xp is np else "cuda"
+            run = debug.compiled_call(run, backend, len(self.kernels),
                                       len(self.steps) - len(self.kernels))
         return source, run
 
@@ -239,7 +243,7 @@ class _Driver:
                 value = self.xp.ascontiguousarray(value)
             self.names[id(v)] = self.value(value, "const")
         last = self._last_uses()
-        deferred = self.flag is not None and self.xp is not np   # CUDA reads the flag once, after the last step
+        deferred = self.flag is not None and self.launched   # GPU targets read the flag once, after the last step
         if deferred:   # ... so the values it checked stay alive until then
             checked = {id(v) for gk in self.kernels for v, _ in gk.kernel.checks}
             for dead in last.values():
@@ -335,9 +339,9 @@ class _Driver:
         outs = [self.var(v) for v in k.outputs]
         call = self.launch(gk)
         self.lines.append(f"# {gk.name}")
-        if self.xp is not np:   # CUDA: the launcher allocates the outputs that it is not given
+        if gk.mode:   # GPU targets: the launcher allocates the outputs that it is not given
             if debug.LEVEL:   # FNX_DEBUG >= 1: log each launch
-                call = debug.kernel_call(gk.name, "cuda", call)
+                call = debug.kernel_call(gk.name, gk.target, call)
             given = []
             for x, v in zip(outs, k.outputs):
                 if id(v) in self.lent:

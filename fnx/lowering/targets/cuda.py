@@ -4,7 +4,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import cuda
-from .base import Program, Target, translation_unit
+from ..gpu_launch import VECTOR
+from .base import GPU_KERNELS, Program, Target, translation_unit
 
 __all__ = ["CUDA", "CudaTarget"]
 
@@ -19,7 +20,5 @@ class CudaTarget(Target):
         return Program(source, flag, lambda gk: cuda.launcher(module, gk, flag))
 
 
-CUDA = CudaTarget(name="cuda", extension="cu", prelude="cuda_prelude.cu.j2",
-                  kernels={"elementwise": "cuda_elementwise.cu.j2", "reduce": "cuda_reduce.cu.j2",
-                           "reduce_columns": "cuda_reduce_columns.cu.j2"},
-                  gpu=True, vector_width=cuda.VECTOR)
+CUDA = CudaTarget(name="cuda", extension="cu", prelude="cuda_prelude.cu.j2", kernels=GPU_KERNELS, gpu=True,
+                  vector_width=VECTOR, shuffles=True)
