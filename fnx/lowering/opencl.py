@@ -23,7 +23,7 @@ from .gpu_launch import THREADS, VECTOR, flat_grid, ndrange, reduction
 if TYPE_CHECKING:
     from .codegen import GeneratedKernel
 
-__all__ = ["queue", "load_program", "launcher", "error_flag", "OPTIONS"]
+__all__ = ["queue", "compute_units", "load_program", "launcher", "error_flag", "OPTIONS"]
 
 # Correctly rounded float32 division and sqrt, as in C and CUDA (OpenCL allows 2.5 and 3 ulp otherwise); the
 # prelude turns contraction off (CUDA: --fmad=false).
@@ -59,6 +59,11 @@ def queue():
     return cl.CommandQueue(context)
 
 
+def compute_units() -> int:
+    """The device's compute units, which grids scale with (the CPU threads of PoCL's device)."""
+    return queue().device.max_compute_units
+
+
 def load_program(source: str, names: list[str]) -> dict:
     """The kernels `names` of `source`, by name (built once per process; a missing kernel fails here)."""
     with _lock:
@@ -86,7 +91,7 @@ def launcher(kernels: dict, gk: GeneratedKernel, flag=None):
     q = queue()
     kernel = kernels[gk.name]
     k = gk.kernel
-    units = q.device.max_compute_units
+    units = compute_units()
     meta = tuple(np.int64(v) for v in gk.meta)
     if k.checks:   # the flag goes between the buffers and the sizes, as the kernel's parameters list it
         meta = ((error_flag() if flag is None else flag).data,) + meta

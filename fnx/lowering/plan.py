@@ -15,11 +15,11 @@ Checks (the "check" group: an index out of range): a kernel that computes one
 stores 1 into the executable's error flag (a 1-element int32 array after
 its buffers) where a value fails, and writes the checked values out. The C
 driver reads the flag right after such a kernel, before any library step
-reads the values (numpy would raise an error of its own); the GPU drivers
-(CUDA, OpenCL) read it once per call, after the last step (one device-to-host
-copy, paid only by executables that check; CuPy wraps an out-of-range index,
-so the steps in between stay in bounds), keeping the checked values alive
-until then. A raised flag is cleared, and each check's impl runs on its values in
+reads the values (numpy would raise an error of its own), and so does the
+OpenCL driver, whose library steps run on numpy too; the CUDA driver reads it
+once per call, after the last step (one device-to-host copy, paid only by
+executables that check; CuPy wraps an out-of-range index, so the steps in
+between stay in bounds), keeping the checked values alive until then. A raised flag is cleared, and each check's impl runs on its values in
 program order: the first that fails raises eager mode's error and message.
 
 Donation (`Executable.donating(positions)`): a second driver in which donated
@@ -197,7 +197,6 @@ class _Driver:
                  donate: tuple[int, ...] = ()):
         self.closed, self.steps, self.kernels, self.launch, self.flag = closed, steps, kernels, launch, flag
         self.xp = closed.jaxpr.outvars[0].aval.device.xp if closed.jaxpr.outvars else np
-        self.launched = any(gk.mode for gk in kernels)   # GPU targets: launchers that take and return arrays
         self.namespace = {"make": make, "ascontiguous": self.xp.ascontiguousarray, "flag": flag}
         self.names: dict[int, str] = {}
         self.lines: list[str] = []
@@ -243,7 +242,7 @@ class _Driver:
                 value = self.xp.ascontiguousarray(value)
             self.names[id(v)] = self.value(value, "const")
         last = self._last_uses()
-        deferred = self.flag is not None and self.launched   # GPU targets read the flag once, after the last step
+        deferred = self.flag is not None and self.xp is not np   # CUDA reads the flag once, after the last step
         if deferred:   # ... so the values it checked stay alive until then
             checked = {id(v) for gk in self.kernels for v, _ in gk.kernel.checks}
             for dead in last.values():
@@ -349,6 +348,8 @@ class _Driver:
                 given.append(x if id(v) in self.lent else "None")
             lend = f", outs=({', '.join(given)},)" if any(g != "None" for g in given) else ""
             self.lines.append(f"{', '.join(outs)}, = {self.value(call, 'k')}({', '.join(ins)}{lend})")
+            if k.checks and self.xp is np:   # OpenCL on numpy arrays: before a library step reads the values
+                self._check_flag(k.checks, "flag.get()[0]")
             return
         fn, objs, meta = call
         if debug.LEVEL:   # FNX_DEBUG >= 1: log each call
