@@ -98,6 +98,7 @@ def _kinds():
         "flat vector with a strided input": (lambda x: x[::2] * 2.0 + x[1::2], long[:1 << 15]),
         "flat broadcast": (lambda x, w: x * w + 1.0, x, w),
         "flat transposed": (lambda x, y: x.T * 2.0 + y.T, x, y),
+        "flat sliced, with offsets": (lambda x, y: x[1:, 2::3] * 2.0 - y[:-1, :16], x, y),
         "rows softmax": (lambda x: F.softmax(x, -1), x),
         "rows layernorm": (lambda x, w, b: F.layer_norm(x, (48,), w, b), x, w, b),
         "rows integer and bool": (lambda i: [i.reshape(64, 512).sum(1), (i > 0).reshape(64, 512).any(1),
@@ -111,6 +112,7 @@ def _kinds():
         "split bool any": (lambda x: (x > 3).any(), long),
         "split f64 and int64": (lambda x, i: [x.double().sum(), i.sum()], long, ints),
         "split sum, max and any of one vector": (lambda x: [x.sum(), x.amax(), (x > 0).any()], long),
+        "split over two strided dims": (lambda x: x.permute(2, 0, 1).sum((1, 2)), fnx.randn(130, 131, 3).double()),
     }
 
 
