@@ -281,8 +281,9 @@ def on_gpu(f, *args):
     return exe, got, want
 
 
-@cuda
-def test_float32_elementwise_on_gpu():
+def assert_float32_primitives_within_4_ulp(run) -> None:
+    """Every float32 elementwise primitive of the ulp tables in one function, run by `run(f, *args)` -> (executable,
+    outputs, eager outputs): one kernel, each result within 4 ulp of numpy's (bool results equal)."""
     xs = [_inputs(*r) for r in UNARY.values()]
     pairs = [(_inputs(*r), _inputs(*r)) for r in BINARY.values()]
 
@@ -292,13 +293,18 @@ def test_float32_elementwise_on_gpu():
                 + [PRIMS[k].bind(next(it), next(it)) for k in BINARY])
 
     with np.errstate(all="ignore"):
-        exe, got, want = on_gpu(f, *xs, *[t for p in pairs for t in p])
-    assert len(exe.kernels()) == 1 and exe.kernels()[0].target == "cuda"
+        exe, got, want = run(f, *xs, *[t for p in pairs for t in p])
+    assert len(exe.kernels()) == 1
     for name, g, w in zip(list(UNARY) + list(BINARY), got, want):
         if w.dtype == np.bool_:
             np.testing.assert_array_equal(g, w, err_msg=name)
         else:
             assert ulp_distance(g, w) <= 4, name
+
+
+@cuda
+def test_float32_elementwise_on_gpu():
+    assert_float32_primitives_within_4_ulp(on_gpu)
 
 
 @cuda

@@ -12,7 +12,6 @@ into the run's FNX_CACHE_DIR.
 """
 from __future__ import annotations
 
-import os
 import re
 import warnings
 
@@ -28,8 +27,9 @@ from fnx.lowering.codegen import prelude
 from fnx.lowering.plan import build_executable, plan_steps
 
 from op_db import as_tensor_function, stageable_ops
-from numerics_measure import BINARY, PARAMS, PRIMS, UNARY, ulp_distance
-from test_codegen import RNG, _inputs
+from numerics_measure import PRIMS, ulp_distance
+from test_codegen import RNG
+from test_codegen_cuda import assert_float32_primitives_within_4_ulp
 
 pyopencl = pytest.importorskip("pyopencl", reason="the OpenCL tests need pyopencl and an OpenCL device (PoCL)")
 
@@ -185,24 +185,8 @@ def test_op_table_on_pocl(data):
 
 
 def test_float32_elementwise_on_pocl():
-    """Every float32 elementwise primitive in one kernel: OpenCL's float functions (PoCL: SLEEF) within 4 ulp of
-    numpy's, as CUDA's are."""
-    xs = [_inputs(*r) for r in UNARY.values()]
-    pairs = [(_inputs(*r), _inputs(*r)) for r in BINARY.values()]
-
-    def f(*args):
-        it = iter(args)
-        return ([PRIMS[k].bind(next(it), **PARAMS.get(k, {})) for k in UNARY]
-                + [PRIMS[k].bind(next(it), next(it)) for k in BINARY])
-
-    with np.errstate(all="ignore"):
-        exe, got, want = opencl(f, *xs, *[t for p in pairs for t in p])
-    assert len(exe.kernels()) == 1
-    for name, g, w in zip(list(UNARY) + list(BINARY), got, want):
-        if w.dtype == np.bool_:
-            np.testing.assert_array_equal(g, w, err_msg=name)
-        else:
-            assert ulp_distance(g, w) <= 4, name
+    """OpenCL's float functions (PoCL: SLEEF) are within 4 ulp of numpy's, as CUDA's are."""
+    assert_float32_primitives_within_4_ulp(opencl)
 
 
 def test_integer_ops_are_exact():

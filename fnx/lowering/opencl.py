@@ -23,7 +23,7 @@ from .gpu_launch import THREADS, VECTOR, flat_grid, ndrange, reduction
 if TYPE_CHECKING:
     from .codegen import GeneratedKernel
 
-__all__ = ["queue", "compute_units", "load_program", "launcher", "error_flag", "OPTIONS"]
+__all__ = ["queue", "compute_units", "load_module", "launcher", "error_flag", "OPTIONS"]
 
 # Correctly rounded float32 division and sqrt, as in C and CUDA (OpenCL allows 2.5 and 3 ulp otherwise); the
 # prelude turns contraction off (CUDA: --fmad=false).
@@ -64,7 +64,7 @@ def compute_units() -> int:
     return queue().device.max_compute_units
 
 
-def load_program(source: str, names: list[str]) -> dict:
+def load_module(source: str, names: list[str]) -> dict:
     """The kernels `names` of `source`, by name (built once per process; a missing kernel fails here)."""
     with _lock:
         kernels = _programs.get(source)

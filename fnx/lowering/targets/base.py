@@ -18,7 +18,7 @@ from ..expressions import C_TYPES, TEMP_TYPES, literal
 if TYPE_CHECKING:
     from ..codegen import GeneratedKernel
 
-__all__ = ["Target", "Program", "translation_unit", "GPU_KERNELS"]
+__all__ = ["Target", "GpuTarget", "Program", "translation_unit", "GPU_KERNELS"]
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\(")
 # The kernel shells of the GPU targets (CUDA, OpenCL), written in the dialect that each one's prelude defines.
@@ -86,6 +86,22 @@ class Target:
 
     def __repr__(self) -> str:
         return f"<Target {self.name}>"
+
+
+class GpuTarget(Target):
+    """A GPU target: one module of all kernels, built and launched by its runtime module (`runtime()`:
+    fnx/lowering/cuda.py, opencl.py), whose launchers allocate the outputs they are not given."""
+
+    def runtime(self):
+        """The module with `load_module(source, names)`, `error_flag()` and `launcher(module, gk, flag)`."""
+        raise NotImplementedError(f"target {self.name!r} names no runtime")
+
+    def build(self, kernels: list[GeneratedKernel], prelude: Callable[..., str]) -> Program:
+        runtime = self.runtime()
+        source = translation_unit(prelude(), kernels)
+        module = runtime.load_module(source, [k.name for k in kernels]) if kernels else None
+        flag = runtime.error_flag() if any(k.kernel.checks for k in kernels) else None
+        return Program(source, flag, lambda gk: runtime.launcher(module, gk, flag))
 
 
 def translation_unit(prelude: str, kernels: list[GeneratedKernel]) -> str:

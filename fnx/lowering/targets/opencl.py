@@ -2,12 +2,10 @@
 (fnx/lowering/opencl.py) on any OpenCL device with float64: PoCL's CPU device in the tests, Intel and AMD GPUs."""
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from .. import opencl
 from ..expressions import C_TYPES
 from ..gpu_launch import VECTOR
-from .base import GPU_KERNELS, Program, Target, translation_unit
+from .base import GPU_KERNELS, GpuTarget
 
 __all__ = ["OPENCL", "OpenCLTarget"]
 
@@ -15,9 +13,12 @@ __all__ = ["OPENCL", "OpenCLTarget"]
 _TYPES = {**C_TYPES, "bool": "uchar", "uint8": "uchar", "int8": "char", "int64": "long"}
 
 
-class OpenCLTarget(Target):
+class OpenCLTarget(GpuTarget):
     """Builds one OpenCL program of all kernels; each launcher copies its inputs to the device and its outputs
     back (tensors stay numpy arrays on the CPU)."""
+
+    def runtime(self):
+        return opencl
 
     def require(self) -> None:
         try:
@@ -25,12 +26,6 @@ class OpenCLTarget(Target):
         except ImportError as e:
             raise ModuleNotFoundError("fnx.compile(backend='opencl') needs pyopencl and an OpenCL implementation: "
                                       "pip install 'fnx[opencl]'", name=e.name) from e
-
-    def build(self, kernels: list, prelude: Callable[..., str]) -> Program:
-        source = translation_unit(prelude(), kernels)
-        program = opencl.load_program(source, [k.name for k in kernels]) if kernels else None
-        flag = opencl.error_flag() if any(k.kernel.checks for k in kernels) else None
-        return Program(source, flag, lambda gk: opencl.launcher(program, gk, flag))
 
 
 OPENCL = OpenCLTarget(name="opencl", extension="cl", prelude="opencl_prelude.cl.j2", kernels=GPU_KERNELS, gpu=True,
