@@ -3,9 +3,10 @@
 pyopencl is imported only when an OpenCL executable is built. The device is the one `PYOPENCL_CTX` names
 (pyopencl's convention, e.g. "0:1"), else the first GPU of any platform, else the first device (PoCL's CPU
 device, say). Tensors stay on the CPU: a launch copies its inputs to device buffers and its outputs back, so
-an executable's library steps (numpy) and kernels can alternate. Programs are built once per process and
-source; the OpenCL implementation keeps its own cache of compiled kernels (PoCL: `POCL_CACHE_DIR`), while
-pyopencl's disk cache, which unpickles what it reads, is not used. Every size and stride is passed as a
+an executable's library steps (numpy) and kernels can alternate. Programs are built once per process, source
+and build options (fnx's `OPTIONS`, plus pyopencl's `PYOPENCL_BUILD_OPTIONS`); the OpenCL implementation
+keeps its own cache of compiled kernels (PoCL: `POCL_CACHE_DIR`), while pyopencl's disk cache, which
+unpickles what it reads, is not used. Every size and stride is passed as a
 `numpy.int64` (the kernels declare 64-bit `fnx_index` parameters).
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = ["queue", "compute_units", "load_module", "launcher", "error_flag", "O
 # prelude turns contraction off (CUDA: --fmad=false).
 OPTIONS = ("-cl-std=CL1.2", "-cl-fp32-correctly-rounded-divide-sqrt")
 
-_programs: dict[str, dict] = {}   # source -> its kernels by name
+_programs: dict[tuple, dict] = {}   # (source, PYOPENCL_BUILD_OPTIONS) -> its kernels by name
 _lock = threading.Lock()
 
 
@@ -66,12 +67,13 @@ def compute_units() -> int:
 
 def load_module(source: str, names: list[str]) -> dict:
     """The kernels `names` of `source`, by name (built once per process; a missing kernel fails here)."""
+    key = (source, os.environ.get("PYOPENCL_BUILD_OPTIONS"))
     with _lock:
-        kernels = _programs.get(source)
+        kernels = _programs.get(key)
         if kernels is None:
             cl = _cl()
             program = cl.Program(queue().context, source).build(options=list(OPTIONS), cache_dir=False)
-            kernels = _programs[source] = {n: cl.Kernel(program, n) for n in names}
+            kernels = _programs[key] = {n: cl.Kernel(program, n) for n in names}
     return kernels
 
 
