@@ -100,7 +100,7 @@ def launcher(kernels: dict, gk: GeneratedKernel, flag=None):
     specs = [(tuple(v.aval.shape), v.aval.dtype.np) for v in k.outputs]
     if gk.mode == "flat":
         total = math.prod(k.sizes)
-        if gk.aligned:   # fresh buffers are aligned to the device's base address alignment: the vector path
+        if gk.aligned:   # fresh buffers are aligned to the device's base address alignment (>= 128 bytes)
             grid, tail = flat_grid(-(-total // VECTOR), units), (np.int64(total), np.int64(total // VECTOR))
         else:
             grid, tail = flat_grid(total, units), (np.int64(total),)
@@ -113,6 +113,10 @@ def launcher(kernels: dict, gk: GeneratedKernel, flag=None):
             arrived = _upload(cl, q, np.zeros(launch.rows, np.uint32), writable=True)
             tail += (*partials, arrived)
     global_size, local_size = ndrange(grid, block)
+    fits = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, q.device)
+    if math.prod(local_size) > fits:
+        raise NotImplementedError(f"OpenCL device {q.device.name!r} runs kernel {gk.name} in work-groups of at most "
+                                  f"{fits} work-items; fnx's kernels take {math.prod(local_size)}")
 
     def run(*ins, outs=None):
         outs = [np.empty(shape, dtype) if o is None else o
