@@ -31,7 +31,7 @@ __all__ = ["queue", "compute_units", "load_module", "launcher", "error_flag", "O
 OPTIONS = ("-cl-std=CL1.2", "-cl-fp32-correctly-rounded-divide-sqrt")
 
 _programs: dict[tuple, dict] = {}   # (source, PYOPENCL_BUILD_OPTIONS) -> its kernels by name
-_lock = threading.Lock()
+_lock = threading.Lock()   # over builds and launches
 
 
 def _cl():
@@ -122,7 +122,8 @@ def launcher(kernels: dict, gk: GeneratedKernel, flag=None):
         outs = [np.empty(shape, dtype) if o is None else o
                 for o, (shape, dtype) in zip(outs or [None] * len(specs), specs)]
         written = [_buffer(cl, q, o.nbytes) for o in outs]
-        kernel(q, global_size, local_size, *[_upload(cl, q, x) for x in ins], *written, *meta, *tail)
+        with _lock:   # setting a kernel's arguments and enqueueing it are two steps; executables share kernels
+            kernel(q, global_size, local_size, *[_upload(cl, q, x) for x in ins], *written, *meta, *tail)
         for o, b in zip(outs, written):
             if o.nbytes:
                 cl.enqueue_copy(q, o, b)
