@@ -19,8 +19,9 @@ reads the values (numpy would raise an error of its own), and so does the
 OpenCL driver, whose library steps run on numpy too; the CUDA driver reads it
 once per call, after the last step (one device-to-host copy, paid only by
 executables that check; CuPy wraps an out-of-range index, so the steps in
-between stay in bounds), keeping the checked values alive until then. A raised flag is cleared, and each check's impl runs on its values in
-program order: the first that fails raises eager mode's error and message.
+between stay in bounds), keeping the checked values alive until then. A
+raised flag is cleared, and each check's impl runs on its values in program
+order: the first that fails raises eager mode's error and message.
 
 Donation (`Executable.donating(positions)`): a second driver in which donated
 inputs lend their buffers to kernel outputs of the same byte size. The plan

@@ -22,7 +22,8 @@ __all__ = ["Target", "GpuTarget", "Program", "translation_unit", "GPU_KERNELS"]
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\(")
 # The kernel shells of the GPU targets (CUDA, OpenCL), written in the dialect that each one's prelude defines.
-GPU_KERNELS = {"elementwise": "gpu_elementwise.j2", "reduce": "gpu_reduce.j2", "reduce_columns": "gpu_reduce_columns.j2"}
+GPU_KERNELS = {"elementwise": "gpu_elementwise.j2", "reduce": "gpu_reduce.j2",
+               "reduce_columns": "gpu_reduce_columns.j2"}
 
 
 @dataclass
