@@ -12,6 +12,7 @@ FNX_CACHE_DIR.
 """
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 
@@ -24,7 +25,9 @@ import fnx.nn.functional as F
 from fnx.lowering import gpu_launch
 from fnx.lowering import opencl as opencl_runtime
 from fnx.lowering.codegen import prelude
+from fnx.abstract import ShapedArray
 from fnx.lowering.plan import build_executable, plan_steps
+from fnx.lowering.targets import OPENCL
 
 from op_db import as_tensor_function, stageable_ops
 from numerics_measure import PRIMS, ulp_distance
@@ -281,3 +284,11 @@ def test_without_pyopencl_the_backend_says_what_to_install(monkeypatch):
     monkeypatch.setattr(opencl_runtime, "queue", missing)
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'fnx\[opencl\]'"):
         fnx.compile(lambda x: x * 2.0, backend="opencl")(fnx.ones(3))
+
+
+def test_gpu_tensors_are_refused_with_the_fix():
+    kernels = plan_steps(fnx.make_jaxpr(lambda x: x * 2.0)(fnx.ones(3)), OPENCL)[1]
+    v = kernels[0].kernel.inputs[0]
+    v.aval = ShapedArray(v.aval.shape, v.aval.dtype, fnx.device("cuda"))
+    with pytest.raises(NotImplementedError, match=r"runs on CPU tensors .* got cuda tensors; move them with .cpu\(\)"):
+        OPENCL.build(kernels, functools.partial(prelude, OPENCL))

@@ -2,10 +2,12 @@
 (fnx/lowering/opencl.py) on any OpenCL device with float64: PoCL's CPU device in the tests, Intel and AMD GPUs."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .. import opencl
 from ..expressions import C_TYPES
 from ..gpu_launch import VECTOR
-from .base import GPU_KERNELS, GpuTarget
+from .base import GPU_KERNELS, GpuTarget, Program
 
 __all__ = ["OPENCL", "OpenCLTarget"]
 
@@ -19,6 +21,13 @@ class OpenCLTarget(GpuTarget):
 
     def runtime(self):
         return opencl
+
+    def build(self, kernels: list, prelude: Callable[..., str]) -> Program:
+        devices = {v.aval.device.type for k in kernels for v in k.kernel.inputs + k.kernel.outputs}
+        if devices - {"cpu"}:
+            raise NotImplementedError(f"backend 'opencl' runs on CPU tensors (it copies them to its device), got "
+                                      f"{', '.join(sorted(devices - {'cpu'}))} tensors; move them with .cpu()")
+        return super().build(kernels, prelude)
 
     def require(self) -> None:
         try:
