@@ -87,7 +87,7 @@ def _bits_impl(xp, k, *, shape):
 
 
 bits_p = _random_prim("random_bits", _bits_impl, lambda shape: (shape, _dt.int64), c={
-    "i": "((long long)fnx_random_bits((unsigned){0}, (unsigned){1}, (unsigned)({2}), (unsigned){3}))"})
+    "i": "fnx_random_bits((unsigned){0}, (unsigned){1}, (unsigned)({2}), (unsigned){3})"})   # zero-extended
 
 
 def _split_impl(xp, k, *, num):

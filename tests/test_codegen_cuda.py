@@ -23,8 +23,8 @@ from hypothesis import given, settings, strategies as st
 import fnx
 import fnx.nn.functional as F
 from fnx.lowering import cuda as cuda_backend
-from fnx.lowering.codegen import render_module
-from fnx.lowering.cuda import VECTOR
+from fnx.lowering.codegen import prelude, render_module
+from fnx.lowering.gpu_launch import VECTOR
 from fnx.lowering.plan import build_executable, plan_steps
 
 from op_db import as_tensor_function, stageable_ops
@@ -79,11 +79,11 @@ def test_every_kernel_kind_is_generated():
     for name, ms in modes.items():
         assert ms == {name.split()[0]}, (name, ms)
     vector = [k for name, ks in kinds.items() if name.startswith("flat vector") for k in ks]
-    assert vector and all(k.aligned and "fnx_vec4<" in k.source and "nvec" in k.source for k in vector)
-    assert all(not k.aligned and "fnx_vec4" not in k.source for k in kinds["flat broadcast"] + kinds["flat transposed"])
+    assert vector and all(k.aligned and "FNX_VEC4(" in k.source and "nvec" in k.source for k in vector)
+    assert all(not k.aligned and "FNX_VEC4" not in k.source for k in kinds["flat broadcast"] + kinds["flat transposed"])
     (strided,) = kinds["flat vector with a strided input"]
-    assert strided.source.count("*reinterpret_cast<const fnx_vec4") == 0   # both inputs are strided: scalar loads
-    assert strided.source.count("*reinterpret_cast<fnx_vec4<float> *>(out0 + i)") == 1
+    assert strided.source.count("*(FNX_GLOBAL const FNX_VEC4") == 0   # both inputs are strided: scalar loads
+    assert strided.source.count("*(FNX_GLOBAL FNX_VEC4(float) *)(out0 + i)") == 1
 
 
 def _nvcc(source: str, tmp_path) -> str:
@@ -136,21 +136,23 @@ def test_op_table_cuda_source_compiles_with_nvcc(tmp_path_factory, data):
 
 def test_indexing_is_64_bit_everywhere():
     """More than 2^31 elements (a zero-stride numpy view: nothing allocated): sizes travel as 64-bit metas and
-    every index, offset and stride in the source is a long long."""
+    every index, offset and stride in the source is an `fnx_index` (the prelude's 64-bit integer)."""
     n = 3 << 30
     x = fnx.from_numpy(np.broadcast_to(np.float32(1), (n,)))
     kernels = kernels_of(lambda x: [x * 2.0 + 1.0], x) + kernels_of(lambda x: x.sum(), x) \
         + kernels_of(lambda x: x.reshape(3, 1 << 30).sum(0), x) + kernels_of(lambda x: x.reshape(1 << 30, 3).sum(1), x)
     assert {k.mode for k in kernels} == {"flat", "split", "columns", "rows"}
     for k in kernels:
-        assert max(k.meta) >= 1 << 30 and "long long" in k.source
+        assert max(k.meta) >= 1 << 30 and "fnx_index" in k.source
         declared = re.findall(r"\b(int|unsigned|unsigned int|short|size_t)\s+(\w+)\s*[=;]", k.source)
-        assert {name for _, name in declared} <= {"lane", "warp", "warps", "o", "e", "z", "x", "y", "b"} | \
+        allowed = {"lane", "warp", "warps", "leader", "last", "active", "o", "e", "z", "x", "y"}
+        assert {name for _, name in declared} <= allowed | \
             {name for _, name in declared if name.startswith(("pnan_", "nan_"))}, declared
-        assert not re.search(r"\bint\s+\w+\s*=\s*(blockIdx|gridDim|rows|cols|total|n\d)", k.source)
+        assert not re.search(r"\bint\s+\w+\s*=\s*(FNX_BLOCK|FNX_GRID|rows|cols|total|n\d)", k.source)
         for loop in re.findall(r"for \((\w+(?: \w+)?) (\w+) = ", k.source):
-            assert loop[0] in ("long long", "int") and (loop[0] == "long long" or loop[1] in ("o", "e", "z"))
-    assert "(long long)blockIdx.x * blockDim.x + threadIdx.x" in kernels[0].source
+            assert loop[0] in ("fnx_index", "int") and (loop[0] == "fnx_index" or loop[1] in ("o", "e", "z"))
+    assert "(fnx_index)FNX_BLOCK_X * FNX_BLOCK_DIM_X + FNX_THREAD_X" in kernels[0].source
+    assert "typedef long long fnx_index;" in prelude("cuda")
 
 
 # ---------------------------------------------------------------- the launcher, against a stand-in for CuPy
@@ -207,7 +209,7 @@ def launch(gk, fake, *inputs):
 
 
 def parameters(gk) -> list[str]:
-    head = re.search(rf"void {gk.name}\((.*?)\)\n{{", gk.source, re.S).group(1)
+    head = re.search(rf"FNX_KERNEL {gk.name}\((.*?)\)\n{{", gk.source, re.S).group(1)
     return [p.strip() for p in head.split(",")]
 
 
@@ -220,7 +222,7 @@ def assert_arguments_match(gk, args) -> None:
         if "*" in p:
             assert isinstance(a, _FakeArray), (p, a)
         else:
-            assert p.startswith("const long long ") and type(a) is np.int64, (p, a)
+            assert p.startswith("const fnx_index ") and type(a) is np.int64, (p, a)
 
 
 def test_launcher_vector_path_follows_alignment(fake_cupy):
@@ -280,8 +282,9 @@ def on_gpu(f, *args):
     return exe, got, want
 
 
-@cuda
-def test_float32_elementwise_on_gpu():
+def assert_float32_primitives_within_4_ulp(run) -> None:
+    """Every float32 elementwise primitive of the ulp tables in one function, run by `run(f, *args)` -> (executable,
+    outputs, eager outputs): one kernel, each result within 4 ulp of numpy's (bool results equal)."""
     xs = [_inputs(*r) for r in UNARY.values()]
     pairs = [(_inputs(*r), _inputs(*r)) for r in BINARY.values()]
 
@@ -291,13 +294,18 @@ def test_float32_elementwise_on_gpu():
                 + [PRIMS[k].bind(next(it), next(it)) for k in BINARY])
 
     with np.errstate(all="ignore"):
-        exe, got, want = on_gpu(f, *xs, *[t for p in pairs for t in p])
-    assert len(exe.kernels()) == 1 and exe.kernels()[0].target == "cuda"
+        exe, got, want = run(f, *xs, *[t for p in pairs for t in p])
+    assert len(exe.kernels()) == 1
     for name, g, w in zip(list(UNARY) + list(BINARY), got, want):
         if w.dtype == np.bool_:
             np.testing.assert_array_equal(g, w, err_msg=name)
         else:
             assert ulp_distance(g, w) <= 4, name
+
+
+@cuda
+def test_float32_elementwise_on_gpu():
+    assert_float32_primitives_within_4_ulp(on_gpu)
 
 
 @cuda

@@ -176,10 +176,11 @@ def test_cuda_kernels_take_the_flag_after_their_buffers():
     flagged = [k for k in kernels if k.kernel.checks]
     assert flagged
     for k in flagged:
-        head = re.search(rf"void {k.name}\((.*?)\)\n{{", k.source, re.S).group(1)
+        head = re.search(rf"FNX_KERNEL {k.name}\((.*?)\)\n{{", k.source, re.S).group(1)
         params = [p.strip() for p in head.split(",")]
         n = len(k.kernel.inputs) + len(k.kernel.outputs)
-        assert params[n] == "int *__restrict__ fnx_bad" and all(p.startswith("const long long") for p in params[n + 1:])
+        assert params[n] == "FNX_GLOBAL int *FNX_RESTRICT fnx_bad"
+        assert all(p.startswith("const fnx_index") for p in params[n + 1:])
         assert "FNX_FLAG(fnx_bad);" in k.source
     assert "#define FNX_FLAG(flag)" in render_module(kernels, "cuda")
 
@@ -235,11 +236,11 @@ def test_the_cuda_driver_reads_the_flag_once_per_call():
     keeps the checked values alive until then; a bad index raises eager mode's error."""
     w = fnx.tensor(np.arange(15, dtype=np.float32).reshape(5, 3))
     closed = fnx.make_jaxpr(lambda w, i: F.embedding(i, w))(w, fnx.tensor([0, 1]))
-    steps, kernels = plan_steps(closed, "c")
+    steps, kernels = plan_steps(closed, "cuda")
     assert [type(s).__name__ for s in steps] == ["Kernel", "Eqn"]   # the check, then the gather (a library step)
     flag = _Flag()
     driver = _Driver(closed, steps, kernels, _fake_cuda_launch(flag), flag)
-    driver.xp = SimpleNamespace()   # not numpy: the driver takes the CUDA path
+    driver.xp = SimpleNamespace()   # not numpy (CuPy): the driver defers the flag to the end of the call
     source, run = driver.build()
     lines = source.splitlines()
     assert sum("flag.get()" in line for line in lines) == 1

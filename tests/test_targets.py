@@ -21,15 +21,15 @@ from fnx.lowering.codegen import prelude
 from fnx.lowering.cpu import ARRAY_DATA_OFFSET
 from fnx.lowering.interpret import Interpreted
 from fnx.lowering.plan import generated_source, plan_steps
-from fnx.lowering.targets import C, CUDA, TARGETS, Target, get_target
+from fnx.lowering.targets import C, CUDA, OPENCL, TARGETS, Target, get_target
 
 LOWERING = Path(fnx.__file__).parent / "lowering"
 
 
 def test_registry_names_the_backends():
-    assert TARGETS == {"c": C, "cuda": CUDA} and backends() == ("interpret", "c", "cuda")
+    assert TARGETS == {"c": C, "cuda": CUDA, "opencl": OPENCL} and backends() == ("interpret", "c", "cuda", "opencl")
     assert get_target("cuda") is CUDA and get_target(C) is C
-    with pytest.raises(ValueError, match="unknown target 'metal'; expected one of c, cuda"):
+    with pytest.raises(ValueError, match="unknown target 'metal'; expected one of c, cuda, opencl"):
         get_target("metal")
     for t in TARGETS.values():
         assert all((LOWERING / "templates" / name).is_file() for name in [t.prelude, *t.kernels.values()])
@@ -63,7 +63,8 @@ def test_math_names_rename_calls_of_the_expression_table():
 
 def test_generated_source_needs_no_compiler_or_gpu():
     closed = fnx.make_jaxpr(lambda x: (x * 2.0).sum(0))(fnx.randn(64, 48))
-    assert 'extern "C" __global__ void fnx_reduce_mul_sum_f32_' in generated_source(closed, "cuda")
+    cuda = generated_source(closed, "cuda")
+    assert "FNX_KERNEL fnx_reduce_mul_sum_f32_" in cuda and '#define FNX_KERNEL extern "C" __global__ void' in cuda
     source = generated_source(closed, C)   # the C prelude reads numpy's data pointer where this Python keeps it
     assert f"#define FNX_DATA(array) (*(char **)((char *)(array) + {ARRAY_DATA_OFFSET}))" in source
 

@@ -29,7 +29,7 @@ import jinja2
 from .._threefry import ROTATIONS
 from ..core import Primitive
 from .cache import cache_key, cached_text
-from .expressions import CLASS, IDENTITY, INT_LIMITS, SHORT, emittable, expression, literal
+from .expressions import CLASS, IDENTITY, INT_LIMITS, SHORT, emittable, expression
 from .fusion import Kernel, Node
 from .targets import Target, get_target, translation_unit
 
@@ -303,12 +303,12 @@ class _Context:
         form = expression(prim, CLASS[dtype.name], self.target.name)
         if callable(form):
             return self.target.rename_calls(form(*args, **node.params))
-        params = {k: literal(v, dtype, self.target.types) for k, v in node.params.items()}
+        params = {k: self.target.literal(v, dtype) for k, v in node.params.items()}
         return self.target.rename_calls(form.format(*args, **params))
 
     def ref(self, node: Node) -> str:
         if node.op == "literal":
-            return literal(node.params["value"], node.dtype, self.target.types)
+            return self.target.literal(node.params["value"], node.dtype)
         return self.names[id(node)] + ("[b]" if id(node) in self.lanes else "")
 
     def statement(self, node: Node, index_of) -> str:
@@ -325,7 +325,8 @@ class _Context:
         if _in_group(node, "check"):   # raise the call's error flag (one store, only where a value fails)
             p = node.params
             test = expression(Primitive.registry[node.op], "i", self.target.name).format(
-                self.ref(node.args[0]), low=f"{p['low']}LL", high=f"{p['high']}LL")
+                self.ref(node.args[0]), low=f"{p['low']}{self.target.long_suffix}",
+                high=f"{p['high']}{self.target.long_suffix}")
             line += f" if {test} FNX_FLAG(fnx_bad);"
         return line
 
@@ -339,6 +340,8 @@ class _Context:
     def layout(self) -> dict:
         base = {"buffers": self.buffers(), "meta": self.meta_names, "sizes": self.sizes,
                 "n_accesses": len(self.k.accesses), "flag": bool(self.k.checks)}
+        if self.target.gpu:   # how its blocks combine partials: warp shuffles, or local memory
+            base["shuffles"] = self.target.shuffles
         if self.k.kind == "elementwise":
             return {**base, **self._elementwise()}
         return {**base, **self._reduce()}
@@ -638,7 +641,7 @@ class _RowSteps:
         acc_type = "double" if (dt == "float32" and monoid == "add" and ctx.target.double_sums) else ctype
         if cls == "i" and monoid in ("max", "min"):
             lo, hi = INT_LIMITS[dt]
-            init = literal(lo if monoid == "max" else hi, node.dtype, ctx.target.types)
+            init = ctx.target.literal(lo if monoid == "max" else hi, node.dtype)
         else:
             init = IDENTITY[monoid][cls]
         nan_check = cls in "fd" and monoid in ("max", "min")
@@ -656,4 +659,4 @@ class _RowSteps:
                 "combine": update.format(p=f"a_{name}", v=f"p_{name}"),
                 "absorb_lane": update.format(p=f"a_{name}[b]", v=value),
                 "merge": update.format(p=f"p_{name}", v=f"q_{name}"), "op": op, "nan": nan_check,
-                "shuffle_type": ctype if ctype in ("float", "double", "long long", "int") else "int"}
+                "shuffle_type": ctype if dt in ("float32", "float64", "int64", "int32") else "int"}

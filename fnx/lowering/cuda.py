@@ -22,21 +22,16 @@ import numpy as np
 
 from .._version import __version__
 from .cache import cache_key, cached_file
+from .gpu_launch import THREADS, VECTOR, flat_grid, reduction
 
 if TYPE_CHECKING:
     from .codegen import GeneratedKernel
 
-__all__ = ["load_module", "launcher", "error_flag", "OPTIONS", "VECTOR"]
+__all__ = ["load_module", "launcher", "error_flag", "OPTIONS"]
 
 log = logging.getLogger("fnx.compile")
 
 OPTIONS = ("--std=c++14", "--fmad=false")   # no contraction: results stay close to the CPU's, as without fast-math
-_THREADS = 256                                # FNX_THREADS in the CUDA prelude
-_COL_ROWS, _COL_SHARES = 32, 8                # FNX_COL_ROWS, FNX_COL_SHARES: the 2-D blocks of column reductions
-_BLOCKS_PER_SM = 32      # elementwise grids stop growing here (a few waves); the grid-stride loops take the rest
-_SPLIT_WORK = 8 * _THREADS   # split reductions: at least this many elements per block
-_SPLIT_BLOCKS_PER_SM = 8     # ... and about this many blocks per SM in all
-VECTOR = 4   # elements per thread and iteration on the vector path of flat kernels (fnx_vec4 in the CUDA prelude)
 
 
 def _cupy():
@@ -84,8 +79,9 @@ def error_flag():
 
 def launcher(module, gk: GeneratedKernel, flag=None):
     """A function launching `gk` on C-contiguous CuPy inputs; it allocates the outputs (CuPy's memory pool) and
-    returns them. Grids, argument tuples and reduction workspaces are fixed here, once per kernel. A kernel that
-    checks values gets the executable's error flag `flag` (a 1-element int32 CuPy array) after its buffers."""
+    returns them. Grids (fnx/lowering/gpu_launch.py), argument tuples and reduction workspaces are fixed here, once
+    per kernel. A kernel that checks values gets the executable's error flag `flag` (a 1-element int32 CuPy array)
+    after its buffers."""
     cp = _cupy()
     fn = module.get_function(gk.name)
     k = gk.kernel
@@ -96,18 +92,13 @@ def launcher(module, gk: GeneratedKernel, flag=None):
     specs = [(tuple(v.aval.shape), v.aval.dtype.np) for v in k.outputs]
     if gk.mode == "flat":
         return _flat_launcher(cp, fn, gk, meta, specs, sms)
-    rows, cols = math.prod(k.sizes[:k.n_rows]), math.prod(k.sizes[k.n_rows:])
+    launch = reduction(gk, sms)
+    grid, block, rows = launch.grid, launch.block, launch.rows
     tail = (np.int64(rows),)
-    if gk.mode == "columns":
-        grid, block = (-(-rows // _COL_ROWS),), (_COL_ROWS, _COL_SHARES)
-    elif gk.mode == "split":
-        blocks = max(1, min(-(-cols // _SPLIT_WORK), sms * _SPLIT_BLOCKS_PER_SM // rows))
-        grid, block = (blocks, rows), (_THREADS,)
-        partials = tuple(cp.empty(rows * blocks, p.dtype.np) for p in k.phases)   # one per reduction
+    if gk.mode == "split":
+        partials = tuple(cp.empty(rows * launch.blocks, p.dtype.np) for p in k.phases)   # one per reduction
         arrived = cp.zeros(rows, cp.uint32)   # the kernel's last block per row resets its counter to 0
         tail += (*partials, arrived)
-    else:
-        grid, block = (rows,), (_THREADS,)
 
     def run(*ins, outs=None):
         outs = _outputs(cp, specs, outs)
@@ -127,10 +118,10 @@ def _outputs(cp, specs: list, given) -> list:
 
 def _flat_launcher(cp, fn, gk: GeneratedKernel, meta: tuple, specs: list, sms: int):
     """Elementwise kernels: the vector path when every buffer it reads or writes wide is aligned to its vector's
-    size (CuPy's allocations are), else the scalar loop alone; grids of at most `_BLOCKS_PER_SM` blocks per SM."""
+    size (CuPy's allocations are), else the scalar loop alone."""
     total = math.prod(gk.kernel.sizes)
-    grid = lambda work: (max(1, min(-(-work // _THREADS), sms * _BLOCKS_PER_SM)),)
-    block = (_THREADS,)
+    grid = lambda work: flat_grid(work, sms)
+    block = (THREADS,)
     if not gk.aligned:
         scalar_grid, scalar_args = grid(total), (*meta, np.int64(total))
 

@@ -61,8 +61,8 @@ def emittable(eqn) -> bool:
 
 
 def expression(prim, cls: str, target: str):
-    """The C expression of `prim` for operand class `cls` on `target` ("c" or "cuda"): its CUDA replacement
-    where it declares one."""
+    """The C expression of `prim` for operand class `cls` on `target` ("c", "cuda", "opencl"): its CUDA
+    replacement where it declares one."""
     if target == "cuda" and prim.cuda and cls in prim.cuda:
         return prim.cuda[cls]
     return prim.c[cls]
@@ -86,9 +86,9 @@ def random_half(eqn) -> int:
     return n if eqn.prim.name == "random_uniform" and out.dtype.name == "float64" else (n + 1) // 2
 
 
-def literal(value, dtype, types: Mapping[str, str] = C_TYPES) -> str:
+def literal(value, dtype, types: Mapping[str, str] = C_TYPES, long_suffix: str = "LL") -> str:
     """A C literal of `dtype` with exactly `value` (shortest round-trip decimal for floats; integers cast to their
-    name in `types`)."""
+    name in `types`, int64 ones with `long_suffix`: "L" in OpenCL C, whose long long is 128 bits wide)."""
     name = dtype.name
     v = np.asarray(value).astype(dtype.np).item()
     if name in ("float32", "float64"):
@@ -102,5 +102,5 @@ def literal(value, dtype, types: Mapping[str, str] = C_TYPES) -> str:
     if name == "bool":
         return "1" if v else "0"
     if name == "int64" and v == -2 ** 63:
-        return "(-9223372036854775807LL - 1)"
-    return f"(({types[name]}){int(v)}{'LL' if name == 'int64' else ''})"
+        return f"(-9223372036854775807{long_suffix} - 1)"
+    return f"(({types[name]}){int(v)}{long_suffix if name == 'int64' else ''})"

@@ -1,6 +1,6 @@
 """The executable plan: fused kernels and library calls in order, over buffers allocated per call.
 
-`build_executable(closed, backend="c"|"cuda")` fuses the jaxpr, renders its
+`build_executable(closed, backend="c"|"cuda"|"opencl")` fuses the jaxpr, renders its
 kernels, has the backend's `Target` (fnx/lowering/targets/) compile them
 once, and returns an `Executable`. Everything that does
 not depend on the arguments (kernel handles, argument blocks of sizes and
@@ -15,12 +15,13 @@ Checks (the "check" group: an index out of range): a kernel that computes one
 stores 1 into the executable's error flag (a 1-element int32 array after
 its buffers) where a value fails, and writes the checked values out. The C
 driver reads the flag right after such a kernel, before any library step
-reads the values (numpy would raise an error of its own); the CUDA driver
-reads it once per call, after the last step (one device-to-host copy, paid
-only by executables that check; CuPy wraps an out-of-range index, so the
-steps in between stay in bounds), keeping the checked values alive until
-then. A raised flag is cleared, and each check's impl runs on its values in
-program order: the first that fails raises eager mode's error and message.
+reads the values (numpy would raise an error of its own), and so does the
+OpenCL driver, whose library steps run on numpy too; the CUDA driver reads it
+once per call, after the last step (one device-to-host copy, paid only by
+executables that check; CuPy wraps an out-of-range index, so the steps in
+between stay in bounds), keeping the checked values alive until then. A
+raised flag is cleared, and each check's impl runs on its values in program
+order: the first that fails raises eager mode's error and message.
 
 Donation (`Executable.donating(positions)`): a second driver in which donated
 inputs lend their buffers to kernel outputs of the same byte size. The plan
@@ -55,7 +56,8 @@ __all__ = ["build_executable", "Executable", "Donating", "plan_steps", "generate
 
 
 def plan_steps(closed: ClosedJaxpr, target: Target | str) -> tuple[list, list[GeneratedKernel]]:
-    """The fused steps of `closed` and the kernels rendered for `target` (a Target or its name: "c", "cuda")."""
+    """The fused steps of `closed` and the kernels rendered for `target` (a Target or its name: "c", "cuda",
+    "opencl")."""
     scalars = {}
     for v, c in zip(closed.jaxpr.constvars, closed.consts):
         if v.aval.ndim == 0:
@@ -70,7 +72,8 @@ def plan_steps(closed: ClosedJaxpr, target: Target | str) -> tuple[list, list[Ge
 
 
 def build_executable(closed: ClosedJaxpr, *, backend: str) -> "Executable":
-    """Compile `closed` for `backend`, the name of a target ("c": C on the CPU, "cuda": CUDA C through CuPy)."""
+    """Compile `closed` for `backend`, the name of a target ("c": C on the CPU, "cuda": CUDA C through CuPy,
+    "opencl": OpenCL C through pyopencl)."""
     target = get_target(backend)
     target.require()   # C without a compiler: NoCompilerError (the default backend interprets instead)
     steps, kernels = plan_steps(closed, target)
@@ -208,7 +211,8 @@ class _Driver:
         exec(compile(source, f"<fnx driver: {len(self.steps)} steps>", "exec"), namespace)
         run = namespace["run"]
         if debug.LEVEL:   # FNX_DEBUG >= 1: log each call
-            run = debug.compiled_call(run, "c" if self.xp is np else "cuda", len(self.kernels),
+            backend = self.kernels[0].target if self.kernels else "c" if self.xp is np else "cuda"
+            run = debug.compiled_call(run, backend, len(self.kernels),
                                       len(self.steps) - len(self.kernels))
         return source, run
 
@@ -335,9 +339,9 @@ class _Driver:
         outs = [self.var(v) for v in k.outputs]
         call = self.launch(gk)
         self.lines.append(f"# {gk.name}")
-        if self.xp is not np:   # CUDA: the launcher allocates the outputs that it is not given
+        if gk.mode:   # GPU targets: the launcher allocates the outputs that it is not given
             if debug.LEVEL:   # FNX_DEBUG >= 1: log each launch
-                call = debug.kernel_call(gk.name, "cuda", call)
+                call = debug.kernel_call(gk.name, gk.target, call)
             given = []
             for x, v in zip(outs, k.outputs):
                 if id(v) in self.lent:
@@ -345,6 +349,8 @@ class _Driver:
                 given.append(x if id(v) in self.lent else "None")
             lend = f", outs=({', '.join(given)},)" if any(g != "None" for g in given) else ""
             self.lines.append(f"{', '.join(outs)}, = {self.value(call, 'k')}({', '.join(ins)}{lend})")
+            if k.checks and self.xp is np:   # OpenCL on numpy arrays: before a library step reads the values
+                self._check_flag(k.checks, "flag.get()[0]")
             return
         fn, objs, meta = call
         if debug.LEVEL:   # FNX_DEBUG >= 1: log each call

@@ -617,8 +617,9 @@ def compile(fun=None, static_argnums=(), static_argnames=(), donate_argnums=(), 
     `static_argnums` / `static_argnames`: arguments passed to `fun` as Python values (part of the cache
     key, so they must be hashable); `donate_argnums`: positional arguments whose tensors' buffers the
     compiled code may reuse for its outputs (like JAX's; a donated tensor whose buffer was reused is
-    invalid afterwards, any use raises; see the module docstring); `backend`: "interpret", "c" or "cuda"
-    (default: "cuda" for CUDA inputs, else "c"; `FNX_BACKEND` overrides; "interpret" ignores donation).
+    invalid afterwards, any use raises; see the module docstring); `backend`: "interpret", "c", "cuda" or
+    "opencl" (CPU tensors, kernels on an OpenCL device through pyopencl; default: "cuda" for CUDA inputs,
+    else "c"; `FNX_BACKEND` overrides; "interpret" ignores donation).
     Usable as a decorator, with or without arguments.
 
     >>> import fnx

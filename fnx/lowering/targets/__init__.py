@@ -2,18 +2,19 @@
 
 A new backend is one module here defining its `Target`, its templates in fnx/lowering/templates/, and one
 entry in `TARGETS`. Importing this package imports no template engine and no GPU library: the C target's
-toolchain module (fnx/lowering/cpu.py) and the CUDA target's runtime (fnx/lowering/cuda.py, which imports
-CuPy only when it builds).
+toolchain module (fnx/lowering/cpu.py) and the GPU targets' runtimes (fnx/lowering/cuda.py and opencl.py, which
+import CuPy and pyopencl only when they build).
 """
 from __future__ import annotations
 
 from .base import Program, Target, translation_unit
 from .c import C
 from .cuda import CUDA
+from .opencl import OPENCL
 
-__all__ = ["TARGETS", "Target", "Program", "get_target", "translation_unit", "C", "CUDA"]
+__all__ = ["TARGETS", "Target", "Program", "get_target", "translation_unit", "C", "CUDA", "OPENCL"]
 
-TARGETS: dict[str, Target] = {t.name: t for t in (C, CUDA)}
+TARGETS: dict[str, Target] = {t.name: t for t in (C, CUDA, OPENCL)}
 
 
 def get_target(target: Target | str) -> Target:

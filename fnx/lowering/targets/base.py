@@ -13,14 +13,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..expressions import C_TYPES, TEMP_TYPES
+from ..expressions import C_TYPES, TEMP_TYPES, literal
 
 if TYPE_CHECKING:
     from ..codegen import GeneratedKernel
 
-__all__ = ["Target", "Program", "translation_unit"]
+__all__ = ["Target", "GpuTarget", "Program", "translation_unit", "GPU_KERNELS"]
 
 _CALL = re.compile(r"\b([A-Za-z_]\w*)\(")
+# The kernel shells of the GPU targets (CUDA, OpenCL), written in the dialect that each one's prelude defines.
+GPU_KERNELS = {"elementwise": "gpu_elementwise.j2", "reduce": "gpu_reduce.j2",
+               "reduce_columns": "gpu_reduce_columns.j2"}
 
 
 @dataclass
@@ -42,26 +45,34 @@ class Target:
     `gpu` chooses the family of kernel shells that codegen fills in: False for loops over rows that run on
     threads and that the C compiler vectorises (per-row scratch, lanes across rows in column mode, float32
     sums in double); True for a thread per element and a block per reduction row whose leader stores
-    (2-D blocks in column mode, several blocks per row and a combining last block in split mode). An OpenCL
-    target would take the GPU family and CUDA's kernel templates, differing in its prelude's macros.
+    (2-D blocks in column mode, several blocks per row and a combining last block in split mode). The GPU
+    targets share their kernel shells (templates/gpu_*.j2) and differ in their preludes, which define the
+    dialect the shells are written in (FNX_KERNEL, FNX_SYNC, ...), and in `shuffles`: whether blocks combine
+    partials with warp shuffles (CUDA) or through local memory (OpenCL), in the same order either way.
     """
 
     name: str                       # the backend's name; also salts each kernel's hash
-    extension: str                  # suffix of a file holding its source: "c", "cu"
+    extension: str                  # suffix of a file holding its source: "c", "cu", "cl"
     prelude: str                    # template of the includes, macros and math functions before the kernels
     kernels: Mapping[str, str]      # kernel shell template per shape: "elementwise", "reduce", "reduce_columns"
     gpu: bool                       # the family of kernel shells (above)
     vector_width: int = 0           # flat elementwise kernels: elements per thread through one wide load; 0: none
+    shuffles: bool = False          # GPU: blocks combine partials with warp shuffles (else through local memory)
     double_sums: bool = False       # float32 sums accumulate in double
     types: Mapping[str, str] = field(default_factory=lambda: C_TYPES)          # dtype name -> stored type
     temp_types: Mapping[str, str] = field(default_factory=lambda: TEMP_TYPES)  # dtype name -> a value's type
     math_names: Mapping[str, str] = field(default_factory=dict)   # calls of the expression table renamed
+    long_suffix: str = "LL"         # of int64 literals ("L" where `long long` is not 64 bits: OpenCL C)
 
     def rename_calls(self, expression: str) -> str:
         """`expression` with its function calls renamed as `math_names` says (C and CUDA keep the table's)."""
         if not self.math_names:
             return expression
         return _CALL.sub(lambda m: self.math_names.get(m[1], m[1]) + "(", expression)
+
+    def literal(self, value, dtype) -> str:
+        """A literal of `dtype` with exactly `value`, spelled for this target."""
+        return literal(value, dtype, self.types, self.long_suffix)
 
     def prelude_context(self) -> dict:
         """Values the prelude template reads besides the math function lists (C: where numpy's data pointer is)."""
@@ -76,6 +87,22 @@ class Target:
 
     def __repr__(self) -> str:
         return f"<Target {self.name}>"
+
+
+class GpuTarget(Target):
+    """A GPU target: one module of all kernels, built and launched by its runtime module (`runtime()`:
+    fnx/lowering/cuda.py, opencl.py), whose launchers allocate the outputs they are not given."""
+
+    def runtime(self):
+        """The module with `load_module(source, names)`, `error_flag()` and `launcher(module, gk, flag)`."""
+        raise NotImplementedError(f"target {self.name!r} names no runtime")
+
+    def build(self, kernels: list[GeneratedKernel], prelude: Callable[..., str]) -> Program:
+        runtime = self.runtime()
+        source = translation_unit(prelude(), kernels)
+        module = runtime.load_module(source, [k.name for k in kernels]) if kernels else None
+        flag = runtime.error_flag() if any(k.kernel.checks for k in kernels) else None
+        return Program(source, flag, lambda gk: runtime.launcher(module, gk, flag))
 
 
 def translation_unit(prelude: str, kernels: list[GeneratedKernel]) -> str:

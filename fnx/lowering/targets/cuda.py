@@ -1,25 +1,19 @@
 """The CUDA target: kernels compiled by NVRTC into one module and launched through CuPy (fnx/lowering/cuda.py)."""
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from .. import cuda
-from .base import Program, Target, translation_unit
+from ..gpu_launch import VECTOR
+from .base import GPU_KERNELS, GpuTarget
 
 __all__ = ["CUDA", "CudaTarget"]
 
 
-class CudaTarget(Target):
+class CudaTarget(GpuTarget):
     """Builds one CuPy module of all kernels; each launcher allocates the outputs it is not given."""
 
-    def build(self, kernels: list, prelude: Callable[..., str]) -> Program:
-        source = translation_unit(prelude(), kernels)
-        module = cuda.load_module(source, [k.name for k in kernels]) if kernels else None
-        flag = cuda.error_flag() if any(k.kernel.checks for k in kernels) else None
-        return Program(source, flag, lambda gk: cuda.launcher(module, gk, flag))
+    def runtime(self):
+        return cuda
 
 
-CUDA = CudaTarget(name="cuda", extension="cu", prelude="cuda_prelude.cu.j2",
-                  kernels={"elementwise": "cuda_elementwise.cu.j2", "reduce": "cuda_reduce.cu.j2",
-                           "reduce_columns": "cuda_reduce_columns.cu.j2"},
-                  gpu=True, vector_width=cuda.VECTOR)
+CUDA = CudaTarget(name="cuda", extension="cu", prelude="cuda_prelude.cu.j2", kernels=GPU_KERNELS, gpu=True,
+                  vector_width=VECTOR, shuffles=True)
