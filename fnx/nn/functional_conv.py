@@ -1,15 +1,14 @@
 """Convolutions, unfold/fold, interpolation and pixel shuffle, as compositions of fnx ops.
 
-Sliding windows are gathered without per-pixel Python loops: for each of the kernel's K offsets, one strided
-slice of the padded input gives that offset's value at every output position; stacking the K slices gives
-the im2col tensor, so a convolution is one (grouped, batched) matmul (and pooling, in functional_pool, a
-reduction over the K axis).
+Sliding windows are gathered without per-pixel Python loops: the im2col primitive (fnx/ops/windows.py) copies,
+for each of the kernel's K offsets, one strided view of the padded input into a (N, C, K, *out) block, so a
+convolution is one (grouped, batched) matmul (and pooling, in functional_pool, a reduction over the K axis); its
+gradient is col2im, which adds each offset's block back into its strided view.
 The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
 is the transpose (vjp) of `unfold`. Everything is differentiable and works under every transform.
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -18,9 +17,9 @@ from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
 from ..ops.creation import tensor, zeros
 from ..ops.indexing import index_select
-from ..ops.joins import stack
 from ..ops.linalg import matmul, require_same_dtype
 from ..ops.shape import flip, movedim
+from ..ops.windows import im2col
 from ..tensor import Tensor
 from ..transforms.ad import vjp
 
@@ -67,13 +66,10 @@ def _out_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool = False) -
     return out
 
 
-def _windows(x: Tensor, kernel, stride, dilation, out) -> Tensor:
-    """(N, C, K, *out): for each kernel offset (row-major), its strided view of the padded `x`, stacked."""
-    views = []
-    for offs in itertools.product(*(range(k) for k in kernel)):
-        idx = tuple(slice(o * d, o * d + s * (m - 1) + 1, s) for o, d, s, m in zip(offs, dilation, stride, out))
-        views.append(x[(slice(None), slice(None)) + idx])
-    return stack(views, 2)
+def _windows(x: Tensor, kernel, stride, dilation) -> Tensor:
+    """(N, C, K, *out): for each kernel offset (row-major), its strided view of the padded `x` (one im2col copy;
+    its gradient is col2im's strided accumulation)."""
+    return im2col(x, kernel, stride, dilation)
 
 
 # ---------------------------------------------------------------- convolution
@@ -120,7 +116,7 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if k == 1 and all(s == 1 for s in stride):
         cols = x.reshape(n, c, math.prod(out))
     else:
-        cols = _windows(x, kernel, stride, dilation, out).reshape(n, c * k, math.prod(out))
+        cols = _windows(x, kernel, stride, dilation).reshape(n, c * k, math.prod(out))
     if groups == 1:
         y = matmul(weight.reshape(o, c * k), cols)
     else:
@@ -226,7 +222,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"unfold: the kernel {list(kernel)} with dilation {list(dilation)} does not fit the "
                               f"padded input of spatial size {list(x.shape[2:])}")
-    cols = _windows(x, kernel, stride, dilation, out)
+    cols = _windows(x, kernel, stride, dilation)
     cols = cols.reshape(x.shape[0], x.shape[1] * math.prod(kernel), math.prod(out))
     return cols.squeeze(0) if unbatched else cols
 
