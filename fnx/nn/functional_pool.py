@@ -65,7 +65,7 @@ def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_i
         values = values.squeeze(0)
     if not return_indices:
         return values
-    if padded.shape != x.shape:   # positions in the padded input -> in the input
+    if any(padding) or any(hi):   # positions in the padded input -> in the input
         flat, rest = None, pos
         for i in range(nd):
             size = math.prod(padded.shape[3 + i:])
