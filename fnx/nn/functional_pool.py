@@ -57,6 +57,7 @@ def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_i
     kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, dilation,
                                                                 ceil_mode, nd, op)
     lowest = float("-inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.np).min)
+    hi = tuple(max(h, 0) for h in hi)   # the windows ignore what lies past the last one: no need to crop
     padded = _pad_spatial(x, padding, hi, lowest)
     pos = window_argmax(padded, kernel, stride, dilation)   # the first maximum, as PyTorch picks it
     overlap = any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, stride, dilation))

@@ -38,6 +38,15 @@ def _views(kernel, stride, dilation, out):
                                   for o, d, s, m in zip(offs, dilation, stride, out))
 
 
+def _blocks(lead: tuple, item_bytes: int):
+    """Slices of the first leading dim whose blocks hold about 256 KiB each: im2col and col2im visit each block
+    once per kernel offset, so a block that stays in cache is read from memory once."""
+    if not lead:
+        return [Ellipsis]
+    step = max(1, (1 << 18) // max(1, item_bytes * math.prod(lead[1:])))
+    return [slice(i, i + step) for i in range(0, lead[0], step)]
+
+
 def _check_geometry(op: str, shape: tuple, kernel, stride, dilation) -> tuple:
     """The output spatial shape, or an error naming the op, the shape and the window."""
     nd = len(kernel)
@@ -59,10 +68,14 @@ im2col_p = Primitive("im2col", saves_inputs=False)
 def _im2col_impl(xp, x, *, kernel, stride, dilation):
     nd = len(kernel)
     out = window_out_shape(x.shape[x.ndim - nd:], kernel, stride, dilation)
-    cols = xp.empty(x.shape[:x.ndim - nd] + (math.prod(kernel),) + out, dtype=x.dtype)
+    lead = x.shape[:x.ndim - nd]
+    cols = xp.empty(lead + (math.prod(kernel),) + out, dtype=x.dtype)
     whole = (slice(None),) * nd
-    for k, view in enumerate(_views(kernel, stride, dilation, out)):
-        cols[(Ellipsis, k) + whole] = x[view]
+    views = list(_views(kernel, stride, dilation, out))
+    for block in _blocks(lead, x.itemsize * math.prod(x.shape[x.ndim - nd:])):
+        src, dst = x[block], cols[block]
+        for k, view in enumerate(views):
+            dst[(Ellipsis, k) + whole] = src[view]
     return cols
 
 
@@ -92,10 +105,14 @@ col2im_p = Primitive("col2im", saves_inputs=False)
 @col2im_p.def_impl
 def _col2im_impl(xp, cols, *, size, kernel, stride, dilation):
     nd = len(kernel)
-    x = xp.zeros(cols.shape[:cols.ndim - nd - 1] + size, dtype=cols.dtype)
+    lead = cols.shape[:cols.ndim - nd - 1]
+    x = xp.zeros(lead + size, dtype=cols.dtype)
     whole = (slice(None),) * nd
-    for k, view in enumerate(_views(kernel, stride, dilation, cols.shape[cols.ndim - nd:])):
-        x[view] += cols[(Ellipsis, k) + whole]
+    views = list(_views(kernel, stride, dilation, cols.shape[cols.ndim - nd:]))
+    for block in _blocks(lead, cols.itemsize * math.prod(size)):
+        src, dst = cols[block], x[block]
+        for k, view in enumerate(views):
+            dst[view] += src[(Ellipsis, k) + whole]
     return x
 
 
