@@ -182,6 +182,16 @@ def test_max_pool_gradient_goes_to_the_first_maximum_like_pytorch():
     np.testing.assert_array_equal(x.grad.numpy()[0, 0], [[1.0, 0.0], [0.0, 0.0]])
 
 
+def test_max_pool_ties_and_nans_pick_pytorchs_index():
+    """Ties go to the first maximum of the window (row-major); a window holding NaN gives NaN at its last NaN."""
+    x = np.array([[1.0, 3.0, 3.0, 0.0], [3.0, 2.0, np.nan, np.nan], [5.0, 5.0, 1.0, 1.0], [5.0, 5.0, 1.0, 1.0]])
+    out, idx = F.max_pool2d(T(x[None, None]), 2, return_indices=True)
+    np.testing.assert_array_equal(out.numpy()[0, 0], [[3.0, np.nan], [5.0, 1.0]])
+    np.testing.assert_array_equal(idx.numpy()[0, 0], [[1, 7], [8, 10]])
+    overlapping = F.max_pool2d(T(x[None, None]), 3, stride=1, return_indices=True)[1]
+    np.testing.assert_array_equal(overlapping.numpy()[0, 0], [[6, 7], [6, 7]])
+
+
 def test_unfold_fold_are_transposes():
     x = RNG.standard_normal((2, 3, 5, 4))
     cols = F.unfold(T(x), (2, 3), dilation=1, padding=1, stride=(2, 1))

@@ -154,9 +154,12 @@ def _window_argmax_impl(xp, x, *, kernel, stride, dilation):
     best = views[0].copy()
     for v in views[1:]:
         xp.maximum(best, v, out=best)   # NaN propagates
-    which = xp.full(best.shape, len(views) - 1, dtype=xp.int32)
-    for k in range(len(views) - 2, -1, -1):   # the first offset that holds the maximum wins
-        xp.copyto(which, k, where=views[k] == best)
+    # the first offset that holds the maximum: the count of leading offsets that miss it (no masked stores)
+    missed = views[0] != best
+    which = missed.astype(xp.int64)
+    for v in views[1:-1]:
+        missed &= v != best
+        which += missed
     if x.dtype.kind == "f" and bool(xp.isnan(best).any()):   # the last NaN wins, as in PyTorch's kernels
         for k, v in enumerate(views):
             xp.copyto(which, k, where=xp.isnan(v))
@@ -165,11 +168,10 @@ def _window_argmax_impl(xp, x, *, kernel, stride, dilation):
     offsets = np.zeros(len(views), dtype=np.int64)
     for k, offs in enumerate(itertools.product(*(range(n) for n in kernel))):
         offsets[k] = sum(o * d * t for o, d, t in zip(offs, dilation, step))
-    start = xp.zeros(out, dtype=xp.int64)
+    pos = xp.asarray(offsets)[which]
     for i in range(nd):
-        start = start + (xp.arange(out[i], dtype=xp.int64) * (stride[i] * step[i])).reshape(
-            (out[i],) + (1,) * (nd - 1 - i))
-    return start + xp.asarray(offsets)[which]
+        pos += (xp.arange(out[i], dtype=xp.int64) * (stride[i] * step[i])).reshape((out[i],) + (1,) * (nd - 1 - i))
+    return pos
 
 
 @window_argmax_p.def_abstract
