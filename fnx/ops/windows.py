@@ -17,11 +17,11 @@ import math
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..core import FnxRuntimeError, Primitive, ShapedArray
 from ..determinism import alert_not_deterministic
-from ._batching import move_to_front, with_batch_size, batch_size
+from ._batching import batch_size, move_to_front, with_batch_size
 from ._families import same_device
-from .. import dtypes as _dt
 
 __all__ = ["im2col", "col2im", "window_argmax", "window_take", "window_put", "window_out_shape"]
 
@@ -45,6 +45,20 @@ def _blocks(lead: tuple, item_bytes: int):
         return [Ellipsis]
     step = max(1, (1 << 18) // max(1, item_bytes * math.prod(lead[1:])))
     return [slice(i, i + step) for i in range(0, lead[0], step)]
+
+
+def _linear_rules(prim: Primitive) -> None:
+    """The jvp and batch rules of a primitive that is linear in its first operand (any other operand holds integer
+    positions): the tangent goes through the primitive itself, and vmap's dim goes to the front of every
+    operand, where the primitive treats it as one more leading dim."""
+    prim.jvp = lambda primals, tangents, **params: (prim.bind(*primals, **params),
+                                                    prim.bind(tangents[0], *primals[1:], **params))
+
+    def batch(args, dims, **params):
+        n = batch_size(args, dims)
+        return prim.bind(*(with_batch_size(a, d, n) for a, d in zip(args, dims)), **params), 0
+
+    prim.batch = batch
 
 
 def _check_geometry(op: str, shape: tuple, kernel, stride, dilation) -> tuple:
@@ -87,11 +101,7 @@ def _im2col_abstract(x: ShapedArray, *, kernel, stride, dilation) -> ShapedArray
 
 im2col_p.def_vjp(lambda g, primals, out, *, kernel, stride, dilation: (
     col2im(g, tuple(primals[0].shape[primals[0].ndim - len(kernel):]), kernel, stride, dilation),))
-im2col_p.def_jvp(lambda primals, tangents, *, kernel, stride, dilation: (
-    im2col_p.bind(primals[0], kernel=kernel, stride=stride, dilation=dilation),
-    im2col_p.bind(tangents[0], kernel=kernel, stride=stride, dilation=dilation)))
-im2col_p.def_batch(lambda args, dims, *, kernel, stride, dilation: (
-    im2col_p.bind(move_to_front(args[0], dims[0]), kernel=kernel, stride=stride, dilation=dilation), 0))
+_linear_rules(im2col_p)
 
 
 def im2col(x, kernel: tuple, stride: tuple, dilation: tuple):
@@ -128,11 +138,7 @@ def _col2im_abstract(cols: ShapedArray, *, size, kernel, stride, dilation) -> Sh
 
 col2im_p.def_vjp(lambda g, primals, out, *, size, kernel, stride, dilation: (
     im2col_p.bind(g, kernel=kernel, stride=stride, dilation=dilation),))
-col2im_p.def_jvp(lambda primals, tangents, *, size, kernel, stride, dilation: (
-    col2im_p.bind(primals[0], size=size, kernel=kernel, stride=stride, dilation=dilation),
-    col2im_p.bind(tangents[0], size=size, kernel=kernel, stride=stride, dilation=dilation)))
-col2im_p.def_batch(lambda args, dims, *, size, kernel, stride, dilation: (
-    col2im_p.bind(move_to_front(args[0], dims[0]), size=size, kernel=kernel, stride=stride, dilation=dilation), 0))
+_linear_rules(col2im_p)
 
 
 def col2im(cols, size: tuple, kernel: tuple, stride: tuple, dilation: tuple):
@@ -223,16 +229,7 @@ def _window_take_abstract(x: ShapedArray, pos: ShapedArray, *, nd, overlap) -> S
 
 window_take_p.def_vjp(lambda g, primals, out, *, nd, overlap: (
     window_put(g, primals[1], tuple(primals[0].shape[primals[0].ndim - nd:]), overlap), None))
-window_take_p.def_jvp(lambda primals, tangents, *, nd, overlap: (
-    window_take_p.bind(primals[0], primals[1], nd=nd, overlap=overlap),
-    window_take_p.bind(tangents[0], primals[1], nd=nd, overlap=overlap)))
-
-
-@window_take_p.def_batch
-def _window_take_batch(args, dims, *, nd, overlap):
-    size = batch_size(args, dims)
-    x, pos = (with_batch_size(a, d, size) for a, d in zip(args, dims))
-    return window_take_p.bind(x, pos, nd=nd, overlap=overlap), 0
+_linear_rules(window_take_p)
 
 
 def window_take(x, pos, nd: int, overlap: bool):
@@ -273,16 +270,7 @@ def _window_put_abstract(g: ShapedArray, pos: ShapedArray, *, size, overlap) -> 
 
 window_put_p.def_vjp(lambda g, primals, out, *, size, overlap: (
     window_take_p.bind(g, primals[1], nd=len(size), overlap=overlap), None))
-window_put_p.def_jvp(lambda primals, tangents, *, size, overlap: (
-    window_put_p.bind(primals[0], primals[1], size=size, overlap=overlap),
-    window_put_p.bind(tangents[0], primals[1], size=size, overlap=overlap)))
-
-
-@window_put_p.def_batch
-def _window_put_batch(args, dims, *, size, overlap):
-    n = batch_size(args, dims)
-    g, pos = (with_batch_size(a, d, n) for a, d in zip(args, dims))
-    return window_put_p.bind(g, pos, size=size, overlap=overlap), 0
+_linear_rules(window_put_p)
 
 
 def window_put(g, pos, size: tuple, overlap: bool):
