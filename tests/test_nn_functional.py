@@ -204,6 +204,8 @@ def test_unfold_fold_are_transposes():
     lhs = (ref * y).sum()
     rhs = (x * npy(F.fold(T(y), (5, 4), (2, 3), padding=1, stride=(2, 1)))).sum()
     assert abs(lhs - rhs) < 1e-9
+    with pytest.raises(RuntimeError, match=r"number of sliding blocks 3 \* 4 = 12, but got input.size\(2\)=11"):
+        F.fold(fnx.zeros(2, 18, 11), (5, 4), (2, 3), padding=1, stride=(2, 1))
 
 
 def test_interpolate_modes():
