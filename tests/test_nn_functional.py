@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 import fnx
 import fnx.nn.functional as F
 from fnx.autograd import gradcheck
+from op_db_conv import ref_avg_pool2d, ref_conv2d, ref_conv_transpose2d, ref_max_pool2d
 
 RNG = np.random.default_rng(0)
 
@@ -27,73 +28,6 @@ def close(a, b, tol=1e-10):
 
 
 # ---------------------------------------------------------------- numpy references
-def ref_conv2d(x, w, b, stride, padding, dilation, groups):
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    out = np.zeros((n, o, oh, ow))
-    og = o // groups
-    for b_, oc, i, j in itertools.product(range(n), range(o), range(oh), range(ow)):
-        g = oc // og
-        patch = xp[b_, g * cg:(g + 1) * cg, i * sh:i * sh + dh * (kh - 1) + 1:dh, j * sw:j * sw + dw * (kw - 1) + 1:dw]
-        out[b_, oc, i, j] = (patch * w[oc]).sum() + (b[oc] if b is not None else 0.0)
-    return out
-
-
-def ref_conv_transpose2d(x, w, stride, padding, output_padding, groups, dilation):
-    """Scatter form: every input pixel adds its value times the kernel into the output."""
-    (sh, sw), (ph, pw), (oph, opw), (dh, dw) = stride, padding, output_padding, dilation
-    n, cin, h, wd = x.shape
-    _, og, kh, kw = w.shape
-    full_h = (h - 1) * sh + dh * (kh - 1) + 1 + oph
-    full_w = (wd - 1) * sw + dw * (kw - 1) + 1 + opw
-    out = np.zeros((n, og * groups, full_h, full_w))
-    cg = cin // groups
-    for b_, c, i, j, a, e in itertools.product(range(n), range(cin), range(h), range(wd), range(kh), range(kw)):
-        g = c // cg
-        out[b_, g * og:(g + 1) * og, i * sh + a * dh, j * sw + e * dw] += x[b_, c, i, j] * w[c, :, a, e]
-    return out[:, :, ph:full_h - ph, pw:full_w - pw]
-
-
-def pool_out(n, k, s, p, d, ceil):
-    span = n + 2 * p - d * (k - 1) - 1
-    out = (-(-span // s) if ceil else span // s) + 1
-    if ceil and (out - 1) * s >= n + p:
-        out -= 1
-    return out
-
-
-def ref_max_pool2d(x, k, s, p, d, ceil):
-    n, c, h, w = x.shape
-    oh, ow = pool_out(h, k[0], s[0], p[0], d[0], ceil), pool_out(w, k[1], s[1], p[1], d[1], ceil)
-    out = np.full((n, c, oh, ow), -np.inf)
-    idx = np.zeros((n, c, oh, ow), dtype=np.int64)
-    for i, j, a, e in itertools.product(range(oh), range(ow), range(k[0]), range(k[1])):
-        r, q = i * s[0] - p[0] + a * d[0], j * s[1] - p[1] + e * d[1]
-        if 0 <= r < h and 0 <= q < w:
-            better = x[:, :, r, q] > out[:, :, i, j]
-            out[:, :, i, j] = np.where(better, x[:, :, r, q], out[:, :, i, j])
-            idx[:, :, i, j] = np.where(better, r * w + q, idx[:, :, i, j])
-    return out, idx
-
-
-def ref_avg_pool2d(x, k, s, p, ceil, count_include_pad):
-    n, c, h, w = x.shape
-    oh, ow = pool_out(h, k[0], s[0], p[0], 1, ceil), pool_out(w, k[1], s[1], p[1], 1, ceil)
-    out = np.zeros((n, c, oh, ow))
-    for i, j in itertools.product(range(oh), range(ow)):
-        r0, q0 = i * s[0] - p[0], j * s[1] - p[1]
-        r1, q1 = min(r0 + k[0], h + p[0]), min(q0 + k[1], w + p[1])
-        size = (r1 - r0) * (q1 - q0)
-        r0c, q0c, r1c, q1c = max(r0, 0), max(q0, 0), min(r1, h), min(q1, w)
-        total = x[:, :, r0c:r1c, q0c:q1c].sum(axis=(2, 3))
-        out[:, :, i, j] = total / (size if count_include_pad else (r1c - r0c) * (q1c - q0c))
-    return out
-
-
 def ref_log_softmax(x, axis):
     m = x.max(axis=axis, keepdims=True)
     return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
@@ -248,6 +182,16 @@ def test_max_pool_gradient_goes_to_the_first_maximum_like_pytorch():
     np.testing.assert_array_equal(x.grad.numpy()[0, 0], [[1.0, 0.0], [0.0, 0.0]])
 
 
+def test_max_pool_ties_and_nans_pick_pytorchs_index():
+    """Ties go to the first maximum of the window (row-major); a window holding NaN gives NaN at its last NaN."""
+    x = np.array([[1.0, 3.0, 3.0, 0.0], [3.0, 2.0, np.nan, np.nan], [5.0, 5.0, 1.0, 1.0], [5.0, 5.0, 1.0, 1.0]])
+    out, idx = F.max_pool2d(T(x[None, None]), 2, return_indices=True)
+    np.testing.assert_array_equal(out.numpy()[0, 0], [[3.0, np.nan], [5.0, 1.0]])
+    np.testing.assert_array_equal(idx.numpy()[0, 0], [[1, 7], [8, 10]])
+    overlapping = F.max_pool2d(T(x[None, None]), 3, stride=1, return_indices=True)[1]
+    np.testing.assert_array_equal(overlapping.numpy()[0, 0], [[6, 7], [6, 7]])
+
+
 def test_unfold_fold_are_transposes():
     x = RNG.standard_normal((2, 3, 5, 4))
     cols = F.unfold(T(x), (2, 3), dilation=1, padding=1, stride=(2, 1))
@@ -260,6 +204,8 @@ def test_unfold_fold_are_transposes():
     lhs = (ref * y).sum()
     rhs = (x * npy(F.fold(T(y), (5, 4), (2, 3), padding=1, stride=(2, 1)))).sum()
     assert abs(lhs - rhs) < 1e-9
+    with pytest.raises(RuntimeError, match=r"number of sliding blocks 3 \* 4 = 12, but got input.size\(2\)=11"):
+        F.fold(fnx.zeros(2, 18, 11), (5, 4), (2, 3), padding=1, stride=(2, 1))
 
 
 def test_interpolate_modes():

@@ -1,28 +1,26 @@
 """Convolutions, unfold/fold, interpolation and pixel shuffle, as compositions of fnx ops.
 
-Sliding windows are gathered without per-pixel Python loops: for each of the kernel's K offsets, one strided
-slice of the padded input gives that offset's value at every output position; stacking the K slices gives
-the im2col tensor, so a convolution is one (grouped, batched) matmul (and pooling, in functional_pool, a
-reduction over the K axis).
+Sliding windows are gathered without per-pixel Python loops: the im2col primitive (fnx/ops/windows.py) copies,
+for each of the kernel's K offsets, one strided view of the padded input into a (N, C, K, *out) block, so a
+convolution is one (grouped, batched) matmul (and pooling, in functional_pool, a reduction over the K axis); its
+gradient is col2im, which adds each offset's block back into its strided view.
 The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
-is the transpose (vjp) of `unfold`. Everything is differentiable and works under every transform.
+is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
-from ..ops.creation import tensor, zeros
+from ..ops.creation import tensor
 from ..ops.indexing import index_select
-from ..ops.joins import stack
 from ..ops.linalg import matmul, require_same_dtype
 from ..ops.shape import flip, movedim
+from ..ops.windows import col2im, im2col
 from ..tensor import Tensor
-from ..transforms.ad import vjp
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "unfold",
            "fold", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
@@ -67,13 +65,10 @@ def _out_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool = False) -
     return out
 
 
-def _windows(x: Tensor, kernel, stride, dilation, out) -> Tensor:
-    """(N, C, K, *out): for each kernel offset (row-major), its strided view of the padded `x`, stacked."""
-    views = []
-    for offs in itertools.product(*(range(k) for k in kernel)):
-        idx = tuple(slice(o * d, o * d + s * (m - 1) + 1, s) for o, d, s, m in zip(offs, dilation, stride, out))
-        views.append(x[(slice(None), slice(None)) + idx])
-    return stack(views, 2)
+def _windows(x: Tensor, kernel, stride, dilation) -> Tensor:
+    """(N, C, K, *out): for each kernel offset (row-major), its strided view of the padded `x` (one im2col copy;
+    its gradient is col2im's strided accumulation)."""
+    return im2col(x, kernel, stride, dilation)
 
 
 # ---------------------------------------------------------------- convolution
@@ -120,7 +115,7 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if k == 1 and all(s == 1 for s in stride):
         cols = x.reshape(n, c, math.prod(out))
     else:
-        cols = _windows(x, kernel, stride, dilation, out).reshape(n, c * k, math.prod(out))
+        cols = _windows(x, kernel, stride, dilation).reshape(n, c * k, math.prod(out))
     if groups == 1:
         y = matmul(weight.reshape(o, c * k), cols)
     else:
@@ -226,7 +221,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"unfold: the kernel {list(kernel)} with dilation {list(dilation)} does not fit the "
                               f"padded input of spatial size {list(x.shape[2:])}")
-    cols = _windows(x, kernel, stride, dilation, out)
+    cols = _windows(x, kernel, stride, dilation)
     cols = cols.reshape(x.shape[0], x.shape[1] * math.prod(kernel), math.prod(out))
     return cols.squeeze(0) if unbatched else cols
 
@@ -241,10 +236,19 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     if cols.shape[1] % k:
         raise FnxRuntimeError(f"fold: Expected size of input's dimension 1 to be divisible by the product of "
                               f"kernel_size, but got input.size(1)={cols.shape[1]} and kernel_size={kernel_size}")
-    size = (cols.shape[0], cols.shape[1] // k) + _ntuple(output_size, 2, "output_size")
-    base = zeros(size, dtype=cols.dtype, device=cols.device)
-    _, pull = vjp(lambda z: unfold(z, kernel_size, dilation, padding, stride), base)
-    out = pull(cols)[0]
+    kernel, dilation = _ntuple(kernel_size, 2, "kernel_size"), _ntuple(dilation, 2, "dilation")
+    padding, stride = _ntuple(padding, 2, "padding"), _ntuple(stride, 2, "stride")
+    size = _ntuple(output_size, 2, "output_size")
+    padded = tuple(m + 2 * p for m, p in zip(size, padding))
+    blocks = tuple(_out_size(m, k, s, 0, d) for m, k, s, d in zip(padded, kernel, stride, dilation))
+    if any(b <= 0 for b in blocks) or cols.shape[2] != math.prod(blocks):
+        raise FnxRuntimeError(f"fold: Given output_size={list(size)}, kernel_size={list(kernel)}, dilation="
+                              f"{list(dilation)}, padding={list(padding)}, stride={list(stride)}, expected size of "
+                              f"input's dimension 2 to match the calculated number of sliding blocks "
+                              f"{' * '.join(map(str, blocks))} = {math.prod(blocks)}, but got input.size(2)="
+                              f"{cols.shape[2]}.")
+    cols = cols.reshape((cols.shape[0], cols.shape[1] // k, k) + blocks)
+    out = _pad_spatial(col2im(cols, padded, kernel, stride, dilation), [-p for p in padding], [-p for p in padding])
     return out.squeeze(0) if unbatched else out
 
 

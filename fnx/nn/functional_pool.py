@@ -1,9 +1,10 @@
 """Pooling of `fnx.nn.functional`: max, average, adaptive, Lp pooling and max unpooling.
 
-Windows come from the same strided-slice im2col as the convolutions (functional_conv._windows); max pooling
-picks the first maximum of each window with argmax + take_along_dim (PyTorch's choice for ties, and the
-flat index for return_indices), average pooling sums the window and divides by PyTorch's per-position count,
-and adaptive average pooling is one matmul per spatial dim with a matrix of window weights.
+Max pooling runs on the window primitives of fnx/ops/windows.py: the flat position of each window's first
+maximum (PyTorch's choice for ties, and its return_indices), the values gathered there, and a gradient that
+stores each cotangent back at its position (no one-hot masks). Average pooling sums the im2col windows of
+functional_conv._windows and divides by PyTorch's per-position count, and adaptive average pooling is one
+matmul per spatial dim with a matrix of window weights.
 """
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ import numpy as np
 from ..core import FnxRuntimeError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
-from ..ops.creation import arange, tensor, zeros
+from ..ops.creation import tensor, zeros
 from ..ops.indexing import scatter, take_along_dim
 from ..ops.joins import stack
 from ..ops.linalg import matmul
 from ..ops.shape import movedim
 from ..tensor import Tensor
+from ..ops.windows import window_argmax, window_take
 from .functional_conv import _batched, _ntuple, _out_size, _pad_spatial, _windows
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
@@ -55,23 +57,24 @@ def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_i
     kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, dilation,
                                                                 ceil_mode, nd, op)
     lowest = float("-inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.np).min)
-    win = _windows(_pad_spatial(x, padding, hi, lowest), kernel, stride, dilation, out)
-    choice = rd.argmax(win, dim=2, keepdim=True)  # the first maximum, as PyTorch picks it
-    values = take_along_dim(win, choice, 2).squeeze(2)
+    hi = tuple(max(h, 0) for h in hi)   # the windows ignore what lies past the last one: no need to crop
+    padded = _pad_spatial(x, padding, hi, lowest)
+    pos = window_argmax(padded, kernel, stride, dilation)   # the first maximum, as PyTorch picks it
+    overlap = any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, stride, dilation))
+    values = window_take(padded, pos, nd, overlap)
     if unbatched:
         values = values.squeeze(0)
     if not return_indices:
         return values
-    choice = choice.squeeze(2)
-    spatial = tuple(x.shape[2:])
-    flat = None
-    for i in range(nd):
-        k_i = (choice // math.prod(kernel[i + 1:])) % kernel[i]
-        start = arange(out[i], device=x.device) * stride[i] - padding[i]
-        pos = k_i * dilation[i] + start.reshape((out[i],) + (1,) * (nd - 1 - i))
-        term = pos * math.prod(spatial[i + 1:])
-        flat = term if flat is None else flat + term
-    return values, (flat.squeeze(0) if unbatched else flat)
+    if any(padding) or any(hi):   # positions in the padded input -> in the input
+        flat, rest = None, pos
+        for i in range(nd):
+            size = math.prod(padded.shape[3 + i:])
+            term = (rest // size - padding[i]) * math.prod(x.shape[3 + i:])
+            rest = rest % size
+            flat = term if flat is None else flat + term
+        pos = flat
+    return values, (pos.squeeze(0) if unbatched else pos)
 
 
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
@@ -108,7 +111,7 @@ def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
     x, unbatched = _batched(input, nd, op)
     kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode,
                                                                 nd, op)
-    total = rd.sum(_windows(_pad_spatial(x, padding, hi), kernel, stride, dilation, out), 2)
+    total = rd.sum(_windows(_pad_spatial(x, padding, hi), kernel, stride, dilation), 2)
     if divisor_override:
         y = total / divisor_override
     else:
