@@ -65,7 +65,7 @@ from ..tensor import Tensor, Tracer, from_array
 from ..tree import tree_flatten, tree_unflatten
 from .batching import batch_size
 from .donation import Donation, donated_leaves
-from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, vjp_jaxpr
+from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, split_vjp_jaxpr, vjp_jaxpr
 from .tracing import trace_to_jaxpr
 
 __all__ = ["compile", "jit", "Compiled", "Lowered", "CallJaxpr", "compiled_call_p"]
@@ -167,6 +167,56 @@ def _call_vjp(cts, primals, outs, *, jaxpr: CallJaxpr, backend: str):
     new = jaxpr.derive(("vjp",), lambda: vjp_jaxpr(jaxpr, jaxpr.in_avals))
     float_cts = [c if c is not None else zeros_like(o) for c, o in zip(cts, outs) if o.dtype.is_floating_point]
     return _floats_only(primals, compiled_call_p.bind(*primals, *float_cts, jaxpr=new, backend=backend))
+
+
+# ---------------------------------------------------------------- a compiled call on the eager tape
+# Recorded for `loss.backward()`, a compiled call runs the forward half of its split vjp (fwd: outputs and
+# residuals), keeps the residuals in the tape node, and its backward runs only the backward half: the forward is
+# not computed twice, as PyTorch's saved tensors avoid. A backward that is itself differentiated (create_graph)
+# takes the full vjp, which differentiates again.
+class _Saved:
+    """The residuals of one recorded compiled call, kept by its tape node until the node is freed."""
+
+    __slots__ = ("values",)
+
+    def __init__(self):
+        self.values = None
+
+
+def _split(jaxpr: CallJaxpr) -> tuple[CallJaxpr, CallJaxpr]:
+    found = jaxpr.derived.get(("split",))
+    if found is None:
+        with jaxpr.lock:
+            found = jaxpr.derived.get(("split",))
+            if found is None:
+                fwd, bwd = split_vjp_jaxpr(jaxpr, jaxpr.in_avals)
+                found = jaxpr.derived[("split",)] = (CallJaxpr(optimize(fwd)), CallJaxpr(optimize(bwd)))
+    return found
+
+
+compiled_call_saving_p = Primitive("compiled_call_saving", multiple_results=True)
+
+
+@compiled_call_saving_p.def_impl
+def _saving_impl(xp, *arrays, jaxpr: CallJaxpr, backend: str, saved: _Saved):
+    outs = _split(jaxpr)[0].run(backend, [from_array(a) for a in arrays])
+    n = len(jaxpr.out_avals)
+    saved.values = outs[n:]
+    return [o._value for o in outs[:n]]
+
+
+@compiled_call_saving_p.def_abstract
+def _saving_abstract(*avals, jaxpr: CallJaxpr, backend: str, saved: _Saved):
+    return _call_abstract(*avals, jaxpr=jaxpr, backend=backend)
+
+
+@compiled_call_saving_p.def_vjp
+def _saving_vjp(cts, primals, outs, *, jaxpr: CallJaxpr, backend: str, saved: _Saved):
+    if core.state.grad_enabled or core.state.transforms_active or saved.values is None:
+        return _call_vjp(cts, primals, outs, jaxpr=jaxpr, backend=backend)
+    float_cts = [c if c is not None else zeros_like(o) for c, o in zip(cts, outs) if o.dtype.is_floating_point]
+    bwd = _split(jaxpr)[1]
+    return _floats_only(primals, compiled_call_p.bind(*saved.values, *float_cts, jaxpr=bwd, backend=backend))
 
 
 @compiled_call_p.def_batch
@@ -405,6 +455,8 @@ class Compiled:
         if not leaves:  # nothing to differentiate, batch or stage: the outputs are constants
             with entry.closed.lock:
                 outs = run_eagerly(entry.executable())
+        elif not core.state.transforms_active:   # recorded on the eager tape: keep the residuals
+            outs = compiled_call_saving_p.bind(*leaves, jaxpr=entry.closed, backend=entry.backend, saved=_Saved())
         else:
             outs = compiled_call_p.bind(*leaves, jaxpr=entry.closed, backend=entry.backend)
         return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)

@@ -7,13 +7,13 @@ re-implementing them.
 from __future__ import annotations
 
 from ..core import ShapedArray
-from ..ir import ClosedJaxpr, Jaxpr, eval_jaxpr
+from ..ir import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
 from ..ops.creation import zeros_like
 from .ad import jvp, vjp
 from .batching import vmap, with_batch_size
 from .tracing import trace_to_jaxpr
 
-__all__ = ["closed_call", "trace_flat", "jvp_jaxpr", "vjp_jaxpr", "batch_jaxpr"]
+__all__ = ["closed_call", "trace_flat", "jvp_jaxpr", "vjp_jaxpr", "batch_jaxpr", "split_vjp_jaxpr"]
 
 
 def closed_call(closed: ClosedJaxpr, args) -> list:
@@ -78,6 +78,44 @@ def vjp_jaxpr(closed: ClosedJaxpr, in_avals) -> ClosedJaxpr:
         return [in_cts[i] for i in in_fl]
 
     return _no_consts(trace_flat(fun, list(in_avals) + [out_avals[i] for i in out_fl]))
+
+
+def split_vjp_jaxpr(closed: ClosedJaxpr, in_avals) -> tuple[ClosedJaxpr, ClosedJaxpr]:
+    """The vjp of `closed` as two programs, so that a backward pass reuses the forward's work instead of
+    recomputing it: fwd (*primals) -> (*outs, *residuals) and bwd (*residuals, *float_out_cotangents) -> float
+    input cotangents. Every equation that depends on the primals alone runs in fwd (partial evaluation with
+    the cotangents unknown); the residuals are fwd's values that bwd reads."""
+    n = len(in_avals)
+    out_avals = closed.out_avals
+    out_fl, in_fl = _floats(out_avals), _floats(in_avals)
+
+    def fun(*args):
+        primals, cts = list(args[:n]), list(args[n:])
+        outs, fn = vjp(lambda *p: closed_call(closed, p), *primals)
+        it = iter(cts)
+        in_cts = fn([next(it) if i in out_fl else _zeros(o) for i, o in enumerate(outs)])
+        return list(outs) + [in_cts[i] for i in in_fl]
+
+    both = _no_consts(trace_flat(fun, list(in_avals) + [out_avals[i] for i in out_fl]))
+    j = both.jaxpr
+    unknown = set(j.invars[n:])
+    known_eqns, unknown_eqns = [], []
+    for eqn in j.eqns:
+        if any(isinstance(v, Var) and v in unknown for v in eqn.inputs):
+            unknown.update(eqn.outvars)
+            unknown_eqns.append(eqn)
+        else:
+            known_eqns.append(eqn)
+    residuals, seen = [], set()
+    bwd_outs = j.outvars[len(out_avals):]
+    for v in [v for eqn in unknown_eqns for v in eqn.inputs] + list(bwd_outs):
+        if isinstance(v, Var) and v not in unknown and v not in seen:
+            seen.add(v)
+            residuals.append(v)
+    fwd = ClosedJaxpr(Jaxpr(j.constvars, j.invars[:n], known_eqns, list(j.outvars[:len(out_avals)]) + residuals),
+                      both.consts)
+    bwd = ClosedJaxpr(Jaxpr([], residuals + list(j.invars[n:]), unknown_eqns, list(bwd_outs)), [])
+    return fwd, bwd
 
 
 def batch_jaxpr(closed: ClosedJaxpr, in_avals, dims, size: int) -> ClosedJaxpr:
