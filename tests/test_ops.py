@@ -266,3 +266,18 @@ def test_tensor_exponent_gradient_is_nan_only_where_undefined():
     # d/dy x**y = x**y log x: 0 at x == 0 for y >= 0 (the limit), -inf there for y < 0, undefined for x < 0
     np.testing.assert_array_equal(gy.numpy(), [np.nan, 0.0, -np.inf, 1.5 ** 2.5 * np.log(1.5)])
     np.testing.assert_allclose(gx.numpy(), [12.0, 0.0, -np.inf, 2.5 * 1.5 ** 1.5])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("other", [0.0, -0.0, 2.5])
+def test_large_where_selects_bits_exactly_as_numpy(dtype, other):
+    """Large float selects take a branch-free bitwise path (a zero branch, relu's gradient, a shorter one):
+    every bit equals numpy's where, with NaN, inf and -0.0 among the values."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 5000)).astype(dtype)
+    x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    c = rng.random((3, 5000)) > 0.5
+    for cond, a in [(c, x), (c[0], x), (c, x[0])]:
+        got = fnx.where(fnx.tensor(cond), fnx.tensor(a), fnx.tensor(np.asarray(other, dtype))).numpy()
+        want = np.where(cond, a, np.asarray(other, dtype))
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))

@@ -717,7 +717,9 @@ def _select_impl(xp, c, x, y):
     # numpy's where branches per element and is slow on random masks; a bitwise select is branch-free and exact
     if xp is np and x.dtype.kind == "f" and max(c.size, x.size, y.size) > 4096 and x.dtype.itemsize in _SAME_SIZE_INT:
         ints = _SAME_SIZE_INT[x.dtype.itemsize]
-        mask = -c.astype(ints)
+        mask = np.negative(c.astype(ints), dtype=ints)
+        if y.size == 1 and c.shape == x.shape and not y.view(ints).any():   # +0.0 elsewhere (relu's gradient)
+            return np.bitwise_and(x.view(ints), mask, out=mask).view(x.dtype)
         return ((x.view(ints) & mask) | (y.view(ints) & ~mask)).view(x.dtype)
     return xp.where(c, x, y)
 
