@@ -207,17 +207,18 @@ def _nondiff_jvp(prim, primals):
 # ---------------------------------------------------------------- binary family
 def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Callable | float | None, *,
            c: dict | None = None, libm: bool | str = False, expensive: bool = False,
-           out_dtype: _dt.dtype | None = None, linear: bool = False, bool_error: str | None = None) -> Primitive:
+           out_dtype: _dt.dtype | None = None, linear: bool = False, bool_error: str | None = None,
+           saves_output: bool = False) -> Primitive:
     """An elementwise, broadcasting primitive of two operands of one dtype.
 
     `d_lhs(x, y, out)` and `d_rhs(x, y, out)` give the partial derivatives with fnx ops; None means the
     op is not differentiable (comparisons, integer-only ops). `linear=True`: the op is x d_lhs + y d_rhs for
     the numbers d_lhs and d_rhs, each 1 or -1 (add, sub): the vjp passes the cotangent on (negated for -1),
     the jvp applies the op to the tangents. `c`, `libm`, `expensive` and `bool_error` (raised when both
-    operands are bool) as in `unary`.
+    operands are bool) as in `unary`; `saves_output=True` where a partial derivative reads `out`.
     """
     diff = d_lhs is not None
-    prim = Primitive(name, saves_inputs=diff and not linear, differentiable=diff,
+    prim = Primitive(name, saves_inputs=diff and not linear, saves_output=saves_output, differentiable=diff,
                      **_lowering(name, 2, c, libm, expensive))
     prim.impl = impl
 
