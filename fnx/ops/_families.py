@@ -237,17 +237,17 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
         if {d_lhs, d_rhs} - {1.0, -1.0}:
             raise ValueError(f"{name}: a linear binary op has the constant partial derivatives 1 or -1")
 
-        def linear_vjp(g, primals, out):
-            return tuple(unbroadcast(g if d == 1.0 else _neg(g), tuple(p.shape))
-                         for d, p in zip((d_lhs, d_rhs), primals))
+        def linear_vjp(g, primals, out, needs=(True, True)):
+            return tuple(unbroadcast(g if d == 1.0 else _neg(g), tuple(p.shape)) if need else None
+                         for d, p, need in zip((d_lhs, d_rhs), primals, needs))
 
         prim.vjp = linear_vjp
         prim.jvp = lambda primals, tangents: (prim.bind(*primals), prim.bind(*tangents))
     elif diff:
-        def vjp(g, primals, out):
+        def vjp(g, primals, out, needs=(True, True)):
             x, y = primals
-            gx = unbroadcast(g * d_lhs(x, y, out), tuple(x.shape))
-            gy = unbroadcast(g * d_rhs(x, y, out), tuple(y.shape))
+            gx = unbroadcast(g * d_lhs(x, y, out), tuple(x.shape)) if needs[0] else None
+            gy = unbroadcast(g * d_rhs(x, y, out), tuple(y.shape)) if needs[1] else None
             return gx, gy
 
         def jvp(primals, tangents):
@@ -259,6 +259,7 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
     else:
         prim.vjp = lambda g, primals, out: (None, None)
         prim.jvp = lambda primals, tangents: _nondiff_jvp(prim, primals)
+    prim.vjp_takes_needs = diff   # an operand that needs no gradient (a constant) costs no backward work
     return prim
 
 
