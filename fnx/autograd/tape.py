@@ -16,10 +16,12 @@ from __future__ import annotations
 import traceback
 import weakref
 
+import numpy as np
+
 from .. import core
 from .._warn import FNX_DIR as _FNX_DIR
 from ..core import FnxRuntimeError
-from ..device import device_of_array
+from ..device import cpu, device_of_array
 from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import make
 
@@ -47,9 +49,18 @@ class Absent:
 
     def stand_in(self):
         """A read-only array of the value's shape and dtype, NaN (or 0 for integers) everywhere, of one element."""
-        xp = self.device._xp
-        fill = xp.full((), float("nan") if self.dtype in _FLOAT_NP else 0, dtype=self.dtype)
-        return xp.broadcast_to(fill, self.shape)
+        dtype = self.dtype
+        if self.device is not cpu:
+            xp = self.device._xp
+            return xp.broadcast_to(xp.full((), float("nan") if dtype in _FLOAT_NP else 0, dtype=dtype), self.shape)
+        fill = _FILLS.get(dtype)
+        if fill is None:
+            fill = _FILLS[dtype] = np.full(1, float("nan") if dtype in _FLOAT_NP else 0, dtype=dtype)
+            fill.flags.writeable = False
+        return np.ndarray(self.shape, dtype, fill, 0, (0,) * len(self.shape))   # 1 us; np.broadcast_to: 13
+
+
+_FILLS: dict = {}   # dtype -> the read-only one-element array that CPU stand-ins view
 
 
 def _absent_inputs(args) -> tuple:
