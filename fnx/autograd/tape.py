@@ -158,13 +158,12 @@ def record(prim, args, params, out):
     else:
         parents = tuple([parent_of(a) for a in args])
         versions = tuple([a._version[0] for a in args]) if prim.saves_inputs else None
-    ver = out._version
+    saved = args if prim.saves_inputs else _absent_inputs(args)
     if prim.saves_output:
-        out._node = Node(prim, params, args if prim.saves_inputs else _absent_inputs(args), parents, versions,
-                         out._value, (ver, ver[0]))
+        ver = out._version
+        out._node = Node(prim, params, saved, parents, versions, out._value, (ver, ver[0]))
     else:
-        out._node = Node(prim, params, args if prim.saves_inputs else _absent_inputs(args), parents, versions,
-                         Absent(out._value, out._device), None)
+        out._node = Node(prim, params, saved, parents, versions, Absent(out._value, out._device), None)
     out._requires_grad = True
     if prim.view:   # an in-place write through another view of the base refreshes this one's node
         base = out._base

@@ -118,7 +118,7 @@ class Optimizer:
     def _fused(self, group: dict, hyper: dict) -> bool:
         """Whether `group` takes the fused path: `foreach`/`fused` not False, every parameter with a gradient
         a float32/float64 CPU tensor (not a tracer) with a gradient of its dtype and shape, and the values of
-        `hyper` (the update's hyperparameters) plain numbers. `fused=True` on a group that cannot take it is an error."""
+        `hyper` (the update's hyperparameters) plain numbers. `fused=True` where it cannot run is an error."""
         foreach, fused = group.get("foreach"), group.get("fused")
         if fused and foreach:
             raise FnxRuntimeError(f"{type(self).__name__}: `fused` and `foreach` cannot be `True` together")
