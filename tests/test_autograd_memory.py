@@ -50,6 +50,28 @@ def _gpt_block_loss(rng):
     return F.cross_entropy(logits.view(-1, 5), targets), [x, ln_w, ln_b, w_qkv, b_qkv, w_fc, w_out]
 
 
+def test_a_custom_function_node_keeps_only_what_ctx_saved():
+    class Scale(fnx.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, factor):
+            ctx.factor = factor
+            return x * factor
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.factor, None
+
+    x = fnx.tensor([1.0, 2.0], requires_grad=True)
+    t = x * 1.0
+    y = Scale.apply(t, 3.0)
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+
+
 def test_after_backward_the_tape_holds_no_saved_tensors():
     loss, params = _gpt_block_loss(np.random.default_rng(0))
     nodes = _nodes(loss)
