@@ -90,6 +90,43 @@ def test_sdpa_grouped_query_attention_and_gradients():
     assert gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), args)
 
 
+@pytest.mark.parametrize("causal, gqa", [(False, False), (True, False), (True, True)])
+def test_sdpa_eager_node_matches_the_composition_to_second_order(causal, gqa):
+    """Eager SDPA without mask or dropout is one tape node with PyTorch's math backward; fnx.grad traces the
+    composition. First and second derivatives (backward with create_graph=True) agree."""
+    q, k, v = RNG.standard_normal((2, 4, 5, 3)), RNG.standard_normal((2, 4 // (1 + gqa), 6, 3)), \
+        RNG.standard_normal((2, 4 // (1 + gqa), 6, 2))
+    w = T(RNG.standard_normal((2, 4, 5, 2)))
+
+    def loss(q, k, v):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.7, enable_gqa=gqa)
+        return (out * w).sum()
+
+    args = [T(a, True) for a in (q, k, v)]
+    out = F.scaled_dot_product_attention(*args, is_causal=causal, scale=0.7, enable_gqa=gqa)
+    assert out.grad_fn.name == "_AttentionBackward"
+    first = fnx.autograd.grad(loss(*args), args, create_graph=True)
+    expected = fnx.grad(loss, argnums=(0, 1, 2))(*(T(a) for a in (q, k, v)))
+    for got, want in zip(first, expected):
+        np.testing.assert_allclose(npy(got), npy(want), rtol=1e-10, atol=1e-12)
+    second = fnx.autograd.grad(sum((g * g).sum() for g in first), args)
+
+    def grad_norm(q, k, v):
+        return sum((g * g).sum() for g in fnx.grad(loss, argnums=(0, 1, 2))(q, k, v))
+
+    for got, want in zip(second, fnx.grad(grad_norm, argnums=(0, 1, 2))(*(T(a) for a in (q, k, v)))):
+        np.testing.assert_allclose(npy(got), npy(want), rtol=1e-9, atol=1e-11)
+
+
+def test_sdpa_eager_node_keeps_only_what_its_backward_reads():
+    q, k, v = (T(RNG.standard_normal((2, 3, 4)), True) for _ in range(3))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    (out * out).sum().backward()
+    assert out.grad_fn.ctx._saved is None
+    with fnx.no_grad():
+        assert F.scaled_dot_product_attention(q, k, v).grad_fn is None
+
+
 # ---------------------------------------------------------------- multi-head attention
 def mha_inputs(n=2, l=4, s=5, e=8):
     return RNG.standard_normal((n, l, e)), RNG.standard_normal((n, s, e)), RNG.standard_normal((n, s, e))

@@ -350,6 +350,32 @@ def test_layer_group_rms_instance_norm():
     assert gradcheck(lambda t: F.rms_norm(t, (2,)), (xs,))
 
 
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_eager_node_matches_the_composition_to_second_order(affine):
+    """Eager layer_norm is one tape node with the closed-form backward; fnx.grad traces the composition. First
+    and second derivatives (backward with create_graph=True) agree."""
+    x, w, b = RNG.standard_normal((2, 4, 3)), RNG.standard_normal((4, 3)), RNG.standard_normal((4, 3))
+    ct = T(RNG.standard_normal((2, 4, 3)))
+    arrays = (x, w, b) if affine else (x,)
+
+    def loss(*ts):
+        return (F.layer_norm(ts[0], (4, 3), *ts[1:], eps=1e-3) * ct).sum()
+
+    args = [T(a, True) for a in arrays]
+    assert F.layer_norm(args[0], (4, 3), *args[1:]).grad_fn.name == "_LayerNormBackward"
+    argnums = tuple(range(len(arrays)))
+    first = fnx.autograd.grad(loss(*args), args, create_graph=True)
+    for got, want in zip(first, fnx.grad(loss, argnums=argnums)(*(T(a) for a in arrays))):
+        close(got, npy(want))
+    second = fnx.autograd.grad(sum((g * g * g).sum() for g in first), args, materialize_grads=True)
+
+    def cubed(*ts):
+        return sum((g * g * g).sum() for g in fnx.grad(loss, argnums=argnums)(*ts))
+
+    for got, want in zip(second, fnx.grad(cubed, argnums=argnums)(*(T(a) for a in arrays))):
+        close(got, npy(want), tol=1e-8)
+
+
 def test_normalize_cosine_similarity_pairwise_distance():
     x, y = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
     close(F.normalize(T(x)), x / np.linalg.norm(x, axis=1, keepdims=True))

@@ -46,6 +46,9 @@ class FunctionCtx:
 
 
 class _FunctionNode:
+    """A custom function's tape node. Of its inputs it keeps the shapes (`inputs`, None for non-tensors), so
+    that only what `ctx` saved stays alive for backward."""
+
     __slots__ = ("fn", "ctx", "parents", "outputs_meta", "hooks", "stack", "inputs", "__weakref__")
 
     def __init__(self, fn, ctx, parents, outputs_meta, inputs):
@@ -74,10 +77,10 @@ class _FunctionNode:
         if len(grads) < n_in:
             raise FnxRuntimeError(f"function {self.name} returned an incorrect number of gradients (expected "
                                   f"{n_in}, got {len(grads)})")
-        for i, (g, a) in enumerate(zip(grads, self.inputs)):
-            if g is not None and a is not None and tuple(g.shape) != tuple(a.shape):
+        for i, (g, shape) in enumerate(zip(grads, self.inputs)):
+            if g is not None and shape is not None and tuple(g.shape) != shape:
                 raise FnxRuntimeError(f"function {self.name} returned an invalid gradient at index {i} - got "
-                                      f"{list(g.shape)} but expected shape compatible with {list(a.shape)}")
+                                      f"{list(g.shape)} but expected shape compatible with {list(shape)}")
         return grads[:n_in]
 
 
@@ -127,7 +130,7 @@ class Function:
             if any(o is a for a in args):
                 out_list[i] = o.detach()
         tensors = [o for o in out_list if isinstance(o, Tensor)]
-        inputs = tuple(a if isinstance(a, Tensor) else None for a in args)
+        inputs = tuple(tuple(a.shape) if isinstance(a, Tensor) else None for a in args)
         parents = tuple(tape.parent_of(a) if isinstance(a, Tensor) else None for a in args)
         meta = [(tuple(o.shape), o.dtype, o.device) for o in tensors]
         node = _FunctionNode(cls, ctx, parents, meta, inputs)
@@ -149,7 +152,7 @@ def record_pullback(name: str, args: list, outs: list, pull) -> list:
     rule = type(name, (), {"backward": backward})
     node = _FunctionNode(rule, FunctionCtx(tuple(a._requires_grad for a in args)),
                          tuple(tape.parent_of(a) for a in args), [(tuple(o.shape), o.dtype, o.device) for o in outs],
-                         tuple(args))
+                         tuple(tuple(a.shape) for a in args))
     for k, o in enumerate(outs):
         if o.dtype.is_floating_point:
             o._node = node if len(outs) == 1 else _OutputOf(node, k, len(outs))

@@ -4,20 +4,28 @@
 requires grad. A node keeps its primitive, params, the input tensors, the
 nodes that produced them (captured now, so later in-place ops cannot rewire
 the graph) and version counters that detect in-place changes to saved values.
+
+A node keeps only the values its vjp reads (the primitive's `saves_inputs` and `saves_output`): of the
+others it keeps the shape, dtype and device (`Absent`), so that the forward's intermediates are freed as
+soon as nothing else uses them, as PyTorch's saved variables are. The vjp then sees a stand-in of that
+shape whose elements are NaN, so a rule that read a value it did not declare would show in its gradient.
+The backward walk releases each node's saved values once its vjp has run (`release`).
 """
 from __future__ import annotations
 
 import traceback
 import weakref
 
+import numpy as np
+
 from .. import core
 from .._warn import FNX_DIR as _FNX_DIR
 from ..core import FnxRuntimeError
-from ..device import device_of_array
+from ..device import cpu, device_of_array
 from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import make
 
-__all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle"]
+__all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle", "Absent"]
 
 _state = core.state  # the calling thread's grad mode
 _anomaly_enabled = core.anomaly_enabled
@@ -29,6 +37,39 @@ def forward_stack() -> list:
     while frames and frames[-1].filename.startswith(_FNX_DIR):
         frames.pop()
     return traceback.format_list(frames)
+
+
+class Absent:
+    """What a node keeps of a value its vjp does not read: shape, dtype and device."""
+
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, value, device):
+        self.shape, self.dtype, self.device = value.shape, value.dtype, device
+
+    def stand_in(self):
+        """A read-only array of the value's shape and dtype, NaN (or 0 for integers) everywhere, of one element."""
+        dtype = self.dtype
+        if self.device is not cpu:
+            xp = self.device._xp
+            return xp.broadcast_to(xp.full((), float("nan") if dtype in _FLOAT_NP else 0, dtype=dtype), self.shape)
+        fill = _FILLS.get(dtype)
+        if fill is None:
+            fill = _FILLS[dtype] = np.full(1, float("nan") if dtype in _FLOAT_NP else 0, dtype=dtype)
+            fill.flags.writeable = False
+        return np.ndarray(self.shape, dtype, fill, 0, (0,) * len(self.shape))   # 1 us; np.broadcast_to: 13
+
+
+_FILLS: dict = {}   # dtype -> the read-only one-element array that CPU stand-ins view
+
+
+def _absent_inputs(args) -> tuple:
+    return tuple([Absent(a._value, a._device) for a in args])
+
+
+def _present(x):
+    """A saved input as the vjp sees it: the tensor, or a stand-in of an absent one."""
+    return make(x.stand_in(), x.device) if type(x) is Absent else x
 
 
 class Node:
@@ -77,12 +118,14 @@ class Node:
 
     def vjp(self, cot):
         self.check_saved()
-        out = make(self.out_value, device_of_array(self.out_value))
+        value = self.out_value
+        out = make(value.stand_in(), value.device) if type(value) is Absent else make(value, device_of_array(value))
         out._node, out._requires_grad = self, True
+        inputs = self.inputs if self.prim.saves_inputs else tuple([_present(x) for x in self.inputs])
         if self.prim.vjp_takes_needs:
             needs = tuple(p is not None for p in self.parents)
-            return self.prim.vjp(cot, self.inputs, out, needs=needs, **self.params)
-        return self.prim.vjp(cot, self.inputs, out, **self.params)
+            return self.prim.vjp(cot, inputs, out, needs=needs, **self.params)
+        return self.prim.vjp(cot, inputs, out, **self.params)
 
 
 def _modified_error(name: str, i: int, a, v: int) -> FnxRuntimeError:
@@ -115,9 +158,12 @@ def record(prim, args, params, out):
     else:
         parents = tuple([parent_of(a) for a in args])
         versions = tuple([a._version[0] for a in args]) if prim.saves_inputs else None
-    ver = out._version
-    out._node = Node(prim, params, args, parents, versions, out._value,
-                     (ver, ver[0]) if prim.saves_output else None)
+    saved = args if prim.saves_inputs else _absent_inputs(args)
+    if prim.saves_output:
+        ver = out._version
+        out._node = Node(prim, params, saved, parents, versions, out._value, (ver, ver[0]))
+    else:
+        out._node = Node(prim, params, saved, parents, versions, Absent(out._value, out._device), None)
     out._requires_grad = True
     if prim.view:   # an in-place write through another view of the base refreshes this one's node
         base = out._base

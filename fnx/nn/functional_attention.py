@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 
+from .. import core
 from .. import dtypes as _dt
+from ..autograd import Function
 from ..core import FnxRuntimeError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
@@ -30,6 +32,51 @@ def _safe_softmax(scores: Tensor) -> Tensor:
     return ew.where(dead, 0.0, softmax(ew.where(dead, 0.0, scores), -1))
 
 
+def _attention_weights(query: Tensor, key: Tensor, scale: float, is_causal: bool) -> Tensor:
+    """softmax(q k^T * scale) over the keys; with `is_causal`, query i sees keys j <= i."""
+    scores = matmul(query, key.mT) * scale
+    if is_causal:
+        allowed = ones(query.shape[-2], key.shape[-2], dtype=_dt.bool, device=query.device).tril()
+        scores = ew.where(allowed, scores, float("-inf"))
+    return softmax(scores, -1)
+
+
+class _Attention(Function):
+    """Eager attention without mask or dropout as one tape node: the forward runs off the tape and keeps only
+    q, k, v and the weights; the backward is PyTorch's math rule (dS = W * (dW - rowsum(dW * W)) * scale),
+    four products and a few elementwise passes instead of the decomposed softmax's quotient rule."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, scale, is_causal):
+        weights = _attention_weights(query, key, scale, is_causal)
+        ctx.save_for_backward(query, key, value, weights)
+        ctx.scale, ctx.is_causal = scale, is_causal
+        return matmul(weights, value)
+
+    @staticmethod
+    def backward(ctx, g):
+        query, key, value, weights = ctx.saved_tensors
+        if core.state.grad_enabled:   # create_graph: weights rebuilt on the tape, so second derivatives see q, k
+            weights = _attention_weights(query, key, ctx.scale, ctx.is_causal)
+        need_q, need_k, need_v = ctx.needs_input_grad[:3]
+        d_value = matmul(weights.mT, g) if need_v else None
+        if not (need_q or need_k):
+            return None, None, d_value, None, None
+        d_weights = matmul(g, value.mT)
+        d_scores = weights * (d_weights - rd.sum(d_weights * weights, -1, keepdim=True)) * ctx.scale
+        d_query = matmul(d_scores, key) if need_q else None
+        d_key = matmul(d_scores.mT, query) if need_k else None
+        return d_query, d_key, d_value, None, None
+
+
+def _one_node(query: Tensor, key: Tensor, value: Tensor) -> bool:
+    """Whether eager attention over these operands runs as `_Attention`: no transform active (compile and
+    the transforms see the composition, which they fuse and differentiate), one dtype and matching batch
+    dims (no broadcasting between q, k and v)."""
+    return (not core.state.transforms_active and query.ndim >= 2 and query.dtype is key.dtype is value.dtype
+            and tuple(query.shape[:-2]) == tuple(key.shape[:-2]) == tuple(value.shape[:-2]))
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -37,7 +84,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     see keys j <= i; `enable_gqa` shares each key/value head among a group of query heads."""
     from .functional import dropout
 
-    L, S = query.shape[-2], key.shape[-2]
     if is_causal and attn_mask is not None:
         raise FnxRuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
                               "is_causal=True")
@@ -46,17 +92,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         key = repeat_interleave(key, groups, dim=-3)
         value = repeat_interleave(value, groups, dim=-3)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = matmul(query, key.mT) * scale
-    if is_causal:
-        allowed = ones(L, S, dtype=_dt.bool, device=query.device).tril()
-        scores = ew.where(allowed, scores, float("-inf"))
-    if attn_mask is not None:
+    if attn_mask is None and dropout_p == 0.0 and _one_node(query, key, value):
+        return _Attention.apply(query, key, value, scale, is_causal)
+    if attn_mask is None:   # only a mask can hide every key from a query (causal rows always see key 0)
+        weights = _attention_weights(query, key, scale, is_causal)
+    else:
+        scores = matmul(query, key.mT) * scale
         if attn_mask.dtype.name == "bool":
             scores = ew.where(attn_mask, scores, float("-inf"))
         else:
             scores = scores + attn_mask
-    # only a mask can hide every key from a query (causal rows always see key 0)
-    weights = softmax(scores, -1) if attn_mask is None else _safe_softmax(scores)
+        weights = _safe_softmax(scores)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, True)
     return matmul(weights, value)

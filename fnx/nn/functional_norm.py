@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 
+from .. import core
 from .. import dtypes as _dt
-from ..autograd import no_grad
+from ..autograd import Function, no_grad
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
@@ -137,17 +138,61 @@ def _normalized_dims(input: Tensor, normalized_shape, op: str) -> tuple:
     return tuple(range(input.ndim - k, input.ndim))
 
 
-def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
-               eps: float = 1e-5) -> Tensor:
-    """(x - mean) / sqrt(var + eps) over the trailing `normalized_shape` dims, then * weight + bias."""
-    dims = _normalized_dims(input, normalized_shape, "layer_norm")
-    centered = input - rd.mean(input, dims, keepdim=True)
-    y = centered * ew.rsqrt(rd.mean(centered * centered, dims, keepdim=True) + eps)
+def _layer_stats(input: Tensor, dims: tuple, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """The mean, `input - mean` and 1 / sqrt(var + eps) of `input` over `dims` (kept as size-1 dims)."""
+    mean = rd.mean(input, dims, keepdim=True)
+    centered = input - mean
+    return mean, centered, ew.rsqrt(rd.mean(centered * centered, dims, keepdim=True) + eps)
+
+
+def _affine_last(y: Tensor, weight, bias) -> Tensor:
     if weight is not None:
         y = y * weight
-    if bias is not None:
-        y = y + bias
-    return y
+    return y + bias if bias is not None else y
+
+
+class _LayerNorm(Function):
+    """Eager layer_norm as one tape node (PyTorch's native_layer_norm): the forward runs off the tape and
+    keeps the input, mean and 1/std; the backward is the closed-form rule, about half the ops of the
+    decomposition's. With create_graph the statistics are rebuilt on the tape, so second derivatives hold."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias, dims, eps):
+        mean, centered, rstd = _layer_stats(input, dims, eps)
+        ctx.save_for_backward(input, weight, mean, rstd)
+        ctx.dims, ctx.eps = dims, eps
+        return _affine_last(centered * rstd, weight, bias)
+
+    @staticmethod
+    def backward(ctx, g):
+        input, weight, mean, rstd = ctx.saved_tensors
+        centered = None
+        if core.state.grad_enabled:   # create_graph: statistics on the tape, so second derivatives see them
+            mean, centered, rstd = _layer_stats(input, ctx.dims, ctx.eps)
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        lead = tuple(range(input.ndim - len(ctx.dims)))
+        normed = (input - mean if centered is None else centered) * rstd
+        d_weight = rd.sum(g * normed, lead) if need_w else None
+        d_bias = rd.sum(g, lead) if need_b else None
+        d_input = None
+        if need_x:
+            d_normed = g * weight if weight is not None else g
+            d_input = rstd * (d_normed - rd.mean(d_normed, ctx.dims, keepdim=True)
+                              - normed * rd.mean(d_normed * normed, ctx.dims, keepdim=True))
+        return d_input, d_weight, d_bias, None, None
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over the trailing `normalized_shape` dims, then * weight + bias.
+
+    Eager calls run as one tape node with the closed-form backward; under a transform (grad, vmap, compile)
+    it is the composition of fnx ops, which those differentiate and fuse."""
+    dims = _normalized_dims(input, normalized_shape, "layer_norm")
+    if not core.state.transforms_active and all(t is None or t.dtype is input.dtype for t in (weight, bias)):
+        return _LayerNorm.apply(input, weight, bias, dims, eps)
+    _, centered, rstd = _layer_stats(input, dims, eps)
+    return _affine_last(centered * rstd, weight, bias)
 
 
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:

@@ -229,17 +229,18 @@ def _nondiff_jvp(prim, primals):
 # ---------------------------------------------------------------- binary family
 def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Callable | float | None, *,
            c: dict | None = None, libm: bool | str = False, expensive: bool = False,
-           out_dtype: _dt.dtype | None = None, linear: bool = False, bool_error: str | None = None) -> Primitive:
+           out_dtype: _dt.dtype | None = None, linear: bool = False, bool_error: str | None = None,
+           saves_output: bool = False) -> Primitive:
     """An elementwise, broadcasting primitive of two operands of one dtype.
 
     `d_lhs(x, y, out)` and `d_rhs(x, y, out)` give the partial derivatives with fnx ops; None means the
     op is not differentiable (comparisons, integer-only ops). `linear=True`: the op is x d_lhs + y d_rhs for
     the numbers d_lhs and d_rhs, each 1 or -1 (add, sub): the vjp passes the cotangent on (negated for -1),
     the jvp applies the op to the tangents. `c`, `libm`, `expensive` and `bool_error` (raised when both
-    operands are bool) as in `unary`.
+    operands are bool) as in `unary`; `saves_output=True` where a partial derivative reads `out`.
     """
     diff = d_lhs is not None
-    prim = Primitive(name, saves_inputs=diff and not linear, differentiable=diff,
+    prim = Primitive(name, saves_inputs=diff and not linear, saves_output=saves_output, differentiable=diff,
                      **_lowering(name, 2, c, libm, expensive))
     prim.impl = impl
 
@@ -258,17 +259,17 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
         if {d_lhs, d_rhs} - {1.0, -1.0}:
             raise ValueError(f"{name}: a linear binary op has the constant partial derivatives 1 or -1")
 
-        def linear_vjp(g, primals, out):
-            return tuple(unbroadcast(g if d == 1.0 else _neg(g), tuple(p.shape))
-                         for d, p in zip((d_lhs, d_rhs), primals))
+        def linear_vjp(g, primals, out, needs=(True, True)):
+            return tuple(unbroadcast(g if d == 1.0 else _neg(g), tuple(p.shape)) if need else None
+                         for d, p, need in zip((d_lhs, d_rhs), primals, needs))
 
         prim.vjp = linear_vjp
         prim.jvp = lambda primals, tangents: (prim.bind(*primals), prim.bind(*tangents))
     elif diff:
-        def vjp(g, primals, out):
+        def vjp(g, primals, out, needs=(True, True)):
             x, y = primals
-            gx = unbroadcast(g * d_lhs(x, y, out), tuple(x.shape))
-            gy = unbroadcast(g * d_rhs(x, y, out), tuple(y.shape))
+            gx = unbroadcast(g * d_lhs(x, y, out), tuple(x.shape)) if needs[0] else None
+            gy = unbroadcast(g * d_rhs(x, y, out), tuple(y.shape)) if needs[1] else None
             return gx, gy
 
         def jvp(primals, tangents):
@@ -280,6 +281,7 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
     else:
         prim.vjp = lambda g, primals, out: (None, None)
         prim.jvp = lambda primals, tangents: _nondiff_jvp(prim, primals)
+    prim.vjp_takes_needs = diff   # an operand that needs no gradient (a constant) costs no backward work
     return prim
 
 

@@ -357,9 +357,9 @@ sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), 1.0, -1.0, linear=True
 mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lambda x, y, o: x,
                c={**c_all("({0} * {1})", "fdi"), "b": "({0} & {1})"})
 div_p = binary("div", lambda xp, x, y: xp.true_divide(x, y), lambda x, y, o: reciprocal(y),
-               lambda x, y, o: neg(o / y), c=c_all("({0} / {1})", "fd"))
+               lambda x, y, o: neg(o / y), saves_output=True, c=c_all("({0} / {1})", "fd"))
 pow_p = binary("pow", lambda xp, x, y: xp.power(x, y), lambda x, y, o: _pow_dx(x, y),
-               lambda x, y, o: _pow_dy(x, y, o), libm=True)
+               lambda x, y, o: _pow_dy(x, y, o), saves_output=True, libm=True)
 pow_p.vjp_takes_needs = True   # rules below: the exponent gradient is formed only where the exponent needs one
 max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), lambda x, y, o: _tie_share(x, y, gt),
                lambda x, y, o: _tie_share(y, x, gt),

@@ -1,11 +1,13 @@
 """Adam and AdamW (torch.optim.Adam / AdamW), with amsgrad, maximize and L2 or decoupled weight decay."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..ops.elementwise import maximum
 from ..tensor import Tensor
-from .optimizer import Optimizer, advance_step, check_differentiable, check_hyper, write_all_
+from .optimizer import Optimizer, advance_step, advance_step_fused, bump, check_differentiable, check_hyper, write_all_
 
-__all__ = ["Adam", "AdamW", "adam_update", "check_adam"]
+__all__ = ["Adam", "AdamW", "adam_update", "adam_fused", "check_adam"]
 
 
 def adam_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, max_exp_avg_sq: Tensor | None, step, *,
@@ -35,6 +37,40 @@ def adam_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, max_e
     return p - exp_avg / denom * (lr / bias_correction1), exp_avg, exp_avg_sq, max_exp_avg_sq
 
 
+def adam_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool,
+               amsgrad: bool, maximize: bool) -> None:
+    """`adam_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays:
+    the same operations in the same order, as a few numpy passes per parameter and one scratch array."""
+    for p, g, state in items:
+        step = advance_step_fused(state)
+        bufs = [state["exp_avg"], state["exp_avg_sq"]] + ([state["max_exp_avg_sq"]] if amsgrad else [])
+        P, G, M, V = p._value, g._value, bufs[0]._value, bufs[1]._value
+        if maximize:
+            G = np.negative(G)
+        if weight_decay != 0:
+            if decoupled:
+                P *= 1 - lr * weight_decay
+            else:
+                G = G + P * weight_decay
+        tmp = np.multiply(G, 1 - beta1)
+        M *= beta1
+        M += tmp
+        np.multiply(G, G, out=tmp)
+        tmp *= 1 - beta2
+        V *= beta2
+        V += tmp
+        if amsgrad:
+            V = np.maximum(bufs[2]._value, V, out=bufs[2]._value)
+        np.sqrt(V, out=tmp)
+        tmp /= (1 - beta2 ** step) ** 0.5
+        tmp += eps
+        np.divide(M, tmp, out=tmp)
+        tmp *= lr / (1 - beta1 ** step)
+        P -= tmp
+        for t in [p] + bufs:
+            bump(t)
+
+
 def check_adam(lr, betas, eps, weight_decay) -> None:
     check_hyper("learning rate", lr)
     check_hyper("epsilon value", eps)
@@ -48,7 +84,9 @@ class Adam(Optimizer):
 
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  (amsgrad: v_max = max(v_max, v), used instead of v)
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
-    `foreach`, `capturable` and `fused` are accepted for compatibility and change nothing.
+    By default each group's update is fused (in-place numpy passes, no op dispatch) when its parameters
+    are float32/float64 CPU tensors; `foreach=False` picks the per-parameter path of fnx ops (the same
+    numbers), `fused=True` insists on the fused one. `capturable` is accepted and changes nothing.
     """
 
     _decoupled = False
@@ -69,6 +107,9 @@ class Adam(Optimizer):
         hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
                      decoupled=self._decoupled, amsgrad=group["amsgrad"], maximize=group["maximize"])
         buffers = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
+        if self._fused(group, hyper):
+            adam_fused(self._with_state(group, buffers), **hyper)
+            return
         for p, g, state in self._with_state(group, buffers):
             step = advance_step(state)
             bufs = state["exp_avg"], state["exp_avg_sq"], state.get("max_exp_avg_sq")

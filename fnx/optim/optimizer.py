@@ -2,23 +2,34 @@
 
 An optimizer holds `param_groups` (dicts with the parameters and their own
 hyperparameters) and `state` (a dict per parameter). Subclasses implement
-`_update_group(group)`, which computes each parameter's new value with a pure
-per-parameter rule (the same one the functional optimizers use) and writes it
-in place, under `fnx.no_grad()`.
+`_update_group(group)`, which updates a group in one of two ways:
+
+- the fused path (PyTorch's `foreach`/`fused` implementations), the default when every parameter is a
+  float32 or float64 CPU tensor and the hyperparameters are numbers: each parameter's update runs as a few
+  in-place numpy passes over its arrays, with no op dispatch and no autograd graph;
+- the per-parameter path (`foreach=False`, or anything else): a pure per-parameter rule written with fnx ops
+  (the same one the functional optimizers use), written in place under `fnx.no_grad()`.
+
+Both compute the same operations in the same order, so they give the same numbers.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any, Callable, Iterable
 
+import numpy as np
+
 from ..autograd import enable_grad, no_grad
-from ..core import FnxTypeError, FnxValueError
+from ..core import FnxRuntimeError, FnxTypeError, FnxValueError
+from ..device import cpu
 from ..dtypes import float32
 from ..ops.creation import tensor, zeros_like
 from ..ops.inplace import assign_
-from ..tensor import Tensor
+from ..tensor import Tensor, Tracer
 
 __all__ = ["Optimizer"]
+
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class Optimizer:
@@ -104,6 +115,21 @@ class Optimizer:
                     state[name] = zeros_like(p)
             yield p, p.grad, state
 
+    def _fused(self, group: dict, hyper: dict) -> bool:
+        """Whether `group` takes the fused path: `foreach`/`fused` not False, every parameter with a gradient
+        a float32/float64 CPU tensor (not a tracer) with a gradient of its dtype and shape, and the values of
+        `hyper` (the update's hyperparameters) plain numbers. `fused=True` where it cannot run is an error."""
+        foreach, fused = group.get("foreach"), group.get("fused")
+        if fused and foreach:
+            raise FnxRuntimeError(f"{type(self).__name__}: `fused` and `foreach` cannot be `True` together")
+        if foreach is False and not fused:
+            return False
+        why = _fused_obstacle(group, hyper)
+        if why and fused:
+            raise FnxRuntimeError(f"{type(self).__name__}(fused=True): {why}; pass fused=None to use the "
+                                  f"per-parameter path for such parameters")
+        return why is None
+
     def _update_group(self, group: dict) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
@@ -161,6 +187,43 @@ def _cast_state(p: Tensor, name: str, value):
     if value.dtype.is_floating_point and p.dtype.is_floating_point:
         return value.to(device=p.device, dtype=p.dtype, copy=True)
     return value.to(device=p.device, copy=True)
+
+
+def _fused_obstacle(group: dict, hyper: dict) -> str | None:
+    """Why `group` cannot take the fused path (None: it can)."""
+    for name, value in hyper.items():
+        if not isinstance(value, (int, float)):
+            return f"the hyperparameter {name}={value!r} is not a Python number"
+    for p in group["params"]:
+        g = p.grad
+        if g is None:
+            continue
+        if isinstance(p, Tracer) or isinstance(g, Tracer):
+            return "a parameter or its gradient is traced (inside a transform)"
+        if p._device is not cpu or g._device is not cpu:
+            return f"the fused update runs on CPU tensors, but a parameter is on {p.device}"
+        if p._value.dtype not in _FUSED_DTYPES or g._value.dtype != p._value.dtype:
+            return (f"the fused update takes float32 or float64 parameters with gradients of their dtype, got a "
+                    f"{p.dtype.name} parameter with a {g.dtype.name} gradient")
+        if g._value.shape != p._value.shape or not p._value.flags.writeable:
+            return f"a parameter of shape {list(p.shape)} is read-only or has a gradient of another shape"
+    return None
+
+
+def bump(t: Tensor) -> None:
+    """Count an in-place write into `t`'s array (its version counter), as every fnx in-place op does."""
+    t._version[0] += 1
+
+
+def advance_step_fused(state: dict) -> int:
+    """`advance_step` on the step's array directly (the fused path dispatches no op)."""
+    step = state["step"]
+    if not isinstance(step, Tensor) or step._device is not cpu:
+        return advance_step(state)
+    count = int(step._value) + 1
+    step._value[...] = count
+    bump(step)
+    return count
 
 
 def write_(dst: Tensor, src: Tensor) -> None:

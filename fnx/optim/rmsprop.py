@@ -1,10 +1,12 @@
 """RMSprop (torch.optim.RMSprop), with momentum, centering and weight decay."""
 from __future__ import annotations
 
-from ..tensor import Tensor
-from .optimizer import Optimizer, advance_step, check_differentiable, check_hyper, write_all_
+import numpy as np
 
-__all__ = ["RMSprop", "rmsprop_update", "check_rmsprop"]
+from ..tensor import Tensor
+from .optimizer import Optimizer, advance_step, advance_step_fused, bump, check_differentiable, check_hyper, write_all_
+
+__all__ = ["RMSprop", "rmsprop_update", "rmsprop_fused", "check_rmsprop"]
 
 
 def rmsprop_update(p: Tensor, g: Tensor, square_avg: Tensor, grad_avg: Tensor | None, momentum_buffer: Tensor | None,
@@ -27,6 +29,45 @@ def rmsprop_update(p: Tensor, g: Tensor, square_avg: Tensor, grad_avg: Tensor | 
     return p - g / avg * lr, square_avg, grad_avg, momentum_buffer
 
 
+def rmsprop_fused(items, *, lr: float, alpha: float, eps: float, weight_decay: float, momentum: float,
+                  centered: bool, maximize: bool) -> None:
+    """`rmsprop_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays:
+    the same operations in the same order, as a few numpy passes per parameter."""
+    for p, g, state in items:
+        advance_step_fused(state)
+        bufs = [state[name] for name in ("square_avg", "grad_avg", "momentum_buffer") if name in state]
+        P, G, V = p._value, g._value, state["square_avg"]._value
+        if maximize:
+            G = np.negative(G)
+        if weight_decay != 0:
+            G = G + P * weight_decay
+        tmp = np.multiply(G, G)
+        tmp *= 1 - alpha
+        V *= alpha
+        V += tmp
+        if centered:
+            A = state["grad_avg"]._value
+            A *= alpha
+            A += G * (1 - alpha)
+            np.multiply(A, A, out=tmp)
+            np.subtract(V, tmp, out=tmp)
+            np.sqrt(tmp, out=tmp)
+        else:
+            np.sqrt(V, out=tmp)
+        tmp += eps
+        np.divide(G, tmp, out=tmp)
+        if momentum > 0:
+            B = state["momentum_buffer"]._value
+            B *= momentum
+            B += tmp
+            np.multiply(B, lr, out=tmp)
+        else:
+            tmp *= lr
+        P -= tmp
+        for t in [p] + bufs:
+            bump(t)
+
+
 def check_rmsprop(lr, alpha, eps, weight_decay, momentum) -> None:
     check_hyper("learning rate", lr)
     check_hyper("epsilon value", eps)
@@ -40,7 +81,9 @@ class RMSprop(Optimizer):
 
     v = alpha v + (1 - alpha) g^2;  centered: m = alpha m + (1 - alpha) g, avg = sqrt(v - m^2) + eps,
     else avg = sqrt(v) + eps;  momentum: buf = momentum buf + g / avg, p -= lr buf;  else p -= lr g / avg.
-    `foreach` and `capturable` are accepted for compatibility and change nothing.
+    By default each group's update is fused (in-place numpy passes, no op dispatch) when its parameters
+    are float32/float64 CPU tensors; `foreach=False` picks the per-parameter path of fnx ops (the same
+    numbers). `capturable` is accepted and changes nothing.
     """
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0,
@@ -57,6 +100,9 @@ class RMSprop(Optimizer):
                      momentum=group["momentum"], centered=group["centered"], maximize=group["maximize"])
         buffers = (("square_avg",) + (("momentum_buffer",) if group["momentum"] > 0 else ())
                    + (("grad_avg",) if group["centered"] else ()))
+        if self._fused(group, hyper):
+            rmsprop_fused(self._with_state(group, buffers), **hyper)
+            return
         for p, g, state in self._with_state(group, buffers):
             advance_step(state)
             bufs = state["square_avg"], state.get("grad_avg"), state.get("momentum_buffer")

@@ -1,11 +1,13 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay (torch.optim.SGD)."""
 from __future__ import annotations
 
-from ..core import FnxValueError
-from ..tensor import Tensor
-from .optimizer import Optimizer, check_differentiable, check_hyper, write_
+import numpy as np
 
-__all__ = ["SGD", "sgd_update", "check_sgd"]
+from ..core import FnxValueError
+from ..tensor import Tensor, make
+from .optimizer import Optimizer, bump, check_differentiable, check_hyper, write_
+
+__all__ = ["SGD", "sgd_update", "sgd_fused", "check_sgd"]
 
 
 def sgd_update(p: Tensor, g: Tensor, buf: Tensor | None, *, lr, momentum: float, dampening, nesterov: bool,
@@ -24,6 +26,29 @@ def sgd_update(p: Tensor, g: Tensor, buf: Tensor | None, *, lr, momentum: float,
     return p - g * lr, buf
 
 
+def sgd_fused(items, *, lr: float, momentum: float, dampening: float, nesterov: bool, weight_decay: float,
+              maximize: bool) -> None:
+    """`sgd_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays: the
+    same operations in the same order, as a few numpy passes per parameter."""
+    for p, g, state in items:
+        P, G = p._value, g._value
+        if maximize:
+            G = np.negative(G)
+        if weight_decay != 0:
+            G = G + P * weight_decay
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = make(np.array(G), p._device)
+            else:
+                buf._value *= momentum
+                buf._value += G * (1 - dampening)
+                bump(buf)
+            G = G + buf._value * momentum if nesterov else buf._value
+        P -= G * lr
+        bump(p)
+
+
 def check_sgd(lr, momentum, dampening, nesterov, weight_decay) -> None:
     check_hyper("learning rate", lr)
     check_hyper("momentum value", momentum)
@@ -38,7 +63,9 @@ class SGD(Optimizer):
     g += weight_decay * p;  buf = momentum * buf + (1 - dampening) * g (buf = g at the first step);
     g = g + momentum * buf if nesterov else buf;  p -= lr * g.
 
-    `foreach` and `fused` are accepted for compatibility and change nothing.
+    By default each group's update is fused (in-place numpy passes, no op dispatch) when its parameters
+    are float32/float64 CPU tensors; `foreach=False` picks the per-parameter path of fnx ops (the same
+    numbers), `fused=True` insists on the fused one.
     """
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
@@ -54,6 +81,9 @@ class SGD(Optimizer):
     def _update_group(self, group: dict) -> None:
         hyper = dict(lr=group["lr"], momentum=group["momentum"], dampening=group["dampening"],
                      nesterov=group["nesterov"], weight_decay=group["weight_decay"], maximize=group["maximize"])
+        if self._fused(group, hyper):
+            sgd_fused(((p, p.grad, self.state[p]) for p in group["params"] if p.grad is not None), **hyper)
+            return
         with_momentum = group["momentum"] != 0
         for p in group["params"]:
             g = p.grad

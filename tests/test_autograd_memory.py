@@ -1,0 +1,119 @@
+"""What the eager tape keeps alive: only the values each vjp reads, and nothing after backward."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.nn.functional as F
+from fnx.autograd.tape import Absent, Node
+
+
+def _nodes(root):
+    """The tape nodes reachable from tensor `root` (primitive nodes and autograd.Function nodes)."""
+    out, stack, seen = [], [root.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or isinstance(node, fnx.Tensor) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        out.append(node)
+        stack.extend(node.parents)
+    return out
+
+
+def _saved_arrays(node) -> list:
+    """The arrays `node` holds (saved inputs and output), not counting what it records only the shape of."""
+    if not isinstance(node, Node):   # an autograd.Function node (layer_norm, attention): what ctx saved
+        ctx = getattr(node, "ctx", None)
+        return list(ctx._saved) if ctx is not None and ctx._saved else []
+    held = [] if node.inputs is None else [a for a in node.inputs if not isinstance(a, Absent)]
+    if node.out_value is not None and not isinstance(node.out_value, Absent):
+        held.append(node.out_value)
+    return held
+
+
+def _gpt_block_loss(rng):
+    """A small nanoGPT-style block on (2, 8, 16) tokens: layer_norm, attention, GELU MLP, cross_entropy."""
+    def param(*shape):
+        return fnx.tensor(rng.standard_normal(shape).astype(np.float32) * 0.1, requires_grad=True)
+
+    x = param(2, 8, 16)
+    ln_w, ln_b, w_qkv, b_qkv, w_fc, w_out = param(16), param(16), param(48, 16), param(48), param(32, 16), param(5, 32)
+    h = F.layer_norm(x, (16,), ln_w, ln_b)
+    q, k, v = F.linear(h, w_qkv, b_qkv).split(16, dim=2)
+    q, k, v = (t.view(2, 8, 2, 8).transpose(1, 2) for t in (q, k, v))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 8, 16)
+    logits = F.linear(F.gelu(F.linear(x + y, w_fc)), w_out)
+    targets = fnx.tensor(rng.integers(0, 5, size=16))
+    return F.cross_entropy(logits.view(-1, 5), targets), [x, ln_w, ln_b, w_qkv, b_qkv, w_fc, w_out]
+
+
+def test_a_custom_function_node_keeps_only_what_ctx_saved():
+    class Scale(fnx.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, factor):
+            ctx.factor = factor
+            return x * factor
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.factor, None
+
+    x = fnx.tensor([1.0, 2.0], requires_grad=True)
+    t = x * 1.0
+    y = Scale.apply(t, 3.0)
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+
+
+def test_after_backward_the_tape_holds_no_saved_tensors():
+    loss, params = _gpt_block_loss(np.random.default_rng(0))
+    nodes = _nodes(loss)
+    assert len(nodes) > 20 and any(_saved_arrays(n) for n in nodes)
+    assert {"_LayerNormBackward", "_AttentionBackward"} <= {n.name for n in nodes}
+    loss.backward()
+    assert all(p.grad is not None for p in params)
+    assert [n for n in nodes if _saved_arrays(n)] == []
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+
+
+def test_retain_graph_keeps_saved_tensors_for_a_second_backward():
+    loss, params = _gpt_block_loss(np.random.default_rng(1))
+    loss.backward(retain_graph=True)
+    first = [p.grad.numpy().copy() for p in params]
+    assert any(_saved_arrays(n) for n in _nodes(loss))
+    loss.backward()
+    for p, g in zip(params, first):
+        np.testing.assert_allclose(p.grad.numpy(), 2 * g, rtol=1e-6)
+
+
+def test_an_intermediate_whose_consumers_read_only_its_shape_is_freed():
+    """sum, add, reshape and transpose need their input's shape, not its values: the forward's intermediate
+    goes as soon as the user drops it, while the graph still gives the right gradient."""
+    x = fnx.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    t = x * 3.0
+    loss = (t.reshape(3, 2).mT + 1.0).sum()
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None
+    loss.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 3.0))
+
+
+def test_an_output_the_vjp_reads_stays_saved():
+    """exp's and div's vjps read their outputs: those stay on the tape (and their in-place change is caught)."""
+    x = fnx.tensor([0.5, 1.0], requires_grad=True)
+    y = x.exp()
+    assert isinstance(y.grad_fn.out_value, np.ndarray)
+    d = 1.0 / x
+    assert isinstance(d.grad_fn.out_value, np.ndarray)
+    (y + d).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.exp([0.5, 1.0]) - 1.0 / np.array([0.25, 1.0]), rtol=1e-6)
