@@ -33,3 +33,4 @@ from . import nn  # after the ops it builds on
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, optim
 from .serialization import load, save
+from .threads import get_num_threads, set_num_threads
