@@ -243,11 +243,11 @@ def _start_pool(tc: Toolchain, variant: int, version: str) -> None:
         if _pool is not None:
             return
         source = jinja2.Template(_POOL_TEMPLATE.read_text()).render(spin=_POOL_SPIN)
-        paths, missing = _entries(tc, variant, {"fnx_thread_pool": source}, version)
+        paths, missing = _entries(tc, variant, {"fnx-thread-pool": source}, version)
         errors = _build_all(tc, missing, variant) if missing else []
         if errors:
             raise RuntimeError(f"fnx: the C compiler failed on fnx's thread pool:\n{errors[0][-4000:]}")
-        pool = ctypes.CDLL(str(paths["fnx_thread_pool"]), mode=os.RTLD_GLOBAL)
+        pool = ctypes.CDLL(str(paths["fnx-thread-pool"]), mode=os.RTLD_GLOBAL)
         pool.fnx_rt_init(ctypes.byref(team_size))
         _pool = pool
 
