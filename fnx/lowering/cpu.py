@@ -230,7 +230,7 @@ def _entries(tc: Toolchain, variant: int, sources: dict[str, str], version: str)
     for name, source in sources.items():
         key = cache_key(source, " ".join(tc.command(variant, "", "")), tc.identity, version)
         path = paths[name] = entry_path(folder, name, key, ".so")
-        if read_entry(path) is None:
+        if read_entry(path) is None:   # absent, or not the library recorded: (re)build it
             missing.append((source, path))
     return paths, missing
 
