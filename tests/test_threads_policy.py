@@ -130,8 +130,9 @@ def test_results_match_eager_on_any_number_of_threads(restore_threads, name):
     for n in (1, 3, 4, 3):
         fnx.set_num_threads(n)
         results.append(f(x).numpy())
+    expected = fn(x.to(fnx.float64)).numpy()   # float32 sums of hundreds of values may cancel: compare with float64
     for r in results:
-        np.testing.assert_allclose(r, fn(x).numpy(), rtol=2e-5, atol=1e-5)
+        np.testing.assert_allclose(r, expected, rtol=2e-5, atol=1e-4)
     assert np.array_equal(results[1], results[3])   # a rerun on the same count: the same bits
     if name.startswith("reduce"):
         assert all(np.array_equal(r, results[0]) for r in results)
