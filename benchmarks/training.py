@@ -10,6 +10,9 @@ W9   time per training step (forward, loss, backward, optimizer step) of a nanoG
                                    parameters, fnx.optim.functional updates per parameter group, donated
        ... [torch loaded]          the fnx row in a process that has imported torch and run a matmul and
                                    an op first (speed must not collapse beside torch's OpenMP and BLAS)
+       ... [busy neighbour]        the row while one other process spins on the machine (the fnx/torch
+                                   ratio must stay near its quiet value: thread pools that wait for a
+                                   descheduled thread collapse)
      Every row runs in a worker process of its own (benchmarks/worker.py) that builds the model, warms up
      (compiling) and then times whole steps itself; the runner interleaves the rows' repetitions.
 W9m  peak RSS of training steps above the worker's RSS before them, in a fresh process per sample:
@@ -37,16 +40,19 @@ from .worker import MEMORY_STEPS, Worker
 
 __all__ = ["VARIANTS"]
 
-# Row label -> (framework, variant, torch loaded in the process).
+# Row label -> (framework, variant, torch loaded in the process, a busy process beside it).
 VARIANTS = {
-    "fnx": ("fnx", "eager", False),
-    "fnx compile": ("fnx", "compile", False),
-    "fnx functional": ("fnx", "functional", False),
-    "fnx [torch loaded]": ("fnx", "eager", True),
-    "fnx compile [torch loaded]": ("fnx", "compile", True),
-    "fnx functional [torch loaded]": ("fnx", "functional", True),
-    "torch": ("torch", "eager", False),
-    "torch compile": ("torch", "compile", False),
+    "fnx": ("fnx", "eager", False, False),
+    "fnx compile": ("fnx", "compile", False, False),
+    "fnx functional": ("fnx", "functional", False, False),
+    "fnx [torch loaded]": ("fnx", "eager", True, False),
+    "fnx compile [torch loaded]": ("fnx", "compile", True, False),
+    "fnx functional [torch loaded]": ("fnx", "functional", True, False),
+    "torch": ("torch", "eager", False, False),
+    "torch compile": ("torch", "compile", False, False),
+    "fnx compile [busy neighbour]": ("fnx", "compile", False, True),
+    "fnx functional [busy neighbour]": ("fnx", "functional", False, True),
+    "torch compile [busy neighbour]": ("torch", "compile", False, True),
 }
 _ACTIVATION_ROWS = ("fnx", "fnx compile", "torch", "torch compile")
 _MEMORY_ROWS = ("fnx", "fnx compile", "fnx functional", "torch", "torch compile")
@@ -55,8 +61,9 @@ _MAIN_MODELS = ("gpt", "llama", "lstm", "cnn")
 
 
 def _spec(model: str, size: str, label: str, mode: str) -> dict:
-    framework, variant, torch_loaded = VARIANTS[label]
-    return {"framework": framework, "variant": variant, "torch_loaded": torch_loaded, "model": model,
+    framework, variant, torch_loaded, neighbour = VARIANTS[label]
+    return {"framework": framework, "variant": variant, "torch_loaded": torch_loaded, "neighbour": neighbour,
+            "model": model,
             "size": size, "mode": mode}
 
 
@@ -82,7 +89,8 @@ def _note_environment(label: str, env: dict) -> None:
     versions = ", ".join(f"{k} {env[k]}" for k in ("fnx", "torch", "numpy") if k in env)
     torch = (f"; torch {env['torch_threads']} threads, BLAS {env['torch_blas']}, {env['torch_cpu_capability']}"
              if "torch_threads" in env else "")
-    note(f"W9 [{label}] worker: {env['python']} (python {env['python_version']}), {versions}{torch}; "
+    fnx = f"; fnx {env['fnx_threads']} threads" if "fnx_threads" in env else ""
+    note(f"W9 [{label}] worker: {env['python']} (python {env['python_version']}), {versions}{fnx}{torch}; "
          f"thread pools: {'; '.join(sorted(env['threadpools'])) or 'none'}")
 
 

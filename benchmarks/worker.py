@@ -12,7 +12,8 @@ started as `python -m benchmarks.worker SPEC` (SPEC a JSON object). Requests and
 on the worker's stdin and original stdout (anything the frameworks print goes to stderr). `variant` is
 "eager" (the model), "compile" (fnx.compile(model) / torch.compile(model), eager backward and optimizer)
 or "functional" (fnx only: tasks.functional_step); `torch_loaded` first imports torch and runs a matmul
-and an op in the worker, so an fnx case runs beside torch's OpenMP and BLAS thread pools. Modes:
+and an op in the worker, so an fnx case runs beside torch's OpenMP and BLAS thread pools; `neighbour` starts
+one busy process (a Python loop) beside the worker for as long as it serves. Modes:
 
   serve       build, run WARMUP_STEPS steps (the first compiles), pick `ops` steps per repetition so one
               lasts at least MIN_REPETITION_S, answer {"ops", "env"}; then "time" -> {"seconds"} (the gc
@@ -167,6 +168,9 @@ def _environment(spec: dict) -> dict:
         mod = sys.modules.get(name)
         if mod is not None:
             env[name] = getattr(mod, "__version__", "?")
+    fnx = sys.modules.get("fnx")
+    if fnx is not None:
+        env["fnx_threads"] = fnx.get_num_threads()
     torch = sys.modules.get("torch")
     if torch is not None:
         env["torch_threads"] = torch.get_num_threads()
@@ -262,6 +266,13 @@ def main(argv: list[str]) -> int:
             send(_memory(spec, run))
         elif spec["mode"] == "first-call":
             send({"seconds": _first_step(spec, run)})
+        elif spec.get("neighbour"):
+            neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            try:
+                _serve(spec, run, send)
+            finally:
+                neighbour.kill()
+                neighbour.wait()
         else:
             _serve(spec, run, send)
     except (Skip, NotImplementedError) as e:

@@ -306,6 +306,41 @@ def test_log_structure_changes(caplog):
     assert any("argument 0 (xs): structure" in r.getMessage() for r in caplog.records)
 
 
+def _recompile_warnings(f, calls) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for args in calls:
+            f(*args)
+    return [str(w.message) for w in caught if "recompiled" in str(w.message)]
+
+
+def test_a_python_number_that_keeps_changing_warns_once_at_the_eighth_recompilation():
+    def step(w, lr):
+        return w - lr * w
+
+    f = compile(step, backend="interpret")
+    w = fnx.ones(3)
+    assert _recompile_warnings(f, [(w, 0.1 * k) for k in range(8)]) == []   # a trace and 7 recompilations
+    (message,) = _recompile_warnings(f, [(w, 0.1 * k) for k in range(8, 20)])
+    assert "step has recompiled 8 times; argument 1 (lr) keeps changing" in message
+    assert "value 0.7000000000000001 -> 0.8" in message and "0-dim tensor" in message
+    assert "static_argnums" in message and "FNX_LOG=compile" in message
+    lr = fnx.tensor(0.1)
+    g = compile(step, backend="interpret")   # the advice taken: one trace, whatever the value
+    assert _recompile_warnings(g, [(w, lr.fill_(0.1 * k)) for k in range(20)]) == []
+
+
+def test_the_recompilation_warning_names_the_argument_that_changes_most_and_how():
+    f = compile(lambda x, y: x.sum() + y.sum(), backend="interpret")
+    y = fnx.ones(2)
+    calls = [(fnx.ones(n), y if n % 4 else fnx.ones(2, dtype=fnx.float64)) for n in range(1, 10)]
+    (message,) = _recompile_warnings(f, calls)
+    assert "argument 0 (x) keeps changing (last: argument 0 (x): shape (8,) -> (9,))" in message
+    assert "keep its shape fixed" in message
+    f.clear_cache()   # starts the count again
+    assert len(_recompile_warnings(f, calls)) == 1
+
+
 def test_fnx_log_environment_variable_turns_the_log_on(monkeypatch):
     log = logging.getLogger("fnx.compile")
     level, handlers = log.level, list(log.handlers)

@@ -140,9 +140,11 @@ def test_compiled_libraries_are_fsynced_before_replace(folder, monkeypatch):
                                                      real_replace(s, d))[-1])
     build_executable(fnx.make_jaxpr(lambda v: fnx.exp(v) * 5.0)(fnx.ones(3)), backend="c")
     libraries = [e for e in events if e[0] == "replace" and e[2].endswith(".so")]
-    assert len(libraries) == 1
-    assert events.index(("fsync", libraries[0][1])) < events.index(libraries[0])
-    assert Path(libraries[0][2] + ".sha256").is_file()
+    kernels = [e for e in libraries if Path(e[2]).name.startswith("fnx_fused_exp_mul")]
+    assert len(kernels) == 1 and len(libraries) <= 2   # and fnx's thread pool, where this process had not loaded it
+    for library in libraries:
+        assert events.index(("fsync", library[1])) < events.index(library)
+        assert Path(library[2] + ".sha256").is_file()
 
 
 def test_a_changed_or_truncated_entry_is_not_used(folder):
@@ -183,7 +185,7 @@ def test_a_truncated_or_changed_library_is_rebuilt_not_loaded(tmp_path):
         out = fnx.compile(lambda v: fnx.exp(v) * 3.0, backend="c")(fnx.zeros(5))
         print(cpu.compile_count, float(out.sum().item()))
     """
-    assert run_python(script, tmp_path).stdout.split() == ["1", "15.0"]
+    assert run_python(script, tmp_path).stdout.split() == ["2", "15.0"]   # the kernel and fnx's thread pool
     (library,) = tmp_path.glob("fnx_*.so")
     good = library.read_bytes()
     record = json.loads(Path(str(library) + ".sha256").read_text())

@@ -66,7 +66,7 @@ def default_backend(devices) -> str:
 
 def backends() -> tuple[str, ...]:
     """The backend names: "interpret", then the registered targets' ("c", "cuda")."""
-    # Imported on first use, not with fnx: the C target's toolchain module sets OMP_WAIT_POLICY for the process.
+    # Imported on first use, not with fnx: the targets bring in their toolchain modules (fnx/lowering/cpu.py, cuda.py).
     from .targets import TARGETS
 
     return ("interpret", *TARGETS)

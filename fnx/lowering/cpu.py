@@ -10,6 +10,14 @@ variants of exp, log, tanh, ... that `omp simd` loops call when it is linked
 toolchain lacks OpenMP or libmvec it probes which of them work and remembers
 the answer in the disk cache (a JSON entry, validated when read).
 
+Parallel loops run on fnx's own thread pool, not libgomp's: the kernel prelude
+forwards the calls GCC's OpenMP lowering makes (GOMP_parallel and the thread
+number queries) to a small library built from templates/c_threads.c.j2, loaded
+once per process into the global symbol scope before any kernel; its size is
+`fnx.get_num_threads()` (fnx/threads.py), read at every parallel loop, and its
+idle workers sleep after a short spin whichever OpenMP runtime loaded first
+(`--as-needed` leaves libgomp out of the kernels).
+
 Each kernel is its own shared library, cached by a hash of its source, flags,
 compiler identity and fnx version, so kernels are shared between executables
 and missing ones compile in parallel. A library is loaded only once the cache
@@ -32,30 +40,33 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import jinja2
 import numpy as np
 
 from .._warn import warn
+from ..threads import team_size
 from .cache import cache_dir, cache_key, commit_entry, entry_path, evict, read_entry, temp_path, write_entry
 
-# Idle OpenMP threads must sleep, not spin: on a few cores, spinning workers between kernels starve the BLAS
-# threads of the library steps (a 10x slowdown measured on 2 cores). Set before libgomp loads with a kernel.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
 __all__ = ["Toolchain", "toolchain", "compile_libraries", "ARRAY_DATA_OFFSET", "compile_count", "NoCompilerError",
-           "compiler"]
+           "compiler", "thread_pool"]
 
 log = logging.getLogger("fnx.compile")
 
 _BASE_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-fwrapv",
-               "-fPIC", "-shared")
+               "-fPIC", "-shared", "-pthread", "-Wl,--as-needed")
 # What to try, best first: (extra flags, libraries, OpenMP threads?, libmvec?).
 _VARIANTS = ((("-fopenmp",), ("-lmvec", "-lm"), True, True), (("-fopenmp",), ("-lm",), True, False),
              (("-fopenmp-simd",), ("-lm",), False, False))
 compile_count = 0  # compiler invocations by this process (tests check that a warm cache makes none)
 _warned: set[str] = set()
+_POOL_TEMPLATE = Path(__file__).parent / "templates" / "c_threads.c.j2"
+_POOL_SPIN = 2000      # pauses an idle pool worker spins before it sleeps: about 40 microseconds
+_pool: ctypes.CDLL | None = None
+_pool_lock = threading.Lock()
 
 
 class NoCompilerError(NotImplementedError):
@@ -194,26 +205,57 @@ def compile_libraries(sources: dict[str, str], version: str, simd_source) -> dic
     while True:
         if not _VARIANTS[variant][3]:
             sources = simd_source(False)
-        folder, paths, missing = cache_dir(), {}, []
-        for name, source in sources.items():
-            key = cache_key(source, " ".join(tc.command(variant, "", "")), tc.identity, version)
-            path = paths[name] = entry_path(folder, name, key, ".so")
-            if read_entry(path) is None:   # absent, or not the library recorded: (re)build it
-                missing.append((source, path))
+        paths, missing = _entries(tc, variant, sources, version)
         if not missing:
-            log.debug("%d kernel(s) from the disk cache %s", len(paths), folder)
+            log.debug("%d kernel(s) from the disk cache %s", len(paths), cache_dir())
             break
         errors = _build_all(tc, missing, variant)
         if not errors:
             if tc.variant != variant:
                 _remember(tc, variant)
-            evict(folder, keep=paths.values())
+            evict(cache_dir(), keep=paths.values())
             log.info("compiled %d kernel(s) with %s", len(missing), " ".join(tc.command(variant, "<src>", "<so>")))
             break
         if tc.variant is not None or variant + 1 == len(_VARIANTS) or not _probe_fails(tc, variant):
             raise RuntimeError(f"fnx: the C compiler failed on generated kernels:\n{errors[0][-4000:]}")
         variant += 1   # this toolchain lacks OpenMP or libmvec: try the next variant
+    if _VARIANTS[variant][2]:
+        _start_pool(tc, variant, version)
     return {name: ctypes.CDLL(str(path)) for name, path in paths.items()}
+
+
+def _entries(tc: Toolchain, variant: int, sources: dict[str, str], version: str) -> tuple[dict[str, Path], list]:
+    """Each source's cache path, and the (source, path) pairs whose library the cache lacks (or holds damaged)."""
+    folder, paths, missing = cache_dir(), {}, []
+    for name, source in sources.items():
+        key = cache_key(source, " ".join(tc.command(variant, "", "")), tc.identity, version)
+        path = paths[name] = entry_path(folder, name, key, ".so")
+        if read_entry(path) is None:   # absent, or not the library recorded: (re)build it
+            missing.append((source, path))
+    return paths, missing
+
+
+def _start_pool(tc: Toolchain, variant: int, version: str) -> None:
+    """Load the kernels' thread pool (templates/c_threads.c.j2) once per process, building it if the cache lacks
+    it, into the global symbol scope, where the kernels loaded after it find it, and give it fnx's thread count."""
+    global _pool
+    with _pool_lock:
+        if _pool is not None:
+            return
+        source = jinja2.Template(_POOL_TEMPLATE.read_text()).render(spin=_POOL_SPIN)
+        paths, missing = _entries(tc, variant, {"fnx-thread-pool": source}, version)
+        errors = _build_all(tc, missing, variant) if missing else []
+        if errors:
+            raise RuntimeError(f"fnx: the C compiler failed on fnx's thread pool:\n{errors[0][-4000:]}")
+        pool = ctypes.CDLL(str(paths["fnx-thread-pool"]), mode=os.RTLD_GLOBAL)
+        pool.fnx_rt_init(ctypes.byref(team_size))
+        _pool = pool
+
+
+def thread_pool() -> ctypes.CDLL | None:
+    """The loaded thread pool library (None before the first kernel with threads loads); its int
+    `fnx_rt_last_team` is the number of tasks of the last parallel loop (1: it ran on the calling thread)."""
+    return _pool
 
 
 _PROBE = """#include <math.h>

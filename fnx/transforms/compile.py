@@ -6,7 +6,9 @@ signature is cached does one dict lookup and runs the entry's executable; a new 
 a jaxpr (fnx/transforms/tracing.py), optimised (fnx/lowering/passes.py) and lowered
 (fnx/lowering/__init__.py). Non-tensor leaves of dynamic arguments (Python numbers, strings) are
 specialised like static arguments: each new value traces again. `FNX_LOG=compile` logs every trace,
-cache hit and recompilation with its reason to the "fnx.compile" logger.
+cache hit and recompilation with its reason to the "fnx.compile" logger; the 8th recompilation of one compiled
+function warns (once), naming the argument that keeps changing and what to do about it (a Python number that
+changes every call, such as a learning rate, should be a 0-dim tensor).
 
 Compile is itself a primitive, `compiled_call`, holding the optimised jaxpr: outside any transform the
 executable runs directly; under grad, jvp, vmap or an enclosing trace the call binds the primitive, whose
@@ -53,6 +55,7 @@ import threading
 import time
 
 from .. import core, debug
+from .._warn import warn
 from ..core import FnxRuntimeError, FnxTypeError, Primitive
 from ..dtypes import from_numpy_dtype
 from ..ir import ClosedJaxpr, Jaxpr
@@ -72,6 +75,7 @@ __all__ = ["compile", "jit", "Compiled", "Lowered", "CallJaxpr", "compiled_call_
 
 _log = logging.getLogger("fnx.compile")
 _DEBUG = logging.DEBUG
+RECOMPILE_WARN = 8   # recompilations of one compiled function after which it warns, once (torch's recompile_limit)
 
 
 def _configure_logging() -> None:
@@ -402,6 +406,8 @@ class Compiled:
             raise FnxTypeError("compile: an argument cannot be both static and donated")
         self._cache: dict[tuple, _Entry] = {}
         self._last: tuple | None = None   # (key, entry) of the latest traced or called signature
+        self._recompiles = 0
+        self._changes: dict[str, tuple[int, str]] = {}   # changed argument -> (recompilations, latest change)
 
     def __repr__(self) -> str:
         return f"<fnx.compile of {self.__qualname__}>"
@@ -517,28 +523,44 @@ class Compiled:
         shown += [f"{k}={_format_desc(d)}" for k, d in kw.items()]
         return f"({', '.join(shown)})"
 
-    def _explain(self, old: tuple, new: tuple) -> str:
-        """Which arguments changed, and how, between two signatures."""
+    def _differences(self, old: tuple, new: tuple) -> list[tuple[str, list[str]]]:
+        """Which arguments changed between two signatures: (what, [how it changed, ...]) per argument."""
         (op, ok), (np_, nk) = _split_key(old), _split_key(new)
-        reasons = []
+        diffs = []
         if len(op) != len(np_):
-            reasons.append(f"number of positional arguments {len(op)} -> {len(np_)}")
+            diffs.append(("the number of positional arguments", [f"number of positional arguments {len(op)} -> "
+                                                                 f"{len(np_)}"]))
         if sorted(ok) != sorted(nk):
-            reasons.append(f"keyword arguments {sorted(ok)} -> {sorted(nk)}")
-        for i, (a, b) in enumerate(zip(op, np_)):
-            reasons += _explain_arg(self._label(i), a, b)
-        for k in sorted(set(ok) & set(nk)):
-            reasons += _explain_arg(f"keyword argument {k!r}", ok[k], nk[k])
+            diffs.append(("the keyword arguments", [f"keyword arguments {sorted(ok)} -> {sorted(nk)}"]))
+        labelled = [(self._label(i), a, b) for i, (a, b) in enumerate(zip(op, np_))]
+        labelled += [(f"keyword argument {k!r}", ok[k], nk[k]) for k in sorted(set(ok) & set(nk))]
+        for label, a, b in labelled:
+            reasons = _explain_arg(label, a, b)
+            if reasons:
+                diffs.append((label, reasons))
+        return diffs
+
+    def _recompiled(self, old: tuple, new: tuple) -> str:
+        """Count a recompilation, warn (once) at the RECOMPILE_WARN-th, and return its reason."""
+        diffs = self._differences(old, new)
+        self._recompiles += 1
+        for what, reasons in diffs:
+            self._changes[what] = (self._changes.get(what, (0, ""))[0] + 1, reasons[-1])
+        if self._recompiles == RECOMPILE_WARN and self._changes:
+            what, (_, how) = max(self._changes.items(), key=lambda item: item[1][0])
+            warn(f"fnx.compile: {self.__qualname__} has recompiled {self._recompiles} times; {what} keeps "
+                 f"changing (last: {how}). {_advice(how)} FNX_LOG=compile logs each recompilation and its reason.")
+        reasons = [r for _, rs in diffs for r in rs]
         return "; ".join(reasons) or "the previous trace was not cached (it captured values of an enclosing transform)"
 
     # ------------------------------------------------------------------ tracing
     def _trace(self, key: tuple, args: tuple, kwargs: dict, leaves: list) -> _Entry:
+        reason = None if self._last is None else self._recompiled(self._last[0], key)
         if _log.isEnabledFor(logging.INFO):
             if self._last is None:
                 _log.info("tracing %s for %s", self.__name__, self._describe(key))
             else:
-                _log.info("recompiling %s for %s: %s", self.__name__, self._describe(key),
-                          self._explain(self._last[0], key))
+                _log.info("recompiling %s for %s: %s", self.__name__, self._describe(key), reason)
         start = time.perf_counter()
         out_trees, keys = [], []
 
@@ -621,6 +643,20 @@ class Compiled:
     def clear_cache(self) -> None:
         self._cache.clear()
         self._last = None
+        self._recompiles = 0
+        self._changes = {}
+
+
+def _advice(change: str) -> str:
+    """What to do about an argument that keeps changing, from how it changed (`_explain_leaf`'s wording)."""
+    if ": value " in change:
+        return ("Pass it as a 0-dim tensor (fnx.tensor(value)): a tensor's value is an input of the compiled code, "
+                "while a Python value is part of its signature, so each new one traces and compiles again. If it "
+                "takes only a few values, mark it static (static_argnums/static_argnames) and expect one "
+                "compilation each.")
+    if ": shape " in change:
+        return "Each new shape compiles again: keep its shape fixed (pad, or bucket it to a few sizes)."
+    return "Each new signature (structure, dtype, device, keywords) compiles again: keep it fixed between calls."
 
 
 def _requires_grad(tensors) -> bool:
