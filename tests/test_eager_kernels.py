@@ -143,7 +143,7 @@ def test_a_damaged_cached_kernel_is_rebuilt_not_loaded(tmp_path):
         out = fnx.erf(fnx.linspace(-3.0, 3.0, 4097))
         print(cpu.compile_count, round(float(out.sum().item()), 3))
     """
-    assert _run_python(script, tmp_path).stdout.split() == ["1", "0.0"]
+    assert _run_python(script, tmp_path).stdout.split() == ["2", "0.0"]   # the kernel and fnx's thread pool
     (library,) = tmp_path.glob("fnx_*erf*.so")
     good = library.read_bytes()
     for damage in (good[:len(good) // 2], good[:-1] + bytes([good[-1] ^ 0xFF])):
