@@ -13,7 +13,7 @@ on the worker's stdin and original stdout (anything the frameworks print goes to
 "eager" (the model), "compile" (fnx.compile(model) / torch.compile(model), eager backward and optimizer)
 or "functional" (fnx only: tasks.functional_step); `torch_loaded` first imports torch and runs a matmul
 and an op in the worker, so an fnx case runs beside torch's OpenMP and BLAS thread pools; `neighbour` starts
-one busy process (a Python loop) beside the worker for as long as it serves. Modes:
+one busy process (a Python loop) beside the worker while each of its repetitions is timed. Modes:
 
   serve       build, run WARMUP_STEPS steps (the first compiles), pick `ops` steps per repetition so one
               lasts at least MIN_REPETITION_S, answer {"ops", "env"}; then "time" -> {"seconds"} (the gc
@@ -224,6 +224,19 @@ def _memory(spec: dict, run) -> dict:
     return {"first": max(peak_first, peak_rest) - before, "steady": peak_rest - after_first}
 
 
+def _timed_beside_neighbour(bench: Bench) -> float:
+    """`timed(bench)` while another process spins, only for as long as this row is measured: the runner
+    interleaves rows, and a neighbour left running would slow every other row's measurement too."""
+    from .runner import timed
+
+    neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        return timed(bench)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+
+
 def _serve(spec: dict, run, send) -> None:
     from .profiling import profile_text
     from .runner import timed
@@ -241,7 +254,7 @@ def _serve(spec: dict, run, send) -> None:
     for line in sys.stdin:
         request = json.loads(line)
         if request[0] == "time":
-            send({"seconds": timed(bench)})
+            send({"seconds": _timed_beside_neighbour(bench) if spec.get("neighbour") else timed(bench)})
         elif request[0] == "profile":
             send({"text": profile_text(bench, int(request[1]))})
         else:
@@ -266,13 +279,6 @@ def main(argv: list[str]) -> int:
             send(_memory(spec, run))
         elif spec["mode"] == "first-call":
             send({"seconds": _first_step(spec, run)})
-        elif spec.get("neighbour"):
-            neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            try:
-                _serve(spec, run, send)
-            finally:
-                neighbour.kill()
-                neighbour.wait()
         else:
             _serve(spec, run, send)
     except (Skip, NotImplementedError) as e:
