@@ -11,6 +11,7 @@ transform applied to the staged IR still uses the custom rule.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from .. import core
@@ -18,6 +19,7 @@ from ..autograd.function import record_pullback
 from ..autograd.grad_mode import no_grad
 from ..core import FnxTypeError, Primitive, custom_call
 from ..ops.creation import zeros_like
+from ..ops.sampling import get_rng_state, set_rng_state
 from ..tensor import Tensor, from_array
 from ..tree import tree_flatten, tree_unflatten
 from .ad import _jvp_tracer, jvp, vjp
@@ -301,13 +303,15 @@ class _RematCall(_CustomCall):
     """Reverse mode keeps only the inputs and runs fun again, under vjp, when the cotangents arrive."""
 
     kind = "checkpoint"
+    rng_state = None   # the CPU generator's state when the forward drew concretely: the recomputation replays it
 
     def closed(self, fun, n_consts):
         return _RematCall(fun, self.name)
 
     def pullback(self, primals, outs):
         def pull(cts):
-            _, fn = vjp(self.fun, *primals)
+            with _replaying(self.rng_state):
+                _, fn = vjp(self.fun, *primals)
             return list(fn(list(cts)))
 
         return pull
@@ -317,10 +321,25 @@ class _RematCall(_CustomCall):
         return _batched_call(trace, _RematCall(fun, self.name), tracers)
 
 
+@contextlib.contextmanager
+def _replaying(state):
+    """Run the block from the CPU generator's `state` (if any), then put back the state it had."""
+    if state is None:
+        yield
+        return
+    now = get_rng_state()
+    set_rng_state(state)
+    try:
+        yield
+    finally:
+        set_rng_state(now)
+
+
 def checkpoint(fun, *, static_argnums=()):
     """`fun` whose intermediate values are not kept for the backward pass but recomputed there.
 
-    Tensor leaves of the positional (except `static_argnums`) and keyword arguments are its inputs.
+    Outside `fnx.compile` the recomputation starts from the CPU generator's state of the forward pass, so
+    dropout masks and other draws come out the same (PyTorch's `preserve_rng_state`). Tensor leaves of the positional (except `static_argnums`) and keyword arguments are its inputs.
     """
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
@@ -341,7 +360,10 @@ def checkpoint(fun, *, static_argnums=()):
             out_tree[:] = [o_def]
             return o_leaves
 
-        outs = custom_call(_RematCall(flat, getattr(fun, "__name__", "f")), leaves)
+        call = _RematCall(flat, getattr(fun, "__name__", "f"))
+        if not core.state.dynamic_trace.level:   # drawn concretely: the recomputation must repeat the draws
+            call.rng_state = get_rng_state()
+        outs = custom_call(call, leaves)
         return tree_unflatten(out_tree[0], outs)
 
     return wrapped
