@@ -131,3 +131,20 @@ def test_reductions_take_numpy_keywords(op):
     expected = getattr(fnx, op)(x, dim=1, keepdim=True)
     got = getattr(fnx, op)(x, axis=1, keepdims=True)
     assert got.shape == (2, 1) and np.allclose(got.numpy(), expected.numpy())
+
+
+def test_utils_checkpoint_calls_the_block_and_recomputes_it():
+    from fnx.utils.checkpoint import checkpoint
+
+    calls = []
+
+    def block(v, scale=1.0):
+        calls.append(1)
+        return (fnx.sin(v) * scale).sum()
+
+    x = fnx.tensor([0.5, 1.0], dtype=fnx.float64, requires_grad=True)
+    checkpoint(block, x, use_reentrant=False, scale=2.0).backward()
+    assert len(calls) == 2   # the forward, and again in the backward pass
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.cos([0.5, 1.0]), rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="preserve_rng_state=False"):
+        checkpoint(block, x, preserve_rng_state=False)

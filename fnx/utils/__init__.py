@@ -2,16 +2,17 @@
 
 `fnx.utils.data` is the `fnx.data` package itself, registered under this name with its submodules
 (`fnx.utils.data.dataloader`, `.sampler`, ...), so `import fnx.utils.data as tud` and `fnx.data` give the same
-classes rather than copies of them.
+classes rather than copies of them. `fnx.utils.checkpoint.checkpoint` is PyTorch's activation checkpointing call.
 """
 from __future__ import annotations
 
 import sys
 
 from .. import data
+from . import checkpoint
 from ..data import collate, dataloader, dataset, distributed, fetch, sampler, worker
 
-__all__ = ["data"]
+__all__ = ["data", "checkpoint"]
 
 for _name, _module in {"data": data, "data.collate": collate, "data.dataloader": dataloader,
                        "data.dataset": dataset, "data.distributed": distributed, "data.fetch": fetch,
