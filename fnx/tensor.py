@@ -199,10 +199,10 @@ class Tensor:
         self._device = other._device
 
     def detach(self) -> Tensor:
-        """A tensor sharing this one's memory, cut from the autograd graph."""
+        """A tensor sharing this one's memory and version counter, cut from the autograd graph. As in PyTorch,
+        in-place ops on it are allowed (`p.data.normal_()`, `p.detach().zero_()`) and are not recorded."""
         out = make(self._value, self._device)
         out._version = self._version
-        out._base = self if self._base is None else self._base
         return out
 
     def detach_(self) -> Tensor:

@@ -148,3 +148,17 @@ def test_utils_checkpoint_calls_the_block_and_recomputes_it():
     np.testing.assert_allclose(x.grad.numpy(), 2 * np.cos([0.5, 1.0]), rtol=1e-12)
     with pytest.raises(NotImplementedError, match="preserve_rng_state=False"):
         checkpoint(block, x, preserve_rng_state=False)
+
+
+def test_in_place_ops_on_data_and_detach_of_a_leaf_are_allowed_and_versioned():
+    """Hugging Face's `_init_weights` writes `module.weight.data.normal_(...)`: allowed, unrecorded, and it
+    bumps the shared version counter, so a backward that saved the old values refuses as in PyTorch."""
+    p = fnx.nn.Parameter(fnx.zeros(1000))
+    fnx.manual_seed(0)
+    p.data.normal_(mean=0.0, std=0.02)
+    assert p.requires_grad and p.grad_fn is None and 0.015 < float(p.std()) < 0.025
+    y = (p * p).sum()
+    p.detach().zero_()
+    assert float(p.abs().sum()) == 0.0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
