@@ -162,3 +162,19 @@ def test_in_place_ops_on_data_and_detach_of_a_leaf_are_allowed_and_versioned():
     assert float(p.abs().sum()) == 0.0
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+
+
+def test_compiled_module_stands_in_for_the_module():
+    """nanoGPT: `model = torch.compile(model)`, then `model.train()`, `model.eval()`, `model.zero_grad()`."""
+    model = fnx.nn.Sequential(fnx.nn.Linear(3, 2), fnx.nn.Dropout(0.1))
+    compiled = fnx.compile(model)
+    compiled.eval()
+    assert not model.training and len(list(compiled.parameters())) == 2
+    compiled(fnx.randn(4, 3)).sum().backward()
+    assert model[0].weight.grad is not None
+    compiled.zero_grad()
+    assert model[0].weight.grad is None
+    compiled.train()
+    assert model.training
+    with pytest.raises(AttributeError, match="no attribute 'not_there'"):
+        compiled.not_there

@@ -412,6 +412,13 @@ class Compiled:
     def __repr__(self) -> str:
         return f"<fnx.compile of {self.__qualname__}>"
 
+    def __getattr__(self, name: str):
+        """What the compiled object does not have comes from the wrapped callable: `fnx.compile(model)` stands
+        in for the model as `torch.compile(model)` does (`.train()`, `.eval()`, `.zero_grad()`, `.parameters()`)."""
+        if name.startswith("__") or name == "_fun":
+            raise AttributeError(name)
+        return getattr(self._fun, name)
+
     def __get__(self, obj, objtype=None):
         """As a method decorator: bind the instance (a Module instance is then the first pytree argument)."""
         if obj is None:
