@@ -202,3 +202,14 @@ class Distribution:
                           for p, v in ((p, self.__dict__[p]) for p in names))
         return f"{type(self).__name__}({shown})"
 
+
+class LocatedDistribution(Distribution):
+    """A distribution whose mean and mode are its `loc` parameter (Normal, MultivariateNormal)."""
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc

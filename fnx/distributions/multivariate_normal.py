@@ -8,7 +8,7 @@ from ..ops.sampling import randn
 from ..ops.shape import broadcast_shapes
 from ..tensor import Size, Tensor
 from . import constraints
-from .distribution import Distribution
+from .distribution import LocatedDistribution
 from .utils import lazy_property
 
 __all__ = ["MultivariateNormal"]
@@ -27,7 +27,7 @@ def half_log_det(scale_tril: Tensor) -> Tensor:
     return scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
 
 
-class MultivariateNormal(Distribution):
+class MultivariateNormal(LocatedDistribution):
     """The multivariate normal N(loc, Σ) over the last dim of `loc`, with Σ given as exactly one of
     `covariance_matrix`, `precision_matrix` (Σ⁻¹) or `scale_tril` (the Cholesky factor L, Σ = L Lᵀ)."""
 
@@ -85,14 +85,6 @@ class MultivariateNormal(Distribution):
         """Σ⁻¹."""
         L = self._unbroadcasted_scale_tril
         return inv(L @ L.mT).expand(tuple(self._batch_shape) + tuple(self._event_shape) * 2)
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def variance(self) -> Tensor:

@@ -6,14 +6,14 @@ from ..ops.elementwise import erf
 from ..ops.sampling import randn
 from ..tensor import Size, Tensor
 from . import constraints
-from .distribution import Distribution
+from .distribution import LocatedDistribution
 
 __all__ = ["Normal"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-class Normal(Distribution):
+class Normal(LocatedDistribution):
     """The normal (Gaussian) distribution N(loc, scale²), batched over the broadcast of `loc` and `scale`."""
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
@@ -25,14 +25,6 @@ class Normal(Distribution):
 
     def expand(self, batch_shape, _instance=None) -> Normal:
         return self._expand_params(Normal, batch_shape, _instance, "loc", "scale")
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def stddev(self) -> Tensor:
