@@ -24,6 +24,7 @@ MODULES = [
     ("fnx.Tensor", "attributes and methods (the ops are the same functions as in `fnx`)"),
     ("fnx.autograd", "eager autograd: backward, grad modes, custom Functions, debugging aids"),
     ("fnx.linalg", "linear algebra (torch.linalg)"),
+    ("fnx.special", "special functions (torch.special)"),
     ("fnx.random", "pure, key-based random numbers (jax.random)"),
     ("fnx.tree", "pytrees"),
     ("fnx.cuda", "CUDA availability"),
