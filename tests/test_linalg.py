@@ -409,3 +409,15 @@ def test_gradient_of_the_nuclear_norm_of_a_rank_deficient_matrix_is_finite():
     x = fnx.tensor([[1.0, 2.0], [2.0, 4.0], [0.0, 0.0]], dtype=fnx.float64, requires_grad=True)
     fnx.linalg.matrix_norm(x, "nuc").backward()
     assert np.isfinite(x.grad.numpy()).all()
+
+
+@pytest.mark.parametrize("dtype", [fnx.bfloat16, fnx.float16])
+def test_half_precision_products_keep_their_dtype_and_round_once(dtype):
+    """As in PyTorch: computed in float32 (ml_dtypes' bfloat16 matmul would return float32; its einsum fails)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 4, 5)), rng.standard_normal((5, 2))
+    ta, tb = fnx.tensor(a).to(dtype), fnx.tensor(b).to(dtype)
+    expected = (ta.float().numpy() @ tb.float().numpy())
+    for out in (ta @ tb, fnx.einsum("bij,jk->bik", ta, tb), fnx.nn.functional.linear(ta, tb.mT)):
+        assert out.dtype is dtype
+        np.testing.assert_array_equal(out.float().numpy(), fnx.tensor(expected).to(dtype).float().numpy())
