@@ -19,6 +19,8 @@ from .ops.indexing import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403
 from .ops.sampling import *  # noqa: F401,F403
 from .ops.special import *  # noqa: F401,F403
+from .ops.strided import *  # noqa: F401,F403
+from .ops.search import *  # noqa: F401,F403
 from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)

@@ -116,7 +116,7 @@ def np_axis(kwargs: dict):
 
 # value-dependent output shapes cannot be staged (as in JAX); in-place writes raise under every transform
 DYNAMIC_SHAPE = {"nonzero", "nonzero_tuple", "masked_select", "getitem_mask", "getitem_mask_inner",
-                 "repeat_interleave_tensor"}
+                 "repeat_interleave_tensor", "unique", "unique_dim", "unique_consecutive"}
 def stageable_ops() -> list:
     """The ops that make_jaxpr/compile can trace: static output shapes (in-place writes are functionalized)."""
     return [op for op in all_ops() if op.name not in DYNAMIC_SHAPE]

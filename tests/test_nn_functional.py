@@ -486,3 +486,44 @@ def test_local_response_norm_unpool_lp_pool_pdist_rrelu():
     fnx.manual_seed(0)
     slopes = npy(F.rrelu(fnx.full((1000,), -1.0, dtype=fnx.float64), training=True)) * -1
     assert slopes.min() >= 1 / 8 and slopes.max() <= 1 / 3
+
+
+# ---------------------------------------------------------------- grid_sample, affine_grid
+# PyTorch's outputs for these inputs (torch 2.x, computed once): x = arange(16).reshape(1, 1, 4, 4)
+_TORCH_GRID_SAMPLE = {
+    ("bilinear", "zeros", False): [[0.0, 0.75, 0.75], [3.0, 7.5, 4.5], [3.0, 6.75, 3.75]],
+    ("nearest", "zeros", False): [[0.0, 2.0, 0.0], [8.0, 10.0, 0.0], [0.0, 0.0, 0.0]],
+    ("bilinear", "border", False): [[0.0, 1.5, 3.0], [6.0, 7.5, 9.0], [12.0, 13.5, 15.0]],
+    ("bilinear", "reflection", True): [[6.0, 4.65, 5.7, 6.75, 5.4], [7.05, 6.6, 8.25, 9.9, 8.85],
+                                       [8.1, 7.35, 8.4, 9.15, 7.5]],
+}
+
+
+@pytest.mark.parametrize("mode, padding, align", list(_TORCH_GRID_SAMPLE))
+def test_grid_sample_matches_pytorch(mode, padding, align):
+    x = fnx.arange(16.0).reshape(1, 1, 4, 4)
+    theta = fnx.tensor([[[1.0, 0, 0], [0, 1, 0]]])
+    theta, size = (theta * 1.7 + 0.1, (1, 1, 3, 5)) if align else (theta * 1.5, (1, 1, 3, 3))
+    grid = F.affine_grid(theta, size, align_corners=align)
+    out = F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
+    np.testing.assert_allclose(out.numpy()[0, 0], _TORCH_GRID_SAMPLE[mode, padding, align], rtol=1e-5, atol=1e-5)
+
+
+def test_identity_affine_grid_samples_the_input_back():
+    x = fnx.randn(2, 3, 4, 5, 6)
+    theta = fnx.eye(3, 4).expand(2, 3, 4)
+    for align in (False, True):
+        grid = F.affine_grid(theta, (2, 3, 4, 5, 6), align_corners=align)
+        np.testing.assert_allclose(F.grid_sample(x, grid, align_corners=align).numpy(), x.numpy(), atol=1e-5)
+
+
+def test_grid_sample_and_affine_grid_errors():
+    x, grid = fnx.ones(1, 1, 3, 3), fnx.zeros(1, 2, 2, 2)
+    with pytest.raises(fnx.core.FnxRuntimeError, match="expected padding_mode to be 'zeros', 'border', or 'reflection'"):
+        F.grid_sample(x, grid, padding_mode="wrap")
+    with pytest.raises(NotImplementedError, match="bicubic"):
+        F.grid_sample(x, grid, mode="bicubic")
+    with pytest.raises(fnx.core.FnxRuntimeError, match=r"expected grid of shape \[N, \*, \*, 2\]"):
+        F.grid_sample(x, fnx.zeros(1, 2, 2, 3))
+    with pytest.raises(fnx.core.FnxRuntimeError, match="Expected a batch of 2D affine matrices of shape Nx2x3"):
+        F.affine_grid(fnx.zeros(1, 3, 3), (1, 1, 4, 4))

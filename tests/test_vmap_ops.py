@@ -18,7 +18,8 @@ B = 3
 OPS = all_ops()
 
 # Ops whose output shape depends on the values (eager only, as in JAX): vmap cannot batch them.
-DYNAMIC_SHAPE = {"nonzero", "nonzero_tuple", "masked_select", "getitem_mask", "getitem_mask_inner"}
+DYNAMIC_SHAPE = {"nonzero", "nonzero_tuple", "masked_select", "getitem_mask", "getitem_mask_inner", "unique",
+                 "unique_dim", "unique_consecutive"}
 # In-place writes (x[i] = v) raise a clear error under every transform; they are tested eagerly elsewhere.
 IN_PLACE = {"setitem_basic", "setitem_advanced", "setitem_mask"}
 # Arguments whose values decide the output shape: they may be passed unbatched only.

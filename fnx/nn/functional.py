@@ -2,8 +2,8 @@
 
 This module holds the linear maps, dropout, embedding and vector utilities, and re-exports the families
 that live in their own files: activations and softmax (functional_activation), convolution
-(functional_conv), pooling (functional_pool), normalization (functional_norm), losses (functional_loss) and
-attention (functional_attention). Everything here works eagerly and under grad, vmap, jvp and compile.
+(functional_conv), pooling (functional_pool), normalization (functional_norm), losses (functional_loss),
+attention (functional_attention) and spatial sampling (functional_sampling). Everything here works eagerly and under grad, vmap, jvp and compile.
 """
 from __future__ import annotations
 
@@ -35,11 +35,13 @@ from .functional_norm import *  # noqa: F401,F403
 from .functional_norm import __all__ as _norm_all
 from .functional_pool import *  # noqa: F401,F403
 from .functional_pool import __all__ as _pool_all
+from .functional_sampling import *  # noqa: F401,F403
+from .functional_sampling import __all__ as _sampling_all
 
 __all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
            "feature_alpha_dropout", "embedding", "one_hot", "pad", "normalize", "cosine_similarity",
            "pairwise_distance", "pdist", "gumbel_softmax", "channel_shuffle",
-           *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all]
+           *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all, *_sampling_all]
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
