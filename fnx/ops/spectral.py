@@ -54,10 +54,6 @@ def _batched(prim: Primitive):
     return rule
 
 
-def _mT(x: Tensor) -> Tensor:
-    return x.transpose(-2, -1)
-
-
 def _diag_embed(v: Tensor) -> Tensor:
     """(..., k) -> (..., k, k) with v on the diagonal."""
     return v.unsqueeze(-1) * eye(v.shape[-1], dtype=v.dtype, device=v.device)
@@ -88,12 +84,12 @@ def _zero_diagonal(x: Tensor) -> Tensor:
 
 def _right_solve_transposed(x: Tensor, r: Tensor) -> Tensor:
     """x R^-T, for an invertible (triangular) R."""
-    return _mT(solve_p.bind(r, _mT(x)))
+    return solve_p.bind(r, x.mT).mT
 
 
 def _right_solve(x: Tensor, r: Tensor) -> Tensor:
     """x R^-1, for an invertible (triangular) R."""
-    return _mT(solve_p.bind(_mT(r), _mT(x)))
+    return solve_p.bind(r.mT, x.mT).mT
 
 
 # ---------------------------------------------------------------- svd
@@ -138,22 +134,22 @@ def _svd_vjp(cts, primals, outs, *, full_matrices):
     E = _gaps(S * S)
     inner = None
     if gU is not None:
-        UhgU = matmul(_mT(U), gU)
-        inner = _quotient((UhgU - _mT(UhgU)) * S.unsqueeze(-2), E)
+        UhgU = matmul(U.mT, gU)
+        inner = _quotient((UhgU - UhgU.mT) * S.unsqueeze(-2), E)
     if gVh is not None:
-        VhgV = matmul(Vh, _mT(gVh))
-        term = _quotient(S.unsqueeze(-1) * (VhgV - _mT(VhgV)), E)
+        VhgV = matmul(Vh, gVh.mT)
+        term = _quotient(S.unsqueeze(-1) * (VhgV - VhgV.mT), E)
         inner = term if inner is None else inner + term
     if gS is not None:
         inner = inner + _diag_embed(gS)
     if m > k and gU is not None:
         gA = matmul(U, inner)
         gUSinv = _quotient(gU, S.unsqueeze(-2))
-        gA = matmul(gA + gUSinv - matmul(U, matmul(_mT(U), gUSinv)), Vh)
+        gA = matmul(gA + gUSinv - matmul(U, matmul(U.mT, gUSinv)), Vh)
     elif n > k and gVh is not None:
         gA = matmul(inner, Vh)
         SinvgVh = _quotient(gVh, S.unsqueeze(-1))
-        gA = matmul(U, gA + SinvgVh - matmul(matmul(SinvgVh, _mT(Vh)), Vh))
+        gA = matmul(U, gA + SinvgVh - matmul(matmul(SinvgVh, Vh.mT), Vh))
     else:
         gA = matmul(U, matmul(inner, Vh))
     return (gA,)
@@ -172,11 +168,11 @@ def _svd_jvp(primals, tangents, *, full_matrices):
         raise NotImplementedError(f"linalg.svd: forward-mode derivatives with full_matrices=True need square "
                                   f"matrices (the extra singular vectors of a {m}x{n} matrix are not unique); "
                                   f"use full_matrices=False")
-    V = _mT(Vh)
-    dP = matmul(matmul(_mT(U), dA), V)
+    V = Vh.mT
+    dP = matmul(matmul(U.mT, dA), V)
     dS = dP.diagonal(0, -2, -1)
     E = _gaps(S * S)
-    dPT = _mT(dP)
+    dPT = dP.mT
     omega_u = _zero_diagonal((dP * S.unsqueeze(-2) + S.unsqueeze(-1) * dPT) / E)
     omega_v = _zero_diagonal((S.unsqueeze(-1) * dP + dPT * S.unsqueeze(-2)) / E)
     dU = matmul(U, omega_u)
@@ -184,8 +180,8 @@ def _svd_jvp(primals, tangents, *, full_matrices):
     if m > k:
         dU = dU + (matmul(dA, V) - matmul(U, dP)) / S.unsqueeze(-2)
     if n > k:
-        dV = dV + (matmul(_mT(dA), U) - matmul(V, dPT)) / S.unsqueeze(-2)
-    return [U, S, Vh], [dU, dS, _mT(dV)]
+        dV = dV + (matmul(dA.mT, U) - matmul(V, dPT)) / S.unsqueeze(-2)
+    return [U, S, Vh], [dU, dS, dV.mT]
 
 
 SVDResult = namedtuple("svd", ["U", "S", "Vh"])
@@ -243,19 +239,19 @@ def _eigh_vjp(cts, primals, outs, *, UPLO):
     if gQ is None:
         if gL is None:
             return (zeros_like(Q),)
-        return (matmul(Q * gL.unsqueeze(-2), _mT(Q)),)
-    QhgQ = matmul(_mT(Q), gQ)
-    inner = _zero_diagonal(_quotient(0.5 * (QhgQ - _mT(QhgQ)), _gaps(L)))
+        return (matmul(Q * gL.unsqueeze(-2), Q.mT),)
+    QhgQ = matmul(Q.mT, gQ)
+    inner = _zero_diagonal(_quotient(0.5 * (QhgQ - QhgQ.mT), _gaps(L)))
     if gL is not None:
         inner = inner + _diag_embed(gL)
-    return (matmul(Q, matmul(inner, _mT(Q))),)
+    return (matmul(Q, matmul(inner, Q.mT)),)
 
 
 @eigh_p.def_jvp
 def _eigh_jvp(primals, tangents, *, UPLO):
     # M = Q^T dA Q; dL = diag(M); dQ = Q (M / E) with a zero diagonal (PyTorch's linalg_eig_jvp, Hermitian case)
     L, Q = eigh_p.bind(primals[0], UPLO=UPLO)
-    M = matmul(matmul(_mT(Q), tangents[0]), Q)
+    M = matmul(matmul(Q.mT, tangents[0]), Q)
     return [L, Q], [M.diagonal(0, -2, -1), matmul(Q, _zero_diagonal(M / _gaps(L)))]
 
 
@@ -322,9 +318,9 @@ def _qr_vjp(cts, primals, outs, *, complete):
     _require_tall(m, n, complete)
     gQ = zeros_like(Q) if cts[0] is None else cts[0]
     gR = zeros_like(R) if cts[1] is None else cts[1]
-    qdq = matmul(_mT(Q), gQ)
-    rdr = matmul(R, _mT(gR))
-    lower = tril((qdq - _mT(qdq)) + (rdr - _mT(rdr)))
+    qdq = matmul(Q.mT, gQ)
+    rdr = matmul(R, gR.mT)
+    lower = tril((qdq - qdq.mT) + (rdr - rdr.mT))
     return (matmul(Q, gR + _right_solve_transposed(lower, R)) + _right_solve_transposed(gQ - matmul(Q, qdq), R),)
 
 
@@ -336,9 +332,9 @@ def _qr_jvp(primals, tangents, *, complete):
     m, n = Q.shape[-2], R.shape[-1]
     _require_tall(m, n, complete)
     dAR = _right_solve(tangents[0], R)
-    C = matmul(_mT(Q), dAR)
+    C = matmul(Q.mT, dAR)
     low = tril(C, -1)
-    upper = C - (low - _mT(low))
+    upper = C - (low - low.mT)
     return [Q, R], [dAR - matmul(Q, upper), matmul(upper, R)]
 
 
@@ -361,7 +357,7 @@ def qr(A: Tensor, mode: str = "reduced", *, out=None) -> QRResult:
     m, n = A.shape[-2], A.shape[-1]
     if m < n:   # [X | Y] = Q [U | Q^T Y] with X = Q U the square factorization: every mode, differentiable
         Q, U = qr_p.bind(narrow(A, -1, 0, m), complete=False)
-        Q, R = Q, cat([U, matmul(_mT(Q), narrow(A, -1, m, n - m))], -1)
+        R = cat([U, matmul(Q.mT, narrow(A, -1, m, n - m))], -1)
     else:
         Q, R = qr_p.bind(A, complete=mode == "complete")
     if mode == "r":
@@ -403,14 +399,14 @@ def _pinv_vjp(g, primals, out, *, atol, rtol, hermitian):
     # PyTorch's pinv_backward (the derivative of the pseudo-inverse at constant rank, Golub and Pereyra)
     A, P = primals[0], out
     m, n = A.shape[-2], A.shape[-1]
-    Ph, gh = _mT(P), _mT(g)
+    Ph, gh = P.mT, g.mT
     if m <= n:
         K = matmul(gh, P)
         KPh = matmul(K, Ph)
-        return (-_mT(matmul(P, K)) + KPh - matmul(matmul(A, P), KPh) + matmul(matmul(Ph, P), gh - matmul(K, A)),)
+        return (-matmul(P, K).mT + KPh - matmul(matmul(A, P), KPh) + matmul(matmul(Ph, P), gh - matmul(K, A)),)
     K = matmul(P, gh)
     PhK = matmul(Ph, K)
-    return (-_mT(matmul(K, P)) + matmul(matmul(gh - matmul(A, K), P), Ph) + PhK - matmul(matmul(PhK, P), A),)
+    return (-matmul(K, P).mT + matmul(matmul(gh - matmul(A, K), P), Ph) + PhK - matmul(matmul(PhK, P), A),)
 
 
 @pinv_p.def_jvp
@@ -418,7 +414,7 @@ def _pinv_jvp(primals, tangents, *, atol, rtol, hermitian):
     # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P
     A, dA = primals[0], tangents[0]
     P = pinv_p.bind(A, atol=atol, rtol=rtol, hermitian=hermitian)
-    Ph, dAh = _mT(P), _mT(dA)
+    Ph, dAh = P.mT, dA.mT
     PdAhI = matmul(matmul(P, Ph), dAh - matmul(dAh, matmul(A, P)))
     IdAhP = matmul(dAh - matmul(matmul(P, A), dAh), matmul(Ph, P))
     return P, -matmul(matmul(P, dA), P) + PdAhI + IdAhP
