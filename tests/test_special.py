@@ -125,3 +125,17 @@ def test_distributions_use_the_ops_layer_implementation():
     import fnx.distributions.gamma as gamma_module
 
     assert gamma_module.lgamma is fnx.lgamma and gamma_module.digamma is fnx.digamma
+
+
+def test_limits_at_poles_and_infinities_without_warnings():
+    import warnings
+
+    x = t([0.0, -1.0, -2.0, np.inf, -np.inf])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(fnx.lgamma(x).numpy(), [np.inf] * 5)
+        np.testing.assert_array_equal(fnx.digamma(x).numpy(), [-np.inf, np.nan, np.nan, np.inf, np.nan])
+        np.testing.assert_array_equal(fnx.polygamma(1, x).numpy(), [np.inf, np.inf, np.inf, 0.0, np.nan])
+        np.testing.assert_array_equal(fnx.i0(t([np.inf, -np.inf])).numpy(), [np.inf, np.inf])
+        assert fnx.special.xlog1py(t([0.0, 0.0]), t([np.inf, -1.0])).tolist() == [0.0, 0.0]
+        np.testing.assert_allclose(fnx.special.log_ndtr(t([-np.inf, np.inf])).numpy(), [-np.inf, 0.0], atol=1e-300)

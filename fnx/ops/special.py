@@ -56,12 +56,22 @@ def _horner(coefs, w: Tensor) -> Tensor:
 
 
 def _reflection(x: Tensor) -> tuple:
-    """(neg, y, r): where x < 1/2 (reflected to y = 1 - x; elsewhere y = x) and r = x - round(x) there (0.25
-    elsewhere, a harmless value: the unused branch of a `where` must stay finite for gradients)."""
+    """(neg, y, r, special): where x < 1/2 (reflected to y = 1 - x; elsewhere y = x), r = x - round(x) there (0.25
+    elsewhere), and where x is ±inf or a pole (0, -1, -2, ...). Those get the stand-in 0.25, so no inf - inf or
+    division by zero happens (nor warns), and the unused branches of the callers' `where`s stay finite for
+    gradients; the callers put the limits in."""
+    special = isinf(x) | ((x <= 0.0) & eq(x, floor(x)))
+    x = where(special, 0.25, x)
     neg = x < 0.5
     y = where(neg, 1.0 - x, x)
     r = where(neg, x - _round(x), 0.25)
-    return neg, y, r
+    return neg, y, r, special
+
+
+def _limits(x: Tensor, at_inf: float, at_minus_inf: float, at_zero: float, at_negative_integers: float) -> Tensor:
+    """The values a gamma-family function takes at +inf, -inf, 0 and the negative integers."""
+    rest = where(x < 0.0, at_negative_integers, full_like(x, at_zero))
+    return where(eq(x, math.inf), at_inf, where(eq(x, -math.inf), at_minus_inf, rest))
 
 
 # ---------------------------------------------------------------- lgamma
@@ -85,10 +95,10 @@ def lgamma(input: Tensor) -> Tensor:
 
 
 def _lgamma(x: Tensor) -> Tensor:
-    neg, y, r = _reflection(x)
+    neg, y, r, special = _reflection(x)
     positive = _lgamma_positive(y)
     reflected = math.log(math.pi) - log(_abs(sin(r * math.pi))) - positive
-    return where(isinf(x), math.inf, where(neg, reflected, positive))
+    return where(special, math.inf, where(neg, reflected, positive))
 
 
 # ---------------------------------------------------------------- digamma and polygamma
@@ -109,11 +119,11 @@ def digamma(input: Tensor) -> Tensor:
 
 
 def _digamma(x: Tensor) -> Tensor:
-    neg, y, r = _reflection(x)
+    neg, y, r, special = _reflection(x)
     positive = _digamma_positive(y)
     reflected = positive - math.pi * cos(r * math.pi) / sin(r * math.pi)   # (1 / tan: see polygamma)
-    at_pole = (x < 0) & eq(x, floor(x))
-    return where(at_pole, math.nan, where(neg, reflected, positive))
+    limits = _limits(x, math.inf, math.nan, -math.inf, math.nan)
+    return where(special, limits, where(neg, reflected, positive))
 
 
 def _cot_derivative_coefficients(n: int) -> list:
@@ -154,12 +164,13 @@ def polygamma(n: int, input: Tensor) -> Tensor:
 
 
 def _polygamma(n: int, x: Tensor) -> Tensor:
-    neg, y, r = _reflection(x)
+    neg, y, r, special = _reflection(x)
     positive = _polygamma_positive(n, y)
     c = cos(r * math.pi) / sin(r * math.pi)   # not 1 / tan: its derivatives cancel catastrophically near r = 1/2
     derivative = _horner(_cot_derivative_coefficients(n), c) * math.pi ** (n + 1)
     reflected = (-1.0) ** n * positive - derivative   # ψ⁽ⁿ⁾(x) = (-1)^n ψ⁽ⁿ⁾(1 - x) - π dⁿ/dxⁿ cot(πx)
-    return where(neg, reflected, positive)
+    pole = math.inf if n % 2 else math.nan   # (x + k)^-(n+1) from both sides: +inf for odd n, ±inf for even n
+    return where(special, _limits(x, 0.0, math.nan, pole, pole), where(neg, reflected, positive))
 
 
 def mvlgamma(input: Tensor, p: int) -> Tensor:
@@ -280,7 +291,8 @@ def _i0_scaled(x: Tensor) -> Tensor:
 def i0(input: Tensor) -> Tensor:
     """The modified Bessel function of the first kind of order 0, elementwise."""
     x = _floating("i0", input)
-    return _i0_scaled(x) * exp(_abs(x))
+    finite = where(isinf(x), 0.0, x)
+    return where(isinf(x), math.inf, _i0_scaled(finite) * exp(_abs(finite)))
 
 
 def i0e(input: Tensor) -> Tensor:
@@ -302,8 +314,8 @@ def xlog1py(input, other) -> Tensor:
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise FnxTypeError("special.xlog1py: expected at least one Tensor argument")
     x, y = promote("special.xlog1py", _float_or_number(input), _float_or_number(other))
-    value = x * log1p(y)
-    return where(eq(x, 0.0) & ~(y != y), 0.0, value)
+    zero = eq(x, 0.0) & ~(y != y)
+    return where(zero, 0.0, x * log1p(where(zero, 0.0, y)))   # no 0 * inf where the result is 0 anyway
 
 
 def _float_or_number(v):
