@@ -299,6 +299,12 @@ OPS = [
     OpInfo("linalg.lstsq", fnx.linalg.lstsq, _lstsq_ref, spectral_sample(rhs=True), rtol=1e-4),
     OpInfo("linalg.lstsq_gelsd", lambda a, b: fnx.linalg.lstsq(a, b, driver="gelsd"),
            lambda a, b: _lstsq_ref(a, b, "gelsd"), spectral_sample(rhs=True), rtol=1e-4),
+    OpInfo("linalg.matrix_rank", fnx.linalg.matrix_rank, np.linalg.matrix_rank,
+           spectral_sample().map(lambda s: Sample((s.args[0] * (np.arange(s.args[0].shape[-1]) % 2),))), grad=False),
+    OpInfo("svd_torch", lambda a: (lambda r: (r.U @ r.V.mT, r.S))(fnx.svd(a)),
+           lambda a: (lambda u, s, vh: (u @ vh, s))(*np.linalg.svd(a, full_matrices=False)), spectral_sample(),
+           rtol=1e-4),
+    OpInfo("pinverse", fnx.pinverse, np.linalg.pinv, spectral_sample(), rtol=1e-4),
     OpInfo("linalg.norm", fnx.linalg.norm, lambda x, **kw: np.linalg.norm(x, **kw),
            norm_sample(max_dims=2, ord=st.sampled_from([None, 1, math.inf, -math.inf]))),
 ]

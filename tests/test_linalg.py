@@ -421,3 +421,16 @@ def test_half_precision_products_keep_their_dtype_and_round_once(dtype):
     for out in (ta @ tb, fnx.einsum("bij,jk->bik", ta, tb), fnx.nn.functional.linear(ta, tb.mT)):
         assert out.dtype is dtype
         np.testing.assert_array_equal(out.float().numpy(), fnx.tensor(expected).to(dtype).float().numpy())
+
+
+def test_pytorch_older_factorization_names():
+    a = np.random.default_rng(4).standard_normal((4, 3))
+    U, S, V = fnx.svd(t(a))   # V, not Vh
+    np.testing.assert_allclose(((U * S) @ V.mT).numpy(), a, atol=1e-12)
+    assert t(a).svd(some=False).U.shape == (4, 4)
+    empty = fnx.svd(t(a), compute_uv=False)
+    assert empty.U.shape == (4, 4) and empty.V.shape == (3, 3) and not empty.U.numpy().any()
+    assert t(a).qr(some=False).Q.shape == (4, 4) and fnx.qr(t(a)).R.shape == (3, 3)
+    np.testing.assert_allclose(t(a).pinverse().numpy(), np.linalg.pinv(a), atol=1e-12)
+    assert fnx.linalg.matrix_rank(t(np.ones((3, 3)))).item() == 1
+    assert fnx.linalg.matrix_rank(t(np.diag([1.0, 1e-3, 0.0])), atol=1e-2).item() == 1

@@ -25,7 +25,7 @@ from .elementwise import where
 from .joins import cat, narrow
 from .reduce import sum as _sum
 
-__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "qr", "pinv", "lstsq"]
+__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "qr", "pinv", "lstsq", "matrix_rank"]
 
 
 def _check_matrix(op: str, a: ShapedArray, square: bool = False) -> None:
@@ -456,6 +456,44 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False, rcond=None
     return pinv_p.bind(A, atol=atol, rtol=rtol, hermitian=bool(hermitian))
 
 
+def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False, tol=None, out=None) -> Tensor:
+    """The number of singular values (|eigenvalues| if `hermitian`) above max(atol, rtol * the largest), per matrix,
+    with `pinv`'s defaults; int64, not differentiable."""
+    if out is not None:
+        raise NotImplementedError("linalg.matrix_rank: out= is not supported; use the returned tensor")
+    A = _operand("linalg.matrix_rank", A, square=bool(hermitian))
+    atol, rtol = _tolerances("linalg.matrix_rank", A, tol if atol is None else atol, rtol, None)
+    values = (eigvalsh(A).abs() if hermitian else svdvals(A)).detach()
+    largest = values.amax(-1, keepdim=True) if values.shape[-1] else values
+    return _sum(values > (largest * rtol).clamp_min(atol), -1)
+
+
+# ---------------------------------------------------------------- PyTorch's older top-level names
+LegacySVDResult = namedtuple("svd", ["U", "S", "V"])
+
+
+def legacy_svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> LegacySVDResult:
+    """`torch.svd`: A = U diag(S) V^T, returning V (not Vh); `some` gives the reduced factors; without
+    `compute_uv`, U and V are zero matrices of shape (m, m) and (n, n), as in PyTorch. Prefer `fnx.linalg.svd`."""
+    if not compute_uv:
+        S = svdvals(input)
+        *batch, m, n = input.shape
+        return LegacySVDResult(zeros((*batch, m, m), dtype=S.dtype, device=S.device), S,
+                               zeros((*batch, n, n), dtype=S.dtype, device=S.device))
+    U, S, Vh = svd(input, full_matrices=not some)
+    return LegacySVDResult(U, S, Vh.mT)
+
+
+def legacy_qr(input: Tensor, some: bool = True) -> QRResult:
+    """`torch.qr`: `linalg.qr` with mode 'reduced' (some=True) or 'complete'."""
+    return qr(input, "reduced" if some else "complete")
+
+
+def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
+    """`torch.pinverse`: the pseudo-inverse, singular values at or below rcond * the largest counting as zero."""
+    return pinv(input, rtol=rcond)
+
+
 # ---------------------------------------------------------------- lstsq
 LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
@@ -508,3 +546,7 @@ def spectral_norm(A: Tensor, ord) -> Tensor:
     if ord == "nuc":
         return _sum(S, -1)
     return S[..., 0] if ord == 2 else S[..., -1]
+
+
+METHODS: dict = {"svd": legacy_svd, "qr": legacy_qr, "pinverse": pinverse}
+INPLACE: dict = {}
