@@ -21,7 +21,8 @@ from .ops.sampling import *  # noqa: F401,F403
 from .ops.special import *  # noqa: F401,F403
 from .ops.strided import *  # noqa: F401,F403
 from .ops.search import *  # noqa: F401,F403
-from .ops.spectral import legacy_qr as qr, legacy_svd as svd, pinverse  # torch.svd/qr/pinverse (fnx.linalg's are newer)
+from .ops.least_squares import pinverse
+from .ops.spectral import legacy_qr as qr, legacy_svd as svd  # torch.svd and torch.qr (fnx.linalg's are newer)
 from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)
