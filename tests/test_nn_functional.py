@@ -527,3 +527,9 @@ def test_grid_sample_and_affine_grid_errors():
         F.grid_sample(x, fnx.zeros(1, 2, 2, 3))
     with pytest.raises(fnx.core.FnxRuntimeError, match="Expected a batch of 2D affine matrices of shape Nx2x3"):
         F.affine_grid(fnx.zeros(1, 3, 3), (1, 1, 4, 4))
+
+
+def test_grid_sample_nan_grid_values_read_outside():
+    grid = fnx.tensor([[[[float("nan"), 0.0]]]])
+    assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid).item() == 0.0
+    assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid, padding_mode="border").item() == 1.0

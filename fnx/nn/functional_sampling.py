@@ -44,7 +44,9 @@ def _reflect(x: Tensor, twice_low: int, twice_high: int) -> Tensor:
 
 
 def _source(g: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
-    x = _unnormalize(g, size, align_corners)
+    """Input coordinates of the grid values `g` along a dim of `size`; a NaN grid value reads outside (zero
+    padding) or the first element, instead of indexing with NaN."""
+    x = _unnormalize(ew.where(g != g, -2.0, g), size, align_corners)
     if padding_mode == "reflection":
         x = _reflect(x, 0, 2 * (size - 1)) if align_corners else _reflect(x, -1, 2 * size - 1)
     if padding_mode != "zeros":
