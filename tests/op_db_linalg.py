@@ -278,7 +278,7 @@ OPS = [
     OpInfo("linalg.svd_vh", lambda a: _svd_invariants(fnx)(a)[3] ** 2, lambda a: _svd_invariants(np)(a)[3] ** 2,
            spectral_sample("wide"), rtol=1e-4),
     OpInfo("linalg.svd_full", _svd_full, _svd_full_ref, spectral_sample("square"), rtol=1e-4),
-    OpInfo("linalg.svd_full_rect", _svd_full, _svd_full_ref, spectral_sample(), rtol=1e-4, grad=False),
+    OpInfo("linalg.svd_full_rect", _svd_full, _svd_full_ref, spectral_sample(), rtol=1e-4),
     OpInfo("linalg.svdvals", fnx.linalg.svdvals, lambda a: np.linalg.svd(a, compute_uv=False), spectral_sample(),
            double_grad=True),
     OpInfo("linalg.eigh", _eigh_invariants(fnx), _eigh_invariants(np), spectral_sample(symmetric=True), rtol=1e-4),

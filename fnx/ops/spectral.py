@@ -159,15 +159,14 @@ def _svd_vjp(cts, primals, outs, *, full_matrices):
 def _svd_jvp(primals, tangents, *, full_matrices):
     # dP = U^T dA V; dS = diag(dP); U^T dU = (dP S + S dP^T) / E and V^T dV = (S dP + dP^T S) / E off the
     # diagonal (zero on it); the parts outside the spans of U and V are (I - U U^T) dA V / S and
-    # (I - V V^T) dA^T U / S.
+    # (I - V V^T) dA^T U / S. With full_matrices, the extra columns of U (rows of Vh) get a zero tangent, the
+    # forward-mode counterpart of the vjp, which gives them no gradient.
     a, dA = primals[0], tangents[0]
-    U, S, Vh = svd_p.bind(a, full_matrices=full_matrices)
+    outs = U, S, Vh = svd_p.bind(a, full_matrices=full_matrices)
     m, n = a.shape[-2], a.shape[-1]
     k = S.shape[-1]
-    if full_matrices and m != n:
-        raise NotImplementedError(f"linalg.svd: forward-mode derivatives with full_matrices=True need square "
-                                  f"matrices (the extra singular vectors of a {m}x{n} matrix are not unique); "
-                                  f"use full_matrices=False")
+    if full_matrices:
+        U, Vh = narrow(U, -1, 0, k), narrow(Vh, -2, 0, k)
     V = Vh.mT
     dP = matmul(matmul(U.mT, dA), V)
     dS = dP.diagonal(0, -2, -1)
@@ -181,7 +180,12 @@ def _svd_jvp(primals, tangents, *, full_matrices):
         dU = dU + (matmul(dA, V) - matmul(U, dP)) / S.unsqueeze(-2)
     if n > k:
         dV = dV + (matmul(dA.mT, U) - matmul(V, dPT)) / S.unsqueeze(-2)
-    return [U, S, Vh], [dU, dS, dV.mT]
+    dVh = dV.mT
+    if full_matrices and m > k:
+        dU = cat([dU, zeros_like(narrow(outs[0], -1, k, m - k))], -1)
+    if full_matrices and n > k:
+        dVh = cat([dVh, zeros_like(narrow(outs[2], -2, k, n - k))], -2)
+    return list(outs), [dU, dS, dVh]
 
 
 SVDResult = namedtuple("svd", ["U", "S", "Vh"])
