@@ -68,24 +68,20 @@ def _sum_tangents(terms):
 
 
 # ---------------------------------------------------------------- matmul
-_HALF_FLOATS = (np.dtype(np.float16), _dt.bfloat16.np)
+_HALF_FLOATS = frozenset({np.dtype(np.float16), _dt.bfloat16.np})
 
 
-def _in_float32(impl):
+def _in_float32(impl, *arrays, **params):
     """`impl` on 2-byte float operands on the CPU: in float32 (numpy's BLAS; ml_dtypes' bfloat16 matmul returns
     float32 and einsum refuses it), rounded once to the operands' dtype, as PyTorch accumulates them in float32."""
-    def wrapped(xp, *arrays, **params):
-        dtype = arrays[0].dtype
-        if xp is not np or dtype not in _HALF_FLOATS:
-            return impl(xp, *arrays, **params)
-        return impl(xp, *(a.astype(np.float32) for a in arrays), **params).astype(dtype)
-    return wrapped
+    return impl(np, *(a.astype(np.float32) for a in arrays), **params).astype(arrays[0].dtype)
 
 
 matmul_p = Primitive("matmul")
 @matmul_p.def_impl
-@_in_float32
 def _matmul_impl(xp, a, b):
+    if a.dtype in _HALF_FLOATS and xp is np:
+        return _in_float32(_matmul_impl, a, b)
     # batched outer products (per-example gradients): BLAS gains nothing there, a broadcast multiply wins
     if a.ndim > 2 and b.ndim > 2 and a.shape[-1] == 1 and b.shape[-2] == 1:
         return xp.multiply(a, b)
@@ -435,8 +431,9 @@ einsum_p = Primitive("einsum")
 
 
 @einsum_p.def_impl
-@_in_float32
 def _einsum_impl(xp, *arrays, equation):
+    if arrays[0].dtype in _HALF_FLOATS and xp is np:
+        return _in_float32(_einsum_impl, *arrays, equation=equation)
     ins, _ = _split(equation)
     sizes = _label_sizes(equation, tuple(a.shape for a in arrays))
     full = [tuple(sizes[c] for c in sub) for sub in ins]
