@@ -56,6 +56,15 @@ def polygamma_ref(n: int, x: float) -> float:
     return (-1) ** (n + 1) * math.factorial(n) * (head + tail)
 
 
+def bessel_i1_ref(x: float) -> float:
+    """I1 by its power series (x/2) Σ (x²/4)^k / (k! (k + 1)!), 120 terms: positive terms, no cancellation."""
+    q, term, total = x * x / 4, 1.0, 1.0
+    for k in range(1, 120):
+        term *= q / (k * (k + 1))
+        total += term
+    return x / 2 * total
+
+
 def away_from_poles(x: np.ndarray) -> np.ndarray:
     """x moved at least 0.1 away from the non-positive integers (the poles of the gamma family)."""
     nearest = np.round(x)
@@ -99,7 +108,11 @@ OPS = [
     OpInfo("special.log_ndtr", fnx.special.log_ndtr, lambda x: np.log(0.5 * _erfc(-x / math.sqrt(2))),
            unit_sample(-30.0, 8.0)),
     OpInfo("i0", fnx.i0, np.i0, unit_sample(-40.0, 40.0), rtol=1e-5),
-    OpInfo("special.i0e", fnx.special.i0e, lambda x: np.i0(x) * np.exp(-np.abs(x)), unit_sample(-40.0, 40.0, avoid=0.0)),
+    OpInfo("special.i0e", fnx.special.i0e, lambda x: np.i0(x) * np.exp(-np.abs(x)),
+           unit_sample(-40.0, 40.0, avoid=0.0)),
+    OpInfo("special.i1", fnx.special.i1, _vectorize(bessel_i1_ref), unit_sample(-40.0, 40.0), rtol=1e-5),
+    OpInfo("special.i1e", fnx.special.i1e, lambda x: _vectorize(bessel_i1_ref)(x) * np.exp(-np.abs(x)),
+           unit_sample(-40.0, 40.0, avoid=0.0)),
     OpInfo("special.entr", fnx.special.entr, lambda x: -x * np.log(x), unit_sample(0.05, 4.0)),
     OpInfo("special.xlog1py", fnx.special.xlog1py, lambda x, y: x * np.log1p(y), binary_sample(lo2=-0.9, hi2=3.0)),
 ]

@@ -122,7 +122,8 @@ OP_CLASSES = {
                    "put_accumulate",
                    # special functions: series and Newton iterations (their terms add up like a reduction's)
                    "lgamma", "lgamma_large", "digamma", "polygamma_1", "polygamma_3", "mvlgamma", "erfinv",
-                   "erfinv_tails", "special.ndtri", "special.log_ndtr", "i0", "special.i0e"},
+                   "erfinv_tails", "special.ndtri", "special.log_ndtr", "i0", "special.i0e", "special.i1",
+                   "special.i1e"},
 }
 OP_BOUNDS = {"math": 2, "reductions": 8}   # math: compiled vs float64; reductions: compiled minus eager vs float64
 

@@ -97,8 +97,8 @@ def test_log_ndtr_far_left_tail_and_near_one():
 
 def test_special_namespace_has_torch_special_names():
     names = ["erf", "erfc", "erfinv", "expit", "logit", "gammaln", "digamma", "psi", "polygamma", "multigammaln",
-             "xlogy", "xlog1py", "log_ndtr", "ndtr", "ndtri", "i0", "i0e", "sinc", "entr", "logsumexp", "softmax",
-             "log_softmax", "log1p", "expm1", "exp2", "round"]
+             "xlogy", "xlog1py", "log_ndtr", "ndtr", "ndtri", "i0", "i0e", "i1", "i1e", "sinc", "entr", "logsumexp",
+             "softmax", "log_softmax", "log1p", "expm1", "exp2", "round"]
     assert all(hasattr(fnx.special, n) for n in names)
     x = t([[0.2, 1.5], [3.0, 0.7]])
     np.testing.assert_allclose(fnx.special.softmax(x, 1).numpy(), fnx.softmax(x, 1).numpy())

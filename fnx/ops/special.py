@@ -1,5 +1,5 @@
 """Special functions as compositions of existing primitives: lgamma, digamma, polygamma, multigammaln, erfinv,
-ndtr, ndtri, log_ndtr, i0, i0e, entr and xlog1py.
+ndtr, ndtri, log_ndtr, the Bessel functions i0, i0e, i1 and i1e, entr and xlog1py.
 
 Being compositions, they differentiate (to any order), batch and compile like any other fnx code. The
 gamma-family functions move x up by a recurrence to z = x + shift, where an asymptotic (Stirling) series is
@@ -267,37 +267,65 @@ def log_ndtr(input: Tensor) -> Tensor:
     return where(far, asymptotic, where(right, upper, lower))
 
 
-# ---------------------------------------------------------------- Bessel I0
-_I0_TERMS = 46   # the power series Σ (x²/4)^k / (k!)² for |x| <= 30: its terms peak near k = |x| / 2, below 1e-18 by 45
-_I0_ASYMPTOTIC = tuple(math.prod((2 * j - 1) ** 2 for j in range(1, k + 1)) / (math.factorial(k) * 8 ** k)
-                       for k in range(14))
+# ---------------------------------------------------------------- Bessel I0 and I1
+_BESSEL_TERMS = 46   # the power series in (x²/4)^k for |x| <= 30: its terms peak near k = |x| / 2, below 1e-18 by 45
 
 
-def _i0_scaled(x: Tensor) -> Tensor:
-    """exp(-|x|) I0(x): the power series for |x| <= 30, the asymptotic series e^|x| / √(2π|x|) Σ ... above."""
+def _asymptotic_coefficients(nu: int) -> tuple:
+    """c_k of I_ν(x) ~ e^x / √(2πx) Σ c_k x^-k: (-1)^k (4ν² - 1²)(4ν² - 3²)...(4ν² - (2k-1)²) / (k! 8^k)."""
+    return tuple((-1) ** k * math.prod(4 * nu * nu - (2 * j - 1) ** 2 for j in range(1, k + 1))
+                 / (math.factorial(k) * 8 ** k) for k in range(14))
+
+
+_ASYMPTOTIC = {0: _asymptotic_coefficients(0), 1: _asymptotic_coefficients(1)}
+
+
+def _bessel_i_scaled(nu: int, x: Tensor) -> Tensor:
+    """exp(-|x|) I_ν(x) for ν = 0, 1: the power series (x/2)^ν Σ (x²/4)^k / (k! (k + ν)!) for |x| <= 30, the
+    asymptotic series above (times the sign of x for the odd I1)."""
     a = _abs(x)
     big = a > 30.0
-    s = where(big, 0.0, a)
-    q = s * s * 0.25
-    term, total = q, q + 1.0
-    for k in range(2, _I0_TERMS):
-        term = term * q / float(k * k)
+    small = where(big, 0.0, x)
+    q = small * small * 0.25
+    term = full_like(x, 1.0 / math.factorial(nu))
+    total = term
+    for k in range(1, _BESSEL_TERMS):
+        term = term * q / float(k * (k + nu))
         total = total + term
+    series = total * exp(neg(_abs(small))) * (small * 0.5 if nu else 1.0)
     ab = where(big, a, 30.0)
-    asymptotic = _horner(_I0_ASYMPTOTIC, 1.0 / ab) / sqrt(ab * (2 * math.pi))
-    return where(big, asymptotic, total * exp(neg(s)))
+    asymptotic = _horner(_ASYMPTOTIC[nu], 1.0 / ab) / sqrt(ab * (2 * math.pi))
+    if nu:
+        asymptotic = where(x < 0.0, neg(asymptotic), asymptotic)
+    return where(big, asymptotic, series)
+
+
+def _bessel_i(nu: int, x: Tensor) -> Tensor:
+    """I_ν(x) = exp(|x|) times the scaled function; ±inf at ±inf."""
+    infinite = isinf(x)
+    finite = where(infinite, 0.0, x)
+    limit = x if nu else _abs(x)
+    return where(infinite, limit, _bessel_i_scaled(nu, finite) * exp(_abs(finite)))
 
 
 def i0(input: Tensor) -> Tensor:
     """The modified Bessel function of the first kind of order 0, elementwise."""
-    x = _floating("i0", input)
-    finite = where(isinf(x), 0.0, x)
-    return where(isinf(x), math.inf, _i0_scaled(finite) * exp(_abs(finite)))
+    return _bessel_i(0, _floating("i0", input))
 
 
 def i0e(input: Tensor) -> Tensor:
     """exp(-|x|) i0(x), without the overflow of i0 for large |x|."""
-    return _i0_scaled(_floating("special.i0e", input))
+    return _bessel_i_scaled(0, _floating("special.i0e", input))
+
+
+def i1(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind of order 1, elementwise."""
+    return _bessel_i(1, _floating("special.i1", input))
+
+
+def i1e(input: Tensor) -> Tensor:
+    """exp(-|x|) i1(x), without the overflow of i1 for large |x|."""
+    return _bessel_i_scaled(1, _floating("special.i1e", input))
 
 
 # ---------------------------------------------------------------- entropy terms
