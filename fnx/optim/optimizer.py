@@ -102,9 +102,11 @@ class Optimizer:
                 self._update_group(group)
         return loss
 
-    def _with_state(self, group: dict, buffers: tuple[str, ...]):
+    def _with_state(self, group: dict, buffers: tuple[str, ...], init: dict | None = None):
         """(p, p.grad, state) of each parameter of `group` that has a gradient; a parameter's first update
-        starts its state with a step count and zeroed `buffers`, in that order (PyTorch's state_dict layout)."""
+        starts its state with a step count and `buffers`, in that order (PyTorch's state_dict layout): zeros
+        like the parameter, or `init[name](p)` for the names `init` has."""
+        init = init or {}
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -112,8 +114,18 @@ class Optimizer:
             if not state:
                 state["step"] = tensor(0.0, dtype=float32)
                 for name in buffers:
-                    state[name] = zeros_like(p)
+                    state[name] = init[name](p) if name in init else zeros_like(p)
             yield p, p.grad, state
+
+    def _step_each(self, group: dict, buffers: tuple[str, ...], update: Callable, hyper: dict,
+                   init: dict | None = None) -> None:
+        """The per-parameter path: `update(p, g, *buffers, step, **hyper) -> (p, *buffers)` (out of place, fnx
+        ops, the rule the functional optimizer runs too), written into each parameter and its state."""
+        for p, g, state in self._with_state(group, buffers, init):
+            step = advance_step(state)
+            bufs = tuple(state[name] for name in buffers)
+            new_p, *new_bufs = update(p, g, *bufs, step, **hyper)
+            write_all_(p, new_p, bufs, new_bufs)
 
     def _fused(self, group: dict, hyper: dict) -> bool:
         """Whether `group` takes the fused path: `foreach`/`fused` not False, every parameter with a gradient
