@@ -25,7 +25,9 @@ __all__ = ["install_torch_alias", "run_script"]
 
 _RENAMED = {  # torch modules whose fnx counterpart has another path
     "torch.optim.adamw": "fnx.optim.adam", "torch.nn.utils.clip_grad": "fnx.nn.utils",
-    "torch.nn.utils.convert_parameters": "fnx.nn.utils",
+    "torch.nn.utils.convert_parameters": "fnx.nn.utils", "torch.optim.adadelta": "fnx.optim.adagrad",
+    "torch.optim.adamax": "fnx.optim.adam_variants", "torch.optim.nadam": "fnx.optim.adam_variants",
+    "torch.optim.radam": "fnx.optim.adam_variants", "torch.nn.parallel.data_parallel": "fnx.nn.data_parallel",
 }
 _HELP = ("use what fnx offers instead (README 'Porting from PyTorch' lists the differences), or run the program "
          "with real PyTorch (plain `python`, without `-m fnx run` / fnx.install_torch_alias())")
