@@ -1,13 +1,16 @@
 """Adagrad and Adadelta (torch.optim.Adagrad / Adadelta): step sizes from accumulated squared gradients."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..core import FnxValueError
 from ..dtypes import float32
 from ..ops.creation import full_like, tensor
 from ..tensor import Tensor
-from .optimizer import Optimizer, check_differentiable, check_hyper
+from .optimizer import Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, decay_fused
 
-__all__ = ["Adagrad", "Adadelta", "adagrad_update", "adadelta_update", "check_adagrad", "check_adadelta"]
+__all__ = ["Adagrad", "Adadelta", "adagrad_update", "adadelta_update", "adagrad_fused", "adadelta_fused",
+           "check_adagrad", "check_adadelta"]
 
 
 def adagrad_update(p: Tensor, g: Tensor, state_sum: Tensor, step, *, lr, lr_decay: float, weight_decay: float,
@@ -35,6 +38,40 @@ def adadelta_update(p: Tensor, g: Tensor, square_avg: Tensor, acc_delta: Tensor,
     return p - delta * lr, square_avg, acc_delta
 
 
+def adagrad_fused(items, *, lr: float, lr_decay: float, weight_decay: float, eps: float, maximize: bool) -> None:
+    """`adagrad_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays:
+    the same operations in the same order."""
+    for p, g, state in items:
+        step = advance_step_fused(state)
+        P, S = p._value, state["sum"]._value
+        G = decay_fused(P, g._value, lr, weight_decay, False, maximize)
+        S += G * G
+        tmp = np.sqrt(S)
+        tmp += eps
+        np.divide(G, tmp, out=tmp)
+        tmp *= lr / (1 + (step - 1) * lr_decay)
+        P -= tmp
+        bump(p), bump(state["sum"])
+
+
+def adadelta_fused(items, *, lr: float, rho: float, eps: float, weight_decay: float, maximize: bool) -> None:
+    """`adadelta_update` over `items`, in place on their arrays: the same operations in the same order."""
+    for p, g, state in items:
+        advance_step_fused(state)
+        P, V, U = p._value, state["square_avg"]._value, state["acc_delta"]._value
+        G = decay_fused(P, g._value, lr, weight_decay, False, maximize)
+        V *= rho
+        V += G * G * (1 - rho)
+        delta = np.sqrt(U + eps)
+        delta /= np.sqrt(V + eps)
+        delta *= G
+        U *= rho
+        U += delta * delta * (1 - rho)
+        delta *= lr
+        P -= delta
+        bump(p), bump(state["square_avg"]), bump(state["acc_delta"])
+
+
 def check_adagrad(lr, lr_decay, weight_decay, initial_accumulator_value, eps) -> None:
     check_hyper("learning rate", lr)
     check_hyper("lr_decay value", lr_decay)
@@ -56,7 +93,7 @@ class Adagrad(Optimizer):
 
     clr = lr / (1 + (t - 1) lr_decay);  sum += g^2;  p -= clr g / (sqrt(sum) + eps).
     As in PyTorch, every parameter's state (step, sum = initial_accumulator_value) exists from construction.
-    `foreach` and `fused` are accepted; the update runs per parameter with fnx ops.
+    The update is fused for float32/float64 CPU parameters, as Adam's (`foreach=False`: per parameter).
     """
 
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
@@ -76,14 +113,14 @@ class Adagrad(Optimizer):
     def _update_group(self, group: dict) -> None:
         hyper = dict(lr=group["lr"], lr_decay=group["lr_decay"], weight_decay=group["weight_decay"],
                      eps=group["eps"], maximize=group["maximize"])
-        self._step_each(group, ("sum",), adagrad_update, hyper)
+        self._update_with(group, ("sum",), adagrad_update, adagrad_fused, hyper)
 
 
 class Adadelta(Optimizer):
     """Adadelta (Zeiler) with PyTorch's update rule:
 
     v = rho v + (1 - rho) g^2;  delta = sqrt(u + eps) / sqrt(v + eps) g;  u = rho u + (1 - rho) delta^2;
-    p -= lr delta.  `foreach` and `capturable` are accepted; the update runs per parameter with fnx ops.
+    p -= lr delta.  Fused for float32/float64 CPU parameters, as Adam's; `capturable` changes nothing.
     """
 
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0,
@@ -97,4 +134,4 @@ class Adadelta(Optimizer):
     def _update_group(self, group: dict) -> None:
         hyper = dict(lr=group["lr"], rho=group["rho"], eps=group["eps"], weight_decay=group["weight_decay"],
                      maximize=group["maximize"])
-        self._step_each(group, ("square_avg", "acc_delta"), adadelta_update, hyper)
+        self._update_with(group, ("square_avg", "acc_delta"), adadelta_update, adadelta_fused, hyper)

@@ -2,14 +2,16 @@
 momentum, and with a rectified adaptive step."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..ops.creation import ones
 from ..ops.elementwise import maximum, where
 from ..tensor import Tensor
 from .adam import check_adam
-from .optimizer import Optimizer, check_differentiable, check_hyper
+from .optimizer import Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, decay_fused
 
-__all__ = ["Adamax", "NAdam", "RAdam", "adamax_update", "nadam_update", "radam_update", "mu_product_init",
-           "check_nadam"]
+__all__ = ["Adamax", "NAdam", "RAdam", "adamax_update", "nadam_update", "radam_update", "adamax_fused",
+           "nadam_fused", "radam_fused", "mu_product_init", "check_nadam"]
 
 
 def _decay(p: Tensor, g: Tensor, lr, weight_decay: float, decoupled: bool, maximize: bool):
@@ -77,6 +79,76 @@ def radam_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step
     return new_p, exp_avg, exp_avg_sq
 
 
+def _moments_fused(M: np.ndarray, V: np.ndarray | None, G: np.ndarray, beta1: float, beta2: float) -> None:
+    """m = m b1 + g (1 - b1) and v = v b2 + g g (1 - b2) (when V is given), in place."""
+    M *= beta1
+    M += G * (1 - beta1)
+    if V is not None:
+        V *= beta2
+        V += G * G * (1 - beta2)
+
+
+def adamax_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float,
+                 maximize: bool) -> None:
+    """`adamax_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays:
+    the same operations in the same order."""
+    for p, g, state in items:
+        step = advance_step_fused(state)
+        P, M, U = p._value, state["exp_avg"]._value, state["exp_inf"]._value
+        G = decay_fused(P, g._value, lr, weight_decay, False, maximize)
+        _moments_fused(M, None, G, beta1, beta2)
+        U *= beta2
+        np.maximum(U, np.abs(G) + eps, out=U)
+        tmp = M / U
+        tmp *= lr / (1 - beta1 ** step)
+        P -= tmp
+        bump(p), bump(state["exp_avg"]), bump(state["exp_inf"])
+
+
+def nadam_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float,
+                momentum_decay: float, decoupled_weight_decay: bool, maximize: bool) -> None:
+    """`nadam_update` over `items`, in place on their arrays: the same operations in the same order."""
+    for p, g, state in items:
+        step = advance_step_fused(state)
+        P, MP, M, V = (p._value, state["mu_product"]._value, state["exp_avg"]._value,
+                       state["exp_avg_sq"]._value)
+        G = decay_fused(P, g._value, lr, weight_decay, decoupled_weight_decay, maximize)
+        mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
+        mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * momentum_decay))
+        MP *= mu
+        _moments_fused(M, V, G, beta1, beta2)
+        denom = np.sqrt(V / (1 - beta2 ** step))
+        denom += eps
+        P -= G / denom * (lr * (1.0 - mu) / (1.0 - MP))
+        P -= M / denom * (lr * mu_next / (1.0 - MP * mu_next))
+        for t in (p, state["mu_product"], state["exp_avg"], state["exp_avg_sq"]):
+            bump(t)
+
+
+def radam_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float,
+                decoupled_weight_decay: bool, maximize: bool) -> None:
+    """`radam_update` over `items`, in place on their arrays: the same operations in the same order."""
+    for p, g, state in items:
+        step = advance_step_fused(state)
+        P, M, V = p._value, state["exp_avg"]._value, state["exp_avg_sq"]._value
+        G = decay_fused(P, g._value, lr, weight_decay, decoupled_weight_decay, maximize)
+        _moments_fused(M, V, G, beta1, beta2)
+        bias_correction2 = 1 - beta2 ** step
+        corrected = M / (1 - beta1 ** step)
+        corrected *= lr
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 * step * beta2 ** step / bias_correction2
+        if rho_t > 5.0:
+            rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+            adaptive = np.sqrt(V)
+            adaptive += eps
+            np.divide(bias_correction2 ** 0.5, adaptive, out=adaptive)
+            corrected *= adaptive
+            corrected *= rect
+        P -= corrected
+        bump(p), bump(state["exp_avg"]), bump(state["exp_avg_sq"])
+
+
 def mu_product_init(p: Tensor) -> Tensor:
     """NAdam's starting mu_product: a 0-d 1.0 in the parameter's dtype, on its device."""
     return ones((), dtype=p.dtype, device=p.device)
@@ -91,7 +163,7 @@ class Adamax(Optimizer):
     """Adamax (Kingma & Ba's Adam with the infinity norm), with PyTorch's update rule:
 
     m = b1 m + (1 - b1) g;  u = max(b2 u, |g| + eps);  p -= lr / (1 - b1^t) m / u.
-    `foreach` and `capturable` are accepted; the update runs per parameter with fnx ops.
+    Fused for float32/float64 CPU parameters, as Adam's (`foreach=False`: per parameter).
     """
 
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
@@ -107,7 +179,7 @@ class Adamax(Optimizer):
         beta1, beta2 = group["betas"]
         hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
                      maximize=group["maximize"])
-        self._step_each(group, ("exp_avg", "exp_inf"), adamax_update, hyper)
+        self._update_with(group, ("exp_avg", "exp_inf"), adamax_update, adamax_fused, hyper)
 
 
 class NAdam(Optimizer):
@@ -116,7 +188,7 @@ class NAdam(Optimizer):
     mu_t = b1 (1 - 0.96^(t psi) / 2) (psi = momentum_decay);  m, v as in Adam;  P_t = mu_1 ... mu_t;
     p -= lr [(1 - mu_t) g / (1 - P_t) + mu_{t+1} m / (1 - P_{t+1})] / (sqrt(v / (1 - b2^t)) + eps).
     `decoupled_weight_decay=True` is NAdamW. The state's `mu_product` is kept in the parameter's dtype (PyTorch
-    keeps it in the default float dtype). `foreach` and `capturable` are accepted; the update runs per parameter.
+    keeps it in the default float dtype). Fused for float32/float64 CPU parameters, as Adam's.
     """
 
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
@@ -134,8 +206,8 @@ class NAdam(Optimizer):
         hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
                      momentum_decay=group["momentum_decay"], decoupled_weight_decay=group["decoupled_weight_decay"],
                      maximize=group["maximize"])
-        self._step_each(group, ("mu_product", "exp_avg", "exp_avg_sq"), nadam_update, hyper,
-                        init={"mu_product": mu_product_init})
+        self._update_with(group, ("mu_product", "exp_avg", "exp_avg_sq"), nadam_update, nadam_fused, hyper,
+                          init={"mu_product": mu_product_init})
 
 
 class RAdam(Optimizer):
@@ -144,7 +216,7 @@ class RAdam(Optimizer):
     m, v as in Adam;  rho_inf = 2 / (1 - b2) - 1;  rho_t = rho_inf - 2 t b2^t / (1 - b2^t);
     rho_t > 5: p -= lr m / (1 - b1^t) * r_t sqrt(1 - b2^t) / (sqrt(v) + eps), with
     r_t = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t));  else p -= lr m / (1 - b1^t).
-    `decoupled_weight_decay=True` is RAdamW. `foreach` and `capturable` are accepted; the update runs per parameter.
+    `decoupled_weight_decay=True` is RAdamW. Fused for float32/float64 CPU parameters, as Adam's.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
@@ -161,4 +233,4 @@ class RAdam(Optimizer):
         beta1, beta2 = group["betas"]
         hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
                      decoupled_weight_decay=group["decoupled_weight_decay"], maximize=group["maximize"])
-        self._step_each(group, ("exp_avg", "exp_avg_sq"), radam_update, hyper)
+        self._update_with(group, ("exp_avg", "exp_avg_sq"), radam_update, radam_fused, hyper)

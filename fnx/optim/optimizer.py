@@ -117,10 +117,14 @@ class Optimizer:
                     state[name] = init[name](p) if name in init else zeros_like(p)
             yield p, p.grad, state
 
-    def _step_each(self, group: dict, buffers: tuple[str, ...], update: Callable, hyper: dict,
-                   init: dict | None = None) -> None:
-        """The per-parameter path: `update(p, g, *buffers, step, **hyper) -> (p, *buffers)` (out of place, fnx
-        ops, the rule the functional optimizer runs too), written into each parameter and its state."""
+    def _update_with(self, group: dict, buffers: tuple[str, ...], update: Callable, fused: Callable, hyper: dict,
+                     init: dict | None = None) -> None:
+        """Update `group` on the fused path, `fused(items, **hyper)` over its (p, grad, state), or else on the
+        per-parameter path: `update(p, g, *buffers, step, **hyper) -> (p, *buffers)` (out of place, fnx ops,
+        the rule the functional optimizer runs too), written into each parameter and its state."""
+        if self._fused(group, hyper):
+            fused(self._with_state(group, buffers, init), **hyper)
+            return
         for p, g, state in self._with_state(group, buffers, init):
             step = advance_step(state)
             bufs = tuple(state[name] for name in buffers)
@@ -236,6 +240,20 @@ def advance_step_fused(state: dict) -> int:
     step._value[...] = count
     bump(step)
     return count
+
+
+def decay_fused(P: np.ndarray, G: np.ndarray, lr: float, weight_decay: float, decoupled: bool,
+                maximize: bool) -> np.ndarray:
+    """On arrays, as the per-parameter rules do: the gradient's sign (`maximize`) and weight decay, L2 (a new
+    gradient array) or decoupled (P shrinks in place). Returns the gradient to use."""
+    if maximize:
+        G = np.negative(G)
+    if weight_decay != 0:
+        if decoupled:
+            P *= 1 - lr * weight_decay
+        else:
+            G = G + P * weight_decay
+    return G
 
 
 def write_(dst: Tensor, src: Tensor) -> None:
