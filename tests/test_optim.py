@@ -214,16 +214,20 @@ def test_param_groups_use_their_own_hyperparameters():
 @pytest.mark.parametrize("cls, kwargs", [
     (optim.SGD, dict(lr=-0.1)), (optim.SGD, dict(momentum=-1.0)), (optim.SGD, dict(nesterov=True)),
     (optim.Adam, dict(betas=(1.0, 0.9))), (optim.Adam, dict(eps=-1.0)), (optim.AdamW, dict(weight_decay=-1.0)),
-    (optim.RMSprop, dict(alpha=-0.5)),
+    (optim.RMSprop, dict(alpha=-0.5)), (optim.Adagrad, dict(lr_decay=-1.0)),
+    (optim.Adagrad, dict(initial_accumulator_value=-1.0)), (optim.Adadelta, dict(rho=1.5)),
+    (optim.Adadelta, dict(eps=-1.0)), (optim.Adamax, dict(betas=(0.9, 1.0))), (optim.NAdam, dict(momentum_decay=-1.0)),
+    (optim.RAdam, dict(lr=-0.1)), (optim.LBFGS, dict(lr=-1.0)),
 ])
 def test_invalid_hyperparameters(cls, kwargs):
     with pytest.raises(ValueError, match="Invalid|Nesterov"):
         cls([fnx.ones(1, requires_grad=True)], **kwargs)
 
 
-def test_differentiable_flag_names_the_functional_form():
-    with pytest.raises(NotImplementedError, match="fnx.optim.functional.adamw"):
-        optim.AdamW([fnx.ones(1, requires_grad=True)], differentiable=True)
+@pytest.mark.parametrize("cls", [optim.AdamW, optim.NAdam, optim.Adagrad])
+def test_differentiable_flag_names_the_functional_form(cls):
+    with pytest.raises(NotImplementedError, match=f"fnx.optim.functional.{cls.__name__.lower()}"):
+        cls([fnx.ones(1, requires_grad=True)], differentiable=True)
 
 
 def test_zero_grad_step_closure_and_training():

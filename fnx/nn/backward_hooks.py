@@ -5,7 +5,8 @@ the eager tape. In backward, the outputs' node sees the gradients w.r.t. the out
 the pre-hooks, which may replace them. The inputs' node sees the gradients w.r.t. the inputs (`grad_input`,
 one entry per positional argument: None for non-tensors, zeros for tensors that need no gradient) once all of
 them are known: it runs the hooks `hook(module, grad_input, grad_output)`, which may replace `grad_input`. When no input
-needs a gradient, the hooks run from the outputs' node with a `grad_input` of Nones, as in PyTorch.
+needs a gradient, the hooks run from the outputs' node with a `grad_input` of Nones, as in PyTorch. The hooks
+belong to the eager tape: under fnx.grad, vmap or compile, and without grad mode, they do not run.
 """
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ from ..core import FnxValueError
 from ..dtypes import float32
 from ..ops.creation import full_like, tensor
 from ..tensor import Tensor
-from .optimizer import Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, decay_fused
+from .optimizer import (Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, decay_fused,
+                        hyperparameters, sign_and_decay)
 
 __all__ = ["Adagrad", "Adadelta", "adagrad_update", "adadelta_update", "adagrad_fused", "adadelta_fused",
            "check_adagrad", "check_adadelta"]
@@ -16,10 +17,7 @@ __all__ = ["Adagrad", "Adadelta", "adagrad_update", "adadelta_update", "adagrad_
 def adagrad_update(p: Tensor, g: Tensor, state_sum: Tensor, step, *, lr, lr_decay: float, weight_decay: float,
                    eps: float, maximize: bool):
     """One Adagrad step of one parameter, out of place: (p, sum). `step` counts this update (1 at the first)."""
-    if maximize:
-        g = -g
-    if weight_decay != 0:
-        g = g + p * weight_decay
+    p, g = sign_and_decay(p, g, lr, weight_decay, False, maximize)
     clr = lr / (1 + (step - 1) * lr_decay)
     state_sum = state_sum + g * g
     return p - g / (state_sum.sqrt() + eps) * clr, state_sum
@@ -28,10 +26,7 @@ def adagrad_update(p: Tensor, g: Tensor, state_sum: Tensor, step, *, lr, lr_deca
 def adadelta_update(p: Tensor, g: Tensor, square_avg: Tensor, acc_delta: Tensor, step, *, lr, rho: float,
                     eps: float, weight_decay: float, maximize: bool):
     """One Adadelta step of one parameter, out of place: (p, square_avg, acc_delta)."""
-    if maximize:
-        g = -g
-    if weight_decay != 0:
-        g = g + p * weight_decay
+    p, g = sign_and_decay(p, g, lr, weight_decay, False, maximize)
     square_avg = square_avg * rho + g * g * (1 - rho)
     delta = (acc_delta + eps).sqrt() / (square_avg + eps).sqrt() * g
     acc_delta = acc_delta * rho + delta * delta * (1 - rho)
@@ -111,8 +106,7 @@ class Adagrad(Optimizer):
                                  "sum": full_like(p, group["initial_accumulator_value"])}
 
     def _update_group(self, group: dict) -> None:
-        hyper = dict(lr=group["lr"], lr_decay=group["lr_decay"], weight_decay=group["weight_decay"],
-                     eps=group["eps"], maximize=group["maximize"])
+        hyper = hyperparameters(group, ("lr", "lr_decay", "weight_decay", "eps", "maximize"))
         self._update_with(group, ("sum",), adagrad_update, adagrad_fused, hyper)
 
 
@@ -132,6 +126,5 @@ class Adadelta(Optimizer):
         super().__init__(params, defaults)
 
     def _update_group(self, group: dict) -> None:
-        hyper = dict(lr=group["lr"], rho=group["rho"], eps=group["eps"], weight_decay=group["weight_decay"],
-                     maximize=group["maximize"])
+        hyper = hyperparameters(group, ("lr", "rho", "eps", "weight_decay", "maximize"))
         self._update_with(group, ("square_avg", "acc_delta"), adadelta_update, adadelta_fused, hyper)

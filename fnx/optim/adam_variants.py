@@ -8,28 +8,17 @@ from ..ops.creation import ones
 from ..ops.elementwise import maximum, where
 from ..tensor import Tensor
 from .adam import check_adam
-from .optimizer import Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, decay_fused
+from .optimizer import (Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, decay_fused,
+                        hyperparameters, sign_and_decay)
 
 __all__ = ["Adamax", "NAdam", "RAdam", "adamax_update", "nadam_update", "radam_update", "adamax_fused",
            "nadam_fused", "radam_fused", "mu_product_init", "check_nadam"]
 
 
-def _decay(p: Tensor, g: Tensor, lr, weight_decay: float, decoupled: bool, maximize: bool):
-    """The gradient's sign (`maximize`) and weight decay: L2 (added to the gradient) or decoupled (p shrinks)."""
-    if maximize:
-        g = -g
-    if weight_decay != 0:
-        if decoupled:
-            p = p * (1 - lr * weight_decay)
-        else:
-            g = g + p * weight_decay
-    return p, g
-
-
 def adamax_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_inf: Tensor, step, *, lr, beta1: float, beta2: float,
                   eps: float, weight_decay: float, maximize: bool):
     """One Adamax step of one parameter, out of place: (p, exp_avg, exp_inf)."""
-    p, g = _decay(p, g, lr, weight_decay, False, maximize)
+    p, g = sign_and_decay(p, g, lr, weight_decay, False, maximize)
     exp_avg = exp_avg * beta1 + g * (1 - beta1)
     exp_inf = maximum(exp_inf * beta2, g.abs() + eps)
     return p - exp_avg / exp_inf * (lr / (1 - beta1 ** step)), exp_avg, exp_inf
@@ -41,7 +30,7 @@ def nadam_update(p: Tensor, g: Tensor, mu_product: Tensor, exp_avg: Tensor, exp_
     """One NAdam step of one parameter, out of place: (p, mu_product, exp_avg, exp_avg_sq).
 
     `mu_product` (a 0-d tensor) is the product of the momentum coefficients mu_1 ... mu_t so far."""
-    p, g = _decay(p, g, lr, weight_decay, decoupled_weight_decay, maximize)
+    p, g = sign_and_decay(p, g, lr, weight_decay, decoupled_weight_decay, maximize)
     mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
     mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * momentum_decay))
     mu_product = mu_product * mu
@@ -60,7 +49,7 @@ def radam_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step
     While the variance's length of approximation rho_t is at most 5 the step is plain momentum SGD; after,
     it is Adam's step times the rectification term. `step` is an int (a Python branch) or a 0-d tensor (a
     `where`, for the functional form)."""
-    p, g = _decay(p, g, lr, weight_decay, decoupled_weight_decay, maximize)
+    p, g = sign_and_decay(p, g, lr, weight_decay, decoupled_weight_decay, maximize)
     exp_avg = exp_avg * beta1 + g * (1 - beta1)
     exp_avg_sq = exp_avg_sq * beta2 + g * g * (1 - beta2)
     bias_correction2 = 1 - beta2 ** step
@@ -176,9 +165,7 @@ class Adamax(Optimizer):
         super().__init__(params, defaults)
 
     def _update_group(self, group: dict) -> None:
-        beta1, beta2 = group["betas"]
-        hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                     maximize=group["maximize"])
+        hyper = hyperparameters(group, ("lr", "betas", "eps", "weight_decay", "maximize"))
         self._update_with(group, ("exp_avg", "exp_inf"), adamax_update, adamax_fused, hyper)
 
 
@@ -202,10 +189,8 @@ class NAdam(Optimizer):
         super().__init__(params, defaults)
 
     def _update_group(self, group: dict) -> None:
-        beta1, beta2 = group["betas"]
-        hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                     momentum_decay=group["momentum_decay"], decoupled_weight_decay=group["decoupled_weight_decay"],
-                     maximize=group["maximize"])
+        hyper = hyperparameters(group, ("lr", "betas", "eps", "weight_decay", "momentum_decay",
+                                        "decoupled_weight_decay", "maximize"))
         self._update_with(group, ("mu_product", "exp_avg", "exp_avg_sq"), nadam_update, nadam_fused, hyper,
                           init={"mu_product": mu_product_init})
 
@@ -230,7 +215,5 @@ class RAdam(Optimizer):
         super().__init__(params, defaults)
 
     def _update_group(self, group: dict) -> None:
-        beta1, beta2 = group["betas"]
-        hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                     decoupled_weight_decay=group["decoupled_weight_decay"], maximize=group["maximize"])
+        hyper = hyperparameters(group, ("lr", "betas", "eps", "weight_decay", "decoupled_weight_decay", "maximize"))
         self._update_with(group, ("exp_avg", "exp_avg_sq"), radam_update, radam_fused, hyper)

@@ -195,7 +195,12 @@ class Optimizer:
 
 
 def _cast_state(p: Tensor, name: str, value):
-    """A private copy of a saved state value, on the parameter's device (and dtype, for float state)."""
+    """A private copy of a saved state value, on the parameter's device (and dtype, for float state); lists,
+    tuples and dicts of them (LBFGS's history) are copied item by item."""
+    if isinstance(value, dict):
+        return {k: _cast_state(p, name, v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_cast_state(p, name, v) for v in value)
     if not isinstance(value, Tensor):
         return value
     if name == "step":
@@ -240,6 +245,30 @@ def advance_step_fused(state: dict) -> int:
     step._value[...] = count
     bump(step)
     return count
+
+
+def sign_and_decay(p: Tensor, g: Tensor, lr, weight_decay: float, decoupled: bool, maximize: bool):
+    """The per-parameter rules' first part, out of place: the gradient's sign (`maximize`) and weight decay,
+    L2 (added to the gradient) or decoupled (the parameter shrinks by lr * weight_decay). Returns (p, g)."""
+    if maximize:
+        g = -g
+    if weight_decay != 0:
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + p * weight_decay
+    return p, g
+
+
+def hyperparameters(group: dict, names: tuple[str, ...]) -> dict:
+    """The update's keyword arguments from a param group: `names`, with 'betas' split into beta1 and beta2."""
+    hyper = {}
+    for name in names:
+        if name == "betas":
+            hyper["beta1"], hyper["beta2"] = group["betas"]
+        else:
+            hyper[name] = group[name]
+    return hyper
 
 
 def decay_fused(P: np.ndarray, G: np.ndarray, lr: float, weight_decay: float, decoupled: bool,
