@@ -179,6 +179,11 @@ def test_state_layouts_are_pytorchs():
     a = fnx.ones(2, dtype=fnx.float64, requires_grad=True)
     adagrad = optim.Adagrad([a], initial_accumulator_value=0.5)
     assert list(adagrad.state[a]) == ["step", "sum"] and adagrad.state[a]["sum"].tolist() == [0.5, 0.5]
+    late = fnx.ones(1, dtype=fnx.float64, requires_grad=True)
+    adagrad.add_param_group({"params": [late], "initial_accumulator_value": 3.0})
+    late.grad = fnx.ones_like(late)
+    adagrad.step()
+    assert adagrad.state[late]["sum"].tolist() == [4.0]
     layouts = {optim.Adadelta: ["step", "square_avg", "acc_delta"], optim.Adamax: ["step", "exp_avg", "exp_inf"],
                optim.NAdam: ["step", "mu_product", "exp_avg", "exp_avg_sq"],
                optim.RAdam: ["step", "exp_avg", "exp_avg_sq"]}

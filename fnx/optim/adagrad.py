@@ -107,7 +107,9 @@ class Adagrad(Optimizer):
 
     def _update_group(self, group: dict) -> None:
         hyper = hyperparameters(group, ("lr", "lr_decay", "weight_decay", "eps", "maximize"))
-        self._update_with(group, ("sum",), adagrad_update, adagrad_fused, hyper)
+        start = group["initial_accumulator_value"]  # for parameters of a group added after construction
+        self._update_with(group, ("sum",), adagrad_update, adagrad_fused, hyper,
+                          init={"sum": lambda p: full_like(p, start)})
 
 
 class Adadelta(Optimizer):
