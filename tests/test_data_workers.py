@@ -227,6 +227,7 @@ def test_prefetch_factor_bounds_the_requests_in_flight():
     time.sleep(0.1)
     assert dataset.count.value == 2  # ...and no more were sent while the loop did not ask for a batch
     assert [b.tolist() for b in it] == [[i] for i in range(1, 8)]
+    assert data.DataLoader(dataset, num_workers=1).prefetch_factor == 2
     with pytest.raises(ValueError, match="prefetch_factor should be a positive integer"):
         data.DataLoader(dataset, num_workers=1, prefetch_factor=0)
 

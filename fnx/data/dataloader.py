@@ -52,6 +52,8 @@ class DataLoader:
         if isinstance(multiprocessing_context, str):
             multiprocessing.get_context(multiprocessing_context)  # a ValueError naming the start methods there are
         self.dataset = dataset
+        if num_workers and prefetch_factor is None:
+            prefetch_factor = 2  # PyTorch's default with workers
         self.num_workers, self.prefetch_factor = num_workers, prefetch_factor
         self.persistent_workers = persistent_workers
         self._worker_pool = None  # with persistent_workers: the workers, kept from one epoch to the next

@@ -251,7 +251,7 @@ def _ordered(loader, pool: WorkerPool) -> Iterator:
         owner[pool.next_index] = worker
         pool.next_index += 1
 
-    for _ in range((loader.prefetch_factor or 2) * n):
+    for _ in range(loader.prefetch_factor * n):
         send()
     while received < pool.next_index:
         while received not in arrived:
