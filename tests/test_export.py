@@ -54,3 +54,46 @@ def test_export_is_a_callable_module():
     import fnx.export as module
 
     assert module is fnx.export and callable(fnx.export) and callable(fnx.export.load)
+
+
+# ---------------------------------------------------------------- the op table through export, save and load
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from op_db import as_tensor_function, stageable_ops  # noqa: E402
+
+from fnx.export.specialize import specialize  # noqa: E402
+from fnx.ir import eval_jaxpr  # noqa: E402
+
+_OPS = stageable_ops()
+
+
+@pytest.fixture(scope="module")
+def archive_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("archives")
+# compiled calls generate code per op: a cross-section of the families
+_COMPILED = {"tanh", "where", "sum", "matmul", "cat", "gather", "sort"}
+
+
+@pytest.mark.parametrize("info", _OPS, ids=repr)
+@settings(max_examples=1)
+@given(data=st.data())
+def test_op_table_export_save_load_equals_the_op(info, data, archive_dir):
+    sample = data.draw(info.samples)
+    for dtype in ("float32", "float64"):
+        op, tensors = as_tensor_function(info, sample)
+        if not tensors:
+            return
+        tensors = [t.to(dtype) if t.dtype.is_floating_point else t for t in tensors]
+        want = fnx.tree.tree_leaves(op(*tensors))
+        loaded = fnx.export.load(_saved(fnx.export(op, *tensors), archive_dir))
+        concrete = specialize(loaded.jaxpr, {}, fnx.device("cpu"))
+        for got, w in zip(eval_jaxpr(concrete.jaxpr, concrete.consts, *tensors), want):
+            np.testing.assert_array_equal(got.numpy(), w.numpy())
+        if info.name in _COMPILED:
+            for got, w in zip(fnx.tree.tree_leaves(loaded.call(*tensors)), want):
+                np.testing.assert_allclose(got.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _saved(exported, tmp_path, name="program.fnxp") -> str:
+    path = str(tmp_path / name)
+    exported.save(path)
+    return path

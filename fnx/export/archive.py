@@ -14,6 +14,7 @@ import math
 import re
 import struct
 import zipfile
+from collections import OrderedDict
 from typing import Any, Callable
 
 import numpy as np
@@ -175,16 +176,18 @@ def _encode_aval(a: ShapedArray) -> dict:
 
 
 def _encode_tree(t: TreeDef, what: str):
+    """A treedef as data: "*" for a leaf, {"tuple"|"list": [children]}, {"dict"|"odict": [[key, child], ...]},
+    {"none": null}. A namedtuple is written as a tuple (a loaded program returns a plain tuple there)."""
     if t.kind is None:
         return "*"
-    kinds = {tuple: "tuple", list: "list", dict: "dict", type(None): "none"}
-    kind = kinds.get(t.kind)
+    kinds = {tuple: "tuple", list: "list", dict: "dict", OrderedDict: "odict", type(None): "none"}
+    kind = kinds.get(t.kind) or ("tuple" if issubclass(t.kind, tuple) and hasattr(t.kind, "_fields") else None)
     if kind is None:
         raise FnxTypeError(f"fnx.export: {what} hold a {t.kind.__name__}, which an archive cannot describe (it holds "
                            f"tuples, lists, dicts and None around tensors); pass plain containers")
     children = [_encode_tree(c, what) for c in t.children]
-    if kind == "dict":
-        return {"dict": [[k, c] for k, c in zip(t.aux, children)]}
+    if kind in ("dict", "odict"):
+        return {kind: [[k, c] for k, c in zip(t.aux, children)]}
     return {kind: None if kind == "none" else children}
 
 
@@ -363,10 +366,10 @@ def _tree_value(v, where: str):
         if kind in ("tuple", "list") and isinstance(body, list):
             children = [_tree_value(c, where) for c in body]
             return tuple(children) if kind == "tuple" else children
-        if kind == "dict" and isinstance(body, list) and all(
+        if kind in ("dict", "odict") and isinstance(body, list) and all(
                 isinstance(i, list) and len(i) == 2 and isinstance(i[0], (str, int)) and not isinstance(i[0], bool)
                 for i in body):
-            out = {i[0]: _tree_value(i[1], where) for i in body}
+            out = (OrderedDict if kind == "odict" else dict)((i[0], _tree_value(i[1], where)) for i in body)
             if len(out) == len(body) and len({type(k) for k in out}) <= 1:
                 return out
     raise _fail(f"malformed {where} {_short(v)}")

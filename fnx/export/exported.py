@@ -239,9 +239,11 @@ def export(f: Callable, *example_args, dynamic_shapes=None) -> Exported:
 
 
 def _parameter_names(f: Callable, n: int) -> list[str]:
-    """The names of f's first `n` positional parameters ("args[i]" past those it names)."""
+    """The names of f's first `n` positional parameters ("args[i]" past those it names); a module's are those of
+    its `forward`."""
+    target = f.forward if callable(getattr(f, "forward", None)) else f
     try:
-        params = [p for p in inspect.signature(f).parameters.values()
+        params = [p for p in inspect.signature(target).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []
