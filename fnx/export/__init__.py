@@ -13,7 +13,7 @@ from .archive import FORMAT, VERSION, load
 from .exported import Exported, export
 from .symbolic import Dim, DimLiteral
 
-__all__ = ["Exported", "load", "Dim", "DimLiteral", "FORMAT", "VERSION"]
+__all__ = ["export", "Exported", "load", "Dim", "DimLiteral", "FORMAT", "VERSION"]
 
 
 class _CallableModule(types.ModuleType):
