@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 import types
 
-from .archive import FORMAT, VERSION, load
-from .exported import Exported, export
+from .archive import FORMAT, VERSION
+from .exported import Exported, export, load
 from .symbolic import Dim, DimLiteral
 
 __all__ = ["export", "Exported", "load", "Dim", "DimLiteral", "FORMAT", "VERSION"]

@@ -15,7 +15,7 @@ import re
 import struct
 import zipfile
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -23,18 +23,17 @@ from .. import dtypes as _dt
 from .._version import __version__
 from ..core import FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu
-from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, _Printer
 from ..serialization import MAX_MANIFEST_BYTES, UnpicklingError, check_layout, check_names, read_npy, \
     write_atomically
 from ..tensor import from_array
 from ..tree import TreeDef, tree_structure
-from .exported import Exported
 from .primitives import REFUSED, exportable
 from .specialize import specialize
 from .symbolic import SYMBOL, Dim, DimLiteral
 from .tracing import sample_envs
 
-__all__ = ["save", "load", "FORMAT", "VERSION", "MAX_PROGRAM_BYTES", "encode_program"]
+__all__ = ["save", "read", "Contents", "FORMAT", "VERSION", "MAX_PROGRAM_BYTES", "encode_program"]
 
 FORMAT, VERSION = "fnx.export", 1
 MAX_PROGRAM_BYTES = 256 << 20
@@ -45,8 +44,9 @@ _WHO = "fnx.export.load"
 
 
 # ---------------------------------------------------------------- writing
-def save(exported: Exported, path) -> None:
-    """Write `exported` to `path` (a zip archive: manifest.json, program.json, consts/<k>.npy), atomically."""
+def save(exported, path) -> None:
+    """Write `exported` (an `Exported`) to `path` (a zip archive: manifest.json, program.json, consts/<k>.npy),
+    atomically."""
     arrays: list[np.ndarray] = []
     program = encode_program(exported.jaxpr, arrays)
     manifest = {
@@ -111,18 +111,17 @@ class _Encoder:
         return k
 
     def jaxpr(self, j: Jaxpr) -> dict:
-        names: dict[int, str] = {}
+        names = _Printer()   # names a, b, ..., z, ba, ... in order, as the jaxpr prints
 
         def binder(v: Var) -> dict:
-            names[id(v)] = name = _name(len(names))
-            return {"name": name, **_encode_aval(v.aval)}
+            return {"name": names.name(v), **_encode_aval(v.aval)}
 
         def atom(a):
             if isinstance(a, DimLiteral):
                 return {"literal_dim": str(a.dim), "reciprocal": a.reciprocal, "dtype": a.aval.dtype.name}
             if isinstance(a, Literal):
                 return {"literal": _encode_number(a.val.item()), "dtype": a.aval.dtype.name}
-            return names[id(a)]
+            return names.name(a)
 
         out = {"constvars": [binder(v) for v in j.constvars], "invars": [binder(v) for v in j.invars], "eqns": []}
         for e in j.eqns:
@@ -155,16 +154,6 @@ class _Encoder:
                            f"(it holds None, bools, ints, floats, strings, tuples, dtypes, dimensions and jaxprs)")
 
 
-def _name(n: int) -> str:
-    """a, b, ..., z, ba, bb, ...: the names jaxprs print."""
-    s = ""
-    while True:
-        s = chr(ord("a") + n % 26) + s
-        n //= 26
-        if n == 0:
-            return s
-
-
 def _encode_number(x):
     if isinstance(x, float) and not math.isfinite(x):
         return repr(x)   # "nan", "inf", "-inf"
@@ -192,7 +181,19 @@ def _encode_tree(t: TreeDef, what: str):
 
 
 # ---------------------------------------------------------------- reading
-def load(path) -> Exported:
+class Contents(NamedTuple):
+    """What an archive holds: the arguments of `Exported`."""
+
+    jaxpr: ClosedJaxpr
+    in_tree: TreeDef
+    out_tree: TreeDef
+    symbols: tuple
+    symbol_examples: dict
+    arg_names: list
+    name: str
+
+
+def read(path) -> Contents:
     """Read an archive that `Exported.save` wrote; never runs code from the file. Raises `UnpicklingError`
     (a RuntimeError) naming what is wrong with a damaged, foreign, newer or hostile file."""
     with open(path, "rb") as fh:
@@ -219,7 +220,7 @@ class _Reader:
     def __init__(self, fh, zf: zipfile.ZipFile):
         self.fh, self.zf = fh, zf
 
-    def run(self) -> Exported:
+    def run(self) -> Contents:
         infos = self.zf.infolist()
         check_names(infos, _WHO)
         names = {i.filename for i in infos}
@@ -257,10 +258,9 @@ class _Reader:
         if not all(isinstance(n, str) for n in arg_names):
             raise _fail("arg_names must be strings")
         name = manifest.get("name")
-        exported = Exported(closed, in_tree, out_tree, tuple(symbols), examples, arg_names,
-                            name if isinstance(name, str) else "f")
         _verify(closed, examples)
-        return exported
+        return Contents(closed, in_tree, out_tree, tuple(symbols), examples, arg_names,
+                        name if isinstance(name, str) else "f")
 
     def json(self, name: str, limit: int):
         info = self.zf.getinfo(name)

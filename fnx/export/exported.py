@@ -14,11 +14,12 @@ from ..ir import ClosedJaxpr, _Printer, eval_jaxpr
 from ..tensor import Tensor, from_array
 from ..transforms.compile import compile as _compile
 from ..tree import TreeDef, tree_flatten, tree_unflatten
-from .specialize import specialize
+from . import archive
+from .specialize import on_device, specialize
 from .symbolic import SYMBOL, Dim, evaluate
 from .tracing import MAX_SYMBOLS, trace_symbolic
 
-__all__ = ["export", "Exported"]
+__all__ = ["export", "load", "Exported"]
 
 
 class Exported:
@@ -41,6 +42,7 @@ class Exported:
         self.jaxpr, self.in_tree, self.out_tree = jaxpr, in_tree, out_tree
         self.symbols, self.symbol_examples = tuple(symbols), dict(symbol_examples)
         self.arg_names, self.name = tuple(arg_names), name
+        self._paths = _leaf_paths(in_tree)   # for messages: "argument 'params['w']'"
         self._runners: dict[tuple, Callable] = {}
         self._device_consts: dict = {}
         self._lock = threading.Lock()
@@ -96,8 +98,7 @@ class Exported:
 
     def _label(self, i: int) -> str:
         """Leaf `i` of the arguments, by its argument's name where known."""
-        paths = _leaf_paths(self.in_tree)
-        path = paths[i]
+        path = self._paths[i]
         if self.arg_names and path.startswith("[") and path[1:].split("]", 1)[0].isdigit():
             k, rest = path[1:].split("]", 1)
             if int(k) < len(self.arg_names):
@@ -146,7 +147,7 @@ class Exported:
             def const(a: np.ndarray) -> Tensor:
                 t = consts.get(id(a))
                 if t is None:
-                    t = consts[id(a)] = _to(from_array(a), device)
+                    t = consts[id(a)] = on_device(from_array(a), device)
                 return t
 
             concrete = specialize(self.jaxpr, env, device, const)
@@ -157,8 +158,7 @@ class Exported:
     # ---------------------------------------------------------------- writing
     def save(self, path) -> None:
         """Write the program to `path` as an fnx.export archive (docs/export.md), atomically."""
-        from .archive import save
-        save(self, path)
+        archive.save(self, path)
 
     def save_c(self, folder, name: str, embed_weights: bool = False) -> None:
         """Write the program as standalone C99 into `folder` (`name.h`, `name.c`, the weights, a Makefile and a
@@ -167,8 +167,10 @@ class Exported:
         write_c(self.jaxpr, self.consts, folder, name, embed_weights=embed_weights)
 
 
-def _to(t: Tensor, device) -> Tensor:
-    return t if t.device is device else t.to(device)
+def load(path) -> Exported:
+    """The program that `Exported.save` wrote to `path`. Loading never runs code from the file (docs/export.md
+    lists what it checks); a damaged, foreign, newer or hostile file raises `UnpicklingError` saying why."""
+    return Exported(*archive.read(path))
 
 
 def _as_tensor(x, label: str) -> Tensor:
@@ -232,6 +234,7 @@ def export(f: Callable, *example_args, dynamic_shapes=None) -> Exported:
         return out_leaves
 
     closed = trace_symbolic(flat_fun, avals, examples)
+    archive.encode_program(closed)   # raises here, not at save, for a parameter the format cannot hold
     if any(t != out_trees[0] for t in out_trees):
         raise FnxValueError("fnx.export: the function returns a different structure at different sizes")
     name = getattr(f, "__name__", type(f).__name__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ..core import FnxValueError, Primitive
+from ..core import Primitive
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 
 __all__ = ["exportable", "prepare", "REFUSED", "INLINED"]
@@ -29,19 +29,16 @@ REFUSED = {
 }
 
 
-def exportable() -> dict[str, Primitive]:
+def exportable() -> dict[str, Primitive | None]:
     """Name -> primitive, for every primitive defined at module level in fnx's loaded modules, less `REFUSED`
-    and `INLINED`."""
-    found: dict[str, Primitive] = {}
+    and `INLINED`; a name that two primitives share maps to None (a program could not tell them apart)."""
+    found: dict[str, Primitive | None] = {}
     for name, module in list(sys.modules.items()):
         if module is None or not (name == "fnx" or name.startswith("fnx.")):
             continue
         for value in list(vars(module).values()):
-            if isinstance(value, Primitive):
-                other = found.setdefault(value.name, value)
-                if other is not value:
-                    raise FnxValueError(f"fnx.export: two primitives are named {value.name!r} (in {name} and "
-                                        f"elsewhere); an exported program could not tell them apart")
+            if isinstance(value, Primitive) and found.setdefault(value.name, value) is not value:
+                found[value.name] = None
     for name in (*REFUSED, *INLINED):
         found.pop(name, None)
     return found
@@ -75,6 +72,9 @@ def _check(prim: Primitive, known: dict) -> None:
     if prim.name in REFUSED:
         raise NotImplementedError(f"fnx.export: the program uses the primitive '{prim.name}', which cannot be "
                                   f"exported: {REFUSED[prim.name]}")
+    if prim.name in known and known[prim.name] is None:
+        raise NotImplementedError(f"fnx.export: the program uses the primitive '{prim.name}', and two of fnx's "
+                                  f"primitives have that name, so a loaded program could not tell which")
     if known.get(prim.name) is not prim:
         raise NotImplementedError(f"fnx.export: the program uses the primitive '{prim.name}', which is not one of "
                                   f"fnx's module-level primitives, so a loaded program could not name it")

@@ -15,20 +15,21 @@ from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, verify_jaxpr
 from ..tensor import Tensor, from_array
 from .symbolic import Dim, DimLiteral, evaluate
 
-__all__ = ["specialize"]
+__all__ = ["specialize", "on_device"]
 
 
 def specialize(closed: ClosedJaxpr, env: Mapping[str, int], device,
                const: Callable[[np.ndarray], Tensor] | None = None) -> ClosedJaxpr:
     """`closed` with the symbols' values `env` on `device`; `const` turns a numpy constant into the tensor to use
     (by default a new tensor on `device`). Raises FnxRuntimeError when a shape rule rejects the sizes."""
-    const = const or (lambda a: _on(from_array(a), device))
+    const = const or (lambda a: on_device(from_array(a), device))
     out = _Specializer(env, device, const).closed(closed)
     verify_jaxpr(out)
     return out
 
 
-def _on(t: Tensor, device) -> Tensor:
+def on_device(t: Tensor, device) -> Tensor:
+    """`t` on `device` (itself when it is there)."""
     return t if t.device is device else t.to(device)
 
 
@@ -67,7 +68,7 @@ class _Specializer:
             value = from_array(np.asarray(a.value(self.env), dtype=aval.dtype.np))
         else:
             value = a.val
-        return Literal(_on(value, self.device), aval)
+        return Literal(on_device(value, self.device), aval)
 
     def param(self, v):
         if isinstance(v, Dim):

@@ -24,6 +24,7 @@ from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ..tensor import Tensor, from_array
 from ..transforms.tracing import trace_to_jaxpr
 from .primitives import exportable, prepare
+from .specialize import on_device
 from .symbolic import Dim, DimLiteral, IntOrDim, evaluate
 
 __all__ = ["trace_symbolic", "sample_envs", "MAX_SYMBOLS"]
@@ -394,7 +395,4 @@ def _emit(eqns: list, prim, inputs: list, params: dict, aval: ShapedArray) -> Va
 
 
 def _literal(value, dtype: _dt.dtype, device) -> Literal:
-    t = from_array(np.asarray(value, dtype=dtype.np))
-    if device is not t.device:
-        t = t.to(device)
-    return Literal(t, ShapedArray((), dtype, device))
+    return Literal(on_device(from_array(np.asarray(value, dtype=dtype.np)), device), ShapedArray((), dtype, device))
