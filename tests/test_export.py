@@ -462,3 +462,47 @@ def test_a_pickle_inside_an_npy_entry_never_runs(archive, tmp_path):
     with pytest.raises(UnpicklingError, match="unexpected entries"):
         fnx.export.load(_edited(archive, tmp_path, **{"data.pkl": buf.getvalue()}))
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------- example arguments and the program's form
+def test_examples_may_be_arrays_and_shape_dtype_specs():
+    from types import SimpleNamespace
+
+    spec = SimpleNamespace(shape=(3, 4), dtype="float32")
+    ex = fnx.export(lambda a, b: a @ b.T, spec, np.ones((2, 4), np.float32), dynamic_shapes=({0: "m"}, {0: "n"}))
+    assert [str(a) for a in ex.in_avals] == ["f32[m,4]", "f32[n,4]"]
+    a, b = fnx.randn(5, 4), fnx.randn(6, 4)
+    assert_close(ex.call(a, b.numpy()), a @ b.T)
+
+
+def test_the_program_is_a_jaxpr_with_dims_and_numpy_constants():
+    """What tools that read programs (the C generator) rely on."""
+    from fnx.export import DimLiteral
+
+    w = fnx.randn(4, 4)
+    ex = fnx.export(lambda x: (x @ w).reshape(-1).mean(), fnx.randn(3, 4), dynamic_shapes=({0: "batch"},))
+    assert isinstance(ex.jaxpr, fnx.ClosedJaxpr) and ex.jaxpr.consts is ex.consts
+    assert all(type(c) is np.ndarray for c in ex.consts) and np.array_equal(ex.consts[0], w.numpy())
+    reshape = next(e for e in ex.jaxpr.eqns if e.prim.name == "reshape")
+    size, = reshape.params["shape"]
+    assert isinstance(size, Dim) and size.c_expr() == "(batch*4)" and size.evaluate({"batch": 5}) == 20
+    literal = next(a for e in ex.jaxpr.eqns for a in e.inputs if isinstance(a, DimLiteral))
+    assert str(literal.dim) == "batch*4" and literal.value({"batch": 2}) == 8 and not literal.reciprocal
+
+
+def test_varying_constants_other_than_fills_and_aranges_are_refused():
+    with pytest.raises(fnx.errors.FnxValueError, match="neither a fill nor an arange"):
+        fnx.export(lambda x: x * fnx.eye(x.shape[0]), fnx.randn(4, 4), dynamic_shapes=({0: "n", 1: "n"},))
+
+
+@pytest.mark.cuda
+def test_a_loaded_program_runs_on_cuda(tmp_path):
+    params = transformer_params()
+    ex = fnx.export(transformer, params, fnx.randint(0, VOCAB, (2, CONTEXT)),
+                    dynamic_shapes={"tokens": {0: "batch", 1: "seq"}})
+    loaded = fnx.export.load(_saved(ex, tmp_path))
+    gpu = fnx.tree.tree_map(lambda t: t.to("cuda"), params)
+    tokens = fnx.randint(0, VOCAB, (3, 5))
+    out = loaded.call(gpu, tokens.to("cuda"))
+    assert out.device.type == "cuda"
+    assert_close(out, transformer(params, tokens), rtol=1e-4, atol=1e-5)
