@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import dtypes as _dt
-from ..core import FnxTypeError, FnxValueError, ShapedArray
+from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, ShapedArray
 from ..device import cpu
 from ..ir import ClosedJaxpr, _Printer, eval_jaxpr
 from ..tensor import Tensor, from_array
@@ -150,7 +150,11 @@ class Exported:
                     t = consts[id(a)] = on_device(from_array(a), device)
                 return t
 
-            concrete = specialize(self.jaxpr, env, device, const)
+            try:
+                concrete = specialize(self.jaxpr, env, device, const)
+            except FnxRuntimeError as e:
+                sizes = ", ".join(f"{k}={v}" for k, v in env.items())
+                raise FnxRuntimeError(f"Exported.call({self.name}): the program cannot run at {sizes}: {e}") from e
             runner = _compile(lambda *xs: eval_jaxpr(concrete.jaxpr, concrete.consts, *xs))
             self._runners[(tuple(sorted(env.items())), device)] = runner
         return runner
