@@ -259,13 +259,7 @@ class _Aligner:
             return v0
         if isinstance(v0, int):
             self._same([type(v) for v in values], where)
-            found = self.fitter.fit(values)
-            if found is None:
-                raise FnxValueError(f"fnx.export: {where} takes the values {self.fitter.describe(values)}, which no "
-                                    f"polynomial in the symbolic dimensions with integer coefficients gives (of "
-                                    f"degree at most {_DEGREE} in each); such a dimension depends on the symbols "
-                                    f"through something else than +, - and * (min, //, a Python branch)")
-            return found
+            return self._fit(values, where)
         if isinstance(v0, tuple):
             self._same([type(v) is tuple and len(v) for v in values], f"the length of {where}")
             return tuple(self._param(list(col), f"{where}[{i}]") for i, col in enumerate(zip(*values)))
@@ -274,16 +268,18 @@ class _Aligner:
 
     def _aval(self, avals: list[ShapedArray], where: str) -> ShapedArray:
         self._same([(a.ndim, a.dtype, a.device) for a in avals], f"the rank, dtype or device of {where}")
-        shape = []
-        for axis, sizes in enumerate(zip(*[a.shape for a in avals])):
-            found = self.fitter.fit(sizes)
-            if found is None:
-                raise FnxValueError(f"fnx.export: dimension {axis} of {where} takes the sizes "
-                                    f"{self.fitter.describe(sizes)}, which no polynomial in the symbolic dimensions "
-                                    f"with integer coefficients gives (of degree at most {_DEGREE} in each); it depends "
-                                    f"on them through something else than +, - and * (min, //, a Python branch)")
-            shape.append(found)
+        shape = [self._fit(sizes, f"dimension {axis} of {where}")
+                 for axis, sizes in enumerate(zip(*[a.shape for a in avals]))]
         return ShapedArray(tuple(shape), avals[0].dtype, avals[0].device)
+
+    def _fit(self, values, what: str) -> IntOrDim:
+        found = self.fitter.fit(values)
+        if found is None:
+            raise FnxValueError(f"fnx.export: {what} takes the values {self.fitter.describe(values)}, which no "
+                                f"polynomial in the symbolic dimensions with integer coefficients gives (of degree at "
+                                f"most {_DEGREE} in each): it depends on them through something else than +, - and * "
+                                f"(min, //, a Python branch)")
+        return found
 
     @staticmethod
     def _same(keys: list, what: str) -> None:
