@@ -38,7 +38,8 @@ def _mlp_params(dtype=fnx.float32):
             "w2": fnx.tensor(g.normal(size=(8, 3)), dtype=dtype)}
 
 
-def test_export_call_matches_the_function_at_new_batch_sizes():
+def test_export_call_matches_the_function_at_new_batch_sizes(monkeypatch):
+    monkeypatch.setenv("FNX_BACKEND", "interpret")   # each size is a compile: the other tests compile to C
     params = _mlp_params()
     x = fnx.randn(5, 4)
     ex = fnx.export(mlp, params, x, dynamic_shapes={"x": {0: "batch"}})
@@ -193,7 +194,8 @@ def test_char_transformer_with_dynamic_batch_and_seq(tmp_path):
         loaded.call(params, fnx.randint(0, VOCAB, (1, CONTEXT + 1)))
 
 
-def test_char_transformer_sampling_step_gives_the_same_tokens(tmp_path):
+def test_char_transformer_sampling_step_gives_the_same_tokens(tmp_path, monkeypatch):
+    monkeypatch.setenv("FNX_BACKEND", "interpret")   # each size is a compile: the other tests compile to C
     params = transformer_params()
     ex = fnx.export(next_token, params, fnx.randint(0, VOCAB, (CONTEXT,)), fnx.random.key(0), fnx.tensor(0.8),
                     dynamic_shapes={"window": {0: "seq"}})
