@@ -21,6 +21,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..core import FnxValueError, ShapedArray
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from ..lowering.passes import dce
 from ..tensor import Tensor, from_array
 from ..transforms.tracing import trace_to_jaxpr
 from .primitives import exportable, prepare
@@ -67,7 +68,7 @@ def trace_symbolic(flat_fun: Callable, in_avals: Sequence[ShapedArray], examples
             raise FnxValueError(f"fnx.export: tracing the function at {sizes} (sizes fnx.export traces at to find how "
                                 f"shapes depend on the symbolic dimensions) failed: {type(e).__name__}: {e}. Give "
                                 f"example arguments at the largest size the function accepts") from e
-        traces.append(prepare(closed, known))
+        traces.append(dce(prepare(closed, known)))   # dead code goes (it depends on no size: traces still align)
     return _Aligner(envs, _Fitter(list(examples), grid, check), known).closed(traces, in_avals)
 
 
