@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 
 import fnx
-from fnx.export.symbolic import Dim
+from hypothesis import given, settings, strategies as st
+
+from fnx.export.symbolic import Dim, evaluate
 
 
 def assert_close(a, b, rtol=1e-5, atol=1e-6):
@@ -24,6 +26,36 @@ def test_dim_polynomials_compute_print_parse_and_write_c():
     for bad in ["1 +", "seq**2", "2seq", "a-(b)"]:
         with pytest.raises(fnx.errors.FnxValueError):
             Dim.parse(bad)
+
+
+_TERM = st.tuples(st.lists(st.sampled_from(["batch", "seq"]), max_size=4), st.integers(-50, 50))
+
+
+@settings(max_examples=30)
+@given(terms=st.lists(_TERM, max_size=5))
+def test_dim_text_round_trips_and_evaluates_like_the_terms(terms):
+    poly = Dim.make({})
+    for names, c in terms:
+        poly = poly + Dim.make({tuple(names): c})
+    env = {"batch": 3, "seq": 7}
+    assert evaluate(poly, env) == sum(c * np.prod([env[n] for n in names], dtype=np.int64) for names, c in terms)
+    if isinstance(poly, Dim):
+        assert Dim.parse(str(poly)) == poly
+        assert eval(poly.c_expr(), {}, env) == poly.evaluate(env)   # C's + - * on these ints is Python's
+
+
+@settings(max_examples=30)
+@given(coeffs=st.lists(st.integers(-20, 20), min_size=9, max_size=9),
+       examples=st.tuples(st.integers(1, 40), st.integers(1, 40)))
+def test_fitting_recovers_every_polynomial_of_degree_two_per_symbol(coeffs, examples):
+    from fnx.export.tracing import _Fitter, sample_envs
+
+    monomials = [("batch",) * i + ("seq",) * j for i in range(3) for j in range(3)]
+    poly = Dim.make(dict(zip(monomials, coeffs)))
+    grid, check = sample_envs({"batch": examples[0], "seq": examples[1]})
+    fitter = _Fitter(["batch", "seq"], grid, check)
+    assert fitter.fit([evaluate(poly, env) for env in grid + check]) == poly
+    assert fitter.fit([env["batch"] // 2 for env in grid + check]) is None
 
 
 # ---------------------------------------------------------------- export and call
@@ -58,7 +90,6 @@ def test_export_is_a_callable_module():
 
 
 # ---------------------------------------------------------------- the op table through export, save and load
-from hypothesis import given, settings, strategies as st  # noqa: E402
 from op_db import as_tensor_function, stageable_ops  # noqa: E402
 
 from fnx.export.specialize import specialize  # noqa: E402
