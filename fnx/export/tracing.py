@@ -237,8 +237,9 @@ class _Aligner:
                 out.append(found[0])
             elif all(isinstance(a, Literal) for a in atoms):
                 out.append(self._literal(atoms, where))
-            else:
-                self._same([type(a).__name__ for a in atoms], f"the operands of {where}")
+            else:   # a variable in some traces, a literal in others: this raises
+                self._same(["a variable" if isinstance(a, Var) else "a literal" for a in atoms],
+                           f"an operand of {where}")
         return out
 
     def _literal(self, atoms, where: str) -> Literal:
