@@ -540,3 +540,11 @@ def test_a_loaded_program_runs_on_cuda(tmp_path):
     out = loaded.call(gpu, tokens.to("cuda"))
     assert out.device.type == "cuda"
     assert_close(out, transformer(params, tokens), rtol=1e-4, atol=1e-5)
+
+
+def test_a_trace_failing_at_a_sampled_size_is_explained():
+    def pairs(x):
+        return x.reshape(x.shape[0] // 2, 2).sum(1)
+
+    with pytest.raises(fnx.errors.FnxValueError, match="tracing the function at n=7 .* failed"):
+        fnx.export(pairs, fnx.randn(8), dynamic_shapes=({0: "n"},))

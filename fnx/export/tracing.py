@@ -65,9 +65,11 @@ def trace_symbolic(flat_fun: Callable, in_avals: Sequence[ShapedArray], examples
             if env is envs[0]:
                 raise
             sizes = ", ".join(f"{k}={v}" for k, v in env.items())
-            raise FnxValueError(f"fnx.export: tracing the function at {sizes} (sizes fnx.export traces at to find how "
-                                f"shapes depend on the symbolic dimensions) failed: {type(e).__name__}: {e}. Give "
-                                f"example arguments at the largest size the function accepts") from e
+            raise FnxValueError(f"fnx.export: tracing the function at {sizes} (fnx.export traces at the example's "
+                                f"sizes and the three below, or from 2 up, to find how shapes depend on the symbolic "
+                                f"dimensions) failed: {type(e).__name__}: {e}. Give example arguments at the largest "
+                                f"size the function accepts; a dimension that takes only some sizes (even ones, say) "
+                                f"cannot be dynamic") from e
         traces.append(dce(prepare(closed, known)))   # dead code goes (it depends on no size: traces still align)
     return _Aligner(envs, _Fitter(list(examples), grid, check), known).closed(traces, in_avals)
 
