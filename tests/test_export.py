@@ -459,7 +459,8 @@ def test_unknown_and_refused_primitives_are_named(archive, tmp_path):
 def test_ill_typed_and_unknown_params_are_named(archive, tmp_path):
     with pytest.raises(UnpicklingError, match=r"\(reshape\): parameter 'shape' is 'abc', but it must be a tuple"):
         fnx.export.load(_edited(archive, tmp_path, program=lambda p: _eqn(p, "reshape")["params"].update(shape="abc")))
-    with pytest.raises(UnpicklingError, match=r"\(reshape\) has 1 inputs and the parameters \['evil', 'shape'\], which the primitive's"):
+    with pytest.raises(UnpicklingError, match=r"\(reshape\) has 1 inputs and the parameters \['evil', 'shape'\], "
+                                              r"which the primitive's"):
         fnx.export.load(_edited(archive, tmp_path, program=lambda p: _eqn(p, "reshape")["params"].update(evil=1)))
     with pytest.raises(UnpicklingError, match="malformed value"):
         fnx.export.load(_edited(archive, tmp_path,

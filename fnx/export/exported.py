@@ -16,7 +16,7 @@ from ..transforms.compile import compile as _compile
 from ..tree import TreeDef, tree_flatten, tree_unflatten
 from . import archive
 from .specialize import on_device, specialize
-from .symbolic import SYMBOL, Dim, evaluate
+from .symbolic import SYMBOL, Dim
 from .tracing import MAX_SYMBOLS, trace_symbolic
 
 __all__ = ["export", "load", "Exported"]
