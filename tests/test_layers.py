@@ -17,7 +17,7 @@ FNX = Path(__file__).resolve().parent.parent / "fnx"
 # the exact-name entries of the top layer ("fnx" is the package's __init__) cover nothing below them.
 LAYERS = [
     ("leaf", ["fnx._warn", "fnx._version", "fnx._threefry", "fnx._graph", "fnx.errors", "fnx.abstract",
-              "fnx.dtypes", "fnx.device", "fnx.tree", "fnx.determinism", "fnx.backends",
+              "fnx.dtypes", "fnx.device", "fnx.tree", "fnx.tree_util", "fnx.determinism", "fnx.backends",
               "fnx.threads"]),
     ("tensor", ["fnx.tensor", "fnx.legacy_types"]),  # the data type: core makes Tensors; methods that call ops are attached above
     # Primitive, bind, the trace stack; the jaxpr IR and its evaluator; FNX_DEBUG's op log (it wraps Primitive.impl)
@@ -33,7 +33,7 @@ LAYERS = [
     ("compile", ["fnx.transforms.compile"]),  # the compile transform: stages with transforms, runs lowering's kernels
     ("distributed", ["fnx.distributed"]),  # collectives: ops and vmap rules; nn.parallel and data build on them
     ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.utils",
-                   "fnx.distributions"]),
+                   "fnx.distributions", "fnx.lax", "fnx.scipy"]),
     ("top", ["fnx", "fnx.__main__", "fnx.demo", "fnx._env", "fnx.torch_alias", "fnx._torch_shim",
              "fnx._torch_shim.torch"]),
 ]

@@ -26,6 +26,8 @@ MODULES = [
     ("fnx.linalg", "linear algebra (torch.linalg)"),
     ("fnx.random", "pure, key-based random numbers (jax.random)"),
     ("fnx.tree", "pytrees"),
+    ("fnx.tree_util", "pytrees under JAX's names (jax.tree_util)"),
+    ("fnx.lax", "control flow, dynamic slices, dot_general, convolutions, windows (jax.lax)"),
     ("fnx.cuda", "CUDA availability"),
     ("fnx.nn", "modules, layers, losses, containers (torch.nn)"),
     ("fnx.nn.functional", "the functional forms (torch.nn.functional, imported as F)"),
