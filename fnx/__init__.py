@@ -33,7 +33,8 @@ from . import nn  # after the ops it builds on
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, optim, utils
 from . import distributions
-from . import lax, tree_util  # JAX's jax.lax and jax.tree_util names
+from . import lax, scipy, tree_util  # JAX's jax.lax, jax.scipy and jax.tree_util names
+from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put, devices, eval_shape
 from .serialization import load, save
 from math import e, inf, nan, pi
 from . import accelerator, backends

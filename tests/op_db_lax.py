@@ -1,4 +1,5 @@
-"""Op table: fnx.lax (JAX's lax API), on small inputs drawn by hypothesis, against float64 numpy references.
+"""Op table: fnx.lax, fnx.scipy and the jax.nn functions of fnx.nn (JAX's APIs), on small inputs drawn by
+hypothesis, against float64 numpy references (math.erf / math.lgamma where numpy has none; SciPy is not used).
 
 The control-flow entries (scan, fori_loop, cond, associative_scan) are compositions over fnx's loop
 primitives, so the generic checks run them eagerly, differentiated, batched and compiled. The convolution
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 
 import fnx
 import fnx.lax as lax
+import fnx.nn as nn
+from fnx.scipy import linalg as sl, special, stats
 from op_db import OpInfo, Sample, floats, shapes
 
 
@@ -262,6 +265,58 @@ def ref_sort_two(keys, vals):
     return keys[order], vals[order]
 
 
+@st.composite
+def logsumexp_sample(draw):
+    shape = draw(shapes(min_dims=1, max_dims=3))
+    axis = draw(st.sampled_from([None, -1, tuple(range(len(shape)))]))
+    b = draw(floats(shape, 0.2, 2.0)) if draw(st.booleans()) else None
+    return Sample((draw(floats(shape)), axis, b, draw(st.booleans())))
+
+
+def ref_logsumexp(a, axis, b, keepdims):
+    w = np.ones_like(a) if b is None else b
+    return np.log(np.sum(w * np.exp(a), axis=axis, keepdims=keepdims))
+
+
+def _spd(m):
+    return m @ m.T + m.shape[0] * np.eye(m.shape[0])
+
+
+def _spd_fnx(m):
+    return m @ m.mT + m.shape[0] * fnx.eye(m.shape[0], dtype=m.dtype)
+
+
+@st.composite
+def matrix_and_rhs(draw, batch_x=False):
+    n = draw(st.integers(1, 4))
+    lead = (draw(st.integers(1, 3)),) if batch_x else ()
+    return Sample((draw(floats((n, n), -1, 1)), draw(floats(lead + (n,)))))
+
+
+def ref_mvn_logpdf(m, x):
+    cov = _spd(m)
+    d = x
+    quad = np.einsum("...i,ij,...j->...", d, np.linalg.inv(cov), d)
+    return -0.5 * quad - 0.5 * np.log(np.linalg.det(cov)) - 0.5 * len(cov) * np.log(2 * np.pi)
+
+
+def ref_log_ndtr(x):
+    return np.vectorize(lambda v: math.log(0.5 * math.erfc(-v / math.sqrt(2))))(x)
+
+
+def ref_triangular(a, b):
+    t = np.tril(a) + 3 * np.eye(len(a))      # a well-conditioned lower triangle
+    return np.linalg.solve(t.T, b[..., None])[..., 0] if b.ndim == 2 else np.linalg.solve(t.T, b)
+
+
+def ref_gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def unary(lo=-3.0, hi=3.0):
+    return st.builds(lambda x: Sample((x,)), floats(shapes(), lo, hi))
+
+
 OPS = [
     OpInfo("lax.dot_general", lax.dot_general, ref_dot_general, dot_general_sample()),
     OpInfo("lax.dynamic_slice", lax.dynamic_slice, ref_dynamic_slice, dynamic_slice_sample()),
@@ -300,4 +355,26 @@ OPS = [
     OpInfo("lax.broadcast_in_dim", lambda x: lax.broadcast_in_dim(x, (2,) + x.shape + (3,), range(1, x.ndim + 1)),
            lambda x: np.broadcast_to(x[None, ..., None], (2,) + x.shape + (3,)),
            st.builds(lambda x: Sample((x,)), floats(shapes(max_dims=2)))),
+    OpInfo("scipy.special.logsumexp", special.logsumexp, ref_logsumexp, logsumexp_sample()),
+    OpInfo("scipy.special.log_ndtr", special.log_ndtr, ref_log_ndtr, unary(-14.0, 6.0), rtol=1e-6),
+    OpInfo("scipy.special.xlog1py", special.xlog1py, lambda x, y: np.where(x == 0, 0.0, x * np.log1p(y)),
+           st.builds(lambda x, y: Sample((np.where(np.abs(x) < 0.3, 0.0, x), y)), floats((3,)), floats((3,), -0.5, 2))),
+    OpInfo("scipy.stats.norm.logpdf", lambda x, m, s: stats.norm.logpdf(x, m, s),
+           lambda x, m, s: -0.5 * ((x - m) / s) ** 2 - 0.5 * np.log(2 * np.pi) - np.log(s),
+           st.builds(lambda x, m, s: Sample((x, m, s)), floats((3,)), floats((3,)), floats((3,), 0.5, 2.0))),
+    OpInfo("scipy.stats.multivariate_normal.logpdf",
+           lambda m, x: stats.multivariate_normal.logpdf(x, fnx.zeros(m.shape[0], dtype=m.dtype), _spd_fnx(m)),
+           ref_mvn_logpdf, matrix_and_rhs(batch_x=True)),
+    OpInfo("scipy.linalg.solve_triangular",
+           lambda a, b: sl.solve_triangular(a + 3 * fnx.eye(a.shape[0], dtype=a.dtype), b, trans="T", lower=True),
+           ref_triangular, matrix_and_rhs()),
+    OpInfo("scipy.linalg.cho_solve", lambda m, b: sl.cho_solve(sl.cho_factor(_spd_fnx(m)), b),
+           lambda m, b: np.linalg.solve(_spd(m), b), matrix_and_rhs()),
+    OpInfo("nn.gelu_jax", nn.gelu, ref_gelu_tanh, unary()),
+    OpInfo("nn.softmax_axis", lambda x: nn.softmax(x, axis=0),
+           lambda x: np.exp(x) / np.exp(x).sum(axis=0, keepdims=True),
+           st.builds(lambda x: Sample((x,)), floats(shapes(min_dims=1)))),
+    OpInfo("nn.standardize", nn.standardize,
+           lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5),
+           st.builds(lambda x: Sample((x,)), floats(shapes(min_dims=1)))),
 ]

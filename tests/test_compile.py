@@ -120,7 +120,8 @@ OP_CLASSES = {
                    "linalg.cholesky_upper", "linalg.det", "linalg.slogdet", "linalg.slogdet_logabsdet",
                    "linalg.matrix_power", "index_add", "scatter_add", "scatter_reduce_add", "index_put_accumulate",
                    "put_accumulate", "lax.dot_general", "lax.conv_general_dilated", "lax.conv_general_dilated_nhwc",
-                   "lax.reduce_window_add", "lax.cumsum_reverse", "lax.associative_scan"},
+                   "lax.reduce_window_add", "lax.cumsum_reverse", "lax.associative_scan",
+                   "scipy.stats.multivariate_normal.logpdf", "nn.softmax_axis"},
 }
 OP_BOUNDS = {"math": 2, "reductions": 8}   # math: compiled vs float64; reductions: compiled minus eager vs float64
 

@@ -34,7 +34,7 @@ LAYERS = [
     ("distributed", ["fnx.distributed"]),  # collectives: ops and vmap rules; nn.parallel and data build on them
     ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.utils",
                    "fnx.distributions", "fnx.lax", "fnx.scipy"]),
-    ("top", ["fnx", "fnx.__main__", "fnx.demo", "fnx._env", "fnx.torch_alias", "fnx._torch_shim",
+    ("top", ["fnx", "fnx.__main__", "fnx.jax_api", "fnx.demo", "fnx._env", "fnx.torch_alias", "fnx._torch_shim",
              "fnx._torch_shim.torch"]),
 ]
 _TOP_EXACT = set(LAYERS[-1][1])
