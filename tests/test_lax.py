@@ -178,3 +178,29 @@ def test_reductions_keep_the_operand_dtype_and_sort_top_k():
     assert keys.tolist() == [1.0, 2.0, 3.0] and vals.tolist() == [10, 20, 30]
     v, i = lax.top_k(fnx.tensor([[1.0, 5.0, 3.0]]), 2)
     assert v.tolist() == [[5.0, 3.0]] and i.tolist() == [[1, 2]] and i.dtype is fnx.int32
+
+
+def test_a_jax_style_convnet_step_under_jit_of_grad_matches_eager():
+    """conv_general_dilated (NHWC), reduce_window pooling, jax.nn functions and scipy's logsumexp, composed as
+    a JAX program composes them: jit(value_and_grad) equals the eager values and gradients."""
+    from fnx.scipy.special import logsumexp
+
+    rng = np.random.default_rng(3)
+    params = {"w": fnx.tensor(rng.standard_normal((3, 3, 1, 4)).astype(np.float32) * 0.3),
+              "d": fnx.tensor(rng.standard_normal((16, 3)).astype(np.float32) * 0.3)}
+    x = fnx.tensor(rng.standard_normal((5, 8, 8, 1)).astype(np.float32))
+    labels = fnx.nn.one_hot(fnx.tensor([0, 1, 2, 1, 0]), 3)
+
+    def loss(p, x, y):
+        h = lax.conv_general_dilated(x, p["w"], (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        h = lax.reduce_window(fnx.nn.relu(h), -np.inf, lax.max, (1, 4, 4, 1), (1, 4, 4, 1), "VALID")
+        logits = lax.dot_general(h.reshape(h.shape[0], 16), p["d"], (((1,), (0,)), ((), ())))
+        return -(logits * y).sum(1).mean() + logsumexp(logits, axis=1).mean()
+
+    eager_value, eager_grads = fnx.value_and_grad(loss)(params, x, labels)
+    value, grads = fnx.jit(fnx.value_and_grad(loss))(params, x, labels)
+    assert float(value) == pytest.approx(float(eager_value), rel=1e-5)
+    for k in params:
+        np.testing.assert_allclose(grads[k].numpy(), eager_grads[k].numpy(), rtol=1e-4, atol=1e-6)
+    per_example = fnx.vmap(lambda xi, yi: loss(params, xi[None], yi[None]))(x, labels)
+    assert float(per_example.mean()) == pytest.approx(float(eager_value), rel=1e-5)

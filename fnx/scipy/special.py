@@ -11,6 +11,7 @@ from ..ops.creation import stop_gradient
 from ..ops.reduce import amax, reduce_dims, sum as _sum
 from ..ops.shape import broadcast_tensors
 from ..lax._args import tensor_arg
+from ..nn import jax_functions as jax_nn
 from ..tensor import Tensor
 
 __all__ = ["logsumexp", "erf", "erfc", "expit", "logit", "xlogy", "xlog1py", "softmax", "log_softmax", "ndtr",
@@ -84,16 +85,12 @@ def xlog1py(x, y) -> Tensor:
 
 def softmax(x, axis=None) -> Tensor:
     """exp(x) normalised to sum to 1 over `axis` (all axes by default, as in jax.scipy.special)."""
-    x = _float(x)
-    axes = reduce_dims(axis, x.ndim, "softmax")
-    e = ew.exp(x - stop_gradient(amax(x, axes, keepdim=True)))
-    return e / _sum(e, axes, keepdim=True)
+    return jax_nn.softmax(x, axis)
 
 
 def log_softmax(x, axis=None) -> Tensor:
     """x - logsumexp(x) over `axis` (all axes by default)."""
-    x = _float(x)
-    return x - logsumexp(x, axis, keepdims=True)
+    return jax_nn.log_softmax(x, axis)
 
 
 def ndtr(x) -> Tensor:
