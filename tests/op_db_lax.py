@@ -358,6 +358,11 @@ OPS = [
     OpInfo("scipy.special.log_ndtr", special.log_ndtr, ref_log_ndtr, unary(-14.0, 6.0), rtol=1e-6),
     OpInfo("scipy.special.xlog1py", special.xlog1py, lambda x, y: np.where(x == 0, 0.0, x * np.log1p(y)),
            st.builds(lambda x, y: Sample((np.where(np.abs(x) < 0.3, 0.0, x), y)), floats((3,)), floats((3,), -0.5, 2))),
+    OpInfo("scipy.stats.beta.logpdf", lambda x, a, b: stats.beta.logpdf(x, a, b),
+           lambda x, a, b: (a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - np.vectorize(
+               lambda u, v: math.lgamma(u) + math.lgamma(v) - math.lgamma(u + v))(a, b),
+           st.builds(lambda x, a, b: Sample((x, a, b)), floats((3,), 0.05, 0.95), floats((3,), 0.5, 4.0),
+                     floats((3,), 0.5, 4.0)), rtol=1e-5),
     OpInfo("scipy.stats.norm.logpdf", lambda x, m, s: stats.norm.logpdf(x, m, s),
            lambda x, m, s: -0.5 * ((x - m) / s) ** 2 - 0.5 * np.log(2 * np.pi) - np.log(s),
            st.builds(lambda x, m, s: Sample((x, m, s)), floats((3,)), floats((3,)), floats((3,), 0.5, 2.0))),

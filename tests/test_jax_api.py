@@ -1,5 +1,5 @@
 """JAX's top-level runtime names on fnx (devices, device_put, device_get, block_until_ready, eval_shape) and the
-jax.nn functions of fnx.nn."""
+jax.nn functions and initializers of fnx.nn."""
 import math
 
 import numpy as np
@@ -59,3 +59,28 @@ def test_jax_names_do_not_shadow_pytorch_modules():
     assert isinstance(nn.ReLU(), nn.Module) and isinstance(nn.Softmax(dim=0), nn.Module)
     assert nn.functional.gelu(fnx.tensor([2.0])).item() == pytest.approx(2.0 * 0.5 * (1 + math.erf(2 / math.sqrt(2))))
     assert nn.functional.softmax is not nn.softmax and nn.functional.softmax(fnx.ones(2, 2), dim=0).sum() == 2
+
+
+def test_uniform_initializers_scale_with_the_fans():
+    key = fnx.random.PRNGKey(0)
+    w = nn.initializers.glorot_uniform()(key, (200, 300))
+    limit = math.sqrt(6 / 500)
+    assert w.dtype is fnx.float32 and float(w.abs().max()) <= limit and float(w.abs().max()) > 0.9 * limit
+    conv = nn.initializers.he_uniform()(key, (3, 3, 16, 32), fnx.float64)      # HWIO: fan_in = 3 * 3 * 16
+    assert conv.dtype is fnx.float64 and float(conv.abs().max()) <= math.sqrt(6 / 144)
+    assert nn.initializers.zeros(key, (2,)).tolist() == [0.0, 0.0] and nn.initializers.ones(key, 1).tolist() == [1.0]
+    assert nn.initializers.constant(3.0)(key, (2,)).tolist() == [3.0, 3.0]
+    assert (nn.initializers.normal(0.5)(key, (4,)) == nn.initializers.normal(0.5)(key, (4,))).all()
+    with pytest.raises(ValueError, match="unknown mode 'fan'"):
+        nn.initializers.variance_scaling(1.0, "fan", "normal")
+
+
+def test_truncated_normal_initializers_have_the_requested_variance_within_two_sigma():
+    key = fnx.random.PRNGKey(1)
+    w = nn.initializers.he_normal()(key, (400, 500))         # variance 2 / fan_in
+    assert float(w.abs().max()) <= 2 * math.sqrt(2 / 400) / 0.87962566103423978 + 1e-6
+    assert float(w.std()) == pytest.approx(math.sqrt(2 / 400), rel=0.02)
+    t = nn.initializers.truncated_normal(0.5)(key, (10_000,))
+    assert float(t.abs().max()) <= 1.0 and float(t.mean()) == pytest.approx(0.0, abs=0.02)
+    assert nn.initializers.glorot_normal()(key, (3, 4)).dtype is fnx.float32
+    assert nn.initializers.lecun_normal(dtype=fnx.float64)(key, (3, 4)).dtype is fnx.float64

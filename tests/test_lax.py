@@ -147,6 +147,9 @@ def test_elementwise_semantics_that_differ_from_numpy():
     assert lax.clamp(0.0, fnx.tensor([-1.0, 0.5, 2.0]), 1.0).tolist() == [0.0, 0.5, 1.0]
     assert lax.convert_element_type(fnx.tensor([1.7, -1.7]), np.int32).tolist() == [1, -1]
     assert lax.cbrt(fnx.tensor([-8.0, 27.0])).numpy() == pytest.approx([-2.0, 3.0])
+    assert lax.lgamma(fnx.tensor([4.0])).item() == pytest.approx(np.log(6.0))
+    assert lax.digamma(1.0).item() == pytest.approx(-0.5772156649, rel=1e-6)
+    assert lax.erf(lax.erf_inv(fnx.tensor([0.5]))).item() == pytest.approx(0.5, rel=1e-6)
     with pytest.raises(TypeError, match="pred must be a bool array"):
         lax.select(fnx.tensor([1.0]), fnx.ones(1), fnx.zeros(1))
     with pytest.raises(TypeError, match="must be a Python int"):

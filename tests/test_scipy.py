@@ -82,3 +82,25 @@ def test_linalg_follows_scipys_conventions():
         sl.solve_triangular(t, fnx.tensor(b), trans="X")
     with pytest.raises(ValueError, match="square matrices"):
         sl.cholesky(fnx.ones(2, 3))
+
+
+def test_gamma_family_erfinv_and_quantiles_take_jax_names():
+    x = fnx.tensor([0.5, 3.0, 7.5], dtype=fnx.float64)
+    np.testing.assert_allclose(special.gammaln(x).numpy(), [math.lgamma(v) for v in x.tolist()], rtol=1e-12)
+    assert float(special.digamma(1.0)) == pytest.approx(-0.5772156649, rel=1e-6)
+    assert float(special.betaln(2, 3)) == pytest.approx(math.log(1 / 12), rel=1e-6)
+    assert float(special.erf(special.erfinv(0.3))) == pytest.approx(0.3, rel=1e-6)
+    q = fnx.tensor([0.025, 0.5, 0.975], dtype=fnx.float64)
+    np.testing.assert_allclose(stats.norm.cdf(stats.norm.ppf(q, 2.0, 3.0), 2.0, 3.0).numpy(), q.numpy(), rtol=1e-12)
+    assert float(stats.norm.isf(0.025)) == pytest.approx(1.959963984540054, rel=1e-6)   # float32, as JAX
+
+
+def test_beta_density_and_the_missing_cdf():
+    x = fnx.tensor([0.25, 0.5, 1.5], dtype=fnx.float64)
+    logp = stats.beta.logpdf(x, 2.0, 3.0)
+    want = [math.log(12 * v * (1 - v) ** 2) for v in (0.25, 0.5)]       # B(2, 3) = 1/12
+    np.testing.assert_allclose(logp.numpy()[:2], want, rtol=1e-12)
+    assert logp.numpy()[2] == -math.inf
+    assert float(stats.beta.pdf(1.0, 2.0, 3.0, loc=0.5, scale=2.0)) == pytest.approx(12 * 0.25 * 0.75 ** 2 / 2)
+    with pytest.raises(NotImplementedError, match="betainc"):
+        stats.beta.logcdf(x, 2.0, 3.0)

@@ -1,12 +1,14 @@
 """JAX's elementwise lax functions over fnx ops: arithmetic with lax's integer semantics (`div` truncates, `rem`
 has the dividend's sign), `integer_pow`, `round` away from zero, `select`, `clamp(min, x, max)`,
-`convert_element_type` and `stop_gradient`."""
+`convert_element_type` and `stop_gradient`, and the special functions `erf_inv`, `lgamma`, `digamma`
+(fnx/ops/special.py)."""
 from __future__ import annotations
 
 import enum
 
 from ..dtypes import as_dtype
 from ..ops import elementwise as ew
+from ..ops import special as _special
 from ..ops.creation import stop_gradient
 from ..tensor import Tensor
 from ._args import tensor_arg
@@ -14,8 +16,8 @@ from ._args import tensor_arg
 __all__ = ["add", "sub", "mul", "div", "rem", "pow", "integer_pow", "max", "min", "neg", "abs", "sign", "floor",
            "ceil", "round", "RoundingMethod", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt", "cbrt",
            "square", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "logistic",
-           "erf", "erfc", "is_finite", "eq", "ne", "lt", "le", "gt", "ge", "select", "clamp",
-           "convert_element_type", "stop_gradient"]
+           "erf", "erfc", "erf_inv", "lgamma", "digamma", "is_finite", "eq", "ne", "lt", "le", "gt", "ge", "select",
+           "clamp", "convert_element_type", "stop_gradient"]
 
 
 def _unary(fn, name: str, doc: str):
@@ -76,6 +78,9 @@ cosh = _unary(ew.cosh, "cosh", "The hyperbolic cosine (lax.cosh).")
 logistic = _unary(ew.sigmoid, "logistic", "1 / (1 + exp(-x)), the logistic sigmoid (lax.logistic).")
 erf = _unary(ew.erf, "erf", "The error function (lax.erf).")
 erfc = _unary(ew.erfc, "erfc", "1 - erf(x), accurate for large x (lax.erfc).")
+erf_inv = _unary(_special.erfinv, "erf_inv", "The inverse error function on (-1, 1) (lax.erf_inv).")
+lgamma = _unary(_special.lgamma, "lgamma", "log |Γ(x)| (lax.lgamma).")
+digamma = _unary(_special.digamma, "digamma", "ψ(x) = d/dx log Γ(x) (lax.digamma).")
 is_finite = _unary(ew.isfinite, "is_finite", "True where x is neither infinite nor NaN (lax.is_finite).")
 
 

@@ -2,7 +2,7 @@
 
 `import fnx.nn as nn` and `import fnx.nn.functional as F` stand in for torch.nn and torch.nn.functional.
 """
-from . import functional, init, modules, parallel, utils
+from . import functional, init, initializers, modules, parallel, utils
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layers_all
@@ -15,7 +15,7 @@ from ..tensor import Tensor
 
 __all__ = ["functional", "init", "modules", "utils", "parallel", "Module", "RemovableHandle", "Parameter", "Buffer",
            "functional_call", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", *_layers_all,
-           *_jax_all]
+           "initializers", *_jax_all]
 
 # PyTorch's Tensor.softmax / Tensor.log_softmax: methods over the functional forms, attached here since the
 # tensor layer sits below nn.

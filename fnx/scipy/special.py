@@ -1,26 +1,39 @@
 """jax.scipy.special over fnx ops: `logsumexp` (with b=, keepdims=, return_sign=), the error and gamma
-functions, `expit` / `logit`, `xlogy` / `xlog1py`, `softmax` / `log_softmax`, and the normal CDF helpers
-`ndtr`, `log_ndtr` and `ndtri`."""
+functions, `expit` / `logit`, `xlogy` / `xlog1py`, `softmax` / `log_softmax`, and the normal distribution's
+`ndtr`, `log_ndtr` and `ndtri`.
+
+The gamma family, erfinv and the normal functions are fnx's own (fnx/ops/special.py); this module gives them
+JAX's names and argument conventions (numbers and integer arrays are promoted to the default float dtype).
+"""
 from __future__ import annotations
 
 import math
 
-from ..dtypes import get_default_dtype
+from ..dtypes import get_default_dtype, result_type
+from ..lax._args import tensor_arg
+from ..nn import jax_functions as jax_nn
 from ..ops import elementwise as ew
+from ..ops import special as sp
 from ..ops.creation import stop_gradient
 from ..ops.reduce import amax, reduce_dims, sum as _sum
 from ..ops.shape import broadcast_tensors
-from ..lax._args import tensor_arg
-from ..nn import jax_functions as jax_nn
 from ..tensor import Tensor
 
-__all__ = ["logsumexp", "erf", "erfc", "expit", "logit", "xlogy", "xlog1py", "softmax", "log_softmax", "ndtr",
-           "log_ndtr"]
+__all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamma", "betaln", "multigammaln",
+           "expit", "logit", "xlogy", "xlog1py", "softmax", "log_softmax", "ndtr", "log_ndtr", "ndtri"]
 
 
 def _float(x) -> Tensor:
     x = tensor_arg(x)
     return x if x.dtype.is_floating_point else x.to(get_default_dtype())
+
+
+def _floats(*xs) -> tuple:
+    """`xs` as tensors of one floating dtype: their promoted type (Python numbers are weak, as in JAX), or the
+    default float when that is not floating."""
+    dtype = result_type(*xs)
+    dtype = dtype if dtype.is_floating_point else get_default_dtype()
+    return tuple(tensor_arg(x).to(dtype) for x in xs)
 
 
 def _squeezed(x: Tensor, axes: tuple, keepdims: bool) -> Tensor:
@@ -35,8 +48,7 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
     """
     a = _float(a)
     if b is not None:
-        b = _float(b)
-        a, b = broadcast_tensors(a, b)
+        a, b = broadcast_tensors(a, _float(b))
     axes = reduce_dims(axis, a.ndim, "logsumexp")
     m = stop_gradient(amax(a, axes, keepdim=True)) if a.numel() else a
     m = ew.where(ew.isfinite(m), m, 0.0)
@@ -61,6 +73,37 @@ def erfc(x) -> Tensor:
     return ew.erfc(_float(x))
 
 
+def erfinv(x) -> Tensor:
+    """The inverse error function on (-1, 1)."""
+    return sp.erfinv(_float(x))
+
+
+def gammaln(x) -> Tensor:
+    """log |Γ(x)|."""
+    return sp.lgamma(_float(x))
+
+
+def digamma(x) -> Tensor:
+    """ψ(x) = d/dx log Γ(x)."""
+    return sp.digamma(_float(x))
+
+
+def polygamma(n: int, x) -> Tensor:
+    """The n-th derivative of the digamma function (n a Python int)."""
+    return sp.polygamma(int(n), _float(x))
+
+
+def betaln(a, b) -> Tensor:
+    """log |B(a, b)| = log Γ(a) + log Γ(b) - log Γ(a + b)."""
+    a, b = _floats(a, b)
+    return sp.lgamma(a) + sp.lgamma(b) - sp.lgamma(a + b)
+
+
+def multigammaln(a, d: int) -> Tensor:
+    """The log of the multivariate gamma function of dimension `d`."""
+    return sp.mvlgamma(_float(a), int(d))
+
+
 def expit(x) -> Tensor:
     """The logistic sigmoid 1 / (1 + exp(-x))."""
     return ew.sigmoid(_float(x))
@@ -73,12 +116,12 @@ def logit(x) -> Tensor:
 
 def xlogy(x, y) -> Tensor:
     """x * log(y), taken as 0 where x == 0."""
-    return ew.xlogy(_float(x), _float(y))
+    return ew.xlogy(*_floats(x, y))
 
 
 def xlog1py(x, y) -> Tensor:
-    """x * log1p(y), taken as 0 where x == 0."""
-    x, y = _float(x), _float(y)
+    """x * log1p(y), taken as 0 where x == 0; its derivative in x is log1p(y) there too, as JAX's rule gives."""
+    x, y = _floats(x, y)
     undefined = ew.logical_and(ew.eq(x, 0), ew.le(y, -1))   # 0 * log1p(-1): taken as 0, with zero gradients
     return x * ew.log1p(ew.where(undefined, 0.0, y))
 
@@ -94,27 +137,15 @@ def log_softmax(x, axis=None) -> Tensor:
 
 
 def ndtr(x) -> Tensor:
-    """The standard normal CDF, erfc(-x / sqrt(2)) / 2."""
-    return 0.5 * ew.erfc(_float(x) * -math.sqrt(0.5))
-
-
-# log_ndtr below -10 (where float32's erfc is still normal): the asymptotic series of log(erfc) (Abramowitz & Stegun 7.1.23), since erfc underflows
-_ASYMPTOTIC_FROM = -10.0
-_SERIES_TERMS = 12   # at x = -10 the next term is 25!! / 10**26 < 1e-13: the branches meet within float64's noise
+    """The standard normal CDF Φ(x)."""
+    return sp.ndtr(_float(x))
 
 
 def log_ndtr(x) -> Tensor:
-    """log of the standard normal CDF, accurate far into the lower tail."""
-    x = _float(x)
-    tail = ew.lt(x, _ASYMPTOTIC_FROM)
-    upper = ew.gt(x, 0)
-    lower_body = ew.log(ndtr(ew.where(ew.logical_or(tail, upper), 0.0, x)))
-    upper_body = ew.log1p(-ndtr(-ew.where(upper, x, 0.0)))   # log1p keeps the upper tail's small values exact
-    body = ew.where(upper, upper_body, lower_body)
-    t = ew.where(tail, x, _ASYMPTOTIC_FROM)
-    r = 1.0 / (t * t)
-    series = 1.0
-    for k in range(_SERIES_TERMS, 0, -1):   # 1 - r + 3 r^2 - 15 r^3 + ..., by Horner's rule
-        series = 1.0 - (2 * k - 1) * r * series
-    asymptotic = -0.5 * t * t - ew.log(-t) - 0.5 * math.log(2 * math.pi) + ew.log(series)
-    return ew.where(tail, asymptotic, body)
+    """log Φ(x), accurate far into both tails."""
+    return sp.log_ndtr(_float(x))
+
+
+def ndtri(p) -> Tensor:
+    """The standard normal quantile Φ⁻¹(p)."""
+    return sp.ndtri(_float(p))

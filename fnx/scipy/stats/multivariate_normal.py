@@ -8,7 +8,7 @@ from ...ops.decompositions import cholesky
 from ...ops.shape import broadcast_shapes
 from ...tensor import Tensor
 from ..linalg import solve_triangular
-from ..special import _float
+from ..special import _floats
 
 __all__ = ["logpdf", "pdf"]
 
@@ -18,7 +18,7 @@ def logpdf(x, mean, cov, allow_singular: bool = False) -> Tensor:
     if allow_singular:
         raise NotImplementedError("multivariate_normal.logpdf: allow_singular=True (a pseudo-determinant) is not "
                                   "supported in fnx")
-    x, mean, cov = _float(x), _float(mean), _float(cov)
+    x, mean, cov = _floats(x, mean, cov)
     diff = x - mean
     n = diff.shape[-1]
     if cov.ndim < 2 or tuple(cov.shape[-2:]) != (n, n):

@@ -1,20 +1,20 @@
-"""The normal distribution's functions, as jax.scipy.stats.norm: logpdf, pdf, logcdf, cdf, sf, logsf, ppf."""
+"""The normal distribution's functions, as jax.scipy.stats.norm: logpdf, pdf, logcdf, cdf, sf, logsf, ppf, isf."""
 from __future__ import annotations
 
 import math
 
 from ...ops import elementwise as ew
 from ...tensor import Tensor
-from ..special import _float, log_ndtr, ndtr
+from ..special import _floats, log_ndtr, ndtr, ndtri
 
-__all__ = ["logpdf", "pdf", "logcdf", "cdf", "sf", "logsf"]
+__all__ = ["logpdf", "pdf", "logcdf", "cdf", "sf", "logsf", "ppf", "isf"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 def _standard(x, loc, scale) -> tuple[Tensor, Tensor]:
-    scale = _float(scale)
-    return (_float(x) - loc) / scale, scale
+    x, loc, scale = _floats(x, loc, scale)
+    return (x - loc) / scale, scale
 
 
 def logpdf(x, loc=0, scale=1) -> Tensor:
@@ -46,3 +46,15 @@ def sf(x, loc=0, scale=1) -> Tensor:
 def logsf(x, loc=0, scale=1) -> Tensor:
     """log P(X > x)."""
     return log_ndtr(-_standard(x, loc, scale)[0])
+
+
+def ppf(q, loc=0, scale=1) -> Tensor:
+    """The quantile function: the x with cdf(x) = q."""
+    q, loc, scale = _floats(q, loc, scale)
+    return loc + scale * ndtri(q)
+
+
+def isf(q, loc=0, scale=1) -> Tensor:
+    """The inverse survival function: the x with sf(x) = q."""
+    q, loc, scale = _floats(q, loc, scale)
+    return loc - scale * ndtri(q)
