@@ -207,3 +207,16 @@ def test_a_jax_style_convnet_step_under_jit_of_grad_matches_eager():
         np.testing.assert_allclose(grads[k].numpy(), eager_grads[k].numpy(), rtol=1e-4, atol=1e-6)
     per_example = fnx.vmap(lambda xi, yi: loss(params, xi[None], yi[None]))(x, labels)
     assert float(per_example.mean()) == pytest.approx(float(eager_value), rel=1e-5)
+
+
+@pytest.mark.parametrize("padding,k,s", [("VALID", 3, 2), ("SAME", 3, 2), ("SAME", 2, 3), ("VALID", 2, 3)])
+def test_conv_transpose_output_sizes_follow_jax(padding, k, s):
+    y = lax.conv_transpose(fnx.ones(1, 5, 2), fnx.ones(k, 2, 3), (s,), padding, dimension_numbers=("NWC", "WIO", "NWC"))
+    assert tuple(y.shape) == (1, 5 * s + (max(k - s, 0) if padding == "VALID" else 0), 3)
+
+
+def test_conv_transpose_with_transposed_kernel_is_pytorchs_conv_transpose():
+    rng = np.random.default_rng(4)
+    x, w = fnx.tensor(rng.standard_normal((2, 3, 5))), fnx.tensor(rng.standard_normal((3, 4, 3)))   # OIW of a conv
+    y = lax.conv_transpose(x, w, (2,), "VALID", transpose_kernel=True)
+    np.testing.assert_allclose(y.numpy(), fnx.nn.functional.conv_transpose1d(x, w, stride=2).numpy(), rtol=1e-10)
