@@ -130,6 +130,12 @@ def test_control_flow_takes_numpy_and_python_numbers_as_jax_does():
         lax.scan(lambda c, x: (c, x), 0.0, np.arange(2.0), unroll=0)
 
 
+def test_a_zero_length_scan_stacks_empty_ys_as_jax_does():
+    carry, ys = lax.scan(lambda c, x: (c + x.sum(), {"y": x * 2, "n": c}), fnx.tensor(1.0), fnx.zeros(0, 3))
+    assert float(carry) == 1.0 and tuple(ys["y"].shape) == (0, 3) and tuple(ys["n"].shape) == (0,)
+    assert lax.scan(lambda c, x: (c, None), 0.0, fnx.zeros(0))[1] is None
+
+
 def test_map_with_and_without_batch_size():
     xs = fnx.arange(7.0)
     assert lax.map(lambda v: v * v, xs).tolist() == (np.arange(7.0) ** 2).tolist()
@@ -167,6 +173,9 @@ def test_shape_functions_with_explicit_dimensions():
     assert lax.slice(x, (0, 1), (2, 3), (1, 2)).tolist() == [[1.0], [4.0]]
     assert lax.slice_in_dim(x, -2, None, axis=1).tolist() == [[1.0, 2.0], [4.0, 5.0]]
     assert tuple(lax.collapse(fnx.ones(2, 3, 4), 1).shape) == (2, 12)
+    assert lax.full((2,), 3, np.float32).tolist() == [3.0, 3.0] and lax.full((1,), 2.5).dtype is fnx.float32
+    assert lax.full_like(fnx.ones(2, dtype=fnx.int32), 7).tolist() == [7, 7]
+    assert tuple(lax.full_like(x, 0.0, shape=(4,)).shape) == (4,)
     with pytest.raises(ValueError, match="broadcast_in_dim"):
         lax.broadcast_in_dim(x, (2, 4), (0, 1))
 
