@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import dtypes as _dt
 from .errors import FnxTypeError
 from .ops import (arrange, creation, elementwise as ew, indexing, inplace, joins, linalg, reduce, sampling,
-                  shape, sort)
+                  shape, sort, special)
 from .ops.creation import empty, stop_gradient, tensor as _tensor, transfer
 from .ops.elementwise import convert, where
 from .ops.indexing import _put_functional, _values
@@ -60,7 +60,7 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
 
 
 attach(_METHODS)
-for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling):  # each family's own methods
+for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling, special):  # each family's own methods
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 for _dunder, _name in _INPLACE_OPERATORS.items():

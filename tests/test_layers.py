@@ -17,7 +17,7 @@ FNX = Path(__file__).resolve().parent.parent / "fnx"
 # the exact-name entries of the top layer ("fnx" is the package's __init__) cover nothing below them.
 LAYERS = [
     ("leaf", ["fnx._warn", "fnx._version", "fnx._threefry", "fnx._graph", "fnx.errors", "fnx.abstract",
-              "fnx.dtypes", "fnx.device", "fnx.tree", "fnx.determinism", "fnx.backends",
+              "fnx.dtypes", "fnx.device", "fnx.tree", "fnx.tree_util", "fnx.determinism", "fnx.backends",
               "fnx.threads"]),
     ("tensor", ["fnx.tensor", "fnx.legacy_types"]),  # the data type: core makes Tensors; methods that call ops are attached above
     # Primitive, bind, the trace stack; the jaxpr IR and its evaluator; FNX_DEBUG's op log (it wraps Primitive.impl)
@@ -33,8 +33,9 @@ LAYERS = [
     ("compile", ["fnx.transforms.compile"]),  # the compile transform: stages with transforms, runs lowering's kernels
     ("distributed", ["fnx.distributed"]),  # collectives: ops and vmap rules; nn.parallel and data build on them
     ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.export", "fnx.utils",
-                   "fnx.distributions"]),
-    ("top", ["fnx", "fnx.__main__", "fnx.demo", "fnx._env", "fnx.torch_alias", "fnx._torch_shim",
+                   # fnx.special: torch.special's names, softmax among them; fnx.lax, fnx.scipy: JAX's
+                   "fnx.distributions", "fnx.special", "fnx.lax", "fnx.scipy"]),
+    ("top", ["fnx", "fnx.__main__", "fnx.jax_api", "fnx.demo", "fnx._env", "fnx.torch_alias", "fnx._torch_shim",
              "fnx._torch_shim.torch"]),
 ]
 _TOP_EXACT = set(LAYERS[-1][1])
