@@ -1,4 +1,4 @@
-"""`fnx.save` / `fnx.load`: checkpoints in a documented format that never executes code when loaded.
+"""fnx's checkpoint format (`fnx.save`), and `fnx.load`, which reads it and recognises the other formats.
 
 A file is an uncompressed zip archive holding
 
@@ -14,7 +14,7 @@ A file is an uncompressed zip archive holding
 
 Loading reads JSON and `.npy` headers only (`np.load(..., allow_pickle=False)`), checks every entry
 against the manifest, and raises `UnpicklingError` (a RuntimeError) naming the problem for a damaged,
-truncated, foreign or hostile file, including PyTorch's pickle-based checkpoints. Before anything is read,
+truncated, foreign or hostile file. Before anything is read,
 the archive's layout is checked, so that loading needs memory in proportion to the file's size and no more:
 every entry is stored uncompressed (no compression bombs), lies inside the file without overlapping another
 (no entry counted twice), has a plain name (`manifest.json`, `data/<k>.npy`: no `..`, no absolute path) that
@@ -31,9 +31,7 @@ import io
 import json
 import math
 import os
-import pickle
 import re
-import stat
 import struct
 import zipfile
 from collections import OrderedDict
@@ -41,26 +39,21 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from . import dtypes as _dt
-from .core import FnxRuntimeError, FnxTypeError, FnxValueError
-from .device import cpu, device as _device, is_cuda_available
-from .nn.parameter import Parameter
-from .tensor import Tensor, Tracer, from_array
+from .. import dtypes as _dt
+from ..core import FnxTypeError, FnxValueError
+from ..device import cpu, device as _device
+from ..nn.parameter import Parameter
+from . import torch_format
+from ..tensor import Tensor, Tracer, from_array
+from .common import UnpicklingError, atomic_write, check_zip, parse_device, place, short
 
-__all__ = ["save", "load", "UnpicklingError", "FORMAT", "VERSION", "MAX_MANIFEST_BYTES"]
+__all__ = ["save", "load", "FORMAT", "VERSION", "MAX_MANIFEST_BYTES"]
 
 FORMAT, VERSION = "fnx", 1
 MAX_MANIFEST_BYTES = 16 << 20  # about 100,000 tensors; parsing JSON can take ~30 times its size in memory
 _MANIFEST = "manifest.json"
 _ARRAY_NAME = re.compile(r"data/(0|[1-9][0-9]*)\.npy")
 _TAGS = ("tuple", "dict", "odict", "tensor", "dtype", "device", "float")
-
-
-class UnpicklingError(FnxRuntimeError, pickle.UnpicklingError):
-    """`fnx.load` refused a file: damaged, truncated, not an fnx checkpoint, or hostile.
-
-    Also a `pickle.UnpicklingError`, so code written for `torch.load(weights_only=True)` catches it.
-    """
 
 
 # ---------------------------------------------------------------- save
@@ -73,43 +66,10 @@ def save(obj: Any, f) -> None:
     manifest = {"format": FORMAT, "version": VERSION, "tensors": tensors,
                 "object": _Encoder(tensors, arrays).encode(obj, "obj")}
     payload = json.dumps(manifest, allow_nan=False, separators=(",", ":")).encode()
-    if not isinstance(f, (str, os.PathLike)):
+    if isinstance(f, (str, os.PathLike)):
+        atomic_write(f, lambda fh: _write_zip(fh, payload, arrays), "fnx.save")
+    else:
         _write_zip(f, payload, arrays)
-        return
-    path = os.fspath(f)
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        keep_mode = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        keep_mode = None
-    # A new file is created 0o666 and the kernel applies the umask, as open() does; a file being replaced is
-    # first written owner-only, then given the old file's permissions just before it takes its place.
-    fd, tmp = _create_temp(directory, os.path.basename(path), 0o666 if keep_mode is None else 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            _write_zip(fh, payload, arrays)
-            fh.flush()
-            if keep_mode is not None:
-                os.chmod(fh.fileno() if os.chmod in os.supports_fd else tmp, keep_mode)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(directory)
-
-
-def _create_temp(directory: str, name: str, mode: int) -> tuple[int, str]:
-    """A new file `.<name>.<random>.tmp` in `directory`, opened for writing with `mode` (less the umask)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    for _ in range(100):
-        tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
-        try:
-            return os.open(tmp, flags, mode), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"fnx.save: could not create a temporary file next to {name!r} in {directory}")
 
 
 def _write_zip(fh: BinaryIO, payload: bytes, arrays: list[np.ndarray]) -> None:
@@ -118,20 +78,6 @@ def _write_zip(fh: BinaryIO, payload: bytes, arrays: list[np.ndarray]) -> None:
         for k, arr in enumerate(arrays):
             with zf.open(f"data/{k}.npy", "w", force_zip64=True) as out:
                 np.save(out, arr, allow_pickle=False)
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make the rename durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class _Encoder:
@@ -205,15 +151,18 @@ class _Encoder:
 
 # ---------------------------------------------------------------- load
 def load(f, map_location=None, pickle_module=None, *, weights_only: bool = True, mmap: bool | None = None) -> Any:
-    """Load what `fnx.save` wrote to `f` (a path or a readable binary file).
+    """Load the checkpoint in `f` (a path or a readable binary file): what `fnx.save` wrote, or a PyTorch
+    `torch.save` zip file (`.pt`, `.pth`, `.bin`), read as `torch.load(weights_only=True)` reads it, into fnx
+    tensors, without torch. Nothing in the file is ever run; a damaged or hostile file raises `UnpicklingError`.
 
     `map_location` moves tensors: None keeps the saved devices (a CUDA tensor needs CUDA), a device or
     string sends every tensor there, a dict maps saved locations ("cuda:1") to devices, and a callable
-    `fn(tensor, location) -> Tensor | None` decides per tensor (None keeps the saved device). The format
-    never runs code, so `weights_only` makes no difference; `pickle_module` must be None.
+    `fn(tensor, location) -> Tensor | None` decides per tensor (None keeps the saved device; for a PyTorch file
+    it is called once per storage, with the storage as a flat tensor). Loading is always weights-only, so
+    `weights_only` makes no difference; `pickle_module` must be None.
     """
     if pickle_module is not None:
-        raise FnxValueError("fnx.load: pickle_module must be None; fnx files are never unpickled")
+        raise FnxValueError("fnx.load: pickle_module must be None; fnx.load reads pickles only with its own restricted unpickler")
     if mmap:
         raise NotImplementedError("fnx.load(mmap=True): memory-mapping tensors is not supported yet; load without "
                                   "mmap (tensors are read into memory)")
@@ -230,10 +179,7 @@ def _load(fh: BinaryIO, map_location) -> Any:
         raise UnpicklingError("fnx.load: the file is empty")
     if head != b"PK\x03\x04":
         if head[:1] == b"\x80":
-            raise UnpicklingError("fnx.load: this is a pickle file (PyTorch's legacy torch.save format), not an fnx "
-                                  "checkpoint. fnx never unpickles, because unpickling can run arbitrary code; "
-                                  "convert it with PyTorch: load it with torch.load(path, weights_only=True) and "
-                                  "save its tensors with fnx.save")
+            torch_format.refuse_plain_pickle(fh)
         raise UnpicklingError("fnx.load: not an fnx checkpoint (not a zip archive)")
     try:
         with zipfile.ZipFile(fh) as zf:
@@ -254,16 +200,13 @@ class _Decoder:
 
     def run(self) -> Any:
         infos = self.zf.infolist()
-        _check_names(infos)
+        check_zip(self.fh, infos)
         names = {info.filename for info in infos}
         if _MANIFEST not in names:
-            if any(n.endswith("data.pkl") for n in names):
-                raise UnpicklingError("fnx.load: this is a PyTorch checkpoint (torch.save's zip format, which holds "
-                                      "a pickle), not an fnx one. fnx never unpickles, because unpickling can run "
-                                      "arbitrary code; convert it with PyTorch: load it with torch.load(path, "
-                                      "weights_only=True) and save its tensors with fnx.save")
-            raise UnpicklingError("fnx.load: not an fnx checkpoint (the zip archive has no manifest.json)")
-        _check_layout(self.fh, infos)
+            if torch_format.is_torch_archive(names):
+                return torch_format.load_archive(self.zf, names, self.map_location)
+            raise UnpicklingError("fnx.load: neither an fnx checkpoint nor a PyTorch one (the zip archive has no "
+                                  "manifest.json and no data.pkl)")
         info = self.zf.getinfo(_MANIFEST)
         if info.file_size > MAX_MANIFEST_BYTES:
             raise UnpicklingError(f"fnx.load: manifest.json holds {info.file_size} bytes, more than the "
@@ -295,7 +238,7 @@ class _Decoder:
         if isinstance(v, list):
             return [self.decode(x) for x in v]
         if not isinstance(v, dict) or len(v) != 1:
-            raise UnpicklingError(f"fnx.load: malformed value in the manifest: {_short(v)}")
+            raise UnpicklingError(f"fnx.load: malformed value in the manifest: {short(v)}")
         (tag, body), = v.items()
         if tag == "tuple" and isinstance(body, list):
             return tuple(self.decode(x) for x in body)
@@ -304,7 +247,7 @@ class _Decoder:
             for item in body:
                 if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], (str, int))
                         and not isinstance(item[0], bool)):
-                    raise UnpicklingError(f"fnx.load: malformed dict item in the manifest: {_short(item)}")
+                    raise UnpicklingError(f"fnx.load: malformed dict item in the manifest: {short(item)}")
                 out[item[0]] = self.decode(item[1])
             return out
         if tag == "tensor" and isinstance(body, int) and not isinstance(body, bool) and 0 <= body < len(self.tensors):
@@ -312,12 +255,12 @@ class _Decoder:
         if tag == "dtype" and body in _dt._BY_NAME:
             return _dt._BY_NAME[body]
         if tag == "device" and isinstance(body, str):
-            return _parse_device(body)
+            return parse_device(body)
         if tag == "float" and body in ("nan", "inf", "-inf"):
             return float(body)
         if tag not in _TAGS:
             raise UnpicklingError(f"fnx.load: unknown tag {tag!r} in the manifest (known: {', '.join(_TAGS)})")
-        raise UnpicklingError(f"fnx.load: malformed {tag!r} value in the manifest: {_short(body)}")
+        raise UnpicklingError(f"fnx.load: malformed {tag!r} value in the manifest: {short(body)}")
 
     def tensor(self, entry, i: int) -> Tensor:
         if not isinstance(entry, dict):
@@ -326,14 +269,14 @@ class _Decoder:
         shape = entry.get("shape")
         location = entry.get("device")
         if dtype is None or dtype.name != entry["dtype"]:
-            raise UnpicklingError(f"fnx.load: tensor entry {i} has an unknown dtype {_short(entry.get('dtype'))}")
+            raise UnpicklingError(f"fnx.load: tensor entry {i} has an unknown dtype {short(entry.get('dtype'))}")
         if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)):
-            raise UnpicklingError(f"fnx.load: tensor entry {i} has a malformed shape {_short(shape)}")
+            raise UnpicklingError(f"fnx.load: tensor entry {i} has a malformed shape {short(shape)}")
         if not isinstance(location, str):
-            raise UnpicklingError(f"fnx.load: tensor entry {i} has a malformed device {_short(location)}")
-        saved_device = _parse_device(location)
+            raise UnpicklingError(f"fnx.load: tensor entry {i} has a malformed device {short(location)}")
+        saved_device = parse_device(location)
         arr = self.array(entry.get("data"), dtype, tuple(shape), i)
-        t = self.place(from_array(arr), str(saved_device))
+        t = place(from_array(arr), str(saved_device), self.map_location)
         requires_grad = entry.get("requires_grad") is True
         if requires_grad and not dtype.is_floating_point:
             raise UnpicklingError(f"fnx.load: tensor entry {i} of dtype {dtype.name} cannot require grad")
@@ -344,7 +287,7 @@ class _Decoder:
     def array(self, name, dtype: _dt.dtype, shape: tuple, i: int) -> np.ndarray:
         """The array stored as `name`, checked to hold `shape` elements of `dtype` and nothing else."""
         if not isinstance(name, str) or not _ARRAY_NAME.fullmatch(name):
-            raise UnpicklingError(f"fnx.load: tensor entry {i} names an invalid data file {_short(name)} (expected "
+            raise UnpicklingError(f"fnx.load: tensor entry {i} names an invalid data file {short(name)} (expected "
                                   f"'data/<k>.npy')")
         stored = np.dtype(np.uint16) if dtype is _dt.bfloat16 else dtype.np
         arr = self.arrays.get(name)
@@ -359,78 +302,6 @@ class _Decoder:
             raise UnpicklingError(f"fnx.load: tensor entry {i} expects {dtype.name}{list(shape)}, but {name} holds "
                                   f"{arr.dtype}{list(arr.shape)}")
         return arr.view(dtype.np) if dtype is _dt.bfloat16 else arr
-
-    def place(self, t: Tensor, location: str) -> Tensor:
-        """Move a loaded (CPU) tensor to where `map_location` says, or back to its saved device."""
-        ml = self.map_location
-        if callable(ml):
-            moved = ml(t, location)
-            if moved is not None:
-                return moved
-            target = location
-        elif isinstance(ml, dict):
-            target = ml.get(location, location)
-        elif ml is not None:
-            target = ml
-        else:
-            target = location
-        target = _device(target)
-        if target.type == "cuda" and not is_cuda_available():
-            raise FnxRuntimeError(f"fnx.load: a tensor was saved on {location}, but CUDA is not available here; "
-                                  f"pass map_location='cpu' to load it on the CPU")
-        return t if target is cpu else t.to(target)
-
-
-def _check_names(infos: list) -> None:
-    """Refuse duplicate entry names (a zip tool and a loader could each pick a different one) and names that
-    would escape a folder if the archive were extracted."""
-    seen: set[str] = set()
-    for info in infos:
-        name = info.filename
-        if name in seen:
-            raise UnpicklingError(f"fnx.load: the archive holds two entries named {_short(name)}; a file built to "
-                                  f"show one content to one reader and another to the next is refused")
-        seen.add(name)
-        parts = name.split("/")
-        if (name.startswith("/") or "\\" in name or ":" in parts[0]
-                or any(p in ("", ".", "..") for p in parts[:-1]) or parts[-1] in (".", "..")):
-            raise UnpicklingError(f"fnx.load: the archive holds an entry with an unsafe name {_short(name)} (an "
-                                  f"absolute path, a drive, a backslash or a '..' component)")
-
-
-def _check_layout(fh: BinaryIO, infos: list) -> None:
-    """Check, before reading any entry, that each is stored uncompressed, unencrypted, inside the file and apart
-    from every other: then reading the entries takes no more memory than the file's size."""
-    size = fh.seek(0, io.SEEK_END)
-    spans = []
-    for info in infos:
-        name = _short(info.filename)
-        if info.flag_bits & 0x1:
-            raise UnpicklingError(f"fnx.load: {name} is encrypted; fnx checkpoints are not")
-        if info.compress_type != zipfile.ZIP_STORED:
-            raise UnpicklingError(f"fnx.load: {name} is compressed (zip method {info.compress_type}); fnx "
-                                  f"checkpoints store every entry uncompressed, and a compressed entry could expand "
-                                  f"without bound, so it is not read")
-        if info.compress_size != info.file_size:
-            raise UnpicklingError(f"fnx.load: {name} is stored uncompressed in {info.compress_size} bytes but "
-                                  f"declares {info.file_size}; the file is damaged")
-        local = b""
-        if 0 <= info.header_offset <= size - 30:
-            fh.seek(info.header_offset)
-            local = fh.read(30)
-        if len(local) != 30 or local[:4] != b"PK\x03\x04":
-            raise UnpicklingError(f"fnx.load: the file is damaged or truncated (no local header for {name})")
-        name_len, extra_len = struct.unpack("<HH", local[26:30])
-        end = info.header_offset + 30 + name_len + extra_len + info.compress_size
-        if end > size:
-            raise UnpicklingError(f"fnx.load: {name} declares {info.file_size} bytes, which run past the end of the "
-                                  f"{size}-byte file; the file is damaged or truncated")
-        spans.append((info.header_offset, end, name))
-    spans.sort()
-    for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
-        if start < end:
-            raise UnpicklingError(f"fnx.load: the entries {first} and {second} overlap in the file; fnx "
-                                  f"checkpoints store each entry once, apart from the others")
 
 
 def _read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape: tuple) -> np.ndarray:
@@ -463,14 +334,3 @@ def _read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape
             raise UnpicklingError(f"fnx.load: {info.filename} is damaged ({e})") from e
     return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
-
-def _parse_device(text: str):
-    try:
-        return _device(text)
-    except (RuntimeError, TypeError) as e:
-        raise UnpicklingError(f"fnx.load: unknown device {_short(text)} in the manifest") from e
-
-
-def _short(v, limit: int = 80) -> str:
-    text = repr(v)
-    return text if len(text) <= limit else text[:limit] + "..."
