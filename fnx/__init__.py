@@ -33,7 +33,7 @@ from . import nn  # after the ops it builds on
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, optim, utils
 from . import distributions
-from .serialization import load, save
+from .serialization import load, load_safetensors, save, save_safetensors
 from math import e, inf, nan, pi
 from . import accelerator, backends
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision

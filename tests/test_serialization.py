@@ -161,7 +161,7 @@ def no_pwn():
     (pickle.dumps(Exploit()), "pickle file"),
     (pickle.dumps({"w": [1, 2]}, protocol=2), "pickle file"),
     (b"", "empty"),
-    (b"not a checkpoint at all", "not a zip archive"),
+    (b"not a checkpoint at all", "neither a zip archive"),
     (make_archive(raw_manifest="{]"), "not valid JSON"),
     (make_archive({"format": "other", "version": 1}), "format is not 'fnx'"),
     (make_archive({"format": "fnx", "version": 99, "tensors": [], "object": None}), "version 99"),
@@ -203,7 +203,7 @@ def test_truncated_and_damaged_files_are_refused(tmp_path, no_pwn):
     save({"w": fnx.randn(64, 8), "meta": {"step": 10}}, path)
     blob = path.read_bytes()
     for cut in (1, 4, 30, len(blob) // 3, len(blob) // 2, len(blob) - 22, len(blob) - 1):
-        with pytest.raises(UnpicklingError, match="damaged or truncated|not a zip|empty"):
+        with pytest.raises(UnpicklingError, match="damaged or truncated|neither a zip|empty"):
             load(io.BytesIO(blob[:cut]))
     start = blob.index(b"\x93NUMPY") + 200  # inside the tensor data: the CRC check catches the flip
     flipped = blob[:start] + bytes([blob[start] ^ 0xFF]) + blob[start + 1:]

@@ -43,7 +43,7 @@ from .. import dtypes as _dt
 from ..core import FnxTypeError, FnxValueError
 from ..device import cpu, device as _device
 from ..nn.parameter import Parameter
-from . import torch_format
+from . import safetensors_format, torch_format
 from ..tensor import Tensor, Tracer, from_array
 from .common import UnpicklingError, atomic_write, check_zip, parse_device, place, short
 
@@ -180,7 +180,10 @@ def _load(fh: BinaryIO, map_location) -> Any:
     if head != b"PK\x03\x04":
         if head[:1] == b"\x80":
             torch_format.refuse_plain_pickle(fh)
-        raise UnpicklingError("fnx.load: not an fnx checkpoint (not a zip archive)")
+        if safetensors_format.looks_like_safetensors(fh):
+            return safetensors_format.read_safetensors(fh, map_location)
+        raise UnpicklingError("fnx.load: not a checkpoint that fnx reads (neither a zip archive, fnx's or "
+                              "PyTorch's, nor a safetensors file)")
     try:
         with zipfile.ZipFile(fh) as zf:
             return _Decoder(fh, zf, map_location).run()
