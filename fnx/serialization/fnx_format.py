@@ -7,10 +7,17 @@ A file is an uncompressed zip archive holding
   "device": "cpu" | "cuda:N", "requires_grad": bool, "parameter": bool}`, and a value is JSON
   `null`/`true`/`false`/number/string (None, bool, int, float, str), a JSON array (a list), or an
   object with one tag: `{"tuple": [values]}`, `{"dict": [[key, value], ...]}` (keys str or int),
-  `{"odict": [[key, value], ...]}` (an OrderedDict), `{"tensor": index}`, `{"dtype": "float32"}`,
-  `{"device": "cuda:0"}`, `{"float": "nan" | "inf" | "-inf"}`;
+  `{"odict": [[key, value], ...]}` (an OrderedDict), `{"set": [values]}`, `{"frozenset": [values]}`,
+  `{"tensor": index}`, `{"ndarray": {"data": "data/<k>.npy", "dtype": "<f4", "shape": [...]}}` (a numpy
+  array), `{"dtype": "float32"}`, `{"device": "cuda:0"}`, `{"float": "nan" | "inf" | "-inf"}`,
+  `{"complex": [re, im]}`, `{"bytes": "<hex>"}`, `{"global": {"module": ..., "name": ...}}` (a class or function
+  by name), `{"object": {"class": {"module": ..., "name": ...}, "id": n, "state": <its attributes>}}` (an
+  instance, e.g. a whole module: its class by name and its `__dict__`; objects are numbered in the order they
+  appear) or `{"ref": n}` (the object numbered n again). Names resolve as fnx/serialization/objects.py says: to
+  fnx's own modules and public functions, or to what the caller allowed; nothing named is imported or called;
 - `data/<k>.npy`: one `.npy` file (numpy's format, written without pickle) per distinct array;
-  bfloat16 is stored as its uint16 bits. Tensors that are the same array are stored once.
+  bfloat16 is stored as its uint16 bits. Tensors that are the same array are stored once. A tensor of another
+  library that speaks DLPack (a torch tensor) is saved as the fnx tensor it converts to.
 
 Loading reads JSON and `.npy` headers only (`np.load(..., allow_pickle=False)`), checks every entry
 against the manifest, and raises `UnpicklingError` (a RuntimeError) naming the problem for a damaged,
@@ -33,6 +40,7 @@ import math
 import os
 import re
 import struct
+import types
 import zipfile
 from collections import OrderedDict
 from typing import Any, BinaryIO
@@ -43,9 +51,11 @@ from .. import dtypes as _dt
 from ..core import FnxTypeError, FnxValueError
 from ..device import cpu, device as _device
 from ..nn.parameter import Parameter
+from ..ops.creation import from_dlpack
 from . import safetensors_format, torch_format
 from ..tensor import Tensor, Tracer, from_array
 from .common import UnpicklingError, atomic_write, check_zip, parse_device, place, short
+from .objects import global_path, new_instance, resolve_class, resolve_global
 
 __all__ = ["save", "load", "FORMAT", "VERSION", "MAX_MANIFEST_BYTES"]
 
@@ -53,14 +63,16 @@ FORMAT, VERSION = "fnx", 1
 MAX_MANIFEST_BYTES = 16 << 20  # about 100,000 tensors; parsing JSON can take ~30 times its size in memory
 _MANIFEST = "manifest.json"
 _ARRAY_NAME = re.compile(r"data/(0|[1-9][0-9]*)\.npy")
-_TAGS = ("tuple", "dict", "odict", "tensor", "dtype", "device", "float")
+_TAGS = ("tuple", "dict", "odict", "tensor", "dtype", "device", "float", "complex", "bytes", "set", "frozenset",
+         "ndarray", "global", "object", "ref")
 
 
 # ---------------------------------------------------------------- save
 def save(obj: Any, f) -> None:
-    """Save `obj` (nested dicts/lists/tuples of tensors and plain values, e.g. state dicts) to `f`, a path or
-    a writable binary file. Paths are written atomically: a temporary file in the same directory is
-    flushed, fsynced and renamed over the target."""
+    """Save `obj` to `f`, a path or a writable binary file, as `torch.save` does, in a format that is never
+    pickled: state dicts, tensors, numpy arrays, Python numbers, strings and containers, whole modules (their
+    class by name and their attributes; `fnx.load` rebuilds fnx's own and the ones you allow). Paths are written
+    atomically: a temporary file in the same directory is flushed, fsynced and renamed over the target."""
     tensors: list[dict] = []
     arrays: list[np.ndarray] = []
     manifest = {"format": FORMAT, "version": VERSION, "tensors": tensors,
@@ -88,6 +100,7 @@ class _Encoder:
         self.tensor_ids: dict[int, int] = {}
         self.array_ids: dict[int, int] = {}  # ids stay unique: everything keyed is alive inside the saved object
         self.open: set[int] = set()  # containers being encoded: a repeat is a reference cycle
+        self.object_ids: dict[int, int] = {}  # objects encoded so far: a repeat is stored as a reference
 
     def encode(self, x, where: str):
         if x is None or isinstance(x, (bool, str)):
@@ -96,10 +109,18 @@ class _Encoder:
             return int(x)
         if isinstance(x, float):
             return float(x) if math.isfinite(x) else {"float": repr(float(x))}
-        if isinstance(x, np.generic) and x.dtype.kind in "biuf":
+        if isinstance(x, np.generic) and x.dtype.kind in "biufc":
             return self.encode(x.item(), where)
+        if isinstance(x, complex):
+            return {"complex": [self.encode(x.real, where), self.encode(x.imag, where)]}
+        if isinstance(x, bytes):
+            return {"bytes": x.hex()}
         if isinstance(x, Tensor):
             return {"tensor": self.tensor(x, where)}
+        if isinstance(x, np.ndarray):
+            return {"ndarray": self.ndarray(x, where)}
+        if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__") and not isinstance(x, type):
+            return {"tensor": self.tensor(_from_foreign(x), where)}
         if isinstance(x, _dt.dtype):
             return {"dtype": x.name}
         if isinstance(x, _device):
@@ -116,9 +137,42 @@ class _Encoder:
                 return values if type(x) is list else {"tuple": values}
             finally:
                 self.open.discard(id(x))
-        hint = "; save its state_dict() instead" if hasattr(x, "state_dict") else ""
-        raise FnxTypeError(f"fnx.save: cannot save {where} of type {type(x).__name__}{hint}. fnx files hold dicts, "
-                           f"lists, tuples, None, bool, int, float, str, tensors, dtypes and devices (no pickle)")
+        if type(x) is set or type(x) is frozenset:
+            return {type(x).__name__: [self.encode(v, f"{where}{{{v!r}}}") for v in x]}
+        if isinstance(x, (type, types.FunctionType, types.BuiltinFunctionType)):
+            return {"global": global_path(x, f"fnx.save: {where}")}
+        if hasattr(x, "__dict__") and not isinstance(x, types.ModuleType):
+            return self.object(x, where)
+        raise FnxTypeError(f"fnx.save: cannot save {where} of type {type(x).__name__}. fnx files hold dicts, lists, "
+                           f"tuples, sets, None, bool, int, float, complex, str, bytes, tensors, numpy arrays, "
+                           f"dtypes, devices, classes and functions by name, and objects by class and attributes "
+                           f"(no pickle)")
+
+    def object(self, x, where: str) -> dict:
+        """An instance as its class's path and its attributes (its `__dict__`), as pickle records it."""
+        if id(x) in self.open:
+            raise FnxValueError(f"fnx.save: {where} contains itself (a reference cycle), which cannot be saved")
+        found = self.object_ids.get(id(x))
+        if found is not None:
+            return {"ref": found}
+        path = global_path(type(x), f"fnx.save: {where}")
+        self.object_ids[id(x)] = len(self.object_ids)  # numbered in the order the loader meets them
+        self.open.add(id(x))
+        try:
+            state = self.encode(dict(vars(x)), f"{where}.__dict__")
+        finally:
+            self.open.discard(id(x))
+        return {"object": {"class": path, "id": self.object_ids[id(x)], "state": state}}
+
+    def ndarray(self, arr: np.ndarray, where: str) -> dict:
+        if arr.dtype.kind not in "biufc" or arr.dtype.hasobject:
+            raise FnxTypeError(f"fnx.save: {where} is a numpy array of dtype {arr.dtype}; fnx files hold numeric "
+                               f"arrays only (bool, int, float, complex)")
+        k = self.array_ids.get(id(arr))
+        if k is None:
+            k = self.array_ids[id(arr)] = len(self.arrays)
+            self.arrays.append(arr)
+        return {"data": f"data/{k}.npy", "dtype": arr.dtype.newbyteorder("=").str, "shape": list(arr.shape)}
 
     @staticmethod
     def key(k, where: str):
@@ -147,6 +201,13 @@ class _Encoder:
                              "device": str(t.device), "requires_grad": t.requires_grad,
                              "parameter": isinstance(t, Parameter)})
         return self.tensor_ids[id(t)]
+
+
+def _from_foreign(x) -> Tensor:
+    """A DLPack-capable tensor of another library (a torch tensor, a JAX array) as an fnx tensor."""
+    requires_grad = getattr(x, "requires_grad", False) is True
+    t = from_dlpack(x.detach() if requires_grad else x)
+    return t.requires_grad_(True) if requires_grad and t.dtype.is_floating_point else t
 
 
 # ---------------------------------------------------------------- load
@@ -200,6 +261,7 @@ class _Decoder:
         self.fh, self.zf, self.map_location = fh, zf, map_location
         self.arrays: dict[str, np.ndarray] = {}
         self.tensors: list = []
+        self.objects: dict[int, Any] = {}
 
     def run(self) -> Any:
         infos = self.zf.infolist()
@@ -261,9 +323,48 @@ class _Decoder:
             return parse_device(body)
         if tag == "float" and body in ("nan", "inf", "-inf"):
             return float(body)
+        if tag == "complex" and isinstance(body, list) and len(body) == 2:
+            parts = [self.decode(x) for x in body]
+            if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in parts):
+                return complex(*parts)
+        if tag == "bytes" and isinstance(body, str) and re.fullmatch(r"([0-9a-f]{2})*", body):
+            return bytes.fromhex(body)
+        if tag in ("set", "frozenset") and isinstance(body, list):
+            values = [self.decode(x) for x in body]
+            try:
+                return set(values) if tag == "set" else frozenset(values)
+            except TypeError:
+                pass
+        if tag == "ndarray":
+            return self.ndarray(body)
+        if tag == "global":
+            return resolve_global(body)
+        if tag == "object" and isinstance(body, dict) and set(body) == {"class", "id", "state"}:
+            return self.object(body)
+        if tag == "ref" and type(body) is int and self.objects.get(body) is not None:
+            return self.objects[body]
         if tag not in _TAGS:
             raise UnpicklingError(f"fnx.load: unknown tag {tag!r} in the manifest (known: {', '.join(_TAGS)})")
         raise UnpicklingError(f"fnx.load: malformed {tag!r} value in the manifest: {short(body)}")
+
+    def object(self, body: dict):
+        cls = resolve_class(body["class"])
+        if type(body["id"]) is not int or body["id"] != len(self.objects):
+            raise UnpicklingError(f"fnx.load: malformed object id {short(body['id'])} in the manifest")
+        self.objects[body["id"]] = None  # a reference to an object from inside its own state is malformed
+        obj = self.objects[body["id"]] = new_instance(cls, self.decode(body["state"]))
+        return obj
+
+    def ndarray(self, body) -> np.ndarray:
+        try:
+            dtype = np.dtype(body["dtype"]) if isinstance(body, dict) and isinstance(body.get("dtype"), str) else None
+        except TypeError:
+            dtype = None
+        shape = body.get("shape") if isinstance(body, dict) else None
+        if (dtype is None or dtype.kind not in "biufc" or dtype.str != body["dtype"] or not isinstance(shape, list)
+                or not all(type(s) is int and s >= 0 for s in shape)):
+            raise UnpicklingError(f"fnx.load: malformed 'ndarray' value in the manifest: {short(body)}")
+        return self.array(body.get("data"), dtype, tuple(shape), "of a numpy array")
 
     def tensor(self, entry, i: int) -> Tensor:
         if not isinstance(entry, dict):
@@ -278,7 +379,9 @@ class _Decoder:
         if not isinstance(location, str):
             raise UnpicklingError(f"fnx.load: tensor entry {i} has a malformed device {short(location)}")
         saved_device = parse_device(location)
-        arr = self.array(entry.get("data"), dtype, tuple(shape), i)
+        stored = np.dtype(np.uint16) if dtype is _dt.bfloat16 else dtype.np
+        arr = self.array(entry.get("data"), stored, tuple(shape), f"tensor entry {i}")
+        arr = arr.view(dtype.np) if dtype is _dt.bfloat16 else arr
         t = place(from_array(arr), str(saved_device), self.map_location)
         requires_grad = entry.get("requires_grad") is True
         if requires_grad and not dtype.is_floating_point:
@@ -287,12 +390,11 @@ class _Decoder:
             return Parameter(t, requires_grad=requires_grad)
         return t.requires_grad_(True) if requires_grad else t
 
-    def array(self, name, dtype: _dt.dtype, shape: tuple, i: int) -> np.ndarray:
-        """The array stored as `name`, checked to hold `shape` elements of `dtype` and nothing else."""
+    def array(self, name, stored: np.dtype, shape: tuple, what: str) -> np.ndarray:
+        """The array stored as `name`, checked to hold `shape` elements of `stored` and nothing else."""
         if not isinstance(name, str) or not _ARRAY_NAME.fullmatch(name):
-            raise UnpicklingError(f"fnx.load: tensor entry {i} names an invalid data file {short(name)} (expected "
+            raise UnpicklingError(f"fnx.load: {what} names an invalid data file {short(name)} (expected "
                                   f"'data/<k>.npy')")
-        stored = np.dtype(np.uint16) if dtype is _dt.bfloat16 else dtype.np
         arr = self.arrays.get(name)
         if arr is None:
             try:
@@ -302,9 +404,9 @@ class _Decoder:
                                       f"from the archive") from None
             arr = self.arrays[name] = _read_npy(self.zf, info, stored, shape)
         if arr.dtype != stored or arr.shape != shape:
-            raise UnpicklingError(f"fnx.load: tensor entry {i} expects {dtype.name}{list(shape)}, but {name} holds "
+            raise UnpicklingError(f"fnx.load: {what} expects {stored}{list(shape)}, but {name} holds "
                                   f"{arr.dtype}{list(arr.shape)}")
-        return arr.view(dtype.np) if dtype is _dt.bfloat16 else arr
+        return arr
 
 
 def _read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape: tuple) -> np.ndarray:
@@ -320,7 +422,7 @@ def _read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape
                 raise ValueError(f"unsupported .npy format version {version}")
         except ValueError as e:
             raise UnpicklingError(f"fnx.load: {info.filename} is not a valid .npy file ({e})") from e
-        if header_dtype.hasobject or header_dtype.kind not in "biuf":
+        if header_dtype.hasobject or header_dtype.kind not in "biufc":
             raise UnpicklingError(f"fnx.load: {info.filename} has dtype {header_dtype}; fnx checkpoints hold only "
                                   f"numeric arrays (object arrays would need pickle)")
         if header_dtype.newbyteorder("=") != dtype or tuple(header_shape) != shape:
