@@ -223,7 +223,8 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool = True,
     `weights_only` makes no difference; `pickle_module` must be None.
     """
     if pickle_module is not None:
-        raise FnxValueError("fnx.load: pickle_module must be None; fnx.load reads pickles only with its own restricted unpickler")
+        raise FnxValueError("fnx.load: pickle_module must be None; fnx.load reads pickles only with its own "
+                            "restricted unpickler")
     if mmap:
         raise NotImplementedError("fnx.load(mmap=True): memory-mapping tensors is not supported yet; load without "
                                   "mmap (tensors are read into memory)")
