@@ -9,9 +9,11 @@ import einops
 import ml_dtypes
 import numpy as np
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import fnx
 import fnx.utils.dlpack
+from fnx.utils.tensorboard import SummaryWriter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -69,7 +71,7 @@ def test_einops_under_grad_vmap_and_compile():
     np.testing.assert_allclose(fnx.compile(fnx.vmap(f))(y).numpy(), expected)
 
 
-def test_einops_found_either_import_order_and_its_torch_layers_under_the_alias():
+def test_einops_found_either_import_order_and_its_torch_layers_and_tensorboard_under_the_alias():
     script = textwrap.dedent("""
         import einops                      # einops first: fnx registers its backend when imported
         import fnx
@@ -83,6 +85,8 @@ def test_einops_found_either_import_order_and_its_torch_layers_under_the_alias()
         out = model(torch.randn(2, 3, 4))
         out.sum().backward()
         assert out.shape == (2,) and model[1].weight.grad is not None
+        from torch.utils.tensorboard import SummaryWriter
+        assert SummaryWriter is fnx.utils.tensorboard.SummaryWriter
         print("ok")
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
@@ -152,3 +156,59 @@ def test_other_dtypes_cross_dlpack_unchanged():
         t = fnx.from_dlpack(arr)
         assert t.dtype is fnx.dtypes.from_numpy_dtype(arr.dtype)
         np.testing.assert_array_equal(np.from_dlpack(t), arr)
+
+
+# ---------------------------------------------------------------- TensorBoard
+def events(folder):
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0, "histograms": 0, "tensors": 0})
+    acc.Reload()
+    return acc
+
+
+def test_summary_writer_logs_what_tensorboard_reads(tmp_path):
+    with SummaryWriter(tmp_path / "run") as writer:
+        assert (tmp_path / "run").is_dir() and writer.get_logdir() == str(tmp_path / "run")
+        for step, value in enumerate([fnx.tensor(0.5), np.float32(0.25), 0.125, fnx.tensor([2.0])]):
+            writer.add_scalar("loss/train", value, step)
+        writer.add_scalar("precise", fnx.tensor(1 / 3, dtype=fnx.float64), 0, new_style=True, double_precision=True)
+        writer.add_scalars("lr", {"head": fnx.tensor(0.1), "body": 0.01}, 5)
+        writer.add_histogram("weights", fnx.tensor([-1.0, 0.0, 0.0, 2.5]), 1)
+        writer.add_histogram("ints", np.arange(10), 2, bins=3)
+        writer.add_text("notes", "**bold** text", 3)
+        writer.flush()
+    run = events(tmp_path / "run")
+    assert [(e.step, e.value) for e in run.Scalars("loss/train")] == [(0, 0.5), (1, 0.25), (2, 0.125), (3, 2.0)]
+    assert run.Tensors("precise")[0].tensor_proto.double_val == [1 / 3]
+    histo = run.Histograms("weights")[0].histogram_value
+    assert (histo.min, histo.max, histo.num, histo.sum, histo.sum_squares) == (-1.0, 2.5, 4, 1.5, 7.25)
+    assert sum(histo.bucket) == 4 and histo.bucket[0] == 0 and list(histo.bucket_limit) == sorted(histo.bucket_limit)
+    ints = run.Histograms("ints")[0].histogram_value
+    assert list(ints.bucket) == [0, 3, 3, 4] and list(ints.bucket_limit) == [0.0, 3.0, 6.0, 9.0]
+    assert run.Tensors("notes/text_summary")[0].tensor_proto.string_val == [b"**bold** text"]
+    for name, value in (("lr_head", 0.1), ("lr_body", 0.01)):
+        scalars = events(tmp_path / "run" / name).Scalars("lr")
+        assert [(e.step, round(e.value, 6)) for e in scalars] == [(5, value)]
+
+
+def test_summary_writer_defaults_and_errors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    writer = SummaryWriter(comment="_exp")
+    assert writer.get_logdir().startswith("runs" + os.sep) and writer.get_logdir().endswith("_exp")
+    with pytest.raises(ValueError, match="must hold one value, got shape \\[2\\]"):
+        writer.add_scalar("x", fnx.ones(2))
+    with pytest.raises(ValueError, match="values are empty"):
+        writer.add_histogram("x", fnx.ones(0))
+    with pytest.raises(NotImplementedError, match="SummaryWriter.add_image is not implemented in fnx"):
+        writer.add_image("x", fnx.ones(3, 2, 2))
+    writer.close()
+    writer.add_scalar("after", 1.0, 0)  # a closed writer opens a new event file, as PyTorch's does
+    writer.close()
+    assert len(os.listdir(writer.get_logdir())) == 2
+
+
+def test_without_tensorboard_the_error_says_what_to_install():
+    script = "import sys; sys.modules['tensorboard'] = None\nimport fnx.utils.tensorboard"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert "ImportError: fnx.utils.tensorboard writes through the `tensorboard` package" in done.stderr
+    assert "pip install tensorboard" in done.stderr
