@@ -345,6 +345,11 @@ class _Unpickler(pickle._Unpickler):
                                                                               "torch._utils._rebuild_sparse_tensor"):
             raise UnpicklingError(f"fnx.load: the checkpoint needs {path}, a PyTorch feature fnx does not load "
                                   f"(quantized, sparse or other special tensors)")
+        if module == "torch" or module.startswith("torch."):
+            raise UnpicklingError(f"fnx.load: the checkpoint refers to PyTorch's {path}; fnx rebuilds tensors, "
+                                  f"storages, dtypes and plain containers from PyTorch files, not other PyTorch "
+                                  f"objects (a whole model saved with torch.save(model)): in PyTorch, save "
+                                  f"model.state_dict() and load that into the fnx model with load_state_dict")
         raise UnpicklingError(f"fnx.load: the checkpoint refers to the global {path}, which is not allowed: only "
                               f"tensors, storages, dtypes and plain containers are rebuilt, as with "
                               f"torch.load(weights_only=True). If you trust this file and {path}, allow it with "
