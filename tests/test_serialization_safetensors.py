@@ -133,3 +133,10 @@ def test_header_padding_and_an_empty_file_of_tensors():
     blob = build({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, F32x2, pad=b"     ")
     assert fnx.load_safetensors(io.BytesIO(blob))["a"].tolist() == [1.0, 1.0]
     assert fnx.load_safetensors(io.BytesIO(to_bytes({}))) == {}
+
+
+@pytest.mark.cuda
+def test_loading_onto_cuda():
+    blob = to_bytes({"w": fnx.arange(4.0)})
+    out = fnx.load_safetensors(io.BytesIO(blob), device="cuda")
+    assert out["w"].device == fnx.device("cuda:0") and out["w"].cpu().tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -14,6 +14,7 @@ from collections import OrderedDict
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 import fnx
 from fnx.serialization import UnpicklingError, add_safe_globals, clear_safe_globals, load, safe_globals
@@ -304,6 +305,30 @@ def test_hostile_globals_are_named_not_imported(no_pwn):
     with pytest.raises(UnpicklingError, match="global not_a_module_fnx_would_import.anything"):
         load_bytes(torch_file(pkl=pkl, storages={}))
     assert "not_a_module_fnx_would_import" not in __import__("sys").modules
+
+
+@given(st.integers(0, 12), st.lists(st.tuples(st.integers(0, 4), st.integers(0, 5)), max_size=3), st.integers(0, 8))
+def test_any_view_inside_its_storage_loads_and_any_other_is_refused(n, dims, offset):
+    data = np.arange(n, dtype=np.float32)
+    size, stride = tuple(d for d, _ in dims), tuple(s for _, s in dims)
+    blob = torch_file({"t": tensor(Storage(0, data, "FloatStorage"), offset, size, stride)})
+    reach = offset + sum((d - 1) * s for d, s in dims) + 1 if all(d > 0 for d in size) else offset
+    if reach > n:
+        with pytest.raises(UnpicklingError, match="reaches element"):
+            load_bytes(blob)
+    else:
+        expected = np.lib.stride_tricks.as_strided(data[offset:], size, tuple(4 * s for s in stride))
+        np.testing.assert_array_equal(load_bytes(blob)["t"].numpy(), expected)
+
+
+@pytest.mark.cuda
+def test_map_location_cuda_keeps_views_sharing_one_device_storage():
+    s = Storage(0, np.arange(6, dtype=np.float32), "FloatStorage")
+    out = load_bytes(torch_file({"x": tensor(s, 0, (2, 3), (3, 1)), "col": tensor(s, 1, (2,), (3,))}),
+                     map_location="cuda:0")
+    assert out["x"].device == fnx.device("cuda:0") and out["col"].cpu().tolist() == [1.0, 4.0]
+    out["x"][1, 1] = -1.0
+    assert out["col"].cpu().tolist() == [1.0, -1.0]
 
 
 @pytest.mark.parametrize("offset, size, stride, message", [
