@@ -166,9 +166,9 @@ class _Archive:
                                   f"{dtype.name} elements")
         if self.byteorder == "big" and size > 1:
             raw = raw.reshape(-1, size)[:, ::-1].reshape(-1)
-        flat = from_array(raw.view(dtype.np))
-        placed = self.placed[(storage.key, dtype.name)] = place(flat, storage.location, self.map_location)
-        return placed
+        found = self.placed[(storage.key, dtype.name)] = place(from_array(raw.view(dtype.np)), storage.location,
+                                                                self.map_location)
+        return found
 
 
 def _fnx_dtype(name: str) -> _dt.dtype:
