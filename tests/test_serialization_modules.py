@@ -132,6 +132,20 @@ def test_dlpack_tensors_of_other_libraries_are_saved_as_fnx_tensors():
     assert back["i"].dtype is fnx.int64 and not back["i"].requires_grad
 
 
+class Slotted:
+    __slots__ = ("x",)
+
+    def __new__(cls, x):
+        return super().__new__(cls)
+
+
+def test_an_allowed_class_that_cannot_be_rebuilt_is_refused():
+    blob = archive({"object": {"class": {"module": Slotted.__module__, "name": "Slotted"}, "id": 0,
+                               "state": {"dict": [["x", 1]]}}})
+    with safe_globals([Slotted]), pytest.raises(UnpicklingError, match="could not rebuild a Slotted"):
+        load(blob)
+
+
 def test_what_cannot_be_saved_is_named():
     model = nn.Linear(2, 2)
     model.act = lambda x: x

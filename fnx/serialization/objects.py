@@ -70,12 +70,16 @@ def new_instance(cls: type, state) -> Any:
     `__setstate__` if the class defines one, else as its attributes."""
     if not (isinstance(state, dict) and all(isinstance(k, str) for k in state)):
         raise UnpicklingError(f"fnx.load: the attributes of a {cls.__qualname__} are malformed: {short(state)}")
-    obj = cls.__new__(cls)
-    setstate = getattr(obj, "__setstate__", None)
-    if setstate is not None:
-        setstate(state)
-    else:
-        obj.__dict__.update(state)
+    try:
+        obj = cls.__new__(cls)
+        setstate = getattr(obj, "__setstate__", None)
+        if setstate is not None:
+            setstate(state)
+        else:
+            obj.__dict__.update(state)
+    except (TypeError, ValueError, AttributeError) as e:
+        raise UnpicklingError(f"fnx.load: could not rebuild a {cls.__qualname__} from its attributes ({e}); "
+                              f"fnx.save records an object as its class and its __dict__, as pickle does") from e
     return obj
 
 
