@@ -36,7 +36,7 @@ from . import data, optim, special, utils
 from . import distributions
 from . import lax, scipy, tree_util  # JAX's jax.lax, jax.scipy and jax.tree_util names
 from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put, devices, eval_shape
-from .serialization import load, save
+from .serialization import load, load_safetensors, save, save_safetensors
 from . import export  # a callable module: fnx.export(f, *args) and fnx.export.load(path)
 from math import e, inf, nan, pi
 from . import accelerator, backends

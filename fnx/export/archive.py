@@ -24,8 +24,8 @@ from .._version import __version__
 from ..core import FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, _Printer
-from ..serialization import MAX_MANIFEST_BYTES, UnpicklingError, check_layout, check_names, read_npy, \
-    write_atomically
+from ..serialization.common import UnpicklingError, atomic_write, check_zip
+from ..serialization.fnx_format import MAX_MANIFEST_BYTES, read_npy
 from ..tensor import from_array
 from ..tree import TreeDef, tree_structure
 from .primitives import REFUSED, exportable
@@ -70,7 +70,7 @@ def save(exported, path) -> None:
                 with zf.open(f"consts/{k}.npy", "w", force_zip64=True) as out:
                     np.save(out, arr.view(np.uint16) if arr.dtype == _bf16() else arr, allow_pickle=False)
 
-    write_atomically(path, write)
+    atomic_write(path, write, _WHO)
 
 
 def _dumps(obj) -> bytes:
@@ -222,14 +222,13 @@ class _Reader:
 
     def run(self) -> Contents:
         infos = self.zf.infolist()
-        check_names(infos, _WHO)
+        check_zip(self.fh, infos, _WHO)
         names = {i.filename for i in infos}
         if _MANIFEST not in names or _PROGRAM not in names:
             raise _fail("not an fnx.export archive (no manifest.json and program.json)")
         strays = sorted(n for n in names - {_MANIFEST, _PROGRAM} if not _CONST_NAME.fullmatch(n))
         if strays:
             raise _fail(f"the archive holds unexpected entries {strays[:5]}")
-        check_layout(self.fh, infos, _WHO)
         manifest = self.json(_MANIFEST, MAX_MANIFEST_BYTES)
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise _fail(f"manifest.json does not describe an fnx.export archive (format is not {FORMAT!r})")
