@@ -33,6 +33,7 @@ from . import nn  # after the ops it builds on
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, optim, utils
 from . import distributions
+from . import example_libraries
 from .serialization import load, save
 from math import e, inf, nan, pi
 from . import accelerator, backends

@@ -30,6 +30,7 @@ MODULES = [
     ("fnx.nn", "modules, layers, losses, containers (torch.nn)"),
     ("fnx.nn.functional", "the functional forms (torch.nn.functional, imported as F)"),
     ("fnx.nn.init", "parameter initialisers"),
+    ("fnx.nn.initializers", "JAX-style initializers: init(key, shape, dtype) -> tensor (jax.nn.initializers)"),
     ("fnx.nn.utils", "gradient clipping, parameter vectors"),
     ("fnx.nn.parallel", "data-parallel training"),
     ("fnx.optim", "optimizers (torch.optim)"),
@@ -40,6 +41,8 @@ MODULES = [
     ("fnx.distributions.constraints", "the constraints on distributions' parameters and supports"),
     ("fnx.distributed", "processes, collectives (torch.distributed)"),
     ("fnx.distributed.functional", "collectives as differentiable primitives"),
+    ("fnx.example_libraries.optimizers", "JAX's example optimizers: (init, update, get_params) triples"),
+    ("fnx.example_libraries.stax", "JAX's example layer library: (init_fun, apply_fun) pairs"),
 ]
 
 
