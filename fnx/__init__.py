@@ -43,4 +43,5 @@ from .tensor import (channels_last, channels_last_3d, contiguous_format, is_tens
                      preserve_format)
 from .nn.functional import log_softmax, softmax
 from .torch_alias import install_torch_alias
+from .jax_alias import install_jax_alias
 from .threads import get_num_threads, set_num_threads

@@ -187,7 +187,8 @@ def adam(step_size, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> Op
 
 @optimizer
 def adamax(step_size, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> Optimizer:
-    """AdaMax, Adam's infinity-norm variant: u <- max(b2 * u, |g|); x <- x - step_size(i) / (1 - b1^(i+1)) * m / (u + eps)."""
+    """AdaMax, Adam's infinity-norm variant: u <- max(b2 * u, |g|), and the step is
+    step_size(i) * m / ((1 - b1^(i+1)) * (u + eps))."""
     step_size = make_schedule(step_size)
 
     def update(i, g, state):
