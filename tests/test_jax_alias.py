@@ -32,6 +32,7 @@ def test_jax_paths_resolve_to_fnx(tmp_path):
         assert jax.nn.initializers.glorot_normal is fnx.nn.initializers.glorot_normal
         assert jax.Array is fnx.Tensor and jax.custom_vjp is fnx.custom_vjp and jax.checkpoint is fnx.checkpoint
         assert jax.random is random and sys.modules["jax.example_libraries.stax"] is stax
+        assert jax.tree.map(lambda v: v + 1, {"a": 1}) == {"a": 2} and jax.tree.leaves([1, (2,)]) == [1, 2]
         print(__name__, sys.argv[1:], jax)
         try:
             jax.pmap

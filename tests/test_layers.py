@@ -35,7 +35,7 @@ LAYERS = [
     ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.utils",
                    "fnx.distributions", "fnx.example_libraries"]),
     ("top", ["fnx", "fnx.__main__", "fnx.demo", "fnx._env", "fnx._alias", "fnx.torch_alias", "fnx._torch_shim",
-             "fnx._torch_shim.torch", "fnx.jax_alias", "fnx._jax", "fnx._jax_config", "fnx._jax_shim",
+             "fnx._torch_shim.torch", "fnx.jax_alias", "fnx._jax", "fnx._jax_config", "fnx._jax_tree", "fnx._jax_shim",
              "fnx._jax_shim.jax"]),
 ]
 _TOP_EXACT = set(LAYERS[-1][1])
