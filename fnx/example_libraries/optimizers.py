@@ -107,28 +107,27 @@ def sgd(step_size) -> Optimizer:
     return Optimizer(lambda x0: x0, lambda i, g, x: x - step_size(i) * g, lambda x: x)
 
 
-@optimizer
-def momentum(step_size, mass: float) -> Optimizer:
-    """SGD with momentum: v <- mass * v + g; x <- x - step_size(i) * v."""
+def _heavy_ball(step_size, mass: float, nesterov: bool) -> Optimizer:
+    """v <- mass * v + g, then a step along v (or, Nesterov's, along mass * v + g)."""
     step_size = make_schedule(step_size)
 
     def update(i, g, state):
         x, velocity = state
         velocity = mass * velocity + g
-        return x - step_size(i) * velocity, velocity
+        return x - step_size(i) * (mass * velocity + g if nesterov else velocity), velocity
     return Optimizer(lambda x0: (x0, creation.zeros_like(x0)), update, _first)
+
+
+@optimizer
+def momentum(step_size, mass: float) -> Optimizer:
+    """SGD with momentum: v <- mass * v + g; x <- x - step_size(i) * v."""
+    return _heavy_ball(step_size, mass, nesterov=False)
 
 
 @optimizer
 def nesterov(step_size, mass: float) -> Optimizer:
     """SGD with Nesterov momentum: v <- mass * v + g; x <- x - step_size(i) * (mass * v + g)."""
-    step_size = make_schedule(step_size)
-
-    def update(i, g, state):
-        x, velocity = state
-        velocity = mass * velocity + g
-        return x - step_size(i) * (mass * velocity + g), velocity
-    return Optimizer(lambda x0: (x0, creation.zeros_like(x0)), update, _first)
+    return _heavy_ball(step_size, mass, nesterov=True)
 
 
 @optimizer
