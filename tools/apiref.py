@@ -24,6 +24,8 @@ MODULES = [
     ("fnx.Tensor", "attributes and methods (the ops are the same functions as in `fnx`)"),
     ("fnx.autograd", "eager autograd: backward, grad modes, custom Functions, debugging aids"),
     ("fnx.linalg", "linear algebra (torch.linalg)"),
+    ("fnx.numpy", "the NumPy API with JAX's semantics (jax.numpy, imported as jnp)"),
+    ("fnx.numpy.linalg", "jnp.linalg: numpy's linear-algebra signatures"),
     ("fnx.random", "pure, key-based random numbers (jax.random)"),
     ("fnx.tree", "pytrees"),
     ("fnx.cuda", "CUDA availability"),
