@@ -18,9 +18,11 @@ from .ops.sort import *  # noqa: F401,F403
 from .ops.indexing import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403
 from .ops.sampling import *  # noqa: F401,F403
+from .ops.special import *  # noqa: F401,F403
 from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)
+from . import numpy  # jnp: the NumPy API with JAX's semantics
 from . import cuda, random, tree
 from .determinism import are_deterministic_algorithms_enabled, use_deterministic_algorithms
 from .ir import ClosedJaxpr, Jaxpr
@@ -31,8 +33,10 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.tracing import make_jaxpr
 from . import nn  # after the ops it builds on
 from . import distributed  # imports mpi4py only in init_process_group
-from . import data, optim, utils
+from . import data, optim, special, utils
 from . import distributions
+from . import lax, scipy, tree_util  # JAX's jax.lax, jax.scipy and jax.tree_util names
+from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put, devices, eval_shape
 from . import example_libraries
 from .serialization import load, save
 from math import e, inf, nan, pi

@@ -16,6 +16,7 @@ from ._version import __version__
 from . import _jax_config as config
 from .dtypes import get_default_dtype
 from .ops.creation import tensor
+from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put, devices, eval_shape
 from .tensor import Tensor
 from .transforms import ad
 from .transforms.batching import vmap as _vmap
@@ -26,7 +27,7 @@ from .tree import tree_map
 
 __all__ = ["__version__", "config", "Array", "jit", "grad", "value_and_grad", "vmap", "jacfwd", "jacrev",
            "hessian", "jvp", "vjp", "linearize", "checkpoint", "remat", "custom_jvp", "custom_vjp", "make_jaxpr",
-           "device_get"]
+           "devices", "device_put", "device_get", "block_until_ready", "eval_shape", "ShapeDtypeStruct"]
 
 Array = Tensor
 
@@ -100,9 +101,3 @@ def linearize(fun, *primals):
     """`fnx.linearize`, taking numpy arrays too (the primals, and the tangents of the map it returns)."""
     out, f_jvp = ad.linearize(fun, *_tensors(primals))
     return out, _arrays_in(f_jvp)
-
-
-def device_get(tree):
-    """The tensors of `tree` as numpy arrays (on the host), as `jax.device_get` returns them."""
-    return tree_map(lambda leaf: leaf.numpy() if isinstance(leaf, Tensor) else leaf, tree)
-

@@ -12,11 +12,13 @@ from __future__ import annotations
 from . import dtypes as _dt
 from .errors import FnxTypeError
 from .ops import (arrange, creation, elementwise as ew, indexing, inplace, joins, linalg, reduce, sampling,
-                  shape, sort)
+                  shape, sort, special)
 from .ops.creation import empty, stop_gradient, tensor as _tensor, transfer
 from .ops.elementwise import convert, where
 from .ops.indexing import _put_functional, _values
 from .ops.inplace import rebind_
+from .numpy.at import IndexUpdateHelper
+from .numpy.creation import astype as _astype
 from .tensor import Tensor, Tracer, init_from_array, parse_to
 
 _METHODS = {
@@ -60,7 +62,7 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
 
 
 attach(_METHODS)
-for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling):  # each family's own methods
+for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling, special):  # each family's own methods
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 for _dunder, _name in _INPLACE_OPERATORS.items():
@@ -121,6 +123,25 @@ def _tracer_detach(self) -> Tensor:
     return stop_gradient(self)
 
 
+def _at(self) -> IndexUpdateHelper:
+    """JAX's functional updates: `x.at[idx].set(v)`, `.add(v)`, `.multiply(v)`, `.min(v)`, `.max(v)`, `.get()`,
+    ... return a new tensor and leave x as it is (fnx/numpy/at.py)."""
+    return IndexUpdateHelper(self)
+
+
+def _tensor_astype(self, dtype, *, copy: bool = False) -> Tensor:
+    """`self` converted to `dtype` (numpy's and JAX's name for `to(dtype)`; any dtype-like, jnp's too)."""
+    return _astype(self, dtype, copy=copy)
+
+
+def _ravel(self) -> Tensor:
+    """`self` flattened to 1-D (numpy's name for `reshape(-1)`)."""
+    return shape.reshape(self, (-1,))
+
+
+Tensor.at = property(_at)
+Tensor.astype = _tensor_astype
+Tensor.ravel = _ravel
 Tensor.__init__ = _tensor_init
 Tensor.to = _to
 Tensor.type_as = _type_as

@@ -1,10 +1,12 @@
-"""`fnx.linalg`: PyTorch's torch.linalg namespace (the ops live in fnx/ops/linalg.py, decompositions.py, norms.py)."""
+"""`fnx.linalg`: PyTorch's torch.linalg namespace (the ops live in fnx/ops/linalg.py, decompositions.py, spectral.py,
+norms.py)."""
 from .ops.decompositions import cholesky, det, inv, matrix_power, slogdet, solve
 from .ops.linalg import matmul, vdot
 from .ops.norms import linalg_norm as norm, matrix_norm, vector_norm
+from .ops.spectral import eigh, eigvalsh, lstsq, pinv, qr, svd, svdvals
 
 __all__ = ["matmul", "vdot", "norm", "vector_norm", "matrix_norm", "solve", "inv", "cholesky", "det", "slogdet",
-           "matrix_power", "vecdot"]
+           "matrix_power", "vecdot", "svd", "svdvals", "eigh", "eigvalsh", "qr", "pinv", "lstsq"]
 
 
 def vecdot(x, y, *, dim: int = -1):

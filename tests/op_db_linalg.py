@@ -103,6 +103,36 @@ def norm_sample(draw, min_dims=1, max_dims=3, **kwargs):
     return Sample((x,), chosen)
 
 
+@st.composite
+def spectral_sample(draw, shape="any", symmetric=False, rhs=False, **kwargs):
+    """Matrices Q1 diag(s) Q2^T with random orthogonal factors and well-separated values s (|s| >= 0.5, gaps >=
+    0.3; of either sign when `symmetric`, then Q2 = Q1), so singular vectors and eigenvectors are well defined and
+    finite differences meaningful. `rhs`: also a right-hand side (m, k) or (m,)."""
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    m = draw(st.integers(1, 4))
+    n = {"square": m, "tall": draw(st.integers(1, m)), "wide": draw(st.integers(m, 4))}.get(shape) or \
+        draw(st.integers(1, 4))
+    if symmetric:
+        n = m
+    batch = draw(st.sampled_from([(), (2,)]))
+    k = min(m, n)
+    values = 0.5 + 0.4 * np.arange(k) + rng.uniform(0, 0.1, k)
+    if symmetric:
+        values = values * rng.choice([-1.0, 1.0], k)
+    values = rng.permutation(values)
+
+    def orthogonal(size):
+        return np.linalg.qr(rng.standard_normal(batch + (size, size)))[0]
+
+    left = orthogonal(m)[..., :k]
+    right = left if symmetric else orthogonal(n)[..., :k]
+    a = (left * values) @ np.swapaxes(right, -1, -2)
+    args = (a,)
+    if rhs:
+        args += (rng.standard_normal(batch + (m, 2)) if draw(st.booleans()) else rng.standard_normal(batch + (m,)),)
+    return Sample(args, kwargs)
+
+
 # ---------------------------------------------------------------- numpy references
 def _solve_ref(a, b):
     vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
@@ -149,6 +179,53 @@ def _matrix_norm_ref(x, ord="fro", dim=(-2, -1), keepdim=False):
     return out
 
 
+def _sym(a):
+    """The symmetric part: eigh reads one triangle, so the op table differentiates eigh(sym(a)) as PyTorch's
+    tests do."""
+    return 0.5 * (a + np.swapaxes(a, -1, -2)) if isinstance(a, np.ndarray) else 0.5 * (a + a.mT)
+
+
+def _svd_invariants(lib):
+    """Functions of (U, S, Vh) that do not depend on the singular vectors' signs, for fnx or numpy."""
+    def invariants(a, full_matrices=False):
+        u, s, vh = lib.linalg.svd(a, full_matrices=full_matrices)
+        k = s.shape[-1]
+        return u[..., :k] @ vh[..., :k, :], s, abs(u[..., :k]), abs(vh[..., :k, :])
+    return invariants
+
+
+def _svd_full_ref(a):
+    m, n = a.shape[-2:]
+    u, s, vh = np.linalg.svd(a)
+    return u[..., :, :min(m, n)] @ vh[..., :min(m, n), :], np.broadcast_to(np.eye(m), u.shape), \
+        np.broadcast_to(np.eye(n), vh.shape), s
+
+
+def _svd_full(a):
+    U, S, Vh = fnx.linalg.svd(a)
+    k = S.shape[-1]
+    return U[..., :, :k] @ Vh[..., :k, :], U @ U.mT, Vh.mT @ Vh, S
+
+
+def _eigh_invariants(lib, UPLO="L"):
+    """(Q * Q, L) of eigh(sym(a)): the squared eigenvectors do not depend on their signs."""
+    def invariants(a):
+        w, q = lib.linalg.eigh(_sym(a), UPLO=UPLO)
+        return q * q, w
+    return invariants
+
+
+def _lstsq_ref(a, b, driver=None):
+    x = np.linalg.pinv(a) @ (b[..., None] if b.ndim == a.ndim - 1 else b)
+    m, n = a.shape[-2:]
+    res = ((a @ x - (b[..., None] if b.ndim == a.ndim - 1 else b)) ** 2).sum(-2) if m > n else np.zeros(0)
+    if b.ndim == a.ndim - 1:
+        x, res = x[..., 0], (res[..., 0] if m > n else res)
+    rank = np.linalg.matrix_rank(a)
+    s = np.linalg.svd(a, compute_uv=False) if driver == "gelsd" else np.zeros(0)
+    return x, res, rank, s
+
+
 _ORDS = st.sampled_from([2, 1, 3, 1.5, math.inf, -math.inf])
 _MATRIX_ORDS = st.sampled_from(["fro", 1, -1, math.inf, -math.inf])
 
@@ -193,6 +270,35 @@ OPS = [
            norm_sample(ord=0, dim=st.sampled_from([None, "one"]), keepdim=st.booleans()), grad=False),
     OpInfo("linalg.matrix_norm", fnx.linalg.matrix_norm, _matrix_norm_ref,
            norm_sample(min_dims=2, ord=_MATRIX_ORDS, dim="two", keepdim=st.booleans())),
+    OpInfo("linalg.matrix_norm_spectral", fnx.linalg.matrix_norm, _matrix_norm_ref,
+           norm_sample(min_dims=2, ord=st.sampled_from(["nuc", 2, -2]), dim="two", keepdim=st.booleans())),
+    OpInfo("linalg.svd", _svd_invariants(fnx), _svd_invariants(np), spectral_sample(), rtol=1e-4),
+    OpInfo("linalg.svd_u", lambda a: _svd_invariants(fnx)(a)[2] ** 2, lambda a: _svd_invariants(np)(a)[2] ** 2,
+           spectral_sample("tall"), rtol=1e-4),
+    OpInfo("linalg.svd_vh", lambda a: _svd_invariants(fnx)(a)[3] ** 2, lambda a: _svd_invariants(np)(a)[3] ** 2,
+           spectral_sample("wide"), rtol=1e-4),
+    OpInfo("linalg.svd_full", _svd_full, _svd_full_ref, spectral_sample("square"), rtol=1e-4),
+    OpInfo("linalg.svd_full_rect", _svd_full, _svd_full_ref, spectral_sample(), rtol=1e-4, grad=False),
+    OpInfo("linalg.svdvals", fnx.linalg.svdvals, lambda a: np.linalg.svd(a, compute_uv=False), spectral_sample(),
+           double_grad=True),
+    OpInfo("linalg.eigh", _eigh_invariants(fnx), _eigh_invariants(np), spectral_sample(symmetric=True), rtol=1e-4),
+    OpInfo("linalg.eigh_upper", _eigh_invariants(fnx, "U"), _eigh_invariants(np, "U"),
+           spectral_sample(symmetric=True), rtol=1e-4),
+    OpInfo("linalg.eigvalsh", lambda a: fnx.linalg.eigvalsh(_sym(a)), lambda a: np.linalg.eigvalsh(_sym(a)),
+           spectral_sample(symmetric=True), double_grad=True, rtol=1e-4),
+    OpInfo("linalg.qr", fnx.linalg.qr, np.linalg.qr, spectral_sample("tall"), rtol=1e-4),
+    OpInfo("linalg.qr_r", lambda a: fnx.linalg.qr(a).R, lambda a: np.linalg.qr(a)[1], spectral_sample(),
+           rtol=1e-4),
+    OpInfo("linalg.qr_complete", lambda a: fnx.linalg.qr(a, mode="complete"),
+           lambda a: np.linalg.qr(a, mode="complete"), spectral_sample("square"), rtol=1e-4),
+    OpInfo("linalg.qr_complete_rect", lambda a: fnx.linalg.qr(a, mode="complete"),
+           lambda a: np.linalg.qr(a, mode="complete"), spectral_sample("tall"), rtol=1e-4, grad=False),
+    OpInfo("linalg.pinv", fnx.linalg.pinv, np.linalg.pinv, spectral_sample(), double_grad=True, rtol=1e-4),
+    OpInfo("linalg.pinv_hermitian", lambda a: fnx.linalg.pinv(_sym(a), hermitian=True),
+           lambda a: np.linalg.pinv(_sym(a), hermitian=True), spectral_sample(symmetric=True), rtol=1e-4),
+    OpInfo("linalg.lstsq", fnx.linalg.lstsq, _lstsq_ref, spectral_sample(rhs=True), rtol=1e-4),
+    OpInfo("linalg.lstsq_gelsd", lambda a, b: fnx.linalg.lstsq(a, b, driver="gelsd"),
+           lambda a, b: _lstsq_ref(a, b, "gelsd"), spectral_sample(rhs=True), rtol=1e-4),
     OpInfo("linalg.norm", fnx.linalg.norm, lambda x, **kw: np.linalg.norm(x, **kw),
            norm_sample(max_dims=2, ord=st.sampled_from([None, 1, math.inf, -math.inf]))),
 ]

@@ -11,7 +11,7 @@ from fnx.autograd import gradcheck
 from fnx.distributions import (Bernoulli, Beta, Categorical, Dirichlet, Distribution, Gamma, Independent,
                                MultivariateNormal, Normal, Uniform, constraints, kl_divergence, register_kl)
 from fnx.distributions._gamma_sampler import standard_gamma_grad
-from fnx.distributions._special import digamma, lgamma
+from fnx import digamma, lgamma
 
 F64 = fnx.float64
 

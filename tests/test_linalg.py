@@ -241,8 +241,9 @@ def test_norm_dispatch_and_errors():
     assert fnx.linalg.norm(x, dim=1).shape == (3,)
     assert fnx.linalg.vector_norm(x, math.inf).item() == 6.0
     assert fnx.linalg.matrix_norm(x, keepdim=True).shape == (1, 1)
-    with pytest.raises(NotImplementedError, match="needs singular values"):
-        fnx.linalg.matrix_norm(x, "nuc")
+    for ord in ("nuc", 2, -2):
+        assert fnx.linalg.matrix_norm(x, ord).item() == pytest.approx(np.linalg.norm(x.numpy(), ord))
+        assert fnx.linalg.norm(x, ord).item() == pytest.approx(np.linalg.norm(x.numpy(), ord))
     with pytest.raises(FnxRuntimeError, match="ord must be a number"):
         fnx.linalg.vector_norm(x, "fro")
     with pytest.raises(FnxRuntimeError, match="If dim is specified, it must be of length 1 or 2"):
@@ -316,3 +317,95 @@ def test_stacked_rows_times_a_matrix_match_numpy(shape):
         got = fnx.tensor(x) @ fnx.tensor(b)
         assert got.shape == x.shape[:-1] + (5,)
         np.testing.assert_allclose(got.numpy(), x @ b, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- spectral factorizations
+def test_svd_shapes_reconstruction_and_named_fields():
+    a = np.random.default_rng(0).standard_normal((2, 5, 3))
+    full = fnx.linalg.svd(t(a))
+    assert (full.U.shape, full.S.shape, full.Vh.shape) == ((2, 5, 5), (2, 3), (2, 3, 3))
+    U, S, Vh = fnx.linalg.svd(t(a).float(), full_matrices=False)
+    assert U.dtype is fnx.float32 and U.shape == (2, 5, 3)
+    np.testing.assert_allclose(((U * S.unsqueeze(-2)) @ Vh).numpy(), a, atol=1e-5)
+    np.testing.assert_allclose(fnx.linalg.svdvals(t(a)).numpy(), np.linalg.svd(a, compute_uv=False))
+
+
+def test_spectral_errors():
+    with pytest.raises(FnxTypeError, match="linalg.svd: Expected a floating point tensor"):
+        fnx.linalg.svd(fnx.ones(2, 2, dtype=fnx.int64))
+    with pytest.raises(FnxRuntimeError, match="linalg.eigh: A must be batches of square matrices"):
+        fnx.linalg.eigh(fnx.ones(2, 3))
+    with pytest.raises(FnxRuntimeError, match="UPLO must be 'L' or 'U'"):
+        fnx.linalg.eigh(fnx.ones(2, 2), UPLO="X")
+    with pytest.raises(FnxRuntimeError, match="unrecognized mode 'full'"):
+        fnx.linalg.qr(fnx.ones(2, 2), mode="full")
+    with pytest.raises(FnxRuntimeError, match="driver` should be one of"):
+        fnx.linalg.lstsq(fnx.ones(2, 2), fnx.ones(2), driver="lapack")
+
+
+def test_eigh_reads_only_the_chosen_triangle():
+    a = np.array([[2.0, 100.0], [1.0, 3.0]])
+    lower = fnx.linalg.eigvalsh(t(a)).numpy()
+    upper = fnx.linalg.eigvalsh(t(a), UPLO="U").numpy()
+    np.testing.assert_allclose(lower, np.linalg.eigvalsh(np.array([[2.0, 1.0], [1.0, 3.0]])))
+    np.testing.assert_allclose(upper, np.linalg.eigvalsh(np.array([[2.0, 100.0], [100.0, 3.0]])))
+
+
+def test_qr_modes_and_the_complete_tall_gradient_error():
+    a = np.random.default_rng(1).standard_normal((4, 2))
+    Q, R = fnx.linalg.qr(t(a), mode="complete")
+    assert Q.shape == (4, 4) and R.shape == (4, 2)
+    Q, R = fnx.linalg.qr(t(a), mode="r")
+    assert Q.shape == (0,) and R.shape == (2, 2)
+    np.testing.assert_allclose(R.numpy(), np.linalg.qr(a, mode="r"))
+    x = t(a, requires_grad=True)
+    with pytest.raises(FnxRuntimeError, match="not differentiable when mode='complete' and nrows > ncols"):
+        fnx.linalg.qr(x, mode="complete").Q.sum().backward()
+    wide = np.random.default_rng(2).standard_normal((2, 4))
+    Q, R = fnx.linalg.qr(t(wide))
+    np.testing.assert_allclose((Q @ R).numpy(), wide, atol=1e-12)
+    np.testing.assert_allclose(np.tril(R.numpy(), -1), 0, atol=1e-12)
+
+
+def test_pinv_tolerances_drop_small_singular_values():
+    a = np.diag([4.0, 1.0, 1e-3])
+    np.testing.assert_allclose(fnx.linalg.pinv(t(a)).numpy(), np.diag([0.25, 1.0, 1e3]))
+    np.testing.assert_allclose(fnx.linalg.pinv(t(a), atol=0.01).numpy(), np.diag([0.25, 1.0, 0.0]))
+    np.testing.assert_allclose(fnx.linalg.pinv(t(a), rtol=0.5).numpy(), np.diag([0.25, 0.0, 0.0]))
+    np.testing.assert_allclose(fnx.linalg.pinv(t(a), rcond=0.5).numpy(), np.diag([0.25, 0.0, 0.0]))
+    np.testing.assert_allclose(fnx.linalg.pinv(t(-a), hermitian=True, atol=0.01).numpy(),
+                               np.diag([-0.25, -1.0, 0.0]))
+
+
+def test_lstsq_named_tuple_as_pytorch():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    out = fnx.linalg.lstsq(t(a), t(b))
+    x = np.linalg.lstsq(a, b, rcond=None)[0]
+    np.testing.assert_allclose(out.solution.numpy(), x, atol=1e-12)
+    np.testing.assert_allclose(out.residuals.numpy(), ((a @ x - b) ** 2).sum(0), atol=1e-12)
+    assert out.rank.item() == 3 and out.rank.dtype is fnx.int64 and out.singular_values.shape == (0,)
+    assert fnx.linalg.lstsq(t(a), t(b), driver="gelsd").singular_values.shape == (3,)
+    rank_deficient = fnx.linalg.lstsq(t(np.ones((2, 3))), t(np.ones(2)))
+    assert rank_deficient.rank.item() == 1 and rank_deficient.residuals.shape == (0,)
+    np.testing.assert_allclose(rank_deficient.solution.numpy(), np.full(3, 1 / 3))   # the minimum-norm solution
+
+
+def test_svdvals_gradient_with_repeated_singular_values_is_finite():
+    """Only gS flows: U diag(gS) Vh, no division by singular value gaps (the nuclear norm of I is fine)."""
+    x = fnx.eye(3, dtype=fnx.float64, requires_grad=True)
+    fnx.linalg.matrix_norm(x, "nuc").backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.eye(3), atol=1e-12)
+
+
+def test_eigenvalue_gradient_with_repeated_eigenvalues_is_finite():
+    x = fnx.eye(3, dtype=fnx.float64, requires_grad=True)
+    L, Q = fnx.linalg.eigh(2 * x)
+    L.sum().backward()   # the eager tape passes zeros for Q: they must not meet 0/0
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.eye(3), atol=1e-12)
+
+
+def test_gradient_of_the_nuclear_norm_of_a_rank_deficient_matrix_is_finite():
+    x = fnx.tensor([[1.0, 2.0], [2.0, 4.0], [0.0, 0.0]], dtype=fnx.float64, requires_grad=True)
+    fnx.linalg.matrix_norm(x, "nuc").backward()
+    assert np.isfinite(x.grad.numpy()).all()

@@ -184,8 +184,11 @@ def test_norm_values():
     assert fnx.norm(x, math.inf).item() == 4.0
     assert fnx.norm(x, -math.inf, dim=0, keepdim=True).tolist() == [[0.0, 1.0]]
     assert fnx.norm(x, 0).item() == 3.0
-    with pytest.raises(NotImplementedError, match="nuc"):
-        fnx.norm(x, "nuc")
+    assert fnx.norm(x, "nuc").item() == pytest.approx(np.linalg.norm(x.numpy(), "nuc"), rel=1e-6)
+    assert fnx.norm(fnx.stack([x, 2 * x]), "nuc", dim=(1, 2)).numpy() == pytest.approx(
+        [np.linalg.norm(x.numpy(), "nuc"), 2 * np.linalg.norm(x.numpy(), "nuc")], rel=1e-6)
+    with pytest.raises(fnx.core.FnxRuntimeError, match=r"norm\(p='nuc'\): expected a 2-D tensor"):
+        fnx.norm(fnx.ones(2, 2, 2), "nuc")
 
 
 # ---------------------------------------------------------------- sorting

@@ -12,7 +12,7 @@ from .. import dtypes as _dt
 from ..ops.elementwise import exp, isfinite, log, sqrt, where
 from ..ops.sampling import _draw, _generator
 from ..tensor import Size, Tensor, Tracer
-from ._special import digamma
+from ..ops.special import digamma
 
 # PyTorch's bivariate rational approximation of dx/dα in u = log(x / α) and v = log(α) (for x >= 0.8, α <= 8)
 _RATIONAL = ((0.16009398, -0.094634809, 0.025146376, -0.0030648343, 1, 0.32668115, 0.10406089, 0.0014179084),

@@ -6,7 +6,8 @@ from ..ops.joins import stack
 from ..tensor import Size, Tensor
 from . import constraints
 from ._gamma_sampler import standard_gamma
-from ._special import digamma, lbeta
+from ..ops.special import digamma
+from ._special import lbeta
 from .dirichlet import Dirichlet
 from .distribution import Distribution
 

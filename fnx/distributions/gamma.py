@@ -7,7 +7,7 @@ from ..ops.elementwise import xlogy
 from ..tensor import Size, Tensor
 from . import constraints
 from ._gamma_sampler import standard_gamma
-from ._special import digamma, lgamma
+from ..ops.special import digamma, lgamma
 from .distribution import Distribution
 
 __all__ = ["Gamma"]

@@ -9,7 +9,8 @@ from ..ops.decompositions import solve
 from ..ops.elementwise import softplus, where
 from ..ops.shape import broadcast_shapes
 from ..tensor import Tensor
-from ._special import digamma, lgamma, lbeta
+from ..ops.special import digamma, lgamma
+from ._special import lbeta
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .categorical import Categorical

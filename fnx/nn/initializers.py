@@ -1,139 +1,153 @@
-"""JAX-style parameter initializers (`jax.nn.initializers`): functions `init(key, shape, dtype) -> Tensor`.
+"""jax.nn.initializers: functions `init(key, shape, dtype=float32)` that return a new array drawn from a key.
 
-fnx.nn.init fills existing tensors in place from the global generator, as PyTorch does; these instead draw new
-tensors from an explicit `fnx.random` key, so they run under every transform (stax's layers use them). The
-streams are fnx's own: the distributions match JAX's, the values do not.
+`glorot_*`, `lecun_*` and `he_*` are `variance_scaling` with JAX's scales, fan modes and distributions (the
+`_normal` ones draw from a normal truncated to two standard deviations, rescaled to the target variance, as
+JAX does). Fans follow JAX: the last axis is the output, the one before it the input, any others form the
+receptive field.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
-from .. import dtypes as _dt
-from .. import random
-from ..errors import FnxValueError
-from ..ops import creation, elementwise as ew
+from ..core import FnxValueError
+from ..dtypes import as_dtype, float32
+from ..ops import elementwise as ew
+from ..ops.special import erfinv
+from ..ops.creation import full, ones as _ones, zeros as _zeros
+from ..random import normal as _normal, uniform as _uniform
 from ..tensor import Tensor
 
-__all__ = ["zeros", "ones", "constant", "normal", "uniform", "truncated_normal", "variance_scaling", "glorot_normal",
-           "glorot_uniform", "xavier_normal", "xavier_uniform", "he_normal", "he_uniform", "kaiming_normal",
-           "kaiming_uniform", "lecun_normal", "lecun_uniform"]
+__all__ = ["zeros", "ones", "constant", "normal", "uniform", "truncated_normal", "variance_scaling",
+           "glorot_normal", "glorot_uniform", "xavier_normal", "xavier_uniform", "lecun_normal", "lecun_uniform",
+           "he_normal", "he_uniform", "kaiming_normal", "kaiming_uniform"]
 
 Initializer = Callable[..., Tensor]
-_REDRAWS = 8  # truncated normal: after 8 redraws a sample is outside [-2, 2] with probability 0.0455**9 ~ 1e-12
 
 
-def _float(dtype):
-    return _dt.get_default_dtype() if dtype is None else dtype
+def _shape(shape) -> tuple:
+    return (int(shape),) if isinstance(shape, int) else tuple(int(n) for n in shape)
 
 
-def zeros(key: Tensor, shape, dtype=None) -> Tensor:
-    """All zeros (the key is unused; it is there for the common signature)."""
-    return creation.zeros(tuple(shape), dtype=_float(dtype))
+def zeros(key, shape, dtype=float32) -> Tensor:
+    """An array of zeros (the key is unused)."""
+    return _zeros(_shape(shape), dtype=as_dtype(dtype))
 
 
-def ones(key: Tensor, shape, dtype=None) -> Tensor:
-    """All ones."""
-    return creation.ones(tuple(shape), dtype=_float(dtype))
+def ones(key, shape, dtype=float32) -> Tensor:
+    """An array of ones (the key is unused)."""
+    return _ones(_shape(shape), dtype=as_dtype(dtype))
 
 
-def constant(value: float, dtype=None) -> Initializer:
+def constant(value, dtype=float32) -> Initializer:
     """An initializer filling with `value`."""
-    def init(key, shape, dtype=dtype):
-        return creation.full(tuple(shape), value, dtype=_float(dtype))
+    def init(key, shape, dtype=dtype) -> Tensor:
+        return full(_shape(shape), value, dtype=as_dtype(dtype))
     return init
 
 
-def normal(stddev: float = 1e-2, dtype=None) -> Initializer:
-    """An initializer drawing from N(0, stddev^2)."""
-    def init(key, shape, dtype=dtype):
-        return random.normal(key, tuple(shape), _float(dtype)) * stddev
+def normal(stddev: float = 1e-2, dtype=float32) -> Initializer:
+    """An initializer drawing from N(0, stddev²)."""
+    def init(key, shape, dtype=dtype) -> Tensor:
+        return _normal(key, _shape(shape), as_dtype(dtype)) * stddev
     return init
 
 
-def uniform(scale: float = 1e-2, dtype=None) -> Initializer:
-    """An initializer drawing from U[0, scale)."""
-    def init(key, shape, dtype=dtype):
-        return random.uniform(key, tuple(shape), _float(dtype)) * scale
+def uniform(scale: float = 1e-2, dtype=float32) -> Initializer:
+    """An initializer drawing uniformly from [0, scale)."""
+    def init(key, shape, dtype=dtype) -> Tensor:
+        return _uniform(key, _shape(shape), as_dtype(dtype)) * scale
     return init
 
 
-def truncated_normal(stddev: float = 1e-2, dtype=None, lower: float = -2.0, upper: float = 2.0) -> Initializer:
-    """An initializer drawing from N(0, 1) restricted to [lower, upper], times `stddev`."""
-    def init(key, shape, dtype=dtype):
-        return _truncated_standard_normal(key, tuple(shape), _float(dtype), lower, upper) * stddev
+def _truncated(key, shape: tuple, dtype, lower: float, upper: float) -> Tensor:
+    """Standard normal samples restricted to [lower, upper], by the inverse CDF of a uniform draw in between."""
+    lo, hi = (0.5 * math.erfc(-v / math.sqrt(2)) for v in (lower, upper))
+    u = _uniform(key, shape, dtype, minval=lo, maxval=hi)
+    return ew.clamp(math.sqrt(2.0) * erfinv(2.0 * u - 1.0), lower, upper)
+
+
+def truncated_normal(stddev: float = 1e-2, dtype=float32, lower: float = -2.0, upper: float = 2.0) -> Initializer:
+    """An initializer drawing from N(0, 1) truncated to [lower, upper], times `stddev`."""
+    def init(key, shape, dtype=dtype) -> Tensor:
+        return _truncated(key, _shape(shape), as_dtype(dtype), lower, upper) * stddev
     return init
 
 
-def _truncated_standard_normal(key: Tensor, shape: tuple, dtype, lower: float, upper: float) -> Tensor:
-    """N(0, 1) samples in [lower, upper]: out-of-range samples are redrawn a fixed number of times (no
-    data-dependent control flow, so it traces), then clipped."""
-    keys = random.split(key, _REDRAWS + 1)
-    z = random.normal(keys[0], shape, dtype)
-    for k in keys[1:]:
-        z = ew.where((z < lower) | (z > upper), random.normal(k, shape, dtype), z)
-    return ew.clamp(z, lower, upper)
+def _axes(ax, ndim: int) -> list:
+    return [a % ndim for a in ((ax,) if isinstance(ax, int) else ax)]
 
 
-def _fans(shape: tuple, in_axis: int, out_axis: int) -> tuple[float, float]:
-    if len(shape) < 2:
-        raise FnxValueError(f"variance_scaling: needs a shape with at least 2 dims (input and output), got {shape}")
-    receptive = math.prod(shape) / (shape[in_axis] * shape[out_axis])
-    return shape[in_axis] * receptive, shape[out_axis] * receptive
+def _fans(shape: tuple, in_axis, out_axis, batch_axis) -> tuple[float, float]:
+    if len(shape) < 1:
+        return 1.0, 1.0
+    if len(shape) == 1:
+        return float(shape[0]), float(shape[0])
+    n = len(shape)
+    size = lambda axes: math.prod(shape[a] for a in _axes(axes, n))  # noqa: E731
+    receptive = math.prod(shape) / size(in_axis) / size(out_axis) / size(batch_axis)
+    return size(in_axis) * receptive, size(out_axis) * receptive
 
 
-def variance_scaling(scale: float, mode: str, distribution: str, in_axis: int = -2, out_axis: int = -1,
-                     dtype=None) -> Initializer:
-    """An initializer with variance `scale / n`, n the fan in, fan out or their mean (`mode`: "fan_in", "fan_out",
-    "fan_avg"), drawn from `distribution`: "truncated_normal", "normal" or "uniform" (as JAX's)."""
-    if mode not in ("fan_in", "fan_out", "fan_avg"):
-        raise FnxValueError(f"variance_scaling: mode must be 'fan_in', 'fan_out' or 'fan_avg', got {mode!r}")
+# the standard deviation of N(0, 1) truncated to [-2, 2]: dividing by it restores the requested variance
+_TRUNCATED_STD = 0.87962566103423978
+
+
+def variance_scaling(scale: float, mode: str, distribution: str, in_axis: int | Sequence[int] = -2,
+                     out_axis: int | Sequence[int] = -1, batch_axis: Sequence[int] = (),
+                     dtype=float32) -> Initializer:
+    """An initializer with variance scale / fan, fan by `mode` ('fan_in', 'fan_out', 'fan_avg', 'fan_geo_avg'),
+    drawn from `distribution` ('truncated_normal', 'normal' or 'uniform')."""
+    if mode not in ("fan_in", "fan_out", "fan_avg", "fan_geo_avg"):
+        raise FnxValueError(f"variance_scaling: unknown mode {mode!r}; expected 'fan_in', 'fan_out', 'fan_avg' or "
+                            f"'fan_geo_avg'")
     if distribution not in ("truncated_normal", "normal", "uniform"):
-        raise FnxValueError(f"variance_scaling: distribution must be 'truncated_normal', 'normal' or 'uniform', "
-                            f"got {distribution!r}")
+        raise FnxValueError(f"variance_scaling: unknown distribution {distribution!r}; expected 'truncated_normal', "
+                            f"'normal' or 'uniform'")
 
-    def init(key, shape, dtype=dtype):
-        shape, dtype = tuple(shape), _float(dtype)
-        fan_in, fan_out = _fans(shape, in_axis, out_axis)
-        n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
-        variance = scale / n
-        if distribution == "truncated_normal":  # the stddev of N(0, 1) truncated to [-2, 2] is 0.8796...
-            return _truncated_standard_normal(key, shape, dtype, -2.0, 2.0) * (math.sqrt(variance) / .87962566103423978)
+    def init(key, shape, dtype=dtype) -> Tensor:
+        shape, dt = _shape(shape), as_dtype(dtype)
+        fan_in, fan_out = _fans(shape, in_axis, out_axis, batch_axis)
+        fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2,
+               "fan_geo_avg": math.sqrt(fan_in * fan_out)}[mode]
+        variance = scale / fan
+        if distribution == "truncated_normal":
+            return _truncated(key, shape, dt, -2.0, 2.0) * (math.sqrt(variance) / _TRUNCATED_STD)
         if distribution == "normal":
-            return random.normal(key, shape, dtype) * math.sqrt(variance)
-        limit = math.sqrt(3 * variance)
-        return random.uniform(key, shape, dtype, -limit, limit)
+            return _normal(key, shape, dt) * math.sqrt(variance)
+        return _uniform(key, shape, dt, minval=-1.0, maxval=1.0) * math.sqrt(3 * variance)
+
     return init
 
 
-def glorot_normal(in_axis: int = -2, out_axis: int = -1, dtype=None) -> Initializer:
-    """Glorot (Xavier) normal: variance 1 / fan_avg, truncated normal."""
-    return variance_scaling(1.0, "fan_avg", "truncated_normal", in_axis, out_axis, dtype)
+def glorot_normal(in_axis=-2, out_axis=-1, batch_axis=(), dtype=float32) -> Initializer:
+    """Variance 1 / fan_avg, truncated normal (Glorot & Bengio)."""
+    return variance_scaling(1.0, "fan_avg", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
 
 
-def glorot_uniform(in_axis: int = -2, out_axis: int = -1, dtype=None) -> Initializer:
-    """Glorot (Xavier) uniform: variance 1 / fan_avg, uniform."""
-    return variance_scaling(1.0, "fan_avg", "uniform", in_axis, out_axis, dtype)
+def glorot_uniform(in_axis=-2, out_axis=-1, batch_axis=(), dtype=float32) -> Initializer:
+    """Variance 1 / fan_avg, uniform (Glorot & Bengio)."""
+    return variance_scaling(1.0, "fan_avg", "uniform", in_axis, out_axis, batch_axis, dtype)
 
 
-def he_normal(in_axis: int = -2, out_axis: int = -1, dtype=None) -> Initializer:
-    """He (Kaiming) normal: variance 2 / fan_in, truncated normal."""
-    return variance_scaling(2.0, "fan_in", "truncated_normal", in_axis, out_axis, dtype)
+def lecun_normal(in_axis=-2, out_axis=-1, batch_axis=(), dtype=float32) -> Initializer:
+    """Variance 1 / fan_in, truncated normal (LeCun)."""
+    return variance_scaling(1.0, "fan_in", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
 
 
-def he_uniform(in_axis: int = -2, out_axis: int = -1, dtype=None) -> Initializer:
-    """He (Kaiming) uniform: variance 2 / fan_in, uniform."""
-    return variance_scaling(2.0, "fan_in", "uniform", in_axis, out_axis, dtype)
+def lecun_uniform(in_axis=-2, out_axis=-1, batch_axis=(), dtype=float32) -> Initializer:
+    """Variance 1 / fan_in, uniform (LeCun)."""
+    return variance_scaling(1.0, "fan_in", "uniform", in_axis, out_axis, batch_axis, dtype)
 
 
-def lecun_normal(in_axis: int = -2, out_axis: int = -1, dtype=None) -> Initializer:
-    """LeCun normal: variance 1 / fan_in, truncated normal."""
-    return variance_scaling(1.0, "fan_in", "truncated_normal", in_axis, out_axis, dtype)
+def he_normal(in_axis=-2, out_axis=-1, batch_axis=(), dtype=float32) -> Initializer:
+    """Variance 2 / fan_in, truncated normal (He et al.)."""
+    return variance_scaling(2.0, "fan_in", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
 
 
-def lecun_uniform(in_axis: int = -2, out_axis: int = -1, dtype=None) -> Initializer:
-    """LeCun uniform: variance 1 / fan_in, uniform."""
-    return variance_scaling(1.0, "fan_in", "uniform", in_axis, out_axis, dtype)
+def he_uniform(in_axis=-2, out_axis=-1, batch_axis=(), dtype=float32) -> Initializer:
+    """Variance 2 / fan_in, uniform (He et al.)."""
+    return variance_scaling(2.0, "fan_in", "uniform", in_axis, out_axis, batch_axis, dtype)
 
 
 xavier_normal, xavier_uniform = glorot_normal, glorot_uniform

@@ -1,4 +1,5 @@
-"""torch.linalg's vector and matrix norms, composed of reductions (the vector p-norm is `fnx.norm`'s)."""
+"""torch.linalg's vector and matrix norms, composed of reductions (the vector p-norm is `fnx.norm`'s) and, for the
+matrix norms 2, -2 and 'nuc', of singular values (spectral.py)."""
 from __future__ import annotations
 
 import math
@@ -7,6 +8,7 @@ from ..core import FnxRuntimeError, FnxTypeError
 from ..tensor import Tensor, canonical_dim
 from .elementwise import abs as _abs, convert
 from .reduce import amax, amin, norm as _vector_pnorm, sum as _sum
+from .spectral import spectral_norm
 
 __all__ = ["vector_norm", "matrix_norm", "linalg_norm"]
 
@@ -41,9 +43,10 @@ def _matrix_dims(op: str, dim, ndim: int) -> tuple:
 
 
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None, out=None) -> Tensor:
-    """The `ord`-norm of (a batch of) matrices over `dim`: 'fro', 1, -1, inf or -inf.
+    """The `ord`-norm of (a batch of) matrices over `dim`: 'fro', 'nuc', 2, -2, 1, -1, inf or -inf.
 
-    ord=2, -2 and 'nuc' need singular values, which fnx does not compute yet: they raise NotImplementedError.
+    'nuc', 2 and -2 come from the singular values (their gradient needs the extreme ones to be distinct for 2
+    and -2, and a full-rank matrix for 'nuc').
     """
     if out is not None:
         raise NotImplementedError("linalg.matrix_norm: out= is not supported; use the returned tensor")
@@ -52,8 +55,8 @@ def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dt
     if ord == "fro":
         return vector_norm(A, 2, (rows, cols), keepdim)
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} needs singular values (svd), which fnx does not "
-                                  f"implement yet; use ord='fro', 1, -1, inf or -inf")
+        out = spectral_norm(A.movedim((rows, cols), (-2, -1)), ord)
+        return out.unsqueeze(min(rows, cols)).unsqueeze(max(rows, cols)) if keepdim else out
     if ord in (1, -1):
         summed, other = rows, cols  # max/min over columns of the column sums
     elif ord in (math.inf, -math.inf):

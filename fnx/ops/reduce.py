@@ -544,7 +544,8 @@ def _root_or_zero(s: Tensor, root) -> Tensor:
 
 
 def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """Vector p-norm over `dim` (all dims by default): p = 'fro' or 2, 1, inf, -inf, 0 or any other float."""
+    """Vector p-norm over `dim` (all dims by default): p = 'fro' or 2, 1, inf, -inf, 0 or any other float; p = 'nuc'
+    is the nuclear norm of a matrix (of the matrices in the two dims `dim`)."""
     if dtype is not None:
         input = convert(input, dtype)
     if not input.dtype.is_floating_point:
@@ -554,8 +555,10 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
         p = "fro"
     if isinstance(p, str) and p != "fro":
         if p == "nuc":
-            raise NotImplementedError("norm(p='nuc'): the nuclear norm needs singular values, which fnx does not "
-                                      "compute yet")
+            if dim is None and input.ndim != 2:
+                raise FnxRuntimeError(f"norm(p='nuc'): expected a 2-D tensor without dim, got {input.ndim}-D; pass "
+                                      f"dim=(d1, d2) for the matrices of a batch")
+            return _matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim)
         raise FnxRuntimeError(f"norm(): p must be 'fro', 'nuc' or a number, got {p!r}")
     axes = reduce_dims(dim, input.ndim, "norm")
     p = 2.0 if p == "fro" else builtins.float(p)
@@ -598,3 +601,8 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     out = xp.bincount(values, weights=w, minlength=minlength)
     dt = _dt.int64 if weights is None else (weights.dtype if weights.dtype.is_floating_point else _dt.float64)
     return make(out.astype(dt.np), input.device)
+
+
+# The nuclear norm needs singular values (norms.py, on spectral.py, which build on this module): imported last, so
+# the import cycle is one-way at load time.
+from .norms import matrix_norm as _matrix_norm  # noqa: E402

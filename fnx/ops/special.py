@@ -1,0 +1,321 @@
+"""Special functions as compositions of existing primitives: lgamma, digamma, polygamma, multigammaln, erfinv,
+ndtr, ndtri, log_ndtr, i0, i0e, entr and xlog1py.
+
+Being compositions, they differentiate (to any order), batch and compile like any other fnx code. The
+gamma-family functions move x up by a recurrence to z = x + shift, where an asymptotic (Stirling) series is
+accurate to float64 rounding, and reflect x < 1/2 to 1 - x (log Γ, ψ and ψ⁽ⁿ⁾ are defined on the whole real
+line, as in PyTorch). erfinv starts from Giles' single-precision approximation ("Approximating the erfinv
+function", GPU Computing Gems, 2011; an asymptotic start in the far tail) and takes Newton steps on erf or, in
+the tails, on log erfc, so float64 results are within a few ulp and the derivative is that of the exact
+inverse: √π/2 exp(erfinv(x)²).
+"""
+from __future__ import annotations
+
+import math
+
+from .. import dtypes as _dt
+from ..core import FnxRuntimeError, FnxTypeError
+from ..tensor import Tensor
+from ._families import as_operand, promote
+from .creation import full_like, stop_gradient, tensor
+from .elementwise import (abs as _abs, cos, eq, erf, erfc, exp, floor, isinf, log, log1p, neg, round as _round,
+                          sin, sqrt, where)
+
+__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfinv", "i0"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+# Bernoulli numbers B_2, B_4, ..., B_20
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510, 43867 / 798, -174611 / 330)
+_SHIFT = 10   # z = x + 10: the series' first omitted term is below 1e-17 of the result
+
+
+def _floating(op: str, x) -> Tensor:
+    """`x` as a floating tensor (integers and Python numbers become the default float dtype, as in PyTorch)."""
+    x = as_operand(x, op)
+    if not isinstance(x, Tensor):
+        x = tensor(float(x), dtype=_dt.get_default_dtype())
+    if not x.dtype.is_floating_point:
+        x = x.to(_dt.get_default_dtype())
+    return x
+
+
+def _widened(fn, x: Tensor) -> Tensor:
+    """fn(x) computed in float64 and rounded once to x's dtype: the gamma family subtracts nearly equal terms
+    (log Γ(2.6) = 19.3 - 18.9), which float32 arithmetic would leave tens of ulps off."""
+    if x.dtype is _dt.float64:
+        return fn(x)
+    return fn(x.to(_dt.float64)).to(x.dtype)
+
+
+def _horner(coefs, w: Tensor) -> Tensor:
+    """coefs[0] + coefs[1] w + coefs[2] w^2 + ..."""
+    acc = coefs[-1] * w
+    for c in reversed(coefs[1:-1]):
+        acc = (acc + c) * w
+    return acc + coefs[0]
+
+
+def _reflection(x: Tensor) -> tuple:
+    """(neg, y, r): where x < 1/2 (reflected to y = 1 - x; elsewhere y = x) and r = x - round(x) there (0.25
+    elsewhere, a harmless value: the unused branch of a `where` must stay finite for gradients)."""
+    neg = x < 0.5
+    y = where(neg, 1.0 - x, x)
+    r = where(neg, x - _round(x), 0.25)
+    return neg, y, r
+
+
+# ---------------------------------------------------------------- lgamma
+def _lgamma_positive(y: Tensor) -> Tensor:
+    """log Γ(y) for y >= 1/2: Stirling's series at z = y + 10 (when y < 10) minus log(y (y + 1) ... (y + 9))."""
+    small = y < _SHIFT
+    s = where(small, y, 1.0)   # a large y would overflow the product, which it does not use
+    prod = s
+    for k in range(1, _SHIFT):
+        prod = prod * (s + float(k))
+    z = where(small, y + float(_SHIFT), y)
+    inv = 1.0 / z
+    coefs = [b / (2 * k * (2 * k - 1)) for k, b in enumerate(_BERNOULLI[:7], 1)]
+    stirling = (z - 0.5) * log(z) - z + _HALF_LOG_2PI + inv * _horner(coefs, inv * inv)
+    return stirling - where(small, log(prod), 0.0)
+
+
+def lgamma(input: Tensor) -> Tensor:
+    """log |Γ(x)|, elementwise, for every real x (inf at 0 and the negative integers)."""
+    return _widened(_lgamma, _floating("lgamma", input))
+
+
+def _lgamma(x: Tensor) -> Tensor:
+    neg, y, r = _reflection(x)
+    positive = _lgamma_positive(y)
+    reflected = math.log(math.pi) - log(_abs(sin(r * math.pi))) - positive
+    return where(isinf(x), math.inf, where(neg, reflected, positive))
+
+
+# ---------------------------------------------------------------- digamma and polygamma
+def _digamma_positive(y: Tensor) -> Tensor:
+    """ψ(y) for y >= 1/2: the asymptotic series at z = y + 10, minus 1/y + ... + 1/(y + 9)."""
+    recurrence = 1.0 / y
+    for k in range(1, _SHIFT):
+        recurrence = recurrence + 1.0 / (y + float(k))
+    z = y + float(_SHIFT)
+    inv2 = 1.0 / (z * z)
+    coefs = [-b / (2 * k) for k, b in enumerate(_BERNOULLI[:7], 1)]
+    return log(z) - 0.5 / z + inv2 * _horner(coefs, inv2) - recurrence
+
+
+def digamma(input: Tensor) -> Tensor:
+    """ψ(x) = d/dx log Γ(x), elementwise, for every real x (-inf at 0, nan at the negative integers)."""
+    return _widened(_digamma, _floating("digamma", input))
+
+
+def _digamma(x: Tensor) -> Tensor:
+    neg, y, r = _reflection(x)
+    positive = _digamma_positive(y)
+    reflected = positive - math.pi * cos(r * math.pi) / sin(r * math.pi)   # (1 / tan: see polygamma)
+    at_pole = (x < 0) & eq(x, floor(x))
+    return where(at_pole, math.nan, where(neg, reflected, positive))
+
+
+def _cot_derivative_coefficients(n: int) -> list:
+    """Coefficients of P_n with d^n/dx^n cot(πx) = π^n P_n(cot(πx)): P_0(c) = c, P_{k+1} = -(1 + c^2) P_k'(c)."""
+    p = [0.0, 1.0]
+    for _ in range(n):
+        d = [i * p[i] for i in range(1, len(p))] + [0.0, 0.0]
+        p = [-(d[i] + (d[i - 2] if i >= 2 else 0.0)) for i in range(len(d))]
+    return p
+
+
+def _polygamma_positive(n: int, y: Tensor) -> Tensor:
+    """ψ⁽ⁿ⁾(y), n >= 1, y >= 1/2: (-1)^(n+1) [n! Σ_k (y + k)^-(n+1) + the asymptotic series at z = y + shift]."""
+    shift = _SHIFT + n
+    total = None
+    for k in range(shift):
+        term = (y + float(k)) ** float(-(n + 1))
+        total = term if total is None else total + term
+    z = y + float(shift)
+    inv = 1.0 / z
+    fact = math.factorial
+    # (n-1)!/z^n + n!/(2 z^(n+1)) + Σ_k B_2k (2k+n-1)!/(2k)! / z^(2k+n)
+    coefs = [fact(n - 1), fact(n) / 2]
+    for k, b in enumerate(_BERNOULLI, 1):
+        coefs += [b * fact(2 * k + n - 1) / fact(2 * k), 0.0]
+    series = inv ** float(n) * _horner(coefs, inv)
+    return (-1.0) ** (n + 1) * (fact(n) * total + series)
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """ψ⁽ⁿ⁾(x), the n-th derivative of digamma (n = 0: digamma itself), elementwise, for every real x."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise FnxRuntimeError(f"polygamma: polygamma(n, x) does not support negative or non-integer n, got {n!r}")
+    x = _floating("polygamma", input)
+    if n == 0:
+        return digamma(x)
+    return _widened(lambda v: _polygamma(n, v), x)
+
+
+def _polygamma(n: int, x: Tensor) -> Tensor:
+    neg, y, r = _reflection(x)
+    positive = _polygamma_positive(n, y)
+    c = cos(r * math.pi) / sin(r * math.pi)   # not 1 / tan: its derivatives cancel catastrophically near r = 1/2
+    derivative = _horner(_cot_derivative_coefficients(n), c) * math.pi ** (n + 1)
+    reflected = (-1.0) ** n * positive - derivative   # ψ⁽ⁿ⁾(x) = (-1)^n ψ⁽ⁿ⁾(1 - x) - π dⁿ/dxⁿ cot(πx)
+    return where(neg, reflected, positive)
+
+
+def mvlgamma(input: Tensor, p: int) -> Tensor:
+    """The multivariate log-gamma function of dimension p: p(p-1)/4 log π + Σ_j lgamma(x - j/2), j < p."""
+    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+        raise FnxRuntimeError(f"mvlgamma: p has to be greater than or equal to 1, got {p!r}")
+    x = _floating("mvlgamma", input)
+    total = p * (p - 1) / 4 * math.log(math.pi)
+    for j in range(p):
+        total = total + lgamma(x - j / 2)
+    return total
+
+
+# ---------------------------------------------------------------- erfinv and the normal quantile
+_GILES_CENTRAL = (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087, -4.39150654e-06,
+                  -3.5233877e-06, 3.43273939e-07, 2.81022636e-08)
+_GILES_TAIL = (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773, -0.00367342844,
+               0.00134934322, 0.000100950558, -0.000200214257)
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+
+
+def _inverse_erf(a: Tensor, q: Tensor) -> Tensor:
+    """x >= 0 with erf(x) = a and erfc(x) = q = 1 - a, for 0 <= a < 1 (q given accurately, even where it is tiny;
+    both carry the derivative: a may be a signed value times a constant sign, so the derivative at 0 survives).
+
+    The start is Giles' approximation of w = -log(q (2 - q)) (w < 5 and w < 16, float32's range, where it holds),
+    else erfc(x) ~ exp(-x^2) / (x √π) solved once; it is a constant for differentiation. Four Newton steps follow:
+    on erf for a < 1/2, on log erfc above (where erf(x) - a would cancel), so each step's derivative with respect
+    to a is 1 / erf'(x), that of the exact inverse.
+    """
+    w = neg(log(q * (2.0 - q)))
+    central = _horner(_GILES_CENTRAL, w - 2.5) * a
+    tail = _horner(_GILES_TAIL, sqrt(where(w < 5.0, 5.0, w)) - 3.0) * a
+    big = where(w < 16.0, 16.0, w)
+    far = sqrt(big - log(sqrt(big) * math.sqrt(math.pi)))
+    x = stop_gradient(where(w < 5.0, central, where(w < 16.0, tail, far)))
+    small = a < 0.5
+    log_q = log(where(small, 0.5, q))
+    for _ in range(4):
+        slope = _TWO_OVER_SQRT_PI * exp(neg(x * x))
+        c = erfc(x)
+        on_erf = (erf(x) - a) / slope
+        on_log_erfc = (log_q - log(where(small, 0.5, c))) * c / slope   # Newton on log erfc(x) = log q
+        x = x - where(small, on_erf, on_log_erfc)
+    return x
+
+
+def erfinv(input: Tensor) -> Tensor:
+    """The inverse error function, elementwise: erf(erfinv(y)) = y on (-1, 1); ±inf at ±1, nan beyond."""
+    y = _floating("erfinv", input)
+    s = where(y < 0.0, -1.0, full_like(y, 1.0))   # a constant for differentiation: |y| = s y keeps y's derivative at 0
+    inside = _abs(y) < 1.0
+    a = where(inside, s * y, 0.0)
+    x = s * _inverse_erf(a, 1.0 - a)
+    edge = where(eq(y, 1.0), math.inf, where(eq(y, -1.0), -math.inf, full_like(y, math.nan)))
+    return where(inside, x, edge)
+
+
+def ndtr(input: Tensor) -> Tensor:
+    """The standard normal CDF Φ(x) = erfc(-x / √2) / 2."""
+    return 0.5 * erfc(_floating("special.ndtr", input) * -math.sqrt(0.5))
+
+
+def ndtri(input: Tensor) -> Tensor:
+    """The standard normal quantile Φ⁻¹(p), accurate for tiny p and 1 - p too; ±inf at 1 and 0, nan outside."""
+    p = _floating("special.ndtri", input)
+    low = p < 0.5
+    inside = (p > 0.0) & (p < 1.0)
+    safe = where(inside, p, 0.5)
+    a = where(low, 1.0 - 2.0 * safe, 2.0 * safe - 1.0)   # |2p - 1|, exact for p in [1/4, 1]
+    q = where(low, 2.0 * safe, 2.0 - 2.0 * safe)          # 1 - a, exact
+    x = where(low, -math.sqrt(2.0), full_like(p, math.sqrt(2.0))) * _inverse_erf(a, q)
+    edge = where(eq(p, 0.0), -math.inf, where(eq(p, 1.0), math.inf, full_like(p, math.nan)))
+    return where(inside, x, edge)
+
+
+# log Φ(x) in the far left tail: -x²/2 - log(-x) - log(2π)/2 + log(1 - 1/x² + 3/x⁴ - 15/x⁶ ...), the asymptotic
+# series of the Mills ratio (its first omitted term is below 1e-16 of the sum for x < -20, 1e-8 for x < -8); erfc
+# would underflow near x = -38 (x = -13 in float32)
+_MILLS = tuple((-1) ** k * math.prod(range(1, 2 * k, 2)) for k in range(8))
+
+
+def log_ndtr(input: Tensor) -> Tensor:
+    """log Φ(x), accurate in both tails (no underflow for very negative x, no cancellation near Φ = 1)."""
+    x = _floating("special.log_ndtr", input)
+    start = -20.0 if x.dtype is _dt.float64 else -8.0
+    far = x < start
+    xf = where(far, x, start)   # each branch on inputs where it is finite, so the unused ones pass no NaN gradient
+    inv2 = 1.0 / (xf * xf)
+    asymptotic = -0.5 * xf * xf - log(neg(xf)) - _HALF_LOG_2PI + log(_horner(_MILLS, inv2))
+    right = x > 0.0
+    upper = log1p(-0.5 * erfc(where(right, x, 0.0) * math.sqrt(0.5)))   # log(1 - Φ(-x)): no cancellation near 1
+    lower = log(0.5 * erfc(where(right | far, 0.0, x) * -math.sqrt(0.5)))
+    return where(far, asymptotic, where(right, upper, lower))
+
+
+# ---------------------------------------------------------------- Bessel I0
+_I0_TERMS = 60      # the power series Σ (x²/4)^k / (k!)² for |x| <= 30 (its terms peak near k = |x| / 2)
+_I0_ASYMPTOTIC = tuple(math.prod((2 * j - 1) ** 2 for j in range(1, k + 1)) / (math.factorial(k) * 8 ** k)
+                       for k in range(14))
+
+
+def _i0_scaled(x: Tensor) -> Tensor:
+    """exp(-|x|) I0(x): the power series for |x| <= 30, the asymptotic series e^|x| / √(2π|x|) Σ ... above."""
+    a = _abs(x)
+    big = a > 30.0
+    s = where(big, 0.0, a)
+    q = s * s * 0.25
+    term, total = q, q + 1.0
+    for k in range(2, _I0_TERMS):
+        term = term * q / float(k * k)
+        total = total + term
+    ab = where(big, a, 30.0)
+    asymptotic = _horner(_I0_ASYMPTOTIC, 1.0 / ab) / sqrt(ab * (2 * math.pi))
+    return where(big, asymptotic, total * exp(neg(s)))
+
+
+def i0(input: Tensor) -> Tensor:
+    """The modified Bessel function of the first kind of order 0, elementwise."""
+    x = _floating("i0", input)
+    return _i0_scaled(x) * exp(_abs(x))
+
+
+def i0e(input: Tensor) -> Tensor:
+    """exp(-|x|) i0(x), without the overflow of i0 for large |x|."""
+    return _i0_scaled(_floating("special.i0e", input))
+
+
+# ---------------------------------------------------------------- entropy terms
+def entr(input: Tensor) -> Tensor:
+    """-x log x for x > 0, 0 at x = 0 and -inf for x < 0, elementwise."""
+    x = _floating("special.entr", input)
+    positive = x > 0.0
+    value = neg(x) * log(where(positive, x, 1.0))
+    return where(positive, value, where(eq(x, 0.0), 0.0, where(x < 0.0, -math.inf, x)))
+
+
+def xlog1py(input, other) -> Tensor:
+    """x * log1p(y), taken as 0 where x == 0 (unless y is nan)."""
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise FnxTypeError("special.xlog1py: expected at least one Tensor argument")
+    x, y = promote("special.xlog1py", _float_or_number(input), _float_or_number(other))
+    value = x * log1p(y)
+    return where(eq(x, 0.0) & ~(y != y), 0.0, value)
+
+
+def _float_or_number(v):
+    return v if not isinstance(v, Tensor) or v.dtype.is_floating_point else v.to(_dt.get_default_dtype())
+
+
+def _polygamma_method(self: Tensor, n: int) -> Tensor:
+    """`x.polygamma(n)`: polygamma(n, x)."""
+    return polygamma(n, self)
+
+
+METHODS: dict = {"lgamma": lgamma, "digamma": digamma, "erfinv": erfinv, "i0": i0, "mvlgamma": mvlgamma,
+                 "polygamma": _polygamma_method}
+INPLACE: dict = {"lgamma_": lgamma, "digamma_": digamma, "erfinv_": erfinv, "i0_": i0, "mvlgamma_": mvlgamma,
+                 "polygamma_": _polygamma_method}

@@ -1,0 +1,514 @@
+"""Spectral factorizations: `svd`, `eigh` and `qr` (one primitive each, on `xp.linalg`), and what composes them.
+
+Each primitive returns several results; its vjp and jvp are PyTorch's formulas (FunctionsManual.cpp:
+svd_backward, linalg_eig_backward for Hermitian input, linalg_qr_backward; TensorFlow's QR gradient, the
+same map) written with fnx ops, so they differentiate again, batch and compile. Singular vectors and
+eigenvectors are defined up to sign, and not at all where singular values or eigenvalues coincide: the
+formulas divide by their differences, so gradients there are inf or nan, as in PyTorch. Only functions
+that do not depend on the sign choice (U @ Vh, |U|, projectors) have meaningful gradients.
+
+`svdvals`, `eigvalsh`, `pinv`, `lstsq` and the matrix norms 2, -2 and 'nuc' are compositions.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+from .. import dtypes as _dt
+from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..tensor import Tensor
+from ._batching import move_to_front
+from .linalg import matmul  # first: linalg loads decompositions below itself (fnx.norm reaches here from reduce.py)
+from .arrange import tril
+from .creation import arange, eye, zeros, zeros_like
+from .decompositions import solve_p
+from .elementwise import where
+from .joins import cat, narrow
+from .reduce import sum as _sum
+
+__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "qr", "pinv", "lstsq"]
+
+
+def _check_matrix(op: str, a: ShapedArray, square: bool = False) -> None:
+    if a.dtype.name not in ("float32", "float64"):
+        raise FnxTypeError(f"{op}: Expected a floating point tensor (float32 or float64) as input. Got "
+                           f"{a.dtype.name}; convert it with .float() or .double()")
+    if a.ndim < 2:
+        raise FnxRuntimeError(f"{op}: The input tensor A must have at least 2 dimensions, got shape {list(a.shape)}")
+    if square and a.shape[-1] != a.shape[-2]:
+        raise FnxRuntimeError(f"{op}: A must be batches of square matrices, but they are {a.shape[-2]} by "
+                              f"{a.shape[-1]} matrices")
+
+
+def _operand(op: str, A, square: bool = False) -> Tensor:
+    if not isinstance(A, Tensor):
+        raise FnxTypeError(f"{op}: expected a Tensor, got {type(A).__name__}")
+    _check_matrix(op, A.aval, square)
+    return A
+
+
+def _batched(prim: Primitive):
+    """vmap of a factorization of the trailing matrix dims: the batch dim goes first and stays there."""
+    def rule(args, dims, **params):
+        outs = prim.bind(move_to_front(args[0], dims[0]), **params)
+        return outs, [0] * len(outs)
+    return rule
+
+
+def _mT(x: Tensor) -> Tensor:
+    return x.transpose(-2, -1)
+
+
+def _diag_embed(v: Tensor) -> Tensor:
+    """(..., k) -> (..., k, k) with v on the diagonal."""
+    return v.unsqueeze(-1) * eye(v.shape[-1], dtype=v.dtype, device=v.device)
+
+
+def _off_diagonal(k: int, device) -> Tensor:
+    """A (k, k) bool mask, true off the diagonal."""
+    return arange(k, device=device).reshape(k, 1) != arange(k, device=device)
+
+
+def _gaps(values: Tensor) -> Tensor:
+    """E[..., i, j] = values[j] - values[i] off the diagonal and 1 on it: the divisor of the spectral formulas."""
+    diff = values.unsqueeze(-2) - values.unsqueeze(-1)
+    return where(_off_diagonal(values.shape[-1], values.device), diff, 1.0)
+
+
+def _quotient(x: Tensor, d: Tensor) -> Tensor:
+    """x / d, but 0 where x is 0 even where d is 0: the eager tape passes zeros for unused outputs (U of `svdvals`,
+    Q of `eigvalsh`), which must contribute nothing at repeated or zero values. Nonzero x over zero d stays inf,
+    as in PyTorch."""
+    zero = x == 0
+    return where(zero, 0.0, x / where(zero, 1.0, d))
+
+
+def _zero_diagonal(x: Tensor) -> Tensor:
+    return where(_off_diagonal(x.shape[-1], x.device), x, 0.0)
+
+
+def _right_solve_transposed(x: Tensor, r: Tensor) -> Tensor:
+    """x R^-T, for an invertible (triangular) R."""
+    return _mT(solve_p.bind(r, _mT(x)))
+
+
+def _right_solve(x: Tensor, r: Tensor) -> Tensor:
+    """x R^-1, for an invertible (triangular) R."""
+    return _mT(solve_p.bind(_mT(r), _mT(x)))
+
+
+# ---------------------------------------------------------------- svd
+svd_p = Primitive("linalg_svd", multiple_results=True, saves_inputs=False, saves_output=True)
+
+
+@svd_p.def_impl
+def _svd_impl(xp, a, *, full_matrices):
+    u, s, vh = xp.linalg.svd(a, full_matrices=full_matrices)
+    return [u.astype(a.dtype, copy=False), s.astype(a.dtype, copy=False), vh.astype(a.dtype, copy=False)]
+
+
+@svd_p.def_abstract
+def _svd_abstract(a: ShapedArray, *, full_matrices):
+    _check_matrix("linalg.svd", a)
+    *batch, m, n = a.shape
+    batch, k = tuple(batch), min(m, n)
+    u_cols, vh_rows = (m, n) if full_matrices else (k, k)
+    return [ShapedArray(batch + (m, u_cols), a.dtype, a.device), ShapedArray(batch + (k,), a.dtype, a.device),
+            ShapedArray(batch + (vh_rows, n), a.dtype, a.device)]
+
+
+svd_p.def_batch(_batched(svd_p))
+
+
+@svd_p.def_vjp
+def _svd_vjp(cts, primals, outs, *, full_matrices):
+    # PyTorch's svd_backward. With full_matrices, only the first k columns of U and rows of Vh take part: the
+    # others are an arbitrary basis of a complement, so their cotangents are dropped (as PyTorch does).
+    gU, gS, gVh = cts
+    U, S, Vh = outs
+    k = S.shape[-1]
+    if full_matrices:
+        U, Vh = narrow(U, -1, 0, k), narrow(Vh, -2, 0, k)
+        gU = None if gU is None else narrow(gU, -1, 0, k)
+        gVh = None if gVh is None else narrow(gVh, -2, 0, k)
+    m, n = U.shape[-2], Vh.shape[-1]
+    if gU is None and gVh is None:
+        if gS is None:
+            return (zeros(tuple(primals[0].shape), dtype=S.dtype, device=S.device),)
+        return (matmul(U * gS.unsqueeze(-2), Vh),)
+    E = _gaps(S * S)
+    inner = None
+    if gU is not None:
+        UhgU = matmul(_mT(U), gU)
+        inner = _quotient((UhgU - _mT(UhgU)) * S.unsqueeze(-2), E)
+    if gVh is not None:
+        VhgV = matmul(Vh, _mT(gVh))
+        term = _quotient(S.unsqueeze(-1) * (VhgV - _mT(VhgV)), E)
+        inner = term if inner is None else inner + term
+    if gS is not None:
+        inner = inner + _diag_embed(gS)
+    if m > k and gU is not None:
+        gA = matmul(U, inner)
+        gUSinv = _quotient(gU, S.unsqueeze(-2))
+        gA = matmul(gA + gUSinv - matmul(U, matmul(_mT(U), gUSinv)), Vh)
+    elif n > k and gVh is not None:
+        gA = matmul(inner, Vh)
+        SinvgVh = _quotient(gVh, S.unsqueeze(-1))
+        gA = matmul(U, gA + SinvgVh - matmul(matmul(SinvgVh, _mT(Vh)), Vh))
+    else:
+        gA = matmul(U, matmul(inner, Vh))
+    return (gA,)
+
+
+@svd_p.def_jvp
+def _svd_jvp(primals, tangents, *, full_matrices):
+    # dP = U^T dA V; dS = diag(dP); U^T dU = (dP S + S dP^T) / E and V^T dV = (S dP + dP^T S) / E off the
+    # diagonal (zero on it); the parts outside the spans of U and V are (I - U U^T) dA V / S and
+    # (I - V V^T) dA^T U / S.
+    a, dA = primals[0], tangents[0]
+    U, S, Vh = svd_p.bind(a, full_matrices=full_matrices)
+    m, n = a.shape[-2], a.shape[-1]
+    k = S.shape[-1]
+    if full_matrices and m != n:
+        raise NotImplementedError(f"linalg.svd: forward-mode derivatives with full_matrices=True need square "
+                                  f"matrices (the extra singular vectors of a {m}x{n} matrix are not unique); "
+                                  f"use full_matrices=False")
+    V = _mT(Vh)
+    dP = matmul(matmul(_mT(U), dA), V)
+    dS = dP.diagonal(0, -2, -1)
+    E = _gaps(S * S)
+    dPT = _mT(dP)
+    omega_u = _zero_diagonal((dP * S.unsqueeze(-2) + S.unsqueeze(-1) * dPT) / E)
+    omega_v = _zero_diagonal((S.unsqueeze(-1) * dP + dPT * S.unsqueeze(-2)) / E)
+    dU = matmul(U, omega_u)
+    dV = matmul(V, omega_v)
+    if m > k:
+        dU = dU + (matmul(dA, V) - matmul(U, dP)) / S.unsqueeze(-2)
+    if n > k:
+        dV = dV + (matmul(_mT(dA), U) - matmul(V, dPT)) / S.unsqueeze(-2)
+    return [U, S, Vh], [dU, dS, _mT(dV)]
+
+
+SVDResult = namedtuple("svd", ["U", "S", "Vh"])
+
+
+def svd(A: Tensor, full_matrices: bool = True, *, driver=None, out=None) -> SVDResult:
+    """A = U diag(S) Vh for (a batch of) m x n matrices: singular values S in descending order.
+
+    With full_matrices (the default, as in PyTorch) U is m x m and Vh n x n; otherwise m x k and k x n, k = min(m, n).
+    Gradients need distinct, nonzero singular values and a loss that does not depend on the signs of the singular
+    vectors; with full_matrices and m != n the extra columns of U (rows of Vh) get no gradient.
+    """
+    if out is not None:
+        raise NotImplementedError("linalg.svd: out= is not supported; use the returned tensors")
+    if driver is not None:
+        raise NotImplementedError(f"linalg.svd: driver= selects a cuSOLVER routine in PyTorch; fnx uses the "
+                                  f"backend's default, pass driver=None (got {driver!r})")
+    A = _operand("linalg.svd", A)
+    return SVDResult(*svd_p.bind(A, full_matrices=bool(full_matrices)))
+
+
+def svdvals(A: Tensor, *, driver=None, out=None) -> Tensor:
+    """The singular values of (a batch of) matrices, in descending order (differentiable where they are distinct
+    or the loss treats equal ones alike, e.g. a norm)."""
+    if out is not None:
+        raise NotImplementedError("linalg.svdvals: out= is not supported; use the returned tensor")
+    return svd(A, full_matrices=False, driver=driver).S
+
+
+# ---------------------------------------------------------------- eigh
+eigh_p = Primitive("linalg_eigh", multiple_results=True, saves_inputs=False, saves_output=True)
+
+
+@eigh_p.def_impl
+def _eigh_impl(xp, a, *, UPLO):
+    w, v = xp.linalg.eigh(a, UPLO=UPLO)
+    return [w.astype(a.dtype, copy=False), v.astype(a.dtype, copy=False)]
+
+
+@eigh_p.def_abstract
+def _eigh_abstract(a: ShapedArray, *, UPLO):
+    _check_matrix("linalg.eigh", a, square=True)
+    return [ShapedArray(a.shape[:-1], a.dtype, a.device), ShapedArray(a.shape, a.dtype, a.device)]
+
+
+eigh_p.def_batch(_batched(eigh_p))
+
+
+@eigh_p.def_vjp
+def _eigh_vjp(cts, primals, outs, *, UPLO):
+    # PyTorch's linalg_eig_backward for Hermitian input: gA = Q (skew(Q^T gQ) / E + diag(gL)) Q^T. Like PyTorch's,
+    # the gradient is not symmetrized although only one triangle of A is read.
+    gL, gQ = cts
+    L, Q = outs
+    if gQ is None:
+        if gL is None:
+            return (zeros_like(Q),)
+        return (matmul(Q * gL.unsqueeze(-2), _mT(Q)),)
+    QhgQ = matmul(_mT(Q), gQ)
+    inner = _zero_diagonal(_quotient(0.5 * (QhgQ - _mT(QhgQ)), _gaps(L)))
+    if gL is not None:
+        inner = inner + _diag_embed(gL)
+    return (matmul(Q, matmul(inner, _mT(Q))),)
+
+
+@eigh_p.def_jvp
+def _eigh_jvp(primals, tangents, *, UPLO):
+    # M = Q^T dA Q; dL = diag(M); dQ = Q (M / E) with a zero diagonal (PyTorch's linalg_eig_jvp, Hermitian case)
+    L, Q = eigh_p.bind(primals[0], UPLO=UPLO)
+    M = matmul(matmul(_mT(Q), tangents[0]), Q)
+    return [L, Q], [M.diagonal(0, -2, -1), matmul(Q, _zero_diagonal(M / _gaps(L)))]
+
+
+EighResult = namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+
+
+def _uplo(op: str, UPLO) -> str:
+    if UPLO not in ("L", "U"):
+        raise FnxRuntimeError(f"{op}: UPLO must be 'L' or 'U', got {UPLO!r}")
+    return UPLO
+
+
+def eigh(A: Tensor, UPLO: str = "L", *, out=None) -> EighResult:
+    """Eigenvalues (ascending) and orthonormal eigenvectors of (a batch of) symmetric matrices, reading only the
+    triangle `UPLO` ('L' lower, 'U' upper). Gradients need distinct eigenvalues and a loss that does not depend on
+    the eigenvectors' signs; the gradient is PyTorch's (not symmetrized)."""
+    if out is not None:
+        raise NotImplementedError("linalg.eigh: out= is not supported; use the returned tensors")
+    A = _operand("linalg.eigh", A, square=True)
+    return EighResult(*eigh_p.bind(A, UPLO=_uplo("linalg.eigh", UPLO)))
+
+
+def eigvalsh(A: Tensor, UPLO: str = "L", *, out=None) -> Tensor:
+    """The eigenvalues of (a batch of) symmetric matrices, ascending (see `eigh`)."""
+    if out is not None:
+        raise NotImplementedError("linalg.eigvalsh: out= is not supported; use the returned tensor")
+    return eigh(A, UPLO).eigenvalues
+
+
+# ---------------------------------------------------------------- qr
+qr_p = Primitive("linalg_qr", multiple_results=True, saves_inputs=False, saves_output=True)
+
+
+@qr_p.def_impl
+def _qr_impl(xp, a, *, complete):
+    q, r = xp.linalg.qr(a, mode="complete" if complete else "reduced")
+    return [q.astype(a.dtype, copy=False), r.astype(a.dtype, copy=False)]
+
+
+@qr_p.def_abstract
+def _qr_abstract(a: ShapedArray, *, complete):
+    _check_matrix("linalg.qr", a)
+    *batch, m, n = a.shape
+    batch = tuple(batch)
+    k = m if complete else min(m, n)
+    return [ShapedArray(batch + (m, k), a.dtype, a.device), ShapedArray(batch + (k, n), a.dtype, a.device)]
+
+
+qr_p.def_batch(_batched(qr_p))
+
+
+def _require_tall(m: int, n: int, complete: bool) -> None:
+    if complete and m > n:
+        raise FnxRuntimeError(f"linalg.qr: The QR decomposition is not differentiable when mode='complete' and "
+                              f"nrows > ncols ({m} > {n}); use mode='reduced'")
+
+
+@qr_p.def_vjp
+def _qr_vjp(cts, primals, outs, *, complete):
+    # For m >= n (the wrapper reduces m < n to a square factorization): with M = skew(Q^T gQ) + skew(R gR^T),
+    # gA = Q (gR + tril(M) R^-T) + (gQ - Q Q^T gQ) R^-T (TensorFlow's QR gradient; PyTorch's is the same map).
+    Q, R = outs
+    m, n = Q.shape[-2], R.shape[-1]
+    _require_tall(m, n, complete)
+    gQ = zeros_like(Q) if cts[0] is None else cts[0]
+    gR = zeros_like(R) if cts[1] is None else cts[1]
+    qdq = matmul(_mT(Q), gQ)
+    rdr = matmul(R, _mT(gR))
+    lower = tril((qdq - _mT(qdq)) + (rdr - _mT(rdr)))
+    return (matmul(Q, gR + _right_solve_transposed(lower, R)) + _right_solve_transposed(gQ - matmul(Q, qdq), R),)
+
+
+@qr_p.def_jvp
+def _qr_jvp(primals, tangents, *, complete):
+    # C = Q^T dA R^-1 = Q^T dQ + dR R^-1, a skew plus an upper triangular matrix: Ω = tril(C, -1) - tril(C, -1)^T,
+    # dR = (C - Ω) R and dQ = dA R^-1 - Q (C - Ω).
+    Q, R = qr_p.bind(primals[0], complete=complete)
+    m, n = Q.shape[-2], R.shape[-1]
+    _require_tall(m, n, complete)
+    dAR = _right_solve(tangents[0], R)
+    C = matmul(_mT(Q), dAR)
+    low = tril(C, -1)
+    upper = C - (low - _mT(low))
+    return [Q, R], [dAR - matmul(Q, upper), matmul(upper, R)]
+
+
+QRResult = namedtuple("qr", ["Q", "R"])
+
+
+def qr(A: Tensor, mode: str = "reduced", *, out=None) -> QRResult:
+    """A = Q R with orthonormal columns Q and upper triangular R, for (a batch of) m x n matrices.
+
+    mode 'reduced': Q m x k, R k x n (k = min(m, n)); 'complete': Q m x m, R m x n; 'r': R only (Q is an empty
+    tensor). Gradients need a full-rank A; for m > n they are not defined with mode='complete' (as in PyTorch),
+    and with mode='r' R is differentiable (PyTorch refuses).
+    """
+    if out is not None:
+        raise NotImplementedError("linalg.qr: out= is not supported; use the returned tensors")
+    if mode not in ("reduced", "complete", "r"):
+        raise FnxRuntimeError(f"linalg.qr: qr received unrecognized mode '{mode}' but expected one of 'reduced' "
+                              f"(default), 'r', or 'complete'")
+    A = _operand("linalg.qr", A)
+    m, n = A.shape[-2], A.shape[-1]
+    if m < n:   # [X | Y] = Q [U | Q^T Y] with X = Q U the square factorization: every mode, differentiable
+        Q, U = qr_p.bind(narrow(A, -1, 0, m), complete=False)
+        Q, R = Q, cat([U, matmul(_mT(Q), narrow(A, -1, m, n - m))], -1)
+    else:
+        Q, R = qr_p.bind(A, complete=mode == "complete")
+    if mode == "r":
+        Q = zeros((0,), dtype=A.dtype, device=A.device)
+    return QRResult(Q, R)
+
+
+# ---------------------------------------------------------------- pinv
+pinv_p = Primitive("linalg_pinv", saves_output=True)
+
+
+@pinv_p.def_impl
+def _pinv_impl(xp, a, *, atol, rtol, hermitian):
+    # singular values (|eigenvalues| when hermitian) at or below max(atol, rtol * the largest) count as zero
+    if 0 in a.shape[-2:]:
+        return xp.zeros(a.shape[:-2] + a.shape[-2:][::-1], a.dtype)
+    if hermitian:
+        w, v = xp.linalg.eigh(a)
+        size = xp.abs(w)
+        left, right = v, xp.swapaxes(v, -1, -2)
+    else:
+        left, w, right = xp.linalg.svd(a, full_matrices=False)
+        size = w
+    cutoff = xp.maximum(atol, rtol * size.max(axis=-1, keepdims=True))
+    keep = size > cutoff
+    inv = xp.where(keep, 1 / xp.where(keep, w, 1), 0)
+    out = xp.matmul(xp.swapaxes(right, -1, -2) * inv[..., None, :], xp.swapaxes(left, -1, -2))
+    return out.astype(a.dtype, copy=False)
+
+
+@pinv_p.def_abstract
+def _pinv_abstract(a: ShapedArray, *, atol, rtol, hermitian):
+    _check_matrix("linalg.pinv", a, square=hermitian)
+    return ShapedArray(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype, a.device)
+
+
+@pinv_p.def_vjp
+def _pinv_vjp(g, primals, out, *, atol, rtol, hermitian):
+    # PyTorch's pinv_backward (the derivative of the pseudo-inverse at constant rank, Golub and Pereyra)
+    A, P = primals[0], out
+    m, n = A.shape[-2], A.shape[-1]
+    Ph, gh = _mT(P), _mT(g)
+    if m <= n:
+        K = matmul(gh, P)
+        KPh = matmul(K, Ph)
+        return (-_mT(matmul(P, K)) + KPh - matmul(matmul(A, P), KPh) + matmul(matmul(Ph, P), gh - matmul(K, A)),)
+    K = matmul(P, gh)
+    PhK = matmul(Ph, K)
+    return (-_mT(matmul(K, P)) + matmul(matmul(gh - matmul(A, K), P), Ph) + PhK - matmul(matmul(PhK, P), A),)
+
+
+@pinv_p.def_jvp
+def _pinv_jvp(primals, tangents, *, atol, rtol, hermitian):
+    # dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P
+    A, dA = primals[0], tangents[0]
+    P = pinv_p.bind(A, atol=atol, rtol=rtol, hermitian=hermitian)
+    Ph, dAh = _mT(P), _mT(dA)
+    PdAhI = matmul(matmul(P, Ph), dAh - matmul(dAh, matmul(A, P)))
+    IdAhP = matmul(dAh - matmul(matmul(P, A), dAh), matmul(Ph, P))
+    return P, -matmul(matmul(P, dA), P) + PdAhI + IdAhP
+
+
+pinv_p.def_batch(lambda args, dims, **params: (pinv_p.bind(move_to_front(args[0], dims[0]), **params), 0))
+
+
+def _tolerance(op: str, value, name: str) -> float:
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise NotImplementedError(f"{op}: a per-matrix {name} tensor is not supported; pass a number or a "
+                                      f"0-d tensor")
+        value = value.item()
+    return float(value)
+
+
+def _tolerances(op: str, A: Tensor, atol, rtol, rcond) -> tuple:
+    """(atol, rtol) as floats, with PyTorch's defaults: rtol = eps * max(m, n) when neither is given, 0 when only
+    atol (> 0) is."""
+    if rcond is not None:
+        if rtol is not None:
+            raise FnxRuntimeError(f"{op}: rcond is the old name of rtol; pass only one of them")
+        rtol = rcond
+    atol = 0.0 if atol is None else _tolerance(op, atol, "atol")
+    if rtol is None:
+        rtol = _dt.finfo(A.dtype).eps * max(A.shape[-2:]) if atol <= 0 else 0.0
+    return atol, _tolerance(op, rtol, "rtol")
+
+
+def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False, rcond=None, out=None) -> Tensor:
+    """The Moore-Penrose pseudo-inverse of (a batch of) matrices, from the SVD (the eigendecomposition if
+    `hermitian`): singular values at or below max(atol, rtol * the largest) count as zero. Its gradient is
+    PyTorch's, valid where small perturbations keep the rank."""
+    if out is not None:
+        raise NotImplementedError("linalg.pinv: out= is not supported; use the returned tensor")
+    A = _operand("linalg.pinv", A, square=bool(hermitian))
+    atol, rtol = _tolerances("linalg.pinv", A, atol, rtol, rcond)
+    return pinv_p.bind(A, atol=atol, rtol=rtol, hermitian=bool(hermitian))
+
+
+# ---------------------------------------------------------------- lstsq
+LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver: str | None = None) -> LstsqResult:
+    """The least-squares solution X of A X = B (minimum norm where A is rank-deficient), as PyTorch's named tuple
+    (solution, residuals, rank, singular_values).
+
+    X = pinv(A) B, singular values at or below rcond * the largest counting as zero (default eps * max(m, n)).
+    residuals (||A X - B||^2 per column) are computed whenever m > n (PyTorch leaves them empty when some A is
+    rank-deficient, which a traced function cannot know), else empty; rank is
+    computed for the drivers 'gelsy' (the default), 'gelsd' and 'gelss', singular_values for 'gelsd' and 'gelss',
+    as in PyTorch; the others are empty tensors. B of A's shape without its last dim is a (batch of) vector(s).
+    """
+    driver = "gelsy" if driver is None else driver
+    if driver not in _DRIVERS:
+        raise FnxRuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of {_DRIVERS}, got {driver!r}")
+    A = _operand("linalg.lstsq", A)
+    if not isinstance(B, Tensor) or B.dtype is not A.dtype:
+        got = type(B).__name__ if not isinstance(B, Tensor) else B.dtype.name
+        raise FnxTypeError(f"linalg.lstsq: expected B to be a tensor of A's dtype {A.dtype.name}, got {got}")
+    m, n = A.shape[-2], A.shape[-1]
+    vector = B.ndim == A.ndim - 1
+    Bm = B.unsqueeze(-1) if vector else B
+    if Bm.ndim < 2 or Bm.shape[-2] != m:
+        raise FnxRuntimeError(f"linalg.lstsq: input.size(-2) should match other.size(-2), got A of shape "
+                              f"{list(A.shape)} and B of shape {list(B.shape)}")
+    atol, rtol = _tolerances("linalg.lstsq", A, None, None, rcond)
+    X = matmul(pinv_p.bind(A, atol=atol, rtol=rtol, hermitian=False), Bm)
+    empty = zeros((0,), dtype=A.dtype, device=A.device)
+    S = svdvals(A) if driver != "gels" else None
+    rank = empty.long()
+    if S is not None:
+        cutoff = S[..., :1] * rtol if min(m, n) else S
+        rank = _sum(S.detach() > cutoff.detach(), -1)
+    residuals = empty
+    if m > n:
+        residuals = _sum((matmul(A, X) - Bm) ** 2, -2)
+        residuals = residuals.squeeze(-1) if vector else residuals
+    X = X.squeeze(-1) if vector else X
+    singular_values = S if driver in ("gelsd", "gelss") else empty
+    return LstsqResult(X, residuals, rank if driver != "gels" else empty.long(), singular_values)
+
+
+# ---------------------------------------------------------------- spectral matrix norms
+def spectral_norm(A: Tensor, ord) -> Tensor:
+    """The matrix norm 2 (largest singular value), -2 (smallest) or 'nuc' (their sum) over the last two dims."""
+    S = svdvals(A)
+    if ord == "nuc":
+        return _sum(S, -1)
+    return S[..., 0] if ord == 2 else S[..., -1]

@@ -1,0 +1,105 @@
+"""Op table: special functions (fnx/ops/special.py), against float64 references computed here from `math`."""
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+
+import fnx
+from op_db import OpInfo, Sample, binary_sample, floats, shapes
+
+
+def _vectorize(f):
+    return np.vectorize(f, otypes=[np.float64])
+
+
+def _inverse(f, lo: float, hi: float, target: float, decreasing: bool = False) -> float:
+    """The x in [lo, hi] with f(x) = target, by bisection to the last bit (f monotonic)."""
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if (f(mid) < target) != decreasing:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def erfinv_ref(y: float) -> float:
+    """erfinv by bisection on math.erf (on math.erfc beyond 1/2, where erf would lose the small 1 - y); below 1e-8
+    the series y √π/2 (1 + π y²/12) is exact to rounding."""
+    if abs(y) < 1e-8:
+        return y * math.sqrt(math.pi) / 2
+    if abs(y) < 0.5:
+        return _inverse(math.erf, -1.0, 1.0, y)
+    return math.copysign(_inverse(math.erfc, 0.0, 40.0, 1.0 - abs(y), decreasing=True), y)
+
+
+def ndtri_ref(p: float) -> float:
+    """The normal quantile by bisection on Φ(x) = erfc(-x / √2) / 2, for p <= 1/2; -ndtri(1 - p) above (1 - p is
+    exact there, and Φ near 1 would round)."""
+    if p > 0.5:
+        return -ndtri_ref(1.0 - p)
+    return _inverse(lambda x: 0.5 * math.erfc(-x / math.sqrt(2)), -40.0, 0.0, p)
+
+
+def polygamma_ref(n: int, x: float) -> float:
+    """ψ⁽ⁿ⁾(x) from its series: ψ(x) = -γ + Σ_k (1/(k + 1) - 1/(x + k)) (n = 0), else (-1)^(n+1) n! Σ_k (x + k)^-(n+1),
+    K = 20000 terms plus the Euler-Maclaurin tail ∫_K^∞ f + f(K)/2 - f'(K)/12."""
+    K = 20000
+    k = np.arange(K, dtype=np.float64)
+    big = x + K
+    if n == 0:
+        head = np.sum(1.0 / (k + 1.0) - 1.0 / (x + k))
+        tail = math.log(big / (K + 1.0)) - 0.5 / big + 0.5 / (K + 1.0) + (1.0 / (K + 1.0) ** 2 - 1.0 / big ** 2) / 12
+        return -0.5772156649015329 + head + tail
+    head = np.sum((x + k) ** -(n + 1.0))
+    tail = big ** -n / n + 0.5 * big ** -(n + 1.0) + (n + 1) * big ** -(n + 2.0) / 12
+    return (-1) ** (n + 1) * math.factorial(n) * (head + tail)
+
+
+def away_from_poles(x: np.ndarray) -> np.ndarray:
+    """x moved at least 0.1 away from the non-positive integers (the poles of the gamma family)."""
+    nearest = np.round(x)
+    close = (nearest <= 0) & (np.abs(x - nearest) < 0.1)
+    return np.where(close, nearest + 0.1 * np.where(x >= nearest, 1, -1) + 0.05 * np.sign(x - nearest + 1e-9), x)
+
+
+@st.composite
+def gamma_sample(draw, lo=-4.5, hi=12.0, **kwargs):
+    x = draw(floats(draw(shapes(max_dims=2)), lo, hi))
+    return Sample((away_from_poles(x),), kwargs)
+
+
+@st.composite
+def unit_sample(draw, lo, hi, avoid=None, **kwargs):
+    x = draw(floats(draw(shapes(max_dims=2)), lo, hi))
+    if avoid is not None:   # keep finite differences off a kink
+        x = np.where(np.abs(x - avoid) < 0.05, avoid + 0.1, x)
+    return Sample((x,), kwargs)
+
+
+_lgamma = _vectorize(math.lgamma)
+_digamma = _vectorize(lambda x: polygamma_ref(0, x))
+_erfc = _vectorize(math.erfc)
+
+OPS = [
+    OpInfo("lgamma", fnx.lgamma, _lgamma, gamma_sample(), double_grad=True, atol=1e-5),
+    OpInfo("lgamma_large", fnx.lgamma, _lgamma, unit_sample(5.0, 1e4), rtol=1e-5),
+    OpInfo("digamma", fnx.digamma, _digamma, gamma_sample(), double_grad=True, rtol=1e-5, atol=1e-5),
+    OpInfo("polygamma_1", lambda x: fnx.polygamma(1, x), _vectorize(lambda x: polygamma_ref(1, x)),
+           gamma_sample(-3.5, 8.0), rtol=1e-5),
+    OpInfo("polygamma_3", lambda x: fnx.polygamma(3, x), _vectorize(lambda x: polygamma_ref(3, x)),
+           gamma_sample(-2.5, 8.0), rtol=1e-4),
+    OpInfo("mvlgamma", lambda x: fnx.mvlgamma(x, 3), lambda x: 1.5 * math.log(math.pi) + _lgamma(x) +
+           _lgamma(x - 0.5) + _lgamma(x - 1.0), unit_sample(1.2, 8.0), atol=1e-5),
+    OpInfo("erfinv", fnx.erfinv, _vectorize(erfinv_ref), unit_sample(-0.95, 0.95), double_grad=True),
+    OpInfo("erfinv_tails", fnx.erfinv, _vectorize(erfinv_ref), unit_sample(0.95, 0.9999).map(
+        lambda s: Sample((s.args[0] * np.where(np.arange(s.args[0].size).reshape(s.args[0].shape) % 2, 1, -1),)))),
+    OpInfo("special.ndtr", fnx.special.ndtr, lambda x: 0.5 * _erfc(-x / math.sqrt(2)), unit_sample(-8.0, 8.0)),
+    OpInfo("special.ndtri", fnx.special.ndtri, _vectorize(ndtri_ref), unit_sample(1e-4, 1 - 1e-4)),
+    OpInfo("special.log_ndtr", fnx.special.log_ndtr, lambda x: np.log(0.5 * _erfc(-x / math.sqrt(2))),
+           unit_sample(-30.0, 8.0)),
+    OpInfo("i0", fnx.i0, np.i0, unit_sample(-40.0, 40.0), rtol=1e-5),
+    OpInfo("special.i0e", fnx.special.i0e, lambda x: np.i0(x) * np.exp(-np.abs(x)), unit_sample(-40.0, 40.0, avoid=0.0)),
+    OpInfo("special.entr", fnx.special.entr, lambda x: -x * np.log(x), unit_sample(0.05, 4.0)),
+    OpInfo("special.xlog1py", fnx.special.xlog1py, lambda x, y: x * np.log1p(y), binary_sample(lo2=-0.9, hi2=3.0)),
+]

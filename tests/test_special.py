@@ -1,0 +1,127 @@
+"""Special functions beyond the op table: accuracy in ulps against float64 references, special values, the
+fnx.special namespace and the Tensor methods."""
+import math
+
+import numpy as np
+import pytest
+
+import fnx
+from op_db_special import erfinv_ref, ndtri_ref, polygamma_ref
+
+
+def t(a, dtype=fnx.float64):
+    return fnx.tensor(np.asarray(a, dtype=np.float64), dtype=dtype)
+
+
+def ulps(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    return np.abs(got - ref) / np.spacing(np.abs(ref))
+
+
+def test_erfinv_is_within_a_few_ulp_in_float64_on_the_whole_range():
+    ys = np.concatenate([np.linspace(-0.999, 0.999, 301), 1 - np.logspace(-16, -3, 40), [1e-300, 1e-12, -1e-7]])
+    ref = np.array([erfinv_ref(y) for y in ys])
+    assert ulps(fnx.erfinv(t(ys)).numpy(), ref).max() <= 4
+
+
+def test_erfinv_float32_and_edges():
+    ys = np.linspace(-0.9999, 0.9999, 201)
+    ref = np.array([erfinv_ref(float(np.float32(y))) for y in ys]).astype(np.float32)
+    got = fnx.erfinv(t(ys, fnx.float32)).numpy()
+    assert got.dtype == np.float32 and ulps(got, ref).max() <= 4
+    np.testing.assert_array_equal(fnx.erfinv(t([-1.0, 1.0, 1.5, -2.0, 0.0])).numpy(), [-np.inf, np.inf, np.nan,
+                                                                                    np.nan, 0.0])
+
+
+def test_erfinv_gradient_is_that_of_the_exact_inverse_even_at_zero():
+    y = t([0.0, 0.5, -0.9, 0.999999])
+    y.requires_grad_(True)
+    fnx.erfinv(y).sum().backward()
+    x = np.array([erfinv_ref(v) for v in y.detach().numpy()])
+    np.testing.assert_allclose(y.grad.numpy(), math.sqrt(math.pi) / 2 * np.exp(x * x), rtol=1e-13)
+
+
+def test_ndtri_is_accurate_in_both_tails():
+    ps = np.concatenate([np.logspace(-300, -1, 60), 1 - np.logspace(-15, -1, 20), [0.5, 0.3]])
+    ref = np.array([ndtri_ref(p) for p in ps])
+    got = fnx.special.ndtri(t(ps)).numpy()
+    np.testing.assert_allclose(got, ref, rtol=4e-16 * 8, atol=1e-15)
+    np.testing.assert_array_equal(fnx.special.ndtri(t([0.0, 1.0, -0.5])).numpy(), [-np.inf, np.inf, np.nan])
+
+
+def test_lgamma_on_the_whole_real_line():
+    xs = np.concatenate([np.linspace(-9.9, 30, 397), [1e-300, 1e-8, 1.0, 2.0, 171.5, 1e10, 1e300, -1e-8]])
+    ref = np.array([math.lgamma(x) for x in xs])
+    np.testing.assert_allclose(fnx.lgamma(t(xs)).numpy(), ref, rtol=1e-14, atol=1e-14)
+    np.testing.assert_array_equal(fnx.lgamma(t([0.0, -1.0, -7.0, np.inf, -np.inf])).numpy(), [np.inf] * 5)
+    got32 = fnx.lgamma(t(xs[:397], fnx.float32)).numpy()   # computed in float64, rounded once
+    ref32 = np.array([math.lgamma(float(np.float32(x))) for x in xs[:397]], dtype=np.float32)
+    assert ulps(got32, ref32).max() <= 1
+
+
+def test_digamma_and_polygamma_values_and_poles():
+    xs = np.array([-3.7, -2.5, -0.5, -1e-3, 1e-6, 0.3, 1.0, 2.5, 11.0, 250.0])
+    for n in (0, 1, 2, 4):
+        ref = np.array([polygamma_ref(n, x) for x in xs])
+        np.testing.assert_allclose(fnx.polygamma(n, t(xs)).numpy(), ref, rtol=1e-11, err_msg=f"n={n}")
+    np.testing.assert_allclose(fnx.digamma(t([1.0])).numpy(), [-0.5772156649015329], rtol=1e-15)
+    got = fnx.digamma(t([0.0, -1.0, -2.0, np.inf])).numpy()
+    np.testing.assert_array_equal(got, [-np.inf, np.nan, np.nan, np.inf])
+
+
+def test_the_derivatives_chain_lgamma_digamma_polygamma():
+    x = t([0.7, 3.2, -1.4])
+    x.requires_grad_(True)
+    (g,) = fnx.autograd.grad(fnx.lgamma(x).sum(), x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), fnx.digamma(x).detach().numpy(), rtol=1e-12)
+    (h,) = fnx.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(h.numpy(), fnx.polygamma(1, x).detach().numpy(), rtol=1e-10)
+
+
+def test_polygamma_and_mvlgamma_argument_errors():
+    with pytest.raises(fnx.core.FnxRuntimeError, match="polygamma: .*negative or non-integer n"):
+        fnx.polygamma(-1, t([1.0]))
+    with pytest.raises(fnx.core.FnxRuntimeError, match="mvlgamma: p has to be greater than or equal to 1"):
+        fnx.mvlgamma(t([1.0]), 0)
+
+
+def test_log_ndtr_far_left_tail_and_near_one():
+    x = t([-1000.0, -40.0, -20.0000001, -19.9999999, 10.0])
+    got = fnx.special.log_ndtr(x).numpy()
+    far = -500000.0 - math.log(1000.0) - 0.5 * math.log(2 * math.pi) + math.log1p(-1e-6 + 3e-12)
+    assert got[0] == pytest.approx(far, rel=1e-15)   # -x²/2 - log(-x √(2π)) + log(1 - 1/x² + 3/x⁴ ...)
+    assert got[1] == pytest.approx(-804.6084420137538, rel=1e-13)
+    for x, value in zip((-20.0000001, -19.9999999), got[2:4]):   # the two branches, either side of -20
+        assert value == pytest.approx(math.log(0.5 * math.erfc(-x / math.sqrt(2))), rel=1e-14)
+    assert got[4] == pytest.approx(-0.5 * math.erfc(10 / math.sqrt(2)), rel=1e-12)   # not rounded to 0
+
+
+def test_special_namespace_has_torch_special_names():
+    names = ["erf", "erfc", "erfinv", "expit", "logit", "gammaln", "digamma", "psi", "polygamma", "multigammaln",
+             "xlogy", "xlog1py", "log_ndtr", "ndtr", "ndtri", "i0", "i0e", "sinc", "entr", "logsumexp", "softmax",
+             "log_softmax", "log1p", "expm1", "exp2", "round"]
+    assert all(hasattr(fnx.special, n) for n in names)
+    x = t([[0.2, 1.5], [3.0, 0.7]])
+    np.testing.assert_allclose(fnx.special.softmax(x, 1).numpy(), fnx.softmax(x, 1).numpy())
+    np.testing.assert_allclose(fnx.special.expit(x).numpy(), fnx.sigmoid(x).numpy())
+    assert fnx.special.xlog1py(t([0.0, 2.0]), t([np.inf, 1.0])).tolist() == [0.0, 2 * math.log(2)]
+    assert fnx.special.entr(t([-1.0, 0.0, 1.0])).tolist() == [-math.inf, 0.0, 0.0]
+
+
+def test_tensor_methods_and_in_place_variants():
+    x = fnx.tensor([0.5, 2.0, 3.0])
+    np.testing.assert_allclose(x.lgamma().numpy(), [math.lgamma(v) for v in (0.5, 2.0, 3.0)], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(x.polygamma(1).numpy(), fnx.polygamma(1, x).numpy())
+    assert fnx.lgamma(fnx.tensor([1, 2, 3])).dtype is fnx.float32   # integers promote, as in PyTorch
+    y = fnx.tensor([0.1, -0.5])
+    expected = fnx.erfinv(y).numpy()
+    y.erfinv_()
+    np.testing.assert_array_equal(y.numpy(), expected)
+    z = fnx.tensor([1.5])
+    z.digamma_()
+    assert z.item() == pytest.approx(0.03648997397857652, rel=1e-6)
+
+
+def test_distributions_use_the_ops_layer_implementation():
+    import fnx.distributions.gamma as gamma_module
+
+    assert gamma_module.lgamma is fnx.lgamma and gamma_module.digamma is fnx.digamma
