@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from fnx.__main__ import main as fnx_main
-from test_torch_alias import _python
+from test_torch_alias import PROGRAMS, _python
 
 
 def _run_jax(code: str, tmp_path, *args: str):
@@ -23,11 +23,21 @@ def test_jax_paths_resolve_to_fnx(tmp_path):
         import jax
         import jax.random as random
         import jax.nn.initializers
+        import jax.numpy as jnp
+        import jax.numpy.linalg
+        import jax.scipy.special, jax.scipy.stats, jax.scipy.linalg
+        from jax import lax, tree_util
         from jax import grad, jit, vmap
         from jax.example_libraries import optimizers, stax
         import fnx
 
         assert random.split is fnx.random.split and random.PRNGKey is fnx.random.PRNGKey
+        assert jnp.zeros is fnx.numpy.zeros and jax.numpy.linalg.norm is fnx.numpy.linalg.norm
+        assert lax.scan is fnx.lax.scan and tree_util.tree_map is fnx.tree_util.tree_map
+        assert jax.scipy.special.logsumexp is fnx.scipy.special.logsumexp and jax.nn.relu is fnx.nn.relu
+        assert jax.scipy.stats.norm.logpdf is fnx.scipy.stats.norm.logpdf
+        assert jax.scipy.linalg.cho_solve is fnx.scipy.linalg.cho_solve
+        assert jax.devices()[0] == fnx.device("cpu") and jax.block_until_ready is fnx.block_until_ready
         assert stax.Dense is fnx.example_libraries.stax.Dense and optimizers.adam is fnx.example_libraries.optimizers.adam
         assert jax.nn.initializers.glorot_normal is fnx.nn.initializers.glorot_normal
         assert jax.Array is fnx.Tensor and jax.custom_vjp is fnx.custom_vjp and jax.checkpoint is fnx.checkpoint
@@ -89,6 +99,7 @@ def test_transforms_take_numpy_arrays_jit_traces_python_numbers_and_config_sets_
         assert jax.config.jax_enable_x64 is False and fnx.ones(1).dtype is fnx.float32
         config.update("jax_enable_x64", True)
         assert jax.config.jax_enable_x64 is True and fnx.ones(1).dtype is fnx.float64
+        assert jax.numpy.ones(1).dtype is fnx.float64
         assert jax.grad(lambda v: (v * v).sum())(np.ones(2)).dtype is fnx.float64
         jax.config.update("jax_enable_x64", False)
         assert fnx.ones(1).dtype is fnx.float32
@@ -124,3 +135,13 @@ def test_run_jax_reports_a_missing_script(tmp_path):
     with pytest.raises(FileNotFoundError, match="python -m fnx run --jax SCRIPT: no such file"):
         fnx_main(["run", "--jax", str(tmp_path / "missing.py")])
     assert "jax" not in sys.modules
+
+
+def test_an_unmodified_jax_program_trains_an_mlp(tmp_path):
+    """tests/programs/jax_mlp.py is plain JAX (jnp, grad, jit, vmap, PRNG keys, jax.nn, tree_map updates,
+    example_libraries.optimizers.adam) and runs under real JAX too; through the alias it learns the digits."""
+    result = _python(["-m", "fnx", "run", "--jax", str(PROGRAMS / "jax_mlp.py"), "--epochs", "5"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    sgd, adam = result.stdout.splitlines()
+    assert sgd.startswith("sgd: test accuracy") and float(sgd.split()[-1]) > 0.9, sgd
+    assert adam.startswith("adam: final batch loss") and float(adam.split()[-1]) > 0.9, adam
