@@ -2,9 +2,9 @@
 
 `jax.numpy`, `jax.lax`, `jax.random`, ... are not here: the alias maps every `jax.X` to `fnx.X`. The transforms
 are fnx's, behind a thin layer that does what JAX does at a function's boundary: numpy arrays among the
-arguments become tensors (float64 ones in the default float dtype, as JAX without x64 makes them float32),
-and `jit` traces Python numbers passed in non-static positions (fnx.compile would bake them in as constants
-and compile again for each new value, e.g. a step counter).
+arguments become tensors as `jnp.asarray` makes them (float64 and int64 narrow to float32 and int32 unless
+x64 is on), and `jit` traces Python numbers passed in non-static positions (fnx.compile would bake them in as
+constants and compile again for each new value, e.g. a step counter).
 """
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ import numpy as np
 
 from ._version import __version__
 from . import _jax_config as config
-from .dtypes import get_default_dtype
-from .ops.creation import tensor
 from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put, devices, eval_shape
+from .numpy import asarray
 from .tensor import Tensor
 from .transforms import ad
 from .transforms.batching import vmap as _vmap
@@ -33,10 +32,8 @@ Array = Tensor
 
 
 def _as_tensor(leaf, scalars: bool):
-    if isinstance(leaf, (np.ndarray, np.generic)):
-        return tensor(leaf, dtype=get_default_dtype() if leaf.dtype == np.float64 else None)
-    if scalars and isinstance(leaf, (bool, int, float)):
-        return tensor(leaf)
+    if isinstance(leaf, (np.ndarray, np.generic)) or (scalars and isinstance(leaf, (bool, int, float))):
+        return asarray(leaf)
     return leaf
 
 

@@ -2,8 +2,9 @@
 fnx, and reads of them (`jax.config.jax_enable_x64`). `from jax.config import config` (older JAX code) gives
 this module too.
 
-- `jax_enable_x64`: True makes float64 fnx's default float dtype (`fnx.set_default_dtype`), as JAX's x64 mode
-  makes it JAX's; False makes it float32 again. Integers are int64 either way (fnx's only default integer).
+- `jax_enable_x64`: True makes float64 fnx's default float dtype (`fnx.set_default_dtype`), which is what
+  x64 means to `fnx.numpy` too: Python floats and ints become float64 and int64 there, and numpy's 64-bit
+  arrays are kept; False makes the default float32 again.
 - `jax_platform_name`, `jax_platforms`: accepted and ignored; fnx runs each tensor on its own device.
 - any other option: NotImplementedError naming it.
 """

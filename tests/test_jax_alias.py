@@ -71,6 +71,7 @@ def test_transforms_take_numpy_arrays_jit_traces_python_numbers_and_config_sets_
         f = jax.jit(lambda x, n: (x * n).sum())
         assert float(f(np.ones(3), 2)) == 6.0 and float(f(np.ones(3), 3)) == 9.0
         assert f._recompiles == 0   # the number was traced, not baked into the compiled code
+        assert jax.jit(lambda v: v)(np.arange(3)).dtype is fnx.int32   # numpy arrays narrow, as jnp.asarray does
         g = jax.jit(lambda x, n: x.reshape(n, -1).sum(1), static_argnums=1)
         assert g(np.arange(6.0), 2).tolist() == [3.0, 12.0] and g(np.arange(6.0), 3).tolist() == [1.0, 5.0, 9.0]
         h = jax.jit(lambda x, *, axis: x.sum(axis), static_argnames="axis")
