@@ -7,22 +7,21 @@ A layer is an `(init_fun, apply_fun)` pair of pure functions:
 
 and the combinators `serial`, `parallel` and `shape_dependent` build layers from layers. Arrays are laid out as
 in JAX: `Conv` takes NHWC inputs and HWIO kernels, `Dense` kernels are (in, out), pools default to NHWC.
-fnx's convolutions and pools work on NC... layouts, so the layers transpose around them (under `fnx.compile`
-the transposes become index arithmetic). Initializers are fnx.nn.initializers' (JAX's distributions; fnx's
-random streams).
+Convolutions and pools are fnx.lax's `conv_general_dilated` and `reduce_window`, as in JAX's stax, and the
+initializers fnx.nn.initializers' (JAX's distributions; fnx's random streams).
 """
 from __future__ import annotations
 
 import math
 from typing import Callable
 
+from .. import lax, random
 from ..errors import FnxValueError
 from ..nn import functional as F
 from ..nn.initializers import glorot_normal, normal, ones, zeros
 from ..ops import creation, joins, reduce
 from ..ops import elementwise as ew
 from ..ops.linalg import matmul
-from .. import random
 
 __all__ = ["Dense", "GeneralConv", "Conv", "BatchNorm", "elementwise", "Tanh", "Relu", "Exp", "LogSoftmax",
            "Softmax", "Softplus", "Sigmoid", "Elu", "LeakyRelu", "Selu", "Gelu", "MaxPool", "SumPool", "AvgPool",
@@ -44,40 +43,15 @@ def Dense(out_dim: int, W_init=glorot_normal(), b_init=normal()) -> tuple[Callab
     return init_fun, apply_fun
 
 
-def _pads(padding, sizes, windows, strides, op: str) -> list[tuple[int, int]]:
-    """JAX's padding for each spatial dim: 'VALID', 'SAME', 'SAME_LOWER' or explicit (low, high) pairs."""
+def _pads(padding, sizes, windows, strides) -> list[tuple[int, int]]:
+    """(low, high) padding per spatial dim: JAX's 'VALID' / 'SAME' / 'SAME_LOWER', or explicit pairs."""
     if isinstance(padding, str):
-        mode = padding.upper()
-        if mode == "VALID":
-            return [(0, 0)] * len(sizes)
-        if mode not in ("SAME", "SAME_LOWER"):
-            raise FnxValueError(f"{op}: padding must be 'VALID', 'SAME', 'SAME_LOWER' or (low, high) pairs, "
-                                f"got {padding!r}")
-        pads = []
-        for n, w, s in zip(sizes, windows, strides):
-            total = max((-(-n // s) - 1) * s + w - n, 0)
-            low = total // 2 if mode == "SAME" else total - total // 2
-            pads.append((low, total - low))
-        return pads
-    pads = [tuple(p) for p in padding]
-    if len(pads) != len(sizes) or any(len(p) != 2 for p in pads):
-        raise FnxValueError(f"{op}: expected {len(sizes)} (low, high) padding pairs, got {padding!r}")
-    return pads
+        return lax.padtype_to_pads(sizes, windows, strides, padding)
+    return [tuple(p) for p in padding]
 
 
 def _out_size(n: int, window: int, stride: int, pad: tuple[int, int]) -> int:
     return (n + pad[0] + pad[1] - window) // stride + 1
-
-
-def _pad_spatial(x, pads, value: float = 0.0):
-    """Pad the trailing (spatial) dims of an N, C, spatial... tensor by (low, high) pairs."""
-    if not any(lo or hi for lo, hi in pads):
-        return x
-    flat = [n for lo, hi in reversed(pads) for n in (lo, hi)]
-    return F.pad(x, flat, value=value)
-
-
-_CONVS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
 
 def GeneralConv(dimension_numbers, out_chan: int, filter_shape, strides=None, padding="VALID", W_init=None,
@@ -89,21 +63,15 @@ def GeneralConv(dimension_numbers, out_chan: int, filter_shape, strides=None, pa
     if sorted(spatial) != sorted(c for c in lhs_spec if c not in "NC") or sorted(lhs_spec) != sorted(out_spec):
         raise FnxValueError(f"GeneralConv: dimension_numbers {dimension_numbers} must name the same spatial "
                             f"dims in the input, kernel and output specs")
-    nd = len(spatial)
-    if nd not in _CONVS or len(filter_shape) != nd:
-        raise FnxValueError(f"GeneralConv: {nd} spatial dims with filter_shape {filter_shape}: fnx convolves over "
-                            f"1, 2 or 3 spatial dims, and filter_shape names one size per spatial dim")
-    strides = tuple(strides or (1,) * nd)
+    one = (1,) * len(filter_shape)
+    strides = tuple(strides or one)
     W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))
-    lhs_perm = [lhs_spec.index(c) for c in "NC" + "".join(spatial)]
-    rhs_perm = [rhs_spec.index(c) for c in "OI" + "".join(spatial)]
-    out_perm = [("NC" + "".join(spatial)).index(c) for c in out_spec]
 
     def init_fun(rng, input_shape):
         sizes = dict(zip(lhs_spec, input_shape))
         filters = iter(filter_shape)
         kernel_shape = [out_chan if c == "O" else sizes["C"] if c == "I" else next(filters) for c in rhs_spec]
-        pads = _pads(padding, [sizes[c] for c in spatial], filter_shape, strides, "GeneralConv")
+        pads = _pads(padding, [sizes[c] for c in spatial], filter_shape, strides)
         out = {"N": sizes["N"], "C": out_chan}
         out.update({c: _out_size(sizes[c], w, s, p) for c, w, s, p in zip(spatial, filter_shape, strides, pads)})
         k1, k2 = random.split(rng)
@@ -112,9 +80,8 @@ def GeneralConv(dimension_numbers, out_chan: int, filter_shape, strides=None, pa
 
     def apply_fun(params, inputs, **kwargs):
         W, b = params
-        x, w = inputs.permute(lhs_perm), W.permute(rhs_perm)
-        x = _pad_spatial(x, _pads(padding, x.shape[2:], w.shape[2:], strides, "GeneralConv"))
-        return _CONVS[nd](x, w, stride=strides).permute(out_perm) + b
+        return lax.conv_general_dilated(inputs, W, strides, padding, one, one,
+                                        dimension_numbers=dimension_numbers) + b
     return init_fun, apply_fun
 
 
@@ -168,56 +135,46 @@ Selu = elementwise(F.selu)
 Gelu = elementwise(F.gelu, approximate="tanh")  # jax.nn.gelu's default
 
 
-_MAX_POOLS = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
-_AVG_POOLS = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
-
-
-def _pooling_layer(kind: str, doc: str) -> Callable:
+def _pooling_layer(name: str, reducer: Callable, init_val: float, average: bool, doc: str) -> Callable:
     def PoolingLayer(window_shape, strides=None, padding="VALID", spec=None) -> tuple[Callable, Callable]:
-        window = tuple(window_shape)
-        nd = len(window)
-        stride = tuple(strides or (1,) * nd)
-        if nd not in _MAX_POOLS:
-            raise FnxValueError(f"{kind}: fnx pools over 1, 2 or 3 spatial dims, got window {window_shape}")
+        strides = tuple(strides or (1,) * len(window_shape))
 
-        def layout(ndim: int) -> tuple[list, list]:
-            """The permutation to N, C, spatial... and back."""
-            n, c = (0, ndim - 1) if spec is None else (spec.index("N"), spec.index("C"))
-            perm = [n, c] + [i for i in range(ndim) if i not in (n, c)]
-            return perm, [perm.index(i) for i in range(ndim)]
+        def full_window(ndim: int) -> tuple[tuple, tuple, list]:
+            """The window and strides over all dims (1 on the batch and channel dims), and the spatial dims."""
+            non_spatial = (0, ndim - 1) if spec is None else (spec.index("N"), spec.index("C"))
+            spatial = [i for i in range(ndim) if i not in non_spatial]
+            window, stride = [1] * ndim, [1] * ndim
+            for i, w, s in zip(spatial, window_shape, strides):
+                window[i], stride[i] = w, s
+            return tuple(window), tuple(stride), spatial
 
         def init_fun(rng, input_shape):
-            perm, _ = layout(len(input_shape))
-            spatial = [input_shape[i] for i in perm[2:]]
-            pads = _pads(padding, spatial, window, stride, kind)
-            out = list(input_shape)
-            for i, n, w, s, p in zip(perm[2:], spatial, window, stride, pads):
-                out[i] = _out_size(n, w, s, p)
-            return tuple(out), ()
+            window, stride, _ = full_window(len(input_shape))
+            pads = _pads(padding, input_shape, window, stride)
+            return tuple(_out_size(*dim) for dim in zip(input_shape, window, stride, pads)), ()
 
         def apply_fun(params, inputs, **kwargs):
-            perm, back = layout(inputs.ndim)
-            x = inputs.permute(perm)
-            pads = _pads(padding, x.shape[2:], window, stride, kind)
-            if kind == "MaxPool":
-                y = _MAX_POOLS[nd](_pad_spatial(x, pads, float("-inf")), window, stride)
-            else:
-                y = _AVG_POOLS[nd](_pad_spatial(x, pads), window, stride) * math.prod(window)
-                if kind == "AvgPool":  # divide by the number of input (not padding) elements in each window
-                    ones_ = creation.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype, device=x.device)
-                    y = y / (_AVG_POOLS[nd](_pad_spatial(ones_, pads), window, stride) * math.prod(window))
-            return y.permute(back)
+            window, stride, spatial = full_window(inputs.ndim)
+            out = lax.reduce_window(inputs, init_val, reducer, window, stride, padding)
+            if not average:
+                return out
+            # each window's number of input (not padding) elements, broadcast over the batch and channel dims
+            ones_ = creation.ones([n if i in spatial else 1 for i, n in enumerate(inputs.shape)], dtype=inputs.dtype,
+                                  device=inputs.device)
+            return out / lax.reduce_window(ones_, 0.0, lax.add, window, stride, padding)
         return init_fun, apply_fun
-    PoolingLayer.__name__ = PoolingLayer.__qualname__ = kind
+    PoolingLayer.__name__ = PoolingLayer.__qualname__ = name
     PoolingLayer.__doc__ = doc
     return PoolingLayer
 
 
-MaxPool = _pooling_layer("MaxPool", "A max-pooling layer: `window_shape` over the spatial dims (NHWC unless `spec` "
-                                    "names the layout), `strides`, padding 'VALID'/'SAME'/pairs.")
-SumPool = _pooling_layer("SumPool", "A sum-pooling layer (arguments as MaxPool's).")
-AvgPool = _pooling_layer("AvgPool", "An average-pooling layer (arguments as MaxPool's); windows overlapping the "
-                                    "padding average over their input elements only.")
+MaxPool = _pooling_layer("MaxPool", lax.max, float("-inf"), False,
+                         "A max-pooling layer: `window_shape` over the spatial dims (NHWC unless `spec` names the "
+                         "layout), `strides`, padding 'VALID'/'SAME'/pairs.")
+SumPool = _pooling_layer("SumPool", lax.add, 0.0, False, "A sum-pooling layer (arguments as MaxPool's).")
+AvgPool = _pooling_layer("AvgPool", lax.add, 0.0, True,
+                         "An average-pooling layer (arguments as MaxPool's); windows overlapping the padding "
+                         "average over their input elements only.")
 
 
 def _flatten():
