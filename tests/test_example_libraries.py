@@ -201,6 +201,9 @@ def test_dense_values():
     (W, b), x, y = _check_layer(stax.Dense(5), (4, 3))
     assert W.shape == (3, 5) and b.shape == (5,)
     np.testing.assert_allclose(y, x @ W + b, rtol=1e-12)
+    init_fun, apply_fun = stax.Dense(5)   # as in JAX: numpy inputs, narrowed to float32 like the parameters
+    _, params = init_fun(KEY, (4, 3))
+    assert apply_fun(params, np.ones((4, 3))).dtype == fnx.float32
 
 
 @pytest.mark.parametrize("padding,stride,pads", [("VALID", (1, 1), [(0, 0), (0, 0)]),

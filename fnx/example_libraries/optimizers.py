@@ -18,6 +18,7 @@ import functools
 from collections import namedtuple
 from typing import Any, Callable, NamedTuple
 
+from .. import numpy as jnp
 from ..errors import FnxTypeError, FnxValueError
 from ..ops import creation, reduce
 from ..ops import elementwise as ew
@@ -48,7 +49,7 @@ class Optimizer(NamedTuple):
 
 
 def _as_tensor(x) -> Tensor:
-    return x if isinstance(x, Tensor) else creation.as_tensor(x)
+    return x if isinstance(x, Tensor) else jnp.asarray(x)
 
 
 def optimizer(opt_maker: Callable) -> Callable[..., Optimizer]:

@@ -7,8 +7,9 @@ A layer is an `(init_fun, apply_fun)` pair of pure functions:
 
 and the combinators `serial`, `parallel` and `shape_dependent` build layers from layers. Arrays are laid out as
 in JAX: `Conv` takes NHWC inputs and HWIO kernels, `Dense` kernels are (in, out), pools default to NHWC.
-Convolutions and pools are fnx.lax's `conv_general_dilated` and `reduce_window`, as in JAX's stax, and the
-initializers fnx.nn.initializers' (JAX's distributions; fnx's random streams).
+As JAX's stax, the layers are written with fnx.numpy, fnx.lax (`conv_general_dilated`, `reduce_window`) and
+fnx.nn's jax.nn functions, so inputs may be numpy arrays and mixed dtypes promote as in JAX; initializers
+are fnx.nn.initializers' (JAX's distributions; fnx's random streams).
 """
 from __future__ import annotations
 
@@ -16,12 +17,10 @@ import math
 from typing import Callable
 
 from .. import lax, random
+from .. import numpy as jnp
 from ..errors import FnxValueError
-from ..nn import functional as F
 from ..nn.initializers import glorot_normal, normal, ones, zeros
-from ..ops import creation, joins, reduce
-from ..ops import elementwise as ew
-from ..ops.linalg import matmul
+from ..nn.jax_functions import elu, gelu, leaky_relu, log_softmax, relu, selu, sigmoid, softmax, softplus, standardize
 
 __all__ = ["Dense", "GeneralConv", "Conv", "BatchNorm", "elementwise", "Tanh", "Relu", "Exp", "LogSoftmax",
            "Softmax", "Softplus", "Sigmoid", "Elu", "LeakyRelu", "Selu", "Gelu", "MaxPool", "SumPool", "AvgPool",
@@ -39,7 +38,7 @@ def Dense(out_dim: int, W_init=glorot_normal(), b_init=normal()) -> tuple[Callab
 
     def apply_fun(params, inputs, **kwargs):
         W, b = params
-        return matmul(inputs, W) + b
+        return jnp.dot(inputs, W) + b
     return init_fun, apply_fun
 
 
@@ -104,11 +103,8 @@ def BatchNorm(axis=(0, 1, 2), epsilon: float = 1e-5, center: bool = True, scale:
 
     def apply_fun(params, x, **kwargs):
         beta, gamma = params
-        axes = tuple(a % x.ndim for a in axis)
-        mean = reduce.mean(x, axes, keepdim=True)
-        var = reduce.mean(ew.square(x), axes, keepdim=True) - ew.square(mean)
-        z = (x - mean) * ew.rsqrt(var + epsilon)
-        shape = [1 if i in axes else n for i, n in enumerate(x.shape)]
+        z = standardize(x, axis, epsilon=epsilon)
+        shape = [1 if i in axis or i - x.ndim in axis else n for i, n in enumerate(x.shape)]
         if scale:
             z = gamma.reshape(shape) * z
         if center:
@@ -122,17 +118,17 @@ def elementwise(fun: Callable, **fun_kwargs) -> tuple[Callable, Callable]:
     return (lambda rng, input_shape: (input_shape, ())), (lambda params, inputs, **kwargs: fun(inputs, **fun_kwargs))
 
 
-Tanh = elementwise(ew.tanh)
-Relu = elementwise(F.relu)
-Exp = elementwise(ew.exp)
-LogSoftmax = elementwise(F.log_softmax, dim=-1)
-Softmax = elementwise(F.softmax, dim=-1)
-Softplus = elementwise(F.softplus)
-Sigmoid = elementwise(F.sigmoid)
-Elu = elementwise(F.elu)
-LeakyRelu = elementwise(F.leaky_relu)
-Selu = elementwise(F.selu)
-Gelu = elementwise(F.gelu, approximate="tanh")  # jax.nn.gelu's default
+Tanh = elementwise(jnp.tanh)
+Relu = elementwise(relu)
+Exp = elementwise(jnp.exp)
+LogSoftmax = elementwise(log_softmax, axis=-1)
+Softmax = elementwise(softmax, axis=-1)
+Softplus = elementwise(softplus)
+Sigmoid = elementwise(sigmoid)
+Elu = elementwise(elu)
+LeakyRelu = elementwise(leaky_relu)
+Selu = elementwise(selu)
+Gelu = elementwise(gelu)   # jax.nn.gelu: the tanh approximation
 
 
 def _pooling_layer(name: str, reducer: Callable, init_val: float, average: bool, doc: str) -> Callable:
@@ -159,8 +155,8 @@ def _pooling_layer(name: str, reducer: Callable, init_val: float, average: bool,
             if not average:
                 return out
             # each window's number of input (not padding) elements, broadcast over the batch and channel dims
-            ones_ = creation.ones([n if i in spatial else 1 for i, n in enumerate(inputs.shape)], dtype=inputs.dtype,
-                                  device=inputs.device)
+            ones_ = jnp.ones([n if i in spatial else 1 for i, n in enumerate(inputs.shape)], dtype=inputs.dtype,
+                             device=inputs.device)
             return out / lax.reduce_window(ones_, 0.0, lax.add, window, stride, padding)
         return init_fun, apply_fun
     PoolingLayer.__name__ = PoolingLayer.__qualname__ = name
@@ -180,7 +176,7 @@ AvgPool = _pooling_layer("AvgPool", lax.add, 0.0, True,
 def _flatten():
     """A layer flattening all dims but the leading one."""
     init_fun = lambda rng, input_shape: ((input_shape[0], math.prod(input_shape[1:])), ())  # noqa: E731
-    apply_fun = lambda params, inputs, **kwargs: inputs.reshape(inputs.shape[0], -1)  # noqa: E731
+    apply_fun = lambda params, inputs, **kwargs: jnp.reshape(inputs, (inputs.shape[0], -1))  # noqa: E731
     return init_fun, apply_fun
 
 
@@ -208,7 +204,7 @@ def FanInConcat(axis: int = -1) -> tuple[Callable, Callable]:
         ax = axis % len(input_shape[0])
         size = sum(shape[ax] for shape in input_shape)
         return tuple(input_shape[0][:ax]) + (size,) + tuple(input_shape[0][ax + 1:]), ()
-    return init_fun, lambda params, inputs, **kwargs: joins.cat(list(inputs), axis)
+    return init_fun, lambda params, inputs, **kwargs: jnp.concatenate(inputs, axis)
 
 
 def Dropout(rate: float, mode: str = "train") -> tuple[Callable, Callable]:
@@ -225,7 +221,7 @@ def Dropout(rate: float, mode: str = "train") -> tuple[Callable, Callable]:
             raise FnxValueError("Dropout: apply_fun needs a PRNG key in mode 'train': call it as "
                                 "apply_fun(params, inputs, rng=key), with key from fnx.random.key / split")
         keep = random.bernoulli(rng, rate, tuple(inputs.shape))
-        return ew.where(keep, inputs / rate, 0.0)
+        return jnp.where(keep, inputs / rate, 0)
     return (lambda rng, input_shape: (input_shape, ())), apply_fun
 
 
