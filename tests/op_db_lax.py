@@ -81,7 +81,7 @@ def ref_scan(c, xs):
     for x in xs:
         c = np.tanh(c * x + 0.5)
         ys.append(c * 2.0)
-    return c, np.stack(ys)
+    return c, np.stack(ys) if ys else np.zeros((0,) + np.shape(c))
 
 
 # ---------------------------------------------------------------- samples
@@ -174,16 +174,6 @@ def ref_conv_nchw(x, w, strides, padding, lhs_dil, rhs_dil, groups):
     return ref_conv(x, w, strides, padding, lhs_dil, rhs_dil, groups)
 
 
-def lax_conv_nhwc(x, w, strides, padding, lhs_dil, rhs_dil, groups):
-    """The same convolution with the operands laid out NHWC / HWIO (spatial dims moved last / first)."""
-    nd = x.ndim - 2
-    lhs, rhs = "NHWC" if nd == 2 else "NWC", "HWIO" if nd == 2 else "WIO"
-    xt = x.permute(0, *range(2, nd + 2), 1)
-    wt = w.permute(*range(2, nd + 2), 1, 0)
-    y = lax.conv_general_dilated(xt, wt, strides, padding, lhs_dil, rhs_dil, (lhs, rhs, lhs), groups)
-    return y.permute(0, nd + 1, *range(1, nd + 1))
-
-
 @st.composite
 def reduce_window_sample(draw, distinct: bool):
     shape = draw(shapes(min_dims=1, max_dims=2, min_side=2, max_side=4))
@@ -202,7 +192,7 @@ def _pads(x, window, strides, padding):
 
 @st.composite
 def scan_sample(draw):
-    n = draw(st.integers(1, 4))
+    n = draw(st.integers(0, 4))
     shape = draw(shapes(max_dims=1))
     return Sample((draw(floats(shape, -1, 1)), draw(floats((n,) + shape, -1, 1))))
 
@@ -306,21 +296,9 @@ def ref_mvn_logpdf(m, x):
     return -0.5 * quad - 0.5 * np.log(np.linalg.det(cov)) - 0.5 * len(cov) * np.log(2 * np.pi)
 
 
-def ref_log_ndtr(x):
-    return np.vectorize(lambda v: math.log(0.5 * math.erfc(-v / math.sqrt(2))))(x)
-
-
 def ref_triangular(a, b):
     t = np.tril(a) + 3 * np.eye(len(a))      # a well-conditioned lower triangle
     return np.linalg.solve(t.T, b[..., None])[..., 0] if b.ndim == 2 else np.linalg.solve(t.T, b)
-
-
-def ref_gelu_tanh(x):
-    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
-def unary(lo=-3.0, hi=3.0):
-    return st.builds(lambda x: Sample((x,)), floats(shapes(), lo, hi))
 
 
 OPS = [
@@ -329,7 +307,6 @@ OPS = [
     OpInfo("lax.dynamic_update_slice", lax.dynamic_update_slice, ref_dynamic_update_slice, dynamic_update_sample()),
     OpInfo("lax.pad", lax.pad, ref_pad, pad_sample()),
     OpInfo("lax.conv_general_dilated", lax_conv_nchw, ref_conv_nchw, conv_sample(), rtol=1e-5, atol=1e-5),
-    OpInfo("lax.conv_general_dilated_nhwc", lax_conv_nhwc, ref_conv_nchw, conv_sample(), rtol=1e-5, atol=1e-5),
     OpInfo("lax.reduce_window_add", lambda x, w, s, p: lax.reduce_window(x, 0.0, lax.add, w, s, p),
            lambda x, w, s, p: ref_reduce_window(x, 0.0, np.sum, w, s, _pads(x, w, s, p)),
            reduce_window_sample(distinct=False)),
@@ -346,16 +323,10 @@ OPS = [
            st.builds(lambda p, sign, x: Sample((p * sign, x)), floats((2,), 0.5, 2.0), st.sampled_from([-1.0, 1.0]),
                      floats(shapes(max_dims=2)))),
     OpInfo("lax.associative_scan", linear_recurrence, ref_linear_recurrence, vector_sample()),
-    OpInfo("lax.cumsum_reverse", lambda x, a, r: lax.cumsum(x, a, r),
-           lambda x, a, r: flipped(np.cumsum, x, a, r), vector_sample()),
     OpInfo("lax.cummax", lambda x, a, r: lax.cummax(x, a, r),
            lambda x, a, r: flipped(np.maximum.accumulate, x, a, r), vector_sample(separated=True)),
     OpInfo("lax.sort_two_keys", lambda k, v: lax.sort((k, v), num_keys=2), ref_sort_two, sort_sample()),
-    OpInfo("lax.clamp", lambda x: lax.clamp(-1.0, x, 1.5), lambda x: np.clip(x, -1.0, 1.5),
-           st.builds(lambda x: Sample((np.where(np.abs(np.abs(x - 0.25) - 1.25) < 0.05, 0.0, x),)),
-                     floats(shapes()))),
     OpInfo("scipy.special.logsumexp", special.logsumexp, ref_logsumexp, logsumexp_sample()),
-    OpInfo("scipy.special.log_ndtr", special.log_ndtr, ref_log_ndtr, unary(-14.0, 6.0), rtol=1e-6),
     OpInfo("scipy.special.xlog1py", special.xlog1py, lambda x, y: np.where(x == 0, 0.0, x * np.log1p(y)),
            st.builds(lambda x, y: Sample((np.where(np.abs(x) < 0.3, 0.0, x), y)), floats((3,)), floats((3,), -0.5, 2))),
     OpInfo("scipy.stats.beta.logpdf", lambda x, a, b: stats.beta.logpdf(x, a, b),
@@ -374,7 +345,6 @@ OPS = [
            ref_triangular, matrix_and_rhs()),
     OpInfo("scipy.linalg.cho_solve", lambda m, b: sl.cho_solve(sl.cho_factor(_spd_fnx(m)), b),
            lambda m, b: np.linalg.solve(_spd(m), b), matrix_and_rhs()),
-    OpInfo("nn.gelu_jax", nn.gelu, ref_gelu_tanh, unary()),
     OpInfo("nn.softmax_axis", lambda x: nn.softmax(x, axis=0),
            lambda x: np.exp(x) / np.exp(x).sum(axis=0, keepdims=True),
            st.builds(lambda x: Sample((x,)), floats(shapes(min_dims=1)))),

@@ -120,8 +120,8 @@ OP_CLASSES = {
                    "linalg.solve", "linalg.solve_vector", "linalg.solve_right", "linalg.inv", "linalg.cholesky",
                    "linalg.cholesky_upper", "linalg.det", "linalg.slogdet", "linalg.slogdet_logabsdet",
                    "linalg.matrix_power", "index_add", "scatter_add", "scatter_reduce_add", "index_put_accumulate",
-                   "put_accumulate", "lax.dot_general", "lax.conv_general_dilated", "lax.conv_general_dilated_nhwc",
-                   "lax.reduce_window_add", "lax.cumsum_reverse", "lax.associative_scan",
+                   "put_accumulate", "lax.dot_general", "lax.conv_general_dilated", "lax.reduce_window_add",
+                   "lax.associative_scan",
                    "scipy.stats.multivariate_normal.logpdf", "scipy.stats.beta.logpdf", "nn.softmax_axis",
                    # special functions: series and Newton iterations (their terms add up like a reduction's)
                    "lgamma", "lgamma_large", "digamma", "polygamma_1", "polygamma_3", "mvlgamma", "erfinv",

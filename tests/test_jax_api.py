@@ -77,10 +77,19 @@ def test_uniform_initializers_scale_with_the_fans():
 
 def test_truncated_normal_initializers_have_the_requested_variance_within_two_sigma():
     key = fnx.random.PRNGKey(1)
-    w = nn.initializers.he_normal()(key, (400, 500))         # variance 2 / fan_in
+    w = nn.initializers.he_normal()(key, (400, 100))         # variance 2 / fan_in
     assert float(w.abs().max()) <= 2 * math.sqrt(2 / 400) / 0.87962566103423978 + 1e-6
     assert float(w.std()) == pytest.approx(math.sqrt(2 / 400), rel=0.02)
     t = nn.initializers.truncated_normal(0.5)(key, (10_000,))
     assert float(t.abs().max()) <= 1.0 and float(t.mean()) == pytest.approx(0.0, abs=0.02)
     assert nn.initializers.glorot_normal()(key, (3, 4)).dtype is fnx.float32
     assert nn.initializers.lecun_normal(dtype=fnx.float64)(key, (3, 4)).dtype is fnx.float64
+
+
+def test_prng_key_holds_jaxs_key_words_as_int64():
+    """fnx.random.PRNGKey(seed) is JAX's uint32[2] key data (high and low words of the seed) stored as int64, and
+    split runs the same threefry: the words match JAX's documented random.split(PRNGKey(0))."""
+    key = fnx.random.PRNGKey(0)
+    assert key.dtype is fnx.int64 and key.tolist() == [0, 0]
+    assert fnx.random.PRNGKey(2**32 + 5).tolist() == [1, 5]
+    assert fnx.random.split(key).tolist() == [[4146024105, 967050713], [2718843009, 1272950319]]

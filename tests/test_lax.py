@@ -130,6 +130,12 @@ def test_control_flow_takes_numpy_and_python_numbers_as_jax_does():
         lax.scan(lambda c, x: (c, x), 0.0, np.arange(2.0), unroll=0)
 
 
+def test_a_zero_length_scan_stacks_empty_ys_as_jax_does():
+    carry, ys = lax.scan(lambda c, x: (c + x.sum(), {"y": x * 2, "n": c}), fnx.tensor(1.0), fnx.zeros(0, 3))
+    assert float(carry) == 1.0 and tuple(ys["y"].shape) == (0, 3) and tuple(ys["n"].shape) == (0,)
+    assert lax.scan(lambda c, x: (c, None), 0.0, fnx.zeros(0))[1] is None
+
+
 def test_map_with_and_without_batch_size():
     xs = fnx.arange(7.0)
     assert lax.map(lambda v: v * v, xs).tolist() == (np.arange(7.0) ** 2).tolist()
@@ -167,6 +173,9 @@ def test_shape_functions_with_explicit_dimensions():
     assert lax.slice(x, (0, 1), (2, 3), (1, 2)).tolist() == [[1.0], [4.0]]
     assert lax.slice_in_dim(x, -2, None, axis=1).tolist() == [[1.0, 2.0], [4.0, 5.0]]
     assert tuple(lax.collapse(fnx.ones(2, 3, 4), 1).shape) == (2, 12)
+    assert lax.full((2,), 3, np.float32).tolist() == [3.0, 3.0] and lax.full((1,), 2.5).dtype is fnx.float32
+    assert lax.full_like(fnx.ones(2, dtype=fnx.int32), 7).tolist() == [7, 7]
+    assert tuple(lax.full_like(x, 0.0, shape=(4,)).shape) == (4,)
     with pytest.raises(ValueError, match="broadcast_in_dim"):
         lax.broadcast_in_dim(x, (2, 4), (0, 1))
 
@@ -207,3 +216,16 @@ def test_a_jax_style_convnet_step_under_jit_of_grad_matches_eager():
         np.testing.assert_allclose(grads[k].numpy(), eager_grads[k].numpy(), rtol=1e-4, atol=1e-6)
     per_example = fnx.vmap(lambda xi, yi: loss(params, xi[None], yi[None]))(x, labels)
     assert float(per_example.mean()) == pytest.approx(float(eager_value), rel=1e-5)
+
+
+@pytest.mark.parametrize("padding,k,s", [("VALID", 3, 2), ("SAME", 3, 2), ("SAME", 2, 3), ("VALID", 2, 3)])
+def test_conv_transpose_output_sizes_follow_jax(padding, k, s):
+    y = lax.conv_transpose(fnx.ones(1, 5, 2), fnx.ones(k, 2, 3), (s,), padding, dimension_numbers=("NWC", "WIO", "NWC"))
+    assert tuple(y.shape) == (1, 5 * s + (max(k - s, 0) if padding == "VALID" else 0), 3)
+
+
+def test_conv_transpose_with_transposed_kernel_is_pytorchs_conv_transpose():
+    rng = np.random.default_rng(4)
+    x, w = fnx.tensor(rng.standard_normal((2, 3, 5))), fnx.tensor(rng.standard_normal((3, 4, 3)))   # OIW of a conv
+    y = lax.conv_transpose(x, w, (2,), "VALID", transpose_kernel=True)
+    np.testing.assert_allclose(y.numpy(), fnx.nn.functional.conv_transpose1d(x, w, stride=2).numpy(), rtol=1e-10)

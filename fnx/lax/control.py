@@ -10,24 +10,21 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..core import FnxTypeError, FnxValueError
+from ..core import FnxTypeError, FnxValueError, ShapedArray
 from ..ops import control as _control
-from ..ops.creation import asarray
+from ..ops.creation import zeros
 from ..ops.joins import cat, stack
 from ..ops.shape import flip, strided_slice
 from ..tensor import Tensor
 from ..transforms.batching import vmap
+from ..transforms.tracing import trace_to_jaxpr
 from ..tree import tree_flatten, tree_map, tree_unflatten
+from ._args import tensor_arg, tensor_tree as _tensors
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan"]
 
 cond = _control.cond
 switch = _control.switch
-
-
-def _tensors(tree: Any) -> Any:
-    """`tree` with numpy arrays and Python numbers as tensors (JAX's loop state may hold either)."""
-    return tree_map(lambda x: x if isinstance(x, Tensor) else asarray(x), tree)
 
 
 def _check_unroll(op: str, unroll) -> None:
@@ -62,7 +59,30 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     `unroll` is accepted as a hint and has no effect (fnx.compile stages the loop body once).
     """
     _check_unroll("scan", unroll)
-    return _control.scan(f, _tensors(init), _tensors(xs), length=length, reverse=reverse)
+    init, xs = _tensors(init), _tensors(xs)
+    carry, ys = _control.scan(f, init, xs, length=length, reverse=reverse)
+    x_leaves = tree_flatten(xs)[0]
+    if ys is None and (length if length is not None else x_leaves[0].shape[0] if x_leaves else None) == 0:
+        ys = _empty_ys(f, init, xs)
+    return carry, ys
+
+
+def _empty_ys(f: Callable, init: Any, xs: Any) -> Any:
+    """The ys of a zero-length scan, stacked empty as in JAX: `f` traced once on abstract values gives their
+    structure, shapes and dtypes."""
+    k_leaves, k_def = tree_flatten(init)
+    x_leaves, x_def = tree_flatten(xs)
+    y_def = []
+
+    def flat(*args):
+        k = tree_unflatten(k_def, list(args[:len(k_leaves)]))
+        ys, tree = tree_flatten(f(k, tree_unflatten(x_def, list(args[len(k_leaves):])))[1])
+        y_def.append(tree)
+        return [tensor_arg(y) for y in ys]
+
+    avals = [t.aval for t in k_leaves] + [ShapedArray(tuple(t.shape[1:]), t.dtype, t.device) for t in x_leaves]
+    closed = trace_to_jaxpr(flat, avals)
+    return tree_unflatten(y_def[0], [zeros((0,) + a.shape, dtype=a.dtype, device=a.device) for a in closed.out_avals])
 
 
 def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:

@@ -18,14 +18,14 @@ from ..nn.functional_conv import conv1d, conv2d, conv3d
 from ..ops import elementwise as ew
 from ..ops.creation import full_like
 from ..ops.reduce import amax, amin, prod, sum
-from ..ops.shape import pad_p, permute
+from ..ops.shape import flip, pad_p, permute
 from ..ops.windows import im2col
 from ..tensor import Tensor
 from . import elementwise as lax_ew
 from ._args import tensor_arg
 
 __all__ = ["ConvDimensionNumbers", "conv_dimension_numbers", "padtype_to_pads", "conv_general_dilated",
-           "conv_with_general_padding", "conv", "reduce_window"]
+           "conv_with_general_padding", "conv", "conv_transpose", "reduce_window"]
 
 _CONVS = {1: conv1d, 2: conv2d, 3: conv3d}
 
@@ -155,6 +155,42 @@ def conv_with_general_padding(lhs, rhs, window_strides: Sequence[int], padding, 
 def conv(lhs, rhs, window_strides: Sequence[int], padding, precision=None, preferred_element_type=None) -> Tensor:
     """conv_general_dilated in the NCHW / OIHW layout without dilation (lax.conv)."""
     return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def _transpose_pads(k: int, s: int, padding: str) -> tuple[int, int]:
+    """JAX's padding of the stride-dilated input for conv_transpose: SAME gives n * s outputs, VALID
+    n * s + max(k - s, 0)."""
+    kind = padding.upper()
+    if kind == "SAME":
+        total = k + s - 2
+        low = k - 1 if s > k - 1 else -(-total // 2)
+    elif kind == "VALID":
+        total = k + s - 2 + max(k - s, 0)
+        low = k - 1
+    else:
+        raise FnxValueError(f"conv_transpose: padding must be 'SAME', 'VALID' or (low, high) pairs, got {padding!r}")
+    return low, total - low
+
+
+def conv_transpose(lhs, rhs, strides: Sequence[int], padding, rhs_dilation=None, dimension_numbers=None,
+                   transpose_kernel: bool = False, precision=None, preferred_element_type=None) -> Tensor:
+    """The transposed convolution of JAX (lax.conv_transpose): the input dilated by `strides`, then convolved.
+
+    With transpose_kernel=True the kernel is flipped spatially and its in/out features swapped, which makes
+    this the gradient of conv_general_dilated with respect to its input (PyTorch's conv_transpose).
+    """
+    x, w = tensor_arg(lhs), tensor_arg(rhs)
+    dn = conv_dimension_numbers(x.shape, w.shape, dimension_numbers)
+    nd = x.ndim - 2
+    rhs_dil = _per_dim("conv_transpose", "rhs_dilation", rhs_dilation, nd)
+    kernel = [(w.shape[d] - 1) * r + 1 for d, r in zip(dn.rhs_spec[2:], rhs_dil)]
+    strides = _per_dim("conv_transpose", "strides", strides, nd)
+    pads = ([_transpose_pads(k, s, padding) for k, s in zip(kernel, strides)] if isinstance(padding, str)
+            else _pairs("conv_transpose", padding, nd))
+    if transpose_kernel:
+        w = flip(w, tuple(dn.rhs_spec[2:])).transpose(dn.rhs_spec[0], dn.rhs_spec[1])
+    return conv_general_dilated(x, w, (1,) * nd, pads, strides, rhs_dil, dn, precision=precision,
                                 preferred_element_type=preferred_element_type)
 
 

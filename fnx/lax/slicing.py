@@ -25,7 +25,7 @@ from ._args import tensor_arg
 __all__ = ["slice", "slice_in_dim", "index_in_dim", "dynamic_slice", "dynamic_slice_in_dim", "dynamic_index_in_dim",
            "dynamic_update_slice", "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim", "pad",
            "concatenate", "reshape", "broadcast", "broadcast_in_dim", "transpose", "squeeze", "expand_dims", "rev",
-           "iota", "collapse"]
+           "iota", "full", "full_like", "collapse"]
 
 
 def slice(operand, start_indices: Sequence[int], limit_indices: Sequence[int],
@@ -237,6 +237,19 @@ def rev(operand, dimensions: Sequence[int]) -> Tensor:
 def iota(dtype, size: int) -> Tensor:
     """0, 1, ..., size - 1 as a vector of `dtype` (lax.iota)."""
     return arange(int(size), dtype=as_dtype(dtype))
+
+
+def full(shape: Sequence[int], fill_value, dtype=None) -> Tensor:
+    """An array of `shape` filled with `fill_value` (lax.full); the dtype is the value's when not given."""
+    value = tensor_arg(fill_value)
+    dtype = value.dtype if dtype is None else as_dtype(dtype)
+    return broadcast_to(value.to(dtype), tuple(int(n) for n in shape)).contiguous()
+
+
+def full_like(x, fill_value, dtype=None, shape: Sequence[int] | None = None) -> Tensor:
+    """An array like `x` (its shape and dtype unless given) filled with `fill_value` (lax.full_like)."""
+    x = tensor_arg(x)
+    return full(tuple(x.shape) if shape is None else shape, fill_value, x.dtype if dtype is None else dtype)
 
 
 def collapse(operand, start_dimension: int, stop_dimension: int | None = None) -> Tensor:
