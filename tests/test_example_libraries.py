@@ -228,6 +228,30 @@ def test_general_conv_other_layout_matches_nhwc():
         stax.GeneralConv(("NCHW", "OIDW", "NCHW"), 4, (3, 2))
 
 
+def ref_transpose_pads(k, s, padding):
+    """JAX's padding of the stride-dilated input of a transposed convolution."""
+    if padding == "SAME":
+        total = k + s - 2
+        low = k - 1 if s > k - 1 else math.ceil(total / 2)
+    else:
+        total, low = k + s - 2 + max(k - s, 0), k - 1
+    return low, total - low
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID", [(1, 0), (2, 1)]], ids=str)
+def test_conv_transpose_values(padding):
+    (W, b), x, y = _check_layer(stax.ConvTranspose(4, (3, 2), (2, 1), padding), (2, 4, 3, 3))
+    dilated = np.zeros((2, 7, 3, 3))
+    dilated[:, ::2] = x   # the input dilated by the strides
+    pads = [ref_transpose_pads(k, s, padding) for k, s in [(3, 2), (2, 1)]] if isinstance(padding, str) else padding
+    np.testing.assert_allclose(y, ref_conv_nhwc(dilated, W, (1, 1), pads) + b, rtol=1e-10, atol=1e-12)
+    assert y.shape[1:3] == ((8, 3) if padding == "SAME" else (9, 4) if padding == "VALID" else (6, 5))
+
+
+def test_conv1d_transpose_shape():
+    assert _check_layer(stax.Conv1DTranspose(2, (4,), (3,), "SAME"), (1, 5, 3))[2].shape == (1, 15, 2)
+
+
 def ref_pool(x, window, stride, pads, kind):
     fill = -np.inf if kind == "max" else 0.0
     xp = np.pad(x, [(0, 0), *pads, (0, 0)], constant_values=fill)

@@ -22,10 +22,11 @@ from ..errors import FnxValueError
 from ..nn.initializers import glorot_normal, normal, ones, zeros
 from ..nn.jax_functions import elu, gelu, leaky_relu, log_softmax, relu, selu, sigmoid, softmax, softplus, standardize
 
-__all__ = ["Dense", "GeneralConv", "Conv", "BatchNorm", "elementwise", "Tanh", "Relu", "Exp", "LogSoftmax",
-           "Softmax", "Softplus", "Sigmoid", "Elu", "LeakyRelu", "Selu", "Gelu", "MaxPool", "SumPool", "AvgPool",
-           "Flatten", "Identity", "FanOut", "FanInSum", "FanInConcat", "Dropout", "serial", "parallel",
-           "shape_dependent", "glorot", "randn", "glorot_normal", "normal", "ones", "zeros"]
+__all__ = ["Dense", "GeneralConv", "Conv", "GeneralConvTranspose", "Conv1DTranspose", "ConvTranspose", "BatchNorm",
+           "elementwise", "Tanh", "Relu", "Exp", "LogSoftmax", "Softmax", "Softplus", "Sigmoid", "Elu", "LeakyRelu",
+           "Selu", "Gelu", "MaxPool", "SumPool", "AvgPool", "Flatten", "Identity", "FanOut", "FanInSum",
+           "FanInConcat", "Dropout", "serial", "parallel", "shape_dependent", "glorot", "randn", "glorot_normal",
+           "normal", "ones", "zeros"]
 
 glorot, randn = glorot_normal, normal  # JAX's old names, still used by published code
 
@@ -53,15 +54,21 @@ def _out_size(n: int, window: int, stride: int, pad: tuple[int, int]) -> int:
     return (n + pad[0] + pad[1] - window) // stride + 1
 
 
-def GeneralConv(dimension_numbers, out_chan: int, filter_shape, strides=None, padding="VALID", W_init=None,
-                b_init=normal(1e-6)) -> tuple[Callable, Callable]:
-    """A convolution layer with JAX's layout strings, e.g. ('NHWC', 'HWIO', 'NHWC'): spatial dims are matched by
-    letter, `filter_shape` and `strides` follow the kernel spec's spatial order; padding as in JAX."""
+def _transposed_out_size(n: int, window: int, stride: int, padding) -> int:
+    """The length of lax.conv_transpose's output: n * stride for 'SAME', plus the kernel's overhang for
+    'VALID'; with explicit pads, the dilated input padded and convolved."""
+    if isinstance(padding, str):
+        return n * stride + (max(window - stride, 0) if padding.upper() == "VALID" else 0)
+    return (n - 1) * stride + padding[0] + padding[1] - window + 2
+
+
+def _conv_layer(name: str, dimension_numbers, out_chan: int, filter_shape, strides, padding, W_init, b_init,
+                transposed: bool) -> tuple[Callable, Callable]:
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     spatial = [c for c in rhs_spec if c not in "OI"]
     if sorted(spatial) != sorted(c for c in lhs_spec if c not in "NC") or sorted(lhs_spec) != sorted(out_spec):
-        raise FnxValueError(f"GeneralConv: dimension_numbers {dimension_numbers} must name the same spatial "
-                            f"dims in the input, kernel and output specs")
+        raise FnxValueError(f"{name}: dimension_numbers {dimension_numbers} must name the same spatial dims in the "
+                            f"input, kernel and output specs")
     one = (1,) * len(filter_shape)
     strides = tuple(strides or one)
     W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))
@@ -70,24 +77,58 @@ def GeneralConv(dimension_numbers, out_chan: int, filter_shape, strides=None, pa
         sizes = dict(zip(lhs_spec, input_shape))
         filters = iter(filter_shape)
         kernel_shape = [out_chan if c == "O" else sizes["C"] if c == "I" else next(filters) for c in rhs_spec]
-        pads = _pads(padding, [sizes[c] for c in spatial], filter_shape, strides)
         out = {"N": sizes["N"], "C": out_chan}
-        out.update({c: _out_size(sizes[c], w, s, p) for c, w, s, p in zip(spatial, filter_shape, strides, pads)})
+        if transposed:
+            pads = [padding] * len(spatial) if isinstance(padding, str) else [tuple(p) for p in padding]
+            sizer = _transposed_out_size
+        else:
+            pads, sizer = _pads(padding, [sizes[c] for c in spatial], filter_shape, strides), _out_size
+        out.update({c: sizer(sizes[c], w, s, p) for c, w, s, p in zip(spatial, filter_shape, strides, pads)})
         k1, k2 = random.split(rng)
         W, b = W_init(k1, kernel_shape), b_init(k2, [out_chan if c == "C" else 1 for c in out_spec])
         return tuple(out[c] for c in out_spec), (W, b)
 
     def apply_fun(params, inputs, **kwargs):
         W, b = params
+        if transposed:
+            return lax.conv_transpose(inputs, W, strides, padding, dimension_numbers=dimension_numbers) + b
         return lax.conv_general_dilated(inputs, W, strides, padding, one, one,
                                         dimension_numbers=dimension_numbers) + b
     return init_fun, apply_fun
+
+
+def GeneralConv(dimension_numbers, out_chan: int, filter_shape, strides=None, padding="VALID", W_init=None,
+                b_init=normal(1e-6)) -> tuple[Callable, Callable]:
+    """A convolution layer with JAX's layout strings, e.g. ('NHWC', 'HWIO', 'NHWC'): spatial dims are matched by
+    letter, `filter_shape` and `strides` follow the kernel spec's spatial order; padding as in JAX."""
+    return _conv_layer("GeneralConv", dimension_numbers, out_chan, filter_shape, strides, padding, W_init, b_init,
+                       transposed=False)
 
 
 def Conv(out_chan: int, filter_shape, strides=None, padding="VALID", W_init=None,
          b_init=normal(1e-6)) -> tuple[Callable, Callable]:
     """A 2-D convolution layer over NHWC inputs with an HWIO kernel (`GeneralConv` with JAX's default layout)."""
     return GeneralConv(("NHWC", "HWIO", "NHWC"), out_chan, filter_shape, strides, padding, W_init, b_init)
+
+
+def GeneralConvTranspose(dimension_numbers, out_chan: int, filter_shape, strides=None, padding="VALID",
+                         W_init=None, b_init=normal(1e-6)) -> tuple[Callable, Callable]:
+    """A transposed-convolution layer (lax.conv_transpose: the input dilated by `strides`, then convolved),
+    with layouts and arguments as GeneralConv's."""
+    return _conv_layer("GeneralConvTranspose", dimension_numbers, out_chan, filter_shape, strides, padding, W_init,
+                       b_init, transposed=True)
+
+
+def Conv1DTranspose(out_chan: int, filter_shape, strides=None, padding="VALID", W_init=None,
+                    b_init=normal(1e-6)) -> tuple[Callable, Callable]:
+    """A 1-D transposed convolution over NHC inputs with an HIO kernel."""
+    return GeneralConvTranspose(("NHC", "HIO", "NHC"), out_chan, filter_shape, strides, padding, W_init, b_init)
+
+
+def ConvTranspose(out_chan: int, filter_shape, strides=None, padding="VALID", W_init=None,
+                  b_init=normal(1e-6)) -> tuple[Callable, Callable]:
+    """A 2-D transposed convolution over NHWC inputs with an HWIO kernel."""
+    return GeneralConvTranspose(("NHWC", "HWIO", "NHWC"), out_chan, filter_shape, strides, padding, W_init, b_init)
 
 
 def BatchNorm(axis=(0, 1, 2), epsilon: float = 1e-5, center: bool = True, scale: bool = True, beta_init=zeros,
