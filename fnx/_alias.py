@@ -35,6 +35,8 @@ class ModuleAlias(types.ModuleType):
         spec.submodule_search_locations = []
         self.__dict__.update(__spec__=spec, __loader__=alias, __package__=name, __path__=[], _fnx_target=target,
                              _fnx_alias=alias)
+        if getattr(target, "__file__", None):   # `from torch import missing` then names fnx's file in its error
+            self.__dict__["__file__"] = target.__file__
         # a module-level __getattr__ (PEP 562), not a method: a method would slow down every read, found or not
         self.__dict__["__getattr__"] = self._fnx_lookup
 
