@@ -23,7 +23,7 @@ LAYERS = [
     # Primitive, bind, the trace stack; the jaxpr IR and its evaluator; FNX_DEBUG's op log (it wraps Primitive.impl)
     ("core", ["fnx.core", "fnx.ir", "fnx.debug"]),
     ("rule builders", ["fnx.ops._batching"]),  # the batching interpreter and batch rule builders primitives use
-    ("ops", ["fnx.ops", "fnx.random", "fnx.linalg", "fnx.cuda", "fnx.accelerator"]),
+    ("ops", ["fnx.ops", "fnx.random", "fnx.linalg", "fnx.cuda", "fnx.accelerator", "fnx.numpy"]),
     ("tensor methods", ["fnx._methods"]),
     ("autograd", ["fnx.autograd"]),
     # cond / while_loop / scan hold jaxprs: their jvp, vjp and batch rules transform the body (as JAX's
@@ -34,9 +34,10 @@ LAYERS = [
     ("distributed", ["fnx.distributed"]),  # collectives: ops and vmap rules; nn.parallel and data build on them
     ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.export", "fnx.utils",
                    # fnx.special: torch.special's names, softmax among them; fnx.lax, fnx.scipy: JAX's
-                   "fnx.distributions", "fnx.special", "fnx.lax", "fnx.scipy"]),
-    ("top", ["fnx", "fnx.__main__", "fnx.jax_api", "fnx.demo", "fnx._env", "fnx.torch_alias", "fnx._torch_shim",
-             "fnx._torch_shim.torch"]),
+                   "fnx.distributions", "fnx.special", "fnx.lax", "fnx.scipy", "fnx.example_libraries"]),
+    ("top", ["fnx", "fnx.__main__", "fnx.jax_api", "fnx.demo", "fnx._env", "fnx._alias", "fnx.torch_alias",
+             "fnx._torch_shim", "fnx._torch_shim.torch", "fnx.jax_alias", "fnx._jax", "fnx._jax_config",
+             "fnx._jax_tree", "fnx._jax_shim", "fnx._jax_shim.jax"]),
 ]
 _TOP_EXACT = set(LAYERS[-1][1])
 

@@ -24,6 +24,8 @@ MODULES = [
     ("fnx.Tensor", "attributes and methods (the ops are the same functions as in `fnx`)"),
     ("fnx.autograd", "eager autograd: backward, grad modes, custom Functions, debugging aids"),
     ("fnx.linalg", "linear algebra (torch.linalg)"),
+    ("fnx.numpy", "the NumPy API with JAX's semantics (jax.numpy, imported as jnp)"),
+    ("fnx.numpy.linalg", "jnp.linalg: numpy's linear-algebra signatures"),
     ("fnx.special", "special functions (torch.special)"),
     ("fnx.random", "pure, key-based random numbers (jax.random)"),
     ("fnx.tree", "pytrees"),
@@ -51,6 +53,8 @@ MODULES = [
     ("fnx.distributions.constraints", "the constraints on distributions' parameters and supports"),
     ("fnx.distributed", "processes, collectives (torch.distributed)"),
     ("fnx.distributed.functional", "collectives as differentiable primitives"),
+    ("fnx.example_libraries.optimizers", "JAX's example optimizers: (init, update, get_params) triples"),
+    ("fnx.example_libraries.stax", "JAX's example layer library: (init_fun, apply_fun) pairs"),
 ]
 
 
