@@ -26,6 +26,7 @@ from .ops.spectral import legacy_qr as qr, legacy_svd as svd  # torch.svd and to
 from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)
+from . import numpy  # jnp: the NumPy API with JAX's semantics
 from . import cuda, random, tree
 from .determinism import are_deterministic_algorithms_enabled, use_deterministic_algorithms
 from .ir import ClosedJaxpr, Jaxpr
@@ -38,7 +39,11 @@ from . import nn  # after the ops it builds on
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, optim, special, utils
 from . import distributions
-from .serialization import load, save
+from . import lax, scipy, tree_util  # JAX's jax.lax, jax.scipy and jax.tree_util names
+from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put, devices, eval_shape
+from . import example_libraries
+from .serialization import load, load_safetensors, save, save_safetensors
+from . import export  # a callable module: fnx.export(f, *args) and fnx.export.load(path)
 from math import e, inf, nan, pi
 from . import accelerator, backends
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision
@@ -47,4 +52,5 @@ from .tensor import (channels_last, channels_last_3d, contiguous_format, is_tens
                      preserve_format)
 from .nn.functional import log_softmax, softmax
 from .torch_alias import install_torch_alias
+from .jax_alias import install_jax_alias
 from .threads import get_num_threads, set_num_threads

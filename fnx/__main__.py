@@ -1,10 +1,11 @@
-"""`python -m fnx [COMMAND]`: maintenance commands, and running PyTorch scripts on fnx.
+"""`python -m fnx [COMMAND]`: maintenance commands, and running PyTorch and JAX scripts on fnx.
 
     python -m fnx                  the environment (same as `env`)
     python -m fnx env              versions, platform, numpy's BLAS, C compiler and flags, kernel cache, GPU, MPI
     python -m fnx cache            where the kernel cache is, how much it holds, its limit
     python -m fnx cache --clear    remove every file fnx stored there
     python -m fnx run SCRIPT [ARGS...]   run an unmodified PyTorch script with fnx standing in for torch
+    python -m fnx run --jax SCRIPT [ARGS...]   run an unmodified JAX script with fnx standing in for jax
 """
 from __future__ import annotations
 
@@ -40,21 +41,25 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .torch_alias import run_script
+    from . import jax_alias, torch_alias
 
-    run_script(args.script, args.args)
+    (jax_alias if args.jax else torch_alias).run_script(args.script, args.args)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fnx", description="fnx maintenance commands and the PyTorch script runner (default: env)")
+    parser = argparse.ArgumentParser(prog="python -m fnx",
+                                     description="fnx maintenance commands and the PyTorch / JAX script runner "
+                                                 "(default: env)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = commands.add_parser("env", help="print the environment for bug reports: versions, compiler, cache, GPU, MPI")
     p.set_defaults(run=_env)
     p = commands.add_parser("cache", help="show the compiled-kernel cache's location and size, or clear it")
     p.add_argument("--clear", action="store_true", help="remove every file fnx stored in the cache")
     p.set_defaults(run=_cache)
-    p = commands.add_parser("run", help="run a PyTorch script unmodified, with fnx standing in for torch")
+    p = commands.add_parser("run", help="run a PyTorch (or with --jax, a JAX) script unmodified, with fnx standing "
+                                        "in for torch (jax)")
+    p.add_argument("--jax", action="store_true", help="stand in for jax instead of torch")
     p.add_argument("script", help="the Python file to run as __main__")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments (sys.argv[1:])")
     p.set_defaults(run=_run)

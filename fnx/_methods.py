@@ -17,6 +17,8 @@ from .ops.creation import empty, stop_gradient, tensor as _tensor, transfer
 from .ops.elementwise import convert, where
 from .ops.indexing import _put_functional, _values
 from .ops.inplace import rebind_
+from .numpy.at import IndexUpdateHelper
+from .numpy.creation import astype as _astype
 from .tensor import Tensor, Tracer, init_from_array, parse_to
 
 _METHODS = {
@@ -122,6 +124,25 @@ def _tracer_detach(self) -> Tensor:
     return stop_gradient(self)
 
 
+def _at(self) -> IndexUpdateHelper:
+    """JAX's functional updates: `x.at[idx].set(v)`, `.add(v)`, `.multiply(v)`, `.min(v)`, `.max(v)`, `.get()`,
+    ... return a new tensor and leave x as it is (fnx/numpy/at.py)."""
+    return IndexUpdateHelper(self)
+
+
+def _tensor_astype(self, dtype, *, copy: bool = False) -> Tensor:
+    """`self` converted to `dtype` (numpy's and JAX's name for `to(dtype)`; any dtype-like, jnp's too)."""
+    return _astype(self, dtype, copy=copy)
+
+
+def _ravel(self) -> Tensor:
+    """`self` flattened to 1-D (numpy's name for `reshape(-1)`)."""
+    return shape.reshape(self, (-1,))
+
+
+Tensor.at = property(_at)
+Tensor.astype = _tensor_astype
+Tensor.ravel = _ravel
 Tensor.__init__ = _tensor_init
 Tensor.to = _to
 Tensor.type_as = _type_as

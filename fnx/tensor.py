@@ -16,7 +16,7 @@ import weakref
 
 import numpy as np
 
-from . import dtypes as _dt
+from . import _dlpack, dtypes as _dt
 from .abstract import ShapedArray
 from .device import cpu, device as _device_cls, device_of_array
 from .errors import FnxIndexError, FnxRuntimeError, FnxTypeError
@@ -255,6 +255,8 @@ class Tensor:
             raise FnxRuntimeError("__dlpack__: can't export a tensor that requires grad; use tensor.detach() first")
         if stream is not None:
             return self._value.__dlpack__(stream=stream, **kwargs)
+        if self._device is cpu:
+            return _dlpack.export_cpu(self._value, **kwargs)  # bfloat16 too, which numpy cannot export
         return self._value.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
@@ -373,9 +375,11 @@ class Tensor:
         return prefix + body + "".join(", " + e for e in extras) + ")"
 
     def __format__(self, spec: str) -> str:
-        if self.numel() == 1 and spec:
+        """PyTorch's rule: a 0-dim tensor formats as its value (`f"{loss:.3f}"`, `f"{t}"` -> `1.5`); any other
+        tensor (and a subclass: a Parameter, a tracer) formats as str() with an empty spec, else TypeError."""
+        if type(self) is Tensor and self.ndim == 0:
             return format(self.item(), spec)
-        return repr(self)
+        return object.__format__(self, spec)
 
     def __reduce_ex__(self, protocol):
         raise FnxTypeError("fnx tensors are not picklable (pickle can execute code on load); use fnx.save/fnx.load")

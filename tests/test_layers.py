@@ -16,14 +16,14 @@ FNX = Path(__file__).resolve().parent.parent / "fnx"
 # Bottom to top. A module's layer is that of the longest entry naming it or a package above it;
 # the exact-name entries of the top layer ("fnx" is the package's __init__) cover nothing below them.
 LAYERS = [
-    ("leaf", ["fnx._warn", "fnx._version", "fnx._threefry", "fnx._graph", "fnx.errors", "fnx.abstract",
-              "fnx.dtypes", "fnx.device", "fnx.tree", "fnx.determinism", "fnx.backends",
+    ("leaf", ["fnx._warn", "fnx._version", "fnx._dlpack", "fnx._threefry", "fnx._graph", "fnx.errors", "fnx.abstract",
+              "fnx.dtypes", "fnx.device", "fnx.tree", "fnx.tree_util", "fnx.determinism", "fnx.backends",
               "fnx.threads"]),
     ("tensor", ["fnx.tensor", "fnx.legacy_types"]),  # the data type: core makes Tensors; methods that call ops are attached above
     # Primitive, bind, the trace stack; the jaxpr IR and its evaluator; FNX_DEBUG's op log (it wraps Primitive.impl)
     ("core", ["fnx.core", "fnx.ir", "fnx.debug"]),
     ("rule builders", ["fnx.ops._batching"]),  # the batching interpreter and batch rule builders primitives use
-    ("ops", ["fnx.ops", "fnx.random", "fnx.linalg", "fnx.cuda", "fnx.accelerator"]),
+    ("ops", ["fnx.ops", "fnx.random", "fnx.linalg", "fnx.cuda", "fnx.accelerator", "fnx.numpy"]),
     ("tensor methods", ["fnx._methods"]),
     ("autograd", ["fnx.autograd"]),
     # cond / while_loop / scan hold jaxprs: their jvp, vjp and batch rules transform the body (as JAX's
@@ -32,10 +32,12 @@ LAYERS = [
     ("lowering", ["fnx.lowering"]),
     ("compile", ["fnx.transforms.compile"]),  # the compile transform: stages with transforms, runs lowering's kernels
     ("distributed", ["fnx.distributed"]),  # collectives: ops and vmap rules; nn.parallel and data build on them
-    ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.utils",
-                   "fnx.distributions", "fnx.special"]),  # fnx.special: torch.special's names, softmax among them
-    ("top", ["fnx", "fnx.__main__", "fnx.demo", "fnx._env", "fnx.torch_alias", "fnx._torch_shim",
-             "fnx._torch_shim.torch"]),
+    ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.export", "fnx.utils",
+                   # fnx.special: torch.special's names, softmax among them; fnx.lax, fnx.scipy: JAX's
+                   "fnx.distributions", "fnx.special", "fnx.lax", "fnx.scipy", "fnx.example_libraries"]),
+    ("top", ["fnx", "fnx.__main__", "fnx.jax_api", "fnx.demo", "fnx._env", "fnx._alias", "fnx.torch_alias",
+             "fnx._torch_shim", "fnx._torch_shim.torch", "fnx.jax_alias", "fnx._jax", "fnx._jax_config",
+             "fnx._jax_tree", "fnx._jax_shim", "fnx._jax_shim.jax"]),
 ]
 _TOP_EXACT = set(LAYERS[-1][1])
 

@@ -62,6 +62,67 @@ def ref_rmsprop(p, g, st, t, lr, alpha=0.99, eps=1e-8, weight_decay=0.0, momentu
     return p - lr * g / (np.sqrt(v) + eps)
 
 
+def _sign_and_decay(p, g, lr, weight_decay, decoupled, maximize):
+    g = -g if maximize else g
+    if weight_decay and decoupled:
+        p = p * (1 - lr * weight_decay)
+    elif weight_decay:
+        g = g + weight_decay * p
+    return p, g
+
+
+def ref_adagrad(p, g, st, t, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
+                maximize=False):
+    p, g = _sign_and_decay(p, g, lr, weight_decay, False, maximize)
+    clr = lr / (1 + (t - 1) * lr_decay)
+    st["sum"] = st.get("sum", initial_accumulator_value) + g * g
+    return p - clr * g / (np.sqrt(st["sum"]) + eps)
+
+
+def ref_adadelta(p, g, st, t, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, maximize=False):
+    p, g = _sign_and_decay(p, g, lr, weight_decay, False, maximize)
+    st["v"] = rho * st.get("v", 0) + (1 - rho) * g * g
+    delta = np.sqrt(st.get("u", 0) + eps) / np.sqrt(st["v"] + eps) * g
+    st["u"] = rho * st.get("u", 0) + (1 - rho) * delta * delta
+    return p - lr * delta
+
+
+def ref_adamax(p, g, st, t, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, maximize=False):
+    b1, b2 = betas
+    p, g = _sign_and_decay(p, g, lr, weight_decay, False, maximize)
+    st["m"] = b1 * st.get("m", 0) + (1 - b1) * g
+    st["u"] = np.maximum(b2 * st.get("u", 0), np.abs(g) + eps)
+    return p - lr / (1 - b1 ** t) * st["m"] / st["u"]
+
+
+def ref_nadam(p, g, st, t, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=4e-3,
+              decoupled_weight_decay=False, maximize=False):
+    b1, b2 = betas
+    p, g = _sign_and_decay(p, g, lr, weight_decay, decoupled_weight_decay, maximize)
+    mu = [b1 * (1 - 0.5 * 0.96 ** (i * momentum_decay)) for i in range(1, t + 2)]  # mu_1 ... mu_{t+1}
+    st["m"] = b1 * st.get("m", 0) + (1 - b1) * g
+    st["v"] = b2 * st.get("v", 0) + (1 - b2) * g * g
+    m_hat = mu[t] * st["m"] / (1 - np.prod(mu[:t + 1])) + (1 - mu[t - 1]) * g / (1 - np.prod(mu[:t]))
+    v_hat = st["v"] / (1 - b2 ** t)
+    return p - lr * m_hat / (np.sqrt(v_hat) + eps)
+
+
+def ref_radam(p, g, st, t, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled_weight_decay=False,
+              maximize=False):
+    b1, b2 = betas
+    p, g = _sign_and_decay(p, g, lr, weight_decay, decoupled_weight_decay, maximize)
+    st["m"] = b1 * st.get("m", 0) + (1 - b1) * g
+    st["v"] = b2 * st.get("v", 0) + (1 - b2) * g * g
+    m_hat = st["m"] / (1 - b1 ** t)
+    rho_inf = 2 / (1 - b2) - 1
+    rho_t = rho_inf - 2 * t * b2 ** t / (1 - b2 ** t)
+    if rho_t <= 5:
+        return p - lr * m_hat
+    l_t = np.sqrt(1 - b2 ** t) / (np.sqrt(st["v"]) + eps)
+    r_t = np.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+    return p - lr * m_hat * l_t * r_t
+
+
 CASES = [
     (optim.SGD, OF.sgd, ref_sgd, dict(lr=0.1)),
     (optim.SGD, OF.sgd, ref_sgd, dict(lr=0.1, momentum=0.9)),
@@ -78,8 +139,29 @@ CASES = [
     (optim.RMSprop, OF.rmsprop, ref_rmsprop, dict(lr=0.01, centered=True, alpha=0.9)),
     (optim.RMSprop, OF.rmsprop, ref_rmsprop, dict(lr=0.01, momentum=0.9, weight_decay=0.1)),
     (optim.RMSprop, OF.rmsprop, ref_rmsprop, dict(lr=0.01, centered=True, momentum=0.5, maximize=True)),
+    (optim.Adagrad, OF.adagrad, ref_adagrad, dict(lr=0.1)),
+    (optim.Adagrad, OF.adagrad, ref_adagrad, dict(lr=0.1, lr_decay=0.05, weight_decay=0.1,
+                                                  initial_accumulator_value=0.3, maximize=True)),
+    (optim.Adadelta, OF.adadelta, ref_adadelta, dict()),
+    (optim.Adadelta, OF.adadelta, ref_adadelta, dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1, maximize=True)),
+    (optim.Adamax, OF.adamax, ref_adamax, dict(lr=0.01)),
+    (optim.Adamax, OF.adamax, ref_adamax, dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, maximize=True)),
+    (optim.NAdam, OF.nadam, ref_nadam, dict(lr=0.01)),
+    (optim.NAdam, OF.nadam, ref_nadam, dict(lr=0.01, momentum_decay=0.2, weight_decay=0.1)),
+    (optim.NAdam, OF.nadam, ref_nadam, dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    # betas[1] = 0.9: rho_t passes 5 at the 6th step, so both branches of RAdam run
+    (optim.RAdam, OF.radam, ref_radam, dict(lr=0.01, betas=(0.9, 0.9))),
+    (optim.RAdam, OF.radam, ref_radam, dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, maximize=True)),
+    (optim.RAdam, OF.radam, ref_radam, dict(lr=0.01, betas=(0.9, 0.9), weight_decay=0.1,
+                                            decoupled_weight_decay=True)),
 ]
 IDS = [f"{c[0].__name__}-{'-'.join(f'{k}={v}' for k, v in c[3].items())}" for c in CASES]
+
+
+def test_radam_cases_reach_both_branches():
+    rho_inf = 2 / 0.1 - 1
+    rho = [rho_inf - 2 * t * 0.9 ** t / (1 - 0.9 ** t) for t in range(1, len(GRADS) + 1)]
+    assert min(rho) <= 5 < max(rho)
 
 
 def params64():
@@ -214,16 +296,20 @@ def test_param_groups_use_their_own_hyperparameters():
 @pytest.mark.parametrize("cls, kwargs", [
     (optim.SGD, dict(lr=-0.1)), (optim.SGD, dict(momentum=-1.0)), (optim.SGD, dict(nesterov=True)),
     (optim.Adam, dict(betas=(1.0, 0.9))), (optim.Adam, dict(eps=-1.0)), (optim.AdamW, dict(weight_decay=-1.0)),
-    (optim.RMSprop, dict(alpha=-0.5)),
+    (optim.RMSprop, dict(alpha=-0.5)), (optim.Adagrad, dict(lr_decay=-1.0)),
+    (optim.Adagrad, dict(initial_accumulator_value=-1.0)), (optim.Adadelta, dict(rho=1.5)),
+    (optim.Adadelta, dict(eps=-1.0)), (optim.Adamax, dict(betas=(0.9, 1.0))), (optim.NAdam, dict(momentum_decay=-1.0)),
+    (optim.RAdam, dict(lr=-0.1)), (optim.LBFGS, dict(lr=-1.0)),
 ])
 def test_invalid_hyperparameters(cls, kwargs):
     with pytest.raises(ValueError, match="Invalid|Nesterov"):
         cls([fnx.ones(1, requires_grad=True)], **kwargs)
 
 
-def test_differentiable_flag_names_the_functional_form():
-    with pytest.raises(NotImplementedError, match="fnx.optim.functional.adamw"):
-        optim.AdamW([fnx.ones(1, requires_grad=True)], differentiable=True)
+@pytest.mark.parametrize("cls", [optim.AdamW, optim.NAdam, optim.Adagrad])
+def test_differentiable_flag_names_the_functional_form(cls):
+    with pytest.raises(NotImplementedError, match=f"fnx.optim.functional.{cls.__name__.lower()}"):
+        cls([fnx.ones(1, requires_grad=True)], differentiable=True)
 
 
 def test_zero_grad_step_closure_and_training():
@@ -256,7 +342,12 @@ def test_zero_grad_step_closure_and_training():
 @pytest.mark.parametrize("cls, kwargs", [(optim.SGD, dict(lr=0.1, momentum=0.9, dampening=0.1)),
                                          (optim.Adam, dict(lr=0.01, amsgrad=True)),
                                          (optim.AdamW, dict(lr=0.01)),
-                                         (optim.RMSprop, dict(lr=0.01, momentum=0.5, centered=True))])
+                                         (optim.RMSprop, dict(lr=0.01, momentum=0.5, centered=True)),
+                                         (optim.Adagrad, dict(lr=0.1, lr_decay=0.05, initial_accumulator_value=0.3)),
+                                         (optim.Adadelta, dict(lr=0.5, rho=0.8, weight_decay=0.1)),
+                                         (optim.Adamax, dict(lr=0.01, weight_decay=0.1, maximize=True)),
+                                         (optim.NAdam, dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+                                         (optim.RAdam, dict(lr=0.01, betas=(0.9, 0.9), weight_decay=0.1))])
 def test_state_dict_round_trip_resumes_identically(cls, kwargs):
     params = params64()
     first = run_stateful(cls, kwargs, params, GRADS[:3])
@@ -402,8 +493,8 @@ def test_one_cycle(three_phase, anneal, cls):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("cls, functional, ref, kwargs", [CASES[2], CASES[7], CASES[10], CASES[14]],
-                         ids=[IDS[2], IDS[7], IDS[10], IDS[14]])
+@pytest.mark.parametrize("cls, functional, ref, kwargs", [CASES[i] for i in (2, 7, 10, 14, 16, 18, 20, 23, 24)],
+                         ids=[IDS[i] for i in (2, 7, 10, 14, 16, 18, 20, 23, 24)])
 def test_cuda_matches_cpu(cls, functional, ref, kwargs):
     cpu, gpu = params64(), {k: fnx.tensor(v, device="cuda", requires_grad=True) for k, v in P0.items()}
     run_stateful(cls, kwargs, cpu, GRADS)

@@ -15,7 +15,7 @@ def _grads(dtype, steps=4):
 
 
 P0 = {k: RNG.standard_normal(s) for k, s in SHAPES.items()}
-G64 = _grads(np.float64)
+G64 = _grads(np.float64, steps=6)  # six: RAdam with betas[1] = 0.9 rectifies from the 6th step
 
 CASES = [
     (optim.SGD, dict(lr=0.1)),
@@ -27,6 +27,13 @@ CASES = [
     (optim.AdamW, dict(lr=0.01, weight_decay=0.3, amsgrad=True, maximize=True)),
     (optim.RMSprop, dict(lr=0.01, weight_decay=0.1)),
     (optim.RMSprop, dict(lr=0.01, centered=True, momentum=0.5, maximize=True)),
+    (optim.Adagrad, dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.3, maximize=True)),
+    (optim.Adadelta, dict(lr=0.5, rho=0.8, weight_decay=0.1, maximize=True)),
+    (optim.Adamax, dict(lr=0.01, weight_decay=0.1, maximize=True)),
+    (optim.NAdam, dict(lr=0.01, momentum_decay=0.2, weight_decay=0.1)),
+    (optim.NAdam, dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    (optim.RAdam, dict(lr=0.01, betas=(0.9, 0.9), weight_decay=0.1)),
+    (optim.RAdam, dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
 ]
 IDS = [f"{c[0].__name__}-{'-'.join(f'{k}={v}' for k, v in c[1].items())}" for c in CASES]
 
@@ -93,8 +100,8 @@ def test_fused_matches_per_parameter_path_float32(cls, kwargs):
 @pytest.mark.parametrize("cls, kwargs", [c for c in CASES if c[0] is not optim.SGD or "momentum" in c[1]],
                          ids=[i for c, i in zip(CASES, IDS) if c[0] is not optim.SGD or "momentum" in c[1]])
 def test_state_dict_round_trips_between_the_paths(cls, kwargs):
-    """Two steps fused, the state_dict loaded into a per-parameter optimizer (and back), two more steps: the
-    same as four steps on either path."""
+    """Two steps fused, the state_dict loaded into a per-parameter optimizer (and back), the other steps: the
+    same as all the steps on either path."""
     first, second = G64[:2], G64[2:]
     params, fused = _run(cls, kwargs, first)
     ref = cls(list(params.values()), **kwargs, foreach=False)
@@ -110,14 +117,15 @@ def test_state_dict_round_trips_between_the_paths(cls, kwargs):
     ref.param_groups[0]["foreach"] = None
     _same_state(back, ref, exact=False)
     if "step" in whole.state[whole_p["w"]]:
-        assert whole.state[whole_p["w"]]["step"].item() == 4.0
+        assert whole.state[whole_p["w"]]["step"].item() == len(G64)
 
 
-def test_fused_path_dispatches_no_op_and_bumps_versions(monkeypatch):
+@pytest.mark.parametrize("cls", [optim.AdamW, optim.Adagrad, optim.Adadelta, optim.Adamax, optim.NAdam, optim.RAdam])
+def test_fused_path_dispatches_no_op_and_bumps_versions(monkeypatch, cls):
     from fnx import core
 
     params = _params(np.float32)
-    opt = optim.AdamW(_groups(params, True), lr=1e-3)
+    opt = cls(_groups(params, True), lr=1e-3)
     _run(None, None, _grads(np.float32, 1), opt=opt, params=params)   # the first step creates the state
     versions = {k: p._version[0] for k, p in params.items()}
     calls = []

@@ -27,7 +27,8 @@ class DataLoader:
     Batches of a TensorDataset (or a Subset of one) with the default collate are gathered with one
     indexing op per tensor. `num_workers > 0` fetches batches in that many worker processes (fnx/data/worker.py:
     `multiprocessing_context`, `worker_init_fn`, `prefetch_factor`, `timeout` as in PyTorch; workers start
-    afresh each epoch, `persistent_workers` or not); `pin_memory` is accepted and unused.
+    afresh each epoch, or once with `persistent_workers=True`); `pin_memory` is accepted and unused (fnx
+    tensors on the CPU are already in host memory a copy to the GPU can read).
     """
 
     def __init__(self, dataset: Dataset, batch_size: int | None = 1, shuffle: bool | None = None,
@@ -44,11 +45,18 @@ class DataLoader:
         if num_workers == 0 and (prefetch_factor is not None or persistent_workers):
             raise FnxValueError("prefetch_factor and persistent_workers need worker processes (num_workers > 0); "
                                 "leave them unset with num_workers=0")
+        if prefetch_factor is not None and (isinstance(prefetch_factor, bool) or not isinstance(prefetch_factor, int)
+                                            or prefetch_factor <= 0):
+            raise FnxValueError(f"prefetch_factor should be a positive integer (batches in flight per worker), "
+                                f"but got prefetch_factor={prefetch_factor!r}")
         if isinstance(multiprocessing_context, str):
             multiprocessing.get_context(multiprocessing_context)  # a ValueError naming the start methods there are
         self.dataset = dataset
+        if num_workers and prefetch_factor is None:
+            prefetch_factor = 2  # PyTorch's default with workers
         self.num_workers, self.prefetch_factor = num_workers, prefetch_factor
         self.persistent_workers = persistent_workers
+        self._worker_pool = None  # with persistent_workers: the workers, kept from one epoch to the next
         self.pin_memory, self.timeout = pin_memory, timeout
         self.worker_init_fn, self.multiprocessing_context = worker_init_fn, multiprocessing_context
         self._iterable = isinstance(dataset, IterableDataset)

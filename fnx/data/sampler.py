@@ -57,8 +57,10 @@ class RandomSampler(Sampler):
 
     def __iter__(self) -> Iterator[int]:
         n, total = len(self.data_source), self.num_samples
-        if self.replacement:
-            yield from randint(0, n, (total,), generator=self.generator).tolist()
+        if self.replacement:  # lazily, 32 draws at a time as PyTorch: num_samples may be far too many to hold
+            for _ in range(total // 32):
+                yield from randint(0, n, (32,), generator=self.generator).tolist()
+            yield from randint(0, n, (total % 32,), generator=self.generator).tolist()
             return
         for _ in range(total // n):
             yield from randperm(n, generator=self.generator).tolist()

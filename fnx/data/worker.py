@@ -18,6 +18,7 @@ import random
 import sys
 import time
 import traceback
+import weakref
 from collections.abc import Mapping
 from typing import Any, Iterator, NamedTuple
 
@@ -29,7 +30,7 @@ from ..ops.sampling import manual_seed, randint
 from ..tensor import Tensor
 from .fetch import fetch, stream_batches
 
-__all__ = ["WorkerInfo", "get_worker_info"]
+__all__ = ["WorkerInfo", "get_worker_info", "WorkerPool"]
 
 
 class WorkerInfo(NamedTuple):
@@ -131,16 +132,16 @@ def _worker_loop(dataset, batched: bool, collate_fn, batch_size, drop_last: bool
 
 def _serve(dataset, batched: bool, collate_fn, batch_size, drop_last: bool, tasks, results, worker_id: int,
            init_error: bytes | None) -> None:
-    stream = None
+    stream, stream_epoch = None, None
     while (task := tasks.get()) is not None:
-        index, request = task
+        index, epoch, request = task
         if init_error is not None:
             results.put((index, "error", init_error))
             continue
         try:
-            if request is None:  # the next batch of this worker's stream
-                if stream is None:
-                    stream = stream_batches(iter(dataset), batch_size, collate_fn, drop_last)
+            if request is None:  # the next batch of this worker's stream; a new epoch starts a new stream
+                if stream is None or stream_epoch != epoch:
+                    stream, stream_epoch = stream_batches(iter(dataset), batch_size, collate_fn, drop_last), epoch
                 batch = next(stream, _END)
                 if batch is _END:
                     results.put((index, "end", b""))
@@ -155,35 +156,78 @@ def _serve(dataset, batched: bool, collate_fn, batch_size, drop_last: bool, task
 _END = object()
 
 
-def worker_batches(loader) -> Iterator:
-    """The batches of `loader` (a DataLoader with num_workers > 0), fetched by fresh worker processes."""
-    context = loader.multiprocessing_context
-    if context is None or isinstance(context, str):
-        context = multiprocessing.get_context(context)
-    n = loader.num_workers
-    base_seed = int(randint(0, 2**62, (), generator=loader.generator).item())
-    results = context.Queue()
-    tasks = [context.Queue() for _ in range(n)]
-    batched = loader.batch_sampler is not None
-    workers = [context.Process(target=_worker_loop, daemon=True,
-                               args=(loader.dataset, batched, loader.collate_fn, loader.batch_size, loader.drop_last,
-                                     tasks[i], results, i, n, base_seed + i, loader.worker_init_fn))
-               for i in range(n)]
+class WorkerPool:
+    """A DataLoader's worker processes, their task queues and the shared result queue.
+
+    Task indices grow over the pool's whole life, so when an epoch is left early (a `break`) the results of
+    its requests still in flight are recognised in the next epoch and dropped."""
+
+    def __init__(self, loader):
+        context = loader.multiprocessing_context
+        if context is None or isinstance(context, str):
+            context = multiprocessing.get_context(context)
+        n = loader.num_workers
+        base_seed = int(randint(0, 2**62, (), generator=loader.generator).item())
+        self.results = context.Queue()
+        self.tasks = [context.Queue() for _ in range(n)]
+        batched = loader.batch_sampler is not None
+        self.workers = [context.Process(target=_worker_loop, daemon=True,
+                                        args=(loader.dataset, batched, loader.collate_fn, loader.batch_size,
+                                              loader.drop_last, self.tasks[i], self.results, i, n, base_seed + i,
+                                              loader.worker_init_fn))
+                        for i in range(n)]
+        for w in self.workers:
+            w.start()
+        self.next_index, self.epoch = 0, 0
+        self._closer = weakref.finalize(self, _shutdown, self.workers, self.tasks)
+
+    def alive(self) -> bool:
+        return all(w.is_alive() for w in self.workers)
+
+    def shutdown(self) -> None:
+        """Ask every worker to stop, wait up to a second for them together, then terminate what still runs."""
+        self._closer()
+
+
+def _shutdown(workers: list, tasks: list) -> None:
+    for q in tasks:
+        q.put(None)
+    deadline = time.monotonic() + 1.0
     for w in workers:
-        w.start()
+        w.join(timeout=max(0.0, deadline - time.monotonic()))
+    for w in workers:
+        if w.is_alive():
+            w.terminate()
+            w.join()
+
+
+def worker_batches(loader) -> Iterator:
+    """The batches of `loader` (a DataLoader with num_workers > 0), fetched by its worker processes: fresh
+    ones for this epoch, or with `persistent_workers` the loader's pool, started at its first epoch and kept
+    while epochs end or are left early. An error or an interrupt (Ctrl-C) shuts the workers down."""
+    pool = loader._worker_pool if loader.persistent_workers else None
+    if pool is None or not pool.alive():
+        pool = WorkerPool(loader)
+        if loader.persistent_workers:
+            loader._worker_pool = pool
+    pool.epoch += 1
     try:
-        yield from _ordered(loader, workers, tasks, results)
-    finally:
-        for q in tasks:
-            q.put(None)
-        for w in workers:
-            w.join(timeout=1.0)
-            if w.is_alive():
-                w.terminate()
+        yield from _ordered(loader, pool)
+    except GeneratorExit:  # the epoch was left early: a persistent pool serves the next one
+        if not loader.persistent_workers:
+            pool.shutdown()
+        raise
+    except BaseException:
+        pool.shutdown()
+        loader._worker_pool = None
+        raise
+    if not loader.persistent_workers:
+        pool.shutdown()
 
 
-def _ordered(loader, workers: list, tasks: list, results) -> Iterator:
+def _ordered(loader, pool: WorkerPool) -> Iterator:
     """Send requests round-robin, `prefetch_factor` per worker in flight; yield the batches in request order."""
+    workers, tasks, results = pool.workers, pool.tasks, pool.results
     n = len(workers)
     if loader._iterable:
         requests = None
@@ -191,29 +235,29 @@ def _ordered(loader, workers: list, tasks: list, results) -> Iterator:
         requests = iter(loader.batch_sampler if loader.batch_sampler is not None else loader.sampler)
     active = list(range(n))  # workers whose stream is not exhausted (all of them for map-style datasets)
     owner, arrived = {}, {}
-    sent = received = 0
+    first = received = pool.next_index
 
     def send() -> None:
-        nonlocal sent
         if requests is None:
             if not active:
                 return
-            worker, request = active[sent % len(active)], None
+            worker, request = active[(pool.next_index - first) % len(active)], None
         else:
             request = next(requests, _END)
             if request is _END:
                 return
-            worker = sent % n
-        tasks[worker].put((sent, request))
-        owner[sent] = worker
-        sent += 1
+            worker = (pool.next_index - first) % n
+        tasks[worker].put((pool.next_index, pool.epoch, request))
+        owner[pool.next_index] = worker
+        pool.next_index += 1
 
-    for _ in range((loader.prefetch_factor or 2) * n):
+    for _ in range(loader.prefetch_factor * n):
         send()
-    while received < sent:
+    while received < pool.next_index:
         while received not in arrived:
             index, kind, payload = _next_result(results, workers, loader.timeout)
-            arrived[index] = kind, payload
+            if index >= first:  # else a result of an epoch left early
+                arrived[index] = kind, payload
         kind, payload = arrived.pop(received)
         worker = owner.pop(received)
         received += 1

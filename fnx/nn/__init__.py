@@ -2,17 +2,21 @@
 
 `import fnx.nn as nn` and `import fnx.nn.functional as F` stand in for torch.nn and torch.nn.functional.
 """
-from . import functional, init, modules, parallel, utils
+from . import functional, init, initializers, modules, parallel, utils
+from .data_parallel import DataParallel
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layers_all
 from .module import Module, RemovableHandle
 from .parameter import Buffer, Parameter
 from .stateless import functional_call
+from .jax_functions import *  # noqa: F401,F403  (jax.nn's lowercase functions; no PyTorch name is shadowed)
+from .jax_functions import __all__ as _jax_all
 from ..tensor import Tensor
 
 __all__ = ["functional", "init", "modules", "utils", "parallel", "Module", "RemovableHandle", "Parameter", "Buffer",
-           "functional_call", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", *_layers_all]
+           "functional_call", "DataParallel", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+           "ParameterDict", *_layers_all, "initializers", *_jax_all]
 
 # PyTorch's Tensor.softmax / Tensor.log_softmax: methods over the functional forms, attached here since the
 # tensor layer sits below nn.

@@ -12,6 +12,7 @@ import itertools
 import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
 from .. import dtypes as _dt
@@ -19,6 +20,7 @@ from .. import tree
 from ..autograd import no_grad
 from ..core import FnxRuntimeError, FnxTypeError
 from ..tensor import Tensor, parse_to
+from .backward_hooks import call_with_backward_hooks
 from .parameter import Buffer, Parameter
 from .pytree import flatten_module, unflatten_module
 
@@ -96,7 +98,12 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     # ------------------------------------------------------------------ calling
+    _backward_hooks: Mapping = MappingProxyType({})  # made per module by the first register_*backward*_hook
+    _backward_pre_hooks: Mapping = MappingProxyType({})
+
     def __call__(self, *args, **kwargs):
+        if self._backward_hooks or self._backward_pre_hooks:
+            return call_with_backward_hooks(self, args, lambda *a: self._call_with_hooks(a, kwargs))
         if not (self._forward_hooks or self._forward_pre_hooks):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
@@ -150,11 +157,23 @@ class Module:
         return handle
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
-        raise NotImplementedError("register_full_backward_hook: module backward hooks are not supported in fnx; "
-                                  "register a hook on the output tensor instead (output.register_hook(fn))")
+        """`hook(module, grad_input, grad_output)` runs in backward once the gradients w.r.t. the module's
+        positional inputs are known (tuples; None for non-tensors) and may return a replacement grad_input."""
+        return self._add_hook(self._own_hooks("_backward_hooks"), hook, prepend)
 
-    register_backward_hook = register_full_backward_hook
-    register_full_backward_pre_hook = register_full_backward_hook
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """`hook(module, grad_output)` runs in backward when the gradients w.r.t. the module's outputs are known,
+        before any are propagated into it, and may return a replacement grad_output."""
+        return self._add_hook(self._own_hooks("_backward_pre_hooks"), hook, prepend)
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """PyTorch's deprecated form; here the same as `register_full_backward_hook`."""
+        return self.register_full_backward_hook(hook)
+
+    def _own_hooks(self, name: str) -> OrderedDict:
+        if name not in self.__dict__:
+            object.__setattr__(self, name, OrderedDict())
+        return self.__dict__[name]
 
     # ------------------------------------------------------------------ attribute registration
     def __getattr__(self, name: str):

@@ -28,10 +28,11 @@ from ..distributed import broadcast
 from ..distributed.process_group import world
 from ..tensor import Tensor, make
 from ..tree import tree_leaves
+from .data_parallel import DataParallel
 from .module import Module
 from .stateless import functional_call
 
-__all__ = ["DistributedDataParallel"]
+__all__ = ["DistributedDataParallel", "DataParallel"]
 
 
 class _GradReady(Function):

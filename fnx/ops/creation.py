@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .. import core
+from .. import _dlpack, core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
@@ -150,7 +150,7 @@ def from_dlpack(ext) -> Tensor:
     """A tensor sharing memory with any object that implements `__dlpack__` (numpy, CuPy, torch, jax)."""
     dev_type, dev_id = ext.__dlpack_device__()
     if int(dev_type) == 1:
-        arr = np.from_dlpack(ext)
+        arr = _dlpack.import_cpu(ext)  # bfloat16 too, which numpy cannot import
     else:
         arr = _device_cls("cuda", dev_id).xp.from_dlpack(ext)
     _dt.from_numpy_dtype(arr.dtype)

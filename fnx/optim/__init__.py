@@ -4,9 +4,13 @@
 is the same update as pure `init`/`update` functions over pytrees.
 """
 from . import functional, lr_scheduler
+from .adagrad import Adadelta, Adagrad
 from .adam import Adam, AdamW
+from .adam_variants import Adamax, NAdam, RAdam
+from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler", "functional"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS",
+           "lr_scheduler", "functional"]

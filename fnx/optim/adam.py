@@ -5,7 +5,8 @@ import numpy as np
 
 from ..ops.elementwise import maximum
 from ..tensor import Tensor
-from .optimizer import Optimizer, advance_step, advance_step_fused, bump, check_differentiable, check_hyper, write_all_
+from .optimizer import (Optimizer, advance_step, advance_step_fused, bump, check_differentiable, check_hyper,
+                        decay_fused, sign_and_decay, write_all_)
 
 __all__ = ["Adam", "AdamW", "adam_update", "adam_fused", "check_adam"]
 
@@ -18,13 +19,7 @@ def adam_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, max_e
     `step` counts this update (1 at the first); it is a Python int in the stateful optimizer and a
     0-d tensor in the functional one, and `lr` may be a tensor too.
     """
-    if maximize:
-        g = -g
-    if weight_decay != 0:
-        if decoupled:
-            p = p * (1 - lr * weight_decay)
-        else:
-            g = g + p * weight_decay
+    p, g = sign_and_decay(p, g, lr, weight_decay, decoupled, maximize)
     exp_avg = exp_avg * beta1 + g * (1 - beta1)
     exp_avg_sq = exp_avg_sq * beta2 + g * g * (1 - beta2)
     bias_correction1 = 1 - beta1 ** step
@@ -44,14 +39,8 @@ def adam_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weig
     for p, g, state in items:
         step = advance_step_fused(state)
         bufs = [state["exp_avg"], state["exp_avg_sq"]] + ([state["max_exp_avg_sq"]] if amsgrad else [])
-        P, G, M, V = p._value, g._value, bufs[0]._value, bufs[1]._value
-        if maximize:
-            G = np.negative(G)
-        if weight_decay != 0:
-            if decoupled:
-                P *= 1 - lr * weight_decay
-            else:
-                G = G + P * weight_decay
+        P, M, V = p._value, bufs[0]._value, bufs[1]._value
+        G = decay_fused(P, g._value, lr, weight_decay, decoupled, maximize)
         tmp = np.multiply(G, 1 - beta1)
         M *= beta1
         M += tmp

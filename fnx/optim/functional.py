@@ -15,13 +15,15 @@ from typing import Any, Callable, NamedTuple
 
 from ..core import FnxValueError
 from ..dtypes import float32, float64, int64
-from ..ops.creation import zeros, zeros_like
+from ..ops.creation import full_like, zeros, zeros_like
 from ..tree import tree_flatten, tree_unflatten
+from .adagrad import adadelta_update, adagrad_update, check_adadelta, check_adagrad
 from .adam import adam_update, check_adam
+from .adam_variants import adamax_update, check_nadam, mu_product_init, nadam_update, radam_update
 from .rmsprop import check_rmsprop, rmsprop_update
 from .sgd import check_sgd, sgd_update
 
-__all__ = ["FunctionalOptimizer", "sgd", "adam", "adamw", "rmsprop"]
+__all__ = ["FunctionalOptimizer", "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "radam"]
 
 
 class FunctionalOptimizer(NamedTuple):
@@ -31,15 +33,19 @@ class FunctionalOptimizer(NamedTuple):
     update: Callable[[Any, dict, Any], tuple[Any, dict]]
 
 
-def _functional(buffer_names: tuple[str, ...], lr, leaf_update: Callable) -> FunctionalOptimizer:
+def _functional(buffer_names: tuple[str, ...], lr, leaf_update: Callable,
+                buffer_init: dict | None = None) -> FunctionalOptimizer:
     """Build init/update from `leaf_update(p, g, bufs, step, lr) -> (p, bufs)`, where `step` is this update's
-    number (1 at the first) as a 0-d tensor in the parameter's scalar dtype and on its device."""
+    number (1 at the first) as a 0-d tensor in the parameter's scalar dtype and on its device. A buffer starts
+    as zeros like its parameter, or as `buffer_init[name](p)`."""
+    buffer_init = buffer_init or {}
 
     def init(params) -> dict:
         leaves, treedef = tree_flatten(params)
         state = {"step": zeros((), dtype=int64, device=leaves[0].device if leaves else None)}
         for name in buffer_names:
-            state[name] = tree_unflatten(treedef, [zeros_like(p) for p in leaves])
+            make = buffer_init.get(name, zeros_like)
+            state[name] = tree_unflatten(treedef, [make(p) for p in leaves])
         return state
 
     def update(grads, state: dict, params) -> tuple[Any, dict]:
@@ -142,3 +148,65 @@ def rmsprop(lr=1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float
         return new_p, tuple(b for b in new_bufs if b is not None)
 
     return _functional(names, lr, leaf_update)
+
+
+def _per_leaf(update: Callable, **hyper) -> Callable:
+    """A `leaf_update` running `update(p, g, *bufs, step, lr=..., **hyper) -> (p, *bufs)`."""
+
+    def leaf_update(p, g, bufs, step, lr_now):
+        new_p, *new_bufs = update(p, g, *bufs, step, lr=lr_now, **hyper)
+        return new_p, tuple(new_bufs)
+
+    return leaf_update
+
+
+def adagrad(lr=1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
+            eps: float = 1e-10, maximize: bool = False) -> FunctionalOptimizer:
+    """Functional Adagrad (fnx.optim.Adagrad's rule). State: step, sum (starting at initial_accumulator_value)."""
+    _check_lr(lr)
+    check_adagrad(0.0, lr_decay, weight_decay, initial_accumulator_value, eps)
+    leaf_update = _per_leaf(adagrad_update, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps, maximize=maximize)
+    return _functional(("sum",), lr, leaf_update, {"sum": lambda p: full_like(p, initial_accumulator_value)})
+
+
+def adadelta(lr=1.0, rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0.0,
+             maximize: bool = False) -> FunctionalOptimizer:
+    """Functional Adadelta (fnx.optim.Adadelta's rule). State: step, square_avg, acc_delta."""
+    _check_lr(lr)
+    check_adadelta(0.0, rho, eps, weight_decay)
+    leaf_update = _per_leaf(adadelta_update, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
+    return _functional(("square_avg", "acc_delta"), lr, leaf_update)
+
+
+def adamax(lr=2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+           maximize: bool = False) -> FunctionalOptimizer:
+    """Functional Adamax (fnx.optim.Adamax's rule). State: step, exp_avg, exp_inf."""
+    _check_lr(lr)
+    check_adam(0.0, betas, eps, weight_decay)
+    leaf_update = _per_leaf(adamax_update, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
+                            maximize=maximize)
+    return _functional(("exp_avg", "exp_inf"), lr, leaf_update)
+
+
+def nadam(lr=2e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+          momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False,
+          maximize: bool = False) -> FunctionalOptimizer:
+    """Functional NAdam (fnx.optim.NAdam's rule). State: step, mu_product (a 0-d tensor per leaf), exp_avg,
+    exp_avg_sq."""
+    _check_lr(lr)
+    check_nadam(0.0, betas, eps, weight_decay, momentum_decay)
+    leaf_update = _per_leaf(nadam_update, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
+                            momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
+                            maximize=maximize)
+    return _functional(("mu_product", "exp_avg", "exp_avg_sq"), lr, leaf_update, {"mu_product": mu_product_init})
+
+
+def radam(lr=1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+          decoupled_weight_decay: bool = False, maximize: bool = False) -> FunctionalOptimizer:
+    """Functional RAdam (fnx.optim.RAdam's rule; the rectification switch is a `where` on the step count).
+    State: step, exp_avg, exp_avg_sq."""
+    _check_lr(lr)
+    check_adam(0.0, betas, eps, weight_decay)
+    leaf_update = _per_leaf(radam_update, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
+                            decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
+    return _functional(("exp_avg", "exp_avg_sq"), lr, leaf_update)

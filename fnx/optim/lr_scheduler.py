@@ -17,7 +17,8 @@ from .optimizer import Optimizer
 from .._warn import warn as _warn
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LinearLR",
-           "OneCycleLR"]
+           "OneCycleLR", "ConstantLR", "PolynomialLR", "CosineAnnealingWarmRestarts", "ReduceLROnPlateau",
+           "SequentialLR", "ChainedScheduler"]
 
 
 class LRScheduler:
@@ -50,15 +51,22 @@ class LRScheduler:
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one step (or jump to `epoch`, deprecated in PyTorch) and set each group's lr."""
-        self._step_count += 1
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
+        if epoch is not None:
             _warn("The epoch parameter in `scheduler.step()` is deprecated (as in PyTorch); call step() "
                   "without it", DeprecationWarning)
-            self.last_epoch = epoch
-            values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
+            self._step_to(epoch)
+            return
+        self._step_count += 1
+        self.last_epoch += 1
+        self._set_lrs(self.get_lr())
+
+    def _step_to(self, epoch: int) -> None:
+        """Jump to `epoch`: the closed form where the schedule has one, else `get_lr()` at that epoch."""
+        self._step_count += 1
+        self.last_epoch = epoch
+        self._set_lrs(self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr())
+
+    def _set_lrs(self, values: list[float]) -> None:
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
@@ -305,6 +313,248 @@ class OneCycleLR(LRScheduler):
                     break
                 start = end
         return lrs
+
+
+class ConstantLR(LRScheduler):
+    """Multiply the lr by `factor` for the first `total_iters` steps, then restore it: lr = base_lr * factor while
+    epoch < total_iters, base_lr after."""
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1):
+        if factor > 1.0 or factor < 0:
+            raise FnxValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in self._current()]
+        if self.last_epoch != self.total_iters:
+            return self._current()
+        return [lr * (1.0 / self.factor) for lr in self._current()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        restored = self.last_epoch >= self.total_iters
+        return [base * (self.factor + restored * (1 - self.factor)) for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay the lr to zero over `total_iters` steps: lr = base_lr * (1 - min(epoch, total_iters) / total_iters)
+    ** power, computed recursively as in PyTorch."""
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        t, n = self.last_epoch, self.total_iters
+        if t == 0 or t > n:
+            return self._current()
+        decay = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
+        return [lr * decay for lr in self._current()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        t, n = self.last_epoch, self.total_iters
+        return [base * (1.0 - min(n, t) / n) ** self.power for base in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR (Loshchilov & Hutter): cosine annealing from base_lr to `eta_min` over T_i epochs, restarting at
+    base_lr; the first period is T_0 and each next one T_mult times longer.
+
+    lr = eta_min + (base_lr - eta_min) (1 + cos(pi T_cur / T_i)) / 2, with T_cur the epochs since the last restart.
+    `step(epoch)` takes fractional epochs (step(epoch + i / iters) once per batch), as in PyTorch.
+    """
+
+    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1):
+        if not isinstance(T_0, int) or T_0 <= 0:
+            raise FnxValueError(f"Expected positive integer T_0, but got {T_0}")
+        if not isinstance(T_mult, int) or T_mult < 1:
+            raise FnxValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise FnxValueError(f"Expected float or int eta_min, but got {eta_min} of type {type(eta_min)}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base in self.base_lrs]
+
+    def step(self, epoch: float | None = None) -> None:
+        """Advance one epoch, or go to `epoch` (fractional epochs allowed, not deprecated here)."""
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur -= self.T_i
+                self.T_i *= self.T_mult
+        elif epoch < 0:
+            raise FnxValueError(f"Expected non-negative epoch, but got {epoch}")
+        elif epoch >= self.T_0:
+            if self.T_mult == 1:
+                self.T_cur = epoch % self.T_0
+            else:
+                n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult ** n
+        else:
+            self.T_i, self.T_cur = self.T_0, epoch
+        self._step_count += 1
+        self.last_epoch = math.floor(epoch)
+        self._set_lrs(self.get_lr())
+
+    def _step_to(self, epoch: float) -> None:
+        self.step(epoch)
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply the lr by `factor` when a metric has stopped improving for more than `patience` steps.
+
+    `step(metric)` once per epoch. In mode 'min' a value improves on the best so far when it is below
+    best * (1 - threshold) ('rel') or best - threshold ('abs'); in mode 'max' when above best * (1 + threshold)
+    or best + threshold. After a reduction, `cooldown` steps pass before bad epochs count again; the lr never
+    goes below `min_lr` (one value or one per group), and a change smaller than `eps` is skipped.
+    """
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
+                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0, min_lr=0, eps: float = 1e-8,
+                 verbose: bool = False):
+        if not isinstance(optimizer, Optimizer):
+            raise FnxTypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        if factor >= 1.0:
+            raise FnxValueError("Factor should be < 1.0.")
+        if mode not in ("min", "max"):
+            raise FnxValueError(f"mode {mode} is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise FnxValueError(f"threshold mode {threshold_mode} is unknown!")
+        if verbose:
+            _warn("ReduceLROnPlateau(verbose=True) is deprecated (as in PyTorch) and prints nothing; read "
+                  "get_last_lr() instead", DeprecationWarning)
+        self.optimizer = optimizer
+        self.min_lrs = _per_group("min_lr", optimizer.param_groups, min_lr)
+        self.default_min_lr = None if isinstance(min_lr, (list, tuple)) else min_lr
+        self.mode, self.factor, self.patience, self.threshold = mode, factor, patience, threshold
+        self.threshold_mode, self.cooldown, self.eps = threshold_mode, cooldown, eps
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.best, self.num_bad_epochs, self.cooldown_counter = self.mode_worse, 0, 0
+        self.last_epoch = 0
+        self._last_lr = self._current()
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def is_better(self, a: float, best: float) -> bool:
+        if self.mode == "min":
+            return a < best * (1.0 - self.threshold) if self.threshold_mode == "rel" else a < best - self.threshold
+        return a > best * (self.threshold + 1.0) if self.threshold_mode == "rel" else a > best + self.threshold
+
+    def step(self, metrics, epoch: int | None = None) -> None:
+        """Record this epoch's metric (a number or a 0-d tensor) and reduce the lrs if it has plateaued."""
+        current = float(metrics)
+        if epoch is not None:
+            _warn("The epoch parameter in `scheduler.step()` is deprecated (as in PyTorch); call step(metrics) "
+                  "without it", DeprecationWarning)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self.is_better(current, self.best):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for group, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
+                old_lr = float(group["lr"])
+                new_lr = max(old_lr * self.factor, min_lr)
+                if old_lr - new_lr > self.eps:
+                    group["lr"] = new_lr
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = self._current()
+
+
+def _check_parts(kind: str, optimizer: Optimizer, schedulers: list) -> None:
+    if len(schedulers) < 1:
+        raise FnxValueError(f"{kind} expects at least one scheduler, but got no scheduler.")
+    for i, scheduler in enumerate(schedulers):
+        if not hasattr(scheduler, "optimizer"):
+            raise FnxTypeError(f"{kind} at index {i} should have `optimizer` as its attribute.")
+        if isinstance(scheduler, ReduceLROnPlateau):
+            raise FnxValueError(f"{kind} does not support `ReduceLROnPlateau` scheduler as it requires additional "
+                                f"kwargs to be specified when calling `step`, but got one at index {i} in the "
+                                f"given schedulers sequence.")
+        if scheduler.optimizer is not optimizer:
+            raise FnxValueError(f"{kind} expects all schedulers to belong to the same optimizer, but got scheduler "
+                                f"{type(scheduler).__name__} at index {i} with a different optimizer")
+
+
+class _Composite(LRScheduler):
+    """A scheduler made of other schedulers: their state_dicts are saved inside its own."""
+
+    _schedulers: list
+
+    def state_dict(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = dict(state_dict)
+        saved = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for scheduler, s in zip(self._schedulers, saved):
+            scheduler.load_state_dict(s)
+
+
+class SequentialLR(_Composite):
+    """Run `schedulers` one after another: the i-th from milestone i - 1 (restarted at its epoch 0) until
+    milestone i. Build the schedulers on the optimizer first, as in PyTorch."""
+
+    def __init__(self, optimizer: Optimizer, schedulers: list, milestones: list, last_epoch: int = -1):
+        _check_parts("SequentialLR", optimizer, schedulers)
+        if len(milestones) != len(schedulers) - 1:
+            raise FnxValueError(f"Sequential Schedulers expects number of schedulers provided to be one more than "
+                                f"the number of milestone points, but got number of schedulers {len(schedulers)} "
+                                f"and the number of milestones to be equal to {len(milestones)}")
+        self.optimizer = optimizer
+        self._schedulers, self._milestones = list(schedulers), list(milestones)
+        self.last_epoch = last_epoch + 1
+        for group in optimizer.param_groups:  # undo the first step each scheduler took when it was built
+            group["lr"] = group["initial_lr"]
+        for scheduler in self._schedulers:
+            scheduler.last_epoch -= 1
+        first = self._schedulers[0]
+        first._step_count = 0
+        first.step()
+        self._last_lr = first.get_last_lr()
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        i = bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[i]
+        if i > 0 and self._milestones[i - 1] == self.last_epoch:
+            scheduler._step_to(0)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+
+class ChainedScheduler(_Composite):
+    """Step every scheduler in `schedulers` at each step, in order (their factors compose)."""
+
+    def __init__(self, schedulers: list, optimizer: Optimizer | None = None):
+        optimizer = optimizer or (schedulers[0].optimizer if schedulers else None)
+        _check_parts("ChainedScheduler", optimizer, schedulers)
+        self.optimizer = optimizer
+        self._schedulers = list(schedulers)
+        self._last_lr = self._current()
+
+    def step(self) -> None:
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = self._current()
 
 
 def _phase(end_step: float, start_lr: str, end_lr: str, start_momentum: str, end_momentum: str) -> dict:

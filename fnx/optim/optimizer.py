@@ -102,9 +102,11 @@ class Optimizer:
                 self._update_group(group)
         return loss
 
-    def _with_state(self, group: dict, buffers: tuple[str, ...]):
+    def _with_state(self, group: dict, buffers: tuple[str, ...], init: dict | None = None):
         """(p, p.grad, state) of each parameter of `group` that has a gradient; a parameter's first update
-        starts its state with a step count and zeroed `buffers`, in that order (PyTorch's state_dict layout)."""
+        starts its state with a step count and `buffers`, in that order (PyTorch's state_dict layout): zeros
+        like the parameter, or `init[name](p)` for the names `init` has."""
+        init = init or {}
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -112,8 +114,22 @@ class Optimizer:
             if not state:
                 state["step"] = tensor(0.0, dtype=float32)
                 for name in buffers:
-                    state[name] = zeros_like(p)
+                    state[name] = init[name](p) if name in init else zeros_like(p)
             yield p, p.grad, state
+
+    def _update_with(self, group: dict, buffers: tuple[str, ...], update: Callable, fused: Callable, hyper: dict,
+                     init: dict | None = None) -> None:
+        """Update `group` on the fused path, `fused(items, **hyper)` over its (p, grad, state), or else on the
+        per-parameter path: `update(p, g, *buffers, step, **hyper) -> (p, *buffers)` (out of place, fnx ops,
+        the rule the functional optimizer runs too), written into each parameter and its state."""
+        if self._fused(group, hyper):
+            fused(self._with_state(group, buffers, init), **hyper)
+            return
+        for p, g, state in self._with_state(group, buffers, init):
+            step = advance_step(state)
+            bufs = tuple(state[name] for name in buffers)
+            new_p, *new_bufs = update(p, g, *bufs, step, **hyper)
+            write_all_(p, new_p, bufs, new_bufs)
 
     def _fused(self, group: dict, hyper: dict) -> bool:
         """Whether `group` takes the fused path: `foreach`/`fused` not False, every parameter with a gradient
@@ -179,7 +195,12 @@ class Optimizer:
 
 
 def _cast_state(p: Tensor, name: str, value):
-    """A private copy of a saved state value, on the parameter's device (and dtype, for float state)."""
+    """A private copy of a saved state value, on the parameter's device (and dtype, for float state); lists,
+    tuples and dicts of them (LBFGS's history) are copied item by item."""
+    if isinstance(value, dict):
+        return {k: _cast_state(p, name, v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_cast_state(p, name, v) for v in value)
     if not isinstance(value, Tensor):
         return value
     if name == "step":
@@ -224,6 +245,44 @@ def advance_step_fused(state: dict) -> int:
     step._value[...] = count
     bump(step)
     return count
+
+
+def sign_and_decay(p: Tensor, g: Tensor, lr, weight_decay: float, decoupled: bool, maximize: bool):
+    """The per-parameter rules' first part, out of place: the gradient's sign (`maximize`) and weight decay,
+    L2 (added to the gradient) or decoupled (the parameter shrinks by lr * weight_decay). Returns (p, g)."""
+    if maximize:
+        g = -g
+    if weight_decay != 0:
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            g = g + p * weight_decay
+    return p, g
+
+
+def hyperparameters(group: dict, names: tuple[str, ...]) -> dict:
+    """The update's keyword arguments from a param group: `names`, with 'betas' split into beta1 and beta2."""
+    hyper = {}
+    for name in names:
+        if name == "betas":
+            hyper["beta1"], hyper["beta2"] = group["betas"]
+        else:
+            hyper[name] = group[name]
+    return hyper
+
+
+def decay_fused(P: np.ndarray, G: np.ndarray, lr: float, weight_decay: float, decoupled: bool,
+                maximize: bool) -> np.ndarray:
+    """On arrays, as the per-parameter rules do: the gradient's sign (`maximize`) and weight decay, L2 (a new
+    gradient array) or decoupled (P shrinks in place). Returns the gradient to use."""
+    if maximize:
+        G = np.negative(G)
+    if weight_decay != 0:
+        if decoupled:
+            P *= 1 - lr * weight_decay
+        else:
+            G = G + P * weight_decay
+    return G
 
 
 def write_(dst: Tensor, src: Tensor) -> None:

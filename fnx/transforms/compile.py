@@ -54,6 +54,8 @@ import sys
 import threading
 import time
 
+import numpy as np
+
 from .. import core, debug
 from .._warn import warn
 from ..core import FnxRuntimeError, FnxTypeError, Primitive
@@ -62,10 +64,10 @@ from ..ir import ClosedJaxpr, Jaxpr
 from ..lowering import check_backend, default_backend, lower
 from ..lowering.interpret import run_eagerly
 from ..lowering.passes import optimize
-from ..ops.creation import zeros_like
+from ..ops.creation import tensor, zeros_like
 from ..ops.sampling import compiled_call_key, staged_keys
 from ..tensor import Tensor, Tracer, from_array
-from ..tree import tree_flatten, tree_unflatten
+from ..tree import tree_flatten, tree_map, tree_unflatten
 from .batching import batch_size
 from .donation import Donation, donated_leaves
 from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, split_vjp_jaxpr, vjp_jaxpr
@@ -255,6 +257,14 @@ def _tensor_desc(x: Tensor) -> tuple:
     return a.shape, a.dtype.np, a.device
 
 
+def _numpy_to_tensors(args: tuple, kwargs: dict) -> tuple:
+    """numpy arrays among the arguments as tensors of their dtype (as jax.jit takes them), each a traced input."""
+    def convert(x):
+        return tensor(x) if isinstance(x, np.ndarray) else x
+
+    return tree_map(convert, args), tree_map(convert, kwargs)
+
+
 def _static_desc(value, label: str) -> tuple:
     if isinstance(value, Tensor):
         raise FnxTypeError(f"compile: {label} is static, but it is a Tensor; static arguments are Python values "
@@ -437,6 +447,7 @@ class Compiled:
                 v = a._value
                 key.append((v.shape, v.dtype, a._device))
         if key is None:
+            args, kwargs = _numpy_to_tensors(args, kwargs)
             key, leaves = self._signature(args, kwargs)
         else:
             key = tuple(key)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 
-from ...ops.creation import empty, zeros
+import numpy as np
+
+from ...dtypes import int64
+from ...ops.creation import empty, tensor, zeros
 from ...ops.joins import cat, stack
 from ...tensor import Tensor
 from .. import functional as F
@@ -17,6 +20,7 @@ from .. import init
 from ..module import Module
 from ..parameter import Parameter
 from ..recurrence import GATES, cell, recurrence
+from ..utils.rnn import PackedSequence, packed_like, pad_packed_sequence
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -113,7 +117,58 @@ class RNNBase(Module):
             raise RuntimeError(f"Expected {what} size {(count, batch, size)}, got {tuple(hx.shape)}")
         return [hx[i] for i in range(count)]
 
-    def forward(self, input: Tensor, hx=None):
+    def flatten_parameters(self) -> None:
+        """Nothing to do: PyTorch packs the weights into one cuDNN buffer here; fnx's recurrence reads the
+        parameters as they are. Kept so code that calls it (after `.to()`, under DataParallel) runs unchanged."""
+
+    def _state_for(self, hx, batch: int, ref: Tensor) -> list:
+        """The initial state of every (layer, direction): h (or (h, c) for an LSTM), each (batch, size)."""
+        out_size = self.proj_size if self.proj_size > 0 else self.hidden_size
+        if self.mode != "LSTM":
+            return self._initial_state(hx, batch, ref, out_size, "hidden")
+        h0, c0 = (None, None) if hx is None else hx
+        hs = self._initial_state(h0, batch, ref, out_size, "hidden")
+        return list(zip(hs, self._initial_state(c0, batch, ref, self.hidden_size, "cell")))
+
+    def _final_state(self, finals: list):
+        if self.mode == "LSTM":
+            return stack([h for h, _ in finals]), stack([c for _, c in finals])
+        return stack(finals)
+
+    def _forward_packed(self, input: PackedSequence, hx):
+        """A packed batch: the sequences of each length run together over their own steps, so outputs and final
+        states come from each sequence's valid steps only (the reverse direction starts at its last one)."""
+        padded, lengths = pad_packed_sequence(input)
+        if padded.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{padded.shape[-1]}")
+        steps, batch = padded.shape[0], padded.shape[1]
+        states = self._state_for(hx, batch, padded)
+        groups: dict[int, list[int]] = {}
+        for b, n in enumerate(lengths.tolist()):
+            groups.setdefault(n, []).append(b)
+        outs, finals, order = [], [], []
+        for n, members in groups.items():
+            index = tensor(members, dtype=int64, device=padded.device)
+            pick = (lambda s: (s[0][index], s[1][index])) if self.mode == "LSTM" else (lambda s: s[index])
+            ys, ends = self._run(padded[:n].index_select(1, index), [pick(s) for s in states])
+            if n < steps:
+                ys = cat([ys, zeros(steps - n, len(members), ys.shape[-1], dtype=ys.dtype, device=ys.device)])
+            outs.append(ys)
+            finals.append(ends)
+            order += members
+        back = tensor(np.argsort(order), dtype=int64, device=padded.device)
+        out = cat(outs, 1).index_select(1, back)
+        if self.mode == "LSTM":
+            ends = [(cat([f[k][0] for f in finals])[back], cat([f[k][1] for f in finals])[back])
+                    for k in range(len(states))]
+        else:
+            ends = [cat([f[k] for f in finals])[back] for k in range(len(states))]
+        return packed_like(out, input.batch_sizes, input.sorted_indices), self._final_state(ends)
+
+    def forward(self, input: Tensor | PackedSequence, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         batched = input.ndim == 3
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
@@ -123,20 +178,10 @@ class RNNBase(Module):
         if x.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
                                f"{x.shape[-1]}")
-        batch = x.shape[1]
-        out_size = self.proj_size if self.proj_size > 0 else self.hidden_size
-        if self.mode == "LSTM":
-            h0, c0 = (None, None) if hx is None else hx
-            if not batched and hx is not None:
-                h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1)
-            hs = self._initial_state(h0, batch, x, out_size, "hidden")
-            cs = self._initial_state(c0, batch, x, self.hidden_size, "cell")
-            out, finals = self._run(x, list(zip(hs, cs)))
-            state = (stack([h for h, _ in finals]), stack([c for _, c in finals]))
-        else:
-            h0 = hx.unsqueeze(1) if hx is not None and not batched else hx
-            out, finals = self._run(x, self._initial_state(h0, batch, x, out_size, "hidden"))
-            state = stack(finals)
+        if not batched and hx is not None:
+            hx = tuple(h.unsqueeze(1) for h in hx) if self.mode == "LSTM" else hx.unsqueeze(1)
+        out, finals = self._run(x, self._state_for(hx, x.shape[1], x))
+        state = self._final_state(finals)
         if batched and self.batch_first:
             out = out.transpose(0, 1)
         if not batched:

@@ -1,4 +1,4 @@
-"""`fnx.save` / `fnx.load`: checkpoints in a documented format that never executes code when loaded.
+"""fnx's checkpoint format (`fnx.save`), and `fnx.load`, which reads it and recognises the other formats.
 
 A file is an uncompressed zip archive holding
 
@@ -7,14 +7,21 @@ A file is an uncompressed zip archive holding
   "device": "cpu" | "cuda:N", "requires_grad": bool, "parameter": bool}`, and a value is JSON
   `null`/`true`/`false`/number/string (None, bool, int, float, str), a JSON array (a list), or an
   object with one tag: `{"tuple": [values]}`, `{"dict": [[key, value], ...]}` (keys str or int),
-  `{"odict": [[key, value], ...]}` (an OrderedDict), `{"tensor": index}`, `{"dtype": "float32"}`,
-  `{"device": "cuda:0"}`, `{"float": "nan" | "inf" | "-inf"}`;
+  `{"odict": [[key, value], ...]}` (an OrderedDict), `{"set": [values]}`, `{"frozenset": [values]}`,
+  `{"tensor": index}`, `{"ndarray": {"data": "data/<k>.npy", "dtype": "<f4", "shape": [...]}}` (a numpy
+  array), `{"dtype": "float32"}`, `{"device": "cuda:0"}`, `{"float": "nan" | "inf" | "-inf"}`,
+  `{"complex": [re, im]}`, `{"bytes": "<hex>"}`, `{"global": {"module": ..., "name": ...}}` (a class or function
+  by name), `{"object": {"class": {"module": ..., "name": ...}, "id": n, "state": <its attributes>}}` (an
+  instance, e.g. a whole module: its class by name and its `__dict__`; objects are numbered in the order they
+  appear) or `{"ref": n}` (the object numbered n again). Names resolve as fnx/serialization/objects.py says: to
+  fnx's own modules and public functions, or to what the caller allowed; nothing named is imported or called;
 - `data/<k>.npy`: one `.npy` file (numpy's format, written without pickle) per distinct array;
-  bfloat16 is stored as its uint16 bits. Tensors that are the same array are stored once.
+  bfloat16 is stored as its uint16 bits. Tensors that are the same array are stored once. A tensor of another
+  library that speaks DLPack (a torch tensor) is saved as the fnx tensor it converts to.
 
 Loading reads JSON and `.npy` headers only (`np.load(..., allow_pickle=False)`), checks every entry
 against the manifest, and raises `UnpicklingError` (a RuntimeError) naming the problem for a damaged,
-truncated, foreign or hostile file, including PyTorch's pickle-based checkpoints. Before anything is read,
+truncated, foreign or hostile file. Before anything is read,
 the archive's layout is checked, so that loading needs memory in proportion to the file's size and no more:
 every entry is stored uncompressed (no compression bombs), lies inside the file without overlapping another
 (no entry counted twice), has a plain name (`manifest.json`, `data/<k>.npy`: no `..`, no absolute path) that
@@ -31,85 +38,50 @@ import io
 import json
 import math
 import os
-import pickle
 import re
-import stat
 import struct
+import types
 import zipfile
 from collections import OrderedDict
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from . import dtypes as _dt
-from .core import FnxRuntimeError, FnxTypeError, FnxValueError
-from .device import cpu, device as _device, is_cuda_available
-from .nn.parameter import Parameter
-from .tensor import Tensor, Tracer, from_array
+from .. import dtypes as _dt
+from ..core import FnxTypeError, FnxValueError
+from ..device import cpu, device as _device
+from ..nn.parameter import Parameter
+from ..ops.creation import from_dlpack
+from . import safetensors_format, torch_format
+from ..tensor import Tensor, Tracer, from_array
+from .common import UnpicklingError, atomic_write, check_zip, parse_device, place, short
+from .objects import global_path, new_instance, resolve_class, resolve_global
 
-__all__ = ["save", "load", "UnpicklingError", "FORMAT", "VERSION", "MAX_MANIFEST_BYTES"]
+__all__ = ["save", "load", "FORMAT", "VERSION", "MAX_MANIFEST_BYTES"]
 
 FORMAT, VERSION = "fnx", 1
 MAX_MANIFEST_BYTES = 16 << 20  # about 100,000 tensors; parsing JSON can take ~30 times its size in memory
 _MANIFEST = "manifest.json"
 _ARRAY_NAME = re.compile(r"data/(0|[1-9][0-9]*)\.npy")
-_TAGS = ("tuple", "dict", "odict", "tensor", "dtype", "device", "float")
-
-
-class UnpicklingError(FnxRuntimeError, pickle.UnpicklingError):
-    """`fnx.load` refused a file: damaged, truncated, not an fnx checkpoint, or hostile.
-
-    Also a `pickle.UnpicklingError`, so code written for `torch.load(weights_only=True)` catches it.
-    """
+_TAGS = ("tuple", "dict", "odict", "tensor", "dtype", "device", "float", "complex", "bytes", "set", "frozenset",
+         "ndarray", "global", "object", "ref")
 
 
 # ---------------------------------------------------------------- save
 def save(obj: Any, f) -> None:
-    """Save `obj` (nested dicts/lists/tuples of tensors and plain values, e.g. state dicts) to `f`, a path or
-    a writable binary file. Paths are written atomically: a temporary file in the same directory is
-    flushed, fsynced and renamed over the target."""
+    """Save `obj` to `f`, a path or a writable binary file, as `torch.save` does, in a format that is never
+    pickled: state dicts, tensors, numpy arrays, Python numbers, strings and containers, whole modules (their
+    class by name and their attributes; `fnx.load` rebuilds fnx's own and the ones you allow). Paths are written
+    atomically: a temporary file in the same directory is flushed, fsynced and renamed over the target."""
     tensors: list[dict] = []
     arrays: list[np.ndarray] = []
     manifest = {"format": FORMAT, "version": VERSION, "tensors": tensors,
                 "object": _Encoder(tensors, arrays).encode(obj, "obj")}
     payload = json.dumps(manifest, allow_nan=False, separators=(",", ":")).encode()
-    if not isinstance(f, (str, os.PathLike)):
+    if isinstance(f, (str, os.PathLike)):
+        atomic_write(f, lambda fh: _write_zip(fh, payload, arrays), "fnx.save")
+    else:
         _write_zip(f, payload, arrays)
-        return
-    path = os.fspath(f)
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        keep_mode = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        keep_mode = None
-    # A new file is created 0o666 and the kernel applies the umask, as open() does; a file being replaced is
-    # first written owner-only, then given the old file's permissions just before it takes its place.
-    fd, tmp = _create_temp(directory, os.path.basename(path), 0o666 if keep_mode is None else 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            _write_zip(fh, payload, arrays)
-            fh.flush()
-            if keep_mode is not None:
-                os.chmod(fh.fileno() if os.chmod in os.supports_fd else tmp, keep_mode)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(directory)
-
-
-def _create_temp(directory: str, name: str, mode: int) -> tuple[int, str]:
-    """A new file `.<name>.<random>.tmp` in `directory`, opened for writing with `mode` (less the umask)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    for _ in range(100):
-        tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
-        try:
-            return os.open(tmp, flags, mode), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"fnx.save: could not create a temporary file next to {name!r} in {directory}")
 
 
 def _write_zip(fh: BinaryIO, payload: bytes, arrays: list[np.ndarray]) -> None:
@@ -120,20 +92,6 @@ def _write_zip(fh: BinaryIO, payload: bytes, arrays: list[np.ndarray]) -> None:
                 np.save(out, arr, allow_pickle=False)
 
 
-def _fsync_directory(directory: str) -> None:
-    """Make the rename durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 class _Encoder:
     """Turns an object into the manifest's JSON value, collecting tensors and their arrays."""
 
@@ -142,6 +100,7 @@ class _Encoder:
         self.tensor_ids: dict[int, int] = {}
         self.array_ids: dict[int, int] = {}  # ids stay unique: everything keyed is alive inside the saved object
         self.open: set[int] = set()  # containers being encoded: a repeat is a reference cycle
+        self.object_ids: dict[int, int] = {}  # objects encoded so far: a repeat is stored as a reference
 
     def encode(self, x, where: str):
         if x is None or isinstance(x, (bool, str)):
@@ -150,10 +109,18 @@ class _Encoder:
             return int(x)
         if isinstance(x, float):
             return float(x) if math.isfinite(x) else {"float": repr(float(x))}
-        if isinstance(x, np.generic) and x.dtype.kind in "biuf":
+        if isinstance(x, np.generic) and x.dtype.kind in "biufc":
             return self.encode(x.item(), where)
+        if isinstance(x, complex):
+            return {"complex": [self.encode(x.real, where), self.encode(x.imag, where)]}
+        if isinstance(x, bytes):
+            return {"bytes": x.hex()}
         if isinstance(x, Tensor):
             return {"tensor": self.tensor(x, where)}
+        if isinstance(x, np.ndarray):
+            return {"ndarray": self.ndarray(x, where)}
+        if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__") and not isinstance(x, type):
+            return {"tensor": self.tensor(_from_foreign(x), where)}
         if isinstance(x, _dt.dtype):
             return {"dtype": x.name}
         if isinstance(x, _device):
@@ -170,9 +137,42 @@ class _Encoder:
                 return values if type(x) is list else {"tuple": values}
             finally:
                 self.open.discard(id(x))
-        hint = "; save its state_dict() instead" if hasattr(x, "state_dict") else ""
-        raise FnxTypeError(f"fnx.save: cannot save {where} of type {type(x).__name__}{hint}. fnx files hold dicts, "
-                           f"lists, tuples, None, bool, int, float, str, tensors, dtypes and devices (no pickle)")
+        if type(x) is set or type(x) is frozenset:
+            return {type(x).__name__: [self.encode(v, f"{where}{{{v!r}}}") for v in x]}
+        if isinstance(x, (type, types.FunctionType, types.BuiltinFunctionType)):
+            return {"global": global_path(x, f"fnx.save: {where}")}
+        if hasattr(x, "__dict__") and not isinstance(x, types.ModuleType):
+            return self.object(x, where)
+        raise FnxTypeError(f"fnx.save: cannot save {where} of type {type(x).__name__}. fnx files hold dicts, lists, "
+                           f"tuples, sets, None, bool, int, float, complex, str, bytes, tensors, numpy arrays, "
+                           f"dtypes, devices, classes and functions by name, and objects by class and attributes "
+                           f"(no pickle)")
+
+    def object(self, x, where: str) -> dict:
+        """An instance as its class's path and its attributes (its `__dict__`), as pickle records it."""
+        if id(x) in self.open:
+            raise FnxValueError(f"fnx.save: {where} contains itself (a reference cycle), which cannot be saved")
+        found = self.object_ids.get(id(x))
+        if found is not None:
+            return {"ref": found}
+        path = global_path(type(x), f"fnx.save: {where}")
+        self.object_ids[id(x)] = len(self.object_ids)  # numbered in the order the loader meets them
+        self.open.add(id(x))
+        try:
+            state = self.encode(dict(vars(x)), f"{where}.__dict__")
+        finally:
+            self.open.discard(id(x))
+        return {"object": {"class": path, "id": self.object_ids[id(x)], "state": state}}
+
+    def ndarray(self, arr: np.ndarray, where: str) -> dict:
+        if arr.dtype.kind not in "biufc" or arr.dtype.hasobject:
+            raise FnxTypeError(f"fnx.save: {where} is a numpy array of dtype {arr.dtype}; fnx files hold numeric "
+                               f"arrays only (bool, int, float, complex)")
+        k = self.array_ids.get(id(arr))
+        if k is None:
+            k = self.array_ids[id(arr)] = len(self.arrays)
+            self.arrays.append(arr)
+        return {"data": f"data/{k}.npy", "dtype": arr.dtype.newbyteorder("=").str, "shape": list(arr.shape)}
 
     @staticmethod
     def key(k, where: str):
@@ -203,17 +203,28 @@ class _Encoder:
         return self.tensor_ids[id(t)]
 
 
+def _from_foreign(x) -> Tensor:
+    """A DLPack-capable tensor of another library (a torch tensor, a JAX array) as an fnx tensor."""
+    requires_grad = getattr(x, "requires_grad", False) is True
+    t = from_dlpack(x.detach() if requires_grad else x)
+    return t.requires_grad_(True) if requires_grad and t.dtype.is_floating_point else t
+
+
 # ---------------------------------------------------------------- load
 def load(f, map_location=None, pickle_module=None, *, weights_only: bool = True, mmap: bool | None = None) -> Any:
-    """Load what `fnx.save` wrote to `f` (a path or a readable binary file).
+    """Load the checkpoint in `f` (a path or a readable binary file): what `fnx.save` wrote, or a PyTorch
+    `torch.save` zip file (`.pt`, `.pth`, `.bin`), read as `torch.load(weights_only=True)` reads it, into fnx
+    tensors, without torch. Nothing in the file is ever run; a damaged or hostile file raises `UnpicklingError`.
 
     `map_location` moves tensors: None keeps the saved devices (a CUDA tensor needs CUDA), a device or
     string sends every tensor there, a dict maps saved locations ("cuda:1") to devices, and a callable
-    `fn(tensor, location) -> Tensor | None` decides per tensor (None keeps the saved device). The format
-    never runs code, so `weights_only` makes no difference; `pickle_module` must be None.
+    `fn(tensor, location) -> Tensor | None` decides per tensor (None keeps the saved device; for a PyTorch file
+    it is called once per storage, with the storage as a flat tensor). Loading is always weights-only, so
+    `weights_only` makes no difference; `pickle_module` must be None.
     """
     if pickle_module is not None:
-        raise FnxValueError("fnx.load: pickle_module must be None; fnx files are never unpickled")
+        raise FnxValueError("fnx.load: pickle_module must be None; fnx.load reads pickles only with its own "
+                            "restricted unpickler")
     if mmap:
         raise NotImplementedError("fnx.load(mmap=True): memory-mapping tensors is not supported yet; load without "
                                   "mmap (tensors are read into memory)")
@@ -230,11 +241,11 @@ def _load(fh: BinaryIO, map_location) -> Any:
         raise UnpicklingError("fnx.load: the file is empty")
     if head != b"PK\x03\x04":
         if head[:1] == b"\x80":
-            raise UnpicklingError("fnx.load: this is a pickle file (PyTorch's legacy torch.save format), not an fnx "
-                                  "checkpoint. fnx never unpickles, because unpickling can run arbitrary code; "
-                                  "convert it with PyTorch: load it with torch.load(path, weights_only=True) and "
-                                  "save its tensors with fnx.save")
-        raise UnpicklingError("fnx.load: not an fnx checkpoint (not a zip archive)")
+            torch_format.refuse_plain_pickle(fh)
+        if safetensors_format.looks_like_safetensors(fh):
+            return safetensors_format.read_safetensors(fh, map_location)
+        raise UnpicklingError("fnx.load: not a checkpoint that fnx reads (neither a zip archive, fnx's or "
+                              "PyTorch's, nor a safetensors file)")
     try:
         with zipfile.ZipFile(fh) as zf:
             return _Decoder(fh, zf, map_location).run()
@@ -251,19 +262,17 @@ class _Decoder:
         self.fh, self.zf, self.map_location = fh, zf, map_location
         self.arrays: dict[str, np.ndarray] = {}
         self.tensors: list = []
+        self.objects: dict[int, Any] = {}
 
     def run(self) -> Any:
         infos = self.zf.infolist()
-        _check_names(infos)
+        check_zip(self.fh, infos)
         names = {info.filename for info in infos}
         if _MANIFEST not in names:
-            if any(n.endswith("data.pkl") for n in names):
-                raise UnpicklingError("fnx.load: this is a PyTorch checkpoint (torch.save's zip format, which holds "
-                                      "a pickle), not an fnx one. fnx never unpickles, because unpickling can run "
-                                      "arbitrary code; convert it with PyTorch: load it with torch.load(path, "
-                                      "weights_only=True) and save its tensors with fnx.save")
-            raise UnpicklingError("fnx.load: not an fnx checkpoint (the zip archive has no manifest.json)")
-        _check_layout(self.fh, infos)
+            if torch_format.is_torch_archive(names):
+                return torch_format.load_archive(self.zf, names, self.map_location)
+            raise UnpicklingError("fnx.load: neither an fnx checkpoint nor a PyTorch one (the zip archive has no "
+                                  "manifest.json and no data.pkl)")
         info = self.zf.getinfo(_MANIFEST)
         if info.file_size > MAX_MANIFEST_BYTES:
             raise UnpicklingError(f"fnx.load: manifest.json holds {info.file_size} bytes, more than the "
@@ -295,7 +304,7 @@ class _Decoder:
         if isinstance(v, list):
             return [self.decode(x) for x in v]
         if not isinstance(v, dict) or len(v) != 1:
-            raise UnpicklingError(f"fnx.load: malformed value in the manifest: {_short(v)}")
+            raise UnpicklingError(f"fnx.load: malformed value in the manifest: {short(v)}")
         (tag, body), = v.items()
         if tag == "tuple" and isinstance(body, list):
             return tuple(self.decode(x) for x in body)
@@ -304,7 +313,7 @@ class _Decoder:
             for item in body:
                 if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], (str, int))
                         and not isinstance(item[0], bool)):
-                    raise UnpicklingError(f"fnx.load: malformed dict item in the manifest: {_short(item)}")
+                    raise UnpicklingError(f"fnx.load: malformed dict item in the manifest: {short(item)}")
                 out[item[0]] = self.decode(item[1])
             return out
         if tag == "tensor" and isinstance(body, int) and not isinstance(body, bool) and 0 <= body < len(self.tensors):
@@ -312,12 +321,51 @@ class _Decoder:
         if tag == "dtype" and body in _dt._BY_NAME:
             return _dt._BY_NAME[body]
         if tag == "device" and isinstance(body, str):
-            return _parse_device(body)
+            return parse_device(body)
         if tag == "float" and body in ("nan", "inf", "-inf"):
             return float(body)
+        if tag == "complex" and isinstance(body, list) and len(body) == 2:
+            parts = [self.decode(x) for x in body]
+            if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in parts):
+                return complex(*parts)
+        if tag == "bytes" and isinstance(body, str) and re.fullmatch(r"([0-9a-f]{2})*", body):
+            return bytes.fromhex(body)
+        if tag in ("set", "frozenset") and isinstance(body, list):
+            values = [self.decode(x) for x in body]
+            try:
+                return set(values) if tag == "set" else frozenset(values)
+            except TypeError:
+                pass
+        if tag == "ndarray":
+            return self.ndarray(body)
+        if tag == "global":
+            return resolve_global(body)
+        if tag == "object" and isinstance(body, dict) and set(body) == {"class", "id", "state"}:
+            return self.object(body)
+        if tag == "ref" and type(body) is int and self.objects.get(body) is not None:
+            return self.objects[body]
         if tag not in _TAGS:
             raise UnpicklingError(f"fnx.load: unknown tag {tag!r} in the manifest (known: {', '.join(_TAGS)})")
-        raise UnpicklingError(f"fnx.load: malformed {tag!r} value in the manifest: {_short(body)}")
+        raise UnpicklingError(f"fnx.load: malformed {tag!r} value in the manifest: {short(body)}")
+
+    def object(self, body: dict):
+        cls = resolve_class(body["class"])
+        if type(body["id"]) is not int or body["id"] != len(self.objects):
+            raise UnpicklingError(f"fnx.load: malformed object id {short(body['id'])} in the manifest")
+        self.objects[body["id"]] = None  # a reference to an object from inside its own state is malformed
+        obj = self.objects[body["id"]] = new_instance(cls, self.decode(body["state"]))
+        return obj
+
+    def ndarray(self, body) -> np.ndarray:
+        try:
+            dtype = np.dtype(body["dtype"]) if isinstance(body, dict) and isinstance(body.get("dtype"), str) else None
+        except TypeError:
+            dtype = None
+        shape = body.get("shape") if isinstance(body, dict) else None
+        if (dtype is None or dtype.kind not in "biufc" or dtype.str != body["dtype"] or not isinstance(shape, list)
+                or not all(type(s) is int and s >= 0 for s in shape)):
+            raise UnpicklingError(f"fnx.load: malformed 'ndarray' value in the manifest: {short(body)}")
+        return self.array(body.get("data"), dtype, tuple(shape), "of a numpy array")
 
     def tensor(self, entry, i: int) -> Tensor:
         if not isinstance(entry, dict):
@@ -326,14 +374,16 @@ class _Decoder:
         shape = entry.get("shape")
         location = entry.get("device")
         if dtype is None or dtype.name != entry["dtype"]:
-            raise UnpicklingError(f"fnx.load: tensor entry {i} has an unknown dtype {_short(entry.get('dtype'))}")
+            raise UnpicklingError(f"fnx.load: tensor entry {i} has an unknown dtype {short(entry.get('dtype'))}")
         if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)):
-            raise UnpicklingError(f"fnx.load: tensor entry {i} has a malformed shape {_short(shape)}")
+            raise UnpicklingError(f"fnx.load: tensor entry {i} has a malformed shape {short(shape)}")
         if not isinstance(location, str):
-            raise UnpicklingError(f"fnx.load: tensor entry {i} has a malformed device {_short(location)}")
-        saved_device = _parse_device(location)
-        arr = self.array(entry.get("data"), dtype, tuple(shape), i)
-        t = self.place(from_array(arr), str(saved_device))
+            raise UnpicklingError(f"fnx.load: tensor entry {i} has a malformed device {short(location)}")
+        saved_device = parse_device(location)
+        stored = np.dtype(np.uint16) if dtype is _dt.bfloat16 else dtype.np
+        arr = self.array(entry.get("data"), stored, tuple(shape), f"tensor entry {i}")
+        arr = arr.view(dtype.np) if dtype is _dt.bfloat16 else arr
+        t = place(from_array(arr), str(saved_device), self.map_location)
         requires_grad = entry.get("requires_grad") is True
         if requires_grad and not dtype.is_floating_point:
             raise UnpicklingError(f"fnx.load: tensor entry {i} of dtype {dtype.name} cannot require grad")
@@ -341,12 +391,11 @@ class _Decoder:
             return Parameter(t, requires_grad=requires_grad)
         return t.requires_grad_(True) if requires_grad else t
 
-    def array(self, name, dtype: _dt.dtype, shape: tuple, i: int) -> np.ndarray:
-        """The array stored as `name`, checked to hold `shape` elements of `dtype` and nothing else."""
+    def array(self, name, stored: np.dtype, shape: tuple, what: str) -> np.ndarray:
+        """The array stored as `name`, checked to hold `shape` elements of `stored` and nothing else."""
         if not isinstance(name, str) or not _ARRAY_NAME.fullmatch(name):
-            raise UnpicklingError(f"fnx.load: tensor entry {i} names an invalid data file {_short(name)} (expected "
+            raise UnpicklingError(f"fnx.load: {what} names an invalid data file {short(name)} (expected "
                                   f"'data/<k>.npy')")
-        stored = np.dtype(np.uint16) if dtype is _dt.bfloat16 else dtype.np
         arr = self.arrays.get(name)
         if arr is None:
             try:
@@ -354,86 +403,15 @@ class _Decoder:
             except KeyError:
                 raise UnpicklingError(f"fnx.load: the manifest references the array {name!r}, which is missing "
                                       f"from the archive") from None
-            arr = self.arrays[name] = _read_npy(self.zf, info, stored, shape)
+            arr = self.arrays[name] = read_npy(self.zf, info, stored, shape)
         if arr.dtype != stored or arr.shape != shape:
-            raise UnpicklingError(f"fnx.load: tensor entry {i} expects {dtype.name}{list(shape)}, but {name} holds "
+            raise UnpicklingError(f"fnx.load: {what} expects {stored}{list(shape)}, but {name} holds "
                                   f"{arr.dtype}{list(arr.shape)}")
-        return arr.view(dtype.np) if dtype is _dt.bfloat16 else arr
-
-    def place(self, t: Tensor, location: str) -> Tensor:
-        """Move a loaded (CPU) tensor to where `map_location` says, or back to its saved device."""
-        ml = self.map_location
-        if callable(ml):
-            moved = ml(t, location)
-            if moved is not None:
-                return moved
-            target = location
-        elif isinstance(ml, dict):
-            target = ml.get(location, location)
-        elif ml is not None:
-            target = ml
-        else:
-            target = location
-        target = _device(target)
-        if target.type == "cuda" and not is_cuda_available():
-            raise FnxRuntimeError(f"fnx.load: a tensor was saved on {location}, but CUDA is not available here; "
-                                  f"pass map_location='cpu' to load it on the CPU")
-        return t if target is cpu else t.to(target)
+        return arr
 
 
-def _check_names(infos: list) -> None:
-    """Refuse duplicate entry names (a zip tool and a loader could each pick a different one) and names that
-    would escape a folder if the archive were extracted."""
-    seen: set[str] = set()
-    for info in infos:
-        name = info.filename
-        if name in seen:
-            raise UnpicklingError(f"fnx.load: the archive holds two entries named {_short(name)}; a file built to "
-                                  f"show one content to one reader and another to the next is refused")
-        seen.add(name)
-        parts = name.split("/")
-        if (name.startswith("/") or "\\" in name or ":" in parts[0]
-                or any(p in ("", ".", "..") for p in parts[:-1]) or parts[-1] in (".", "..")):
-            raise UnpicklingError(f"fnx.load: the archive holds an entry with an unsafe name {_short(name)} (an "
-                                  f"absolute path, a drive, a backslash or a '..' component)")
-
-
-def _check_layout(fh: BinaryIO, infos: list) -> None:
-    """Check, before reading any entry, that each is stored uncompressed, unencrypted, inside the file and apart
-    from every other: then reading the entries takes no more memory than the file's size."""
-    size = fh.seek(0, io.SEEK_END)
-    spans = []
-    for info in infos:
-        name = _short(info.filename)
-        if info.flag_bits & 0x1:
-            raise UnpicklingError(f"fnx.load: {name} is encrypted; fnx checkpoints are not")
-        if info.compress_type != zipfile.ZIP_STORED:
-            raise UnpicklingError(f"fnx.load: {name} is compressed (zip method {info.compress_type}); fnx "
-                                  f"checkpoints store every entry uncompressed, and a compressed entry could expand "
-                                  f"without bound, so it is not read")
-        if info.compress_size != info.file_size:
-            raise UnpicklingError(f"fnx.load: {name} is stored uncompressed in {info.compress_size} bytes but "
-                                  f"declares {info.file_size}; the file is damaged")
-        local = b""
-        if 0 <= info.header_offset <= size - 30:
-            fh.seek(info.header_offset)
-            local = fh.read(30)
-        if len(local) != 30 or local[:4] != b"PK\x03\x04":
-            raise UnpicklingError(f"fnx.load: the file is damaged or truncated (no local header for {name})")
-        name_len, extra_len = struct.unpack("<HH", local[26:30])
-        end = info.header_offset + 30 + name_len + extra_len + info.compress_size
-        if end > size:
-            raise UnpicklingError(f"fnx.load: {name} declares {info.file_size} bytes, which run past the end of the "
-                                  f"{size}-byte file; the file is damaged or truncated")
-        spans.append((info.header_offset, end, name))
-    spans.sort()
-    for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
-        if start < end:
-            raise UnpicklingError(f"fnx.load: the entries {first} and {second} overlap in the file; fnx "
-                                  f"checkpoints store each entry once, apart from the others")
-
-
-def _read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape: tuple) -> np.ndarray:
+def read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape: tuple,
+             who: str = "fnx.load") -> np.ndarray:
     """Check an .npy entry's header against the manifest before reading its data with np.load."""
     with zf.open(info) as fh:
         try:
@@ -445,32 +423,21 @@ def _read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape
             else:
                 raise ValueError(f"unsupported .npy format version {version}")
         except ValueError as e:
-            raise UnpicklingError(f"fnx.load: {info.filename} is not a valid .npy file ({e})") from e
-        if header_dtype.hasobject or header_dtype.kind not in "biuf":
-            raise UnpicklingError(f"fnx.load: {info.filename} has dtype {header_dtype}; fnx checkpoints hold only "
+            raise UnpicklingError(f"{who}: {info.filename} is not a valid .npy file ({e})") from e
+        if header_dtype.hasobject or header_dtype.kind not in "biufc":
+            raise UnpicklingError(f"{who}: {info.filename} has dtype {header_dtype}; fnx checkpoints hold only "
                                   f"numeric arrays (object arrays would need pickle)")
         if header_dtype.newbyteorder("=") != dtype or tuple(header_shape) != shape:
-            raise UnpicklingError(f"fnx.load: {info.filename} holds {header_dtype}{list(header_shape)}, but the "
+            raise UnpicklingError(f"{who}: {info.filename} holds {header_dtype}{list(header_shape)}, but the "
                                   f"manifest says {dtype}{list(shape)}")
         nbytes = math.prod(shape) * dtype.itemsize
         if info.file_size != fh.tell() + nbytes:
-            raise UnpicklingError(f"fnx.load: {info.filename} has {info.file_size - fh.tell()} bytes of data where "
+            raise UnpicklingError(f"{who}: {info.filename} has {info.file_size - fh.tell()} bytes of data where "
                                   f"its header announces {nbytes}")
         fh.seek(0)
         try:
             arr = np.load(fh, allow_pickle=False)
         except ValueError as e:
-            raise UnpicklingError(f"fnx.load: {info.filename} is damaged ({e})") from e
+            raise UnpicklingError(f"{who}: {info.filename} is damaged ({e})") from e
     return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
-
-def _parse_device(text: str):
-    try:
-        return _device(text)
-    except (RuntimeError, TypeError) as e:
-        raise UnpicklingError(f"fnx.load: unknown device {_short(text)} in the manifest") from e
-
-
-def _short(v, limit: int = 80) -> str:
-    text = repr(v)
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,20 +1,22 @@
-"""`nn.utils`: gradient clipping and flattening parameters to one vector (PyTorch's semantics)."""
+"""`nn.utils`: gradient clipping and flattening parameters to one vector (PyTorch's semantics); `nn.utils.rnn`
+packs variable-length sequences."""
 from __future__ import annotations
 
 from typing import Iterable
 
 import numpy as np
 
-from .. import core
-from ..autograd import no_grad
-from ..core import FnxRuntimeError, FnxTypeError
-from ..ops import elementwise as ew
-from ..ops.creation import tensor
-from ..ops.joins import cat, stack
-from ..ops.norms import vector_norm
-from ..tensor import Tensor
+from ... import core
+from ...autograd import no_grad
+from ...core import FnxRuntimeError, FnxTypeError
+from ...ops import elementwise as ew
+from ...ops.creation import tensor
+from ...ops.joins import cat, stack
+from ...ops.norms import vector_norm
+from ...tensor import Tensor
+from . import rnn
 
-__all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
+__all__ = ["rnn", "clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
            "parameters_to_vector", "vector_to_parameters"]
 
 

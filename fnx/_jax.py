@@ -1,0 +1,100 @@
+"""The top-level `jax` namespace under fnx's jax alias: JAX's top-level names that fnx provides.
+
+`jax.numpy`, `jax.lax`, `jax.random`, ... are not here: the alias maps every `jax.X` to `fnx.X`. The transforms
+are fnx's, behind a thin layer that does what JAX does at a function's boundary: numpy arrays among the
+arguments become tensors as `jnp.asarray` makes them (float64 and int64 narrow to float32 and int32 unless
+x64 is on), and `jit` traces Python numbers passed in non-static positions (fnx.compile would bake them in as
+constants and compile again for each new value, e.g. a step counter).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ._version import __version__
+from . import _jax_config as config
+from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put, devices, eval_shape
+from .numpy import asarray
+from .tensor import Tensor
+from .transforms import ad
+from .transforms.batching import vmap as _vmap
+from .transforms.compile import Compiled
+from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
+from .transforms.tracing import make_jaxpr
+from .tree import tree_map
+
+__all__ = ["__version__", "config", "Array", "jit", "grad", "value_and_grad", "vmap", "jacfwd", "jacrev",
+           "hessian", "jvp", "vjp", "linearize", "checkpoint", "remat", "custom_jvp", "custom_vjp", "make_jaxpr",
+           "devices", "device_put", "device_get", "block_until_ready", "eval_shape", "ShapeDtypeStruct"]
+
+Array = Tensor
+
+
+def _as_tensor(leaf, scalars: bool):
+    if isinstance(leaf, (np.ndarray, np.generic)) or (scalars and isinstance(leaf, (bool, int, float))):
+        return asarray(leaf)
+    return leaf
+
+
+def _tensors(tree, scalars: bool = False):
+    """`tree` with numpy arrays (and with `scalars`, Python numbers) turned into tensors."""
+    return tree_map(lambda leaf: _as_tensor(leaf, scalars), tree)
+
+
+class _Jitted(Compiled):
+    """fnx.compile as `jax.jit`: numpy arrays and Python numbers among the non-static arguments become tensors,
+    so they are traced, as JAX traces them."""
+
+    def __call__(self, *args, **kwargs):
+        n = len(args)
+        args = [a if i in self._static_nums or i - n in self._static_nums else _tensors(a, True)
+                for i, a in enumerate(args)]
+        kwargs = {k: v if k in self._static_names else _tensors(v, True) for k, v in kwargs.items()}
+        return super().__call__(*args, **kwargs)
+
+
+def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), backend: str | None = None):
+    """`fnx.compile` with JAX's boundary: see the module docstring."""
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums, backend=backend)
+    return _Jitted(fun, static_argnums, static_argnames, donate_argnums, backend)
+
+
+def _arrays_in(fun):
+    """`fun`, also taking numpy arrays among its arguments."""
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        return fun(*_tensors(args), **_tensors(kwargs))
+    return call
+
+
+def _taking_arrays(transform):
+    """`transform(fun, ...)` whose resulting function also takes numpy arrays, as JAX's does."""
+    @functools.wraps(transform)
+    def jax_transform(fun, *t_args, **t_kwargs):
+        return _arrays_in(transform(fun, *t_args, **t_kwargs))
+    return jax_transform
+
+
+grad, value_and_grad = _taking_arrays(ad.grad), _taking_arrays(ad.value_and_grad)
+jacfwd, jacrev, hessian = _taking_arrays(ad.jacfwd), _taking_arrays(ad.jacrev), _taking_arrays(ad.hessian)
+vmap = _taking_arrays(_vmap)
+
+
+def jvp(fun, primals, tangents, has_aux: bool = False):
+    """`fnx.jvp`, taking numpy arrays too."""
+    return ad.jvp(fun, _tensors(primals), _tensors(tangents), has_aux=has_aux)
+
+
+def vjp(fun, *primals, has_aux: bool = False):
+    """`fnx.vjp`, taking numpy arrays too (the primals, and the cotangents of the pullback it returns)."""
+    out, pullback, *aux = ad.vjp(fun, *_tensors(primals), has_aux=has_aux)
+    return (out, _arrays_in(pullback), *aux)
+
+
+def linearize(fun, *primals):
+    """`fnx.linearize`, taking numpy arrays too (the primals, and the tangents of the map it returns)."""
+    out, f_jvp = ad.linearize(fun, *_tensors(primals))
+    return out, _arrays_in(f_jvp)

@@ -1,0 +1,18 @@
+"""Argument conversion shared by fnx.lax: JAX's lax functions take numpy arrays and Python numbers as operands."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..ops.creation import asarray
+from ..tensor import Tensor
+from ..tree import tree_map
+
+
+def tensor_arg(x: Any) -> Tensor:
+    """`x` as a tensor (a tensor is returned unchanged)."""
+    return x if isinstance(x, Tensor) else asarray(x)
+
+
+def tensor_tree(tree: Any) -> Any:
+    """`tree` with every leaf as a tensor."""
+    return tree_map(tensor_arg, tree)

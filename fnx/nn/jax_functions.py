@@ -1,0 +1,146 @@
+"""JAX's `jax.nn` functions as lowercase names of fnx.nn (`fnx.nn.relu`, `fnx.nn.softmax(x, axis=-1)`, ...),
+with JAX's signatures and defaults where they differ from PyTorch's functional forms: `gelu` is the tanh
+approximation unless approximate=False, `softmax` / `log_softmax` take `axis`, `one_hot` returns floats and
+maps out-of-range indices to all-zero rows, `softplus` is log(1 + exp(x)) without PyTorch's threshold.
+
+They are thin wrappers over fnx.nn.functional and the fnx ops, so every transform applies."""
+from __future__ import annotations
+
+import math
+
+from ..dtypes import as_dtype, float32, get_default_dtype
+from ..ops import elementwise as ew
+from ..ops.creation import arange, asarray, stop_gradient
+from ..ops.reduce import amax, logsumexp as _logsumexp, mean as _mean, reduce_dims, sum as _sum
+from ..ops.shape import movedim
+from ..tensor import Tensor
+from . import functional_activation as act
+
+__all__ = ["relu", "relu6", "gelu", "sigmoid", "log_sigmoid", "silu", "swish", "elu", "celu", "selu", "leaky_relu",
+           "softplus", "soft_sign", "hard_tanh", "tanh", "glu", "softmax", "log_softmax", "logsumexp", "one_hot",
+           "standardize"]
+
+
+def _t(x) -> Tensor:
+    x = x if isinstance(x, Tensor) else asarray(x)
+    return x if x.dtype.is_floating_point else x.to(get_default_dtype())
+
+
+def relu(x) -> Tensor:
+    """max(x, 0)."""
+    return ew.relu(_t(x))
+
+
+def relu6(x) -> Tensor:
+    """min(max(x, 0), 6)."""
+    return act.relu6(_t(x))
+
+
+def gelu(x, approximate: bool = True) -> Tensor:
+    """The Gaussian error linear unit; JAX's default is the tanh approximation (approximate=False: exact erf)."""
+    return ew.gelu(_t(x), approximate="tanh" if approximate else "none")
+
+
+def sigmoid(x) -> Tensor:
+    """1 / (1 + exp(-x))."""
+    return ew.sigmoid(_t(x))
+
+
+def log_sigmoid(x) -> Tensor:
+    """log(sigmoid(x)), computed stably."""
+    return act.logsigmoid(_t(x))
+
+
+def silu(x) -> Tensor:
+    """x * sigmoid(x)."""
+    return ew.silu(_t(x))
+
+
+swish = silu
+
+
+def elu(x, alpha: float = 1.0) -> Tensor:
+    """x for x > 0, alpha * (exp(x) - 1) otherwise."""
+    return act.elu(_t(x), alpha)
+
+
+def celu(x, alpha: float = 1.0) -> Tensor:
+    """max(x, 0) + min(0, alpha * (exp(x / alpha) - 1))."""
+    return act.celu(_t(x), alpha)
+
+
+def selu(x) -> Tensor:
+    """The scaled ELU of self-normalising networks."""
+    return act.selu(_t(x))
+
+
+def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
+    """x for x >= 0, negative_slope * x otherwise."""
+    return act.leaky_relu(_t(x), negative_slope)
+
+
+def softplus(x) -> Tensor:
+    """log(1 + exp(x)) = logaddexp(x, 0), without PyTorch's linear threshold."""
+    return ew.logaddexp(_t(x), 0.0)
+
+
+def soft_sign(x) -> Tensor:
+    """x / (1 + |x|)."""
+    return act.softsign(_t(x))
+
+
+def hard_tanh(x) -> Tensor:
+    """x clipped to [-1, 1]."""
+    return act.hardtanh(_t(x))
+
+
+def tanh(x) -> Tensor:
+    """The hyperbolic tangent."""
+    return ew.tanh(_t(x))
+
+
+def glu(x, axis: int = -1) -> Tensor:
+    """The gated linear unit: first half of `axis` times the sigmoid of the second half."""
+    return act.glu(_t(x), axis)
+
+
+def softmax(x, axis=-1, where=None) -> Tensor:
+    """exp(x) normalised over `axis` (an int, a tuple, or None for all axes); `where` masks entries out."""
+    x = _t(x)
+    axes = reduce_dims(axis, x.ndim, "softmax")
+    masked = x if where is None else ew.where(where, x, -math.inf)
+    m = stop_gradient(amax(masked, axes, keepdim=True))
+    e = ew.exp(masked - ew.where(ew.isfinite(m), m, 0.0))
+    return e / _sum(e, axes, keepdim=True)
+
+
+def log_softmax(x, axis=-1, where=None) -> Tensor:
+    """x - logsumexp(x) over `axis`; `where` masks entries out (they come out as -inf)."""
+    x = _t(x)
+    axes = reduce_dims(axis, x.ndim, "log_softmax")
+    masked = x if where is None else ew.where(where, x, -math.inf)
+    return masked - _logsumexp(masked, axes, keepdim=True)
+
+
+def logsumexp(a, axis=None, keepdims: bool = False) -> Tensor:
+    """log(sum(exp(a))) over `axis` (all axes by default), computed stably."""
+    return _logsumexp(_t(a), axis, keepdim=keepdims)
+
+
+def one_hot(x, num_classes: int, *, dtype=float32, axis: int = -1) -> Tensor:
+    """A new axis of length `num_classes` (at `axis`) holding 1 at each index of `x`, 0 elsewhere, in `dtype`
+    (float32 by default, as in JAX); an index outside [0, num_classes) gives an all-zero row."""
+    x = x if isinstance(x, Tensor) else asarray(x)
+    hot = ew.eq(x.unsqueeze(-1), arange(int(num_classes), device=x.device)).to(as_dtype(dtype))
+    return hot if axis in (-1, hot.ndim - 1) else movedim(hot, -1, axis)
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon: float = 1e-5, where=None) -> Tensor:
+    """(x - mean) / sqrt(variance + epsilon) over `axis`; the mean and variance are computed when not given."""
+    x = _t(x)
+    axes = reduce_dims(axis, x.ndim, "standardize")
+    if where is not None:
+        raise NotImplementedError("nn.standardize: where= is not supported in fnx; mask the input instead")
+    mu = _mean(x, axes, keepdim=True) if mean is None else mean
+    var = _mean(ew.square(x - mu), axes, keepdim=True) if variance is None else variance
+    return (x - mu) * ew.rsqrt(var + epsilon)

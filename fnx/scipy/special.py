@@ -1,0 +1,151 @@
+"""jax.scipy.special over fnx ops: `logsumexp` (with b=, keepdims=, return_sign=), the error and gamma
+functions, `expit` / `logit`, `xlogy` / `xlog1py`, `softmax` / `log_softmax`, and the normal distribution's
+`ndtr`, `log_ndtr` and `ndtri`.
+
+The gamma family, erfinv and the normal functions are fnx's own (fnx/ops/special.py); this module gives them
+JAX's names and argument conventions (numbers and integer arrays are promoted to the default float dtype).
+"""
+from __future__ import annotations
+
+import math
+
+from ..dtypes import get_default_dtype, result_type
+from ..lax._args import tensor_arg
+from ..nn import jax_functions as jax_nn
+from ..ops import elementwise as ew
+from ..ops import special as sp
+from ..ops.creation import stop_gradient
+from ..ops.reduce import amax, reduce_dims, sum as _sum
+from ..ops.shape import broadcast_tensors
+from ..tensor import Tensor
+
+__all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamma", "betaln", "multigammaln",
+           "expit", "logit", "xlogy", "xlog1py", "softmax", "log_softmax", "ndtr", "log_ndtr", "ndtri"]
+
+
+def _float(x) -> Tensor:
+    x = tensor_arg(x)
+    return x if x.dtype.is_floating_point else x.to(get_default_dtype())
+
+
+def _floats(*xs) -> tuple:
+    """`xs` as tensors of one floating dtype: their promoted type (Python numbers are weak, as in JAX), or the
+    default float when that is not floating."""
+    dtype = result_type(*xs)
+    dtype = dtype if dtype.is_floating_point else get_default_dtype()
+    return tuple(tensor_arg(x).to(dtype) for x in xs)
+
+
+def _squeezed(x: Tensor, axes: tuple, keepdims: bool) -> Tensor:
+    return x if keepdims else x.reshape(tuple(n for d, n in enumerate(x.shape) if d not in axes))
+
+
+def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False):
+    """log(sum(b * exp(a))) over `axis` (all axes by default), shifted by the maximum for stability.
+
+    With weights `b` the sum may be negative: `return_sign=True` returns (log|sum|, sign), otherwise a negative
+    sum gives NaN, as in JAX.
+    """
+    a = _float(a)
+    if b is not None:
+        a, b = broadcast_tensors(a, _float(b))
+    axes = reduce_dims(axis, a.ndim, "logsumexp")
+    m = stop_gradient(amax(a, axes, keepdim=True)) if a.numel() else a
+    m = ew.where(ew.isfinite(m), m, 0.0)
+    e = ew.exp(a - m)
+    total = _sum(e if b is None else b * e, axes, keepdim=True)
+    sign = ew.sign(total)
+    out = ew.log(ew.abs(total)) + m
+    if return_sign:
+        return _squeezed(out, axes, keepdims), _squeezed(sign, axes, keepdims)
+    if b is not None:
+        out = ew.where(sign < 0, math.nan, out)
+    return _squeezed(out, axes, keepdims)
+
+
+def erf(x) -> Tensor:
+    """The error function."""
+    return ew.erf(_float(x))
+
+
+def erfc(x) -> Tensor:
+    """1 - erf(x), accurate for large x."""
+    return ew.erfc(_float(x))
+
+
+def erfinv(x) -> Tensor:
+    """The inverse error function on (-1, 1)."""
+    return sp.erfinv(_float(x))
+
+
+def gammaln(x) -> Tensor:
+    """log |Γ(x)|."""
+    return sp.lgamma(_float(x))
+
+
+def digamma(x) -> Tensor:
+    """ψ(x) = d/dx log Γ(x)."""
+    return sp.digamma(_float(x))
+
+
+def polygamma(n: int, x) -> Tensor:
+    """The n-th derivative of the digamma function (n a Python int)."""
+    return sp.polygamma(int(n), _float(x))
+
+
+def betaln(a, b) -> Tensor:
+    """log |B(a, b)| = log Γ(a) + log Γ(b) - log Γ(a + b)."""
+    a, b = _floats(a, b)
+    return sp.lgamma(a) + sp.lgamma(b) - sp.lgamma(a + b)
+
+
+def multigammaln(a, d: int) -> Tensor:
+    """The log of the multivariate gamma function of dimension `d`."""
+    return sp.mvlgamma(_float(a), int(d))
+
+
+def expit(x) -> Tensor:
+    """The logistic sigmoid 1 / (1 + exp(-x))."""
+    return ew.sigmoid(_float(x))
+
+
+def logit(x) -> Tensor:
+    """log(x / (1 - x)), the inverse of expit."""
+    return ew.logit(_float(x))
+
+
+def xlogy(x, y) -> Tensor:
+    """x * log(y), taken as 0 where x == 0."""
+    return ew.xlogy(*_floats(x, y))
+
+
+def xlog1py(x, y) -> Tensor:
+    """x * log1p(y), taken as 0 where x == 0; its derivative in x is log1p(y) there too, as JAX's rule gives."""
+    x, y = _floats(x, y)
+    undefined = ew.logical_and(ew.eq(x, 0), ew.le(y, -1))   # 0 * log1p(-1): taken as 0, with zero gradients
+    return x * ew.log1p(ew.where(undefined, 0.0, y))
+
+
+def softmax(x, axis=None) -> Tensor:
+    """exp(x) normalised to sum to 1 over `axis` (all axes by default, as in jax.scipy.special)."""
+    return jax_nn.softmax(x, axis)
+
+
+def log_softmax(x, axis=None) -> Tensor:
+    """x - logsumexp(x) over `axis` (all axes by default)."""
+    return jax_nn.log_softmax(x, axis)
+
+
+def ndtr(x) -> Tensor:
+    """The standard normal CDF Φ(x)."""
+    return sp.ndtr(_float(x))
+
+
+def log_ndtr(x) -> Tensor:
+    """log Φ(x), accurate far into both tails."""
+    return sp.log_ndtr(_float(x))
+
+
+def ndtri(p) -> Tensor:
+    """The standard normal quantile Φ⁻¹(p)."""
+    return sp.ndtri(_float(p))
