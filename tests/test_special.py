@@ -139,3 +139,11 @@ def test_limits_at_poles_and_infinities_without_warnings():
         np.testing.assert_array_equal(fnx.i0(t([np.inf, -np.inf])).numpy(), [np.inf, np.inf])
         assert fnx.special.xlog1py(t([0.0, 0.0]), t([np.inf, -1.0])).tolist() == [0.0, 0.0]
         np.testing.assert_allclose(fnx.special.log_ndtr(t([-np.inf, np.inf])).numpy(), [-np.inf, 0.0], atol=1e-300)
+
+
+def test_xlog1py_gradient_at_zero_is_pytorchs():
+    """PyTorch's derivative in x is xlog1py(x != 0, y): 0 where x == 0."""
+    x, y = t([0.0, 2.0]), t([1.0, 1.0])
+    x.requires_grad_(True)
+    fnx.special.xlog1py(x, y).sum().backward()
+    assert x.grad.tolist() == [0.0, math.log(2.0)]
