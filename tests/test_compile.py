@@ -111,7 +111,7 @@ from numerics_measure import op_table_errors  # noqa: E402
 OP_CLASSES = {
     "math": {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh",
              "asin", "acos", "atan", "sigmoid", "gelu", "gelu_tanh", "silu", "softplus", "erf", "erfc", "pow",
-             "pow_2.5", "rpow", "atan2", "special.ndtr", "special.entr", "special.xlog1py", "lax.scan", "lax.fori_loop",
+             "pow_2.5", "rpow", "atan2", "special.ndtr", "special.entr", "special.xlog1py", "scipy.special.xlog1py", "lax.scan", "lax.fori_loop",
              "lax.cond"},
     "reductions": {"sum", "mean", "var", "var_correction0", "std", "var_mean", "std_mean", "logsumexp", "prod",
                    "cumsum", "cumprod", "cumprod_nonzero", "norm_fro", "norm_2", "norm_1", "norm_3", "norm_1.5",
@@ -121,7 +121,7 @@ OP_CLASSES = {
                    "linalg.cholesky_upper", "linalg.det", "linalg.slogdet", "linalg.slogdet_logabsdet",
                    "linalg.matrix_power", "index_add", "scatter_add", "scatter_reduce_add", "index_put_accumulate",
                    "put_accumulate", "lax.dot_general", "lax.conv_general_dilated", "lax.reduce_window_add",
-                   "lax.associative_scan",
+                   "lax.associative_scan", "scipy.special.logsumexp", "avg_pool2d",
                    "scipy.stats.multivariate_normal.logpdf", "scipy.stats.beta.logpdf", "nn.softmax_axis",
                    # special functions: series and Newton iterations (their terms add up like a reduction's)
                    "lgamma", "lgamma_large", "digamma", "polygamma_1", "polygamma_3", "mvlgamma", "erfinv",
