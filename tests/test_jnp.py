@@ -202,6 +202,20 @@ def test_nonzero_needs_a_static_size_under_transforms():
         jnp.nonzero(jnp.array(1))
 
 
+def test_value_dependent_lengths_need_static_arguments_under_transforms():
+    x = jnp.array([0, 2, 2, 5, -1])
+    assert jnp.bincount(x).tolist() == [1, 0, 2, 0, 0, 1]
+    counted = fnx.compile(lambda x: jnp.bincount(x, length=3), backend="interpret")(x)
+    assert counted.tolist() == [1, 0, 2]   # values past the length, and negative ones, are dropped
+    with pytest.raises(TypeError, match="length="):
+        fnx.compile(lambda x: jnp.bincount(x), backend="interpret")(x)
+    a = jnp.arange(5.0)
+    close(fnx.compile(lambda a: jnp.quantile(a, jnp.array([0.5, 1.0])), backend="interpret")(a), [2.0, 4.0])
+    with pytest.raises(TypeError, match="q must be known"):
+        fnx.compile(lambda a, q: jnp.quantile(a, q), backend="interpret")(a, jnp.array(0.5))
+    assert jnp.searchsorted(jnp.array([1.0, 2.0, 2.0, 3.0]), jnp.array([2.0, 9.0]), side="right").tolist() == [3, 4]
+
+
 def test_shape_functions_check_like_numpy():
     with pytest.raises(ValueError, match="equal division"):
         jnp.split(jnp.arange(5), 2)
@@ -227,6 +241,19 @@ def test_linalg_follows_numpy_signatures():
           rtol=1e-10)
     sign, logdet = jnp.linalg.slogdet(jnp.asarray(spd, jnp.float64))
     assert sign.item() == 1.0 and logdet.item() == pytest.approx(np.log(np.linalg.det(spd)))
+    tall = jnp.asarray(rng.standard_normal((4, 3)), jnp.float64)
+    u, s, vh = jnp.linalg.svd(tall, full_matrices=False)
+    close((u * s) @ vh, tall, atol=1e-12)
+    close(jnp.linalg.svd(tall, compute_uv=False), s)
+    close(jnp.linalg.norm(tall, ord="nuc"), np.linalg.norm(tall.numpy(), ord="nuc"))
+    w, v = jnp.linalg.eigh(jnp.asarray(a, jnp.float64))   # reads (a + a^T) / 2, as JAX's symmetrize_input
+    close(w, np.linalg.eigvalsh((a + a.T) / 2), rtol=1e-10)
+    q, r = jnp.linalg.qr(tall)
+    close(q @ r, tall, atol=1e-12)
+    assert jnp.linalg.qr(tall, mode="r").shape == (3, 3)
+    close(jnp.linalg.pinv(tall), np.linalg.pinv(tall.numpy()), atol=1e-12)
+    assert jnp.linalg.matrix_rank(jnp.ones((3, 3))).item() == 1 and jnp.linalg.matrix_rank(tall).item() == 3
+    close(jnp.linalg.lstsq(tall, np.ones(4))[0], np.linalg.lstsq(tall.numpy(), np.ones(4), rcond=None)[0])
 
 
 # ---------------------------------------------------------------- a JAX-style program

@@ -50,11 +50,11 @@ class IndexUpdateHelper:
         return f"_IndexUpdateHelper({self.array!r})"
 
 
-def _known(item):
-    """An index item's value as numpy data, or None while it is traced."""
+def known_value(item):
+    """An index item's (or any tensor's) value as numpy data, or None while it is traced."""
     if isinstance(item, Tracer):
         try:
-            item = item._concrete("x.at[index]")
+            item = item._concrete("a known value")
         except FnxTypeError:
             return None
     return item.numpy() if isinstance(item, Tensor) else item
@@ -111,7 +111,7 @@ class IndexUpdateRef:
         items = _items(self.index)
         dims = _array_dims(items, x.ndim)
         spare = mode != "clip" and any(d is not None for d in dims)
-        known = [_known(i) for i in items]
+        known = [known_value(i) for i in items]
         if all(k is not None or i is None for k, i in zip(known, items)):
             table = np.arange(n, dtype=np.int64).reshape(shape)
             for j, d in enumerate(dims):
