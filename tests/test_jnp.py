@@ -33,7 +33,7 @@ def close(a, b, **kw):
     (lambda: jnp.sum(jnp.array([1, 2], dtype=jnp.int8)), fnx.int32), (lambda: jnp.mean(jnp.arange(4)), fnx.float32),
     (lambda: jnp.argmax(jnp.arange(4.0)), fnx.int32), (lambda: jnp.argsort(jnp.arange(4.0)), fnx.int32),
     (lambda: jnp.cumsum(jnp.ones(3, dtype=jnp.bool_)), fnx.int32), (lambda: jnp.arange(3) / 2, fnx.float32),
-    (lambda: jnp.nonzero(jnp.arange(3))[0], fnx.int32),
+    (lambda: jnp.nonzero(jnp.arange(3))[0], fnx.int32), (lambda: jnp.median(jnp.arange(4)), fnx.float32),
 ])
 def test_default_dtypes_are_jax_without_x64(make, dtype):
     assert make().dtype is dtype

@@ -27,7 +27,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None) -> Tensor:
     a, b = _pair(a, b, preferred_element_type)
     if a.ndim == 0 or b.ndim == 0:
         return ew.mul(a, b)
-    if b.ndim == 1 or a.ndim == 1 and b.ndim == 2:
+    if b.ndim <= 2:   # a vector or one matrix: matmul broadcasts a's leading axes as dot does
         return _la.matmul(a, b)
     return _la.tensordot(a, b, dims=([a.ndim - 1], [b.ndim - 2]))
 

@@ -12,7 +12,7 @@ import builtins
 import math
 
 from .. import dtypes as _dt
-from ..ops import elementwise as ew, joins as _joins, reduce as _r, shape as _shape, sort as _sort
+from ..ops import elementwise as ew, joins as _joins, reduce as _r, shape as _shape
 from ..ops.creation import ones_like
 from ..tensor import Tensor, canonical_dim
 from .creation import asarray
@@ -20,7 +20,7 @@ from .dtypes import as_fnx_dtype, default_float, default_int
 
 __all__ = ["sum", "prod", "mean", "var", "std", "max", "min", "amax", "amin", "ptp", "argmax", "argmin", "all",
            "any", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "nansum", "nanprod", "nanmean", "nanvar",
-           "nanstd", "nanmax", "nanmin", "median", "average", "count_nonzero"]
+           "nanstd", "nanmax", "nanmin", "average", "count_nonzero"]
 
 
 def _axes(a: Tensor, axis, op: str) -> tuple:
@@ -276,23 +276,6 @@ def nanmax(a, axis=None, out=None, keepdims: bool = False, initial=None, where=N
 def nanmin(a, axis=None, out=None, keepdims: bool = False, initial=None, where=None) -> Tensor:
     """`min` ignoring NaNs (NaN where every element is NaN)."""
     return _nan_extremum(min, math.inf, a, axis, keepdims, initial, where)
-
-
-def median(a, axis=None, out=None, overwrite_input: bool = False, keepdims: bool = False) -> Tensor:
-    """The middle value along `axis` (None: of all elements); the mean of the two middle ones for even counts."""
-    a = _float(asarray(a), None)
-    dims = _axes(a, axis, "median")
-    rest = [d for d in range(a.ndim) if d not in dims]
-    moved = _shape.permute(a, tuple(rest + list(dims)))
-    flat = _shape.reshape(moved, tuple(moved.shape[:len(rest)]) + (-1,))
-    n = flat.shape[-1]
-    if n == 0:
-        raise ValueError("jnp.median: the array has no elements along the reduced axes")
-    s = _sort.sort(flat, dim=-1)[0]
-    out = (s[..., (n - 1) // 2] + s[..., n // 2]) * 0.5
-    if keepdims:
-        out = _shape.reshape(out, tuple(1 if d in dims else a.shape[d] for d in range(a.ndim)))
-    return out
 
 
 def average(a, axis=None, weights=None, returned: bool = False, keepdims: bool = False):

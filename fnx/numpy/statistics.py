@@ -1,5 +1,5 @@
-"""fnx.numpy's order statistics and moments across variables: `quantile`/`percentile` (linear interpolation
-between sorted values), `cov`, `corrcoef`, and `bincount` (a static `length` makes it traceable)."""
+"""fnx.numpy's order statistics and moments across variables: `quantile`/`percentile`/`median` (linear
+interpolation between sorted values), `cov`, `corrcoef`, and `bincount` (a static `length` makes it traceable)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +15,7 @@ from .dtypes import default_float, default_int
 from .products import matmul
 from .reductions import _axes, _float
 
-__all__ = ["quantile", "percentile", "cov", "corrcoef", "bincount"]
+__all__ = ["quantile", "percentile", "median", "cov", "corrcoef", "bincount"]
 
 
 def _static_q(q, op: str) -> np.ndarray:
@@ -45,7 +45,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input: bool = False, method: s
     kept = tuple(1 if d in dims else a.shape[d] for d in range(a.ndim)) if keepdims else tuple(flat.shape[:-1])
     outs = []
     for value in qs.reshape(-1):
-        position = value * (n - 1)
+        position = float(value) * (n - 1)
         lo, hi = int(np.floor(position)), int(np.ceil(position))
         outs.append(_shape.reshape(s[..., lo] + (s[..., hi] - s[..., lo]) * (position - lo), kept))
     if qs.ndim == 0:
@@ -57,6 +57,11 @@ def percentile(a, q, axis=None, out=None, overwrite_input: bool = False, method:
                keepdims: bool = False) -> Tensor:
     """`quantile` with q in percent."""
     return quantile(a, _static_q(q, "percentile") / 100.0, axis, method=method, keepdims=keepdims)
+
+
+def median(a, axis=None, out=None, overwrite_input: bool = False, keepdims: bool = False) -> Tensor:
+    """The middle value along `axis` (None: of all elements); the mean of the two middle ones for even counts."""
+    return quantile(a, 0.5, axis, keepdims=keepdims)
 
 
 def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof: int | None = None, fweights=None,
