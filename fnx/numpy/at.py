@@ -8,13 +8,15 @@ and in the values, batchable and compilable.
 
 Out-of-bound integer-array indices follow JAX: updates drop them (mode 'drop', the default; 'fill' is the
 same), `get` clamps them (mode 'clip', the default) or, with mode 'fill', reads `fill_value`. Negative indices
-count from the end. A dropped or filled index points at a spare slot past the end of the flat array, so the
-same `index_put` serves. Python ints out of bounds raise IndexError, as for `x[index]`.
+count from the end. A known index resolves to positions in numpy, where dropped updates are left out; a traced
+one (computed under compile, or batched by vmap) points a dropped or filled index at a spare slot past the
+end of the flat array, so the same `index_put` serves. Python ints out of bounds raise IndexError, as for
+`x[index]`.
 
 `set` with repeated indices keeps one of the values (the last, on the CPU; JAX leaves it unspecified).
 `multiply`, `divide`, `power`, `min` and `max` combine every value aimed at one element: with a known index
-by applying them in rounds of distinct positions, with a traced one (an index computed under compile or
-batched by vmap) through a dense (values x elements) comparison, which costs memory in their product.
+by applying them in rounds of distinct positions, with a traced one through a dense (values x elements)
+comparison, which costs memory in their product.
 """
 from __future__ import annotations
 

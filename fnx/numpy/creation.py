@@ -45,8 +45,6 @@ def asarray(a, dtype=None, order=None, *, copy: bool | None = None, device=None)
         parts = [asarray(e, dt) for e in a]
         common = dt or _dt.result_type(*[p.dtype for p in parts])
         return _joins.stack([p if p.dtype is common else convert(p, common) for p in parts])
-    if hasattr(a, "__jax_array__"):
-        return asarray(a.__jax_array__(), dt)
     arr = np.asarray(a)
     if dt is None:
         dt = canonical(_dt.from_numpy_dtype(arr.dtype)) if isinstance(a, (np.ndarray, np.generic)) \
