@@ -75,6 +75,12 @@ def test_scalar_types_compare_hash_and_convert_like_dtypes():
     assert isinstance(x, jnp.ndarray) and jnp.newaxis is None and jnp.pi == math.pi
 
 
+def test_python_ints_beyond_int32_raise_as_in_jax():
+    with pytest.raises(OverflowError, match="int32"):
+        jnp.array([1, 2 ** 40])
+    assert jnp.array([1, 2 ** 40], dtype=jnp.int64)[1].item() == 2 ** 40
+
+
 def test_array_takes_lists_of_tensors_and_keeps_ndmin():
     a = jnp.array([jnp.ones(2), [2.0, 3.0]])
     assert a.shape == (2, 2) and a.dtype is fnx.float32
