@@ -13,6 +13,7 @@ from ..tensor import Tensor, canonical_dim
 from .creation import asarray
 from .dtypes import as_fnx_dtype, default_int
 from .reductions import sum as _sum
+from .ufuncs import device_of
 
 __all__ = ["reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis", "expand_dims",
            "squeeze", "concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack", "split",
@@ -96,7 +97,9 @@ def squeeze(a, axis=None) -> Tensor:
 
 def _common(arrays, dtype=None) -> list:
     """The arrays as tensors of one dtype (`dtype`, else their promoted dtype)."""
-    arrays = [asarray(x) for x in arrays]
+    arrays = list(arrays)
+    dev = device_of(*arrays)
+    arrays = [asarray(x, device=dev) for x in arrays]
     if not arrays:
         raise ValueError("need at least one array to concatenate")
     dt = as_fnx_dtype(dtype) if dtype is not None else _dt.result_type(*[x.dtype for x in arrays])

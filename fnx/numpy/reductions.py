@@ -46,8 +46,7 @@ def _masked(a: Tensor, where, fill) -> Tensor:
     """`a` with the elements where `where` is false replaced by `fill` (broadcast to a's shape)."""
     if where is None:
         return a
-    mask = asarray(where)
-    return ew.where(mask, a, asarray(fill, a.dtype))
+    return ew.where(asarray(where, device=a.device), a, asarray(fill, a.dtype, device=a.device))
 
 
 def _reduce(fn, a: Tensor, dims: tuple, keepdims: bool, **kwargs) -> Tensor:
@@ -85,7 +84,7 @@ def _count(a: Tensor, where, dims: tuple, keepdims: bool) -> Tensor | int:
     """How many elements each reduction over `dims` takes: an int, or an array with a mask."""
     if where is None:
         return math.prod(a.shape[d] for d in dims)
-    mask = _shape.broadcast_to(asarray(where), tuple(a.shape))
+    mask = _shape.broadcast_to(asarray(where, device=a.device), tuple(a.shape))
     return _r.sum(ew.convert(mask, a.dtype), dim=dims, keepdim=keepdims) if dims else ew.convert(mask, a.dtype)
 
 
@@ -227,7 +226,7 @@ def _with_initial(out: Tensor, axis, include_initial: bool, value) -> Tensor:
 
 def _not_nan(a: Tensor, where):
     keep = ew.logical_not(ew.isnan(a))
-    return keep if where is None else ew.logical_and(keep, asarray(where))
+    return keep if where is None else ew.logical_and(keep, asarray(where, device=a.device))
 
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None, where=None) -> Tensor:
