@@ -232,6 +232,8 @@ def test_shape_functions_check_like_numpy():
     assert jnp.expand_dims(jnp.ones((2, 3)), (0, -1)).shape == (1, 2, 3, 1)
     assert [g.shape for g in jnp.meshgrid(jnp.arange(3), jnp.arange(2))] == [(2, 3), (2, 3)]
     assert jnp.select([jnp.arange(3) < 1, jnp.arange(3) > 1], [10, 20], 0).tolist() == [10, 0, 20]
+    assert jnp.mgrid[0:2, 0:3].shape == (2, 2, 3) and jnp.mgrid[0:2, 0:3].dtype is fnx.int32
+    assert jnp.mgrid[0:1:5j].dtype is fnx.float32 and [g.shape for g in jnp.ogrid[0:2, 0:3]] == [(2, 1), (1, 3)]
 
 
 def test_linalg_follows_numpy_signatures():

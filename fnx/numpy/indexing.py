@@ -15,7 +15,8 @@ from .creation import asarray
 from .dtypes import default_int
 
 __all__ = ["take", "take_along_axis", "nonzero", "argwhere", "flatnonzero", "select", "searchsorted", "tril_indices",
-           "triu_indices", "tril_indices_from", "triu_indices_from", "diag_indices", "indices", "unravel_index"]
+           "triu_indices", "tril_indices_from", "triu_indices_from", "diag_indices", "indices", "unravel_index",
+           "mgrid", "ogrid"]
 
 
 def take(a, indices, axis: int | None = None, out=None, mode: str | None = None, unique_indices: bool = False,
@@ -166,3 +167,20 @@ def unravel_index(indices, shape) -> tuple:
         out.append(ew.remainder(ew.floor_divide(flat, stride), n))
         stride *= n
     return tuple(reversed(out))
+
+
+class _Grid:
+    """numpy's `mgrid` (dense) or `ogrid` (open) index grid, indexed by slices, as fnx arrays (int32 or float32)."""
+
+    __slots__ = ("_grid",)
+
+    def __init__(self, grid):
+        self._grid = grid
+
+    def __getitem__(self, key):
+        out = self._grid[key]
+        return asarray(out) if isinstance(out, np.ndarray) else [asarray(o) for o in out]
+
+
+mgrid = _Grid(np.mgrid)
+ogrid = _Grid(np.ogrid)
