@@ -181,6 +181,21 @@ OPS = [
     OpInfo("jnp.median", jnp.median, _np_median, axis_sample("separated")),
     OpInfo("jnp.average", lambda a, w, axis: jnp.average(a, axis, w), lambda a, w, axis: np.average(a, axis, w),
            average_sample(), extra=REDUCTIONS),
+    OpInfo("jnp.quantile", lambda x, **kw: jnp.quantile(x, [0.25, 0.6], **kw),
+           lambda x, **kw: np.quantile(x, [0.25, 0.6], **kw), axis_sample("separated", min_dims=1)),
+    OpInfo("jnp.cov", jnp.cov, np.cov, st.builds(lambda x: Sample((x,)), floats((3, 4))), extra=REDUCTIONS),
+    OpInfo("jnp.corrcoef", jnp.corrcoef, np.corrcoef,   # rows that vary: a constant row has no correlation
+           st.builds(lambda x: Sample((x + np.outer([1.0, -0.5], np.arange(5.0)),)), floats((2, 5), -1.0, 1.0)),
+           extra=REDUCTIONS, rtol=1e-4),
+    # numerical routines
+    OpInfo("jnp.diff", lambda x, p: jnp.diff(x, 2, axis=0, prepend=p), lambda x, p: np.diff(x, 2, axis=0, prepend=p),
+           st.builds(lambda x, p: Sample((x, p)), floats((3, 2)), floats((1, 2)))),
+    OpInfo("jnp.interp", jnp.interp, np.interp, st.builds(
+        lambda x, xp, fp: Sample((x, np.cumsum(xp), fp)), floats((5,), -1.0, 6.0), floats((4,), 0.5, 2.0),
+        floats((4,))).filter(lambda s: np.abs(s.args[0][:, None] - s.args[1][None, :]).min() > 1e-3)),
+    OpInfo("jnp.searchsorted", jnp.searchsorted, np.searchsorted, st.builds(
+        lambda a, v, side: Sample((np.sort(a), v), {"side": side}), floats((5,)), floats((2, 3)),
+        st.sampled_from(["left", "right"])), grad=False),
     # products
     OpInfo("jnp.dot", jnp.dot, np.dot, dot_sample(), extra=REDUCTIONS),
     OpInfo("jnp.inner", jnp.inner, np.inner, dot_sample().map(lambda s: Sample((s.args[0], s.args[0][..., ::-1]))),
@@ -219,4 +234,7 @@ OPS = [
     # linalg
     OpInfo("jnp.linalg.norm", jnp.linalg.norm, np.linalg.norm, norm_sample(), extra=REDUCTIONS),
     OpInfo("jnp.linalg.solve", jnp.linalg.solve, np.linalg.solve, solve_sample(), extra=REDUCTIONS, rtol=1e-4),
+    OpInfo("jnp.linalg.eigvalsh", jnp.linalg.eigvalsh, lambda a: np.linalg.eigvalsh((a + a.T) / 2),
+           solve_sample().map(lambda s: Sample((s.args[0] + np.diag(np.arange(len(s.args[0])) * 3.0),))),
+           extra=REDUCTIONS, rtol=1e-4),   # distinct eigenvalues: repeated ones have no derivative
 ]

@@ -33,7 +33,7 @@ def close(a, b, **kw):
     (lambda: jnp.sum(jnp.array([1, 2], dtype=jnp.int8)), fnx.int32), (lambda: jnp.mean(jnp.arange(4)), fnx.float32),
     (lambda: jnp.argmax(jnp.arange(4.0)), fnx.int32), (lambda: jnp.argsort(jnp.arange(4.0)), fnx.int32),
     (lambda: jnp.cumsum(jnp.ones(3, dtype=jnp.bool_)), fnx.int32), (lambda: jnp.arange(3) / 2, fnx.float32),
-    (lambda: jnp.nonzero(jnp.arange(3))[0], fnx.int32),
+    (lambda: jnp.nonzero(jnp.arange(3))[0], fnx.int32), (lambda: jnp.median(jnp.arange(4)), fnx.float32),
 ])
 def test_default_dtypes_are_jax_without_x64(make, dtype):
     assert make().dtype is dtype
@@ -73,6 +73,12 @@ def test_scalar_types_compare_hash_and_convert_like_dtypes():
     assert jnp.promote_types(jnp.float16, jnp.bfloat16) is fnx.float32
     assert jnp.can_cast(jnp.int8, jnp.float32) and not jnp.can_cast(jnp.float32, jnp.int32)
     assert isinstance(x, jnp.ndarray) and jnp.newaxis is None and jnp.pi == math.pi
+
+
+def test_python_ints_beyond_int32_raise_as_in_jax():
+    with pytest.raises(OverflowError, match="int32"):
+        jnp.array([1, 2 ** 40])
+    assert jnp.array([1, 2 ** 40], dtype=jnp.int64)[1].item() == 2 ** 40
 
 
 def test_array_takes_lists_of_tensors_and_keeps_ndmin():
@@ -202,6 +208,20 @@ def test_nonzero_needs_a_static_size_under_transforms():
         jnp.nonzero(jnp.array(1))
 
 
+def test_value_dependent_lengths_need_static_arguments_under_transforms():
+    x = jnp.array([0, 2, 2, 5, -1])
+    assert jnp.bincount(x).tolist() == [1, 0, 2, 0, 0, 1]
+    counted = fnx.compile(lambda x: jnp.bincount(x, length=3), backend="interpret")(x)
+    assert counted.tolist() == [1, 0, 2]   # values past the length, and negative ones, are dropped
+    with pytest.raises(TypeError, match="length="):
+        fnx.compile(lambda x: jnp.bincount(x), backend="interpret")(x)
+    a = jnp.arange(5.0)
+    close(fnx.compile(lambda a: jnp.quantile(a, jnp.array([0.5, 1.0])), backend="interpret")(a), [2.0, 4.0])
+    with pytest.raises(TypeError, match="q must be known"):
+        fnx.compile(lambda a, q: jnp.quantile(a, q), backend="interpret")(a, jnp.array(0.5))
+    assert jnp.searchsorted(jnp.array([1.0, 2.0, 2.0, 3.0]), jnp.array([2.0, 9.0]), side="right").tolist() == [3, 4]
+
+
 def test_shape_functions_check_like_numpy():
     with pytest.raises(ValueError, match="equal division"):
         jnp.split(jnp.arange(5), 2)
@@ -212,6 +232,8 @@ def test_shape_functions_check_like_numpy():
     assert jnp.expand_dims(jnp.ones((2, 3)), (0, -1)).shape == (1, 2, 3, 1)
     assert [g.shape for g in jnp.meshgrid(jnp.arange(3), jnp.arange(2))] == [(2, 3), (2, 3)]
     assert jnp.select([jnp.arange(3) < 1, jnp.arange(3) > 1], [10, 20], 0).tolist() == [10, 0, 20]
+    assert jnp.mgrid[0:2, 0:3].shape == (2, 2, 3) and jnp.mgrid[0:2, 0:3].dtype is fnx.int32
+    assert jnp.mgrid[0:1:5j].dtype is fnx.float32 and [g.shape for g in jnp.ogrid[0:2, 0:3]] == [(2, 1), (1, 3)]
 
 
 def test_linalg_follows_numpy_signatures():
@@ -227,6 +249,19 @@ def test_linalg_follows_numpy_signatures():
           rtol=1e-10)
     sign, logdet = jnp.linalg.slogdet(jnp.asarray(spd, jnp.float64))
     assert sign.item() == 1.0 and logdet.item() == pytest.approx(np.log(np.linalg.det(spd)))
+    tall = jnp.asarray(rng.standard_normal((4, 3)), jnp.float64)
+    u, s, vh = jnp.linalg.svd(tall, full_matrices=False)
+    close((u * s) @ vh, tall, atol=1e-12)
+    close(jnp.linalg.svd(tall, compute_uv=False), s)
+    close(jnp.linalg.norm(tall, ord="nuc"), np.linalg.norm(tall.numpy(), ord="nuc"))
+    w, v = jnp.linalg.eigh(jnp.asarray(a, jnp.float64))   # reads (a + a^T) / 2, as JAX's symmetrize_input
+    close(w, np.linalg.eigvalsh((a + a.T) / 2), rtol=1e-10)
+    q, r = jnp.linalg.qr(tall)
+    close(q @ r, tall, atol=1e-12)
+    assert jnp.linalg.qr(tall, mode="r").shape == (3, 3)
+    close(jnp.linalg.pinv(tall), np.linalg.pinv(tall.numpy()), atol=1e-12)
+    assert jnp.linalg.matrix_rank(jnp.ones((3, 3))).item() == 1 and jnp.linalg.matrix_rank(tall).item() == 3
+    close(jnp.linalg.lstsq(tall, np.ones(4))[0], np.linalg.lstsq(tall.numpy(), np.ones(4), rcond=None)[0])
 
 
 # ---------------------------------------------------------------- a JAX-style program

@@ -12,15 +12,17 @@ from .creation import *  # noqa: F401,F403  (each module lists its public names 
 from .dtypes import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .manipulation import *  # noqa: F401,F403
+from .numerical import *  # noqa: F401,F403
 from .products import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403
+from .statistics import *  # noqa: F401,F403
 from .ufuncs import *  # noqa: F401,F403
-from . import creation, dtypes as _dtypes, indexing, manipulation, products, reductions, ufuncs
+from . import creation, dtypes as _dtypes, indexing, manipulation, numerical, products, reductions, statistics, ufuncs
 
 newaxis = None
 euler_gamma = 0.5772156649015329
 ndarray = Tensor   # jnp.ndarray is the array type: isinstance(x, jnp.ndarray)
 
-__all__ = sorted(set(creation.__all__ + _dtypes.__all__ + indexing.__all__ + manipulation.__all__ + products.__all__
-                     + reductions.__all__ + ufuncs.__all__)) + ["e", "inf", "nan", "pi", "newaxis", "euler_gamma",
-                                                              "ndarray"]
+_MODULES = (creation, _dtypes, indexing, manipulation, numerical, products, reductions, statistics, ufuncs)
+__all__ = sorted({name for module in _MODULES for name in module.__all__}) + ["e", "inf", "nan", "pi", "newaxis",
+                                                                             "euler_gamma", "ndarray"]

@@ -8,13 +8,15 @@ and in the values, batchable and compilable.
 
 Out-of-bound integer-array indices follow JAX: updates drop them (mode 'drop', the default; 'fill' is the
 same), `get` clamps them (mode 'clip', the default) or, with mode 'fill', reads `fill_value`. Negative indices
-count from the end. A dropped or filled index points at a spare slot past the end of the flat array, so the
-same `index_put` serves. Python ints out of bounds raise IndexError, as for `x[index]`.
+count from the end. A known index resolves to positions in numpy, where dropped updates are left out; a traced
+one (computed under compile, or batched by vmap) points a dropped or filled index at a spare slot past the
+end of the flat array, so the same `index_put` serves. Python ints out of bounds raise IndexError, as for
+`x[index]`.
 
 `set` with repeated indices keeps one of the values (the last, on the CPU; JAX leaves it unspecified).
 `multiply`, `divide`, `power`, `min` and `max` combine every value aimed at one element: with a known index
-by applying them in rounds of distinct positions, with a traced one (an index computed under compile or
-batched by vmap) through a dense (values x elements) comparison, which costs memory in their product.
+by applying them in rounds of distinct positions, with a traced one through a dense (values x elements)
+comparison, which costs memory in their product.
 """
 from __future__ import annotations
 
@@ -24,9 +26,9 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import FnxTypeError
-from ..ops import elementwise as ew, joins as _joins, reduce as _r, shape as _shape
+from ..ops import arrange as _ar, elementwise as ew, joins as _joins, reduce as _r, shape as _shape
 from ..ops.creation import arange, full, tensor
-from ..ops.indexing import index_put
+from ..ops.indexing import index_p, index_put_p
 from ..tensor import Tensor, Tracer
 
 __all__ = ["IndexUpdateHelper", "IndexUpdateRef"]
@@ -50,11 +52,11 @@ class IndexUpdateHelper:
         return f"_IndexUpdateHelper({self.array!r})"
 
 
-def _known(item):
-    """An index item's value as numpy data, or None while it is traced."""
+def known_value(item):
+    """An index item's (or any tensor's) value as numpy data, or None while it is traced."""
     if isinstance(item, Tracer):
         try:
-            item = item._concrete("x.at[index]")
+            item = item._concrete("a known value")
         except FnxTypeError:
             return None
     return item.numpy() if isinstance(item, Tensor) else item
@@ -103,33 +105,33 @@ class IndexUpdateRef:
 
     # ------------------------------------------------------------ the flat positions an index names
     def _positions(self, mode: str) -> tuple:
-        """(positions, known, spare): the flat positions of x that the index picks, in the shape of x[index],
-        as a tensor and (when the index is not traced) as numpy data; an out-of-bound array index points at the
-        spare slot x.size with mode 'drop'/'fill' (then spare is True), or at the nearest end with 'clip'."""
+        """(known, traced, spare): the flat positions of x that the index picks, in the shape of x[index]: as
+        numpy data when the index is known (`traced` is None), else as a tensor (`known` is None). An out-of-bound
+        array index points at the spare slot x.size with mode 'drop'/'fill' (then spare is True), or at the
+        nearest end with 'clip'."""
         x = self.array
         shape, n = tuple(x.shape), x.numel()
         items = _items(self.index)
         dims = _array_dims(items, x.ndim)
         spare = mode != "clip" and any(d is not None for d in dims)
-        known = [_known(i) for i in items]
+        padded = tuple(s + (spare and d in dims) for d, s in enumerate(shape))
+        known = [known_value(i) for i in items]
         if all(k is not None or i is None for k, i in zip(known, items)):
-            table = np.arange(n, dtype=np.int64).reshape(shape)
+            table = np.full(padded, n, dtype=np.int64)
+            table[tuple(slice(0, s) for s in shape)] = np.arange(n, dtype=np.int64).reshape(shape)
             for j, d in enumerate(dims):
                 if d is not None:
                     known[j] = _bound(np.asarray(known[j], dtype=np.int64), shape[d], mode)
-                    table = _pad_np(table, d, n) if spare else table
-            picked = table[tuple(known)]
-            return tensor(picked, device=x.device), picked, spare
+            return table[tuple(known)], None, spare
         table = tensor(np.arange(n, dtype=np.int64).reshape(shape), device=x.device)
+        if spare:
+            table = _ar.pad(table, tuple(p for s, t in reversed(list(zip(shape, padded))) for p in (0, t - s)),
+                            value=n)
         for j, d in enumerate(dims):
             if d is not None:
                 item = items[j] if isinstance(items[j], Tensor) else tensor(items[j], device=x.device)
                 items[j] = _bound(item, shape[d], mode)
-                if spare:
-                    edge = full(tuple(1 if k == d else s for k, s in enumerate(table.shape)), n, dtype=table.dtype,
-                                device=x.device)
-                    table = _joins.cat([table, edge], d)
-        return table[tuple(items)], None, spare
+        return None, table[tuple(items)], spare
 
     # ------------------------------------------------------------ reading
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: str | None = None,
@@ -137,20 +139,23 @@ class IndexUpdateRef:
         """x[index]; out-of-bound array indices clamp (mode 'clip', the default) or read `fill_value` ('fill':
         NaN for floats, the smallest integer for signed ints, the largest for unsigned, True for bools)."""
         x = self.array
-        positions, _, spare = self._positions(_get_mode(mode))
+        known, traced, spare = self._positions(_get_mode(mode))
         flat = _shape.reshape(x, (-1,))
-        if spare:
-            fill = _default_fill(x.dtype) if fill_value is None else fill_value
-            flat = _joins.cat([flat, full((1,), fill, dtype=x.dtype, device=x.device)])
-        return flat[positions]
+        fill = _default_fill(x.dtype) if fill_value is None else fill_value
+        if known is None:
+            if spare:
+                flat = _joins.cat([flat, full((1,), fill, dtype=x.dtype, device=x.device)])
+            return _gather(flat, traced)
+        inside = known < x.numel()
+        out = _gather(flat, tensor(np.where(inside, known, 0), device=x.device))
+        return out if inside.all() else ew.where(tensor(inside, device=x.device), out, fill)
 
     # ------------------------------------------------------------ writing
-    def _values(self, values, positions: Tensor, op: str) -> Tensor:
-        """`values` in x's dtype, broadcast to the indexed shape and flattened."""
+    def _values(self, values, target: tuple, op: str) -> Tensor:
+        """`values` in x's dtype, broadcast to the indexed shape `target` and flattened."""
         x = self.array
         v = values if isinstance(values, Tensor) else tensor(np.asarray(values), device=x.device)
         v = v if v.dtype is x.dtype else ew.convert(v, x.dtype)
-        target = tuple(positions.shape)
         while v.ndim > len(target) and v.shape[0] == 1:
             v = _shape.reshape(v, tuple(v.shape[1:]))
         try:
@@ -162,15 +167,20 @@ class IndexUpdateRef:
 
     def _scatter(self, values, op: str, mode, accumulate: bool) -> Tensor:
         x = self.array
-        positions, _, spare = self._positions(_set_mode(mode))
-        v = self._values(values, positions, op)
+        known, traced, spare = self._positions(_set_mode(mode))
         flat = _shape.reshape(x, (-1,))
-        if spare:
-            flat = _joins.cat([flat, full((1,), 0, dtype=x.dtype, device=x.device)])
-        out = index_put(flat, (_shape.reshape(positions, (-1,)),), v, accumulate=accumulate)
-        if spare:
-            out = out[:x.numel()]
-        return _shape.reshape(out, tuple(x.shape))
+        if known is None:
+            v = self._values(values, tuple(traced.shape), op)
+            if spare:
+                flat = _joins.cat([flat, full((1,), 0, dtype=x.dtype, device=x.device)])
+            out = _scatter(flat, _shape.reshape(traced, (-1,)), v, accumulate)
+            return _shape.reshape(out[:x.numel()] if spare else out, tuple(x.shape))
+        v = self._values(values, known.shape, op)
+        known = known.reshape(-1)
+        inside = known < x.numel()
+        if not inside.all():   # dropped: out-of-bound updates go nowhere
+            known, v = known[inside], _gather(v, tensor(np.flatnonzero(inside), device=x.device))
+        return _shape.reshape(_scatter(flat, tensor(known, device=x.device), v, accumulate), tuple(x.shape))
 
     def set(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             mode: str | None = None) -> Tensor:
@@ -192,11 +202,11 @@ class IndexUpdateRef:
         """x with fn(x[i], c) at every element i named, c combining all values aimed at i (their product for
         multiply/divide/power, as JAX's scatter_mul, their min or max for min/max)."""
         x = self.array
-        positions, known, _ = self._positions(_set_mode(mode))
-        v = self._values(values, positions, op)
+        known, traced, _ = self._positions(_set_mode(mode))
+        v = self._values(values, tuple((traced if known is None else known).shape), op)
         flat = _shape.reshape(x, (-1,))
         if known is None:
-            combined, hit = _dense(flat, _shape.reshape(positions, (-1,)), v, op)
+            combined, hit = _dense(flat, _shape.reshape(traced, (-1,)), v, op)
         else:
             combined, hit = _in_rounds(flat, known.reshape(-1), v, op)
         return _shape.reshape(ew.where(hit, fn(flat, combined), flat), tuple(x.shape))
@@ -234,6 +244,16 @@ class IndexUpdateRef:
         return self.set(func(self.get(mode="clip")), mode=mode)
 
 
+def _gather(flat: Tensor, positions: Tensor) -> Tensor:
+    """flat[positions] for positions known to be in bounds (they come from the index table)."""
+    return index_p.bind(flat, positions, dims=(0,))
+
+
+def _scatter(flat: Tensor, positions: Tensor, values: Tensor, accumulate: bool) -> Tensor:
+    """flat with values written (or added) at 1-D positions known to be in bounds."""
+    return index_put_p.bind(flat, values, positions, dims=(0,), accumulate=accumulate)
+
+
 def _get_mode(mode) -> str:
     if mode not in _GET_MODES:
         raise ValueError(f"x.at[index].get: mode must be one of 'promise_in_bounds', 'clip', 'drop', 'fill' or "
@@ -258,12 +278,6 @@ def _bound(i, n: int, mode: str):
     if mode == "clip":
         return ew.clamp(i, 0, n - 1)
     return ew.where(ew.logical_and(ew.ge(i, 0), ew.lt(i, n)), i, n)
-
-
-def _pad_np(table: np.ndarray, d: int, value: int) -> np.ndarray:
-    pad = [(0, 0)] * table.ndim
-    pad[d] = (0, 1)
-    return np.pad(table, pad, constant_values=value)
 
 
 def _default_fill(d: _dt.dtype):
@@ -300,7 +314,8 @@ def _in_rounds(flat: Tensor, p: np.ndarray, v: Tensor, op: str) -> tuple:
     for r in range(int(rank.max(initial=-1)) + 1):
         pick = order[rank == r]
         where = tensor(p[pick], device=flat.device)
-        combined = index_put(combined, (where,), combine(combined[where], v[tensor(pick, device=flat.device)]))
+        update = combine(_gather(combined, where), _gather(v, tensor(pick, device=flat.device)))
+        combined = _scatter(combined, where, update, False)
     hit = np.zeros(n, dtype=bool)
     hit[p[keep]] = True
     return combined, tensor(hit, device=flat.device)

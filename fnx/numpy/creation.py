@@ -45,13 +45,23 @@ def asarray(a, dtype=None, order=None, *, copy: bool | None = None, device=None)
         parts = [asarray(e, dt) for e in a]
         common = dt or _dt.result_type(*[p.dtype for p in parts])
         return _joins.stack([p if p.dtype is common else convert(p, common) for p in parts])
-    if hasattr(a, "__jax_array__"):
-        return asarray(a.__jax_array__(), dt)
     arr = np.asarray(a)
     if dt is None:
-        dt = canonical(_dt.from_numpy_dtype(arr.dtype)) if isinstance(a, (np.ndarray, np.generic)) \
-            else _python_dtype(arr.dtype)
+        if isinstance(a, (np.ndarray, np.generic)):
+            dt = canonical(_dt.from_numpy_dtype(arr.dtype))
+        else:
+            dt = _python_dtype(arr.dtype)
+            _check_fits(arr, dt)
     return _c.tensor(arr, dtype=dt, device=device)
+
+
+def _check_fits(arr: np.ndarray, dt: _dt.dtype) -> None:
+    """Python ints beyond the default integer raise, as in JAX (numpy would wrap them around)."""
+    if arr.dtype.kind in "iu" and arr.size and dt.category == _dt.int32.category:
+        info = np.iinfo(dt.np)
+        if arr.max() > info.max or arr.min() < info.min:
+            raise OverflowError(f"jnp.asarray: Python int too large to convert to {dt.name} (values in "
+                                f"[{arr.min()}, {arr.max()}]); pass dtype=jnp.int64")
 
 
 def array(object, dtype=None, copy: bool = True, order=None, ndmin: int = 0) -> Tensor:

@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..tensor import Tensor
 
-__all__ = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_",
+__all__ = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_", "bool",
            "float_", "int_", "dtype", "result_type", "promote_types", "can_cast", "issubdtype", "finfo", "iinfo",
            "generic", "number", "inexact", "floating", "integer", "signedinteger", "unsignedinteger",
            "complexfloating"]
@@ -62,6 +62,7 @@ def _scalar(d):
 float16, bfloat16, float32, float64 = (_scalar(d) for d in (_dt.float16, _dt.bfloat16, _dt.float32, _dt.float64))
 int8, int16, int32, int64, uint8 = (_scalar(d) for d in (_dt.int8, _dt.int16, _dt.int32, _dt.int64, _dt.uint8))
 bool_ = _scalar(_dt.bool)
+bool = bool_   # numpy 2's name; the builtin stays builtins.bool in this module
 float_, int_ = float64, int64   # numpy's names for the 64-bit types; canonicalised like them without x64
 
 

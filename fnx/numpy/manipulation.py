@@ -13,12 +13,13 @@ from ..tensor import Tensor, canonical_dim
 from .creation import asarray
 from .dtypes import as_fnx_dtype, default_int
 from .reductions import sum as _sum
+from .ufuncs import device_of
 
 __all__ = ["reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis", "expand_dims",
            "squeeze", "concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack", "split",
            "array_split", "tile", "repeat", "pad", "flip", "fliplr", "flipud", "roll", "rot90", "broadcast_to",
            "broadcast_arrays", "broadcast_shapes", "atleast_1d", "atleast_2d", "atleast_3d", "sort", "argsort",
-           "triu", "tril", "diag", "diagonal", "trace", "shape", "ndim", "size"]
+           "triu", "tril", "diag", "diagonal", "trace", "append", "shape", "ndim", "size", "isscalar"]
 
 
 def _shape_tuple(shape) -> tuple:
@@ -96,7 +97,9 @@ def squeeze(a, axis=None) -> Tensor:
 
 def _common(arrays, dtype=None) -> list:
     """The arrays as tensors of one dtype (`dtype`, else their promoted dtype)."""
-    arrays = [asarray(x) for x in arrays]
+    arrays = list(arrays)
+    dev = device_of(*arrays)
+    arrays = [asarray(x, device=dev) for x in arrays]
     if not arrays:
         raise ValueError("need at least one array to concatenate")
     dt = as_fnx_dtype(dtype) if dtype is not None else _dt.result_type(*[x.dtype for x in arrays])
@@ -351,6 +354,11 @@ def trace(a, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype=None, out=No
     return _sum(diagonal(a, offset, axis1, axis2), -1, dtype=dtype)
 
 
+def append(arr, values, axis: int | None = None) -> Tensor:
+    """`values` joined to the end of `arr` along `axis` (None: both flattened)."""
+    return concatenate([arr, values], axis)
+
+
 def shape(a) -> tuple:
     """The shape of `a`."""
     return tuple(np.shape(a)) if not isinstance(a, Tensor) else tuple(a.shape)
@@ -365,3 +373,10 @@ def size(a, axis: int | None = None) -> int:
     """The number of elements of `a` (or along `axis`)."""
     s = shape(a)
     return int(np.prod(s)) if axis is None else s[axis]
+
+
+def isscalar(element) -> bool:
+    """Whether `element` is a scalar: a Python or numpy number, or a 0-d array (as JAX counts them)."""
+    if isinstance(element, Tensor):
+        return element.ndim == 0
+    return isinstance(element, (builtins.bool, builtins.int, builtins.float, np.generic))

@@ -10,13 +10,15 @@ from ..ops.joins import stack
 from ..tensor import Tensor
 from .creation import asarray
 from .dtypes import as_fnx_dtype
+from .ufuncs import device_of
 
 __all__ = ["dot", "matmul", "vdot", "vecdot", "inner", "outer", "tensordot", "einsum", "kron", "cross"]
 
 
 def _pair(a, b, dtype=None) -> tuple:
     """a and b as tensors of one dtype (`preferred_element_type`/`dtype`, else their promoted dtype)."""
-    a, b = asarray(a), asarray(b)
+    dev = device_of(a, b)
+    a, b = asarray(a, device=dev), asarray(b, device=dev)
     dt = as_fnx_dtype(dtype) if dtype is not None else _dt.promote_types(a.dtype, b.dtype)
     return (a if a.dtype is dt else ew.convert(a, dt)), (b if b.dtype is dt else ew.convert(b, dt))
 
@@ -27,7 +29,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None) -> Tensor:
     a, b = _pair(a, b, preferred_element_type)
     if a.ndim == 0 or b.ndim == 0:
         return ew.mul(a, b)
-    if b.ndim == 1 or a.ndim == 1 and b.ndim == 2:
+    if b.ndim <= 2:   # a vector or one matrix: matmul broadcasts a's leading axes as dot does
         return _la.matmul(a, b)
     return _la.tensordot(a, b, dims=([a.ndim - 1], [b.ndim - 2]))
 
@@ -82,7 +84,8 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None) -> T
 def einsum(subscripts: str, /, *operands, out=None, optimize="auto", precision=None,
            preferred_element_type=None) -> Tensor:
     """Einstein summation over `operands` as `subscripts` says ('ij,jk->ik', '...'-broadcasting)."""
-    arrays = [asarray(x) for x in operands]
+    dev = device_of(*operands)
+    arrays = [asarray(x, device=dev) for x in operands]
     dt = as_fnx_dtype(preferred_element_type) if preferred_element_type is not None \
         else _dt.result_type(*[x.dtype for x in arrays])
     return _la.einsum(subscripts, *[x if x.dtype is dt else ew.convert(x, dt) for x in arrays])

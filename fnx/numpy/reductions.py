@@ -12,7 +12,7 @@ import builtins
 import math
 
 from .. import dtypes as _dt
-from ..ops import elementwise as ew, joins as _joins, reduce as _r, shape as _shape, sort as _sort
+from ..ops import elementwise as ew, joins as _joins, reduce as _r, shape as _shape
 from ..ops.creation import ones_like
 from ..tensor import Tensor, canonical_dim
 from .creation import asarray
@@ -20,7 +20,7 @@ from .dtypes import as_fnx_dtype, default_float, default_int
 
 __all__ = ["sum", "prod", "mean", "var", "std", "max", "min", "amax", "amin", "ptp", "argmax", "argmin", "all",
            "any", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "nansum", "nanprod", "nanmean", "nanvar",
-           "nanstd", "nanmax", "nanmin", "median", "average", "count_nonzero"]
+           "nanstd", "nanmax", "nanmin", "average", "count_nonzero"]
 
 
 def _axes(a: Tensor, axis, op: str) -> tuple:
@@ -46,8 +46,7 @@ def _masked(a: Tensor, where, fill) -> Tensor:
     """`a` with the elements where `where` is false replaced by `fill` (broadcast to a's shape)."""
     if where is None:
         return a
-    mask = asarray(where)
-    return ew.where(mask, a, asarray(fill, a.dtype))
+    return ew.where(asarray(where, device=a.device), a, asarray(fill, a.dtype, device=a.device))
 
 
 def _reduce(fn, a: Tensor, dims: tuple, keepdims: bool, **kwargs) -> Tensor:
@@ -85,7 +84,7 @@ def _count(a: Tensor, where, dims: tuple, keepdims: bool) -> Tensor | int:
     """How many elements each reduction over `dims` takes: an int, or an array with a mask."""
     if where is None:
         return math.prod(a.shape[d] for d in dims)
-    mask = _shape.broadcast_to(asarray(where), tuple(a.shape))
+    mask = _shape.broadcast_to(asarray(where, device=a.device), tuple(a.shape))
     return _r.sum(ew.convert(mask, a.dtype), dim=dims, keepdim=keepdims) if dims else ew.convert(mask, a.dtype)
 
 
@@ -227,7 +226,7 @@ def _with_initial(out: Tensor, axis, include_initial: bool, value) -> Tensor:
 
 def _not_nan(a: Tensor, where):
     keep = ew.logical_not(ew.isnan(a))
-    return keep if where is None else ew.logical_and(keep, asarray(where))
+    return keep if where is None else ew.logical_and(keep, asarray(where, device=a.device))
 
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None, where=None) -> Tensor:
@@ -276,23 +275,6 @@ def nanmax(a, axis=None, out=None, keepdims: bool = False, initial=None, where=N
 def nanmin(a, axis=None, out=None, keepdims: bool = False, initial=None, where=None) -> Tensor:
     """`min` ignoring NaNs (NaN where every element is NaN)."""
     return _nan_extremum(min, math.inf, a, axis, keepdims, initial, where)
-
-
-def median(a, axis=None, out=None, overwrite_input: bool = False, keepdims: bool = False) -> Tensor:
-    """The middle value along `axis` (None: of all elements); the mean of the two middle ones for even counts."""
-    a = _float(asarray(a), None)
-    dims = _axes(a, axis, "median")
-    rest = [d for d in range(a.ndim) if d not in dims]
-    moved = _shape.permute(a, tuple(rest + list(dims)))
-    flat = _shape.reshape(moved, tuple(moved.shape[:len(rest)]) + (-1,))
-    n = flat.shape[-1]
-    if n == 0:
-        raise ValueError("jnp.median: the array has no elements along the reduced axes")
-    s = _sort.sort(flat, dim=-1)[0]
-    out = (s[..., (n - 1) // 2] + s[..., n // 2]) * 0.5
-    if keepdims:
-        out = _shape.reshape(out, tuple(1 if d in dims else a.shape[d] for d in range(a.ndim)))
-    return out
 
 
 def average(a, axis=None, weights=None, returned: bool = False, keepdims: bool = False):

@@ -29,17 +29,24 @@ __all__ = [
 ]
 
 
-def operand(x):
-    """A Python scalar as it is (weakly typed), anything else as an fnx tensor."""
+def operand(x, device=None):
+    """A Python scalar as it is (weakly typed), anything else as an fnx tensor (made on `device`)."""
     if type(x) in (bool, int, float) or isinstance(x, Tensor):
         return x
-    return asarray(x)
+    return asarray(x, device=device)
+
+
+def device_of(*xs):
+    """The device of the first tensor among `xs` (None if there is none): where other operands are made."""
+    return next((x.device for x in xs if isinstance(x, Tensor)), None)
 
 
 def operands(*xs) -> list:
-    """`operand` of each; when none is a tensor, the first becomes one (fnx's ops need one tensor)."""
-    out = [operand(x) for x in xs]
-    if not any(isinstance(x, Tensor) for x in out):
+    """`operand` of each, made on the device of the tensors among them; when none is a tensor, the first becomes
+    one (fnx's ops need one tensor)."""
+    dev = device_of(*xs)
+    out = [operand(x, dev) for x in xs]
+    if dev is None:
         out[0] = asarray(out[0])
     return out
 
@@ -272,7 +279,7 @@ def where(condition, x=None, y=None, /, *, size: int | None = None, fill_value=N
         return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
         raise ValueError("jnp.where: pass both x and y, or neither (then it is nonzero(condition))")
-    cond = asarray(condition)
+    cond = asarray(condition, device=device_of(x, y))
     if cond.dtype is not _dt.bool:
         cond = ew.ne(cond, 0)
     x, y = operands(x, y)
