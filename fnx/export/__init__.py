@@ -1,0 +1,1 @@
+"""fnx.export: programs that run without their Python source."""

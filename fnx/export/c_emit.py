@@ -1,0 +1,130 @@
+"""Sizes and loop nests of the standalone C program: the pieces every primitive's C is written with.
+
+A size is an `int` or a C expression (a `str`, an `int64_t` expression over the program's symbolic
+dimensions), so the same emitter writes static and dynamic programs: `size` turns a shape entry (an int or a
+symbolic `Dim` with `c_expr()`) into one, and `mul`/`add`/`prod` combine them, folding what is known. An
+array operand is read through an `Access` (a base offset and a stride per loop dim), so transposes,
+broadcasts, slices and flips are index arithmetic, never copies.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["size", "mul", "add", "prod", "text", "contiguous", "Access", "nest", "PARALLEL_MIN"]
+
+# Loops with fewer iterations than this run on one thread (a parallel region costs a few microseconds).
+PARALLEL_MIN = 32768
+
+
+def size(d) -> int | str:
+    """A shape entry or integer param as a size: an int, or the parenthesised C expression of a symbolic dim."""
+    if isinstance(d, str):
+        return d
+    if not hasattr(d, "c_expr"):
+        return int(d)
+    return f"({d.c_expr()})"
+
+
+def mul(a, b) -> int | str:
+    a, b = size(a), size(b)
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if a == 0 or b == 0:
+        return 0
+    if a == 1 or b == 1:
+        return b if a == 1 else a
+    return f"({a} * {b})"
+
+
+def add(a, b) -> int | str:
+    a, b = size(a), size(b)
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if a == 0 or b == 0:
+        return b if a == 0 else a
+    return f"({a} + {b})"
+
+
+def prod(xs) -> int | str:
+    out: int | str = 1
+    for x in xs:
+        out = mul(out, x)
+    return out
+
+
+def text(x) -> str:
+    """A size as C source (int64 literals get no suffix: sizes are small enough for `long long` arithmetic)."""
+    return str(x) if isinstance(x, int) else x
+
+
+def contiguous(shape) -> list:
+    """Row-major strides of `shape` (sizes)."""
+    strides, step = [], 1
+    for d in reversed(list(shape)):
+        strides.append(step)
+        step = mul(step, d)
+    return strides[::-1]
+
+
+@dataclass
+class Access:
+    """An array read or written in a loop nest: `pointer[base + sum(i_d * strides[d])]`."""
+
+    pointer: str
+    strides: list
+    base: int | str = 0
+
+    def offset(self, index: list[str]) -> str:
+        terms = [] if self.base == 0 else [text(self.base)]
+        for i, s in zip(index, self.strides):
+            if s != 0:
+                terms.append(i if s == 1 else f"{i} * {text(s)}")
+        return " + ".join(terms) or "0"
+
+    def at(self, index: list[str]) -> str:
+        return f"{self.pointer}[{self.offset(index)}]"
+
+
+def _merge(shape: list, strides: list[list]) -> tuple[list, list[list]]:
+    """Merge neighbouring dims that every access walks as one (static sizes only): fewer, longer loops."""
+    out_shape, out_strides = [shape[-1]], [[st[-1]] for st in strides]
+    for d in range(len(shape) - 2, -1, -1):
+        n = out_shape[0]
+        if all(isinstance(st[d], int) and isinstance(o[0], int) and st[d] == o[0] * n
+               for st, o in zip(strides, out_strides)):
+            out_shape[0] = shape[d] * n
+        else:
+            out_shape.insert(0, shape[d])
+            for st, o in zip(strides, out_strides):
+                o.insert(0, st[d])
+    return out_shape, out_strides
+
+
+def nest(shape: list, accesses: list[Access], make_body, *, parallel: bool = True) -> list[str]:
+    """A loop nest over `shape` whose innermost lines are `make_body(at, off)`: `at(access)` is the element of one
+    of `accesses` at the current point, `off(access)` its offset (neighbouring dims merged where every access
+    allows). The outer dims run in parallel (OpenMP) when the nest is large; the innermost loop is left plain
+    for the compiler to vectorise."""
+    shape = list(shape)
+    reduced = {id(a): a for a in accesses}
+    if len(shape) > 1 and all(isinstance(s, int) for s in shape):
+        shape, strides = _merge(shape, [a.strides for a in accesses])
+        reduced = {id(a): Access(a.pointer, st, a.base) for a, st in zip(accesses, strides)}
+    rank = len(shape)
+    index = [f"i{d}" for d in range(rank)]
+    body = make_body(lambda a: reduced[id(a)].at(index), lambda a: reduced[id(a)].offset(index))
+    if rank == 0:
+        return ["{"] + ["    " + b for b in body] + ["}"]
+    lines = []
+    total = prod(shape)
+    if parallel and total != 0 and not (isinstance(total, int) and total < PARALLEL_MIN):
+        collapse = f" collapse({rank - 1})" if rank > 2 else ""
+        cond = "" if isinstance(total, int) else f" if ({text(total)} >= {PARALLEL_MIN})"
+        lines.append(f"FNX_OMP(omp parallel for{collapse}{cond})")
+    for d in range(rank):
+        lines.append("    " * d + f"for (long long {index[d]} = 0; {index[d]} < {text(shape[d])}; {index[d]}++)"
+                     + (" {" if d == rank - 1 else ""))
+    lines += ["    " * rank + b for b in body]
+    lines.append("    " * (rank - 1) + "}")
+    return lines
