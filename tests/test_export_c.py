@@ -132,3 +132,136 @@ def test_op_table_float32_in_one_c_program_matches_fnx(tmp_path_factory, data):
             bound = (8 if name in SUMS else 2) * _ulp(scale)
             same = (c == e) | (np.isnan(c) & np.isnan(e)) | (np.abs(c.astype(np.float64) - e) <= bound)
             assert same.all(), f"{name}: C {c[~same][:4]} vs fnx {e[~same][:4]} (bound {bound:.3g})"
+
+
+# ---------------------------------------------------------------- models, end to end
+def _close(c: np.ndarray, e, rtol: float = 1e-5) -> None:
+    e = e.detach().numpy()
+    np.testing.assert_allclose(c, e, rtol=rtol, atol=rtol * float(np.abs(e).max()))
+
+
+def test_mlp_with_embedded_weights_matches_fnx(tmp_path):
+    fnx.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(12, 64), nn.GELU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 5),
+                        nn.LogSoftmax(-1)).eval()
+    x = fnx.randn(7, 12)
+    (got,) = export_and_run(tmp_path, mlp, [x], "mlp", embed=True)
+    _close(got, mlp(x))
+
+
+class DigitsCNN(nn.Module):
+    """examples/04's model (its dropout is the identity in eval mode)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, kernel_size=3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, kernel_size=3, padding=1)
+        self.fc = nn.Linear(32 * 2 * 2, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc(x.flatten(1))
+
+
+def test_digits_cnn_matches_fnx(tmp_path):
+    fnx.manual_seed(1)
+    model = DigitsCNN().eval()
+    x = fnx.rand(6, 1, 8, 8)
+    (got,) = export_and_run(tmp_path, model, [x], "cnn")
+    _close(got, model(x))
+    np.testing.assert_array_equal(got.argmax(1), model(x).argmax(1).numpy())
+
+
+# examples/05's character transformer, smaller
+VOCAB, CONTEXT, D_MODEL, HEADS, LAYERS = 23, 16, 32, 4, 2
+
+
+def transformer_params(key) -> dict:
+    keys = iter(fnx.random.split(key, 5 + 10 * LAYERS))
+    normal = lambda shape, std=0.2: std * fnx.random.normal(next(keys), shape)
+    ln = lambda: {"w": 1.0 + normal((D_MODEL,)), "b": normal((D_MODEL,))}
+    return {"tokens": normal((VOCAB, D_MODEL)), "positions": normal((CONTEXT, D_MODEL)), "ln_f": ln(),
+            "blocks": [{"ln1": ln(), "qkv": normal((D_MODEL, 3 * D_MODEL)), "proj": normal((D_MODEL, D_MODEL)),
+                        "ln2": ln(), "fc": normal((D_MODEL, 4 * D_MODEL)), "fc_out": normal((4 * D_MODEL, D_MODEL))}
+                       for _ in range(LAYERS)]}
+
+
+def transformer(params, tokens):
+    def layer_norm(p, x):
+        return F.layer_norm(x, (D_MODEL,), p["w"], p["b"])
+
+    def attention(p, x):
+        B, T, _ = x.shape
+        q, k, v = (x @ p["qkv"]).split(D_MODEL, dim=-1)
+        heads = lambda t: t.reshape(B, T, HEADS, D_MODEL // HEADS).transpose(1, 2)
+        out = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        return out.transpose(1, 2).reshape(B, T, D_MODEL) @ p["proj"]
+
+    T = tokens.shape[1]
+    x = params["tokens"][tokens] + params["positions"][:T]
+    for block in params["blocks"]:
+        x = x + attention(block, layer_norm(block["ln1"], x))
+        x = x + F.gelu(layer_norm(block["ln2"], x) @ block["fc"]) @ block["fc_out"]
+    return layer_norm(params["ln_f"], x) @ params["tokens"].T
+
+
+def test_char_transformer_logits_and_greedy_tokens_match_fnx(tmp_path):
+    params = transformer_params(fnx.random.key(0))
+    tokens = fnx.random.randint(fnx.random.key(1), (3, 12), 0, VOCAB)
+    step = lambda t: (transformer(params, t), transformer(params, t)[:, -1].argmax(-1))
+    logits, greedy = export_and_run(tmp_path, step, [tokens], "gpt")
+    want_logits, want_greedy = step(tokens)
+    _close(logits, want_logits)
+    np.testing.assert_array_equal(greedy, want_greedy.numpy())
+
+
+# ---------------------------------------------------------------- errors
+def test_unsupported_primitive_is_named_at_write_time(tmp_path):
+    closed = fnx.make_jaxpr(lambda x: fnx.sort(x).values * 2)(fnx.randn(5))
+    with pytest.raises(NotImplementedError, match="argsort"):
+        write_c(closed, closed.consts, tmp_path / "sorted", "sorted")
+    assert not (tmp_path / "sorted").exists()
+
+
+def _init_status(folder: Path, weights: bytes) -> tuple[int, str]:
+    (folder / "bad.weights").write_bytes(weights)
+    r = subprocess.run(["./main", "-w", "bad.weights", "inputs.bin"], cwd=folder, capture_output=True, text=True)
+    return r.returncode, r.stderr
+
+
+def test_damaged_weights_files_are_refused_with_an_error_code(tmp_path):
+    lin = nn.Linear(3, 2)
+    x = fnx.randn(4, 3)
+    export_and_run(tmp_path, lin, [x], "lin")
+    folder = tmp_path / "lin"
+    good = (folder / "lin.weights").read_bytes()
+    assert _init_status(folder, good)[0] == 0
+    damaged = {"bad magic": b"XXXX" + good[4:], "truncated": good[:-4], "empty": b"",
+               "another version": good[:8] + b"\x02" + good[9:], "another count": good[:12] + b"\x05" + good[13:],
+               "another shape": good[:16 + 24] + b"\x07" + good[16 + 25:],
+               "data past the end": good[:16 + 8] + b"\xff" * 8 + good[16 + 16:]}
+    for what, blob in damaged.items():
+        code, message = _init_status(folder, blob)
+        assert code == 4 and "lin_init" in message, what
+    code, message = _init_status(folder, good)
+    (folder / "bad.weights").unlink()
+    r = subprocess.run(["./main", "-w", "bad.weights", "inputs.bin"], cwd=folder, capture_output=True, text=True)
+    assert r.returncode == 4 and "cannot open" in r.stderr
+
+
+def test_index_out_of_range_returns_an_error_code(tmp_path):
+    table = fnx.randn(5, 3)
+    closed = fnx.make_jaxpr(lambda i: table[i])(fnx.tensor([0, 4]))
+    folder = tmp_path / "emb"
+    write_c(closed, closed.consts, folder, "emb")
+    build(folder, "emb")
+    for idx, code in (([1, -5], 0), ([0, 5], 2), ([-6, 0], 2)):
+        (folder / "in.bin").write_bytes(np.array(idx, np.int64).tobytes())
+        r = subprocess.run(["./main", "in.bin"], cwd=folder, capture_output=True, text=True)
+        assert r.returncode == code, (idx, r.stderr)
+        if code:
+            assert "out of" in r.stderr
+        else:
+            np.testing.assert_allclose(np.array(r.stdout.split(), np.float32).reshape(2, 3),
+                                       table.numpy()[idx], rtol=0)

@@ -471,9 +471,9 @@ def matmul(prog, eqn) -> None:
     call = (f"{gemm}({text(m)}, {text(n)}, {text(k)}, {a.ref} + {{a}}, {text(k)}, 1, {b.ref} + {{b}}, {text(n)}, 1, "
             f"{out.ref} + {{c}}, {text(n)})")
     lines = nest(batch, [a_batch, b_batch, c_batch], lambda at, off: [
-        f"if ({call.format(a=off(a_batch), b=off(b_batch), c=off(c_batch))}) fnx_failed = 1;"], parallel=False)
-    prog.emit(lines)
-    prog.emit(["if (fnx_failed) {"] + ["    " + line for line in prog.fail(3, "matmul: out of memory")] + ["}"])
+        f"if ({call.format(a=off(a_batch), b=off(b_batch), c=off(c_batch))}) failed = 1;"], parallel=False)
+    prog.emit(["int failed = 0;"] + lines)
+    prog.emit(["if (failed) {"] + ["    " + line for line in prog.fail(3, "matmul: out of memory")] + ["}"])
 
 
 def einsum(prog, eqn) -> None:

@@ -31,13 +31,14 @@ float16/bfloat16/complex data, random draws from a batch of keys.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 import numpy as np
 
-from ..ir import Literal
+from ..ir import Literal, _Printer
 from ..lowering.codegen import math_prelude
 from ..lowering.expressions import literal
 from .c_emit import prod, size, text
@@ -73,17 +74,20 @@ class Operand:
 
 
 class CProgram:
-    """The run function being written: operands of the jaxpr's variables, its lines, the buffers it owns."""
+    """The program being written: operands of the jaxpr's variables, one kernel function per equation (its
+    lines, which may fail the call), and the run function's allocations and kernel calls."""
 
     types = TYPES
     temp_types = {**TYPES, "bool": "int"}
 
-    def __init__(self, prefix: str):
-        self.prefix = prefix
+    def __init__(self, symbols: list[str]):
+        self.symbols = symbols
         self.values: dict[int, Operand] = {}
-        self.lines: list[str] = []
-        self.decls: list[str] = []
-        self.owned: list[str] = []
+        self.run: list[str] = []           # the run function's body: allocations and kernel calls
+        self.owned: list[str] = []         # the buffers it frees
+        self.kernels: list[str] = []       # the kernel functions' sources
+        self.lines: list[str] = []         # the current equation's kernel body
+        self.written: list[str] = []       # the buffers the current equation writes
         self.gemms: dict[str, str] = {}
 
     def bind(self, var, ref: str) -> Operand:
@@ -100,15 +104,16 @@ class CProgram:
         return literal(value, dtype, self.types, "LL")
 
     def output(self, var) -> Operand:
-        """A new buffer for `var`, allocated where the equation runs and freed when the call ends."""
+        """A new buffer for `var`, allocated by the run function before the equation runs, freed when it ends."""
         name = f"v{len(self.values)}"
         op = self.bind(var, name)
         ctype = self.types[var.aval.dtype.name]
         count = text(prod(op.shape))
-        self.decls.append(f"{ctype} *{name} = NULL;")
+        self.run.append(f"{ctype} *{name} = ({ctype} *)fnx_alloc(blocks + {len(self.owned)}, sizeof({ctype}) * "
+                        f"(size_t)({count}));")
+        self.run.append(f"if (!{name})\n        goto out_of_memory;")
         self.owned.append(name)
-        self.lines.append(f"{name} = ({ctype} *)malloc(sizeof({ctype}) * (size_t)({count} > 0 ? {count} : 1));")
-        self.emit([f"if (!{name}) {{"] + ["    " + line for line in self.fail(3, "out of memory")] + ["}"])
+        self.written.append(name)
         return op
 
     def alias(self, var, atom) -> None:
@@ -126,7 +131,7 @@ class CProgram:
     def fail(self, code: int, message: str, *args: str) -> list[str]:
         """Lines that end the call with error `code` and a printf-style `message` (serial code only)."""
         rest = "".join(f", {a}" for a in args)
-        return [f"status = fnx_error({code}, \"{message}\"{rest});", "goto done;"]
+        return [f"return fnx_error({code}, \"{message}\"{rest});"]
 
     def check(self, condition: str, code: int, message: str) -> list[str]:
         return [f"if (!({condition})) {{"] + ["    " + line for line in self.fail(code, message)] + ["}"]
@@ -136,6 +141,34 @@ class CProgram:
         self.gemms[dtype_name] = suffix
         return f"fnx_gemm_{suffix}"
 
+    def equation(self, eqn, text_of_eqn: str) -> None:
+        """Emit `eqn` as a kernel function of the buffers and sizes it uses, and its call in the run function."""
+        self.lines, self.written = [], []
+        emitter(eqn.prim)(self, eqn)
+        if not self.lines:
+            return
+        n = len(self.kernels)
+        name = f"fnx_eq{n}_{eqn.prim.name}"
+        used = set(_IDENTIFIER.findall("\n".join(self.lines)))
+        buffers = {op.ref: op for op in self.values.values() if not op.literal and not op.ref.startswith("fnx_w")}
+        params, args = [], []
+        for ref, op in buffers.items():
+            if ref in used:
+                ctype = self.types[op.dtype.name]
+                params.append(f"{ctype} *restrict {ref}" if ref in self.written else f"const {ctype} *restrict {ref}")
+                args.append(ref)
+        for sym in self.symbols:
+            if sym in used:
+                params.append(f"int64_t {sym}")
+                args.append(sym)
+        body = "\n".join("    " + line for line in self.lines)
+        self.kernels.append(f"/* {text_of_eqn} */\nFNX_KERNEL {name}({', '.join(params) or 'void'})\n{{\n"
+                            f"{body}\n    return 0;\n}}\n")
+        self.run.append(f"FNX_CALL({name}({', '.join(args)}));")
+
+
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
+
 
 def _check_supported(jaxpr) -> None:
     problems = sorted({p for e in jaxpr.eqns if (p := supported(e)) is not None})
@@ -144,6 +177,12 @@ def _check_supported(jaxpr) -> None:
             f"fnx.export C: no C implementation of {', '.join(problems)}; the standalone C supports elementwise "
             f"ops, reductions, data movement, matmul/einsum, gathers, im2col/pooling and one-key random draws "
             f"(fnx/export/c_program.py lists them)")
+
+
+def _eqn_text(printer: _Printer, eqn) -> str:
+    """The equation as fnx prints it (`outs = prim[params] ins`, named as in the printed jaxpr), for the comment
+    above its kernel."""
+    return printer.eqn(eqn, 0).splitlines()[0].replace("*/", "* /")[:200]
 
 
 def _symbols(avals) -> list[str]:
@@ -215,26 +254,29 @@ def write_c(jaxpr, consts, folder, name: str, *, embed_weights: bool = False) ->
     if len(consts) != len(jaxpr.constvars):
         raise ValueError(f"write_c: the jaxpr has {len(jaxpr.constvars)} constants, {len(consts)} were given")
     _check_supported(jaxpr)
-    prog = CProgram(name)
+    prog = CProgram(_symbols([v.aval for v in jaxpr.invars]))
     weights = []
     for i, (v, c) in enumerate(zip(jaxpr.constvars, consts)):
         prog.bind(v, f"fnx_w{i}")
         weights.append({**_tensor_info(name, i, v.aval, f"fnx_w{i}"), "code": DTYPE_CODES[c.dtype.name],
-                        "ndim": c.ndim, "dims": list(c.shape), "values": _c_array(c) if embed_weights else None})
+                        "ndim": c.ndim, "dims": list(c.shape), "initializer": _c_array(c) if embed_weights else None})
     inputs = []
     for i, v in enumerate(jaxpr.invars):
         prog.bind(v, f"in{i}")
         inputs.append(_tensor_info(name, i, v.aval, f"in{i}"))
+    printer = _Printer()
+    for v in list(jaxpr.constvars) + list(jaxpr.invars):
+        printer.name(v)
     for e in jaxpr.eqns:
-        emitter(e.prim)(prog, e)
+        prog.equation(e, _eqn_text(printer, e))
     outputs = []
     for i, v in enumerate(jaxpr.outvars):
         info = _tensor_info(name, i, v.aval, f"out{i}")
         info["source"] = prog.read(v)
         outputs.append(info)
-    symbols = _symbols([v.aval for v in jaxpr.invars])
+    symbols = prog.symbols
     context = {"name": name, "upper": name.upper(), "inputs": inputs, "outputs": outputs, "weights": weights,
-               "symbols": symbols, "embed": embed_weights, "decls": prog.decls, "lines": prog.lines,
+               "symbols": symbols, "embed": embed_weights, "lines": prog.run, "kernels": prog.kernels,
                "owned": prog.owned, "magic": list(MAGIC), "version": VERSION, "max_dims": MAX_DIMS,
                "math": math_prelude(simd=False),
                "gemms": [{"t": TYPES[d], "s": s, "mr": _GEMM_TILES.get(s, (4, 4))[0],
