@@ -34,6 +34,7 @@ from . import distributed  # imports mpi4py only in init_process_group
 from . import data, optim, utils
 from . import distributions
 from .serialization import load, save
+from . import export  # a callable module: fnx.export(f, *args) and fnx.export.load(path)
 from math import e, inf, nan, pi
 from . import accelerator, backends
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision

@@ -37,7 +37,7 @@ import stat
 import struct
 import zipfile
 from collections import OrderedDict
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
@@ -76,7 +76,13 @@ def save(obj: Any, f) -> None:
     if not isinstance(f, (str, os.PathLike)):
         _write_zip(f, payload, arrays)
         return
-    path = os.fspath(f)
+    write_atomically(f, lambda fh: _write_zip(fh, payload, arrays))
+
+
+def write_atomically(path, write: Callable[[BinaryIO], None]) -> None:
+    """Write the file `path` with `write(fh)` atomically: a temporary file in the same directory is written,
+    flushed, fsynced and renamed over the target (fnx.save, fnx.export's archives)."""
+    path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         keep_mode = stat.S_IMODE(os.stat(path).st_mode)
@@ -87,7 +93,7 @@ def save(obj: Any, f) -> None:
     fd, tmp = _create_temp(directory, os.path.basename(path), 0o666 if keep_mode is None else 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
-            _write_zip(fh, payload, arrays)
+            write(fh)
             fh.flush()
             if keep_mode is not None:
                 os.chmod(fh.fileno() if os.chmod in os.supports_fd else tmp, keep_mode)
@@ -254,7 +260,7 @@ class _Decoder:
 
     def run(self) -> Any:
         infos = self.zf.infolist()
-        _check_names(infos)
+        check_names(infos)
         names = {info.filename for info in infos}
         if _MANIFEST not in names:
             if any(n.endswith("data.pkl") for n in names):
@@ -263,7 +269,7 @@ class _Decoder:
                                       "arbitrary code; convert it with PyTorch: load it with torch.load(path, "
                                       "weights_only=True) and save its tensors with fnx.save")
             raise UnpicklingError("fnx.load: not an fnx checkpoint (the zip archive has no manifest.json)")
-        _check_layout(self.fh, infos)
+        check_layout(self.fh, infos)
         info = self.zf.getinfo(_MANIFEST)
         if info.file_size > MAX_MANIFEST_BYTES:
             raise UnpicklingError(f"fnx.load: manifest.json holds {info.file_size} bytes, more than the "
@@ -354,7 +360,7 @@ class _Decoder:
             except KeyError:
                 raise UnpicklingError(f"fnx.load: the manifest references the array {name!r}, which is missing "
                                       f"from the archive") from None
-            arr = self.arrays[name] = _read_npy(self.zf, info, stored, shape)
+            arr = self.arrays[name] = read_npy(self.zf, info, stored, shape)
         if arr.dtype != stored or arr.shape != shape:
             raise UnpicklingError(f"fnx.load: tensor entry {i} expects {dtype.name}{list(shape)}, but {name} holds "
                                   f"{arr.dtype}{list(arr.shape)}")
@@ -381,24 +387,24 @@ class _Decoder:
         return t if target is cpu else t.to(target)
 
 
-def _check_names(infos: list) -> None:
+def check_names(infos: list, who: str = "fnx.load") -> None:
     """Refuse duplicate entry names (a zip tool and a loader could each pick a different one) and names that
     would escape a folder if the archive were extracted."""
     seen: set[str] = set()
     for info in infos:
         name = info.filename
         if name in seen:
-            raise UnpicklingError(f"fnx.load: the archive holds two entries named {_short(name)}; a file built to "
+            raise UnpicklingError(f"{who}: the archive holds two entries named {_short(name)}; a file built to "
                                   f"show one content to one reader and another to the next is refused")
         seen.add(name)
         parts = name.split("/")
         if (name.startswith("/") or "\\" in name or ":" in parts[0]
                 or any(p in ("", ".", "..") for p in parts[:-1]) or parts[-1] in (".", "..")):
-            raise UnpicklingError(f"fnx.load: the archive holds an entry with an unsafe name {_short(name)} (an "
+            raise UnpicklingError(f"{who}: the archive holds an entry with an unsafe name {_short(name)} (an "
                                   f"absolute path, a drive, a backslash or a '..' component)")
 
 
-def _check_layout(fh: BinaryIO, infos: list) -> None:
+def check_layout(fh: BinaryIO, infos: list, who: str = "fnx.load") -> None:
     """Check, before reading any entry, that each is stored uncompressed, unencrypted, inside the file and apart
     from every other: then reading the entries takes no more memory than the file's size."""
     size = fh.seek(0, io.SEEK_END)
@@ -406,34 +412,35 @@ def _check_layout(fh: BinaryIO, infos: list) -> None:
     for info in infos:
         name = _short(info.filename)
         if info.flag_bits & 0x1:
-            raise UnpicklingError(f"fnx.load: {name} is encrypted; fnx checkpoints are not")
+            raise UnpicklingError(f"{who}: {name} is encrypted; fnx checkpoints are not")
         if info.compress_type != zipfile.ZIP_STORED:
-            raise UnpicklingError(f"fnx.load: {name} is compressed (zip method {info.compress_type}); fnx "
+            raise UnpicklingError(f"{who}: {name} is compressed (zip method {info.compress_type}); fnx "
                                   f"checkpoints store every entry uncompressed, and a compressed entry could expand "
                                   f"without bound, so it is not read")
         if info.compress_size != info.file_size:
-            raise UnpicklingError(f"fnx.load: {name} is stored uncompressed in {info.compress_size} bytes but "
+            raise UnpicklingError(f"{who}: {name} is stored uncompressed in {info.compress_size} bytes but "
                                   f"declares {info.file_size}; the file is damaged")
         local = b""
         if 0 <= info.header_offset <= size - 30:
             fh.seek(info.header_offset)
             local = fh.read(30)
         if len(local) != 30 or local[:4] != b"PK\x03\x04":
-            raise UnpicklingError(f"fnx.load: the file is damaged or truncated (no local header for {name})")
+            raise UnpicklingError(f"{who}: the file is damaged or truncated (no local header for {name})")
         name_len, extra_len = struct.unpack("<HH", local[26:30])
         end = info.header_offset + 30 + name_len + extra_len + info.compress_size
         if end > size:
-            raise UnpicklingError(f"fnx.load: {name} declares {info.file_size} bytes, which run past the end of the "
+            raise UnpicklingError(f"{who}: {name} declares {info.file_size} bytes, which run past the end of the "
                                   f"{size}-byte file; the file is damaged or truncated")
         spans.append((info.header_offset, end, name))
     spans.sort()
     for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
         if start < end:
-            raise UnpicklingError(f"fnx.load: the entries {first} and {second} overlap in the file; fnx "
+            raise UnpicklingError(f"{who}: the entries {first} and {second} overlap in the file; fnx "
                                   f"checkpoints store each entry once, apart from the others")
 
 
-def _read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape: tuple) -> np.ndarray:
+def read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape: tuple,
+             who: str = "fnx.load") -> np.ndarray:
     """Check an .npy entry's header against the manifest before reading its data with np.load."""
     with zf.open(info) as fh:
         try:
@@ -445,22 +452,22 @@ def _read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype, shape
             else:
                 raise ValueError(f"unsupported .npy format version {version}")
         except ValueError as e:
-            raise UnpicklingError(f"fnx.load: {info.filename} is not a valid .npy file ({e})") from e
+            raise UnpicklingError(f"{who}: {info.filename} is not a valid .npy file ({e})") from e
         if header_dtype.hasobject or header_dtype.kind not in "biuf":
-            raise UnpicklingError(f"fnx.load: {info.filename} has dtype {header_dtype}; fnx checkpoints hold only "
+            raise UnpicklingError(f"{who}: {info.filename} has dtype {header_dtype}; fnx checkpoints hold only "
                                   f"numeric arrays (object arrays would need pickle)")
         if header_dtype.newbyteorder("=") != dtype or tuple(header_shape) != shape:
-            raise UnpicklingError(f"fnx.load: {info.filename} holds {header_dtype}{list(header_shape)}, but the "
+            raise UnpicklingError(f"{who}: {info.filename} holds {header_dtype}{list(header_shape)}, but the "
                                   f"manifest says {dtype}{list(shape)}")
         nbytes = math.prod(shape) * dtype.itemsize
         if info.file_size != fh.tell() + nbytes:
-            raise UnpicklingError(f"fnx.load: {info.filename} has {info.file_size - fh.tell()} bytes of data where "
+            raise UnpicklingError(f"{who}: {info.filename} has {info.file_size - fh.tell()} bytes of data where "
                                   f"its header announces {nbytes}")
         fh.seek(0)
         try:
             arr = np.load(fh, allow_pickle=False)
         except ValueError as e:
-            raise UnpicklingError(f"fnx.load: {info.filename} is damaged ({e})") from e
+            raise UnpicklingError(f"{who}: {info.filename} is damaged ({e})") from e
     return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 

@@ -32,7 +32,7 @@ LAYERS = [
     ("lowering", ["fnx.lowering"]),
     ("compile", ["fnx.transforms.compile"]),  # the compile transform: stages with transforms, runs lowering's kernels
     ("distributed", ["fnx.distributed"]),  # collectives: ops and vmap rules; nn.parallel and data build on them
-    ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.utils", "fnx.export",
+    ("libraries", ["fnx.nn", "fnx.optim", "fnx.data", "fnx.serialization", "fnx.export", "fnx.utils",
                    "fnx.distributions"]),
     ("top", ["fnx", "fnx.__main__", "fnx.demo", "fnx._env", "fnx.torch_alias", "fnx._torch_shim",
              "fnx._torch_shim.torch"]),

@@ -26,6 +26,7 @@ MODULES = [
     ("fnx.linalg", "linear algebra (torch.linalg)"),
     ("fnx.random", "pure, key-based random numbers (jax.random)"),
     ("fnx.tree", "pytrees"),
+    ("fnx.export", "a function as a saved program: export, load, symbolic dimensions"),
     ("fnx.cuda", "CUDA availability"),
     ("fnx.nn", "modules, layers, losses, containers (torch.nn)"),
     ("fnx.nn.functional", "the functional forms (torch.nn.functional, imported as F)"),
