@@ -206,14 +206,33 @@ def transformer(params, tokens):
     return layer_norm(params["ln_f"], x) @ params["tokens"].T
 
 
-def test_char_transformer_logits_and_greedy_tokens_match_fnx(tmp_path):
+def run_main(folder: Path, args: list, *sizes: str) -> list[np.ndarray]:
+    """Run a built program's main on `args` at symbolic `sizes` ("seq=5"); its outputs as raw bytes."""
+    (folder / "in.bin").write_bytes(b"".join(np.ascontiguousarray(a.numpy()).tobytes() for a in args))
+    r = subprocess.run(["./main", "-o", "out.bin", *sizes, "in.bin"], cwd=folder, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return (folder / "out.bin").read_bytes()
+
+
+def test_char_transformer_with_dynamic_batch_and_seq_matches_fnx(tmp_path):
     params = transformer_params(fnx.random.key(0))
-    tokens = fnx.random.randint(fnx.random.key(1), (3, 12), 0, VOCAB)
     step = lambda t: (transformer(params, t), transformer(params, t)[:, -1].argmax(-1))
-    logits, greedy = export_and_run(tmp_path, step, [tokens], "gpt")
-    want_logits, want_greedy = step(tokens)
-    _close(logits, want_logits)
-    np.testing.assert_array_equal(greedy, want_greedy.numpy())
+    example = fnx.zeros(2, CONTEXT, dtype=fnx.long)
+    exported = fnx.export(step, example, dynamic_shapes={"t": {0: "batch", 1: "seq"}})
+    assert exported.symbols == ("batch", "seq")
+    exported.save_c(tmp_path / "gpt", "gpt")
+    build(tmp_path / "gpt", "gpt")
+    for batch, seq in ((3, 12), (1, 1), (2, CONTEXT)):
+        tokens = fnx.random.randint(fnx.random.key(seq), (batch, seq), 0, VOCAB)
+        raw = run_main(tmp_path / "gpt", [tokens], f"batch={batch}", f"seq={seq}")
+        want_logits, want_greedy = step(tokens)
+        n = want_logits.numel() * 4
+        _close(np.frombuffer(raw[:n], np.float32).reshape(tuple(want_logits.shape)), want_logits)
+        np.testing.assert_array_equal(np.frombuffer(raw[n:], np.int64), want_greedy.numpy())
+    (tmp_path / "gpt" / "in.bin").write_bytes(np.zeros(CONTEXT + 1, np.int64).tobytes())
+    r = subprocess.run(["./main", f"batch=1", f"seq={CONTEXT + 1}", "in.bin"], cwd=tmp_path / "gpt",
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "slice" in r.stderr   # past the position table: refused, not read out of bounds
 
 
 # ---------------------------------------------------------------- errors

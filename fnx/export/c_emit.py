@@ -1,61 +1,40 @@
 """Sizes and loop nests of the standalone C program: the pieces every primitive's C is written with.
 
-A size is an `int` or a C expression (a `str`, an `int64_t` expression over the program's symbolic
-dimensions), so the same emitter writes static and dynamic programs: `size` turns a shape entry (an int or a
-symbolic `Dim` with `c_expr()`) into one, and `mul`/`add`/`prod` combine them, folding what is known. An
-array operand is read through an `Access` (a base offset and a stride per loop dim), so transposes,
-broadcasts, slices and flips are index arithmetic, never copies.
+A size is an `int` or a symbolic dimension (fnx.export's `Dim`, a polynomial over named sizes), so the same
+emitter writes static and dynamic programs: arithmetic on sizes is Python's (`Dim` folds what is known), and
+`text` writes a size as C (a Dim as its `int64_t` expression over the program's size arguments). An array
+operand is read through an `Access` (a base offset and a stride per loop dim), so transposes, broadcasts,
+slices and flips are index arithmetic, never copies.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-__all__ = ["size", "mul", "add", "prod", "text", "contiguous", "Access", "nest", "PARALLEL_MIN"]
+__all__ = ["size", "prod", "text", "static", "contiguous", "Access", "nest", "PARALLEL_MIN"]
 
 # Loops with fewer iterations than this run on one thread (a parallel region costs a few microseconds).
 PARALLEL_MIN = 32768
 
 
-def size(d) -> int | str:
-    """A shape entry or integer param as a size: an int, or the parenthesised C expression of a symbolic dim."""
-    if isinstance(d, str):
-        return d
-    if not hasattr(d, "c_expr"):
-        return int(d)
-    return f"({d.c_expr()})"
+def size(d):
+    """A shape entry or integer param as a size: an int, or the symbolic dim itself."""
+    return d if hasattr(d, "c_expr") else int(d)
 
 
-def mul(a, b) -> int | str:
-    a, b = size(a), size(b)
-    if isinstance(a, int) and isinstance(b, int):
-        return a * b
-    if a == 0 or b == 0:
-        return 0
-    if a == 1 or b == 1:
-        return b if a == 1 else a
-    return f"({a} * {b})"
+def static(x) -> bool:
+    return isinstance(x, int)
 
 
-def add(a, b) -> int | str:
-    a, b = size(a), size(b)
-    if isinstance(a, int) and isinstance(b, int):
-        return a + b
-    if a == 0 or b == 0:
-        return b if a == 0 else a
-    return f"({a} + {b})"
-
-
-def prod(xs) -> int | str:
-    out: int | str = 1
+def prod(xs):
+    out = 1
     for x in xs:
-        out = mul(out, x)
+        out = out * size(x)
     return out
 
 
 def text(x) -> str:
-    """A size as C source (int64 literals get no suffix: sizes are small enough for `long long` arithmetic)."""
-    return str(x) if isinstance(x, int) else x
+    """A size as C source: an int literal, or a symbolic dim's parenthesised expression."""
+    return str(x) if isinstance(x, int) else f"({x.c_expr()})"
 
 
 def contiguous(shape) -> list:
@@ -63,7 +42,7 @@ def contiguous(shape) -> list:
     strides, step = [], 1
     for d in reversed(list(shape)):
         strides.append(step)
-        step = mul(step, d)
+        step = step * size(d)
     return strides[::-1]
 
 
@@ -73,7 +52,7 @@ class Access:
 
     pointer: str
     strides: list
-    base: int | str = 0
+    base: object = 0   # a size
 
     def offset(self, index: list[str]) -> str:
         terms = [] if self.base == 0 else [text(self.base)]
@@ -118,7 +97,7 @@ def nest(shape: list, accesses: list[Access], make_body, *, parallel: bool = Tru
         return ["{"] + ["    " + b for b in body] + ["}"]
     lines = []
     total = prod(shape)
-    if parallel and total != 0 and not (isinstance(total, int) and total < PARALLEL_MIN):
+    if parallel and not (isinstance(total, int) and total < PARALLEL_MIN):
         collapse = f" collapse({rank - 1})" if rank > 2 else ""
         cond = "" if isinstance(total, int) else f" if ({text(total)} >= {PARALLEL_MIN})"
         lines.append(f"FNX_OMP(omp parallel for{collapse}{cond})")

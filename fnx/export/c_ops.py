@@ -13,7 +13,7 @@ import math
 
 from ..core import Primitive
 from ..lowering.expressions import CLASS, IDENTITY, INT_LIMITS, expression, random_half
-from .c_emit import Access, add, contiguous, mul, nest, prod, size, text
+from .c_emit import Access, contiguous, nest, prod, size, static, text
 
 __all__ = ["EMITTERS", "supported"]
 
@@ -73,7 +73,12 @@ def random_values(prog, eqn) -> None:
     out = prog.output(eqn.outvars[0])
     form = expression(eqn.prim, CLASS[eqn.outvars[0].aval.dtype.name], "c")
     dst = Access(out.ref, contiguous(out.shape))
-    half = random_half(eqn)
+    n = prod(out.shape)
+    if static(n):
+        half = random_half(eqn)
+    else:   # the split point of fnx/lowering/expressions.py `random_half`, in C
+        wide = eqn.prim.name == "random_uniform" and eqn.outvars[0].aval.dtype.name == "float64"
+        half = text(n) if wide else f"(({text(n)} + 1) / 2)"
     prog.emit([f"const long long k0_{out.ref} = {key.ref}[0], k1_{out.ref} = {key.ref}[1];"])
     prog.emit(nest(out.shape, [dst], lambda at, off: [
         f"{at(dst)} = {form.format(f'k0_{out.ref}', f'k1_{out.ref}', off(dst), half)};"]))
@@ -236,10 +241,16 @@ def slice_(prog, eqn) -> None:
     x = prog.read(eqn.inputs[0])
     st = contiguous(x.shape)
     p = eqn.params
+    for d, (a, b, n) in enumerate(zip(p["starts"], p["stops"], x.shape)):
+        # sizes the program cannot take (a slice past the end of a table) are refused at run time
+        unknown = [f"{text(lo)} <= {text(hi)}" for lo, hi in ((0, a), (a, b), (b, n)) if not static(size(hi) - size(lo))]
+        if unknown:
+            prog.emit(prog.check(" && ".join(unknown), 1,
+                                 f"slice: {a}:{b} does not fit dimension {d} of size {n} at these sizes"))
     base = 0
     for a, s in zip(p["starts"], st):
-        base = add(base, mul(size(a), s))
-    _gather_view(prog, eqn, [mul(size(k), s) for k, s in zip(p["steps"], st)], base)
+        base = base + size(a) * s
+    _gather_view(prog, eqn, [size(k) * s for k, s in zip(p["steps"], st)], base)
 
 
 def rev(prog, eqn) -> None:
@@ -247,8 +258,8 @@ def rev(prog, eqn) -> None:
     st = contiguous(x.shape)
     base, strides = 0, list(st)
     for d in eqn.params["dims"]:
-        base = add(base, mul(add(x.shape[d], -1), st[d]))
-        strides[d] = mul(-1, st[d])
+        base = base + (x.shape[d] - 1) * st[d]
+        strides[d] = -1 * st[d]
     _gather_view(prog, eqn, strides, base)
 
 
@@ -262,8 +273,7 @@ def im2col(prog, eqn) -> None:
     lead = len(x.shape) - nd
     out_sp = out.shape[lead + 1:]
     shape = list(x.shape[:lead]) + [int(k) for k in kernel] + list(out_sp)
-    strides = st[:lead] + [mul(d, s) for d, s in zip(dilation, st[lead:])] + \
-        [mul(t, s) for t, s in zip(stride, st[lead:])]
+    strides = st[:lead] + [d * s for d, s in zip(dilation, st[lead:])] + [t * s for t, s in zip(stride, st[lead:])]
     src = Access(x.ref, strides)
     dst = Access(out.ref, contiguous(shape))
     prog.emit(nest(shape, [dst, src], lambda at, off: [f"{at(dst)} = {at(src)};"]))
@@ -291,10 +301,10 @@ def pad(prog, eqn) -> None:
         else:
             raise NotImplementedError(f"pad: negative padding of the symbolic dimension {d} has no C "
                                       f"implementation in fnx.export; crop with a slice first")
-        shape.append(add(k1, -k0) if k0 else k1)
-        base = add(base, mul(add(low, k0 * step), ost[d]))
-        strides.append(mul(step, ost[d]))
-        src_base = add(src_base, mul(k0, xst[d]))
+        shape.append(k1 - k0)
+        base = base + (low + k0 * step) * ost[d]
+        strides.append(step * ost[d])
+        src_base = src_base + k0 * xst[d]
     src = Access(x.ref, xst, src_base)
     into = Access(out.ref, strides, base)
     prog.emit(nest(shape, [into, src], lambda at, off: [f"{at(into)} = {at(src)};"]))
@@ -308,9 +318,9 @@ def concatenate(prog, eqn) -> None:
     for atom in eqn.inputs:
         x = prog.read(atom)
         src = Access(x.ref, contiguous(x.shape))
-        into = Access(out.ref, ost, mul(start, ost[dim]))
+        into = Access(out.ref, ost, start * ost[dim])
         prog.emit(nest(x.shape, [into, src], lambda at, off: [f"{at(into)} = {at(src)};"]))
-        start = add(start, x.shape[dim])
+        start = start + x.shape[dim]
 
 
 # ---------------------------------------------------------------- gathers
@@ -384,11 +394,12 @@ def check_index(prog, eqn) -> None:
     p = eqn.params
     count = text(prod(idx.shape))
     what = p.get("op") or "index"
+    low, high = size(p["low"]), size(p["high"])
     prog.emit([f"for (long long p = 0; p < {count}; p++)",
-               f"    if ({idx.ref}[p] < {p['low']}LL || {idx.ref}[p] >= {p['high']}LL) {{"]
+               f"    if ({idx.ref}[p] < {text(low)} || {idx.ref}[p] >= {text(high)}) {{"]
               + ["        " + line for line in prog.fail(
-                  2, f"{what}: index %lld is out of bounds for dimension {p['dim']} (valid: {p['low']} to "
-                     f"{p['high'] - 1})", f"(long long){idx.ref}[p]")] + ["    }"])
+                  2, f"{what}: index %lld is out of bounds for dimension {p['dim']} (valid: %lld to %lld)",
+                  f"(long long){idx.ref}[p]", f"(long long){text(low)}", f"(long long){text(high - 1)}")] + ["    }"])
     prog.alias(eqn.outvars[0], eqn.inputs[0])
 
 
@@ -401,7 +412,7 @@ def window_argmax(prog, eqn) -> None:
     nd = len(kernel)
     lead = len(x.shape) - nd
     spatial = x.shape[lead:]
-    if not all(isinstance(size(n), int) for n in spatial):
+    if not all(static(n) for n in spatial):
         raise NotImplementedError("window_argmax: symbolic spatial dimensions have no C implementation in "
                                   "fnx.export; export with static image sizes")
     step = contiguous(spatial)
@@ -409,8 +420,8 @@ def window_argmax(prog, eqn) -> None:
     offsets = [sum(o * d * t for o, d, t in zip(offs, dilation, step))
                for offs in itertools.product(*(range(k) for k in kernel))]
     shape = list(x.shape[:lead]) + list(out.shape[lead:])
-    src = Access(x.ref, [mul(s, plane) for s in contiguous(x.shape[:lead])] + [t * s for t, s in zip(stride, step)])
-    pos = Access("", [0] * lead + [mul(t, s) for t, s in zip(stride, step)])
+    src = Access(x.ref, [s * plane for s in contiguous(x.shape[:lead])] + [t * s for t, s in zip(stride, step)])
+    pos = Access("", [0] * lead + [t * s for t, s in zip(stride, step)])
     dst = Access(out.ref, contiguous(shape))
     ctype = prog.types[x.dtype.name]
     nan = x.dtype.name in ("float32", "float64")
@@ -464,10 +475,9 @@ def matmul(prog, eqn) -> None:
         a_shape = [m, k]
     a_bst = _broadcast_strides(a_shape[:-2], batch) if batch else []
     b_bst = _broadcast_strides(b_shape[:-2], batch) if batch else []
-    mat_a, mat_b, mat_c = mul(m, k), mul(k, n), mul(m, n)
-    a_batch = Access("", [mul(s, mat_a) for s in a_bst])
-    b_batch = Access("", [mul(s, mat_b) for s in b_bst])
-    c_batch = Access("", [mul(s, mat_c) for s in contiguous(batch)])
+    a_batch = Access("", [s * m * k for s in a_bst])
+    b_batch = Access("", [s * k * n for s in b_bst])
+    c_batch = Access("", [s * m * n for s in contiguous(batch)])
     call = (f"{gemm}({text(m)}, {text(n)}, {text(k)}, {a.ref} + {{a}}, {text(k)}, 1, {b.ref} + {{b}}, {text(n)}, 1, "
             f"{out.ref} + {{c}}, {text(n)})")
     lines = nest(batch, [a_batch, b_batch, c_batch], lambda at, off: [
@@ -497,7 +507,7 @@ def einsum(prog, eqn) -> None:
         st = {}
         for c, n, s in zip(sub, op.shape, own):
             if not (n == 1 and sizes[c] != 1):
-                st[c] = add(st.get(c, 0), s)   # a repeated label (a diagonal) walks both strides
+                st[c] = st.get(c, 0) + s   # a repeated label (a diagonal) walks both strides
         return [st.get(c, 0) for c in labels]
 
     outer = [Access(op.ref, strides_of(op, sub, list(out_labels))) for op, sub in zip(ops, subs)]

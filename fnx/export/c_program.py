@@ -96,6 +96,9 @@ class CProgram:
         return op
 
     def read(self, atom) -> Operand:
+        if hasattr(atom, "c_expr"):   # a DimLiteral: a symbolic size (or its reciprocal) as a scalar
+            ctype = self.types[atom.aval.dtype.name]
+            return Operand(f"(({ctype}){atom.c_expr()})", atom.aval.dtype, [], True)
         if isinstance(atom, Literal):
             return Operand(self.literal(atom.val.item(), atom.aval.dtype), atom.aval.dtype, [], True)
         return self.values[id(atom)]
