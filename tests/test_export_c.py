@@ -235,6 +235,48 @@ def test_char_transformer_with_dynamic_batch_and_seq_matches_fnx(tmp_path):
     assert r.returncode == 1 and "slice" in r.stderr   # past the position table: refused, not read out of bounds
 
 
+def sampling_step(params):
+    """The generation step of examples/08: the last position's greedy token and a draw at `temperature`."""
+    def step(tokens, key, temperature):
+        logits = transformer(params, tokens)[:, -1]
+        scale = fnx.where(temperature > 0, temperature, fnx.ones_like(temperature))
+        return logits.argmax(-1), fnx.random.categorical(key, logits / scale)
+
+    return step
+
+
+def generate_in_python(step, prompt: list[int], count: int, temperature: float, seed: int) -> list[int]:
+    key, tokens = fnx.random.key(seed), list(prompt)
+    for t in range(count):
+        greedy, sampled = step(fnx.tensor([tokens[-CONTEXT:]]), fnx.random.fold_in(key, t),
+                               fnx.tensor(temperature, dtype=fnx.float32))
+        tokens.append(int(greedy if temperature == 0 else sampled))
+    return tokens[len(prompt):]
+
+
+def test_generation_loop_in_c_gives_pythons_tokens(tmp_path):
+    from fnx.export.c_generate import write_gen_c
+
+    step = sampling_step(transformer_params(fnx.random.key(2)))
+    example = (fnx.zeros(1, CONTEXT, dtype=fnx.long), fnx.random.key(0), fnx.tensor(1.0))
+    exported = fnx.export(step, *example, dynamic_shapes={"tokens": {1: "seq"}})
+    alphabet = "abcdefghijklmnopqrstuvw"[:VOCAB]
+    folder = tmp_path / "gen"
+    write_gen_c(exported, folder, "charlm", alphabet, CONTEXT)
+    r = subprocess.run([CC, *WARNINGS, *OPENMP, "-o", "gen", "gen.c", "charlm.c", "-lm"], cwd=folder,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[:3000]
+    prompt = "bad"
+    for temperature, seed in ((0.0, 0), (0.8, 3), (1.5, 11)):
+        r = subprocess.run(["./gen", "-n", "24", "-t", str(temperature), "-s", str(seed), "-i", prompt], cwd=folder,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        got = [int(t) for t in r.stdout.split()]
+        assert got == generate_in_python(step, [alphabet.index(c) for c in prompt], 24, temperature, seed)
+    text = subprocess.run(["./gen", "-n", "5", prompt], cwd=folder, capture_output=True, text=True).stdout
+    assert text.startswith(prompt) and len(text.strip()) == len(prompt) + 5 and set(text.strip()) <= set(alphabet)
+
+
 # ---------------------------------------------------------------- errors
 def test_unsupported_primitive_is_named_at_write_time(tmp_path):
     closed = fnx.make_jaxpr(lambda x: fnx.sort(x).values * 2)(fnx.randn(5))
