@@ -21,6 +21,7 @@ import fnx.nn as nn
 import fnx.nn.functional as F
 from fnx.export.c_program import write_c
 from fnx.export.c_ops import supported
+from benchmarks.export import CharConfig, char_transformer, sampling_step
 from op_db import as_tensor_function, stageable_ops
 
 CC = shutil.which("cc")
@@ -173,40 +174,17 @@ def test_digits_cnn_matches_fnx(tmp_path):
     np.testing.assert_array_equal(got.argmax(1), model(x).argmax(1).numpy())
 
 
-# examples/05's character transformer, smaller
-VOCAB, CONTEXT, D_MODEL, HEADS, LAYERS = 23, 16, 32, 4, 2
+# examples/05's character transformer, smaller (the model of the W10g benchmark)
+CHAR = CharConfig(vocab=23, context=16, d_model=32, heads=4, layers=2)
+VOCAB, CONTEXT = CHAR.vocab, CHAR.context
 
 
-def transformer_params(key) -> dict:
-    keys = iter(fnx.random.split(key, 5 + 10 * LAYERS))
-    normal = lambda shape, std=0.2: std * fnx.random.normal(next(keys), shape)
-    ln = lambda: {"w": 1.0 + normal((D_MODEL,)), "b": normal((D_MODEL,))}
-    return {"tokens": normal((VOCAB, D_MODEL)), "positions": normal((CONTEXT, D_MODEL)), "ln_f": ln(),
-            "blocks": [{"ln1": ln(), "qkv": normal((D_MODEL, 3 * D_MODEL)), "proj": normal((D_MODEL, D_MODEL)),
-                        "ln2": ln(), "fc": normal((D_MODEL, 4 * D_MODEL)), "fc_out": normal((4 * D_MODEL, D_MODEL))}
-                       for _ in range(LAYERS)]}
+def transformer_and_params(seed: int):
+    params, forward = char_transformer(CHAR, fnx.random.key(seed))
+    return lambda p, t: forward(p, t), params
 
 
-def transformer(params, tokens):
-    def layer_norm(p, x):
-        return F.layer_norm(x, (D_MODEL,), p["w"], p["b"])
-
-    def attention(p, x):
-        B, T, _ = x.shape
-        q, k, v = (x @ p["qkv"]).split(D_MODEL, dim=-1)
-        heads = lambda t: t.reshape(B, T, HEADS, D_MODEL // HEADS).transpose(1, 2)
-        out = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
-        return out.transpose(1, 2).reshape(B, T, D_MODEL) @ p["proj"]
-
-    T = tokens.shape[1]
-    x = params["tokens"][tokens] + params["positions"][:T]
-    for block in params["blocks"]:
-        x = x + attention(block, layer_norm(block["ln1"], x))
-        x = x + F.gelu(layer_norm(block["ln2"], x) @ block["fc"]) @ block["fc_out"]
-    return layer_norm(params["ln_f"], x) @ params["tokens"].T
-
-
-def run_main(folder: Path, args: list, *sizes: str) -> list[np.ndarray]:
+def run_main(folder: Path, args: list, *sizes: str) -> bytes:
     """Run a built program's main on `args` at symbolic `sizes` ("seq=5"); its outputs as raw bytes."""
     (folder / "in.bin").write_bytes(b"".join(np.ascontiguousarray(a.numpy()).tobytes() for a in args))
     r = subprocess.run(["./main", "-o", "out.bin", *sizes, "in.bin"], cwd=folder, capture_output=True, text=True)
@@ -215,7 +193,7 @@ def run_main(folder: Path, args: list, *sizes: str) -> list[np.ndarray]:
 
 
 def test_char_transformer_with_dynamic_batch_and_seq_matches_fnx(tmp_path):
-    params = transformer_params(fnx.random.key(0))
+    transformer, params = transformer_and_params(0)
     step = lambda t: (transformer(params, t), transformer(params, t)[:, -1].argmax(-1))
     example = fnx.zeros(2, CONTEXT, dtype=fnx.long)
     exported = fnx.export(step, example, dynamic_shapes={"t": {0: "batch", 1: "seq"}})
@@ -235,16 +213,6 @@ def test_char_transformer_with_dynamic_batch_and_seq_matches_fnx(tmp_path):
     assert r.returncode == 1 and "slice" in r.stderr   # past the position table: refused, not read out of bounds
 
 
-def sampling_step(params):
-    """The generation step of examples/08: the last position's greedy token and a draw at `temperature`."""
-    def step(tokens, key, temperature):
-        logits = transformer(params, tokens)[:, -1]
-        scale = fnx.where(temperature > 0, temperature, fnx.ones_like(temperature))
-        return logits.argmax(-1), fnx.random.categorical(key, logits / scale)
-
-    return step
-
-
 def generate_in_python(step, prompt: list[int], count: int, temperature: float, seed: int) -> list[int]:
     key, tokens = fnx.random.key(seed), list(prompt)
     for t in range(count):
@@ -257,7 +225,8 @@ def generate_in_python(step, prompt: list[int], count: int, temperature: float, 
 def test_generation_loop_in_c_gives_pythons_tokens(tmp_path):
     from fnx.export.c_generate import write_gen_c
 
-    step = sampling_step(transformer_params(fnx.random.key(2)))
+    transformer, params = transformer_and_params(2)
+    step = sampling_step(params, transformer)
     example = (fnx.zeros(1, CONTEXT, dtype=fnx.long), fnx.random.key(0), fnx.tensor(1.0))
     exported = fnx.export(step, *example, dynamic_shapes={"tokens": {1: "seq"}})
     alphabet = "abcdefghijklmnopqrstuvw"[:VOCAB]
