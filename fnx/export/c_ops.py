@@ -9,7 +9,6 @@ broadcast, slice, flip, im2col) is index arithmetic on the operand (`c_emit.Acce
 from __future__ import annotations
 
 import itertools
-import math
 
 from ..core import Primitive
 from ..lowering.expressions import CLASS, IDENTITY, INT_LIMITS, expression, random_half
@@ -185,7 +184,8 @@ def arg_extremum(prog, eqn) -> None:
     prog.emit(nest([x.shape[d] for d in kept], [dst, src], body))
 
 
-def cumsum(prog, eqn) -> None:
+def scan(prog, eqn) -> None:
+    """cumsum / cumprod along one axis, in order (numpy's sequential sums and products in the dtype)."""
     x = prog.read(eqn.inputs[0])
     out = prog.output(eqn.outvars[0])
     axis, reverse = eqn.params["axis"], eqn.params["reverse"]
@@ -198,8 +198,8 @@ def cumsum(prog, eqn) -> None:
     pos = f"({n} - 1 - r)" if reverse else "r"
 
     def body(at, off):
-        return [f"{ctype} acc = 0;", f"for (long long r = 0; r < {n}; r++) {{",
-                f"    acc = acc + {x.ref}[{off(src)} + {pos} * {st}];",
+        return [f"{ctype} acc = {0 if eqn.prim.name == 'cumsum' else 1};", f"for (long long r = 0; r < {n}; r++) {{",
+                f"    acc = acc {'+' if eqn.prim.name == 'cumsum' else '*'} {x.ref}[{off(src)} + {pos} * {st}];",
                 f"    {out.ref}[{off(dst)} + {pos} * {st}] = acc;", "}"]
 
     prog.emit(nest([x.shape[d] for d in kept], [dst, src], body))
@@ -243,7 +243,8 @@ def slice_(prog, eqn) -> None:
     p = eqn.params
     for d, (a, b, n) in enumerate(zip(p["starts"], p["stops"], x.shape)):
         # sizes the program cannot take (a slice past the end of a table) are refused at run time
-        unknown = [f"{text(lo)} <= {text(hi)}" for lo, hi in ((0, a), (a, b), (b, n)) if not static(size(hi) - size(lo))]
+        unknown = [f"{text(lo)} <= {text(hi)}" for lo, hi in ((0, a), (a, b), (b, n))
+                   if not static(size(hi) - size(lo))]
         if unknown:
             prog.emit(prog.check(" && ".join(unknown), 1,
                                  f"slice: {a}:{b} does not fit dimension {d} of size {n} at these sizes"))
@@ -261,6 +262,16 @@ def rev(prog, eqn) -> None:
         base = base + (x.shape[d] - 1) * st[d]
         strides[d] = -1 * st[d]
     _gather_view(prog, eqn, strides, base)
+
+
+def diagonal(prog, eqn) -> None:
+    x = prog.read(eqn.inputs[0])
+    p = eqn.params
+    st = contiguous(x.shape)
+    d1, d2, offset = p["dim1"], p["dim2"], p["offset"]
+    keep = [d for d in range(len(x.shape)) if d not in (d1, d2)]
+    base = offset * st[d2] if offset >= 0 else -offset * st[d1]
+    _gather_view(prog, eqn, [st[d] for d in keep] + [st[d1] + st[d2]], base if prod(eqn.outvars[0].aval.shape) else 0)
 
 
 def im2col(prog, eqn) -> None:
@@ -531,7 +542,7 @@ EMITTERS = {"reshape": alias, "copy": alias, "stop_gradient": alias, "transpose"
             "broadcast_to": broadcast_to, "slice": slice_, "rev": rev, "pad": pad, "concatenate": concatenate,
             "im2col": im2col, "window_argmax": window_argmax, "window_take": window_take,
             "sum": reduction, "reduce_max": reduction, "reduce_min": reduction, "reduce_prod": reduction,
-            "argmax": arg_extremum, "argmin": arg_extremum, "cumsum": cumsum,
+            "argmax": arg_extremum, "argmin": arg_extremum, "cumsum": scan, "cumprod": scan, "diagonal": diagonal,
             "index": index, "take_along_axis": take_along_axis, "check_index": check_index,
             "matmul": matmul, "einsum": einsum,
             "random_bits": random_values, "random_uniform": random_values, "random_split": random_split,

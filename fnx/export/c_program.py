@@ -20,12 +20,12 @@ checks the magic, version, count, each entry against the tensor the program expe
 lies inside the file.
 
 Supported primitives: every elementwise primitive that declares a C expression (`Primitive.c`), `convert`,
-`select`, the reductions (sum, reduce_max/min/prod, argmax, argmin), `cumsum`, data movement (reshape,
-transpose, broadcast_to, slice, pad, concatenate, rev, copy, stop_gradient), `matmul`, `einsum`, `index`,
-`take_along_axis`, `check_index`, `im2col`, `window_argmax`, `window_take` and the random primitives of one
-key (`random_bits`, `random_uniform`, `random_split`, `random_fold_in`; the same bits as fnx). Not supported
-(named at write time): control flow (cond, while_loop, scan, recurrence), sort/argsort, scatters (index_put,
-scatter_add_along_axis, window_put, col2im), cumprod, shift, diagonal, linalg decompositions, collectives,
+`select`, the reductions (sum, reduce_max/min/prod, argmax, argmin), `cumsum`, `cumprod`, data movement
+(reshape, transpose, broadcast_to, slice, pad, concatenate, rev, diagonal, copy, stop_gradient), `matmul`,
+`einsum`, `index`, `take_along_axis`, `check_index`, `im2col`, `window_argmax`, `window_take` and the random
+primitives of one key (`random_bits`, `random_uniform`, `random_split`, `random_fold_in`; the same bits as fnx).
+Not supported (named at write time): control flow (cond, while_loop, scan, recurrence), sort/argsort, scatters
+(index_put, scatter_add_along_axis, window_put, col2im), shift, linalg decompositions, collectives,
 float16/bfloat16/complex data, random draws from a batch of keys.
 """
 from __future__ import annotations
@@ -247,6 +247,14 @@ def _c_array(c: np.ndarray) -> str:
     return ",\n".join(", ".join(items[i:i + 8]) for i in range(0, len(items), 8))
 
 
+def _gemm_context(dtype_name: str, suffix: str) -> dict:
+    """What templates/c_gemm.c.j2 needs for one element type: C type, suffix, tiles, cache blocks (K, rows, cols)."""
+    width = np.dtype("uint8" if dtype_name == "bool" else dtype_name).itemsize
+    tiles = _TILES.get(width, [("1", 4, 4)])
+    return {"t": TYPES[dtype_name], "s": suffix, "kc": 256, "mc": 64, "nc": 4096,
+            "tiles": [{"cond": c, "mr": mr, "nr": nr} for c, mr, nr in tiles]}
+
+
 def write_c(jaxpr, consts, folder, name: str, *, embed_weights: bool = False) -> list[str]:
     """Write `jaxpr` (a closed jaxpr of fnx.make_jaxpr, or its Jaxpr with `consts`) as standalone C into `folder`:
     NAME.h, NAME.c, NAME.weights (unless `embed_weights`), main.c and a Makefile. Returns the paths written.
@@ -285,10 +293,7 @@ def write_c(jaxpr, consts, folder, name: str, *, embed_weights: bool = False) ->
                "symbols": symbols, "embed": embed_weights, "lines": prog.run, "kernels": prog.kernels,
                "owned": prog.owned, "magic": list(MAGIC), "version": VERSION, "max_dims": MAX_DIMS,
                "math": math_prelude(simd=False),
-               "gemms": [{"t": TYPES[d], "s": s, "kc": 256, "mc": 64, "nc": 4096,
-                          "tiles": [{"cond": c, "mr": mr, "nr": nr} for c, mr, nr in _TILES.get(np.dtype(d if d != "bool" else "uint8").itemsize,
-                                                                                           [("1", 4, 4)])]}
-                         for d, s in prog.gemms.items()]}
+               "gemms": [_gemm_context(d, s) for d, s in prog.gemms.items()]}
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     files = {f"{name}.h": "c_header.h.j2", f"{name}.c": "c_program.c.j2", "main.c": "c_main.c.j2",
