@@ -135,6 +135,18 @@ def test_op_table_float32_in_one_c_program_matches_fnx(tmp_path_factory, data):
             assert same.all(), f"{name}: C {c[~same][:4]} vs fnx {e[~same][:4]} (bound {bound:.3g})"
 
 
+def test_blocked_gemm_with_edge_tiles_and_transposed_operands_matches_numpy(tmp_path):
+    # past every block size of the GEMM (K 256, rows 64) and no multiple of its tiles; b read transposed; plus a
+    # batched product of small matrices (the unpacked path)
+    a, b = fnx.randn(2, 130, 300), fnx.randn(90, 300)
+    p, q = fnx.randn(3, 5, 7), fnx.randn(3, 9, 7)
+    big, small = export_and_run(tmp_path, lambda a, b, p, q: (a @ b.T, p @ q.transpose(1, 2)), [a, b, p, q], "gemm")
+    for got, x, y in ((big, a, b.T), (small, p, q.transpose(1, 2))):
+        x64, y64 = x.numpy().astype(np.float64), y.numpy().astype(np.float64)
+        bound = 8 * _ulp(np.abs(x64) @ np.abs(y64))
+        assert (np.abs(got - x64 @ y64) <= bound).all()
+
+
 # ---------------------------------------------------------------- models, end to end
 def _close(c: np.ndarray, e, rtol: float = 1e-5) -> None:
     e = e.detach().numpy()
