@@ -14,7 +14,7 @@ from ..core import Primitive
 from ..lowering.expressions import CLASS, IDENTITY, INT_LIMITS, expression, random_half
 from .c_emit import Access, contiguous, nest, prod, size, static, text
 
-__all__ = ["EMITTERS", "supported"]
+__all__ = ["EMITTERS", "supported", "emitter", "elementwise", "fusible"]
 
 
 def _broadcast_strides(shape: list, out_shape: list) -> list:
@@ -28,8 +28,11 @@ def _broadcast_strides(shape: list, out_shape: list) -> list:
 
 
 # ---------------------------------------------------------------- elementwise
-def _operand_value(prog, atom, out_shape, loads: list, accesses: list):
-    """The C value of an elementwise operand: a literal, or a load through a broadcasting access."""
+def _operand_value(prog, atom, out_shape, loads: list, accesses: list, temps: dict):
+    """The C value of an elementwise operand: a temporary of the loop, a literal, or a load through a
+    broadcasting access."""
+    if id(atom) in temps:
+        return temps[id(atom)]
     op = prog.read(atom)
     if op.literal:
         return op.ref
@@ -52,18 +55,34 @@ def _elementwise_expr(prog, eqn, args: list[str]) -> str:
     return form.format(*args, **params)
 
 
-def elementwise(prog, eqn) -> None:
-    out = prog.output(eqn.outvars[0])
-    loads, accesses = [], []
-    args = [_operand_value(prog, a, out.shape, loads, accesses) for a in eqn.inputs]
-    expr = _elementwise_expr(prog, eqn, args)
-    dst = Access(out.ref, contiguous(out.shape))
+def elementwise(prog, eqns: list, stored: set) -> None:
+    """A chain of elementwise equations of one output shape as one loop (softmax's exp and division, layer norm's
+    arithmetic): each value is a temporary of the loop body, stored only when `stored` holds its variable's id
+    (something after the chain reads it)."""
+    shape = [size(d) for d in eqns[0].outvars[0].aval.shape]
+    loads, accesses, lines, stores, temps, read = [], [], [], [], {}, set()
+    for k, eqn in enumerate(eqns):
+        args = [_operand_value(prog, a, shape, loads, accesses, temps) for a in eqn.inputs]
+        read.update(args)
+        var = eqn.outvars[0]
+        lines.append(f"const {prog.temp_types[var.aval.dtype.name]} t{k} = {_elementwise_expr(prog, eqn, args)};")
+        temps[id(var)] = f"t{k}"
+        if id(var) in stored:
+            stores.append((Access(prog.output(var).ref, contiguous(shape)), f"t{k}"))
+
+    read.update(name for _, name in stores)
+    unused = [f"(void)t{k};" for k in range(len(eqns)) if f"t{k}" not in read]   # dead values: no warning
 
     def body(at, off):
-        lines = [f"const {prog.temp_types[dt.name]} {name} = {at(acc)};" for name, dt, acc in loads]
-        return lines + [f"{at(dst)} = {expr};"]
+        return ([f"const {prog.temp_types[dt.name]} {name} = {at(acc)};" for name, dt, acc in loads] + lines
+                + unused + [f"{at(acc)} = {name};" for acc, name in stores])
 
-    prog.emit(nest(out.shape, [dst] + accesses, body))
+    prog.emit(nest(shape, [acc for acc, _ in stores] + accesses, body))
+
+
+def fusible(eqn) -> bool:
+    """Whether `eqn` is computed by `elementwise` (and may join a chain)."""
+    return eqn.prim.name not in EMITTERS
 
 
 def random_values(prog, eqn) -> None:
@@ -567,4 +586,5 @@ def supported(eqn) -> str | None:
 
 
 def emitter(prim: Primitive):
-    return EMITTERS.get(prim.name, elementwise)
+    """The emitter of a primitive that is not elementwise (those go through `elementwise`, in chains)."""
+    return EMITTERS[prim.name]

@@ -42,7 +42,7 @@ from ..ir import Literal, _Printer
 from ..lowering.codegen import math_prelude
 from ..lowering.expressions import literal
 from .c_emit import prod, size, text
-from .c_ops import emitter, supported
+from .c_ops import elementwise, emitter, fusible, supported
 
 __all__ = ["write_c", "DTYPE_CODES", "MAGIC", "VERSION"]
 
@@ -147,14 +147,15 @@ class CProgram:
         self.gemms[dtype_name] = suffix
         return f"fnx_gemm_{suffix}"
 
-    def equation(self, eqn, text_of_eqn: str) -> None:
-        """Emit `eqn` as a kernel function of the buffers and sizes it uses, and its call in the run function."""
+    def kernel(self, eqns: list, texts: list[str], emit) -> None:
+        """Emit equations `eqns` (`emit(self)` writes their lines) as one kernel function of the buffers and sizes
+        it uses, and its call in the run function."""
         self.lines, self.written = [], []
-        emitter(eqn.prim)(self, eqn)
+        emit(self)
         if not self.lines:
             return
         n = len(self.kernels)
-        name = f"fnx_eq{n}_{eqn.prim.name}"
+        name = f"fnx_eq{n}_" + "_".join(e.prim.name for e in eqns[:3])
         used = set(_IDENTIFIER.findall("\n".join(self.lines)))
         buffers = {op.ref: op for op in self.values.values() if not op.literal and not op.ref.startswith("fnx_w")}
         params, args = [], []
@@ -168,7 +169,8 @@ class CProgram:
                 params.append(f"int64_t {sym}")
                 args.append(sym)
         body = "\n".join("    " + line for line in self.lines)
-        self.kernels.append(f"/* {text_of_eqn} */\nFNX_KERNEL {name}({', '.join(params) or 'void'})\n{{\n"
+        comment = "\n   ".join(texts)
+        self.kernels.append(f"/* {comment} */\nFNX_KERNEL {name}({', '.join(params) or 'void'})\n{{\n"
                             f"{body}\n    return 0;\n}}\n")
         self.run.append(f"FNX_CALL({name}({', '.join(args)}));")
 
@@ -183,6 +185,32 @@ def _check_supported(jaxpr) -> None:
             f"fnx.export C: no C implementation of {', '.join(problems)}; the standalone C supports elementwise "
             f"ops, reductions, data movement, matmul/einsum, gathers, im2col/pooling and one-key random draws "
             f"(fnx/export/c_program.py lists them)")
+
+
+def _chains(jaxpr) -> list[tuple[list, set]]:
+    """The equations in order, neighbouring elementwise ones of one output shape grouped into chains (one loop
+    each): (equations, ids of the chain's values that something after it reads)."""
+    last_use: dict[int, int] = {}
+    for i, e in enumerate(jaxpr.eqns):
+        for a in e.inputs:
+            last_use[id(a)] = i
+    for v in jaxpr.outvars:
+        last_use[id(v)] = len(jaxpr.eqns)
+    groups, i = [], 0
+    while i < len(jaxpr.eqns):
+        group = [jaxpr.eqns[i]]
+        if fusible(group[0]):
+            shape = tuple(group[0].outvars[0].aval.shape)
+            while i + len(group) < len(jaxpr.eqns):
+                e = jaxpr.eqns[i + len(group)]
+                if not fusible(e) or tuple(e.outvars[0].aval.shape) != shape:
+                    break
+                group.append(e)
+        end = i + len(group)
+        stored = {id(v) for e in group for v in e.outvars if last_use.get(id(v), -1) >= end}
+        groups.append((group, stored))
+        i = end
+    return groups
 
 
 def _eqn_text(printer: _Printer, eqn) -> str:
@@ -281,8 +309,12 @@ def write_c(jaxpr, consts, folder, name: str, *, embed_weights: bool = False) ->
     printer = _Printer()
     for v in list(jaxpr.constvars) + list(jaxpr.invars):
         printer.name(v)
-    for e in jaxpr.eqns:
-        prog.equation(e, _eqn_text(printer, e))
+    for group, stored in _chains(jaxpr):
+        texts = [_eqn_text(printer, e) for e in group]
+        if fusible(group[0]):
+            prog.kernel(group, texts, lambda p, g=group, s=stored: elementwise(p, g, s))
+        else:
+            prog.kernel(group, texts, lambda p, e=group[0]: emitter(e.prim)(p, e))
     outputs = []
     for i, v in enumerate(jaxpr.outvars):
         info = _tensor_info(name, i, v.aval, f"out{i}")
