@@ -74,7 +74,7 @@ def _ulp(x) -> np.ndarray:
 
 # ---------------------------------------------------------------- the op table, float32, as one program
 # Ops whose IR uses primitives the C has no implementation of (the error names them at write time).
-NOT_IN_C = {"index_put", "col2im", "linalg_solve", "linalg_inv", "linalg_cholesky", "linalg_det", "linalg_logabsdet",
+NOT_IN_C = {"col2im", "linalg_solve", "linalg_inv", "linalg_cholesky", "linalg_det", "linalg_logabsdet",
             "linalg_detsign", "recurrence", "argsort"}
 # Ops that add or multiply many values: compared in ulps of the sum of magnitudes (their rounding depends on the
 # order of the additions, which differs from numpy's pairwise sums and BLAS's kernels).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["size", "prod", "text", "static", "contiguous", "Access", "nest", "PARALLEL_MIN"]
+__all__ = ["Operand", "size", "prod", "text", "static", "contiguous", "Access", "nest", "PARALLEL_MIN"]
 
 # Loops with fewer iterations than this run on one thread (a parallel region costs a few microseconds).
 PARALLEL_MIN = 32768
@@ -44,6 +44,17 @@ def contiguous(shape) -> list:
         strides.append(step)
         step = step * size(d)
     return strides[::-1]
+
+
+@dataclass
+class Operand:
+    """A value of the program: a pointer name (or, with `literal`, a C expression of one element: a literal or a
+    temporary of a loop), its dtype and its shape (sizes)."""
+
+    ref: str
+    dtype: object
+    shape: list
+    literal: bool = False
 
 
 @dataclass

@@ -12,7 +12,7 @@ import itertools
 
 from ..core import Primitive
 from ..lowering.expressions import CLASS, IDENTITY, INT_LIMITS, expression, random_half
-from .c_emit import Access, contiguous, nest, prod, size, static, text
+from .c_emit import Access, Operand, contiguous, nest, prod, size, static, text
 
 __all__ = ["EMITTERS", "supported", "emitter", "elementwise", "fusible"]
 
@@ -364,42 +364,78 @@ def _bounds_check(prog, idx, n, what: str) -> None:
                   f"(long long){idx.ref}[p]", f"(long long){text(n)}")] + ["    }"])
 
 
+def _indexed(prog, x, idxs: list, dims: tuple, shape: list, op: str):
+    """How x[idx_0, ..., idx_k at dims] (numpy's advanced indexing, negative indices wrapped) walks x at the
+    points of the result's `shape`: (accesses to read, `where(at, off)` -> (lines, x's offset there))."""
+    for i, d in zip(idxs, dims):
+        _bounds_check(prog, i, x.shape[d], op)
+    xst = contiguous(x.shape)
+    nb = len(shape) - (len(x.shape) - len(dims))
+    first = dims[0] if dims[-1] - dims[0] == len(dims) - 1 else 0   # where the index dims land (numpy's rule)
+    rest = [d for d in range(len(x.shape)) if d not in dims]
+    rank = len(shape)
+    base = Access(x.ref, [0] * rank)
+    for p, d in enumerate(rest):
+        base.strides[p if p < first else p + nb] = xst[d]
+    idx_acc = []
+    for i in idxs:
+        full = [0] * rank
+        full[first:first + nb] = _broadcast_strides(i.shape, list(shape[first:first + nb]))
+        idx_acc.append(Access(i.ref, full))
+
+    def where(at, off):
+        lines, terms = [], []
+        for k, (acc, d) in enumerate(zip(idx_acc, dims)):
+            lines.append(f"long long j{k} = (long long){at(acc)};")
+            lines.append(f"j{k} = j{k} < 0 ? j{k} + {text(x.shape[d])} : j{k};")
+            terms.append(f" + j{k} * {text(xst[d])}")
+        return lines, off(base) + "".join(terms)
+
+    return [base] + idx_acc, where
+
+
 def index(prog, eqn) -> None:
-    """x[idx_0, ..., idx_k at dims]: numpy's advanced indexing with negative indices wrapped."""
+    """x[idx_0, ..., idx_k at dims]."""
     x = prog.read(eqn.inputs[0])
     idxs = [prog.read(a) for a in eqn.inputs[1:]]
     out = prog.output(eqn.outvars[0])
-    dims = eqn.params["dims"]
-    for i, d in zip(idxs, dims):
-        _bounds_check(prog, i, x.shape[d], "index")
-    xst = contiguous(x.shape)
-    nb = len(out.shape) - (len(x.shape) - len(dims))
-    bshape = list(out.shape[dims[0]:dims[0] + nb]) if dims[-1] - dims[0] == len(dims) - 1 else list(out.shape[:nb])
-    first = dims[0] if dims[-1] - dims[0] == len(dims) - 1 else 0
-    rest = [d for d in range(len(x.shape)) if d not in dims]
-    rest_pos = [p if p < first else p + nb for p in range(len(rest))]
-    rank = len(out.shape)
-    src = Access(x.ref, [0] * rank)
-    for p, d in zip(rest_pos, rest):
-        src.strides[p] = xst[d]
-    idx_acc = []
-    for i in idxs:
-        st = _broadcast_strides(i.shape, bshape)
-        full = [0] * rank
-        full[first:first + nb] = st
-        idx_acc.append(Access(i.ref, full))
+    reads, where = _indexed(prog, x, idxs, eqn.params["dims"], out.shape, "index")
     dst = Access(out.ref, contiguous(out.shape))
 
     def body(at, off):
-        lines, terms = [], []
-        for k, (acc, d) in enumerate(zip(idx_acc, dims)):
-            n = text(x.shape[d])
-            lines.append(f"long long j{k} = (long long){at(acc)};")
-            lines.append(f"j{k} = j{k} < 0 ? j{k} + {n} : j{k};")
-            terms.append(f" + j{k} * {text(xst[d])}")
-        return lines + [f"{at(dst)} = {x.ref}[{off(src)}{''.join(terms)}];"]
+        lines, offset = where(at, off)
+        return lines + [f"{at(dst)} = {x.ref}[{offset}];"]
 
-    prog.emit(nest(out.shape, [dst, src] + idx_acc, body))
+    prog.emit(nest(out.shape, [dst] + reads, body))
+
+
+def index_put(prog, eqn) -> None:
+    """x with x[idx_0, ..., idx_k at dims] set to (or, accumulating, increased by) values: a copy of x, then one
+    serial pass in order (a repeated index: the last value wins, or all of them add up, as numpy's)."""
+    x, values = prog.read(eqn.inputs[0]), prog.read(eqn.inputs[1])
+    idxs = [prog.read(a) for a in eqn.inputs[2:]]
+    out = prog.output(eqn.outvars[0])
+    count = text(prod(x.shape))
+    prog.emit([f"for (long long p = 0; p < {count}; p++)", f"    {out.ref}[p] = {x.ref}[p];"])
+    dims = eqn.params["dims"]
+    nb = max(len(i.shape) for i in idxs)
+    rest = [x.shape[d] for d in range(len(x.shape)) if d not in dims]
+    first = dims[0] if dims[-1] - dims[0] == len(dims) - 1 else 0
+    bshape = [1] * nb
+    for i in idxs:   # the index arrays' broadcast shape
+        for k, n in enumerate(i.shape):
+            pos = nb - len(i.shape) + k
+            bshape[pos] = n if bshape[pos] == 1 else bshape[pos]
+    shape = rest[:first] + bshape + rest[first:]
+    reads, where = _indexed(prog, Operand(out.ref, x.dtype, x.shape), idxs, dims, shape, "index_put")
+    src = None if values.literal else Access(values.ref, _broadcast_strides(values.shape, shape))
+    update = "+=" if eqn.params["accumulate"] else "="
+
+    def body(at, off):
+        lines, offset = where(at, off)
+        return lines + [f"{out.ref}[{offset}] {update} {at(src) if src else values.ref};"]
+
+    prog.emit(nest(shape, reads + ([src] if src else []), body, parallel=False))
 
 
 def take_along_axis(prog, eqn) -> None:
@@ -562,7 +598,7 @@ EMITTERS = {"reshape": alias, "copy": alias, "stop_gradient": alias, "transpose"
             "im2col": im2col, "window_argmax": window_argmax, "window_take": window_take,
             "sum": reduction, "reduce_max": reduction, "reduce_min": reduction, "reduce_prod": reduction,
             "argmax": arg_extremum, "argmin": arg_extremum, "cumsum": scan, "cumprod": scan, "diagonal": diagonal,
-            "index": index, "take_along_axis": take_along_axis, "check_index": check_index,
+            "index": index, "index_put": index_put, "take_along_axis": take_along_axis, "check_index": check_index,
             "matmul": matmul, "einsum": einsum,
             "random_bits": random_values, "random_uniform": random_values, "random_split": random_split,
             "random_fold_in": random_fold_in}

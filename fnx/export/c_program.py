@@ -22,17 +22,16 @@ lies inside the file.
 Supported primitives: every elementwise primitive that declares a C expression (`Primitive.c`), `convert`,
 `select`, the reductions (sum, reduce_max/min/prod, argmax, argmin), `cumsum`, `cumprod`, data movement
 (reshape, transpose, broadcast_to, slice, pad, concatenate, rev, diagonal, copy, stop_gradient), `matmul`,
-`einsum`, `index`, `take_along_axis`, `check_index`, `im2col`, `window_argmax`, `window_take` and the random
+`einsum`, `index`, `index_put`, `take_along_axis`, `check_index`, `im2col`, `window_argmax`, `window_take` and the random
 primitives of one key (`random_bits`, `random_uniform`, `random_split`, `random_fold_in`; the same bits as fnx).
 Not supported (named at write time): control flow (cond, while_loop, scan, recurrence), sort/argsort, scatters
-(index_put, scatter_add_along_axis, window_put, col2im), shift, linalg decompositions, collectives,
+(scatter_add_along_axis, window_put, col2im), shift, linalg decompositions, collectives,
 float16/bfloat16/complex data, random draws from a batch of keys.
 """
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -41,7 +40,7 @@ import numpy as np
 from ..ir import Literal, _Printer
 from ..lowering.codegen import math_prelude
 from ..lowering.expressions import literal
-from .c_emit import prod, size, text
+from .c_emit import Operand, prod, size, text
 from .c_ops import elementwise, emitter, fusible, supported
 
 __all__ = ["write_c", "DTYPE_CODES", "MAGIC", "VERSION"]
@@ -64,16 +63,6 @@ _TILES = {4: [("defined(__AVX512F__)", 8, 16), ("defined(__AVX__)", 6, 16), ("1"
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                           keep_trailing_newline=True)
-
-
-@dataclass
-class Operand:
-    """A value in the program: a pointer name (or a C literal), its dtype and its shape (sizes)."""
-
-    ref: str
-    dtype: object
-    shape: list
-    literal: bool = False
 
 
 class CProgram:
