@@ -224,6 +224,25 @@ def scan(prog, eqn) -> None:
     prog.emit(nest([x.shape[d] for d in kept], [dst, src], body))
 
 
+def argsort(prog, eqn) -> None:
+    """A stable sort's order along one axis (NaN last ascending, first descending), one row at a time."""
+    x = prog.read(eqn.inputs[0])
+    out = prog.output(eqn.outvars[0])
+    axis = eqn.params["axis"]
+    kept, _ = _split_axes(x.shape, (axis,))
+    strides = contiguous(x.shape)
+    n, st = text(x.shape[axis]), text(strides[axis])
+    src = Access(x.ref, [strides[d] for d in kept])
+    dst = Access(out.ref, [strides[d] for d in kept])
+    sort = prog.sort(x.dtype.name)
+    prog.emit([f"int64_t *row = (int64_t *)malloc(sizeof(int64_t) * (size_t)(2 * {n} + 1));"]
+              + prog.check("row", 3, "argsort: out of memory"))
+    prog.emit(nest([x.shape[d] for d in kept], [dst, src], lambda at, off: [
+        f"{sort}({x.ref} + {off(src)}, {st}, {n}, {int(eqn.params['descending'])}, row, row + {n});",
+        f"for (long long r = 0; r < {n}; r++)", f"    {out.ref}[{off(dst)} + r * {st}] = row[r];"], parallel=False))
+    prog.emit(["free(row);"])
+
+
 # ---------------------------------------------------------------- data movement
 def alias(prog, eqn) -> None:
     """reshape, copy, stop_gradient: the same contiguous values under a new shape (values are never written
@@ -597,7 +616,8 @@ EMITTERS = {"reshape": alias, "copy": alias, "stop_gradient": alias, "transpose"
             "broadcast_to": broadcast_to, "slice": slice_, "rev": rev, "pad": pad, "concatenate": concatenate,
             "im2col": im2col, "window_argmax": window_argmax, "window_take": window_take,
             "sum": reduction, "reduce_max": reduction, "reduce_min": reduction, "reduce_prod": reduction,
-            "argmax": arg_extremum, "argmin": arg_extremum, "cumsum": scan, "cumprod": scan, "diagonal": diagonal,
+            "argmax": arg_extremum, "argmin": arg_extremum, "cumsum": scan, "cumprod": scan, "argsort": argsort,
+            "diagonal": diagonal,
             "index": index, "index_put": index_put, "take_along_axis": take_along_axis, "check_index": check_index,
             "matmul": matmul, "einsum": einsum,
             "random_bits": random_values, "random_uniform": random_values, "random_split": random_split,

@@ -20,13 +20,13 @@ checks the magic, version, count, each entry against the tensor the program expe
 lies inside the file.
 
 Supported primitives: every elementwise primitive that declares a C expression (`Primitive.c`), `convert`,
-`select`, the reductions (sum, reduce_max/min/prod, argmax, argmin), `cumsum`, `cumprod`, data movement
-(reshape, transpose, broadcast_to, slice, pad, concatenate, rev, diagonal, copy, stop_gradient), `matmul`,
-`einsum`, `index`, `index_put`, `take_along_axis`, `check_index`, `im2col`, `window_argmax`, `window_take` and the random
-primitives of one key (`random_bits`, `random_uniform`, `random_split`, `random_fold_in`; the same bits as fnx).
-Not supported (named at write time): control flow (cond, while_loop, scan, recurrence), sort/argsort, scatters
-(scatter_add_along_axis, window_put, col2im), shift, linalg decompositions, collectives,
-float16/bfloat16/complex data, random draws from a batch of keys.
+`select`, the reductions (sum, reduce_max/min/prod, argmax, argmin), `cumsum`, `cumprod`, `argsort` (sort,
+topk, median), data movement (reshape, transpose, broadcast_to, slice, pad, concatenate, rev, diagonal, copy,
+stop_gradient), `matmul`, `einsum`, `index`, `index_put`, `take_along_axis`, `check_index`, `im2col`,
+`window_argmax`, `window_take` and the random primitives of one key (`random_bits`, `random_uniform`,
+`random_split`, `random_fold_in`; the same bits as fnx). Not supported (named at write time): control flow
+(cond, while_loop, scan, recurrence), scatter_add_along_axis, window_put, col2im, shift, linalg decompositions,
+collectives, float16/bfloat16/complex data, random draws from a batch of keys.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ DTYPE_CODES = {"float32": 1, "float64": 2, "int64": 3, "int32": 4, "int16": 5, "
 # The C types of the program (<stdint.h>, so the API is exact about widths).
 TYPES = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int16": "int16_t",
          "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t"}
-_GEMM_SUFFIX = {"float32": "f", "float64": "d", "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
+_SUFFIX = {"float32": "f", "float64": "d", "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
                 "uint8": "u8", "bool": "b"}
 # The GEMM's register tiles (rows x columns), chosen by the preprocessor from the vector extensions the compiler
 # targets (a condition "1": the fallback). Measured on an AVX-512 EPYC at 1024^3 with -O3 -march=native: 4x16
@@ -81,6 +81,7 @@ class CProgram:
         self.lines: list[str] = []         # the current equation's kernel body
         self.written: list[str] = []       # the buffers the current equation writes
         self.gemms: dict[str, str] = {}
+        self.sorts: dict[str, str] = {}
 
     def bind(self, var, ref: str) -> Operand:
         op = Operand(ref, var.aval.dtype, [size(d) for d in var.aval.shape])
@@ -132,9 +133,14 @@ class CProgram:
         return [f"if (!({condition})) {{"] + ["    " + line for line in self.fail(code, message)] + ["}"]
 
     def gemm(self, dtype_name: str) -> str:
-        suffix = _GEMM_SUFFIX[dtype_name]
+        suffix = _SUFFIX[dtype_name]
         self.gemms[dtype_name] = suffix
         return f"fnx_gemm_{suffix}"
+
+    def sort(self, dtype_name: str) -> str:
+        suffix = _SUFFIX[dtype_name]
+        self.sorts[dtype_name] = suffix
+        return f"fnx_argsort_{suffix}"
 
     def kernel(self, eqns: list, texts: list[str], emit) -> None:
         """Emit equations `eqns` (`emit(self)` writes their lines) as one kernel function of the buffers and sizes
@@ -314,7 +320,8 @@ def write_c(jaxpr, consts, folder, name: str, *, embed_weights: bool = False) ->
                "symbols": symbols, "embed": embed_weights, "lines": prog.run, "kernels": prog.kernels,
                "owned": prog.owned, "magic": list(MAGIC), "version": VERSION, "max_dims": MAX_DIMS,
                "math": math_prelude(simd=False),
-               "gemms": [_gemm_context(d, s) for d, s in prog.gemms.items()]}
+               "gemms": [_gemm_context(d, s) for d, s in prog.gemms.items()],
+               "sorts": [{"t": TYPES[d], "s": s, "float": d in ("float32", "float64")} for d, s in prog.sorts.items()]}
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     files = {f"{name}.h": "c_header.h.j2", f"{name}.c": "c_program.c.j2", "main.c": "c_main.c.j2",
