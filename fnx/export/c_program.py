@@ -76,7 +76,7 @@ class CProgram:
         self.symbols = symbols
         self.values: dict[int, Operand] = {}
         self.run: list[str] = []           # the run function's body: allocations and kernel calls
-        self.owned: list[str] = []         # the buffers it frees
+        self.buffers: list[tuple] = []     # (name, C type, element count) of each buffer in the workspace
         self.kernels: list[str] = []       # the kernel functions' sources
         self.lines: list[str] = []         # the current equation's kernel body
         self.written: list[str] = []       # the buffers the current equation writes
@@ -100,15 +100,12 @@ class CProgram:
         return literal(value, dtype, self.types, "LL")
 
     def output(self, var) -> Operand:
-        """A new buffer for `var`, allocated by the run function before the equation runs, freed when it ends."""
+        """A new buffer for `var`, in the workspace that the run function sizes for the call's sizes."""
         name = f"v{len(self.values)}"
         op = self.bind(var, name)
         ctype = self.types[var.aval.dtype.name]
         count = text(prod(op.shape))
-        self.run.append(f"{ctype} *{name} = ({ctype} *)fnx_alloc(blocks + {len(self.owned)}, sizeof({ctype}) * "
-                        f"(size_t)({count}));")
-        self.run.append(f"if (!{name})\n        goto out_of_memory;")
-        self.owned.append(name)
+        self.buffers.append((name, ctype, count))
         self.written.append(name)
         return op
 
@@ -318,8 +315,8 @@ def write_c(jaxpr, consts, folder, name: str, *, embed_weights: bool = False) ->
     symbols = prog.symbols
     context = {"name": name, "upper": name.upper(), "inputs": inputs, "outputs": outputs, "weights": weights,
                "symbols": symbols, "embed": embed_weights, "lines": prog.run, "kernels": prog.kernels,
-               "owned": prog.owned, "magic": list(MAGIC), "version": VERSION, "max_dims": MAX_DIMS,
-               "math": math_prelude(simd=False),
+               "buffers": prog.buffers, "magic": list(MAGIC), "version": VERSION, "max_dims": MAX_DIMS,
+               "math": math_prelude(simd=True),
                "gemms": [_gemm_context(d, s) for d, s in prog.gemms.items()],
                "sorts": [{"t": TYPES[d], "s": s, "float": d in ("float32", "float64")} for d, s in prog.sorts.items()]}
     folder = Path(folder)
