@@ -1,4 +1,4 @@
-"""W10: fnx.export's standalone C, built with `cc -O3 -march=native -ffp-contract=fast -fno-math-errno -DFNX_LIBMVEC -fopenmp`.
+"""W10: fnx.export's standalone C, built with `C_FLAGS` (vectorised for this machine, libmvec's math).
 
 W10 the exported GEMM (one matmul written as C by `write_c`, called in-process through ctypes) against numpy's
 BLAS at 256, 512 and 1024, on 1 and 2 threads; GFLOP/s = 2 n^3 / time, the header names the CPU.
