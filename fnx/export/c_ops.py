@@ -177,19 +177,26 @@ def reduction(prog, eqn) -> None:
     prog.emit(nest([x.shape[d] for d in kept], [dst, src], body))
 
 
-def arg_extremum(prog, eqn) -> None:
-    """argmax/argmin along one axis: the first extreme value; the first NaN wins, as numpy's."""
+def _along_axis(prog, eqn):
+    """What an op along axis `eqn.params["axis"]` works with: (x, out, the other dims' sizes, an access to x at
+    their points, x's strides, the axis's size and stride as C)."""
     x = prog.read(eqn.inputs[0])
     out = prog.output(eqn.outvars[0])
     axis = eqn.params["axis"]
     kept, _ = _split_axes(x.shape, (axis,))
     strides = contiguous(x.shape)
     src = Access(x.ref, [strides[d] for d in kept])
-    dst = Access(out.ref, contiguous([x.shape[d] for d in kept]))
+    return x, out, [x.shape[d] for d in kept], src, [strides[d] for d in kept], text(x.shape[axis]), \
+        text(strides[axis])
+
+
+def arg_extremum(prog, eqn) -> None:
+    """argmax/argmin along one axis: the first extreme value; the first NaN wins, as numpy's."""
+    x, out, shape, src, _, n, st = _along_axis(prog, eqn)
+    dst = Access(out.ref, contiguous(shape))
     cmp = ">" if eqn.prim.name == "argmax" else "<"
     nan = x.dtype.name in ("float32", "float64")
     better = f"v {cmp} best" + (" || (v != v && best == best)" if nan else "")
-    n, st = text(x.shape[axis]), text(strides[axis])
     ctype = prog.types[x.dtype.name]
 
     def body(at, off):
@@ -200,44 +207,32 @@ def arg_extremum(prog, eqn) -> None:
                 f"    if ({better}) {{ best = v; where = r; }}", "}", f"{at(dst)} = where;"]
 
     prog.emit(prog.check(f"{n} > 0", 1, f"{eqn.prim.name}: the reduced dimension is empty"))
-    prog.emit(nest([x.shape[d] for d in kept], [dst, src], body))
+    prog.emit(nest(shape, [dst, src], body))
 
 
 def scan(prog, eqn) -> None:
     """cumsum / cumprod along one axis, in order (numpy's sequential sums and products in the dtype)."""
-    x = prog.read(eqn.inputs[0])
-    out = prog.output(eqn.outvars[0])
-    axis, reverse = eqn.params["axis"], eqn.params["reverse"]
-    kept, _ = _split_axes(x.shape, (axis,))
-    strides = contiguous(x.shape)
-    src = Access(x.ref, [strides[d] for d in kept])
-    dst = Access(out.ref, [strides[d] for d in kept])
-    n, st = text(x.shape[axis]), text(strides[axis])
+    x, out, shape, src, strides, n, st = _along_axis(prog, eqn)
+    dst = Access(out.ref, strides)
     ctype = prog.types[x.dtype.name]
-    pos = f"({n} - 1 - r)" if reverse else "r"
+    pos = f"({n} - 1 - r)" if eqn.params["reverse"] else "r"
 
     def body(at, off):
         return [f"{ctype} acc = {0 if eqn.prim.name == 'cumsum' else 1};", f"for (long long r = 0; r < {n}; r++) {{",
                 f"    acc = acc {'+' if eqn.prim.name == 'cumsum' else '*'} {x.ref}[{off(src)} + {pos} * {st}];",
                 f"    {out.ref}[{off(dst)} + {pos} * {st}] = acc;", "}"]
 
-    prog.emit(nest([x.shape[d] for d in kept], [dst, src], body))
+    prog.emit(nest(shape, [dst, src], body))
 
 
 def argsort(prog, eqn) -> None:
     """A stable sort's order along one axis (NaN last ascending, first descending), one row at a time."""
-    x = prog.read(eqn.inputs[0])
-    out = prog.output(eqn.outvars[0])
-    axis = eqn.params["axis"]
-    kept, _ = _split_axes(x.shape, (axis,))
-    strides = contiguous(x.shape)
-    n, st = text(x.shape[axis]), text(strides[axis])
-    src = Access(x.ref, [strides[d] for d in kept])
-    dst = Access(out.ref, [strides[d] for d in kept])
+    x, out, shape, src, strides, n, st = _along_axis(prog, eqn)
+    dst = Access(out.ref, strides)
     sort = prog.sort(x.dtype.name)
     prog.emit([f"int64_t *row = (int64_t *)malloc(sizeof(int64_t) * (size_t)(2 * {n} + 1));"]
               + prog.check("row", 3, "argsort: out of memory"))
-    prog.emit(nest([x.shape[d] for d in kept], [dst, src], lambda at, off: [
+    prog.emit(nest(shape, [dst, src], lambda at, off: [
         f"{sort}({x.ref} + {off(src)}, {st}, {n}, {int(eqn.params['descending'])}, row, row + {n});",
         f"for (long long r = 0; r < {n}; r++)", f"    {out.ref}[{off(dst)} + r * {st}] = row[r];"], parallel=False))
     prog.emit(["free(row);"])
