@@ -319,8 +319,8 @@ class _Reader:
 def _verify(closed: ClosedJaxpr, examples: dict) -> None:
     """Run every equation's shape rule at the example sizes and at the sizes export checked with; refuse a program
     whose stored shapes differ from what the rules give."""
-    grid, check = sample_envs(examples)
-    for env in [dict(examples)] + check:
+    _, check = sample_envs(examples)
+    for env in [dict(examples)] + [env for env in check if env != examples]:
         try:
             specialize(closed, env, cpu)
         except Exception as e:
@@ -408,7 +408,7 @@ PARAM_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
 
 
 def _check_param_names(prim: Primitive, n_inputs: int, params: dict, where: str) -> None:
-    """The params must bind to the primitive's rules (no unknown name, none missing)."""
+    """The inputs and params must bind to the primitive's rules (no unknown name, none missing)."""
     for rule, lead in ((prim.abstract, ()), (prim.impl, (None,))):
         try:
             sig = inspect.signature(rule)
@@ -419,7 +419,8 @@ def _check_param_names(prim: Primitive, n_inputs: int, params: dict, where: str)
         try:
             sig.bind(*lead, *([None] * n_inputs), **params)
         except TypeError as e:
-            raise _fail(f"{where} has parameters {sorted(params)} that the primitive does not take ({e})") from None
+            raise _fail(f"{where} has {n_inputs} inputs and the parameters {sorted(params)}, which the primitive's "
+                        f"rules do not take ({e})") from None
 
 
 class _Decoder:

@@ -16,7 +16,7 @@ from ..transforms.compile import compile as _compile
 from ..tree import TreeDef, tree_flatten, tree_unflatten
 from . import archive
 from .specialize import on_device, specialize
-from .symbolic import SYMBOL, Dim, evaluate
+from .symbolic import SYMBOL, Dim
 from .tracing import MAX_SYMBOLS, trace_symbolic
 
 __all__ = ["export", "load", "Exported"]
@@ -42,7 +42,7 @@ class Exported:
         self.jaxpr, self.in_tree, self.out_tree = jaxpr, in_tree, out_tree
         self.symbols, self.symbol_examples = tuple(symbols), dict(symbol_examples)
         self.arg_names, self.name = tuple(arg_names), name
-        self._paths = _leaf_paths(in_tree)   # for messages: "argument 'params['w']'"
+        self._labels = _leaf_labels(in_tree, self.arg_names)   # for messages: "argument 'params['w']'"
         self._runners: dict[tuple, Callable] = {}
         self._device_consts: dict = {}
         self._lock = threading.Lock()
@@ -54,10 +54,12 @@ class Exported:
 
     @property
     def in_avals(self) -> tuple:
+        """The flat inputs' abstract values (`ShapedArray`s whose shapes may hold Dims)."""
         return tuple(v.aval for v in self.jaxpr.jaxpr.invars)
 
     @property
     def out_avals(self) -> tuple:
+        """The flat outputs' abstract values."""
         return tuple(a.aval for a in self.jaxpr.jaxpr.outvars)
 
     def __repr__(self) -> str:
@@ -83,27 +85,18 @@ class Exported:
         if tree != self.in_tree:
             raise FnxTypeError(f"Exported.call({self.name}): the arguments have the structure {tree}, but the "
                                f"program was exported for {self.in_tree}")
-        leaves = [x if isinstance(x, Tensor) else _as_tensor(x, self._label(i)) for i, x in enumerate(leaves)]
+        leaves = [x if isinstance(x, Tensor) else _as_tensor(x, self._labels[i]) for i, x in enumerate(leaves)]
         env = self._solve(leaves)
         device = leaves[0].device if leaves else cpu
         for i, x in enumerate(leaves):
             if x.device is not device:
-                raise FnxValueError(f"Exported.call({self.name}): {self._label(i)} is on {x.device} but "
-                                    f"{self._label(0)} on {device}; put every argument on one device")
+                raise FnxValueError(f"Exported.call({self.name}): {self._labels[i]} is on {x.device} but "
+                                    f"{self._labels[0]} on {device}; put every argument on one device")
         key = (tuple(sorted(env.items())), device)
         runner = self._runners.get(key)
         if runner is None:
             runner = self._runner(env, device)
         return tree_unflatten(self.out_tree, runner(*leaves))
-
-    def _label(self, i: int) -> str:
-        """Leaf `i` of the arguments, by its argument's name where known."""
-        path = self._paths[i]
-        if self.arg_names and path.startswith("[") and path[1:].split("]", 1)[0].isdigit():
-            k, rest = path[1:].split("]", 1)
-            if int(k) < len(self.arg_names):
-                return f"argument '{self.arg_names[int(k)]}{rest}'"
-        return f"argument args{path}"
 
     def _solve(self, leaves: list) -> dict:
         """The symbols' values from the arguments' shapes, after checking dtypes, ranks and static dimensions."""
@@ -113,7 +106,7 @@ class Exported:
             raise FnxTypeError(f"Exported.call({self.name}): {len(leaves)} tensors given, the program takes "
                                f"{len(self.in_avals)}")
         for i, (x, aval) in enumerate(zip(leaves, self.in_avals)):
-            label = self._label(i)
+            label = self._labels[i]
             if x.dtype is not aval.dtype:
                 raise FnxTypeError(f"Exported.call({self.name}): {label} has dtype {x.dtype.name}, the program "
                                    f"takes {aval.dtype.name} (convert it with .to({aval.dtype.name}))")
@@ -155,7 +148,11 @@ class Exported:
             except FnxRuntimeError as e:
                 sizes = ", ".join(f"{k}={v}" for k, v in env.items())
                 raise FnxRuntimeError(f"Exported.call({self.name}): the program cannot run at {sizes}: {e}") from e
-            runner = _compile(lambda *xs: eval_jaxpr(concrete.jaxpr, concrete.consts, *xs))
+            def program(*xs):
+                return eval_jaxpr(concrete.jaxpr, concrete.consts, *xs)
+
+            program.__name__ = program.__qualname__ = f"exported {self.name}"   # as compile's log names it
+            runner = _compile(program)
             self._runners[(tuple(sorted(env.items())), device)] = runner
         return runner
 
@@ -183,17 +180,25 @@ def _as_tensor(x, label: str) -> Tensor:
     raise FnxTypeError(f"Exported.call: {label} is a {type(x).__name__}; pass tensors (or numpy arrays)")
 
 
-def _leaf_paths(tree: TreeDef, prefix: str = "") -> list[str]:
-    """`[0]['w']`-style paths of a treedef's leaves, in order."""
+def _leaf_labels(in_tree: TreeDef, arg_names: Sequence[str]) -> list[str]:
+    """"argument 'x'", "argument 'params['w']'", ...: each leaf of the arguments' tuple, by its argument's name
+    (or position) and its path inside the argument."""
+    labels = []
+    for k, child in enumerate(in_tree.children):
+        name = arg_names[k] if k < len(arg_names) else f"args[{k}]"
+        labels += [f"argument '{name}{path}'" for path in _paths(child)]
+    return labels
+
+
+def _paths(tree: TreeDef, prefix: str = "") -> list[str]:
+    """`['w'][0]`-style paths of a treedef's leaves, in flattening order."""
     if tree.kind is None:
         return [prefix]
-    keys = tree.aux if isinstance(tree.aux, tuple) and tree.kind is not tuple else range(len(tree.children))
-    if tree.kind.__name__ == "defaultdict":
-        keys = tree.aux[1]
-    out = []
-    for k, child in zip(keys, tree.children):
-        out += _leaf_paths(child, f"{prefix}[{k!r}]")
-    return out
+    if isinstance(tree.aux, tuple) and len(tree.aux) == len(tree.children):
+        keys = tree.aux   # dict and OrderedDict keys
+    else:
+        keys = range(len(tree.children))
+    return [p for k, child in zip(keys, tree.children) for p in _paths(child, f"{prefix}[{k!r}]")]
 
 
 # ---------------------------------------------------------------- export

@@ -21,6 +21,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..core import FnxValueError, ShapedArray
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from ..lowering.passes import dce
 from ..tensor import Tensor, from_array
 from ..transforms.tracing import trace_to_jaxpr
 from .primitives import exportable, prepare
@@ -64,10 +65,12 @@ def trace_symbolic(flat_fun: Callable, in_avals: Sequence[ShapedArray], examples
             if env is envs[0]:
                 raise
             sizes = ", ".join(f"{k}={v}" for k, v in env.items())
-            raise FnxValueError(f"fnx.export: tracing the function at {sizes} (sizes fnx.export traces at to find how "
-                                f"shapes depend on the symbolic dimensions) failed: {type(e).__name__}: {e}. Give "
-                                f"example arguments at the largest size the function accepts") from e
-        traces.append(prepare(closed, known))
+            raise FnxValueError(f"fnx.export: tracing the function at {sizes} (fnx.export traces at the example's "
+                                f"sizes and the three below, or from 2 up, to find how shapes depend on the symbolic "
+                                f"dimensions) failed: {type(e).__name__}: {e}. Give example arguments at the largest "
+                                f"size the function accepts; a dimension that takes only some sizes (even ones, say) "
+                                f"cannot be dynamic") from e
+        traces.append(dce(prepare(closed, known)))   # dead code goes (it depends on no size: traces still align)
     return _Aligner(envs, _Fitter(list(examples), grid, check), known).closed(traces, in_avals)
 
 
@@ -236,8 +239,9 @@ class _Aligner:
                 out.append(found[0])
             elif all(isinstance(a, Literal) for a in atoms):
                 out.append(self._literal(atoms, where))
-            else:
-                self._same([type(a).__name__ for a in atoms], f"the operands of {where}")
+            else:   # a variable in some traces, a literal in others: this raises
+                self._same(["a variable" if isinstance(a, Var) else "a literal" for a in atoms],
+                           f"an operand of {where}")
         return out
 
     def _literal(self, atoms, where: str) -> Literal:
