@@ -22,6 +22,7 @@ def size(d):
 
 
 def static(x) -> bool:
+    """Whether a size is known (an int) rather than symbolic."""
     return isinstance(x, int)
 
 
