@@ -136,6 +136,19 @@ def test_blocked_gemm_with_edge_tiles_and_transposed_operands_matches_numpy(tmp_
         assert (np.abs(got - x64 @ y64) <= bound).all()
 
 
+def test_random_draws_give_fnx_bits(tmp_path):
+    def draws(key):
+        a, b = fnx.random.split(fnx.random.fold_in(key, 12345))
+        return (fnx.random.bits(a, (3, 5)), fnx.random.uniform(b, (7,)), fnx.random.uniform(b, (4,), dtype=fnx.float64),
+                fnx.random.normal(a, (2, 3)), fnx.random.split(b, 3))
+
+    key = fnx.random.key(2 ** 40 + 17)
+    got, want = export_and_run(tmp_path, draws, [key], "draws"), [w.numpy() for w in draws(key)]
+    for i in (0, 1, 2, 4):   # bits, uniforms and keys: the same bits
+        np.testing.assert_array_equal(got[i], want[i])
+    np.testing.assert_allclose(got[3], want[3], rtol=4e-7, atol=1e-7)   # normal: log and cos of those bits
+
+
 # ---------------------------------------------------------------- models, end to end
 def _close(c: np.ndarray, e, rtol: float = 1e-5) -> None:
     e = e.detach().numpy()
