@@ -7,6 +7,7 @@ table runs as one program computing every float32 sample, the models as one prog
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 from pathlib import Path
 
@@ -36,8 +37,9 @@ def build(folder: Path, target: str = "main", openmp: bool = True) -> Path:
 
 
 def export_and_run(tmp_path: Path, f, args: list, name: str = "model", *, embed: bool = False,
-                   openmp: bool = True) -> list[np.ndarray]:
-    """make_jaxpr(f)(*args) written as C, compiled, run on `args`; its outputs as numpy arrays."""
+                   openmp: bool = True, threads: int = 1) -> list[np.ndarray]:
+    """make_jaxpr(f)(*args) written as C, compiled, run on `args` (on `threads` OpenMP threads); its outputs as
+    numpy arrays."""
     closed = fnx.make_jaxpr(f)(*args)
     folder = tmp_path / name
     write_c(closed, closed.consts, folder, name, embed_weights=embed)
@@ -45,7 +47,8 @@ def export_and_run(tmp_path: Path, f, args: list, name: str = "model", *, embed:
     with open(folder / "inputs.bin", "wb") as fh:
         for a in args:
             fh.write(np.ascontiguousarray(a.numpy()).tobytes())
-    r = subprocess.run([str(main), "-o", "outputs.bin", "inputs.bin"], cwd=folder, capture_output=True, text=True)
+    r = subprocess.run([str(main), "-o", "outputs.bin", "inputs.bin"], cwd=folder, capture_output=True, text=True,
+                       env={**os.environ, "OMP_NUM_THREADS": str(threads)})
     assert r.returncode == 0, r.stderr
     raw = (folder / "outputs.bin").read_bytes()
     outs, at = [], 0
@@ -125,11 +128,13 @@ def test_op_table_float32_in_one_c_program_matches_fnx(tmp_path_factory, data):
 
 
 def test_blocked_gemm_with_edge_tiles_and_transposed_operands_matches_numpy(tmp_path):
-    # past every block size of the GEMM (K 256, rows 64) and no multiple of its tiles; b read transposed; plus a
-    # batched product of small matrices (the unpacked path)
-    a, b = fnx.randn(2, 130, 300), fnx.randn(90, 300)
+    # past every block size of the GEMM (K 256, rows 64) and no multiple of its tiles; b read transposed; on two
+    # threads (the packing and the row blocks run in parallel); plus a batched product of small matrices (the
+    # unpacked path)
+    a, b = fnx.randn(2, 130, 300), fnx.randn(290, 300)
     p, q = fnx.randn(3, 5, 7), fnx.randn(3, 9, 7)
-    big, small = export_and_run(tmp_path, lambda a, b, p, q: (a @ b.T, p @ q.transpose(1, 2)), [a, b, p, q], "gemm")
+    big, small = export_and_run(tmp_path, lambda a, b, p, q: (a @ b.T, p @ q.transpose(1, 2)), [a, b, p, q], "gemm",
+                                threads=2)
     for got, x, y in ((big, a, b.T), (small, p, q.transpose(1, 2))):
         x64, y64 = x.numpy().astype(np.float64), y.numpy().astype(np.float64)
         bound = 8 * _ulp(np.abs(x64) @ np.abs(y64))
@@ -164,11 +169,11 @@ def test_mlp_with_embedded_weights_built_without_openmp_matches_fnx(tmp_path):
     _close(got, mlp(x))
 
 
-def test_digits_cnn_matches_fnx(tmp_path):
+def test_digits_cnn_on_two_threads_matches_fnx(tmp_path):
     fnx.manual_seed(1)
     model = DigitsCNN().eval()
-    x = fnx.rand(6, 1, 8, 8)
-    (got,) = export_and_run(tmp_path, model, [x], "cnn")
+    x = fnx.rand(64, 1, 8, 8)   # loops of 32768 elements and more run in parallel
+    (got,) = export_and_run(tmp_path, model, [x], "cnn", threads=2)
     _close(got, model(x))
     np.testing.assert_array_equal(got.argmax(1), model(x).argmax(1).numpy())
 
