@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Operand", "size", "prod", "text", "static", "contiguous", "Access", "nest", "PARALLEL_MIN"]
+__all__ = ["Operand", "Access", "size", "prod", "text", "static", "contiguous", "broadcast_strides", "split_axes",
+           "nest", "inner_loops", "PARALLEL_MIN"]
 
 # Loops with fewer iterations than this run on one thread (a parallel region costs a few microseconds).
 PARALLEL_MIN = 32768
@@ -119,3 +120,32 @@ def nest(shape: list, accesses: list[Access], make_body, *, parallel: bool = Tru
     lines += ["    " * rank + b for b in body]
     lines.append("    " * (rank - 1) + "}")
     return lines
+
+
+def broadcast_strides(shape: list, out_shape: list) -> list:
+    """Strides that read an operand of `shape` at the points of `out_shape` (numpy broadcasting)."""
+    own = contiguous(shape)
+    lead = len(out_shape) - len(shape)
+    out = [0] * lead
+    for d, (n, st) in enumerate(zip(shape, own)):
+        out.append(0 if n == 1 and out_shape[lead + d] != 1 else st)
+    return out
+
+
+def split_axes(shape: list, axes) -> tuple[list, list]:
+    axes = set(axes)
+    return [d for d in range(len(shape)) if d not in axes], [d for d in range(len(shape)) if d in axes]
+
+
+def inner_loops(dims: list, shape: list, strides: list, body: list[str], var: str = "r") -> tuple[list, str]:
+    """Serial loops over `dims` (inside a nest) and the offset they add: (lines, offset terms)."""
+    lines, terms = [], []
+    for k, d in enumerate(dims):
+        lines.append("    " * k + f"for (long long {var}{k} = 0; {var}{k} < {text(shape[d])}; {var}{k}++)"
+                     + (" {" if k == len(dims) - 1 else ""))
+        if strides[d] != 0:
+            terms.append(f"{var}{k} * {text(strides[d])}")
+    if not dims:
+        return body, ""
+    return lines + ["    " * len(dims) + b for b in body] + ["    " * (len(dims) - 1) + "}"], \
+        "".join(f" + {t}" for t in terms)

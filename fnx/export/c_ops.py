@@ -1,30 +1,24 @@
-"""The C of each primitive in a standalone program: one emitter per primitive (or family), over loop nests.
+"""The C of each primitive in a standalone program: the table of emitters, and those of the elementwise, random
+and reduction primitives (data movement: c_movement.py; gathers and scatters: c_indexing.py; products:
+c_products.py).
 
 An emitter takes the program being written (fnx/export/c_program.py `CProgram`: operands, output buffers,
-error exits) and one equation, and appends the lines that compute it. Elementwise primitives use the C
-expression they declare for fnx.compile (`Primitive.c`, fnx/lowering/expressions.py), so the math is the
-compiler's; random primitives call the same Threefry (templates/c_math.h.j2). Data movement (transpose,
-broadcast, slice, flip, im2col) is index arithmetic on the operand (`c_emit.Access`).
+error exits) and one equation, and appends the lines that compute it over loop nests (c_emit.py). Elementwise
+primitives use the C expression they declare for fnx.compile (`Primitive.c`, fnx/lowering/expressions.py), so
+the math is the compiler's, and neighbouring ones run as one loop; random primitives call the same Threefry
+(templates/c_math.h.j2 of fnx/lowering).
 """
 from __future__ import annotations
 
-import itertools
-
 from ..core import Primitive
 from ..lowering.expressions import CLASS, IDENTITY, INT_LIMITS, expression, random_half
-from .c_emit import Access, Operand, contiguous, nest, prod, size, static, text
+from .c_emit import Access, broadcast_strides, contiguous, inner_loops, nest, prod, size, split_axes, static, text
+from .c_indexing import check_index, index, index_put, take_along_axis
+from .c_movement import (alias, broadcast_to, concatenate, diagonal, im2col, pad, rev, slice_, transpose, window_argmax,
+                         window_take)
+from .c_products import einsum, matmul
 
 __all__ = ["EMITTERS", "supported", "emitter", "elementwise", "fusible"]
-
-
-def _broadcast_strides(shape: list, out_shape: list) -> list:
-    """Strides that read an operand of `shape` at the points of `out_shape` (numpy broadcasting)."""
-    own = contiguous(shape)
-    lead = len(out_shape) - len(shape)
-    out = [0] * lead
-    for d, (n, st) in enumerate(zip(shape, own)):
-        out.append(0 if n == 1 and out_shape[lead + d] != 1 else st)
-    return out
 
 
 # ---------------------------------------------------------------- elementwise
@@ -36,7 +30,7 @@ def _operand_value(prog, atom, out_shape, loads: list, accesses: list, temps: di
     op = prog.read(atom)
     if op.literal:
         return op.ref
-    acc = Access(op.ref, _broadcast_strides(op.shape, out_shape))
+    acc = Access(op.ref, broadcast_strides(op.shape, out_shape))
     accesses.append(acc)
     loads.append((f"a{len(loads)}", op.dtype, acc))
     return f"a{len(loads) - 1}"
@@ -123,32 +117,13 @@ def random_fold_in(prog, eqn) -> None:
 _MONOIDS = {"sum": "add", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "mul"}
 
 
-def _split_axes(shape: list, axes) -> tuple[list, list]:
-    axes = set(axes)
-    return [d for d in range(len(shape)) if d not in axes], [d for d in range(len(shape)) if d in axes]
-
-
-def _inner_loops(dims: list, shape: list, strides: list, body: list[str], var: str = "r") -> tuple[list, str]:
-    """Serial loops over `dims` (inside a nest) and the offset they add: (lines, offset terms)."""
-    lines, terms = [], []
-    for k, d in enumerate(dims):
-        lines.append("    " * k + f"for (long long {var}{k} = 0; {var}{k} < {text(shape[d])}; {var}{k}++)"
-                     + (" {" if k == len(dims) - 1 else ""))
-        if strides[d] != 0:
-            terms.append(f"{var}{k} * {text(strides[d])}")
-    if not dims:
-        return body, ""
-    return lines + ["    " * len(dims) + b for b in body] + ["    " * (len(dims) - 1) + "}"], \
-        "".join(f" + {t}" for t in terms)
-
-
 def reduction(prog, eqn) -> None:
     x = prog.read(eqn.inputs[0])
     out = prog.output(eqn.outvars[0])
     monoid = _MONOIDS[eqn.prim.name]
     dt = x.dtype.name
     cls, ctype = CLASS[dt], prog.types[dt]
-    kept, reduced = _split_axes(x.shape, eqn.params["axes"])
+    kept, reduced = split_axes(x.shape, eqn.params["axes"])
     strides = contiguous(x.shape)
     acc_type = "double" if dt == "float32" and monoid == "add" else ctype
     if cls == "i" and monoid in ("max", "min"):
@@ -169,7 +144,7 @@ def reduction(prog, eqn) -> None:
     dst = Access(out.ref, contiguous([x.shape[d] for d in kept]))
 
     def body(at, off):
-        loop, terms = _inner_loops(reduced, x.shape, strides, [f"const {ctype} v = {x.ref}[{off(src)}{{t}}];",
+        loop, terms = inner_loops(reduced, x.shape, strides, [f"const {ctype} v = {x.ref}[{off(src)}{{t}}];",
                                                                update])
         loop = [line.replace("{t}", terms) for line in loop]
         return [f"{acc_type} acc = {init};"] + loop + [f"{at(dst)} = ({ctype})acc;"]
@@ -183,7 +158,7 @@ def _along_axis(prog, eqn):
     x = prog.read(eqn.inputs[0])
     out = prog.output(eqn.outvars[0])
     axis = eqn.params["axis"]
-    kept, _ = _split_axes(x.shape, (axis,))
+    kept, _ = split_axes(x.shape, (axis,))
     strides = contiguous(x.shape)
     src = Access(x.ref, [strides[d] for d in kept])
     return x, out, [x.shape[d] for d in kept], src, [strides[d] for d in kept], text(x.shape[axis]), \
@@ -236,375 +211,6 @@ def argsort(prog, eqn) -> None:
         f"{sort}({x.ref} + {off(src)}, {st}, {n}, {int(eqn.params['descending'])}, row, row + {n});",
         f"for (long long r = 0; r < {n}; r++)", f"    {out.ref}[{off(dst)} + r * {st}] = row[r];"], parallel=False))
     prog.emit(["free(row);"])
-
-
-# ---------------------------------------------------------------- data movement
-def alias(prog, eqn) -> None:
-    """reshape, copy, stop_gradient: the same contiguous values under a new shape (values are never written
-    again, so sharing is safe)."""
-    prog.alias(eqn.outvars[0], eqn.inputs[0])
-
-
-def _gather_view(prog, eqn, strides: list, base=0) -> None:
-    """out[i] = x[base + sum(i_d * strides[d])]: a copy through a strided view."""
-    x = prog.read(eqn.inputs[0])
-    out = prog.output(eqn.outvars[0])
-    if x.literal:
-        src = None
-    else:
-        src = Access(x.ref, strides, base)
-    dst = Access(out.ref, contiguous(out.shape))
-    prog.emit(nest(out.shape, [dst] + ([src] if src else []),
-                   lambda at, off: [f"{at(dst)} = {at(src) if src else x.ref};"]))
-
-
-def transpose(prog, eqn) -> None:
-    x = prog.read(eqn.inputs[0])
-    st = contiguous(x.shape)
-    _gather_view(prog, eqn, [st[p] for p in eqn.params["perm"]])
-
-
-def broadcast_to(prog, eqn) -> None:
-    x = prog.read(eqn.inputs[0])
-    out_shape = [size(d) for d in eqn.outvars[0].aval.shape]
-    _gather_view(prog, eqn, [] if x.literal else _broadcast_strides(x.shape, out_shape))
-
-
-def slice_(prog, eqn) -> None:
-    x = prog.read(eqn.inputs[0])
-    st = contiguous(x.shape)
-    p = eqn.params
-    for d, (a, b, n) in enumerate(zip(p["starts"], p["stops"], x.shape)):
-        # sizes the program cannot take (a slice past the end of a table) are refused at run time
-        unknown = [f"{text(lo)} <= {text(hi)}" for lo, hi in ((0, a), (a, b), (b, n))
-                   if not static(size(hi) - size(lo))]
-        if unknown:
-            prog.emit(prog.check(" && ".join(unknown), 1,
-                                 f"slice: {a}:{b} does not fit dimension {d} of size {n} at these sizes"))
-    base = 0
-    for a, s in zip(p["starts"], st):
-        base = base + size(a) * s
-    _gather_view(prog, eqn, [size(k) * s for k, s in zip(p["steps"], st)], base)
-
-
-def rev(prog, eqn) -> None:
-    x = prog.read(eqn.inputs[0])
-    st = contiguous(x.shape)
-    base, strides = 0, list(st)
-    for d in eqn.params["dims"]:
-        base = base + (x.shape[d] - 1) * st[d]
-        strides[d] = -1 * st[d]
-    _gather_view(prog, eqn, strides, base)
-
-
-def diagonal(prog, eqn) -> None:
-    x = prog.read(eqn.inputs[0])
-    p = eqn.params
-    st = contiguous(x.shape)
-    d1, d2, offset = p["dim1"], p["dim2"], p["offset"]
-    keep = [d for d in range(len(x.shape)) if d not in (d1, d2)]
-    base = offset * st[d2] if offset >= 0 else -offset * st[d1]
-    _gather_view(prog, eqn, [st[d] for d in keep] + [st[d1] + st[d2]], base if prod(eqn.outvars[0].aval.shape) else 0)
-
-
-def im2col(prog, eqn) -> None:
-    """(*lead, *spatial) -> (*lead, prod(kernel), *out): each kernel offset's strided view of the input."""
-    x = prog.read(eqn.inputs[0])
-    out = prog.output(eqn.outvars[0])
-    kernel, stride, dilation = eqn.params["kernel"], eqn.params["stride"], eqn.params["dilation"]
-    nd = len(kernel)
-    st = contiguous(x.shape)
-    lead = len(x.shape) - nd
-    out_sp = out.shape[lead + 1:]
-    shape = list(x.shape[:lead]) + [int(k) for k in kernel] + list(out_sp)
-    strides = st[:lead] + [d * s for d, s in zip(dilation, st[lead:])] + [t * s for t, s in zip(stride, st[lead:])]
-    src = Access(x.ref, strides)
-    dst = Access(out.ref, contiguous(shape))
-    prog.emit(nest(shape, [dst, src], lambda at, off: [f"{at(dst)} = {at(src)};"]))
-
-
-def pad(prog, eqn) -> None:
-    x = prog.read(eqn.inputs[0])
-    out = prog.output(eqn.outvars[0])
-    p = eqn.params
-    fill = prog.literal(p["value"], eqn.outvars[0].aval.dtype)
-    dst = Access(out.ref, contiguous(out.shape))
-    prog.emit(nest(out.shape, [dst], lambda at, off: [f"{at(dst)} = {fill};"]))
-    ost = contiguous(out.shape)
-    shape, base, strides, src_base = [], 0, [], 0
-    xst = contiguous(x.shape)
-    for d, (n, low, high, inner) in enumerate(zip(x.shape, p["lo"], p["hi"], p["interior"])):
-        step = inner + 1
-        if low >= 0 and high >= 0:
-            k0, k1 = 0, n
-        elif isinstance(n, int):
-            total = out.shape[d]
-            k0, k1 = max(0, -(low // step)), min(n, -((low - total) // step))
-            if k1 <= k0:
-                return
-        else:
-            raise NotImplementedError(f"pad: negative padding of the symbolic dimension {d} has no C "
-                                      f"implementation in fnx.export; crop with a slice first")
-        shape.append(k1 - k0)
-        base = base + (low + k0 * step) * ost[d]
-        strides.append(step * ost[d])
-        src_base = src_base + k0 * xst[d]
-    src = Access(x.ref, xst, src_base)
-    into = Access(out.ref, strides, base)
-    prog.emit(nest(shape, [into, src], lambda at, off: [f"{at(into)} = {at(src)};"]))
-
-
-def concatenate(prog, eqn) -> None:
-    out = prog.output(eqn.outvars[0])
-    dim = eqn.params["dim"]
-    ost = contiguous(out.shape)
-    start = 0
-    for atom in eqn.inputs:
-        x = prog.read(atom)
-        src = Access(x.ref, contiguous(x.shape))
-        into = Access(out.ref, ost, start * ost[dim])
-        prog.emit(nest(x.shape, [into, src], lambda at, off: [f"{at(into)} = {at(src)};"]))
-        start = start + x.shape[dim]
-
-
-# ---------------------------------------------------------------- gathers
-def _bounds_check(prog, idx, n, what: str) -> None:
-    """A serial pass over index array `idx` that fails the call (error code 2) on an index outside [-n, n)."""
-    count = text(prod(idx.shape))
-    prog.emit([f"for (long long p = 0; p < {count}; p++)",
-               f"    if ({idx.ref}[p] < -{text(n)} || {idx.ref}[p] >= {text(n)}) {{"]
-              + ["        " + line for line in prog.fail(
-                  2, f"{what}: index %lld is out of range for a dimension of size %lld",
-                  f"(long long){idx.ref}[p]", f"(long long){text(n)}")] + ["    }"])
-
-
-def _indexed(prog, x, idxs: list, dims: tuple, shape: list, op: str):
-    """How x[idx_0, ..., idx_k at dims] (numpy's advanced indexing, negative indices wrapped) walks x at the
-    points of the result's `shape`: (accesses to read, `where(at, off)` -> (lines, x's offset there))."""
-    for i, d in zip(idxs, dims):
-        _bounds_check(prog, i, x.shape[d], op)
-    xst = contiguous(x.shape)
-    nb = len(shape) - (len(x.shape) - len(dims))
-    first = dims[0] if dims[-1] - dims[0] == len(dims) - 1 else 0   # where the index dims land (numpy's rule)
-    rest = [d for d in range(len(x.shape)) if d not in dims]
-    rank = len(shape)
-    base = Access(x.ref, [0] * rank)
-    for p, d in enumerate(rest):
-        base.strides[p if p < first else p + nb] = xst[d]
-    idx_acc = []
-    for i in idxs:
-        full = [0] * rank
-        full[first:first + nb] = _broadcast_strides(i.shape, list(shape[first:first + nb]))
-        idx_acc.append(Access(i.ref, full))
-
-    def where(at, off):
-        lines, terms = [], []
-        for k, (acc, d) in enumerate(zip(idx_acc, dims)):
-            lines.append(f"long long j{k} = (long long){at(acc)};")
-            lines.append(f"j{k} = j{k} < 0 ? j{k} + {text(x.shape[d])} : j{k};")
-            terms.append(f" + j{k} * {text(xst[d])}")
-        return lines, off(base) + "".join(terms)
-
-    return [base] + idx_acc, where
-
-
-def index(prog, eqn) -> None:
-    """x[idx_0, ..., idx_k at dims]."""
-    x = prog.read(eqn.inputs[0])
-    idxs = [prog.read(a) for a in eqn.inputs[1:]]
-    out = prog.output(eqn.outvars[0])
-    reads, where = _indexed(prog, x, idxs, eqn.params["dims"], out.shape, "index")
-    dst = Access(out.ref, contiguous(out.shape))
-
-    def body(at, off):
-        lines, offset = where(at, off)
-        return lines + [f"{at(dst)} = {x.ref}[{offset}];"]
-
-    prog.emit(nest(out.shape, [dst] + reads, body))
-
-
-def index_put(prog, eqn) -> None:
-    """x with x[idx_0, ..., idx_k at dims] set to (or, accumulating, increased by) values: a copy of x, then one
-    serial pass in order (a repeated index: the last value wins, or all of them add up, as numpy's)."""
-    x, values = prog.read(eqn.inputs[0]), prog.read(eqn.inputs[1])
-    idxs = [prog.read(a) for a in eqn.inputs[2:]]
-    out = prog.output(eqn.outvars[0])
-    count = text(prod(x.shape))
-    prog.emit([f"for (long long p = 0; p < {count}; p++)", f"    {out.ref}[p] = {x.ref}[p];"])
-    dims = eqn.params["dims"]
-    nb = max(len(i.shape) for i in idxs)
-    rest = [x.shape[d] for d in range(len(x.shape)) if d not in dims]
-    first = dims[0] if dims[-1] - dims[0] == len(dims) - 1 else 0
-    bshape = [1] * nb
-    for i in idxs:   # the index arrays' broadcast shape
-        for k, n in enumerate(i.shape):
-            pos = nb - len(i.shape) + k
-            bshape[pos] = n if bshape[pos] == 1 else bshape[pos]
-    shape = rest[:first] + bshape + rest[first:]
-    reads, where = _indexed(prog, Operand(out.ref, x.dtype, x.shape), idxs, dims, shape, "index_put")
-    src = None if values.literal else Access(values.ref, _broadcast_strides(values.shape, shape))
-    update = "+=" if eqn.params["accumulate"] else "="
-
-    def body(at, off):
-        lines, offset = where(at, off)
-        return lines + [f"{out.ref}[{offset}] {update} {at(src) if src else values.ref};"]
-
-    prog.emit(nest(shape, reads + ([src] if src else []), body, parallel=False))
-
-
-def take_along_axis(prog, eqn) -> None:
-    x, idx = prog.read(eqn.inputs[0]), prog.read(eqn.inputs[1])
-    out = prog.output(eqn.outvars[0])
-    axis = eqn.params["axis"]
-    n = x.shape[axis]
-    _bounds_check(prog, idx, n, "take_along_axis")
-    xst = contiguous(x.shape)
-    strides = [0 if x.shape[d] == 1 and out.shape[d] != 1 else xst[d] for d in range(len(x.shape))]
-    strides[axis] = 0
-    src = Access(x.ref, strides)
-    ia = Access(idx.ref, contiguous(idx.shape))
-    dst = Access(out.ref, contiguous(out.shape))
-    prog.emit(nest(out.shape, [dst, src, ia], lambda at, off: [
-        f"long long j = (long long){at(ia)};", f"j = j < 0 ? j + {text(n)} : j;",
-        f"{at(dst)} = {x.ref}[{off(src)} + j * {text(xst[axis])}];"]))
-
-
-def check_index(prog, eqn) -> None:
-    idx = prog.read(eqn.inputs[0])
-    p = eqn.params
-    count = text(prod(idx.shape))
-    what = p.get("op") or "index"
-    low, high = size(p["low"]), size(p["high"])
-    prog.emit([f"for (long long p = 0; p < {count}; p++)",
-               f"    if ({idx.ref}[p] < {text(low)} || {idx.ref}[p] >= {text(high)}) {{"]
-              + ["        " + line for line in prog.fail(
-                  2, f"{what}: index %lld is out of bounds for dimension {p['dim']} (valid: %lld to %lld)",
-                  f"(long long){idx.ref}[p]", f"(long long){text(low)}", f"(long long){text(high - 1)}")] + ["    }"])
-    prog.alias(eqn.outvars[0], eqn.inputs[0])
-
-
-# ---------------------------------------------------------------- windows (pooling)
-def window_argmax(prog, eqn) -> None:
-    """The flat spatial position of each window's first maximum (the last NaN, if any)."""
-    x = prog.read(eqn.inputs[0])
-    out = prog.output(eqn.outvars[0])
-    kernel, stride, dilation = eqn.params["kernel"], eqn.params["stride"], eqn.params["dilation"]
-    nd = len(kernel)
-    lead = len(x.shape) - nd
-    spatial = x.shape[lead:]
-    if not all(static(n) for n in spatial):
-        raise NotImplementedError("window_argmax: symbolic spatial dimensions have no C implementation in "
-                                  "fnx.export; export with static image sizes")
-    step = contiguous(spatial)
-    plane = prod(spatial)
-    offsets = [sum(o * d * t for o, d, t in zip(offs, dilation, step))
-               for offs in itertools.product(*(range(k) for k in kernel))]
-    shape = list(x.shape[:lead]) + list(out.shape[lead:])
-    src = Access(x.ref, [s * plane for s in contiguous(x.shape[:lead])] + [t * s for t, s in zip(stride, step)])
-    pos = Access("", [0] * lead + [t * s for t, s in zip(stride, step)])
-    dst = Access(out.ref, contiguous(shape))
-    ctype = prog.types[x.dtype.name]
-    nan = x.dtype.name in ("float32", "float64")
-    table = ", ".join(str(o) for o in offsets)
-
-    def body(at, off):
-        base = off(src)
-        lines = [f"static const long long offs[{len(offsets)}] = {{{table}}};",
-                 f"{ctype} best = {x.ref}[{base}];", "int which = 0;",
-                 f"for (int k = 1; k < {len(offsets)}; k++) {{",
-                 f"    const {ctype} v = {x.ref}[{base} + offs[k]];"]
-        if nan:
-            lines.append("    if (v != v || v > best) { best = v; which = k; }")
-        else:
-            lines.append("    if (v > best) { best = v; which = k; }")
-        return lines + ["}", f"{at(dst)} = {off(pos)} + offs[which];"]
-
-    prog.emit(nest(shape, [dst, src, pos], body))
-
-
-def window_take(prog, eqn) -> None:
-    """values at the flat spatial positions of `pos`, per leading index."""
-    x, pos = prog.read(eqn.inputs[0]), prog.read(eqn.inputs[1])
-    out = prog.output(eqn.outvars[0])
-    nd = eqn.params["nd"]
-    lead = len(x.shape) - nd
-    plane, count = prod(x.shape[lead:]), prod(pos.shape[lead:])
-    rows = prod(x.shape[:lead])
-    src = Access(x.ref, [plane, 0])
-    ia = Access(pos.ref, [count, 1])
-    dst = Access(out.ref, [count, 1])
-    prog.emit(nest([rows, count], [dst, src, ia], lambda at, off: [
-        f"const long long j = {at(ia)};",
-        f"{at(dst)} = (j >= 0 && j < {text(plane)}) ? {x.ref}[{off(src)} + j] : 0;"]))
-
-
-# ---------------------------------------------------------------- products
-def matmul(prog, eqn) -> None:
-    """Batched matrix products through the program's cache-blocked GEMM (one call per batch index; a stack of
-    rows times one matrix is one call)."""
-    a, b = prog.read(eqn.inputs[0]), prog.read(eqn.inputs[1])
-    out = prog.output(eqn.outvars[0])
-    a_shape = list(a.shape) if len(a.shape) > 1 else [1] + list(a.shape)
-    b_shape = list(b.shape) if len(b.shape) > 1 else list(b.shape) + [1]
-    m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
-    batch = [size(d) for d in eqn.outvars[0].aval.shape[:len(eqn.outvars[0].aval.shape)
-                                                          - (len(a.shape) > 1) - (len(b.shape) > 1)]]
-    gemm = prog.gemm(a.dtype.name)
-    if len(b_shape) == 2 and len(a_shape) > 2:   # one GEMM over all rows of the stack
-        m, batch = prod(a_shape[:-1]), []
-        a_shape = [m, k]
-    a_bst = _broadcast_strides(a_shape[:-2], batch) if batch else []
-    b_bst = _broadcast_strides(b_shape[:-2], batch) if batch else []
-    a_batch = Access("", [s * m * k for s in a_bst])
-    b_batch = Access("", [s * k * n for s in b_bst])
-    c_batch = Access("", [s * m * n for s in contiguous(batch)])
-    call = (f"{gemm}({text(m)}, {text(n)}, {text(k)}, {a.ref} + {{a}}, {text(k)}, 1, {b.ref} + {{b}}, {text(n)}, 1, "
-            f"{out.ref} + {{c}}, {text(n)})")
-    lines = nest(batch, [a_batch, b_batch, c_batch], lambda at, off: [
-        f"if ({call.format(a=off(a_batch), b=off(b_batch), c=off(c_batch))}) failed = 1;"], parallel=False)
-    prog.emit(["int failed = 0;"] + lines)
-    prog.emit(["if (failed) {"] + ["    " + line for line in prog.fail(3, "matmul: out of memory")] + ["}"])
-
-
-def einsum(prog, eqn) -> None:
-    """Any einsum: a loop over the output's labels, the summed labels inside (float32 sums in double)."""
-    ins, out_labels = eqn.params["equation"].replace(" ", "").split("->")
-    subs = ins.split(",")
-    ops = [prog.read(a) for a in eqn.inputs]
-    out = prog.output(eqn.outvars[0])
-    sizes = {}
-    for sub, op in zip(subs, ops):
-        for c, n in zip(sub, op.shape):
-            if sizes.get(c, 1) == 1:
-                sizes[c] = n
-    summed = [c for c in sizes if c not in out_labels]
-    dt = eqn.outvars[0].aval.dtype.name
-    ctype = prog.types[dt]
-    acc_type = "double" if dt == "float32" else ctype
-
-    def strides_of(op, sub, labels):
-        own = contiguous(op.shape)
-        st = {}
-        for c, n, s in zip(sub, op.shape, own):
-            if not (n == 1 and sizes[c] != 1):
-                st[c] = st.get(c, 0) + s   # a repeated label (a diagonal) walks both strides
-        return [st.get(c, 0) for c in labels]
-
-    outer = [Access(op.ref, strides_of(op, sub, list(out_labels))) for op, sub in zip(ops, subs)]
-    inner = [strides_of(op, sub, summed) for op, sub in zip(ops, subs)]
-    dst = Access(out.ref, contiguous(out.shape))
-
-    def body(at, off):
-        product = " * ".join(f"({acc_type}){op.ref}[{off(acc)}{{t{i}}}]" for i, (op, acc) in enumerate(zip(ops, outer)))
-        lines = [f"{acc_type} acc = 0;"]
-        loops, _ = _inner_loops(list(range(len(summed))), [sizes[c] for c in summed], [0] * len(summed),
-                                [f"acc += {product};"])
-        for i, st in enumerate(inner):
-            terms = "".join(f" + r{k} * {text(s)}" for k, s in enumerate(st) if s != 0)
-            loops = [line.replace(f"{{t{i}}}", terms) for line in loops]
-        return lines + loops + [f"{at(dst)} = ({ctype})acc;"]
-
-    prog.emit(nest(out.shape, [dst] + outer, body))
 
 
 EMITTERS = {"reshape": alias, "copy": alias, "stop_gradient": alias, "transpose": transpose,
