@@ -2,7 +2,7 @@
 
 W10 the exported GEMM (one matmul written as C by `write_c`, called in-process through ctypes) against numpy's
 BLAS at 256, 512 and 1024, on 1 and 2 threads; GFLOP/s = 2 n^3 / time, the header names the CPU.
-W10g text generation with examples/05's character transformer (random weights): per token, the exported
+W10g (slow: run it by name, `python -m benchmarks W10g`) text generation with examples/05's character transformer (random weights): per token, the exported
 sampling step in its C loop (gen.c, `write_gen_c`) against the same step in fnx compiled and torch eager,
 each called from a Python loop. The model lives here (`char_transformer`) and tests/test_export_c.py uses it.
 """
@@ -232,7 +232,8 @@ def _gen_torch(cfg: CharConfig) -> Bench:
 
 
 @workload("W10g", f"char transformer sampling, {GEN_TOKENS} tokens (context 32, width 64, 2 layers), per token",
-          reference="fnx compile", frameworks=("fnx export-c", "fnx compile", "torch"), unit="ms/op", repeats=3)
+          reference="fnx compile", frameworks=("fnx export-c", "fnx compile", "torch"), unit="ms/op", repeats=3,
+          explicit=True)
 def w10g_generation(fw: str, device: str) -> Bench:
     note("W10g: tokens/s = 1000 / (ms per token); the exported C's loop runs in gen.c on one thread")
     cfg = CharConfig()
