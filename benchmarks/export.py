@@ -4,7 +4,8 @@ W10 the exported GEMM (one matmul written as C by `write_c`, called in-process t
 BLAS at 256, 512 and 1024, on 1 and 2 threads; GFLOP/s = 2 n^3 / time, the header names the CPU.
 W10g (slow: it runs when named, `python -m benchmarks W10g`) text generation with examples/05's character
 transformer (random weights): per token, the exported sampling step in its C loop (gen.c, `write_gen_c`) against
-the same step in fnx compiled and torch eager, each called from a Python loop. The model lives here (`char_transformer`) and tests/test_export_c.py uses it.
+the same step in fnx compiled and torch eager, each called from a Python loop. The model lives here
+(`char_transformer`); tests/test_export_c.py uses it.
 """
 from __future__ import annotations
 
