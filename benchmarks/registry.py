@@ -32,7 +32,7 @@ __all__ = ["Bench", "Skip", "Workload", "workload", "all_workloads", "note", "MO
 
 # Modules whose import registers workloads, in table order.
 MODULES = ("benchmarks.eager", "benchmarks.transforms", "benchmarks.nn", "benchmarks.distributed", "benchmarks.compile",
-           "benchmarks.training")
+           "benchmarks.export", "benchmarks.training")
 
 # How a unit turns a sample per op (seconds; bytes for MiB) into the number shown.
 UNITS = {"ns/op": 1e9, "us/op": 1e6, "ms/op": 1e3, "ms": 1e3, "s": 1.0, "MiB": 2.0 ** -20}

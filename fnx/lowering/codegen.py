@@ -33,7 +33,7 @@ from .expressions import CLASS, IDENTITY, INT_LIMITS, SHORT, emittable, expressi
 from .fusion import Kernel, Node
 from .targets import Target, get_target, translation_unit
 
-__all__ = ["emittable", "render", "render_module", "prelude", "GeneratedKernel"]
+__all__ = ["emittable", "render", "render_module", "prelude", "math_prelude", "GeneratedKernel"]
 
 def _in_group(node: Node, group: str) -> bool:
     """Whether the node computes a primitive of `group` (Primitive.GROUPS); loads, literals and reductions
@@ -179,6 +179,12 @@ def prelude(target: Target | str, *, simd: bool = True) -> str:
     target = get_target(target)
     return _render(
         target.prelude, **_libm_functions(), simd=simd, rotations=ROTATIONS, **target.prelude_context())
+
+
+def math_prelude(*, simd: bool = False) -> str:
+    """The C math every target's C shares (templates/c_math.h.j2): libm declarations, fnx's float32 exp, numpy's
+    semantics where C's differ, Threefry; standalone (fnx.export's C programs include it)."""
+    return _render("c_math.h.j2", **_libm_functions(), simd=simd, rotations=ROTATIONS)
 
 
 def render_module(kernels: list["GeneratedKernel"], target: Target | str, *, simd: bool = True) -> str:
