@@ -68,7 +68,8 @@ def _ulp(x) -> np.ndarray:
 # ---------------------------------------------------------------- the op table, float32, as one program
 # Ops whose IR uses primitives the C has no implementation of (the error names them at write time).
 NOT_IN_C = {"col2im", "linalg_solve", "linalg_inv", "linalg_cholesky", "linalg_det", "linalg_logabsdet",
-            "linalg_detsign", "recurrence"}
+            "linalg_detsign", "linalg_eigh", "linalg_svd", "linalg_qr", "linalg_pinv", "recurrence", "cond",
+            "while_loop", "scan", "searchsorted"}
 # Ops that add or multiply many values: compared in ulps of the sum of magnitudes (their rounding depends on the
 # order of the additions, which differs from numpy's pairwise sums and BLAS's kernels).
 SUMS = {"sum", "mean", "var", "var_correction0", "std", "var_mean", "std_mean", "logsumexp", "prod", "cumsum",
@@ -78,6 +79,7 @@ SUMS = {"sum", "mean", "var", "var_correction0", "std", "var_mean", "std_mean", 
         "conv_transpose2d", "avg_pool2d", "unfold", "norm_inf", "norm_-inf", "norm_0", "count_nonzero",
         "linalg.vector_norm_0", "addcmul", "addcdiv", "lerp"}
 _FLOAT32_OPS = [op for op in stageable_ops() if "float32" in op.dtypes]
+# entropy limit (the op table's samples for hundreds of ops do not fit in one hypothesis example)
 
 
 def _float32(sample):
@@ -86,11 +88,16 @@ def _float32(sample):
     return sample
 
 
+_CHUNK = 64   # ops per C program: one program per chunk keeps the compiles few and each draw within hypothesis'
+
+
+@pytest.mark.parametrize("start", range(0, len(_FLOAT32_OPS), _CHUNK))
 @settings(max_examples=1, deadline=None, phases=[Phase.generate])   # no shrinking: one program
 @given(data=st.data())
-def test_op_table_float32_in_one_c_program_matches_fnx(tmp_path_factory, data):
+def test_op_table_float32_in_c_programs_matches_fnx(tmp_path_factory, start, data):
+    chunk = _FLOAT32_OPS[start:start + _CHUNK]
     cases, missing = [], set()
-    for info in _FLOAT32_OPS:
+    for info in chunk:
         f, tensors = as_tensor_function(info, _float32(data.draw(info.samples)))
         if not tensors:
             continue
@@ -100,8 +107,8 @@ def test_op_table_float32_in_one_c_program_matches_fnx(tmp_path_factory, data):
             missing |= gaps
             continue
         cases.append((info.name, f, tensors, fnx.tree.tree_leaves(f(*tensors))))
-    assert missing == NOT_IN_C
-    assert len(cases) > 180
+    assert missing <= NOT_IN_C
+    assert len(cases) > len(chunk) // 2
 
     def everything(*flat):
         outs, at = [], 0

@@ -7,14 +7,19 @@ from .c_emit import Access, Operand, broadcast_strides, contiguous, nest, prod, 
 __all__ = ["index", "index_put", "take_along_axis", "check_index"]
 
 
+def _element(idx) -> str:
+    """Element p of index operand `idx` (a literal index is the same at every p)."""
+    return idx.ref if idx.literal else f"{idx.ref}[p]"
+
+
 def _bounds_check(prog, idx, n, what: str) -> None:
     """A serial pass over index array `idx` that fails the call (error code 2) on an index outside [-n, n)."""
-    count = text(prod(idx.shape))
+    count, at = text(prod(idx.shape)), _element(idx)
     prog.emit([f"for (long long p = 0; p < {count}; p++)",
-               f"    if ({idx.ref}[p] < -{text(n)} || {idx.ref}[p] >= {text(n)}) {{"]
+               f"    if ({at} < -{text(n)} || {at} >= {text(n)}) {{"]
               + ["        " + line for line in prog.fail(
                   2, f"{what}: index %lld is out of range for a dimension of size %lld",
-                  f"(long long){idx.ref}[p]", f"(long long){text(n)}")] + ["    }"])
+                  f"(long long){at}", f"(long long){text(n)}")] + ["    }"])
 
 
 def _indexed(prog, x, idxs: list, dims: tuple, shape: list, op: str):
@@ -111,12 +116,12 @@ def take_along_axis(prog, eqn) -> None:
 def check_index(prog, eqn) -> None:
     idx = prog.read(eqn.inputs[0])
     p = eqn.params
-    count = text(prod(idx.shape))
+    count, at = text(prod(idx.shape)), _element(idx)
     what = p.get("op") or "index"
     low, high = size(p["low"]), size(p["high"])
     prog.emit([f"for (long long p = 0; p < {count}; p++)",
-               f"    if ({idx.ref}[p] < {text(low)} || {idx.ref}[p] >= {text(high)}) {{"]
+               f"    if ({at} < {text(low)} || {at} >= {text(high)}) {{"]
               + ["        " + line for line in prog.fail(
                   2, f"{what}: index %lld is out of bounds for dimension {p['dim']} (valid: %lld to %lld)",
-                  f"(long long){idx.ref}[p]", f"(long long){text(low)}", f"(long long){text(high - 1)}")] + ["    }"])
+                  f"(long long){at}", f"(long long){text(low)}", f"(long long){text(high - 1)}")] + ["    }"])
     prog.alias(eqn.outvars[0], eqn.inputs[0])

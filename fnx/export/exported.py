@@ -161,11 +161,11 @@ class Exported:
         """Write the program to `path` as an fnx.export archive (docs/export.md), atomically."""
         archive.save(self, path)
 
-    def save_c(self, folder, name: str, embed_weights: bool = False) -> None:
+    def save_c(self, folder, name: str, embed_weights: bool = False) -> list[str]:
         """Write the program as standalone C99 into `folder` (`name.h`, `name.c`, the weights, a Makefile and a
-        `main.c`); see docs/export.md."""
+        `main.c`) and return the paths written; see docs/export.md."""
         from .c_program import write_c   # the C generator loads its templates: only when C is asked for
-        write_c(self.jaxpr, self.consts, folder, name, embed_weights=embed_weights)
+        return write_c(self.jaxpr, self.consts, folder, name, embed_weights=embed_weights)
 
 
 def load(path) -> Exported:
