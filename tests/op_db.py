@@ -122,6 +122,12 @@ def stageable_ops() -> list:
     return [op for op in all_ops() if op.name not in DYNAMIC_SHAPE]
 
 
+def chunks(ops: list, size: int = 64) -> list[list]:
+    """`ops` in runs of `size`: tests that draw one sample of every op in one hypothesis example (one compiled
+    program) draw a run at a time, since the samples of hundreds of ops exceed an example's entropy limit."""
+    return [ops[i:i + size] for i in range(0, len(ops), size)]
+
+
 def as_tensor_function(info: OpInfo, sample: Sample):
     """(f, tensors): the op as a function of the sample's array arguments only, and those arrays as tensors."""
     import fnx

@@ -22,7 +22,7 @@ from fnx.demo import DigitsCNN   # examples/04's model
 from fnx.export.c_program import write_c
 from fnx.export.c_ops import supported
 from benchmarks.export import CharConfig, char_transformer, sampling_step
-from op_db import as_tensor_function, stageable_ops
+from op_db import as_tensor_function, chunks, stageable_ops
 
 WARNINGS = "-std=c99 -O2 -Wall -Wextra -Werror"
 
@@ -79,7 +79,6 @@ SUMS = {"sum", "mean", "var", "var_correction0", "std", "var_mean", "std_mean", 
         "conv_transpose2d", "avg_pool2d", "unfold", "norm_inf", "norm_-inf", "norm_0", "count_nonzero",
         "linalg.vector_norm_0", "addcmul", "addcdiv", "lerp"}
 _FLOAT32_OPS = [op for op in stageable_ops() if "float32" in op.dtypes]
-# entropy limit (the op table's samples for hundreds of ops do not fit in one hypothesis example)
 
 
 def _float32(sample):
@@ -88,14 +87,10 @@ def _float32(sample):
     return sample
 
 
-_CHUNK = 64   # ops per C program: one program per chunk keeps the compiles few and each draw within hypothesis'
-
-
-@pytest.mark.parametrize("start", range(0, len(_FLOAT32_OPS), _CHUNK))
+@pytest.mark.parametrize("chunk", chunks(_FLOAT32_OPS), ids=lambda c: c[0].name)
 @settings(max_examples=1, deadline=None, phases=[Phase.generate])   # no shrinking: one program
 @given(data=st.data())
-def test_op_table_float32_in_c_programs_matches_fnx(tmp_path_factory, start, data):
-    chunk = _FLOAT32_OPS[start:start + _CHUNK]
+def test_op_table_float32_in_c_programs_matches_fnx(tmp_path_factory, chunk, data):
     cases, missing = [], set()
     for info in chunk:
         f, tensors = as_tensor_function(info, _float32(data.draw(info.samples)))
