@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 from typing import Any, Callable
 
 from .. import dtypes as _dt
@@ -145,18 +146,59 @@ def autocast_op(name: str) -> Callable[[Callable], Callable]:
     def decorate(fn: Callable) -> Callable:
         if not policies:
             return fn
-
-        @functools.wraps(fn)
-        def op(*args, **kwargs):
-            active = _get_active()
-            if active is None:
-                return fn(*args, **kwargs)
-            return _autocast_call(fn, name, policies, active, args, kwargs)
-
+        op = _wrapper(fn, name, policies)
         op.autocast_policies = policies
         return op
 
     return decorate
+
+
+def _wrapper(fn: Callable, name: str, policies: dict) -> Callable:
+    """`fn` behind the autocast check, written with `fn`'s own parameters: forwarding them by name costs about a
+    third of what packing them into *args and **kwargs does (about 35 ns against 95 per call, autocast off).
+    Inside a region the parameters reach `_autocast_call` as keywords (positionally before a *args)."""
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+    env = {"fn": fn, "get_active": _get_active, "autocast_call": _autocast_call, "name": name,
+           "policies": policies}
+    header, call, slow_args, slow_kwargs = [], [], [], []
+    for i, p in enumerate(params):
+        default = ""
+        if p.default is not p.empty:
+            env[f"default{i}"] = p.default
+            default = f"=default{i}"
+        if p.kind is p.VAR_POSITIONAL:
+            header.append(f"*{p.name}")
+            call.append(f"*{p.name}")
+            slow_args.append(f"*{p.name}")
+        elif p.kind is p.VAR_KEYWORD:
+            header.append(f"**{p.name}")
+            call.append(f"**{p.name}")
+            slow_kwargs.append(f"**{p.name}")
+        elif p.kind is p.KEYWORD_ONLY:
+            if not varargs and "*" not in header:
+                header.append("*")
+            header.append(p.name + default)
+            call.append(f"{p.name}={p.name}")
+            slow_kwargs.append(f"{p.name!r}: {p.name}")
+        else:
+            header.append(p.name + default)
+            call.append(p.name)
+            if varargs or p.kind is p.POSITIONAL_ONLY:
+                slow_args.append(p.name)
+            else:
+                slow_kwargs.append(f"{p.name!r}: {p.name}")
+        if p.kind is p.POSITIONAL_ONLY and (i + 1 == len(params) or params[i + 1].kind is not p.POSITIONAL_ONLY):
+            header.append("/")
+    source = (f"def {fn.__name__}({', '.join(header)}):\n"
+              f"    active = get_active()\n"
+              f"    if active is None:\n"
+              f"        return fn({', '.join(call)})\n"
+              f"    return autocast_call(fn, name, policies, active, ({''.join(a + ', ' for a in slow_args)}), "
+              f"{{{', '.join(slow_kwargs)}}})\n")
+    exec(source, env)
+    return functools.wraps(fn)(env[fn.__name__])
 
 
 def _autocast_call(fn: Callable, name: str, policies: dict, active: dict, args: tuple, kwargs: dict):
