@@ -197,7 +197,7 @@ def _wrapper(fn: Callable, name: str, policies: dict) -> Callable:
               f"        return fn({', '.join(call)})\n"
               f"    return autocast_call(fn, name, policies, active, ({''.join(a + ', ' for a in slow_args)}), "
               f"{{{', '.join(slow_kwargs)}}})\n")
-    exec(source, env)
+    exec(compile(source, __file__, "exec"), env)   # this file's name: warnings skip fnx's frames by file
     return functools.wraps(fn)(env[fn.__name__])
 
 
