@@ -1,8 +1,10 @@
 """Mixed precision: fnx.autocast against PyTorch's op lists, op by op, and fnx.amp.GradScaler."""
 from __future__ import annotations
 
+import re
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -472,3 +474,14 @@ def test_no_warning_from_plain_use():
         with fnx.autocast("cpu"):
             F.linear(_r(2, 3), _r(4, 3))
         fnx.amp.GradScaler("cpu")
+
+
+def test_the_docs_table_lists_every_op():
+    text = (Path(__file__).resolve().parent.parent / "docs" / "nn-optim-data.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 4 and cells[0] in LISTS:
+            rows.setdefault(cells[0], []).append(set(re.findall(r"`([\w.]+)`", cells[2] + cells[3])))
+    for device_type, lists in LISTS.items():
+        assert rows[device_type] == [set(names) for names in lists.values()], device_type
