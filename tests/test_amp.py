@@ -1,7 +1,10 @@
 """Mixed precision: fnx.autocast against PyTorch's op lists, op by op, and fnx.amp.GradScaler."""
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -259,6 +262,23 @@ def test_decorator_and_pytorch_paths():
     assert fnx.amp.is_autocast_available("cpu") and not fnx.amp.is_autocast_available("mps")
 
 
+def test_pytorch_amp_imports_under_the_torch_alias(tmp_path):
+    script = tmp_path / "amp_script.py"
+    script.write_text(
+        "import torch\n"
+        "import torch.nn.functional as F\n"
+        "from torch.cuda.amp import GradScaler, autocast\n"
+        "import torch.cpu.amp\n"
+        "assert torch.amp.autocast is torch.autocast and torch.amp.GradScaler is torch.GradScaler\n"
+        "with torch.cpu.amp.autocast():\n"
+        "    print(F.linear(torch.randn(2, 3), torch.randn(4, 3)).dtype, torch.is_autocast_enabled('cpu'))\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    result = subprocess.run([sys.executable, "-m", "fnx", "run", str(script)], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["fnx.bfloat16", "True"]
+
+
 def test_state_is_per_thread():
     seen = []
     with fnx.autocast("cpu"):
@@ -382,7 +402,7 @@ def test_scale_unscale_and_clip_see_true_gradients():
 def test_step_is_skipped_on_inf_and_the_scale_backs_off():
     model = fnx.nn.Linear(4, 1)
     before = [p.detach().clone() for p in model.parameters()]
-    opt = fnx.optim.Adam(model.parameters(), lr=0.1)
+    opt = fnx.optim.Adam(model.parameters(), lr=0.1, fused=True)
     scaler = fnx.amp.GradScaler("cpu", init_scale=8.0)
     x, y = _problem()
     scaler.scale(F.mse_loss(model(x), y)).backward()
