@@ -342,7 +342,8 @@ def test_cached_parameter_casts_follow_in_place_updates():
             with fnx.no_grad():
                 w.mul_(2.0)
             second = F.linear(x, w)
-        np.testing.assert_allclose(second.detach().float().numpy(), 2 * first.detach().float().numpy(), rtol=0.02, atol=0.02)
+        np.testing.assert_allclose(second.detach().float().numpy(), 2 * first.detach().float().numpy(),
+                                   rtol=0.02, atol=0.02)
         with fnx.no_grad():
             w.mul_(0.5)
 

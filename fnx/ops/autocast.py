@@ -103,8 +103,9 @@ class autocast:
         self._cache_enabled = True if cache_enabled is None else bool(cache_enabled)
         self._enabled = bool(enabled)
         if self._enabled and self.fast_dtype not in _SUPPORTED_DTYPES[self.device]:
-            warn(f"autocast: {self.device} autocast supports {' and '.join(d.name for d in _SUPPORTED_DTYPES[self.device])}, "
-                 f"not {self.fast_dtype.name}; autocast is disabled in this region")
+            supported = " and ".join(d.name for d in _SUPPORTED_DTYPES[self.device])
+            warn(f"autocast: {self.device} autocast supports {supported}, not {self.fast_dtype.name}; autocast is "
+                 f"disabled in this region")
             self._enabled = False
         if self._enabled and self.device == "cuda":
             from ..device import is_cuda_available
