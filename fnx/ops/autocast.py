@@ -161,14 +161,15 @@ def _wrapper(fn: Callable, name: str, policies: dict) -> Callable:
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
     varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
-    env = {"fn": fn, "get_active": _get_active, "autocast_call": _autocast_call, "name": name,
-           "policies": policies}
+    # the generated code's own names start with _ac_, so that no parameter of `fn` can shadow them
+    env = {"_ac_fn": fn, "_ac_get_active": _get_active, "_ac_call": _autocast_call, "_ac_name": name,
+           "_ac_policies": policies}
     header, call, slow_args, slow_kwargs = [], [], [], []
     for i, p in enumerate(params):
         default = ""
         if p.default is not p.empty:
-            env[f"default{i}"] = p.default
-            default = f"=default{i}"
+            env[f"_ac_default{i}"] = p.default
+            default = f"=_ac_default{i}"
         if p.kind is p.VAR_POSITIONAL:
             header.append(f"*{p.name}")
             call.append(f"*{p.name}")
@@ -193,11 +194,11 @@ def _wrapper(fn: Callable, name: str, policies: dict) -> Callable:
         if p.kind is p.POSITIONAL_ONLY and (i + 1 == len(params) or params[i + 1].kind is not p.POSITIONAL_ONLY):
             header.append("/")
     source = (f"def {fn.__name__}({', '.join(header)}):\n"
-              f"    active = get_active()\n"
-              f"    if active is None:\n"
-              f"        return fn({', '.join(call)})\n"
-              f"    return autocast_call(fn, name, policies, active, ({''.join(a + ', ' for a in slow_args)}), "
-              f"{{{', '.join(slow_kwargs)}}})\n")
+              f"    _ac_active = _ac_get_active()\n"
+              f"    if _ac_active is None:\n"
+              f"        return _ac_fn({', '.join(call)})\n"
+              f"    return _ac_call(_ac_fn, _ac_name, _ac_policies, _ac_active, "
+              f"({''.join(a + ', ' for a in slow_args)}), {{{', '.join(slow_kwargs)}}})\n")
     exec(compile(source, __file__, "exec"), env)   # this file's name: warnings skip fnx's frames by file
     return functools.wraps(fn)(env[fn.__name__])
 
