@@ -215,12 +215,14 @@ def test_unlisted_ops_float64_and_explicit_dtype_are_left_alone():
         assert fnx.prod(x.bfloat16()).dtype == fnx.float32
 
 
-def test_autocast_lowers_values_close_to_float32():
-    x, w, b = _r(8, 16), _r(4, 16), _r(4)
+@pytest.mark.parametrize("name", ["linear", "conv2d", "bmm", "scaled_dot_product_attention"])
+def test_bfloat16_computes_close_to_float32(name):
+    args, kwargs = SAMPLES[name](fnx.float32)
+    fn = _functions(name)[0]
     with fnx.autocast("cpu"):
-        y = F.linear(x, w, b)
-    assert y.dtype == fnx.bfloat16
-    np.testing.assert_allclose(y.float().numpy(), F.linear(x, w, b).numpy(), rtol=0.05, atol=0.05)
+        low = fn(*args, **kwargs)
+    assert low.dtype == fnx.bfloat16
+    np.testing.assert_allclose(low.float().numpy(), fn(*args, **kwargs).numpy(), rtol=0.05, atol=0.05)
 
 
 # ---------------------------------------------------------------- state: nesting, decorator, threads, aliases
