@@ -38,6 +38,9 @@ from .transforms.tracing import make_jaxpr
 from . import nn  # after the ops it builds on
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, optim, special, utils
+from . import amp, cpu
+from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
+from .cuda import amp as _cuda_amp  # noqa: F401  (fnx.cuda.amp: PyTorch's deprecated torch.cuda.amp names)
 from . import distributions
 from . import lax, scipy, tree_util  # JAX's jax.lax, jax.scipy and jax.tree_util names
 from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put, devices, eval_shape

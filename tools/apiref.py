@@ -48,6 +48,7 @@ MODULES = [
     ("fnx.optim", "optimizers (torch.optim)"),
     ("fnx.optim.lr_scheduler", "learning-rate schedules"),
     ("fnx.optim.functional", "optimizers as pure init/update functions"),
+    ("fnx.amp", "mixed precision: autocast regions and GradScaler (torch.amp)"),
     ("fnx.data", "datasets, samplers, DataLoader (torch.utils.data)"),
     ("fnx.distributions", "probability distributions and KL divergences (torch.distributions)"),
     ("fnx.distributions.constraints", "the constraints on distributions' parameters and supports"),

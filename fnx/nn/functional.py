@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ..ops.autocast import autocast_op
 from ..autograd import no_grad
 from ..core import FnxValueError
 from ..ops import elementwise as ew
@@ -44,6 +45,7 @@ __all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d
            *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all, *_sampling_all]
 
 
+@autocast_op("linear")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias, with weight of shape (out_features, in_features).
 
@@ -62,6 +64,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return y + bias if bias is not None else y
 
 
+@autocast_op("bilinear")
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y_o = x1 @ weight[o] @ x2 + bias_o, with weight of shape (out, in1, in2)."""
     y = einsum("...i,oij,...j->...o", input1, weight, input2)
@@ -192,6 +195,7 @@ def _clamped_norm(x: Tensor, p: float, dim: int, eps: float) -> Tensor:
     return n + (ew.clamp_min(n, eps) - n).detach()
 
 
+@autocast_op("normalize")
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:
     """input / max(||input||_p, eps) along `dim`."""
     y = input / ew.clamp_min(vector_norm(input, p, dim=dim, keepdim=True), eps)
@@ -200,6 +204,7 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
     return y
 
 
+@autocast_op("cosine_similarity")
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) along `dim`."""
     return rd.sum((x1 / _clamped_norm(x1, 2, dim, eps)) * (x2 / _clamped_norm(x2, 2, dim, eps)), dim)
@@ -210,6 +215,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     return vector_norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
 
 
+@autocast_op("pdist")
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     """The p-norm distance between every pair of rows i < j of an (N, M) input, in row-major pair order."""
     n = input.shape[0]

@@ -7,6 +7,7 @@ immutable: there the result is returned out of place.
 from __future__ import annotations
 
 
+from ..ops.autocast import autocast_op
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.inplace import inplace as _inplace_method
@@ -108,6 +109,7 @@ def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     return leaky_relu(input, negative_slope, inplace=True)
 
 
+@autocast_op("prelu")
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """max(0, x) + weight * min(0, x), with one weight per channel (dim 1) or a single shared one."""
     if weight.numel() != 1:
@@ -162,6 +164,7 @@ def softsign(input: Tensor) -> Tensor:
     return input / (ew.abs(input) + 1.0)
 
 
+@autocast_op("softplus")
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold."""
     return ew.softplus(input, beta, threshold)
@@ -258,6 +261,7 @@ def _shifted(input: Tensor, dim: int) -> Tensor:
     return input - rd.amax(input, dim, keepdim=True).detach()
 
 
+@autocast_op("log_softmax")
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """log(softmax(input)) along `dim`, computed stably as x - max - log(sum(exp(x - max))).
 
@@ -270,6 +274,7 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
     return z - ew.log(rd.sum(ew.exp(z), dim, keepdim=True))
 
 
+@autocast_op("softmax")
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim`, with the max subtracted first."""
     if dim is None:
@@ -280,6 +285,7 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
     return e / rd.sum(e, dim, keepdim=True)
 
 
+@autocast_op("softmin")
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """softmax(-x) along `dim`."""
     if dim is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..ops.autocast import autocast_op
 from .. import core
 from .. import dtypes as _dt
 from ..autograd import Function
@@ -77,6 +78,7 @@ def _one_node(query: Tensor, key: Tensor, value: Tensor) -> bool:
             and tuple(query.shape[:-2]) == tuple(key.shape[:-2]) == tuple(value.shape[:-2]))
 
 
+@autocast_op("scaled_dot_product_attention")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:

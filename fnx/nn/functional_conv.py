@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
 from ..ops.creation import tensor
@@ -127,18 +128,21 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     return y.squeeze(0) if unbatched else y
 
 
+@autocast_op("conv1d")
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1) -> Tensor:
     """1-D convolution (cross-correlation) of (N, C_in, L) by weight (C_out, C_in/groups, K)."""
     return _conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
 
 
+@autocast_op("conv2d")
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1) -> Tensor:
     """2-D convolution (cross-correlation) of (N, C_in, H, W) by weight (C_out, C_in/groups, kH, kW)."""
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
+@autocast_op("conv3d")
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
            groups: int = 1) -> Tensor:
     """3-D convolution (cross-correlation) of (N, C_in, D, H, W) by weight (C_out, C_in/groups, kD, kH, kW)."""
@@ -189,6 +193,7 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
     return y.squeeze(0) if unbatched else y
 
 
+@autocast_op("conv_transpose1d")
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 1-D convolution (the gradient of conv1d with respect to its input); weight (C_in, C_out/g, K)."""
@@ -196,6 +201,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                            "conv_transpose1d")
 
 
+@autocast_op("conv_transpose2d")
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 2-D convolution; weight (C_in, C_out/groups, kH, kW)."""
@@ -203,6 +209,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                            "conv_transpose2d")
 
 
+@autocast_op("conv_transpose3d")
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 3-D convolution; weight (C_in, C_out/groups, kD, kH, kW)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
@@ -104,6 +105,7 @@ def _nll(logp: Tensor, safe: Tensor, valid: Tensor, weight, reduction: str, unba
     return rd.sum(loss) / rd.sum(w)
 
 
+@autocast_op("nll_loss")
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None, ignore_index: int = -100,
              reduce=None, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of class-index targets, given log-probabilities (C,), (N, C) or (N, C, d1, ...)."""
@@ -112,6 +114,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     return _nll(logp, safe, valid, weight, reduction, unbatched)
 
 
+@autocast_op("cross_entropy")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                   ignore_index: int = -100, reduce=None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -164,6 +167,7 @@ def _log_clamped(x: Tensor) -> Tensor:
     return ew.where(positive, ew.clamp(ew.log(ew.where(positive, x, 1.0)), min=-100.0), -100.0)
 
 
+@autocast_op("binary_cross_entropy")
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                          reduce=None, reduction: str = "mean") -> Tensor:
     """-(t log p + (1 - t) log(1 - p)) for probabilities p in [0, 1] (logs clamped at -100)."""
@@ -179,6 +183,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     return _reduce(loss, reduction)
 
 
+@autocast_op("binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                                      reduce=None, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
     """BCE of sigmoid(input), computed stably as (1 - t) x + w_t softplus(-x); `pos_weight` weighs positives."""
@@ -195,6 +200,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 
 
 # ---------------------------------------------------------------- regression
+@autocast_op("mse_loss")
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
     """Mean squared error (input - target)^2, reduced by `reduction`, optionally weighted per element."""
@@ -204,6 +210,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     return _weighted_reduce(d * d, weight, reduction)
 
 
+@autocast_op("l1_loss")
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
             weight: Tensor | None = None) -> Tensor:
     """Mean absolute error |input - target|, reduced by `reduction`, optionally weighted per element."""
@@ -217,6 +224,7 @@ def _huber(d: Tensor, delta: float) -> Tensor:
     return ew.where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta))
 
 
+@autocast_op("smooth_l1_loss")
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0 is the L1 loss)."""
@@ -229,6 +237,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return _reduce(loss, reduction)
 
 
+@autocast_op("huber_loss")
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
@@ -242,6 +251,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _reduce(loss, reduction)
 
 
+@autocast_op("kl_div")
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """Pointwise KL divergence target * (log target - input), `input` being log-probabilities."""
@@ -262,6 +272,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     return _reduce(loss, reduction)
 
 
+@autocast_op("poisson_nll_loss")
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False, size_average=None,
                      eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
     """Poisson negative log-likelihood: exp(input) - target * input for log-rate inputs, input - target * log(input +
@@ -298,6 +309,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
     return _reduce(loss, reduction)
 
 
+@autocast_op("margin_ranking_loss")
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0, size_average=None,
                         reduce=None, reduction: str = "mean") -> Tensor:
     """max(0, -target * (input1 - input2) + margin), target in {1, -1}."""
@@ -305,12 +317,14 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     return _reduce(ew.relu(-target * (input1 - input2) + margin), reduction)
 
 
+@autocast_op("soft_margin_loss")
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """log(1 + exp(-target * input)), target in {1, -1}."""
     reduction = _reduction(reduction, size_average, reduce)
     return _reduce(ew.softplus(-target * input), reduction)
 
 
+@autocast_op("hinge_embedding_loss")
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
     """input where target is 1, max(0, margin - input) where target is -1."""
@@ -319,6 +333,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     return _reduce(loss, reduction)
 
 
+@autocast_op("cosine_embedding_loss")
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0, size_average=None,
                           reduce=None, reduction: str = "mean") -> Tensor:
     """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where target is -1."""
@@ -330,6 +345,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     return _reduce(loss, reduction)
 
 
+@autocast_op("triplet_margin_loss")
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
                         eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
                         reduction: str = "mean") -> Tensor:
@@ -368,6 +384,7 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     return _reduce(ew.relu(d_pos - d_neg + margin), reduction)
 
 
+@autocast_op("multi_margin_loss")
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
                       size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """Multi-class hinge loss: sum over j != y of max(0, margin - x[y] + x[j])^p / C (weighted by weight[y])."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from ..ops.autocast import autocast_op
 from .. import core
 from .. import dtypes as _dt
 from ..autograd import Function, no_grad
@@ -182,6 +183,7 @@ class _LayerNorm(Function):
         return d_input, d_weight, d_bias, None, None
 
 
+@autocast_op("layer_norm")
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) over the trailing `normalized_shape` dims, then * weight + bias.
@@ -204,6 +206,7 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
     return y * weight if weight is not None else y
 
 
+@autocast_op("group_norm")
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalize each sample's channels in `num_groups` groups (over the group's channels and spatial dims)."""

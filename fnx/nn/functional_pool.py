@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
@@ -89,6 +90,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
 
 
+@autocast_op("max_pool3d")
 def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                return_indices: bool = False):
     """Max pooling over the last three dims of a (N, C, D, H, W) or (C, D, H, W) input."""
@@ -135,6 +137,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
                      "avg_pool2d")
 
 
+@autocast_op("avg_pool3d")
 def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     """Average pooling over the last three dims of a (N, C, D, H, W) or (C, D, H, W) input."""
@@ -178,6 +181,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     return _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
 
 
+@autocast_op("adaptive_avg_pool3d")
 def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
     """Average pooling to a fixed (D, H, W) output size, windows chosen as PyTorch does."""
     return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
@@ -271,11 +275,13 @@ def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
 
 
+@autocast_op("max_unpool2d")
 def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
     """The inverse of `max_pool2d`: each value placed at its index in a zero tensor."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
 
 
+@autocast_op("max_unpool3d")
 def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
     """The inverse of `max_pool3d`: each value placed at its index in a zero tensor."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxTypeError
 from ..ops import elementwise as ew
 from ..ops.creation import arange, ones, tensor
@@ -79,6 +80,7 @@ def _check_sample(input: Tensor, grid: Tensor, mode: str, padding_mode: str) -> 
     return d
 
 
+@autocast_op("grid_sample")
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners: bool | None = None) -> Tensor:
     """Sample `input` (N, C, H, W) or (N, C, D, H, W) at the grid's points (N, H', W', 2) or (N, D', H', W', 3),

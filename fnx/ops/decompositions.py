@@ -11,6 +11,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from .autocast import autocast_op
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor
 from ._batching import elementwise_batch_rule, move_to_front
@@ -133,6 +134,7 @@ def _solve_jvp(primals, tangents):
 solve_p.def_batch(elementwise_batch_rule(solve_p))  # batch dims broadcast from the right, as elementwise ones do
 
 
+@autocast_op("linalg.solve")
 def solve(A: Tensor, B: Tensor, *, left: bool = True, out=None) -> Tensor:
     """The solution X of A X = B (or X A = B with left=False), for (batches of) square A.
 
@@ -174,6 +176,7 @@ def _inv_jvp(primals, tangents):
     return x, -matmul(matmul(x, tangents[0]), x)
 
 
+@autocast_op("linalg.inv")
 def inv(A: Tensor, *, out=None) -> Tensor:
     """The inverse of (a batch of) square matrices; a singular matrix raises an error."""
     if out is not None:
@@ -181,6 +184,7 @@ def inv(A: Tensor, *, out=None) -> Tensor:
     return inv_p.bind(_float_operand("linalg.inv", A))
 
 
+@autocast_op("inverse")
 def inverse(input: Tensor) -> Tensor:
     """`torch.inverse`: the same as `linalg.inv`."""
     return inv(input)
@@ -229,6 +233,7 @@ def _cholesky_jvp(primals, tangents):
     return L, matmul(L, phi)
 
 
+@autocast_op("linalg.cholesky")
 def cholesky(A: Tensor, *, upper: bool = False, out=None) -> Tensor:
     """L with A = L L^T for symmetric positive-definite A (only A's lower triangle is read); U = L^T if upper."""
     if out is not None:

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from .autocast import autocast_op
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..core import bind as _bind
@@ -250,7 +251,7 @@ def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False, *, al
 
     op.__name__ = op.__qualname__ = prim.name
     op.__doc__ = doc
-    return _method(prim.name, *aliases, inplace=inplace)(op)
+    return _method(prim.name, *aliases, inplace=inplace)(autocast_op(prim.name)(op))
 
 
 exp = _unary_wrapper(exp_p, "e**x, elementwise.", True, inplace=True)
@@ -560,7 +561,7 @@ def _binary_wrapper(prim: Primitive, doc: str, method: str, *, aliases: tuple = 
 
     op.__name__ = op.__qualname__ = prim.name
     op.__doc__ = doc
-    return _method(method, *aliases, inplace=inplace)(op)
+    return _method(method, *aliases, inplace=inplace)(autocast_op(method)(op))
 
 
 mul = _binary_wrapper(mul_p, "input * other, with broadcasting and type promotion.", "mul", aliases=("multiply",),
@@ -644,6 +645,7 @@ def floor_divide(input, other) -> Tensor:
 
 
 @_method("pow", inplace=True)
+@autocast_op("pow")
 def pow(input, exponent) -> Tensor:
     """input ** exponent, with broadcasting and type promotion.
 
@@ -778,12 +780,14 @@ def _where_method(self, condition, other) -> Tensor:
 
 # ---------------------------------------------------------------- compositions
 @_method("reciprocal", inplace=True)
+@autocast_op("reciprocal")
 def reciprocal(input: Tensor) -> Tensor:
     """1 / x."""
     return true_divide(1.0, input)
 
 
 @_method("rsqrt", inplace=True)
+@autocast_op("rsqrt")
 def rsqrt(input: Tensor) -> Tensor:
     """1 / sqrt(x)."""
     return reciprocal(sqrt(input))
@@ -891,6 +895,7 @@ def silu(input: Tensor) -> Tensor:
     return input * sigmoid(input)
 
 
+@autocast_op("softplus")
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, linear above `threshold` (PyTorch's form)."""
     bx = input * beta if beta != 1.0 else input
@@ -975,6 +980,7 @@ def lerp(input: Tensor, end, weight) -> Tensor:
 
 
 @_method("addcmul", inplace=True)
+@autocast_op("addcmul")
 def addcmul(input: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
     """input + value * tensor1 * tensor2 (PyTorch's `addcmul`, as optimizers write their updates)."""
     product = mul(tensor1, tensor2)
@@ -982,6 +988,7 @@ def addcmul(input: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
 
 
 @_method("addcdiv", inplace=True)
+@autocast_op("addcdiv")
 def addcdiv(input: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
     """input + value * tensor1 / tensor2; integer tensor1 and tensor2 are refused, as in PyTorch."""
     for t in (tensor1, tensor2):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .autocast import autocast_op
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..determinism import alert_not_deterministic
@@ -506,6 +507,7 @@ def _put_functional(x: Tensor, index, values: Tensor, accumulate: bool = False) 
     return reshape(out, tuple(x.shape))
 
 
+@autocast_op("index_put")
 def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     """A copy of `input` with input[indices] = values (or += values with `accumulate`, duplicates adding up).
 
@@ -573,6 +575,7 @@ def scatter(input: Tensor, dim: int, index, src=None, *, value=None, reduce: str
     return _scatter("scatter", input, dim, index, src, reduce == "add")
 
 
+@autocast_op("scatter_add")
 def scatter_add(input: Tensor, dim: int, index, src: Tensor) -> Tensor:
     """A copy of `input` with src[i][j] added at input[index[i][j]][j] for dim=0 (duplicates accumulate)."""
     return _scatter("scatter_add", input, dim, index, src, True)
@@ -625,6 +628,7 @@ def index_add(input: Tensor, dim: int, index, source: Tensor, *, alpha=1) -> Ten
     return _index_write("index_add", input, dim, index, source if alpha == 1 else source * alpha, True)
 
 
+@autocast_op("index_copy")
 def index_copy(input: Tensor, dim: int, index, source: Tensor) -> Tensor:
     """A copy of `input` with source[i] written at position index[i] along `dim`."""
     return _index_write("index_copy", input, dim, index, source, False)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import operator
 
+from .autocast import autocast_op
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
 from ._batching import batch_size, with_batch_size
@@ -60,6 +61,7 @@ def _concatenate_batch(args, dims, *, dim):
     return concatenate_p.bind(*[with_batch_size(a, d, size) for a, d in zip(args, dims)], dim=dim + 1), 0
 
 
+@autocast_op("cat")
 def cat(tensors, dim: int = 0) -> Tensor:
     """Join tensors along the existing dim `dim`, promoting dtypes; 1-D empty tensors are skipped (as in PyTorch)."""
     tensors = list(tensors)
@@ -84,6 +86,7 @@ def concatenate(tensors, axis: int = 0) -> Tensor:
     return cat(tensors, axis)
 
 
+@autocast_op("stack")
 def stack(tensors, dim: int = 0) -> Tensor:
     """Join equally shaped tensors along a new dim `dim`."""
     tensors = list(tensors)

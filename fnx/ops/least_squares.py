@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from .autocast import autocast_op
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor
@@ -107,6 +108,7 @@ def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False, rcond=None
     return pinv_p.bind(A, atol=atol, rtol=rtol, hermitian=bool(hermitian))
 
 
+@autocast_op("linalg.matrix_rank")
 def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False, tol=None, out=None) -> Tensor:
     """The number of singular values (|eigenvalues| if `hermitian`) above max(atol, rtol * the largest), per matrix,
     with `pinv`'s defaults; int64, not differentiable."""
@@ -119,6 +121,7 @@ def matrix_rank(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False, tol
     return _sum(values > (largest * rtol).clamp_min(atol), -1)
 
 
+@autocast_op("pinverse")
 def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
     """`torch.pinverse`: the pseudo-inverse, singular values at or below rcond * the largest counting as zero."""
     return pinv(input, rtol=rcond)
@@ -129,6 +132,7 @@ LstsqResult = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_va
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
+@autocast_op("linalg.lstsq")
 def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver: str | None = None) -> LstsqResult:
     """The least-squares solution X of A X = B (minimum norm where A is rank-deficient), as PyTorch's named tuple
     (solution, residuals, rank, singular_values).

@@ -17,6 +17,7 @@ from collections import Counter
 
 import numpy as np
 
+from .autocast import autocast_op
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
@@ -179,6 +180,7 @@ def _matmul_batch(args, dims):
     return out, d
 
 
+@autocast_op("matmul")
 def matmul(input, other) -> Tensor:
     """Matrix product with numpy semantics: 1-D operands act as vectors, batch dims broadcast."""
     a, b = _same_dtype("matmul", input, other)
@@ -192,6 +194,7 @@ def _check_rank(op: str, named: tuple, ndim: int) -> None:
                                   f"{list(t.shape)}")
 
 
+@autocast_op("mm")
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Product of two matrices (2-D only; use `matmul` for vectors and batches)."""
     a, b = _same_dtype("mm", input, mat2)
@@ -202,6 +205,7 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     return matmul_p.bind(a, b)
 
 
+@autocast_op("bmm")
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched product of (b, n, k) and (b, k, m) tensors (same batch size; no broadcasting)."""
     a, b = _same_dtype("bmm", input, mat2, "batch1 and batch2")
@@ -224,6 +228,7 @@ def _check_vectors(op: str, a: Tensor, b: Tensor) -> None:
                               f"{b.shape[0]} elements respectively")
 
 
+@autocast_op("dot")
 def dot(input: Tensor, tensor: Tensor) -> Tensor:
     """Inner product of two 1-D tensors."""
     a, b = _same_dtype("dot", input, tensor, "both vectors")
@@ -238,6 +243,7 @@ def vdot(input: Tensor, other: Tensor) -> Tensor:
     return matmul_p.bind(a, b)
 
 
+@autocast_op("mv")
 def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Product of a matrix (n, m) and a vector (m,)."""
     a, b = _same_dtype("mv", input, vec, "mat and vec")
@@ -278,6 +284,7 @@ def _dim_list(dims, ndim: int, which: str) -> list:
     return [canonical_dim(int(d), ndim, f"tensordot ({which})") for d in dims]
 
 
+@autocast_op("tensordot")
 def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
     """Contract `dims` of `a` with `dims` of `b`: an int (last n of a with first n of b) or two lists."""
     if out is not None:
@@ -312,11 +319,13 @@ def tensordot(a: Tensor, b: Tensor, dims=2, out=None) -> Tensor:
     return matmul_p.bind(a2, b2).reshape(shape_a + shape_b)
 
 
+@autocast_op("addmm")
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2); with beta == 0, `input` is ignored (nan and inf included)."""
     return _scaled_add("addmm", input, mm(mat1, mat2), beta, alpha)
 
 
+@autocast_op("baddbmm")
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * bmm(batch1, batch2), as `addmm` for batches."""
     return _scaled_add("baddbmm", input, bmm(batch1, batch2), beta, alpha)
@@ -330,6 +339,7 @@ def _scaled_add(op: str, input: Tensor, prod: Tensor, beta, alpha) -> Tensor:
     return out + (base if beta == 1 else base * beta)
 
 
+@autocast_op("trace")
 def trace(input: Tensor) -> Tensor:
     """Sum of the main diagonal of a 2-D tensor (integers sum in int64)."""
     if input.ndim != 2:
@@ -518,6 +528,7 @@ def _sublist_equation(args) -> tuple:
     return (eq if out is None else eq + "->" + out), tuple(pairs[0::2])
 
 
+@autocast_op("einsum")
 def einsum(equation, *operands) -> Tensor:
     """Einstein summation over `operands` by `equation` (PyTorch's rules: '...', implicit output, broadcasting)."""
     if not isinstance(equation, str):

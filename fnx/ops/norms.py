@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from .autocast import autocast_op
 from ..core import FnxRuntimeError, FnxTypeError
 from ..tensor import Tensor, canonical_dim
 from .elementwise import abs as _abs, convert
@@ -23,6 +24,7 @@ def _float_input(op: str, x: Tensor, dtype) -> Tensor:
     return x
 
 
+@autocast_op("linalg.vector_norm")
 def vector_norm(x: Tensor, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=None) -> Tensor:
     """The `ord`-norm of `x` over `dim` (all elements when None): inf, -inf, 0 (count of nonzeros) or any p."""
     if out is not None:
@@ -42,6 +44,7 @@ def _matrix_dims(op: str, dim, ndim: int) -> tuple:
     return dims
 
 
+@autocast_op("linalg.matrix_norm")
 def matrix_norm(A: Tensor, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None, out=None) -> Tensor:
     """The `ord`-norm of (a batch of) matrices over `dim`: 'fro', 'nuc', 2, -2, 1, -1, inf or -inf.
 

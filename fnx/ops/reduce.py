@@ -10,6 +10,7 @@ import collections
 import math
 import operator
 
+from .autocast import autocast_op
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim, make
@@ -81,6 +82,7 @@ sum_p.def_jvp(lambda primals, tangents, *, axes, keepdims: (sum_p.bind(primals[0
 sum_p.batch = reduction_batch_rule(sum_p)
 
 
+@autocast_op("sum")
 def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Sum over `dim` (all dims by default). Integer and bool inputs sum in int64."""
     keepdim = keepdim if keepdims is None else keepdims
@@ -217,11 +219,13 @@ def _scan(prim: Primitive, input: Tensor, dim, dtype, op: str) -> Tensor:
     return prim.bind(input, axis=canonical_dim(dim, input.ndim, op), reverse=False)
 
 
+@autocast_op("cumsum")
 def cumsum(input: Tensor, dim: int | None = None, *, dtype=None, axis=None) -> Tensor:
     """Cumulative sum along `dim`. Integer and bool inputs accumulate in int64."""
     return _scan(cumsum_p, input, axis if dim is None else dim, dtype, "cumsum")
 
 
+@autocast_op("cumprod")
 def cumprod(input: Tensor, dim: int | None = None, *, dtype=None, axis=None) -> Tensor:
     """Cumulative product along `dim`, with a gradient that is exact when the input holds zeros."""
     return _scan(cumprod_p, input, axis if dim is None else dim, dtype, "cumprod")
@@ -273,6 +277,7 @@ def _prod_jvp(primals, tangents, *, axes, keepdims):
     return out, sum_p.bind(t * _products_of_others(x, axes), axes=axes, keepdims=keepdims)
 
 
+@autocast_op("prod")
 def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Product over `dim` (all dims by default). Integer and bool inputs multiply in int64."""
     keepdim = keepdim if keepdims is None else keepdims
@@ -478,6 +483,7 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, c
 
 
 # ---------------------------------------------------------------- other compositions
+@autocast_op("logsumexp")
 def logsumexp(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """log(sum(exp(x))) over `dim`, computed stably by shifting by the maximum."""
     dim, keepdim = (axis if dim is None else dim), (keepdim if keepdims is None else keepdims)
@@ -543,6 +549,7 @@ def _root_or_zero(s: Tensor, root) -> Tensor:
     return where(zero, 0.0, root(safe))
 
 
+@autocast_op("norm")
 def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """Vector p-norm over `dim` (all dims by default): p = 'fro' or 2, 1, inf, -inf, 0 or any other float; p = 'nuc'
     is the nuclear norm of a matrix (of the matrices in the two dims `dim`)."""
@@ -575,6 +582,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     return _root_or_zero(sum(_pow(_abs(input), p), axes, keepdim), lambda s: _pow(s, 1.0 / p))
 
 
+@autocast_op("dist")
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     """The p-norm of `input - other` (broadcast), as a 0-dim tensor (PyTorch's `dist`)."""
     return norm(sub(input, other), p)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from .autocast import autocast_op
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError
 from ..tensor import Tensor
@@ -218,6 +219,7 @@ def _inverse_erf(a: Tensor, q: Tensor) -> Tensor:
     return x
 
 
+@autocast_op("erfinv")
 def erfinv(input: Tensor) -> Tensor:
     """The inverse error function, elementwise: erf(erfinv(y)) = y on (-1, 1); ±inf at ±1, nan beyond."""
     y = _floating("erfinv", input)

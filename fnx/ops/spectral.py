@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from .autocast import autocast_op
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor
 from ._batching import move_to_front
@@ -191,6 +192,7 @@ def _svd_jvp(primals, tangents, *, full_matrices):
 SVDResult = namedtuple("svd", ["U", "S", "Vh"])
 
 
+@autocast_op("linalg.svd")
 def svd(A: Tensor, full_matrices: bool = True, *, driver=None, out=None) -> SVDResult:
     """A = U diag(S) Vh for (a batch of) m x n matrices: singular values S in descending order.
 
@@ -207,6 +209,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver=None, out=None) -> SVDR
     return SVDResult(*svd_p.bind(A, full_matrices=bool(full_matrices)))
 
 
+@autocast_op("linalg.svdvals")
 def svdvals(A: Tensor, *, driver=None, out=None) -> Tensor:
     """The singular values of (a batch of) matrices, in descending order (differentiable where they are distinct
     or the loss treats equal ones alike, e.g. a norm)."""
@@ -268,6 +271,7 @@ def _uplo(op: str, UPLO) -> str:
     return UPLO
 
 
+@autocast_op("linalg.eigh")
 def eigh(A: Tensor, UPLO: str = "L", *, out=None) -> EighResult:
     """Eigenvalues (ascending) and orthonormal eigenvectors of (a batch of) symmetric matrices, reading only the
     triangle `UPLO` ('L' lower, 'U' upper). Gradients need distinct eigenvalues and a loss that does not depend on
@@ -278,6 +282,7 @@ def eigh(A: Tensor, UPLO: str = "L", *, out=None) -> EighResult:
     return EighResult(*eigh_p.bind(A, UPLO=_uplo("linalg.eigh", UPLO)))
 
 
+@autocast_op("linalg.eigvalsh")
 def eigvalsh(A: Tensor, UPLO: str = "L", *, out=None) -> Tensor:
     """The eigenvalues of (a batch of) symmetric matrices, ascending (see `eigh`)."""
     if out is not None:
@@ -345,6 +350,7 @@ def _qr_jvp(primals, tangents, *, complete):
 QRResult = namedtuple("qr", ["Q", "R"])
 
 
+@autocast_op("linalg.qr")
 def qr(A: Tensor, mode: str = "reduced", *, out=None) -> QRResult:
     """A = Q R with orthonormal columns Q and upper triangular R, for (a batch of) m x n matrices.
 
@@ -373,6 +379,7 @@ def qr(A: Tensor, mode: str = "reduced", *, out=None) -> QRResult:
 LegacySVDResult = namedtuple("svd", ["U", "S", "V"])
 
 
+@autocast_op("svd")
 def legacy_svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> LegacySVDResult:
     """`torch.svd`: A = U diag(S) V^T, returning V (not Vh); `some` gives the reduced factors; without
     `compute_uv`, U and V are zero matrices of shape (m, m) and (n, n), as in PyTorch. Prefer `fnx.linalg.svd`."""
@@ -385,6 +392,7 @@ def legacy_svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> Leg
     return LegacySVDResult(U, S, Vh.mT)
 
 
+@autocast_op("qr")
 def legacy_qr(input: Tensor, some: bool = True) -> QRResult:
     """`torch.qr`: `linalg.qr` with mode 'reduced' (some=True) or 'complete'."""
     return qr(input, "reduced" if some else "complete")

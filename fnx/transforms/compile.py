@@ -64,6 +64,7 @@ from ..ir import ClosedJaxpr, Jaxpr
 from ..lowering import check_backend, default_backend, lower
 from ..lowering.interpret import run_eagerly
 from ..lowering.passes import optimize
+from ..ops.autocast import autocast_key
 from ..ops.creation import tensor, zeros_like
 from ..ops.sampling import compiled_call_key, staged_keys
 from ..tensor import Tensor, Tracer, from_array
@@ -246,6 +247,7 @@ class _Marker:
 
 
 _STATIC, _TREE, _KWARGS = _Marker("static"), _Marker("tree"), _Marker("kwargs")
+_AUTOCAST = _Marker("autocast")  # then the autocast settings a signature was traced under (fnx.autocast)
 
 
 def _tensor_desc(x: Tensor) -> tuple:
@@ -318,8 +320,15 @@ def _explain_arg(label: str, old, new) -> list[str]:
     return _explain_leaf(label, old, new)
 
 
+def _autocast_of(key: tuple) -> tuple | None:
+    """The autocast settings a signature key was traced under (None: autocast off)."""
+    return key[key.index(_AUTOCAST) + 1] if _AUTOCAST in key else None
+
+
 def _split_key(key: tuple) -> tuple[list, dict]:
     """Positional descriptors and {keyword: descriptor} of a signature key."""
+    if _AUTOCAST in key:
+        key = key[:key.index(_AUTOCAST)]
     if _KWARGS not in key:
         return list(key), {}
     cut = key.index(_KWARGS)
@@ -451,6 +460,9 @@ class Compiled:
             key, leaves = self._signature(args, kwargs)
         else:
             key = tuple(key)
+        amp = autocast_key()
+        if amp is not None:   # traced under autocast: the casts are part of the program
+            key = (*key, _AUTOCAST, amp)
         last = self._last   # a repeated signature compares equal without hashing every descriptor again
         entry = last[1] if last is not None and last[1].cacheable and last[0] == key else self._cache.get(key)
         if entry is None:
@@ -556,6 +568,9 @@ class Compiled:
             reasons = _explain_arg(label, a, b)
             if reasons:
                 diffs.append((label, reasons))
+        old_amp, new_amp = _autocast_of(old), _autocast_of(new)
+        if old_amp != new_amp:
+            diffs.append(("the autocast settings", [f"autocast {old_amp} -> {new_amp}"]))
         return diffs
 
     def _recompiled(self, old: tuple, new: tuple) -> str:
@@ -640,6 +655,9 @@ class Compiled:
     def lower(self, *args, **kwargs) -> Lowered:
         """The compiled function for these arguments' signature (traced now unless cached), for inspection."""
         key, leaves = self._signature(args, kwargs)
+        amp = autocast_key()
+        if amp is not None:
+            key = (*key, _AUTOCAST, amp)
         entry = self._cache.get(key) or self._trace(key, args, kwargs, leaves)
         self._last = (key, entry)
         return Lowered(entry)

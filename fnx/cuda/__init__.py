@@ -1,8 +1,8 @@
 """`fnx.cuda`: CUDA availability and the CUDA default generators' seeds (CuPy is imported only when asked)."""
 from __future__ import annotations
 
-from .device import cuda_device_count, is_cuda_available
-from .ops.sampling import manual_seed_cuda
+from ..device import cuda_device_count, is_cuda_available
+from ..ops.sampling import manual_seed_cuda
 
 __all__ = ["is_available", "device_count", "synchronize", "current_device", "manual_seed", "manual_seed_all"]
 
