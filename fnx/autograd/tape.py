@@ -72,6 +72,9 @@ _MAX_STAND_INS = 4096
 
 
 def _absent_inputs(args) -> tuple:
+    if len(args) == 1:   # most ops: no list to build
+        a = args[0]
+        return (Absent(a._value, a._device),)
     return tuple([Absent(a._value, a._device) for a in args])
 
 
@@ -118,6 +121,8 @@ class Node:
             for i, (a, v) in enumerate(zip(inputs, self.versions)):
                 if a._version[0] != v:
                     raise _modified_error(self.name, i, a, v)
+        elif len(inputs) == 1:
+            inputs = (_present(inputs[0]),)
         else:
             inputs = tuple([_present(x) for x in inputs])
         value = self.out_value

@@ -39,7 +39,7 @@ def infer_shape(op: str, old: tuple, new: tuple) -> tuple:
         if known == 0 or n % known:
             raise FnxRuntimeError(f"{op}: shape {list(new)} is invalid for input of size {n} (shape {list(old)})")
         new = tuple(n // known if s == -1 else s for s in new)
-    if math.prod(new) != n or any(s < 0 for s in new):
+    if math.prod(new) != n or (new and min(new) < 0):
         raise FnxRuntimeError(f"{op}: shape {list(new)} is invalid for input of size {n} (shape {list(old)})")
     return new
 
@@ -107,10 +107,11 @@ def _broadcast_batch(args, dims, *, shape):
 
 def broadcast_to(input: Tensor, shape) -> Tensor:
     """A read-only view of `input` broadcast to `shape` (numpy rules)."""
-    shape = tuple(int(s) for s in shape)
+    shape = tuple([s if type(s) is int else int(s) for s in shape])
     if shape == tuple(input.shape):
         return input
-    _broadcast_abstract(input.aval, shape=shape)
+    if type(input) is not Tensor:   # eagerly a bad shape fails in the impl, and bind raises the abstract rule's error
+        _broadcast_abstract(input.aval, shape=shape)
     return broadcast_p.bind(input, shape=shape)
 
 
