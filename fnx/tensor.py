@@ -432,13 +432,7 @@ def _element_formatter(arr: np.ndarray):
 def make(value, dev) -> Tensor:
     """Wrap an array (already on `dev`) as a fresh leaf tensor."""
     t = object.__new__(Tensor)
-    t._value = value
-    t._device = dev
-    t._node = None
-    t._requires_grad = False
-    t._grad = None
-    t._version = [0]
-    t._base = None
+    init_from_array(t, value, dev)
     return t
 
 
