@@ -72,11 +72,11 @@ class Tensor:
     @property
     def ndim(self) -> int:
         """The number of dims."""
-        return len(self.shape)
+        return self._value.ndim
 
     def dim(self) -> int:
         """The number of dims (PyTorch's name; same as `ndim`)."""
-        return len(self.shape)
+        return self.ndim
 
     def size(self, dim: int | None = None):
         """The shape, or the size of dim `dim`."""
@@ -137,10 +137,11 @@ class Tensor:
     @property
     def mT(self) -> Tensor:
         """The last two dims swapped (a view): the transpose of each matrix in a batch."""
-        if self.ndim < 2:
+        n = self.ndim
+        if n < 2:
             raise FnxRuntimeError(f"tensor.mT is only supported on matrices or batches of matrices, got a "
-                                  f"{self.ndim}-D tensor")
-        return self.transpose(-2, -1)
+                                  f"{n}-D tensor")
+        return self.transpose(n - 2, n - 1)
 
     # ------------------------------------------------------------------ autograd state
     @property
@@ -455,6 +456,8 @@ def from_array(value) -> Tensor:
 
 def canonical_dim(dim: int, ndim: int, op: str) -> int:
     """Wrap a possibly negative `dim`; out-of-range dims raise IndexError naming the op."""
+    if type(dim) is int and 0 <= dim < ndim:   # the common case, without the checks below
+        return dim
     lo = -max(ndim, 1)
     if not lo <= dim < max(ndim, 1):
         raise FnxIndexError(f"{op}: dimension out of range (expected to be in range of [{lo}, "
@@ -487,6 +490,10 @@ class Tracer(Tensor):
     @property
     def shape(self) -> Size:
         return Size(self.aval.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.aval.shape)
 
     @property
     def dtype(self) -> _dt.dtype:

@@ -117,3 +117,20 @@ def test_an_output_the_vjp_reads_stays_saved():
     assert isinstance(d.grad_fn.out_value, np.ndarray)
     (y + d).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), np.exp([0.5, 1.0]) - 1.0 / np.array([0.25, 1.0]), rtol=1e-6)
+
+
+def test_a_stand_in_is_read_only_nan_of_the_value_shape_and_dtype():
+    """What a vjp sees of a value it did not declare: NaN (0 for integers) of that shape and dtype, read-only, so
+    a rule that read or wrote it would show; stand-ins are shared between nodes, and their cache stays bounded."""
+    from fnx.autograd import tape
+
+    f = Absent(np.ones((2, 3), np.float32), fnx.device("cpu")).stand_in()
+    i = Absent(np.ones((4,), np.int64), fnx.device("cpu")).stand_in()
+    assert (f.shape, f.dtype, i.shape, i.dtype) == ((2, 3), np.float32, (4,), np.int64)
+    assert np.isnan(f).all() and (i == 0).all()
+    assert not f.flags.writeable and not i.flags.writeable
+    with pytest.raises(ValueError):
+        f[0, 0] = 1.0
+    for n in range(tape._MAX_STAND_INS + 10):
+        Absent(np.empty((n, 1), np.float32), fnx.device("cpu")).stand_in()
+    assert len(tape._STAND_INS) <= tape._MAX_STAND_INS

@@ -53,17 +53,28 @@ class Absent:
         if self.device is not cpu:
             xp = self.device._xp
             return xp.broadcast_to(xp.full((), float("nan") if dtype in _FLOAT_NP else 0, dtype=dtype), self.shape)
-        fill = _FILLS.get(dtype)
-        if fill is None:
-            fill = _FILLS[dtype] = np.full(1, float("nan") if dtype in _FLOAT_NP else 0, dtype=dtype)
+        key = (self.shape, dtype)
+        out = _STAND_INS.get(key)
+        if out is None:
+            fill = np.full(1, float("nan") if dtype in _FLOAT_NP else 0, dtype=dtype)
             fill.flags.writeable = False
-        return np.ndarray(self.shape, dtype, fill, 0, (0,) * len(self.shape))   # 1 us; np.broadcast_to: 13
+            out = np.ndarray(self.shape, dtype, fill, 0, (0,) * len(self.shape))   # np.broadcast_to: 13 us
+            if len(_STAND_INS) >= _MAX_STAND_INS:
+                _STAND_INS.clear()
+            _STAND_INS[key] = out
+        return out
 
 
-_FILLS: dict = {}   # dtype -> the read-only one-element array that CPU stand-ins view
+# (shape, dtype) -> a read-only CPU stand-in of that shape, shared by every node: making one costs 1 us, more
+# than the rest of a small node's backward, and a model's backward asks for the same few shapes again and again.
+_STAND_INS: dict = {}
+_MAX_STAND_INS = 4096
 
 
 def _absent_inputs(args) -> tuple:
+    if len(args) == 1:   # most ops: no list to build
+        a = args[0]
+        return (Absent(a._value, a._device),)
     return tuple([Absent(a._value, a._device) for a in args])
 
 
@@ -98,34 +109,38 @@ class Node:
     def release(self) -> None:
         self.inputs = self.out_value = None
 
-    def check_saved(self) -> None:
-        if self.inputs is None:
+    def vjp(self, cot):
+        """The cotangents of the inputs given `cot`, the output's; first checks that the saved values are intact."""
+        inputs, prim = self.inputs, self.prim
+        if inputs is None:
             raise FnxRuntimeError(
                 f"Trying to backward through the graph a second time (through {self.name}): its saved tensors "
                 f"were freed by the first backward. Specify retain_graph=True in the first .backward() or "
                 f"autograd.grad() call if you need to backward twice.")
-        prim = self.prim
         if prim.saves_inputs:
-            for i, (a, v) in enumerate(zip(self.inputs, self.versions)):
+            for i, (a, v) in enumerate(zip(inputs, self.versions)):
                 if a._version[0] != v:
                     raise _modified_error(self.name, i, a, v)
-        if prim.saves_output and self.out_version[0][0] != self.out_version[1]:
-            ver, at = self.out_version
-            raise FnxRuntimeError(
-                f"one of the variables needed for gradient computation has been modified by an inplace "
-                f"operation: the output of {self.name} is at version {ver[0]}; expected version {at} instead. "
-                f"Use an out-of-place op (x = x.op(...)) or .clone() the tensor before modifying it.")
-
-    def vjp(self, cot):
-        self.check_saved()
+        elif len(inputs) == 1:
+            inputs = (_present(inputs[0]),)
+        else:
+            inputs = tuple([_present(x) for x in inputs])
         value = self.out_value
-        out = make(value.stand_in(), value.device) if type(value) is Absent else make(value, device_of_array(value))
+        if type(value) is Absent:
+            out = make(value.stand_in(), value.device)
+        else:
+            ver, at = self.out_version
+            if ver[0] != at:
+                raise FnxRuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: the output of {self.name} is at version {ver[0]}; expected version {at} instead. "
+                    f"Use an out-of-place op (x = x.op(...)) or .clone() the tensor before modifying it.")
+            out = make(value, device_of_array(value))
         out._node, out._requires_grad = self, True
-        inputs = self.inputs if self.prim.saves_inputs else tuple([_present(x) for x in self.inputs])
-        if self.prim.vjp_takes_needs:
-            needs = tuple(p is not None for p in self.parents)
-            return self.prim.vjp(cot, inputs, out, needs=needs, **self.params)
-        return self.prim.vjp(cot, inputs, out, **self.params)
+        if prim.vjp_takes_needs:
+            needs = tuple([p is not None for p in self.parents])
+            return prim.vjp(cot, inputs, out, needs=needs, **self.params)
+        return prim.vjp(cot, inputs, out, **self.params)
 
 
 def _modified_error(name: str, i: int, a, v: int) -> FnxRuntimeError:

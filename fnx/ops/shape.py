@@ -26,7 +26,7 @@ __all__ = ["reshape", "broadcast_to", "expand", "expand_as", "permute", "transpo
 def _shape_arg(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    return tuple([s if type(s) is int else int(s) for s in shape])
 
 
 def infer_shape(op: str, old: tuple, new: tuple) -> tuple:
@@ -39,7 +39,7 @@ def infer_shape(op: str, old: tuple, new: tuple) -> tuple:
         if known == 0 or n % known:
             raise FnxRuntimeError(f"{op}: shape {list(new)} is invalid for input of size {n} (shape {list(old)})")
         new = tuple(n // known if s == -1 else s for s in new)
-    if math.prod(new) != n or any(s < 0 for s in new):
+    if math.prod(new) != n or (new and min(new) < 0):
         raise FnxRuntimeError(f"{op}: shape {list(new)} is invalid for input of size {n} (shape {list(old)})")
     return new
 
@@ -63,8 +63,12 @@ reshape_p.def_batch(lambda args, dims, *, shape: (
 
 def reshape(input: Tensor, *shape) -> Tensor:
     """The same elements in a new shape (a view when the layout allows, else a copy); one dim may be -1."""
-    new = infer_shape("reshape", tuple(input.shape), _shape_arg(shape))
-    if new == tuple(input.shape):
+    old = tuple(input.shape)
+    new = _shape_arg(shape)
+    if new == old:
+        return input
+    new = infer_shape("reshape", old, new)
+    if new == old:
         return input
     out = reshape_p.bind(input, shape=new)
     if type(out) is Tensor and not input._value.flags.c_contiguous and \
@@ -103,10 +107,11 @@ def _broadcast_batch(args, dims, *, shape):
 
 def broadcast_to(input: Tensor, shape) -> Tensor:
     """A read-only view of `input` broadcast to `shape` (numpy rules)."""
-    shape = tuple(int(s) for s in shape)
+    shape = tuple([s if type(s) is int else int(s) for s in shape])
     if shape == tuple(input.shape):
         return input
-    _broadcast_abstract(input.aval, shape=shape)
+    if type(input) is not Tensor:   # eagerly a bad shape fails in the impl, and bind raises the abstract rule's error
+        _broadcast_abstract(input.aval, shape=shape)
     return broadcast_p.bind(input, shape=shape)
 
 
@@ -128,7 +133,7 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------- transpose / permute
 transpose_p = Primitive("transpose", view=True, saves_inputs=False, groups=("movement",))
-transpose_p.def_impl(lambda xp, x, *, perm: xp.transpose(x, perm))
+transpose_p.def_impl(lambda xp, x, *, perm: x.transpose(perm))
 
 
 @transpose_p.def_abstract
@@ -156,11 +161,12 @@ transpose_p.def_batch(lambda args, dims, *, perm: (
 def permute(input: Tensor, *dims) -> Tensor:
     """Reorder dimensions (a view)."""
     dims = _shape_arg(dims)
-    if len(dims) != input.ndim:
+    n = input.ndim
+    if len(dims) != n:
         raise FnxRuntimeError(f"permute: number of dims don't match: got {len(dims)} dims for a tensor of shape "
                               f"{list(input.shape)}")
-    perm = tuple(canonical_dim(d, input.ndim, "permute") for d in dims)
-    if perm == tuple(range(input.ndim)):
+    perm = tuple([canonical_dim(d, n, "permute") for d in dims])
+    if perm == tuple(range(n)):
         return input
     return transpose_p.bind(input, perm=perm)
 
@@ -172,9 +178,11 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
         canonical_dim(dim0, 0, "transpose"), canonical_dim(dim1, 0, "transpose")
         return input
     d0, d1 = canonical_dim(dim0, n, "transpose"), canonical_dim(dim1, n, "transpose")
+    if d0 == d1:
+        return input
     perm = list(range(n))
-    perm[d0], perm[d1] = perm[d1], perm[d0]
-    return permute(input, perm)
+    perm[d0], perm[d1] = d1, d0
+    return transpose_p.bind(input, perm=tuple(perm))
 
 
 swapaxes = swapdims = transpose
