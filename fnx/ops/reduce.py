@@ -14,6 +14,7 @@ from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim, make
 from ._batching import axis_batch_rule, reduction_batch_rule
+from ._families import complex_error, conj_if_complex
 from .creation import ones, stop_gradient, zeros
 from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
                           minimum, ne, pow as _pow, sqrt, sub, where)
@@ -67,7 +68,7 @@ def _accumulating(input: Tensor, dtype) -> Tensor:
     """The input of sum/prod/cumsum/cumprod: cast to `dtype`, else integers and bools widen to int64."""
     if dtype is not None:
         return convert(input, dtype)
-    return input if input.dtype.is_floating_point else convert(input, _dt.int64)
+    return input if input.dtype.is_inexact else convert(input, _dt.int64)
 
 
 # ---------------------------------------------------------------- sum
@@ -96,7 +97,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=Non
     dim = axis if dim is None else dim
     if dtype is not None:
         input = convert(input, dtype)
-    if not input.dtype.is_floating_point:
+    if not input.dtype.is_inexact:
         raise FnxRuntimeError(f"mean(): could not infer output dtype. Input dtype must be floating point, got "
                               f"{input.dtype}; pass dtype= or convert with .float()")
     axes = reduce_dims(dim, input.ndim, "mean")
@@ -263,7 +264,7 @@ def _products_of_others(x: Tensor, axes: tuple) -> Tensor:
 @prod_p.def_vjp
 def _prod_vjp(g, primals, out, *, axes, keepdims):
     x = primals[0]
-    return (_expand_back(g, tuple(x.shape), axes, keepdims) * _products_of_others(x, axes),)
+    return (_expand_back(g, tuple(x.shape), axes, keepdims) * conj_if_complex(_products_of_others(x, axes)),)
 
 
 @prod_p.def_jvp
@@ -287,6 +288,8 @@ def _extremum(name: str, np_fn: str) -> Primitive:
     prim = Primitive(name, saves_inputs=True, saves_output=True, groups=("reduction",), monoid=np_fn)
 
     def impl(xp, x, *, axes, keepdims):
+        if x.dtype.kind == "c":
+            raise complex_error(name, _dt.from_numpy_dtype(x.dtype))
         if x.size == 0 and builtins.any(x.shape[a] == 0 for a in axes):
             raise FnxRuntimeError(f"{name}(): expected a non-empty tensor to reduce over dims {axes}, got shape "
                                   f"{list(x.shape)}; the reduction has no identity")
@@ -347,6 +350,8 @@ def _arg_extremum(name: str, np_fn: str) -> Primitive:
     prim = Primitive(name, differentiable=False, saves_inputs=False)
 
     def impl(xp, x, *, axis, keepdims):
+        if x.dtype.kind == "c":
+            raise complex_error(name, _dt.from_numpy_dtype(x.dtype))
         if x.shape[axis] == 0:
             raise FnxRuntimeError(f"{name}(): expected a non-empty dimension {axis}, got shape {list(x.shape)}")
         return getattr(xp, np_fn)(x, axis=axis, keepdims=keepdims).astype(xp.int64)
