@@ -54,10 +54,19 @@ def test_parts_views_and_properties():
 
 
 @pytest.mark.parametrize("op", [lambda z: z < z, lambda z: fnx.maximum(z, z), fnx.relu, fnx.floor, fnx.sign,
-                                lambda z: z.max(), lambda z: z.argmax(), fnx.sigmoid, fnx.round])
+                                lambda z: z.max(), lambda z: z.argmax(), fnx.sigmoid, fnx.round, fnx.sort,
+                                lambda z: fnx.topk(z, 1), fnx.isposinf])
 def test_ops_without_complex_meaning_raise_naming_the_dtype(op):
     with pytest.raises(RuntimeError, match=r"not supported for complex tensors \(fnx.complex64\)"):
         op(fnx.tensor([1 + 2j, 2 - 1j]))
+
+
+def test_nan_and_inf_tests_look_at_both_parts():
+    z = fnx.tensor([complex(math.inf, 0), complex(1, math.nan), 1 + 1j])
+    assert fnx.isinf(z).tolist() == [True, False, False]
+    assert fnx.isnan(z).tolist() == [False, True, False]
+    assert fnx.isfinite(z).tolist() == [False, False, True]
+    assert fnx.nan_to_num(z).numpy()[1] == 1 + 0j
 
 
 def test_view_as_complex_checks_its_input():

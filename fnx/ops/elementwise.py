@@ -365,8 +365,8 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
 
 @_method("isnan")
 def isnan(input: Tensor) -> Tensor:
-    """True where `input` is NaN."""
-    if not input.dtype.is_floating_point:
+    """True where `input` is NaN (a complex element: either part)."""
+    if not input.dtype.is_inexact:
         return full_like_bool(input, False)
     return isnan_p.bind(input)
 
@@ -977,26 +977,28 @@ def clamp_max(input: Tensor, max) -> Tensor:
 
 @_method("isinf")
 def isinf(input: Tensor) -> Tensor:
-    """True where `input` is +inf or -inf."""
-    if not input.dtype.is_floating_point:
+    """True where `input` is +inf or -inf (a complex element: either part)."""
+    if not input.dtype.is_inexact:
         return full_like_bool(input, False)
     return eq(abs(input), math.inf)
 
 
 def isposinf(input: Tensor) -> Tensor:
     """True where `input` is +inf."""
+    refuse_complex("isposinf", input)
     return eq(input, math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
 
 
 def isneginf(input: Tensor) -> Tensor:
     """True where `input` is -inf."""
+    refuse_complex("isneginf", input)
     return eq(input, -math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
 
 
 @_method("isfinite")
 def isfinite(input: Tensor) -> Tensor:
-    """True where `input` is neither NaN nor infinite."""
-    if not input.dtype.is_floating_point:
+    """True where `input` is neither NaN nor infinite (a complex element: in both parts)."""
+    if not input.dtype.is_inexact:
         return full_like_bool(input, True)
     return lt(abs(input), math.inf)
 
@@ -1007,7 +1009,12 @@ def full_like_bool(input: Tensor, value: bool) -> Tensor:
 
 @_method("nan_to_num", inplace=True)
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
-    """Replace NaN, +inf and -inf by finite numbers (by default 0 and the dtype's extremes)."""
+    """Replace NaN, +inf and -inf by finite numbers (by default 0 and the dtype's extremes); a complex
+    tensor in each part."""
+    if input.dtype.is_complex:
+        from .complex import complex, imag, real
+
+        return complex(*(nan_to_num(part, nan, posinf, neginf) for part in (real(input), imag(input))))
     if not input.dtype.is_floating_point:
         return input
     info = _dt.finfo(input.dtype)

@@ -15,6 +15,7 @@ from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, Shap
 from ..tensor import Tensor, canonical_dim, make
 from ._batching import axis_batch_rule, reduction_batch_rule
 from ._families import complex_error, conj_if_complex
+from .complex import conj, real
 from .creation import ones, stop_gradient, zeros
 from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
                           minimum, ne, pow as _pow, sqrt, sub, where)
@@ -185,7 +186,7 @@ def _cumprod_vjp(g, primals, out, *, axis, reverse):
     # d x_k = sum_{i >= k} g_i prod_{j <= i, j != k} x_j (i, j in scan order). Before the first zero z this is
     # sum_{i >= k} g_i y_i / x_k; at z it is prod_{j < z} x_j * sum_{i >= z} g_i prod_{z < j <= i} x_j; after z it
     # is 0 (every product holds x_z). Exact for any zeros; second derivatives are exact where x has no zeros.
-    x = primals[0]
+    x, out = conj_if_complex(primals[0]), conj_if_complex(out)   # complex: g * conj(d out / d x)
     before, first = _zero_masks(x, axis, reverse)
     back = not reverse
     grad_before = cumsum_p.bind(g * out, axis=axis, reverse=back) / where(before, x, 1.0)
@@ -449,13 +450,14 @@ def _var_and_mean(input: Tensor, dim, unbiased, keepdim: bool, correction, op: s
     n = math.prod(input.shape[a] for a in axes)
     m = mean(input, axes, keepdim=True)
     centered = input - m
-    v = sum(centered * centered, axes, keepdim=keepdim) / float(builtins.max(n - correction, 0))
+    squared = real(centered * conj(centered)) if input.dtype.is_complex else centered * centered   # |x - m|^2
+    v = sum(squared, axes, keepdim=keepdim) / float(builtins.max(n - correction, 0))
     return v, (m if keepdim else m.reshape(_reduced_shape(tuple(input.shape), axes, False)))
 
 
 def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None,
         keepdims=None) -> Tensor:
-    """Variance over `dim` with Bessel's `correction` (default 1, as in PyTorch)."""
+    """Variance over `dim` with Bessel's `correction` (default 1, as in PyTorch); real for complex inputs."""
     keepdim = keepdim if keepdims is None else keepdims
     return _var_and_mean(input, axis if dim is None else dim, unbiased, keepdim, correction, "var")[0]
 
@@ -486,7 +488,7 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, c
 def logsumexp(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """log(sum(exp(x))) over `dim`, computed stably by shifting by the maximum."""
     dim, keepdim = (axis if dim is None else dim), (keepdim if keepdims is None else keepdims)
-    if not input.dtype.is_floating_point:
+    if not input.dtype.is_inexact:
         input = convert(input, _dt.get_default_dtype())
     axes = reduce_dims(dim, input.ndim, "logsumexp")
     m = stop_gradient(max_p.bind(input, axes=axes, keepdims=True)) if input.numel() else input
