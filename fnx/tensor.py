@@ -157,7 +157,7 @@ class Tensor:
         if self._node is not None and not requires_grad:
             raise FnxRuntimeError("requires_grad_: you can only change requires_grad flags of leaf variables; "
                                   "use .detach() to get a tensor that does not require grad")
-        if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
+        if requires_grad and not self.dtype.is_inexact:
             raise FnxRuntimeError(f"requires_grad_: only tensors of floating point and complex dtype can require "
                                   f"gradients, got {self.dtype}")
         self._requires_grad = bool(requires_grad)

@@ -78,8 +78,8 @@ def test_dim_of_a_zero_dim_tensor():
 
 # ---------------------------------------------------------------- dtypes
 def test_integer_tensors_cannot_require_grad():
-    with pytest.raises(RuntimeError, match="only tensors of floating point and complex dtype can require gradients, got "
-                                           "fnx.int64"):
+    with pytest.raises(RuntimeError, match="only tensors of floating point and complex dtype can require "
+                                           "gradients, got fnx.int64"):
         fnx.tensor([1, 2]).requires_grad_()
 
 

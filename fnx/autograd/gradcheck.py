@@ -105,5 +105,6 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
             raise GradcheckError(
                 f"gradcheck: Jacobian mismatch for output {k} with respect to input {i}: analytic "
                 f"{analytic[worst]:.6g} vs numerical {numeric[worst]:.6g} at (output coordinate {worst[0]}, input "
-                f"coordinate {worst[1]}; a complex element has two, its real and imaginary parts).\nnumerical:\n{numeric}\nanalytic:\n{analytic}")
+                f"coordinate {worst[1]}; a complex element has two, its real and imaginary parts).\nnumerical:\n"
+                f"{numeric}\nanalytic:\n{analytic}")
     return True

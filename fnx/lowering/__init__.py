@@ -5,9 +5,9 @@ reference semantics every compile test compares against); every other backend is
 fnx/lowering/targets/ ("c", "cuda"), for which fnx/lowering/plan.py generates fused kernels. Where code
 generation is unavailable (no C compiler for the default backend, the template engine it renders with is not
 installed, complex values, which the kernels have no arithmetic for, or a primitive of this jaxpr it does not
-support yet), the jaxpr runs on the interpreter instead,
-with one warning per reason; a backend="c" asked for explicitly (or by `FNX_BACKEND`) on a machine without a
-C compiler is an error instead, and so is any other failure, a broken import included.
+support yet), the jaxpr runs on the interpreter instead, with one warning per reason; a backend="c" asked for
+explicitly (or by `FNX_BACKEND`) on a machine without a C compiler is an error instead, and so is any other
+failure, a broken import included.
 
 Importing lowering also registers its eager kernels (fnx/lowering/eager_kernels.py): the compiled C kernels
 that eager mode runs for the primitives numpy has no fast form of (erf, gelu, ...).

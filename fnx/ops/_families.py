@@ -181,17 +181,17 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
             raise FnxRuntimeError(bool_error)
         if x.dtype.is_complex and not complex:
             raise complex_error(name, x.dtype)
-        if float_only and not x.dtype.is_floating_point and not x.dtype.is_complex:
+        if float_only and not x.dtype.is_inexact:
             raise FnxTypeError(f"{name}: expected a floating-point tensor, got {x.dtype}")
         return ShapedArray(x.shape, out_dtype or x.dtype, x.device)
 
     prim.abstract = abstract
     prim.batch = unary_batch_rule(prim)
-    if deriv is not None and complex:
-        prim.vjp = lambda g, primals, out: (g * conj_if_complex(deriv(primals[0], out)),)
-    elif deriv is not None:
-        prim.vjp = lambda g, primals, out: (g * deriv(primals[0], out),)
     if deriv is not None:
+        if complex:
+            prim.vjp = lambda g, primals, out: (g * conj_if_complex(deriv(primals[0], out)),)
+        else:
+            prim.vjp = lambda g, primals, out: (g * deriv(primals[0], out),)
 
         def jvp(primals, tangents):
             out = prim.bind(primals[0])
@@ -247,7 +247,7 @@ def _gated(mask: Tensor, t: Tensor) -> Tensor:
 
 def _nondiff_jvp(prim, primals):
     out = prim.bind(*primals)
-    return out, _zeros_like(out) if out.dtype.is_floating_point or out.dtype.is_complex else None
+    return out, _zeros_like(out) if out.dtype.is_inexact else None
 
 
 # ---------------------------------------------------------------- binary family

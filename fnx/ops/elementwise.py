@@ -42,13 +42,9 @@ convert_p = Primitive("convert", saves_inputs=False, groups=("elementwise", "una
 convert_p.def_impl(lambda xp, x, *, dtype: (x if x.dtype.kind != "c" or dtype.is_complex else x.real).astype(dtype.np))
 convert_p.def_abstract(lambda x, *, dtype: ShapedArray(x.shape, dtype, x.device))
 convert_p.def_vjp(lambda g, primals, out, *, dtype: (
-    convert(g, primals[0].dtype) if _differentiable(primals[0].dtype) else None,))
+    convert(g, primals[0].dtype) if primals[0].dtype.is_inexact else None,))
 convert_p.def_jvp(lambda primals, tangents, *, dtype: (
-    convert(primals[0], dtype), convert(tangents[0], dtype) if _differentiable(dtype) else None))
-
-
-def _differentiable(dtype: _dt.dtype) -> bool:
-    return dtype.is_floating_point or dtype.is_complex
+    convert(primals[0], dtype), convert(tangents[0], dtype) if dtype.is_inexact else None))
 
 
 def convert(x: Tensor, dtype) -> Tensor:
@@ -254,7 +250,7 @@ def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False, *, al
             refuse_complex(prim.name, input)
         if ints_to_float:
             try:
-                floating = input.dtype.is_floating_point or input.dtype.is_complex
+                floating = input.dtype.is_inexact
             except AttributeError:
                 raise _not_a_tensor(prim.name, input) from None
             if not floating:
@@ -292,11 +288,14 @@ _real_abs = _unary_wrapper(abs_p, "Absolute value, elementwise.")
 @_method("abs", "absolute", inplace=True)
 def abs(input: Tensor) -> Tensor:
     """Absolute value, elementwise; the modulus (a real tensor) of a complex one."""
+    if type(input) is Tensor and input._value.dtype in _FLOAT_NP:
+        return _bind(abs_p, input)
     if isinstance(input, Tensor) and input.dtype.is_complex:
         from .complex import complex_abs_p
 
         return complex_abs_p.bind(input)
     return _real_abs(input)
+
 
 sign = _unary_wrapper(sign_p, "-1, 0 or 1 by the sign of x (zero gradient).", inplace=True)
 neg = _unary_wrapper(neg_p, "-x, elementwise.", aliases=("negative",), inplace=True)
@@ -514,7 +513,7 @@ def _integer_pow_impl(xp, x, *, y):
 def _integer_pow_abstract(x: ShapedArray, *, y: int) -> ShapedArray:
     if x.dtype is _dt.bool:
         raise FnxTypeError("integer_pow: expected a numeric tensor, got bool (convert it first)")
-    if y < 0 and not (x.dtype.is_floating_point or x.dtype.is_complex):
+    if y < 0 and not x.dtype.is_inexact:
         raise _negative_integer_power(x.dtype, y)
     if builtins.abs(y) > INTEGER_POW_MAX:
         raise FnxValueError(f"integer_pow: |y| must be at most {INTEGER_POW_MAX}, got {y} (fnx.pow sends larger "
@@ -546,7 +545,7 @@ pow_scalar_p.def_impl(lambda xp, x, *, y: xp.power(x, x.dtype.type(y)))
 
 @pow_scalar_p.def_abstract
 def _pow_scalar_abstract(x: ShapedArray, *, y: float) -> ShapedArray:
-    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+    if not x.dtype.is_inexact:
         raise FnxTypeError(f"pow_scalar: expected a floating-point or complex tensor, got {x.dtype}")
     return x
 
@@ -598,7 +597,7 @@ def _binary_wrapper(prim: Primitive, doc: str, method: str, *, aliases: tuple = 
         x, y = _promote2(input, other, prim.name)
         if real_only:
             refuse_complex(prim.name, x)
-        if to_float and not (x.dtype.is_floating_point or x.dtype.is_complex):
+        if to_float and not x.dtype.is_inexact:
             x, y = convert(x, _dt.get_default_dtype()), convert(y, _dt.get_default_dtype())
         return _bind(prim, x, y)
 
@@ -1102,7 +1101,7 @@ select_p.def_batch(elementwise_batch_rule(select_p))
 def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     """|input - other| <= atol + rtol * |other|, elementwise (infinities compare equal to themselves)."""
     x, y = promote("isclose", input, other)
-    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+    if not x.dtype.is_inexact:
         return eq(x, y)
     close = logical_or(eq(x, y), le(abs(x - y), atol + rtol * abs(y)))
     return logical_or(close, logical_and(isnan(x), isnan(y))) if equal_nan else close
