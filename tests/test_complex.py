@@ -51,6 +51,16 @@ def test_parts_views_and_properties():
     np.testing.assert_array_equal(z.numpy(), [[5, 6]])
     with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes"):
         fnx.ones(2).imag
+    with pytest.raises(RuntimeError, match="in-place abs is not supported for complex tensors"):
+        z.abs_()
+
+
+def test_a_module_casts_to_complex():
+    layer = fnx.nn.Linear(3, 2).to(fnx.complex64)
+    assert layer.weight.dtype is fnx.complex64 and layer.weight.requires_grad
+    out = layer(fnx.randn(4, 3, dtype=fnx.complex64))
+    fnx.real(out * fnx.conj(out)).sum().backward()
+    assert layer.weight.grad.dtype is fnx.complex64
 
 
 @pytest.mark.parametrize("op", [lambda z: z < z, lambda z: fnx.maximum(z, z), fnx.relu, fnx.floor, fnx.sign,

@@ -285,7 +285,7 @@ erfc = _unary_wrapper(erfc_p, "The complementary error function 1 - erf(x), accu
 _real_abs = _unary_wrapper(abs_p, "Absolute value, elementwise.")
 
 
-@_method("abs", "absolute", inplace=True)
+@_method("abs", "absolute")
 def abs(input: Tensor) -> Tensor:
     """Absolute value, elementwise; the modulus (a real tensor) of a complex one."""
     if type(input) is Tensor and input._value.dtype in _FLOAT_NP:
@@ -296,6 +296,16 @@ def abs(input: Tensor) -> Tensor:
         return complex_abs_p.bind(input)
     return _real_abs(input)
 
+
+def _abs_in_place(input: Tensor) -> Tensor:
+    """`abs_`: as PyTorch, refused for a complex tensor, whose modulus is real."""
+    if input.dtype.is_complex:
+        raise FnxRuntimeError(f"abs_: in-place abs is not supported for complex tensors ({input.dtype}): the result "
+                              f"is real; use z = z.abs()")
+    return abs(input)
+
+
+INPLACE["abs_"] = _abs_in_place
 
 sign = _unary_wrapper(sign_p, "-1, 0 or 1 by the sign of x (zero gradient).", inplace=True)
 neg = _unary_wrapper(neg_p, "-x, elementwise.", aliases=("negative",), inplace=True)
