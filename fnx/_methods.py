@@ -62,7 +62,8 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
 
 
 attach(_METHODS)
-for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling, special):  # each family's own methods
+for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling, special,
+                complex_ops):  # each family's own methods
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 for _dunder, _name in _INPLACE_OPERATORS.items():

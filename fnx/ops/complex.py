@@ -19,18 +19,19 @@ from ..tensor import Tensor
 from ._batching import elementwise_batch_rule, unary_batch_rule
 from ._families import broadcast_shapes, same_device, unbroadcast
 from .creation import zeros_like
-from .elementwise import _method, convert, cos, div, eq, lt, mul, sin, where
+from .elementwise import convert, cos, div, eq, lt, mul, sin, where
 from .joins import stack
 
 __all__ = ["complex", "polar", "real", "imag", "conj", "conj_physical", "resolve_conj", "resolve_neg", "is_conj",
            "is_complex", "angle", "sgn", "view_as_real", "view_as_complex"]
 
 
-def _complex_only(name: str):
+def _complex_only(name: str, real_out: bool = True):
+    """The abstract rule of an elementwise primitive of complex operands (its output real, or complex)."""
     def abstract(z: ShapedArray) -> ShapedArray:
         if not z.dtype.is_complex:
             raise FnxTypeError(f"{name}: expected a complex tensor, got {z.dtype}")
-        return ShapedArray(z.shape, z.dtype.to_real() if name != "conj" else z.dtype, z.device)
+        return ShapedArray(z.shape, z.dtype.to_real() if real_out else z.dtype, z.device)
     return abstract
 
 
@@ -52,7 +53,7 @@ imag_p.def_batch(unary_batch_rule(imag_p))
 # ---------------------------------------------------------------- conj: linear over the reals, its own adjoint
 conj_p = Primitive("conj", saves_inputs=False)
 conj_p.def_impl(lambda xp, z: xp.conj(z))
-conj_p.def_abstract(_complex_only("conj"))
+conj_p.def_abstract(_complex_only("conj", real_out=False))
 conj_p.def_vjp(lambda g, primals, out: (conj_p.bind(g),))
 conj_p.def_jvp(lambda primals, tangents: (conj_p.bind(primals[0]), conj_p.bind(tangents[0])))
 conj_p.def_batch(unary_batch_rule(conj_p))
@@ -104,7 +105,6 @@ def polar(abs: Tensor, angle: Tensor) -> Tensor:
     return complex_p.bind(mul(abs, cos(angle)), mul(abs, sin(angle)))
 
 
-@_method("is_complex")
 def is_complex(input: Tensor) -> bool:
     """True if `input` has a complex dtype."""
     return input.dtype.is_complex
@@ -123,37 +123,31 @@ def imag(input: Tensor) -> Tensor:
     return imag_p.bind(input)
 
 
-@_method("conj")
 def conj(input: Tensor) -> Tensor:
     """The complex conjugate (a new tensor: fnx does not keep lazy conjugate views); real tensors pass through."""
     return conj_p.bind(input) if input.dtype.is_complex else input
 
 
-@_method("conj_physical", inplace=True)
 def conj_physical(input: Tensor) -> Tensor:
     """The complex conjugate, computed now (as `conj`, which never defers it)."""
     return conj(input)
 
 
-@_method("resolve_conj")
 def resolve_conj(input: Tensor) -> Tensor:
     """`input` itself: fnx materializes every conjugate, so there is no conjugate bit to resolve."""
     return input
 
 
-@_method("resolve_neg")
 def resolve_neg(input: Tensor) -> Tensor:
     """`input` itself: fnx keeps no lazy negation bit."""
     return input
 
 
-@_method("is_conj")
 def is_conj(input: Tensor) -> bool:
     """False: fnx materializes every conjugate (PyTorch's lazy conjugate views do not exist here)."""
     return False
 
 
-@_method("sgn")
 def sgn(input: Tensor) -> Tensor:
     """z / |z| for complex z (0 at 0); the sign for real tensors."""
     if not input.dtype.is_complex:
@@ -202,7 +196,6 @@ def _angle_jvp(primals, tangents):
 angle_p.def_batch(unary_batch_rule(angle_p))
 
 
-@_method("angle")
 def angle(input: Tensor) -> Tensor:
     """The argument (phase) of each element, in radians, as a real tensor."""
     if input.dtype.is_complex:
@@ -230,3 +223,8 @@ def view_as_complex(input: Tensor) -> Tensor:
                               f"{list(input.shape)}")
     return complex_p.bind(input[..., 0], input[..., 1])
 
+
+# Tensor methods (fnx/_methods.py attaches them; `real` and `imag` are settable properties there)
+METHODS: dict = {"is_complex": is_complex, "conj": conj, "conj_physical": conj_physical, "resolve_conj": resolve_conj,
+                 "resolve_neg": resolve_neg, "is_conj": is_conj, "sgn": sgn, "angle": angle}
+INPLACE: dict = {"conj_physical_": conj_physical}
