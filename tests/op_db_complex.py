@@ -78,21 +78,21 @@ def reals(draw, n: int = 2, lo=-2.0, hi=2.0):
     return Sample(tuple(draw(floats(tuple(s), lo, hi)) for _ in range(n)))
 
 
-def _unary(name, fn, ref, **kw):
-    sample = kw.pop("samples", pairs())
-    return OpInfo(f"complex_{name}", lambda x: _vr(fn(_vc(x))), lambda x: _r(ref(_c(x))), sample, **kw)
+def _op(name, fn, ref, samples):
+    return OpInfo(f"complex_{name}", fn, ref, samples, complex=True)
 
 
-def _binary(name, fn, ref, **kw):
-    sample = kw.pop("samples", pairs(2))
-    return OpInfo(f"complex_{name}", lambda x, y: _vr(fn(_vc(x), _vc(y))), lambda x, y: _r(ref(_c(x), _c(y))),
-                  sample, **kw)
+def _unary(name, fn, ref, samples=pairs()):
+    return _op(name, lambda x: _vr(fn(_vc(x))), lambda x: _r(ref(_c(x))), samples)
 
 
-def _to_real(name, fn, ref, **kw):
+def _binary(name, fn, ref, samples=pairs(2)):
+    return _op(name, lambda x, y: _vr(fn(_vc(x), _vc(y))), lambda x, y: _r(ref(_c(x), _c(y))), samples)
+
+
+def _to_real(name, fn, ref, samples=pairs()):
     """An op from complex to real values."""
-    sample = kw.pop("samples", pairs())
-    return OpInfo(f"complex_{name}", lambda x: fn(_vc(x)), lambda x: ref(_c(x)), sample, **kw)
+    return _op(name, lambda x: fn(_vc(x)), lambda x: ref(_c(x)), samples)
 
 
 OPS = [
@@ -117,25 +117,25 @@ OPS = [
     _binary("matmul", fnx.matmul, np.matmul, samples=matmul_pairs()),
     _binary("einsum", lambda a, b: fnx.einsum("ij,jk->ik", a, b), lambda a, b: np.einsum("ij,jk->ik", a, b),
             samples=matmul_pairs()),
-    OpInfo("complex_mul_real", lambda x, y: _vr(_vc(x) * y), lambda x, y: _r(_c(x) * y), pair_and_real()),
+    _op("mul_real", lambda x, y: _vr(_vc(x) * y), lambda x, y: _r(_c(x) * y), pair_and_real()),
     _to_real("abs", fnx.abs, np.abs, samples=pairs(re_lo=0.3)),
     _to_real("angle", fnx.angle, np.angle, samples=pairs(re_lo=0.3)),
     _to_real("real", fnx.real, np.real),
     _to_real("imag", fnx.imag, np.imag),
     _to_real("abs_squared", lambda z: fnx.real(z * fnx.conj(z)), lambda z: np.abs(z) ** 2),
-    OpInfo("complex_sum", lambda x, dim: _vr(fnx.sum(_vc(x), dim)), lambda x, dim: _r(np.sum(_c(x), dim)),
-           reduce_pairs()),
-    OpInfo("complex_mean", lambda x, dim: _vr(fnx.mean(_vc(x), dim)), lambda x, dim: _r(np.mean(_c(x), dim)),
-           reduce_pairs()),
-    OpInfo("complex_prod", lambda x, dim: _vr(fnx.prod(_vc(x), dim)), lambda x, dim: _r(np.prod(_c(x), dim)),
-           reduce_pairs()),
-    OpInfo("complex_cumsum", lambda x, dim: _vr(fnx.cumsum(_vc(x), dim)),
-           lambda x, dim: _r(np.cumsum(_c(x), dim)), reduce_pairs()),
-    OpInfo("complex_cumprod", lambda x, dim: _vr(fnx.cumprod(_vc(x), dim)),
-           lambda x, dim: _r(np.cumprod(_c(x), dim)), reduce_pairs()),
-    OpInfo("complex_var", lambda x, dim: fnx.var(_vc(x), dim), lambda x, dim: np.var(_c(x), dim, ddof=1),
-           reduce_pairs().filter(lambda s: s.args[0].shape[s.kwargs["dim"]] > 1)),
-    OpInfo("complex_from_parts", lambda re, im: _vr(fnx.complex(re, im)), lambda re, im: _r(re + 1j * im), reals()),
-    OpInfo("complex_polar", lambda r, theta: _vr(fnx.polar(r, theta)),
-           lambda r, theta: _r(r * np.exp(1j * theta)), reals(lo=0.2, hi=2.0)),
+    _op("sum", lambda x, dim: _vr(fnx.sum(_vc(x), dim)), lambda x, dim: _r(np.sum(_c(x), dim)),
+        reduce_pairs()),
+    _op("mean", lambda x, dim: _vr(fnx.mean(_vc(x), dim)), lambda x, dim: _r(np.mean(_c(x), dim)),
+        reduce_pairs()),
+    _op("prod", lambda x, dim: _vr(fnx.prod(_vc(x), dim)), lambda x, dim: _r(np.prod(_c(x), dim)),
+        reduce_pairs()),
+    _op("cumsum", lambda x, dim: _vr(fnx.cumsum(_vc(x), dim)),
+        lambda x, dim: _r(np.cumsum(_c(x), dim)), reduce_pairs()),
+    _op("cumprod", lambda x, dim: _vr(fnx.cumprod(_vc(x), dim)),
+        lambda x, dim: _r(np.cumprod(_c(x), dim)), reduce_pairs()),
+    _op("var", lambda x, dim: fnx.var(_vc(x), dim), lambda x, dim: np.var(_c(x), dim, ddof=1),
+        reduce_pairs().filter(lambda s: s.args[0].shape[s.kwargs["dim"]] > 1)),
+    _op("from_parts", lambda re, im: _vr(fnx.complex(re, im)), lambda re, im: _r(re + 1j * im), reals()),
+    _op("polar", lambda r, theta: _vr(fnx.polar(r, theta)),
+        lambda r, theta: _r(r * np.exp(1j * theta)), reals(lo=0.2, hi=2.0)),
 ]

@@ -1,14 +1,19 @@
 """Complex tensors: dtypes and promotion, printing, errors, PyTorch's gradient convention, gradcheck, the
-rotary-embedding pattern, compile. The ops' values and gradients are checked by the op table
-(op_db_complex.py)."""
+rotary-embedding pattern, compile, staging and export. The ops' values, gradients and batching are checked
+by the generic op-table tests (op_db_complex.py)."""
 import math
 import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import fnx
 from fnx.autograd import GradcheckError, gradcheck
+from fnx.export.specialize import specialize
+from fnx.ir import eval_jaxpr
+from op_db import as_tensor_function
+from op_db_complex import OPS
 
 
 @pytest.mark.parametrize("a, b, expected", [
@@ -167,6 +172,22 @@ def test_save_and_load(tmp_path):
     fnx.save({"z": z}, tmp_path / "z.fnx")
     back = fnx.load(tmp_path / "z.fnx")["z"]
     assert back.dtype is fnx.complex128 and np.array_equal(back.numpy(), z.numpy())
+
+
+@pytest.mark.parametrize("info", OPS, ids=repr)
+@settings(max_examples=1)
+@given(data=st.data())
+def test_op_table_stages_evaluates_and_exports_exactly(info, data, tmp_path_factory):
+    """The complex ops (left out of the op table's compile and export checks, which the C kernels share) staged
+    and interpreted, and exported, saved, loaded and evaluated, give eager mode's values exactly."""
+    op, tensors = as_tensor_function(info, data.draw(info.samples))
+    want = op(*tensors)
+    np.testing.assert_array_equal(fnx.compile(op, backend="interpret")(*tensors).numpy(), want.numpy())
+    path = str(tmp_path_factory.mktemp("complex") / "op.fnxp")
+    fnx.export(op, *tensors).save(path)
+    loaded = fnx.export.load(path)
+    concrete = specialize(loaded.jaxpr, {}, fnx.device("cpu"))
+    np.testing.assert_array_equal(eval_jaxpr(concrete.jaxpr, concrete.consts, *tensors)[0].numpy(), want.numpy())
 
 
 def test_compile_runs_complex_programs_on_the_interpreter_with_a_warning():
