@@ -219,7 +219,9 @@ def result_type(*args) -> dtype:
             zero = d if zero is None else _PROMOTE[zero, d]
     out = dims
     if zero is not None:
-        out = zero if out is None or zero.category > out.category else out
+        if out is None or zero.category > out.category:
+            # a complex zero-dim tensor keeps a floating tensor's precision too (float64 + complex64: complex128)
+            out = _PROMOTE[out, zero] if zero.is_complex and out is not None and out.is_floating_point else zero
     if scalar_cat >= 0 and (out is None or scalar_cat > out.category):
         # a complex scalar keeps a floating tensor's precision (float64 tensor * 1j is complex128)
         out = out.to_complex() if scalar_cat == _COMPLEX and out is not None and out.is_floating_point \

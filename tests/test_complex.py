@@ -32,6 +32,9 @@ def test_dtype_predicates_and_python_scalars():
     assert fnx.tensor(np.array([1j], np.complex128)).dtype is fnx.complex128
     assert (fnx.ones(2, dtype=fnx.float64) * 1j).dtype is fnx.complex128
     assert (fnx.ones(2) * 1j).dtype is fnx.complex64
+    assert (fnx.ones(2, dtype=fnx.int64) * 1j).dtype is fnx.complex64
+    assert (fnx.ones(2, dtype=fnx.float64) + fnx.tensor(1j)).dtype is fnx.complex128   # a 0-d complex tensor
+    assert (fnx.ones(2) + fnx.tensor(1j, dtype=fnx.complex128)).dtype is fnx.complex128
     assert fnx.ones(2).to(fnx.complex64).dtype is fnx.complex64
     assert fnx.finfo(fnx.complex64).eps == fnx.finfo(fnx.float32).eps
 
