@@ -106,6 +106,14 @@ def test_gradient_convention_matches_pytorch():
     np.testing.assert_allclose(pull(fnx.ones_like(z0))[0].numpy(), np.conj(np.exp(z0.numpy())))
 
 
+def test_forward_mode_jacobians_refuse_complex_inputs():
+    z = fnx.tensor([1 + 2j, 3 - 1j])
+    np.testing.assert_allclose(fnx.jacrev(fnx.abs)(z).numpy(), np.diag(z.numpy() / np.abs(z.numpy())), rtol=1e-6)
+    for transform in (fnx.jacfwd, fnx.hessian):
+        with pytest.raises(TypeError, match="jacfwd: complex inputs"):
+            transform(lambda w: (fnx.abs(w) ** 2).sum())(z)
+
+
 def test_complex_outputs_need_a_real_scalar():
     z = fnx.tensor([1 + 1j], requires_grad=True)
     with pytest.raises(RuntimeError, match="only for real scalar outputs"):

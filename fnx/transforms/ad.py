@@ -417,6 +417,11 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
     def jac(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacfwd")
         leaves, in_def = _diff_leaves(args, nums, "jacfwd")
+        for p in leaves:
+            if p.dtype.is_complex:   # its real tangent basis would miss the imaginary directions (as in JAX)
+                raise FnxTypeError(f"jacfwd: complex inputs ({p.dtype}) are not supported (a basis of real "
+                                   f"tangents misses the imaginary directions); use jacrev or grad, or pass the "
+                                   f"input as real pairs with fnx.view_as_real")
 
         def f_flat(*ls):
             return fun(*_with_leaves(args, nums, in_def, ls), **kwargs)
