@@ -2,7 +2,8 @@
 from ._version import __version__
 from . import core, debug, dtypes  # debug: FNX_DEBUG, read once, here
 from .device import device
-from .dtypes import (bfloat16, bool, can_cast, double, dtype, finfo, float, float16, float32, float64,
+from .dtypes import (bfloat16, bool, can_cast, cdouble, cfloat, complex64, complex128, double, dtype, finfo, float,
+                     float16, float32, float64,
                      get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,
                      set_default_dtype, short, uint8)
 from .tensor import Size, Tensor
@@ -23,6 +24,7 @@ from .ops.strided import *  # noqa: F401,F403
 from .ops.search import *  # noqa: F401,F403
 from .ops.least_squares import pinverse
 from .ops.spectral import legacy_qr as qr, legacy_svd as svd  # torch.svd and torch.qr (fnx.linalg's are newer)
+from .ops.complex import *  # noqa: F401,F403
 from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)

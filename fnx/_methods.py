@@ -10,9 +10,9 @@ and `detach`) are defined here too: `fnx.tensor` sits below the ops.
 from __future__ import annotations
 
 from . import dtypes as _dt
-from .errors import FnxTypeError
-from .ops import (arrange, creation, elementwise as ew, indexing, inplace, joins, least_squares, linalg, reduce,
-                  sampling, search, shape, sort, special, spectral, strided)
+from .errors import FnxRuntimeError, FnxTypeError
+from .ops import (arrange, complex as complex_ops, creation, elementwise as ew, indexing, inplace, joins,
+                  least_squares, linalg, reduce, sampling, search, shape, sort, special, spectral, strided)
 from .ops.creation import empty, stop_gradient, tensor as _tensor, transfer
 from .ops.elementwise import convert, where
 from .ops.indexing import _put_functional, _values
@@ -63,7 +63,7 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
 
 attach(_METHODS)
 for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling, special,
-                strided, search, spectral, least_squares):  # each family's own methods
+                strided, search, spectral, least_squares, complex_ops):  # each family's own methods
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 for _dunder, _name in _INPLACE_OPERATORS.items():
@@ -141,6 +141,26 @@ def _ravel(self) -> Tensor:
 
 
 Tensor.at = property(_at)
+
+
+def _set_part(part: str):
+    """The setter of `.real` / `.imag`: writes `value` into that part of the tensor, in place."""
+    def setter(self, value) -> None:
+        if not self.dtype.is_complex:
+            if part == "imag":
+                raise FnxRuntimeError(f"imag is not implemented for tensors with non-complex dtypes ({self.dtype})")
+            self.copy_(value)
+            return
+        other = complex_ops.imag(self) if part == "real" else complex_ops.real(self)
+        value = _tensor(value, dtype=self.dtype.to_real()) if not isinstance(value, Tensor) else value
+        value = value.to(self.dtype.to_real()).expand(tuple(self.shape))
+        self.copy_(complex_ops.complex(value, other) if part == "real" else complex_ops.complex(other, value))
+
+    return setter
+
+
+Tensor.real = property(complex_ops.real, _set_part("real"), doc="The real part (settable, in place).")
+Tensor.imag = property(complex_ops.imag, _set_part("imag"), doc="The imaginary part (settable, in place).")
 Tensor.astype = _tensor_astype
 Tensor.ravel = _ravel
 Tensor.__init__ = _tensor_init

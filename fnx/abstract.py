@@ -36,4 +36,5 @@ class ShapedArray:
 
 
 _SHORT = {"bool": "bool", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-          "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+          "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "complex64": "c64",
+          "complex128": "c128"}

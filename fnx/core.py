@@ -88,6 +88,7 @@ class Primitive:
         "random": "draws counter-based random values: `c` over the key words `{0}`, `{1}`, the element's position "
                   "`{2}` and the split point `{3}` (lowering.expressions.random_half)",
         "check": "passes its operand through; `c` is the condition under which a kernel flags an error",
+        "complex": "takes complex operands (fnx/ops/complex.py); an elementwise op outside it refuses them",
         "expensive": "worth keeping in a scratch row rather than recomputing in a later loop",
         "native": "numpy has no fast form of it: eager mode runs its C expression as a compiled kernel on large CPU "
                   "arrays (`eager_kernel_hook`)",

@@ -1,9 +1,11 @@
 """Dtypes, PyTorch's promotion rules and numeric limits.
 
 An fnx dtype wraps a numpy dtype. Promotion follows PyTorch for the supported
-dtypes: categories bool < integer < floating; within a category the wider
-type wins; mixed signed/unsigned ints widen; float16 with bfloat16 gives
-float32. Python scalars are weakly typed: they only choose the category.
+dtypes: categories bool < integer < floating < complex; within a category the
+wider type wins; mixed signed/unsigned ints widen; float16 with bfloat16 gives
+float32; a float with a complex type gives the complex type whose parts hold
+both (float64 + complex64 is complex128). Python scalars are weakly typed:
+they only choose the category.
 """
 from __future__ import annotations
 
@@ -15,18 +17,20 @@ except ImportError:  # bfloat16 needs ml_dtypes; everything else works without i
     _ml = None
 
 __all__ = [
-    "dtype", "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+    "dtype", "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "cfloat", "cdouble", "int8",
+    "int16", "int32", "int64", "uint8",
     "bool", "half", "float", "double", "int", "long", "short", "get_default_dtype", "set_default_dtype",
     "promote_types", "result_type", "can_cast", "finfo", "iinfo",
 ]
 
-_BOOL, _INT, _FLOAT = 0, 1, 2
+_BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 
 
 class dtype:
     """A tensor element type (`fnx.float32`, ...)."""
 
-    __slots__ = ("name", "np", "itemsize", "category", "is_floating_point", "is_signed", "_rank")
+    __slots__ = ("name", "np", "itemsize", "category", "is_floating_point", "is_complex", "is_inexact", "is_signed",
+                 "_rank")
 
     def __init__(self, name: str, npdtype, category: int, rank: int):
         self.name = name
@@ -34,15 +38,22 @@ class dtype:
         self.itemsize = self.np.itemsize
         self.category = category
         self.is_floating_point = category == _FLOAT
-        self.is_signed = category == _FLOAT or (category == _INT and name != "uint8")
-        self._rank = rank
+        self.is_complex = category == _COMPLEX
+        self.is_inexact = category >= _FLOAT   # floating or complex: the dtypes that carry gradients
+        self.is_signed = category >= _FLOAT or (category == _INT and name != "uint8")
+        self._rank = rank   # within a category; a complex type's rank is the rank of its parts' float type
 
-    @property
-    def is_complex(self) -> bool:
-        return False
+    def to_complex(self) -> "dtype":
+        """The complex dtype whose parts are this floating dtype (float32 -> complex64); complex stays."""
+        if self.is_complex:
+            return self
+        if not self.is_floating_point:
+            raise TypeError(f"to_complex: {self} is not a floating-point dtype")
+        return complex128 if self is float64 else complex64
 
-    def to_complex(self):
-        raise NotImplementedError("fnx has no complex dtypes")
+    def to_real(self) -> "dtype":
+        """The dtype of a complex dtype's real and imaginary parts (complex64 -> float32); others stay."""
+        return (float64 if self is complex128 else float32) if self.is_complex else self
 
     def __repr__(self) -> str:
         return f"fnx.{self.name}"
@@ -61,13 +72,19 @@ float16 = dtype("float16", np.float16, _FLOAT, 1)
 bfloat16 = dtype("bfloat16", _ml.bfloat16, _FLOAT, 1) if _ml is not None else None
 float32 = dtype("float32", np.float32, _FLOAT, 2)
 float64 = dtype("float64", np.float64, _FLOAT, 3)
+complex64 = dtype("complex64", np.complex64, _COMPLEX, 2)
+complex128 = dtype("complex128", np.complex128, _COMPLEX, 3)
 half, float, double, short, int, long = float16, float32, float64, int16, int32, int64
+cfloat, cdouble = complex64, complex128
 
-ALL = tuple(d for d in (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64) if d is not None)
+ALL = tuple(d for d in (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64,
+                        complex128) if d is not None)
 _BY_NP = {d.np: d for d in ALL}
 FLOAT_NP = frozenset(d.np for d in ALL if d.is_floating_point)  # the numpy dtypes of the floating dtypes
+INEXACT_NP = frozenset(d.np for d in ALL if d.is_inexact)      # ... and of the complex ones
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update(half=float16, float=float32, double=float64, short=int16, int=int32, long=int64)
+_BY_NAME.update(half=float16, float=float32, double=float64, short=int16, int=int32, long=int64, cfloat=complex64,
+                cdouble=complex128)
 
 _default_float = float32
 
@@ -101,6 +118,8 @@ def as_dtype(d) -> dtype:
         return int64
     if d is builtins_bool:
         return bool
+    if d is builtins_complex:
+        return complex128
     try:
         found = _BY_NP.get(np.dtype(d))
     except TypeError:
@@ -120,11 +139,14 @@ def from_numpy_dtype(npd) -> dtype:
 import builtins as _builtins  # noqa: E402  (the names bool/int/float are shadowed above)
 
 builtins_bool, builtins_int, builtins_float = _builtins.bool, _builtins.int, _builtins.float
+builtins_complex = _builtins.complex
 
 
 def _promote2(a: dtype, b: dtype) -> dtype:
     if a is b:
         return a
+    if a.is_complex or b.is_complex:   # the complex type whose parts hold both (float16 parts are complex64's)
+        return complex128 if _promote2(a.to_real(), b.to_real()) is float64 else complex64
     if a.category != b.category:
         return a if a.category > b.category else b
     if a.category == _INT and (a is uint8) != (b is uint8):
@@ -155,10 +177,15 @@ def scalar_category(x) -> int:
         return _BOOL
     if t is builtins_int:
         return _INT
+    if t is builtins_complex:
+        return _COMPLEX
     return _FLOAT
 
 
 def default_for_category(cat: int) -> dtype:
+    """The dtype a Python scalar of category `cat` gets alone (a complex one: the default float's complex)."""
+    if cat == _COMPLEX:
+        return complex128 if _default_float is float64 else complex64
     return (bool, int64, _default_float)[cat]
 
 
@@ -177,7 +204,7 @@ def result_type(*args) -> dtype:
             continue
         d = getattr(x, "dtype", None)
         if d is None:
-            if not isinstance(x, (builtins_bool, builtins_int, builtins_float, np.generic)):
+            if not isinstance(x, (builtins_bool, builtins_int, builtins_float, builtins_complex, np.generic)):
                 raise TypeError(f"result_type: expected tensors, dtypes or Python scalars, got {type(x).__name__}")
             if isinstance(x, np.generic):
                 d = as_dtype(x.dtype)
@@ -192,9 +219,13 @@ def result_type(*args) -> dtype:
             zero = d if zero is None else _PROMOTE[zero, d]
     out = dims
     if zero is not None:
-        out = zero if out is None or zero.category > out.category else out
+        if out is None or zero.category > out.category:
+            # a complex zero-dim tensor keeps a floating tensor's precision too (float64 + complex64: complex128)
+            out = _PROMOTE[out, zero] if zero.is_complex and out is not None and out.is_floating_point else zero
     if scalar_cat >= 0 and (out is None or scalar_cat > out.category):
-        out = default_for_category(scalar_cat)
+        # a complex scalar keeps a floating tensor's precision (float64 tensor * 1j is complex128)
+        out = out.to_complex() if scalar_cat == _COMPLEX and out is not None and out.is_floating_point \
+            else default_for_category(scalar_cat)
     if out is None:
         raise TypeError("result_type: needs at least one argument")
     return out
@@ -204,7 +235,7 @@ class finfo:
     """Machine limits of a floating-point dtype (`fnx.finfo(fnx.float32).eps`)."""
 
     def __init__(self, d=None):
-        d = as_dtype(d if d is not None else _default_float)
+        d = as_dtype(d if d is not None else _default_float).to_real()   # a complex type: its parts' limits
         if not d.is_floating_point:
             raise TypeError(f"finfo: {d} is not a floating-point dtype; use fnx.iinfo")
         info = _ml.finfo(d.np) if d is bfloat16 else np.finfo(d.np)

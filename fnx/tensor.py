@@ -158,9 +158,9 @@ class Tensor:
         if self._node is not None and not requires_grad:
             raise FnxRuntimeError("requires_grad_: you can only change requires_grad flags of leaf variables; "
                                   "use .detach() to get a tensor that does not require grad")
-        if requires_grad and not self.dtype.is_floating_point:
-            raise FnxRuntimeError(f"requires_grad_: only tensors of floating point dtype can require gradients, "
-                                  f"got {self.dtype}")
+        if requires_grad and not self.dtype.is_inexact:
+            raise FnxRuntimeError(f"requires_grad_: only tensors of floating point and complex dtype can require "
+                                  f"gradients, got {self.dtype}")
         self._requires_grad = bool(requires_grad)
         return self
 
@@ -367,7 +367,8 @@ class Tensor:
         if self._device is not cpu:
             extras.append(f"device='{self._device}'")
         dt = self.dtype
-        if not (dt is _dt.get_default_dtype() or (arr.size and dt in (_dt.int64, _dt.bool))):
+        default = _dt.get_default_dtype()
+        if not (dt is default or dt is default.to_complex() or (arr.size and dt in (_dt.int64, _dt.bool))):
             extras.append(f"dtype={dt!r}")
         if self._node is not None:
             extras.append(f"grad_fn=<{self._node.name}>")
@@ -403,7 +404,16 @@ def _edges(arr: np.ndarray, n: int = 3) -> np.ndarray:
 
 
 def _element_formatter(arr: np.ndarray):
-    """PyTorch's element format: ints as they are; floats as `1.`, `1.5000` or `1.5000e+09`, right-aligned."""
+    """PyTorch's element format: ints as they are; floats as `1.`, `1.5000` or `1.5000e+09`, right-aligned;
+    complex numbers as `1.+2.j`, each part in the format of its kind."""
+    if arr.dtype.kind == "c":
+        real, imag = _element_formatter(arr.real), _element_formatter(arr.imag)
+
+        def element(v) -> str:
+            im = imag(v.imag).lstrip()
+            return real(v.real) + ("" if im[0] == "-" else "+") + im + "j"
+
+        return element
     if arr.dtype.kind in "biu":
         width = max(len(str(v)) for v in _edges(arr).reshape(-1).tolist())
         return lambda v: str(v).rjust(width)

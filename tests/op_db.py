@@ -37,6 +37,7 @@ class OpInfo:
     grad_rtol: float = 1e-4
     grad_atol: float = 1e-6
     fd_eps: float = 1e-6
+    complex: bool = False             # computes with complex values (compile runs it on its interpreter)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:
@@ -118,8 +119,10 @@ def np_axis(kwargs: dict):
 DYNAMIC_SHAPE = {"nonzero", "nonzero_tuple", "masked_select", "getitem_mask", "getitem_mask_inner",
                  "repeat_interleave_tensor", "unique", "unique_dim", "unique_consecutive"}
 def stageable_ops() -> list:
-    """The ops that make_jaxpr/compile can trace: static output shapes (in-place writes are functionalized)."""
-    return [op for op in all_ops() if op.name not in DYNAMIC_SHAPE]
+    """The ops that make_jaxpr/compile can trace to kernels: static output shapes (in-place writes are
+    functionalized) and no complex values (the code generators have none: compile runs such a function on its
+    interpreter; test_complex.py stages the complex ops, evaluates and exports them)."""
+    return [op for op in all_ops() if op.name not in DYNAMIC_SHAPE and not op.complex]
 
 
 def chunks(ops: list, size: int = 64) -> list[list]:

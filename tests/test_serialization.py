@@ -168,7 +168,7 @@ def no_pwn():
     (make_archive(manifest(obj={"exec": "os.system('touch /tmp/pwned_fnx')"})), "unknown tag 'exec'"),
     (make_archive(manifest(obj={"tensor": 0})), "malformed 'tensor'"),
     (make_archive(manifest(obj={"dict": [[1.5, 2]]})), "malformed dict item"),
-    (make_archive(manifest(obj={"dtype": "complex128"})), "malformed 'dtype'"),
+    (make_archive(manifest(obj={"dtype": "complex32"})), "malformed 'dtype'"),
     (make_archive(manifest(obj={"device": "tpu:0"})), "unknown device"),
     (make_archive(manifest([entry()], {"tensor": 0})), "missing from the archive"),
     (make_archive(manifest([entry(data="../../etc/passwd")], None)), "invalid data file"),

@@ -145,6 +145,7 @@ def test_views_keep_their_offsets_strides_and_shared_storage():
     ("HalfStorage", np.float16, fnx.float16), ("BFloat16Storage", ml_dtypes.bfloat16, fnx.bfloat16),
     ("LongStorage", np.int64, fnx.int64), ("IntStorage", np.int32, fnx.int32), ("ShortStorage", np.int16, fnx.int16),
     ("CharStorage", np.int8, fnx.int8), ("ByteStorage", np.uint8, fnx.uint8), ("BoolStorage", np.bool_, fnx.bool),
+    ("ComplexFloatStorage", np.complex64, fnx.complex64), ("ComplexDoubleStorage", np.complex128, fnx.complex128),
 ])
 @pytest.mark.parametrize("byteorder", ["little", "big"])
 def test_every_storage_type_and_byte_order(storage_type, np_dtype, fnx_dtype, byteorder):

@@ -87,6 +87,9 @@ def _default_grads(outputs, gradients, op: str):
             if v.size != 1:
                 raise FnxRuntimeError(f"{op}: grad can be implicitly created only for scalar outputs, but the "
                                       f"output has shape {list(t.shape)}; pass gradient= (a tensor of that shape)")
+            if t.dtype.is_complex:
+                raise FnxRuntimeError(f"{op}: grad can be implicitly created only for real scalar outputs, but the "
+                                      f"output is {t.dtype}; take .real, .abs() or pass gradient=")
             g = _make(t._device._xp.ones(v.shape, dtype=v.dtype), t._device)
         elif not isinstance(g, _Tensor):
             g = tensor(g, dtype=t.dtype, device=t.device)

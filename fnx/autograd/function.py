@@ -139,7 +139,7 @@ class Function:
         for o in out_list:
             if not isinstance(o, Tensor):
                 continue
-            if id(o) not in non_diff and o.dtype.is_floating_point:
+            if id(o) not in non_diff and o.dtype.is_inexact:
                 o._node = node if len(tensors) == 1 else _OutputOf(node, k, len(tensors))
                 o._requires_grad = True
             k += 1
@@ -154,7 +154,7 @@ def record_pullback(name: str, args: list, outs: list, pull) -> list:
                          tuple(tape.parent_of(a) for a in args), [(tuple(o.shape), o.dtype, o.device) for o in outs],
                          tuple(tuple(a.shape) for a in args))
     for k, o in enumerate(outs):
-        if o.dtype.is_floating_point:
+        if o.dtype.is_inexact:
             o._node = node if len(outs) == 1 else _OutputOf(node, k, len(outs))
             o._requires_grad = True
     return outs

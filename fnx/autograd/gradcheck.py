@@ -1,4 +1,9 @@
-"""`gradcheck`: compare autograd's Jacobian with central finite differences."""
+"""`gradcheck`: compare autograd's Jacobian with central finite differences.
+
+Complex inputs and outputs count as pairs of reals, as in PyTorch's gradcheck: the real and imaginary parts
+of each input are perturbed separately, and the analytic rows of an output element's real and imaginary
+parts are the gradients for the cotangents 1 and i (by PyTorch's convention, a gradient dL/dx + i dL/dy).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -23,16 +28,25 @@ def _outputs(fn, inputs) -> list:
 
 
 def _host(t) -> np.ndarray:
+    """The real coordinates of `t`, flat: a complex element gives its real and imaginary parts in turn."""
     v = t._value
-    return np.asarray(v.get() if hasattr(v, "get") else v, dtype=np.float64).reshape(-1)
+    v = np.asarray(v.get() if hasattr(v, "get") else v)
+    if v.dtype.kind == "c":
+        return v.astype(np.complex128).reshape(-1).view(np.float64)
+    return v.astype(np.float64).reshape(-1)
+
+
+def _size(t) -> int:
+    return t.numel() * (2 if t.dtype.is_complex else 1)
 
 
 def _analytic(out, x) -> np.ndarray:
-    """d out / d x, one row per output element, by one reverse pass each."""
-    jac = np.zeros((out.numel(), x.numel()))
-    for j in range(out.numel()):
+    """d out / d x in real coordinates, one row per output coordinate, by one reverse pass each."""
+    jac = np.zeros((_size(out), _size(x)))
+    parts = 2 if out.dtype.is_complex else 1
+    for j in range(_size(out)):
         onehot = np.zeros(out.numel(), dtype=out.dtype.np)
-        onehot[j] = 1.0
+        onehot[j // parts] = 1j if j % parts else 1.0
         g = tensor(onehot.reshape(tuple(out.shape)), device=out.device)
         got = grad([out], [x], [g], retain_graph=True, allow_unused=True)[0]
         if got is not None:
@@ -41,25 +55,29 @@ def _analytic(out, x) -> np.ndarray:
 
 
 def _numeric(fn, inputs, k: int, x, eps: float) -> np.ndarray:
-    """d output_k / d x by central differences, perturbing `x`'s memory one element at a time."""
+    """d output_k / d x by central differences, perturbing `x`'s memory one coordinate at a time (the real and
+    imaginary parts of a complex element in turn)."""
     value = x._value
+    steps = (eps, eps * 1j) if x.dtype.is_complex else (eps,)
     cols = []
     for m in range(x.numel()):
         idx = np.unravel_index(m, value.shape)
-        orig = float(value[idx])
-        with no_grad():
-            value[idx] = orig + eps
-            plus = _host(_outputs(fn, inputs)[k])
-            value[idx] = orig - eps
-            minus = _host(_outputs(fn, inputs)[k])
-            value[idx] = orig
-        cols.append((plus - minus) / (2 * eps))
+        orig = value[idx].copy()
+        for step in steps:
+            with no_grad():
+                value[idx] = orig + step
+                plus = _host(_outputs(fn, inputs)[k])
+                value[idx] = orig - step
+                minus = _host(_outputs(fn, inputs)[k])
+                value[idx] = orig
+            cols.append((plus - minus) / (2 * eps))
     return np.stack(cols, axis=1) if cols else np.zeros((0, 0))
 
 
 def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
               raise_exception: bool = True) -> bool:
-    """True if every input's analytic gradient matches finite differences; inputs should be float64.
+    """True if every input's analytic gradient matches finite differences; inputs should be float64 or
+    complex128 (complex ones as pairs of reals, see the module docstring).
 
     A mismatch raises `GradcheckError` naming the output, the input and the worst element (or returns
     False with `raise_exception=False`).
@@ -69,9 +87,9 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
     if not diff:
         raise FnxRuntimeError("gradcheck: no input requires grad; call .requires_grad_() on the inputs to check")
     for i in diff:
-        if inputs[i].dtype.name != "float64":
+        if inputs[i].dtype.name not in ("float64", "complex128"):
             raise FnxRuntimeError(f"gradcheck: input {i} is {inputs[i].dtype}; finite differences need float64 "
-                                  f"inputs (use .double())")
+                                  f"or complex128 inputs (use .double() or .to(fnx.complex128))")
     outs = _outputs(fn, inputs)
     for k, out in enumerate(outs):
         if not (isinstance(out, Tensor) and out.requires_grad):
@@ -86,6 +104,7 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
             worst = np.unravel_index(np.argmax(np.abs(analytic - numeric)), analytic.shape)
             raise GradcheckError(
                 f"gradcheck: Jacobian mismatch for output {k} with respect to input {i}: analytic "
-                f"{analytic[worst]:.6g} vs numerical {numeric[worst]:.6g} at (output element {worst[0]}, input "
-                f"element {worst[1]}).\nnumerical:\n{numeric}\nanalytic:\n{analytic}")
+                f"{analytic[worst]:.6g} vs numerical {numeric[worst]:.6g} at (output coordinate {worst[0]}, input "
+                f"coordinate {worst[1]}; a complex element has two, its real and imaginary parts).\nnumerical:\n"
+                f"{numeric}\nanalytic:\n{analytic}")
     return True

@@ -22,7 +22,7 @@ from .. import core
 from .._warn import FNX_DIR as _FNX_DIR
 from ..core import FnxRuntimeError
 from ..device import cpu, device_of_array
-from ..dtypes import FLOAT_NP as _FLOAT_NP
+from ..dtypes import INEXACT_NP as _INEXACT_NP
 from ..tensor import make
 
 __all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle", "Absent"]
@@ -52,11 +52,11 @@ class Absent:
         dtype = self.dtype
         if self.device is not cpu:
             xp = self.device._xp
-            return xp.broadcast_to(xp.full((), float("nan") if dtype in _FLOAT_NP else 0, dtype=dtype), self.shape)
+            return xp.broadcast_to(xp.full((), float("nan") if dtype in _INEXACT_NP else 0, dtype=dtype), self.shape)
         key = (self.shape, dtype)
         out = _STAND_INS.get(key)
         if out is None:
-            fill = np.full(1, float("nan") if dtype in _FLOAT_NP else 0, dtype=dtype)
+            fill = np.full(1, float("nan") if dtype in _INEXACT_NP else 0, dtype=dtype)
             fill.flags.writeable = False
             out = np.ndarray(self.shape, dtype, fill, 0, (0,) * len(self.shape))   # np.broadcast_to: 13 us
             if len(_STAND_INS) >= _MAX_STAND_INS:
@@ -158,7 +158,7 @@ def parent_of(a):
 
 
 def record(prim, args, params, out):
-    if out._value.dtype not in _FLOAT_NP or not prim.differentiable:
+    if out._value.dtype not in _INEXACT_NP or not prim.differentiable:
         return out
     n = len(args)
     if n == 2:
@@ -262,4 +262,4 @@ def retain_grad(t) -> None:
 
 def has_nan(t) -> bool:
     v = t._value
-    return bool(v.dtype in _FLOAT_NP and t._device.xp.isnan(v).any())
+    return bool(v.dtype in _INEXACT_NP and t._device.xp.isnan(v).any())

@@ -155,6 +155,8 @@ class _Encoder:
 
 
 def _encode_number(x):
+    if isinstance(x, complex):   # [real, imaginary]
+        return [_encode_number(x.real), _encode_number(x.imag)]
     if isinstance(x, float) and not math.isfinite(x):
         return repr(x)   # "nan", "inf", "-inf"
     return x
@@ -534,6 +536,19 @@ class _Decoder:
             raise _fail(f"{where} uses the symbols {sorted(unknown)}, which the manifest does not declare")
         return d
 
+    def _complex_literal(self, v, dtype: _dt.dtype, where: str) -> complex:
+        """A complex literal, stored as [real, imaginary] (each a number, "nan", "inf" or "-inf")."""
+        def part(x):
+            if isinstance(x, (int, float)) and not isinstance(x, bool):
+                return float(x)
+            if x in ("nan", "inf", "-inf"):
+                return float(x)
+            raise _fail(f"{where} has a literal {_short(v)} that is not a {dtype.name} value")
+
+        if not isinstance(v, list) or len(v) != 2:
+            raise _fail(f"{where} has a literal {_short(v)} that is not a {dtype.name} value")
+        return complex(part(v[0]), part(v[1]))
+
     def literal(self, a, where: str) -> Literal:
         if not isinstance(a, dict):
             raise _fail(f"{where} has a malformed operand {_short(a)}")
@@ -548,6 +563,8 @@ class _Decoder:
         if set(a) != {"literal", "dtype"}:
             raise _fail(f"{where} has a malformed literal {_short(a)}")
         v = a["literal"]
+        if dtype.is_complex:
+            return Literal(from_array(np.asarray(self._complex_literal(v, dtype, where), dtype=dtype.np)), aval)
         ok = (isinstance(v, bool) if dtype is _dt.bool else
               (isinstance(v, (int, float)) or v in ("nan", "inf", "-inf")) and not isinstance(v, bool)
               if dtype.is_floating_point else type(v) is int)

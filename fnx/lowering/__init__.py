@@ -4,9 +4,10 @@
 reference semantics every compile test compares against); every other backend is a `Target` registered in
 fnx/lowering/targets/ ("c", "cuda"), for which fnx/lowering/plan.py generates fused kernels. Where code
 generation is unavailable (no C compiler for the default backend, the template engine it renders with is not
-installed, or it does not support a primitive of this jaxpr yet), the jaxpr runs on the interpreter instead,
-with one warning per reason; a backend="c" asked for explicitly (or by `FNX_BACKEND`) on a machine without a
-C compiler is an error instead, and so is any other failure, a broken import included.
+installed, complex values, which the kernels have no arithmetic for, or a primitive of this jaxpr it does not
+support yet), the jaxpr runs on the interpreter instead, with one warning per reason; a backend="c" asked for
+explicitly (or by `FNX_BACKEND`) on a machine without a C compiler is an error instead, and so is any other
+failure, a broken import included.
 
 Importing lowering also registers its eager kernels (fnx/lowering/eager_kernels.py): the compiled C kernels
 that eager mode runs for the primitives numpy has no fast form of (erf, gelu, ...).
@@ -86,6 +87,12 @@ def lower(closed: ClosedJaxpr, *, backend: str) -> Executable:
 
     if check_backend(backend) == "interpret":
         return Interpreted(closed)
+    complex_dtypes = _complex_dtypes(closed)
+    if complex_dtypes:
+        _warn_once(f"fnx.compile: the {backend!r} backend has no complex arithmetic (this function holds "
+                   f"{', '.join(complex_dtypes)} values); running the IR interpreter instead (eager mode's numbers "
+                   f"at eager speed: call the function without fnx.compile to skip the staging)")
+        return Interpreted(closed)
     try:
         from .plan import build_executable
     except ModuleNotFoundError as e:
@@ -105,6 +112,13 @@ def lower(closed: ClosedJaxpr, *, backend: str) -> Executable:
         _warn_once(f"fnx.compile: the {backend!r} backend cannot compile this function ({e}); running the IR "
                    f"interpreter instead")
         return Interpreted(closed)
+
+
+def _complex_dtypes(closed: ClosedJaxpr) -> list[str]:
+    """The names of the complex dtypes among the values of `closed` (its inputs and equation outputs)."""
+    j = closed.jaxpr
+    values = [*j.constvars, *j.invars, *(v for e in j.eqns for v in e.outvars)]
+    return sorted({v.aval.dtype.name for v in values if v.aval.dtype.is_complex})
 
 
 def _warn_once(message: str) -> None:

@@ -545,14 +545,15 @@ class Module:
         return self
 
     def to(self, *args, **kwargs) -> Module:
-        """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`: moves all state, casts floating state."""
+        """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`: moves all state, casts floating and
+        complex state."""
         dev, dt, _ = parse_to("nn.Module.to()", args, kwargs, allow_copy=False)
-        if dt is not None and not dt.is_floating_point:
+        if dt is not None and not dt.is_inexact:
             raise FnxTypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                                f"dtype={dt}")
 
         def convert(t: Tensor) -> Tensor:
-            return t.to(device=dev, dtype=dt if t.is_floating_point() else None)
+            return t.to(device=dev, dtype=dt if t.dtype.is_inexact else None)
 
         return self._apply(convert)
 

@@ -139,12 +139,12 @@ def can_cast(from_, to, casting: str = "safe") -> builtins.bool:
 _ABSTRACT = {
     np.generic: lambda d: True,
     np.number: lambda d: d is not _dt.bool,
-    np.inexact: lambda d: d.is_floating_point,
+    np.inexact: lambda d: d.is_inexact,
     np.floating: lambda d: d.is_floating_point,
     np.integer: lambda d: d.category == _dt._INT,
     np.signedinteger: lambda d: d.category == _dt._INT and d.is_signed,
     np.unsignedinteger: lambda d: d is _dt.uint8,
-    np.complexfloating: lambda d: False,
+    np.complexfloating: lambda d: d.is_complex,
     np.bool_: lambda d: d is _dt.bool,
 }
 

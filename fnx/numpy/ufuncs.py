@@ -10,7 +10,7 @@ import math
 from typing import Callable
 
 from .. import dtypes as _dt
-from ..ops import elementwise as ew
+from ..ops import complex as cx, elementwise as ew
 from ..ops.creation import ones_like
 from ..tensor import Tensor
 from .creation import asarray
@@ -21,7 +21,7 @@ __all__ = [
     "atan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "asinh", "acosh", "atanh", "deg2rad",
     "rad2deg", "degrees", "radians", "sinc", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "isnan",
     "isinf", "isfinite", "isposinf", "isneginf", "signbit", "logical_not", "bitwise_not", "invert", "conj",
-    "conjugate", "real", "nan_to_num", "add", "subtract", "multiply", "divide", "true_divide", "floor_divide",
+    "conjugate", "real", "imag", "nan_to_num", "add", "subtract", "multiply", "divide", "true_divide", "floor_divide",
     "remainder", "mod", "fmod", "divmod", "power", "pow", "float_power", "maximum", "minimum", "fmax", "fmin",
     "arctan2", "atan2", "hypot", "copysign", "logaddexp", "logaddexp2", "heaviside", "equal", "not_equal",
     "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and",
@@ -117,16 +117,22 @@ def positive(x, /) -> Tensor:
 
 
 def conj(x, /) -> Tensor:
-    """The complex conjugate: `x` itself, since fnx's dtypes are real."""
-    return asarray(x)
+    """The complex conjugate (a real `x` itself)."""
+    return cx.conj(asarray(x))
 
 
 conjugate = conj
 
 
 def real(x, /) -> Tensor:
-    """The real part: `x` itself, since fnx's dtypes are real."""
-    return asarray(x)
+    """The real part (a real `x` itself)."""
+    return cx.real(asarray(x))
+
+
+def imag(x, /) -> Tensor:
+    """The imaginary part (zeros for a real `x`, as in NumPy)."""
+    x = asarray(x)
+    return cx.imag(x) if x.dtype.is_complex else x * 0
 
 
 def cbrt(x, /) -> Tensor:

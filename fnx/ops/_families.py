@@ -18,7 +18,7 @@ from ..tensor import Tensor, make
 from ._batching import elementwise_batch_rule, unary_batch_rule
 
 __all__ = ["unary", "binary", "c_all", "broadcast_shapes", "unbroadcast", "promote", "as_operand", "scalar_like",
-           "same_device"]
+           "same_device", "complex_error", "conj_if_complex"]
 
 
 def broadcast_shapes(op: str, *shapes) -> tuple:
@@ -70,7 +70,7 @@ def scalar_like(value, dtype: _dt.dtype, device) -> Tensor:
 def as_operand(x, op: str):
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float, complex)):
         return x
     if hasattr(x, "__array__") or isinstance(x, (list, tuple)):
         from .creation import tensor
@@ -117,7 +117,7 @@ def c_all(expr: str, classes: str = "fdib") -> dict:
     return {cls: expr for cls in classes}
 
 
-def _lowering(name: str, arity: int, c: dict | None, libm: bool | str, expensive: bool) -> dict:
+def _lowering(name: str, arity: int, c: dict | None, libm: bool | str, expensive: bool, complex: bool) -> dict:
     """The Primitive keywords of an elementwise family member: groups, C expression, libm function."""
     if libm:
         libm = "double" if libm is True else libm
@@ -128,14 +128,31 @@ def _lowering(name: str, arity: int, c: dict | None, libm: bool | str, expensive
         raise TypeError(f"{name}: an elementwise primitive declares its C expression (c=..., or libm=True for the "
                         f"libm function of its name)")
     groups = {"elementwise", "unary" if arity == 1 else "binary"} | ({"expensive"} if expensive or libm else set())
+    groups |= {"complex"} if complex else set()
     return {"groups": groups, "c": c, "libm": libm or None}
+
+
+# ---------------------------------------------------------------- complex operands
+def complex_error(op: str, dtype: _dt.dtype) -> FnxRuntimeError:
+    """PyTorch's error for an op with no complex meaning (an order, a rounding) applied to a complex tensor."""
+    return FnxRuntimeError(f"{op}: not supported for complex tensors ({dtype}); complex numbers have no order "
+                           f"and no rounding: apply it to .real, .imag, .abs() or .angle()")
+
+
+def conj_if_complex(t: Tensor) -> Tensor:
+    """conj(t) for a complex t, else t: a holomorphic op's vjp is g * conj(f'(z)) (see fnx/ops/complex.py)."""
+    if not isinstance(t, Tensor) or not t.dtype.is_complex:
+        return t
+    from .complex import conj_p
+
+    return conj_p.bind(t)
 
 
 # ---------------------------------------------------------------- unary family
 def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None = None, libm: bool | str = False,
           expensive: bool = False, native: bool = False, saves_output: bool = False, float_only: bool = False,
           out_dtype: _dt.dtype | None = None, linear: bool = False, zero_grad: bool = False,
-          gate: Callable | None = None, bool_error: str | None = None) -> Primitive:
+          gate: Callable | None = None, bool_error: str | None = None, complex: bool = False) -> Primitive:
     """An elementwise primitive of one operand, with all of its rules.
 
     The derivative is one of: `deriv(x, out)`, d out / d x with fnx ops; `linear=True`, the vjp and jvp apply
@@ -147,10 +164,12 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
     float32 version is called directly); libm functions and `expensive=True` ops join the "expensive" group.
     `native=True` (the "native" group): numpy has no fast form of the op, so eager mode runs its C expression
     as a compiled kernel on large CPU arrays (`core.eager_kernel_hook`), and `impl` elsewhere.
-    `bool_error` is the message of the error a bool operand raises.
+    `bool_error` is the message of the error a bool operand raises. `complex=True` (the "complex" group): the op
+    takes complex operands (holomorphic: the vjp conjugates `deriv`); otherwise its abstract rule and its
+    wrapper (eager mode: numpy would order or round complex numbers without a word) raise an error naming it.
     """
     differentiable = deriv is not None or linear or zero_grad or gate is not None
-    declared = _lowering(name, 1, c, libm, expensive)
+    declared = _lowering(name, 1, c, libm, expensive, complex)
     if native:
         declared["groups"].add("native")
     prim = Primitive(name, saves_inputs=deriv is not None and not saves_output, saves_output=saves_output,
@@ -160,14 +179,19 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
     def abstract(x: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool:
             raise FnxRuntimeError(bool_error)
-        if float_only and not x.dtype.is_floating_point:
+        if x.dtype.is_complex and not complex:
+            raise complex_error(name, x.dtype)
+        if float_only and not x.dtype.is_inexact:
             raise FnxTypeError(f"{name}: expected a floating-point tensor, got {x.dtype}")
         return ShapedArray(x.shape, out_dtype or x.dtype, x.device)
 
     prim.abstract = abstract
     prim.batch = unary_batch_rule(prim)
     if deriv is not None:
-        prim.vjp = lambda g, primals, out: (g * deriv(primals[0], out),)
+        if complex:
+            prim.vjp = lambda g, primals, out: (g * conj_if_complex(deriv(primals[0], out)),)
+        else:
+            prim.vjp = lambda g, primals, out: (g * deriv(primals[0], out),)
 
         def jvp(primals, tangents):
             out = prim.bind(primals[0])
@@ -223,30 +247,32 @@ def _gated(mask: Tensor, t: Tensor) -> Tensor:
 
 def _nondiff_jvp(prim, primals):
     out = prim.bind(*primals)
-    return out, _zeros_like(out) if out.dtype.is_floating_point else None
+    return out, _zeros_like(out) if out.dtype.is_inexact else None
 
 
 # ---------------------------------------------------------------- binary family
 def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Callable | float | None, *,
            c: dict | None = None, libm: bool | str = False, expensive: bool = False,
            out_dtype: _dt.dtype | None = None, linear: bool = False, bool_error: str | None = None,
-           saves_output: bool = False) -> Primitive:
+           saves_output: bool = False, complex: bool = False) -> Primitive:
     """An elementwise, broadcasting primitive of two operands of one dtype.
 
     `d_lhs(x, y, out)` and `d_rhs(x, y, out)` give the partial derivatives with fnx ops; None means the
     op is not differentiable (comparisons, integer-only ops). `linear=True`: the op is x d_lhs + y d_rhs for
     the numbers d_lhs and d_rhs, each 1 or -1 (add, sub): the vjp passes the cotangent on (negated for -1),
     the jvp applies the op to the tangents. `c`, `libm`, `expensive` and `bool_error` (raised when both
-    operands are bool) as in `unary`; `saves_output=True` where a partial derivative reads `out`.
+    operands are bool) and `complex` as in `unary`; `saves_output=True` where a partial derivative reads `out`.
     """
     diff = d_lhs is not None
     prim = Primitive(name, saves_inputs=diff and not linear, saves_output=saves_output, differentiable=diff,
-                     **_lowering(name, 2, c, libm, expensive))
+                     **_lowering(name, 2, c, libm, expensive, complex))
     prim.impl = impl
 
     def abstract(x: ShapedArray, y: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool and y.dtype is _dt.bool:
             raise FnxRuntimeError(bool_error)
+        if (x.dtype.is_complex or y.dtype.is_complex) and not complex:
+            raise complex_error(name, x.dtype if x.dtype.is_complex else y.dtype)
         dev = same_device(name, (x, y))
         if x.dtype is not y.dtype:
             raise FnxTypeError(f"{name}: operands must share one dtype, got {x.dtype} and {y.dtype} (the fnx "
@@ -268,8 +294,8 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
     elif diff:
         def vjp(g, primals, out, needs=(True, True)):
             x, y = primals
-            gx = unbroadcast(g * d_lhs(x, y, out), tuple(x.shape)) if needs[0] else None
-            gy = unbroadcast(g * d_rhs(x, y, out), tuple(y.shape)) if needs[1] else None
+            gx = unbroadcast(g * conj_if_complex(d_lhs(x, y, out)), tuple(x.shape)) if needs[0] else None
+            gy = unbroadcast(g * conj_if_complex(d_rhs(x, y, out)), tuple(y.shape)) if needs[1] else None
             return gx, gy
 
         def jvp(primals, tangents):

@@ -60,7 +60,7 @@ def _shape(size) -> tuple:
 
 
 def _infer_dtype(data) -> _dt.dtype:
-    """The dtype PyTorch would give Python data: bool, int64, or the default float."""
+    """The dtype PyTorch would give Python data: bool, int64, the default float or its complex type."""
     try:
         arr = np.asarray(data)
     except ValueError as e:
@@ -71,6 +71,8 @@ def _infer_dtype(data) -> _dt.dtype:
         return _dt.int64
     if arr.dtype.kind == "f":
         return _dt.get_default_dtype()
+    if arr.dtype.kind == "c":
+        return _dt.get_default_dtype().to_complex()
     raise FnxTypeError(f"tensor: could not infer a dtype for data of numpy kind {arr.dtype} ({type(data).__name__})")
 
 

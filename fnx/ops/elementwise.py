@@ -19,8 +19,8 @@ from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, Shap
 from ..core import bind as _bind
 from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import Tensor
-from ._families import (_promote2, as_operand, binary, c_all, promote, same_device, broadcast_shapes, scalar_like,
-                        unbroadcast, unary)
+from ._families import (_promote2, as_operand, binary, c_all, complex_error, conj_if_complex, promote, same_device,
+                        broadcast_shapes, scalar_like, unbroadcast, unary)
 from ._batching import elementwise_batch_rule, unary_batch_rule
 from .creation import full_like, zeros_like
 
@@ -37,17 +37,20 @@ __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "l
 
 # ---------------------------------------------------------------- conversion
 # C: the cast is the declared type of the kernel's value (codegen special-cases conversion to bool)
+# complex to real keeps the real part (PyTorch's .to(float32) of a complex tensor): a linear map whose adjoint is
+# real to complex, so the vjp is again a convert
 convert_p = Primitive("convert", saves_inputs=False, groups=("elementwise", "unary"), c=c_all("{0}"))
-convert_p.def_impl(lambda xp, x, *, dtype: x.astype(dtype.np))
+convert_p.def_impl(lambda xp, x, *, dtype: (x if x.dtype.kind != "c" or dtype.is_complex else x.real).astype(dtype.np))
 convert_p.def_abstract(lambda x, *, dtype: ShapedArray(x.shape, dtype, x.device))
 convert_p.def_vjp(lambda g, primals, out, *, dtype: (
-    convert(g, primals[0].dtype) if primals[0].dtype.is_floating_point else None,))
+    convert(g, primals[0].dtype) if primals[0].dtype.is_inexact else None,))
 convert_p.def_jvp(lambda primals, tangents, *, dtype: (
-    convert(primals[0], dtype), convert(tangents[0], dtype) if dtype.is_floating_point else None))
+    convert(primals[0], dtype), convert(tangents[0], dtype) if dtype.is_inexact else None))
 
 
 def convert(x: Tensor, dtype) -> Tensor:
-    """`x` cast to `dtype` (differentiable between floating dtypes)."""
+    """`x` cast to `dtype` (differentiable between floating and complex dtypes; complex to real keeps the real
+    part)."""
     dtype = _dt.as_dtype(dtype)
     return x if x.dtype is dtype else convert_p.bind(x, dtype=dtype)
 
@@ -55,30 +58,31 @@ def convert(x: Tensor, dtype) -> Tensor:
 # ---------------------------------------------------------------- unary primitives
 neg_p = unary("neg", lambda xp, x: xp.negative(x), None, linear=True, c=c_all("(-{0})", "fdi"),
               bool_error="neg: negation, the `-` operator, on a bool tensor is not supported; to invert a mask use "
-                         "the `~` operator or logical_not()")
-exp_p = unary("exp", lambda xp, x: xp.exp(x), lambda x, out: out, saves_output=True, float_only=True, libm=True)
+                         "the `~` operator or logical_not()", complex=True)
+exp_p = unary("exp", lambda xp, x: xp.exp(x), lambda x, out: out, saves_output=True, float_only=True, libm=True,
+              complex=True)
 exp2_p = unary("exp2", lambda xp, x: xp.exp2(x), lambda x, out: out * math.log(2.0), saves_output=True,
-               float_only=True, libm=True)
+               float_only=True, libm=True, complex=True)
 expm1_p = unary("expm1", lambda xp, x: xp.expm1(x), lambda x, out: out + 1.0, saves_output=True, float_only=True,
-                libm=True)
-log_p = unary("log", lambda xp, x: xp.log(x), lambda x, out: reciprocal(x), float_only=True, libm=True)
+                libm=True, complex=True)
+log_p = unary("log", lambda xp, x: xp.log(x), lambda x, out: reciprocal(x), float_only=True, libm=True, complex=True)
 log2_p = unary("log2", lambda xp, x: xp.log2(x), lambda x, out: reciprocal(x * math.log(2.0)), float_only=True,
-               libm=True)
+               libm=True, complex=True)
 log10_p = unary("log10", lambda xp, x: xp.log10(x), lambda x, out: reciprocal(x * math.log(10.0)),
-                float_only=True, libm=True)
+                float_only=True, libm=True, complex=True)
 log1p_p = unary("log1p", lambda xp, x: xp.log1p(x), lambda x, out: reciprocal(x + 1.0), float_only=True,
-                libm=True)
+                libm=True, complex=True)
 sqrt_p = unary("sqrt", lambda xp, x: xp.sqrt(x), lambda x, out: reciprocal(out * 2.0), saves_output=True,
-               float_only=True, c={"f": "sqrtf({0})", "d": "sqrt({0})"})
-sin_p = unary("sin", lambda xp, x: xp.sin(x), lambda x, out: cos(x), float_only=True, libm=True)
-cos_p = unary("cos", lambda xp, x: xp.cos(x), lambda x, out: neg(sin(x)), float_only=True, libm=True)
+               float_only=True, c={"f": "sqrtf({0})", "d": "sqrt({0})"}, complex=True)
+sin_p = unary("sin", lambda xp, x: xp.sin(x), lambda x, out: cos(x), float_only=True, libm=True, complex=True)
+cos_p = unary("cos", lambda xp, x: xp.cos(x), lambda x, out: neg(sin(x)), float_only=True, libm=True, complex=True)
 tan_p = unary("tan", lambda xp, x: xp.tan(x), lambda x, out: out * out + 1.0, saves_output=True, float_only=True,
-              libm=True)
+              libm=True, complex=True)
 # libmvec's tanhf: 1 ulp, as fast as a copy (the double version is 5x slower)
 tanh_p = unary("tanh", lambda xp, x: xp.tanh(x), lambda x, out: 1.0 - out * out, saves_output=True,
-               float_only=True, libm="float", c={"f": "tanhf({0})", "d": "tanh({0})"})
-sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), lambda x, out: cosh(x), float_only=True, libm=True)
-cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), lambda x, out: sinh(x), float_only=True, libm=True)
+               float_only=True, libm="float", c={"f": "tanhf({0})", "d": "tanh({0})"}, complex=True)
+sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), lambda x, out: cosh(x), float_only=True, libm=True, complex=True)
+cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), lambda x, out: sinh(x), float_only=True, libm=True, complex=True)
 asin_p = unary("asin", lambda xp, x: xp.arcsin(x), lambda x, out: rsqrt(1.0 - x * x), float_only=True, libm=True)
 acos_p = unary("acos", lambda xp, x: xp.arccos(x), lambda x, out: neg(rsqrt(1.0 - x * x)), float_only=True,
                libm=True)
@@ -102,8 +106,9 @@ ceil_p = unary("ceil", lambda xp, x: xp.ceil(x), None, zero_grad=True, c={"f": "
 round_p = unary("round", lambda xp, x: xp.round(x), None, zero_grad=True,
                 c={"f": "rintf({0})", "d": "rint({0})"})   # half to even, like numpy
 trunc_p = unary("trunc", lambda xp, x: xp.trunc(x), None, zero_grad=True, c={"f": "truncf({0})", "d": "trunc({0})"})
-not_p = unary("not", lambda xp, x: xp.logical_not(x), None, out_dtype=_dt.bool, c=c_all("(!{0})"))
-isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool, c=c_all("({0} != {0})", "fd"))
+not_p = unary("not", lambda xp, x: xp.logical_not(x), None, out_dtype=_dt.bool, c=c_all("(!{0})"), complex=True)
+isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool, c=c_all("({0} != {0})", "fd"),
+                complex=True)
 
 
 def _zeros_of(t: Tensor) -> Tensor:
@@ -237,12 +242,16 @@ def _method(name: str, *aliases: str, inplace: bool | tuple = False):
 def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False, *, aliases: tuple = (),
                    inplace: bool = False):
     """`fnx.<prim>(input)`, also the Tensor method of the primitive's name (see `_method`)."""
+    real_only = "complex" not in prim.groups
+
     def op(input: Tensor) -> Tensor:
         if type(input) is Tensor and input._value.dtype in _FLOAT_NP:
             return _bind(prim, input)
+        if real_only:
+            refuse_complex(prim.name, input)
         if ints_to_float:
             try:
-                floating = input.dtype.is_floating_point
+                floating = input.dtype.is_inexact
             except AttributeError:
                 raise _not_a_tensor(prim.name, input) from None
             if not floating:
@@ -274,7 +283,31 @@ atan = _unary_wrapper(atan_p, "Inverse tangent, elementwise.", True, aliases=("a
 sigmoid = _unary_wrapper(sigmoid_p, "1 / (1 + exp(-x)), computed without overflow.", True, inplace=True)
 erf = _unary_wrapper(erf_p, "The error function, elementwise.", True, inplace=True)
 erfc = _unary_wrapper(erfc_p, "The complementary error function 1 - erf(x), accurate where erf(x) is near 1.", True)
-abs = _unary_wrapper(abs_p, "Absolute value, elementwise.", aliases=("absolute",), inplace=True)
+_real_abs = _unary_wrapper(abs_p, "Absolute value, elementwise.")
+
+
+@_method("abs", "absolute")
+def abs(input: Tensor) -> Tensor:
+    """Absolute value, elementwise; the modulus (a real tensor) of a complex one."""
+    if type(input) is Tensor and input._value.dtype in _FLOAT_NP:
+        return _bind(abs_p, input)
+    if isinstance(input, Tensor) and input.dtype.is_complex:
+        from .complex import complex_abs_p
+
+        return complex_abs_p.bind(input)
+    return _real_abs(input)
+
+
+def _abs_in_place(input: Tensor) -> Tensor:
+    """`abs_`: as PyTorch, refused for a complex tensor, whose modulus is real."""
+    if input.dtype.is_complex:
+        raise FnxRuntimeError(f"abs_: in-place abs is not supported for complex tensors ({input.dtype}): the result "
+                              f"is real; use z = z.abs()")
+    return abs(input)
+
+
+INPLACE["abs_"] = _abs_in_place
+
 sign = _unary_wrapper(sign_p, "-1, 0 or 1 by the sign of x (zero gradient).", inplace=True)
 neg = _unary_wrapper(neg_p, "-x, elementwise.", aliases=("negative",), inplace=True)
 negative = neg
@@ -303,6 +336,12 @@ def logit(input: Tensor, eps: float | None = None) -> Tensor:
     return logit_p.bind(input if eps is None else clamp(input, eps, 1.0 - eps))
 
 
+def refuse_complex(op: str, x) -> None:
+    """Raise the error of an op with no complex meaning when `x` is a complex tensor."""
+    if isinstance(x, Tensor) and x.dtype.is_complex:
+        raise complex_error(op, x.dtype)
+
+
 def _not_a_tensor(op: str, x) -> FnxTypeError:
     return FnxTypeError(f"{op}(): argument 'input' must be a Tensor, not {type(x).__name__}; wrap values with "
                         f"fnx.tensor(...)")
@@ -310,6 +349,7 @@ def _not_a_tensor(op: str, x) -> FnxTypeError:
 
 def _rounding(prim, aliases: tuple = ()):
     def op(input: Tensor) -> Tensor:
+        refuse_complex(prim.name, input)
         return input if not input.dtype.is_floating_point else prim.bind(input)
 
     op.__name__ = prim.name
@@ -324,6 +364,7 @@ fix = trunc
 @_method("round", inplace=True)
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     """Round half to even, like PyTorch; `decimals` scales first."""
+    refuse_complex("round", input)
     if not input.dtype.is_floating_point:
         return input
     if decimals:
@@ -334,8 +375,8 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
 
 @_method("isnan")
 def isnan(input: Tensor) -> Tensor:
-    """True where `input` is NaN."""
-    if not input.dtype.is_floating_point:
+    """True where `input` is NaN (a complex element: either part)."""
+    if not input.dtype.is_inexact:
         return full_like_bool(input, False)
     return isnan_p.bind(input)
 
@@ -351,16 +392,16 @@ def logical_not(input: Tensor) -> Tensor:
 # (templates/math_helpers.h.j2): NaN-propagating max and min, Python-style remainder and floor division,
 # integer division by zero giving 0, bool arithmetic as logic.
 add_p = binary("add", lambda xp, x, y: xp.add(x, y), 1.0, 1.0, linear=True,
-               c={**c_all("({0} + {1})", "fdi"), "b": "({0} | {1})"})
+               c={**c_all("({0} + {1})", "fdi"), "b": "({0} | {1})"}, complex=True)
 sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), 1.0, -1.0, linear=True, c=c_all("({0} - {1})", "fdi"),
                bool_error="sub: subtraction, the `-` operator, with two bool tensors is not supported; use the `^` "
-                          "operator or logical_xor() instead")
+                          "operator or logical_xor() instead", complex=True)
 mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lambda x, y, o: x,
-               c={**c_all("({0} * {1})", "fdi"), "b": "({0} & {1})"})
+               c={**c_all("({0} * {1})", "fdi"), "b": "({0} & {1})"}, complex=True)
 div_p = binary("div", lambda xp, x, y: xp.true_divide(x, y), lambda x, y, o: reciprocal(y),
-               lambda x, y, o: neg(o / y), saves_output=True, c=c_all("({0} / {1})", "fd"))
+               lambda x, y, o: neg(o / y), saves_output=True, c=c_all("({0} / {1})", "fd"), complex=True)
 pow_p = binary("pow", lambda xp, x, y: xp.power(x, y), lambda x, y, o: _pow_dx(x, y),
-               lambda x, y, o: _pow_dy(x, y, o), saves_output=True, libm=True)
+               lambda x, y, o: _pow_dy(x, y, o), saves_output=True, libm=True, complex=True)
 pow_p.vjp_takes_needs = True   # rules below: the exponent gradient is formed only where the exponent needs one
 max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), lambda x, y, o: _tie_share(x, y, gt),
                lambda x, y, o: _tie_share(y, x, gt),
@@ -379,8 +420,10 @@ rem_p = binary("rem", lambda xp, x, y: xp.remainder(x, y), lambda x, y, o: 1.0,
 _IFLOORDIV = "({1} == 0 ? 0 : {1} == -1 ? -{0} : {0} / {1} - ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? 1 : 0))"
 floordiv_p = binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y), None, None, expensive=True,
                     c={"f": "fnx_floordivf({0}, {1})", "d": "fnx_floordiv({0}, {1})", "i": _IFLOORDIV})
-eq_p = binary("eq", lambda xp, x, y: xp.equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} == {1})"))
-ne_p = binary("ne", lambda xp, x, y: xp.not_equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} != {1})"))
+eq_p = binary("eq", lambda xp, x, y: xp.equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} == {1})"),
+              complex=True)
+ne_p = binary("ne", lambda xp, x, y: xp.not_equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} != {1})"),
+              complex=True)
 lt_p = binary("lt", lambda xp, x, y: xp.less(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} < {1})"))
 le_p = binary("le", lambda xp, x, y: xp.less_equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} <= {1})"))
 gt_p = binary("gt", lambda xp, x, y: xp.greater(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} > {1})"))
@@ -392,14 +435,18 @@ xor_p = binary("xor", lambda xp, x, y: xp.logical_xor(x, y), None, None, out_dty
 
 
 def _pow_dx(x, y):
-    # y * x**(y-1); at x == y == 0 it is 0 (not nan), as in PyTorch
+    # y * x**(y-1); at x == y == 0 it is 0 (not nan), as in PyTorch (complex too)
     return where(logical_and(eq(x, 0.0), eq(y, 0.0)), 0.0, y * pow_p.bind(x, y - 1.0))
 
 
 def _pow_dy(x, y, out):
     """d x**y / dy = x**y log(x): 0 at x == 0 for y >= 0 (the limit, as in PyTorch and JAX), -inf there for
     y < 0, NaN for x < 0 (x**y is real only at integer y). log sees positive values only and the special
-    values enter through `where`, so the derivatives of this rule stay finite wherever it is."""
+    values enter through `where`, so the derivatives of this rule stay finite wherever it is. Complex x**y:
+    x**y log(x), and 0 at x == 0."""
+    if x.dtype.is_complex:
+        zero = eq(x, 0.0)
+        return where(zero, 0.0, out * log(where(zero, 1.0, x)))
     pos = gt(x, 0.0)
     at_zero = where(logical_and(eq(x, 0.0), lt(y, 0.0)), -math.inf, _zeros_of(out))
     return where(lt(x, 0.0), math.nan, out * where(pos, log(where(pos, x, 1.0)), at_zero))
@@ -407,8 +454,8 @@ def _pow_dy(x, y, out):
 
 def _pow_vjp(g, primals, out, needs=(True, True)):
     x, y = primals
-    gx = unbroadcast(g * _pow_dx(x, y), tuple(x.shape)) if needs[0] else None
-    gy = unbroadcast(g * _pow_dy(x, y, out), tuple(y.shape)) if needs[1] else None
+    gx = unbroadcast(g * conj_if_complex(_pow_dx(x, y)), tuple(x.shape)) if needs[0] else None
+    gy = unbroadcast(g * conj_if_complex(_pow_dy(x, y, out)), tuple(y.shape)) if needs[1] else None
     return gx, gy
 
 
@@ -465,7 +512,7 @@ integer_pow_p = Primitive("integer_pow", groups=("elementwise", "unary"),
 def _integer_pow_impl(xp, x, *, y):
     if y == 0:
         return xp.ones_like(x)
-    if y < 0 and x.dtype.kind != "f":
+    if y < 0 and x.dtype.kind not in "fc":
         raise ValueError("integers to negative integer powers are not allowed")   # the abstract rule explains
     out = _power_by_squaring(x, builtins.abs(y), xp.multiply)
     if y < 0:
@@ -477,7 +524,7 @@ def _integer_pow_impl(xp, x, *, y):
 def _integer_pow_abstract(x: ShapedArray, *, y: int) -> ShapedArray:
     if x.dtype is _dt.bool:
         raise FnxTypeError("integer_pow: expected a numeric tensor, got bool (convert it first)")
-    if y < 0 and not x.dtype.is_floating_point:
+    if y < 0 and not x.dtype.is_inexact:
         raise _negative_integer_power(x.dtype, y)
     if builtins.abs(y) > INTEGER_POW_MAX:
         raise FnxValueError(f"integer_pow: |y| must be at most {INTEGER_POW_MAX}, got {y} (fnx.pow sends larger "
@@ -494,7 +541,8 @@ def _integer_pow_deriv(x: Tensor, y: int) -> Tensor:
     return x * 2.0 if y == 2 else pow(x, y - 1) * float(y)
 
 
-integer_pow_p.def_vjp(lambda g, primals, out, *, y: (g * _integer_pow_deriv(primals[0], y) if y else _zeros_of(g),))
+integer_pow_p.def_vjp(lambda g, primals, out, *, y: (
+    g * conj_if_complex(_integer_pow_deriv(primals[0], y)) if y else _zeros_of(g),))
 integer_pow_p.def_jvp(lambda primals, tangents, *, y: (
     integer_pow_p.bind(primals[0], y=y),
     tangents[0] * _integer_pow_deriv(primals[0], y) if y else _zeros_of(tangents[0])))
@@ -508,12 +556,12 @@ pow_scalar_p.def_impl(lambda xp, x, *, y: xp.power(x, x.dtype.type(y)))
 
 @pow_scalar_p.def_abstract
 def _pow_scalar_abstract(x: ShapedArray, *, y: float) -> ShapedArray:
-    if not x.dtype.is_floating_point:
-        raise FnxTypeError(f"pow_scalar: expected a floating-point tensor, got {x.dtype}")
+    if not x.dtype.is_inexact:
+        raise FnxTypeError(f"pow_scalar: expected a floating-point or complex tensor, got {x.dtype}")
     return x
 
 
-pow_scalar_p.def_vjp(lambda g, primals, out, *, y: (g * (pow(primals[0], y - 1.0) * y),))
+pow_scalar_p.def_vjp(lambda g, primals, out, *, y: (g * conj_if_complex(pow(primals[0], y - 1.0) * y),))
 pow_scalar_p.def_jvp(lambda primals, tangents, *, y: (pow_scalar_p.bind(primals[0], y=y),
                                                       tangents[0] * (pow(primals[0], y - 1.0) * y)))
 pow_scalar_p.def_batch(unary_batch_rule(pow_scalar_p))
@@ -529,7 +577,7 @@ def _pow_constant(x: Tensor, c, dtype: _dt.dtype) -> Tensor:
     c = int(c) if isinstance(c, (int, np.integer)) else float(c)
     if math.isfinite(c) and float(c).is_integer() and builtins.abs(c) <= INTEGER_POW_MAX:
         return integer_pow_p.bind(x, y=int(c))
-    if not dtype.is_floating_point:   # a large integer power of integers: exact in pow, and never differentiated
+    if not dtype.is_inexact:   # a large integer power of integers: exact in pow, and never differentiated
         if c < 0:
             raise _negative_integer_power(dtype, c)
         return pow_p.bind(x, scalar_like(c, dtype, x.device))
@@ -550,12 +598,17 @@ def _tie_share(x, y, strict):
 def _binary_wrapper(prim: Primitive, doc: str, method: str, *, aliases: tuple = (), inplace: bool = False,
                     to_float: bool = False):
     """`fnx.<method>(input, other)` with type promotion, also that Tensor method (see `_method`)."""
+    real_only = "complex" not in prim.groups
+
     def op(input, other) -> Tensor:
         if type(input) is Tensor and type(other) is Tensor and input._value.dtype is other._value.dtype and (
-                not to_float or input._value.dtype in _FLOAT_NP):
+                not to_float or input._value.dtype in _FLOAT_NP) and (
+                not real_only or input._value.dtype.kind != "c"):
             return _bind(prim, input, other)
         x, y = _promote2(input, other, prim.name)
-        if to_float and not x.dtype.is_floating_point:
+        if real_only:
+            refuse_complex(prim.name, x)
+        if to_float and not x.dtype.is_inexact:
             x, y = convert(x, _dt.get_default_dtype()), convert(y, _dt.get_default_dtype())
         return _bind(prim, x, y)
 
@@ -806,8 +859,11 @@ relu_p = unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), None, gate=
 @_method("relu", inplace=True)
 def relu(input: Tensor) -> Tensor:
     """max(x, 0), passing NaN through; the gradient at 0 is 0, as in PyTorch."""
-    if input.dtype is _dt.bool:
+    dtype = input.dtype
+    if dtype is _dt.bool:
         raise FnxRuntimeError("relu: not implemented for 'bool' tensors")
+    if dtype.is_complex:
+        raise complex_error("relu", dtype)
     return _bind(relu_p, input)
 
 
@@ -883,6 +939,7 @@ gelu_tanh_p = unary("gelu_tanh", _in_double(_gelu_tanh), lambda x, out: gelu_tan
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit x Phi(x); `approximate="tanh"` uses the tanh formula."""
+    refuse_complex("gelu", input)
     if approximate == "tanh":
         return _bind(gelu_tanh_p, input)
     if approximate != "none":
@@ -934,26 +991,28 @@ def clamp_max(input: Tensor, max) -> Tensor:
 
 @_method("isinf")
 def isinf(input: Tensor) -> Tensor:
-    """True where `input` is +inf or -inf."""
-    if not input.dtype.is_floating_point:
+    """True where `input` is +inf or -inf (a complex element: either part)."""
+    if not input.dtype.is_inexact:
         return full_like_bool(input, False)
     return eq(abs(input), math.inf)
 
 
 def isposinf(input: Tensor) -> Tensor:
     """True where `input` is +inf."""
+    refuse_complex("isposinf", input)
     return eq(input, math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
 
 
 def isneginf(input: Tensor) -> Tensor:
     """True where `input` is -inf."""
+    refuse_complex("isneginf", input)
     return eq(input, -math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
 
 
 @_method("isfinite")
 def isfinite(input: Tensor) -> Tensor:
-    """True where `input` is neither NaN nor infinite."""
-    if not input.dtype.is_floating_point:
+    """True where `input` is neither NaN nor infinite (a complex element: in both parts)."""
+    if not input.dtype.is_inexact:
         return full_like_bool(input, True)
     return lt(abs(input), math.inf)
 
@@ -964,7 +1023,12 @@ def full_like_bool(input: Tensor, value: bool) -> Tensor:
 
 @_method("nan_to_num", inplace=True)
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
-    """Replace NaN, +inf and -inf by finite numbers (by default 0 and the dtype's extremes)."""
+    """Replace NaN, +inf and -inf by finite numbers (by default 0 and the dtype's extremes); a complex
+    tensor in each part."""
+    if input.dtype.is_complex:
+        from .complex import complex, imag, real
+
+        return complex(*(nan_to_num(part, nan, posinf, neginf) for part in (real(input), imag(input))))
     if not input.dtype.is_floating_point:
         return input
     info = _dt.finfo(input.dtype)
@@ -1054,7 +1118,7 @@ select_p.def_batch(elementwise_batch_rule(select_p))
 def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     """|input - other| <= atol + rtol * |other|, elementwise (infinities compare equal to themselves)."""
     x, y = promote("isclose", input, other)
-    if not x.dtype.is_floating_point:
+    if not x.dtype.is_inexact:
         return eq(x, y)
     close = logical_or(eq(x, y), le(abs(x - y), atol + rtol * abs(y)))
     return logical_or(close, logical_and(isnan(x), isnan(y))) if equal_nan else close

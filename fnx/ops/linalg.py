@@ -22,7 +22,7 @@ from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
 from ._batching import elementwise_batch_rule, move_to_front
-from ._families import as_operand, broadcast_shapes, promote, same_device, unbroadcast
+from ._families import as_operand, broadcast_shapes, conj_if_complex, promote, same_device, unbroadcast
 
 __all__ = ["matmul", "mm", "bmm", "dot", "vdot", "mv", "outer", "ger", "inner", "tensordot", "einsum", "addmm",
            "baddbmm", "trace", "kron"]
@@ -123,7 +123,7 @@ def _matmul_abstract(a: ShapedArray, b: ShapedArray) -> ShapedArray:
 def _matmul_vjp(g, primals, out, needs=(True, True)):
     # Promote 1-D operands to matrices (as the product did), take the matrix gradients, then undo both the
     # promotion and any batch broadcasting.
-    a, b = primals
+    a, b = (conj_if_complex(p) for p in primals)   # complex: g @ conj(b)^T and conj(a)^T @ g
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
     b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
     g2 = g
@@ -237,10 +237,10 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
 
 
 def vdot(input: Tensor, other: Tensor) -> Tensor:
-    """Inner product of two 1-D tensors (fnx has no complex dtypes, so this equals `dot`)."""
+    """Inner product of two 1-D tensors, conjugating the first (for real tensors: `dot`)."""
     a, b = _same_dtype("vdot", input, other, "both vectors")
     _check_vectors("vdot", a, b)
-    return matmul_p.bind(a, b)
+    return matmul_p.bind(conj_if_complex(a), b)
 
 
 @autocast_op("mv")
@@ -476,7 +476,7 @@ def _einsum_vjp(g, primals, out, *, equation):
     spare = iter(c for c in _LABELS if c not in equation)
     grads = []
     for i, x in enumerate(primals):
-        operands = [g] + [p for j, p in enumerate(primals) if j != i]
+        operands = [g] + [conj_if_complex(p) for j, p in enumerate(primals) if j != i]
         subs = [out_sub] + [s for j, s in enumerate(ins) if j != i]
         target = []
         for label in ins[i]:

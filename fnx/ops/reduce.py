@@ -15,6 +15,8 @@ from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim, make
 from ._batching import axis_batch_rule, reduction_batch_rule
+from ._families import complex_error, conj_if_complex
+from .complex import conj, real
 from .creation import ones, stop_gradient, zeros
 from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
                           minimum, ne, pow as _pow, sqrt, sub, where)
@@ -68,7 +70,7 @@ def _accumulating(input: Tensor, dtype) -> Tensor:
     """The input of sum/prod/cumsum/cumprod: cast to `dtype`, else integers and bools widen to int64."""
     if dtype is not None:
         return convert(input, dtype)
-    return input if input.dtype.is_floating_point else convert(input, _dt.int64)
+    return input if input.dtype.is_inexact else convert(input, _dt.int64)
 
 
 # ---------------------------------------------------------------- sum
@@ -98,7 +100,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=Non
     dim = axis if dim is None else dim
     if dtype is not None:
         input = convert(input, dtype)
-    if not input.dtype.is_floating_point:
+    if not input.dtype.is_inexact:
         raise FnxRuntimeError(f"mean(): could not infer output dtype. Input dtype must be floating point, got "
                               f"{input.dtype}; pass dtype= or convert with .float()")
     axes = reduce_dims(dim, input.ndim, "mean")
@@ -186,7 +188,7 @@ def _cumprod_vjp(g, primals, out, *, axis, reverse):
     # d x_k = sum_{i >= k} g_i prod_{j <= i, j != k} x_j (i, j in scan order). Before the first zero z this is
     # sum_{i >= k} g_i y_i / x_k; at z it is prod_{j < z} x_j * sum_{i >= z} g_i prod_{z < j <= i} x_j; after z it
     # is 0 (every product holds x_z). Exact for any zeros; second derivatives are exact where x has no zeros.
-    x = primals[0]
+    x, out = conj_if_complex(primals[0]), conj_if_complex(out)   # complex: g * conj(d out / d x)
     before, first = _zero_masks(x, axis, reverse)
     back = not reverse
     grad_before = cumsum_p.bind(g * out, axis=axis, reverse=back) / where(before, x, 1.0)
@@ -267,7 +269,7 @@ def _products_of_others(x: Tensor, axes: tuple) -> Tensor:
 @prod_p.def_vjp
 def _prod_vjp(g, primals, out, *, axes, keepdims):
     x = primals[0]
-    return (_expand_back(g, tuple(x.shape), axes, keepdims) * _products_of_others(x, axes),)
+    return (_expand_back(g, tuple(x.shape), axes, keepdims) * conj_if_complex(_products_of_others(x, axes)),)
 
 
 @prod_p.def_jvp
@@ -292,6 +294,8 @@ def _extremum(name: str, np_fn: str) -> Primitive:
     prim = Primitive(name, saves_inputs=True, saves_output=True, groups=("reduction",), monoid=np_fn)
 
     def impl(xp, x, *, axes, keepdims):
+        if x.dtype.kind == "c":
+            raise complex_error(name, _dt.from_numpy_dtype(x.dtype))
         if x.size == 0 and builtins.any(x.shape[a] == 0 for a in axes):
             raise FnxRuntimeError(f"{name}(): expected a non-empty tensor to reduce over dims {axes}, got shape "
                                   f"{list(x.shape)}; the reduction has no identity")
@@ -352,6 +356,8 @@ def _arg_extremum(name: str, np_fn: str) -> Primitive:
     prim = Primitive(name, differentiable=False, saves_inputs=False)
 
     def impl(xp, x, *, axis, keepdims):
+        if x.dtype.kind == "c":
+            raise complex_error(name, _dt.from_numpy_dtype(x.dtype))
         if x.shape[axis] == 0:
             raise FnxRuntimeError(f"{name}(): expected a non-empty dimension {axis}, got shape {list(x.shape)}")
         return getattr(xp, np_fn)(x, axis=axis, keepdims=keepdims).astype(xp.int64)
@@ -449,13 +455,14 @@ def _var_and_mean(input: Tensor, dim, unbiased, keepdim: bool, correction, op: s
     n = math.prod(input.shape[a] for a in axes)
     m = mean(input, axes, keepdim=True)
     centered = input - m
-    v = sum(centered * centered, axes, keepdim=keepdim) / float(builtins.max(n - correction, 0))
+    squared = real(centered * conj(centered)) if input.dtype.is_complex else centered * centered   # |x - m|^2
+    v = sum(squared, axes, keepdim=keepdim) / float(builtins.max(n - correction, 0))
     return v, (m if keepdim else m.reshape(_reduced_shape(tuple(input.shape), axes, False)))
 
 
 def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None,
         keepdims=None) -> Tensor:
-    """Variance over `dim` with Bessel's `correction` (default 1, as in PyTorch)."""
+    """Variance over `dim` with Bessel's `correction` (default 1, as in PyTorch); real for complex inputs."""
     keepdim = keepdim if keepdims is None else keepdims
     return _var_and_mean(input, axis if dim is None else dim, unbiased, keepdim, correction, "var")[0]
 
@@ -487,7 +494,7 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, c
 def logsumexp(input: Tensor, dim=None, keepdim: bool = False, *, axis=None, keepdims=None) -> Tensor:
     """log(sum(exp(x))) over `dim`, computed stably by shifting by the maximum."""
     dim, keepdim = (axis if dim is None else dim), (keepdim if keepdims is None else keepdims)
-    if not input.dtype.is_floating_point:
+    if not input.dtype.is_inexact:
         input = convert(input, _dt.get_default_dtype())
     axes = reduce_dims(dim, input.ndim, "logsumexp")
     m = stop_gradient(max_p.bind(input, axes=axes, keepdims=True)) if input.numel() else input

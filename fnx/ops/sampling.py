@@ -43,6 +43,7 @@ from ..core import FnxRuntimeError, FnxTypeError
 from ..device import cpu, device as _device_cls
 from ..tensor import Tensor, Tracer, make
 from ._batching import BatchTrace, BatchTracer
+from .complex import view_as_complex
 from .inplace import _check_target
 from .sort import argsort
 
@@ -399,7 +400,12 @@ def rand(*size, generator: Generator | None = None, dtype=None, device=None, req
 
 
 def randn(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples."""
+    """Standard normal samples; a complex dtype draws the real and imaginary parts each from N(0, 1/2), as
+    PyTorch does (so E|z|^2 = 1)."""
+    if dtype is not None and _dt.as_dtype(dtype).is_complex:
+        parts = randn(_size(size, "randn") + (2,), generator=generator, dtype=_dt.as_dtype(dtype).to_real(),
+                      device=device)
+        return view_as_complex(parts * math.sqrt(0.5)).requires_grad_(requires_grad)
     dev, dt, shape = _dev(device), _float_dtype(dtype, "randn"), _size(size, "randn")
     gen = _generator(generator, dev, "randn", staged=True)
     if gen is None:

@@ -13,6 +13,7 @@ from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, Shap
 from ..determinism import alert_not_deterministic
 from ..tensor import Tensor, canonical_dim
 from ._batching import axis_batch_rule, with_batch_size
+from ._families import complex_error
 from .creation import arange, full, stop_gradient
 from .elementwise import clamp, convert, eq, isnan, logical_and, logical_or, maximum, where
 from .reduce import sum as _sum
@@ -40,6 +41,8 @@ def _stable_argsort(xp, x, axis: int):
 
 @argsort_p.def_impl
 def _argsort_impl(xp, x, *, axis, descending):
+    if x.dtype.kind == "c":   # sort, topk, median, kthvalue: complex numbers have no order
+        raise complex_error("sort", _dt.from_numpy_dtype(x.dtype))
     if not descending:
         return _stable_argsort(xp, x, axis).astype(xp.int64, copy=False)
     # A stable descending order that keeps equal elements in their original order (NaN first, as in

@@ -165,7 +165,8 @@ class _Archive:
             raise UnpicklingError(f"fnx.load: storage {storage.key!r} holds {raw.size} bytes, not a whole number of "
                                   f"{dtype.name} elements")
         if self.byteorder == "big" and size > 1:
-            raw = raw.reshape(-1, size)[:, ::-1].reshape(-1)
+            word = size // 2 if dtype.is_complex else size   # a complex number: two big-endian parts
+            raw = raw.reshape(-1, word)[:, ::-1].reshape(-1)
         found = self.placed[(storage.key, dtype.name)] = place(from_array(raw.view(dtype.np)), storage.location,
                                                                 self.map_location)
         return found

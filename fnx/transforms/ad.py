@@ -28,7 +28,7 @@ def _zeros_like(x):
 
 
 def _zero_tangent(x):
-    return _zeros_like(x) if x.dtype.is_floating_point else None
+    return _zeros_like(x) if x.dtype.is_inexact else None
 
 
 def _concrete_primal(tracer, what: str):
@@ -57,7 +57,7 @@ class JVPTracer(Tracer):
 
 def _jvp_tracer(trace, primal, tangent) -> JVPTracer:
     """The invariant every rule relies on: floating values carry a tangent tensor, others carry None."""
-    if not primal.dtype.is_floating_point:
+    if not primal.dtype.is_inexact:
         return JVPTracer(trace, primal, None)
     return JVPTracer(trace, primal, tangent if tangent is not None else _zeros_like(primal))
 
@@ -193,7 +193,7 @@ class _Leaf:
 
 def _refs(node, outs: list) -> list:
     """Where each of a multi-result node's outputs sends its cotangent (None for integer outputs)."""
-    return [OutputOf(node, i, len(outs)) if o.dtype.is_floating_point else None for i, o in enumerate(outs)]
+    return [OutputOf(node, i, len(outs)) if o.dtype.is_inexact else None for i, o in enumerate(outs)]
 
 
 class VJPTracer(Tracer):
@@ -234,7 +234,7 @@ class VJPTrace(Trace):
             node = _Node(prim, params, primals, refs, out)
             if prim.multiple_results:
                 return [VJPTracer(self, o, r) for o, r in zip(out, _refs(node, out))]
-            result = VJPTracer(self, out, node if out.dtype.is_floating_point else None)
+            result = VJPTracer(self, out, node if out.dtype.is_inexact else None)
         if prim.view:
             note_view(result, tracers[0], prim, params)
         return result
@@ -279,7 +279,7 @@ def vjp(fun, *primals, has_aux: bool = False):
     _check_tensors(p_leaves, "vjp", "primals")
     with new_main(VJPTrace) as main:
         trace = VJPTrace(main)
-        tracers = [VJPTracer(trace, p, _Leaf(i) if p.dtype.is_floating_point else None)
+        tracers = [VJPTracer(trace, p, _Leaf(i) if p.dtype.is_inexact else None)
                    for i, p in enumerate(p_leaves)]
         out = fun(*tree_unflatten(p_def, tracers))
         if has_aux:
@@ -324,9 +324,10 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
         nums = _argnums_tuple(argnums, len(args), "grad")
         for a in nums:
             for leaf in tree_flatten(args[a])[0]:
-                if not isinstance(leaf, Tensor) or not leaf.dtype.is_floating_point:
+                if not isinstance(leaf, Tensor) or not leaf.dtype.is_inexact:
                     what = f"{leaf.dtype}" if isinstance(leaf, Tensor) else type(leaf).__name__
-                    raise FnxTypeError(f"grad: differentiated arguments must be floating-point Tensors, got {what} "
+                    raise FnxTypeError(f"grad: differentiated arguments must be floating-point or complex Tensors, "
+                                       f"got {what} "
                                        f"in argument {a}; convert with fnx.tensor(..., dtype=fnx.float32) or "
                                        f"exclude it from argnums")
 
@@ -381,9 +382,10 @@ def _diff_leaves(args, nums, op: str):
     """Flat leaves of the differentiated arguments (checked to be floating tensors) and their treedef."""
     leaves, treedef = tree_flatten([args[a] for a in nums])
     for x in leaves:
-        if not isinstance(x, Tensor) or not x.dtype.is_floating_point:
+        if not isinstance(x, Tensor) or not x.dtype.is_inexact:
             what = f"{x.dtype}" if isinstance(x, Tensor) else type(x).__name__
-            raise FnxTypeError(f"{op}: differentiated arguments must be floating-point Tensors, got {what}; "
+            raise FnxTypeError(f"{op}: differentiated arguments must be floating-point or complex Tensors, got "
+                               f"{what}; "
                                f"exclude it from argnums")
     return leaves, treedef
 
@@ -415,6 +417,11 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
     def jac(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args), "jacfwd")
         leaves, in_def = _diff_leaves(args, nums, "jacfwd")
+        for p in leaves:
+            if p.dtype.is_complex:   # its real tangent basis would miss the imaginary directions (as in JAX)
+                raise FnxTypeError(f"jacfwd: complex inputs ({p.dtype}) are not supported (a basis of real "
+                                   f"tangents misses the imaginary directions); use jacrev or grad, or pass the "
+                                   f"input as real pairs with fnx.view_as_real")
 
         def f_flat(*ls):
             return fun(*_with_leaves(args, nums, in_def, ls), **kwargs)
