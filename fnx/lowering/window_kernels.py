@@ -93,44 +93,39 @@ def _geometry(spatial, kernel, stride, dilation, out):
     return _Geometry(*sizes)
 
 
-def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
-    """(*lead, *spatial) -> (*lead, K, *out), as windows.im2col's numpy impl; None where numpy should run it."""
-    nd = len(kernel)
-    k = math.prod(kernel)
-    fn = _function("im2col", x, x.size * k) if nd <= 3 else None
+def _over_planes(name: str, src: np.ndarray, rows_nd: int, tail: tuple, dtype, spatial, kernel, stride, dilation,
+                 out, work: int) -> np.ndarray | None:
+    """C function `name` from `src`, whose first `rows_nd` dims are rows of planes, into a new (*rows, *tail)
+    array of `dtype`; None where numpy should run it (`work`: the elements the loop visits)."""
+    fn = _function(name, src, work) if len(kernel) <= 3 else None
     if fn is None:
         return None
-    lead, spatial = x.shape[:x.ndim - nd], x.shape[x.ndim - nd:]
-    x = np.ascontiguousarray(x)
-    cols = np.empty(lead + (k,) + out, dtype=x.dtype)
-    fn(_ptr(x), _ptr(cols), ctypes.c_longlong(math.prod(lead)), _geometry(spatial, kernel, stride, dilation, out))
-    return cols
+    lead = src.shape[:rows_nd]
+    src = np.ascontiguousarray(src)
+    result = np.empty(lead + tuple(tail), dtype=dtype)
+    fn(_ptr(src), _ptr(result), ctypes.c_longlong(math.prod(lead)), _geometry(spatial, kernel, stride, dilation, out))
+    return result
+
+
+def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
+    """(*lead, *spatial) -> (*lead, K, *out), as windows.im2col's numpy impl; None where numpy should run it."""
+    nd, k = len(kernel), math.prod(kernel)
+    return _over_planes("im2col", x, x.ndim - nd, (k,) + tuple(out), x.dtype, x.shape[x.ndim - nd:], kernel, stride,
+                        dilation, out, x.size * k)
 
 
 def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation: tuple) -> np.ndarray | None:
     """(*lead, K, *out) -> (*lead, *size), as windows.col2im's numpy impl; None where numpy should run it."""
     nd = len(kernel)
-    fn = _function("col2im", cols, cols.size) if nd <= 3 else None
-    if fn is None:
-        return None
-    lead, out = cols.shape[:cols.ndim - nd - 1], cols.shape[cols.ndim - nd:]
-    cols = np.ascontiguousarray(cols)
-    x = np.empty(lead + tuple(size), dtype=cols.dtype)
-    fn(_ptr(cols), _ptr(x), ctypes.c_longlong(math.prod(lead)), _geometry(size, kernel, stride, dilation, out))
-    return x
+    return _over_planes("col2im", cols, cols.ndim - nd - 1, size, cols.dtype, size, kernel, stride, dilation,
+                        cols.shape[cols.ndim - nd:], cols.size)
 
 
 def window_argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
     """(*lead, *spatial) -> (*lead, *out) int64 positions of each window's first maximum; None: numpy runs it."""
     nd = len(kernel)
-    fn = _function("window_argmax", x, x.size) if nd <= 3 else None
-    if fn is None:
-        return None
-    lead, spatial = x.shape[:x.ndim - nd], x.shape[x.ndim - nd:]
-    x = np.ascontiguousarray(x)
-    pos = np.empty(lead + out, dtype=np.int64)
-    fn(_ptr(x), _ptr(pos), ctypes.c_longlong(math.prod(lead)), _geometry(spatial, kernel, stride, dilation, out))
-    return pos
+    return _over_planes("window_argmax", x, x.ndim - nd, out, np.int64, x.shape[x.ndim - nd:], kernel, stride,
+                        dilation, out, x.size)
 
 
 def _rows(a: np.ndarray, nd: int) -> np.ndarray:
