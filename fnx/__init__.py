@@ -1,5 +1,7 @@
 """fnx: eager tensors with autograd, composable functional transforms and a kernel compiler."""
 from ._version import __version__
+from . import _heap
+_heap.keep_large_blocks()   # glibc: large temporaries reuse freed heap blocks, no page faults per step
 from . import core, debug, dtypes  # debug: FNX_DEBUG, read once, here
 from .device import device
 from .dtypes import (bfloat16, bool, can_cast, cdouble, cfloat, complex64, complex128, double, dtype, finfo, float,

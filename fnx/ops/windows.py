@@ -25,6 +25,11 @@ from ._families import same_device
 
 __all__ = ["im2col", "col2im", "window_argmax", "window_take", "window_put", "window_out_shape"]
 
+# The C loops of these primitives on CPU float arrays (fnx/lowering/window_kernels.py sets this at import): each
+# function returns the impl's result, or None where the numpy code below runs (small arrays, other dtypes, no
+# C compiler).
+native = None
+
 
 def window_out_shape(spatial, kernel, stride, dilation) -> tuple:
     """The number of whole windows along each spatial dim."""
@@ -82,6 +87,10 @@ im2col_p = Primitive("im2col", saves_inputs=False)
 def _im2col_impl(xp, x, *, kernel, stride, dilation):
     nd = len(kernel)
     out = window_out_shape(x.shape[x.ndim - nd:], kernel, stride, dilation)
+    if xp is np and native is not None:
+        cols = native.im2col(x, kernel, stride, dilation, out)
+        if cols is not None:
+            return cols
     lead = x.shape[:x.ndim - nd]
     cols = xp.empty(lead + (math.prod(kernel),) + out, dtype=x.dtype)
     whole = (slice(None),) * nd
@@ -114,6 +123,10 @@ col2im_p = Primitive("col2im", saves_inputs=False)
 
 @col2im_p.def_impl
 def _col2im_impl(xp, cols, *, size, kernel, stride, dilation):
+    if xp is np and native is not None:
+        x = native.col2im(cols, size, kernel, stride, dilation)
+        if x is not None:
+            return x
     nd = len(kernel)
     lead = cols.shape[:cols.ndim - nd - 1]
     x = xp.zeros(lead + size, dtype=cols.dtype)
@@ -156,6 +169,10 @@ def _window_argmax_impl(xp, x, *, kernel, stride, dilation):
     nd = len(kernel)
     spatial = x.shape[x.ndim - nd:]
     out = window_out_shape(spatial, kernel, stride, dilation)
+    if xp is np and native is not None:
+        pos = native.window_argmax(x, kernel, stride, dilation, out)
+        if pos is not None:
+            return pos
     views = [x[view] for view in _views(kernel, stride, dilation, out)]
     best = views[0].copy()
     for v in views[1:]:
@@ -217,6 +234,10 @@ window_take_p = Primitive("window_take")
 
 @window_take_p.def_impl
 def _window_take_impl(xp, x, pos, *, nd, overlap):
+    if xp is np and native is not None:
+        values = native.window_take(x, pos, nd)
+        if values is not None:
+            return values
     rows = _rows(pos, nd)
     return xp.take_along_axis(_rows(x, nd), rows, axis=1).reshape(pos.shape)
 
@@ -243,6 +264,10 @@ window_put_p = Primitive("window_put")
 
 @window_put_p.def_impl
 def _window_put_impl(xp, g, pos, *, size, overlap):
+    if xp is np and native is not None:
+        out = native.window_put(g, pos, size, overlap)
+        if out is not None:
+            return out
     nd = len(size)
     positions = _rows(pos, nd)
     out = xp.zeros((positions.shape[0], math.prod(size)), dtype=g.dtype)

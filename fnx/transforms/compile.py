@@ -190,14 +190,15 @@ class _Saved:
         self.values = None
 
 
-def _split(jaxpr: CallJaxpr) -> tuple[CallJaxpr, CallJaxpr]:
-    found = jaxpr.derived.get(("split",))
+def _split(jaxpr: CallJaxpr, needs: tuple) -> tuple[CallJaxpr, CallJaxpr]:
+    key = ("split", needs)
+    found = jaxpr.derived.get(key)
     if found is None:
         with jaxpr.lock:
-            found = jaxpr.derived.get(("split",))
+            found = jaxpr.derived.get(key)
             if found is None:
-                fwd, bwd = split_vjp_jaxpr(jaxpr, jaxpr.in_avals)
-                found = jaxpr.derived[("split",)] = (CallJaxpr(optimize(fwd)), CallJaxpr(optimize(bwd)))
+                fwd, bwd = split_vjp_jaxpr(jaxpr, jaxpr.in_avals, needs)
+                found = jaxpr.derived[key] = (CallJaxpr(optimize(fwd)), CallJaxpr(optimize(bwd)))
     return found
 
 
@@ -205,25 +206,26 @@ compiled_call_saving_p = Primitive("compiled_call_saving", multiple_results=True
 
 
 @compiled_call_saving_p.def_impl
-def _saving_impl(xp, *arrays, jaxpr: CallJaxpr, backend: str, saved: _Saved):
-    outs = _split(jaxpr)[0].run(backend, [from_array(a) for a in arrays])
+def _saving_impl(xp, *arrays, jaxpr: CallJaxpr, backend: str, saved: _Saved, needs: tuple):
+    outs = _split(jaxpr, needs)[0].run(backend, [from_array(a) for a in arrays])
     n = len(jaxpr.out_avals)
     saved.values = outs[n:]
     return [o._value for o in outs[:n]]
 
 
 @compiled_call_saving_p.def_abstract
-def _saving_abstract(*avals, jaxpr: CallJaxpr, backend: str, saved: _Saved):
+def _saving_abstract(*avals, jaxpr: CallJaxpr, backend: str, saved: _Saved, needs: tuple):
     return _call_abstract(*avals, jaxpr=jaxpr, backend=backend)
 
 
 @compiled_call_saving_p.def_vjp
-def _saving_vjp(cts, primals, outs, *, jaxpr: CallJaxpr, backend: str, saved: _Saved):
+def _saving_vjp(cts, primals, outs, *, jaxpr: CallJaxpr, backend: str, saved: _Saved, needs: tuple):
     if core.state.grad_enabled or core.state.transforms_active or saved.values is None:
         return _call_vjp(cts, primals, outs, jaxpr=jaxpr, backend=backend)
     float_cts = [c if c is not None else zeros_like(o) for c, o in zip(cts, outs) if o.dtype.is_floating_point]
-    bwd = _split(jaxpr)[1]
-    return _floats_only(primals, compiled_call_p.bind(*saved.values, *float_cts, jaxpr=bwd, backend=backend))
+    bwd = _split(jaxpr, needs)[1]
+    in_cts = iter(compiled_call_p.bind(*saved.values, *float_cts, jaxpr=bwd, backend=backend))
+    return [next(in_cts) if need else None for need in needs]
 
 
 @compiled_call_p.def_batch
@@ -492,7 +494,9 @@ class Compiled:
             with entry.closed.lock:
                 outs = run_eagerly(entry.executable())
         elif not core.state.transforms_active:   # recorded on the eager tape: keep the residuals
-            outs = compiled_call_saving_p.bind(*leaves, jaxpr=entry.closed, backend=entry.backend, saved=_Saved())
+            needs = tuple(a.dtype.is_floating_point and a.requires_grad for a in leaves)
+            outs = compiled_call_saving_p.bind(*leaves, jaxpr=entry.closed, backend=entry.backend, saved=_Saved(),
+                                               needs=needs)
         else:
             outs = compiled_call_p.bind(*leaves, jaxpr=entry.closed, backend=entry.backend)
         return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)

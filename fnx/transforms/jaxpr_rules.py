@@ -80,14 +80,15 @@ def vjp_jaxpr(closed: ClosedJaxpr, in_avals) -> ClosedJaxpr:
     return _no_consts(trace_flat(fun, list(in_avals) + [out_avals[i] for i in out_fl]))
 
 
-def split_vjp_jaxpr(closed: ClosedJaxpr, in_avals) -> tuple[ClosedJaxpr, ClosedJaxpr]:
+def split_vjp_jaxpr(closed: ClosedJaxpr, in_avals, needs: tuple) -> tuple[ClosedJaxpr, ClosedJaxpr]:
     """The vjp of `closed` as two programs, so that a backward pass reuses the forward's work instead of
-    recomputing it: fwd (*primals) -> (*outs, *residuals) and bwd (*residuals, *float_out_cotangents) -> float
-    input cotangents. Every equation that depends on the primals alone runs in fwd (partial evaluation with
-    the cotangents unknown); the residuals are fwd's values that bwd reads."""
+    recomputing it: fwd (*primals) -> (*outs, *residuals) and bwd (*residuals, *float_out_cotangents) -> the
+    cotangents of the inputs marked in `needs` (one bool per input; the others cost no backward work, as an
+    eager tape skips inputs that do not require grad). Every equation that depends on the primals alone runs
+    in fwd (partial evaluation with the cotangents unknown); the residuals are fwd's values that bwd reads."""
     n = len(in_avals)
     out_avals = closed.out_avals
-    out_fl, in_fl = _floats(out_avals), _floats(in_avals)
+    out_fl, in_fl = _floats(out_avals), [i for i in _floats(in_avals) if needs[i]]
 
     def fun(*args):
         primals, cts = list(args[:n]), list(args[n:])

@@ -1,0 +1,161 @@
+"""C loops for the sliding-window primitives of fnx/ops/windows.py (convolution's im2col/col2im, max pooling's
+window_argmax/window_take/window_put) on CPU float32/float64 arrays.
+
+numpy runs these primitives as one strided copy per kernel offset over short rows (24 floats for a 3x3 kernel on
+a 26x26 image), which costs 2-3x a plain copy of the same bytes, and max pooling as K comparisons plus a fancy-
+index gather. The C loops (templates/c_windows.c.j2) visit each (sample, channel) plane once, its K offsets while
+it is in cache, on fnx's thread pool, and give the numpy impls' results exactly. One library for every shape
+(sizes are arguments), built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock;
+where it cannot be built (no compiler, Jinja2 missing), for small arrays, other dtypes and more than 3 spatial
+dims, the numpy impl runs. Setting `fnx.ops.windows.native` to this module at import is the hook.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .._warn import warn
+from ..ops import windows
+
+__all__ = ["im2col", "col2im", "window_argmax", "window_take", "window_put", "MIN_ELEMENTS"]
+
+# Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
+MIN_ELEMENTS = 4096
+_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+_TEMPLATE = Path(__file__).parent / "templates" / "c_windows.c.j2"
+_Geometry = ctypes.c_longlong * 15
+_lib: list = []   # [the loaded library, or None where it cannot be built], once built
+_lock = threading.Lock()
+
+
+def _library():
+    """The loaded library, or None: built (or read from the disk cache) by the first thread to ask."""
+    if _lib:
+        return _lib[0]
+    with _lock:
+        if not _lib:
+            _lib.append(_build())
+    return _lib[0]
+
+
+def _build():
+    # Imported here, not with fnx: building needs Jinja2 and a C compiler, and a process without convolutions
+    # never needs either.
+    from .._version import __version__
+    from .codegen import prelude
+    from .cpu import NoCompilerError, compile_libraries
+
+    try:
+        import jinja2
+
+        body = jinja2.Template(_TEMPLATE.read_text()).render()
+
+        def sources(simd: bool) -> dict[str, str]:
+            return {"fnx-windows": prelude("c", simd=simd) + body}
+
+        lib = compile_libraries(sources(True), __version__, sources)["fnx-windows"]
+    except (NoCompilerError, ModuleNotFoundError):
+        return None
+    except Exception as e:  # noqa: BLE001 (any failure to build leaves numpy's impls, which are always right)
+        warn(f"fnx: the C loops of convolution and pooling could not be built ({e}); numpy runs them instead "
+             f"(slower)", RuntimeWarning)
+        return None
+    for name in ("im2col", "col2im", "window_argmax", "window_take", "window_put"):
+        for sfx in _SUFFIX.values():
+            getattr(lib, f"fnx_{name}_{sfx}").restype = None
+    return lib
+
+
+def _function(name: str, a: np.ndarray, size: int):
+    """The C function `name` for `a`'s dtype, or None where numpy should run (small, other dtype, no library)."""
+    sfx = _SUFFIX.get(a.dtype)
+    if sfx is None or size < MIN_ELEMENTS:
+        return None
+    lib = _library()
+    return None if lib is None else getattr(lib, f"fnx_{name}_{sfx}")
+
+
+def _ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+def _geometry(spatial, kernel, stride, dilation, out):
+    """The 15 sizes the C loops read: each of (spatial, kernel, stride, dilation, out) padded in front to 3 dims."""
+    pad = 3 - len(kernel)
+    sizes = []
+    for part in (spatial, kernel, stride, dilation, out):
+        sizes += [1] * pad + list(part)
+    return _Geometry(*sizes)
+
+
+def _over_planes(name: str, src: np.ndarray, rows_nd: int, tail: tuple, dtype, spatial, kernel, stride, dilation,
+                 out, work: int) -> np.ndarray | None:
+    """C function `name` from `src`, whose first `rows_nd` dims are rows of planes, into a new (*rows, *tail)
+    array of `dtype`; None where numpy should run it (`work`: the elements the loop visits)."""
+    fn = _function(name, src, work) if len(kernel) <= 3 else None
+    if fn is None:
+        return None
+    lead = src.shape[:rows_nd]
+    src = np.ascontiguousarray(src)
+    result = np.empty(lead + tuple(tail), dtype=dtype)
+    fn(_ptr(src), _ptr(result), ctypes.c_longlong(math.prod(lead)), _geometry(spatial, kernel, stride, dilation, out))
+    return result
+
+
+def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
+    """(*lead, *spatial) -> (*lead, K, *out), as windows.im2col's numpy impl; None where numpy should run it."""
+    nd, k = len(kernel), math.prod(kernel)
+    return _over_planes("im2col", x, x.ndim - nd, (k,) + tuple(out), x.dtype, x.shape[x.ndim - nd:], kernel, stride,
+                        dilation, out, x.size * k)
+
+
+def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation: tuple) -> np.ndarray | None:
+    """(*lead, K, *out) -> (*lead, *size), as windows.col2im's numpy impl; None where numpy should run it."""
+    nd = len(kernel)
+    return _over_planes("col2im", cols, cols.ndim - nd - 1, size, cols.dtype, size, kernel, stride, dilation,
+                        cols.shape[cols.ndim - nd:], cols.size)
+
+
+def window_argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
+    """(*lead, *spatial) -> (*lead, *out) int64 positions of each window's first maximum; None: numpy runs it."""
+    nd = len(kernel)
+    return _over_planes("window_argmax", x, x.ndim - nd, out, np.int64, x.shape[x.ndim - nd:], kernel, stride,
+                        dilation, out, x.size)
+
+
+def _rows(a: np.ndarray, nd: int) -> np.ndarray:
+    """`a` contiguous, its last nd dims as one."""
+    return np.ascontiguousarray(a).reshape(math.prod(a.shape[:a.ndim - nd]), math.prod(a.shape[a.ndim - nd:]))
+
+
+def window_take(x: np.ndarray, pos: np.ndarray, nd: int) -> np.ndarray | None:
+    """The element of each (*lead, *spatial) plane at each flat position of `pos`; None: numpy runs it."""
+    fn = _function("window_take", x, pos.size)
+    if fn is None:
+        return None
+    src, at = _rows(x, nd), _rows(pos, nd)
+    out = np.empty(pos.shape, dtype=x.dtype)
+    fn(_ptr(src), _ptr(at), _ptr(out), *(ctypes.c_longlong(n) for n in (at.shape[0], src.shape[1], at.shape[1])))
+    return out
+
+
+def window_put(g: np.ndarray, pos: np.ndarray, size: tuple, overlap: bool) -> np.ndarray | None:
+    """Zeros of (*lead, *size) with each value of `g` at its flat position (added in order where windows
+    overlap); None: numpy runs it."""
+    nd = len(size)
+    fn = _function("window_put", g, math.prod(g.shape[:g.ndim - nd]) * math.prod(size))
+    if fn is None:
+        return None
+    src, at = _rows(g, nd), _rows(pos, nd)
+    out = np.empty(g.shape[:g.ndim - nd] + tuple(size), dtype=g.dtype)
+    fn(_ptr(src), _ptr(at), _ptr(out), *(ctypes.c_longlong(n) for n in (at.shape[0], math.prod(size), at.shape[1],
+                                                                           overlap)))
+    return out
+
+
+windows.native = sys.modules[__name__]

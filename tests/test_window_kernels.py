@@ -1,0 +1,83 @@
+"""The C loops of the window primitives (fnx/lowering/window_kernels.py) give the numpy impls' results bit for bit:
+im2col, col2im, window_argmax (first maximum, last NaN), window_take and window_put (stored, or accumulated in
+order where windows overlap), for float32/float64 and 1-3 spatial dims, on arrays large enough to take them."""
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fnx
+from fnx.lowering import window_kernels
+from fnx.ops import windows
+
+
+def _numpy_and_native(impl, *args, **params):
+    saved = windows.native
+    windows.native = None
+    try:
+        want = impl(np, *args, **params)
+    finally:
+        windows.native = saved
+    return want, impl(np, *args, **params)
+
+
+def _same(want, got):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)   # NaN where NaN
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@st.composite
+def _geometries(draw):
+    nd = draw(st.integers(1, 3))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    stride = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    dilation = tuple(draw(st.integers(1, 2)) for _ in range(nd))
+    spatial = tuple(d * (k - 1) + 1 + draw(st.integers(0, 12 if nd < 3 else 4))
+                    for k, d in zip(kernel, dilation))
+    lead = (draw(st.integers(1, 3)), draw(st.integers(1, 4)))
+    lead = (max(lead[0], -(-window_kernels.MIN_ELEMENTS // (math.prod(spatial) * lead[1]))), lead[1])
+    return lead + spatial, kernel, stride, dilation
+
+
+@settings(max_examples=25, deadline=None)
+@given(_geometries(), st.sampled_from([np.float32, np.float64]), st.integers(0, 2 ** 32 - 1))
+def test_c_loops_equal_numpy(geometry, dtype, seed):
+    shape, kernel, stride, dilation = geometry
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-3, 4, size=shape).astype(dtype)   # small integers: many ties between window elements
+    x.flat[rng.integers(0, x.size, size=3)] = np.nan
+    x.flat[rng.integers(0, x.size, size=3)] = -0.0
+    params = dict(kernel=kernel, stride=stride, dilation=dilation)
+    nd = len(kernel)
+    overlap = any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, stride, dilation))
+
+    want, got = _numpy_and_native(windows._im2col_impl, x, **params)
+    _same(want, got)
+    _same(*_numpy_and_native(windows._col2im_impl, rng.standard_normal(want.shape).astype(dtype),
+                             size=shape[2:], **params))
+    want, pos = _numpy_and_native(windows._window_argmax_impl, x, **params)
+    _same(want, pos)
+    _same(*_numpy_and_native(windows._window_take_impl, x, pos, nd=nd, overlap=overlap))
+    g = rng.standard_normal(pos.shape).astype(dtype)
+    g.flat[0] = -0.0
+    _same(*_numpy_and_native(windows._window_put_impl, g, pos, size=shape[2:], overlap=overlap))
+
+
+def test_large_conv_and_pool_take_the_c_loops_and_match_float64():
+    assert window_kernels._library() is not None
+    fnx.manual_seed(0)
+    x = fnx.randn(4, 8, 20, 20, requires_grad=True)
+    w = fnx.randn(6, 8, 3, 3, requires_grad=True)
+    y = fnx.nn.functional.max_pool2d(fnx.nn.functional.conv2d(x, w), 2)
+    y.sum().backward()
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    saved = windows.native
+    windows.native = None
+    try:
+        fnx.nn.functional.max_pool2d(fnx.nn.functional.conv2d(x64, w64), 2).sum().backward()
+    finally:
+        windows.native = saved
+    np.testing.assert_allclose(x.grad.numpy(), x64.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(w.grad.numpy(), w64.grad.numpy(), rtol=1e-4, atol=1e-3)
