@@ -340,12 +340,13 @@ def entr(input: Tensor) -> Tensor:
 
 
 def xlog1py(input, other) -> Tensor:
-    """x * log1p(y), taken as 0 where x == 0 (unless y is nan)."""
+    """x * log1p(y), taken as 0 where x == 0 (unless y is nan). Its gradient in x is log1p(y) there too, as
+    PyTorch's (0 where log1p(y) is not finite)."""
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         raise FnxTypeError("special.xlog1py: expected at least one Tensor argument")
     x, y = promote("special.xlog1py", _float_or_number(input), _float_or_number(other))
-    zero = eq(x, 0.0) & ~(y != y)
-    return where(zero, 0.0, x * log1p(where(zero, 0.0, y)))   # no 0 * inf where the result is 0 anyway
+    infinite = eq(x, 0.0) & ((y <= -1.0) | (y == float("inf")))
+    return x * log1p(where(infinite, 0.0, y))   # no 0 * inf where the result is 0
 
 
 def _float_or_number(v):
