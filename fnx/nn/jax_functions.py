@@ -10,7 +10,8 @@ import math
 
 from ..dtypes import as_dtype, float32, get_default_dtype
 from ..ops import elementwise as ew
-from ..ops.creation import arange, asarray, stop_gradient
+from ..numpy.creation import asarray
+from ..ops.creation import arange, stop_gradient
 from ..ops.reduce import amax, logsumexp as _logsumexp, mean as _mean, reduce_dims, sum as _sum
 from ..ops.shape import movedim
 from ..tensor import Tensor

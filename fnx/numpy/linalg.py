@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import linalg as _fl
 from ..dtypes import finfo, promote_types
-from ..ops import spectral as _sp
+from ..ops import least_squares as _lsq, spectral as _sp
 from ..ops import decompositions as _dec, elementwise as ew, linalg as _la, shape as _shape
 from ..tensor import Tensor
 from .creation import asarray
@@ -140,7 +140,7 @@ def qr(a, mode: str = "reduced"):
 def pinv(a, rtol=None, hermitian: bool = False) -> Tensor:
     """The Moore-Penrose pseudo-inverse; singular values at or below rtol * the largest count as zero (default
     eps * max(m, n))."""
-    return _sp.pinv(_float(a), rtol=rtol, hermitian=hermitian)
+    return _lsq.pinv(_float(a), rtol=rtol, hermitian=hermitian)
 
 
 def lstsq(a, b, rcond=None, *, numpy_resid: bool = False) -> tuple:
@@ -148,7 +148,7 @@ def lstsq(a, b, rcond=None, *, numpy_resid: bool = False) -> tuple:
     rank-deficient)."""
     a, b = _float(a), _float(b)
     dt = promote_types(a.dtype, b.dtype)
-    out = _sp.lstsq(ew.convert(a, dt), ew.convert(b, dt), rcond, driver="gelsd")
+    out = _lsq.lstsq(ew.convert(a, dt), ew.convert(b, dt), rcond, driver="gelsd")
     return out.solution, out.residuals, out.rank, out.singular_values
 
 

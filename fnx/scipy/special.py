@@ -31,6 +31,7 @@ def _float(x) -> Tensor:
 def _floats(*xs) -> tuple:
     """`xs` as tensors of one floating dtype: their promoted type (Python numbers are weak, as in JAX), or the
     default float when that is not floating."""
+    xs = tuple(x if isinstance(x, (bool, int, float)) else tensor_arg(x) for x in xs)
     dtype = result_type(*xs)
     dtype = dtype if dtype.is_floating_point else get_default_dtype()
     return tuple(tensor_arg(x).to(dtype) for x in xs)
