@@ -3,8 +3,9 @@
 `jax.numpy`, `jax.lax`, `jax.random`, ... are not here: the alias maps every `jax.X` to `fnx.X`. The transforms
 are fnx's, behind a thin layer that does what JAX does at a function's boundary: numpy arrays among the
 arguments become tensors as `jnp.asarray` makes them (float64 and int64 narrow to float32 and int32 unless
-x64 is on), Python floats given as differentiated arguments (`grad(f)(3.0)`) become float32 tensors, and `jit` traces Python numbers passed in non-static positions (fnx.compile would bake them in as
-constants and compile again for each new value, e.g. a step counter).
+x64 is on), Python floats given as differentiated arguments (`grad(f)(3.0)`) become float32 tensors, and `jit`
+traces Python numbers passed in non-static positions (fnx.compile would bake them in as constants and compile
+again for each new value, e.g. a step counter).
 """
 from __future__ import annotations
 

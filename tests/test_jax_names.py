@@ -76,6 +76,9 @@ def cho(b):
 
 S2 = math.sqrt(2.0)
 EULER = 0.5772156649015329  # -digamma(1)
+_PDF = [math.exp(-v * v / 2) / math.sqrt(2 * math.pi) for v in (-1.0, 0.5)]
+_CDF = [0.5 * (1 + math.erf(v / S2)) for v in (-1.0, 0.5)]
+TRUNCATED_MEAN = round((_PDF[0] - _PDF[1]) / (_CDF[1] - _CDF[0]), 2)   # -0.21
 
 # (name as a JAX program spells it, expression using it, expected value[, expected dtype])
 CASES = [
@@ -162,6 +165,8 @@ CASES = [
     ("lax.switch", "lax.switch(5, [lambda x: x, lambda x: x * 2.0, lambda x: x * 3.0], 1.0)", 3.0),  # index clamps
     ("lax.while_loop", "lax.while_loop(lambda c: c < 10, lambda c: c * 2, 1)", 16),
     ("lax.fori_loop", "lax.fori_loop(0, 5, lambda i, acc: acc + i, 0)", 10),
+    ("lax.fori_loop traced bound", "jax.jit(lambda n: lax.fori_loop(0, n, lambda i, acc: acc + i, 0))(5)", 10,
+     "int32"),   # the index has the bounds' dtype, so an int32 loop state stays int32
     ("lax.scan", "lax.scan(lambda c, x: (c + x, c * x), 0, jnp.array([1, 2, 3]))", [6, [0, 2, 9]]),
     ("lax.map", "lax.map(lambda x: x * 2, jnp.arange(3))", [0, 2, 4]),
     ("lax.select", "lax.select(jnp.array([True, False]), jnp.array([1, 2]), jnp.array([3, 4]))", [1, 4]),
@@ -194,6 +199,8 @@ CASES = [
     ("tree_util.register_pytree_node", "tree_util.tree_map(lambda v: v * 2, Box(4)).v", 8),
     ("tree_util.register_pytree_node_class", "(lambda p: [p.a, p.b])(tree_util.tree_map(lambda v: -v, Pair(1, 2)))",
      [-1, -2]),
+    ("jax.tree.reduce", "jax.tree.reduce(lambda a, b: a * b, {'a': 2, 'b': (3, 4)})", 24),
+    ("jax.tree.all", "[jax.tree.all([True, (True,)]), jax.tree.all([True, (False,)])]", [True, False]),
     ("tree_util.Partial", "[tree_util.Partial(lambda a, b: a - b, 5)(2), "
      "tree_util.tree_leaves(tree_util.Partial(lambda a, b: a - b, 5))]", [3, [5]]),
     # jax.scipy
@@ -233,8 +240,15 @@ CASES = [
     ("nn.silu", "nn.silu(jnp.array(1.0))", 1 / (1 + math.exp(-1))),
     ("nn.one_hot", "nn.one_hot(jnp.array([0, 2, -1]), 3)", [[1, 0, 0], [0, 0, 1], [0, 0, 0]], "float32"),
     ("nn.logsumexp", "nn.logsumexp(jnp.array([[0.0, math.log(3.0)]]), axis=1)", [math.log(4.0)]),
-    # keys and devices
+    # keys, samplers and devices
     ("random.PRNGKey", "random.PRNGKey(0).shape", [2]),
+    # mean of the standard normal truncated to [a, b]: (pdf(a) - pdf(b)) / (cdf(b) - cdf(a))
+    ("random.truncated_normal", "[round(float(f(random.truncated_normal(random.PRNGKey(1), -1.0, 0.5, (20000,)))), 2)"
+     " for f in (jnp.min, jnp.max, jnp.mean)]", [-1.0, 0.5, TRUNCATED_MEAN]),
+    ("random.choice replace=False", "sorted(random.choice(random.PRNGKey(2), 6, (6,), replace=False).tolist())",
+     [0, 1, 2, 3, 4, 5]),
+    ("random.choice p=", "(lambda c: [round(float(jnp.mean(c == k)), 1) for k in range(3)])(random.choice("
+     "random.PRNGKey(3), jnp.arange(3), (20000,), p=jnp.array([0.2, 0.5, 0.3])))", [0.2, 0.5, 0.3]),
     ("devices", "jax.devices()[0].type == 'cpu' and len(jax.devices('cpu')) == 1", True),
     ("device_put", "jax.device_put(np.array([1.0, 2.0]))", [1.0, 2.0], "float32"),
     ("block_until_ready", "jax.block_until_ready({'a': jnp.ones(2)})", {"a": [1.0, 1.0]}),
