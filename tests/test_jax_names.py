@@ -231,6 +231,10 @@ CASES = [
      "jnp.array([2.0, 3.0]), lower=True)", [1.0, 2.0]),
     # jax.nn
     ("nn.relu", "nn.relu(jnp.array([-1.0, 2.0]))", [0.0, 2.0]),
+    # numpy operands of JAX's functions convert as jnp.asarray converts them: float64 narrows to float32
+    ("nn.relu of numpy", "nn.relu(np.array([-1.0, 2.0]))", [0.0, 2.0], "float32"),
+    ("lax.max of numpy", "lax.max(np.array([1.0, 5.0]), np.array([3.0, 2.0]))", [3.0, 5.0], "float32"),
+    ("scipy.special.logsumexp of numpy", "special.logsumexp(np.zeros(4))", math.log(4.0), "float32"),
     # JAX's gelu defaults to the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
     ("nn.gelu", "nn.gelu(jnp.array(1.0))", 0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * 1.044715))),
     ("nn.gelu approximate=False", "nn.gelu(jnp.array(1.0), approximate=False)", 0.5 * (1 + math.erf(1 / S2))),
