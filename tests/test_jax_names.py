@@ -130,6 +130,10 @@ CASES = [
     ("jnp.take", "jnp.take(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 0]), axis=1)", [[2, 1], [4, 3]]),
     ("jnp.take_along_axis", "jnp.take_along_axis(jnp.array([[10, 30, 20]]), jnp.array([[1, 2, 0]]), axis=1)",
      [[30, 20, 10]]),
+    ("jnp.unique", "jnp.unique(jnp.array([3, 1, 3, 2]), return_counts=True)", [[1, 2, 3], [1, 1, 2]]),
+    ("jnp.unique size= under jit", "jax.jit(lambda x: jnp.unique(x, size=4, fill_value=0))(jnp.array([3, 1, 3]))",
+     [1, 3, 0, 0]),
+    ("jnp.isin", "jnp.isin(jnp.array([1, 2, 3]), jnp.array([3, 1]))", [True, False, True]),
     # linalg
     ("jnp.linalg.norm", "jnp.linalg.norm(jnp.array([3.0, 4.0]))", 5.0),
     ("jnp.linalg.solve", "jnp.linalg.solve(jnp.array([[2.0, 0.0], [0.0, 4.0]]), jnp.array([2.0, 4.0]))", [1.0, 1.0]),
