@@ -17,7 +17,7 @@ from ._threefry import threefry2x32
 from .core import FnxTypeError, FnxValueError, Primitive, ShapedArray
 from .ops._batching import move_to_front
 from .ops.creation import tensor
-from .ops.elementwise import clamp, cos, erf, log, log1p, minimum, sqrt
+from .ops.elementwise import abs as _abs, clamp, cos, erf, log, log1p, minimum, sign, sqrt, tan
 from .ops.indexing import index_select
 from .ops.shape import broadcast_shapes
 from .ops.special import erfinv
@@ -26,7 +26,8 @@ from .ops.sort import argsort
 from .tensor import Tensor
 
 __all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "truncated_normal", "bernoulli",
-           "randint", "categorical", "permutation", "choice", "gumbel"]
+           "randint", "categorical", "permutation", "choice", "gumbel", "exponential", "laplace", "logistic", "cauchy",
+           "rademacher"]
 
 _CHUNK = 1 << 16  # counters hashed at a time on the CPU: the working arrays stay in the cache
 
@@ -234,6 +235,39 @@ def gumbel(key: Tensor, shape=(), dtype=None) -> Tensor:
     """Standard Gumbel samples, -log(-log(u)) for uniform u: add to logits for a Gumbel-max draw."""
     u = uniform(key, shape, dtype)
     return -log(-log(u + 1e-20) + 1e-20)
+
+
+def _finfo(dtype) -> _dt.finfo:
+    return _dt.finfo(_dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype())
+
+
+def exponential(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """Standard exponential samples, -log(1 - u) for uniform u."""
+    return -log1p(-uniform(key, shape, dtype))
+
+
+def laplace(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """Standard Laplace samples (density exp(-|x|) / 2): an exponential with a random sign."""
+    u = uniform(key, shape, dtype, minval=-1 + _finfo(dtype).eps, maxval=1.0)   # |u| < 1: finite samples
+    return -sign(u) * log1p(-_abs(u))
+
+
+def logistic(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """Standard logistic samples, log(u / (1 - u)) for uniform u."""
+    u = uniform(key, shape, dtype, minval=_finfo(dtype).tiny, maxval=1.0)   # u > 0: finite samples
+    return log(u) - log1p(-u)
+
+
+def cauchy(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """Standard Cauchy samples, tan(pi (u - 1/2)) for uniform u."""
+    u = uniform(key, shape, dtype, minval=_finfo(dtype).eps, maxval=1.0)   # u > 0: finite samples
+    return tan(math.pi * (u - 0.5))
+
+
+def rademacher(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """-1 or +1 with equal probability (int64 unless `dtype` is given)."""
+    out = bernoulli(key, 0.5, shape).long() * 2 - 1
+    return out if dtype is None else out.to(dtype)
 
 
 def categorical(key: Tensor, logits: Tensor, axis: int = -1, shape=None) -> Tensor:

@@ -248,11 +248,25 @@ CASES = [
     ("nn.silu", "nn.silu(jnp.array(1.0))", 1 / (1 + math.exp(-1))),
     ("nn.one_hot", "nn.one_hot(jnp.array([0, 2, -1]), 3)", [[1, 0, 0], [0, 0, 1], [0, 0, 0]], "float32"),
     ("nn.logsumexp", "nn.logsumexp(jnp.array([[0.0, math.log(3.0)]]), axis=1)", [math.log(4.0)]),
+    ("nn.hard_sigmoid", "nn.hard_sigmoid(jnp.array([-4.0, 0.0, 4.0]))", [0.0, 0.5, 1.0]),
+    ("nn.hard_silu", "nn.hard_silu(jnp.array(1.0))", 4 / 6),
+    ("nn.mish", "nn.mish(jnp.array(1.0))", math.tanh(math.log1p(math.e))),
+    ("nn.squareplus", "nn.squareplus(jnp.array([0.0, 3.0]), b=16)", [2.0, (3 + 5) / 2]),
+    # one query, two keys at equal scores: the mean of the values; masking the second key leaves the first
+    ("nn.dot_product_attention", "nn.dot_product_attention(jnp.ones((1, 1, 1, 2)), jnp.zeros((1, 2, 1, 2)), "
+     "jnp.array([[[[1.0, 0.0]], [[0.0, 1.0]]]]))", [[[[0.5, 0.5]]]]),
+    ("nn.dot_product_attention mask=", "nn.dot_product_attention(jnp.ones((1, 1, 1, 2)), jnp.zeros((1, 2, 1, 2)), "
+     "jnp.array([[[[1.0, 0.0]], [[0.0, 1.0]]]]), mask=jnp.array([[[[True, False]]]]))", [[[[1.0, 0.0]]]]),
     # keys, samplers and devices
     ("random.PRNGKey", "random.PRNGKey(0).shape", [2]),
     # mean of the standard normal truncated to [a, b]: (pdf(a) - pdf(b)) / (cdf(b) - cdf(a))
     ("random.truncated_normal", "[round(float(f(random.truncated_normal(random.PRNGKey(1), -1.0, 0.5, (20000,)))), 2)"
      " for f in (jnp.min, jnp.max, jnp.mean)]", [-1.0, 0.5, TRUNCATED_MEAN]),
+    # medians of |x| hand-computed from each CDF: ln 2, ln 2, ln 3, 1 (exponential, laplace, logistic, cauchy)
+    ("random.exponential etc.", "[round(float(jnp.median(jnp.abs(f(random.PRNGKey(4), (40000,))))), 1) for f in "
+     "(random.exponential, random.laplace, random.logistic, random.cauchy)]",
+     [round(math.log(2), 1), round(math.log(2), 1), round(math.log(3), 1), 1.0]),
+    ("random.rademacher", "sorted(set(random.rademacher(random.PRNGKey(5), (100,)).tolist()))", [-1, 1]),
     ("random.choice replace=False", "sorted(random.choice(random.PRNGKey(2), 6, (6,), replace=False).tolist())",
      [0, 1, 2, 3, 4, 5]),
     ("random.choice p=", "(lambda c: [round(float(jnp.mean(c == k)), 1) for k in range(3)])(random.choice("

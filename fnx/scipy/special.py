@@ -13,8 +13,8 @@ from ..dtypes import get_default_dtype, result_type
 from ..lax._args import tensor_arg
 from ..nn import jax_functions as jax_nn
 from ..ops import elementwise as ew
-from ..ops import special as sp
-from ..ops.creation import stop_gradient
+from ..ops import control as _control, special as sp
+from ..ops.creation import arange, stop_gradient
 from ..ops.reduce import amax, reduce_dims, sum as _sum
 from ..ops.shape import broadcast_tensors
 from ..tensor import Tensor
@@ -104,22 +104,24 @@ _BETAINC_TERMS = 100   # continued-fraction steps: enough for a and b up to a fe
 
 
 def _betacf(a: Tensor, b: Tensor, x: Tensor) -> Tensor:
-    """The continued fraction of I_x(a, b) (modified Lentz), a fixed number of steps so that it stays one
-    differentiable, batchable and compilable expression; it converges fast for x < (a + 1) / (a + b + 2)."""
+    """The continued fraction of I_x(a, b) (modified Lentz), a fixed number of steps as one `scan`, so that it
+    stays differentiable, batchable and compact under compile; it converges fast for x < (a + 1) / (a + b + 2)."""
     tiny = 1e-30
 
     def away_from_zero(v):
         return ew.where(ew.abs(v) < tiny, tiny, v)
 
-    c = x * 0 + 1
-    d = 1 / away_from_zero(1 - (a + b) * x / (a + 1))
-    h = d
-    for m in range(1, _BETAINC_TERMS + 1):
+    def step(carry, m):
+        c, d, h = carry
         for coeff in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
                       -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
             d = 1 / away_from_zero(1 + coeff * d)
             c = away_from_zero(1 + coeff / c)
             h = h * d * c
+        return (c, d, h), None
+
+    d = 1 / away_from_zero(1 - (a + b) * x / (a + 1))
+    (_, _, h), _ = _control.scan(step, (x * 0 + 1, d, d), arange(1, _BETAINC_TERMS + 1, dtype=x.dtype))
     return h
 
 
