@@ -26,6 +26,9 @@ from jax import lax, nn, random, tree_util
 import jax.scipy.special, jax.scipy.stats, jax.scipy.linalg
 from jax.example_libraries import optimizers, stax
 
+import fnx
+import fnx.example_libraries.stax
+
 special, stats, sla = jax.scipy.special, jax.scipy.stats, jax.scipy.linalg
 
 
@@ -281,6 +284,11 @@ CASES = [
     ("optimizers.adam", "one_step(optimizers.adam(0.1))", [1.0 - 0.1 * 2 / (2 + 1e-8)]),
     ("optimizers.exponential_decay", "optimizers.exponential_decay(1.0, 10, 0.5)(20)", 0.25),
     ("stax.serial+Dense+Relu", "dense_apply()", [[-1, 2], [3, 4], [4], [5, 2]]),
+    # names no case above calls by their jax path: the alias gives fnx's object itself
+    ("jax paths are fnx's", "[jnp.empty is fnx.numpy.empty, jnp.float64 is fnx.numpy.float64, jnp.bool_ is "
+     "fnx.numpy.bool_, jnp.int64 is fnx.numpy.int64, random.split is fnx.random.split, tree_util.Partial is "
+     "fnx.tree_util.Partial, jax.devices is fnx.devices, jax.block_until_ready is fnx.block_until_ready, "
+     "random.PRNGKey is fnx.random.PRNGKey, stax.serial is fnx.example_libraries.stax.serial]", [True] * 10),
 ]
 
 
@@ -355,26 +363,3 @@ def test_jax_name_behaves_as_jax(case, results):
     if dtype:
         assert got["dtype"] == dtype[0], f"{name}: dtype {got['dtype']}, JAX gives {dtype[0]}"
 
-
-def test_every_listed_name_is_fnx_under_the_alias(tmp_path):
-    """The names the issue lists and no case above calls by that path are fnx's under `jax.`."""
-    pairs = {
-        "jax.numpy.empty": "fnx.numpy.empty", "jax.numpy.float64": "fnx.numpy.float64",
-        "jax.numpy.bool_": "fnx.numpy.bool_", "jax.numpy.int64": "fnx.numpy.int64",
-        "jax.lax.rsqrt": "fnx.lax.rsqrt", "jax.random.split": "fnx.random.split",
-        "jax.scipy.special.logsumexp": "fnx.scipy.special.logsumexp", "jax.nn.relu": "fnx.nn.relu",
-        "jax.tree_util.Partial": "fnx.tree_util.Partial",
-        "jax.devices": "fnx.devices", "jax.block_until_ready": "fnx.block_until_ready",
-        "jax.random.PRNGKey": "fnx.random.PRNGKey", "jax.example_libraries.stax.serial":
-        "fnx.example_libraries.stax.serial",
-    }
-    code = SETUP + textwrap.dedent(f"""
-        import fnx, fnx.example_libraries.stax
-        for jax_path, fnx_path in {pairs!r}.items():
-            assert eval(jax_path) is eval(fnx_path), jax_path
-        print("ok")
-    """)
-    script = tmp_path / "paths.py"
-    script.write_text(code)
-    run = _python(["-m", "fnx", "run", "--jax", str(script)], cwd=tmp_path)
-    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr

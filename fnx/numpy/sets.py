@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import FnxTypeError
 from ..ops import elementwise as ew, joins as _joins, reduce as _r, shape as _shape, sort as _sort
 from ..ops.creation import arange, zeros
 from ..ops.indexing import index_put
 from ..tensor import Tensor
-from .at import known_value
+from .at import value_for_size
 from .creation import asarray
 from .dtypes import default_int
 
@@ -24,10 +23,8 @@ def unique(ar, return_index: bool = False, return_inverse: bool = False, return_
     """
     ar = asarray(ar)
     if size is None:
-        value = known_value(ar)
-        if value is None:
-            raise FnxTypeError("jnp.unique: the number of distinct elements depends on the values, which are traced "
-                               "here; pass a static size= (and fill_value=)")
+        value = value_for_size(ar, "jnp.unique: the number of distinct elements depends on the values, which are "
+                                   "traced here; pass a static size= (and fill_value=)")
         outs = np.unique(value, return_index=return_index, return_inverse=return_inverse,
                          return_counts=return_counts, axis=axis)
         if not isinstance(outs, tuple):
