@@ -362,4 +362,3 @@ def test_jax_name_behaves_as_jax(case, results):
     assert _same(_values(got), want), f"{name}: got {got}, JAX gives {want}"
     if dtype:
         assert got["dtype"] == dtype[0], f"{name}: dtype {got['dtype']}, JAX gives {dtype[0]}"
-
