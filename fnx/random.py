@@ -17,13 +17,17 @@ from ._threefry import threefry2x32
 from .core import FnxTypeError, FnxValueError, Primitive, ShapedArray
 from .ops._batching import move_to_front
 from .ops.creation import tensor
-from .ops.elementwise import cos, log, log1p, minimum, sqrt
+from .ops.elementwise import abs as _abs, clamp, cos, erf, log, log1p, minimum, sign, sqrt, tan
+from .ops.indexing import index_select
+from .ops.shape import broadcast_shapes
+from .ops.special import erfinv
 from .ops.reduce import argmax
 from .ops.sort import argsort
 from .tensor import Tensor
 
-__all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "randint",
-           "categorical", "permutation", "gumbel"]
+__all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "truncated_normal", "bernoulli",
+           "randint", "categorical", "permutation", "choice", "gumbel", "exponential", "laplace", "logistic", "cauchy",
+           "rademacher"]
 
 _CHUNK = 1 << 16  # counters hashed at a time on the CPU: the working arrays stay in the cache
 
@@ -191,6 +195,21 @@ def normal(key: Tensor, shape=(), dtype=None) -> Tensor:
     return r * cos(u2 * (2 * math.pi))
 
 
+def truncated_normal(key: Tensor, lower, upper, shape=None, dtype=None) -> Tensor:
+    """Standard normal samples conditioned on [lower, upper], by the inverse CDF of a uniform draw in the
+    interval's CDF range, as JAX's; `shape` defaults to the bounds' broadcast shape."""
+    if shape is None:
+        shape = broadcast_shapes(tuple(getattr(lower, "shape", ())), tuple(getattr(upper, "shape", ())))
+    u = uniform(key, shape, dtype)
+    lo, hi = erf(_as_float(lower, u) / math.sqrt(2)), erf(_as_float(upper, u) / math.sqrt(2))
+    out = math.sqrt(2) * erfinv(lo + u * (hi - lo))
+    return clamp(out, lower, upper)
+
+
+def _as_float(v, like: Tensor) -> Tensor:
+    return v.to(like.dtype) if isinstance(v, Tensor) else tensor(v, dtype=like.dtype, device=like.device)
+
+
 def _split2(key: Tensor):
     ks = split(key, 2)
     return ks[..., 0, :], ks[..., 1, :]
@@ -218,6 +237,39 @@ def gumbel(key: Tensor, shape=(), dtype=None) -> Tensor:
     return -log(-log(u + 1e-20) + 1e-20)
 
 
+def _finfo(dtype) -> _dt.finfo:
+    return _dt.finfo(_dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype())
+
+
+def exponential(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """Standard exponential samples, -log(1 - u) for uniform u."""
+    return -log1p(-uniform(key, shape, dtype))
+
+
+def laplace(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """Standard Laplace samples (density exp(-|x|) / 2): an exponential with a random sign."""
+    u = uniform(key, shape, dtype, minval=-1 + _finfo(dtype).eps, maxval=1.0)   # |u| < 1: finite samples
+    return -sign(u) * log1p(-_abs(u))
+
+
+def logistic(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """Standard logistic samples, log(u / (1 - u)) for uniform u."""
+    u = uniform(key, shape, dtype, minval=_finfo(dtype).tiny, maxval=1.0)   # u > 0: finite samples
+    return log(u) - log1p(-u)
+
+
+def cauchy(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """Standard Cauchy samples, tan(pi (u - 1/2)) for uniform u."""
+    u = uniform(key, shape, dtype, minval=_finfo(dtype).eps, maxval=1.0)   # u > 0: finite samples
+    return tan(math.pi * (u - 0.5))
+
+
+def rademacher(key: Tensor, shape=(), dtype=None) -> Tensor:
+    """-1 or +1 with equal probability (int64 unless `dtype` is given)."""
+    out = bernoulli(key, 0.5, shape).long() * 2 - 1
+    return out if dtype is None else out.to(dtype)
+
+
 def categorical(key: Tensor, logits: Tensor, axis: int = -1, shape=None) -> Tensor:
     """Samples of category indices with probabilities softmax(logits) along `axis` (Gumbel-max)."""
     batch = list(logits.shape)
@@ -236,3 +288,25 @@ def permutation(key: Tensor, x) -> Tensor:
     return order if isinstance(x, int) else x[order]
 
 
+def choice(key: Tensor, a, shape=(), replace: bool = True, p=None, axis: int = 0) -> Tensor:
+    """Random elements of `a` along `axis` (or of range(a), an int), as JAX's: with `replace`, uniform or by
+    the probabilities `p`; without, a prefix of a permutation (by Gumbel top-k when `p` is given)."""
+    shape = _shape(shape)
+    if not isinstance(a, (int, Tensor)):
+        a = tensor(a)
+    if p is not None and not isinstance(p, Tensor):
+        p = tensor(p, dtype=_dt.get_default_dtype())
+    n = int(a) if isinstance(a, int) else a.shape[axis]
+    size = math.prod(shape)
+    if replace:
+        idx = randint(key, shape, 0, n) if p is None else categorical(key, log(p), shape=shape)
+    else:
+        if size > n:
+            raise FnxValueError(f"random.choice: cannot take {size} samples without replacement from {n} elements; "
+                                f"pass replace=True or a smaller shape")
+        order = permutation(key, n) if p is None else argsort(-(gumbel(key, (n,), p.dtype) + log(p)))
+        idx = order[:size].reshape(shape)
+    if isinstance(a, int):
+        return idx
+    taken = index_select(a, axis, idx.reshape(-1))
+    return taken.reshape(tuple(a.shape[:axis]) + shape + tuple(a.shape[axis + 1:]))

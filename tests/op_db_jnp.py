@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fnx.numpy as jnp
-from op_db import OpInfo, Sample, binary_sample, floats, shapes, unary_sample
+from op_db import OpInfo, Sample, binary_sample, floats, ints, shapes, unary_sample
 from op_db_reduce import separated
 
 REDUCTIONS = {"numerics": "reductions"}
@@ -108,6 +108,11 @@ def at_sample(draw, distinct_values: bool = False):
     return Sample((x, idx, v))
 
 
+def _unique_padded(x):
+    u = np.unique(x)[:4]
+    return np.concatenate([u, np.full(4 - len(u), u[0])])
+
+
 def _clipped(i, n: int):
     """JAX's mode='clip': negative indices count from the end, then clamp (numpy's clip does not wrap)."""
     return np.clip(np.where(i < 0, i + n, i), 0, n - 1)
@@ -196,6 +201,12 @@ OPS = [
     OpInfo("jnp.searchsorted", jnp.searchsorted, np.searchsorted, st.builds(
         lambda a, v, side: Sample((np.sort(a), v), {"side": side}), floats((5,)), floats((2, 3)),
         st.sampled_from(["left", "right"])), grad=False),
+    # sets: a static size makes unique traceable (the first `size` distinct values, padded with the smallest)
+    OpInfo("jnp.unique", lambda x: jnp.unique(x, size=4), _unique_padded, st.builds(
+        lambda x: Sample((x,)), hnp.arrays(np.float64, (2, 3), elements=st.sampled_from([-1.0, 0.5, 2.0, 3.0, 7.0]))),
+        grad=False),
+    OpInfo("jnp.isin", jnp.isin, np.isin, st.builds(
+        lambda x, t: Sample((x, t)), ints((2, 3)), ints((4,))), grad=False),
     # products
     OpInfo("jnp.dot", jnp.dot, np.dot, dot_sample(), extra=REDUCTIONS),
     OpInfo("jnp.inner", jnp.inner, np.inner, dot_sample().map(lambda s: Sample((s.args[0], s.args[0][..., ::-1]))),

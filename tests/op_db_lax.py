@@ -351,4 +351,6 @@ OPS = [
     OpInfo("nn.standardize", nn.standardize,
            lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5),
            st.builds(lambda x: Sample((x,)), floats(shapes(min_dims=1)))),
+    OpInfo("nn.squareplus", nn.squareplus, lambda x: (x + np.sqrt(x * x + 4)) / 2,
+           st.builds(lambda x: Sample((x,)), floats(shapes()))),
 ]

@@ -91,10 +91,25 @@ def test_bernoulli_randint_categorical_permutation():
     np.testing.assert_array_equal(shuffled[:, 1] - shuffled[:, 0], np.ones(6))
 
 
+def test_truncated_normal_and_choice():
+    t = np_(R.truncated_normal(R.key(9), fnx.tensor([-1.0, 0.0]), 2.0, (20000, 2)))
+    assert (t >= [-1.0, 0.0]).all() and (t <= 2.0).all()
+    assert abs(t[:, 1].mean() - 0.7228) < 0.02   # (pdf(0) - pdf(2)) / (cdf(2) - cdf(0)), hand-computed
+    picks = np_(R.choice(R.key(10), 4, (2, 2), replace=False))
+    assert picks.shape == (2, 2) and sorted(picks.ravel()) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="without replacement"):
+        R.choice(R.key(10), 4, (5,), replace=False)
+    rows = np_(R.choice(R.key(11), fnx.tensor(np.arange(10.0).reshape(5, 2)), (2, 3)))
+    assert rows.shape == (2, 3, 2) and (rows[..., 1] - rows[..., 0] == 1).all()
+    never = np_(R.choice(R.key(12), 3, (500,), p=fnx.tensor([0.5, 0.0, 0.5])))
+    assert set(np.unique(never)) == {0, 2}
+
+
 def test_vmap_over_split_keys_equals_loop():
     keys = R.split(R.key(8), 4)
     for sample in (lambda k: R.normal(k, (3,)), lambda k: R.uniform(k, (2, 2)), lambda k: R.randint(k, (3,), 0, 9),
-                   lambda k: R.fold_in(k, 11), lambda k: R.split(k, 2)):
+                   lambda k: R.fold_in(k, 11), lambda k: R.split(k, 2), lambda k: R.truncated_normal(k, -1, 1, (3,)),
+                   lambda k: R.choice(k, 7, (4,), replace=False)):
         batched = np_(fnx.vmap(sample)(keys))
         loop = np.stack([np_(sample(keys[i])) for i in range(4)])
         np.testing.assert_array_equal(batched, loop)

@@ -1,9 +1,10 @@
-"""Argument conversion shared by fnx.lax: JAX's lax functions take numpy arrays and Python numbers as operands."""
+"""Argument conversion shared by fnx.lax and fnx.scipy: JAX's functions take numpy arrays and Python numbers as
+operands, converted as `jnp.asarray` converts them (float64 and int64 narrow to float32 and int32 unless x64 is on)."""
 from __future__ import annotations
 
 from typing import Any
 
-from ..ops.creation import asarray
+from ..numpy.creation import asarray
 from ..tensor import Tensor
 from ..tree import tree_map
 

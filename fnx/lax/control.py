@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..core import FnxTypeError, FnxValueError, ShapedArray
+from ..numpy.dtypes import default_int, result_type
 from ..ops import control as _control
 from ..ops.creation import zeros
 from ..ops.joins import cat, stack
@@ -43,13 +44,16 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
 
 
 def fori_loop(lower, upper, body_fun: Callable, init_val: Any, *, unroll: int | bool | None = None) -> Any:
-    """`val = body_fun(i, val)` for i in [lower, upper) (lax.fori_loop); `i` is an int64 scalar tensor.
+    """`val = body_fun(i, val)` for i in [lower, upper) (lax.fori_loop); `i` is a scalar tensor of JAX's index
+    dtype: the bounds' (int32 for Python ints, int64 under x64), so `val + i` keeps an int32 loop state int32.
 
     Python-int bounds make it a scan, which every transform differentiates; traced bounds make it a while loop.
     `unroll` is accepted as a hint and has no effect.
     """
     _check_unroll("fori_loop", unroll)
-    return _control.fori_loop(lower, upper, body_fun, _tensors(init_val))
+    traced = [b for b in (lower, upper) if not isinstance(b, int)]
+    index_dtype = result_type(*traced) if traced else default_int()
+    return _control.fori_loop(lower, upper, lambda i, val: body_fun(i.to(index_dtype), val), _tensors(init_val))
 
 
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,

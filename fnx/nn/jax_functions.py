@@ -10,15 +10,16 @@ import math
 
 from ..dtypes import as_dtype, float32, get_default_dtype
 from ..ops import elementwise as ew
-from ..ops.creation import arange, asarray, stop_gradient
+from ..numpy.creation import asarray
+from ..ops.creation import arange, stop_gradient
 from ..ops.reduce import amax, logsumexp as _logsumexp, mean as _mean, reduce_dims, sum as _sum
 from ..ops.shape import movedim
 from ..tensor import Tensor
-from . import functional_activation as act
+from . import functional_activation as act, functional_attention as _attention
 
 __all__ = ["relu", "relu6", "gelu", "sigmoid", "log_sigmoid", "silu", "swish", "elu", "celu", "selu", "leaky_relu",
            "softplus", "soft_sign", "hard_tanh", "tanh", "glu", "softmax", "log_softmax", "logsumexp", "one_hot",
-           "standardize"]
+           "standardize", "hard_sigmoid", "hard_silu", "hard_swish", "mish", "squareplus", "dot_product_attention"]
 
 
 def _t(x) -> Tensor:
@@ -57,6 +58,44 @@ def silu(x) -> Tensor:
 
 
 swish = silu
+
+
+def hard_sigmoid(x) -> Tensor:
+    """relu6(x + 3) / 6."""
+    return act.hardsigmoid(_t(x))
+
+
+def hard_silu(x) -> Tensor:
+    """x * hard_sigmoid(x)."""
+    return act.hardswish(_t(x))
+
+
+hard_swish = hard_silu
+
+
+def mish(x) -> Tensor:
+    """x * tanh(softplus(x))."""
+    return act.mish(_t(x))
+
+
+def squareplus(x, b: float = 4) -> Tensor:
+    """(x + sqrt(x^2 + b)) / 2, a smooth ReLU."""
+    x = _t(x)
+    return (x + ew.sqrt(x * x + b)) / 2
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale: float | None = None,
+                          is_causal: bool = False) -> Tensor:
+    """softmax(q k^T * scale + bias, masked) v in JAX's layout: q, k, v are (batch, length, heads, head_dim),
+    or without the batch axis; `bias` and `mask` broadcast to (batch, heads, queries, keys), `mask` True where
+    a query may see a key. fnx's scaled_dot_product_attention computes it in PyTorch's layout."""
+    q, k, v = (movedim(_t(t), -2, -3) for t in (query, key, value))
+    additive = None if bias is None else _t(bias).to(q.dtype)   # bias and mask: (batch, heads, queries, keys)
+    if mask is not None:
+        base = asarray(0.0, dtype=q.dtype) if additive is None else additive
+        additive = ew.where(asarray(mask), base, -math.inf)
+    out = _attention.scaled_dot_product_attention(q, k, v, attn_mask=additive, is_causal=is_causal, scale=scale)
+    return movedim(out, -3, -2)
 
 
 def elu(x, alpha: float = 1.0) -> Tensor:

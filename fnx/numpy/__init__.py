@@ -15,14 +15,16 @@ from .manipulation import *  # noqa: F401,F403
 from .numerical import *  # noqa: F401,F403
 from .products import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403
+from .sets import *  # noqa: F401,F403
 from .statistics import *  # noqa: F401,F403
 from .ufuncs import *  # noqa: F401,F403
-from . import creation, dtypes as _dtypes, indexing, manipulation, numerical, products, reductions, statistics, ufuncs
+from . import creation, dtypes as _dtypes, indexing, manipulation, numerical, products, reductions, sets, statistics, \
+    ufuncs
 
 newaxis = None
 euler_gamma = 0.5772156649015329
 ndarray = Tensor   # jnp.ndarray is the array type: isinstance(x, jnp.ndarray)
 
-_MODULES = (creation, _dtypes, indexing, manipulation, numerical, products, reductions, statistics, ufuncs)
+_MODULES = (creation, _dtypes, indexing, manipulation, numerical, products, reductions, sets, statistics, ufuncs)
 __all__ = sorted({name for module in _MODULES for name in module.__all__}) + ["e", "inf", "nan", "pi", "newaxis",
                                                                              "euler_gamma", "ndarray"]

@@ -62,6 +62,15 @@ def known_value(item):
     return item.numpy() if isinstance(item, Tensor) else item
 
 
+def value_for_size(x: Tensor, error: str):
+    """`x`'s value as numpy data, for a function whose output size depends on it; while `x` is traced,
+    FnxTypeError(`error`), which names the static size argument to pass instead."""
+    value = known_value(x)
+    if value is None:
+        raise FnxTypeError(error)
+    return value
+
+
 def _items(index) -> list:
     """The items of an index, lists read as numpy arrays (as numpy reads them)."""
     return [np.asarray(i) if isinstance(i, list) else i for i in (index if type(index) is tuple else (index,))]

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import FnxTypeError
 from ..ops import elementwise as ew, joins as _joins, reduce as _r, shape as _shape
 from ..ops.creation import arange, zeros
 from ..ops.indexing import index_put
 from ..tensor import Tensor, canonical_dim
-from .at import IndexUpdateRef, known_value
+from .at import IndexUpdateRef, value_for_size
 from .creation import asarray
 from .dtypes import default_int
 
@@ -62,10 +61,8 @@ def nonzero(a, *, size: int | None = None, fill_value=None) -> tuple:
     if a.ndim == 0:
         raise ValueError("jnp.nonzero: calling nonzero on 0-d arrays is not allowed; use jnp.atleast_1d first")
     if size is None:
-        value = known_value(a)
-        if value is None:
-            raise FnxTypeError("jnp.nonzero (and jnp.where with one argument, argwhere, flatnonzero): the number "
-                               "of results depends on the values, which are traced here; pass a static size=")
+        value = value_for_size(a, "jnp.nonzero (and jnp.where with one argument, argwhere, flatnonzero): the "
+                                  "number of results depends on the values, which are traced here; pass a static size=")
         return tuple(asarray(i.astype(default_int().np)) for i in np.nonzero(value))
     flat = ew.ne(_shape.reshape(a, (-1,)), 0)
     rank = _r.cumsum(ew.convert(flat, default_int()), dim=0) - 1

@@ -9,7 +9,7 @@ from ..ops import elementwise as ew, reduce as _r, shape as _shape, sort as _sor
 from ..ops.creation import zeros
 from ..ops.joins import cat, stack
 from ..tensor import Tensor
-from .at import known_value
+from .at import known_value, value_for_size
 from .creation import asarray
 from .dtypes import default_float, default_int
 from .products import matmul
@@ -99,10 +99,8 @@ def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None) 
     a static `length` (larger values are dropped, as in JAX)."""
     x = asarray(x)
     if length is None:
-        value = known_value(x)
-        if value is None:
-            raise FnxTypeError("jnp.bincount: the output length depends on the values of x, which are traced here; "
-                               "pass a static length=")
+        value = value_for_size(x, "jnp.bincount: the output length depends on the values of x, which are traced "
+                                  "here; pass a static length=")
         length = max(int(value.max(initial=-1)) + 1, minlength)
     index = ew.where(ew.lt(x, 0), length, x)   # negative values are dropped, as values past the length
     if weights is None:

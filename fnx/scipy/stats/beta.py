@@ -1,12 +1,11 @@
-"""The beta distribution's density, as jax.scipy.stats.beta: logpdf and pdf (its CDF needs the regularised
-incomplete beta function, which fnx does not have)."""
+"""The beta distribution, as jax.scipy.stats.beta: logpdf, pdf, logcdf and cdf."""
 from __future__ import annotations
 
 import math
 
 from ...ops import elementwise as ew
 from ...tensor import Tensor
-from ..special import _floats, betaln, xlog1py, xlogy
+from ..special import _floats, betainc, betaln, xlog1py, xlogy
 
 __all__ = ["logpdf", "pdf", "logcdf", "cdf"]
 
@@ -28,12 +27,11 @@ def pdf(x, a, b, loc=0, scale=1) -> Tensor:
 
 
 def cdf(x, a, b, loc=0, scale=1) -> Tensor:
-    """Not available: it needs the regularised incomplete beta function (betainc)."""
-    raise NotImplementedError("beta.cdf needs the regularised incomplete beta function (scipy.special.betainc), "
-                              "which fnx does not implement")
+    """P(X <= x) for X ~ loc + scale * Beta(a, b): the regularised incomplete beta function I_y(a, b)."""
+    x, a, b, loc, scale = _floats(x, a, b, loc, scale)
+    return betainc(a, b, ew.clamp((x - loc) / scale, 0, 1))
 
 
 def logcdf(x, a, b, loc=0, scale=1) -> Tensor:
-    """Not available: it needs the regularised incomplete beta function (betainc)."""
-    raise NotImplementedError("beta.logcdf needs the regularised incomplete beta function (scipy.special.betainc), "
-                              "which fnx does not implement")
+    """log P(X <= x)."""
+    return ew.log(cdf(x, a, b, loc, scale))
