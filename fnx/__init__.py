@@ -27,7 +27,7 @@ from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)
 from . import numpy  # jnp: the NumPy API with JAX's semantics
-from . import cuda, random, tree
+from . import cuda, random, tree, version
 from .determinism import are_deterministic_algorithms_enabled, use_deterministic_algorithms
 from .ir import ClosedJaxpr, Jaxpr
 from .transforms.ad import grad, hessian, jacfwd, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp

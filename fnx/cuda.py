@@ -4,7 +4,8 @@ from __future__ import annotations
 from .device import cuda_device_count, is_cuda_available
 from .ops.sampling import manual_seed_cuda
 
-__all__ = ["is_available", "device_count", "synchronize", "current_device", "manual_seed", "manual_seed_all"]
+__all__ = ["is_available", "device_count", "synchronize", "current_device", "manual_seed", "manual_seed_all",
+           "empty_cache"]
 
 
 def is_available() -> bool:
@@ -28,6 +29,15 @@ def synchronize(device=None) -> None:
         import cupy
 
         cupy.cuda.runtime.deviceSynchronize()
+
+
+def empty_cache() -> None:
+    """Return the cached, unused GPU memory of CuPy's memory pool to the driver; nothing without a GPU (or before
+    CUDA is first used), as in PyTorch."""
+    if is_cuda_available():
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def manual_seed(seed: int) -> None:

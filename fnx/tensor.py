@@ -115,9 +115,25 @@ class Tensor:
         """Whether the dtype is floating point."""
         return self.dtype.is_floating_point
 
-    def is_contiguous(self) -> bool:
-        """Whether the elements are laid out row-major without gaps."""
-        return bool(self._value.flags.c_contiguous)
+    def is_contiguous(self, memory_format=None) -> bool:
+        """Whether the elements are laid out row-major without gaps (the default, `contiguous_format`), or in the
+        order `memory_format` names: `channels_last` (NHWC) or `channels_last_3d` (NDHWC), judged from the
+        strides as PyTorch does. fnx lays tensors out row-major, so a channels-last check holds only when the
+        two orders coincide (one channel, or one pixel)."""
+        check_memory_format("is_contiguous", memory_format)
+        order = {channels_last: (1, 3, 2, 0), channels_last_3d: (1, 4, 3, 2, 0)}.get(memory_format)
+        if order is None:
+            return bool(self._value.flags.c_contiguous)
+        if len(order) != self.ndim:
+            return False
+        v = self._value
+        expected = 1
+        for d in order:
+            if v.shape[d] != 1:
+                if v.strides[d] != expected * v.itemsize:
+                    return False
+                expected *= v.shape[d]
+        return True
 
     def data_ptr(self) -> int:
         """The address of the first element (host or device memory)."""
