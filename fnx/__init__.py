@@ -49,7 +49,7 @@ from . import accelerator, backends
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision
 from .legacy_types import *  # noqa: F401,F403
 from .tensor import (channels_last, channels_last_3d, contiguous_format, is_tensor, memory_format,
-                     preserve_format)
+                     preserve_format, set_printoptions)
 from .nn.functional import log_softmax, softmax
 from .torch_alias import install_torch_alias
 from .jax_alias import install_jax_alias

@@ -12,6 +12,7 @@ the constructor, `to` and the tracer's `__setitem__` and `detach` by
 """
 from __future__ import annotations
 
+import sys
 import weakref
 
 import numpy as np
@@ -374,8 +375,9 @@ class Tensor:
         if arr.size == 0:
             body = "[]"
         else:
-            body = np.array2string(arr, separator=", ", prefix=prefix, threshold=1000, edgeitems=3,
-                                   max_line_width=80, formatter={"all": _element_formatter(arr)})
+            body = np.array2string(arr, separator=", ", prefix=prefix, threshold=_PRINT["threshold"],
+                                   edgeitems=_PRINT["edgeitems"], max_line_width=_PRINT["linewidth"],
+                                   formatter={"all": _element_formatter(arr)})
         extras = []
         if arr.size == 0 and arr.ndim != 1:
             extras.append(f"size={tuple(arr.shape)}")
@@ -417,23 +419,47 @@ def _edges(arr: np.ndarray, n: int = 3) -> np.ndarray:
     return arr
 
 
+_PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+             "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+             "full": dict(precision=4, threshold=sys.maxsize, edgeitems=3, linewidth=80)}
+_PRINT = dict(_PROFILES["default"], sci_mode=None)
+
+
+def set_printoptions(precision: int | None = None, threshold: float | None = None, edgeitems: int | None = None,
+                     linewidth: int | None = None, profile: str | None = None, sci_mode: bool | None = None) -> None:
+    """How tensors print, as PyTorch's `set_printoptions`: digits after the point, the element count above which
+    only `edgeitems` per edge show, the line width, a `profile` ("default", "short", "full") setting all of
+    these first, and `sci_mode` (True/False forces or forbids scientific notation; None decides per tensor)."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions: profile must be one of {list(_PROFILES)}, got {profile!r}")
+        _PRINT.update(_PROFILES[profile])
+    given = dict(precision=precision, threshold=threshold, edgeitems=edgeitems, linewidth=linewidth)
+    _PRINT.update({k: v for k, v in given.items() if v is not None})
+    if _PRINT["threshold"] == float("inf"):
+        _PRINT["threshold"] = sys.maxsize
+    _PRINT["sci_mode"] = sci_mode
+
+
 def _element_formatter(arr: np.ndarray):
-    """PyTorch's element format: ints as they are; floats as `1.`, `1.5000` or `1.5000e+09`, right-aligned."""
+    """PyTorch's element format: ints as they are; floats as `1.`, `1.5000` or `1.5000e+09` (with
+    `set_printoptions`' precision and sci_mode), right-aligned."""
     if arr.dtype.kind in "biu":
         width = max(len(str(v)) for v in _edges(arr).reshape(-1).tolist())
         return lambda v: str(v).rjust(width)
     vals = _edges(arr).astype(np.float64).reshape(-1)
     shown = vals[np.isfinite(vals) & (vals != 0)]
     fmt, width, int_mode = "{:.0f}.", 1, True
+    digits, sci = _PRINT["precision"], _PRINT["sci_mode"]
     if shown.size:
         mags = np.abs(shown)
         lo, hi = mags.min(), mags.max()
         int_mode = bool(np.all(shown == np.ceil(shown)))
         wide = hi / lo > 1000.0 or hi > 1.0e8
-        if wide or (not int_mode and lo < 1.0e-4):
-            fmt, int_mode = "{:.4e}", False
+        if sci or (sci is None and (wide or (not int_mode and lo < 1.0e-4))):
+            fmt, int_mode = f"{{:.{digits}e}}", False
         elif not int_mode:
-            fmt = "{:.4f}"
+            fmt = f"{{:.{digits}f}}"
         width = max(len(fmt.format(v)) for v in shown.tolist())
 
     def element(v) -> str:

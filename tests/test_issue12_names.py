@@ -198,3 +198,26 @@ def test_is_contiguous_reads_the_strides_of_the_memory_format():
         assert "is_contiguous: memory_format must be fnx.contiguous_format" in str(e)
     else:
         raise AssertionError("a string memory format was accepted")
+
+
+def test_set_printoptions_as_pytorch_documents_it():
+    try:
+        fnx.set_printoptions(precision=2)
+        assert repr(fnx.tensor([1.12345])) == "tensor([1.12])"
+        fnx.set_printoptions(threshold=5)
+        assert repr(fnx.arange(10)) == "tensor([0, 1, 2, ..., 7, 8, 9])"
+        fnx.set_printoptions(sci_mode=True)
+        assert repr(fnx.tensor([1.5, 2.0])) == "tensor([1.50e+00, 2.00e+00])"
+        fnx.set_printoptions(profile="full")
+        assert "..." not in repr(fnx.arange(2000)) and repr(fnx.tensor([1.12345])) == "tensor([1.1235])"
+        fnx.set_printoptions(profile="short")
+        assert repr(fnx.tensor([1.12345])) == "tensor([1.12])"
+        try:
+            fnx.set_printoptions(profile="long")
+        except ValueError as e:
+            assert "profile must be one of ['default', 'short', 'full']" in str(e)
+        else:
+            raise AssertionError("an unknown profile was accepted")
+    finally:
+        fnx.set_printoptions(profile="default")
+    assert repr(fnx.tensor([1.12345])) == "tensor([1.1235])" and "..." not in repr(fnx.arange(10))
