@@ -221,3 +221,15 @@ def test_set_printoptions_as_pytorch_documents_it():
     finally:
         fnx.set_printoptions(profile="default")
     assert repr(fnx.tensor([1.12345])) == "tensor([1.1235])" and "..." not in repr(fnx.arange(10))
+
+
+def test_diff_and_cdist_give_pytorchs_documented_examples():
+    a = fnx.tensor([1, 3, 2])
+    assert fnx.diff(a).tolist() == [2, -1] and a.diff(append=fnx.tensor([4, 5])).tolist() == [2, -1, 2, 1]
+    c = fnx.tensor([[1, 2, 3], [3, 4, 5]])
+    assert fnx.diff(c, dim=0).tolist() == [[2, 2, 2]] and fnx.diff(c, dim=1).tolist() == [[1, 1], [1, 1]]
+    assert fnx.diff(fnx.tensor([True, False, False])).tolist() == [True, False]
+    x1 = fnx.tensor([[0.9041, 0.0196], [-0.3108, -2.4423], [-0.4821, 1.059]])
+    x2 = fnx.tensor([[-2.1763, -0.4713], [-0.6986, 1.3702]])
+    expected = [[3.1193, 2.0959], [2.7138, 3.8322], [2.2830, 0.3791]]
+    assert (fnx.cdist(x1, x2, p=2.0) - fnx.tensor(expected)).abs().max().item() < 1e-4
