@@ -116,6 +116,17 @@ class Tensor:
         """Whether the dtype is floating point."""
         return self.dtype.is_floating_point
 
+    def pin_memory(self) -> Tensor:
+        """The tensor itself: fnx does not page-lock host memory (a host-to-GPU copy works the same without), so
+        `x.pin_memory().to("cuda", non_blocking=True)` runs as written. Only CPU tensors pin, as in PyTorch."""
+        if self.device.type != "cpu":
+            raise FnxRuntimeError(f"cannot pin a tensor on {self.device}: only dense CPU tensors can be pinned")
+        return self
+
+    def is_pinned(self) -> bool:
+        """Always False: fnx does not page-lock host memory (see `pin_memory`)."""
+        return False
+
     def is_contiguous(self, memory_format=None) -> bool:
         """Whether the elements are laid out row-major without gaps (the default, `contiguous_format`), or in the
         order `memory_format` names: `channels_last` (NHWC) or `channels_last_3d` (NDHWC), judged from the

@@ -43,6 +43,9 @@ assert torch.accelerator.device_count() == torch.cuda.device_count() >= 0
 torch.cuda.manual_seed_all(0)
 torch.cuda.manual_seed(0)
 torch.cuda.empty_cache()
+assert torch.cuda.is_available() or not torch.cuda.is_bf16_supported()  # nanoGPT's dtype choice
+host = torch.ones(2)
+assert host.pin_memory() is host and not host.is_pinned()  # nanoGPT: x.pin_memory().to(device, non_blocking=True)
 assert torch.version.cuda is None and torch.version.__version__ == torch.__version__
 assert torch.channels_last is not torch.contiguous_format and torch.preserve_format is not None
 x = torch.arange(24.).reshape(1, 2, 3, 4)
