@@ -29,6 +29,13 @@ def _cdist_ref(p):
 
 
 @st.composite
+def _isin_sample(draw):
+    """Small integers stored as floats, so that elements and test elements share values."""
+    elements = np.asarray(draw(floats(draw(shapes()), -3, 3)).round())
+    return Sample((elements, np.asarray(draw(floats(draw(shapes(max_dims=2)), -3, 3)).round())))
+
+
+@st.composite
 def _diff_sample(draw):
     shape = draw(shapes(min_dims=1, max_dims=3))
     dim = draw(st.integers(-len(shape), len(shape) - 1))
@@ -235,6 +242,9 @@ OPS = [
     OpInfo("dist_1", lambda x, y: fnx.dist(x, y, 1), lambda x, y: np.sum(np.abs(x - y)), binary_sample(separated=True)),
     OpInfo("cdist", fnx.cdist, _cdist_ref(2), _cdist_sample()),
     OpInfo("cdist_1", lambda a, b: fnx.cdist(a, b, p=1.0), _cdist_ref(1), _cdist_sample()),
+    OpInfo("isin", fnx.isin, np.isin, _isin_sample(), grad=False),
+    OpInfo("isin_invert", lambda x, t: fnx.isin(x, t, invert=True), lambda x, t: np.isin(x, t, invert=True),
+           _isin_sample(), grad=False),
     OpInfo("diff", lambda x, n, dim, append: fnx.diff(x, n, dim, append=append), _diff_ref, _diff_sample()),
     OpInfo("norm_0", lambda x, **kw: fnx.norm(x, 0, **kw), np_norm(0), reduce_sample("signed"), grad=False),
     norm_entry(3, "snapped"),

@@ -230,3 +230,17 @@ def test_diff_and_cdist_give_pytorchs_documented_examples():
     x2 = fnx.tensor([[-2.1763, -0.4713], [-0.6986, 1.3702]])
     expected = [[3.1193, 2.0959], [2.7138, 3.8322], [2.2830, 0.3791]]
     assert (fnx.cdist(x1, x2, p=2.0) - fnx.tensor(expected)).abs().max().item() < 1e-4
+
+
+def test_triangle_indices_and_isin_give_pytorchs_documented_examples():
+    assert fnx.triu_indices(3, 3).tolist() == [[0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
+    assert fnx.triu_indices(4, 3, -1).tolist() == [[0, 0, 0, 1, 1, 1, 2, 2, 3], [0, 1, 2, 0, 1, 2, 1, 2, 2]]
+    assert fnx.tril_indices(3, 3).tolist() == [[0, 1, 1, 2, 2, 2], [0, 0, 1, 0, 1, 2]]
+    assert fnx.tril_indices(4, 3, -1).tolist() == [[1, 2, 2, 3, 3, 3], [0, 0, 1, 0, 1, 2]]
+    assert fnx.tril_indices(4, 3, 1).tolist() == [[0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3], [0, 1, 0, 1, 2, 0, 1, 2, 0, 1, 2]]
+    assert fnx.tril_indices(2, 2).dtype is fnx.int64 and fnx.triu_indices(0, 3).shape == (2, 0)
+    with pytest.raises(TypeError, match="triu_indices: dtype must be fnx.int32 or fnx.int64"):
+        fnx.triu_indices(2, 2, dtype=fnx.float32)
+    assert fnx.isin(fnx.tensor([[1, 2], [3, 4]]), fnx.tensor([2, 3])).tolist() == [[False, True], [True, False]]
+    assert fnx.isin(fnx.tensor([1, 2]), 2).tolist() == [False, True] and fnx.isin(2, fnx.tensor([1, 2])).item()
+    assert fnx.isin(fnx.tensor([1, 2]), fnx.tensor([2]), invert=True).tolist() == [True, False]

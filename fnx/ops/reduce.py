@@ -14,15 +14,15 @@ from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim, make
 from ._batching import axis_batch_rule, reduction_batch_rule
-from .creation import clone, ones, stop_gradient, zeros
+from .creation import clone, ones, stop_gradient, tensor, zeros
 from .joins import cat, narrow
-from .shape import unsqueeze
+from .shape import reshape, unsqueeze
 from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
                           minimum, ne, pow as _pow, sqrt, sub, where)
 
 __all__ = ["bincount", "sum", "mean", "prod", "amax", "amin", "max", "min", "aminmax", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "all", "any", "cumsum", "cumprod", "norm", "count_nonzero",
-           "nansum", "nanmean", "dist", "cdist", "diff"]
+           "nansum", "nanmean", "dist", "cdist", "diff", "isin"]
 
 # The (values, indices) results of PyTorch's torch.return_types.
 max_result = collections.namedtuple("max", ["values", "indices"])
@@ -612,6 +612,20 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
         later = narrow(x, d, x.shape[d] - length, length)
         x = (ne if x.dtype is _dt.bool else sub)(later, narrow(x, d, 0, length))
     return x
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each element of `elements` occurs in `test_elements` (either may be a Python scalar), as a bool
+    tensor of `elements`' shape; `invert=True` asks the opposite (PyTorch's `isin`; `assume_unique` changes
+    nothing here)."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise FnxTypeError(f"isin: expected elements or test_elements to be a Tensor, got "
+                           f"{type(elements).__name__} and {type(test_elements).__name__}")
+    dev = (elements if isinstance(elements, Tensor) else test_elements).device
+    elements = elements if isinstance(elements, Tensor) else tensor(elements, device=dev)
+    test_elements = test_elements if isinstance(test_elements, Tensor) else tensor(test_elements, device=dev)
+    found = any(eq(unsqueeze(elements, -1), reshape(test_elements, (-1,))), -1)
+    return logical_not(found) if invert else found
 
 
 METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
