@@ -244,3 +244,18 @@ def test_triangle_indices_and_isin_give_pytorchs_documented_examples():
     assert fnx.isin(fnx.tensor([[1, 2], [3, 4]]), fnx.tensor([2, 3])).tolist() == [[False, True], [True, False]]
     assert fnx.isin(fnx.tensor([1, 2]), 2).tolist() == [False, True] and fnx.isin(2, fnx.tensor([1, 2])).item()
     assert fnx.isin(fnx.tensor([1, 2]), fnx.tensor([2]), invert=True).tolist() == [True, False]
+
+
+def test_tensor_split_gives_pytorchs_documented_examples():
+    def parts(*args, **kwargs):
+        return [t.tolist() for t in fnx.tensor_split(*args, **kwargs)]
+
+    assert parts(fnx.arange(8), 3) == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert parts(fnx.arange(7), 3) == [[0, 1, 2], [3, 4], [5, 6]]
+    assert parts(fnx.arange(7), (1, 6)) == [[0], [1, 2, 3, 4, 5], [6]]
+    x = fnx.arange(14).reshape(2, 7)
+    assert [t.tolist() for t in x.tensor_split(3, dim=1)] == [[[0, 1, 2], [7, 8, 9]], [[3, 4], [10, 11]],
+                                                               [[5, 6], [12, 13]]]
+    assert parts(x, fnx.tensor([1, 6]), dim=1) == [[[0], [7]], [[1, 2, 3, 4, 5], [8, 9, 10, 11, 12]], [[6], [13]]]
+    with pytest.raises(RuntimeError, match="number of sections must be larger than 0"):
+        fnx.tensor_split(x, 0)
