@@ -6,7 +6,6 @@ Usage: word_language_model.py --model {RNN_TANH,RNN_RELU,LSTM,GRU,Transformer} [
 """
 import argparse
 import math
-import os
 import time
 
 import torch
