@@ -259,3 +259,13 @@ def test_tensor_split_gives_pytorchs_documented_examples():
     assert parts(x, fnx.tensor([1, 6]), dim=1) == [[[0], [7]], [[1, 2, 3, 4, 5], [8, 9, 10, 11, 12]], [[6], [13]]]
     with pytest.raises(RuntimeError, match="number of sections must be larger than 0"):
         fnx.tensor_split(x, 0)
+
+
+def test_diag_embed_as_pytorch_documents_it():
+    a = fnx.tensor([[0.5, -1.0, 2.0], [1.0, 2.0, 3.0]])
+    assert fnx.diag_embed(a).shape == (2, 3, 3) and fnx.diag_embed(a)[0].tolist() == [[0.5, 0, 0], [0, -1, 0],
+                                                                                        [0, 0, 2]]
+    assert fnx.diag_embed(a, offset=1, dim1=0, dim2=2).shape == (4, 2, 4)
+    assert fnx.diag_embed(fnx.tensor([1.0, 2.0]), -1).tolist() == [[0, 0, 0], [1, 0, 0], [0, 2, 0]]
+    with pytest.raises(RuntimeError, match="diagonal dimensions cannot be identical"):
+        fnx.diag_embed(a, dim1=1, dim2=-2)
