@@ -31,7 +31,7 @@ from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)
 from . import numpy  # jnp: the NumPy API with JAX's semantics
-from . import cuda, random, tree
+from . import cuda, random, tree, version
 from .determinism import are_deterministic_algorithms_enabled, use_deterministic_algorithms
 from .ir import ClosedJaxpr, Jaxpr
 from .transforms.ad import grad, hessian, jacfwd, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp
@@ -56,7 +56,7 @@ from . import accelerator, backends
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision
 from .legacy_types import *  # noqa: F401,F403
 from .tensor import (channels_last, channels_last_3d, contiguous_format, is_tensor, memory_format,
-                     preserve_format)
+                     preserve_format, set_printoptions)
 from .nn.functional import log_softmax, softmax
 from .torch_alias import install_torch_alias
 from .jax_alias import install_jax_alias

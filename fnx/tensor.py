@@ -12,6 +12,7 @@ the constructor, `to` and the tracer's `__setitem__` and `detach` by
 """
 from __future__ import annotations
 
+import sys
 import weakref
 
 import numpy as np
@@ -115,9 +116,36 @@ class Tensor:
         """Whether the dtype is floating point."""
         return self.dtype.is_floating_point
 
-    def is_contiguous(self) -> bool:
-        """Whether the elements are laid out row-major without gaps."""
-        return bool(self._value.flags.c_contiguous)
+    def pin_memory(self) -> Tensor:
+        """The tensor itself: fnx does not page-lock host memory (a host-to-GPU copy works the same without), so
+        `x.pin_memory().to("cuda", non_blocking=True)` runs as written. Only CPU tensors pin, as in PyTorch."""
+        if self.device.type != "cpu":
+            raise FnxRuntimeError(f"cannot pin a tensor on {self.device}: only dense CPU tensors can be pinned")
+        return self
+
+    def is_pinned(self) -> bool:
+        """Always False: fnx does not page-lock host memory (see `pin_memory`)."""
+        return False
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        """Whether the elements are laid out row-major without gaps (the default, `contiguous_format`), or in the
+        order `memory_format` names: `channels_last` (NHWC) or `channels_last_3d` (NDHWC), judged from the
+        strides as PyTorch does. fnx lays tensors out row-major, so a channels-last check holds only when the
+        two orders coincide (one channel, or one pixel)."""
+        check_memory_format("is_contiguous", memory_format)
+        order = {channels_last: (1, 3, 2, 0), channels_last_3d: (1, 4, 3, 2, 0)}.get(memory_format)
+        if order is None:
+            return bool(self._value.flags.c_contiguous)
+        if len(order) != self.ndim:
+            return False
+        v = self._value
+        expected = 1
+        for d in order:
+            if v.shape[d] != 1:
+                if v.strides[d] != expected * v.itemsize:
+                    return False
+                expected *= v.shape[d]
+        return True
 
     def data_ptr(self) -> int:
         """The address of the first element (host or device memory)."""
@@ -359,8 +387,9 @@ class Tensor:
         if arr.size == 0:
             body = "[]"
         else:
-            body = np.array2string(arr, separator=", ", prefix=prefix, threshold=1000, edgeitems=3,
-                                   max_line_width=80, formatter={"all": _element_formatter(arr)})
+            body = np.array2string(arr, separator=", ", prefix=prefix, threshold=_PRINT["threshold"],
+                                   edgeitems=_PRINT["edgeitems"], max_line_width=_PRINT["linewidth"],
+                                   formatter={"all": _element_formatter(arr)})
         extras = []
         if arr.size == 0 and arr.ndim != 1:
             extras.append(f"size={tuple(arr.shape)}")
@@ -403,9 +432,32 @@ def _edges(arr: np.ndarray, n: int = 3) -> np.ndarray:
     return arr
 
 
+_PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+             "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+             "full": dict(precision=4, threshold=sys.maxsize, edgeitems=3, linewidth=80)}
+_PRINT = dict(_PROFILES["default"], sci_mode=None)
+
+
+def set_printoptions(precision: int | None = None, threshold: float | None = None, edgeitems: int | None = None,
+                     linewidth: int | None = None, profile: str | None = None, sci_mode: bool | None = None) -> None:
+    """How tensors print, as PyTorch's `set_printoptions`: digits after the point, the element count above which
+    only `edgeitems` per edge show, the line width, a `profile` ("default", "short", "full") setting all of
+    these first, and `sci_mode` (True/False forces or forbids scientific notation; None decides per tensor)."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions: profile must be one of {list(_PROFILES)}, got {profile!r}")
+        _PRINT.update(_PROFILES[profile])
+    given = dict(precision=precision, threshold=threshold, edgeitems=edgeitems, linewidth=linewidth)
+    _PRINT.update({k: v for k, v in given.items() if v is not None})
+    if _PRINT["threshold"] == float("inf"):
+        _PRINT["threshold"] = sys.maxsize
+    _PRINT["sci_mode"] = sci_mode
+
+
 def _element_formatter(arr: np.ndarray):
-    """PyTorch's element format: ints as they are; floats as `1.`, `1.5000` or `1.5000e+09`, right-aligned;
-    complex numbers as `1.+2.j`, each part in the format of its kind."""
+    """PyTorch's element format: ints as they are; floats as `1.`, `1.5000` or `1.5000e+09` (with
+    `set_printoptions`' precision and sci_mode), right-aligned; complex numbers as `1.+2.j`, each part in the
+    format of its kind."""
     if arr.dtype.kind == "c":
         real, imag = _element_formatter(arr.real), _element_formatter(arr.imag)
 
@@ -420,15 +472,16 @@ def _element_formatter(arr: np.ndarray):
     vals = _edges(arr).astype(np.float64).reshape(-1)
     shown = vals[np.isfinite(vals) & (vals != 0)]
     fmt, width, int_mode = "{:.0f}.", 1, True
+    digits, sci = _PRINT["precision"], _PRINT["sci_mode"]
     if shown.size:
         mags = np.abs(shown)
         lo, hi = mags.min(), mags.max()
         int_mode = bool(np.all(shown == np.ceil(shown)))
         wide = hi / lo > 1000.0 or hi > 1.0e8
-        if wide or (not int_mode and lo < 1.0e-4):
-            fmt, int_mode = "{:.4e}", False
+        if sci or (sci is None and (wide or (not int_mode and lo < 1.0e-4))):
+            fmt, int_mode = f"{{:.{digits}e}}", False
         elif not int_mode:
-            fmt = "{:.4f}"
+            fmt = f"{{:.{digits}f}}"
         width = max(len(fmt.format(v)) for v in shown.tolist())
 
     def element(v) -> str:

@@ -13,6 +13,42 @@ import fnx
 from op_db import OpInfo, Sample, binary_sample, bools, floats, ints, shapes
 
 
+@st.composite
+def _cdist_sample(draw):
+    """Row sets (B?, P, M) and (B?, R, M) whose coordinates differ by at least 1 (x1 in [-3, 3], x2 in [4, 10]), so
+    every distance is differentiable."""
+    batch = draw(st.sampled_from([(), (2,)]))
+    p, r, m = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    x1 = draw(floats(batch + (p, m)))
+    x2 = draw(floats(batch + (r, m)))
+    return Sample((x1, x2 + 7.0))
+
+
+def _cdist_ref(p):
+    return lambda x1, x2: np.linalg.norm(x1[..., :, None, :] - x2[..., None, :, :], ord=p, axis=-1)
+
+
+@st.composite
+def _isin_sample(draw):
+    """Small integers stored as floats, so that elements and test elements share values."""
+    elements = np.asarray(draw(floats(draw(shapes()), -3, 3)).round())
+    return Sample((elements, np.asarray(draw(floats(draw(shapes(max_dims=2)), -3, 3)).round())))
+
+
+@st.composite
+def _diff_sample(draw):
+    shape = draw(shapes(min_dims=1, max_dims=3))
+    dim = draw(st.integers(-len(shape), len(shape) - 1))
+    edge = list(shape)
+    edge[dim] = draw(st.integers(1, 2))
+    append = draw(floats(tuple(edge))) if draw(st.booleans()) else None
+    return Sample((draw(floats(shape)), draw(st.integers(0, 3)), dim, append))
+
+
+def _diff_ref(x, n, dim, append):
+    return np.diff(x, n=n, axis=dim, append=append) if append is not None else np.diff(x, n=n, axis=dim)
+
+
 # ---------------------------------------------------------------- strategies
 def separated(draw, shape, signs: bool = False, offset: float = -1.5) -> np.ndarray:
     """Distinct values at least 0.37 apart (|x| distinct too with `signs`), in a random order."""
@@ -204,6 +240,12 @@ OPS = [
     norm_entry(-math.inf, "signed"),
     OpInfo("dist", fnx.dist, lambda x, y: np.sqrt(np.sum((x - y) ** 2)), binary_sample(separated=True)),
     OpInfo("dist_1", lambda x, y: fnx.dist(x, y, 1), lambda x, y: np.sum(np.abs(x - y)), binary_sample(separated=True)),
+    OpInfo("cdist", fnx.cdist, _cdist_ref(2), _cdist_sample()),
+    OpInfo("cdist_1", lambda a, b: fnx.cdist(a, b, p=1.0), _cdist_ref(1), _cdist_sample()),
+    OpInfo("isin", fnx.isin, np.isin, _isin_sample(), grad=False),
+    OpInfo("isin_invert", lambda x, t: fnx.isin(x, t, invert=True), lambda x, t: np.isin(x, t, invert=True),
+           _isin_sample(), grad=False),
+    OpInfo("diff", lambda x, n, dim, append: fnx.diff(x, n, dim, append=append), _diff_ref, _diff_sample()),
     OpInfo("norm_0", lambda x, **kw: fnx.norm(x, 0, **kw), np_norm(0), reduce_sample("signed"), grad=False),
     norm_entry(3, "snapped"),
     norm_entry(1.5, "signed"),

@@ -46,6 +46,30 @@ def split_sample(draw, sections: bool):
 
 
 @st.composite
+def diag_embed_sample(draw):
+    x = draw(floats(draw(shapes(min_dims=1, max_dims=3))))
+    dims = draw(st.permutations(range(-x.ndim - 1, 0)))[:2]
+    return Sample((x, draw(st.integers(-2, 2)), dims[0], dims[1]))
+
+
+def np_diag_embed(x, offset, dim1, dim2):
+    size = x.shape[-1] + abs(offset)
+    out = np.zeros(x.shape[:-1] + (size, size), x.dtype)
+    rows = np.arange(x.shape[-1]) + max(-offset, 0)
+    out[..., rows, rows + offset] = x
+    return np.moveaxis(out, (-2, -1), (dim1, dim2))
+
+
+@st.composite
+def tensor_split_sample(draw):
+    """A number of sections, or split indices read as slices (negative, unsorted and past the end too)."""
+    s = draw(x_and_dim(max_dims=3))
+    n = s.args[0].shape[s.kwargs["dim"]]
+    parts = draw(st.integers(1, n + 2) | st.lists(st.integers(-n - 1, n + 1), max_size=3))
+    return Sample((s.args[0], parts, s.kwargs["dim"]))
+
+
+@st.composite
 def narrow_sample(draw):
     s = draw(x_and_dim())
     n = s.args[0].shape[s.kwargs["dim"]]
@@ -200,6 +224,9 @@ OPS = [
            split_sample(True)),
     OpInfo("chunk", lambda x, dim: weighted_cat(fnx.chunk(x, 2, dim), dim),
            lambda x, dim: np_weighted_cat(np.array_split(x, min(2, x.shape[dim]), dim), dim), x_and_dim()),
+    OpInfo("diag_embed", fnx.diag_embed, np_diag_embed, diag_embed_sample()),
+    OpInfo("tensor_split", lambda x, parts, dim: weighted_cat(fnx.tensor_split(x, parts, dim), dim),
+           lambda x, parts, dim: np_weighted_cat(np.array_split(x, parts, dim), dim), tensor_split_sample()),
     OpInfo("unbind", lambda x, dim: weighted_cat(fnx.unbind(x, dim), 0),
            lambda x, dim: np_weighted_cat(np_unbind(x, dim), 0), x_and_dim(min_dims=2)),
     OpInfo("narrow", fnx.narrow, np_narrow, narrow_sample()),

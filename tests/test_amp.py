@@ -77,6 +77,9 @@ SAMPLES = {
     "addcdiv": lambda dt: ((_r(4, dtype=dt), _r(4, dtype=dt), _r(4, dtype=dt, lo=0.5)), {}),
     "addcmul": lambda dt: ((_r(4, dtype=dt), _r(4, dtype=dt), _r(4, dtype=dt)), {}),
     "atan2": lambda dt: ((_r(4, dtype=dt), _r(4, dtype=dt)), {}),
+    "polar": lambda dt: ((_r(4, dtype=dt, lo=0.1), _r(4, dtype=dt)), {}),
+    "view_as_complex": lambda dt: ((_r(3, 2, dtype=dt),), {}),
+    "cdist": lambda dt: ((_r(3, 4, dtype=dt), _r(5, 4, dtype=dt)), {}),
     # reductions and norms
     **{name: (lambda dt: ((_r(3, 4, dtype=dt),), {"dim": 1})) for name in
        ["softmax", "log_softmax", "softmin", "cumprod", "cumsum", "logsumexp"]},
@@ -146,7 +149,9 @@ def _cases(device_type: str) -> list:
 
 
 def _floating_outputs(out) -> list:
+    """The floating outputs of an op; a complex output (polar, view_as_complex) as the real view of its parts."""
     outs = list(out) if isinstance(out, tuple) else [out]
+    outs = [fnx.view_as_real(o) if isinstance(o, fnx.Tensor) and o.dtype.is_complex else o for o in outs]
     return [o for o in outs if isinstance(o, fnx.Tensor) and o.dtype.is_floating_point]
 
 

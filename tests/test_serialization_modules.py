@@ -93,6 +93,21 @@ def test_user_classes_need_permission_and_are_named():
         clear_safe_globals()
 
 
+def test_weights_only_false_trusts_the_file_as_torch_load_does():
+    """pytorch/examples' word_language_model: `torch.save(model, f)`, then `torch.load(f, weights_only=False)`
+    rebuilds the script's own class; a class of a module nobody imported is still not imported."""
+    blob = io.BytesIO()
+    save({"block": Block(), "fn": json.dumps}, blob)
+    back = load(io.BytesIO(blob.getvalue()), weights_only=False)
+    assert type(back["block"]) is Block and back["block"].act is F.gelu and back["fn"] is json.dumps
+    with pytest.raises(UnpicklingError, match="not allowed"):
+        load(io.BytesIO(blob.getvalue()), weights_only=True)
+    before = set(sys.modules)
+    with pytest.raises(UnpicklingError, match="fnx_not_imported_anywhere.Thing, which is not allowed"):
+        load(archive(obj("fnx_not_imported_anywhere", "Thing")), weights_only=False)
+    assert set(sys.modules) == before
+
+
 def test_numpy_arrays_python_values_and_classes_by_name():
     arr = np.arange(6, dtype=np.int16).reshape(2, 3)
     obj = {"arr": arr, "again": arr, "c": np.array([1 + 2j], np.complex64), "f": np.float32(1.5),

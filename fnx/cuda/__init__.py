@@ -1,10 +1,12 @@
 """`fnx.cuda`: CUDA availability and the CUDA default generators' seeds (CuPy is imported only when asked)."""
 from __future__ import annotations
 
-from ..device import cuda_device_count, is_cuda_available
+from .. import dtypes as _dt
+from ..device import cuda_device_count, device, is_cuda_available
 from ..ops.sampling import manual_seed_cuda
 
-__all__ = ["is_available", "device_count", "synchronize", "current_device", "manual_seed", "manual_seed_all"]
+__all__ = ["is_available", "device_count", "synchronize", "current_device", "manual_seed", "manual_seed_all",
+           "empty_cache", "is_bf16_supported"]
 
 
 def is_available() -> bool:
@@ -28,6 +30,28 @@ def synchronize(device=None) -> None:
         import cupy
 
         cupy.cuda.runtime.deviceSynchronize()
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Whether bfloat16 tensors work on the GPU: False without one, and False where CuPy has no bfloat16 (fnx's
+    bfloat16 then stays on the CPU), so a script choosing `bfloat16 if is_bf16_supported() else float16` picks
+    what runs."""
+    if not is_cuda_available():
+        return False
+    try:
+        device("cuda").xp.zeros(1, dtype=_dt.bfloat16.np)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def empty_cache() -> None:
+    """Return the cached, unused GPU memory of CuPy's memory pool to the driver; nothing without a GPU (or before
+    CUDA is first used), as in PyTorch."""
+    if is_cuda_available():
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 def manual_seed(seed: int) -> None:

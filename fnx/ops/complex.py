@@ -17,6 +17,7 @@ from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor
 from ._batching import elementwise_batch_rule, unary_batch_rule
+from .autocast import autocast_op
 from ._families import broadcast_shapes, same_device, unbroadcast
 from .creation import zeros_like
 from .elementwise import convert, cos, div, eq, lt, mul, sin, where
@@ -100,6 +101,7 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:
     return complex_p.bind(real, imag)
 
 
+@autocast_op("polar")
 def polar(abs: Tensor, angle: Tensor) -> Tensor:
     """The complex tensor abs * (cos(angle) + i sin(angle))."""
     return complex_p.bind(mul(abs, cos(angle)), mul(abs, sin(angle)))
@@ -213,6 +215,7 @@ def view_as_real(input: Tensor) -> Tensor:
     return stack([real_p.bind(input), imag_p.bind(input)], -1)
 
 
+@autocast_op("view_as_complex")
 def view_as_complex(input: Tensor) -> Tensor:
     """A float32/float64 tensor whose last dim is 2 (real, imaginary) as a complex one. fnx returns a copy."""
     if input.dtype not in (_dt.float32, _dt.float64):

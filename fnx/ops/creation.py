@@ -25,7 +25,7 @@ from .joins import stack
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
            "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "logspace", "eye", "clone",
-           "contiguous"]
+           "contiguous", "triu_indices", "tril_indices"]
 
 
 def _new(value, dev, requires_grad: bool = False) -> Tensor:
@@ -258,6 +258,29 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
     return _new(_xp(dev, dt).eye(n, n if m is None else m, dtype=dt.np), dev, requires_grad)
+
+
+def _triangle_indices(op: str, row: int, col: int, offset: int, dtype, device, upper: bool) -> Tensor:
+    dev = _device(device)
+    dt = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
+    if dt not in (_dt.int32, _dt.int64):
+        raise FnxTypeError(f"{op}: dtype must be fnx.int32 or fnx.int64, got {dt}")
+    if row < 0 or col < 0:
+        raise FnxRuntimeError(f"{op}: row and col must be non-negative, got row={row}, col={col}")
+    pick = np.triu_indices if upper else np.tril_indices
+    return _new(_xp(dev, dt).asarray(np.stack(pick(row, offset, col)).astype(dt.np)), dev)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    """The (2, N) row and column indices of the upper triangle of a row x col matrix, diagonal `offset` and above,
+    in row-major order (PyTorch's `triu_indices`)."""
+    return _triangle_indices("triu_indices", row, col, offset, dtype, device, upper=True)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    """The (2, N) row and column indices of the lower triangle of a row x col matrix, diagonal `offset` and below,
+    in row-major order (PyTorch's `tril_indices`)."""
+    return _triangle_indices("tril_indices", row, col, offset, dtype, device, upper=False)
 
 
 # ---------------------------------------------------------------- copies and transfers

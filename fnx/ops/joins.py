@@ -11,7 +11,7 @@ from ._families import promote, same_device
 from .shape import _atleast, _slice_dim, new_view, reshape_p, unsqueeze
 
 __all__ = ["cat", "concatenate", "concat", "stack", "hstack", "vstack", "dstack", "split", "chunk", "unbind",
-           "narrow", "select"]
+           "narrow", "select", "tensor_split"]
 
 
 concatenate_p = Primitive("concatenate", saves_inputs=False)
@@ -148,6 +148,28 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
     return tuple(out)
 
 
+def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
+    """Views of `input` along `dim`: `n` near-equal parts for an int `n` (the first `size % n` one longer), or the
+    parts between the given indices, read as Python slices (past the end: empty parts), as numpy's
+    `array_split` (PyTorch's `tensor_split`; an int tensor works as the int or the list)."""
+    _no_0d(input, "tensor_split")
+    d = canonical_dim(dim, input.ndim, "tensor_split")
+    size = input.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, (list, tuple)):
+        points = [0, *(operator.index(i) for i in indices_or_sections), size]
+        bounds = [slice(a, b).indices(size)[:2] for a, b in zip(points, points[1:])]
+    else:
+        n = operator.index(indices_or_sections)
+        if n <= 0:
+            raise FnxRuntimeError(f"tensor_split: number of sections must be larger than 0, got {n}")
+        q, r = divmod(size, n)
+        starts = [i * q + min(i, r) for i in range(n + 1)]
+        bounds = list(zip(starts, starts[1:]))
+    return tuple(new_view(_slice_dim(input, d, lo, max(lo, hi)), input) for lo, hi in bounds)
+
+
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     """Split into `chunks` views of size ceil(n / chunks) (fewer when the sizes run out, as in PyTorch)."""
     if chunks <= 0:
@@ -194,5 +216,6 @@ def select(input: Tensor, dim: int, index) -> Tensor:
 
 
 
-METHODS: dict = {"split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "select": select}
+METHODS: dict = {"split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "select": select,
+                 "tensor_split": tensor_split}
 INPLACE: dict = {}

@@ -17,13 +17,15 @@ from ..tensor import Tensor, canonical_dim, make
 from ._batching import axis_batch_rule, reduction_batch_rule
 from ._families import complex_error, conj_if_complex
 from .complex import conj, real
-from .creation import ones, stop_gradient, zeros
+from .creation import clone, ones, stop_gradient, tensor, zeros
+from .joins import cat, narrow
+from .shape import reshape, unsqueeze
 from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
                           minimum, ne, pow as _pow, sqrt, sub, where)
 
 __all__ = ["bincount", "sum", "mean", "prod", "amax", "amin", "max", "min", "aminmax", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "all", "any", "cumsum", "cumprod", "norm", "count_nonzero",
-           "nansum", "nanmean", "dist"]
+           "nansum", "nanmean", "dist", "cdist", "diff", "isin"]
 
 # The (values, indices) results of PyTorch's torch.return_types.
 max_result = collections.namedtuple("max", ["values", "indices"])
@@ -595,9 +597,57 @@ def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     return norm(sub(input, other), p)
 
 
+@autocast_op("cdist")
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = None) -> Tensor:
+    """The p-norm distance between each row of `x1` (..., P, M) and each row of `x2` (..., R, M), as a (..., P, R)
+    tensor (PyTorch's `cdist`; batch dims broadcast). Computed directly from the differences, so every
+    `compute_mode` gives the same, exact result."""
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise FnxRuntimeError(f"cdist: expected x1 (..., P, M) and x2 (..., R, M) with the same M, got "
+                              f"{list(x1.shape)} and {list(x2.shape)}")
+    if p < 0:
+        raise FnxRuntimeError(f"cdist only supports non-negative p values, got {p}")
+    return norm(sub(unsqueeze(x1, -2), unsqueeze(x2, -3)), p, dim=-1)
+
+
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+         append: Tensor | None = None) -> Tensor:
+    """The `n`-th forward difference along `dim` (`out[i] = input[i + 1] - input[i]`, `n` times), after joining
+    `prepend` and `append` to `input` along `dim`; for bool tensors the difference is `!=`. As in PyTorch and
+    numpy, `n=0` gives a copy of `input` alone."""
+    if input.ndim == 0:
+        raise FnxRuntimeError("diff expects input to be at least one-dimensional")
+    if operator.index(n) < 0:
+        raise FnxRuntimeError(f"diff expects n to be non-negative, got {n}")
+    d = canonical_dim(dim, input.ndim, "diff")
+    if n == 0:
+        return clone(input)
+    x = cat([t for t in (prepend, input, append) if t is not None], d)
+    for _ in range(n):
+        length = builtins.max(x.shape[d] - 1, 0)
+        later = narrow(x, d, x.shape[d] - length, length)
+        x = (ne if x.dtype is _dt.bool else sub)(later, narrow(x, d, 0, length))
+    return x
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each element of `elements` occurs in `test_elements` (either may be a Python scalar), as a bool
+    tensor of `elements`' shape; `invert=True` asks the opposite (PyTorch's `isin`; `assume_unique` changes
+    nothing here)."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise FnxTypeError(f"isin: expected elements or test_elements to be a Tensor, got "
+                           f"{type(elements).__name__} and {type(test_elements).__name__}")
+    dev = (elements if isinstance(elements, Tensor) else test_elements).device
+    elements = elements if isinstance(elements, Tensor) else tensor(elements, device=dev)
+    test_elements = test_elements if isinstance(test_elements, Tensor) else tensor(test_elements, device=dev)
+    found = any(eq(unsqueeze(elements, -1), reshape(test_elements, (-1,))), -1)
+    return logical_not(found) if invert else found
+
+
 METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
     "max": max, "min": min, "prod": prod, "cumsum": cumsum, "cumprod": cumprod, "norm": norm,
     "count_nonzero": count_nonzero, "nansum": nansum, "nanmean": nanmean, "aminmax": aminmax, "dist": dist,
+    "diff": diff,
 }
 INPLACE: dict = {"cumsum_": _cumsum_keep_dtype, "cumprod_": _cumprod_keep_dtype}  # in-place (name_ -> function)
 

@@ -20,7 +20,7 @@ from ._batching import move_to_front
 __all__ = ["reshape", "broadcast_to", "expand", "expand_as", "permute", "transpose", "swapaxes", "swapdims",
            "view", "view_as", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "movedim", "moveaxis",
            "atleast_1d", "atleast_2d", "atleast_3d", "flip", "fliplr", "flipud", "diagonal", "diag", "meshgrid",
-           "broadcast_tensors", "broadcast_shapes", "t"]
+           "broadcast_tensors", "broadcast_shapes", "t", "diag_embed"]
 
 
 def _shape_arg(shape) -> tuple:
@@ -592,6 +592,23 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     if input.ndim == 2:
         return _owned(_diagonal(input, diagonal), input)
     raise FnxRuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+
+
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """Matrices whose diagonal `offset` holds the last dim of `input` (the other dims are batch dims), in the
+    planes (`dim1`, `dim2`) of the result (PyTorch's `diag_embed`; zeros elsewhere)."""
+    if input.ndim == 0:
+        raise FnxRuntimeError("diag_embed: expected a tensor with at least 1 dimension, got a 0-dim tensor")
+    d1, d2 = canonical_dim(dim1, input.ndim + 1, "diag_embed"), canonical_dim(dim2, input.ndim + 1, "diag_embed")
+    if d1 == d2:
+        raise FnxRuntimeError(f"diag_embed: diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n = input.shape[-1]
+    size = n + abs(offset)
+    start = offset if offset >= 0 else -offset * size
+    batch = (0,) * (input.ndim - 1)
+    flat = pad_p.bind(input, lo=batch + (start,), hi=batch + (size * size - start - _dilated(n, size),),
+                      interior=batch + (size,), value=_scalar_param(0, input.dtype))
+    return movedim(reshape(flat, tuple(input.shape[:-1]) + (size, size)), (-2, -1), (d1, d2))
 
 
 def meshgrid(*tensors, indexing: str | None = None) -> tuple:

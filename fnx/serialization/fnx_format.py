@@ -219,8 +219,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool = True,
     `map_location` moves tensors: None keeps the saved devices (a CUDA tensor needs CUDA), a device or
     string sends every tensor there, a dict maps saved locations ("cuda:1") to devices, and a callable
     `fn(tensor, location) -> Tensor | None` decides per tensor (None keeps the saved device; for a PyTorch file
-    it is called once per storage, with the storage as a flat tensor). Loading is always weights-only, so
-    `weights_only` makes no difference; `pickle_module` must be None.
+    it is called once per storage, with the storage as a flat tensor). `pickle_module` must be None.
+
+    `weights_only=False` says the caller trusts the file, as in `torch.load`: whole objects saved by `fnx.save`
+    then rebuild with any class of a module already imported (a script's own model class), not only fnx's and
+    the allowed ones. A PyTorch file is read weights-only whatever `weights_only` says.
     """
     if pickle_module is not None:
         raise FnxValueError("fnx.load: pickle_module must be None; fnx.load reads pickles only with its own "
@@ -230,11 +233,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool = True,
                                   "mmap (tensors are read into memory)")
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
-            return _load(fh, map_location)
-    return _load(f, map_location)
+            return _load(fh, map_location, weights_only is False)
+    return _load(f, map_location, weights_only is False)
 
 
-def _load(fh: BinaryIO, map_location) -> Any:
+def _load(fh: BinaryIO, map_location, trusted: bool) -> Any:
     head = fh.read(4)
     fh.seek(-len(head), io.SEEK_CUR)
     if not head:
@@ -248,7 +251,7 @@ def _load(fh: BinaryIO, map_location) -> Any:
                               "PyTorch's, nor a safetensors file)")
     try:
         with zipfile.ZipFile(fh) as zf:
-            return _Decoder(fh, zf, map_location).run()
+            return _Decoder(fh, zf, map_location, trusted).run()
     except zipfile.BadZipFile as e:
         raise UnpicklingError(f"fnx.load: the file is damaged or truncated ({e})") from e
     except (EOFError, OSError, struct.error, zipfile.LargeZipFile, NotImplementedError) as e:
@@ -258,8 +261,8 @@ def _load(fh: BinaryIO, map_location) -> Any:
 class _Decoder:
     """Reads the manifest and the arrays it names, checking each against the other."""
 
-    def __init__(self, fh: BinaryIO, zf: zipfile.ZipFile, map_location):
-        self.fh, self.zf, self.map_location = fh, zf, map_location
+    def __init__(self, fh: BinaryIO, zf: zipfile.ZipFile, map_location, trusted: bool):
+        self.fh, self.zf, self.map_location, self.trusted = fh, zf, map_location, trusted
         self.arrays: dict[str, np.ndarray] = {}
         self.tensors: list = []
         self.objects: dict[int, Any] = {}
@@ -339,7 +342,7 @@ class _Decoder:
         if tag == "ndarray":
             return self.ndarray(body)
         if tag == "global":
-            return resolve_global(body)
+            return resolve_global(body, self.trusted)
         if tag == "object" and isinstance(body, dict) and set(body) == {"class", "id", "state"}:
             return self.object(body)
         if tag == "ref" and type(body) is int and self.objects.get(body) is not None:
@@ -349,7 +352,7 @@ class _Decoder:
         raise UnpicklingError(f"fnx.load: malformed {tag!r} value in the manifest: {short(body)}")
 
     def object(self, body: dict):
-        cls = resolve_class(body["class"])
+        cls = resolve_class(body["class"], self.trusted)
         if type(body["id"]) is not int or body["id"] != len(self.objects):
             raise UnpicklingError(f"fnx.load: malformed object id {short(body['id'])} in the manifest")
         self.objects[body["id"]] = None  # a reference to an object from inside its own state is malformed

@@ -8,6 +8,8 @@ loading never imports a module or calls anything named in the file. A name resol
   lists in `__all__`) of fnx's ops or nn modules (an activation kept as an attribute: `self.act = F.gelu`),
 
 looked up in modules that are already imported; anything else raises `UnpicklingError` naming it and the fix.
+`fnx.load(weights_only=False)` trusts the file, as `torch.load(weights_only=False)` does: then any class or
+function defined in an already-imported module (the script's own `__main__` classes included) resolves.
 """
 from __future__ import annotations
 
@@ -31,14 +33,15 @@ def global_path(obj, where: str) -> dict:
     return {"module": module, "name": name}
 
 
-def resolve_class(path) -> type:
-    """The class an `{"object": ...}` entry names: an allowed class, or an fnx.nn.Module subclass."""
+def resolve_class(path, trusted: bool = False) -> type:
+    """The class an `{"object": ...}` entry names: an allowed class, or an fnx.nn.Module subclass (or, when the
+    caller trusts the file, any class of an imported module)."""
     module, name = _split(path)
     found = safe_global_table().get(f"{module}.{name}")
     if isinstance(found, type):
         return found
-    own = _fnx_own(module, name)
-    if isinstance(own, type) and issubclass(own, Module):
+    own = _defined_in(module, name, trusted)
+    if isinstance(own, type) and (trusted or issubclass(own, Module)):
         return own
     raise UnpicklingError(f"fnx.load: the file holds an instance of {module}.{name}, which is not allowed: fnx.load "
                           f"rebuilds fnx's own modules and the classes you allow. If you trust this file, allow the "
@@ -46,15 +49,18 @@ def resolve_class(path) -> type:
                           f"context manager (after importing it)")
 
 
-def resolve_global(path) -> Any:
+def resolve_global(path, trusted: bool = False) -> Any:
     """The class or function a `{"global": ...}` value names: an allowed one, an fnx.nn.Module subclass, or a
-    public function of fnx's ops or nn modules."""
+    public function of fnx's ops or nn modules (or, when the caller trusts the file, any class or function of an
+    imported module)."""
     module, name = _split(path)
     table = safe_global_table()
     if f"{module}.{name}" in table:
         return table[f"{module}.{name}"]
-    own = _fnx_own(module, name)
-    if isinstance(own, type) and issubclass(own, Module):
+    own = _defined_in(module, name, trusted)
+    if isinstance(own, type) and (trusted or issubclass(own, Module)):
+        return own
+    if trusted and isinstance(own, (types.FunctionType, types.BuiltinFunctionType)):
         return own
     if (isinstance(own, (types.FunctionType, types.BuiltinFunctionType)) and module.split(".")[:2] in
             (["fnx", "nn"], ["fnx", "ops"]) and name in getattr(sys.modules[module], "__all__", ())):
@@ -90,10 +96,11 @@ def _split(path) -> tuple[str, str]:
     return path["module"], path["name"]
 
 
-def _fnx_own(module: str, name: str):
-    """The object `module.name` if `module` is an fnx module already imported and the object says it was defined
-    there under that name (so no attribute of a module can stand for something imported into it)."""
-    if module != "fnx" and not module.startswith("fnx."):
+def _defined_in(module: str, name: str, any_module: bool):
+    """The object `module.name` if `module` is already imported (an fnx module unless `any_module`) and the object
+    says it was defined there under that name (so no attribute of a module can stand for something imported into
+    it)."""
+    if not any_module and module != "fnx" and not module.startswith("fnx."):
         return None
     obj = sys.modules.get(module)
     for part in name.split("."):

@@ -1,0 +1,96 @@
+"""Well-known kinds of public PyTorch programs, written as their authors write them (tests/programs/*.py),
+run unmodified through `python -m fnx run`: each must train (its loss falls) and finish its own checks.
+
+nanoGPT (GPT training script), makemore (character models: bigram, GRU and Transformer here; its MLP, RNN
+and BoW models run the same way, left out to keep the tests short),
+pytorch/examples' word_language_model (LSTM and Transformer), mnist (a CNN) and vae, vit-pytorch's ViT with
+einops, time_sequence_prediction (LSTMCells with LBFGS) and llama2.c's Llama-2 model.py."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+
+def _run(program: str, *args: str, cwd: Path) -> list[str]:
+    """The stdout lines of `python -m fnx run tests/programs/PROGRAM ARGS`, which must succeed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "fnx", "run", str(PROGRAMS / program), *args],
+                            capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def _numbers(lines: list[str], pattern: str) -> list[float]:
+    return [float(m.group(1)) for line in lines if (m := re.search(pattern, line))]
+
+
+def test_nanogpt(tmp_path):
+    lines = _run("nanogpt_train.py", "--max_iters", "30", "--out_dir", str(tmp_path / "out"), cwd=tmp_path)
+    val = _numbers(lines, r"val loss ([\d.]+)")
+    assert len(val) == 2 and val[-1] < 0.7 * val[0], lines
+    assert (tmp_path / "out" / "ckpt.pt").exists()
+    sample = [line for line in lines if line.startswith("sample:")]
+    assert len(sample) == 1 and len(eval(sample[0][len("sample:"):])) == 9
+    assert lines[-1] == "cropped block size 8 (8, 32)"
+
+
+@pytest.mark.parametrize("model_type", ["bigram", "gru", "transformer"])
+def test_makemore(model_type, tmp_path):
+    """makemore's InfiniteDataLoader draws from RandomSampler(replacement=True, num_samples=int(1e10))."""
+    lines = _run("makemore.py", "--type", model_type, "--max-steps", "50", "-o", str(tmp_path), cwd=tmp_path)
+    losses = _numbers(lines, r"^step \d+ \| loss ([\d.]+)")
+    test_losses = _numbers(lines, r"test loss: ([\d.]+)$")
+    assert len(losses) == 3 and losses[-1] < losses[0] and test_losses[-1] < losses[0], lines
+    samples = [line for line in lines if line.startswith("sample:")]
+    assert len(samples) == 4 and all(set(s[len("sample: "):]) <= set("aeijklmnorst") for s in samples), samples
+
+
+@pytest.mark.parametrize("model", ["LSTM", "Transformer"])
+def test_word_language_model(model, tmp_path):
+    """Saves the whole model with `torch.save(model, f)` and reloads it with `torch.load(f, weights_only=False)`."""
+    lines = _run("word_language_model.py", "--model", model, "--nlayers", "1", "--lr", "10", "--bptt", "7",
+                 "--epochs", "2", "--save", str(tmp_path / "model.pt"), cwd=tmp_path)
+    start, = _numbers(lines, r"\| start \| valid loss\s+([\d.]+)")
+    test, = _numbers(lines, r"End of training \| test loss\s+([\d.]+)")
+    assert test < 0.5 * start, lines
+
+
+def test_mnist(tmp_path):
+    lines = _run("mnist.py", "--epochs", "1", "--save-model", cwd=tmp_path)
+    accuracy = _numbers(lines, r"Accuracy: \d+/397 \((\d+)%\)")
+    assert len(accuracy) == 2 and accuracy[0] < 30 and accuracy[1] > 60, lines
+    assert (tmp_path / "mnist_cnn.pt").exists()
+
+
+def test_vae(tmp_path):
+    lines = _run("vae.py", "--epochs", "2", cwd=tmp_path)
+    train = _numbers(lines, r"Epoch: \d+ Average loss: ([\d.]+)")
+    test = _numbers(lines, r"Test set loss: ([\d.]+)")
+    assert len(train) == 2 and train[1] < train[0] and test[1] < test[0] < 40, lines
+
+
+def test_vit_with_einops(tmp_path):
+    lines = _run("vit.py", "--epochs", "2", cwd=tmp_path)
+    loss = _numbers(lines, r"- loss : ([\d.]+)")
+    val_acc = _numbers(lines, r"val_acc: ([\d.]+)")
+    assert len(loss) == 2 and loss[1] < loss[0] and val_acc[-1] > 0.3, lines
+
+
+def test_time_sequence_prediction_with_lbfgs(tmp_path):
+    lines = _run("time_sequence_prediction.py", "--steps", "2", cwd=tmp_path)
+    losses = _numbers(lines, r"^loss: ([\d.e-]+)")
+    test = _numbers(lines, r"^test loss: ([\d.e-]+)")
+    assert len(test) == 2 and test[1] < test[0] < 0.01 and losses[-1] < 0.01 * losses[0], lines
+
+
+def test_llama2(tmp_path):
+    lines = _run("llama2.py", "--max_iters", "40", cwd=tmp_path)
+    losses = _numbers(lines, r"^\d+ \| loss ([\d.]+)")
+    assert len(losses) == 3 and losses[-1] < 0.1 * losses[0], lines
+    assert lines[-1] == "greedy: [3, 4, 5, 6, 7, 8, 9]"
