@@ -261,6 +261,14 @@ def ref_sort_two(keys, vals):
     return keys[order], vals[order]
 
 
+def ref_attention(q, k, v):
+    """Causal softmax(q k^T / sqrt(d)) v in JAX's (batch, length, heads, head_dim) layout."""
+    scores = np.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    scores = np.where(np.tril(np.ones(scores.shape[-2:], bool)), scores, -np.inf)
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    return np.einsum("bhqk,bkhd->bqhd", w / w.sum(-1, keepdims=True), v)
+
+
 @st.composite
 def logsumexp_sample(draw):
     shape = draw(shapes(min_dims=1, max_dims=3))
@@ -353,4 +361,8 @@ OPS = [
            st.builds(lambda x: Sample((x,)), floats(shapes(min_dims=1)))),
     OpInfo("nn.squareplus", nn.squareplus, lambda x: (x + np.sqrt(x * x + 4)) / 2,
            st.builds(lambda x: Sample((x,)), floats(shapes()))),
+    OpInfo("nn.dot_product_attention", lambda q, k, v: nn.dot_product_attention(q, k, v, is_causal=True),
+           ref_attention, st.builds(lambda q, k, v: Sample((q, k, v)),
+                                    floats((2, 3, 2, 4)), floats((2, 3, 2, 4)), floats((2, 3, 2, 4))),
+           extra={"numerics": "reductions"}),
 ]
