@@ -376,6 +376,35 @@ def test_layer_norm_eager_node_matches_the_composition_to_second_order(affine):
         close(got, npy(want), tol=1e-8)
 
 
+@pytest.mark.parametrize("shape,frozen", [((5, 3), ()), ((2, 5, 3), ()), ((2, 5, 3), (1,)), ((5, 3), (0, 2))])
+def test_linear_eager_node_matches_the_composition_to_second_order(shape, frozen):
+    """Eager linear is one tape node; fnx.grad traces the composition. First and second derivatives agree, and
+    inputs that do not require grad get none (a frozen weight or bias, an input batch)."""
+    x, w, b = RNG.standard_normal(shape), RNG.standard_normal((4, 3)), RNG.standard_normal(4)
+    ct = T(RNG.standard_normal(shape[:-1] + (4,)))
+
+    def loss(*ts):
+        return (F.linear(*ts) * ct).sum()
+
+    args = [T(a, i not in frozen) for i, a in enumerate((x, w, b))]
+    live = [i for i in range(3) if i not in frozen]
+    assert F.linear(args[0].reshape(-1, 3), *args[1:]).grad_fn.name == "_LinearBackward"
+    first = fnx.autograd.grad(loss(*args), [args[i] for i in live], create_graph=True)
+    for got, want in zip(first, fnx.grad(loss, argnums=tuple(live))(*(T(a) for a in (x, w, b)))):
+        close(got, npy(want))
+    assert all(args[i].grad is None for i in frozen)
+
+    if frozen:   # the first derivatives of a product are linear in the rest: no second order to compare
+        return
+
+    def cubed(*ts):
+        return sum((g * g * g).sum() for g in fnx.grad(loss, argnums=(0, 1, 2))(*ts))
+
+    second = fnx.autograd.grad(sum((g * g * g).sum() for g in first), args, materialize_grads=True)
+    for got, want in zip(second, fnx.grad(cubed, argnums=(0, 1, 2))(*(T(a) for a in (x, w, b)))):
+        close(got, npy(want), tol=1e-8)
+
+
 def test_normalize_cosine_similarity_pairwise_distance():
     x, y = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
     close(F.normalize(T(x)), x / np.linalg.norm(x, axis=1, keepdims=True))
