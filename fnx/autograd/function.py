@@ -65,6 +65,7 @@ class _FunctionNode:
 
     def release(self) -> None:
         self.ctx._saved = None
+        self.ctx.pull = None
 
     def vjp(self, cot):
         items = cot.items if isinstance(cot, Cotangents) else [cot]
@@ -146,13 +147,31 @@ class Function:
         return out_list[0] if single else tuple(out_list)
 
 
+class _Pullback:
+    """The rule of a node that `record_pullback` put on the tape: it calls the pullback its ctx holds. One rule
+    object per name, no class per node: a class is a reference cycle, and a node hanging off one (with what
+    its pullback keeps: a compiled call's residuals) would wait for Python's cycle collector to be freed."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    @staticmethod
+    def backward(ctx, *cts):
+        if ctx.pull is None:
+            raise FnxRuntimeError("Trying to backward through the graph a second time: saved tensors were freed; "
+                                  "specify retain_graph=True")
+        return tuple(ctx.pull(list(cts)))
+
+
 def record_pullback(name: str, args: list, outs: list, pull) -> list:
-    """Put one node on the eager tape whose backward is `pull(output cotangents) -> input cotangents`."""
-    backward = staticmethod(lambda ctx, *cts: tuple(pull(list(cts))))
-    rule = type(name, (), {"backward": backward})
-    node = _FunctionNode(rule, FunctionCtx(tuple(a._requires_grad for a in args)),
-                         tuple(tape.parent_of(a) for a in args), [(tuple(o.shape), o.dtype, o.device) for o in outs],
-                         tuple(tuple(a.shape) for a in args))
+    """Put one node on the eager tape whose backward is `pull(output cotangents) -> input cotangents`.
+
+    The node drops `pull` (and what it holds) when backward releases it; until then a pullback that holds the
+    outputs forms a cycle with them, as a saved output of a primitive does."""
+    ctx = FunctionCtx(tuple(a._requires_grad for a in args))
+    ctx.pull = pull
+    node = _FunctionNode(_Pullback(name), ctx, tuple(tape.parent_of(a) for a in args),
+                         [(tuple(o.shape), o.dtype, o.device) for o in outs], tuple(tuple(a.shape) for a in args))
     for k, o in enumerate(outs):
         if o.dtype.is_inexact:
             o._node = node if len(outs) == 1 else _OutputOf(node, k, len(outs))
