@@ -1,0 +1,42 @@
+"""The eager fast paths of a language model's training step agree with their plain numpy definitions:
+index_put's scatter-add over flat positions (embedding and NLL backward) with np.add.at."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+from fnx.ops.indexing import index_put_p
+
+
+@given(data=st.data())
+def test_scatter_add_matches_add_at(data):
+    ndim = data.draw(st.integers(1, 4), label="ndim")
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=ndim, max_size=ndim), label="shape"))
+    dims = data.draw(st.sampled_from(_dim_sets(ndim)), label="dims")
+    n_idx = data.draw(st.integers(0, 6), label="index length")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    index_dtype = data.draw(st.sampled_from([np.int64, np.int32, np.uint8]), label="index dtype")
+    low = [0 if index_dtype is np.uint8 else -shape[d] for d in dims]   # negative indices count from the end
+    idx = [rng.integers(lo, shape[d], size=n_idx).astype(index_dtype) for lo, d in zip(low, dims)]
+    if len(dims) > 1 and data.draw(st.booleans(), label="grid"):   # index arrays that broadcast to a 2-d grid
+        idx[0] = idx[0][:, None]
+    where = [slice(None)] * ndim
+    for d, i in zip(dims, idx):
+        where[d] = i
+    x = rng.standard_normal(shape).astype(np.float32)
+    target = x[tuple(where)].shape
+    values = rng.standard_normal(target).astype(np.float32)
+    if data.draw(st.booleans(), label="broadcast values") and len(target):
+        values = values[..., :1]
+    want = x.copy()
+    np.add.at(want, tuple(where), values)
+    got = index_put_p.impl(np, x, values, *idx, dims=dims, accumulate=True)
+    np.testing.assert_array_equal(got, want)
+
+
+def _dim_sets(ndim: int) -> list:
+    """Every non-empty increasing tuple of dims (adjacent ones take the flat path, the others np.add.at)."""
+    sets = [()]
+    for d in range(ndim):
+        sets += [s + (d,) for s in sets]
+    return [s for s in sets if s]
