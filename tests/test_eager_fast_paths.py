@@ -1,10 +1,14 @@
-"""The eager fast paths of a language model's training step agree with their plain numpy definitions:
-index_put's scatter-add over flat positions (embedding and NLL backward) with np.add.at."""
+"""The eager fast paths of a language model's training step agree with their definitions: index_put's
+scatter-add over flat positions (embedding and NLL backward) with np.add.at, the softmax primitives with their
+compositions (the op table, tests/op_db_nn_lm.py, checks values and gradients)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
+import fnx
+import fnx.nn.functional as F
 from fnx.ops.indexing import index_put_p
 
 
@@ -40,3 +44,13 @@ def _dim_sets(ndim: int) -> list:
     for d in range(ndim):
         sets += [s + (d,) for s in sets]
     return [s for s in sets if s]
+
+
+@pytest.mark.parametrize("fn", [F.log_softmax, F.softmax], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_eager_softmax_primitives_give_the_composition_bits(fn, dtype):
+    """Eagerly one primitive, under a transform the composition of fnx ops: the same values, bit for bit."""
+    x = fnx.tensor(np.random.default_rng(0).standard_normal((3, 5, 7)) * 10, dtype=dtype)
+    eager = fn(x, 1)
+    traced = fnx.vmap(lambda row: fn(row, 0))(x)
+    np.testing.assert_array_equal(eager.numpy(), traced.numpy())

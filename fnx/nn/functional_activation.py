@@ -7,12 +7,13 @@ immutable: there the result is returned out of place.
 from __future__ import annotations
 
 
+from ..core import Primitive, state
 from ..ops.autocast import autocast_op
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.inplace import inplace as _inplace_method
 from ..ops.joins import chunk
-from ..tensor import Tensor
+from ..tensor import Tensor, canonical_dim
 from .._warn import warn as _warn
 from ..ops.sampling import rand
 
@@ -255,10 +256,36 @@ def _softmax_dim(name: str, ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
+def _eager_float(input: Tensor) -> bool:
+    """Whether `input` is a concrete non-empty floating tensor of at least one dim outside any transform (the
+    primitives' case)."""
+    return type(input) is Tensor and not state.transforms_active and input.dtype.is_floating_point and \
+        input.ndim > 0 and input.numel() > 0
+
+
 def _shifted(input: Tensor, dim: int) -> Tensor:
     """input minus its max along `dim`, the max held constant (the result is shift-invariant, so the
     gradient is exact and no exp can overflow)."""
     return input - rd.amax(input, dim, keepdim=True).detach()
+
+
+# Eagerly, log_softmax and softmax are one primitive each: numpy runs log_softmax in four passes over the input
+# and its backward g - exp(out) sum(g) in four, where the composition (and its derivative through each of its
+# six ops) takes more, each op with a tape node. Under a transform the composition runs, so compile fuses it and
+# every transform applies its own rules to its ops; the two give the same bits.
+log_softmax_p = Primitive("log_softmax", saves_inputs=False, saves_output=True)
+
+
+@log_softmax_p.def_impl
+def _log_softmax_impl(xp, x, *, dim):
+    out = x - x.max(dim, keepdims=True)
+    total = xp.exp(out).sum(dim, keepdims=True, dtype=x.dtype)
+    out -= xp.log(total, out=total)
+    return out
+
+
+log_softmax_p.def_abstract(lambda x, *, dim: x)
+log_softmax_p.def_vjp(lambda g, primals, out, *, dim: (g - ew.exp(out) * rd.sum(g, dim, keepdim=True),))
 
 
 @autocast_op("log_softmax")
@@ -270,8 +297,24 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
         dim = _softmax_dim("log_softmax", input.ndim)
     if dtype is not None:
         input = input.to(dtype)
+    if _eager_float(input):
+        return log_softmax_p.bind(input, dim=canonical_dim(dim, input.ndim, "log_softmax"))
     z = _shifted(input, dim)
     return z - ew.log(rd.sum(ew.exp(z), dim, keepdim=True))
+
+
+softmax_p = Primitive("softmax", saves_inputs=False, saves_output=True)
+
+
+@softmax_p.def_impl
+def _softmax_impl(xp, x, *, dim):
+    out = xp.exp(x - x.max(dim, keepdims=True))
+    out /= out.sum(dim, keepdims=True, dtype=x.dtype)
+    return out
+
+
+softmax_p.def_abstract(lambda x, *, dim: x)
+softmax_p.def_vjp(lambda g, primals, out, *, dim: (out * (g - rd.sum(g * out, dim, keepdim=True)),))
 
 
 @autocast_op("softmax")
@@ -281,6 +324,8 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
         dim = _softmax_dim("softmax", input.ndim)
     if dtype is not None:
         input = input.to(dtype)
+    if _eager_float(input):
+        return softmax_p.bind(input, dim=canonical_dim(dim, input.ndim, "softmax"))
     e = ew.exp(_shifted(input, dim))
     return e / rd.sum(e, dim, keepdim=True)
 
