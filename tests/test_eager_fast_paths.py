@@ -9,6 +9,7 @@ from hypothesis import given, strategies as st
 
 import fnx
 import fnx.nn.functional as F
+from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
 from fnx.ops.indexing import index_put_p
 
 
@@ -54,3 +55,21 @@ def test_eager_softmax_primitives_give_the_composition_bits(fn, dtype):
     eager = fn(x, 1)
     traced = fnx.vmap(lambda row: fn(row, 0))(x)
     np.testing.assert_array_equal(eager.numpy(), traced.numpy())
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_lstm_impls_leave_their_inputs_unchanged(bias):
+    """The forward scales a copy of w_hh^T; with an output size of 1, w_hh^T is contiguous and must still be
+    copied (the gradient check caught an in-place scaling of the weight)."""
+    rng = np.random.default_rng(0)
+    length, n, hid = 3, 2, 2
+    args = [rng.standard_normal(s) for s in [(length, n, 4 * hid), (n, hid), (n, hid), (4 * hid, hid)]]
+    args[1], args[3] = np.ascontiguousarray(args[1][:, :1]), np.ascontiguousarray(args[3][:, :1])
+    w_hr = rng.standard_normal((1, hid))
+    args += ([rng.standard_normal(4 * hid)] if bias else []) + [w_hr]
+    before = [a.copy() for a in args]
+    outs = recurrence_p.impl(np, *args, mode="LSTM", reverse=False, bias=bias, proj=True)
+    recurrence_vjp_p.impl(np, *args, outs[0], *outs[3:], np.ones_like(outs[0]), np.ones_like(outs[1]),
+                          np.ones_like(outs[2]), mode="LSTM", reverse=False, bias=bias, proj=True)
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)
