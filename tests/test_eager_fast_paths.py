@@ -9,6 +9,7 @@ from hypothesis import given, strategies as st
 
 import fnx
 import fnx.nn.functional as F
+from fnx.lowering import recurrence_kernels
 from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
 from fnx.ops.indexing import index_put_p
 
@@ -73,3 +74,29 @@ def test_lstm_impls_leave_their_inputs_unchanged(bias):
                           np.ones_like(outs[2]), mode="LSTM", reverse=False, bias=bias, proj=True)
     for a, b in zip(args, before):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
+@pytest.mark.parametrize("reverse, bias", [(False, True), (True, False)])
+def test_lstm_c_steps_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bias):
+    """Above MIN_ELEMENTS an LSTM's steps run in C: the same outputs and gradients as numpy's loop, which the op
+    table checks against finite differences."""
+    rng = np.random.default_rng(1)
+    length, n, hid = 16, 4, 64
+    assert recurrence_kernels.lstm_steps(np.dtype(dtype), length * n * hid) is not None   # the C loops run
+    args = [rng.standard_normal(s).astype(dtype) for s in [(length, n, 4 * hid), (n, hid), (n, hid)]]
+    args.append((rng.standard_normal((4 * hid, hid)) / 8).astype(dtype))
+    args += [rng.standard_normal(4 * hid).astype(dtype)] if bias else []
+    cts = [rng.standard_normal(s).astype(dtype) for s in [(length, n, hid), (n, hid), (n, hid)]]
+    params = {"mode": "LSTM", "reverse": reverse, "bias": bias, "proj": False}
+
+    def run():
+        outs = recurrence_p.impl(np, *args, **params)
+        return outs, recurrence_vjp_p.impl(np, *args, outs[0], *outs[3:], *cts, **params)
+
+    c_outs, c_grads = run()
+    monkeypatch.setattr(recurrence_kernels, "MIN_ELEMENTS", 10**9)
+    np_outs, np_grads = run()
+    for got, want in zip(c_outs + c_grads, np_outs + np_grads):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=tol * 10, atol=tol * np.abs(want).max())
