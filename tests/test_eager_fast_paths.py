@@ -9,7 +9,8 @@ from hypothesis import given, strategies as st
 
 import fnx
 import fnx.nn.functional as F
-from fnx.lowering import recurrence_kernels
+from fnx.lowering import nn_kernels
+from fnx.nn.functional_activation import log_softmax_backward_p, log_softmax_p
 from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
 from fnx.ops.indexing import index_put_p
 
@@ -83,7 +84,7 @@ def test_lstm_c_steps_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bia
     table checks against finite differences."""
     rng = np.random.default_rng(1)
     length, n, hid = 16, 4, 64
-    assert recurrence_kernels.lstm_steps(np.dtype(dtype), length * n * hid) is not None   # the C loops run
+    assert nn_kernels.lstm_steps(np.dtype(dtype), length * n * hid) is not None   # the C loops run
     args = [rng.standard_normal(s).astype(dtype) for s in [(length, n, 4 * hid), (n, hid), (n, hid)]]
     args.append((rng.standard_normal((4 * hid, hid)) / 8).astype(dtype))
     args += [rng.standard_normal(4 * hid).astype(dtype)] if bias else []
@@ -95,8 +96,30 @@ def test_lstm_c_steps_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bia
         return outs, recurrence_vjp_p.impl(np, *args, outs[0], *outs[3:], *cts, **params)
 
     c_outs, c_grads = run()
-    monkeypatch.setattr(recurrence_kernels, "MIN_ELEMENTS", 10**9)
+    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
     np_outs, np_grads = run()
     for got, want in zip(c_outs + c_grads, np_outs + np_grads):
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=tol * 10, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
+def test_log_softmax_c_rows_match_numpy(monkeypatch, dtype, tol):
+    """log_softmax over the last dim of a large float array, and its backward, run as C loops: numpy's values
+    to rounding, NaN rows NaN."""
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((2, 40, 130)) * 20).astype(dtype)
+    x[0, 3, 7] = np.nan
+    g = rng.standard_normal(x.shape).astype(dtype)
+    assert nn_kernels.log_softmax(x) is not None   # the C loops run
+
+    def run():
+        out = log_softmax_p.impl(np, x, dim=2)
+        return out, log_softmax_backward_p.impl(np, g, out, dim=2)
+
+    got = run()
+    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
+    want = run()
+    assert np.isnan(got[0][0, 3]).all() and np.isnan(got[1][0, 3]).all()
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=tol * 10, atol=tol * np.nanmax(np.abs(b)))

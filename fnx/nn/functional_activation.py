@@ -1,4 +1,5 @@
-"""Activation functions and softmax of `fnx.nn.functional`, as compositions of fnx ops.
+"""Activation functions and softmax of `fnx.nn.functional`, as compositions of fnx ops (softmax and log_softmax
+are also primitives of their own in eager mode, for speed).
 
 Each works eagerly and under every transform. `inplace=True` writes the result into the input through
 fnx's in-place machinery (so autograd's version checks apply), except on traced values, which are
@@ -6,8 +7,10 @@ immutable: there the result is returned out of place.
 """
 from __future__ import annotations
 
+import numpy as np
 
 from ..core import Primitive, state
+from ..lowering import nn_kernels
 from ..ops.autocast import autocast_op
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
@@ -270,14 +273,19 @@ def _shifted(input: Tensor, dim: int) -> Tensor:
 
 
 # Eagerly, log_softmax and softmax are one primitive each: numpy runs log_softmax in four passes over the input
-# and its backward g - exp(out) sum(g) in four, where the composition (and its derivative through each of its
-# six ops) takes more, each op with a tape node. Under a transform the composition runs, so compile fuses it and
-# every transform applies its own rules to its ops; the two give the same bits.
+# (a C loop in one or two, over the last dim of large float arrays: fnx/lowering/nn_kernels.py) and its backward
+# g - exp(out) sum(g) likewise, where the composition (and its derivative through each of its six ops) takes
+# more, each op with a tape node. Under a transform the composition runs, so compile fuses it and every
+# transform applies its own rules to its ops; numpy's impls give the composition's bits.
 log_softmax_p = Primitive("log_softmax", saves_inputs=False, saves_output=True)
+log_softmax_backward_p = Primitive("log_softmax_backward")
 
 
 @log_softmax_p.def_impl
 def _log_softmax_impl(xp, x, *, dim):
+    fast = nn_kernels.log_softmax(x) if xp is np and dim == x.ndim - 1 else None
+    if fast is not None:
+        return fast
     out = x - x.max(dim, keepdims=True)
     total = xp.exp(out).sum(dim, keepdims=True, dtype=x.dtype)
     out -= xp.log(total, out=total)
@@ -285,7 +293,27 @@ def _log_softmax_impl(xp, x, *, dim):
 
 
 log_softmax_p.def_abstract(lambda x, *, dim: x)
-log_softmax_p.def_vjp(lambda g, primals, out, *, dim: (g - ew.exp(out) * rd.sum(g, dim, keepdim=True),))
+log_softmax_p.def_vjp(lambda g, primals, out, *, dim: (log_softmax_backward_p.bind(g, out, dim=dim),))
+
+
+@log_softmax_backward_p.def_impl
+def _log_softmax_backward_impl(xp, g, out, *, dim):
+    fast = nn_kernels.log_softmax_backward(g, out) if xp is np and dim == g.ndim - 1 else None
+    if fast is not None:
+        return fast
+    dx = xp.exp(out)
+    dx *= g.sum(dim, keepdims=True, dtype=g.dtype)
+    return xp.subtract(g, dx, out=dx)
+
+
+log_softmax_backward_p.def_abstract(lambda g, out, *, dim: g)
+
+
+@log_softmax_backward_p.def_vjp
+def _log_softmax_backward_vjp(ct, primals, dx, *, dim):
+    g, out = primals
+    p = ew.exp(out)
+    return ct - rd.sum(ct * p, dim, keepdim=True), -(ct * p * rd.sum(g, dim, keepdim=True))
 
 
 @autocast_op("log_softmax")

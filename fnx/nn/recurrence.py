@@ -4,7 +4,7 @@
 caller (xw = x W_ih^T + b_ih: one GEMM over the whole sequence). Eagerly, and as a library step of compiled
 code, `recurrence_p`'s impl loops in numpy over preallocated buffers (one GEMM and a few in-place ufunc
 passes per time step; for an LSTM without projection on large enough CPU float arrays, one GEMM and one call
-of a C loop, fnx/lowering/recurrence_kernels.py) and also returns the gate activations, which
+of a C loop, fnx/lowering/nn_kernels.py) and also returns the gate activations, which
 `recurrence_vjp_p` reads for a hand-written backward through time. That is what makes an eager LSTM step
 cost about what PyTorch's fused C++ loop costs, where a `scan` of fnx ops paid Python dispatch and a tape node
 for each of ~10 ops per step.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
-from ..lowering.recurrence_kernels import lstm_steps
+from ..lowering.nn_kernels import lstm_steps
 from ..ops import elementwise as ew
 from ..ops._batching import batch_size, move_to_front
 from ..ops.control import scan
