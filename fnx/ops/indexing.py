@@ -23,7 +23,7 @@ from .inplace import _check_target, _concrete_target_error, _records, _snapshot,
 from .shape import (_count, broadcast_tensors, broadcast_to, new_view, reshape, reshape_p, slice_p, strided_slice,
                     unsqueeze)
 from ._batching import batch_size, move_to_front, with_batch_size
-from .creation import arange, tensor, transfer, zeros
+from .creation import arange, tensor, transfer
 
 __all__ = ["gather", "scatter", "scatter_add", "index_select", "index_add", "index_fill", "index_copy", "index_put",
            "masked_fill", "masked_select", "nonzero", "argwhere", "one_hot", "take", "take_along_dim", "put"]
@@ -72,7 +72,7 @@ def _index_abstract(x: ShapedArray, *idx: ShapedArray, dims: tuple) -> ShapedArr
 @index_p.def_vjp
 def _index_vjp(g, primals, out, *, dims):
     x, *idx = primals
-    base = zeros(tuple(x.shape), dtype=g.dtype, device=g.device)
+    base = broadcast_to(scalar_like(0, g.dtype, g.device), tuple(x.shape))   # index_put's copy writes the zeros
     return (index_put_p.bind(base, g, *idx, dims=dims, accumulate=True),) + (None,) * len(idx)
 
 
