@@ -25,7 +25,7 @@ __all__ = ["lstm_steps", "log_softmax", "log_softmax_backward", "MIN_ELEMENTS"]
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _TEMPLATE = Path(__file__).parent / "templates" / "c_nn.c.j2"
-_POINTERS = {"lstm_step": 6, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3}   # then 2 sizes
+_POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3}   # then 2 sizes
 _lib: list = []   # [the loaded library, or None where it cannot be built], once built
 _lock = threading.Lock()
 

@@ -146,20 +146,18 @@ def _lstm_forward_c(step, xw, h0, c0, w_hh, b_hh, reverse):
     """`_lstm_forward` with one GEMM and one C call per step."""
     length, n, g4 = xw.shape
     hid = g4 // 4
-    act = np.empty(xw.shape, xw.dtype)   # pre-activations, turned into activations step by step
-    if b_hh is not None:
-        np.add(xw, b_hh, out=act)
-    else:
-        np.copyto(act, xw)
+    xw = np.ascontiguousarray(xw)
+    bias = np.ascontiguousarray(b_hh) if b_hh is not None else np.zeros(g4, xw.dtype)
+    act = np.empty(xw.shape, xw.dtype)
     ys, cs, tcs = (np.empty((length, n, hid), xw.dtype) for _ in range(3))
     gh = np.empty((n, g4), xw.dtype)
     w_t = _transposed(np, w_hh)
-    at_act, at_ys, at_cs, at_tcs = (_row_pointers(a) for a in (act, ys, cs, tcs))
+    at_xw, at_act, at_ys, at_cs, at_tcs = (_row_pointers(a) for a in (xw, act, ys, cs, tcs))
     h, c0 = np.ascontiguousarray(h0), np.ascontiguousarray(c0)
-    at_gh, c = gh.ctypes.data, c0.ctypes.data
+    at_gh, at_bias, c = gh.ctypes.data, bias.ctypes.data, c0.ctypes.data
     for t in _steps(length, reverse):
         np.matmul(h, w_t, out=gh)
-        step(at_act[t], at_gh, c, at_cs[t], at_tcs[t], at_ys[t], n, hid)
+        step(at_xw[t], at_gh, at_bias, c, at_act[t], at_cs[t], at_tcs[t], at_ys[t], n, hid)
         h, c = ys[t], at_cs[t]
     last = 0 if reverse else length - 1
     return [ys, ys[last].copy(), cs[last].copy(), act, cs, tcs]
