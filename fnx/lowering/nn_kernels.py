@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._warn import warn
+from .c_loops import build_loops
 
 __all__ = ["lstm_steps", "log_softmax", "log_softmax_backward", "MIN_ELEMENTS"]
 
@@ -70,28 +70,9 @@ def log_softmax_backward(g: np.ndarray, out: np.ndarray) -> np.ndarray | None:
 
 
 def _build():
-    """The loaded library with its functions' signatures set, or None (with a warning when a compiler exists
-    but failed)."""
-    # Imported here, not with fnx: building needs Jinja2 and a C compiler, and a process that never runs these
-    # impls on large arrays needs neither.
-    from .._version import __version__
-    from .codegen import prelude
-    from .cpu import NoCompilerError, compile_libraries
-
-    try:
-        import jinja2
-
-        body = jinja2.Template(_TEMPLATE.read_text()).render()
-
-        def sources(simd: bool) -> dict[str, str]:
-            return {"fnx-nn": prelude("c", simd=simd) + body}
-
-        lib = compile_libraries(sources(True), __version__, sources)["fnx-nn"]
-    except (NoCompilerError, ModuleNotFoundError):
-        return None
-    except Exception as e:  # noqa: BLE001 (any failure to build leaves numpy's impls, which are always right)
-        warn(f"fnx: the C loops of the LSTM recurrence and log_softmax could not be built ({e}); numpy runs them "
-             f"instead (slower)", RuntimeWarning)
+    """The loaded library with its functions' signatures set, or None where it cannot be built."""
+    lib = build_loops("fnx-nn", _TEMPLATE, "the LSTM recurrence and log_softmax")
+    if lib is None:
         return None
     for name, pointers in _POINTERS.items():
         for sfx in _SUFFIX.values():
