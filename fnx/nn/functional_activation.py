@@ -16,7 +16,7 @@ from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.inplace import inplace as _inplace_method
 from ..ops.joins import chunk
-from ..tensor import Tensor, canonical_dim
+from ..tensor import Tensor, Tracer, canonical_dim
 from .._warn import warn as _warn
 from ..ops.sampling import rand
 
@@ -262,7 +262,7 @@ def _softmax_dim(name: str, ndim: int) -> int:
 def _eager_float(input: Tensor) -> bool:
     """Whether `input` is a concrete non-empty floating tensor of at least one dim outside any transform (the
     primitives' case)."""
-    return type(input) is Tensor and not state.transforms_active and input.dtype.is_floating_point and \
+    return not isinstance(input, Tracer) and not state.transforms_active and input.dtype.is_floating_point and \
         input.ndim > 0 and input.numel() > 0
 
 
