@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._warn import warn
 from ..ops import windows
+from .c_loops import build_loops
 
 __all__ = ["im2col", "col2im", "window_argmax", "window_take", "window_put", "MIN_ELEMENTS"]
 
@@ -44,26 +44,8 @@ def _library():
 
 
 def _build():
-    # Imported here, not with fnx: building needs Jinja2 and a C compiler, and a process without convolutions
-    # never needs either.
-    from .._version import __version__
-    from .codegen import prelude
-    from .cpu import NoCompilerError, compile_libraries
-
-    try:
-        import jinja2
-
-        body = jinja2.Template(_TEMPLATE.read_text()).render()
-
-        def sources(simd: bool) -> dict[str, str]:
-            return {"fnx-windows": prelude("c", simd=simd) + body}
-
-        lib = compile_libraries(sources(True), __version__, sources)["fnx-windows"]
-    except (NoCompilerError, ModuleNotFoundError):
-        return None
-    except Exception as e:  # noqa: BLE001 (any failure to build leaves numpy's impls, which are always right)
-        warn(f"fnx: the C loops of convolution and pooling could not be built ({e}); numpy runs them instead "
-             f"(slower)", RuntimeWarning)
+    lib = build_loops("fnx-windows", _TEMPLATE, "convolution and pooling")
+    if lib is None:
         return None
     for name in ("im2col", "col2im", "window_argmax", "window_take", "window_put"):
         for sfx in _SUFFIX.values():

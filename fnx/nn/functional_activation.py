@@ -1,4 +1,5 @@
-"""Activation functions and softmax of `fnx.nn.functional`, as compositions of fnx ops.
+"""Activation functions and softmax of `fnx.nn.functional`, as compositions of fnx ops (softmax and log_softmax
+are also primitives of their own in eager mode, for speed).
 
 Each works eagerly and under every transform. `inplace=True` writes the result into the input through
 fnx's in-place machinery (so autograd's version checks apply), except on traced values, which are
@@ -6,13 +7,16 @@ immutable: there the result is returned out of place.
 """
 from __future__ import annotations
 
+import numpy as np
 
+from ..core import Primitive, state
+from ..lowering import nn_kernels
 from ..ops.autocast import autocast_op
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.inplace import inplace as _inplace_method
 from ..ops.joins import chunk
-from ..tensor import Tensor
+from ..tensor import Tensor, Tracer, canonical_dim
 from .._warn import warn as _warn
 from ..ops.sampling import rand
 
@@ -255,10 +259,61 @@ def _softmax_dim(name: str, ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
+def _eager_float(input: Tensor) -> bool:
+    """Whether `input` is a concrete non-empty floating tensor of at least one dim outside any transform (the
+    primitives' case)."""
+    return not isinstance(input, Tracer) and not state.transforms_active and input.dtype.is_floating_point and \
+        input.ndim > 0 and input.numel() > 0
+
+
 def _shifted(input: Tensor, dim: int) -> Tensor:
     """input minus its max along `dim`, the max held constant (the result is shift-invariant, so the
     gradient is exact and no exp can overflow)."""
     return input - rd.amax(input, dim, keepdim=True).detach()
+
+
+# Eagerly, log_softmax and softmax are one primitive each: numpy runs log_softmax in four passes over the input
+# (a C loop in one or two, over the last dim of large float arrays: fnx/lowering/nn_kernels.py) and its backward
+# g - exp(out) sum(g) likewise, where the composition (and its derivative through each of its six ops) takes
+# more, each op with a tape node. Under a transform the composition runs, so compile fuses it and every
+# transform applies its own rules to its ops; numpy's impls give the composition's bits.
+log_softmax_p = Primitive("log_softmax", saves_inputs=False, saves_output=True)
+log_softmax_backward_p = Primitive("log_softmax_backward")
+
+
+@log_softmax_p.def_impl
+def _log_softmax_impl(xp, x, *, dim):
+    fast = nn_kernels.log_softmax(x) if xp is np and dim == x.ndim - 1 else None
+    if fast is not None:
+        return fast
+    out = x - x.max(dim, keepdims=True)
+    total = xp.exp(out).sum(dim, keepdims=True, dtype=x.dtype)
+    out -= xp.log(total, out=total)
+    return out
+
+
+log_softmax_p.def_abstract(lambda x, *, dim: x)
+log_softmax_p.def_vjp(lambda g, primals, out, *, dim: (log_softmax_backward_p.bind(g, out, dim=dim),))
+
+
+@log_softmax_backward_p.def_impl
+def _log_softmax_backward_impl(xp, g, out, *, dim):
+    fast = nn_kernels.log_softmax_backward(g, out) if xp is np and dim == g.ndim - 1 else None
+    if fast is not None:
+        return fast
+    dx = xp.exp(out)
+    dx *= g.sum(dim, keepdims=True, dtype=g.dtype)
+    return xp.subtract(g, dx, out=dx)
+
+
+log_softmax_backward_p.def_abstract(lambda g, out, *, dim: g)
+
+
+@log_softmax_backward_p.def_vjp
+def _log_softmax_backward_vjp(ct, primals, dx, *, dim):
+    g, out = primals
+    p = ew.exp(out)
+    return ct - rd.sum(ct * p, dim, keepdim=True), -(ct * p * rd.sum(g, dim, keepdim=True))
 
 
 @autocast_op("log_softmax")
@@ -270,8 +325,24 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
         dim = _softmax_dim("log_softmax", input.ndim)
     if dtype is not None:
         input = input.to(dtype)
+    if _eager_float(input):
+        return log_softmax_p.bind(input, dim=canonical_dim(dim, input.ndim, "log_softmax"))
     z = _shifted(input, dim)
     return z - ew.log(rd.sum(ew.exp(z), dim, keepdim=True))
+
+
+softmax_p = Primitive("softmax", saves_inputs=False, saves_output=True)
+
+
+@softmax_p.def_impl
+def _softmax_impl(xp, x, *, dim):
+    out = xp.exp(x - x.max(dim, keepdims=True))
+    out /= out.sum(dim, keepdims=True, dtype=x.dtype)
+    return out
+
+
+softmax_p.def_abstract(lambda x, *, dim: x)
+softmax_p.def_vjp(lambda g, primals, out, *, dim: (out * (g - rd.sum(g * out, dim, keepdim=True)),))
 
 
 @autocast_op("softmax")
@@ -281,6 +352,8 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
         dim = _softmax_dim("softmax", input.ndim)
     if dtype is not None:
         input = input.to(dtype)
+    if _eager_float(input):
+        return softmax_p.bind(input, dim=canonical_dim(dim, input.ndim, "softmax"))
     e = ew.exp(_shifted(input, dim))
     return e / rd.sum(e, dim, keepdim=True)
 

@@ -1,0 +1,125 @@
+"""The eager fast paths of a language model's training step agree with their definitions: index_put's
+scatter-add over flat positions (embedding and NLL backward) with np.add.at, the softmax primitives with their
+compositions (the op table, tests/op_db_nn_lm.py, checks values and gradients)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import fnx
+import fnx.nn.functional as F
+from fnx.lowering import nn_kernels
+from fnx.nn.functional_activation import log_softmax_backward_p, log_softmax_p
+from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
+from fnx.ops.indexing import index_put_p
+
+
+@given(data=st.data())
+def test_scatter_add_matches_add_at(data):
+    ndim = data.draw(st.integers(1, 4), label="ndim")
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=ndim, max_size=ndim), label="shape"))
+    dims = data.draw(st.sampled_from(_dim_sets(ndim)), label="dims")
+    n_idx = data.draw(st.integers(0, 6), label="index length")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    index_dtype = data.draw(st.sampled_from([np.int64, np.int32, np.uint8]), label="index dtype")
+    low = [0 if index_dtype is np.uint8 else -shape[d] for d in dims]   # negative indices count from the end
+    idx = [rng.integers(lo, shape[d], size=n_idx).astype(index_dtype) for lo, d in zip(low, dims)]
+    if len(dims) > 1 and data.draw(st.booleans(), label="grid"):   # index arrays that broadcast to a 2-d grid
+        idx[0] = idx[0][:, None]
+    where = [slice(None)] * ndim
+    for d, i in zip(dims, idx):
+        where[d] = i
+    x = rng.standard_normal(shape).astype(np.float32)
+    target = x[tuple(where)].shape
+    values = rng.standard_normal(target).astype(np.float32)
+    if data.draw(st.booleans(), label="broadcast values") and len(target):
+        values = values[..., :1]
+    want = x.copy()
+    np.add.at(want, tuple(where), values)
+    got = index_put_p.impl(np, x, values, *idx, dims=dims, accumulate=True)
+    np.testing.assert_array_equal(got, want)
+
+
+def _dim_sets(ndim: int) -> list:
+    """Every non-empty increasing tuple of dims (adjacent ones take the flat path, the others np.add.at)."""
+    sets = [()]
+    for d in range(ndim):
+        sets += [s + (d,) for s in sets]
+    return [s for s in sets if s]
+
+
+@pytest.mark.parametrize("fn", [F.log_softmax, F.softmax], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_eager_softmax_primitives_give_the_composition_bits(fn, dtype):
+    """Eagerly one primitive, under a transform the composition of fnx ops: the same values, bit for bit."""
+    x = fnx.tensor(np.random.default_rng(0).standard_normal((3, 5, 7)) * 10, dtype=dtype)
+    eager = fn(x, 1)
+    traced = fnx.vmap(lambda row: fn(row, 0))(x)
+    np.testing.assert_array_equal(eager.numpy(), traced.numpy())
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_lstm_impls_leave_their_inputs_unchanged(bias):
+    """The forward scales a copy of w_hh^T; with an output size of 1, w_hh^T is contiguous and must still be
+    copied (the gradient check caught an in-place scaling of the weight)."""
+    rng = np.random.default_rng(0)
+    length, n, hid = 3, 2, 2
+    args = [rng.standard_normal(s) for s in [(length, n, 4 * hid), (n, hid), (n, hid), (4 * hid, hid)]]
+    args[1], args[3] = np.ascontiguousarray(args[1][:, :1]), np.ascontiguousarray(args[3][:, :1])
+    w_hr = rng.standard_normal((1, hid))
+    args += ([rng.standard_normal(4 * hid)] if bias else []) + [w_hr]
+    before = [a.copy() for a in args]
+    outs = recurrence_p.impl(np, *args, mode="LSTM", reverse=False, bias=bias, proj=True)
+    recurrence_vjp_p.impl(np, *args, outs[0], *outs[3:], np.ones_like(outs[0]), np.ones_like(outs[1]),
+                          np.ones_like(outs[2]), mode="LSTM", reverse=False, bias=bias, proj=True)
+    for a, b in zip(args, before):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
+@pytest.mark.parametrize("reverse, bias", [(False, True), (True, False)])
+def test_lstm_c_steps_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bias):
+    """Above MIN_ELEMENTS an LSTM's steps run in C: the same outputs and gradients as numpy's loop, which the op
+    table checks against finite differences."""
+    rng = np.random.default_rng(1)
+    length, n, hid = 16, 4, 64
+    assert nn_kernels.lstm_steps(np.dtype(dtype), length * n * hid) is not None   # the C loops run
+    args = [rng.standard_normal(s).astype(dtype) for s in [(length, n, 4 * hid), (n, hid), (n, hid)]]
+    args.append((rng.standard_normal((4 * hid, hid)) / 8).astype(dtype))
+    args += [rng.standard_normal(4 * hid).astype(dtype)] if bias else []
+    cts = [rng.standard_normal(s).astype(dtype) for s in [(length, n, hid), (n, hid), (n, hid)]]
+    params = {"mode": "LSTM", "reverse": reverse, "bias": bias, "proj": False}
+
+    def run():
+        outs = recurrence_p.impl(np, *args, **params)
+        return outs, recurrence_vjp_p.impl(np, *args, outs[0], *outs[3:], *cts, **params)
+
+    c_outs, c_grads = run()
+    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
+    np_outs, np_grads = run()
+    for got, want in zip(c_outs + c_grads, np_outs + np_grads):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=tol * 10, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
+def test_log_softmax_c_rows_match_numpy(monkeypatch, dtype, tol):
+    """log_softmax over the last dim of a large float array, and its backward, run as C loops: numpy's values
+    to rounding, NaN rows NaN."""
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((2, 40, 130)) * 20).astype(dtype)
+    x[0, 3, 7] = np.nan
+    g = rng.standard_normal(x.shape).astype(dtype)
+    assert nn_kernels.log_softmax(x) is not None   # the C loops run
+
+    def run():
+        out = log_softmax_p.impl(np, x, dim=2)
+        return out, log_softmax_backward_p.impl(np, g, out, dim=2)
+
+    got = run()
+    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
+    want = run()
+    assert np.isnan(got[0][0, 3]).all() and np.isnan(got[1][0, 3]).all()
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=tol * 10, atol=tol * np.nanmax(np.abs(b)))
