@@ -870,8 +870,10 @@ def relu(input: Tensor) -> Tensor:
 # gelu, exact: x Phi(x) = 0.5 x erfc(-x / sqrt 2) (1 + erf(x) = erfc(-x): no cancellation for x << 0), and its
 # tanh form x sigmoid(v), v = 2 sqrt(2 / pi) (x + 0.044715 x^3) (0.5 (1 + tanh(v / 2)) without cancellation). Each
 # and its derivative is a primitive: as compositions they took a dozen numpy passes forward and more backward, as
-# native primitives eager mode runs one kernel each (fnx/lowering/eager_kernels.py). Both compute in double and
-# round once, in C and in numpy alike. The derivatives' own derivatives are fnx ops: differentiable at any order.
+# native primitives eager mode runs one kernel each (fnx/lowering/eager_kernels.py). numpy computes in double and
+# rounds once; so does C, but for exact gelu and its derivative in float32: vectorised float32 forms of a few ulp
+# (templates/gelu_math.h.j2), several times faster than double's erfc. The derivatives' own derivatives are fnx
+# ops: differentiable at any order.
 _SQRT1_2 = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_C, _TANH_K = 2.0 * math.sqrt(2.0 / math.pi), 0.044715   # v = _TANH_C (x + _TANH_K x^3)
@@ -926,10 +928,10 @@ def _gelu_tanh_deriv2(x: Tensor) -> Tensor:
 gelu_deriv_p = unary("gelu_deriv", _in_double(_gelu_deriv),
                      lambda x, out: exp(-0.5 * x * x) * _INV_SQRT_2PI * (2.0 - x * x),
                      float_only=True, expensive=True, native=True,
-                     c=_c_in_double(f"(0.5 * erfc({{0}} * {-_SQRT1_2!r}) + "
-                                    f"{{0}} * exp(-0.5 * {{0}} * {{0}}) * {_INV_SQRT_2PI!r})"))
+                     c={"f": "fnx_gelu_derivf({0})", "d": f"(0.5 * erfc({{0}} * {-_SQRT1_2!r}) + "
+                                                         f"{{0}} * exp(-0.5 * {{0}} * {{0}}) * {_INV_SQRT_2PI!r})"})
 gelu_p = unary("gelu", _in_double(_gelu), lambda x, out: gelu_deriv_p.bind(x), float_only=True, expensive=True,
-               native=True, c=_c_in_double(f"(0.5 * {{0}} * erfc({{0}} * {-_SQRT1_2!r}))"))
+               native=True, c={"f": "fnx_geluf({0})", "d": f"(0.5 * {{0}} * erfc({{0}} * {-_SQRT1_2!r}))"})
 gelu_tanh_deriv_p = unary("gelu_tanh_deriv", _in_double(_gelu_tanh_deriv), lambda x, out: _gelu_tanh_deriv2(x),
                           float_only=True, expensive=True, native=True, c=_c_in_double(
                               f"(fnx_sigmoid({_V}) + {{0}} * (fnx_sigmoid({_V}) * fnx_sigmoid(-{_V})) * {_DV})"))
