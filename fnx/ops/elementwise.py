@@ -872,7 +872,7 @@ def relu(input: Tensor) -> Tensor:
 # and its derivative is a primitive: as compositions they took a dozen numpy passes forward and more backward, as
 # native primitives eager mode runs one kernel each (fnx/lowering/eager_kernels.py). numpy computes in double and
 # rounds once; so does C, but for exact gelu and its derivative in float32: vectorised float32 forms of a few ulp
-# (templates/gelu_math.h.j2), several times faster than double's erfc. The derivatives' own derivatives are fnx
+# (templates/gelu_math.h.j2), three times faster than double's erfc. The derivatives' own derivatives are fnx
 # ops: differentiable at any order.
 _SQRT1_2 = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -948,7 +948,7 @@ gelu_tanh_p = unary("gelu_tanh", _in_double(_gelu_tanh), lambda x, out: gelu_tan
 # product with the derivative primitive took two, and a temporary.
 gelu_backward_p = binary("gelu_backward", _in_double(lambda xp, g, x: g * _gelu_deriv(xp, x)),
                          lambda g, x, out: gelu_deriv_p.bind(x), lambda g, x, out: g * _gelu_deriv2(x),
-                         expensive=True, native=True, c={"f": "fnx_gelu_backwardf({0}, {1})",
+                         expensive=True, native=True, c={"f": "({0} * fnx_gelu_derivf({1}))",
                                                          "d": f"({{0}} * {_GELU_DERIV.replace('{0}', '{1}')})"})
 gelu_tanh_backward_p = binary("gelu_tanh_backward", _in_double(lambda xp, g, x: g * _gelu_tanh_deriv(xp, x)),
                               lambda g, x, out: gelu_tanh_deriv_p.bind(x), lambda g, x, out: g * _gelu_tanh_deriv2(x),
