@@ -189,3 +189,26 @@ def test_gelu_derivatives_match_finite_differences(approximate):
     (g,) = fnx.autograd.grad(f(leaf).sum(), leaf, create_graph=True)
     g.sum().backward()
     np.testing.assert_allclose(leaf.grad.numpy(), second(t).numpy(), rtol=1e-12, atol=1e-15)
+
+
+@needs_cc
+@pytest.mark.parametrize("name", ["gelu", "gelu_deriv"])
+def test_float32_gelu_within_its_bound_near_the_root_of_the_derivative_and_in_the_tail(name):
+    """Dense float32 inputs where a float form would lose relative accuracy: around gelu's minimum at
+    x = -0.7518, where the derivative crosses 0 (its root is factored out), and the tail down to x = -12.9,
+    where the results shrink to 1e-37 (exp(-x^2 / 2) corrected for the rounding of x^2)."""
+    x = np.concatenate([np.linspace(-0.80, -0.70, N), np.linspace(-12.9, -3.0, N)]).astype(np.float32)
+    prim = Primitive.registry[name]
+    got = prim.bind(fnx.tensor(x)).numpy()
+    with np.errstate(all="ignore"):
+        want = rounded(_numpy_impl(prim, x.astype(np.float64)))
+    assert ulp_distance(got, want) <= ULP_BOUNDS[name]
+
+
+def test_gelu_vjps_are_one_primitive_each():
+    """The backward of gelu (both forms) binds gelu_backward(g, x) once: one pass, no product with the
+    derivative."""
+    for approximate, name in [("none", "gelu_backward"), ("tanh", "gelu_tanh_backward")]:
+        jaxpr = fnx.make_jaxpr(fnx.grad(lambda v: F.gelu(v, approximate=approximate).sum()))(fnx.ones(5))
+        prims = [eqn.prim.name for eqn in jaxpr.jaxpr.eqns]
+        assert prims.count(name) == 1 and "mul" not in prims, prims
