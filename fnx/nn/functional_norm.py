@@ -191,7 +191,7 @@ def _weighted_mean(t: Tensor, weight: Tensor, like: Tensor) -> Tensor:
     """mean(t * weight) over the trailing dims of `weight`, shaped as `like` (the kept dims): one matrix-vector
     product, where a product and a mean took two passes and a temporary (and numpy's row means are slow)."""
     n = weight.numel()
-    rows = matmul_p.bind(t.reshape(-1, n), weight.reshape(n))   # the primitive: autocast leaves gradients be
+    rows = matmul_p.bind(t.reshape(-1, n), weight.reshape(n))   # matmul_p: autocast must not lower its precision
     return rows.reshape(like.shape) * (1.0 / n)
 
 
