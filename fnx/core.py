@@ -21,8 +21,8 @@ through these hooks, each set once when its module is imported, never by a funct
 - `stage_created_hook(value)`, set by fnx.transforms.tracing: while the staging trace (make_jaxpr,
   compile) is the dynamic trace, turns a tensor just made by a creation function into a constant
   of the jaxpr that in-place ops may rebind.
-- `eager_kernel_hook(prim, x)`, set by fnx.lowering.eager_kernels: runs a "native" unary primitive (one
-  that numpy has no fast form of: erf, gelu, ...) on a large CPU array as a compiled C kernel; returns
+- `eager_kernel_hook(prim, *arrays)`, set by fnx.lowering.eager_kernels: runs a "native" primitive (one
+  that numpy has no fast form of: erf, gelu, ...) on large CPU arrays as a compiled C kernel; returns
   None where it does not (a small array, no C compiler), and the primitive's numpy impl runs.
 
 The Tensor methods that call upward are attached to the class by their layer at import, in the same

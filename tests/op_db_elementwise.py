@@ -15,6 +15,16 @@ def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
+def _gelu_deriv(x):
+    return 0.5 * _erfc(-x / np.sqrt(2)) + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
+
+
+def _gelu_tanh_deriv(x):
+    inner = np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)
+    d_inner = np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x * x)
+    return 0.5 * (1 + np.tanh(inner)) + 0.5 * x * (1 - np.tanh(inner) ** 2) * d_inner
+
+
 OPS = [
     OpInfo("neg", fnx.neg, np.negative, unary_sample()),
     OpInfo("abs", fnx.abs, np.abs, unary_sample(avoid=0.0)),
@@ -47,6 +57,10 @@ OPS = [
     OpInfo("gelu_tanh", lambda x: fnx.gelu(x, approximate="tanh"),
            lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), unary_sample(),
            double_grad=True),
+    OpInfo("gelu_backward", fnx.ops.elementwise.gelu_backward_p.bind, lambda g, x: g * _gelu_deriv(x),
+           binary_sample(), double_grad=True),
+    OpInfo("gelu_tanh_backward", fnx.ops.elementwise.gelu_tanh_backward_p.bind, lambda g, x: g * _gelu_tanh_deriv(x),
+           binary_sample(), double_grad=True),
     OpInfo("silu", fnx.silu, lambda x: x * _sigmoid(x), unary_sample()),
     OpInfo("softplus", fnx.softplus, lambda x: np.log1p(np.exp(x)), unary_sample(-10, 10)),
     OpInfo("erf", fnx.erf, _erf, unary_sample()),

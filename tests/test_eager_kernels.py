@@ -2,8 +2,9 @@
 eager mode as the C kernels that compile generates for them, built once into the checked disk cache.
 
 Eager results on large arrays equal the compiled kernels' bits and stay within the float32 ulp bounds against
-float64; without a C compiler numpy's impl runs; a damaged cached library is rebuilt; threads racing to the
-first call build once; gelu's derivatives (both forms, first and second order) match finite differences.
+float64 (binary ones too, gelu's vjps; broadcasting operands take numpy); without a C compiler numpy's impl
+runs; a damaged cached library is rebuilt; threads racing to the first call build once; gelu's derivatives
+(both forms, first and second order) match finite differences.
 """
 from __future__ import annotations
 
@@ -39,11 +40,11 @@ def _inputs(name: str, dtype=np.float32, n: int = N) -> np.ndarray:
     return RNG.uniform(*RANGES.get(name, (-10, 10)), n).astype(dtype)
 
 
-def _numpy_impl(prim: Primitive, x: np.ndarray) -> np.ndarray:
+def _numpy_impl(prim: Primitive, *arrays: np.ndarray) -> np.ndarray:
     """The primitive's numpy impl (the hook unset)."""
     hook, core.eager_kernel_hook = core.eager_kernel_hook, None
     try:
-        return prim.impl(np, x)
+        return prim.impl(np, *arrays)
     finally:
         core.eager_kernel_hook = hook
 
@@ -57,7 +58,14 @@ def fresh(monkeypatch, tmp_path):
 
 
 def test_the_native_primitives():
-    assert NATIVE == ["erf", "erfc", "gelu", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv", "logit", "sigmoid"]
+    assert NATIVE == ["erf", "erfc", "gelu", "gelu_backward", "gelu_deriv", "gelu_tanh", "gelu_tanh_backward",
+                      "gelu_tanh_deriv", "logit", "sigmoid"]
+
+
+def _operands(name: str, dtype=np.float32) -> list[np.ndarray]:
+    """The inputs of native primitive `name`: a binary one (gelu_backward) takes a cotangent first."""
+    x = _inputs(name, dtype)
+    return [RNG.uniform(-3, 3, x.size).astype(dtype), x] if "binary" in Primitive.registry[name].groups else [x]
 
 
 @needs_cc
@@ -65,22 +73,31 @@ def test_the_native_primitives():
 @pytest.mark.parametrize("name", NATIVE)
 def test_eager_gives_the_compiled_kernels_bits(name, dtype):
     prim = Primitive.registry[name]
-    x = fnx.tensor(_inputs(name, dtype).reshape(1, N))
-    eager = prim.bind(x).numpy()
+    args = [fnx.tensor(a.reshape(1, N)) for a in _operands(name, dtype)]
+    eager = prim.bind(*args).numpy()
     assert eager_kernels._kernels[name, np.dtype(dtype)] is not None   # the kernel ran, not numpy
-    compiled = fnx.compile(prim.bind, backend="c")(x).numpy()
+    compiled = fnx.compile(prim.bind, backend="c")(*args).numpy()
     assert eager.dtype == dtype and np.array_equal(eager, compiled)
 
 
 @needs_cc
 @pytest.mark.parametrize("name", NATIVE)
 def test_float32_within_the_ulp_bound_of_float64(name):
-    x = _inputs(name)
-    x[:5] = [0.0, -0.0, np.nan, 1e-40, -1e-40]
-    got = Primitive.registry[name].bind(fnx.tensor(x)).numpy()
+    args = _operands(name)
+    args[-1][:5] = [0.0, -0.0, np.nan, 1e-40, -1e-40]
+    if len(args) == 2:
+        args[0][5:8] = [0.0, -0.0, np.inf]   # cotangents
+    got = Primitive.registry[name].bind(*map(fnx.tensor, args)).numpy()
     with np.errstate(all="ignore"):
-        want = rounded(_numpy_impl(Primitive.registry[name], x.astype(np.float64)))
+        want = rounded(_numpy_impl(Primitive.registry[name], *(a.astype(np.float64) for a in args)))
     assert ulp_distance(got, want) <= ULP_BOUNDS[name]
+
+
+def test_a_broadcasting_binary_native_primitive_takes_numpy(fresh):
+    g, x = fnx.tensor(np.float32(2.0)), fnx.tensor(_inputs("gelu"))
+    got = fnx.ops.elementwise.gelu_backward_p.bind(g, x).numpy()
+    assert eager_kernels._kernels == {}
+    assert np.array_equal(got, _numpy_impl(fnx.ops.elementwise.gelu_backward_p, np.float32(2.0), x.numpy()))
 
 
 def test_small_and_odd_arrays_take_numpy_or_a_contiguous_copy(fresh):
@@ -104,7 +121,7 @@ def test_without_a_compiler_numpy_runs(fresh, monkeypatch):
     assert eager_kernels._kernels == {("erf", np.dtype(np.float32)): None} and cpu.compile_count == before
     y = fnx.tensor(x.astype(np.float64), requires_grad=True)
     F.gelu(y, approximate="tanh").sum().backward()
-    assert y.grad is not None and eager_kernels._kernels[("gelu_tanh_deriv", np.dtype(np.float64))] is None
+    assert y.grad is not None and eager_kernels._kernels[("gelu_tanh_backward", np.dtype(np.float64))] is None
 
 
 @needs_cc
@@ -172,3 +189,26 @@ def test_gelu_derivatives_match_finite_differences(approximate):
     (g,) = fnx.autograd.grad(f(leaf).sum(), leaf, create_graph=True)
     g.sum().backward()
     np.testing.assert_allclose(leaf.grad.numpy(), second(t).numpy(), rtol=1e-12, atol=1e-15)
+
+
+@needs_cc
+@pytest.mark.parametrize("name", ["gelu", "gelu_deriv"])
+def test_float32_gelu_within_its_bound_near_the_root_of_the_derivative_and_in_the_tail(name):
+    """Dense float32 inputs where a float form would lose relative accuracy: around gelu's minimum at
+    x = -0.7518, where the derivative crosses 0 (its root is factored out), and the tail down to x = -12.9,
+    where the results shrink to 1e-37 (exp(-x^2 / 2) corrected for the rounding of x^2)."""
+    x = np.concatenate([np.linspace(-0.80, -0.70, N), np.linspace(-12.9, -3.0, N)]).astype(np.float32)
+    prim = Primitive.registry[name]
+    got = prim.bind(fnx.tensor(x)).numpy()
+    with np.errstate(all="ignore"):
+        want = rounded(_numpy_impl(prim, x.astype(np.float64)))
+    assert ulp_distance(got, want) <= ULP_BOUNDS[name]
+
+
+def test_gelu_vjps_are_one_primitive_each():
+    """The backward of gelu (both forms) binds gelu_backward(g, x) once: one pass, no product with the
+    derivative."""
+    for approximate, name in [("none", "gelu_backward"), ("tanh", "gelu_tanh_backward")]:
+        jaxpr = fnx.make_jaxpr(fnx.grad(lambda v: F.gelu(v, approximate=approximate).sum()))(fnx.ones(5))
+        prims = [eqn.prim.name for eqn in jaxpr.jaxpr.eqns]
+        assert prims.count(name) == 1 and "mul" not in prims, prims

@@ -1,10 +1,11 @@
 """Eager kernels: the "native" primitives (erf, erfc, gelu, ...) run in eager mode as compiled C kernels.
 
 numpy has no fast form of these functions (erf in float64 numpy costs about 45 ns an element, the C kernel
-1.5), so a native primitive's impl offers a CPU array to `run` first (`core.eager_kernel_hook`, set at
-import). The kernel is the one `fnx.compile` generates for the primitive on a flat array: traced, fused and
+1.5), so a native primitive's impl offers its CPU arrays to `run` first (`core.eager_kernel_hook`, set at
+import). The kernel is the one `fnx.compile` generates for the primitive on flat arrays: traced, fused and
 rendered by the same code, so eager and compiled results agree bit for bit, and the two share one cache
-entry. Sizes are arguments, so one kernel per primitive and dtype serves every shape. It is built once per
+entry. Sizes are arguments, so one kernel per primitive and dtype serves every shape (a binary one: two
+operands of one shape; broadcasting ones take numpy's impl). It is built once per
 process, under a lock (a second thread waits for the first build), through the C target: the disk cache
 checks a library against its recorded sha256 before loading it and rebuilds a damaged one, and a later
 process loads it without compiling. Where no kernel can be built (no C compiler, Jinja2 missing) the
@@ -34,25 +35,27 @@ __all__ = ["run", "MIN_ELEMENTS"]
 # process that only ever sees small arrays (tests, toy examples) keeps numpy and never compiles.
 MIN_ELEMENTS = 2048
 _DTYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
-_Arrays = ctypes.c_void_p * 2   # the kernel's array objects: input, output
+_ARRAYS = {n: ctypes.c_void_p * (n + 1) for n in (1, 2)}   # the kernel's array objects: n inputs, the output
 _Sizes = ctypes.c_longlong * 1  # its sizes and strides: the element count, for a flat contiguous kernel
 
 _kernels: dict = {}   # (primitive name, numpy dtype) -> C function, or None where numpy runs it
 _build_lock = threading.Lock()
 
 
-def run(prim: Primitive, x: np.ndarray) -> np.ndarray | None:
-    """`prim` applied to CPU array `x` by its C kernel, or None where numpy should (small `x`, no kernel)."""
-    if x.size < MIN_ELEMENTS:
+def run(prim: Primitive, *arrays: np.ndarray) -> np.ndarray | None:
+    """`prim` applied to CPU arrays (one, or two of one shape) by its C kernel, or None where numpy should
+    (small or broadcasting arrays, no kernel)."""
+    x = arrays[0]
+    if x.size < MIN_ELEMENTS or any(a.shape != x.shape or a.dtype != x.dtype for a in arrays[1:]):
         return None
     fn = _kernels.get((prim.name, x.dtype), False)
     if fn is False:
         fn = _load(prim, x.dtype)
     if fn is None:
         return None
-    x = np.ascontiguousarray(x)
+    arrays = [np.ascontiguousarray(a) for a in arrays]
     out = np.empty(x.shape, x.dtype)
-    fn(_Arrays(id(x), id(out)), _Sizes(x.size))
+    fn(_ARRAYS[len(arrays)](*map(id, arrays), id(out)), _Sizes(x.size))
     return out
 
 
@@ -78,11 +81,12 @@ def _build(prim: Primitive, dtype):
     target = get_target("c")
     try:
         target.require()
-        closed = trace_to_jaxpr(lambda x: [prim.bind(x)], [ShapedArray((MIN_ELEMENTS,), dtype, cpu)])
+        arity = 2 if "binary" in prim.groups else 1
+        closed = trace_to_jaxpr(lambda *xs: [prim.bind(*xs)], [ShapedArray((MIN_ELEMENTS,), dtype, cpu)] * arity)
         _, kernels = plan_steps(closed, target)
         (gk,) = kernels
-        if gk.n_buffers != 2 or len(gk.meta) != 1 or gk.kernel.sizes != (MIN_ELEMENTS,):
-            raise NotImplementedError(f"the kernel of {prim.name} is not flat over one input ({gk.kernel})")
+        if gk.n_buffers != arity + 1 or len(gk.meta) != 1 or gk.kernel.sizes != (MIN_ELEMENTS,):
+            raise NotImplementedError(f"the kernel of {prim.name} is not flat over its inputs ({gk.kernel})")
         program = target.build([gk], functools.partial(prelude, target))
     except NoCompilerError:
         return None

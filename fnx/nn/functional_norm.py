@@ -16,6 +16,7 @@ from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.arrange import pad
+from ..ops.linalg import matmul_p
 from ..tensor import Tensor, Tracer
 
 __all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm"]
@@ -173,14 +174,25 @@ class _LayerNorm(Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         lead = tuple(range(input.ndim - len(ctx.dims)))
         normed = (input - mean if centered is None else centered) * rstd
-        d_weight = rd.sum(g * normed, lead) if need_w else None
+        g_normed = g * normed
+        d_weight = rd.sum(g_normed, lead) if need_w else None
         d_bias = rd.sum(g, lead) if need_b else None
         d_input = None
-        if need_x:
-            d_normed = g * weight if weight is not None else g
-            d_input = rstd * (d_normed - rd.mean(d_normed, ctx.dims, keepdim=True)
-                              - normed * rd.mean(d_normed * normed, ctx.dims, keepdim=True))
+        if need_x:   # d_normed = g * weight; rstd (d_normed - mean(d_normed) - normed mean(d_normed normed))
+            if weight is None:
+                d_normed, m1, m2 = g, rd.mean(g, ctx.dims, keepdim=True), rd.mean(g_normed, ctx.dims, keepdim=True)
+            else:
+                d_normed, m1, m2 = g * weight, _weighted_mean(g, weight, rstd), _weighted_mean(g_normed, weight, rstd)
+            d_input = rstd * (d_normed - m1 - normed * m2)
         return d_input, d_weight, d_bias, None, None
+
+
+def _weighted_mean(t: Tensor, weight: Tensor, like: Tensor) -> Tensor:
+    """mean(t * weight) over the trailing dims of `weight`, shaped as `like` (the kept dims): one matrix-vector
+    product, where a product and a mean took two passes and a temporary (and numpy's row means are slow)."""
+    n = weight.numel()
+    rows = matmul_p.bind(t.reshape(-1, n), weight.reshape(n))   # matmul_p: autocast must not lower its precision
+    return rows.reshape(like.shape) * (1.0 / n)
 
 
 @autocast_op("layer_norm")

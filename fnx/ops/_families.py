@@ -219,15 +219,15 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
 
 
 def _native_first(prim: Primitive, impl: Callable) -> Callable:
-    """`impl` of a native primitive: a CPU array goes to the eager kernel hook first, which declines (None)
+    """`impl` of a native primitive: CPU arrays go to the eager kernel hook first, which declines (None)
     small arrays and machines that cannot build the kernel."""
-    def run(xp, x):
+    def run(xp, *arrays):
         hook = core.eager_kernel_hook
         if xp is np and hook is not None:
-            out = hook(prim, x)
+            out = hook(prim, *arrays)
             if out is not None:
                 return out
-        return impl(xp, x)
+        return impl(xp, *arrays)
 
     return run
 
@@ -252,7 +252,7 @@ def _nondiff_jvp(prim, primals):
 
 # ---------------------------------------------------------------- binary family
 def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Callable | float | None, *,
-           c: dict | None = None, libm: bool | str = False, expensive: bool = False,
+           c: dict | None = None, libm: bool | str = False, expensive: bool = False, native: bool = False,
            out_dtype: _dt.dtype | None = None, linear: bool = False, bool_error: str | None = None,
            saves_output: bool = False, complex: bool = False) -> Primitive:
     """An elementwise, broadcasting primitive of two operands of one dtype.
@@ -260,13 +260,16 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
     `d_lhs(x, y, out)` and `d_rhs(x, y, out)` give the partial derivatives with fnx ops; None means the
     op is not differentiable (comparisons, integer-only ops). `linear=True`: the op is x d_lhs + y d_rhs for
     the numbers d_lhs and d_rhs, each 1 or -1 (add, sub): the vjp passes the cotangent on (negated for -1),
-    the jvp applies the op to the tangents. `c`, `libm`, `expensive` and `bool_error` (raised when both
+    the jvp applies the op to the tangents. `c`, `libm`, `expensive`, `native`, `bool_error` (raised when both
     operands are bool) and `complex` as in `unary`; `saves_output=True` where a partial derivative reads `out`.
     """
     diff = d_lhs is not None
+    declared = _lowering(name, 2, c, libm, expensive, complex)
+    if native:
+        declared["groups"].add("native")
     prim = Primitive(name, saves_inputs=diff and not linear, saves_output=saves_output, differentiable=diff,
-                     **_lowering(name, 2, c, libm, expensive, complex))
-    prim.impl = impl
+                     **declared)
+    prim.impl = _native_first(prim, impl) if native else impl
 
     def abstract(x: ShapedArray, y: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool and y.dtype is _dt.bool:

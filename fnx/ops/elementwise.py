@@ -870,21 +870,24 @@ def relu(input: Tensor) -> Tensor:
 # gelu, exact: x Phi(x) = 0.5 x erfc(-x / sqrt 2) (1 + erf(x) = erfc(-x): no cancellation for x << 0), and its
 # tanh form x sigmoid(v), v = 2 sqrt(2 / pi) (x + 0.044715 x^3) (0.5 (1 + tanh(v / 2)) without cancellation). Each
 # and its derivative is a primitive: as compositions they took a dozen numpy passes forward and more backward, as
-# native primitives eager mode runs one kernel each (fnx/lowering/eager_kernels.py). Both compute in double and
-# round once, in C and in numpy alike. The derivatives' own derivatives are fnx ops: differentiable at any order.
+# native primitives eager mode runs one kernel each (fnx/lowering/eager_kernels.py). numpy computes in double and
+# rounds once; so does C, but for exact gelu and its derivative in float32: vectorised float32 forms of a few ulp
+# (templates/gelu_math.h.j2), three times faster than double's erfc. The derivatives' own derivatives are fnx
+# ops: differentiable at any order.
 _SQRT1_2 = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_C, _TANH_K = 2.0 * math.sqrt(2.0 / math.pi), 0.044715   # v = _TANH_C (x + _TANH_K x^3)
 
 
 def _in_double(fn):
-    """An impl computing `fn(xp, x)` on x in float64 and rounding the result once to x's dtype."""
-    return lambda xp, x: fn(xp, x.astype(xp.float64, copy=False)).astype(x.dtype, copy=False)
+    """An impl computing `fn(xp, *arrays)` in float64 and rounding the result once to the arrays' dtype."""
+    return lambda xp, *arrays: fn(xp, *(a.astype(xp.float64, copy=False) for a in arrays)).astype(
+        arrays[0].dtype, copy=False)
 
 
 def _c_in_double(expr: str) -> dict:
-    """C expressions of a function computed in double (`expr` over `{0}`): float32 rounds the result once."""
-    return {"f": f"(float){expr.format('(double){0}')}", "d": expr}
+    """C expressions of a function computed in double (`expr` over `{0}`, `{1}`): float32 rounds the result once."""
+    return {"f": f"(float){expr.format('(double){0}', '(double){1}')}", "d": expr}
 
 
 # C over `{0}`: v, dv/dx
@@ -905,6 +908,11 @@ def _gelu_deriv(xp, x):
     return 0.5 * _erfc(xp, x * -_SQRT1_2) + x * xp.exp(-0.5 * x * x) * _INV_SQRT_2PI
 
 
+def _gelu_deriv2(x: Tensor) -> Tensor:
+    """phi(x) (2 - x^2)."""
+    return exp(-0.5 * x * x) * _INV_SQRT_2PI * (2.0 - x * x)
+
+
 def _gelu_tanh(xp, x):
     return x * _sigmoid(xp, _tanh_v(x))
 
@@ -923,18 +931,31 @@ def _gelu_tanh_deriv2(x: Tensor) -> Tensor:
     return s * s_neg * (2.0 * dv + x * ((s_neg - s) * dv * dv + x * (6 * _TANH_K * _TANH_C)))
 
 
-gelu_deriv_p = unary("gelu_deriv", _in_double(_gelu_deriv),
-                     lambda x, out: exp(-0.5 * x * x) * _INV_SQRT_2PI * (2.0 - x * x),
-                     float_only=True, expensive=True, native=True,
-                     c=_c_in_double(f"(0.5 * erfc({{0}} * {-_SQRT1_2!r}) + "
-                                    f"{{0}} * exp(-0.5 * {{0}} * {{0}}) * {_INV_SQRT_2PI!r})"))
+# C over `{0}`, in double: gelu'(x), gelu_tanh'(x)
+_GELU_DERIV = f"(0.5 * erfc({{0}} * {-_SQRT1_2!r}) + {{0}} * exp(-0.5 * {{0}} * {{0}}) * {_INV_SQRT_2PI!r})"
+_GELU_TANH_DERIV = f"(fnx_sigmoid({_V}) + {{0}} * (fnx_sigmoid({_V}) * fnx_sigmoid(-{_V})) * {_DV})"
+
+gelu_deriv_p = unary("gelu_deriv", _in_double(_gelu_deriv), lambda x, out: _gelu_deriv2(x), float_only=True,
+                     expensive=True, native=True, c={"f": "fnx_gelu_derivf({0})", "d": _GELU_DERIV})
 gelu_p = unary("gelu", _in_double(_gelu), lambda x, out: gelu_deriv_p.bind(x), float_only=True, expensive=True,
-               native=True, c=_c_in_double(f"(0.5 * {{0}} * erfc({{0}} * {-_SQRT1_2!r}))"))
+               native=True, c={"f": "fnx_geluf({0})", "d": f"(0.5 * {{0}} * erfc({{0}} * {-_SQRT1_2!r}))"})
 gelu_tanh_deriv_p = unary("gelu_tanh_deriv", _in_double(_gelu_tanh_deriv), lambda x, out: _gelu_tanh_deriv2(x),
-                          float_only=True, expensive=True, native=True, c=_c_in_double(
-                              f"(fnx_sigmoid({_V}) + {{0}} * (fnx_sigmoid({_V}) * fnx_sigmoid(-{_V})) * {_DV})"))
+                          float_only=True, expensive=True, native=True, c=_c_in_double(_GELU_TANH_DERIV))
 gelu_tanh_p = unary("gelu_tanh", _in_double(_gelu_tanh), lambda x, out: gelu_tanh_deriv_p.bind(x), float_only=True,
                     expensive=True, native=True, c=_c_in_double(f"({{0}} * fnx_sigmoid({_V}))"))
+
+# The vjps g * gelu'(x) as primitives of (g, x) (PyTorch's gelu_backward): one pass over g and x, where the
+# product with the derivative primitive took two, and a temporary.
+gelu_backward_p = binary("gelu_backward", _in_double(lambda xp, g, x: g * _gelu_deriv(xp, x)),
+                         lambda g, x, out: gelu_deriv_p.bind(x), lambda g, x, out: g * _gelu_deriv2(x),
+                         expensive=True, native=True, c={"f": "({0} * fnx_gelu_derivf({1}))",
+                                                         "d": f"({{0}} * {_GELU_DERIV.replace('{0}', '{1}')})"})
+gelu_tanh_backward_p = binary("gelu_tanh_backward", _in_double(lambda xp, g, x: g * _gelu_tanh_deriv(xp, x)),
+                              lambda g, x, out: gelu_tanh_deriv_p.bind(x), lambda g, x, out: g * _gelu_tanh_deriv2(x),
+                              expensive=True, native=True,
+                              c=_c_in_double(f"({{0}} * {_GELU_TANH_DERIV.replace('{0}', '{1}')})"))
+gelu_p.vjp = lambda g, primals, out: (gelu_backward_p.bind(g, primals[0]),)
+gelu_tanh_p.vjp = lambda g, primals, out: (gelu_tanh_backward_p.bind(g, primals[0]),)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
