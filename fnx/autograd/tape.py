@@ -48,26 +48,29 @@ class Absent:
         self.shape, self.dtype, self.device = value.shape, value.dtype, device
 
     def stand_in(self):
-        """A read-only array of the value's shape and dtype, NaN (or 0 for integers) everywhere, of one element."""
+        """A read-only tensor of the value's shape and dtype, NaN (or 0 for integers) everywhere, over one element.
+
+        On the CPU one tensor per (shape, dtype) serves every node: making one costs about 2 us, more than the
+        rest of a small node's backward, and a model's backward asks for the same few shapes again and again.
+        """
         dtype = self.dtype
+        fill = float("nan") if dtype in _INEXACT_NP else 0
         if self.device is not cpu:
             xp = self.device._xp
-            return xp.broadcast_to(xp.full((), float("nan") if dtype in _INEXACT_NP else 0, dtype=dtype), self.shape)
+            return make(xp.broadcast_to(xp.full((), fill, dtype=dtype), self.shape), self.device)
         key = (self.shape, dtype)
         out = _STAND_INS.get(key)
         if out is None:
-            fill = np.full(1, float("nan") if dtype in _INEXACT_NP else 0, dtype=dtype)
-            fill.flags.writeable = False
-            out = np.ndarray(self.shape, dtype, fill, 0, (0,) * len(self.shape))   # np.broadcast_to: 13 us
+            one = np.full(1, fill, dtype=dtype)
+            one.flags.writeable = False
+            out = make(np.ndarray(self.shape, dtype, one, 0, (0,) * len(self.shape)), cpu)  # np.broadcast_to: 13 us
             if len(_STAND_INS) >= _MAX_STAND_INS:
                 _STAND_INS.clear()
             _STAND_INS[key] = out
         return out
 
 
-# (shape, dtype) -> a read-only CPU stand-in of that shape, shared by every node: making one costs 1 us, more
-# than the rest of a small node's backward, and a model's backward asks for the same few shapes again and again.
-_STAND_INS: dict = {}
+_STAND_INS: dict = {}   # (shape, dtype) -> the CPU stand-in tensor of that shape
 _MAX_STAND_INS = 4096
 
 
@@ -80,7 +83,7 @@ def _absent_inputs(args) -> tuple:
 
 def _present(x):
     """A saved input as the vjp sees it: the tensor, or a stand-in of an absent one."""
-    return make(x.stand_in(), x.device) if type(x) is Absent else x
+    return x.stand_in() if type(x) is Absent else x
 
 
 class Node:
@@ -127,7 +130,7 @@ class Node:
             inputs = tuple([_present(x) for x in inputs])
         value = self.out_value
         if type(value) is Absent:
-            out = make(value.stand_in(), value.device)
+            out = value.stand_in()   # the rule reads its shape and dtype only: no node (the stand-in is shared)
         else:
             ver, at = self.out_version
             if ver[0] != at:
@@ -136,7 +139,7 @@ class Node:
                     f"operation: the output of {self.name} is at version {ver[0]}; expected version {at} instead. "
                     f"Use an out-of-place op (x = x.op(...)) or .clone() the tensor before modifying it.")
             out = make(value, device_of_array(value))
-        out._node, out._requires_grad = self, True
+            out._node, out._requires_grad = self, True
         if prim.vjp_takes_needs:
             needs = tuple([p is not None for p in self.parents])
             return prim.vjp(cot, inputs, out, needs=needs, **self.params)

@@ -56,9 +56,10 @@ def unbroadcast(g: Tensor, shape: tuple) -> Tensor:
     from .reduce import sum as _sum
 
     lead = len(gshape) - len(shape)
-    dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
-    out = _sum(g, dim=dims, keepdim=True) if dims else g
-    return out.reshape(shape)
+    stretched = tuple(i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
+    if not stretched:   # only leading dims were added (a bias, a norm's weight): one reduction gives `shape`
+        return _sum(g, dim=tuple(range(lead))) if lead else g.reshape(shape)
+    return _sum(g, dim=tuple(range(lead)) + stretched, keepdim=True).reshape(shape)
 
 
 # ---------------------------------------------------------------- operands and promotion
