@@ -184,12 +184,26 @@ def record(prim, args, params, out):
         out._node = Node(prim, params, saved, parents, versions, Absent(out._value, out._device), None)
     out._requires_grad = True
     if prim.view:   # an in-place write through another view of the base refreshes this one's node
-        base = out._base
-        views = getattr(base, "_views", None)
-        if views is None:
-            views = base._views = []
-        views.append(weakref.ref(out))
+        _note_view(out._base, out)
     return out
+
+
+def _note_view(base, view) -> None:
+    """Add `view` to the weak list of `base`'s views, dropping the dead ones as it grows.
+
+    A weight's views die with each step's graph (`W.mT` in every linear), so without the pruning its list would
+    grow by one per step for the whole training run. It is pruned when its length reaches a power of two and at
+    least half of it is dead, which keeps the cost per view constant however many stay alive.
+    """
+    views = getattr(base, "_views", None)
+    if views is None:
+        views = base._views = []
+    views.append(weakref.ref(view))
+    n = len(views)
+    if n >= 16 and not n & (n - 1):
+        alive = [ref for ref in views if ref() is not None]
+        if len(alive) <= n // 2:
+            base._views = alive
 
 
 core.record_hook = record

@@ -67,10 +67,11 @@ def reshape(input: Tensor, *shape) -> Tensor:
     new = _shape_arg(shape)
     if new == old:
         return input
-    new = infer_shape("reshape", old, new)
-    if new == old:
-        return input
-    out = reshape_p.bind(input, shape=new)
+    if new and min(new) < 0:   # -1 to infer (numpy would take any negative size for it)
+        new = infer_shape("reshape", old, new)
+        if new == old:
+            return input
+    out = reshape_p.bind(input, shape=new)   # a wrong size fails there, with the abstract rule's error
     if type(out) is Tensor and not input._value.flags.c_contiguous and \
             not input._device.xp.may_share_memory(out._value, input._value):
         out._version, out._base = [0], None  # the backend copied: a new tensor, not a view of `input`
