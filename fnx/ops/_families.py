@@ -58,7 +58,7 @@ def unbroadcast(g: Tensor, shape: tuple) -> Tensor:
     lead = len(gshape) - len(shape)
     stretched = tuple(i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
     if not stretched:   # only leading dims were added (a bias, a norm's weight): one reduction gives `shape`
-        return _sum(g, dim=tuple(range(lead))) if lead else g.reshape(shape)
+        return _sum(g, dim=tuple(range(lead))) if lead > 0 else g.reshape(shape)
     return _sum(g, dim=tuple(range(lead)) + stretched, keepdim=True).reshape(shape)
 
 
