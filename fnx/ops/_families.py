@@ -53,13 +53,13 @@ def unbroadcast(g: Tensor, shape: tuple) -> Tensor:
     gshape = g._value.shape if type(g) is Tensor else tuple(g.shape)
     if gshape == tuple(shape):
         return g
-    from .reduce import sum as _sum
+    from .reduce import sum_p   # the primitive: the axes are canonical, and a gradient keeps its dtype
 
     lead = len(gshape) - len(shape)
     stretched = tuple(i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
     if not stretched:   # only leading dims were added (a bias, a norm's weight): one reduction gives `shape`
-        return _sum(g, dim=tuple(range(lead))) if lead > 0 else g.reshape(shape)
-    return _sum(g, dim=tuple(range(lead)) + stretched, keepdim=True).reshape(shape)
+        return sum_p.bind(g, axes=tuple(range(lead)), keepdims=False) if lead > 0 else g.reshape(shape)
+    return sum_p.bind(g, axes=tuple(range(lead)) + stretched, keepdims=True).reshape(shape)
 
 
 # ---------------------------------------------------------------- operands and promotion
