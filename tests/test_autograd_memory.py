@@ -137,16 +137,3 @@ def test_a_stand_in_is_read_only_nan_of_the_value_shape_and_dtype():
         Absent(np.empty((n, 1), np.float32), fnx.device("cpu")).stand_in()
     assert len(tape._STAND_INS) <= tape._MAX_STAND_INS
 
-
-def test_the_list_of_a_weights_views_stays_bounded_and_keeps_the_live_ones():
-    """Each step's graph takes a view of a weight (`W.mT` in linear) that dies with the graph: the weight's weak
-    list of views drops the dead ones as it grows, and never a live one (an in-place write refreshes those)."""
-    w = fnx.ones(3, 4, requires_grad=True)
-    for _ in range(300):
-        (w.mT * 2.0).sum().backward()
-    assert len(w._views) < 32
-    live = [w.mT for _ in range(40)]
-    for _ in range(300):
-        w.mT.sum()
-    alive = {id(ref()) for ref in w._views if ref() is not None}
-    assert {id(v) for v in live} <= alive

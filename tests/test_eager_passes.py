@@ -1,5 +1,6 @@
-"""How many ops a backward takes: gradients summed back to a broadcast operand's shape, slices' gradients, and the
-reductions' results (the generic op-table checks cover the values of every op; these pin the number of passes)."""
+"""What eager mode does per op beyond its values: the passes a backward takes (gradients summed back to a broadcast
+operand's shape, slices' gradients), reductions' results, and the tape's bookkeeping of views (the generic op-table
+checks cover every op's values; these pin the number of passes and the bookkeeping's size)."""
 import numpy as np
 from hypothesis import given, strategies as st
 
@@ -59,3 +60,17 @@ def test_a_slices_gradient_is_zero_outside_it_and_pad_keeps_its_fill():
     padded = fnx.nn.functional.pad(fnx.ones(2), (1, 1), value=-0.0)
     assert np.signbit(padded.numpy()).tolist() == [True, False, False, True]
     np.testing.assert_array_equal(fnx.nn.functional.pad(fnx.ones(1), (1, 0), value=7.0).numpy(), [7.0, 1.0])
+
+
+def test_the_list_of_a_weights_views_stays_bounded_and_keeps_the_live_ones():
+    """Each step's graph takes a view of a weight (`W.mT` in linear) that dies with the graph: the weight's weak
+    list of views drops the dead ones as it grows, and never a live one (an in-place write refreshes those)."""
+    w = fnx.ones(3, 4, requires_grad=True)
+    for _ in range(300):
+        (w.mT * 2.0).sum().backward()
+    assert len(w._views) < 32
+    live = [w.mT for _ in range(40)]
+    for _ in range(300):
+        w.mT.sum()
+    alive = {id(ref()) for ref in w._views if ref() is not None}
+    assert {id(v) for v in live} <= alive
