@@ -136,4 +136,3 @@ def test_a_stand_in_is_read_only_nan_of_the_value_shape_and_dtype():
     for n in range(tape._MAX_STAND_INS + 10):
         Absent(np.empty((n, 1), np.float32), fnx.device("cpu")).stand_in()
     assert len(tape._STAND_INS) <= tape._MAX_STAND_INS
-
