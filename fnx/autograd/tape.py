@@ -54,20 +54,23 @@ class Absent:
         rest of a small node's backward, and a model's backward asks for the same few shapes again and again.
         """
         dtype = self.dtype
-        fill = float("nan") if dtype in _INEXACT_NP else 0
         if self.device is not cpu:
             xp = self.device._xp
-            return make(xp.broadcast_to(xp.full((), fill, dtype=dtype), self.shape), self.device)
+            return make(xp.broadcast_to(xp.full((), _fill(dtype), dtype=dtype), self.shape), self.device)
         key = (self.shape, dtype)
         out = _STAND_INS.get(key)
         if out is None:
-            one = np.full(1, fill, dtype=dtype)
+            one = np.full(1, _fill(dtype), dtype=dtype)
             one.flags.writeable = False
             out = make(np.ndarray(self.shape, dtype, one, 0, (0,) * len(self.shape)), cpu)  # np.broadcast_to: 13 us
             if len(_STAND_INS) >= _MAX_STAND_INS:
                 _STAND_INS.clear()
             _STAND_INS[key] = out
         return out
+
+
+def _fill(dtype) -> float:
+    return float("nan") if dtype in _INEXACT_NP else 0
 
 
 _STAND_INS: dict = {}   # (shape, dtype) -> the CPU stand-in tensor of that shape

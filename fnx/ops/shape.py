@@ -329,7 +329,7 @@ pad_p = Primitive("pad", saves_inputs=False)
 @pad_p.def_impl
 def _pad_impl(xp, x, *, lo, hi, interior, value):
     shape = tuple(low + high + _dilated(n, i) for n, low, high, i in zip(x.shape, lo, hi, interior))
-    zero = value == 0 and math.copysign(1.0, value) > 0   # zeros costs 2 us less than full; -0.0 fills
+    zero = value == 0 and math.copysign(1.0, value) > 0   # zeros costs 2 us less than full (-0.0 takes full)
     out = xp.zeros(shape, dtype=x.dtype) if zero else xp.full(shape, value, dtype=x.dtype)
     src, dst = [], []
     for n, low, i, size in zip(x.shape, lo, interior, shape):
