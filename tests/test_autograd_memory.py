@@ -124,8 +124,10 @@ def test_a_stand_in_is_read_only_nan_of_the_value_shape_and_dtype():
     a rule that read or wrote it would show; stand-ins are shared between nodes, and their cache stays bounded."""
     from fnx.autograd import tape
 
-    f = Absent(np.ones((2, 3), np.float32), fnx.device("cpu")).stand_in()
-    i = Absent(np.ones((4,), np.int64), fnx.device("cpu")).stand_in()
+    ft = Absent(np.ones((2, 3), np.float32), fnx.device("cpu")).stand_in()
+    assert Absent(np.zeros((2, 3), np.float32), fnx.device("cpu")).stand_in() is ft
+    assert not ft.requires_grad and ft.grad_fn is None
+    f, i = ft._value, Absent(np.ones((4,), np.int64), fnx.device("cpu")).stand_in()._value
     assert (f.shape, f.dtype, i.shape, i.dtype) == ((2, 3), np.float32, (4,), np.int64)
     assert np.isnan(f).all() and (i == 0).all()
     assert not f.flags.writeable and not i.flags.writeable

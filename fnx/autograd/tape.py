@@ -48,26 +48,32 @@ class Absent:
         self.shape, self.dtype, self.device = value.shape, value.dtype, device
 
     def stand_in(self):
-        """A read-only array of the value's shape and dtype, NaN (or 0 for integers) everywhere, of one element."""
+        """A read-only tensor of the value's shape and dtype, NaN (or 0 for integers) everywhere, over one element.
+
+        On the CPU one tensor per (shape, dtype) serves every node: making one costs about 2 us, more than the
+        rest of a small node's backward, and a model's backward asks for the same few shapes again and again.
+        """
         dtype = self.dtype
         if self.device is not cpu:
             xp = self.device._xp
-            return xp.broadcast_to(xp.full((), float("nan") if dtype in _INEXACT_NP else 0, dtype=dtype), self.shape)
+            return make(xp.broadcast_to(xp.full((), _fill(dtype), dtype=dtype), self.shape), self.device)
         key = (self.shape, dtype)
         out = _STAND_INS.get(key)
         if out is None:
-            fill = np.full(1, float("nan") if dtype in _INEXACT_NP else 0, dtype=dtype)
-            fill.flags.writeable = False
-            out = np.ndarray(self.shape, dtype, fill, 0, (0,) * len(self.shape))   # np.broadcast_to: 13 us
+            one = np.full(1, _fill(dtype), dtype=dtype)
+            one.flags.writeable = False
+            out = make(np.ndarray(self.shape, dtype, one, 0, (0,) * len(self.shape)), cpu)  # np.broadcast_to: 13 us
             if len(_STAND_INS) >= _MAX_STAND_INS:
                 _STAND_INS.clear()
             _STAND_INS[key] = out
         return out
 
 
-# (shape, dtype) -> a read-only CPU stand-in of that shape, shared by every node: making one costs 1 us, more
-# than the rest of a small node's backward, and a model's backward asks for the same few shapes again and again.
-_STAND_INS: dict = {}
+def _fill(dtype) -> float:
+    return float("nan") if dtype in _INEXACT_NP else 0
+
+
+_STAND_INS: dict = {}   # (shape, dtype) -> the CPU stand-in tensor of that shape
 _MAX_STAND_INS = 4096
 
 
@@ -80,7 +86,7 @@ def _absent_inputs(args) -> tuple:
 
 def _present(x):
     """A saved input as the vjp sees it: the tensor, or a stand-in of an absent one."""
-    return make(x.stand_in(), x.device) if type(x) is Absent else x
+    return x.stand_in() if type(x) is Absent else x
 
 
 class Node:
@@ -127,7 +133,7 @@ class Node:
             inputs = tuple([_present(x) for x in inputs])
         value = self.out_value
         if type(value) is Absent:
-            out = make(value.stand_in(), value.device)
+            out = value.stand_in()   # the rule reads its shape and dtype only: no node (the stand-in is shared)
         else:
             ver, at = self.out_version
             if ver[0] != at:
@@ -136,7 +142,7 @@ class Node:
                     f"operation: the output of {self.name} is at version {ver[0]}; expected version {at} instead. "
                     f"Use an out-of-place op (x = x.op(...)) or .clone() the tensor before modifying it.")
             out = make(value, device_of_array(value))
-        out._node, out._requires_grad = self, True
+            out._node, out._requires_grad = self, True
         if prim.vjp_takes_needs:
             needs = tuple([p is not None for p in self.parents])
             return prim.vjp(cot, inputs, out, needs=needs, **self.params)
@@ -181,12 +187,26 @@ def record(prim, args, params, out):
         out._node = Node(prim, params, saved, parents, versions, Absent(out._value, out._device), None)
     out._requires_grad = True
     if prim.view:   # an in-place write through another view of the base refreshes this one's node
-        base = out._base
-        views = getattr(base, "_views", None)
-        if views is None:
-            views = base._views = []
-        views.append(weakref.ref(out))
+        _note_view(out._base, out)
     return out
+
+
+def _note_view(base, view) -> None:
+    """Add `view` to the weak list of `base`'s views, dropping the dead ones as it grows.
+
+    A weight's views die with each step's graph (`W.mT` in every linear), so without the pruning its list would
+    grow by one per step for the whole training run. It is pruned when its length reaches a power of two and at
+    least half of it is dead, which keeps the cost per view constant however many stay alive.
+    """
+    views = getattr(base, "_views", None)
+    if views is None:
+        views = base._views = []
+    views.append(weakref.ref(view))
+    n = len(views)
+    if n >= 16 and not n & (n - 1):
+        alive = [ref for ref in views if ref() is not None]
+        if len(alive) <= n // 2:
+            base._views = alive
 
 
 core.record_hook = record

@@ -53,12 +53,13 @@ def unbroadcast(g: Tensor, shape: tuple) -> Tensor:
     gshape = g._value.shape if type(g) is Tensor else tuple(g.shape)
     if gshape == tuple(shape):
         return g
-    from .reduce import sum as _sum
+    from .reduce import sum_p   # the primitive: the axes are canonical, and a gradient keeps its dtype
 
     lead = len(gshape) - len(shape)
-    dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
-    out = _sum(g, dim=dims, keepdim=True) if dims else g
-    return out.reshape(shape)
+    stretched = tuple(i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
+    if not stretched:   # only leading dims were added (a bias, a norm's weight): one reduction gives `shape`
+        return sum_p.bind(g, axes=tuple(range(lead)), keepdims=False) if lead > 0 else g.reshape(shape)
+    return sum_p.bind(g, axes=tuple(range(lead)) + stretched, keepdims=True).reshape(shape)
 
 
 # ---------------------------------------------------------------- operands and promotion
