@@ -400,6 +400,19 @@ mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lam
                c={**c_all("({0} * {1})", "fdi"), "b": "({0} & {1})"}, complex=True)
 div_p = binary("div", lambda xp, x, y: xp.true_divide(x, y), lambda x, y, o: reciprocal(y),
                lambda x, y, o: neg(o / y), saves_output=True, c=c_all("({0} / {1})", "fd"), complex=True)
+
+
+@div_p.def_vjp
+def _div_vjp(g, primals, out, needs=(True, True)):
+    """x / y: the cotangent divided by y once serves both operands (d/dy = -(x / y) / y), three ops where the
+    partial derivatives' rule took five."""
+    x, y = primals
+    q = g / conj_if_complex(y)
+    gx = unbroadcast(q, tuple(x.shape)) if needs[0] else None
+    gy = unbroadcast(neg(q * conj_if_complex(out)), tuple(y.shape)) if needs[1] else None
+    return gx, gy
+
+
 pow_p = binary("pow", lambda xp, x, y: xp.power(x, y), lambda x, y, o: _pow_dx(x, y),
                lambda x, y, o: _pow_dy(x, y, o), saves_output=True, libm=True, complex=True)
 pow_p.vjp_takes_needs = True   # rules below: the exponent gradient is formed only where the exponent needs one
