@@ -1,0 +1,118 @@
+"""Eager scaled dot-product attention (no mask, no dropout) on CPU float arrays as C loops: the flash-attention
+forward (an online softmax over blocks of keys, keeping each query's logsumexp, never the whole score matrix) and
+the backward that recomputes each block's probabilities from it (templates/c_attention.c.j2), parallel over heads
+and blocks of queries on fnx's thread pool, with grouped-query heads read in place. One library for every shape
+(sizes are arguments), built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock;
+where it cannot be built (no compiler, Jinja2 missing), for other dtypes and devices, empty operands and head
+dims above MAX_HEAD_DIM (the blocks live on the stack), `forward` and `backward` give None and the caller runs
+the composition of fnx ops instead.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .._warn import warn
+
+__all__ = ["forward", "backward", "MAX_HEAD_DIM"]
+
+MAX_HEAD_DIM = 256
+_BLOCK = 64   # FNX_B in the template: queries and keys per block
+_SUFFIX = {np.dtype(np.float32): ("f32", ctypes.c_float), np.dtype(np.float64): ("f64", ctypes.c_double)}
+_TEMPLATE = Path(__file__).parent / "templates" / "c_attention.c.j2"
+_lib: list = []   # [the loaded library, or None where it cannot be built], once built
+_lock = threading.Lock()
+
+
+def _library():
+    """The loaded library, or None: built (or read from the disk cache) by the first thread to ask."""
+    if _lib:
+        return _lib[0]
+    with _lock:
+        if not _lib:
+            _lib.append(_build())
+    return _lib[0]
+
+
+def _build():
+    # Imported here, not with fnx: building needs Jinja2 and a C compiler, and a process without attention never
+    # needs either.
+    from .._version import __version__
+    from .codegen import prelude
+    from .cpu import NoCompilerError, compile_libraries
+
+    try:
+        import jinja2
+
+        body = jinja2.Template(_TEMPLATE.read_text()).render()
+
+        def sources(simd: bool) -> dict[str, str]:
+            return {"fnx-attention": prelude("c", simd=simd) + body}
+
+        lib = compile_libraries(sources(True), __version__, sources)["fnx-attention"]
+    except (NoCompilerError, ModuleNotFoundError):
+        return None
+    except Exception as e:  # noqa: BLE001 (any failure to build leaves the composition, which is always right)
+        warn(f"fnx: the C loops of scaled_dot_product_attention could not be built ({e}); a composition of fnx ops "
+             f"runs it instead (slower)", RuntimeWarning)
+        return None
+    for sfx, _ in _SUFFIX.values():
+        for name in ("forward", "backward"):
+            getattr(lib, f"fnx_attention_{name}_{sfx}").restype = None
+    return lib
+
+
+def _function(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray):
+    """The C function `name` and the C type of the scale for these operands, or None where the composition runs."""
+    kind = _SUFFIX.get(q.dtype)
+    if (kind is None or type(q) is not np.ndarray or type(k) is not np.ndarray or type(v) is not np.ndarray
+            or max(q.shape[-1], v.shape[-1]) > MAX_HEAD_DIM or 0 in q.shape or 0 in k.shape or 0 in v.shape):
+        return None
+    lib = _library()
+    return None if lib is None else (getattr(lib, f"fnx_attention_{name}_{kind[0]}"), kind[1])
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """`a` as contiguous (heads, rows, features), its leading dims as one."""
+    return np.ascontiguousarray(a).reshape(-1, a.shape[-2], a.shape[-1])
+
+
+def _call(fn, scale_type, arrays, q, k, v, groups: int, scale: float, is_causal: bool) -> None:
+    heads, length, n_e = q.shape
+    sizes = (heads, groups, length, k.shape[1], n_e, v.shape[2])
+    fn(*(ctypes.c_void_p(a.ctypes.data) for a in arrays), *(ctypes.c_longlong(n) for n in sizes),
+       scale_type(scale), ctypes.c_longlong(is_causal))
+
+
+def forward(query: np.ndarray, key: np.ndarray, value: np.ndarray, groups: int, scale: float,
+            is_causal: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """(out, lse): softmax(q k^T * scale) v for (..., H, L, E) queries and (..., H / groups, S, E) keys and
+    (..., H / groups, S, D) values, and each query's logsumexp (..., H, L); None where the composition runs."""
+    found = _function("forward", query, key, value)
+    if found is None:
+        return None
+    q, k, v = _rows(query), _rows(key), _rows(value)
+    out = np.empty(query.shape[:-1] + value.shape[-1:], dtype=query.dtype)
+    lse = np.empty(query.shape[:-1], dtype=query.dtype)
+    _call(*found, (q, k, v, out, lse), q, k, v, groups, scale, is_causal)
+    return out, lse
+
+
+def backward(query: np.ndarray, key: np.ndarray, value: np.ndarray, out: np.ndarray, lse: np.ndarray,
+             grad: np.ndarray, groups: int, scale: float,
+             is_causal: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(dq, dk, dv) of `forward`'s out for its cotangent `grad`, from its `out` and `lse`; None where the
+    composition runs."""
+    found = _function("backward", query, key, value)
+    if found is None:
+        return None
+    q, k, v = _rows(query), _rows(key), _rows(value)
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+    work = np.empty((q.shape[0], 2 * q.shape[2] + v.shape[2], -(-q.shape[1] // _BLOCK) * _BLOCK), dtype=q.dtype)
+    arrays = (q, k, v, _rows(out), _rows(grad.astype(query.dtype, copy=False)), np.ascontiguousarray(lse), dq, dk, dv,
+              work)
+    _call(*found, arrays, q, k, v, groups, scale, is_causal)
+    return dq.reshape(query.shape), dk.reshape(key.shape), dv.reshape(value.shape)
