@@ -111,7 +111,7 @@ def backward(query: np.ndarray, key: np.ndarray, value: np.ndarray, out: np.ndar
         return None
     q, k, v = _rows(query), _rows(key), _rows(value)
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-    work = np.empty((q.shape[0], 2 * q.shape[2] + v.shape[2], -(-q.shape[1] // _BLOCK) * _BLOCK), dtype=q.dtype)
+    work = np.empty((q.shape[0], q.shape[2] + 1, -(-q.shape[1] // _BLOCK) * _BLOCK), dtype=q.dtype)
     arrays = (q, k, v, _rows(out), _rows(grad.astype(query.dtype, copy=False)), np.ascontiguousarray(lse), dq, dk, dv,
               work)
     _call(*found, arrays, q, k, v, groups, scale, is_causal)
