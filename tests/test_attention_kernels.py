@@ -1,7 +1,7 @@
 """The C loops of eager scaled_dot_product_attention (fnx/lowering/attention_kernels.py): values and gradients
 against a float64 numpy reference and against the composition that the transforms trace, causal and not,
 grouped-query heads read in place, odd sizes (one query, sequences not a multiple of the block, head dims 1 to
-128), strided operands, a float64 gradcheck, and the fallbacks (other dtypes, head dims above MAX_HEAD_DIM)."""
+128), strided and broadcast operands, a float64 gradcheck, and the fallbacks (other dtypes, head dims above MAX_HEAD_DIM)."""
 import math
 
 import numpy as np
@@ -133,3 +133,15 @@ def test_grouped_query_heads_must_divide():
     q, k = fnx.randn(1, 3, 2, 4), fnx.randn(1, 2, 2, 4)
     with pytest.raises(RuntimeError, match="query heads \\(3\\) must be a multiple of the key heads \\(2\\)"):
         F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+
+
+def test_key_and_value_shared_by_the_batch():
+    """Keys and values expanded over the batch (stride 0), read in place."""
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((2, 3, 70, 8))
+    k, v = rng.standard_normal((1, 3, 66, 8)), rng.standard_normal((1, 3, 66, 5))
+    out = F.scaled_dot_product_attention(fnx.tensor(q), fnx.tensor(k).expand(2, 3, 66, 8),
+                                         fnx.tensor(v).expand(2, 3, 66, 5), is_causal=True)
+    want = _reference(q, np.broadcast_to(k, (2, 3, 66, 8)), np.broadcast_to(v, (2, 3, 66, 5)), 1, 8 ** -0.5, True,
+                      np.zeros((2, 3, 70, 5)))[0]
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-10, atol=1e-12)

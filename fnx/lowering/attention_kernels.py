@@ -75,16 +75,28 @@ def _function(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray):
     return None if lib is None else (getattr(lib, f"fnx_attention_{name}_{kind[0]}"), kind[1])
 
 
-def _rows(a: np.ndarray) -> np.ndarray:
-    """`a` as contiguous (heads, rows, features), its leading dims as one."""
-    return np.ascontiguousarray(a).reshape(-1, a.shape[-2], a.shape[-1])
+_Geometry = ctypes.c_longlong * 16
 
 
-def _call(fn, scale_type, arrays, q, k, v, groups: int, scale: float, is_causal: bool) -> None:
-    heads, length, n_e = q.shape
-    sizes = (heads, groups, length, k.shape[1], n_e, v.shape[2])
+def _heads(a: np.ndarray) -> np.ndarray:
+    """`a` as (batch, heads, rows, features), a view where numpy can make one, with contiguous features."""
+    a = a.reshape((-1,) + a.shape[-3:]) if a.ndim >= 3 else a.reshape((1, 1) + a.shape)
+    return a if a.strides[3] == a.itemsize else np.ascontiguousarray(a)
+
+
+def _geometry(*inputs: np.ndarray):
+    """Per input: heads per batch, then its batch, head and row strides in elements (the template's `g`)."""
+    numbers = []
+    for a in inputs:
+        numbers += [a.shape[1]] + [stride // a.itemsize for stride in a.strides[:3]]
+    return _Geometry(*numbers, *[0] * (16 - len(numbers)))
+
+
+def _call(fn, scale_type, arrays, q, k, v, dout, groups: int, scale: float, is_causal: bool) -> None:
+    batch, heads, length, n_e = q.shape
+    sizes = (batch * heads, groups, length, k.shape[2], n_e, v.shape[3])
     fn(*(ctypes.c_void_p(a.ctypes.data) for a in arrays), *(ctypes.c_longlong(n) for n in sizes),
-       scale_type(scale), ctypes.c_longlong(is_causal))
+       scale_type(scale), ctypes.c_longlong(is_causal), _geometry(*(a for a in (q, k, v, dout) if a is not None)))
 
 
 def forward(query: np.ndarray, key: np.ndarray, value: np.ndarray, groups: int, scale: float,
@@ -94,10 +106,10 @@ def forward(query: np.ndarray, key: np.ndarray, value: np.ndarray, groups: int, 
     found = _function("forward", query, key, value)
     if found is None:
         return None
-    q, k, v = _rows(query), _rows(key), _rows(value)
+    q, k, v = _heads(query), _heads(key), _heads(value)
     out = np.empty(query.shape[:-1] + value.shape[-1:], dtype=query.dtype)
     lse = np.empty(query.shape[:-1], dtype=query.dtype)
-    _call(*found, (q, k, v, out, lse), q, k, v, groups, scale, is_causal)
+    _call(*found, (q, k, v, out, lse), q, k, v, None, groups, scale, is_causal)
     return out, lse
 
 
@@ -109,10 +121,9 @@ def backward(query: np.ndarray, key: np.ndarray, value: np.ndarray, out: np.ndar
     found = _function("backward", query, key, value)
     if found is None:
         return None
-    q, k, v = _rows(query), _rows(key), _rows(value)
-    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-    work = np.empty((q.shape[0], q.shape[2] + 1, -(-q.shape[1] // _BLOCK) * _BLOCK), dtype=q.dtype)
-    arrays = (q, k, v, _rows(out), _rows(grad.astype(query.dtype, copy=False)), np.ascontiguousarray(lse), dq, dk, dv,
-              work)
-    _call(*found, arrays, q, k, v, groups, scale, is_causal)
-    return dq.reshape(query.shape), dk.reshape(key.shape), dv.reshape(value.shape)
+    q, k, v, dout = _heads(query), _heads(key), _heads(value), _heads(grad.astype(query.dtype, copy=False))
+    dq, dk, dv = (np.empty(a.shape, dtype=a.dtype) for a in (query, key, value))
+    work = np.empty((q.shape[0] * q.shape[1], q.shape[3] + 1, -(-q.shape[2] // _BLOCK) * _BLOCK), dtype=q.dtype)
+    arrays = (q, k, v, np.ascontiguousarray(out), dout, np.ascontiguousarray(lse), dq, dk, dv, work)
+    _call(*found, arrays, q, k, v, dout, groups, scale, is_causal)
+    return dq, dk, dv
