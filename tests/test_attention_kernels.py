@@ -1,7 +1,8 @@
 """The C loops of eager scaled_dot_product_attention (fnx/lowering/attention_kernels.py): values and gradients
 against a float64 numpy reference and against the composition that the transforms trace, causal and not,
 grouped-query heads read in place, odd sizes (one query, sequences not a multiple of the block, head dims 1 to
-128), strided and broadcast operands, a float64 gradcheck, and the fallbacks (other dtypes, head dims above MAX_HEAD_DIM)."""
+128), strided and broadcast operands, a float64 gradcheck, and the fallbacks (other dtypes, head dims above
+MAX_HEAD_DIM, small problems)."""
 import math
 
 import numpy as np
@@ -13,6 +14,11 @@ import fnx
 import fnx.nn.functional as F
 from fnx.autograd import gradcheck
 from fnx.lowering import attention_kernels
+
+
+@pytest.fixture(autouse=True)
+def _every_size_takes_the_c_loops(monkeypatch):
+    monkeypatch.setattr(attention_kernels, "MIN_WORK", 0)
 
 
 def _reference(q, k, v, groups, scale, causal, g):
@@ -118,8 +124,14 @@ def test_the_forward_keeps_no_score_matrix():
         assert saved == [(1, 2, 96)] + [(1, 2, 96, 4)] * 4
 
 
-def test_other_dtypes_and_wide_heads_run_the_composition():
+def test_other_dtypes_wide_heads_and_small_problems_run_the_composition(monkeypatch):
     rng = np.random.default_rng(5)
+    small = rng.standard_normal((1, 2, 8, 4))
+    monkeypatch.setattr(attention_kernels, "MIN_WORK", 2 * 8 * 8 * 8 + 1)
+    assert attention_kernels.forward(small, small, small, 1, 0.1, False) is None
+    monkeypatch.setattr(attention_kernels, "MIN_WORK", 2 * 8 * 8 * 8)
+    assert (attention_kernels.forward(small, small, small, 1, 0.1, False) is None) == \
+        (attention_kernels._library() is None)
     wide = rng.standard_normal((1, 1, 3, attention_kernels.MAX_HEAD_DIM + 1))
     assert attention_kernels.forward(wide, wide, wide, 1, 0.1, False) is None
     half = rng.standard_normal((1, 1, 3, 4)).astype(np.float16)

@@ -3,8 +3,9 @@ forward (an online softmax over blocks of keys, keeping each query's logsumexp, 
 the backward that recomputes each block's probabilities from it (templates/c_attention.c.j2), parallel over heads
 and blocks of queries on fnx's thread pool, with grouped-query heads read in place. One library for every shape
 (sizes are arguments), built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock;
-where it cannot be built (no compiler, Jinja2 missing), for other dtypes and devices, empty operands and head
-dims above MAX_HEAD_DIM (the blocks live on the stack), `forward` and `backward` give None and the caller runs
+where it cannot be built (no compiler, Jinja2 missing), for other dtypes and devices, empty operands, head dims
+above MAX_HEAD_DIM (the blocks live on the stack) and small problems (below MIN_WORK: there eager gives the
+composition's bits, as compiled code interpreted does), `forward` and `backward` give None and the caller runs
 the composition of fnx ops instead.
 """
 from __future__ import annotations
@@ -17,9 +18,12 @@ import numpy as np
 
 from .._warn import warn
 
-__all__ = ["forward", "backward", "MAX_HEAD_DIM"]
+__all__ = ["forward", "backward", "MAX_HEAD_DIM", "MIN_WORK"]
 
 MAX_HEAD_DIM = 256
+# Below this many multiply-adds per score matrix row and column (heads * L * S * (E + D)) the composition runs (and
+# a process that only sees small problems never compiles the library).
+MIN_WORK = 4096
 _BLOCK = 64   # FNX_B in the template: queries and keys per block
 _SUFFIX = {np.dtype(np.float32): ("f32", ctypes.c_float), np.dtype(np.float64): ("f64", ctypes.c_double)}
 _TEMPLATE = Path(__file__).parent / "templates" / "c_attention.c.j2"
@@ -69,7 +73,8 @@ def _function(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray):
     """The C function `name` and the C type of the scale for these operands, or None where the composition runs."""
     kind = _SUFFIX.get(q.dtype)
     if (kind is None or type(q) is not np.ndarray or type(k) is not np.ndarray or type(v) is not np.ndarray
-            or max(q.shape[-1], v.shape[-1]) > MAX_HEAD_DIM or 0 in q.shape or 0 in k.shape or 0 in v.shape):
+            or max(q.shape[-1], v.shape[-1]) > MAX_HEAD_DIM or 0 in q.shape or 0 in k.shape or 0 in v.shape
+            or q.size * k.shape[-2] * (1 + v.shape[-1] / q.shape[-1]) < MIN_WORK):
         return None
     lib = _library()
     return None if lib is None else (getattr(lib, f"fnx_attention_{name}_{kind[0]}"), kind[1])
