@@ -11,12 +11,10 @@ the composition of fnx ops instead.
 from __future__ import annotations
 
 import ctypes
-import threading
-from pathlib import Path
 
 import numpy as np
 
-from .._warn import warn
+from .template_library import TemplateLibrary
 
 __all__ = ["forward", "backward", "MAX_HEAD_DIM", "MIN_WORK"]
 
@@ -26,47 +24,9 @@ MAX_HEAD_DIM = 256
 MIN_WORK = 4096
 _BLOCK = 64   # FNX_B in the template: queries and keys per block
 _SUFFIX = {np.dtype(np.float32): ("f32", ctypes.c_float), np.dtype(np.float64): ("f64", ctypes.c_double)}
-_TEMPLATE = Path(__file__).parent / "templates" / "c_attention.c.j2"
-_lib: list = []   # [the loaded library, or None where it cannot be built], once built
-_lock = threading.Lock()
-
-
-def _library():
-    """The loaded library, or None: built (or read from the disk cache) by the first thread to ask."""
-    if _lib:
-        return _lib[0]
-    with _lock:
-        if not _lib:
-            _lib.append(_build())
-    return _lib[0]
-
-
-def _build():
-    # Imported here, not with fnx: building needs Jinja2 and a C compiler, and a process without attention never
-    # needs either.
-    from .._version import __version__
-    from .codegen import prelude
-    from .cpu import NoCompilerError, compile_libraries
-
-    try:
-        import jinja2
-
-        body = jinja2.Template(_TEMPLATE.read_text()).render()
-
-        def sources(simd: bool) -> dict[str, str]:
-            return {"fnx-attention": prelude("c", simd=simd) + body}
-
-        lib = compile_libraries(sources(True), __version__, sources)["fnx-attention"]
-    except (NoCompilerError, ModuleNotFoundError):
-        return None
-    except Exception as e:  # noqa: BLE001 (any failure to build leaves the composition, which is always right)
-        warn(f"fnx: the C loops of scaled_dot_product_attention could not be built ({e}); a composition of fnx ops "
-             f"runs it instead (slower)", RuntimeWarning)
-        return None
-    for sfx, _ in _SUFFIX.values():
-        for name in ("forward", "backward"):
-            getattr(lib, f"fnx_attention_{name}_{sfx}").restype = None
-    return lib
+_library = TemplateLibrary("fnx-attention", "c_attention.c.j2",
+                           [f"fnx_attention_{name}_{sfx}" for name in ("forward", "backward") for sfx in ("f32", "f64")],
+                           "the C loops of scaled_dot_product_attention", "a composition of fnx ops runs it").get
 
 
 def _function(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray):

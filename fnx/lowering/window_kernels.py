@@ -14,61 +14,22 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
-import threading
-from pathlib import Path
 
 import numpy as np
 
-from .._warn import warn
 from ..ops import windows
+from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "window_argmax", "window_take", "window_put", "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-_TEMPLATE = Path(__file__).parent / "templates" / "c_windows.c.j2"
 _Geometry = ctypes.c_longlong * 15
-_lib: list = []   # [the loaded library, or None where it cannot be built], once built
-_lock = threading.Lock()
-
-
-def _library():
-    """The loaded library, or None: built (or read from the disk cache) by the first thread to ask."""
-    if _lib:
-        return _lib[0]
-    with _lock:
-        if not _lib:
-            _lib.append(_build())
-    return _lib[0]
-
-
-def _build():
-    # Imported here, not with fnx: building needs Jinja2 and a C compiler, and a process without convolutions
-    # never needs either.
-    from .._version import __version__
-    from .codegen import prelude
-    from .cpu import NoCompilerError, compile_libraries
-
-    try:
-        import jinja2
-
-        body = jinja2.Template(_TEMPLATE.read_text()).render()
-
-        def sources(simd: bool) -> dict[str, str]:
-            return {"fnx-windows": prelude("c", simd=simd) + body}
-
-        lib = compile_libraries(sources(True), __version__, sources)["fnx-windows"]
-    except (NoCompilerError, ModuleNotFoundError):
-        return None
-    except Exception as e:  # noqa: BLE001 (any failure to build leaves numpy's impls, which are always right)
-        warn(f"fnx: the C loops of convolution and pooling could not be built ({e}); numpy runs them instead "
-             f"(slower)", RuntimeWarning)
-        return None
-    for name in ("im2col", "col2im", "window_argmax", "window_take", "window_put"):
-        for sfx in _SUFFIX.values():
-            getattr(lib, f"fnx_{name}_{sfx}").restype = None
-    return lib
+_library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
+                           [f"fnx_{name}_{sfx}" for name in ("im2col", "col2im", "window_argmax", "window_take",
+                                                            "window_put") for sfx in _SUFFIX.values()],
+                           "the C loops of convolution and pooling", "numpy runs them").get
 
 
 def _function(name: str, a: np.ndarray, size: int):
