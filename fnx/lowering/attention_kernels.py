@@ -88,7 +88,8 @@ def backward(query: np.ndarray, key: np.ndarray, value: np.ndarray, out: np.ndar
         return None
     q, k, v, dout = _heads(query), _heads(key), _heads(value), _heads(grad.astype(query.dtype, copy=False))
     dq, dk, dv = (np.empty(a.shape, dtype=a.dtype) for a in (query, key, value))
-    work = np.empty((q.shape[0] * q.shape[1], q.shape[3] + 1, -(-q.shape[2] // _BLOCK) * _BLOCK), dtype=q.dtype)
-    arrays = (q, k, v, np.ascontiguousarray(out), dout, np.ascontiguousarray(lse), dq, dk, dv, work)
+    work = np.empty((q.shape[0] * q.shape[1], q.shape[3], -(-q.shape[2] // _BLOCK) * _BLOCK), dtype=q.dtype)
+    delta = np.einsum("...i,...i->...", dout, out.reshape(dout.shape[:3] + out.shape[-1:]))   # rowsum(dout * out)
+    arrays = (q, k, v, delta, dout, np.ascontiguousarray(lse), dq, dk, dv, work)
     _call(*found, arrays, q, k, v, dout, groups, scale, is_causal)
     return dq, dk, dv
