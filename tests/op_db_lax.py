@@ -269,6 +269,27 @@ def ref_attention(q, k, v):
     return np.einsum("bhqk,bkhd->bqhd", w / w.sum(-1, keepdims=True), v)
 
 
+def ref_sdpa(q, k, v, is_causal, enable_gqa):
+    """softmax(q k^T / sqrt(d)) v in PyTorch's (batch, heads, length, head_dim) layout, each key/value head read by
+    a group of query heads."""
+    groups = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, groups, 1), np.repeat(v, groups, 1)
+    scores = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])
+    if is_causal:
+        scores = np.where(np.tril(np.ones(scores.shape[-2:], bool)), scores, -np.inf)
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    return w / w.sum(-1, keepdims=True) @ v
+
+
+@st.composite
+def sdpa_sample(draw):
+    kv_heads, groups = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    length, keys, e, d = (draw(st.integers(1, 3)) for _ in range(4))
+    q = draw(floats((1, kv_heads * groups, length, e)))
+    k, v = draw(floats((1, kv_heads, keys, e))), draw(floats((1, kv_heads, keys, d)))
+    return Sample((q, k, v), dict(is_causal=draw(st.booleans()), enable_gqa=groups > 1))
+
+
 @st.composite
 def logsumexp_sample(draw):
     shape = draw(shapes(min_dims=1, max_dims=3))
@@ -365,4 +386,6 @@ OPS = [
            ref_attention, st.builds(lambda q, k, v: Sample((q, k, v)),
                                     floats((2, 3, 2, 4)), floats((2, 3, 2, 4)), floats((2, 3, 2, 4))),
            extra={"numerics": "reductions"}),
+    OpInfo("nn.functional.scaled_dot_product_attention", nn.functional.scaled_dot_product_attention, ref_sdpa,
+           sdpa_sample(), extra={"numerics": "reductions"}),
 ]

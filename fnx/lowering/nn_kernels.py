@@ -12,22 +12,21 @@ cannot be built (no compiler, Jinja2 missing), for small arrays and other dtypes
 from __future__ import annotations
 
 import ctypes
-import threading
-from pathlib import Path
 
 import numpy as np
 
-from .c_loops import build_loops
+from .template_library import TemplateLibrary
 
 __all__ = ["lstm_steps", "log_softmax", "log_softmax_backward", "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-_TEMPLATE = Path(__file__).parent / "templates" / "c_nn.c.j2"
 _POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3}   # then 2 sizes
-_lib: list = []   # [the loaded library, or None where it cannot be built], once built
-_lock = threading.Lock()
+_ARGTYPES = {f"fnx_{name}_{sfx}": [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2
+             for name, pointers in _POINTERS.items() for sfx in _SUFFIX.values()}
+_library = TemplateLibrary("fnx-nn", "c_nn.c.j2", list(_ARGTYPES), "the C loops of the LSTM recurrence and "
+                           "log_softmax", "numpy runs them", _ARGTYPES).get
 
 
 def _functions(dtype: np.dtype, elements: int, *names: str) -> tuple | None:
@@ -35,10 +34,7 @@ def _functions(dtype: np.dtype, elements: int, *names: str) -> tuple | None:
     sfx = _SUFFIX.get(np.dtype(dtype))
     if sfx is None or elements < MIN_ELEMENTS:
         return None
-    with _lock:
-        if not _lib:
-            _lib.append(_build())
-    lib = _lib[0]
+    lib = _library()
     return None if lib is None else tuple(getattr(lib, f"fnx_{name}_{sfx}") for name in names)
 
 
@@ -67,16 +63,3 @@ def log_softmax_backward(g: np.ndarray, out: np.ndarray) -> np.ndarray | None:
     dx = np.empty(g.shape, g.dtype)
     fns[0](g.ctypes.data, out.ctypes.data, dx.ctypes.data, g.size // g.shape[-1], g.shape[-1])
     return dx
-
-
-def _build():
-    """The loaded library with its functions' signatures set, or None where it cannot be built."""
-    lib = build_loops("fnx-nn", _TEMPLATE, "the LSTM recurrence and log_softmax")
-    if lib is None:
-        return None
-    for name, pointers in _POINTERS.items():
-        for sfx in _SUFFIX.values():
-            fn = getattr(lib, f"fnx_{name}_{sfx}")
-            fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2
-            fn.restype = None
-    return lib

@@ -14,43 +14,22 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
-import threading
-from pathlib import Path
 
 import numpy as np
 
 from ..ops import windows
-from .c_loops import build_loops
+from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "window_argmax", "window_take", "window_put", "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-_TEMPLATE = Path(__file__).parent / "templates" / "c_windows.c.j2"
 _Geometry = ctypes.c_longlong * 15
-_lib: list = []   # [the loaded library, or None where it cannot be built], once built
-_lock = threading.Lock()
-
-
-def _library():
-    """The loaded library, or None: built (or read from the disk cache) by the first thread to ask."""
-    if _lib:
-        return _lib[0]
-    with _lock:
-        if not _lib:
-            _lib.append(_build())
-    return _lib[0]
-
-
-def _build():
-    lib = build_loops("fnx-windows", _TEMPLATE, "convolution and pooling")
-    if lib is None:
-        return None
-    for name in ("im2col", "col2im", "window_argmax", "window_take", "window_put"):
-        for sfx in _SUFFIX.values():
-            getattr(lib, f"fnx_{name}_{sfx}").restype = None
-    return lib
+_library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
+                           [f"fnx_{name}_{sfx}" for name in ("im2col", "col2im", "window_argmax", "window_take",
+                                                            "window_put") for sfx in _SUFFIX.values()],
+                           "the C loops of convolution and pooling", "numpy runs them").get
 
 
 def _function(name: str, a: np.ndarray, size: int):

@@ -14,13 +14,14 @@ from .. import core
 from .. import dtypes as _dt
 from ..autograd import Function
 from ..core import FnxRuntimeError
+from ..lowering import attention_kernels
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.arrange import pad, repeat_interleave
 from ..ops.creation import ones, zeros, zeros_like
 from ..ops.joins import cat, chunk
 from ..ops.linalg import matmul
-from ..tensor import Tensor
+from ..tensor import Tensor, make
 from .functional_activation import softmax
 from .._warn import warn as _warn
 
@@ -42,40 +43,76 @@ def _attention_weights(query: Tensor, key: Tensor, scale: float, is_causal: bool
     return softmax(scores, -1)
 
 
+def _repeat_heads(x: Tensor, groups: int) -> Tensor:
+    """Each key/value head repeated for the `groups` query heads that read it (grouped-query attention)."""
+    return x if groups == 1 else repeat_interleave(x, groups, dim=-3)
+
+
+def _sum_heads(grad: Tensor, groups: int) -> Tensor:
+    """The gradient of `_repeat_heads`: each group of `groups` heads summed."""
+    if groups == 1:
+        return grad
+    shape = tuple(grad.shape)
+    return rd.sum(grad.reshape(shape[:-3] + (shape[-3] // groups, groups) + shape[-2:]), -3)
+
+
 class _Attention(Function):
-    """Eager attention without mask or dropout as one tape node: the forward runs off the tape and keeps only
-    q, k, v and the weights; the backward is PyTorch's math rule (dS = W * (dW - rowsum(dW * W)) * scale),
-    four products and a few elementwise passes instead of the decomposed softmax's quotient rule."""
+    """Eager attention without mask or dropout as one tape node. On CPU float arrays the forward and backward are
+    C loops (fnx/lowering/attention_kernels.py: an online softmax that keeps each query's logsumexp, never the
+    score matrix; grouped key/value heads read in place); elsewhere, and for second derivatives (create_graph),
+    the forward keeps q, k, v and the weights and the backward is PyTorch's math rule
+    (dS = W * (dW - rowsum(dW * W)) * scale), four products and a few elementwise passes."""
 
     @staticmethod
-    def forward(ctx, query, key, value, scale, is_causal):
-        weights = _attention_weights(query, key, scale, is_causal)
+    def forward(ctx, query, key, value, scale, is_causal, groups):
+        ctx.scale, ctx.is_causal, ctx.groups = scale, is_causal, groups
+        if query.device.type == "cpu":
+            fast = attention_kernels.forward(query._value, key._value, value._value, groups, scale, is_causal)
+            if fast is not None:
+                out, lse = (make(a, query.device) for a in fast)
+                ctx.save_for_backward(query, key, value, out, lse)
+                return out
+        weights = _attention_weights(query, _repeat_heads(key, groups), scale, is_causal)
         ctx.save_for_backward(query, key, value, weights)
-        ctx.scale, ctx.is_causal = scale, is_causal
-        return matmul(weights, value)
+        return matmul(weights, _repeat_heads(value, groups))
 
     @staticmethod
     def backward(ctx, g):
-        query, key, value, weights = ctx.saved_tensors
-        if core.state.grad_enabled:   # create_graph: weights rebuilt on the tape, so second derivatives see q, k
-            weights = _attention_weights(query, key, ctx.scale, ctx.is_causal)
+        saved = ctx.saved_tensors
+        query, key, value = saved[:3]
         need_q, need_k, need_v = ctx.needs_input_grad[:3]
-        d_value = matmul(weights.mT, g) if need_v else None
+        if len(saved) == 5 and not core.state.grad_enabled:
+            out, lse = saved[3:]
+            grads = attention_kernels.backward(query._value, key._value, value._value, out._value, lse._value,
+                                               g._value, ctx.groups, ctx.scale, ctx.is_causal)
+            if grads is not None:
+                return tuple(make(d, query.device) if need else None
+                             for d, need in zip(grads, (need_q, need_k, need_v))) + (None, None, None)
+        key, value = _repeat_heads(key, ctx.groups), _repeat_heads(value, ctx.groups)
+        if len(saved) == 4 and not core.state.grad_enabled:
+            weights = saved[3]
+        else:   # create_graph: weights rebuilt on the tape, so second derivatives see q, k
+            weights = _attention_weights(query, key, ctx.scale, ctx.is_causal)
+        d_value = _sum_heads(matmul(weights.mT, g), ctx.groups) if need_v else None
         if not (need_q or need_k):
-            return None, None, d_value, None, None
+            return None, None, d_value, None, None, None
         d_weights = matmul(g, value.mT)
         d_scores = weights * (d_weights - rd.sum(d_weights * weights, -1, keepdim=True)) * ctx.scale
         d_query = matmul(d_scores, key) if need_q else None
-        d_key = matmul(d_scores.mT, query) if need_k else None
-        return d_query, d_key, d_value, None, None
+        d_key = _sum_heads(matmul(d_scores.mT, query), ctx.groups) if need_k else None
+        return d_query, d_key, d_value, None, None, None
 
 
-def _one_node(query: Tensor, key: Tensor, value: Tensor) -> bool:
+def _one_node(query: Tensor, key: Tensor, value: Tensor, groups: int) -> bool:
     """Whether eager attention over these operands runs as `_Attention`: no transform active (compile and
     the transforms see the composition, which they fuse and differentiate), one dtype and matching batch
-    dims (no broadcasting between q, k and v)."""
-    return (not core.state.transforms_active and query.ndim >= 2 and query.dtype is key.dtype is value.dtype
-            and tuple(query.shape[:-2]) == tuple(key.shape[:-2]) == tuple(value.shape[:-2]))
+    dims (no broadcasting between q, k and v; `groups` query heads per key/value head)."""
+    if core.state.transforms_active or query.ndim < 2 or not (query.dtype is key.dtype is value.dtype):
+        return False
+    batch = tuple(query.shape[:-2])
+    if groups > 1:
+        batch = batch[:-1] + (batch[-1] // groups,)
+    return batch == tuple(key.shape[:-2]) == tuple(value.shape[:-2])
 
 
 @autocast_op("scaled_dot_product_attention")
@@ -89,13 +126,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if is_causal and attn_mask is not None:
         raise FnxRuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
                               "is_causal=True")
+    groups = 1
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        if query.shape[-3] % key.shape[-3] or key.shape[-3] != value.shape[-3]:
+            raise FnxRuntimeError(f"scaled_dot_product_attention: with enable_gqa=True the query heads "
+                                  f"({query.shape[-3]}) must be a multiple of the key heads ({key.shape[-3]}), "
+                                  f"which must equal the value heads ({value.shape[-3]})")
         groups = query.shape[-3] // key.shape[-3]
-        key = repeat_interleave(key, groups, dim=-3)
-        value = repeat_interleave(value, groups, dim=-3)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if attn_mask is None and dropout_p == 0.0 and _one_node(query, key, value):
-        return _Attention.apply(query, key, value, scale, is_causal)
+    if attn_mask is None and dropout_p == 0.0 and _one_node(query, key, value, groups):
+        return _Attention.apply(query, key, value, scale, is_causal, groups)
+    key, value = _repeat_heads(key, groups), _repeat_heads(value, groups)
     if attn_mask is None:   # only a mask can hide every key from a query (causal rows always see key 0)
         weights = _attention_weights(query, key, scale, is_causal)
     else:

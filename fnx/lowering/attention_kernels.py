@@ -1,0 +1,95 @@
+"""Eager scaled dot-product attention (no mask, no dropout) on CPU float arrays as C loops: the flash-attention
+forward (an online softmax over blocks of keys, keeping each query's logsumexp, never the whole score matrix) and
+the backward that recomputes each block's probabilities from it (templates/c_attention.c.j2), parallel over heads
+and blocks of queries on fnx's thread pool, with grouped-query heads read in place. One library for every shape
+(sizes are arguments), built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock;
+where it cannot be built (no compiler, Jinja2 missing), for other dtypes and devices, empty operands, head dims
+above MAX_HEAD_DIM (the blocks live on the stack) and small problems (below MIN_WORK: there eager gives the
+composition's bits, as compiled code interpreted does), `forward` and `backward` give None and the caller runs
+the composition of fnx ops instead.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .template_library import TemplateLibrary
+
+__all__ = ["forward", "backward", "MAX_HEAD_DIM", "MIN_WORK"]
+
+MAX_HEAD_DIM = 256
+# Below this many multiply-adds per score matrix row and column (heads * L * S * (E + D)) the composition runs (and
+# a process that only sees small problems never compiles the library).
+MIN_WORK = 4096
+_BLOCK = 64   # FNX_B in the template: queries and keys per block
+_SUFFIX = {np.dtype(np.float32): ("f32", ctypes.c_float), np.dtype(np.float64): ("f64", ctypes.c_double)}
+_library = TemplateLibrary("fnx-attention", "c_attention.c.j2",
+                           [f"fnx_attention_{name}_{sfx}" for name in ("forward", "backward") for sfx in ("f32", "f64")],
+                           "the C loops of scaled_dot_product_attention", "a composition of fnx ops runs it").get
+
+
+def _function(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray):
+    """The C function `name` and the C type of the scale for these operands, or None where the composition runs."""
+    kind = _SUFFIX.get(q.dtype)
+    if (kind is None or type(q) is not np.ndarray or type(k) is not np.ndarray or type(v) is not np.ndarray
+            or max(q.shape[-1], v.shape[-1]) > MAX_HEAD_DIM or 0 in q.shape or 0 in k.shape or 0 in v.shape
+            or q.size * k.shape[-2] * (1 + v.shape[-1] / q.shape[-1]) < MIN_WORK):
+        return None
+    lib = _library()
+    return None if lib is None else (getattr(lib, f"fnx_attention_{name}_{kind[0]}"), kind[1])
+
+
+_Geometry = ctypes.c_longlong * 16
+
+
+def _heads(a: np.ndarray) -> np.ndarray:
+    """`a` as (batch, heads, rows, features), a view where numpy can make one, with contiguous features."""
+    a = a.reshape((-1,) + a.shape[-3:]) if a.ndim >= 3 else a.reshape((1, 1) + a.shape)
+    return a if a.strides[3] == a.itemsize else np.ascontiguousarray(a)
+
+
+def _geometry(*inputs: np.ndarray):
+    """Per input: heads per batch, then its batch, head and row strides in elements (the template's `g`)."""
+    numbers = []
+    for a in inputs:
+        numbers += [a.shape[1]] + [stride // a.itemsize for stride in a.strides[:3]]
+    return _Geometry(*numbers, *[0] * (16 - len(numbers)))
+
+
+def _call(fn, scale_type, arrays, q, k, v, dout, groups: int, scale: float, is_causal: bool) -> None:
+    batch, heads, length, n_e = q.shape
+    sizes = (batch * heads, groups, length, k.shape[2], n_e, v.shape[3])
+    fn(*(ctypes.c_void_p(a.ctypes.data) for a in arrays), *(ctypes.c_longlong(n) for n in sizes),
+       scale_type(scale), ctypes.c_longlong(is_causal), _geometry(*(a for a in (q, k, v, dout) if a is not None)))
+
+
+def forward(query: np.ndarray, key: np.ndarray, value: np.ndarray, groups: int, scale: float,
+            is_causal: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """(out, lse): softmax(q k^T * scale) v for (..., H, L, E) queries and (..., H / groups, S, E) keys and
+    (..., H / groups, S, D) values, and each query's logsumexp (..., H, L); None where the composition runs."""
+    found = _function("forward", query, key, value)
+    if found is None:
+        return None
+    q, k, v = _heads(query), _heads(key), _heads(value)
+    out = np.empty(query.shape[:-1] + value.shape[-1:], dtype=query.dtype)
+    lse = np.empty(query.shape[:-1], dtype=query.dtype)
+    _call(*found, (q, k, v, out, lse), q, k, v, None, groups, scale, is_causal)
+    return out, lse
+
+
+def backward(query: np.ndarray, key: np.ndarray, value: np.ndarray, out: np.ndarray, lse: np.ndarray,
+             grad: np.ndarray, groups: int, scale: float,
+             is_causal: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(dq, dk, dv) of `forward`'s out for its cotangent `grad`, from its `out` and `lse`; None where the
+    composition runs."""
+    found = _function("backward", query, key, value)
+    if found is None:
+        return None
+    q, k, v, dout = _heads(query), _heads(key), _heads(value), _heads(grad.astype(query.dtype, copy=False))
+    dq, dk, dv = (np.empty(a.shape, dtype=a.dtype) for a in (query, key, value))
+    work = np.empty((q.shape[0] * q.shape[1], q.shape[3], -(-q.shape[2] // _BLOCK) * _BLOCK), dtype=q.dtype)
+    delta = np.einsum("...i,...i->...", dout, out.reshape(dout.shape[:3] + out.shape[-1:]))   # rowsum(dout * out)
+    arrays = (q, k, v, delta, dout, np.ascontiguousarray(lse), dq, dk, dv, work)
+    _call(*found, arrays, q, k, v, dout, groups, scale, is_causal)
+    return dq, dk, dv

@@ -1,0 +1,159 @@
+"""The C loops of eager scaled_dot_product_attention (fnx/lowering/attention_kernels.py): values and gradients
+against a float64 numpy reference and against the composition that the transforms trace, causal and not,
+grouped-query heads read in place, odd sizes (one query, sequences not a multiple of the block, head dims 1 to
+128), strided and broadcast operands, a float64 gradcheck, and the fallbacks (other dtypes, head dims above
+MAX_HEAD_DIM, small problems)."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fnx
+import fnx.nn.functional as F
+from fnx.autograd import gradcheck
+from fnx.lowering import attention_kernels
+
+
+@pytest.fixture(autouse=True)
+def _every_size_takes_the_c_loops(monkeypatch):
+    monkeypatch.setattr(attention_kernels, "MIN_WORK", 0)
+
+
+def _reference(q, k, v, groups, scale, causal, g):
+    """out and (dq, dk, dv) for cotangent g, in float64 numpy."""
+    q, k, v, g = (a.astype(np.float64) for a in (q, k, v, g))
+    kr, vr = np.repeat(k, groups, axis=-3), np.repeat(v, groups, axis=-3)
+    s = q @ np.swapaxes(kr, -1, -2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    dw = g @ np.swapaxes(vr, -1, -2)
+    ds = w * (dw - (dw * w).sum(-1, keepdims=True)) * scale
+    heads = k.shape[:-3] + (k.shape[-3], groups)
+
+    def summed(x):
+        return x.reshape(heads + x.shape[-2:]).sum(-3)
+
+    return w @ vr, (ds @ kr, summed(np.swapaxes(ds, -1, -2) @ q), summed(np.swapaxes(w, -1, -2) @ g))
+
+
+@st.composite
+def _problems(draw):
+    kv_heads, groups = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    batch = draw(st.integers(1, 2))
+    length = draw(st.sampled_from([1, 2, 63, 64, 65, 130]))
+    keys = draw(st.sampled_from([length, 1, 5, 64, 100]))
+    e, d = draw(st.sampled_from([1, 3, 32, 128])), draw(st.sampled_from([1, 7, 32, 128]))
+    return (batch, kv_heads * groups, length, e), (batch, kv_heads, keys, e), (batch, kv_heads, keys, d), groups
+
+
+@settings(max_examples=30, deadline=None)
+@given(_problems(), st.booleans(), st.sampled_from([np.float32, np.float64]), st.sampled_from([None, -0.6]),
+       st.integers(0, 2 ** 32 - 1))
+def test_values_and_gradients_match_the_reference(shapes, causal, dtype, scale, seed):
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal(s).astype(dtype) for s in shapes[:3])
+    groups = shapes[3]
+    args = [fnx.tensor(a, requires_grad=True) for a in (q, k, v)]
+    out = F.scaled_dot_product_attention(*args, is_causal=causal, scale=scale, enable_gqa=groups > 1)
+    g = rng.standard_normal(out.shape).astype(dtype)
+    out.backward(fnx.tensor(g))
+    want, want_grads = _reference(q, k, v, groups, 1 / math.sqrt(q.shape[-1]) if scale is None else scale, causal, g)
+    tol = dict(rtol=1e-4, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    assert out.dtype == fnx.tensor(q).dtype and tuple(out.shape) == want.shape
+    np.testing.assert_allclose(out.detach().numpy(), want, **tol)
+    for arg, grad in zip(args, want_grads):
+        assert arg.grad.dtype == arg.dtype
+        np.testing.assert_allclose(arg.grad.numpy(), grad, **tol)
+
+
+@pytest.mark.parametrize("causal, gqa", [(False, False), (True, True)])
+def test_eager_node_matches_the_traced_composition(causal, gqa):
+    """fnx.vjp traces the composition (no C loops): the same values and float32 gradients within rounding."""
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 4, 70, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 4 // (1 + gqa), 70, 16)).astype(np.float32) for _ in range(2))
+    g = fnx.tensor(rng.standard_normal((2, 4, 70, 16)).astype(np.float32))
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+    out, pullback = fnx.vjp(attend, *(fnx.tensor(a) for a in (q, k, v)))
+    args = [fnx.tensor(a, requires_grad=True) for a in (q, k, v)]
+    eager = attend(*args)
+    assert eager.grad_fn.name == "_AttentionBackward"
+    eager.backward(g)
+    np.testing.assert_allclose(eager.detach().numpy(), out.numpy(), rtol=1e-5, atol=1e-6)
+    for arg, want in zip(args, pullback(g)):
+        np.testing.assert_allclose(arg.grad.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_strided_operands_as_a_transformer_makes_them():
+    """q, k, v as views of one projection, (B, T, H, E) transposed to (B, H, T, E)."""
+    rng = np.random.default_rng(2)
+    qkv = fnx.tensor(rng.standard_normal((3, 67, 3 * 4 * 8)).astype(np.float32), requires_grad=True)
+    q, k, v = (t.reshape(3, 67, 4, 8).transpose(1, 2) for t in qkv.chunk(3, -1))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    out.backward(fnx.tensor(g))
+    arrays = [np.ascontiguousarray(t.detach().numpy()) for t in (q, k, v)]
+    want, grads = _reference(*arrays, 1, 1 / math.sqrt(8), True, g)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-4, atol=2e-5)
+    want_grad = np.concatenate([gr.transpose(0, 2, 1, 3).reshape(3, 67, 32) for gr in grads], -1)
+    np.testing.assert_allclose(qkv.grad.numpy(), want_grad, rtol=1e-4, atol=2e-5)
+
+
+def test_float64_gradcheck():
+    rng = np.random.default_rng(4)
+    args = [fnx.tensor(rng.standard_normal(s), requires_grad=True) for s in ((1, 2, 5, 3), (1, 1, 4, 3), (1, 1, 4, 2))]
+    assert gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), args)
+
+
+def test_the_forward_keeps_no_score_matrix():
+    """What the node saves for backward: q, k, v, the output and one logsumexp per query, nothing of L x S (the
+    composition, where no C compiler builds the loops, keeps the weights)."""
+    q, k, v = (fnx.randn(1, 2, 96, 4, requires_grad=True) for _ in range(3))
+    out = F.scaled_dot_product_attention(q, k, v)
+    saved = sorted(tuple(t.shape) for t in out.grad_fn.ctx._saved)
+    if attention_kernels._library() is None:
+        assert saved == [(1, 2, 96, 4)] * 3 + [(1, 2, 96, 96)]
+    else:
+        assert saved == [(1, 2, 96)] + [(1, 2, 96, 4)] * 4
+
+
+def test_other_dtypes_wide_heads_and_small_problems_run_the_composition(monkeypatch):
+    rng = np.random.default_rng(5)
+    small = rng.standard_normal((1, 2, 8, 4))
+    monkeypatch.setattr(attention_kernels, "MIN_WORK", 2 * 8 * 8 * 8 + 1)
+    assert attention_kernels.forward(small, small, small, 1, 0.1, False) is None
+    monkeypatch.setattr(attention_kernels, "MIN_WORK", 2 * 8 * 8 * 8)
+    assert (attention_kernels.forward(small, small, small, 1, 0.1, False) is None) == \
+        (attention_kernels._library() is None)
+    wide = rng.standard_normal((1, 1, 3, attention_kernels.MAX_HEAD_DIM + 1))
+    assert attention_kernels.forward(wide, wide, wide, 1, 0.1, False) is None
+    half = rng.standard_normal((1, 1, 3, 4)).astype(np.float16)
+    assert attention_kernels.forward(half, half, half, 1, 0.1, False) is None
+    out = F.scaled_dot_product_attention(*(fnx.tensor(wide) for _ in range(3)))
+    np.testing.assert_allclose(out.numpy(), _reference(wide, wide, wide, 1, wide.shape[-1] ** -0.5, False,
+                                                       np.zeros((1, 1, 3, wide.shape[-1])))[0], rtol=1e-10)
+
+
+def test_grouped_query_heads_must_divide():
+    q, k = fnx.randn(1, 3, 2, 4), fnx.randn(1, 2, 2, 4)
+    with pytest.raises(RuntimeError, match="query heads \\(3\\) must be a multiple of the key heads \\(2\\)"):
+        F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+
+
+def test_key_and_value_shared_by_the_batch():
+    """Keys and values expanded over the batch (stride 0), read in place."""
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((2, 3, 70, 8))
+    k, v = rng.standard_normal((1, 3, 66, 8)), rng.standard_normal((1, 3, 66, 5))
+    out = F.scaled_dot_product_attention(fnx.tensor(q), fnx.tensor(k).expand(2, 3, 66, 8),
+                                         fnx.tensor(v).expand(2, 3, 66, 5), is_causal=True)
+    want = _reference(q, np.broadcast_to(k, (2, 3, 66, 8)), np.broadcast_to(v, (2, 3, 66, 5)), 1, 8 ** -0.5, True,
+                      np.zeros((2, 3, 70, 5)))[0]
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-10, atol=1e-12)
