@@ -53,10 +53,13 @@ def test_c_loops_equal_numpy(geometry, dtype, seed):
     nd = len(kernel)
     overlap = any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, stride, dilation))
 
-    want, got = _numpy_and_native(windows._im2col_impl, x, **params)
-    _same(want, got)
-    _same(*_numpy_and_native(windows._col2im_impl, rng.standard_normal(want.shape).astype(dtype),
-                             size=shape[2:], **params))
+    for batch_inner in (False, True):
+        want, got = _numpy_and_native(windows._im2col_impl, x, batch_inner=batch_inner, **params)
+        _same(want, got)
+        _same(*_numpy_and_native(windows._col2im_impl, rng.standard_normal(want.shape).astype(dtype),
+                                 size=shape[2:], batch_inner=batch_inner, **params))
+    # planes of a transposed input: the C loop reads them in place
+    _same(*_numpy_and_native(windows._im2col_impl, x.swapaxes(0, 1), batch_inner=True, **params))
     want, pos = _numpy_and_native(windows._window_argmax_impl, x, **params)
     _same(want, pos)
     _same(*_numpy_and_native(windows._window_take_impl, x, pos, nd=nd, overlap=overlap))

@@ -29,6 +29,7 @@ MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _TEMPLATE = Path(__file__).parent / "templates" / "c_windows.c.j2"
 _Geometry = ctypes.c_longlong * 15
+_Rows = ctypes.c_longlong * 10
 _lib: list = []   # [the loaded library, or None where it cannot be built], once built
 _lock = threading.Lock()
 
@@ -107,18 +108,60 @@ def _over_planes(name: str, src: np.ndarray, rows_nd: int, tail: tuple, dtype, s
     return result
 
 
-def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
-    """(*lead, *spatial) -> (*lead, K, *out), as windows.im2col's numpy impl; None where numpy should run it."""
+def _contiguous_planes(a: np.ndarray, nd: int) -> bool:
+    """Whether each plane (the last nd dims) of `a` is one C-contiguous block."""
+    step = a.itemsize
+    for n, s in zip(reversed(a.shape[a.ndim - nd:]), reversed(a.strides[a.ndim - nd:])):
+        if n > 1 and s != step:
+            return False
+        step *= n
+    return True
+
+
+def _row_table(a: np.ndarray, nd: int, k: int, osz: int, batch_inner: bool) -> tuple[np.ndarray, ctypes.Array]:
+    """`a`, the planes' array of im2col or col2im (a contiguous copy only where needed), and the C loops' table of
+    its rows (FNX_ROWS): without `batch_inner`, every plane is its own group of one row, its K columns next to
+    each other; with it, the group of channel (b, c) holds the N planes (b, n, c), whose columns for one kernel
+    offset fill one stretch of the (*b, C, K, N, *out) columns (any strides of b, n, c are read in place)."""
+    lead = a.shape[:a.ndim - nd]
+    if not batch_inner or not _contiguous_planes(a, nd) or len(lead) > 3:
+        a = np.ascontiguousarray(a)
+    if not batch_inner:
+        return a, _Rows(1, math.prod(lead), 1, 0, math.prod(a.shape[a.ndim - nd:]), 0, 0, k * osz, 0, osz)
+    a = a.reshape((-1,) + a.shape[a.ndim - nd - 2:])
+    b, n, c = a.shape[:3]
+    pb, pn, pc = (s // a.itemsize for s in a.strides[:3])
+    return a, _Rows(b, c, n, pb, pc, pn, c * k * n * osz, k * n * osz, osz, n * osz)
+
+
+def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple,
+           batch_inner: bool) -> np.ndarray | None:
+    """(*lead, *spatial) -> (*lead, K, *out) (with `batch_inner`, (*b, N, C, *spatial) -> (*b, C, K, N, *out)),
+    as windows.im2col's numpy impl; None where numpy should run it."""
     nd, k = len(kernel), math.prod(kernel)
-    return _over_planes("im2col", x, x.ndim - nd, (k,) + tuple(out), x.dtype, x.shape[x.ndim - nd:], kernel, stride,
-                        dilation, out, x.size * k)
+    fn = _function("im2col", x, x.size * k) if nd <= 3 else None
+    if fn is None:
+        return None
+    cols = np.empty(windows.cols_shape(x.shape[:x.ndim - nd], k, out, batch_inner), dtype=x.dtype)
+    x, rows = _row_table(x, nd, k, math.prod(out), batch_inner)
+    fn(_ptr(x), _ptr(cols), rows, _geometry(x.shape[x.ndim - nd:], kernel, stride, dilation, out))
+    return cols
 
 
-def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation: tuple) -> np.ndarray | None:
-    """(*lead, K, *out) -> (*lead, *size), as windows.col2im's numpy impl; None where numpy should run it."""
-    nd = len(kernel)
-    return _over_planes("col2im", cols, cols.ndim - nd - 1, size, cols.dtype, size, kernel, stride, dilation,
-                        cols.shape[cols.ndim - nd:], cols.size)
+def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation: tuple,
+           batch_inner: bool) -> np.ndarray | None:
+    """(*lead, K, *out) -> (*lead, *size) (with `batch_inner`, (*b, C, K, N, *out) -> (*b, N, C, *size)), as
+    windows.col2im's numpy impl; None where numpy should run it."""
+    nd, k = len(kernel), math.prod(kernel)
+    fn = _function("col2im", cols, cols.size) if nd <= 3 else None
+    if fn is None:
+        return None
+    out = cols.shape[cols.ndim - nd:]
+    lead = windows.cols_lead(cols.shape, nd, batch_inner)
+    cols = np.ascontiguousarray(cols)
+    x, rows = _row_table(np.empty(lead + tuple(size), dtype=cols.dtype), nd, k, math.prod(out), batch_inner)
+    fn(_ptr(cols), _ptr(x), rows, _geometry(size, kernel, stride, dilation, out))
+    return x.reshape(lead + tuple(size))
 
 
 def window_argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
