@@ -4,8 +4,8 @@ Sliding windows are gathered without per-pixel Python loops: the im2col primitiv
 for each of the kernel's K offsets, one strided view of the padded input into a block of columns (pooling, in
 functional_pool, reduces (N, C, K, *out) blocks over K); its gradient is col2im, which adds each offset's block
 back into its strided view. A convolution takes the columns of the whole batch as one (C*K, N*out) matrix, so
-its forward and both gradients are each one large matrix product (per group) rather than N small ones; its
-(C_out, N, *out) result is returned as an (N, C_out, *out) view, and elementwise ops after it keep that order.
+its forward and both gradients are each one large matrix product (per group) rather than N small ones (which
+two BLAS threads share far better), at the price of one transposing copy of the (C_out, N, *out) product.
 The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
 is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
 """
@@ -18,7 +18,7 @@ import numpy as np
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
-from ..ops.creation import tensor
+from ..ops.creation import contiguous, tensor
 from ..ops.indexing import index_select
 from ..ops.linalg import matmul, require_same_dtype
 from ..ops.shape import flip, movedim
@@ -124,9 +124,10 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     else:
         w = weight.reshape(groups, o // groups, (c // groups) * k)
         y = matmul(w, cols.reshape(groups, (c // groups) * k, length))
-    y = y.reshape((o, n) + out).transpose(0, 1)   # a view: the (O, N, *out) product is not copied
+    y = y.reshape((o, n) + out).transpose(0, 1)
     if bias is not None:
         y = y + bias.reshape((1, o) + (1,) * nd)
+    y = contiguous(y)   # one transposing copy: the ops after the conv, and its gradient, see row-major arrays
     return y.squeeze(0) if unbatched else y
 
 
