@@ -143,6 +143,7 @@ def im2col(x, kernel: tuple, stride: tuple, dilation: tuple, batch_inner: bool =
     """(*lead, *spatial) -> (*lead, K, *out): each kernel offset's strided view of the last len(kernel) dims.
     With `batch_inner`, (*b, N, C, *spatial) -> (*b, C, K, N, *out): the columns of a convolution over the whole
     batch as one (C*K, N*out) matrix, so it is one matrix product."""
+    _check_batch_inner("im2col", x.ndim, len(kernel), batch_inner)   # eager mode runs the impl without the check
     return im2col_p.bind(x, kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation),
                          batch_inner=bool(batch_inner))
 
