@@ -3,8 +3,8 @@ each window, and the gather / scatter of one element per window that max pooling
 
 A window geometry is (kernel, stride, dilation) over the last nd dims; every leading dim is a batch dim, so a
 batch rule only moves vmap's dim to the front. im2col copies, for each of the K kernel offsets, one strided
-view of the input into a (*lead, K, *out) block (the layout that makes a convolution one matmul with the
-reshaped weight); col2im adds each offset's block back into its strided view (strided accumulation, no
+view of the input into a (*lead, K, *out) block, or with `batch_inner` into (*b, C, K, N, *out) (the layout that
+makes a convolution of the whole batch one matmul with the reshaped weight); col2im adds each offset's block back into its strided view (strided accumulation, no
 scatter). Each is the other's transpose: both are linear, so their jvps are themselves and grad of grad,
 jvp and vmap compose. Max pooling keeps the flat spatial position of each window's first maximum (PyTorch's
 choice for ties, and its return_indices), gathers the values there, and its gradient stores each cotangent
