@@ -5,7 +5,8 @@ for each of the kernel's K offsets, one strided view of the padded input into a 
 functional_pool, reduces (N, C, K, *out) blocks over K); its gradient is col2im, which adds each offset's block
 back into its strided view. A convolution takes the columns of the whole batch as one (C*K, N*out) matrix, so
 its forward and both gradients are each one large matrix product (per group) rather than N small ones (which
-two BLAS threads share far better), at the price of one transposing copy of the (C_out, N, *out) product.
+two BLAS threads share far better), at the price of one transposing copy of the (C_out, N, *out) product (and
+of its gradient).
 The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
 is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
 """
@@ -18,7 +19,7 @@ import numpy as np
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
-from ..ops.creation import contiguous, tensor
+from ..ops.creation import tensor
 from ..ops.indexing import index_select
 from ..ops.linalg import matmul, require_same_dtype
 from ..ops.shape import flip, movedim
@@ -115,19 +116,18 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
     k, length = math.prod(kernel), n * math.prod(out)
-    if k == 1 and all(s == 1 for s in stride):
-        cols = x.transpose(0, 1).reshape(c, length)
-    else:
-        cols = im2col(x, kernel, stride, dilation, batch_inner=True).reshape(c * k, length)
+    cols = im2col(x, kernel, stride, dilation, batch_inner=True).reshape(c * k, length)
     if groups == 1:
         y = matmul(weight.reshape(o, c * k), cols)
     else:
         w = weight.reshape(groups, o // groups, (c // groups) * k)
         y = matmul(w, cols.reshape(groups, (c // groups) * k, length))
-    y = y.reshape((o, n) + out).transpose(0, 1)
+    # (C_out, N, *out) -> (N, C_out, *out): the batch_inner im2col of a one-point window swaps the two leading
+    # dims, so this transposing copy (and its gradient, the reverse one) runs in the C loops on the thread pool
+    point = (1,) * nd
+    y = im2col(y.reshape((o, n) + out), point, point, point, batch_inner=True).reshape((n, o) + out)
     if bias is not None:
         y = y + bias.reshape((1, o) + (1,) * nd)
-    y = contiguous(y)   # one transposing copy: the ops after the conv, and its gradient, see row-major arrays
     return y.squeeze(0) if unbatched else y
 
 
