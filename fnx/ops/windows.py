@@ -4,9 +4,9 @@ each window, and the gather / scatter of one element per window that max pooling
 A window geometry is (kernel, stride, dilation) over the last nd dims; every leading dim is a batch dim, so a
 batch rule only moves vmap's dim to the front. im2col copies, for each of the K kernel offsets, one strided
 view of the input into a (*lead, K, *out) block, or with `batch_inner` into (*b, C, K, N, *out) (the layout that
-makes a convolution of the whole batch one matmul with the reshaped weight); col2im adds each offset's block back into its strided view (strided accumulation, no
-scatter). Each is the other's transpose: both are linear, so their jvps are themselves and grad of grad,
-jvp and vmap compose. Max pooling keeps the flat spatial position of each window's first maximum (PyTorch's
+makes a convolution of the whole batch one matmul with the reshaped weight); col2im adds each offset's block
+back into its strided view (strided accumulation, no scatter). Each is the other's transpose: both are linear,
+so their jvps are themselves and grad of grad, jvp and vmap compose. Max pooling keeps the flat spatial position of each window's first maximum (PyTorch's
 choice for ties, and its return_indices), gathers the values there, and its gradient stores each cotangent
 back at that position (a plain store when windows do not overlap, an accumulation when they do).
 """
@@ -23,7 +23,8 @@ from ..determinism import alert_not_deterministic
 from ._batching import batch_size, move_to_front, with_batch_size
 from ._families import same_device
 
-__all__ = ["im2col", "col2im", "cols_shape", "cols_lead", "window_argmax", "window_take", "window_put", "window_out_shape"]
+__all__ = ["im2col", "col2im", "cols_shape", "cols_lead", "window_argmax", "window_take", "window_put",
+           "window_out_shape"]
 
 # The C loops of these primitives on CPU float arrays (fnx/lowering/window_kernels.py sets this at import): each
 # function returns the impl's result, or None where the numpy code below runs (small arrays, other dtypes, no
