@@ -4,6 +4,7 @@ order where windows overlap), for float32/float64 and 1-3 spatial dims, on array
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,7 +42,7 @@ def _geometries(draw):
     return lead + spatial, kernel, stride, dilation
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(_geometries(), st.sampled_from([np.float32, np.float64]), st.integers(0, 2 ** 32 - 1))
 def test_c_loops_equal_numpy(geometry, dtype, seed):
     shape, kernel, stride, dilation = geometry
@@ -53,10 +54,13 @@ def test_c_loops_equal_numpy(geometry, dtype, seed):
     nd = len(kernel)
     overlap = any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, stride, dilation))
 
-    want, got = _numpy_and_native(windows._im2col_impl, x, **params)
-    _same(want, got)
-    _same(*_numpy_and_native(windows._col2im_impl, rng.standard_normal(want.shape).astype(dtype),
-                             size=shape[2:], **params))
+    for batch_inner in (False, True):
+        want, got = _numpy_and_native(windows._im2col_impl, x, batch_inner=batch_inner, **params)
+        _same(want, got)
+        _same(*_numpy_and_native(windows._col2im_impl, rng.standard_normal(want.shape).astype(dtype),
+                                 size=shape[2:], batch_inner=batch_inner, **params))
+    # planes of a transposed input: the C loop reads them in place
+    _same(*_numpy_and_native(windows._im2col_impl, x.swapaxes(0, 1), batch_inner=True, **params))
     want, pos = _numpy_and_native(windows._window_argmax_impl, x, **params)
     _same(want, pos)
     _same(*_numpy_and_native(windows._window_take_impl, x, pos, nd=nd, overlap=overlap))
@@ -81,3 +85,46 @@ def test_large_conv_and_pool_take_the_c_loops_and_match_float64():
         windows.native = saved
     np.testing.assert_allclose(x.grad.numpy(), x64.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(w.grad.numpy(), w64.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+@settings(max_examples=10, deadline=None)
+@given(_geometries(), st.booleans())
+def test_batch_inner_columns_move_the_batch_dim_and_col2im_is_their_transpose(geometry, native):
+    """im2col's batch_inner layout (*b, C, K, N, *out) is the plain (*b, N, C, K, *out) one with N moved after K,
+    and col2im is its transpose (<im2col(x), c> = <x, col2im(c)>), in numpy and in the C loops."""
+    shape, kernel, stride, dilation = geometry
+    params = dict(kernel=kernel, stride=stride, dilation=dilation)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape)
+    saved = windows.native
+    windows.native = window_kernels if native else None
+    try:
+        plain = windows._im2col_impl(np, x, batch_inner=False, **params)
+        cols = windows._im2col_impl(np, x, batch_inner=True, **params)
+        c = rng.standard_normal(cols.shape)
+        back = windows._col2im_impl(np, c, size=shape[2:], batch_inner=True, **params)
+    finally:
+        windows.native = saved
+    np.testing.assert_array_equal(cols, np.moveaxis(plain, 0, 2))   # (N, C, K, *out) -> (C, K, N, *out)
+    np.testing.assert_allclose(np.vdot(cols, c), np.vdot(x, back), rtol=1e-12)
+
+
+def test_conv_of_strided_and_doubly_vmapped_inputs_matches_the_plain_conv():
+    """The C loops read a transposed input's planes in place and merge more than three leading dims (vmap of
+    vmap of a batched conv); the results equal the conv of contiguous inputs, one by one."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4, 5, 12, 12)).astype(np.float32)
+    w = fnx.tensor(rng.standard_normal((6, 5, 3, 3)).astype(np.float32))
+    conv = fnx.nn.functional.conv2d
+    want = np.stack([np.stack([conv(fnx.tensor(x[i, j]), w).numpy() for j in range(3)]) for i in range(2)])
+    got = fnx.vmap(fnx.vmap(lambda a: conv(a, w)))(fnx.tensor(x))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    swapped = fnx.tensor(np.ascontiguousarray(x[0, 0].swapaxes(0, 1))).transpose(0, 1)   # (N, C) over (C, N) memory
+    np.testing.assert_array_equal(conv(swapped, w).numpy(), conv(fnx.tensor(x[0, 0]), w).numpy())
+
+
+def test_col2im_names_the_expected_batch_inner_layout():
+    with pytest.raises(fnx.errors.FnxRuntimeError, match=r"col2im: columns of shape \[3, 8, 2, 4, 4\].*\(\*b, C, K, N"):
+        windows.col2im(fnx.zeros(3, 8, 2, 4, 4), (6, 6), (3, 3), (1, 1), (1, 1), batch_inner=True).shape
+    with pytest.raises(fnx.errors.FnxRuntimeError, match="im2col: batch_inner needs"):
+        windows.im2col(fnx.zeros(4, 6, 6), (3, 3), (1, 1), (1, 1), batch_inner=True)

@@ -80,7 +80,8 @@ def diagonal(prog, eqn) -> None:
 
 
 def im2col(prog, eqn) -> None:
-    """(*lead, *spatial) -> (*lead, prod(kernel), *out): each kernel offset's strided view of the input."""
+    """(*lead, *spatial) -> (*lead, prod(kernel), *out) (with batch_inner, (*b, N, C, *spatial) -> (*b, C,
+    prod(kernel), N, *out)): each kernel offset's strided view of the input."""
     x = prog.read(eqn.inputs[0])
     out = prog.output(eqn.outvars[0])
     kernel, stride, dilation = eqn.params["kernel"], eqn.params["stride"], eqn.params["dilation"]
@@ -91,7 +92,12 @@ def im2col(prog, eqn) -> None:
     shape = list(x.shape[:lead]) + [int(k) for k in kernel] + list(out_sp)
     strides = st[:lead] + [d * s for d, s in zip(dilation, st[lead:])] + [t * s for t, s in zip(stride, st[lead:])]
     src = Access(x.ref, strides)
-    dst = Access(out.ref, contiguous(shape))
+    if eqn.params["batch_inner"]:   # out is (*b, C, K, N, *out): the loop's (N, C, *kernel) dims step as there
+        ost, b = contiguous(out.shape), lead - 2
+        dst = Access(out.ref, ost[:b] + [ost[b + 2], ost[b]] + [s * ost[b + 1] for s in contiguous(kernel)]
+                     + ost[b + 3:])
+    else:
+        dst = Access(out.ref, contiguous(shape))
     prog.emit(nest(shape, [dst, src], lambda at, off: [f"{at(dst)} = {at(src)};"]))
 
 

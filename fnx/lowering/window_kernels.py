@@ -4,7 +4,9 @@ window_argmax/window_take/window_put) on CPU float32/float64 arrays.
 numpy runs these primitives as one strided copy per kernel offset over short rows (24 floats for a 3x3 kernel on
 a 26x26 image), which costs 2-3x a plain copy of the same bytes, and max pooling as K comparisons plus a fancy-
 index gather. The C loops (templates/c_windows.c.j2) visit each (sample, channel) plane once, its K offsets while
-it is in cache, on fnx's thread pool, and give the numpy impls' results exactly. One library for every shape
+it is in cache (for a convolution's batch_inner columns, each channel's N planes, one kernel offset at a time,
+reading planes in place whatever the strides of the (N, C) dims), on fnx's thread pool, and give the numpy impls'
+results exactly. One library for every shape
 (sizes are arguments), built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock;
 where it cannot be built (no compiler, Jinja2 missing), for small arrays, other dtypes and more than 3 spatial
 dims, the numpy impl runs. Setting `fnx.ops.windows.native` to this module at import is the hook.
@@ -26,6 +28,7 @@ __all__ = ["im2col", "col2im", "window_argmax", "window_take", "window_put", "MI
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _Geometry = ctypes.c_longlong * 15
+_Rows = ctypes.c_longlong * 10
 _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in ("im2col", "col2im", "window_argmax", "window_take",
                                                             "window_put") for sfx in _SUFFIX.values()],
@@ -68,18 +71,60 @@ def _over_planes(name: str, src: np.ndarray, rows_nd: int, tail: tuple, dtype, s
     return result
 
 
-def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
-    """(*lead, *spatial) -> (*lead, K, *out), as windows.im2col's numpy impl; None where numpy should run it."""
+def _contiguous_planes(a: np.ndarray, nd: int) -> bool:
+    """Whether each plane (the last nd dims) of `a` is one C-contiguous block."""
+    step = a.itemsize
+    for n, s in zip(reversed(a.shape[a.ndim - nd:]), reversed(a.strides[a.ndim - nd:])):
+        if n > 1 and s != step:
+            return False
+        step *= n
+    return True
+
+
+def _row_table(a: np.ndarray, nd: int, k: int, osz: int, batch_inner: bool) -> tuple[np.ndarray, ctypes.Array]:
+    """`a`, the planes' array of im2col or col2im (a contiguous copy only where needed), and the C loops' table of
+    its rows (FNX_ROWS): without `batch_inner`, every plane is its own group of one row, its K columns next to
+    each other; with it, the group of channel (b, c) holds the N planes (b, n, c), whose columns for one kernel
+    offset fill one stretch of the (*b, C, K, N, *out) columns (any strides of b, n, c are read in place)."""
+    lead = a.shape[:a.ndim - nd]
+    if not batch_inner or not _contiguous_planes(a, nd) or len(lead) > 3:
+        a = np.ascontiguousarray(a)
+    if not batch_inner:
+        return a, _Rows(1, math.prod(lead), 1, 0, math.prod(a.shape[a.ndim - nd:]), 0, 0, k * osz, 0, osz)
+    a = a.reshape((-1,) + a.shape[a.ndim - nd - 2:])
+    b, n, c = a.shape[:3]
+    pb, pn, pc = (s // a.itemsize for s in a.strides[:3])
+    return a, _Rows(b, c, n, pb, pc, pn, c * k * n * osz, k * n * osz, osz, n * osz)
+
+
+def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple,
+           batch_inner: bool) -> np.ndarray | None:
+    """(*lead, *spatial) -> (*lead, K, *out) (with `batch_inner`, (*b, N, C, *spatial) -> (*b, C, K, N, *out)),
+    as windows.im2col's numpy impl; None where numpy should run it."""
     nd, k = len(kernel), math.prod(kernel)
-    return _over_planes("im2col", x, x.ndim - nd, (k,) + tuple(out), x.dtype, x.shape[x.ndim - nd:], kernel, stride,
-                        dilation, out, x.size * k)
+    fn = _function("im2col", x, x.size * k) if nd <= 3 else None
+    if fn is None:
+        return None
+    cols = np.empty(windows.cols_shape(x.shape[:x.ndim - nd], k, out, batch_inner), dtype=x.dtype)
+    x, rows = _row_table(x, nd, k, math.prod(out), batch_inner)
+    fn(_ptr(x), _ptr(cols), rows, _geometry(x.shape[x.ndim - nd:], kernel, stride, dilation, out))
+    return cols
 
 
-def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation: tuple) -> np.ndarray | None:
-    """(*lead, K, *out) -> (*lead, *size), as windows.col2im's numpy impl; None where numpy should run it."""
-    nd = len(kernel)
-    return _over_planes("col2im", cols, cols.ndim - nd - 1, size, cols.dtype, size, kernel, stride, dilation,
-                        cols.shape[cols.ndim - nd:], cols.size)
+def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation: tuple,
+           batch_inner: bool) -> np.ndarray | None:
+    """(*lead, K, *out) -> (*lead, *size) (with `batch_inner`, (*b, C, K, N, *out) -> (*b, N, C, *size)), as
+    windows.col2im's numpy impl; None where numpy should run it."""
+    nd, k = len(kernel), math.prod(kernel)
+    fn = _function("col2im", cols, cols.size) if nd <= 3 else None
+    if fn is None:
+        return None
+    out = cols.shape[cols.ndim - nd:]
+    lead = windows.cols_lead(cols.shape, nd, batch_inner)
+    cols = np.ascontiguousarray(cols)
+    x, rows = _row_table(np.empty(lead + tuple(size), dtype=cols.dtype), nd, k, math.prod(out), batch_inner)
+    fn(_ptr(cols), _ptr(x), rows, _geometry(size, kernel, stride, dilation, out))
+    return x.reshape(lead + tuple(size))
 
 
 def window_argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:

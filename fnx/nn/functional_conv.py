@@ -1,9 +1,12 @@
 """Convolutions, unfold/fold, interpolation and pixel shuffle, as compositions of fnx ops.
 
 Sliding windows are gathered without per-pixel Python loops: the im2col primitive (fnx/ops/windows.py) copies,
-for each of the kernel's K offsets, one strided view of the padded input into a (N, C, K, *out) block, so a
-convolution is one (grouped, batched) matmul (and pooling, in functional_pool, a reduction over the K axis); its
-gradient is col2im, which adds each offset's block back into its strided view.
+for each of the kernel's K offsets, one strided view of the padded input into a block of columns (pooling, in
+functional_pool, reduces (N, C, K, *out) blocks over K); its gradient is col2im, which adds each offset's block
+back into its strided view. A convolution takes the columns of the whole batch as one (C*K, N*out) matrix, so
+its forward and both gradients are each one large matrix product (per group) rather than N small ones (which
+two BLAS threads share far better), at the price of one transposing copy of the (C_out, N, *out) product (and
+of its gradient).
 The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
 is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
 """
@@ -112,17 +115,17 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
-    k = math.prod(kernel)
-    if k == 1 and all(s == 1 for s in stride):
-        cols = x.reshape(n, c, math.prod(out))
-    else:
-        cols = _windows(x, kernel, stride, dilation).reshape(n, c * k, math.prod(out))
+    k, length = math.prod(kernel), n * math.prod(out)
+    cols = im2col(x, kernel, stride, dilation, batch_inner=True).reshape(c * k, length)
     if groups == 1:
         y = matmul(weight.reshape(o, c * k), cols)
     else:
         w = weight.reshape(groups, o // groups, (c // groups) * k)
-        y = matmul(w, cols.reshape(n, groups, (c // groups) * k, cols.shape[-1])).reshape(n, o, cols.shape[-1])
-    y = y.reshape((n, o) + out)
+        y = matmul(w, cols.reshape(groups, (c // groups) * k, length))
+    # (C_out, N, *out) -> (N, C_out, *out): the batch_inner im2col of a one-point window swaps the two leading
+    # dims, so this transposing copy (and its gradient, the reverse one) runs in the C loops on the thread pool
+    point = (1,) * nd
+    y = im2col(y.reshape((o, n) + out), point, point, point, batch_inner=True).reshape((n, o) + out)
     if bias is not None:
         y = y + bias.reshape((1, o) + (1,) * nd)
     return y.squeeze(0) if unbatched else y

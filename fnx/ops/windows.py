@@ -3,10 +3,10 @@ each window, and the gather / scatter of one element per window that max pooling
 
 A window geometry is (kernel, stride, dilation) over the last nd dims; every leading dim is a batch dim, so a
 batch rule only moves vmap's dim to the front. im2col copies, for each of the K kernel offsets, one strided
-view of the input into a (*lead, K, *out) block (the layout that makes a convolution one matmul with the
-reshaped weight); col2im adds each offset's block back into its strided view (strided accumulation, no
-scatter). Each is the other's transpose: both are linear, so their jvps are themselves and grad of grad,
-jvp and vmap compose. Max pooling keeps the flat spatial position of each window's first maximum (PyTorch's
+view of the input into a (*lead, K, *out) block, or with `batch_inner` into (*b, C, K, N, *out) (the layout that
+makes a convolution of the whole batch one matmul with the reshaped weight); col2im adds each offset's block
+back into its strided view (strided accumulation, no scatter). Each is the other's transpose: both are linear,
+so their jvps are themselves and grad of grad, jvp and vmap compose. Max pooling keeps the flat spatial position of each window's first maximum (PyTorch's
 choice for ties, and its return_indices), gathers the values there, and its gradient stores each cotangent
 back at that position (a plain store when windows do not overlap, an accumulation when they do).
 """
@@ -23,7 +23,8 @@ from ..determinism import alert_not_deterministic
 from ._batching import batch_size, move_to_front, with_batch_size
 from ._families import same_device
 
-__all__ = ["im2col", "col2im", "window_argmax", "window_take", "window_put", "window_out_shape"]
+__all__ = ["im2col", "col2im", "cols_shape", "cols_lead", "window_argmax", "window_take", "window_put",
+           "window_out_shape"]
 
 # The C loops of these primitives on CPU float arrays (fnx/lowering/window_kernels.py sets this at import): each
 # function returns the impl's result, or None where the numpy code below runs (small arrays, other dtypes, no
@@ -80,15 +81,31 @@ def _check_geometry(op: str, shape: tuple, kernel, stride, dilation) -> tuple:
 
 
 # ---------------------------------------------------------------- im2col / col2im
+def cols_shape(lead: tuple, k: int, out: tuple, batch_inner: bool) -> tuple:
+    """The shape of im2col's result for leading dims `lead`: (*lead, K, *out), or with `batch_inner`, where lead
+    is (*b, N, C), (*b, C, K, N, *out)."""
+    if batch_inner:
+        return tuple(lead[:-2]) + (lead[-1], k, lead[-2]) + tuple(out)
+    return tuple(lead) + (k,) + tuple(out)
+
+
+def cols_lead(shape: tuple, nd: int, batch_inner: bool) -> tuple:
+    """The leading dims of the input whose im2col columns (over nd spatial dims) have `shape`."""
+    lead = tuple(shape[:len(shape) - nd - 1])
+    if batch_inner:   # (*b, C, K) before (N, *out): the input's leading dims are (*b, N, C)
+        lead = lead[:-2] + (shape[len(shape) - nd - 1], lead[-2])
+    return lead
+
+
 im2col_p = Primitive("im2col", saves_inputs=False)
 
 
 @im2col_p.def_impl
-def _im2col_impl(xp, x, *, kernel, stride, dilation):
+def _im2col_impl(xp, x, *, kernel, stride, dilation, batch_inner):
     nd = len(kernel)
     out = window_out_shape(x.shape[x.ndim - nd:], kernel, stride, dilation)
     if xp is np and native is not None:
-        cols = native.im2col(x, kernel, stride, dilation, out)
+        cols = native.im2col(x, kernel, stride, dilation, out, batch_inner)
         if cols is not None:
             return cols
     lead = x.shape[:x.ndim - nd]
@@ -99,35 +116,51 @@ def _im2col_impl(xp, x, *, kernel, stride, dilation):
         src, dst = x[block], cols[block]
         for k, view in enumerate(views):
             dst[(Ellipsis, k) + whole] = src[view]
+    if batch_inner:   # (*b, N, C, K, *out) -> (*b, C, K, N, *out)
+        cols = xp.ascontiguousarray(xp.moveaxis(cols, cols.ndim - nd - 3, cols.ndim - nd - 1))
     return cols
 
 
+def _check_batch_inner(op: str, ndim: int, nd: int, batch_inner: bool) -> None:
+    if batch_inner and ndim < nd + 2:
+        raise FnxRuntimeError(f"{op}: batch_inner needs (N, C) leading dims before the {nd} spatial dims, got "
+                              f"{ndim - nd} leading dims")
+
+
 @im2col_p.def_abstract
-def _im2col_abstract(x: ShapedArray, *, kernel, stride, dilation) -> ShapedArray:
+def _im2col_abstract(x: ShapedArray, *, kernel, stride, dilation, batch_inner) -> ShapedArray:
     out = _check_geometry("im2col", x.shape, kernel, stride, dilation)
-    return ShapedArray(tuple(x.shape[:x.ndim - len(kernel)]) + (math.prod(kernel),) + out, x.dtype, x.device)
+    _check_batch_inner("im2col", x.ndim, len(kernel), batch_inner)
+    shape = cols_shape(tuple(x.shape[:x.ndim - len(kernel)]), math.prod(kernel), out, batch_inner)
+    return ShapedArray(shape, x.dtype, x.device)
 
 
-im2col_p.def_vjp(lambda g, primals, out, *, kernel, stride, dilation: (
-    col2im(g, tuple(primals[0].shape[primals[0].ndim - len(kernel):]), kernel, stride, dilation),))
+im2col_p.def_vjp(lambda g, primals, out, *, kernel, stride, dilation, batch_inner: (
+    col2im(g, tuple(primals[0].shape[primals[0].ndim - len(kernel):]), kernel, stride, dilation, batch_inner),))
 _linear_rules(im2col_p)
 
 
-def im2col(x, kernel: tuple, stride: tuple, dilation: tuple):
-    """(*lead, *spatial) -> (*lead, K, *out): each kernel offset's strided view of the last len(kernel) dims."""
-    return im2col_p.bind(x, kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation))
+def im2col(x, kernel: tuple, stride: tuple, dilation: tuple, batch_inner: bool = False):
+    """(*lead, *spatial) -> (*lead, K, *out): each kernel offset's strided view of the last len(kernel) dims.
+    With `batch_inner`, (*b, N, C, *spatial) -> (*b, C, K, N, *out): the columns of a convolution over the whole
+    batch as one (C*K, N*out) matrix, so it is one matrix product."""
+    _check_batch_inner("im2col", x.ndim, len(kernel), batch_inner)   # eager mode runs the impl without the check
+    return im2col_p.bind(x, kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation),
+                         batch_inner=bool(batch_inner))
 
 
 col2im_p = Primitive("col2im", saves_inputs=False)
 
 
 @col2im_p.def_impl
-def _col2im_impl(xp, cols, *, size, kernel, stride, dilation):
+def _col2im_impl(xp, cols, *, size, kernel, stride, dilation, batch_inner):
+    nd = len(kernel)
     if xp is np and native is not None:
-        x = native.col2im(cols, size, kernel, stride, dilation)
+        x = native.col2im(cols, size, kernel, stride, dilation, batch_inner)
         if x is not None:
             return x
-    nd = len(kernel)
+    if batch_inner:   # (*b, C, K, N, *out) -> (*b, N, C, K, *out)
+        cols = xp.moveaxis(cols, cols.ndim - nd - 1, cols.ndim - nd - 3)
     lead = cols.shape[:cols.ndim - nd - 1]
     x = xp.zeros(lead + size, dtype=cols.dtype)
     whole = (slice(None),) * nd
@@ -140,24 +173,29 @@ def _col2im_impl(xp, cols, *, size, kernel, stride, dilation):
 
 
 @col2im_p.def_abstract
-def _col2im_abstract(cols: ShapedArray, *, size, kernel, stride, dilation) -> ShapedArray:
+def _col2im_abstract(cols: ShapedArray, *, size, kernel, stride, dilation, batch_inner) -> ShapedArray:
     nd = len(kernel)
     out = _check_geometry("col2im", tuple(size), kernel, stride, dilation)
-    if cols.ndim < nd + 1 or tuple(cols.shape[cols.ndim - nd - 1:]) != (math.prod(kernel),) + out:
+    _check_batch_inner("col2im", cols.ndim - 1, nd, batch_inner)
+    k = math.prod(kernel)
+    lead = cols_lead(tuple(cols.shape), nd, batch_inner)
+    if tuple(cols.shape) != cols_shape(lead, k, out, batch_inner):
+        want = "(*b, C, K, N, *out)" if batch_inner else "(*lead, K, *out)"
         raise FnxRuntimeError(f"col2im: columns of shape {list(cols.shape)} do not match the kernel {list(kernel)} "
-                              f"over spatial size {list(size)}: expected trailing dims {[math.prod(kernel), *out]}")
-    return ShapedArray(tuple(cols.shape[:cols.ndim - nd - 1]) + tuple(size), cols.dtype, cols.device)
+                              f"over spatial size {list(size)}: expected {want} with K = {k} and out = {list(out)}")
+    return ShapedArray(lead + tuple(size), cols.dtype, cols.device)
 
 
-col2im_p.def_vjp(lambda g, primals, out, *, size, kernel, stride, dilation: (
-    im2col_p.bind(g, kernel=kernel, stride=stride, dilation=dilation),))
+col2im_p.def_vjp(lambda g, primals, out, *, size, kernel, stride, dilation, batch_inner: (
+    im2col_p.bind(g, kernel=kernel, stride=stride, dilation=dilation, batch_inner=batch_inner),))
 _linear_rules(col2im_p)
 
 
-def col2im(cols, size: tuple, kernel: tuple, stride: tuple, dilation: tuple):
-    """The transpose of im2col: (*lead, K, *out) -> (*lead, *size), each offset's block added into its view."""
+def col2im(cols, size: tuple, kernel: tuple, stride: tuple, dilation: tuple, batch_inner: bool = False):
+    """The transpose of im2col: (*lead, K, *out) -> (*lead, *size), each offset's block added into its view
+    (with `batch_inner`, (*b, C, K, N, *out) -> (*b, N, C, *size))."""
     return col2im_p.bind(cols, size=tuple(size), kernel=tuple(kernel), stride=tuple(stride),
-                         dilation=tuple(dilation))
+                         dilation=tuple(dilation), batch_inner=bool(batch_inner))
 
 
 # ---------------------------------------------------------------- the first maximum of each window
