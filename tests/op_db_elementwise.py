@@ -53,6 +53,8 @@ OPS = [
     OpInfo("logit_eps", lambda x: fnx.logit(x, eps=0.1),   # clamped to [0.1, 0.9]: zero gradient below 0.1
            lambda x: np.log(np.clip(x, 0.1, 0.9) / (1 - np.clip(x, 0.1, 0.9))), unary_sample(-0.5, 0.8, avoid=0.1)),
     OpInfo("relu", fnx.relu, lambda x: np.maximum(x, 0), unary_sample(avoid=0.0)),
+    OpInfo("relu_backward", fnx.ops.elementwise.relu_backward_p.bind, lambda g, out: np.where(out > 0, g, 0.0),
+           binary_sample().map(lambda s: Sample((s.args[0], np.where(np.abs(s.args[1]) < 0.05, 0.1, s.args[1]))))),
     OpInfo("gelu", fnx.gelu, lambda x: 0.5 * x * _erfc(-x / np.sqrt(2)), unary_sample(), double_grad=True),
     OpInfo("gelu_tanh", lambda x: fnx.gelu(x, approximate="tanh"),
            lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), unary_sample(),

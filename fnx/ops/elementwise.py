@@ -867,6 +867,12 @@ def square(input: Tensor) -> Tensor:
 
 relu_p = unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), None, gate=lambda x, out: gt(out, 0.0),
                saves_output=True, c={"f": "fnx_maxf({0}, 0.0f)", "d": "fnx_max({0}, 0.0)", "i": "({0} > 0 ? {0} : 0)"})
+# relu's vjp as a primitive of (g, out) (PyTorch's threshold_backward): g where out > 0, else +0.0, in one eager
+# pass, where the comparison and the select took three and a bool temporary. Linear in g; constant in out.
+relu_backward_p = binary("relu_backward", lambda xp, g, out: xp.where(out > 0, g, g.dtype.type(0)),
+                         lambda g, out, o: gt(out, 0.0).to(g.dtype), lambda g, out, o: zeros_like(out),
+                         native=True, c={"f": "({1} > 0.0f ? {0} : 0.0f)", "d": "({1} > 0.0 ? {0} : 0.0)"})
+relu_p.vjp = lambda g, primals, out: (relu_backward_p.bind(g, out),)
 
 
 @_method("relu", inplace=True)
