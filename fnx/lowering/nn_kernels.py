@@ -1,11 +1,12 @@
 """C loops for the eager impls of fnx.nn's hot spots on CPU float32/float64 arrays: the elementwise part of an
-LSTM time step, forward and backward (fnx/nn/recurrence.py), and log_softmax over rows with its backward
-(fnx/nn/functional_activation.py).
+LSTM time step, forward and backward (fnx/nn/recurrence.py), log_softmax over rows with its backward
+(fnx/nn/functional_activation.py) and layer_norm over rows with its backward (fnx/nn/functional_norm.py).
 
 An LSTM runs one GEMM per time step and, around it, the gates' activations, the cell update and their
 derivatives: about ten numpy calls on (batch, hidden) slices, which cost more than the GEMM at a language
-model's sizes; log_softmax takes four numpy passes over its input and its backward four more. One C call
-(templates/c_nn.c.j2) does each in one or two passes, log_softmax's rows on fnx's thread pool. One library for
+model's sizes; log_softmax takes four numpy passes over its input and its backward four more, layer_norm seven and eleven.
+One C call (templates/c_nn.c.j2) does each in one to three passes over a row in cache, the rows of log_softmax
+and layer_norm on fnx's thread pool. One library for
 every shape, built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it
 cannot be built (no compiler, Jinja2 missing), for small arrays and other dtypes, numpy runs instead.
 """
@@ -19,13 +20,14 @@ import numpy as np
 
 from .c_loops import build_loops
 
-__all__ = ["lstm_steps", "log_softmax", "log_softmax_backward", "MIN_ELEMENTS"]
+__all__ = ["lstm_steps", "log_softmax", "log_softmax_backward", "layer_norm", "layer_norm_backward", "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _TEMPLATE = Path(__file__).parent / "templates" / "c_nn.c.j2"
-_POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3}   # then 2 sizes
+_POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3,
+             "layer_norm": 6, "layer_norm_backward": 6, "layer_norm_params_backward": 6}   # then 2 sizes
 _lib: list = []   # [the loaded library, or None where it cannot be built], once built
 _lock = threading.Lock()
 
@@ -69,14 +71,64 @@ def log_softmax_backward(g: np.ndarray, out: np.ndarray) -> np.ndarray | None:
     return dx
 
 
+def _matrix(a: np.ndarray, m: int) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1, m)
+
+
+def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, m: int,
+               eps: float) -> tuple | None:
+    """(y, mean, rstd) of layer_norm over the trailing `m` elements of `x` (mean and rstd one per row, shaped
+    (rows,)), or None where numpy should run it; `weight` and `bias` (None for none) hold `m` elements."""
+    fns = _functions(x.dtype, x.size, "layer_norm") if x.size and all(
+        a is None or a.dtype == x.dtype for a in (weight, bias)) else None
+    if fns is None:
+        return None
+    x = _matrix(x, m)
+    w, b = (None if a is None else _matrix(a, m) for a in (weight, bias))
+    y = np.empty(x.shape, x.dtype)
+    mean, rstd = np.empty(x.shape[0], x.dtype), np.empty(x.shape[0], x.dtype)
+    fns[0](x.ctypes.data, _pointer(w), _pointer(b), y.ctypes.data, mean.ctypes.data, rstd.ctypes.data,
+           x.shape[0], m, eps)
+    return y, mean, rstd
+
+
+def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np.ndarray,
+                        weight: np.ndarray | None, needs: tuple) -> tuple | None:
+    """(dx, dweight, dbias) of layer_norm over the trailing `weight.size` (else `mean` gives the rows) elements,
+    given the forward's per-row mean and rstd; `needs` says which of the three to compute (the others are
+    None). Or None where numpy should run it."""
+    fns = _functions(x.dtype, x.size, "layer_norm_backward", "layer_norm_params_backward") if x.size and all(
+        a is None or a.dtype == x.dtype for a in (g, weight, mean, rstd)) else None
+    if fns is None:
+        return None
+    rows = mean.size
+    m = x.size // rows
+    g, x, mean, rstd = _matrix(g, m), _matrix(x, m), np.ascontiguousarray(mean), np.ascontiguousarray(rstd)
+    w = None if weight is None else _matrix(weight, m)
+    dx = np.empty(x.shape, x.dtype) if needs[0] else None
+    dw, db = (np.empty(m, x.dtype) if need else None for need in needs[1:])
+    if dx is not None:
+        fns[0](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, _pointer(w), dx.ctypes.data,
+               rows, m)
+    if dw is not None or db is not None:
+        fns[1](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, _pointer(dw), _pointer(db),
+               rows, m)
+    return dx, dw, db
+
+
+def _pointer(a: np.ndarray | None) -> int | None:
+    return None if a is None else a.ctypes.data
+
+
 def _build():
     """The loaded library with its functions' signatures set, or None where it cannot be built."""
-    lib = build_loops("fnx-nn", _TEMPLATE, "the LSTM recurrence and log_softmax")
+    lib = build_loops("fnx-nn", _TEMPLATE, "the LSTM recurrence, log_softmax and layer_norm")
     if lib is None:
         return None
     for name, pointers in _POINTERS.items():
         for sfx in _SUFFIX.values():
             fn = getattr(lib, f"fnx_{name}_{sfx}")
-            fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2
+            eps = [ctypes.c_double] if name == "layer_norm" else []
+            fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2 + eps
             fn.restype = None
     return lib
