@@ -27,7 +27,9 @@ MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _TEMPLATE = Path(__file__).parent / "templates" / "c_nn.c.j2"
 _POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3,
-             "layer_norm": 6, "layer_norm_backward": 6, "layer_norm_params_backward": 6}   # then 2 sizes
+             "layer_norm": 6, "layer_norm_backward": 8}   # then 2 sizes, and the extras of _EXTRA
+_EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong]}   # eps; rows per chunk
+_CHUNK = 32   # rows per chunk of layer_norm's parameter gradients: partial sums in a fixed order
 _lib: list = []   # [the loaded library, or None where it cannot be built], once built
 _lock = threading.Lock()
 
@@ -94,10 +96,10 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None
 
 def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np.ndarray,
                         weight: np.ndarray | None, needs: tuple) -> tuple | None:
-    """(dx, dweight, dbias) of layer_norm over the trailing `weight.size` (else `mean` gives the rows) elements,
-    given the forward's per-row mean and rstd; `needs` says which of the three to compute (the others are
-    None). Or None where numpy should run it."""
-    fns = _functions(x.dtype, x.size, "layer_norm_backward", "layer_norm_params_backward") if x.size and all(
+    """(dx, dweight, dbias) of layer_norm over the rows of `x`, one per element of the forward's `mean` and `rstd`,
+    dx as a (rows, m) matrix; `needs` says which of the three to compute (the others are None). Or None where
+    numpy should run it."""
+    fns = _functions(x.dtype, x.size, "layer_norm_backward") if x.size and all(
         a is None or a.dtype == x.dtype for a in (g, weight, mean, rstd)) else None
     if fns is None:
         return None
@@ -106,14 +108,10 @@ def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np
     g, x, mean, rstd = _matrix(g, m), _matrix(x, m), np.ascontiguousarray(mean), np.ascontiguousarray(rstd)
     w = None if weight is None else _matrix(weight, m)
     dx = np.empty(x.shape, x.dtype) if needs[0] else None
-    dw, db = (np.empty(m, x.dtype) if need else None for need in needs[1:])
-    if dx is not None:
-        fns[0](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, _pointer(w), dx.ctypes.data,
-               rows, m)
-    if dw is not None or db is not None:
-        fns[1](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, _pointer(dw), _pointer(db),
-               rows, m)
-    return dx, dw, db
+    sums = [np.zeros((-(-rows // _CHUNK), m), x.dtype) if need else None for need in needs[1:]]
+    fns[0](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, _pointer(w), _pointer(dx),
+           *map(_pointer, sums), rows, m, _CHUNK)
+    return (dx,) + tuple(None if s is None else s[0] for s in sums)
 
 
 def _pointer(a: np.ndarray | None) -> int | None:
@@ -128,7 +126,6 @@ def _build():
     for name, pointers in _POINTERS.items():
         for sfx in _SUFFIX.values():
             fn = getattr(lib, f"fnx_{name}_{sfx}")
-            eps = [ctypes.c_double] if name == "layer_norm" else []
-            fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2 + eps
+            fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2 + _EXTRA.get(name, [])
             fn.restype = None
     return lib
