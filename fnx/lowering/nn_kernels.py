@@ -13,6 +13,7 @@ cannot be built (no compiler, Jinja2 missing), for small arrays and other dtypes
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from pathlib import Path
 
@@ -73,42 +74,37 @@ def log_softmax_backward(g: np.ndarray, out: np.ndarray) -> np.ndarray | None:
     return dx
 
 
-def _matrix(a: np.ndarray, m: int) -> np.ndarray:
-    return np.ascontiguousarray(a).reshape(-1, m)
-
-
-def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, m: int,
+def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, k: int,
                eps: float) -> tuple | None:
-    """(y, mean, rstd) of layer_norm over the trailing `m` elements of `x` (mean and rstd one per row, shaped
-    (rows,)), or None where numpy should run it; `weight` and `bias` (None for none) hold `m` elements."""
+    """(y, mean, rstd) of layer_norm over the trailing `k` dims of `x`, the statistics shaped with those dims
+    kept as 1s, or None where numpy should run it; `weight` and `bias` (None for none) span those dims."""
     fns = _functions(x.dtype, x.size, "layer_norm") if x.size and all(
         a is None or a.dtype == x.dtype for a in (weight, bias)) else None
     if fns is None:
         return None
-    x = _matrix(x, m)
-    w, b = (None if a is None else _matrix(a, m) for a in (weight, bias))
+    m = math.prod(x.shape[x.ndim - k:])
+    x, w, b = (None if a is None else np.ascontiguousarray(a) for a in (x, weight, bias))
     y = np.empty(x.shape, x.dtype)
-    mean, rstd = np.empty(x.shape[0], x.dtype), np.empty(x.shape[0], x.dtype)
+    stat_shape = x.shape[:x.ndim - k] + (1,) * k
+    mean, rstd = np.empty(stat_shape, x.dtype), np.empty(stat_shape, x.dtype)
     fns[0](x.ctypes.data, _pointer(w), _pointer(b), y.ctypes.data, mean.ctypes.data, rstd.ctypes.data,
-           x.shape[0], m, eps)
+           x.size // m, m, eps)
     return y, mean, rstd
 
 
 def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np.ndarray,
-                        weight: np.ndarray | None, needs: tuple) -> tuple | None:
-    """(dx, dweight, dbias) of layer_norm over the rows of `x`, one per element of the forward's `mean` and `rstd`,
-    dx as a (rows, m) matrix; `needs` says which of the three to compute (the others are None). Or None where
-    numpy should run it."""
+                        weight: np.ndarray | None, k: int, needs: tuple) -> tuple | None:
+    """(dx, dweight, dbias) of layer_norm over the trailing `k` dims of `x`, given the forward's `mean` and `rstd`;
+    `needs` says which of the three to compute (the others are None). Or None where numpy should run it."""
     fns = _functions(x.dtype, x.size, "layer_norm_backward") if x.size and all(
         a is None or a.dtype == x.dtype for a in (g, weight, mean, rstd)) else None
     if fns is None:
         return None
+    g, x, mean, rstd, w = (None if a is None else np.ascontiguousarray(a) for a in (g, x, mean, rstd, weight))
     rows = mean.size
     m = x.size // rows
-    g, x, mean, rstd = _matrix(g, m), _matrix(x, m), np.ascontiguousarray(mean), np.ascontiguousarray(rstd)
-    w = None if weight is None else _matrix(weight, m)
     dx = np.empty(x.shape, x.dtype) if needs[0] else None
-    sums = [np.zeros((-(-rows // _CHUNK), m), x.dtype) if need else None for need in needs[1:]]
+    sums = [np.zeros((-(-rows // _CHUNK),) + x.shape[x.ndim - k:], x.dtype) if need else None for need in needs[1:]]
     fns[0](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, _pointer(w), _pointer(dx),
            *map(_pointer, sums), rows, m, _CHUNK)
     return (dx,) + tuple(None if s is None else s[0] for s in sums)

@@ -20,7 +20,7 @@ from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.arrange import pad
 from ..ops.linalg import matmul_p
-from ..tensor import Tensor, Tracer, from_array
+from ..tensor import Tensor, Tracer, make
 
 __all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm"]
 
@@ -210,13 +210,8 @@ def _c_forward(input: Tensor, weight, bias, dims: tuple, eps: float) -> tuple | 
     """(y, mean, rstd) of layer_norm from the C row loops, the statistics shaped as `_layer_stats` gives them;
     None where they do not run (another device or dtype, a small input, no compiler)."""
     arrays = _arrays(input, weight, bias)
-    out = None if arrays is None else nn_kernels.layer_norm(*arrays, math.prod(input.shape[dims[0]:]), eps)
-    if out is None:
-        return None
-    stat_shape = input.shape[:dims[0]] + (1,) * len(dims)
-    y, mean, rstd = out
-    return from_array(y.reshape(input.shape)), from_array(mean.reshape(stat_shape)), from_array(
-        rstd.reshape(stat_shape))
+    out = None if arrays is None else nn_kernels.layer_norm(*arrays, len(dims), eps)
+    return None if out is None else tuple(make(a, input.device) for a in out)
 
 
 def _c_backward(g: Tensor, input: Tensor, weight, mean: Tensor, rstd: Tensor, dims: tuple,
@@ -224,11 +219,8 @@ def _c_backward(g: Tensor, input: Tensor, weight, mean: Tensor, rstd: Tensor, di
     """(d_input, d_weight, d_bias) of layer_norm from the C loops (None for those not needed), or None where
     they do not run."""
     arrays = _arrays(g, input, mean, rstd, weight)
-    out = None if arrays is None else nn_kernels.layer_norm_backward(*arrays, needs)
-    if out is None:
-        return None
-    shapes = (input.shape, input.shape[dims[0]:], input.shape[dims[0]:])
-    return tuple(None if d is None else from_array(d.reshape(shape)) for d, shape in zip(out, shapes))
+    out = None if arrays is None else nn_kernels.layer_norm_backward(*arrays, len(dims), needs)
+    return None if out is None else tuple(None if a is None else make(a, input.device) for a in out)
 
 
 def _weighted_mean(t: Tensor, weight: Tensor, like: Tensor) -> Tensor:
