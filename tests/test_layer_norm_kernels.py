@@ -18,18 +18,20 @@ from fnx.lowering import nn_kernels
 TOL = {np.float32: 3e-6, np.float64: 1e-14}
 
 
-def _run(x, w, b, g, dims: int) -> list:
-    """layer_norm's output and the gradients of (output * g).sum() of the given (numpy) input, weight, bias."""
-    ts = [None if a is None else fnx.tensor(a, requires_grad=True) for a in (x, w, b)]
+def _run(x, w, b, g, dims: int, input_grad: bool = True) -> list:
+    """layer_norm's output and the gradients of (output * g).sum() of the given (numpy) input (if `input_grad`),
+    weight, bias."""
+    ts = [None if a is None else fnx.tensor(a, requires_grad=i > 0 or input_grad) for i, a in enumerate((x, w, b))]
     y = F.layer_norm(ts[0], x.shape[x.ndim - dims:], ts[1], ts[2])
     y.backward(fnx.tensor(g))
-    return [y.detach().numpy()] + [t.grad.numpy() for t in ts if t is not None]
+    return [y.detach().numpy()] + [t.grad.numpy() for t in ts if t is not None and t.requires_grad]
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=16, deadline=None)
 @given(features=st.sampled_from([1, 3, 127, 1000, (8, 16)]), dtype=st.sampled_from([np.float32, np.float64]),
-       params=st.sampled_from(["weight and bias", "weight", "bias", "none"]), seed=st.integers(0, 2**16))
-def test_c_rows_match_the_composition(features, dtype, params, seed):
+       params=st.sampled_from(["weight and bias", "weight", "bias", "none"]), input_grad=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_c_rows_match_the_composition(features, dtype, params, input_grad, seed):
     feat = features if isinstance(features, tuple) else (features,)
     rows = math.ceil(nn_kernels.MIN_ELEMENTS / math.prod(feat)) + 3
     rng = np.random.default_rng(seed)
@@ -38,10 +40,12 @@ def test_c_rows_match_the_composition(features, dtype, params, seed):
     b = rng.standard_normal(feat).astype(dtype) if "bias" in params else None
     g = rng.standard_normal(x.shape).astype(dtype)
     assert nn_kernels.layer_norm(x, w, b, len(feat), 1e-5) is not None   # the C loops run
-    got = _run(x, w, b, g, len(feat))
+    input_grad = input_grad or params == "none"   # something to differentiate
+    got = _run(x, w, b, g, len(feat), input_grad)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(nn_kernels, "MIN_ELEMENTS", 10**12)
-        want = _run(x, w, b, g, len(feat))
+        want = _run(x, w, b, g, len(feat), input_grad)
+    assert len(got) == len(want)
     tol = TOL[dtype]
     for a, e in zip(got, want):
         assert a.dtype == e.dtype and a.shape == e.shape

@@ -93,21 +93,22 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None
 
 
 def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np.ndarray,
-                        weight: np.ndarray | None, k: int, needs: tuple) -> tuple | None:
-    """(dx, dweight, dbias) of layer_norm over the trailing `k` dims of `x`, given the forward's `mean` and `rstd`;
-    `needs` says which of the three to compute (the others are None). Or None where numpy should run it."""
+                        weight: np.ndarray | None, k: int, needs_input: bool) -> tuple | None:
+    """(dx, dweight, dbias) of layer_norm over the trailing `k` dims of `x`, given the forward's `mean` and `rstd`
+    (dx None unless `needs_input`), or None where numpy should run it."""
     fns = _functions(x.dtype, x.size, "layer_norm_backward") if x.size and all(
         a is None or a.dtype == x.dtype for a in (g, weight, mean, rstd)) else None
     if fns is None:
         return None
-    g, x, mean, rstd, w = (None if a is None else np.ascontiguousarray(a) for a in (g, x, mean, rstd, weight))
+    g, x, mean, rstd = (np.ascontiguousarray(a) for a in (g, x, mean, rstd))
     rows = mean.size
-    m = x.size // rows
-    dx = np.empty(x.shape, x.dtype) if needs[0] else None
-    sums = [np.zeros((-(-rows // _CHUNK),) + x.shape[x.ndim - k:], x.dtype) if need else None for need in needs[1:]]
-    fns[0](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, _pointer(w), _pointer(dx),
-           *map(_pointer, sums), rows, m, _CHUNK)
-    return (dx,) + tuple(None if s is None else s[0] for s in sums)
+    normalized = x.shape[x.ndim - k:]
+    w = np.ones(normalized, x.dtype) if weight is None else np.ascontiguousarray(weight)   # g * 1: g's bits
+    dx = np.empty(x.shape, x.dtype) if needs_input else None
+    dw, db = (np.zeros((-(-rows // _CHUNK),) + normalized, x.dtype) for _ in range(2))
+    fns[0](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, w.ctypes.data, _pointer(dx),
+           dw.ctypes.data, db.ctypes.data, rows, x.size // rows, _CHUNK)
+    return dx, dw[0], db[0]
 
 
 def _pointer(a: np.ndarray | None) -> int | None:

@@ -219,8 +219,8 @@ def _c_backward(g: Tensor, input: Tensor, weight, mean: Tensor, rstd: Tensor, di
     """(d_input, d_weight, d_bias) of layer_norm from the C loops (None for those not needed), or None where
     they do not run."""
     arrays = _arrays(g, input, mean, rstd, weight)
-    out = None if arrays is None else nn_kernels.layer_norm_backward(*arrays, len(dims), needs)
-    return None if out is None else tuple(None if a is None else make(a, input.device) for a in out)
+    out = None if arrays is None else nn_kernels.layer_norm_backward(*arrays, len(dims), needs[0])
+    return None if out is None else tuple(make(a, input.device) if need else None for a, need in zip(out, needs))
 
 
 def _weighted_mean(t: Tensor, weight: Tensor, like: Tensor) -> Tensor:
