@@ -4,11 +4,11 @@ LSTM time step, forward and backward (fnx/nn/recurrence.py), log_softmax over ro
 
 An LSTM runs one GEMM per time step and, around it, the gates' activations, the cell update and their
 derivatives: about ten numpy calls on (batch, hidden) slices, which cost more than the GEMM at a language
-model's sizes; log_softmax takes four numpy passes over its input and its backward four more, layer_norm seven and eleven.
-One C call (templates/c_nn.c.j2) does each in one to three passes over a row in cache, the rows of log_softmax
-and layer_norm on fnx's thread pool. One library for
-every shape, built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it
-cannot be built (no compiler, Jinja2 missing), for small arrays and other dtypes, numpy runs instead.
+model's sizes; log_softmax takes four numpy passes over its input and its backward four more, layer_norm about
+seven and eleven. One C call (templates/c_nn.c.j2) does each in one to three passes over a row in cache, the
+rows of log_softmax and layer_norm on fnx's thread pool. One library for every shape, built on first use by the
+C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built (no compiler, Jinja2
+missing), for small arrays and other dtypes, numpy runs instead.
 """
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ _TEMPLATE = Path(__file__).parent / "templates" / "c_nn.c.j2"
 _POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3,
              "layer_norm": 6, "layer_norm_backward": 8}   # then 2 sizes, and the extras of _EXTRA
 _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong]}   # eps; rows per chunk
-_CHUNK = 32   # rows per chunk of layer_norm's parameter gradients: partial sums in a fixed order
+# layer_norm's parameter gradients are summed per chunk of rows, then the chunks in order (the same bits on any
+# number of threads): at least _CHUNK rows per chunk, at most _CHUNKS chunks.
+_CHUNK, _CHUNKS = 32, 64
 _lib: list = []   # [the loaded library, or None where it cannot be built], once built
 _lock = threading.Lock()
 
@@ -105,10 +107,11 @@ def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np
     normalized = x.shape[x.ndim - k:]
     w = np.ones(normalized, x.dtype) if weight is None else np.ascontiguousarray(weight)   # g * 1: g's bits
     dx = np.empty(x.shape, x.dtype) if needs_input else None
-    dw, db = (np.zeros((-(-rows // _CHUNK),) + normalized, x.dtype) for _ in range(2))
+    chunk = max(_CHUNK, -(-rows // _CHUNKS))
+    dw, db = (np.zeros((-(-rows // chunk),) + normalized, x.dtype) for _ in range(2))
     fns[0](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, w.ctypes.data, _pointer(dx),
-           dw.ctypes.data, db.ctypes.data, rows, x.size // rows, _CHUNK)
-    return dx, dw[0], db[0]
+           dw.ctypes.data, db.ctypes.data, rows, x.size // rows, chunk)
+    return dx, dw[0].copy(), db[0].copy()
 
 
 def _pointer(a: np.ndarray | None) -> int | None:
