@@ -178,13 +178,13 @@ class _LayerNorm(Function):
     def backward(ctx, g):
         input, weight, mean, rstd = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        if not core.state.grad_enabled:
-            fast = _c_backward(g, input, weight, mean, rstd, ctx.dims, (need_x, need_w, need_b))
-            if fast is not None:
-                return fast + (None, None)
         centered = None
         if core.state.grad_enabled:   # create_graph: statistics on the tape, so second derivatives see them
             mean, centered, rstd = _layer_stats(input, ctx.dims, ctx.eps)
+        else:
+            fast = _c_backward(g, input, weight, mean, rstd, ctx.dims, (need_x, need_w, need_b))
+            if fast is not None:
+                return fast + (None, None)
         lead = tuple(range(input.ndim - len(ctx.dims)))
         normed = (input - mean if centered is None else centered) * rstd
         g_normed = g * normed
