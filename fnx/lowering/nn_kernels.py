@@ -1,32 +1,39 @@
 """C loops for the eager impls of fnx.nn's hot spots on CPU float32/float64 arrays: the elementwise part of an
-LSTM time step, forward and backward (fnx/nn/recurrence.py), and log_softmax over rows with its backward
-(fnx/nn/functional_activation.py).
+LSTM time step, forward and backward (fnx/nn/recurrence.py), log_softmax over rows with its backward
+(fnx/nn/functional_activation.py) and layer_norm over rows with its backward (fnx/nn/functional_norm.py).
 
 An LSTM runs one GEMM per time step and, around it, the gates' activations, the cell update and their
 derivatives: about ten numpy calls on (batch, hidden) slices, which cost more than the GEMM at a language
-model's sizes; log_softmax takes four numpy passes over its input and its backward four more. One C call
-(templates/c_nn.c.j2) does each in one or two passes, log_softmax's rows on fnx's thread pool. One library for
-every shape, built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it
-cannot be built (no compiler, Jinja2 missing), for small arrays and other dtypes, numpy runs instead.
+model's sizes; log_softmax takes four numpy passes over its input and its backward four more, layer_norm about
+seven and eleven. One C call (templates/c_nn.c.j2) does each in one to three passes over a row in cache, the
+rows of log_softmax and layer_norm on fnx's thread pool. One library for every shape, built on first use by the
+C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built (no compiler, Jinja2
+missing), for small arrays and other dtypes, numpy runs instead.
 """
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
 from .template_library import TemplateLibrary
 
-__all__ = ["lstm_steps", "log_softmax", "log_softmax_backward", "MIN_ELEMENTS"]
+__all__ = ["lstm_steps", "log_softmax", "log_softmax_backward", "layer_norm", "layer_norm_backward", "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-_POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3}   # then 2 sizes
-_ARGTYPES = {f"fnx_{name}_{sfx}": [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2
+_POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3,
+             "layer_norm": 6, "layer_norm_backward": 8}   # then 2 sizes, and the extras of _EXTRA
+_EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong]}   # eps; rows per chunk
+# layer_norm's parameter gradients are summed per chunk of rows, then the chunks in order (the same bits on any
+# number of threads): at least _CHUNK rows per chunk, at most _CHUNKS chunks.
+_CHUNK, _CHUNKS = 32, 64
+_ARGTYPES = {f"fnx_{name}_{sfx}": [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2 + _EXTRA.get(name, [])
              for name, pointers in _POINTERS.items() for sfx in _SUFFIX.values()}
-_library = TemplateLibrary("fnx-nn", "c_nn.c.j2", list(_ARGTYPES), "the C loops of the LSTM recurrence and "
-                           "log_softmax", "numpy runs them", _ARGTYPES).get
+_library = TemplateLibrary("fnx-nn", "c_nn.c.j2", list(_ARGTYPES), "the C loops of the LSTM recurrence, "
+                           "log_softmax and layer_norm", "numpy runs them", _ARGTYPES).get
 
 
 def _functions(dtype: np.dtype, elements: int, *names: str) -> tuple | None:
@@ -63,3 +70,46 @@ def log_softmax_backward(g: np.ndarray, out: np.ndarray) -> np.ndarray | None:
     dx = np.empty(g.shape, g.dtype)
     fns[0](g.ctypes.data, out.ctypes.data, dx.ctypes.data, g.size // g.shape[-1], g.shape[-1])
     return dx
+
+
+def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, k: int,
+               eps: float) -> tuple | None:
+    """(y, mean, rstd) of layer_norm over the trailing `k` dims of `x`, the statistics shaped with those dims
+    kept as 1s, or None where numpy should run it; `weight` and `bias` (None for none) span those dims."""
+    fns = _functions(x.dtype, x.size, "layer_norm") if x.size and all(
+        a is None or a.dtype == x.dtype for a in (weight, bias)) else None
+    if fns is None:
+        return None
+    m = math.prod(x.shape[x.ndim - k:])
+    x, w, b = (None if a is None else np.ascontiguousarray(a) for a in (x, weight, bias))
+    y = np.empty(x.shape, x.dtype)
+    stat_shape = x.shape[:x.ndim - k] + (1,) * k
+    mean, rstd = np.empty(stat_shape, x.dtype), np.empty(stat_shape, x.dtype)
+    fns[0](x.ctypes.data, _pointer(w), _pointer(b), y.ctypes.data, mean.ctypes.data, rstd.ctypes.data,
+           x.size // m, m, eps)
+    return y, mean, rstd
+
+
+def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np.ndarray,
+                        weight: np.ndarray | None, k: int, needs_input: bool) -> tuple | None:
+    """(dx, dweight, dbias) of layer_norm over the trailing `k` dims of `x`, given the forward's `mean` and `rstd`
+    (dx None unless `needs_input`), or None where numpy should run it."""
+    fns = _functions(x.dtype, x.size, "layer_norm_backward") if x.size and all(
+        a is None or a.dtype == x.dtype for a in (g, weight, mean, rstd)) else None
+    if fns is None:
+        return None
+    g, x, mean, rstd = (np.ascontiguousarray(a) for a in (g, x, mean, rstd))
+    rows = mean.size
+    normalized = x.shape[x.ndim - k:]
+    w = np.ones(normalized, x.dtype) if weight is None else np.ascontiguousarray(weight)   # g * 1: g's bits
+    dx = np.empty(x.shape, x.dtype) if needs_input else None
+    chunk = max(_CHUNK, -(-rows // _CHUNKS))
+    dw, db = (np.zeros((-(-rows // chunk),) + normalized, x.dtype) for _ in range(2))
+    fns[0](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, w.ctypes.data, _pointer(dx),
+           dw.ctypes.data, db.ctypes.data, rows, x.size // rows, chunk)
+    return dx, dw[0].copy(), db[0].copy()
+
+
+def _pointer(a: np.ndarray | None) -> int | None:
+    return None if a is None else a.ctypes.data
+

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..ops.autocast import autocast_op
 from .. import core
 from .. import dtypes as _dt
 from ..autograd import Function, no_grad
 from ..core import FnxRuntimeError, FnxValueError
+from ..lowering import nn_kernels
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.arrange import pad
 from ..ops.linalg import matmul_p
-from ..tensor import Tensor, Tracer
+from ..tensor import Tensor, Tracer, make
 
 __all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm"]
 
@@ -156,22 +159,32 @@ def _affine_last(y: Tensor, weight, bias) -> Tensor:
 class _LayerNorm(Function):
     """Eager layer_norm as one tape node (PyTorch's native_layer_norm): the forward runs off the tape and
     keeps the input, mean and 1/std; the backward is the closed-form rule, about half the ops of the
-    decomposition's. With create_graph the statistics are rebuilt on the tape, so second derivatives hold."""
+    decomposition's. On CPU float arrays both run as C row loops (fnx/lowering/nn_kernels.py). With create_graph
+    the statistics are rebuilt on the tape, so second derivatives hold."""
 
     @staticmethod
     def forward(ctx, input, weight, bias, dims, eps):
-        mean, centered, rstd = _layer_stats(input, dims, eps)
-        ctx.save_for_backward(input, weight, mean, rstd)
         ctx.dims, ctx.eps = dims, eps
-        return _affine_last(centered * rstd, weight, bias)
+        fast = _c_forward(input, weight, bias, dims, eps)
+        if fast is not None:
+            y, mean, rstd = fast
+        else:
+            mean, centered, rstd = _layer_stats(input, dims, eps)
+            y = _affine_last(centered * rstd, weight, bias)
+        ctx.save_for_backward(input, weight, mean, rstd)
+        return y
 
     @staticmethod
     def backward(ctx, g):
         input, weight, mean, rstd = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
         centered = None
         if core.state.grad_enabled:   # create_graph: statistics on the tape, so second derivatives see them
             mean, centered, rstd = _layer_stats(input, ctx.dims, ctx.eps)
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        else:
+            fast = _c_backward(g, input, weight, mean, rstd, ctx.dims, (need_x, need_w, need_b))
+            if fast is not None:
+                return fast + (None, None)
         lead = tuple(range(input.ndim - len(ctx.dims)))
         normed = (input - mean if centered is None else centered) * rstd
         g_normed = g * normed
@@ -185,6 +198,29 @@ class _LayerNorm(Function):
                 d_normed, m1, m2 = g * weight, _weighted_mean(g, weight, rstd), _weighted_mean(g_normed, weight, rstd)
             d_input = rstd * (d_normed - m1 - normed * m2)
         return d_input, d_weight, d_bias, None, None
+
+
+def _arrays(*tensors) -> list | None:
+    """The numpy arrays of `tensors` (None stays None), or None if one lives elsewhere (the C loops' case)."""
+    arrays = [None if t is None else t._value for t in tensors]
+    return arrays if all(a is None or type(a) is np.ndarray for a in arrays) else None
+
+
+def _c_forward(input: Tensor, weight, bias, dims: tuple, eps: float) -> tuple | None:
+    """(y, mean, rstd) of layer_norm from the C row loops, the statistics shaped as `_layer_stats` gives them;
+    None where they do not run (another device or dtype, a small input, no compiler)."""
+    arrays = _arrays(input, weight, bias)
+    out = None if arrays is None else nn_kernels.layer_norm(*arrays, len(dims), eps)
+    return None if out is None else tuple(make(a, input.device) for a in out)
+
+
+def _c_backward(g: Tensor, input: Tensor, weight, mean: Tensor, rstd: Tensor, dims: tuple,
+                needs: tuple) -> tuple | None:
+    """(d_input, d_weight, d_bias) of layer_norm from the C loops (None for those not needed), or None where
+    they do not run."""
+    arrays = _arrays(g, input, mean, rstd, weight)
+    out = None if arrays is None else nn_kernels.layer_norm_backward(*arrays, len(dims), needs[0])
+    return None if out is None else tuple(make(a, input.device) if need else None for a, need in zip(out, needs))
 
 
 def _weighted_mean(t: Tensor, weight: Tensor, like: Tensor) -> Tensor:
