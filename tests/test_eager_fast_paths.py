@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 import fnx
 import fnx.nn.functional as F
 from fnx.lowering import nn_kernels
-from fnx.nn.functional_activation import log_softmax_backward_p, log_softmax_p
+from fnx.nn.functional_activation import log_softmax_backward_p, log_softmax_p, softmax_p
 from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
 from fnx.ops.indexing import index_put_p
 
@@ -104,9 +104,9 @@ def test_lstm_c_steps_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bia
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
-def test_log_softmax_c_rows_match_numpy(monkeypatch, dtype, tol):
-    """log_softmax over the last dim of a large float array, and its backward, run as C loops: numpy's values
-    to rounding, NaN rows NaN."""
+def test_softmax_and_log_softmax_c_rows_match_numpy(monkeypatch, dtype, tol):
+    """log_softmax (and its backward) and softmax over the last dim of a large float array, run as C loops:
+    numpy's values to rounding, NaN rows NaN."""
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((2, 40, 130)) * 20).astype(dtype)
     x[0, 3, 7] = np.nan
@@ -115,11 +115,11 @@ def test_log_softmax_c_rows_match_numpy(monkeypatch, dtype, tol):
 
     def run():
         out = log_softmax_p.impl(np, x, dim=2)
-        return out, log_softmax_backward_p.impl(np, g, out, dim=2)
+        return out, log_softmax_backward_p.impl(np, g, out, dim=2), softmax_p.impl(np, x, dim=2)
 
     got = run()
     monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
     want = run()
-    assert np.isnan(got[0][0, 3]).all() and np.isnan(got[1][0, 3]).all()
+    assert all(np.isnan(a[0, 3]).all() for a in got)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=tol * 10, atol=tol * np.nanmax(np.abs(b)))

@@ -1,12 +1,12 @@
 """C loops for the eager impls of fnx.nn's hot spots on CPU float32/float64 arrays: the elementwise part of an
-LSTM time step, forward and backward (fnx/nn/recurrence.py), log_softmax over rows with its backward
-(fnx/nn/functional_activation.py) and layer_norm over rows with its backward (fnx/nn/functional_norm.py).
+LSTM time step, forward and backward (fnx/nn/recurrence.py), softmax and log_softmax over rows with
+log_softmax's backward (fnx/nn/functional_activation.py) and layer_norm over rows with its backward (fnx/nn/functional_norm.py).
 
 An LSTM runs one GEMM per time step and, around it, the gates' activations, the cell update and their
 derivatives: about ten numpy calls on (batch, hidden) slices, which cost more than the GEMM at a language
 model's sizes; log_softmax takes four numpy passes over its input and its backward four more, layer_norm about
 seven and eleven. One C call (templates/c_nn.c.j2) does each in one to three passes over a row in cache, the
-rows of log_softmax and layer_norm on fnx's thread pool. One library for every shape, built on first use by the
+rows of the softmaxes and layer_norm on fnx's thread pool. One library for every shape, built on first use by the
 C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built (no compiler, Jinja2
 missing), for small arrays and other dtypes, numpy runs instead.
 """
@@ -19,12 +19,12 @@ import numpy as np
 
 from .template_library import TemplateLibrary
 
-__all__ = ["lstm_steps", "log_softmax", "log_softmax_backward", "layer_norm", "layer_norm_backward", "MIN_ELEMENTS"]
+__all__ = ["lstm_steps", "log_softmax", "log_softmax_backward", "softmax", "layer_norm", "layer_norm_backward", "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-_POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3,
+_POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
              "layer_norm": 6, "layer_norm_backward": 8}   # then 2 sizes, and the extras of _EXTRA
 _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong]}   # eps; rows per chunk
 # layer_norm's parameter gradients are summed per chunk of rows, then the chunks in order (the same bits on any
@@ -52,7 +52,17 @@ def lstm_steps(dtype: np.dtype, elements: int) -> tuple | None:
 
 def log_softmax(x: np.ndarray) -> np.ndarray | None:
     """log_softmax along the last dim of `x`, or None where numpy should run it."""
-    fns = _functions(x.dtype, x.size, "log_softmax") if x.ndim else None
+    return _rows("log_softmax", x)
+
+
+def softmax(x: np.ndarray) -> np.ndarray | None:
+    """softmax along the last dim of `x`, or None where numpy should run it."""
+    return _rows("softmax", x)
+
+
+def _rows(name: str, x: np.ndarray) -> np.ndarray | None:
+    """C function `name` applied to each row (the last dim) of `x`, or None where numpy should run it."""
+    fns = _functions(x.dtype, x.size, name) if x.ndim else None
     if fns is None:
         return None
     x = np.ascontiguousarray(x)
