@@ -52,11 +52,13 @@ class Result:
 
     @property
     def spread(self) -> float | None:
-        """Interquartile range of the repetitions, relative to the median."""
-        if len(self.times_s) < 2:
+        """Interquartile range of the repetitions, relative to the median (None for one repetition or a zero
+        median, as a step that allocates nothing new measures in W9m)."""
+        median = statistics.median(self.times_s) if len(self.times_s) > 1 else 0.0
+        if not median:
             return None
         q1, _, q3 = statistics.quantiles(self.times_s, n=4, method="inclusive")
-        return (q3 - q1) / statistics.median(self.times_s)
+        return (q3 - q1) / median
 
 
 def _once(bench: Bench) -> float:

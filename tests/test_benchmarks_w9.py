@@ -31,3 +31,14 @@ def test_w9_probes_report_constructs_as_strings():
     found = unsupported(fnx)
     assert {c for c, _, _ in found} <= {c for c, _, _ in PROBES}
     assert all(isinstance(error, str) and error for _, _, error in found)
+
+
+def test_the_table_takes_a_memory_row_of_zeros():
+    """W9m rows can measure 0 bytes at every repetition (a step that allocates nothing new): the table shows no
+    spread and no ratio against such a reference instead of dividing by zero."""
+    from benchmarks.runner import Result, _fill_ratios, format_table
+
+    rows = [Result("W9m", "case", fw, "cpu", "MiB", "torch", times_s=[0.0, 0.0, 0.0]) for fw in ("torch", "fnx")]
+    _fill_ratios(rows)
+    assert rows[0].spread is None and rows[1].ratio is None
+    assert "0.000 MiB" in format_table(rows)
