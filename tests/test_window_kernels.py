@@ -69,6 +69,19 @@ def test_c_loops_equal_numpy(geometry, dtype, seed):
     _same(*_numpy_and_native(windows._window_put_impl, g, pos, size=shape[2:], overlap=overlap))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel, stride", [((2, 2), (2, 2)), ((3, 3), (1, 1)), ((2, 3), (1, 3)), ((1, 5), (2, 1))])
+def test_window_argmax_over_rows_of_several_vectors(kernel, stride, dtype):
+    """Rows of 18-59 windows: whole vector chunks, a partial one that reads on into the next row, and the last
+    windows of the array compared one by one; NaN first elements, later NaNs and ties all as in numpy."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(-2, 3, size=(3, 5, 7, 59)).astype(dtype)
+    x[..., 0, ::7] = np.nan   # windows whose first element is NaN
+    x.flat[rng.integers(0, x.size, size=40)] = np.nan
+    want, got = _numpy_and_native(windows._window_argmax_impl, x, kernel=kernel, stride=stride, dilation=(1, 1))
+    _same(want, got)
+
+
 def test_large_conv_and_pool_take_the_c_loops_and_match_float64():
     assert window_kernels._library() is not None
     fnx.manual_seed(0)

@@ -128,8 +128,11 @@ def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation
 
 
 def window_argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
-    """(*lead, *spatial) -> (*lead, *out) int64 positions of each window's first maximum; None: numpy runs it."""
+    """(*lead, *spatial) -> (*lead, *out) int64 positions of each window's first maximum; None: numpy runs it
+    (also for float32 planes of 2**31 elements or more, whose offsets the C loop's int lanes cannot hold)."""
     nd = len(kernel)
+    if x.dtype == np.float32 and math.prod(x.shape[x.ndim - nd:]) >= 2 ** 31:
+        return None
     return _over_planes("window_argmax", x, x.ndim - nd, out, np.int64, x.shape[x.ndim - nd:], kernel, stride,
                         dilation, out, x.size)
 
