@@ -82,6 +82,23 @@ def test_window_argmax_over_rows_of_several_vectors(kernel, stride, dtype):
     _same(want, got)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_point_windows_are_the_transposing_copies_of_a_convolution(dtype):
+    """A one-point window with batch_inner swaps the two leading dims (the conv's output layout and its gradient):
+    im2col copies each plane as one run, col2im stores instead of adding, and -0 still comes back +0 as from
+    numpy's zeros + value."""
+    x = np.random.default_rng(2).standard_normal((8, 5, 12, 13)).astype(dtype)   # over MIN_ELEMENTS
+    x[1, 2, 3] = -0.0
+    x[2, 3, 4, 5] = np.nan
+    point = dict(kernel=(1, 1), stride=(1, 1), dilation=(1, 1), batch_inner=True)
+    want, got = _numpy_and_native(windows._im2col_impl, x, **point)
+    _same(want, got)
+    np.testing.assert_array_equal(got[:, 0], x.swapaxes(0, 1))
+    want, got = _numpy_and_native(windows._col2im_impl, got, size=(12, 13), **point)
+    _same(want, got)
+    assert not np.signbit(got[1, 2, 3]).any()
+
+
 def test_large_conv_and_pool_take_the_c_loops_and_match_float64():
     assert window_kernels._library() is not None
     fnx.manual_seed(0)
