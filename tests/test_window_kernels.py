@@ -158,3 +158,27 @@ def test_col2im_names_the_expected_batch_inner_layout():
         windows.col2im(fnx.zeros(3, 8, 2, 4, 4), (6, 6), (3, 3), (1, 1), (1, 1), batch_inner=True).shape
     with pytest.raises(fnx.errors.FnxRuntimeError, match="im2col: batch_inner needs"):
         windows.im2col(fnx.zeros(4, 6, 6), (3, 3), (1, 1), (1, 1), batch_inner=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_output_c_loop_equals_numpy(dtype):
+    """conv_output's C loop (the transposing copy adding each channel's bias) gives numpy's moveaxis + add exactly,
+    with leading batch dims (vmap's) and -0 / NaN values."""
+    rng = np.random.default_rng(3)
+    y = rng.standard_normal((2, 6, 5, 12, 13)).astype(dtype)   # (*b, C, N, H, W)
+    y[0, 1] = -0.0
+    y[1, 2, 3, 4] = np.nan
+    bias = rng.standard_normal((2, 6)).astype(dtype)
+    bias[0, 1] = -0.0
+    want, got = _numpy_and_native(windows._conv_output_impl, y, bias, nd=2)
+    _same(want, got)
+    np.testing.assert_array_equal(got[1, 3], y[1, :, 3] + bias[1, :, None, None])   # sample 3, every channel
+
+
+def test_conv2d_with_a_bias_is_one_conv_output_and_names_a_bias_of_the_wrong_size():
+    x, w, b = fnx.zeros(2, 3, 6, 6), fnx.zeros(4, 3, 3, 3), fnx.zeros(4)
+    prims = [e.prim.name for e in fnx.make_jaxpr(fnx.nn.functional.conv2d)(x, w, b).eqns]
+    assert "conv_output" in prims and "add" not in prims
+    with pytest.raises(fnx.errors.FnxRuntimeError, match=r"conv2d: .*expected bias to be 1-dimensional with 4 "
+                                                         r"elements, but got bias of size \[3\]"):
+        fnx.nn.functional.conv2d(x, w, fnx.zeros(3))

@@ -7,8 +7,8 @@ import itertools
 
 from .c_emit import Access, broadcast_strides, contiguous, nest, prod, size, static, text
 
-__all__ = ["alias", "transpose", "broadcast_to", "slice_", "rev", "diagonal", "im2col", "pad", "concatenate",
-           "window_argmax", "window_take"]
+__all__ = ["alias", "transpose", "broadcast_to", "slice_", "rev", "diagonal", "im2col", "conv_output", "pad",
+           "concatenate", "window_argmax", "window_take"]
 
 
 def alias(prog, eqn) -> None:
@@ -99,6 +99,18 @@ def im2col(prog, eqn) -> None:
     else:
         dst = Access(out.ref, contiguous(shape))
     prog.emit(nest(shape, [dst, src], lambda at, off: [f"{at(dst)} = {at(src)};"]))
+
+
+def conv_output(prog, eqn) -> None:
+    """(*b, C, N, *s) + bias (*b, C) -> (*b, N, C, *s): a convolution's product in (N, C) order plus its bias."""
+    y, bias = prog.read(eqn.inputs[0]), prog.read(eqn.inputs[1])
+    out = prog.output(eqn.outvars[0])
+    b = len(bias.shape) - 1
+    ost = contiguous(out.shape)
+    dst = Access(out.ref, ost[:b] + [ost[b + 1], ost[b]] + ost[b + 2:])
+    src = Access(y.ref, contiguous(y.shape))
+    add = Access(bias.ref, contiguous(bias.shape) + [0] * (len(y.shape) - b - 1))
+    prog.emit(nest(y.shape, [dst, src, add], lambda at, off: [f"{at(dst)} = {at(src)} + {at(add)};"]))
 
 
 def pad(prog, eqn) -> None:

@@ -1,5 +1,6 @@
-"""C loops for the sliding-window primitives of fnx/ops/windows.py (convolution's im2col/col2im, max pooling's
-window_argmax/window_take/window_put) on CPU float32/float64 arrays.
+"""C loops for the sliding-window primitives of fnx/ops/windows.py (convolution's im2col/col2im and its output's
+transposing copy with the bias, conv_output; max pooling's window_argmax/window_take/window_put) on CPU
+float32/float64 arrays.
 
 numpy runs these primitives as one strided copy per kernel offset over short rows (24 floats for a 3x3 kernel on
 a 26x26 image), which costs 2-3x a plain copy of the same bytes, and max pooling as K comparisons plus a fancy-
@@ -22,7 +23,7 @@ import numpy as np
 from ..ops import windows
 from .template_library import TemplateLibrary
 
-__all__ = ["im2col", "col2im", "window_argmax", "window_take", "window_put", "MIN_ELEMENTS"]
+__all__ = ["im2col", "col2im", "conv_output", "window_argmax", "window_take", "window_put", "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
 MIN_ELEMENTS = 4096
@@ -107,8 +108,23 @@ def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tu
         return None
     cols = np.empty(windows.cols_shape(x.shape[:x.ndim - nd], k, out, batch_inner), dtype=x.dtype)
     x, rows = _row_table(x, nd, k, math.prod(out), batch_inner)
-    fn(_ptr(x), _ptr(cols), rows, _geometry(x.shape[x.ndim - nd:], kernel, stride, dilation, out))
+    fn(_ptr(x), _ptr(cols), rows, _geometry(x.shape[x.ndim - nd:], kernel, stride, dilation, out), None)
     return cols
+
+
+def conv_output(y: np.ndarray, bias: np.ndarray, nd: int) -> np.ndarray | None:
+    """(*b, C, N, *s) + bias (*b, C) -> (*b, N, C, *s), as windows.conv_output's numpy impl: the batch_inner
+    im2col of a one-point window, whose rows are the channels, adding each row's bias; None: numpy runs it."""
+    usable = nd <= 3 and bias.dtype == y.dtype and bias.shape == y.shape[:y.ndim - nd - 1]
+    fn = _function("im2col", y, y.size) if usable else None
+    if fn is None:
+        return None
+    lead, spatial, point = y.shape[:y.ndim - nd], y.shape[y.ndim - nd:], (1,) * nd
+    out = np.empty(lead[:-2] + (lead[-1], lead[-2]) + spatial, dtype=y.dtype)
+    y, rows = _row_table(y, nd, 1, math.prod(spatial), True)
+    bias = np.ascontiguousarray(bias)
+    fn(_ptr(y), _ptr(out), rows, _geometry(spatial, point, point, point, spatial), _ptr(bias))
+    return out
 
 
 def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation: tuple,

@@ -23,7 +23,7 @@ from ..ops.creation import tensor
 from ..ops.indexing import index_select
 from ..ops.linalg import matmul, require_same_dtype
 from ..ops.shape import flip, movedim
-from ..ops.windows import col2im, im2col
+from ..ops.windows import col2im, conv_output, im2col
 from ..tensor import Tensor
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "unfold",
@@ -107,6 +107,9 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if o % groups:
         raise FnxRuntimeError(f"{op}: Given groups={groups}, expected weight to be divisible by {groups} at "
                               f"dimension 0, but got weight of size {list(weight.shape)} instead")
+    if bias is not None and tuple(bias.shape) != (o,):
+        raise FnxRuntimeError(f"{op}: Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional "
+                              f"with {o} elements, but got bias of size {list(bias.shape)} instead")
     stride, dilation = _ntuple(stride, nd, "stride"), _ntuple(dilation, nd, "dilation")
     lo, hi = _conv_padding(padding, kernel, stride, dilation, nd)
     x = _pad_spatial(x, lo, hi)
@@ -123,11 +126,14 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
         w = weight.reshape(groups, o // groups, (c // groups) * k)
         y = matmul(w, cols.reshape(groups, (c // groups) * k, length))
     # (C_out, N, *out) -> (N, C_out, *out): the batch_inner im2col of a one-point window swaps the two leading
-    # dims, so this transposing copy (and its gradient, the reverse one) runs in the C loops on the thread pool
-    point = (1,) * nd
-    y = im2col(y.reshape((o, n) + out), point, point, point, batch_inner=True).reshape((n, o) + out)
-    if bias is not None:
-        y = y + bias.reshape((1, o) + (1,) * nd)
+    # dims, so this transposing copy (and its gradient, the reverse one) runs in the C loops on the thread pool;
+    # with a bias, conv_output adds it in the same pass
+    y = y.reshape((o, n) + out)
+    if bias is None:
+        point = (1,) * nd
+        y = im2col(y, point, point, point, batch_inner=True).reshape((n, o) + out)
+    else:
+        y = conv_output(y, bias, nd)
     return y.squeeze(0) if unbatched else y
 
 

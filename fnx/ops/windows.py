@@ -1,14 +1,18 @@
-"""Sliding-window primitives of convolution and pooling: im2col and its transpose col2im, the first maximum of
-each window, and the gather / scatter of one element per window that max pooling and its gradient are.
+"""Sliding-window primitives of convolution and pooling: im2col and its transpose col2im, a convolution's output
+(its product moved to (N, C) order plus the bias), the first maximum of each window, and the gather / scatter of
+one element per window that max pooling and its gradient are.
 
 A window geometry is (kernel, stride, dilation) over the last nd dims; every leading dim is a batch dim, so a
 batch rule only moves vmap's dim to the front. im2col copies, for each of the K kernel offsets, one strided
 view of the input into a (*lead, K, *out) block, or with `batch_inner` into (*b, C, K, N, *out) (the layout that
 makes a convolution of the whole batch one matmul with the reshaped weight); col2im adds each offset's block
 back into its strided view (strided accumulation, no scatter). Each is the other's transpose: both are linear,
-so their jvps are themselves and grad of grad, jvp and vmap compose. Max pooling keeps the flat spatial position of each window's first maximum (PyTorch's
-choice for ties, and its return_indices), gathers the values there, and its gradient stores each cotangent
-back at that position (a plain store when windows do not overlap, an accumulation when they do).
+so their jvps are themselves and grad of grad, jvp and vmap compose. conv_output is that matmul's (C, N, *out)
+product swapped to (N, C, *out) with the bias added in the same pass (eager runs one copy, not a copy and an
+add); its gradient is the swap back and the bias's sum. Max pooling keeps the flat spatial position of each
+window's first maximum (PyTorch's choice for ties, and its return_indices), gathers the values there, and its
+gradient stores each cotangent back at that position (a plain store when windows do not overlap, an
+accumulation when they do).
 """
 from __future__ import annotations
 
@@ -22,9 +26,11 @@ from ..core import FnxRuntimeError, Primitive, ShapedArray
 from ..determinism import alert_not_deterministic
 from ._batching import batch_size, move_to_front, with_batch_size
 from ._families import same_device
+from .creation import zeros_like
+from .reduce import sum as _sum
 
-__all__ = ["im2col", "col2im", "cols_shape", "cols_lead", "window_argmax", "window_take", "window_put",
-           "window_out_shape"]
+__all__ = ["im2col", "col2im", "cols_shape", "cols_lead", "conv_output", "window_argmax", "window_take",
+           "window_put", "window_out_shape"]
 
 # The C loops of these primitives on CPU float arrays (fnx/lowering/window_kernels.py sets this at import): each
 # function returns the impl's result, or None where the numpy code below runs (small arrays, other dtypes, no
@@ -53,18 +59,21 @@ def _blocks(lead: tuple, item_bytes: int):
     return [slice(i, i + step) for i in range(0, lead[0], step)]
 
 
-def _linear_rules(prim: Primitive) -> None:
-    """The jvp and batch rules of a primitive that is linear in its first operand (any other operand holds integer
-    positions): the tangent goes through the primitive itself, and vmap's dim goes to the front of every
-    operand, where the primitive treats it as one more leading dim."""
-    prim.jvp = lambda primals, tangents, **params: (prim.bind(*primals, **params),
-                                                    prim.bind(tangents[0], *primals[1:], **params))
-
+def _leading_batch_rule(prim: Primitive) -> None:
+    """vmap's dim goes to the front of every operand, where the primitive treats it as one more leading dim."""
     def batch(args, dims, **params):
         n = batch_size(args, dims)
         return prim.bind(*(with_batch_size(a, d, n) for a, d in zip(args, dims)), **params), 0
 
     prim.batch = batch
+
+
+def _linear_rules(prim: Primitive) -> None:
+    """The jvp and batch rules of a primitive that is linear in its first operand (any other operand holds integer
+    positions): the tangent goes through the primitive itself, and vmap's dim goes to the front."""
+    prim.jvp = lambda primals, tangents, **params: (prim.bind(*primals, **params),
+                                                    prim.bind(tangents[0], *primals[1:], **params))
+    _leading_batch_rule(prim)
 
 
 def _check_geometry(op: str, shape: tuple, kernel, stride, dilation) -> tuple:
@@ -196,6 +205,66 @@ def col2im(cols, size: tuple, kernel: tuple, stride: tuple, dilation: tuple, bat
     (with `batch_inner`, (*b, C, K, N, *out) -> (*b, N, C, *size))."""
     return col2im_p.bind(cols, size=tuple(size), kernel=tuple(kernel), stride=tuple(stride),
                          dilation=tuple(dilation), batch_inner=bool(batch_inner))
+
+
+# ---------------------------------------------------------------- a convolution's output
+def _point(nd: int) -> tuple:
+    return (1,) * nd
+
+
+conv_output_p = Primitive("conv_output", saves_inputs=False)
+
+
+@conv_output_p.def_impl
+def _conv_output_impl(xp, y, bias, *, nd):
+    if xp is np and native is not None:
+        out = native.conv_output(y, bias, nd)
+        if out is not None:
+            return out
+    lead = y.ndim - nd - 2
+    bias = bias.reshape(bias.shape[:lead] + (1,) + bias.shape[lead:] + (1,) * nd)
+    return xp.ascontiguousarray(xp.moveaxis(y, lead, lead + 1) + bias)
+
+
+@conv_output_p.def_abstract
+def _conv_output_abstract(y: ShapedArray, bias: ShapedArray, *, nd) -> ShapedArray:
+    same_device("conv_output", (y, bias))
+    lead = y.ndim - nd - 2
+    if lead < 0 or y.dtype is not bias.dtype or tuple(bias.shape) != tuple(y.shape[:lead + 1]):
+        raise FnxRuntimeError(f"conv_output: expected a product (*b, C, N, *spatial) with {nd} spatial dims and a "
+                              f"bias (*b, C) of its dtype, got {y.dtype}{list(y.shape)} and "
+                              f"{bias.dtype}{list(bias.shape)}")
+    shape = tuple(y.shape)
+    return ShapedArray(shape[:lead] + (shape[lead + 1], shape[lead]) + shape[lead + 2:], y.dtype, y.device)
+
+
+def _swap_back(g, nd: int):
+    """(*b, N, C, *s) -> (*b, C, N, *s): the batch_inner im2col of a one-point window."""
+    lead = g.ndim - nd - 2
+    shape = tuple(g.shape)
+    return im2col(g, _point(nd), _point(nd), _point(nd), batch_inner=True).reshape(
+        shape[:lead] + (shape[lead + 1], shape[lead]) + shape[lead + 2:])
+
+
+@conv_output_p.def_vjp
+def _conv_output_vjp(g, primals, out, *, nd):
+    lead = g.ndim - nd - 2
+    return _swap_back(g, nd), _sum(g, dim=(lead,) + tuple(range(lead + 2, g.ndim)))
+
+
+@conv_output_p.def_jvp
+def _conv_output_jvp(primals, tangents, *, nd):
+    ty, tb = (zeros_like(p) if t is None else t for p, t in zip(primals, tangents))
+    return conv_output_p.bind(*primals, nd=nd), conv_output_p.bind(ty, tb, nd=nd)
+
+
+_leading_batch_rule(conv_output_p)
+
+
+def conv_output(y, bias, nd: int):
+    """A convolution's output from its (*b, C, N, *spatial) product: (*b, N, C, *spatial) with bias (*b, C) added
+    per channel, in one pass (the transposing copy that the product needs anyway also adds the bias)."""
+    return conv_output_p.bind(y, bias, nd=int(nd))
 
 
 # ---------------------------------------------------------------- the first maximum of each window
