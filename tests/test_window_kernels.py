@@ -1,6 +1,7 @@
 """The C loops of the window primitives (fnx/lowering/window_kernels.py) give the numpy impls' results bit for bit:
-im2col, col2im, window_argmax (first maximum, last NaN), window_take and window_put (stored, or accumulated in
-order where windows overlap), for float32/float64 and 1-3 spatial dims, on arrays large enough to take them."""
+im2col, col2im, conv_output, window_argmax and window_max (first maximum, last NaN), window_take and window_put
+(stored, or accumulated in order where windows overlap), for float32/float64 and 1-3 spatial dims, on arrays
+large enough to take them."""
 import math
 
 import numpy as np
@@ -63,6 +64,8 @@ def test_c_loops_equal_numpy(geometry, dtype, seed):
     _same(*_numpy_and_native(windows._im2col_impl, x.swapaxes(0, 1), batch_inner=True, **params))
     want, pos = _numpy_and_native(windows._window_argmax_impl, x, **params)
     _same(want, pos)
+    for want, got in zip(*_numpy_and_native(windows._window_max_impl, x, **params)):   # values, positions
+        _same(want, got)
     _same(*_numpy_and_native(windows._window_take_impl, x, pos, nd=nd, overlap=overlap))
     g = rng.standard_normal(pos.shape).astype(dtype)
     g.flat[0] = -0.0
@@ -78,8 +81,10 @@ def test_window_argmax_over_rows_of_several_vectors(kernel, stride, dtype):
     x = rng.integers(-2, 3, size=(3, 5, 7, 59)).astype(dtype)
     x[..., 0, ::7] = np.nan   # windows whose first element is NaN
     x.flat[rng.integers(0, x.size, size=40)] = np.nan
-    want, got = _numpy_and_native(windows._window_argmax_impl, x, kernel=kernel, stride=stride, dilation=(1, 1))
-    _same(want, got)
+    params = dict(kernel=kernel, stride=stride, dilation=(1, 1))
+    _same(*_numpy_and_native(windows._window_argmax_impl, x, **params))
+    for want, got in zip(*_numpy_and_native(windows._window_max_impl, x, **params)):   # values, positions
+        _same(want, got)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -182,3 +187,11 @@ def test_conv2d_with_a_bias_is_one_conv_output_and_names_a_bias_of_the_wrong_siz
     with pytest.raises(fnx.errors.FnxRuntimeError, match=r"conv2d: .*expected bias to be 1-dimensional with 4 "
                                                          r"elements, but got bias of size \[3\]"):
         fnx.nn.functional.conv2d(x, w, fnx.zeros(3))
+
+
+def test_max_pool_is_one_window_max_and_its_gradient_one_window_put():
+    x = fnx.randn(2, 3, 8, 8)
+    jaxpr = fnx.make_jaxpr(fnx.grad(lambda a: fnx.nn.functional.max_pool2d(a, 2).sum()))(x)
+    prims = [e.prim.name for e in jaxpr.eqns]
+    assert prims.count("window_max") == 1 and prims.count("window_put") == 1
+    assert "window_argmax" not in prims and "window_take" not in prims

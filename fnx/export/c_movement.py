@@ -8,7 +8,7 @@ import itertools
 from .c_emit import Access, broadcast_strides, contiguous, nest, prod, size, static, text
 
 __all__ = ["alias", "transpose", "broadcast_to", "slice_", "rev", "diagonal", "im2col", "conv_output", "pad",
-           "concatenate", "window_argmax", "window_take"]
+           "concatenate", "window_argmax", "window_max", "window_take"]
 
 
 def alias(prog, eqn) -> None:
@@ -160,14 +160,23 @@ def concatenate(prog, eqn) -> None:
 # ---------------------------------------------------------------- windows (pooling)
 def window_argmax(prog, eqn) -> None:
     """The flat spatial position of each window's first maximum (the last NaN, if any)."""
+    _window_argmax(prog, eqn, prog.output(eqn.outvars[0]), None)
+
+
+def window_max(prog, eqn) -> None:
+    """Each window's maximum and its flat spatial position (window_argmax and the value there)."""
+    _window_argmax(prog, eqn, prog.output(eqn.outvars[1]), prog.output(eqn.outvars[0]))
+
+
+def _window_argmax(prog, eqn, out, values) -> None:
+    """window_argmax into `out`, and with `values` (else None) the element at each position into it."""
     x = prog.read(eqn.inputs[0])
-    out = prog.output(eqn.outvars[0])
     kernel, stride, dilation = eqn.params["kernel"], eqn.params["stride"], eqn.params["dilation"]
     nd = len(kernel)
     lead = len(x.shape) - nd
     spatial = x.shape[lead:]
     if not all(static(n) for n in spatial):
-        raise NotImplementedError("window_argmax: symbolic spatial dimensions have no C implementation in "
+        raise NotImplementedError(f"{eqn.prim.name}: symbolic spatial dimensions have no C implementation in "
                                   "fnx.export; export with static image sizes")
     step = contiguous(spatial)
     plane = prod(spatial)
@@ -191,7 +200,10 @@ def window_argmax(prog, eqn) -> None:
             lines.append("    if (v != v || v > best) { best = v; which = k; }")
         else:
             lines.append("    if (v > best) { best = v; which = k; }")
-        return lines + ["}", f"{at(dst)} = {off(pos)} + offs[which];"]
+        lines += ["}", f"{at(dst)} = {off(pos)} + offs[which];"]
+        if values is not None:
+            lines.append(f"{values.ref}[{off(dst)}] = {x.ref}[{base} + offs[which]];")
+        return lines
 
     prog.emit(nest(shape, [dst, src, pos], body))
 

@@ -22,11 +22,11 @@ lies inside the file.
 Supported primitives: every elementwise primitive that declares a C expression (`Primitive.c`), `convert`,
 `select`, the reductions (sum, reduce_max/min/prod, argmax, argmin), `cumsum`, `cumprod`, `argsort` (sort,
 topk, median), data movement (reshape, transpose, broadcast_to, slice, pad, concatenate, rev, diagonal, copy,
-stop_gradient), `matmul`, `einsum`, `index`, `index_put`, `take_along_axis`, `check_index`, `im2col`, `conv_output`,
-`window_argmax`, `window_take` and the random primitives of one key (`random_bits`, `random_uniform`,
-`random_split`, `random_fold_in`; the same bits as fnx). Not supported (named at write time): control flow
-(cond, while_loop, scan, recurrence), scatter_add_along_axis, window_put, col2im, shift, searchsorted, linalg
-decompositions, collectives, float16/bfloat16/complex data, random draws from a batch of keys.
+stop_gradient), `matmul`, `einsum`, `index`, `index_put`, `take_along_axis`, `check_index`, `im2col`,
+`conv_output`, `window_argmax`, `window_max`, `window_take` and the random primitives of one key (`random_bits`,
+`random_uniform`, `random_split`, `random_fold_in`; the same bits as fnx). Not supported (named at write time):
+control flow (cond, while_loop, scan, recurrence), scatter_add_along_axis, window_put, col2im, shift, searchsorted,
+linalg decompositions, collectives, float16/bfloat16/complex data, random draws from a batch of keys.
 """
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ import numpy as np
 from ..ops import windows
 from .template_library import TemplateLibrary
 
-__all__ = ["im2col", "col2im", "conv_output", "window_argmax", "window_take", "window_put", "MIN_ELEMENTS"]
+__all__ = ["im2col", "col2im", "conv_output", "window_argmax", "window_max", "window_take", "window_put",
+           "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
 MIN_ELEMENTS = 4096
@@ -58,18 +59,6 @@ def _geometry(spatial, kernel, stride, dilation, out):
     return _Geometry(*sizes)
 
 
-def _over_planes(name: str, src: np.ndarray, rows_nd: int, tail: tuple, dtype, spatial, kernel, stride, dilation,
-                 out, work: int) -> np.ndarray | None:
-    """C function `name` from `src`, whose first `rows_nd` dims are rows of planes, into a new (*rows, *tail)
-    array of `dtype`; None where numpy should run it (`work`: the elements the loop visits)."""
-    fn = _function(name, src, work) if len(kernel) <= 3 else None
-    if fn is None:
-        return None
-    lead = src.shape[:rows_nd]
-    src = np.ascontiguousarray(src)
-    result = np.empty(lead + tuple(tail), dtype=dtype)
-    fn(_ptr(src), _ptr(result), ctypes.c_longlong(math.prod(lead)), _geometry(spatial, kernel, stride, dilation, out))
-    return result
 
 
 def _contiguous_planes(a: np.ndarray, nd: int) -> bool:
@@ -143,14 +132,33 @@ def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation
     return x.reshape(lead + tuple(size))
 
 
-def window_argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
-    """(*lead, *spatial) -> (*lead, *out) int64 positions of each window's first maximum; None: numpy runs it
+def _argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple,
+            with_values: bool) -> list[np.ndarray] | None:
+    """[positions] or [values, positions] of each window's first maximum from the C loop; None: numpy runs it
     (also for float32 planes of 2**31 elements or more, whose offsets the C loop's int lanes cannot hold)."""
     nd = len(kernel)
-    if x.dtype == np.float32 and math.prod(x.shape[x.ndim - nd:]) >= 2 ** 31:
+    lead, spatial = x.shape[:x.ndim - nd], x.shape[x.ndim - nd:]
+    fn = _function("window_argmax", x, x.size) if nd <= 3 else None
+    if fn is None or (x.dtype == np.float32 and math.prod(spatial) >= 2 ** 31):
         return None
-    return _over_planes("window_argmax", x, x.ndim - nd, out, np.int64, x.shape[x.ndim - nd:], kernel, stride,
-                        dilation, out, x.size)
+    x = np.ascontiguousarray(x)
+    pos = np.empty(lead + tuple(out), dtype=np.int64)
+    values = np.empty(pos.shape, dtype=x.dtype) if with_values else None
+    fn(_ptr(x), _ptr(pos), ctypes.c_longlong(math.prod(lead)), _geometry(spatial, kernel, stride, dilation, out),
+       None if values is None else _ptr(values))
+    return [pos] if values is None else [values, pos]
+
+
+def window_argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> np.ndarray | None:
+    """(*lead, *spatial) -> (*lead, *out) int64 positions of each window's first maximum; None: numpy runs it."""
+    found = _argmax(x, kernel, stride, dilation, out, False)
+    return None if found is None else found[0]
+
+
+def window_max(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> list | None:
+    """[maxima, positions] of each window, as window_argmax and window_take at its positions, in one pass; None:
+    numpy runs it."""
+    return _argmax(x, kernel, stride, dilation, out, True)
 
 
 def _rows(a: np.ndarray, nd: int) -> np.ndarray:

@@ -1,8 +1,8 @@
 """Pooling of `fnx.nn.functional`: max, average, adaptive, Lp pooling and max unpooling.
 
-Max pooling runs on the window primitives of fnx/ops/windows.py: the flat position of each window's first
-maximum (PyTorch's choice for ties, and its return_indices), the values gathered there, and a gradient that
-stores each cotangent back at its position (no one-hot masks). Average pooling sums the im2col windows of
+Max pooling runs on window_max of fnx/ops/windows.py: in one pass, the flat position of each window's first
+maximum (PyTorch's choice for ties, and its return_indices) and the value there, with a gradient that stores
+each cotangent back at its position (no one-hot masks). Average pooling sums the im2col windows of
 functional_conv._windows and divides by PyTorch's per-position count, and adaptive average pooling is one
 matmul per spatial dim with a matrix of window weights.
 """
@@ -23,7 +23,7 @@ from ..ops.joins import stack
 from ..ops.linalg import matmul
 from ..ops.shape import movedim
 from ..tensor import Tensor
-from ..ops.windows import window_argmax, window_take
+from ..ops.windows import window_max
 from .functional_conv import _batched, _ntuple, _out_size, _pad_spatial, _windows
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
@@ -60,9 +60,7 @@ def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_i
     lowest = float("-inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.np).min)
     hi = tuple(max(h, 0) for h in hi)   # the windows ignore what lies past the last one: no need to crop
     padded = _pad_spatial(x, padding, hi, lowest)
-    pos = window_argmax(padded, kernel, stride, dilation)   # the first maximum, as PyTorch picks it
-    overlap = any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, stride, dilation))
-    values = window_take(padded, pos, nd, overlap)
+    values, pos = window_max(padded, kernel, stride, dilation)   # at the first maximum, as PyTorch picks it
     if unbatched:
         values = values.squeeze(0)
     if not return_indices:

@@ -29,8 +29,8 @@ from ._families import same_device
 from .creation import zeros_like
 from .reduce import sum as _sum
 
-__all__ = ["im2col", "col2im", "cols_shape", "cols_lead", "conv_output", "window_argmax", "window_take",
-           "window_put", "window_out_shape"]
+__all__ = ["im2col", "col2im", "cols_shape", "cols_lead", "conv_output", "window_argmax", "window_max",
+           "window_take", "window_put", "window_out_shape", "windows_overlap"]
 
 # The C loops of these primitives on CPU float arrays (fnx/lowering/window_kernels.py sets this at import): each
 # function returns the impl's result, or None where the numpy code below runs (small arrays, other dtypes, no
@@ -319,6 +319,58 @@ window_argmax_p.def_batch(lambda args, dims, **params: (window_argmax_p.bind(mov
 def window_argmax(x, kernel: tuple, stride: tuple, dilation: tuple):
     """(*lead, *spatial) -> (*lead, *out) int64: the flat spatial position of each window's first maximum."""
     return window_argmax_p.bind(x, kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation))
+
+
+def windows_overlap(kernel, stride, dilation) -> bool:
+    """Whether two windows of the geometry can hold the same element (then max pooling's gradient accumulates)."""
+    return any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, stride, dilation))
+
+
+# ---------------------------------------------------------------- each window's maximum and its position
+window_max_p = Primitive("window_max", multiple_results=True, saves_inputs=False, saves_output=True)
+
+
+@window_max_p.def_impl
+def _window_max_impl(xp, x, *, kernel, stride, dilation):
+    nd = len(kernel)
+    if xp is np and native is not None:
+        out = native.window_max(x, kernel, stride, dilation, window_out_shape(x.shape[x.ndim - nd:], kernel, stride,
+                                                                              dilation))
+        if out is not None:
+            return out
+    pos = _window_argmax_impl(xp, x, kernel=kernel, stride=stride, dilation=dilation)
+    return [_window_take_impl(xp, x, pos, nd=nd, overlap=windows_overlap(kernel, stride, dilation)), pos]
+
+
+@window_max_p.def_abstract
+def _window_max_abstract(x: ShapedArray, *, kernel, stride, dilation) -> list[ShapedArray]:
+    pos = _window_argmax_abstract(x, kernel=kernel, stride=stride, dilation=dilation)
+    return [ShapedArray(pos.shape, x.dtype, x.device), pos]
+
+
+@window_max_p.def_vjp
+def _window_max_vjp(cts, primals, outs, *, kernel, stride, dilation):
+    nd = len(kernel)
+    size = tuple(primals[0].shape[primals[0].ndim - nd:])
+    return (None if cts[0] is None else window_put(cts[0], outs[1], size, windows_overlap(kernel, stride, dilation)),)
+
+
+@window_max_p.def_jvp
+def _window_max_jvp(primals, tangents, *, kernel, stride, dilation):
+    values, pos = window_max_p.bind(primals[0], kernel=kernel, stride=stride, dilation=dilation)
+    return [values, pos], [window_take(tangents[0], pos, len(kernel), windows_overlap(kernel, stride, dilation)),
+                           None]
+
+
+@window_max_p.def_batch
+def _window_max_batch(args, dims, **params):
+    return window_max_p.bind(move_to_front(args[0], dims[0]), **params), [0, 0]
+
+
+def window_max(x, kernel: tuple, stride: tuple, dilation: tuple):
+    """(*lead, *spatial) -> ((*lead, *out) maxima, (*lead, *out) int64 flat spatial positions of each window's first
+    maximum): window_argmax and window_take at those positions, in one pass."""
+    return window_max_p.bind(x, kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation))
 
 
 # ---------------------------------------------------------------- gather / scatter at those positions
