@@ -180,10 +180,28 @@ def test_conv_output_c_loop_equals_numpy(dtype):
     np.testing.assert_array_equal(got[1, 3], y[1, :, 3] + bias[1, :, None, None])   # sample 3, every channel
 
 
-def test_conv2d_with_a_bias_is_one_conv_output_and_names_a_bias_of_the_wrong_size():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv_output_vjp_c_loop_swaps_back_exactly_and_sums_within_rounding(dtype):
+    """conv_output's gradient in one C pass: the (*b, C, N, *s) swap equals numpy's exactly, the per-channel sums
+    (in double, over planes of 340 values: whole runs of 16 and a tail) are within float rounding of numpy's."""
+    rng = np.random.default_rng(4)
+    g = rng.standard_normal((2, 7, 6, 17, 20)).astype(dtype)   # (*b, N, C, H, W), over MIN_ELEMENTS
+    g[1, 2] = np.nan
+    (want_y, want_b), (got_y, got_b) = _numpy_and_native(windows._conv_output_vjp_impl, g, nd=2)
+    _same(want_y, got_y)
+    assert got_b.dtype == want_b.dtype and got_b.shape == want_b.shape == (2, 6)
+    np.testing.assert_allclose(got_b, want_b, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=0)
+    exact = g[0].astype(np.float64).sum(axis=(0, 2, 3))
+    np.testing.assert_allclose(got_b[0], exact, rtol=1e-7 if dtype == np.float32 else 1e-13)   # one rounding
+    assert np.isnan(got_b[1]).all()
+
+
+def test_conv2d_with_a_bias_is_one_conv_output_its_gradient_one_conv_output_vjp_and_names_a_wrong_bias():
     x, w, b = fnx.zeros(2, 3, 6, 6), fnx.zeros(4, 3, 3, 3), fnx.zeros(4)
     prims = [e.prim.name for e in fnx.make_jaxpr(fnx.nn.functional.conv2d)(x, w, b).eqns]
     assert "conv_output" in prims and "add" not in prims
+    back = fnx.make_jaxpr(fnx.grad(lambda b: fnx.nn.functional.conv2d(x, w, b).sum()))(b)
+    assert [e.prim.name for e in back.eqns].count("conv_output_vjp") == 1
     with pytest.raises(fnx.errors.FnxRuntimeError, match=r"conv2d: .*expected bias to be 1-dimensional with 4 "
                                                          r"elements, but got bias of size \[3\]"):
         fnx.nn.functional.conv2d(x, w, fnx.zeros(3))

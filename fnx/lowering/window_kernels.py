@@ -23,17 +23,17 @@ import numpy as np
 from ..ops import windows
 from .template_library import TemplateLibrary
 
-__all__ = ["im2col", "col2im", "conv_output", "window_argmax", "window_max", "window_take", "window_put",
-           "MIN_ELEMENTS"]
+__all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
+           "window_put", "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _Geometry = ctypes.c_longlong * 15
 _Rows = ctypes.c_longlong * 10
+_KERNELS = ("im2col", "col2im", "conv_output_vjp", "window_argmax", "window_take", "window_put")
 _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
-                           [f"fnx_{name}_{sfx}" for name in ("im2col", "col2im", "window_argmax", "window_take",
-                                                            "window_put") for sfx in _SUFFIX.values()],
+                           [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
                            "the C loops of convolution and pooling", "numpy runs them").get
 
 
@@ -130,6 +130,19 @@ def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation
     x, rows = _row_table(np.empty(lead + tuple(size), dtype=cols.dtype), nd, k, math.prod(out), batch_inner)
     fn(_ptr(cols), _ptr(x), rows, _geometry(size, kernel, stride, dilation, out))
     return x.reshape(lead + tuple(size))
+
+
+def conv_output_vjp(g: np.ndarray, nd: int) -> list[np.ndarray] | None:
+    """[the (*b, C, N, *s) swap of g (*b, N, C, *s), its (*b, C) sums], as windows.conv_output_vjp's numpy impl
+    (the sums in double: within rounding of numpy's); None: numpy runs it."""
+    fn = _function("conv_output_vjp", g, g.size) if g.ndim >= nd + 2 else None
+    if fn is None:
+        return None
+    lead, (n, c), spatial = g.shape[:g.ndim - nd - 2], g.shape[g.ndim - nd - 2:g.ndim - nd], g.shape[g.ndim - nd:]
+    g = np.ascontiguousarray(g)
+    gy, gb = np.empty(lead + (c, n) + spatial, dtype=g.dtype), np.empty(lead + (c,), dtype=g.dtype)
+    fn(_ptr(g), _ptr(gy), _ptr(gb), *(ctypes.c_longlong(m) for m in (math.prod(lead), n, c, math.prod(spatial))))
+    return [gy, gb]
 
 
 def _argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple,

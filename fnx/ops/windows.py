@@ -9,10 +9,10 @@ makes a convolution of the whole batch one matmul with the reshaped weight); col
 back into its strided view (strided accumulation, no scatter). Each is the other's transpose: both are linear,
 so their jvps are themselves and grad of grad, jvp and vmap compose. conv_output is that matmul's (C, N, *out)
 product swapped to (N, C, *out) with the bias added in the same pass (eager runs one copy, not a copy and an
-add); its gradient is the swap back and the bias's sum. Max pooling keeps the flat spatial position of each
-window's first maximum (PyTorch's choice for ties, and its return_indices), gathers the values there, and its
-gradient stores each cotangent back at that position (a plain store when windows do not overlap, an
-accumulation when they do).
+add); its gradient, conv_output_vjp, is the swap back and the bias's sum, also in one pass. Max pooling keeps
+the flat spatial position of each window's first maximum (PyTorch's choice for ties, and its return_indices)
+with the value there (window_max, one pass), and its gradient stores each cotangent back at that position (a
+plain store when windows do not overlap, an accumulation when they do).
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from ._families import same_device
 from .creation import zeros_like
 from .reduce import sum as _sum
 
-__all__ = ["im2col", "col2im", "cols_shape", "cols_lead", "conv_output", "window_argmax", "window_max",
-           "window_take", "window_put", "window_out_shape", "windows_overlap"]
+__all__ = ["im2col", "col2im", "cols_shape", "cols_lead", "conv_output", "conv_output_vjp", "window_argmax",
+           "window_max", "window_take", "window_put", "window_out_shape", "windows_overlap"]
 
 # The C loops of these primitives on CPU float arrays (fnx/lowering/window_kernels.py sets this at import): each
 # function returns the impl's result, or None where the numpy code below runs (small arrays, other dtypes, no
@@ -208,10 +208,6 @@ def col2im(cols, size: tuple, kernel: tuple, stride: tuple, dilation: tuple, bat
 
 
 # ---------------------------------------------------------------- a convolution's output
-def _point(nd: int) -> tuple:
-    return (1,) * nd
-
-
 conv_output_p = Primitive("conv_output", saves_inputs=False)
 
 
@@ -238,18 +234,9 @@ def _conv_output_abstract(y: ShapedArray, bias: ShapedArray, *, nd) -> ShapedArr
     return ShapedArray(shape[:lead] + (shape[lead + 1], shape[lead]) + shape[lead + 2:], y.dtype, y.device)
 
 
-def _swap_back(g, nd: int):
-    """(*b, N, C, *s) -> (*b, C, N, *s): the batch_inner im2col of a one-point window."""
-    lead = g.ndim - nd - 2
-    shape = tuple(g.shape)
-    return im2col(g, _point(nd), _point(nd), _point(nd), batch_inner=True).reshape(
-        shape[:lead] + (shape[lead + 1], shape[lead]) + shape[lead + 2:])
-
-
 @conv_output_p.def_vjp
 def _conv_output_vjp(g, primals, out, *, nd):
-    lead = g.ndim - nd - 2
-    return _swap_back(g, nd), _sum(g, dim=(lead,) + tuple(range(lead + 2, g.ndim)))
+    return tuple(conv_output_vjp(g, nd))
 
 
 @conv_output_p.def_jvp
@@ -319,6 +306,48 @@ window_argmax_p.def_batch(lambda args, dims, **params: (window_argmax_p.bind(mov
 def window_argmax(x, kernel: tuple, stride: tuple, dilation: tuple):
     """(*lead, *spatial) -> (*lead, *out) int64: the flat spatial position of each window's first maximum."""
     return window_argmax_p.bind(x, kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation))
+
+
+conv_output_vjp_p = Primitive("conv_output_vjp", multiple_results=True, saves_inputs=False)
+
+
+@conv_output_vjp_p.def_impl
+def _conv_output_vjp_impl(xp, g, *, nd):
+    if xp is np and native is not None:
+        out = native.conv_output_vjp(g, nd)
+        if out is not None:
+            return out
+    lead = g.ndim - nd - 2
+    sums = g.sum(axis=(lead,) + tuple(range(lead + 2, g.ndim)))
+    return [xp.ascontiguousarray(xp.moveaxis(g, lead, lead + 1)), sums]
+
+
+@conv_output_vjp_p.def_abstract
+def _conv_output_vjp_abstract(g: ShapedArray, *, nd) -> list[ShapedArray]:
+    lead = g.ndim - nd - 2
+    if lead < 0:
+        raise FnxRuntimeError(f"conv_output_vjp: expected a cotangent (*b, N, C, *spatial) with {nd} spatial dims, "
+                              f"got shape {list(g.shape)}")
+    shape = tuple(g.shape)
+    return [ShapedArray(shape[:lead] + (shape[lead + 1], shape[lead]) + shape[lead + 2:], g.dtype, g.device),
+            ShapedArray(shape[:lead] + (shape[lead + 1],), g.dtype, g.device)]
+
+
+@conv_output_vjp_p.def_vjp
+def _conv_output_vjp_vjp(cts, primals, outs, *, nd):
+    return (conv_output(*(zeros_like(o) if c is None else c for c, o in zip(cts, outs)), nd),)
+
+
+conv_output_vjp_p.def_jvp(lambda primals, tangents, *, nd: (conv_output_vjp_p.bind(primals[0], nd=nd),
+                                                              conv_output_vjp_p.bind(tangents[0], nd=nd)))
+conv_output_vjp_p.def_batch(lambda args, dims, *, nd: (conv_output_vjp_p.bind(move_to_front(args[0], dims[0]),
+                                                                              nd=nd), [0, 0]))
+
+
+def conv_output_vjp(g, nd: int):
+    """conv_output's transpose: from (*b, N, C, *spatial), [the (*b, C, N, *spatial) swap, the (*b, C) sums over
+    N and the spatial dims] (the product's and the bias's gradients), in one pass."""
+    return conv_output_vjp_p.bind(g, nd=int(nd))
 
 
 def windows_overlap(kernel, stride, dilation) -> bool:
