@@ -1,13 +1,13 @@
-"""C loops for the sliding-window primitives of fnx/ops/windows.py (convolution's im2col/col2im and its output's
-transposing copy with the bias, conv_output; max pooling's window_argmax/window_take/window_put) on CPU
-float32/float64 arrays.
+"""C loops for the sliding-window primitives of fnx/ops/windows.py (convolution's im2col/col2im, its output's
+transposing copy with the bias, conv_output, and that copy's gradient with the bias's sums, conv_output_vjp; max
+pooling's window_argmax/window_max/window_take/window_put) on CPU float32/float64 arrays.
 
 numpy runs these primitives as one strided copy per kernel offset over short rows (24 floats for a 3x3 kernel on
 a 26x26 image), which costs 2-3x a plain copy of the same bytes, and max pooling as K comparisons plus a fancy-
 index gather. The C loops (templates/c_windows.c.j2) visit each (sample, channel) plane once, its K offsets while
 it is in cache (for a convolution's batch_inner columns, each channel's N planes, one kernel offset at a time,
 reading planes in place whatever the strides of the (N, C) dims), on fnx's thread pool, and give the numpy impls'
-results exactly. One library for every shape
+results exactly (conv_output_vjp's sums within rounding: they run in double). One library for every shape
 (sizes are arguments), built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock;
 where it cannot be built (no compiler, Jinja2 missing), for small arrays, other dtypes and more than 3 spatial
 dims, the numpy impl runs. Setting `fnx.ops.windows.native` to this module at import is the hook.
