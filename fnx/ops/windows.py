@@ -30,7 +30,7 @@ from .creation import zeros_like
 from .reduce import sum as _sum
 
 __all__ = ["im2col", "col2im", "cols_shape", "cols_lead", "conv_output", "conv_output_vjp", "window_argmax",
-           "window_max", "window_take", "window_put", "window_out_shape", "windows_overlap"]
+           "window_max", "window_take", "window_put", "window_out_shape"]
 
 # The C loops of these primitives on CPU float arrays (fnx/lowering/window_kernels.py sets this at import): each
 # function returns the impl's result, or None where the numpy code below runs (small arrays, other dtypes, no
@@ -254,6 +254,48 @@ def conv_output(y, bias, nd: int):
     return conv_output_p.bind(y, bias, nd=int(nd))
 
 
+conv_output_vjp_p = Primitive("conv_output_vjp", multiple_results=True, saves_inputs=False)
+
+
+@conv_output_vjp_p.def_impl
+def _conv_output_vjp_impl(xp, g, *, nd):
+    if xp is np and native is not None:
+        out = native.conv_output_vjp(g, nd)
+        if out is not None:
+            return out
+    lead = g.ndim - nd - 2
+    sums = g.sum(axis=(lead,) + tuple(range(lead + 2, g.ndim)))
+    return [xp.ascontiguousarray(xp.moveaxis(g, lead, lead + 1)), sums]
+
+
+@conv_output_vjp_p.def_abstract
+def _conv_output_vjp_abstract(g: ShapedArray, *, nd) -> list[ShapedArray]:
+    lead = g.ndim - nd - 2
+    if lead < 0:
+        raise FnxRuntimeError(f"conv_output_vjp: expected a cotangent (*b, N, C, *spatial) with {nd} spatial dims, "
+                              f"got shape {list(g.shape)}")
+    shape = tuple(g.shape)
+    return [ShapedArray(shape[:lead] + (shape[lead + 1], shape[lead]) + shape[lead + 2:], g.dtype, g.device),
+            ShapedArray(shape[:lead] + (shape[lead + 1],), g.dtype, g.device)]
+
+
+@conv_output_vjp_p.def_vjp
+def _conv_output_vjp_vjp(cts, primals, outs, *, nd):
+    return (conv_output(*(zeros_like(o) if c is None else c for c, o in zip(cts, outs)), nd),)
+
+
+conv_output_vjp_p.def_jvp(lambda primals, tangents, *, nd: (conv_output_vjp_p.bind(primals[0], nd=nd),
+                                                              conv_output_vjp_p.bind(tangents[0], nd=nd)))
+conv_output_vjp_p.def_batch(lambda args, dims, *, nd: (conv_output_vjp_p.bind(move_to_front(args[0], dims[0]),
+                                                                              nd=nd), [0, 0]))
+
+
+def conv_output_vjp(g, nd: int):
+    """conv_output's transpose: from (*b, N, C, *spatial), [the (*b, C, N, *spatial) swap, the (*b, C) sums over
+    N and the spatial dims] (the product's and the bias's gradients), in one pass."""
+    return conv_output_vjp_p.bind(g, nd=int(nd))
+
+
 # ---------------------------------------------------------------- the first maximum of each window
 window_argmax_p = Primitive("window_argmax", differentiable=False, saves_inputs=False)
 
@@ -308,54 +350,12 @@ def window_argmax(x, kernel: tuple, stride: tuple, dilation: tuple):
     return window_argmax_p.bind(x, kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation))
 
 
-conv_output_vjp_p = Primitive("conv_output_vjp", multiple_results=True, saves_inputs=False)
-
-
-@conv_output_vjp_p.def_impl
-def _conv_output_vjp_impl(xp, g, *, nd):
-    if xp is np and native is not None:
-        out = native.conv_output_vjp(g, nd)
-        if out is not None:
-            return out
-    lead = g.ndim - nd - 2
-    sums = g.sum(axis=(lead,) + tuple(range(lead + 2, g.ndim)))
-    return [xp.ascontiguousarray(xp.moveaxis(g, lead, lead + 1)), sums]
-
-
-@conv_output_vjp_p.def_abstract
-def _conv_output_vjp_abstract(g: ShapedArray, *, nd) -> list[ShapedArray]:
-    lead = g.ndim - nd - 2
-    if lead < 0:
-        raise FnxRuntimeError(f"conv_output_vjp: expected a cotangent (*b, N, C, *spatial) with {nd} spatial dims, "
-                              f"got shape {list(g.shape)}")
-    shape = tuple(g.shape)
-    return [ShapedArray(shape[:lead] + (shape[lead + 1], shape[lead]) + shape[lead + 2:], g.dtype, g.device),
-            ShapedArray(shape[:lead] + (shape[lead + 1],), g.dtype, g.device)]
-
-
-@conv_output_vjp_p.def_vjp
-def _conv_output_vjp_vjp(cts, primals, outs, *, nd):
-    return (conv_output(*(zeros_like(o) if c is None else c for c, o in zip(cts, outs)), nd),)
-
-
-conv_output_vjp_p.def_jvp(lambda primals, tangents, *, nd: (conv_output_vjp_p.bind(primals[0], nd=nd),
-                                                              conv_output_vjp_p.bind(tangents[0], nd=nd)))
-conv_output_vjp_p.def_batch(lambda args, dims, *, nd: (conv_output_vjp_p.bind(move_to_front(args[0], dims[0]),
-                                                                              nd=nd), [0, 0]))
-
-
-def conv_output_vjp(g, nd: int):
-    """conv_output's transpose: from (*b, N, C, *spatial), [the (*b, C, N, *spatial) swap, the (*b, C) sums over
-    N and the spatial dims] (the product's and the bias's gradients), in one pass."""
-    return conv_output_vjp_p.bind(g, nd=int(nd))
-
-
-def windows_overlap(kernel, stride, dilation) -> bool:
+# ---------------------------------------------------------------- each window's maximum and its position
+def _overlap(kernel, stride, dilation) -> bool:
     """Whether two windows of the geometry can hold the same element (then max pooling's gradient accumulates)."""
     return any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, stride, dilation))
 
 
-# ---------------------------------------------------------------- each window's maximum and its position
 window_max_p = Primitive("window_max", multiple_results=True, saves_inputs=False, saves_output=True)
 
 
@@ -368,7 +368,7 @@ def _window_max_impl(xp, x, *, kernel, stride, dilation):
         if out is not None:
             return out
     pos = _window_argmax_impl(xp, x, kernel=kernel, stride=stride, dilation=dilation)
-    return [_window_take_impl(xp, x, pos, nd=nd, overlap=windows_overlap(kernel, stride, dilation)), pos]
+    return [_window_take_impl(xp, x, pos, nd=nd, overlap=_overlap(kernel, stride, dilation)), pos]
 
 
 @window_max_p.def_abstract
@@ -381,13 +381,13 @@ def _window_max_abstract(x: ShapedArray, *, kernel, stride, dilation) -> list[Sh
 def _window_max_vjp(cts, primals, outs, *, kernel, stride, dilation):
     nd = len(kernel)
     size = tuple(primals[0].shape[primals[0].ndim - nd:])
-    return (None if cts[0] is None else window_put(cts[0], outs[1], size, windows_overlap(kernel, stride, dilation)),)
+    return (None if cts[0] is None else window_put(cts[0], outs[1], size, _overlap(kernel, stride, dilation)),)
 
 
 @window_max_p.def_jvp
 def _window_max_jvp(primals, tangents, *, kernel, stride, dilation):
     values, pos = window_max_p.bind(primals[0], kernel=kernel, stride=stride, dilation=dilation)
-    return [values, pos], [window_take(tangents[0], pos, len(kernel), windows_overlap(kernel, stride, dilation)),
+    return [values, pos], [window_take(tangents[0], pos, len(kernel), _overlap(kernel, stride, dilation)),
                            None]
 
 
