@@ -59,8 +59,6 @@ def _geometry(spatial, kernel, stride, dilation, out):
     return _Geometry(*sizes)
 
 
-
-
 def _contiguous_planes(a: np.ndarray, nd: int) -> bool:
     """Whether each plane (the last nd dims) of `a` is one C-contiguous block."""
     step = a.itemsize
