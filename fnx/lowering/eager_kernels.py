@@ -1,20 +1,25 @@
-"""Eager kernels: the "native" primitives (erf, erfc, gelu, ...) run in eager mode as compiled C kernels.
+"""Eager kernels: elementwise primitives run in eager mode as compiled C kernels on large CPU arrays.
 
-numpy has no fast form of these functions (erf in float64 numpy costs about 45 ns an element, the C kernel
-1.5), so a native primitive's impl offers its CPU arrays to `run` first (`core.eager_kernel_hook`, set at
-import). The kernel is the one `fnx.compile` generates for the primitive on flat arrays: traced, fused and
-rendered by the same code, so eager and compiled results agree bit for bit, and the two share one cache
-entry. Sizes are arguments, so one kernel per primitive and dtype serves every shape (a binary one: two
-operands of one shape; broadcasting ones take numpy's impl). It is built once per
-process, under a lock (a second thread waits for the first build), through the C target: the disk cache
-checks a library against its recorded sha256 before loading it and rebuilds a damaged one, and a later
-process loads it without compiling. Where no kernel can be built (no C compiler, Jinja2 missing) the
-primitive's numpy impl runs, as it does for arrays below `MIN_ELEMENTS` and dtypes C lacks.
+Two kinds of primitive offer their CPU arrays to `run` first (`core.eager_kernel_hook`, set at import): the
+"native" ones (erf, erfc, gelu, ...), which numpy has no fast form of (erf in float64 numpy costs about 45 ns an
+element, the C kernel 1.5), and the common ones numpy computes on one thread (add, mul, exp, ...; `THREADED`),
+which the C kernel spreads over fnx's thread pool. The kernel is the one `fnx.compile` generates for the
+primitive: traced, fused and rendered by the same code, so eager and compiled results agree bit for bit, and
+the two share one cache entry. A kernel serves one broadcast pattern (`_pattern`): operands of one shape (a flat
+loop), a scalar operand, or an operand broadcast along the leading dims (a bias, a norm's weight: a row of the
+output viewed as rows x cols) or along the trailing ones (a norm's rstd of shape (..., 1): a column). Sizes and
+strides are arguments, so one kernel per primitive, dtype and pattern serves every shape; other broadcasts take
+numpy's impl. It is built once per process, under a lock (a second thread waits for the first build), through
+the C target: the disk cache checks a library against its recorded sha256 before loading it and rebuilds a
+damaged one, and a later process loads it without compiling. Where no kernel can be built (no C compiler,
+Jinja2 missing) the primitive's numpy impl runs, as it does for arrays below the primitive's threshold and
+dtypes C lacks.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import threading
 
 import numpy as np
@@ -25,52 +30,111 @@ from ..abstract import ShapedArray
 from ..core import Primitive
 from ..device import cpu
 from ..dtypes import float32, float64
+from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
 
-__all__ = ["run", "MIN_ELEMENTS"]
+__all__ = ["run", "MIN_ELEMENTS", "THREADED"]
 
-# Below this many elements numpy's impl runs. A kernel call costs about 2 us (ctypes, the output, the argument
-# blocks) and beats numpy from a few dozen elements on (measured: erf 2 us vs 50 for 16 elements, sigmoid 4 vs 7
-# for 512), but its first use costs a compile (about half a second, once per primitive, dtype and machine): a
-# process that only ever sees small arrays (tests, toy examples) keeps numpy and never compiles.
+# Below this many elements numpy's impl of a native primitive runs. A kernel call costs about 2 us (ctypes, the
+# output, the argument blocks) and beats numpy from a few dozen elements on (measured: erf 2 us vs 50 for 16
+# elements, sigmoid 4 vs 7 for 512), but its first use costs a compile (about half a second, once per primitive,
+# dtype, pattern and machine): a process that only ever sees small arrays (tests, toy examples) keeps numpy and
+# never compiles.
 MIN_ELEMENTS = 2048
+# The primitives numpy computes well but on one thread, and the output size from which their kernel wins: a
+# kernel runs on one thread below the pool's parallel threshold (FNX_PARALLEL_MIN, 32768 elements), where it
+# only saves numpy's temporaries, and on all of them above it.
+THREADED = {"add": (math.inf, 65536), "sub": (math.inf, 65536), "mul": (math.inf, 65536),
+            "div": (math.inf, 65536), "max": (math.inf, 65536), "neg": (math.inf, 65536), "exp": (65536, 65536)}
+BROADCAST_MIN = 32768
+_FLAT = {1: ("flat",), 2: ("flat", "flat")}
 _DTYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
 _ARRAYS = {n: ctypes.c_void_p * (n + 1) for n in (1, 2)}   # the kernel's array objects: n inputs, the output
-_Sizes = ctypes.c_longlong * 1  # its sizes and strides: the element count, for a flat contiguous kernel
+# The shapes a pattern's kernel is traced with: rows x cols of the output (distinct, neither 1, so that the
+# planned kernel's sizes and strides say which is which), or its element count for a flat one.
+_ROWS, _COLS = 16, 256
+_TRACED = {"full": (_ROWS, _COLS), "row": (_COLS,), "col": (_ROWS, 1), "flat": (_ROWS * _COLS,), "scalar": ()}
 
-_kernels: dict = {}   # (primitive name, numpy dtype) -> C function, or None where numpy runs it
+_kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta layout), or None: numpy runs it
 _build_lock = threading.Lock()
 
 
 def run(prim: Primitive, *arrays: np.ndarray) -> np.ndarray | None:
-    """`prim` applied to CPU arrays (one, or two of one shape) by its C kernel, or None where numpy should
-    (small or broadcasting arrays, no kernel)."""
-    x = arrays[0]
-    if x.size < MIN_ELEMENTS or any(a.shape != x.shape or a.dtype != x.dtype for a in arrays[1:]):
+    """`prim` applied to CPU arrays by its C kernel, or None where numpy should (small arrays, a broadcast no
+    kernel serves, no kernel)."""
+    x, last = arrays[0], arrays[-1]
+    if last.size > x.size:
+        x = last
+    threaded = THREADED.get(prim.name)
+    if (x.size < (MIN_ELEMENTS if threaded is None else BROADCAST_MIN) or x.dtype not in _DTYPES
+            or last.dtype != arrays[0].dtype):
         return None
-    fn = _kernels.get((prim.name, x.dtype), False)
-    if fn is False:
-        fn = _load(prim, x.dtype)
-    if fn is None:
+    if last.shape == arrays[0].shape:
+        kinds, rows, cols = _FLAT[len(arrays)], x.size, None
+    else:
+        pattern = _pattern(x.shape, arrays)
+        if pattern is None:
+            return None
+        kinds, rows, cols = pattern
+    if cols is None and threaded is not None and x.size < threaded[team_size.value > 1]:
         return None
+    kernel = _kernels.get((prim.name, x.dtype, kinds), False)
+    if kernel is False:
+        kernel = _load(prim, x.dtype, kinds)
+    if kernel is None:
+        return None
+    fn, meta, col_strides = kernel
     arrays = [np.ascontiguousarray(a) for a in arrays]
     out = np.empty(x.shape, x.dtype)
-    fn(_ARRAYS[len(arrays)](*map(id, arrays), id(out)), _Sizes(x.size))
+    sizes = meta(rows) if cols is None else meta(rows, cols, *[cols if s else 1 for s in col_strides])
+    fn(_ARRAYS[len(arrays)](*map(id, arrays), id(out)), sizes)
     return out
 
 
-def _load(prim: Primitive, dtype: np.dtype):
-    """The kernel of `prim` for `dtype`, built (or read from the disk cache) by the first thread to ask."""
+def _pattern(shape: tuple, arrays) -> tuple | None:
+    """(the operands' kinds, rows, cols) of a broadcast to `shape` that a kernel serves, the output viewed as
+    rows x cols: all "flat" or "scalar" (cols None: one loop over `rows` elements), or "full" with one "row" (an
+    operand of the output's trailing dims, broadcast along the leading ones) or one "col" (an operand of its
+    leading dims, broadcast along the trailing ones); None for any other broadcast."""
+    size = math.prod(shape)
+    kinds, rows = [], size
+    for a in arrays:
+        if a.ndim > len(shape):   # the output has more dims than `shape`: not a broadcast to it
+            return None
+        if a.shape == shape:
+            kinds.append("full")
+        elif a.size == 1:
+            kinds.append("scalar")
+        else:
+            dims = a.shape[next(i for i, d in enumerate(a.shape) if d != 1):]   # without its leading 1s
+            last = max(i for i, d in enumerate(a.shape) if d != 1) + 1 + len(shape) - a.ndim
+            padded = (1,) * (len(shape) - a.ndim) + a.shape
+            if shape[len(shape) - len(dims):] == dims:
+                kinds.append("row")
+                rows = size // a.size
+            elif shape[:last] == padded[:last]:
+                kinds.append("col")
+                rows = a.size
+            else:
+                return None
+    if "row" in kinds or "col" in kinds:
+        return (tuple(kinds), rows, size // rows) if kinds.count("full") == 1 else None
+    return tuple("flat" if k == "full" else k for k in kinds), size, None
+
+
+def _load(prim: Primitive, dtype: np.dtype, kinds: tuple):
+    """The kernel of `prim` for `dtype` and operand kinds, built (or read from the disk cache) by the first thread
+    to ask."""
     with _build_lock:
-        key = (prim.name, dtype)
+        key = (prim.name, dtype, kinds)
         if key not in _kernels:
-            _kernels[key] = _build(prim, _DTYPES[dtype]) if dtype in _DTYPES else None
+            _kernels[key] = _build(prim, _DTYPES[dtype], kinds)
         return _kernels[key]
 
 
-def _build(prim: Primitive, dtype):
-    """The C function of `prim`'s compiled kernel over a flat array of `dtype`, or None (with a warning when a
-    compiler exists but failed)."""
+def _build(prim: Primitive, dtype, kinds: tuple):
+    """(C function, its meta block type, which of its strides are a row's length) of `prim`'s compiled kernel
+    for operands of `kinds` and `dtype`, or None (with a warning when a compiler exists but failed)."""
     # Imported here, not with fnx: code generation needs Jinja2, and the C toolchain module sets the OpenMP
     # wait policy for the process (as `lowering.backends` does).
     from .codegen import prelude
@@ -81,12 +145,15 @@ def _build(prim: Primitive, dtype):
     target = get_target("c")
     try:
         target.require()
-        arity = 2 if "binary" in prim.groups else 1
-        closed = trace_to_jaxpr(lambda *xs: [prim.bind(*xs)], [ShapedArray((MIN_ELEMENTS,), dtype, cpu)] * arity)
+        closed = trace_to_jaxpr(lambda *xs: [prim.bind(*xs)], [ShapedArray(_TRACED[k], dtype, cpu) for k in kinds])
         _, kernels = plan_steps(closed, target)
         (gk,) = kernels
-        if gk.n_buffers != arity + 1 or len(gk.meta) != 1 or gk.kernel.sizes != (MIN_ELEMENTS,):
-            raise NotImplementedError(f"the kernel of {prim.name} is not flat over its inputs ({gk.kernel})")
+        flat = "flat" in kinds or "scalar" in kinds
+        sizes, strides = (gk.meta[:1], gk.meta[1:]) if flat else (gk.meta[:2], gk.meta[2:])
+        if (gk.n_buffers != len(kinds) + 1 or list(sizes) != ([_ROWS * _COLS] if flat else [_ROWS, _COLS])
+                or set(strides) - {1, _COLS} or flat and strides):
+            raise NotImplementedError(f"the kernel of {prim.name} over {kinds} is not a loop over rows x cols "
+                                      f"({gk.kernel}, meta {gk.meta})")
         program = target.build([gk], functools.partial(prelude, target))
     except NoCompilerError:
         return None
@@ -95,10 +162,11 @@ def _build(prim: Primitive, dtype):
             raise
         return None
     except Exception as e:  # noqa: BLE001 (any failure to build leaves numpy's impl, which is always right)
-        warn(f"fnx: the eager C kernel of {prim.name} ({dtype}) could not be built ({e}); eager mode computes "
-             f"{prim.name} with numpy instead (slower)", RuntimeWarning)
+        warn(f"fnx: the eager C kernel of {prim.name} ({dtype}, {' x '.join(kinds)}) could not be built ({e}); "
+             f"eager mode computes {prim.name} with numpy instead (slower)", RuntimeWarning)
         return None
-    return program.launcher(gk)[0]   # (C function, argument blocks): `run` makes its own blocks per call
+    fn = program.launcher(gk)[0]   # (C function, argument blocks): `run` makes its own blocks per call
+    return fn, ctypes.c_longlong * len(gk.meta), tuple(s == _COLS for s in strides)
 
 
 core.eager_kernel_hook = run

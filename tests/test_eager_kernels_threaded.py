@@ -1,0 +1,161 @@
+"""Eager kernels of the common primitives (fnx/lowering/eager_kernels.py, `THREADED`): large CPU float arrays run
+through compiled C kernels on fnx's thread pool, for each broadcast pattern a kernel serves.
+
+The C path runs (a spy on the eager kernel hook sees a result) for operands of one shape, a scalar, an operand
+broadcast along the leading dims and one broadcast along the trailing dims, on either side; add, sub, mul, div and
+max give numpy's bits there (NaN, infinities, signed zeros and subnormals included), also for non-contiguous
+inputs, and exp, tanh within their float32 ulp bounds; small arrays, outer broadcasts, integer dtypes and
+operands of one shape on one thread keep numpy.
+"""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fnx
+from fnx import core
+from fnx.lowering import eager_kernels
+from numerics_measure import rounded, ulp_distance
+from test_codegen import ULP_BOUNDS
+
+pytestmark = pytest.mark.skipif(not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="needs a C compiler")
+RNG = np.random.default_rng(0)
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-310, 3.0]
+# Operand shapes of each pattern over an output of (b, m, k): what the kernel's operands are viewed as
+PATTERNS = {
+    "flat": lambda b, m, k: [(b, m, k), (b, m, k)],
+    "scalar rhs": lambda b, m, k: [(b, m, k), ()],
+    "scalar lhs": lambda b, m, k: [(1, 1), (b, m, k)],
+    "row rhs": lambda b, m, k: [(b, m, k), (k,)],        # x * weight, a bias add
+    "row lhs": lambda b, m, k: [(1, m, k), (b, m, k)],
+    "col rhs": lambda b, m, k: [(b, m, k), (b, m, 1)],   # x * rstd
+    "col lhs": lambda b, m, k: [(b, 1, 1), (b, m, k)],
+}
+BITWISE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum}
+
+
+@pytest.fixture
+def threads():
+    """Run the test on `n` threads (`threads(n)`), then restore the count."""
+    before = fnx.get_num_threads()
+    yield fnx.set_num_threads
+    fnx.set_num_threads(before)
+
+
+@pytest.fixture
+def c_results(monkeypatch):
+    """The results the eager kernel hook computed in C (None where it left the op to numpy), in call order."""
+    seen = []
+
+    def spy(prim, *arrays):
+        out = eager_kernels.run(prim, *arrays)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(core, "eager_kernel_hook", spy)
+    return seen
+
+
+def _operands(shapes, dtype) -> list[np.ndarray]:
+    arrays = [RNG.uniform(-4, 4, s).astype(dtype) for s in shapes]
+    for a in arrays:
+        flat = a.reshape(-1)
+        flat[:len(SPECIAL)] = np.array(SPECIAL, dtype)[:flat.size]
+    return arrays
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray) -> bool:
+    """Equal dtypes, shapes and bits (NaN payloads and signed zeros included)."""
+    bits = lambda a: np.ascontiguousarray(a).view(np.uint8)
+    return got.dtype == want.dtype and got.shape == want.shape and np.array_equal(bits(got), bits(want))
+
+
+def _large(draw_dims):
+    """(b, m, k) with at least BROADCAST_MIN and the flat threshold elements: each pattern's kernel runs."""
+    b, m, k = draw_dims
+    return b, m, max(k, -(-2 * eager_kernels.THREADED["mul"][1] // (b * m)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["add", "mul"])
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dims=st.tuples(st.integers(1, 9), st.integers(1, 70), st.integers(2, 300)))
+def test_each_pattern_runs_in_c_with_numpys_bits(threads, c_results, pattern, op, dtype, dims):
+    threads(2)
+    x, y = _operands(PATTERNS[pattern](*_large(dims)), dtype)
+    c_results.clear()
+    with np.errstate(all="ignore"):
+        got, want = getattr(fnx, op)(fnx.tensor(x), fnx.tensor(y)).numpy(), BITWISE[op](x, y)
+    assert c_results and c_results[-1] is not None   # computed by the kernel, not numpy
+    assert _same_bits(got, want)
+
+
+@pytest.mark.parametrize("op", ["sub", "div", "maximum"])
+def test_the_other_arithmetic_gives_numpys_bits(threads, c_results, op):
+    threads(2)
+    for dtype, pattern in [(np.float32, "row lhs"), (np.float64, "col rhs")]:
+        x, y = _operands(PATTERNS[pattern](4, 64, 512), dtype)
+        with np.errstate(all="ignore"):
+            got, want = getattr(fnx, op)(fnx.tensor(x), fnx.tensor(y)).numpy(), BITWISE[op](x, y)
+        assert c_results[-1] is not None and _same_bits(got, want), pattern
+    x = _operands([(4, 64, 512)], np.float32)[0]
+    assert _same_bits((-fnx.tensor(x)).numpy(), -x)
+    assert c_results[-1] is not None
+
+
+@pytest.mark.parametrize("name", ["exp", "tanh"])
+def test_transcendentals_within_their_float32_bounds(threads, c_results, name):
+    threads(2)
+    x = _operands([(64, 4096)], np.float32)[0]
+    got = getattr(fnx, name)(fnx.tensor(x)).numpy()
+    assert c_results[-1] is not None
+    with np.errstate(all="ignore"):
+        assert ulp_distance(got, rounded(getattr(np, name)(x.astype(np.float64)))) <= ULP_BOUNDS[name]
+
+
+def test_non_contiguous_inputs_give_numpys_bits(threads, c_results):
+    threads(2)
+    x = _operands([(512, 256)], np.float32)[0]
+    for a, b in [(x.T, x.T[::-1]), (x.T, x[:, 0]), (x[:, ::2], x[:, :1])]:   # flat, row and col
+        with np.errstate(all="ignore"):
+            got, want = (fnx.tensor(a) * fnx.tensor(b)).numpy(), a * b
+        assert c_results[-1] is not None and _same_bits(got, want)
+
+
+def test_small_integer_and_outer_operands_keep_numpy(threads, c_results, monkeypatch):
+    monkeypatch.setattr(eager_kernels, "_kernels", {})
+    threads(2)
+    small = _operands([(eager_kernels.BROADCAST_MIN - 1,), (eager_kernels.BROADCAST_MIN - 1,)], np.float32)
+    ints = [RNG.integers(-9, 9, (512, 512)), RNG.integers(-9, 9, 512)]
+    outer = _operands([(512, 1), (1, 512)], np.float32)
+    for x, y in (small, ints, outer):
+        with np.errstate(all="ignore"):
+            assert _same_bits((fnx.tensor(x) * fnx.tensor(y)).numpy(), x * y)
+    assert c_results == [None] * 3 and eager_kernels._kernels == {}
+
+
+def test_operands_of_one_shape_take_c_only_on_several_threads(threads, c_results):
+    """One C thread is as fast as numpy's flat loop: no gain to pay the call for. A broadcast beats numpy's
+    broadcasting loop on one thread too."""
+    x, y = _operands(PATTERNS["flat"](4, 64, 1024), np.float32)
+    w = _operands([(1024,)], np.float32)[0]
+    threads(1)
+    assert _same_bits((fnx.tensor(x) + fnx.tensor(y)).numpy(), x + y) and c_results[-1] is None
+    assert _same_bits((fnx.tensor(x) + fnx.tensor(w)).numpy(), x + w) and c_results[-1] is not None
+    threads(2)
+    assert _same_bits((fnx.tensor(x) + fnx.tensor(y)).numpy(), x + y) and c_results[-1] is not None
+
+
+def test_gradients_through_the_kernels_match_numpy(threads):
+    """A norm-like step on large arrays, forward and backward through the C paths, against the same in numpy."""
+    threads(2)
+    x, w, r = (RNG.uniform(-4, 4, s) for s in [(8, 64, 256), (256,), (8, 64, 1)])
+    tx, tw = fnx.tensor(x, requires_grad=True), fnx.tensor(w, requires_grad=True)
+    ((tx * fnx.tensor(r)) * tw * 0.5).sum().backward()
+    np.testing.assert_array_equal(tx.grad.numpy(), np.broadcast_to(0.5 * r * w, x.shape))
+    np.testing.assert_allclose(tw.grad.numpy(), (x * r * 0.5).sum(axis=(0, 1)), rtol=1e-12)
