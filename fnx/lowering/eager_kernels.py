@@ -45,7 +45,8 @@ MIN_ELEMENTS = 2048
 # kernel runs on one thread below the pool's parallel threshold (FNX_PARALLEL_MIN, 32768 elements), where it
 # only saves numpy's temporaries, and on all of them above it.
 THREADED = {"add": (math.inf, 65536), "sub": (math.inf, 65536), "mul": (math.inf, 65536),
-            "div": (math.inf, 65536), "max": (math.inf, 65536), "neg": (math.inf, 65536), "exp": (65536, 65536)}
+            "div": (math.inf, 65536), "max": (math.inf, 65536), "neg": (math.inf, 65536), "exp": (32768, 32768),
+            "tanh": (math.inf, 32768)}
 BROADCAST_MIN = 32768
 _FLAT = {1: ("flat",), 2: ("flat", "flat")}
 _DTYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
