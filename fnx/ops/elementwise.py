@@ -1151,9 +1151,10 @@ def logaddexp(input, other) -> Tensor:
 
 # ---------------------------------------------------------------- eager C kernels of the common primitives
 # numpy computes these on one thread: eager mode runs large CPU float arrays through their compiled C kernels on
-# fnx's thread pool (fnx/lowering/eager_kernels.py, `THREADED`: from which size each wins)
+# fnx's thread pool (fnx/lowering/eager_kernels.py, `THREADED`: from which size each wins; none below 32768
+# elements, so smaller arrays skip the hook's call)
 for _prim in (add_p, sub_p, mul_p, div_p, max_p, neg_p, exp_p, tanh_p):
-    _prim.impl = _native_first(_prim, _prim.impl)
+    _prim.impl = _native_first(_prim, _prim.impl, min_size=32768)
 
 
 # ---------------------------------------------------------------- batch rules of the primitives defined above
