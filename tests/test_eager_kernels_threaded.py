@@ -51,8 +51,8 @@ def c_results(monkeypatch):
     """The results the eager kernel hook computed in C (None where it left the op to numpy), in call order."""
     seen = []
 
-    def spy(prim, *arrays):
-        out = eager_kernels.run(prim, *arrays)
+    def spy(prim, *arrays, **params):
+        out = eager_kernels.run(prim, *arrays, **params)
         seen.append(out)
         return out
 
@@ -161,3 +161,30 @@ def test_gradients_through_the_kernels_match_numpy(threads):
     ((tx * fnx.tensor(r)) * tw * 0.5).sum().backward()
     np.testing.assert_array_equal(tx.grad.numpy(), np.broadcast_to(0.5 * r * w, x.shape))
     np.testing.assert_allclose(tw.grad.numpy(), (x * r * 0.5).sum(axis=(0, 1)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sums_over_trailing_dims_run_in_c_within_rounding(c_results, dtype):
+    """Per row, within a few rounding errors of the row's sum of magnitudes (the kernel adds float32 in blocks
+    combined in double; numpy pairwise); the bits of the compiled sum; leading dims keep numpy's bits."""
+    x = RNG.uniform(-4, 4, (6, 50, 300)).astype(dtype)
+    eps = np.finfo(dtype).eps
+    for axes, keepdims in [((2,), True), ((1, 2), False), ((2,), False)]:
+        got = fnx.tensor(x).sum(dim=axes, keepdim=keepdims).numpy()
+        assert c_results[-1] is not None
+        want = x.astype(np.float64).sum(axis=axes, keepdims=keepdims)
+        bound = 4 * eps * np.abs(x).astype(np.float64).sum(axis=axes, keepdims=keepdims)
+        assert got.dtype == dtype and got.shape == want.shape and (np.abs(got - want) <= bound).all()
+    compiled = fnx.compile(lambda t: t.sum(dim=-1), backend="c")(fnx.tensor(x)).numpy()
+    assert _same_bits(fnx.tensor(x).sum(dim=-1).numpy(), compiled)
+    assert _same_bits(fnx.tensor(x).sum(dim=0).numpy(), x.sum(axis=0)) and c_results[-1] is None
+
+
+def test_small_and_strided_sums(c_results):
+    small = RNG.uniform(-4, 4, (8, eager_kernels.SUM_MIN // 8 - 1)).astype(np.float32)
+    assert _same_bits(fnx.tensor(small).sum(dim=-1).numpy(), small.sum(axis=-1))
+    assert all(r is None for r in c_results)
+    x = RNG.uniform(-4, 4, (300, 600)).astype(np.float32)
+    got = fnx.tensor(x).T.sum(dim=-1).numpy()   # a transposed view: summed from a contiguous copy
+    assert c_results[-1] is not None
+    np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=0), rtol=1e-5, atol=1e-4)

@@ -1,19 +1,19 @@
-"""Eager kernels: elementwise primitives run in eager mode as compiled C kernels on large CPU arrays.
+"""Eager kernels: elementwise primitives and sums run in eager mode as compiled C kernels on large CPU arrays.
 
 Two kinds of primitive offer their CPU arrays to `run` first (`core.eager_kernel_hook`, set at import): the
 "native" ones (erf, erfc, gelu, ...), which numpy has no fast form of (erf in float64 numpy costs about 45 ns an
-element, the C kernel 1.5), and the common ones numpy computes on one thread (add, mul, exp, ...; `THREADED`),
-which the C kernel spreads over fnx's thread pool. The kernel is the one `fnx.compile` generates for the
-primitive: traced, fused and rendered by the same code, so eager and compiled results agree bit for bit, and
-the two share one cache entry. A kernel serves one broadcast pattern (`_pattern`): operands of one shape (a flat
-loop), a scalar operand, or an operand broadcast along the leading dims (a bias, a norm's weight: a row of the
-output viewed as rows x cols) or along the trailing ones (a norm's rstd of shape (..., 1): a column). Sizes and
-strides are arguments, so one kernel per primitive, dtype and pattern serves every shape; other broadcasts take
-numpy's impl. It is built once per process, under a lock (a second thread waits for the first build), through
-the C target: the disk cache checks a library against its recorded sha256 before loading it and rebuilds a
-damaged one, and a later process loads it without compiling. Where no kernel can be built (no C compiler,
-Jinja2 missing) the primitive's numpy impl runs, as it does for arrays below the primitive's threshold and
-dtypes C lacks.
+element, the C kernel 1.5), and the common ones numpy computes on one thread (add, mul, exp, ...: `THREADED`;
+sums over trailing dims: `SUM_MIN`), which the C kernel spreads over fnx's thread pool. The kernel is the one
+`fnx.compile` generates for the primitive: traced, fused and rendered by the same code, so eager and compiled
+results agree bit for bit, and the two share one cache entry. An elementwise kernel serves one broadcast pattern
+(`_pattern`): operands of one shape (a flat loop), a scalar operand, or an operand broadcast along the leading
+dims (a bias, a norm's weight: a row of the output viewed as rows x cols) or along the trailing ones (a norm's
+rstd of shape (..., 1): a column). Sizes and strides are arguments, so one kernel per primitive, dtype and
+pattern serves every shape; other broadcasts and reductions take numpy's impl. It is built once per process,
+under a lock (a second thread waits for the first build), through the C target: the disk cache checks a library
+against its recorded sha256 before loading it and rebuilds a damaged one, and a later process loads it without
+compiling. Where no kernel can be built (no C compiler, Jinja2 missing) the primitive's numpy impl runs, as it
+does for arrays below the primitive's threshold and dtypes C lacks.
 """
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ from ..dtypes import float32, float64
 from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
 
-__all__ = ["run", "MIN_ELEMENTS", "THREADED"]
+__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "SUM_MIN"]
 
-# Below this many elements numpy's impl of a native primitive runs. A kernel call costs about 2 us (ctypes, the
+# Below this many elements numpy's impl of a native primitive runs. A kernel call costs 2-4 us (ctypes, the
 # output, the argument blocks) and beats numpy from a few dozen elements on (measured: erf 2 us vs 50 for 16
 # elements, sigmoid 4 vs 7 for 512), but its first use costs a compile (about half a second, once per primitive,
 # dtype, pattern and machine): a process that only ever sees small arrays (tests, toy examples) keeps numpy and
@@ -51,21 +51,29 @@ THREADED = {"add": (math.inf, 131072), "sub": (math.inf, 131072), "mul": (math.i
             "exp": (65536, 32768), "tanh": (math.inf, 65536)}
 # A broadcast (a row, a column) beats numpy's broadcasting loops on one thread too: 1.1-1.4x from 65536 elements.
 BROADCAST_MIN = 65536
+# A sum over trailing dims (per row: a norm's statistics, a softmax's denominator) runs in C from this many elements
+# on, on any thread count: numpy sums short rows pairwise at about 0.35 ns an element, the kernel (float32 in
+# blocks, combined in double) 1.5-2x faster on one thread (measured: (8, 64, 128) over the last dim 23 us vs 15.5,
+# (512, 384) 50 vs 25). Sums over leading dims stay numpy's: its column loop is as fast as the kernel's or faster.
+SUM_MIN = 65536
 _FLAT = {1: ("flat",), 2: ("flat", "flat")}
 _DTYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
 _ARRAYS = {n: ctypes.c_void_p * (n + 1) for n in (1, 2)}   # the kernel's array objects: n inputs, the output
-# The shapes a pattern's kernel is traced with: rows x cols of the output (distinct, neither 1, so that the
-# planned kernel's sizes and strides say which is which), or its element count for a flat one.
+# A kernel is traced on an output (or a sum's input) of _ROWS x _COLS, distinct and neither 1, so that each of its
+# sizes and strides (`meta`) is one of the symbols: 1, rows, cols, rows * cols, which `run` fills in per call.
 _ROWS, _COLS = 16, 256
+_SYMBOLS = {1: 0, _ROWS: 1, _COLS: 2, _ROWS * _COLS: 3}
 _TRACED = {"full": (_ROWS, _COLS), "row": (_COLS,), "col": (_ROWS, 1), "flat": (_ROWS * _COLS,), "scalar": ()}
 
-_kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta layout), or None: numpy runs it
+_kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta type, meta symbols), or None
 _build_lock = threading.Lock()
 
 
-def run(prim: Primitive, *arrays: np.ndarray) -> np.ndarray | None:
-    """`prim` applied to CPU arrays by its C kernel, or None where numpy should (small arrays, a broadcast no
-    kernel serves, no kernel)."""
+def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
+    """`prim` applied to CPU arrays by its C kernel, or None where numpy should (small arrays, a broadcast or
+    reduction no kernel serves, no kernel). `params` are a sum's axes and keepdims."""
+    if params:
+        return _sum(prim, arrays[0], **params)
     x, last = arrays[0], arrays[-1]
     if last.size > x.size:
         x = last
@@ -74,30 +82,45 @@ def run(prim: Primitive, *arrays: np.ndarray) -> np.ndarray | None:
             or last.dtype != arrays[0].dtype):
         return None
     if last.shape == arrays[0].shape:
-        kinds, rows, cols = _FLAT[len(arrays)], x.size, None
+        kinds, rows, cols = _FLAT[len(arrays)], x.size, 1
     else:
         pattern = _pattern(x.shape, arrays)
         if pattern is None:
             return None
         kinds, rows, cols = pattern
-    if cols is None and threaded is not None and x.size < threaded[team_size.value > 1]:
+    if kinds[0] in ("flat", "scalar") and threaded is not None and x.size < threaded[team_size.value > 1]:
         return None
-    kernel = _kernels.get((prim.name, x.dtype, kinds), False)
+    return _call(prim, kinds, arrays, np.empty(x.shape, x.dtype), rows, cols)
+
+
+def _sum(prim: Primitive, x: np.ndarray, *, axes: tuple, keepdims: bool) -> np.ndarray | None:
+    """A sum over `x`'s trailing dims (one per row) by its kernel, or None."""
+    n = len(axes)
+    if x.size < SUM_MIN or x.dtype not in _DTYPES or not 0 < n < x.ndim or axes != tuple(range(x.ndim - n, x.ndim)):
+        return None
+    cols = math.prod(x.shape[x.ndim - n:])
+    shape = x.shape[:x.ndim - n] + (1,) * n if keepdims else x.shape[:x.ndim - n]
+    return _call(prim, ("rows",), (x,), np.empty(shape, x.dtype), x.size // cols, cols)
+
+
+def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, cols: int) -> np.ndarray | None:
+    """`out`, filled by the kernel of `prim` for `kinds` over `arrays` viewed as rows x cols, or None where
+    there is no kernel."""
+    kernel = _kernels.get((prim.name, out.dtype, kinds), False)
     if kernel is False:
-        kernel = _load(prim, x.dtype, kinds)
+        kernel = _load(prim, out.dtype, kinds)
     if kernel is None:
         return None
-    fn, meta, col_strides = kernel
+    fn, meta, symbols = kernel
     arrays = [np.ascontiguousarray(a) for a in arrays]
-    out = np.empty(x.shape, x.dtype)
-    sizes = meta(rows) if cols is None else meta(rows, cols, *[cols if s else 1 for s in col_strides])
-    fn(_ARRAYS[len(arrays)](*map(id, arrays), id(out)), sizes)
+    values = (1, rows, cols, rows * cols)
+    fn(_ARRAYS[len(arrays)](*map(id, arrays), id(out)), meta(*[values[s] for s in symbols]))
     return out
 
 
 def _pattern(shape: tuple, arrays) -> tuple | None:
     """(the operands' kinds, rows, cols) of a broadcast to `shape` that a kernel serves, the output viewed as
-    rows x cols: all "flat" or "scalar" (cols None: one loop over `rows` elements), or "full" with one "row" (an
+    rows x cols: all "flat" or "scalar" (one loop over `rows` elements, cols 1), or "full" with one "row" (an
     operand of the output's trailing dims, broadcast along the leading ones) or one "col" (an operand of its
     leading dims, broadcast along the trailing ones); None for any other broadcast."""
     size = math.prod(shape)
@@ -123,7 +146,7 @@ def _pattern(shape: tuple, arrays) -> tuple | None:
                 return None
     if "row" in kinds or "col" in kinds:
         return (tuple(kinds), rows, size // rows) if kinds.count("full") == 1 else None
-    return tuple("flat" if k == "full" else k for k in kinds), size, None
+    return tuple("flat" if k == "full" else k for k in kinds), size, 1
 
 
 def _load(prim: Primitive, dtype: np.dtype, kinds: tuple):
@@ -137,8 +160,8 @@ def _load(prim: Primitive, dtype: np.dtype, kinds: tuple):
 
 
 def _build(prim: Primitive, dtype, kinds: tuple):
-    """(C function, its meta block type, which of its strides are a row's length) of `prim`'s compiled kernel
-    for operands of `kinds` and `dtype`, or None (with a warning when a compiler exists but failed)."""
+    """(C function, its meta block type, the symbol of each meta value) of `prim`'s compiled kernel for `kinds`
+    and `dtype`, or None (with a warning when a compiler exists but failed)."""
     # Imported here, not with fnx: code generation needs Jinja2, and the C toolchain module sets the OpenMP
     # wait policy for the process (as `lowering.backends` does).
     from .codegen import prelude
@@ -149,13 +172,14 @@ def _build(prim: Primitive, dtype, kinds: tuple):
     target = get_target("c")
     try:
         target.require()
-        closed = trace_to_jaxpr(lambda *xs: [prim.bind(*xs)], [ShapedArray(_TRACED[k], dtype, cpu) for k in kinds])
+        if kinds == ("rows",):
+            fn, shapes = lambda x: [prim.bind(x, axes=(1,), keepdims=False)], [(_ROWS, _COLS)]
+        else:
+            fn, shapes = lambda *xs: [prim.bind(*xs)], [_TRACED[k] for k in kinds]
+        closed = trace_to_jaxpr(fn, [ShapedArray(s, dtype, cpu) for s in shapes])
         _, kernels = plan_steps(closed, target)
         (gk,) = kernels
-        flat = "flat" in kinds or "scalar" in kinds
-        sizes, strides = (gk.meta[:1], gk.meta[1:]) if flat else (gk.meta[:2], gk.meta[2:])
-        if (gk.n_buffers != len(kinds) + 1 or list(sizes) != ([_ROWS * _COLS] if flat else [_ROWS, _COLS])
-                or set(strides) - {1, _COLS} or flat and strides):
+        if gk.n_buffers != len(shapes) + 1 or not set(gk.meta) <= _SYMBOLS.keys():
             raise NotImplementedError(f"the kernel of {prim.name} over {kinds} is not a loop over rows x cols "
                                       f"({gk.kernel}, meta {gk.meta})")
         program = target.build([gk], functools.partial(prelude, target))
@@ -169,8 +193,8 @@ def _build(prim: Primitive, dtype, kinds: tuple):
         warn(f"fnx: the eager C kernel of {prim.name} ({dtype}, {' x '.join(kinds)}) could not be built ({e}); "
              f"eager mode computes {prim.name} with numpy instead (slower)", RuntimeWarning)
         return None
-    fn = program.launcher(gk)[0]   # (C function, argument blocks): `run` makes its own blocks per call
-    return fn, ctypes.c_longlong * len(gk.meta), tuple(s == _COLS for s in strides)
+    launch = program.launcher(gk)[0]   # (C function, argument blocks): `run` makes its own blocks per call
+    return launch, ctypes.c_longlong * len(gk.meta), tuple(_SYMBOLS[v] for v in gk.meta)
 
 
 core.eager_kernel_hook = run

@@ -222,13 +222,13 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
 def _native_first(prim: Primitive, impl: Callable, min_size: int = 0) -> Callable:
     """`impl` of a native primitive: CPU arrays (of `min_size` elements or more) go to the eager kernel hook
     first, which declines (None) small arrays and machines that cannot build the kernel."""
-    def run(xp, *arrays):
+    def run(xp, *arrays, **params):
         hook = core.eager_kernel_hook
         if xp is np and hook is not None and (arrays[0].size >= min_size or arrays[-1].size >= min_size):
-            out = hook(prim, *arrays)
+            out = hook(prim, *arrays, **params)
             if out is not None:
                 return out
-        return impl(xp, *arrays)
+        return impl(xp, *arrays, **params)
 
     return run
 
