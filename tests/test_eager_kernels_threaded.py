@@ -141,13 +141,16 @@ def test_small_integer_and_outer_operands_keep_numpy(threads, c_results, monkeyp
     assert c_results and all(r is None for r in c_results) and eager_kernels._kernels == {}
 
 
-def test_operands_of_one_shape_take_c_only_on_several_threads(threads, c_results):
-    """One C thread is as fast as numpy's flat loop: no gain to pay the call for. A broadcast beats numpy's
-    broadcasting loop on one thread too."""
+def test_operands_of_one_shape_or_few_rows_take_c_only_on_several_threads(threads, c_results):
+    """One C thread is as fast as numpy's flat loop: no gain to pay the call for. A broadcast over many rows beats
+    numpy's broadcasting loop on one thread too; over few long rows it is a flat loop again."""
     x, y = _operands(PATTERNS["flat"](4, 64, 1024), np.float32)
     w = _operands([(1024,)], np.float32)[0]
+    long_rows, long_w = _operands([(eager_kernels.MANY_ROWS - 1, 2048), (2048,)], np.float32)
     threads(1)
     assert _same_bits((fnx.tensor(x) + fnx.tensor(y)).numpy(), x + y) and c_results[-1] is None
+    assert _same_bits((fnx.tensor(long_rows) * fnx.tensor(long_w)).numpy(), long_rows * long_w)
+    assert c_results[-1] is None
     assert _same_bits((fnx.tensor(x) + fnx.tensor(w)).numpy(), x + w) and c_results[-1] is not None
     threads(2)
     assert _same_bits((fnx.tensor(x) + fnx.tensor(y)).numpy(), x + y) and c_results[-1] is not None

@@ -33,7 +33,7 @@ from ..dtypes import float32, float64
 from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
 
-__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "SUM_MIN"]
+__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "SUM_MIN"]
 
 # Below this many elements numpy's impl of a native primitive runs. A kernel call costs 2-4 us (ctypes, the
 # output, the argument blocks) and beats numpy from a few dozen elements on (measured: erf 2 us vs 50 for 16
@@ -49,8 +49,10 @@ MIN_ELEMENTS = 2048
 THREADED = {"add": (math.inf, 131072), "sub": (math.inf, 131072), "mul": (math.inf, 131072),
             "div": (math.inf, 131072), "max": (math.inf, 131072), "neg": (math.inf, 131072),
             "exp": (65536, 32768), "tanh": (math.inf, 65536)}
-# A broadcast (a row, a column) beats numpy's broadcasting loops on one thread too: 1.1-1.4x from 65536 elements.
-BROADCAST_MIN = 65536
+# A broadcast (a row, a column) over many rows beats numpy's broadcasting loop, which costs about 70 ns a row, on
+# one thread too: 1.1-1.5x from 65536 elements and 64 rows on ((512, 384) + (384,): 54 us vs 37); over fewer rows
+# it is as fast as a flat loop and takes the flat threshold ((8, 8192) + (8192,): numpy 8 us, the kernel 13).
+BROADCAST_MIN, MANY_ROWS = 65536, 64
 # A sum over trailing dims (per row: a norm's statistics, a softmax's denominator) runs in C from this many elements
 # on, on any thread count: numpy sums short rows pairwise at about 0.35 ns an element, the kernel (float32 in
 # blocks, combined in double) 1.5-2x faster on one thread (measured: (8, 64, 128) over the last dim 23 us vs 15.5,
@@ -88,7 +90,7 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         if pattern is None:
             return None
         kinds, rows, cols = pattern
-    if kinds[0] in ("flat", "scalar") and threaded is not None and x.size < threaded[team_size.value > 1]:
+    if threaded is not None and x.size < threaded[team_size.value > 1] and (cols == 1 or rows < MANY_ROWS):
         return None
     return _call(prim, kinds, arrays, np.empty(x.shape, x.dtype), rows, cols)
 
