@@ -19,8 +19,8 @@ from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, Shap
 from ..core import bind as _bind
 from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import Tensor
-from ._families import (_native_first, _promote2, as_operand, binary, c_all, complex_error, conj_if_complex, promote, same_device,
-                        broadcast_shapes, scalar_like, unbroadcast, unary)
+from ._families import (_native_first, _promote2, as_operand, binary, c_all, complex_error, conj_if_complex, promote,
+                        same_device, broadcast_shapes, scalar_like, unbroadcast, unary)
 from ._batching import elementwise_batch_rule, unary_batch_rule
 from .creation import full_like, zeros_like
 

@@ -78,7 +78,7 @@ def _accumulating(input: Tensor, dtype) -> Tensor:
 # ---------------------------------------------------------------- sum
 sum_p = Primitive("sum", saves_inputs=False, groups=("reduction",), monoid="add")
 # the array methods: numpy's functions (np.sum, np.max) add about 4 us of dispatch per call on top; large CPU float
-# arrays summed over trailing or leading dims go to their C kernel first (fnx/lowering/eager_kernels.py)
+# arrays summed over trailing dims go to their C kernel first (fnx/lowering/eager_kernels.py)
 sum_p.def_impl(_native_first(sum_p, lambda xp, x, *, axes, keepdims: x.sum(axis=axes, keepdims=keepdims,
                                                                            dtype=x.dtype), min_size=65536))
 sum_p.def_abstract(_reduction_abstract("sum"))
