@@ -79,19 +79,23 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     x, last = arrays[0], arrays[-1]
     if last.size > x.size:
         x = last
-    threaded = THREADED.get(prim.name)
-    if (x.size < (MIN_ELEMENTS if threaded is None else BROADCAST_MIN) or x.dtype not in _DTYPES
-            or last.dtype != arrays[0].dtype):
+    size, threaded = x.size, THREADED.get(prim.name)
+    flat_min = MIN_ELEMENTS if threaded is None else threaded[team_size.value > 1]
+    if size < min(flat_min, BROADCAST_MIN) or x.dtype not in _DTYPES or last.dtype != arrays[0].dtype:
         return None
     if last.shape == arrays[0].shape:
-        kinds, rows, cols = _FLAT[len(arrays)], x.size, 1
+        if size < flat_min:
+            return None
+        kinds, rows, cols = _FLAT[len(arrays)], size, 1
     else:
-        pattern = _pattern(x.shape, arrays)
+        if size < flat_min and (last.size == 1 or arrays[0].size == 1):   # a scalar operand: a flat loop
+            return None
+        pattern = _pattern(x.shape, size, arrays)
         if pattern is None:
             return None
         kinds, rows, cols = pattern
-    if threaded is not None and x.size < threaded[team_size.value > 1] and (cols == 1 or rows < MANY_ROWS):
-        return None
+        if size < flat_min and (cols == 1 or rows < MANY_ROWS or size < BROADCAST_MIN):
+            return None
     return _call(prim, kinds, arrays, np.empty(x.shape, x.dtype), rows, cols)
 
 
@@ -120,12 +124,11 @@ def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, col
     return out
 
 
-def _pattern(shape: tuple, arrays) -> tuple | None:
-    """(the operands' kinds, rows, cols) of a broadcast to `shape` that a kernel serves, the output viewed as
-    rows x cols: all "flat" or "scalar" (one loop over `rows` elements, cols 1), or "full" with one "row" (an
-    operand of the output's trailing dims, broadcast along the leading ones) or one "col" (an operand of its
-    leading dims, broadcast along the trailing ones); None for any other broadcast."""
-    size = math.prod(shape)
+def _pattern(shape: tuple, size: int, arrays) -> tuple | None:
+    """(the operands' kinds, rows, cols) of a broadcast to `shape` (of `size` elements) that a kernel serves, the
+    output viewed as rows x cols: all "flat" or "scalar" (one loop over `rows` elements, cols 1), or "full" with
+    one "row" (an operand of the output's trailing dims, broadcast along the leading ones) or one "col" (an
+    operand of its leading dims, broadcast along the trailing ones); None for any other broadcast."""
     kinds, rows = [], size
     for a in arrays:
         if a.ndim > len(shape):   # the output has more dims than `shape`: not a broadcast to it
@@ -135,13 +138,15 @@ def _pattern(shape: tuple, arrays) -> tuple | None:
         elif a.size == 1:
             kinds.append("scalar")
         else:
-            dims = a.shape[next(i for i, d in enumerate(a.shape) if d != 1):]   # without its leading 1s
-            last = max(i for i, d in enumerate(a.shape) if d != 1) + 1 + len(shape) - a.ndim
-            padded = (1,) * (len(shape) - a.ndim) + a.shape
-            if shape[len(shape) - len(dims):] == dims:
+            lead, trail = a.shape, (1,) * (len(shape) - a.ndim) + a.shape
+            while lead[0] == 1:
+                lead = lead[1:]
+            while trail[-1] == 1:
+                trail = trail[:-1]
+            if shape[len(shape) - len(lead):] == lead:   # its dims, without leading 1s, end the output's
                 kinds.append("row")
                 rows = size // a.size
-            elif shape[:last] == padded[:last]:
+            elif shape[:len(trail)] == trail:   # its dims, padded and without trailing 1s, begin the output's
                 kinds.append("col")
                 rows = a.size
             else:
