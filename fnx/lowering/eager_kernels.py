@@ -45,7 +45,9 @@ MIN_ELEMENTS = 2048
 # numpy's (output elements; measured on float32, a call costing about 4 us): (on one thread, on several). On one
 # thread a flat loop of cheap arithmetic is no faster than numpy's; on several it runs in parallel from the pool's
 # threshold (FNX_PARALLEL_MIN, 32768 elements) on, and wins once the halved loop outweighs the call and the
-# threads' wake-up (131072: numpy's mul 26 us for 180224 elements).
+# threads' wake-up (131072: numpy's mul 26 us for 180224 elements). These several-thread figures are the best of
+# many calls: on a machine whose cores are busy with other work the second thread comes late, and a parallel loop
+# can take longer than numpy's single-threaded one.
 THREADED = {"add": (math.inf, 131072), "sub": (math.inf, 131072), "mul": (math.inf, 131072),
             "div": (math.inf, 131072), "max": (math.inf, 131072), "neg": (math.inf, 131072),
             "exp": (65536, 32768), "tanh": (math.inf, 65536)}
