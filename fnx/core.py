@@ -21,8 +21,9 @@ through these hooks, each set once when its module is imported, never by a funct
 - `stage_created_hook(value)`, set by fnx.transforms.tracing: while the staging trace (make_jaxpr,
   compile) is the dynamic trace, turns a tensor just made by a creation function into a constant
   of the jaxpr that in-place ops may rebind.
-- `eager_kernel_hook(prim, *arrays)`, set by fnx.lowering.eager_kernels: runs a "native" primitive (one
-  that numpy has no fast form of: erf, gelu, ...) on large CPU arrays as a compiled C kernel; returns
+- `eager_kernel_hook(prim, *arrays, **params)`, set by fnx.lowering.eager_kernels: runs a "native"
+  primitive (one that numpy has no fast form of: erf, gelu, ...) or a common one that numpy runs on one
+  thread (add, mul, exp, ..., sum over trailing dims) on large CPU arrays as a compiled C kernel; returns
   None where it does not (a small array, no C compiler), and the primitive's numpy impl runs.
 
 The Tensor methods that call upward are attached to the class by their layer at import, in the same
@@ -202,7 +203,7 @@ state = _State()
 record_hook = None  # set by fnx.autograd.tape: records a node for an eager op
 record_multiple_hook = None  # set by fnx.autograd.function: one node for an eager multiple-result op's outputs
 stage_created_hook = None  # set by fnx.transforms.tracing: a tensor made while staging becomes a jaxpr constant
-eager_kernel_hook = None  # set by fnx.lowering.eager_kernels: a native primitive's C kernel on a large CPU array
+eager_kernel_hook = None  # set by fnx.lowering.eager_kernels: a primitive's C kernel on a large CPU array
 
 
 def set_grad_enabled_flag(flag: bool) -> bool:

@@ -1,20 +1,25 @@
-"""Eager kernels: the "native" primitives (erf, erfc, gelu, ...) run in eager mode as compiled C kernels.
+"""Eager kernels: elementwise primitives and sums run in eager mode as compiled C kernels on large CPU arrays.
 
-numpy has no fast form of these functions (erf in float64 numpy costs about 45 ns an element, the C kernel
-1.5), so a native primitive's impl offers its CPU arrays to `run` first (`core.eager_kernel_hook`, set at
-import). The kernel is the one `fnx.compile` generates for the primitive on flat arrays: traced, fused and
-rendered by the same code, so eager and compiled results agree bit for bit, and the two share one cache
-entry. Sizes are arguments, so one kernel per primitive and dtype serves every shape (a binary one: two
-operands of one shape; broadcasting ones take numpy's impl). It is built once per
-process, under a lock (a second thread waits for the first build), through the C target: the disk cache
-checks a library against its recorded sha256 before loading it and rebuilds a damaged one, and a later
-process loads it without compiling. Where no kernel can be built (no C compiler, Jinja2 missing) the
-primitive's numpy impl runs, as it does for arrays below `MIN_ELEMENTS` and dtypes C lacks.
+Two kinds of primitive offer their CPU arrays to `run` first (`core.eager_kernel_hook`, set at import): the
+"native" ones (erf, erfc, gelu, ...), which numpy has no fast form of (erf in float64 numpy costs about 45 ns an
+element, the C kernel 1.5), and the common ones numpy computes on one thread (add, mul, exp, ...: `THREADED`;
+sums over trailing dims: `SUM_MIN`), which the C kernel spreads over fnx's thread pool. The kernel is the one
+`fnx.compile` generates for the primitive: traced, fused and rendered by the same code, so eager and compiled
+results agree bit for bit, and the two share one cache entry. An elementwise kernel serves one broadcast pattern
+(`_pattern`): operands of one shape (a flat loop), a scalar operand, or an operand broadcast along the leading
+dims (a bias, a norm's weight: a row of the output viewed as rows x cols) or along the trailing ones (a norm's
+rstd of shape (..., 1): a column). Sizes and strides are arguments, so one kernel per primitive, dtype and
+pattern serves every shape; other broadcasts and reductions take numpy's impl. It is built once per process,
+under a lock (a second thread waits for the first build), through the C target: the disk cache checks a library
+against its recorded sha256 before loading it and rebuilds a damaged one, and a later process loads it without
+compiling. Where no kernel can be built (no C compiler, Jinja2 missing) the primitive's numpy impl runs, as it
+does for arrays below the primitive's threshold and dtypes C lacks.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import threading
 
 import numpy as np
@@ -25,52 +30,147 @@ from ..abstract import ShapedArray
 from ..core import Primitive
 from ..device import cpu
 from ..dtypes import float32, float64
+from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
 
-__all__ = ["run", "MIN_ELEMENTS"]
+__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "SUM_MIN"]
 
-# Below this many elements numpy's impl runs. A kernel call costs about 2 us (ctypes, the output, the argument
-# blocks) and beats numpy from a few dozen elements on (measured: erf 2 us vs 50 for 16 elements, sigmoid 4 vs 7
-# for 512), but its first use costs a compile (about half a second, once per primitive, dtype and machine): a
-# process that only ever sees small arrays (tests, toy examples) keeps numpy and never compiles.
+# Below this many elements numpy's impl of a native primitive runs. A kernel call costs 2-4 us (ctypes, the
+# output, the argument blocks) and beats numpy from a few dozen elements on (measured: erf 2 us vs 50 for 16
+# elements, sigmoid 4 vs 7 for 512), but its first use costs a compile (about half a second, once per primitive,
+# dtype, pattern and machine): a process that only ever sees small arrays (tests, toy examples) keeps numpy and
+# never compiles.
 MIN_ELEMENTS = 2048
+# The primitives numpy computes well but on one thread, and the output size from which their kernel wins over
+# numpy's (output elements; measured on float32, a call costing about 4 us): (on one thread, on several). On one
+# thread a flat loop of cheap arithmetic is no faster than numpy's; on several it runs in parallel from the pool's
+# threshold (FNX_PARALLEL_MIN, 32768 elements) on, and wins once the halved loop outweighs the call and the
+# threads' wake-up (131072: numpy's mul 26 us for 180224 elements). These several-thread figures are the best of
+# many calls: on a machine whose cores are busy with other work the second thread comes late, and a parallel loop
+# can take longer than numpy's single-threaded one.
+THREADED = {"add": (math.inf, 131072), "sub": (math.inf, 131072), "mul": (math.inf, 131072),
+            "div": (math.inf, 131072), "max": (math.inf, 131072), "neg": (math.inf, 131072),
+            "exp": (65536, 32768), "tanh": (math.inf, 65536)}
+# A broadcast (a row, a column) over many rows beats numpy's broadcasting loop, which costs about 70 ns a row, on
+# one thread too: 1.1-1.5x from 65536 elements and 64 rows on ((512, 384) + (384,): 54 us vs 37); over fewer rows
+# it is as fast as a flat loop and takes the flat threshold ((8, 8192) + (8192,): numpy 8 us, the kernel 13).
+BROADCAST_MIN, MANY_ROWS = 65536, 64
+# A sum over trailing dims (per row: a norm's statistics, a softmax's denominator) runs in C from this many elements
+# on, on any thread count: numpy sums short rows pairwise at about 0.35 ns an element, the kernel (float32 in
+# blocks, combined in double) 1.5-2x faster on one thread (measured: (8, 64, 128) over the last dim 23 us vs 15.5,
+# (512, 384) 50 vs 25). Sums over leading dims stay numpy's: its column loop is as fast as the kernel's or faster.
+SUM_MIN = 65536
+_FLAT = {1: ("flat",), 2: ("flat", "flat")}
 _DTYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
 _ARRAYS = {n: ctypes.c_void_p * (n + 1) for n in (1, 2)}   # the kernel's array objects: n inputs, the output
-_Sizes = ctypes.c_longlong * 1  # its sizes and strides: the element count, for a flat contiguous kernel
+# A kernel is traced on an output (or a sum's input) of _ROWS x _COLS, distinct and neither 1, so that each of its
+# sizes and strides (`meta`) is one of the symbols: 1, rows, cols, rows * cols, which `run` fills in per call.
+_ROWS, _COLS = 16, 256
+_SYMBOLS = {1: 0, _ROWS: 1, _COLS: 2, _ROWS * _COLS: 3}
+_TRACED = {"full": (_ROWS, _COLS), "row": (_COLS,), "col": (_ROWS, 1), "flat": (_ROWS * _COLS,), "scalar": ()}
 
-_kernels: dict = {}   # (primitive name, numpy dtype) -> C function, or None where numpy runs it
+_kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta type, meta symbols), or None
 _build_lock = threading.Lock()
 
 
-def run(prim: Primitive, *arrays: np.ndarray) -> np.ndarray | None:
-    """`prim` applied to CPU arrays (one, or two of one shape) by its C kernel, or None where numpy should
-    (small or broadcasting arrays, no kernel)."""
-    x = arrays[0]
-    if x.size < MIN_ELEMENTS or any(a.shape != x.shape or a.dtype != x.dtype for a in arrays[1:]):
+def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
+    """`prim` applied to CPU arrays by its C kernel, or None where numpy should (small arrays, a broadcast or
+    reduction no kernel serves, no kernel). `params` are a sum's axes and keepdims."""
+    if params:
+        return _sum(prim, arrays[0], **params)
+    x, last = arrays[0], arrays[-1]
+    if last.size > x.size:
+        x = last
+    size, threaded = x.size, THREADED.get(prim.name)
+    flat_min = MIN_ELEMENTS if threaded is None else threaded[team_size.value > 1]
+    if size < min(flat_min, BROADCAST_MIN) or x.dtype not in _DTYPES or last.dtype != arrays[0].dtype:
         return None
-    fn = _kernels.get((prim.name, x.dtype), False)
-    if fn is False:
-        fn = _load(prim, x.dtype)
-    if fn is None:
+    if last.shape == arrays[0].shape:
+        if size < flat_min:
+            return None
+        kinds, rows, cols = _FLAT[len(arrays)], size, 1
+    else:
+        if size < flat_min and (last.size == 1 or arrays[0].size == 1):   # a scalar operand: a flat loop
+            return None
+        pattern = _pattern(x.shape, size, arrays)
+        if pattern is None:
+            return None
+        kinds, rows, cols = pattern
+        if size < flat_min and (cols == 1 or rows < MANY_ROWS or size < BROADCAST_MIN):
+            return None
+    return _call(prim, kinds, arrays, np.empty(x.shape, x.dtype), rows, cols)
+
+
+def _sum(prim: Primitive, x: np.ndarray, *, axes: tuple, keepdims: bool) -> np.ndarray | None:
+    """A sum over `x`'s trailing dims (one per row) by its kernel, or None."""
+    n = len(axes)
+    if x.size < SUM_MIN or x.dtype not in _DTYPES or not 0 < n < x.ndim or axes != tuple(range(x.ndim - n, x.ndim)):
         return None
+    cols = math.prod(x.shape[x.ndim - n:])
+    shape = x.shape[:x.ndim - n] + (1,) * n if keepdims else x.shape[:x.ndim - n]
+    return _call(prim, ("rows",), (x,), np.empty(shape, x.dtype), x.size // cols, cols)
+
+
+def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, cols: int) -> np.ndarray | None:
+    """`out`, filled by the kernel of `prim` for `kinds` over `arrays` viewed as rows x cols, or None where
+    there is no kernel."""
+    kernel = _kernels.get((prim.name, out.dtype, kinds), False)
+    if kernel is False:
+        kernel = _load(prim, out.dtype, kinds)
+    if kernel is None:
+        return None
+    fn, meta, symbols = kernel
     arrays = [np.ascontiguousarray(a) for a in arrays]
-    out = np.empty(x.shape, x.dtype)
-    fn(_ARRAYS[len(arrays)](*map(id, arrays), id(out)), _Sizes(x.size))
+    values = (1, rows, cols, rows * cols)
+    fn(_ARRAYS[len(arrays)](*map(id, arrays), id(out)), meta(*[values[s] for s in symbols]))
     return out
 
 
-def _load(prim: Primitive, dtype: np.dtype):
-    """The kernel of `prim` for `dtype`, built (or read from the disk cache) by the first thread to ask."""
+def _pattern(shape: tuple, size: int, arrays) -> tuple | None:
+    """(the operands' kinds, rows, cols) of a broadcast to `shape` (of `size` elements) that a kernel serves, the
+    output viewed as rows x cols: all "flat" or "scalar" (one loop over `rows` elements, cols 1), or "full" with
+    one "row" (an operand of the output's trailing dims, broadcast along the leading ones) or one "col" (an
+    operand of its leading dims, broadcast along the trailing ones); None for any other broadcast."""
+    kinds, rows = [], size
+    for a in arrays:
+        if a.ndim > len(shape):   # the output has more dims than `shape`: not a broadcast to it
+            return None
+        if a.shape == shape:
+            kinds.append("full")
+        elif a.size == 1:
+            kinds.append("scalar")
+        else:
+            lead, trail = a.shape, (1,) * (len(shape) - a.ndim) + a.shape
+            while lead[0] == 1:
+                lead = lead[1:]
+            while trail[-1] == 1:
+                trail = trail[:-1]
+            if shape[len(shape) - len(lead):] == lead:   # its dims, without leading 1s, end the output's
+                kinds.append("row")
+                rows = size // a.size
+            elif shape[:len(trail)] == trail:   # its dims, padded and without trailing 1s, begin the output's
+                kinds.append("col")
+                rows = a.size
+            else:
+                return None
+    if "row" in kinds or "col" in kinds:
+        return (tuple(kinds), rows, size // rows) if kinds.count("full") == 1 else None
+    return tuple("flat" if k == "full" else k for k in kinds), size, 1
+
+
+def _load(prim: Primitive, dtype: np.dtype, kinds: tuple):
+    """The kernel of `prim` for `dtype` and operand kinds, built (or read from the disk cache) by the first thread
+    to ask."""
     with _build_lock:
-        key = (prim.name, dtype)
+        key = (prim.name, dtype, kinds)
         if key not in _kernels:
-            _kernels[key] = _build(prim, _DTYPES[dtype]) if dtype in _DTYPES else None
+            _kernels[key] = _build(prim, _DTYPES[dtype], kinds)
         return _kernels[key]
 
 
-def _build(prim: Primitive, dtype):
-    """The C function of `prim`'s compiled kernel over a flat array of `dtype`, or None (with a warning when a
-    compiler exists but failed)."""
+def _build(prim: Primitive, dtype, kinds: tuple):
+    """(C function, its meta block type, the symbol of each meta value) of `prim`'s compiled kernel for `kinds`
+    and `dtype`, or None (with a warning when a compiler exists but failed)."""
     # Imported here, not with fnx: code generation needs Jinja2, and the C toolchain module sets the OpenMP
     # wait policy for the process (as `lowering.backends` does).
     from .codegen import prelude
@@ -81,12 +181,16 @@ def _build(prim: Primitive, dtype):
     target = get_target("c")
     try:
         target.require()
-        arity = 2 if "binary" in prim.groups else 1
-        closed = trace_to_jaxpr(lambda *xs: [prim.bind(*xs)], [ShapedArray((MIN_ELEMENTS,), dtype, cpu)] * arity)
+        if kinds == ("rows",):
+            fn, shapes = lambda x: [prim.bind(x, axes=(1,), keepdims=False)], [(_ROWS, _COLS)]
+        else:
+            fn, shapes = lambda *xs: [prim.bind(*xs)], [_TRACED[k] for k in kinds]
+        closed = trace_to_jaxpr(fn, [ShapedArray(s, dtype, cpu) for s in shapes])
         _, kernels = plan_steps(closed, target)
         (gk,) = kernels
-        if gk.n_buffers != arity + 1 or len(gk.meta) != 1 or gk.kernel.sizes != (MIN_ELEMENTS,):
-            raise NotImplementedError(f"the kernel of {prim.name} is not flat over its inputs ({gk.kernel})")
+        if gk.n_buffers != len(shapes) + 1 or not set(gk.meta) <= _SYMBOLS.keys():
+            raise NotImplementedError(f"the kernel of {prim.name} over {kinds} is not a loop over rows x cols "
+                                      f"({gk.kernel}, meta {gk.meta})")
         program = target.build([gk], functools.partial(prelude, target))
     except NoCompilerError:
         return None
@@ -95,10 +199,11 @@ def _build(prim: Primitive, dtype):
             raise
         return None
     except Exception as e:  # noqa: BLE001 (any failure to build leaves numpy's impl, which is always right)
-        warn(f"fnx: the eager C kernel of {prim.name} ({dtype}) could not be built ({e}); eager mode computes "
-             f"{prim.name} with numpy instead (slower)", RuntimeWarning)
+        warn(f"fnx: the eager C kernel of {prim.name} ({dtype}, {' x '.join(kinds)}) could not be built ({e}); "
+             f"eager mode computes {prim.name} with numpy instead (slower)", RuntimeWarning)
         return None
-    return program.launcher(gk)[0]   # (C function, argument blocks): `run` makes its own blocks per call
+    launch = program.launcher(gk)[0]   # (C function, argument blocks): `run` makes its own blocks per call
+    return launch, ctypes.c_longlong * len(gk.meta), tuple(_SYMBOLS[v] for v in gk.meta)
 
 
 core.eager_kernel_hook = run

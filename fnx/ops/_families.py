@@ -219,16 +219,17 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
     return prim
 
 
-def _native_first(prim: Primitive, impl: Callable) -> Callable:
-    """`impl` of a native primitive: CPU arrays go to the eager kernel hook first, which declines (None)
-    small arrays and machines that cannot build the kernel."""
-    def run(xp, *arrays):
+def _native_first(prim: Primitive, impl: Callable, min_size: int = 0) -> Callable:
+    """`impl` of a primitive with eager C kernels (the native ones, and common ones numpy runs on one thread):
+    CPU arrays (of `min_size` elements or more) go to the eager kernel hook first, which declines (None) arrays
+    below its thresholds and machines that cannot build the kernel."""
+    def run(xp, *arrays, **params):
         hook = core.eager_kernel_hook
-        if xp is np and hook is not None:
-            out = hook(prim, *arrays)
+        if xp is np and hook is not None and (arrays[0].size >= min_size or arrays[-1].size >= min_size):
+            out = hook(prim, *arrays, **params)
             if out is not None:
                 return out
-        return impl(xp, *arrays)
+        return impl(xp, *arrays, **params)
 
     return run
 

@@ -19,8 +19,8 @@ from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, Shap
 from ..core import bind as _bind
 from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import Tensor
-from ._families import (_promote2, as_operand, binary, c_all, complex_error, conj_if_complex, promote, same_device,
-                        broadcast_shapes, scalar_like, unbroadcast, unary)
+from ._families import (_native_first, _promote2, as_operand, binary, c_all, complex_error, conj_if_complex, promote,
+                        same_device, broadcast_shapes, scalar_like, unbroadcast, unary)
 from ._batching import elementwise_batch_rule, unary_batch_rule
 from .creation import full_like, zeros_like
 
@@ -1147,6 +1147,14 @@ def logaddexp(input, other) -> Tensor:
     m = maximum(input, other)
     m = where(isfinite(m), m, 0.0)
     return m + log(exp(input - m) + exp(other - m))
+
+
+# ---------------------------------------------------------------- eager C kernels of the common primitives
+# numpy computes these on one thread: eager mode runs large CPU float arrays through their compiled C kernels on
+# fnx's thread pool (fnx/lowering/eager_kernels.py, `THREADED`: from which size each wins; none below 32768
+# elements, so smaller arrays skip the hook's call)
+for _prim in (add_p, sub_p, mul_p, div_p, max_p, neg_p, exp_p, tanh_p):
+    _prim.impl = _native_first(_prim, _prim.impl, min_size=32768)
 
 
 # ---------------------------------------------------------------- batch rules of the primitives defined above

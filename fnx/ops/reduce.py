@@ -15,7 +15,7 @@ from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim, make
 from ._batching import axis_batch_rule, reduction_batch_rule
-from ._families import complex_error, conj_if_complex
+from ._families import _native_first, complex_error, conj_if_complex
 from .complex import conj, real
 from .creation import clone, ones, stop_gradient, tensor, zeros
 from .joins import cat, narrow
@@ -77,8 +77,10 @@ def _accumulating(input: Tensor, dtype) -> Tensor:
 
 # ---------------------------------------------------------------- sum
 sum_p = Primitive("sum", saves_inputs=False, groups=("reduction",), monoid="add")
-# the array methods: numpy's functions (np.sum, np.max) add about 4 us of dispatch per call on top
-sum_p.def_impl(lambda xp, x, *, axes, keepdims: x.sum(axis=axes, keepdims=keepdims, dtype=x.dtype))
+# the array methods: numpy's functions (np.sum, np.max) add about 4 us of dispatch per call on top; large CPU float
+# arrays summed over trailing dims go to their C kernel first (fnx/lowering/eager_kernels.py)
+sum_p.def_impl(_native_first(sum_p, lambda xp, x, *, axes, keepdims: x.sum(axis=axes, keepdims=keepdims,
+                                                                           dtype=x.dtype), min_size=65536))
 sum_p.def_abstract(_reduction_abstract("sum"))
 sum_p.def_vjp(lambda g, primals, out, *, axes, keepdims: (_expand_back(g, tuple(primals[0].shape), axes,
                                                                         keepdims),))
