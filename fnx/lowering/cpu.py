@@ -257,7 +257,9 @@ def _start_pool(tc: Toolchain, variant: int, version: str) -> None:
 
 def thread_pool() -> ctypes.CDLL | None:
     """The loaded thread pool library (None before the first kernel with threads loads); its int
-    `fnx_rt_last_team` is the number of tasks of the last parallel loop (1: it ran on the calling thread)."""
+    `fnx_rt_last_team` is the number of tasks of the last parallel loop (1: it ran on the calling thread), its
+    longs `fnx_rt_blas_calls` and `fnx_rt_blas_spawned` count OpenBLAS calls whose jobs it ran, and of those the
+    ones that ran on threads started for them."""
     return _pool
 
 
