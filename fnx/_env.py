@@ -65,7 +65,11 @@ def _blas() -> str:
         from threadpoolctl import threadpool_info
     except ImportError:
         return f"{built} (install threadpoolctl to see its threads)"
+    from .threads import blas_callback_setters
+
+    pooled = blas_callback_setters()
     loaded = [f"{p.get('internal_api')} {p.get('version') or ''}, {p.get('num_threads')} threads".replace(" ,", ",")
+              + (", jobs on fnx's kernel pool" if p.get("filepath") in pooled else "")
               for p in threadpool_info() if p.get("user_api") == "blas"]
     return f"{built}; loaded: {'; '.join(loaded) or 'none'}"
 

@@ -16,7 +16,9 @@ number queries) to a small library built from templates/c_threads.c.j2, loaded
 once per process into the global symbol scope before any kernel; its size is
 `fnx.get_num_threads()` (fnx/threads.py), read at every parallel loop, and its
 idle workers sleep after a short spin whichever OpenMP runtime loaded first
-(`--as-needed` leaves libgomp out of the kernels).
+(`--as-needed` leaves libgomp out of the kernels). Once it loads, numpy's
+OpenBLAS (>= 0.3.27) runs its jobs on it too, so BLAS and kernels share one set
+of threads.
 
 Each kernel is its own shared library, cached by a hash of its source, flags,
 compiler identity and fnx version, so kernels are shared between executables
@@ -48,7 +50,7 @@ import jinja2
 import numpy as np
 
 from .._warn import warn
-from ..threads import team_size
+from ..threads import run_blas_on, team_size
 from .cache import cache_dir, cache_key, commit_entry, entry_path, evict, read_entry, temp_path, write_entry
 
 __all__ = ["Toolchain", "toolchain", "compile_libraries", "ARRAY_DATA_OFFSET", "compile_count", "NoCompilerError",
@@ -249,12 +251,15 @@ def _start_pool(tc: Toolchain, variant: int, version: str) -> None:
             raise RuntimeError(f"fnx: the C compiler failed on fnx's thread pool:\n{errors[0][-4000:]}")
         pool = ctypes.CDLL(str(paths["fnx-thread-pool"]), mode=os.RTLD_GLOBAL)
         pool.fnx_rt_init(ctypes.byref(team_size))
+        run_blas_on(ctypes.cast(pool.fnx_rt_blas_jobs, ctypes.c_void_p).value)
         _pool = pool
 
 
 def thread_pool() -> ctypes.CDLL | None:
     """The loaded thread pool library (None before the first kernel with threads loads); its int
-    `fnx_rt_last_team` is the number of tasks of the last parallel loop (1: it ran on the calling thread)."""
+    `fnx_rt_last_team` is the number of tasks of the last parallel loop (1: it ran on the calling thread), its
+    longs `fnx_rt_blas_calls` and `fnx_rt_blas_spawned` count OpenBLAS calls whose jobs it ran, and of those the
+    ones that ran on threads started for them."""
     return _pool
 
 
