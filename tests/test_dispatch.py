@@ -58,3 +58,16 @@ def test_backward_walk_visits_each_node_once_with_summed_cotangents():
         y = y + 0.0
     (loss + y.sum()).backward()
     np.testing.assert_allclose(x.grad.numpy(), 3 * (2 * 3 * np.array([1.0, 2.0]) + 1) + 1)
+
+
+def test_parameters_and_modules_follow_named_order_with_sharing():
+    """parameters() and modules() skip building names; they list what the named forms list, in their order,
+    each shared module or parameter once (at its first place)."""
+    shared = fnx.nn.Linear(2, 2)
+    inner = fnx.nn.Sequential(fnx.nn.Linear(2, 3), shared)
+    net = fnx.nn.Sequential(inner, fnx.nn.ReLU(), shared, fnx.nn.Sequential(shared, fnx.nn.Linear(2, 1)))
+    net[3][1].weight = inner[0].weight   # a parameter shared between modules
+    assert [id(m) for m in net.modules()] == [id(m) for _, m in net.named_modules()]
+    assert [id(p) for p in net.parameters()] == [id(p) for _, p in net.named_parameters()]
+    assert [id(p) for p in net.parameters(recurse=False)] == []
+    assert len(list(net.parameters())) == 5

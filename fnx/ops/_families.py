@@ -114,6 +114,8 @@ def _promote2(a, b, op: str):
         return a, make(a._device._xp.asarray(b, dtype=a._value.dtype), a._device)
     elif type(b) is Tensor and (type(a) is float or type(a) is int) and b._value.dtype.kind == "f":
         return make(b._device._xp.asarray(a, dtype=b._value.dtype), b._device), b
+    elif isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is b.dtype:   # a Parameter, a tracer
+        return a, b
     return promote(op, a, b)
 
 
