@@ -23,7 +23,7 @@ class FunctionCtx:
 
     def save_for_backward(self, *tensors) -> None:
         self._saved = tensors
-        self._versions = tuple(t._version[0] if t is not None else None for t in tensors)
+        self._versions = tuple([t._version[0] if t is not None else None for t in tensors])
 
     @property
     def saved_tensors(self):

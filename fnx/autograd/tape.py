@@ -136,7 +136,11 @@ class Node:
             out = make(value, device_of_array(value))
             out._node, out._requires_grad = self, True
         if prim.vjp_takes_needs:
-            needs = tuple([p is not None for p in self.parents])
+            parents = self.parents
+            if len(parents) == 2:   # the binary family: no list to build
+                needs = (parents[0] is not None, parents[1] is not None)
+            else:
+                needs = tuple([p is not None for p in parents])
             return prim.vjp(cot, inputs, out, needs=needs, **self.params)
         return prim.vjp(cot, inputs, out, **self.params)
 
