@@ -25,7 +25,7 @@ from ..device import cpu, device_of_array
 from ..dtypes import INEXACT_NP as _INEXACT_NP
 from ..tensor import Tensor, make
 
-__all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle", "stand_in", "is_stand_in"]
+__all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle", "stand_in"]
 
 _state = core.state  # the calling thread's grad mode
 _anomaly_enabled = core.anomaly_enabled
@@ -63,11 +63,6 @@ def stand_in(value, device) -> Tensor:
             _STAND_INS.clear()
         _STAND_INS[key] = out
     return out
-
-
-def is_stand_in(t) -> bool:
-    """Whether `t` is a stand-in (see `stand_in`) rather than a value a node saved."""
-    return stand_in(t._value, t._device) is t
 
 
 def _fill(dtype) -> float:
