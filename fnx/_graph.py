@@ -20,26 +20,27 @@ def _call_vjp(node, ct):
 
 
 def toposort(roots: Iterable, inputs: Callable) -> list:
-    """Nodes reachable from `roots`, each before every node it depends on (consumers first).
-
-    `inputs(node)` yields the nodes that `node` consumes (None entries are skipped). Nodes compare by identity.
-    """
+    """(node, inputs(node)) for the nodes reachable from `roots`, each before every node it depends on (consumers
+    first). `inputs(node)` gives the nodes that `node` consumes, as a tuple or list (None entries are skipped), and
+    is asked once per node. Nodes compare by identity."""
     order, seen = [], set()
     for root in roots:
         if root is None or id(root) in seen:
             continue
         seen.add(id(root))
-        stack = [(root, iter(inputs(root)))]
+        parents = inputs(root)
+        stack = [(root, parents, iter(parents))]
         while stack:
-            node, it = stack[-1]
+            node, parents, it = stack[-1]
             for p in it:
                 if p is not None and id(p) not in seen:
                     seen.add(id(p))
-                    stack.append((p, iter(inputs(p))))
+                    p_parents = inputs(p)
+                    stack.append((p, p_parents, iter(p_parents)))
                     break
             else:
                 stack.pop()
-                order.append(node)
+                order.append((node, parents))
     order.reverse()
     return order
 
@@ -59,17 +60,17 @@ def backprop(roots, cts, leaf: Callable, *, inputs: Callable = _parents, vjp: Ca
             starts.append(node)
             prev = grads.get(id(node))
             grads[id(node)] = ct if prev is None else prev + ct
-    for node in toposort(starts, inputs):
-        ct = grads.pop(id(node), None)
+    pop, get = grads.pop, grads.get
+    for node, parents in toposort(starts, inputs):
+        ct = pop(id(node), None)
         if ct is None:
             continue
-        parents = inputs(node)
         if not parents:
             leaf(node, ct)
             continue
         for p, c in zip(parents, vjp(node, ct)):
             if p is not None and c is not None:
-                prev = grads.get(id(p))
+                prev = get(id(p))
                 grads[id(p)] = c if prev is None else prev + c
 
 

@@ -42,6 +42,21 @@ class Size(tuple):
         return Size(out) if isinstance(i, slice) else out
 
 
+_SIZES: dict = {}   # shape tuple -> its Size: every tensor of a shape shares one (a Size is immutable)
+_MAX_SIZES = 4096
+
+
+def size_of(shape: tuple) -> Size:
+    """The `Size` of a shape tuple, made once per shape: `Tensor.shape` runs for nearly every op, and a dict
+    lookup costs about half of building a tuple subclass."""
+    size = _SIZES.get(shape)
+    if size is None:
+        if len(_SIZES) >= _MAX_SIZES:
+            _SIZES.clear()
+        size = _SIZES[shape] = Size(shape)
+    return size
+
+
 class Tensor:
     """An n-dimensional array on a device, with a dtype, that autograd can track."""
 
@@ -53,7 +68,9 @@ class Tensor:
     @property
     def shape(self) -> Size:
         """The sizes of the dims, as an `fnx.Size` (a tuple)."""
-        return Size(self._value.shape)
+        shape = self._value.shape
+        size = _SIZES.get(shape)   # size_of's lookup, inline: this property runs for nearly every op
+        return size if size is not None else size_of(shape)
 
     @property
     def dtype(self) -> _dt.dtype:

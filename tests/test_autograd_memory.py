@@ -7,7 +7,12 @@ import pytest
 
 import fnx
 import fnx.nn.functional as F
-from fnx.autograd.tape import Absent, Node
+from fnx.autograd.tape import Node, stand_in
+
+
+def is_stand_in(t) -> bool:
+    """Whether `t` is the shared stand-in of its shape and dtype rather than a value a node saved."""
+    return stand_in(t._value, t._device) is t
 
 
 def _nodes(root):
@@ -28,8 +33,8 @@ def _saved_arrays(node) -> list:
     if not isinstance(node, Node):   # an autograd.Function node (layer_norm, attention): what ctx saved
         ctx = getattr(node, "ctx", None)
         return list(ctx._saved) if ctx is not None and ctx._saved else []
-    held = [] if node.inputs is None else [a for a in node.inputs if not isinstance(a, Absent)]
-    if node.out_value is not None and not isinstance(node.out_value, Absent):
+    held = [] if node.inputs is None else [a for a in node.inputs if not is_stand_in(a)]
+    if node.out_value is not None and not (isinstance(node.out_value, fnx.Tensor) and is_stand_in(node.out_value)):
         held.append(node.out_value)
     return held
 
@@ -124,17 +129,18 @@ def test_a_stand_in_is_read_only_nan_of_the_value_shape_and_dtype():
     a rule that read or wrote it would show; stand-ins are shared between nodes, and their cache stays bounded."""
     from fnx.autograd import tape
 
-    ft = Absent(np.ones((2, 3), np.float32), fnx.device("cpu")).stand_in()
-    assert Absent(np.zeros((2, 3), np.float32), fnx.device("cpu")).stand_in() is ft
-    assert not ft.requires_grad and ft.grad_fn is None
-    f, i = ft._value, Absent(np.ones((4,), np.int64), fnx.device("cpu")).stand_in()._value
+    cpu = fnx.device("cpu")
+    ft = stand_in(np.ones((2, 3), np.float32), cpu)
+    assert stand_in(np.zeros((2, 3), np.float32), cpu) is ft and is_stand_in(ft)
+    assert not is_stand_in(fnx.zeros(2, 3)) and not ft.requires_grad and ft.grad_fn is None
+    f, i = ft._value, stand_in(np.ones((4,), np.int64), cpu)._value
     assert (f.shape, f.dtype, i.shape, i.dtype) == ((2, 3), np.float32, (4,), np.int64)
     assert np.isnan(f).all() and (i == 0).all()
     assert not f.flags.writeable and not i.flags.writeable
     with pytest.raises(ValueError):
         f[0, 0] = 1.0
     for n in range(tape._MAX_STAND_INS + 10):
-        Absent(np.empty((n, 1), np.float32), fnx.device("cpu")).stand_in()
+        stand_in(np.empty((n, 1), np.float32), cpu)
     assert len(tape._STAND_INS) <= tape._MAX_STAND_INS
 
 

@@ -376,7 +376,8 @@ def test_layer_norm_eager_node_matches_the_composition_to_second_order(affine):
         close(got, npy(want), tol=1e-8)
 
 
-@pytest.mark.parametrize("shape,frozen", [((5, 3), ()), ((2, 5, 3), ()), ((2, 5, 3), (1,)), ((5, 3), (0, 2))])
+@pytest.mark.parametrize("shape,frozen", [((5, 3), ()), ((2, 5, 3), ()), ((2, 5, 3), (1,)), ((5, 3), (0, 2)),
+                                         ((2, 2, 5, 3), (0, 2))])
 def test_linear_eager_node_matches_the_composition_to_second_order(shape, frozen):
     """Eager linear is one tape node; fnx.grad traces the composition. First and second derivatives agree, and
     inputs that do not require grad get none (a frozen weight or bias, an input batch)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .. import core
 from .._graph import Cotangents, OutputOf
 from ..core import FnxRuntimeError
+from ..ops._families import shape_of
 from ..ops.creation import zeros
 from ..tensor import Tensor
 from . import tape
@@ -22,7 +23,7 @@ class FunctionCtx:
 
     def save_for_backward(self, *tensors) -> None:
         self._saved = tensors
-        self._versions = tuple(t._version[0] if t is not None else None for t in tensors)
+        self._versions = tuple([t._version[0] if t is not None else None for t in tensors])
 
     @property
     def saved_tensors(self):
@@ -79,7 +80,7 @@ class _FunctionNode:
             raise FnxRuntimeError(f"function {self.name} returned an incorrect number of gradients (expected "
                                   f"{n_in}, got {len(grads)})")
         for i, (g, shape) in enumerate(zip(grads, self.inputs)):
-            if g is not None and shape is not None and tuple(g.shape) != shape:
+            if g is not None and shape is not None and shape_of(g) != shape:
                 raise FnxRuntimeError(f"function {self.name} returned an invalid gradient at index {i} - got "
                                       f"{list(g.shape)} but expected shape compatible with {list(shape)}")
         return grads[:n_in]
@@ -116,26 +117,28 @@ class Function:
         if core.state.transforms_active:
             raise FnxRuntimeError(f"{cls.__name__}.apply: autograd.Function is eager-only; inside fnx.grad/vmap/"
                                   f"compile use fnx.custom_vjp instead")
-        needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        needs = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
         ctx = FunctionCtx(needs)
-        prev = core.set_grad_enabled_flag(False)
+        grad_enabled = core.set_grad_enabled_flag(False)
         try:
             outs = cls.forward(ctx, *args)
         finally:
-            core.set_grad_enabled_flag(prev)
-        if not (core.state.grad_enabled and any(needs)):
+            core.set_grad_enabled_flag(grad_enabled)
+        if not grad_enabled or True not in needs:
             return outs
         single = not isinstance(outs, tuple)
         out_list = [outs] if single else list(outs)
         for i, o in enumerate(out_list):
-            if any(o is a for a in args):
-                out_list[i] = o.detach()
+            for a in args:
+                if o is a:   # an input returned as it is: the output is a new tensor of the same value
+                    out_list[i] = o.detach()
+                    break
         tensors = [o for o in out_list if isinstance(o, Tensor)]
-        inputs = tuple(tuple(a.shape) if isinstance(a, Tensor) else None for a in args)
-        parents = tuple(tape.parent_of(a) if isinstance(a, Tensor) else None for a in args)
-        meta = [(tuple(o.shape), o.dtype, o.device) for o in tensors]
+        inputs = tuple([a._value.shape if isinstance(a, Tensor) else None for a in args])   # concrete: no transform
+        parents = tuple([tape.parent_of(a) if isinstance(a, Tensor) else None for a in args])
+        meta = [(o._value.shape, o.dtype, o._device) for o in tensors]
         node = _FunctionNode(cls, ctx, parents, meta, inputs)
-        non_diff = getattr(ctx, "_non_diff", set())
+        non_diff = getattr(ctx, "_non_diff", ())
         k = 0
         for o in out_list:
             if not isinstance(o, Tensor):

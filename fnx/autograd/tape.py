@@ -5,10 +5,10 @@ requires grad. A node keeps its primitive, params, the input tensors, the
 nodes that produced them (captured now, so later in-place ops cannot rewire
 the graph) and version counters that detect in-place changes to saved values.
 
-A node keeps only the values its vjp reads (the primitive's `saves_inputs` and `saves_output`): of the
-others it keeps the shape, dtype and device (`Absent`), so that the forward's intermediates are freed as
-soon as nothing else uses them, as PyTorch's saved variables are. The vjp then sees a stand-in of that
-shape whose elements are NaN, so a rule that read a value it did not declare would show in its gradient.
+A node keeps only the values its vjp reads (the primitive's `saves_inputs` and `saves_output`): in place of
+the others it keeps a stand-in (`stand_in`), a shared read-only tensor of the value's shape, dtype and device
+whose elements are NaN, so that the forward's intermediates are freed as soon as nothing else uses them, as
+PyTorch's saved variables are, and a rule that read a value it did not declare would show in its gradient.
 The backward walk releases each node's saved values once its vjp has run (`release`).
 """
 from __future__ import annotations
@@ -23,9 +23,9 @@ from .._warn import FNX_DIR as _FNX_DIR
 from ..core import FnxRuntimeError
 from ..device import cpu, device_of_array
 from ..dtypes import INEXACT_NP as _INEXACT_NP
-from ..tensor import make
+from ..tensor import Tensor, make
 
-__all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle", "Absent"]
+__all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle", "stand_in"]
 
 _state = core.state  # the calling thread's grad mode
 _anomaly_enabled = core.anomaly_enabled
@@ -39,54 +39,45 @@ def forward_stack() -> list:
     return traceback.format_list(frames)
 
 
-class Absent:
-    """What a node keeps of a value its vjp does not read: shape, dtype and device."""
+def stand_in(value, device) -> Tensor:
+    """A read-only tensor of `value`'s shape and dtype on `device`, NaN (or 0 for integers) everywhere, over one
+    element: what a node keeps of a value its vjp does not read.
 
-    __slots__ = ("shape", "dtype", "device")
-
-    def __init__(self, value, device):
-        self.shape, self.dtype, self.device = value.shape, value.dtype, device
-
-    def stand_in(self):
-        """A read-only tensor of the value's shape and dtype, NaN (or 0 for integers) everywhere, over one element.
-
-        On the CPU one tensor per (shape, dtype) serves every node: making one costs about 2 us, more than the
-        rest of a small node's backward, and a model's backward asks for the same few shapes again and again.
-        """
-        dtype = self.dtype
-        if self.device is not cpu:
-            xp = self.device._xp
-            return make(xp.broadcast_to(xp.full((), _fill(dtype), dtype=dtype), self.shape), self.device)
-        key = (self.shape, dtype)
-        out = _STAND_INS.get(key)
-        if out is None:
-            one = np.full(1, _fill(dtype), dtype=dtype)
+    One tensor per (shape, dtype, device) serves every node, found when the node is recorded: making one costs
+    about 2 us, more than the rest of a small node's backward, and a model asks for the same few shapes again
+    and again.
+    """
+    shape, dtype = value.shape, value.dtype
+    key = (shape, dtype) if device is cpu else (shape, dtype, device)   # cpu: no call of device.__hash__
+    out = _STAND_INS.get(key)
+    if out is None:
+        xp = device._xp
+        one = xp.full(1, _fill(dtype), dtype=dtype)
+        if device is cpu:
             one.flags.writeable = False
-            out = make(np.ndarray(self.shape, dtype, one, 0, (0,) * len(self.shape)), cpu)  # np.broadcast_to: 13 us
-            if len(_STAND_INS) >= _MAX_STAND_INS:
-                _STAND_INS.clear()
-            _STAND_INS[key] = out
-        return out
+            array = np.ndarray(shape, dtype, one, 0, (0,) * len(shape))   # np.broadcast_to: 13 us
+        else:
+            array = xp.broadcast_to(one.reshape(()), shape)
+        out = make(array, device)
+        if len(_STAND_INS) >= _MAX_STAND_INS:
+            _STAND_INS.clear()
+        _STAND_INS[key] = out
+    return out
 
 
 def _fill(dtype) -> float:
     return float("nan") if dtype in _INEXACT_NP else 0
 
 
-_STAND_INS: dict = {}   # (shape, dtype) -> the CPU stand-in tensor of that shape
+_STAND_INS: dict = {}   # (shape, dtype) on the CPU, (shape, dtype, device) elsewhere -> the stand-in tensor
 _MAX_STAND_INS = 4096
 
 
-def _absent_inputs(args) -> tuple:
+def _stand_in_inputs(args) -> tuple:
     if len(args) == 1:   # most ops: no list to build
         a = args[0]
-        return (Absent(a._value, a._device),)
-    return tuple([Absent(a._value, a._device) for a in args])
-
-
-def _present(x):
-    """A saved input as the vjp sees it: the tensor, or a stand-in of an absent one."""
-    return x.stand_in() if type(x) is Absent else x
+        return (stand_in(a._value, a._device),)
+    return tuple([stand_in(a._value, a._device) for a in args])
 
 
 class Node:
@@ -127,13 +118,9 @@ class Node:
             for i, (a, v) in enumerate(zip(inputs, self.versions)):
                 if a._version[0] != v:
                     raise _modified_error(self.name, i, a, v)
-        elif len(inputs) == 1:
-            inputs = (_present(inputs[0]),)
-        else:
-            inputs = tuple([_present(x) for x in inputs])
         value = self.out_value
-        if type(value) is Absent:
-            out = value.stand_in()   # the rule reads its shape and dtype only: no node (the stand-in is shared)
+        if type(value) is Tensor:
+            out = value   # a stand-in: the rule reads its shape and dtype only (no node: it is shared)
         else:
             ver, at = self.out_version
             if ver[0] != at:
@@ -144,7 +131,11 @@ class Node:
             out = make(value, device_of_array(value))
             out._node, out._requires_grad = self, True
         if prim.vjp_takes_needs:
-            needs = tuple([p is not None for p in self.parents])
+            parents = self.parents
+            if len(parents) == 2:   # the binary family: no list to build
+                needs = (parents[0] is not None, parents[1] is not None)
+            else:
+                needs = tuple([p is not None for p in parents])
             return prim.vjp(cot, inputs, out, needs=needs, **self.params)
         return prim.vjp(cot, inputs, out, **self.params)
 
@@ -179,12 +170,12 @@ def record(prim, args, params, out):
     else:
         parents = tuple([parent_of(a) for a in args])
         versions = tuple([a._version[0] for a in args]) if prim.saves_inputs else None
-    saved = args if prim.saves_inputs else _absent_inputs(args)
+    saved = args if prim.saves_inputs else _stand_in_inputs(args)
     if prim.saves_output:
         ver = out._version
         out._node = Node(prim, params, saved, parents, versions, out._value, (ver, ver[0]))
     else:
-        out._node = Node(prim, params, saved, parents, versions, Absent(out._value, out._device), None)
+        out._node = Node(prim, params, saved, parents, versions, stand_in(out._value, out._device), None)
     out._requires_grad = True
     if prim.view:   # an in-place write through another view of the base refreshes this one's node
         _note_view(out._base, out)

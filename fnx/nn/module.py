@@ -342,8 +342,20 @@ class Module:
                 yield from module.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
-        for _, m in self.named_modules():
-            yield m
+        return iter(self._unique_modules())
+
+    def _unique_modules(self) -> list[Module]:
+        """What `named_modules()` visits, without building the names: self and its submodules, depth first in
+        registration order, each once (a training loop calls `parameters()` every step)."""
+        out, seen, stack = [], set(), [self]
+        while stack:
+            module = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            out.append(module)
+            stack.extend(reversed([m for m in module._modules.values() if m is not None]))
+        return out
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
         seen = set()
@@ -373,8 +385,12 @@ class Module:
         return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
+        seen = set()
+        for module in self._unique_modules() if recurse else (self,):
+            for p in module.__dict__["_parameters"].values():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    yield p
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:

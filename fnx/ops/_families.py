@@ -48,9 +48,14 @@ def same_device(op: str, avals) -> _device_cls:
     return dev
 
 
+def shape_of(t: Tensor) -> tuple:
+    """`t`'s shape as a plain tuple: a concrete tensor's array shape, without building a `Size`."""
+    return t._value.shape if type(t) is Tensor else tuple(t.shape)
+
+
 def unbroadcast(g: Tensor, shape: tuple) -> Tensor:
     """Sum gradient `g` over the dims that broadcasting added or stretched, giving `shape`."""
-    gshape = g._value.shape if type(g) is Tensor else tuple(g.shape)
+    gshape = shape_of(g)
     if gshape == tuple(shape):
         return g
     from .reduce import sum_p   # the primitive: the axes are canonical, and a gradient keeps its dtype
@@ -109,6 +114,8 @@ def _promote2(a, b, op: str):
         return a, make(a._device._xp.asarray(b, dtype=a._value.dtype), a._device)
     elif type(b) is Tensor and (type(a) is float or type(a) is int) and b._value.dtype.kind == "f":
         return make(b._device._xp.asarray(a, dtype=b._value.dtype), b._device), b
+    elif isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is b.dtype:   # a Parameter, a tracer
+        return a, b
     return promote(op, a, b)
 
 
@@ -142,6 +149,8 @@ def complex_error(op: str, dtype: _dt.dtype) -> FnxRuntimeError:
 
 def conj_if_complex(t: Tensor) -> Tensor:
     """conj(t) for a complex t, else t: a holomorphic op's vjp is g * conj(f'(z)) (see fnx/ops/complex.py)."""
+    if type(t) is Tensor and t._value.dtype.kind != "c":   # eager's common case, without the dtype lookup
+        return t
     if not isinstance(t, Tensor) or not t.dtype.is_complex:
         return t
     from .complex import conj_p
@@ -291,7 +300,7 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
             raise ValueError(f"{name}: a linear binary op has the constant partial derivatives 1 or -1")
 
         def linear_vjp(g, primals, out, needs=(True, True)):
-            return tuple(unbroadcast(g if d == 1.0 else _neg(g), tuple(p.shape)) if need else None
+            return tuple(unbroadcast(g if d == 1.0 else _neg(g), shape_of(p)) if need else None
                          for d, p, need in zip((d_lhs, d_rhs), primals, needs))
 
         prim.vjp = linear_vjp
@@ -299,8 +308,8 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
     elif diff:
         def vjp(g, primals, out, needs=(True, True)):
             x, y = primals
-            gx = unbroadcast(g * conj_if_complex(d_lhs(x, y, out)), tuple(x.shape)) if needs[0] else None
-            gy = unbroadcast(g * conj_if_complex(d_rhs(x, y, out)), tuple(y.shape)) if needs[1] else None
+            gx = unbroadcast(g * conj_if_complex(d_lhs(x, y, out)), shape_of(x)) if needs[0] else None
+            gy = unbroadcast(g * conj_if_complex(d_rhs(x, y, out)), shape_of(y)) if needs[1] else None
             return gx, gy
 
         def jvp(primals, tangents):

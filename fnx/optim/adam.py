@@ -5,8 +5,9 @@ import numpy as np
 
 from ..ops.elementwise import maximum
 from ..tensor import Tensor
+from .multi_tensor import flat_batches
 from .optimizer import (Optimizer, advance_step, advance_step_fused, bump, check_differentiable, check_hyper,
-                        decay_fused, sign_and_decay, write_all_)
+                        sign_and_decay, write_all_)
 
 __all__ = ["Adam", "AdamW", "adam_update", "adam_fused", "check_adam"]
 
@@ -33,15 +34,23 @@ def adam_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, max_e
 
 
 def adam_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool,
-               amsgrad: bool, maximize: bool) -> None:
-    """`adam_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays:
-    the same operations in the same order, as a few numpy passes per parameter and one scratch array."""
-    for p, g, state in items:
-        step = advance_step_fused(state)
-        bufs = [state["exp_avg"], state["exp_avg_sq"]] + ([state["max_exp_avg_sq"]] if amsgrad else [])
-        P, M, V = p._value, bufs[0]._value, bufs[1]._value
-        G = decay_fused(P, g._value, lr, weight_decay, decoupled, maximize)
-        tmp = np.multiply(G, 1 - beta1)
+               amsgrad: bool, maximize: bool, cache: dict | None = None) -> None:
+    """`adam_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays: the
+    same operations in the same order, as numpy passes over all parameters of one dtype and step at once
+    (multi_tensor.py; `cache` keeps the flat layout of the state between calls)."""
+    names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad else ())
+    items = [(p, g, state, advance_step_fused(state)) for p, g, state in items]
+    for batch in flat_batches(items, names, {} if cache is None else cache):
+        step, G, tmp = batch.step, batch.grad, batch.scratch
+        M, V = batch.buffers[0], batch.buffers[1]
+        if maximize:
+            np.negative(G, out=G)
+        if weight_decay != 0:
+            if decoupled:
+                batch.scale_params(1 - lr * weight_decay)
+            else:
+                batch.add_params_to_grad(weight_decay)
+        np.multiply(G, 1 - beta1, out=tmp)
         M *= beta1
         M += tmp
         np.multiply(G, G, out=tmp)
@@ -49,15 +58,17 @@ def adam_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weig
         V *= beta2
         V += tmp
         if amsgrad:
-            V = np.maximum(bufs[2]._value, V, out=bufs[2]._value)
+            V = np.maximum(batch.buffers[2], V, out=batch.buffers[2])
         np.sqrt(V, out=tmp)
         tmp /= (1 - beta2 ** step) ** 0.5
         tmp += eps
         np.divide(M, tmp, out=tmp)
         tmp *= lr / (1 - beta1 ** step)
-        P -= tmp
-        for t in [p] + bufs:
-            bump(t)
+        batch.subtract_scratch()
+    for p, _, state, _ in items:
+        bump(p)
+        for name in names:
+            bump(state[name])
 
 
 def check_adam(lr, betas, eps, weight_decay) -> None:
@@ -90,6 +101,15 @@ class Adam(Optimizer):
                         maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable,
                         fused=fused)
         super().__init__(params, defaults)
+        self._flat_layouts: dict = {}   # id(param group) -> the flat layouts of its state (multi_tensor.py)
+
+    def _layouts_of(self, group: dict) -> dict:
+        """The cache of `group`'s flat state layouts; all are dropped when the groups were replaced
+        (load_state_dict), so that no cache keeps the arrays of state tensors no longer in use."""
+        layouts = self._flat_layouts
+        if id(group) not in layouts and len(layouts) >= len(self.param_groups):
+            layouts.clear()
+        return layouts.setdefault(id(group), {})
 
     def _update_group(self, group: dict) -> None:
         beta1, beta2 = group["betas"]
@@ -97,7 +117,7 @@ class Adam(Optimizer):
                      decoupled=self._decoupled, amsgrad=group["amsgrad"], maximize=group["maximize"])
         buffers = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
         if self._fused(group, hyper):
-            adam_fused(self._with_state(group, buffers), **hyper)
+            adam_fused(self._with_state(group, buffers), cache=self._layouts_of(group), **hyper)
             return
         for p, g, state in self._with_state(group, buffers):
             step = advance_step(state)

@@ -241,10 +241,10 @@ def advance_step_fused(state: dict) -> int:
     step = state["step"]
     if not isinstance(step, Tensor) or step._device is not cpu:
         return advance_step(state)
-    count = int(step._value) + 1
-    step._value[...] = count
+    value = step._value
+    value += 1
     bump(step)
-    return count
+    return int(value)
 
 
 def sign_and_decay(p: Tensor, g: Tensor, lr, weight_decay: float, decoupled: bool, maximize: bool):

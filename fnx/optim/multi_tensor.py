@@ -1,0 +1,111 @@
+"""The fused optimizers' multi-tensor layout (PyTorch's `foreach`): a group's state buffers as slices of one flat
+array per buffer, so that an update is a few numpy passes over every parameter at once instead of a few per
+parameter (on small models the per-call cost of numpy, about 1 us, is most of an optimizer step).
+
+`flat_batches(items, names, cache)` returns one `FlatBatch` per (dtype, step count) of a group's parameters: the
+state buffers `names` as flat arrays, the gradients gathered into one flat array, a scratch array, and the ways
+back to the parameters. The first update (or one after the state tensors were replaced, as `load_state_dict`
+does) copies the buffers into fresh flat arrays and makes each state tensor's array a view of its slice; later
+updates find the layout in `cache` and only check it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["FlatBatch", "flat_batches"]
+
+_MAX_LAYOUTS = 4   # layouts kept per param group (one per dtype and set of parameters in use)
+
+
+class _Layout:
+    """Flat arrays of one set of state tensors, with their slices shaped like the parameters."""
+
+    __slots__ = ("tensors", "buffers", "grad", "scratch", "scratch_views", "grad_views")
+
+    def __init__(self, tensors: list, dtype: np.dtype):
+        self.tensors = tensors
+        first = tensors[0]
+        shapes = [t._value.shape for t in first]
+        sizes = [t._value.size for t in first]
+        total = sum(sizes)
+        self.buffers = [_flatten(column, total, dtype) for column in tensors]
+        self.grad = np.empty(total, dtype)
+        self.scratch = np.empty(total, dtype)
+        self.scratch_views = _views(self.scratch, shapes, sizes)
+        self.grad_views = _views(self.grad, shapes, sizes)
+
+    def holds(self, tensors: list) -> bool:
+        """Whether `tensors` are this layout's state tensors, each still a view of its flat array."""
+        for column, mine, flat in zip(tensors, self.tensors, self.buffers):
+            if len(column) != len(mine):
+                return False
+            for t, m in zip(column, mine):
+                if t is not m or t._value.base is not flat:
+                    return False
+        return True
+
+
+def _views(flat: np.ndarray, shapes: list, sizes: list) -> list:
+    views, at = [], 0
+    for shape, n in zip(shapes, sizes):
+        views.append(flat[at:at + n].reshape(shape))
+        at += n
+    return views
+
+
+def _flatten(tensors: list, total: int, dtype: np.dtype) -> np.ndarray:
+    """One flat array holding the tensors' values; each tensor's array becomes a view of its slice."""
+    flat = np.empty(total, dtype)
+    at = 0
+    for t in tensors:
+        v = t._value
+        n = v.size
+        flat[at:at + n] = v.reshape(-1)
+        t._value = flat[at:at + n].reshape(v.shape)
+        at += n
+    return flat
+
+
+class FlatBatch:
+    """Parameters of one dtype and step count: their state buffers, gradients and a scratch array, each flat."""
+
+    __slots__ = ("params", "step", "buffers", "grad", "scratch", "_layout")
+
+    def __init__(self, params: list, grads: list, step: int, layout: _Layout):
+        self.params, self.step, self._layout = params, step, layout
+        self.buffers, self.scratch = layout.buffers, layout.scratch
+        self.grad = np.concatenate([g._value for g in grads], axis=None, out=layout.grad)
+
+    def add_params_to_grad(self, weight_decay: float) -> None:
+        """grad += p * weight_decay for each parameter (L2 weight decay)."""
+        for p, g in zip(self.params, self._layout.grad_views):
+            g += p._value * weight_decay
+
+    def scale_params(self, factor: float) -> None:
+        """p *= factor for each parameter (decoupled weight decay)."""
+        for p in self.params:
+            p._value *= factor
+
+    def subtract_scratch(self) -> None:
+        """p -= its slice of the scratch array, for each parameter (the update itself)."""
+        for p, s in zip(self.params, self._layout.scratch_views):
+            p._value -= s
+
+
+def flat_batches(items: list, names: tuple, cache: dict) -> list:
+    """Group `items` ((p, grad, state, step) with float CPU tensors) by dtype and step, each as a `FlatBatch` of
+    the state buffers `names`; `cache` keeps the layouts between calls (an empty dict: built anew)."""
+    groups: dict = {}
+    for item in items:
+        groups.setdefault((item[0]._value.dtype, item[3]), []).append(item)
+    batches = []
+    for (dtype, step), members in groups.items():
+        tensors = [[state[name] for _, _, state, _ in members] for name in names]
+        key = (dtype, len(members), id(tensors[0][0]))
+        layout = cache.get(key)
+        if layout is None or not layout.holds(tensors):
+            if len(cache) >= _MAX_LAYOUTS:
+                cache.clear()
+            layout = cache[key] = _Layout(tensors, dtype)
+        batches.append(FlatBatch([m[0] for m in members], [m[1] for m in members], step, layout))
+    return batches

@@ -1,0 +1,73 @@
+"""What an eager op costs in dispatch: the tape nodes it records, and that the shortcuts taken to keep eager
+dispatch cheap give the results of the general path."""
+import numpy as np
+import pytest
+
+import fnx
+import fnx.nn.functional as F
+from fnx import core
+
+RNG = np.random.default_rng(3)
+
+
+def _recorded(monkeypatch) -> list:
+    """The names of the primitives recorded on the tape from now on."""
+    nodes = []
+    record = core.record_hook
+
+    def counting_record(prim, args, params, out):
+        nodes.append(prim.name)
+        return record(prim, args, params, out)
+
+    monkeypatch.setattr(core, "record_hook", counting_record)
+    return nodes
+
+
+@pytest.mark.parametrize("lead", [(6,), (2, 3), (2, 1, 3)])
+def test_linear_records_one_node_for_any_number_of_leading_dims(monkeypatch, lead):
+    x = fnx.tensor(RNG.standard_normal(lead + (4,)), requires_grad=True)
+    w = fnx.tensor(RNG.standard_normal((5, 4)), requires_grad=True)
+    b = fnx.tensor(RNG.standard_normal(5), requires_grad=True)
+    nodes = _recorded(monkeypatch)
+    y = F.linear(x, w, b)
+    assert nodes == [] and y.grad_fn.name == "_LinearBackward"
+    assert all(p is q for p, q in zip(y.grad_fn.parents, (x, w, b)))   # no reshape node before the input
+    y.backward(fnx.ones(*y.shape, dtype=y.dtype))
+    want = np.ones(lead + (5,))
+    np.testing.assert_allclose(x.grad.numpy(), want @ w.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), want.reshape(-1, 5).T @ x.detach().numpy().reshape(-1, 4),
+                               rtol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), want.reshape(-1, 5).sum(0), rtol=1e-12)
+
+
+def test_shape_is_a_size_equal_to_the_array_shape():
+    for shape in [(), (3,), (2, 0, 4)]:
+        t = fnx.zeros(*shape)
+        assert isinstance(t.shape, fnx.Size) and t.shape == shape and t.shape == fnx.ones(*shape).shape
+        assert tuple(t.shape[1:]) == shape[1:] and isinstance(t.shape[1:], fnx.Size)
+
+
+def test_backward_walk_visits_each_node_once_with_summed_cotangents():
+    """A diamond (two paths from x to the loss) and a long chain: each node's vjp runs once, after all of its
+    consumers, with the sum of what they sent."""
+    x = fnx.tensor([1.0, 2.0], requires_grad=True)
+    a = x * 3.0
+    loss = (a * a + a).sum()
+    y = x
+    for _ in range(200):
+        y = y + 0.0
+    (loss + y.sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * (2 * 3 * np.array([1.0, 2.0]) + 1) + 1)
+
+
+def test_parameters_and_modules_follow_named_order_with_sharing():
+    """parameters() and modules() skip building names; they list what the named forms list, in their order,
+    each shared module or parameter once (at its first place)."""
+    shared = fnx.nn.Linear(2, 2)
+    inner = fnx.nn.Sequential(fnx.nn.Linear(2, 3), shared)
+    net = fnx.nn.Sequential(inner, fnx.nn.ReLU(), shared, fnx.nn.Sequential(shared, fnx.nn.Linear(2, 1)))
+    net[3][1].weight = inner[0].weight   # a parameter shared between modules
+    assert [id(m) for m in net.modules()] == [id(m) for _, m in net.named_modules()]
+    assert [id(p) for p in net.parameters()] == [id(p) for _, p in net.named_parameters()]
+    assert [id(p) for p in net.parameters(recurse=False)] == []
+    assert len(list(net.parameters())) == 5
