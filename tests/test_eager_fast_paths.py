@@ -3,13 +3,16 @@ scatter-add over flat positions (embedding and NLL backward) with np.add.at, the
 compositions (the op table, tests/op_db_nn_lm.py, checks values and gradients)."""
 from __future__ import annotations
 
+import ctypes
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import fnx
 import fnx.nn.functional as F
-from fnx.lowering import nn_kernels
+from fnx.lowering import cpu, nn_kernels
 from fnx.nn.functional_activation import log_softmax_backward_p, log_softmax_p, softmax_p
 from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
 from fnx.ops.indexing import index_put_p
@@ -77,14 +80,11 @@ def test_lstm_impls_leave_their_inputs_unchanged(bias):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
-@pytest.mark.parametrize("reverse, bias", [(False, True), (True, False)])
-def test_lstm_c_steps_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bias):
-    """Above MIN_ELEMENTS an LSTM's steps run in C: the same outputs and gradients as numpy's loop, which the op
-    table checks against finite differences."""
+def _lstm_case(dtype, shape: tuple, reverse: bool, bias: bool):
+    """run() -> the LSTM recurrence's outputs and gradients through the impls, on random inputs of `shape`
+    (length, batch, hidden)."""
     rng = np.random.default_rng(1)
-    length, n, hid = 16, 4, 64
-    assert nn_kernels.lstm_steps(np.dtype(dtype), length * n * hid) is not None   # the C loops run
+    length, n, hid = shape
     args = [rng.standard_normal(s).astype(dtype) for s in [(length, n, 4 * hid), (n, hid), (n, hid)]]
     args.append((rng.standard_normal((4 * hid, hid)) / 8).astype(dtype))
     args += [rng.standard_normal(4 * hid).astype(dtype)] if bias else []
@@ -93,14 +93,46 @@ def test_lstm_c_steps_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bia
 
     def run():
         outs = recurrence_p.impl(np, *args, **params)
-        return outs, recurrence_vjp_p.impl(np, *args, outs[0], *outs[3:], *cts, **params)
+        return outs + recurrence_vjp_p.impl(np, *args, outs[0], *outs[3:], *cts, **params)
 
-    c_outs, c_grads = run()
+    return run
+
+
+# (16, 4, 64): whole blocks of the C loops' GEMMs; (9, 7, 70): 7 rows and 70 units leave partial ones
+LSTM_SHAPES = [(16, 4, 64), (9, 7, 70)]
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
+@pytest.mark.parametrize("reverse, bias", [(False, True), (True, False)])
+@pytest.mark.parametrize("shape", LSTM_SHAPES)
+def test_lstm_c_loops_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bias, shape):
+    """Above MIN_ELEMENTS an LSTM's steps run in C: the same outputs and gradients as numpy's loop, which the op
+    table checks against finite differences."""
+    assert nn_kernels.lstm_loops(np.dtype(dtype), math.prod(shape)) is not None   # the C loops run
+    run = _lstm_case(dtype, shape, reverse, bias)
+    c_results = run()
     monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
-    np_outs, np_grads = run()
-    for got, want in zip(c_outs + c_grads, np_outs + np_grads):
+    for got, want in zip(c_results, run()):
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=tol * 10, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", LSTM_SHAPES)
+def test_lstm_c_loops_give_the_same_bits_on_any_number_of_threads(dtype, shape):
+    """The C loops split each time step over fnx's pool: every thread count gives one thread's bits."""
+    before, pool = fnx.get_num_threads(), cpu.thread_pool()   # pool: None where kernels build without threads
+    try:
+        results = {}
+        for threads in (1, 2, 3):
+            fnx.set_num_threads(threads)
+            results[threads] = _lstm_case(dtype, shape, True, True)()
+            assert pool is None or ctypes.c_int.in_dll(pool, "fnx_rt_last_team").value == threads   # a team ran it
+    finally:
+        fnx.set_num_threads(before)
+    for threads in (2, 3):
+        for got, want in zip(results[threads], results[1]):
+            np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
