@@ -4,12 +4,12 @@ log_softmax's backward (fnx/nn/functional_activation.py) and layer_norm over row
 
 An LSTM runs one small GEMM per time step and, around it, the gates' activations, the cell update and their
 derivatives: in numpy, about ten calls on (batch, hidden) slices, which cost more than the GEMM at a language
-model's sizes, and all on one thread. One C call runs every step, each split by hidden units over fnx's thread
-pool with a spin between steps (the same bits on any number of threads); log_softmax takes four numpy passes over its input and its backward four more, layer_norm about
-seven and eleven. One C call (templates/c_nn.c.j2) does each in one to three passes over a row in cache, the
-rows of the softmaxes and layer_norm on fnx's thread pool. One library for every shape, built on first use by the
-C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built (no compiler, Jinja2
-missing), for small arrays and other dtypes, numpy runs instead.
+model's sizes, all on one thread. One C call runs every step, each split by hidden units over fnx's thread pool
+with a spin between steps (the same bits on any number of threads). log_softmax takes four numpy passes over its
+input and its backward four more, layer_norm about seven and eleven: one C call each does them in one to three
+passes over a row in cache, the rows on fnx's thread pool (templates/c_nn.c.j2). One library for every shape,
+built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built
+(no compiler, Jinja2 missing), for small arrays and other dtypes, numpy runs instead.
 """
 from __future__ import annotations
 
@@ -34,8 +34,10 @@ _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_long
 _CHUNK, _CHUNKS = 32, 64
 _ARGTYPES = {f"fnx_{name}_{sfx}": [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2 + _EXTRA.get(name, [])
              for name, pointers in _POINTERS.items() for sfx in _SUFFIX.values()}
-_library = TemplateLibrary("fnx-nn", "c_nn.c.j2", list(_ARGTYPES), "the C loops of the LSTM recurrence, "
-                           "log_softmax and layer_norm", "numpy runs them", _ARGTYPES).get
+# The functions return nothing, but the LSTM loops an int (ctypes' default): 0, or -1 where memory runs out.
+_library = TemplateLibrary("fnx-nn", "c_nn.c.j2", [f for f in _ARGTYPES if "lstm" not in f],
+                           "the C loops of the LSTM recurrence, log_softmax and layer_norm", "numpy runs them",
+                           _ARGTYPES).get
 
 
 def _functions(dtype: np.dtype, elements: int, *names: str) -> tuple | None:

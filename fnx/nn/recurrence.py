@@ -136,6 +136,12 @@ def _c_loops(xp, xw, w_hr):
     return lstm_loops(xw.dtype, xw.size // 4) if xp is np and w_hr is None else None
 
 
+def _check_memory(status: int) -> None:
+    """The C loops return -1 where they could not allocate their packed copy of w_hh."""
+    if status:
+        raise MemoryError("recurrence (LSTM): out of memory for the packed copy of w_hh")
+
+
 def _lstm_forward_c(forward, xw, h0, c0, w_hh, b_hh, reverse):
     """`_lstm_forward` as one C call over all steps."""
     length, n, g4 = xw.shape
@@ -144,8 +150,9 @@ def _lstm_forward_c(forward, xw, h0, c0, w_hh, b_hh, reverse):
     bias = np.ascontiguousarray(b_hh) if b_hh is not None else np.zeros(g4, xw.dtype)
     act = np.empty(xw.shape, xw.dtype)
     ys, cs, tcs = (np.empty((length, n, hid), xw.dtype) for _ in range(3))
-    w_t = _transposed(np, w_hh)
-    forward(*(a.ctypes.data for a in (xw, w_t, bias, h0, c0, act, cs, tcs, ys)), n, hid, length, reverse)
+    w_hh = np.ascontiguousarray(w_hh)
+    status = forward(*(a.ctypes.data for a in (xw, w_hh, bias, h0, c0, act, cs, tcs, ys)), n, hid, length, reverse)
+    _check_memory(status)
     last = 0 if reverse else length - 1
     return [ys, ys[last].copy(), cs[last].copy(), act, cs, tcs]
 
@@ -271,7 +278,8 @@ def _lstm_backward_c(backward, h0, c0, w_hh, b_hh, ys, act, cs, tcs, dys, dh, dc
     act, cs, tcs, c0, dys, w_hh = (np.ascontiguousarray(a) for a in (act, cs, tcs, c0, dys, w_hh))
     d_pre = np.empty((length, n, g4), act.dtype)
     dh, dc = np.array(dh, order="C"), np.array(dc, order="C")
-    backward(*(a.ctypes.data for a in (act, cs, tcs, c0, w_hh, dys, dh, dc, d_pre)), n, hid, length, reverse)
+    status = backward(*(a.ctypes.data for a in (act, cs, tcs, c0, w_hh, dys, dh, dc, d_pre)), n, hid, length, reverse)
+    _check_memory(status)
     return [d_pre, dh, dc] + _weight_grads(np, d_pre, _previous(np, ys, h0, reverse), b_hh is not None)
 
 
