@@ -98,8 +98,8 @@ def _lstm_case(dtype, shape: tuple, reverse: bool, bias: bool):
     return run
 
 
-# (16, 4, 64): whole blocks of the C loops' GEMMs; (9, 7, 70): 7 rows and 70 units leave partial ones
-LSTM_SHAPES = [(16, 4, 64), (9, 7, 70)]
+# (16, 8, 64): whole blocks of the C loops' rows and units; (9, 7, 70): 7 rows and 70 units leave partial ones
+LSTM_SHAPES = [(16, 8, 64), (9, 7, 70)]
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
@@ -120,7 +120,7 @@ def test_lstm_c_loops_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bia
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", LSTM_SHAPES)
 def test_lstm_c_loops_give_the_same_bits_on_any_number_of_threads(dtype, shape):
-    """The C loops split each time step over fnx's pool: every thread count gives one thread's bits."""
+    """The C loops split the batch's rows over fnx's pool: every thread count gives one thread's bits."""
     before, pool = fnx.get_num_threads(), cpu.thread_pool()   # pool: None where kernels build without threads
     try:
         results = {}

@@ -4,8 +4,8 @@ log_softmax's backward (fnx/nn/functional_activation.py) and layer_norm over row
 
 An LSTM runs one small GEMM per time step and, around it, the gates' activations, the cell update and their
 derivatives: in numpy, about ten calls on (batch, hidden) slices, which cost more than the GEMM at a language
-model's sizes, all on one thread. One C call runs every step, each split by hidden units over fnx's thread pool
-with a spin between steps (the same bits on any number of threads). log_softmax takes four numpy passes over its
+model's sizes, all on one thread. One C call runs every step, the batch's rows (independent sequences) split
+in blocks over fnx's thread pool (the same bits on any number of threads). log_softmax takes four numpy passes over its
 input and its backward four more, layer_norm about seven and eleven: one C call each does them in one to three
 passes over a row in cache, the rows on fnx's thread pool (templates/c_nn.c.j2). One library for every shape,
 built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built
