@@ -4,7 +4,6 @@ compositions (the op table, tests/op_db_nn_lm.py, checks values and gradients)."
 from __future__ import annotations
 
 import ctypes
-import math
 
 import numpy as np
 import pytest
@@ -98,27 +97,28 @@ def _lstm_case(dtype, shape: tuple, reverse: bool, bias: bool):
     return run
 
 
-# (16, 8, 64): whole blocks of the C loops' rows and units; (9, 7, 70): 7 rows and 70 units leave partial ones
-LSTM_SHAPES = [(16, 8, 64), (9, 7, 70)]
-
-
-@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
-@pytest.mark.parametrize("reverse, bias", [(False, True), (True, False)])
-@pytest.mark.parametrize("shape", LSTM_SHAPES)
-def test_lstm_c_loops_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bias, shape):
+@given(data=st.data())
+def test_lstm_c_loops_match_the_numpy_loop(data):
     """Above MIN_ELEMENTS an LSTM's steps run in C: the same outputs and gradients as numpy's loop, which the op
-    table checks against finite differences."""
-    assert nn_kernels.lstm_loops(np.dtype(dtype), math.prod(shape)) is not None   # the C loops run
-    run = _lstm_case(dtype, shape, reverse, bias)
+    table checks against finite differences, for any batch and hidden size (whole and partial blocks of the C
+    loops' rows and units)."""
+    dtype, tol = data.draw(st.sampled_from([(np.float32, 2e-6), (np.float64, 1e-14)]), label="dtype")
+    n, hid = data.draw(st.integers(1, 9), label="batch"), data.draw(st.integers(16, 80), label="hidden")
+    length = -(-nn_kernels.MIN_ELEMENTS // (n * hid)) + data.draw(st.integers(0, 3), label="extra steps")
+    reverse, bias = data.draw(st.booleans(), label="reverse"), data.draw(st.booleans(), label="bias")
+    assert nn_kernels.lstm_loops(np.dtype(dtype), length * n * hid) is not None   # the C loops run
+    run = _lstm_case(dtype, (length, n, hid), reverse, bias)
     c_results = run()
-    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
-    for got, want in zip(c_results, run()):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
+        numpy_results = run()
+    for got, want in zip(c_results, numpy_results):
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=tol * 10, atol=tol * np.abs(want).max())
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", LSTM_SHAPES)
+@pytest.mark.parametrize("shape", [(16, 8, 64), (9, 7, 70)])   # whole and partial blocks of rows and units
 def test_lstm_c_loops_give_the_same_bits_on_any_number_of_threads(dtype, shape):
     """The C loops split the batch's rows over fnx's pool: every thread count gives one thread's bits."""
     before, pool = fnx.get_num_threads(), cpu.thread_pool()   # pool: None where kernels build without threads
