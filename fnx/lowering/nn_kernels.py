@@ -28,7 +28,7 @@ _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _POINTERS = {"lstm_forward": 9, "lstm_backward": 9, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
              "layer_norm": 6, "layer_norm_backward": 8}   # then 2 sizes, and the extras of _EXTRA
 _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong],   # eps; rows per chunk
-          "lstm_forward": [ctypes.c_longlong] * 2, "lstm_backward": [ctypes.c_longlong] * 2}   # steps, reverse
+          "lstm_forward": [ctypes.c_longlong] * 3, "lstm_backward": [ctypes.c_longlong] * 3}   # steps, reverse, tasks
 # layer_norm's parameter gradients are summed per chunk of rows, then the chunks in order (the same bits on any
 # number of threads): at least _CHUNK rows per chunk, at most _CHUNKS chunks.
 _CHUNK, _CHUNKS = 32, 64

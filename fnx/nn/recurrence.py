@@ -32,6 +32,7 @@ from ..ops.control import scan
 from ..ops.creation import zeros_like
 from ..ops.joins import cat, chunk
 from ..tensor import Tensor
+from ..threads import get_num_threads
 from ..transforms.ad import jvp, vjp
 from ..transforms.batching import vmap
 from .functional import linear
@@ -151,7 +152,8 @@ def _lstm_forward_c(forward, xw, h0, c0, w_hh, b_hh, reverse):
     act = np.empty(xw.shape, xw.dtype)
     ys, cs, tcs = (np.empty((length, n, hid), xw.dtype) for _ in range(3))
     w_hh = np.ascontiguousarray(w_hh)
-    status = forward(*(a.ctypes.data for a in (xw, w_hh, bias, h0, c0, act, cs, tcs, ys)), n, hid, length, reverse)
+    arrays = (xw, w_hh, bias, h0, c0, act, cs, tcs, ys)
+    status = forward(*(a.ctypes.data for a in arrays), n, hid, length, reverse, get_num_threads())
     _check_memory(status)
     last = 0 if reverse else length - 1
     return [ys, ys[last].copy(), cs[last].copy(), act, cs, tcs]
@@ -278,7 +280,8 @@ def _lstm_backward_c(backward, h0, c0, w_hh, b_hh, ys, act, cs, tcs, dys, dh, dc
     act, cs, tcs, c0, dys, w_hh = (np.ascontiguousarray(a) for a in (act, cs, tcs, c0, dys, w_hh))
     d_pre = np.empty((length, n, g4), act.dtype)
     dh, dc = np.array(dh, order="C"), np.array(dc, order="C")
-    status = backward(*(a.ctypes.data for a in (act, cs, tcs, c0, w_hh, dys, dh, dc, d_pre)), n, hid, length, reverse)
+    arrays = (act, cs, tcs, c0, w_hh, dys, dh, dc, d_pre)
+    status = backward(*(a.ctypes.data for a in arrays), n, hid, length, reverse, get_num_threads())
     _check_memory(status)
     return [d_pre, dh, dc] + _weight_grads(np, d_pre, _previous(np, ys, h0, reverse), b_hh is not None)
 
