@@ -11,7 +11,7 @@ from hypothesis import given, strategies as st
 
 import fnx
 import fnx.nn.functional as F
-from fnx.lowering import cpu, nn_kernels
+from fnx.lowering import cpu, nn_kernels, scatter_kernels
 from fnx.nn.functional_activation import log_softmax_backward_p, log_softmax_p, softmax_p
 from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
 from fnx.ops.indexing import index_put_p
@@ -155,3 +155,24 @@ def test_softmax_and_log_softmax_c_rows_match_numpy(monkeypatch, dtype, tol):
     assert all(np.isnan(a[0, 3]).all() for a in got)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=tol * 10, atol=tol * np.nanmax(np.abs(b)))
+
+
+@given(data=st.data())
+def test_scatter_add_of_rows_in_c_matches_add_at(data):
+    """index_put's scatter-add of whole rows of a large float array (an embedding's backward) runs as a C loop:
+    np.add.at's bits, duplicates included."""
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    pre, words = data.draw(st.integers(1, 3), label="leading size"), data.draw(st.integers(1, 40), label="words")
+    row = data.draw(st.integers(scatter_kernels.MIN_ROW, 200), label="row length")
+    n_idx = -(-scatter_kernels.MIN_ELEMENTS // (pre * row)) + data.draw(st.integers(0, 50), label="extra tokens")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    x = rng.standard_normal((pre, words, row)).astype(dtype)
+    idx = rng.integers(-words, words, size=n_idx)   # negative indices count from the end
+    values = rng.standard_normal((pre, n_idx, 1 if data.draw(st.booleans(), label="broadcast") else row))
+    values = values.astype(dtype)
+    want = x.copy()
+    np.add.at(want, (slice(None), idx), values)
+    assert scatter_kernels.scatter_add_rows(np.zeros((4, row), dtype), np.zeros(pre * n_idx, np.int64),
+                                            np.ones((pre * n_idx, row), dtype))   # the C loop runs
+    got = index_put_p.impl(np, x, values, idx, dims=(1,), accumulate=True)
+    np.testing.assert_array_equal(got, want)
