@@ -4,10 +4,10 @@ log_softmax's backward (fnx/nn/functional_activation.py) and layer_norm over row
 
 An LSTM runs one small GEMM per time step and, around it, the gates' activations, the cell update and their
 derivatives: in numpy, about ten calls on (batch, hidden) slices, which cost more than the GEMM at a language
-model's sizes, all on one thread. One C call runs every step, the batch's rows (independent sequences) split
-in blocks over fnx's thread pool (the same bits on any number of threads). log_softmax takes four numpy passes over its
-input and its backward four more, layer_norm about seven and eleven: one C call each does them in one to three
-passes over a row in cache, the rows on fnx's thread pool (templates/c_nn.c.j2). One library for every shape,
+model's sizes, all on one thread. One C call runs every step, the batch's rows (independent sequences) split in
+blocks over fnx's thread pool (the same bits on any number of threads). log_softmax takes four numpy passes over
+its input and its backward four more, layer_norm about seven and eleven: one C call each does them in one to
+three passes over a row in cache, the rows on fnx's thread pool (templates/c_nn.c.j2). One library for every shape,
 built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built
 (no compiler, Jinja2 missing), for small arrays and other dtypes, numpy runs instead.
 """
@@ -20,7 +20,8 @@ import numpy as np
 
 from .template_library import TemplateLibrary
 
-__all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "softmax", "layer_norm", "layer_norm_backward", "MIN_ELEMENTS"]
+__all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "softmax", "layer_norm", "layer_norm_backward",
+           "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
 MIN_ELEMENTS = 4096
