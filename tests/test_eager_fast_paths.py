@@ -1,6 +1,7 @@
 """The eager fast paths of a language model's training step agree with their definitions: index_put's
-scatter-add over flat positions (embedding and NLL backward) with np.add.at, the softmax primitives with their
-compositions (the op table, tests/op_db_nn_lm.py, checks values and gradients)."""
+scatter-add over flat positions and whole rows (embedding and NLL backward) with np.add.at, the softmax primitives
+with their compositions (the op table, tests/op_db_nn_lm.py, checks values and gradients), the LSTM recurrence's C
+loops with numpy's loop, on any number of threads."""
 from __future__ import annotations
 
 import ctypes
