@@ -1,7 +1,10 @@
 """The eager fast paths of a language model's training step agree with their definitions: index_put's
-scatter-add over flat positions (embedding and NLL backward) with np.add.at, the softmax primitives with their
-compositions (the op table, tests/op_db_nn_lm.py, checks values and gradients)."""
+scatter-add over flat positions and whole rows (embedding and NLL backward) with np.add.at, the softmax primitives
+with their compositions (the op table, tests/op_db_nn_lm.py, checks values and gradients), the LSTM recurrence's C
+loops with numpy's loop, on any number of threads."""
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 import pytest
@@ -9,7 +12,7 @@ from hypothesis import given, strategies as st
 
 import fnx
 import fnx.nn.functional as F
-from fnx.lowering import nn_kernels
+from fnx.lowering import cpu, nn_kernels, scatter_kernels
 from fnx.nn.functional_activation import log_softmax_backward_p, log_softmax_p, softmax_p
 from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
 from fnx.ops.indexing import index_put_p
@@ -77,14 +80,11 @@ def test_lstm_impls_leave_their_inputs_unchanged(bias):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
-@pytest.mark.parametrize("reverse, bias", [(False, True), (True, False)])
-def test_lstm_c_steps_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bias):
-    """Above MIN_ELEMENTS an LSTM's steps run in C: the same outputs and gradients as numpy's loop, which the op
-    table checks against finite differences."""
+def _lstm_case(dtype, shape: tuple, reverse: bool, bias: bool):
+    """run() -> the LSTM recurrence's outputs and gradients through the impls, on random inputs of `shape`
+    (length, batch, hidden)."""
     rng = np.random.default_rng(1)
-    length, n, hid = 16, 4, 64
-    assert nn_kernels.lstm_steps(np.dtype(dtype), length * n * hid) is not None   # the C loops run
+    length, n, hid = shape
     args = [rng.standard_normal(s).astype(dtype) for s in [(length, n, 4 * hid), (n, hid), (n, hid)]]
     args.append((rng.standard_normal((4 * hid, hid)) / 8).astype(dtype))
     args += [rng.standard_normal(4 * hid).astype(dtype)] if bias else []
@@ -93,14 +93,47 @@ def test_lstm_c_steps_match_the_numpy_loop(monkeypatch, dtype, tol, reverse, bia
 
     def run():
         outs = recurrence_p.impl(np, *args, **params)
-        return outs, recurrence_vjp_p.impl(np, *args, outs[0], *outs[3:], *cts, **params)
+        return outs + recurrence_vjp_p.impl(np, *args, outs[0], *outs[3:], *cts, **params)
 
-    c_outs, c_grads = run()
-    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
-    np_outs, np_grads = run()
-    for got, want in zip(c_outs + c_grads, np_outs + np_grads):
+    return run
+
+
+@given(data=st.data())
+def test_lstm_c_loops_match_the_numpy_loop(data):
+    """Above MIN_ELEMENTS an LSTM's steps run in C: the same outputs and gradients as numpy's loop, which the op
+    table checks against finite differences, for any batch and hidden size (whole and partial blocks of the C
+    loops' rows and units)."""
+    dtype, tol = data.draw(st.sampled_from([(np.float32, 2e-6), (np.float64, 1e-14)]), label="dtype")
+    n, hid = data.draw(st.integers(1, 9), label="batch"), data.draw(st.integers(16, 80), label="hidden")
+    length = -(-nn_kernels.MIN_ELEMENTS // (n * hid)) + data.draw(st.integers(0, 3), label="extra steps")
+    reverse, bias = data.draw(st.booleans(), label="reverse"), data.draw(st.booleans(), label="bias")
+    assert nn_kernels.lstm_loops(np.dtype(dtype), length * n * hid) is not None   # the C loops run
+    run = _lstm_case(dtype, (length, n, hid), reverse, bias)
+    c_results = run()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
+        numpy_results = run()
+    for got, want in zip(c_results, numpy_results):
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=tol * 10, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(16, 8, 64), (9, 7, 70)])   # whole and partial blocks of rows and units
+def test_lstm_c_loops_give_the_same_bits_on_any_number_of_threads(dtype, shape):
+    """The C loops split the batch's rows over fnx's pool: every thread count gives one thread's bits."""
+    before, pool = fnx.get_num_threads(), cpu.thread_pool()   # pool: None where kernels build without threads
+    try:
+        results = {}
+        for threads in (1, 2, 3):
+            fnx.set_num_threads(threads)
+            results[threads] = _lstm_case(dtype, shape, True, True)()
+            assert pool is None or ctypes.c_int.in_dll(pool, "fnx_rt_last_team").value == threads   # a team ran it
+    finally:
+        fnx.set_num_threads(before)
+    for threads in (2, 3):
+        for got, want in zip(results[threads], results[1]):
+            np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
@@ -123,3 +156,24 @@ def test_softmax_and_log_softmax_c_rows_match_numpy(monkeypatch, dtype, tol):
     assert all(np.isnan(a[0, 3]).all() for a in got)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=tol * 10, atol=tol * np.nanmax(np.abs(b)))
+
+
+@given(data=st.data())
+def test_scatter_add_of_rows_in_c_matches_add_at(data):
+    """index_put's scatter-add of whole rows of a large float array (an embedding's backward) runs as a C loop:
+    np.add.at's bits, duplicates included."""
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    pre, words = data.draw(st.integers(1, 3), label="leading size"), data.draw(st.integers(1, 40), label="words")
+    row = data.draw(st.integers(scatter_kernels.MIN_ROW, 200), label="row length")
+    n_idx = -(-scatter_kernels.MIN_ELEMENTS // (pre * row)) + data.draw(st.integers(0, 50), label="extra tokens")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    x = rng.standard_normal((pre, words, row)).astype(dtype)
+    idx = rng.integers(-words, words, size=n_idx)   # negative indices count from the end
+    values = rng.standard_normal((pre, n_idx, 1 if data.draw(st.booleans(), label="broadcast") else row))
+    values = values.astype(dtype)
+    want = x.copy()
+    np.add.at(want, (slice(None), idx), values)
+    assert scatter_kernels.scatter_add_rows(np.zeros((4, row), dtype), np.zeros(pre * n_idx, np.int64),
+                                            np.ones((pre * n_idx, row), dtype))   # the C loop runs
+    got = index_put_p.impl(np, x, values, idx, dims=(1,), accumulate=True)
+    np.testing.assert_array_equal(got, want)

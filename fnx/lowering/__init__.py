@@ -21,6 +21,7 @@ from .._warn import warn
 from ..ir import ClosedJaxpr
 from ..tensor import Tensor
 from . import eager_kernels  # noqa: F401  (sets core.eager_kernel_hook)
+from . import scatter_kernels  # noqa: F401  (sets fnx.ops.indexing.native)
 from . import window_kernels  # noqa: F401  (sets fnx.ops.windows.native)
 
 __all__ = ["lower", "Executable", "backends", "check_backend", "default_backend"]

@@ -1,14 +1,15 @@
-"""C loops for the eager impls of fnx.nn's hot spots on CPU float32/float64 arrays: the elementwise part of an
-LSTM time step, forward and backward (fnx/nn/recurrence.py), softmax and log_softmax over rows with
+"""C loops for the eager impls of fnx.nn's hot spots on CPU float32/float64 arrays: an LSTM's recurrence over a
+whole sequence, forward and backward (fnx/nn/recurrence.py), softmax and log_softmax over rows with
 log_softmax's backward (fnx/nn/functional_activation.py) and layer_norm over rows with its backward (fnx/nn/functional_norm.py).
 
-An LSTM runs one GEMM per time step and, around it, the gates' activations, the cell update and their
-derivatives: about ten numpy calls on (batch, hidden) slices, which cost more than the GEMM at a language
-model's sizes; log_softmax takes four numpy passes over its input and its backward four more, layer_norm about
-seven and eleven. One C call (templates/c_nn.c.j2) does each in one to three passes over a row in cache, the
-rows of the softmaxes and layer_norm on fnx's thread pool. One library for every shape, built on first use by the
-C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built (no compiler, Jinja2
-missing), for small arrays and other dtypes, numpy runs instead.
+An LSTM runs one small GEMM per time step and, around it, the gates' activations, the cell update and their
+derivatives: in numpy, about ten calls on (batch, hidden) slices, which cost more than the GEMM at a language
+model's sizes, all on one thread. One C call runs every step, the batch's rows (independent sequences) split in
+blocks over fnx's thread pool (the same bits on any number of threads). log_softmax takes four numpy passes over
+its input and its backward four more, layer_norm about seven and eleven: one C call each does them in one to
+three passes over a row in cache, the rows on fnx's thread pool (templates/c_nn.c.j2). One library for every shape,
+built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built
+(no compiler, Jinja2 missing), for small arrays and other dtypes, numpy runs instead.
 """
 from __future__ import annotations
 
@@ -19,21 +20,25 @@ import numpy as np
 
 from .template_library import TemplateLibrary
 
-__all__ = ["lstm_steps", "log_softmax", "log_softmax_backward", "softmax", "layer_norm", "layer_norm_backward", "MIN_ELEMENTS"]
+__all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "softmax", "layer_norm", "layer_norm_backward",
+           "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-_POINTERS = {"lstm_step": 8, "lstm_step_backward": 7, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
+_POINTERS = {"lstm_forward": 9, "lstm_backward": 9, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
              "layer_norm": 6, "layer_norm_backward": 8}   # then 2 sizes, and the extras of _EXTRA
-_EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong]}   # eps; rows per chunk
+_EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong],   # eps; rows per chunk
+          "lstm_forward": [ctypes.c_longlong] * 3, "lstm_backward": [ctypes.c_longlong] * 3}   # steps, reverse, tasks
 # layer_norm's parameter gradients are summed per chunk of rows, then the chunks in order (the same bits on any
 # number of threads): at least _CHUNK rows per chunk, at most _CHUNKS chunks.
 _CHUNK, _CHUNKS = 32, 64
 _ARGTYPES = {f"fnx_{name}_{sfx}": [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2 + _EXTRA.get(name, [])
              for name, pointers in _POINTERS.items() for sfx in _SUFFIX.values()}
-_library = TemplateLibrary("fnx-nn", "c_nn.c.j2", list(_ARGTYPES), "the C loops of the LSTM recurrence, "
-                           "log_softmax and layer_norm", "numpy runs them", _ARGTYPES).get
+# The functions return nothing, but the LSTM loops an int (ctypes' default): 0, or -1 where memory runs out.
+_library = TemplateLibrary("fnx-nn", "c_nn.c.j2", [f for f in _ARGTYPES if "lstm" not in f],
+                           "the C loops of the LSTM recurrence, log_softmax and layer_norm", "numpy runs them",
+                           _ARGTYPES).get
 
 
 def _functions(dtype: np.dtype, elements: int, *names: str) -> tuple | None:
@@ -45,9 +50,9 @@ def _functions(dtype: np.dtype, elements: int, *names: str) -> tuple | None:
     return None if lib is None else tuple(getattr(lib, f"fnx_{name}_{sfx}") for name in names)
 
 
-def lstm_steps(dtype: np.dtype, elements: int) -> tuple | None:
-    """(forward step, backward step) of an LSTM of `elements` steps x batch x hidden, or None: numpy runs."""
-    return _functions(dtype, elements, "lstm_step", "lstm_step_backward")
+def lstm_loops(dtype: np.dtype, elements: int) -> tuple | None:
+    """(forward, backward) loops of an LSTM of `elements` steps x batch x hidden, or None: numpy runs."""
+    return _functions(dtype, elements, "lstm_forward", "lstm_backward")
 
 
 def log_softmax(x: np.ndarray) -> np.ndarray | None:

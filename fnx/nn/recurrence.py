@@ -3,8 +3,8 @@
 `recurrence(mode, xw, h0, c0, w_hh, b_hh, w_hr)` runs the loop over an input already projected by the
 caller (xw = x W_ih^T + b_ih: one GEMM over the whole sequence). Eagerly, and as a library step of compiled
 code, `recurrence_p`'s impl loops in numpy over preallocated buffers (one GEMM and a few in-place ufunc
-passes per time step; for an LSTM without projection on large enough CPU float arrays, one GEMM and one call
-of a C loop, fnx/lowering/nn_kernels.py) and also returns the gate activations, which
+passes per time step; for an LSTM without projection on large enough CPU float arrays, one call of a C loop
+over all steps on fnx's thread pool, fnx/lowering/nn_kernels.py) and also returns the gate activations, which
 `recurrence_vjp_p` reads for a hand-written backward through time. That is what makes an eager LSTM step
 cost about what PyTorch's fused C++ loop costs, where a `scan` of fnx ops paid Python dispatch and a tape node
 for each of ~10 ops per step.
@@ -25,13 +25,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
-from ..lowering.nn_kernels import lstm_steps
+from ..lowering.nn_kernels import lstm_loops
 from ..ops import elementwise as ew
 from ..ops._batching import batch_size, move_to_front
 from ..ops.control import scan
 from ..ops.creation import zeros_like
 from ..ops.joins import cat, chunk
 from ..tensor import Tensor
+from ..threads import get_num_threads
 from ..transforms.ad import jvp, vjp
 from ..transforms.batching import vmap
 from .functional import linear
@@ -131,42 +132,37 @@ def _steps(length: int, reverse: bool):
     return range(length - 1, -1, -1) if reverse else range(length)
 
 
-def _c_steps(xp, xw, w_hr):
-    """The C step functions of an LSTM without projection on CPU float arrays, or None where numpy runs."""
-    return lstm_steps(xw.dtype, xw.size // 4) if xp is np and w_hr is None else None
+def _c_loops(xp, xw, w_hr):
+    """The C loops of an LSTM without projection on CPU float arrays, or None where numpy runs."""
+    return lstm_loops(xw.dtype, xw.size // 4) if xp is np and w_hr is None else None
 
 
-def _row_pointers(a: np.ndarray) -> list:
-    """The address of each a[t] of a C-contiguous array."""
-    base, stride = a.ctypes.data, a.strides[0]
-    return [base + t * stride for t in range(a.shape[0])]
+def _check_memory(status: int) -> None:
+    """The C loops return -1 where they could not allocate their packed copy of w_hh."""
+    if status:
+        raise MemoryError("recurrence (LSTM): out of memory for the packed copy of w_hh")
 
 
-def _lstm_forward_c(step, xw, h0, c0, w_hh, b_hh, reverse):
-    """`_lstm_forward` with one GEMM and one C call per step."""
+def _lstm_forward_c(forward, xw, h0, c0, w_hh, b_hh, reverse):
+    """`_lstm_forward` as one C call over all steps."""
     length, n, g4 = xw.shape
     hid = g4 // 4
-    xw = np.ascontiguousarray(xw)
+    xw, h0, c0 = (np.ascontiguousarray(a) for a in (xw, h0, c0))
     bias = np.ascontiguousarray(b_hh) if b_hh is not None else np.zeros(g4, xw.dtype)
     act = np.empty(xw.shape, xw.dtype)
     ys, cs, tcs = (np.empty((length, n, hid), xw.dtype) for _ in range(3))
-    gh = np.empty((n, g4), xw.dtype)
-    w_t = _transposed(np, w_hh)
-    at_xw, at_act, at_ys, at_cs, at_tcs = (_row_pointers(a) for a in (xw, act, ys, cs, tcs))
-    h, c0 = np.ascontiguousarray(h0), np.ascontiguousarray(c0)
-    at_gh, at_bias, c = gh.ctypes.data, bias.ctypes.data, c0.ctypes.data
-    for t in _steps(length, reverse):
-        np.matmul(h, w_t, out=gh)
-        step(at_xw[t], at_gh, at_bias, c, at_act[t], at_cs[t], at_tcs[t], at_ys[t], n, hid)
-        h, c = ys[t], at_cs[t]
+    w_hh = np.ascontiguousarray(w_hh)
+    arrays = (xw, w_hh, bias, h0, c0, act, cs, tcs, ys)
+    status = forward(*(a.ctypes.data for a in arrays), n, hid, length, reverse, get_num_threads())
+    _check_memory(status)
     last = 0 if reverse else length - 1
     return [ys, ys[last].copy(), cs[last].copy(), act, cs, tcs]
 
 
 def _lstm_forward(xp, xw, h0, c0, w_hh, b_hh, w_hr, reverse):
-    steps = _c_steps(xp, xw, w_hr)
-    if steps is not None:
-        return _lstm_forward_c(steps[0], xw, h0, c0, w_hh, b_hh, reverse)
+    loops = _c_loops(xp, xw, w_hr)
+    if loops is not None:
+        return _lstm_forward_c(loops[0], xw, h0, c0, w_hh, b_hh, reverse)
     length, n, g4 = xw.shape
     hid, out = g4 // 4, h0.shape[-1]
     # sigmoid(z) = tanh(z / 2) / 2 + 1 / 2: with the pre-activations of gates i, f and o halved (through xw, b_hh
@@ -277,26 +273,23 @@ def _weight_grads(xp, d_pre, h_prev, bias: bool) -> list:
     return [dw, flat.sum(0)] if bias else [dw]
 
 
-def _lstm_backward_c(step_back, h0, c0, w_hh, b_hh, ys, act, cs, tcs, dys, dh, dc, reverse):
-    """`_lstm_backward` with one C call and one GEMM per step."""
+def _lstm_backward_c(backward, h0, c0, w_hh, b_hh, ys, act, cs, tcs, dys, dh, dc, reverse):
+    """`_lstm_backward` as one C call over all steps, then the weights' GEMM."""
     length, n, g4 = act.shape
     hid = g4 // 4
-    act, tcs, dys, w_hh = (np.ascontiguousarray(a) for a in (act, tcs, dys, w_hh))
-    c_prev = _previous(np, cs, c0, reverse)
+    act, cs, tcs, c0, dys, w_hh = (np.ascontiguousarray(a) for a in (act, cs, tcs, c0, dys, w_hh))
     d_pre = np.empty((length, n, g4), act.dtype)
     dh, dc = np.array(dh, order="C"), np.array(dc, order="C")
-    at_act, at_c_prev, at_tcs, at_dys, at_d_pre = (_row_pointers(a) for a in (act, c_prev, tcs, dys, d_pre))
-    at_dh, at_dc = dh.ctypes.data, dc.ctypes.data
-    for t in _steps(length, not reverse):
-        step_back(at_act[t], at_c_prev[t], at_tcs[t], at_dys[t], at_dh, at_dc, at_d_pre[t], n, hid)
-        np.matmul(d_pre[t], w_hh, out=dh)
+    arrays = (act, cs, tcs, c0, w_hh, dys, dh, dc, d_pre)
+    status = backward(*(a.ctypes.data for a in arrays), n, hid, length, reverse, get_num_threads())
+    _check_memory(status)
     return [d_pre, dh, dc] + _weight_grads(np, d_pre, _previous(np, ys, h0, reverse), b_hh is not None)
 
 
 def _lstm_backward(xp, xw, h0, c0, w_hh, b_hh, w_hr, ys, act, cs, tcs, dys, dh, dc, reverse):
-    steps = _c_steps(xp, act, w_hr)
-    if steps is not None:
-        return _lstm_backward_c(steps[1], h0, c0, w_hh, b_hh, ys, act, cs, tcs, dys, dh, dc, reverse)
+    loops = _c_loops(xp, act, w_hr)
+    if loops is not None:
+        return _lstm_backward_c(loops[1], h0, c0, w_hh, b_hh, ys, act, cs, tcs, dys, dh, dc, reverse)
     length, n, g4 = act.shape
     hid = g4 // 4
     act4 = act.reshape(length, n, 4, hid)

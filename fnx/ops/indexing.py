@@ -120,6 +120,11 @@ def _index_batch(args, bdims, *, dims):
 # ---------------------------------------------------------------- index_put (scatter: set or accumulate)
 index_put_p = Primitive("index_put")
 
+# The C loop of the row scatter-add on CPU float arrays (fnx/lowering/scatter_kernels.py sets this at import): its
+# `scatter_add_rows` returns False where np.add.at runs instead (small arrays, short rows, other dtypes, no C
+# compiler).
+native = None
+
 
 @index_put_p.def_impl
 def _index_put_impl(xp, x, values, *idx, dims, accumulate):
@@ -143,7 +148,8 @@ def _scatter_add(out: np.ndarray, values: np.ndarray, idx, dims: tuple) -> None:
     np.add.at over several dims (an embedding's rows: one index per row of 128 floats) runs element by element
     through a generic loop, about 4x slower than its one-dimensional fast path; so where the indexed dims are
     adjacent, the flat positions of the indexed region are computed and added through that path, in the same
-    order (the region's C order), hence with the same result."""
+    order (the region's C order), hence with the same result; where those positions are whole rows of floats,
+    `native`'s C loop adds them row by row, in the same order."""
     if dims[-1] - dims[0] != len(dims) - 1:
         np.add.at(out, _np_index(out.ndim, dims, idx), values)
         return
@@ -151,10 +157,15 @@ def _scatter_add(out: np.ndarray, values: np.ndarray, idx, dims: tuple) -> None:
     pre, post = math.prod(out.shape[:dims[0]]), math.prod(out.shape[dims[-1] + 1:])
     idx = [i.astype(np.intp, copy=False) for i in np.broadcast_arrays(*idx)]
     idx = [np.where(i < 0, i + n, i) for i, n in zip(idx, sizes)]
-    k = np.ravel_multi_index(idx, sizes).reshape(1, -1, 1)
-    positions = (np.arange(pre).reshape(-1, 1, 1) * math.prod(sizes) + k) * post + np.arange(post)
+    k = np.ravel_multi_index(idx, sizes).reshape(1, -1)
+    rows = np.arange(pre).reshape(-1, 1) * math.prod(sizes) + k   # the indexed rows of `post` elements, in order
     target = out.shape[:dims[0]] + idx[0].shape + out.shape[dims[-1] + 1:]
-    np.add.at(out.reshape(-1), positions.reshape(-1), np.broadcast_to(values, target).reshape(-1))
+    values = np.broadcast_to(values, target).reshape(rows.size, post)
+    if native is not None and native.scatter_add_rows(out.reshape(pre * math.prod(sizes), post), rows.reshape(-1),
+                                                      values):
+        return
+    positions = rows.reshape(-1, 1) * post + np.arange(post)
+    np.add.at(out.reshape(-1), positions.reshape(-1), values.reshape(-1))
 
 
 @index_put_p.def_abstract
