@@ -114,11 +114,22 @@ class Executable:
         self._n_in = len(closed.jaxpr.invars)
         self.driver_source, self._run = _Driver(closed, steps, kernels, launch, flag).build()
         self._donating: dict[tuple, Donating] = {}
+        self._consuming = None
 
     def __call__(self, *args: Tensor) -> list[Tensor]:
         if len(args) != self._n_in:
             raise FnxRuntimeError(f"compiled function: expected {self._n_in} arguments, got {len(args)}")
         return self._run(*args)
+
+    def consume(self, args: list[Tensor]) -> list[Tensor]:
+        """Run on the tensors in `args`, emptying the list once they are read: an input that nothing else
+        references (a backward's residuals) is then freed after its last use, not at the end of the call."""
+        if len(args) != self._n_in:
+            raise FnxRuntimeError(f"compiled function: expected {self._n_in} arguments, got {len(args)}")
+        if self._consuming is None:
+            self._consuming = _Driver(self._closed, self._steps, self._kernels, self._launch, self._flag,
+                                      boxed=True).build()[1]
+        return self._consuming(args)
 
     def donating(self, positions: tuple[int, ...]) -> "Donating":
         """The driver that lends the buffers of the inputs at `positions` to outputs (built once per set)."""
@@ -195,8 +206,9 @@ class _Driver:
     """Writes the Python function that runs a plan's steps; the objects it uses go into its namespace."""
 
     def __init__(self, closed: ClosedJaxpr, steps: list, kernels: list[GeneratedKernel], launch, flag=None,
-                 donate: tuple[int, ...] = ()):
+                 donate: tuple[int, ...] = (), boxed: bool = False):
         self.closed, self.steps, self.kernels, self.launch, self.flag = closed, steps, kernels, launch, flag
+        self.boxed = boxed   # run(args): the arguments in a list, which the driver empties once it has read them
         self.xp = closed.jaxpr.outvars[0].aval.device.xp if closed.jaxpr.outvars else np
         self.namespace = {"make": make, "ascontiguous": self.xp.ascontiguousarray, "flag": flag}
         self.names: dict[int, str] = {}
@@ -232,11 +244,14 @@ class _Driver:
         jaxpr = self.closed.jaxpr
         row_major = {id(v) for s in self.steps if isinstance(s, Kernel) for v in s.inputs}
         args = [f"a{i}" for i in range(len(jaxpr.invars))]
-        for a, v in zip(args, jaxpr.invars):
+        for i, (a, v) in enumerate(zip(args, jaxpr.invars)):
             x = self.var(v)
-            self.lines.append(f"{x} = {a}._value")
+            self.lines.append(f"{x} = {f'args[{i}]' if self.boxed else a}._value")
             if id(v) in row_major:
                 self.lines.append(f"if not {x}.flags.c_contiguous: {x} = ascontiguous({x})")
+        if self.boxed:   # the list held the caller's references: each input may now die after its last use
+            self.lines.append("args.clear()")
+            args = ["args"]
         for v, c in zip(jaxpr.constvars, self.closed.consts):
             value = c._value
             if id(v) in row_major and not value.flags.c_contiguous:
