@@ -5,9 +5,9 @@ kernels, has the backend's `Target` (fnx/lowering/targets/) compile them
 once, and returns an `Executable`. Everything that does
 not depend on the arguments (kernel handles, argument blocks of sizes and
 strides, buffer slots, which buffer dies after which step) is fixed at build
-time, so a call only stores array addresses, allocates outputs (numpy, a
-pool of large buffers, or CuPy) and launches; intermediates are dropped after
-their last use. Equations that are not fused ("library" steps:
+time, so a call only stores array addresses, allocates outputs (numpy or
+CuPy) and launches; intermediates are dropped after their last use (large
+freed blocks stay in the C heap for the next allocation: fnx/_heap.py). Equations that are not fused ("library" steps:
 matmul, gather, sort, control flow, random bits, ...) run through their
 primitive's `impl` on the arrays, exactly as eager mode runs them.
 
@@ -40,7 +40,6 @@ import ctypes
 import functools
 import math
 import sys
-import threading
 
 import numpy as np
 
@@ -52,7 +51,7 @@ from .codegen import GeneratedKernel, emittable, prelude, render, render_module
 from .fusion import Kernel, fuse
 from .targets import Target, get_target
 
-__all__ = ["build_executable", "Executable", "Donating", "plan_steps", "generated_source", "BufferPool", "buffers"]
+__all__ = ["build_executable", "Executable", "Donating", "plan_steps", "generated_source"]
 
 
 def plan_steps(closed: ClosedJaxpr, target: Target | str) -> tuple[list, list[GeneratedKernel]]:
@@ -199,7 +198,7 @@ def _unshared(x) -> bool:
     base = x.base
     if base is None:
         return True
-    return sys.getrefcount(base) - buffers.holds(base) == _BASE_REFS
+    return sys.getrefcount(base) == _BASE_REFS
 
 
 class _Driver:
@@ -370,12 +369,10 @@ class _Driver:
         fn, objs, meta = call
         if debug.LEVEL:   # FNX_DEBUG >= 1: log each call
             fn = debug.kernel_call(gk.name, "c", fn)
+        self.namespace.setdefault("empty", np.empty)
         for x, v in zip(outs, k.outputs):
             shape, dtype = tuple(v.aval.shape), v.aval.dtype.np
-            alloc = "empty" if math.prod(shape) * dtype.itemsize < buffers.min_bytes else "pooled"
-            self.namespace.setdefault("empty", np.empty)
-            self.namespace.setdefault("pooled", buffers.empty)
-            fresh = f"{alloc}({self.value(shape, 'shape')}, {self.value(dtype, 'dtype')})"
+            fresh = f"empty({self.value(shape, 'shape')}, {self.value(dtype, 'dtype')})"
             if id(v) in self.lent:
                 self._lend(x, v, fresh)
             else:
@@ -487,49 +484,3 @@ def _closure(nodes: list) -> list:
 def _array0d(o):
     """numpy returns a scalar (np.generic) for some 0-d results: the 0-d array the plan expects instead."""
     return np.asarray(o) if isinstance(o, np.generic) else o
-
-
-class BufferPool:
-    """Large CPU buffers recycled once nothing references them, so repeated calls skip the OS's page faults.
-
-    A fresh multi-megabyte allocation costs more than a kernel that streams through it (the kernel pays
-    for zeroed pages, one fault per page). The pool keeps every large buffer it hands out and reuses one
-    when its reference count shows that the arrays made from it are gone (views keep their base alive, so
-    the count is exact). At most `limit` bytes are kept; `clear()` lets them go.
-    """
-
-    def __init__(self, min_bytes: int = 1 << 20, limit: int = 1 << 30):
-        self.min_bytes, self.limit, self.held = min_bytes, limit, 0
-        self._buckets: dict[int, list] = {}
-        self._ids: set[int] = set()
-        self._lock = threading.Lock()
-
-    def empty(self, shape: tuple, dtype: np.dtype):
-        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-        if nbytes < self.min_bytes:
-            return np.empty(shape, dtype)
-        with self._lock:
-            bucket = self._buckets.setdefault(nbytes, [])
-            for raw in bucket:
-                if sys.getrefcount(raw) == 3:   # the bucket, this loop and getrefcount's argument: unused
-                    return raw.view(dtype).reshape(shape)
-            raw = np.empty(nbytes, np.uint8)
-            if self.held + nbytes <= self.limit:
-                bucket.append(raw)
-                self._ids.add(id(raw))
-                self.held += nbytes
-            return raw.view(dtype).reshape(shape)
-
-    def holds(self, raw) -> bool:
-        """Whether `raw` is one of the pool's buffers (the pool's own reference to it is not a user's)."""
-        return id(raw) in self._ids
-
-    def clear(self) -> None:
-        with self._lock:
-            self._buckets.clear()
-            self._ids.clear()
-            self.held = 0
-
-
-buffers = BufferPool()
-
