@@ -4,11 +4,14 @@ import gc
 import math
 
 import numpy as np
+import pytest
 
 import fnx
 import fnx.nn.functional as F
 from fnx.ir import Var
-from fnx.lowering.plan import build_executable
+from fnx.lowering.fusion import Kernel
+from fnx.lowering.plan import build_executable, plan_steps
+from fnx.lowering.remat import SHORT_PRODUCT
 from fnx.transforms.compile import _Saved, _split
 
 
@@ -22,19 +25,39 @@ def _residual_bytes(fwd, n_outs: int) -> int:
                for v in fwd.jaxpr.outvars[n_outs:] if v not in inputs)
 
 
+def _recomputed(bwd, n_cts: int = 1) -> list[str]:
+    """The primitives of the backward's equations that read no cotangent: the forward's work it recomputes."""
+    derived, names = set(bwd.jaxpr.invars[-n_cts:]), []
+    for eqn in bwd.jaxpr.eqns:
+        if any(isinstance(a, Var) and a in derived for a in eqn.inputs):
+            derived.update(eqn.outvars)
+        else:
+            names.append(eqn.prim.name)
+    return names
+
+
 def _qkv(dtype=fnx.float64):
     fnx.manual_seed(0)
-    return [fnx.randn(2, 6, 4, dtype=dtype, requires_grad=True) for _ in range(3)]
+    return [fnx.randn(2, 12, 4, dtype=dtype, requires_grad=True) for _ in range(3)]
 
 
-def test_softmax_keeps_its_scores_not_its_exponentials_and_probabilities():
+def test_attention_keeps_its_row_statistics_and_recomputes_scores_and_probabilities():
     f = fnx.compile(_attention)
     q, k, v = _qkv()
     f(q, k, v).backward()
     fwd, bwd = _split(f._latest().closed, (True, True, True))
-    # the scores (2 x 6 x 6) and the row statistics; exp and the probabilities are recomputed in the backward
-    assert _residual_bytes(fwd, 1) <= (2 * 6 * 6 + 2 * 2 * 6) * 8
-    assert "exp" in {e.prim.name for e in bwd.jaxpr.eqns}
+    assert _residual_bytes(fwd, 1) <= 2 * 2 * 12 * 8   # rows' maxima and sums, not the 2 x 12 x 12 scores
+    assert {"matmul", "exp"} <= set(_recomputed(bwd))
+
+
+@pytest.mark.parametrize("inner, recomputed", [(16, True), (SHORT_PRODUCT + 1, False)])
+def test_only_a_short_expanding_product_is_recomputed(inner, recomputed):
+    f = fnx.compile(lambda x, w: fnx.exp(x @ w).sum())
+    x = fnx.randn(200, inner, requires_grad=True)
+    f(x, fnx.randn(inner, 200)).backward()
+    fwd, bwd = _split(f._latest().closed, (True, False))
+    assert (_residual_bytes(fwd, 1) == 0) == recomputed
+    assert ("matmul" in _recomputed(bwd)) == recomputed
 
 
 def test_gradients_with_recomputation_equal_eager():
@@ -113,3 +136,24 @@ def test_kernels_merge_only_where_no_library_step_lies_between_them():
     x, y, w = fnx.randn(8, 8), fnx.randn(8, 8), fnx.randn(8, 8)
     assert len(fnx.compile(between).lower(x, y, w).kernels()) == 2
     assert len(fnx.compile(adjacent).lower(x, y, w).kernels()) == 1
+
+
+def test_a_value_read_at_a_broadcast_is_kept_rather_than_recomputed_per_element():
+    f = fnx.compile(lambda x, t: (x * fnx.cos(t)).sum())   # cos(t) would run for every element of x
+    x = fnx.randn(64, 16, requires_grad=True)
+    f(x, fnx.randn(16)).backward()
+    fwd, bwd = _split(f._latest().closed, (True, False))
+    assert _residual_bytes(fwd, 1) == 16 * 4
+    assert "cos" not in _recomputed(bwd)
+
+
+def test_a_permuted_kernel_result_that_a_library_step_reads_is_written_in_order_and_viewed():
+    def f(x, w):
+        return fnx.exp(x).mT @ w
+
+    x, w = fnx.randn(64, 48), fnx.randn(64, 8)
+    steps, _ = plan_steps(fnx.make_jaxpr(f)(x, w), "c")
+    kernels = [s for s in steps if isinstance(s, Kernel)]
+    assert [tuple(v.aval.shape) for k in kernels for v in k.outputs] == [(64, 48)]   # not a transposed copy
+    assert [s.prim.name for s in steps if not isinstance(s, Kernel)] == ["transpose", "matmul"]
+    np.testing.assert_allclose(fnx.compile(f)(x, w).numpy(), np.exp(x.numpy()).T @ w.numpy(), rtol=1e-5, atol=1e-4)

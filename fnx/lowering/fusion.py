@@ -172,6 +172,15 @@ class _Graph:
         for e, k in zip(jaxpr.eqns, self.eqn_kind):   # a check's value is written out: the host re-checks it
             if k != "library" and "check" in e.prim.groups:   # when the kernel flags an error (plan.py)
                 self.materialised.add(id(e.outvars[0]))
+        read = {id(a) for e, k in zip(jaxpr.eqns, self.eqn_kind) if k == "library" for a in e.inputs}
+        read.difference_update(id(v) for v in jaxpr.outvars)
+        for i in reversed(range(len(jaxpr.eqns))):   # a library step reads a reshaped or permuted kernel result:
+            e = jaxpr.eqns[i]                          # the kernel writes it in its own layout, numpy views it
+            if self.eqn_kind[i] == "view" and id(e.outvars[0]) in read and isinstance(e.inputs[0], Var) \
+                    and math.prod(e.inputs[0].aval.shape) == math.prod(e.outvars[0].aval.shape) \
+                    and self.kind.get(id(e.inputs[0]), "library") != "library":
+                self.materialised.add(id(e.inputs[0]))
+                read.add(id(e.inputs[0]))
         for i, e in enumerate(jaxpr.eqns):   # a shape op on a materialised value, itself materialised: a numpy view
             if self.eqn_kind[i] == "view" and id(e.outvars[0]) in self.materialised \
                     and isinstance(e.inputs[0], Var) and id(e.inputs[0]) in self.materialised:

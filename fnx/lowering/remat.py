@@ -5,7 +5,7 @@ Many of them are cheap to compute from others: a softmax's exponentials and prob
 row statistics, a layer norm's output from its input and statistics, an activation's output from its input, a
 view from its base. As torch.compile's partitioner does, `rematerialize` finds the set of forward values of
 least total size from which the backward can recompute everything it reads through elementwise and movement
-equations alone (a minimum s-t cut of the forward's graph, where each value is an edge weighted by its bytes,
+equations and expanding short matrix products (attention's scores) alone (a minimum s-t cut of the forward's graph, where each value is an edge weighted by its bytes,
 and values that other equations compute hang from the source), makes those the residuals, and moves the
 recomputation into the backward, each equation just before its first use there, so that a recomputed value
 lives no longer than the backward step that reads it. Constants reach the backward as its own constants.
@@ -21,15 +21,28 @@ from .expressions import emittable
 __all__ = ["rematerialize"]
 
 
-def _recomputable(eqn: Eqn) -> bool:
-    """Whether a kernel recomputes `eqn` from its inputs alone: one elementwise or movement output, no random
-    draw or check (a check would report its error twice), no nested jaxpr."""
+SHORT_PRODUCT = 64   # a matrix product over at most this many terms per element may be recomputed (see below)
+
+
+def _recomputable(eqn: Eqn, broadcast: set) -> bool:
+    """Whether the backward may recompute `eqn` from its inputs: an elementwise or movement equation that a kernel
+    computes (no random draw, no check: it would report its error twice), or a matrix product that expands its
+    operands over a short contraction (attention's scores: T x T from T x E queries and keys, E <= SHORT_PRODUCT,
+    E / 2 flops per byte not kept, which flash attention's backward recomputes too). A value read at a broadcast
+    (`broadcast`: ids of values that an elementwise or movement equation with a larger result reads) is kept instead: a kernel would
+    recompute it for every element of the larger result (a rotary embedding's cos and sin tables)."""
+    if id(eqn.outvars[0]) in broadcast:
+        return False
     groups = eqn.prim.groups
+    if eqn.prim.name == "matmul":
+        a, b = (x.aval for x in eqn.inputs)
+        return (a.ndim >= 2 and b.ndim >= 2 and a.shape[-1] <= SHORT_PRODUCT
+                and _nbytes(eqn.outvars[0]) > sum(_nbytes(x) for x in eqn.inputs))
     return (len(eqn.outvars) == 1 and not eqn.prim.multiple_results and ("elementwise" in groups or "movement" in
             groups) and not groups & {"random", "check"} and emittable(eqn))
 
 
-def _nbytes(v: Var) -> int:
+def _nbytes(v) -> int:
     return math.prod(v.aval.shape) * v.aval.dtype.np.itemsize
 
 
@@ -140,6 +153,8 @@ def _min_cut(f: Jaxpr, residuals: list, producer: dict, consts: dict) -> list[Va
     graph, seen, stack = _FlowGraph(), set(), list(residuals)
     infinite = float("inf")
     inputs = {id(v) for v in f.invars}
+    broadcast = {id(a) for e in f.eqns if e.prim.groups & {"elementwise", "movement"} for a in e.inputs
+                 if isinstance(a, Var) and math.prod(a.aval.shape) < math.prod(e.outvars[0].aval.shape)}
     for r in residuals:
         graph.edge(("out", id(r)), graph.SINK, infinite)
     while stack:   # the values the residuals are computed from, as far as recomputation reaches
@@ -149,7 +164,7 @@ def _min_cut(f: Jaxpr, residuals: list, producer: dict, consts: dict) -> list[Va
         seen.add(id(v))
         graph.edge(("in", id(v)), ("out", id(v)), 0 if id(v) in inputs else _nbytes(v))
         eqn = producer.get(id(v))
-        if eqn is None or not _recomputable(eqn):   # an input, or a value only the forward computes
+        if eqn is None or not _recomputable(eqn, broadcast):   # an input, or a value only the forward computes
             graph.edge(graph.SOURCE, ("in", id(v)), infinite)
             continue
         for a in eqn.inputs:
