@@ -5,10 +5,11 @@ Many of them are cheap to compute from others: a softmax's exponentials and prob
 row statistics, a layer norm's output from its input and statistics, an activation's output from its input, a
 view from its base. As torch.compile's partitioner does, `rematerialize` finds the set of forward values of
 least total size from which the backward can recompute everything it reads through elementwise and movement
-equations and expanding short matrix products (attention's scores) alone (a minimum s-t cut of the forward's graph, where each value is an edge weighted by its bytes,
-and values that other equations compute hang from the source), makes those the residuals, and moves the
-recomputation into the backward, each equation just before its first use there, so that a recomputed value
-lives no longer than the backward step that reads it. Constants reach the backward as its own constants.
+equations and short expanding matrix products (attention's scores) alone (a minimum s-t cut of the forward's
+graph, where each value is an edge weighted by its bytes, and values that other equations compute hang from the
+source), makes those the residuals, and moves the recomputation into the backward, each equation just before
+its first use there, so that a recomputed value lives no longer than the backward step that reads it. Constants
+reach the backward as its own constants.
 """
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def _recomputable(eqn: Eqn, broadcast: set) -> bool:
     computes (no random draw, no check: it would report its error twice), or a matrix product that expands its
     operands over a short contraction (attention's scores: T x T from T x E queries and keys, E <= SHORT_PRODUCT,
     E / 2 flops per byte not kept, which flash attention's backward recomputes too). A value read at a broadcast
-    (`broadcast`: ids of values that an elementwise or movement equation with a larger result reads) is kept instead: a kernel would
-    recompute it for every element of the larger result (a rotary embedding's cos and sin tables)."""
+    (`broadcast`: ids of values that an elementwise or movement equation with a larger result reads) is kept
+    instead: a kernel would recompute it for every element of the larger result (a rotary embedding's cos and sin
+    tables)."""
     if id(eqn.outvars[0]) in broadcast:
         return False
     groups = eqn.prim.groups
