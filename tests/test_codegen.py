@@ -375,20 +375,6 @@ def test_zero_sized_values_and_half_floats_run_as_library_steps():
     np.testing.assert_allclose(got[0].numpy().astype(np.float32), want[0].numpy().astype(np.float32), rtol=1e-3)
 
 
-def test_large_buffers_are_recycled_only_once_unreferenced():
-    from fnx.lowering.plan import BufferPool
-
-    pool = BufferPool(min_bytes=1024)
-    a = pool.empty((64, 64), np.float32)
-    view = a[1:]
-    del a
-    b = pool.empty((64, 64), np.float32)
-    assert not np.shares_memory(b, view)          # `view` keeps the first buffer alive
-    del view, b
-    c = pool.empty((4096,), np.float32)
-    assert pool.held == 2 * 64 * 64 * 4 and c.base.nbytes == 64 * 64 * 4   # a free buffer of that size is reused
-
-
 # ---------------------------------------------------------------- the compiler and the disk cache
 def test_disk_cache_hit_in_a_fresh_process(tmp_path):
     script = textwrap.dedent("""

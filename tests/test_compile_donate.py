@@ -76,9 +76,9 @@ def test_repeated_calls_with_fresh_tensors_reuse_each_buffer():
         np.testing.assert_array_equal(out.numpy(), expected)
 
 
-@pytest.mark.parametrize("shape", [(6, 5), (512, 512)], ids=["small", "pooled"])
+@pytest.mark.parametrize("shape", [(6, 5), (512, 512)], ids=["small", "large"])
 def test_a_training_loop_updates_in_place(shape):
-    """Outputs of the previous call (fresh arrays, or large buffers from the plan's pool) are donated again."""
+    """Outputs of the previous call (small arrays, or large blocks of the C heap) are donated again."""
     step = fnx.compile(sgd, donate_argnums=0)
     p, g = fresh(*shape), fresh(*shape, seed=1)
     expected = p.numpy().copy()

@@ -15,11 +15,13 @@ A kernel writes one or more materialised values over one index space:
 The algorithm: mark the materialised values; make one kernel per materialised value produced by a
 fusible equation; whenever an inlined value cannot be expressed in that kernel (an index needs a
 division, a reduction is read at another index than its own row, a reduction would be recomputed
-by two kernels), materialise it and start again. Then merge kernels over the same index space when
-no other step lies between them, and order all steps topologically.
+by two kernels), materialise it and start again. Then merge kernels over the same index space when no other
+step lies between them (no path through another step, no library step between them in program order), and order
+all steps topologically.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -170,6 +172,15 @@ class _Graph:
         for e, k in zip(jaxpr.eqns, self.eqn_kind):   # a check's value is written out: the host re-checks it
             if k != "library" and "check" in e.prim.groups:   # when the kernel flags an error (plan.py)
                 self.materialised.add(id(e.outvars[0]))
+        read = {id(a) for e, k in zip(jaxpr.eqns, self.eqn_kind) if k == "library" for a in e.inputs}
+        read.difference_update(id(v) for v in jaxpr.outvars)
+        for i in reversed(range(len(jaxpr.eqns))):   # a library step reads a reshaped or permuted kernel result:
+            e = jaxpr.eqns[i]                          # the kernel writes it in its own layout, numpy views it
+            if self.eqn_kind[i] == "view" and id(e.outvars[0]) in read and isinstance(e.inputs[0], Var) \
+                    and math.prod(e.inputs[0].aval.shape) == math.prod(e.outvars[0].aval.shape) \
+                    and self.kind.get(id(e.inputs[0]), "library") != "library":
+                self.materialised.add(id(e.inputs[0]))
+                read.add(id(e.inputs[0]))
         for i, e in enumerate(jaxpr.eqns):   # a shape op on a materialised value, itself materialised: a numpy view
             if self.eqn_kind[i] == "view" and id(e.outvars[0]) in self.materialised \
                     and isinstance(e.inputs[0], Var) and id(e.inputs[0]) in self.materialised:
@@ -428,13 +439,15 @@ def _merge(graph: _Graph, drafts: list[_Draft]) -> list[_Draft]:
     """Merge kernels over the same index space when no other step must run between them."""
     drafts = sorted(drafts, key=lambda d: d.order)
     failed: set = set()
+    apart = _apart(graph)
     while True:
         through = _paths_of_two_or_more(graph, drafts + graph.library_eqns())
         merged = None
         for i, a in enumerate(drafts):
             for b in drafts[i + 1:]:
                 key = (tuple(id(r) for r in a.roots), tuple(id(r) for r in b.roots))
-                if key in failed or not _compatible(a.space, b.space) or through(a, b) or through(b, a):
+                if (key in failed or not _compatible(a.space, b.space) or apart(a, b)
+                        or through(a, b) or through(b, a)):
                     continue
                 try:
                     merged = _build(graph, a.space if a.space.axes is not None else b.space, a.roots + b.roots)
@@ -448,6 +461,20 @@ def _merge(graph: _Graph, drafts: list[_Draft]) -> list[_Draft]:
                 break
         if merged is None:
             return drafts
+
+
+def _apart(graph: _Graph):
+    """`apart(a, b)`: whether a library step lies between two kernels' roots in program order. A merged kernel runs
+    where its first root was, so merging across one would keep the later kernel's outputs alive longer (a
+    backward's values recomputed for every layer at once, say) for no saving of memory traffic."""
+    pos = {id(v): i for i, e in enumerate(graph.jaxpr.eqns) for v in e.outvars}
+    library = sorted(i for i, k in enumerate(graph.eqn_kind) if k == "library")
+
+    def apart(a: _Draft, b: _Draft) -> bool:
+        at = [pos[id(r)] for r in a.roots + b.roots]
+        return bisect.bisect_left(library, min(at)) != bisect.bisect_left(library, max(at))
+
+    return apart
 
 
 def _compatible(a: _Space, b: _Space) -> bool:

@@ -5,9 +5,9 @@ kernels, has the backend's `Target` (fnx/lowering/targets/) compile them
 once, and returns an `Executable`. Everything that does
 not depend on the arguments (kernel handles, argument blocks of sizes and
 strides, buffer slots, which buffer dies after which step) is fixed at build
-time, so a call only stores array addresses, allocates outputs (numpy, a
-pool of large buffers, or CuPy) and launches; intermediates are dropped after
-their last use. Equations that are not fused ("library" steps:
+time, so a call only stores array addresses, allocates outputs (numpy or
+CuPy) and launches; intermediates are dropped after their last use (large
+freed blocks stay in the C heap for the next allocation: fnx/_heap.py). Equations that are not fused ("library" steps:
 matmul, gather, sort, control flow, random bits, ...) run through their
 primitive's `impl` on the arrays, exactly as eager mode runs them.
 
@@ -40,7 +40,6 @@ import ctypes
 import functools
 import math
 import sys
-import threading
 
 import numpy as np
 
@@ -52,7 +51,7 @@ from .codegen import GeneratedKernel, emittable, prelude, render, render_module
 from .fusion import Kernel, fuse
 from .targets import Target, get_target
 
-__all__ = ["build_executable", "Executable", "Donating", "plan_steps", "generated_source", "BufferPool", "buffers"]
+__all__ = ["build_executable", "Executable", "Donating", "plan_steps", "generated_source"]
 
 
 def plan_steps(closed: ClosedJaxpr, target: Target | str) -> tuple[list, list[GeneratedKernel]]:
@@ -114,11 +113,22 @@ class Executable:
         self._n_in = len(closed.jaxpr.invars)
         self.driver_source, self._run = _Driver(closed, steps, kernels, launch, flag).build()
         self._donating: dict[tuple, Donating] = {}
+        self._consuming = None
 
     def __call__(self, *args: Tensor) -> list[Tensor]:
         if len(args) != self._n_in:
             raise FnxRuntimeError(f"compiled function: expected {self._n_in} arguments, got {len(args)}")
         return self._run(*args)
+
+    def consume(self, args: list[Tensor]) -> list[Tensor]:
+        """Run on the tensors in `args`, emptying the list once they are read: an input that nothing else
+        references (a backward's residuals) is then freed after its last use, not at the end of the call."""
+        if len(args) != self._n_in:
+            raise FnxRuntimeError(f"compiled function: expected {self._n_in} arguments, got {len(args)}")
+        if self._consuming is None:
+            self._consuming = _Driver(self._closed, self._steps, self._kernels, self._launch, self._flag,
+                                      boxed=True).build()[1]
+        return self._consuming(args)
 
     def donating(self, positions: tuple[int, ...]) -> "Donating":
         """The driver that lends the buffers of the inputs at `positions` to outputs (built once per set)."""
@@ -188,15 +198,16 @@ def _unshared(x) -> bool:
     base = x.base
     if base is None:
         return True
-    return sys.getrefcount(base) - buffers.holds(base) == _BASE_REFS
+    return sys.getrefcount(base) == _BASE_REFS
 
 
 class _Driver:
     """Writes the Python function that runs a plan's steps; the objects it uses go into its namespace."""
 
     def __init__(self, closed: ClosedJaxpr, steps: list, kernels: list[GeneratedKernel], launch, flag=None,
-                 donate: tuple[int, ...] = ()):
+                 donate: tuple[int, ...] = (), boxed: bool = False):
         self.closed, self.steps, self.kernels, self.launch, self.flag = closed, steps, kernels, launch, flag
+        self.boxed = boxed   # run(args): the arguments in a list, which the driver empties once it has read them
         self.xp = closed.jaxpr.outvars[0].aval.device.xp if closed.jaxpr.outvars else np
         self.namespace = {"make": make, "ascontiguous": self.xp.ascontiguousarray, "flag": flag}
         self.names: dict[int, str] = {}
@@ -232,11 +243,14 @@ class _Driver:
         jaxpr = self.closed.jaxpr
         row_major = {id(v) for s in self.steps if isinstance(s, Kernel) for v in s.inputs}
         args = [f"a{i}" for i in range(len(jaxpr.invars))]
-        for a, v in zip(args, jaxpr.invars):
+        for i, (a, v) in enumerate(zip(args, jaxpr.invars)):
             x = self.var(v)
-            self.lines.append(f"{x} = {a}._value")
+            self.lines.append(f"{x} = {f'args[{i}]' if self.boxed else a}._value")
             if id(v) in row_major:
                 self.lines.append(f"if not {x}.flags.c_contiguous: {x} = ascontiguous({x})")
+        if self.boxed:   # the list held the caller's references: each input may now die after its last use
+            self.lines.append("args.clear()")
+            args = ["args"]
         for v, c in zip(jaxpr.constvars, self.closed.consts):
             value = c._value
             if id(v) in row_major and not value.flags.c_contiguous:
@@ -355,12 +369,10 @@ class _Driver:
         fn, objs, meta = call
         if debug.LEVEL:   # FNX_DEBUG >= 1: log each call
             fn = debug.kernel_call(gk.name, "c", fn)
+        self.namespace.setdefault("empty", np.empty)
         for x, v in zip(outs, k.outputs):
             shape, dtype = tuple(v.aval.shape), v.aval.dtype.np
-            alloc = "empty" if math.prod(shape) * dtype.itemsize < buffers.min_bytes else "pooled"
-            self.namespace.setdefault("empty", np.empty)
-            self.namespace.setdefault("pooled", buffers.empty)
-            fresh = f"{alloc}({self.value(shape, 'shape')}, {self.value(dtype, 'dtype')})"
+            fresh = f"empty({self.value(shape, 'shape')}, {self.value(dtype, 'dtype')})"
             if id(v) in self.lent:
                 self._lend(x, v, fresh)
             else:
@@ -472,49 +484,3 @@ def _closure(nodes: list) -> list:
 def _array0d(o):
     """numpy returns a scalar (np.generic) for some 0-d results: the 0-d array the plan expects instead."""
     return np.asarray(o) if isinstance(o, np.generic) else o
-
-
-class BufferPool:
-    """Large CPU buffers recycled once nothing references them, so repeated calls skip the OS's page faults.
-
-    A fresh multi-megabyte allocation costs more than a kernel that streams through it (the kernel pays
-    for zeroed pages, one fault per page). The pool keeps every large buffer it hands out and reuses one
-    when its reference count shows that the arrays made from it are gone (views keep their base alive, so
-    the count is exact). At most `limit` bytes are kept; `clear()` lets them go.
-    """
-
-    def __init__(self, min_bytes: int = 1 << 20, limit: int = 1 << 30):
-        self.min_bytes, self.limit, self.held = min_bytes, limit, 0
-        self._buckets: dict[int, list] = {}
-        self._ids: set[int] = set()
-        self._lock = threading.Lock()
-
-    def empty(self, shape: tuple, dtype: np.dtype):
-        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-        if nbytes < self.min_bytes:
-            return np.empty(shape, dtype)
-        with self._lock:
-            bucket = self._buckets.setdefault(nbytes, [])
-            for raw in bucket:
-                if sys.getrefcount(raw) == 3:   # the bucket, this loop and getrefcount's argument: unused
-                    return raw.view(dtype).reshape(shape)
-            raw = np.empty(nbytes, np.uint8)
-            if self.held + nbytes <= self.limit:
-                bucket.append(raw)
-                self._ids.add(id(raw))
-                self.held += nbytes
-            return raw.view(dtype).reshape(shape)
-
-    def holds(self, raw) -> bool:
-        """Whether `raw` is one of the pool's buffers (the pool's own reference to it is not a user's)."""
-        return id(raw) in self._ids
-
-    def clear(self) -> None:
-        with self._lock:
-            self._buckets.clear()
-            self._ids.clear()
-            self.held = 0
-
-
-buffers = BufferPool()
-

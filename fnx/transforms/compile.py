@@ -64,6 +64,7 @@ from ..ir import ClosedJaxpr, Jaxpr
 from ..lowering import check_backend, default_backend, lower
 from ..lowering.interpret import run_eagerly
 from ..lowering.passes import optimize
+from ..lowering.remat import rematerialize
 from ..ops.autocast import autocast_key
 from ..ops.creation import tensor, zeros_like
 from ..ops.sampling import compiled_call_key, staged_keys
@@ -127,6 +128,15 @@ class CallJaxpr(ClosedJaxpr):
         with self.lock:
             return exe(*args)
 
+    def consume(self, backend: str, args: list) -> list:
+        """`run` on the tensors in `args`, emptying the list: the generated executables then free each input after
+        its last use, where nothing else references it (the interpreter keeps its inputs until it returns)."""
+        exe = self.executable(backend)
+        with self.lock:
+            if hasattr(exe, "consume"):
+                return exe.consume(args)
+            return exe(*args)
+
     def derive(self, key: tuple, build) -> CallJaxpr:
         found = self.derived.get(key)
         if found is None:
@@ -179,10 +189,12 @@ def _call_vjp(cts, primals, outs, *, jaxpr: CallJaxpr, backend: str):
 # ---------------------------------------------------------------- a compiled call on the eager tape
 # Recorded for `loss.backward()`, a compiled call runs the forward half of its split vjp (fwd: outputs and
 # residuals), keeps the residuals in the tape node, and its backward runs only the backward half: the forward is
-# not computed twice, as PyTorch's saved tensors avoid. A backward that is itself differentiated (create_graph)
-# takes the full vjp, which differentiates again.
+# not computed twice, as PyTorch's saved tensors avoid. The forward saves what fnx/lowering/remat.py picks (the
+# backward recomputes cheap values from it), and the backward takes the residuals over, freeing each after its last
+# use (as AOTAutograd's compiled backward clears its boxed inputs). A second backward through the node
+# (retain_graph) and a backward that is itself differentiated (create_graph) take the full vjp.
 class _Saved:
-    """The residuals of one recorded compiled call, kept by its tape node until the node is freed."""
+    """The residuals of one recorded compiled call, kept by its tape node until its backward takes them."""
 
     __slots__ = ("values",)
 
@@ -197,7 +209,7 @@ def _split(jaxpr: CallJaxpr, needs: tuple) -> tuple[CallJaxpr, CallJaxpr]:
         with jaxpr.lock:
             found = jaxpr.derived.get(key)
             if found is None:
-                fwd, bwd = split_vjp_jaxpr(jaxpr, jaxpr.in_avals, needs)
+                fwd, bwd = rematerialize(*split_vjp_jaxpr(jaxpr, jaxpr.in_avals, needs), len(jaxpr.out_avals))
                 found = jaxpr.derived[key] = (CallJaxpr(optimize(fwd)), CallJaxpr(optimize(bwd)))
     return found
 
@@ -223,8 +235,8 @@ def _saving_vjp(cts, primals, outs, *, jaxpr: CallJaxpr, backend: str, saved: _S
     if core.state.grad_enabled or core.state.transforms_active or saved.values is None:
         return _call_vjp(cts, primals, outs, jaxpr=jaxpr, backend=backend)
     float_cts = [c if c is not None else zeros_like(o) for c, o in zip(cts, outs) if o.dtype.is_floating_point]
-    bwd = _split(jaxpr, needs)[1]
-    in_cts = iter(compiled_call_p.bind(*saved.values, *float_cts, jaxpr=bwd, backend=backend))
+    args, saved.values = saved.values + float_cts, None   # each residual is freed after its last use in bwd
+    in_cts = iter(_split(jaxpr, needs)[1].consume(backend, args))
     return [next(in_cts) if need else None for need in needs]
 
 
