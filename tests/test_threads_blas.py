@@ -112,10 +112,12 @@ def test_jobs_run_on_new_threads_while_another_thread_holds_the_pool():
 
 
 def numpy_blas_on_pool() -> list[str]:
-    """The OpenBLAS libraries of this numpy that run their jobs on fnx's pool (once it has loaded)."""
+    """The OpenBLAS libraries of this numpy that run their jobs on fnx's pool (once it has loaded). Another
+    OpenBLAS loaded after the pool (scipy's, by an earlier test) keeps its own threads."""
     pool()
     routed = threads.blas_on_pool()
-    assert routed == list(threads.blas_callback_setters()), "every OpenBLAS that takes a callback has fnx's"
+    numpy_libs = [path for path in threads.blas_callback_setters() if Path(path).parent.name == "numpy.libs"]
+    assert numpy_libs and set(numpy_libs) <= set(routed), "numpy's OpenBLAS takes a callback and has fnx's"
     return routed
 
 

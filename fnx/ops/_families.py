@@ -162,7 +162,8 @@ def conj_if_complex(t: Tensor) -> Tensor:
 def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None = None, libm: bool | str = False,
           expensive: bool = False, native: bool = False, saves_output: bool = False, float_only: bool = False,
           out_dtype: _dt.dtype | None = None, linear: bool = False, zero_grad: bool = False,
-          gate: Callable | None = None, bool_error: str | None = None, complex: bool = False) -> Primitive:
+          gate: Callable | None = None, bool_error: str | None = None, complex: bool = False,
+          eager_c_from: int | None = None) -> Primitive:
     """An elementwise primitive of one operand, with all of its rules.
 
     The derivative is one of: `deriv(x, out)`, d out / d x with fnx ops; `linear=True`, the vjp and jvp apply
@@ -173,7 +174,9 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
     Compile reads `c` (see `Primitive.c`), or `libm=True` for the libm function of the op's name ("float": its
     float32 version is called directly); libm functions and `expensive=True` ops join the "expensive" group.
     `native=True` (the "native" group): numpy has no fast form of the op, so eager mode runs its C expression
-    as a compiled kernel on large CPU arrays (`core.eager_kernel_hook`), and `impl` elsewhere.
+    as a compiled kernel on large CPU arrays (`core.eager_kernel_hook`), and `impl` elsewhere. `eager_c_from=n`:
+    numpy has a fast form but runs it on one thread, so CPU arrays of n elements or more are offered to the hook
+    first (it declines those below its own thresholds).
     `bool_error` is the message of the error a bool operand raises. `complex=True` (the "complex" group): the op
     takes complex operands (holomorphic: the vjp conjugates `deriv`); otherwise its abstract rule and its
     wrapper (eager mode: numpy would order or round complex numbers without a word) raise an error naming it.
@@ -184,7 +187,7 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
         declared["groups"].add("native")
     prim = Primitive(name, saves_inputs=deriv is not None and not saves_output, saves_output=saves_output,
                      differentiable=differentiable, **declared)
-    prim.impl = _native_first(prim, impl) if native else impl
+    prim.impl = _native_first(prim, impl, eager_c_from or 0) if native or eager_c_from else impl
 
     def abstract(x: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool:
@@ -265,14 +268,15 @@ def _nondiff_jvp(prim, primals):
 def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Callable | float | None, *,
            c: dict | None = None, libm: bool | str = False, expensive: bool = False, native: bool = False,
            out_dtype: _dt.dtype | None = None, linear: bool = False, bool_error: str | None = None,
-           saves_output: bool = False, complex: bool = False) -> Primitive:
+           saves_output: bool = False, complex: bool = False, eager_c_from: int | None = None) -> Primitive:
     """An elementwise, broadcasting primitive of two operands of one dtype.
 
     `d_lhs(x, y, out)` and `d_rhs(x, y, out)` give the partial derivatives with fnx ops; None means the
     op is not differentiable (comparisons, integer-only ops). `linear=True`: the op is x d_lhs + y d_rhs for
     the numbers d_lhs and d_rhs, each 1 or -1 (add, sub): the vjp passes the cotangent on (negated for -1),
     the jvp applies the op to the tangents. `c`, `libm`, `expensive`, `native`, `bool_error` (raised when both
-    operands are bool) and `complex` as in `unary`; `saves_output=True` where a partial derivative reads `out`.
+    operands are bool), `complex` and `eager_c_from` as in `unary`; `saves_output=True` where a partial
+    derivative reads `out`.
     """
     diff = d_lhs is not None
     declared = _lowering(name, 2, c, libm, expensive, complex)
@@ -280,7 +284,7 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
         declared["groups"].add("native")
     prim = Primitive(name, saves_inputs=diff and not linear, saves_output=saves_output, differentiable=diff,
                      **declared)
-    prim.impl = _native_first(prim, impl) if native else impl
+    prim.impl = _native_first(prim, impl, eager_c_from or 0) if native or eager_c_from else impl
 
     def abstract(x: ShapedArray, y: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool and y.dtype is _dt.bool:

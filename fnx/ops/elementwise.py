@@ -19,8 +19,8 @@ from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, Shap
 from ..core import bind as _bind
 from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import Tensor
-from ._families import (_native_first, _promote2, as_operand, binary, c_all, complex_error, conj_if_complex, promote,
-                        same_device, broadcast_shapes, scalar_like, unbroadcast, unary)
+from ._families import (_promote2, as_operand, binary, c_all, complex_error, conj_if_complex, promote, same_device,
+                        broadcast_shapes, scalar_like, unbroadcast, unary)
 from ._batching import elementwise_batch_rule, unary_batch_rule
 from .creation import full_like, zeros_like
 
@@ -56,11 +56,15 @@ def convert(x: Tensor, dtype) -> Tensor:
 
 
 # ---------------------------------------------------------------- unary primitives
+# numpy computes add, sub, mul, div, max, neg, exp and tanh on one thread: eager mode runs large CPU float arrays
+# through their compiled C kernels on fnx's thread pool (fnx/lowering/eager_kernels.py, `THREADED`: from which
+# size each wins; none below this many elements, so smaller arrays skip the hook's call)
+_EAGER_C_FROM = 32768
 neg_p = unary("neg", lambda xp, x: xp.negative(x), None, linear=True, c=c_all("(-{0})", "fdi"),
               bool_error="neg: negation, the `-` operator, on a bool tensor is not supported; to invert a mask use "
-                         "the `~` operator or logical_not()", complex=True)
+                         "the `~` operator or logical_not()", complex=True, eager_c_from=_EAGER_C_FROM)
 exp_p = unary("exp", lambda xp, x: xp.exp(x), lambda x, out: out, saves_output=True, float_only=True, libm=True,
-              complex=True)
+              complex=True, eager_c_from=_EAGER_C_FROM)
 exp2_p = unary("exp2", lambda xp, x: xp.exp2(x), lambda x, out: out * math.log(2.0), saves_output=True,
                float_only=True, libm=True, complex=True)
 expm1_p = unary("expm1", lambda xp, x: xp.expm1(x), lambda x, out: out + 1.0, saves_output=True, float_only=True,
@@ -80,7 +84,8 @@ tan_p = unary("tan", lambda xp, x: xp.tan(x), lambda x, out: out * out + 1.0, sa
               libm=True, complex=True)
 # libmvec's tanhf: 1 ulp, as fast as a copy (the double version is 5x slower)
 tanh_p = unary("tanh", lambda xp, x: xp.tanh(x), lambda x, out: 1.0 - out * out, saves_output=True,
-               float_only=True, libm="float", c={"f": "tanhf({0})", "d": "tanh({0})"}, complex=True)
+               float_only=True, libm="float", c={"f": "tanhf({0})", "d": "tanh({0})"}, complex=True,
+               eager_c_from=_EAGER_C_FROM)
 sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), lambda x, out: cosh(x), float_only=True, libm=True, complex=True)
 cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), lambda x, out: sinh(x), float_only=True, libm=True, complex=True)
 asin_p = unary("asin", lambda xp, x: xp.arcsin(x), lambda x, out: rsqrt(1.0 - x * x), float_only=True, libm=True)
@@ -392,14 +397,15 @@ def logical_not(input: Tensor) -> Tensor:
 # (templates/math_helpers.h.j2): NaN-propagating max and min, Python-style remainder and floor division,
 # integer division by zero giving 0, bool arithmetic as logic.
 add_p = binary("add", lambda xp, x, y: xp.add(x, y), 1.0, 1.0, linear=True,
-               c={**c_all("({0} + {1})", "fdi"), "b": "({0} | {1})"}, complex=True)
+               c={**c_all("({0} + {1})", "fdi"), "b": "({0} | {1})"}, complex=True, eager_c_from=_EAGER_C_FROM)
 sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), 1.0, -1.0, linear=True, c=c_all("({0} - {1})", "fdi"),
                bool_error="sub: subtraction, the `-` operator, with two bool tensors is not supported; use the `^` "
-                          "operator or logical_xor() instead", complex=True)
+                          "operator or logical_xor() instead", complex=True, eager_c_from=_EAGER_C_FROM)
 mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lambda x, y, o: x,
-               c={**c_all("({0} * {1})", "fdi"), "b": "({0} & {1})"}, complex=True)
+               c={**c_all("({0} * {1})", "fdi"), "b": "({0} & {1})"}, complex=True, eager_c_from=_EAGER_C_FROM)
 div_p = binary("div", lambda xp, x, y: xp.true_divide(x, y), lambda x, y, o: reciprocal(y),
-               lambda x, y, o: neg(o / y), saves_output=True, c=c_all("({0} / {1})", "fd"), complex=True)
+               lambda x, y, o: neg(o / y), saves_output=True, c=c_all("({0} / {1})", "fd"), complex=True,
+               eager_c_from=_EAGER_C_FROM)
 
 
 @div_p.def_vjp
@@ -419,7 +425,7 @@ pow_p.vjp_takes_needs = True   # rules below: the exponent gradient is formed on
 max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), lambda x, y, o: _tie_share(x, y, gt),
                lambda x, y, o: _tie_share(y, x, gt),
                c={"f": "fnx_maxf({0}, {1})", "d": "fnx_max({0}, {1})", "i": "({0} > {1} ? {0} : {1})",
-                  "b": "({0} | {1})"})
+                  "b": "({0} | {1})"}, eager_c_from=_EAGER_C_FROM)
 min_p = binary("min", lambda xp, x, y: xp.minimum(x, y), lambda x, y, o: _tie_share(x, y, lt),
                lambda x, y, o: _tie_share(y, x, lt),
                c={"f": "fnx_minf({0}, {1})", "d": "fnx_min({0}, {1})", "i": "({0} < {1} ? {0} : {1})",
@@ -1147,14 +1153,6 @@ def logaddexp(input, other) -> Tensor:
     m = maximum(input, other)
     m = where(isfinite(m), m, 0.0)
     return m + log(exp(input - m) + exp(other - m))
-
-
-# ---------------------------------------------------------------- eager C kernels of the common primitives
-# numpy computes these on one thread: eager mode runs large CPU float arrays through their compiled C kernels on
-# fnx's thread pool (fnx/lowering/eager_kernels.py, `THREADED`: from which size each wins; none below 32768
-# elements, so smaller arrays skip the hook's call)
-for _prim in (add_p, sub_p, mul_p, div_p, max_p, neg_p, exp_p, tanh_p):
-    _prim.impl = _native_first(_prim, _prim.impl, min_size=32768)
 
 
 # ---------------------------------------------------------------- batch rules of the primitives defined above
