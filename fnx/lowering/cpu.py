@@ -66,7 +66,11 @@ _VARIANTS = ((("-fopenmp",), ("-lmvec", "-lm"), True, True), (("-fopenmp",), ("-
 compile_count = 0  # compiler invocations by this process (tests check that a warm cache makes none)
 _warned: set[str] = set()
 _POOL_TEMPLATE = Path(__file__).parent / "templates" / "c_threads.c.j2"
-_POOL_SPIN = 2000      # pauses an idle pool worker spins before it sleeps: about 40 microseconds
+# Pauses an idle pool worker spins before it sleeps: a few milliseconds (2000 took 60-170 us on an AMD EPYC), so
+# that the next kernel or BLAS call of a training step finds it awake. A BLAS call's jobs wait for each other: with
+# a busy process beside it, a W9 GPT step took 184 ms when they waited for sleeping workers (2000 pauses), 104 ms
+# with this spin, 84-137 ms on OpenBLAS's own threads (which spin for 0.1 s).
+_POOL_SPIN = 200000
 _pool: ctypes.CDLL | None = None
 _pool_lock = threading.Lock()
 
