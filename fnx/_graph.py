@@ -1,5 +1,5 @@
 """The reverse-mode walk over a backward graph, shared by the eager tape engine (fnx/autograd/engine.py) and
-the vjp transform (fnx/transforms/ad.py).
+the vjp transform (fnx/transforms/ad.py), and `preorder`, the visit-each-once walk of any graph.
 
 A node presents itself through one small protocol: `node.parents`, the nodes it consumes (None where no
 gradient flows), and `node.vjp(ct)`, one cotangent per parent (None where none flows) given the sum `ct` of
@@ -17,6 +17,20 @@ _parents = attrgetter("parents")
 
 def _call_vjp(node, ct):
     return node.vjp(ct)
+
+
+def preorder(roots: Iterable, children: Callable) -> list:
+    """The nodes reachable from `roots`, each once (by identity), depth first: a node before its `children(node)`,
+    which are visited in their order."""
+    out, seen, stack = [], set(), list(reversed(list(roots)))
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        out.append(node)
+        stack.extend(reversed(children(node)))
+    return out
 
 
 def toposort(roots: Iterable, inputs: Callable) -> list:

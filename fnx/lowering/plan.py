@@ -43,6 +43,7 @@ import sys
 
 import numpy as np
 
+from .._graph import preorder
 from .. import debug
 from ..core import FnxRuntimeError
 from ..ir import ClosedJaxpr, Literal, Var
@@ -469,16 +470,7 @@ def _in_place(k: Kernel, v: Var, o: Var, root: dict, split: bool) -> bool:
 
 def _closure(nodes: list) -> list:
     """`nodes` and every node they are computed from (not through reductions, which are computed already)."""
-    seen, stack, out = set(), list(nodes), []
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        out.append(n)
-        if n.op != "reduce":
-            stack.extend(n.args)
-    return out
+    return preorder(nodes, lambda n: n.args if n.op != "reduce" else ())
 
 
 def _array0d(o):

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
+from .._graph import preorder
 from .. import dtypes as _dt
 from .. import tree
 from ..autograd import no_grad
@@ -347,15 +348,7 @@ class Module:
     def _unique_modules(self) -> list[Module]:
         """What `named_modules()` visits, without building the names: self and its submodules, depth first in
         registration order, each once (a training loop calls `parameters()` every step)."""
-        out, seen, stack = [], set(), [self]
-        while stack:
-            module = stack.pop()
-            if id(module) in seen:
-                continue
-            seen.add(id(module))
-            out.append(module)
-            stack.extend(reversed([m for m in module._modules.values() if m is not None]))
-        return out
+        return preorder([self], lambda module: [m for m in module._modules.values() if m is not None])
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
         seen = set()
