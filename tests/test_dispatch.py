@@ -71,3 +71,22 @@ def test_parameters_and_modules_follow_named_order_with_sharing():
     assert [id(p) for p in net.parameters()] == [id(p) for _, p in net.named_parameters()]
     assert [id(p) for p in net.parameters(recurse=False)] == []
     assert len(list(net.parameters())) == 5
+
+
+@pytest.mark.parametrize("dtype,tol", [(fnx.float64, 1e-12), (fnx.float32, 2e-5), (fnx.float16, 2e-2)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_small_layer_norm_node_on_arrays_matches_the_composition(dtype, tol, affine):
+    """Below the C loops' size the eager node computes on the arrays: its values and gradients are those of the
+    composition that the transforms see (fnx.vjp)."""
+    x = fnx.tensor(RNG.standard_normal((2, 3, 5)), dtype=dtype, requires_grad=True)
+    w, b = (fnx.tensor(RNG.standard_normal(5), dtype=dtype, requires_grad=True) if affine else None for _ in "wb")
+    g = fnx.tensor(RNG.standard_normal((2, 3, 5)), dtype=dtype)
+    y = F.layer_norm(x, (5,), w, b)
+    assert y.grad_fn.name == "_LayerNormBackward" and y.dtype == dtype
+    y.backward(g)
+    args = (x, w, b) if affine else (x,)
+    want, pull = fnx.vjp(lambda *a: F.layer_norm(a[0], (5,), *a[1:]), *[a.detach() for a in args])
+    np.testing.assert_allclose(y.detach().float().numpy(), want.float().numpy(), rtol=tol, atol=tol)
+    for a, grad in zip(args, pull(g)):
+        assert a.grad.dtype == dtype
+        np.testing.assert_allclose(a.grad.float().numpy(), grad.float().numpy(), rtol=tol, atol=tol)

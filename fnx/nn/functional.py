@@ -20,10 +20,10 @@ from ..ops import reduce as rd
 from ..ops.arrange import pad
 from ..ops.creation import ones_like, tensor, zeros
 from ..ops.indexing import index_select, one_hot, scatter_add
-from ..ops.linalg import einsum, matmul, require_same_dtype
+from ..ops.linalg import einsum, matmul, matmul_p, require_same_dtype
 from ..ops.norms import vector_norm
 from ..ops.sampling import rand
-from ..tensor import Tensor
+from ..tensor import Tensor, make
 from .functional_activation import *  # noqa: F401,F403
 from .functional_activation import __all__ as _activation_all
 from .functional_activation import _maybe_inplace, softmax
@@ -63,6 +63,8 @@ class _Linear(Function):
     def backward(ctx, g):
         input, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
+        if not core.state.grad_enabled:   # no create_graph: the primitives' impls on the arrays, off the tape
+            return _linear_backward_arrays(g, input, weight, ctx.needs_input_grad)
         d_input = matmul(g, weight) if need_x else None
         if input.ndim > 2 and (need_w or need_b):
             rows = math.prod(input.shape[:-1])
@@ -71,6 +73,18 @@ class _Linear(Function):
         d_weight = matmul(g.mT, input) if need_w else None
         d_bias = rd.sum(g, 0) if need_b else None
         return d_input, d_weight, d_bias
+
+
+def _linear_backward_arrays(g: Tensor, input: Tensor, weight: Tensor, needs: tuple) -> tuple:
+    """`_Linear.backward`'s products and sum as calls of the matmul and sum primitives' impls on the arrays (the
+    same results as their binds, without a dozen dispatched ops and their Tensors)."""
+    xp, dev = g._device._xp, g._device
+    gv, x = g._value, input._value
+    d_input = make(matmul_p.impl(xp, gv, weight._value), dev) if needs[0] else None
+    rows = gv.reshape(-1, gv.shape[-1])
+    d_weight = make(matmul_p.impl(xp, rows.T, x.reshape(-1, x.shape[-1])), dev) if needs[1] else None
+    d_bias = make(rd.sum_p.impl(xp, rows, axes=(0,), keepdims=False), dev) if needs[2] else None
+    return d_input, d_weight, d_bias
 
 
 @autocast_op("linear")

@@ -168,6 +168,8 @@ class _LayerNorm(Function):
         fast = _c_forward(input, weight, bias, dims, eps)
         if fast is not None:
             y, mean, rstd = fast
+        elif input._value.dtype.kind == "f":
+            y, mean, rstd = _array_forward(input, weight, bias, dims, eps)
         else:
             mean, centered, rstd = _layer_stats(input, dims, eps)
             y = _affine_last(centered * rstd, weight, bias)
@@ -183,6 +185,8 @@ class _LayerNorm(Function):
             mean, centered, rstd = _layer_stats(input, ctx.dims, ctx.eps)
         else:
             fast = _c_backward(g, input, weight, mean, rstd, ctx.dims, (need_x, need_w, need_b))
+            if fast is None and input._value.dtype.kind == "f":
+                fast = _array_backward(g, input, weight, mean, rstd, ctx.dims, (need_x, need_w, need_b))
             if fast is not None:
                 return fast + (None, None)
         lead = tuple(range(input.ndim - len(ctx.dims)))
@@ -221,6 +225,41 @@ def _c_backward(g: Tensor, input: Tensor, weight, mean: Tensor, rstd: Tensor, di
     arrays = _arrays(g, input, mean, rstd, weight)
     out = None if arrays is None else nn_kernels.layer_norm_backward(*arrays, len(dims), needs[0])
     return None if out is None else tuple(make(a, input.device) if need else None for a, need in zip(out, needs))
+
+
+def _array_forward(input: Tensor, weight, bias, dims: tuple, eps: float) -> tuple:
+    """(y, mean, rstd) of layer_norm computed on the arrays (numpy or CuPy), where the C loops do not run: a
+    small input pays for a handful of array calls, not for a dozen dispatched ops. Float16/32/64 only."""
+    x, xp = input._value, input._device._xp
+    mean = x.mean(dims, keepdims=True)
+    centered = x - mean
+    rstd = 1.0 / xp.sqrt((centered * centered).mean(dims, keepdims=True) + eps)
+    y = centered * rstd
+    if weight is not None:
+        y *= weight._value
+    if bias is not None:
+        y += bias._value
+    dev = input._device
+    return make(y, dev), make(mean, dev), make(rstd, dev)
+
+
+def _array_backward(g: Tensor, input: Tensor, weight, mean: Tensor, rstd: Tensor, dims: tuple,
+                    needs: tuple) -> tuple:
+    """(d_input, d_weight, d_bias) of layer_norm computed on the arrays (None for those not needed), where the C
+    loops do not run; the closed form of `_LayerNorm.backward`."""
+    gv, r = g._value, rstd._value
+    normed = (input._value - mean._value) * r
+    lead = tuple(range(normed.ndim - len(dims)))
+    d_weight = (gv * normed).sum(lead) if needs[1] else None
+    d_bias = gv.sum(lead) if needs[2] else None
+    d_input = None
+    if needs[0]:
+        d_normed = gv if weight is None else gv * weight._value
+        m1 = d_normed.mean(dims, keepdims=True)
+        m2 = (d_normed * normed).mean(dims, keepdims=True)
+        d_input = r * (d_normed - m1 - normed * m2)
+    dev = input._device
+    return tuple(None if a is None else make(a, dev) for a in (d_input, d_weight, d_bias))
 
 
 def _weighted_mean(t: Tensor, weight: Tensor, like: Tensor) -> Tensor:
