@@ -90,3 +90,31 @@ def test_small_layer_norm_node_on_arrays_matches_the_composition(dtype, tol, aff
     for a, grad in zip(args, pull(g)):
         assert a.grad.dtype == dtype
         np.testing.assert_allclose(a.grad.float().numpy(), grad.float().numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("shape", [(5, 4), (3, 4, 2), (4,)])
+def test_cross_entropy_node_matches_the_composition(reduction, weighted, shape):
+    """Eager cross_entropy over class indices records one nll node; its value, gradient and (create_graph)
+    second derivative are the composition's, which the transforms see, ignored targets included."""
+    x = fnx.tensor(RNG.standard_normal(shape), requires_grad=True)
+    target = fnx.tensor(RNG.integers(0, 4, (shape[0],) + shape[2:] if len(shape) > 1 else ()))
+    if target.ndim:
+        target[0] = -100
+    weight = fnx.tensor(RNG.random(4)) if weighted else None
+
+    def loss(a):
+        return F.cross_entropy(a, target, weight=weight, reduction=reduction)
+
+    y = loss(x)
+    g = fnx.tensor(RNG.standard_normal(tuple(y.shape)))
+    (gx,) = fnx.autograd.grad(y, x, g, create_graph=True)
+    (gx * gx).sum().backward()
+    want, pull = fnx.vjp(loss, x.detach())
+    np.testing.assert_allclose(y.detach().numpy(), want.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gx.detach().numpy(), pull(g)[0].numpy(), rtol=1e-12, atol=1e-15)
+    second = fnx.grad(lambda a: (fnx.vjp(loss, a)[1](g)[0] ** 2).sum())(x.detach())
+    np.testing.assert_allclose(x.grad.numpy(), second.numpy(), rtol=1e-10, atol=1e-14)
+    if reduction != "none" or len(shape) > 1:
+        assert y.grad_fn.name == "_NllLossBackward"

@@ -9,13 +9,15 @@ from __future__ import annotations
 import math
 
 from ..ops.autocast import autocast_op
+from .. import core
+from ..autograd import Function
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
-from ..ops.creation import arange, full_like
-from ..ops.indexing import check_index, index_select, take_along_dim
+from ..ops.creation import arange, full_like, zeros
+from ..ops.indexing import check_index, index_select, scatter_add, take_along_dim
 from ..ops.shape import broadcast_tensors
-from ..tensor import Tensor, Tracer
+from ..tensor import Tensor, Tracer, make
 from .functional_activation import log_softmax
 from .._warn import warn as _warn
 
@@ -94,7 +96,46 @@ def _target_weights(safe: Tensor, valid: Tensor, weight, dtype) -> Tensor:
     return index_select(weight, 0, safe.reshape(-1)).reshape(safe.shape) * counted
 
 
+class _NllLoss(Function):
+    """Eager nll over class indices as one tape node: the picking, weighting and reduction run on the arrays,
+    where the composition recorded about ten nodes; the backward puts -g w (/ sum(w) for the mean) at the picked
+    places of a zero gradient. `w` is 1 for a counted target (times its class weight), 0 for an ignored one."""
+
+    @staticmethod
+    def forward(ctx, logp, safe, valid, weight, reduction):
+        xp, lp = logp._device._xp, logp._value
+        idx = xp.expand_dims(safe._value, 1)
+        w = valid._value.astype(lp.dtype)
+        if weight is not None:
+            w *= weight._value[safe._value]
+        loss = -xp.take_along_axis(lp, idx, 1)[:, 0] * w
+        scale = w
+        if reduction != "none":
+            loss = loss.sum(dtype=lp.dtype)
+            if reduction == "mean":
+                denom = w.sum(dtype=lp.dtype)
+                loss, scale = xp.true_divide(loss, denom), xp.true_divide(w, denom)
+        ctx.idx, ctx.scale, ctx.shape = idx, scale, lp.shape
+        return make(xp.asarray(loss), logp._device)
+
+    @staticmethod
+    def backward(ctx, g):
+        dev = g._device
+        if core.state.grad_enabled:   # create_graph: the scatter as fnx ops, on the tape
+            src = (g * make(ctx.scale, dev) * -1.0).unsqueeze(1)
+            return scatter_add(zeros(*ctx.shape, dtype=g.dtype, device=dev), 1, make(ctx.idx, dev), src), None, \
+                None, None, None
+        xp = dev._xp
+        d = xp.zeros(ctx.shape, g._value.dtype)
+        xp.put_along_axis(d, ctx.idx, xp.expand_dims(-(g._value * ctx.scale), 1), 1)
+        return make(d, dev), None, None, None, None
+
+
 def _nll(logp: Tensor, safe: Tensor, valid: Tensor, weight, reduction: str, unbatched: bool) -> Tensor:
+    if not core.state.transforms_active and safe.device is logp.device and (weight is None or (
+            weight.dtype is logp.dtype and weight.device is logp.device and not weight.requires_grad)):
+        loss = _NllLoss.apply(logp, safe, valid, weight, reduction)
+        return loss.squeeze(0) if unbatched and reduction == "none" else loss
     picked = take_along_dim(logp, safe.unsqueeze(1), 1).squeeze(1)
     w = _target_weights(safe, valid, weight, logp.dtype)
     loss = -picked * w
