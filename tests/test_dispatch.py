@@ -118,3 +118,21 @@ def test_cross_entropy_node_matches_the_composition(reduction, weighted, shape):
     np.testing.assert_allclose(x.grad.numpy(), second.numpy(), rtol=1e-10, atol=1e-14)
     if reduction != "none" or len(shape) > 1:
         assert y.grad_fn.name == "_NllLossBackward"
+
+
+@pytest.mark.parametrize("add_at_max", [0, 1 << 30])
+@pytest.mark.parametrize("shape,dim", [((6, 3), 0), ((2, 5, 3), 1), ((4,), 0)])
+def test_scatter_add_paths_match_add_at(monkeypatch, add_at_max, shape, dim):
+    """index_put's accumulation over one index array gives np.add.at's bits on both of its paths: numpy's
+    generic loop (small regions) and the flat positions (larger ones), repeated and negative indices included."""
+    from fnx.ops import indexing
+
+    monkeypatch.setattr(indexing, "_ADD_AT_MAX", add_at_max)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    idx = np.array([0, -1, 2, 0, 1, 2, -1], dtype=np.int64)
+    where = (slice(None),) * dim + (idx,)
+    values = RNG.standard_normal(x[where].shape).astype(np.float32)
+    want = x.copy()
+    np.add.at(want, where, values)
+    got = indexing.index_put_p.impl(np, x, values, idx, dims=(dim,), accumulate=True)
+    np.testing.assert_array_equal(got, want)
