@@ -187,7 +187,7 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
         declared["groups"].add("native")
     prim = Primitive(name, saves_inputs=deriv is not None and not saves_output, saves_output=saves_output,
                      differentiable=differentiable, **declared)
-    prim.impl = _native_first(prim, impl, eager_c_from or 0) if native or eager_c_from else impl
+    prim.impl = _native_first(prim, impl, eager_c_from or 0, 1) if native or eager_c_from else impl
 
     def abstract(x: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool:
@@ -231,10 +231,35 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
     return prim
 
 
-def _native_first(prim: Primitive, impl: Callable, min_size: int = 0) -> Callable:
+def _native_first(prim: Primitive, impl: Callable, min_size: int = 0, arity: int | None = None) -> Callable:
     """`impl` of a primitive with eager C kernels (the native ones, and common ones numpy runs on one thread):
     CPU arrays (of `min_size` elements or more) go to the eager kernel hook first, which declines (None) arrays
-    below its thresholds and machines that cannot build the kernel."""
+    below its thresholds and machines that cannot build the kernel. `arity` 1 or 2 (the elementwise families,
+    whose impls take no params): a runner of that many arrays, without packing them into a tuple and a dict
+    (this runs for every add, mul, exp, ...)."""
+    if arity == 1:
+        def run1(xp, x):
+            if xp is np and x.size >= min_size:
+                hook = core.eager_kernel_hook
+                if hook is not None:
+                    out = hook(prim, x)
+                    if out is not None:
+                        return out
+            return impl(xp, x)
+
+        return run1
+    if arity == 2:
+        def run2(xp, x, y):
+            if xp is np and (x.size >= min_size or y.size >= min_size):
+                hook = core.eager_kernel_hook
+                if hook is not None:
+                    out = hook(prim, x, y)
+                    if out is not None:
+                        return out
+            return impl(xp, x, y)
+
+        return run2
+
     def run(xp, *arrays, **params):
         hook = core.eager_kernel_hook
         if xp is np and hook is not None and (arrays[0].size >= min_size or arrays[-1].size >= min_size):
@@ -284,7 +309,7 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
         declared["groups"].add("native")
     prim = Primitive(name, saves_inputs=diff and not linear, saves_output=saves_output, differentiable=diff,
                      **declared)
-    prim.impl = _native_first(prim, impl, eager_c_from or 0) if native or eager_c_from else impl
+    prim.impl = _native_first(prim, impl, eager_c_from or 0, 2) if native or eager_c_from else impl
 
     def abstract(x: ShapedArray, y: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool and y.dtype is _dt.bool:

@@ -63,7 +63,7 @@ reshape_p.def_batch(lambda args, dims, *, shape: (
 
 def reshape(input: Tensor, *shape) -> Tensor:
     """The same elements in a new shape (a view when the layout allows, else a copy); one dim may be -1."""
-    old = tuple(input.shape)
+    old = input.shape
     new = _shape_arg(shape)
     if new == old:
         return input
@@ -207,11 +207,10 @@ def view(input: Tensor, *shape) -> Tensor:
         raise NotImplementedError(f"view(dtype): reinterpreting {input.dtype} as {target} is not supported; "
                                   f"use .to({target}) to convert values")
     out = reshape(input, *shape)
-    if out is not input and not isinstance(out, Tracer) and out.numel():
-        if not input._device.xp.may_share_memory(out._value, input._value):
-            raise FnxRuntimeError(f"view: view size is not compatible with input tensor's size and stride (shape "
-                                  f"{list(input.shape)} to {list(out.shape)}: at least one dimension spans across "
-                                  f"two contiguous subspaces). Use .reshape(...) instead.")
+    if out is not input and type(out) is Tensor and out._base is None and out._value.size:   # reshape copied
+        raise FnxRuntimeError(f"view: view size is not compatible with input tensor's size and stride (shape "
+                              f"{list(input.shape)} to {list(out.shape)}: at least one dimension spans across "
+                              f"two contiguous subspaces). Use .reshape(...) instead.")
     return out
 
 
