@@ -32,6 +32,8 @@ def test_linear_records_one_node_for_any_number_of_leading_dims(monkeypatch, lea
     y = F.linear(x, w, b)
     assert nodes == [] and y.grad_fn.name == "_LinearBackward"
     assert all(p is q for p, q in zip(y.grad_fn.parents, (x, w, b)))   # no reshape node before the input
+    np.testing.assert_allclose(y.detach().numpy(), x.detach().numpy() @ w.detach().numpy().T + b.detach().numpy(),
+                               rtol=1e-12)
     y.backward(fnx.ones(*y.shape, dtype=y.dtype))
     want = np.ones(lead + (5,))
     np.testing.assert_allclose(x.grad.numpy(), want @ w.detach().numpy(), rtol=1e-12)

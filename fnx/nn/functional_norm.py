@@ -231,9 +231,10 @@ def _array_forward(input: Tensor, weight, bias, dims: tuple, eps: float) -> tupl
     """(y, mean, rstd) of layer_norm computed on the arrays (numpy or CuPy), where the C loops do not run: a
     small input pays for a handful of array calls, not for a dozen dispatched ops. Float16/32/64 only."""
     x, xp = input._value, input._device._xp
-    mean = x.mean(dims, keepdims=True)
+    n = math.prod(x.shape[d] for d in dims)   # sums divided by n, as rd.mean does (numpy's mean costs 3x more)
+    mean = x.sum(dims, keepdims=True) / n
     centered = x - mean
-    rstd = 1.0 / xp.sqrt((centered * centered).mean(dims, keepdims=True) + eps)
+    rstd = 1.0 / xp.sqrt((centered * centered).sum(dims, keepdims=True) / n + eps)
     y = centered * rstd
     if weight is not None:
         y *= weight._value
@@ -255,8 +256,9 @@ def _array_backward(g: Tensor, input: Tensor, weight, mean: Tensor, rstd: Tensor
     d_input = None
     if needs[0]:
         d_normed = gv if weight is None else gv * weight._value
-        m1 = d_normed.mean(dims, keepdims=True)
-        m2 = (d_normed * normed).mean(dims, keepdims=True)
+        n = math.prod(normed.shape[d] for d in dims)
+        m1 = d_normed.sum(dims, keepdims=True) / n
+        m2 = (d_normed * normed).sum(dims, keepdims=True) / n
         d_input = r * (d_normed - m1 - normed * m2)
     dev = input._device
     return tuple(None if a is None else make(a, dev) for a in (d_input, d_weight, d_bias))
