@@ -2,7 +2,8 @@
 
 All are compositions of fnx ops. Classification losses go through a stable `log_softmax`; class-index
 targets are picked with `take_along_dim`, and ignored targets are masked (weight 0), so the weighted mean
-is sum(loss) / sum(weights of the counted targets), as in PyTorch.
+is sum(loss) / sum(weights of the counted targets), as in PyTorch. Eagerly, that picking and reduction is one
+tape node (`_NllLoss`) computed on the arrays; the transforms see the composition.
 """
 from __future__ import annotations
 
