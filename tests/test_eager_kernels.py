@@ -59,7 +59,7 @@ def fresh(monkeypatch, tmp_path):
 
 def test_the_native_primitives():
     assert NATIVE == ["erf", "erfc", "gelu", "gelu_backward", "gelu_deriv", "gelu_tanh", "gelu_tanh_backward",
-                      "gelu_tanh_deriv", "logit", "relu_backward", "sigmoid", "silu", "silu_backward"]
+                      "gelu_tanh_deriv", "logit", "relu", "relu_backward", "sigmoid", "silu", "silu_backward"]
 
 
 def _operands(name: str, dtype=np.float32) -> list[np.ndarray]:

@@ -871,8 +871,11 @@ def square(input: Tensor) -> Tensor:
     return input * input
 
 
+# numpy's maximum (NaN-propagating) runs relu at 0.5-1 ns an element, its C kernel (same bits: NaN passes, -0.0
+# gives +0.0) 3-5x faster on one thread (measured 65536 float32: 35 us vs 12): native
 relu_p = unary("relu", lambda xp, x: xp.maximum(x, x.dtype.type(0)), None, gate=lambda x, out: gt(out, 0.0),
-               saves_output=True, c={"f": "fnx_maxf({0}, 0.0f)", "d": "fnx_max({0}, 0.0)", "i": "({0} > 0 ? {0} : 0)"})
+               saves_output=True, native=True,
+               c={"f": "fnx_maxf({0}, 0.0f)", "d": "fnx_max({0}, 0.0)", "i": "({0} > 0 ? {0} : 0)"})
 # relu's vjp as a primitive of (g, out) (PyTorch's threshold_backward): g where out > 0, else +0.0, in one eager
 # pass, where the comparison and the select took three and a bool temporary. Linear in g; constant in out.
 relu_backward_p = binary("relu_backward", lambda xp, g, out: xp.where(out > 0, g, g.dtype.type(0)),
