@@ -998,8 +998,9 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 # silu x s(x), s = sigmoid, and its vjp g silu'(x) as primitives (PyTorch's silu and silu_backward): one eager pass
 # each, where x * sigmoid(x) took two forward and five backward. silu'(x) = s(x) (1 + x s(-x)) has a root (x near
-# -1.2785) where float32 would cancel, so the vjp is computed in double and rounded once (as gelu_tanh's); its own
-# derivatives are fnx ops: differentiable at any order.
+# -1.2785) where float32 would cancel: numpy computes the vjp in double and rounds once, C in float32 with the root
+# factored out (fnx_silu_derivf, templates/math_helpers.h.j2: double's exp cost four times as much). The
+# derivatives' own derivatives are fnx ops: differentiable at any order.
 def _silu_deriv(x: Tensor) -> Tensor:
     return sigmoid(x) * (1.0 + x * sigmoid(neg(x)))
 
@@ -1019,7 +1020,8 @@ silu_p = unary("silu", lambda xp, x: x * _sigmoid(xp, x), lambda x, out: _silu_d
                expensive=True, native=True, c={"f": "({0} * fnx_sigmoidf({0}))", "d": "({0} * fnx_sigmoid({0}))"})
 silu_backward_p = binary("silu_backward", _in_double(_silu_backward), lambda g, x, out: _silu_deriv(x),
                          lambda g, x, out: g * _silu_deriv2(x), expensive=True, native=True,
-                         c=_c_in_double("({0} * (fnx_sigmoid({1}) * (1.0 + {1} * (1.0 - fnx_sigmoid({1})))))"))
+                         c={"f": "({0} * fnx_silu_derivf({1}))",
+                            "d": "({0} * (fnx_sigmoid({1}) * (1.0 + {1} * (1.0 - fnx_sigmoid({1})))))"})
 silu_p.vjp = lambda g, primals, out: (silu_backward_p.bind(g, primals[0]),)
 
 
