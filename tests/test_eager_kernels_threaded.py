@@ -38,6 +38,7 @@ PATTERNS = {
     "scalar lhs": lambda b, m, k: [(1, 1), (b, m, k)],
     "row rhs": lambda b, m, k: [(b, m, k), (k,)],        # x * weight, a bias add
     "row lhs": lambda b, m, k: [(1, m, k), (b, m, k)],
+    "rows of trailing dims": lambda b, m, k: [(b, 3, m, k), (1, 1, m, k)],   # rotary's x * cos: (T, D) rows
     "col rhs": lambda b, m, k: [(b, m, k), (b, m, 1)],   # x * rstd
     "col lhs": lambda b, m, k: [(b, 1, 1), (b, m, k)],
 }
