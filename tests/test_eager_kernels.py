@@ -122,7 +122,8 @@ def test_without_a_compiler_numpy_runs(fresh, monkeypatch):
     y = fnx.tensor(x.astype(np.float64), requires_grad=True)
     F.gelu(y, approximate="tanh").sum().backward()
     assert y.grad is not None
-    assert eager_kernels._kernels[("gelu_tanh_backward", np.dtype(np.float64), ("flat", "flat"))] is None
+    tried = [k for k in eager_kernels._kernels if k[:2] == ("gelu_tanh_backward", np.dtype(np.float64))]
+    assert tried and all(eager_kernels._kernels[k] is None for k in tried)
 
 
 @needs_cc
