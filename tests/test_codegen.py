@@ -62,7 +62,7 @@ ULP_BOUNDS = {"neg": 0, "sqrt": 0, "abs": 0, "sign": 0, "floor": 0, "ceil": 0, "
               "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1, "sin": 1, "cos": 1,
               "tan": 1, "sinh": 1, "cosh": 1, "asin": 1, "acos": 1, "atan": 1, "erf": 1, "erfc": 1, "pow": 1,
               "atan2": 1, "pow_scalar": 1, "logit": 1, "gelu_tanh": 1, "gelu_tanh_deriv": 1,
-              "gelu_tanh_backward": 1, "sigmoid": 2, "tanh": 3, "gelu_deriv": 4, "gelu": 5, "gelu_backward": 5}
+              "gelu_tanh_backward": 1, "sigmoid": 2, "silu": 3, "silu_backward": 5, "tanh": 3, "gelu_deriv": 4, "gelu": 5, "gelu_backward": 5}
 
 
 def _inputs(lo, hi):

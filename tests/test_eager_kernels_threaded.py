@@ -4,9 +4,9 @@ through compiled C kernels on fnx's thread pool, for each broadcast pattern a ke
 The C path runs (a spy on the eager kernel hook sees a result) for operands of one shape, a scalar, an operand
 broadcast along the leading dims and one broadcast along the trailing dims, on either side; add, sub, mul, div and
 max give numpy's bits there (NaN, infinities, signed zeros and subnormals included), also for non-contiguous
-inputs, and exp, tanh within their float32 ulp bounds; sums over trailing dims run in C within rounding; small
-arrays, outer broadcasts, integer dtypes, sums over leading dims and operands of one shape on one thread keep
-numpy; a flat kernel stays vectorised below the parallel threshold.
+inputs and operands expanded by a view, and exp, tanh within their float32 ulp bounds; sums over trailing dims
+run in C within rounding; small arrays, outer broadcasts, integer dtypes, sums over leading dims and operands of
+one shape on one thread keep numpy; a flat kernel stays vectorised below the parallel threshold.
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ PATTERNS = {
     "scalar lhs": lambda b, m, k: [(1, 1), (b, m, k)],
     "row rhs": lambda b, m, k: [(b, m, k), (k,)],        # x * weight, a bias add
     "row lhs": lambda b, m, k: [(1, m, k), (b, m, k)],
+    "rows of trailing dims": lambda b, m, k: [(b, 3, m, k), (1, 1, m, k)],   # rotary's x * cos: (T, D) rows
     "col rhs": lambda b, m, k: [(b, m, k), (b, m, 1)],   # x * rstd
     "col lhs": lambda b, m, k: [(b, 1, 1), (b, m, k)],
 }
@@ -132,6 +133,21 @@ def test_non_contiguous_inputs_give_numpys_bits(threads, c_results):
             got, want = (fnx.tensor(a) * fnx.tensor(b)).numpy(), a * b
         assert c_results[-1] is not None and _same_bits(got, want)
 
+
+def test_expanded_operands_run_as_their_broadcast_pattern(threads, c_results):
+    """An operand broadcast by a view (stride 0, as `expand` and a keepdims sum's vjp make) is read in place as
+    the column, row or scalar it expands (on one thread, where a flat loop would keep numpy); when both operands
+    are such views numpy loops over them."""
+    x, col, row = _operands([(8, 64, 512), (8, 64, 1), (512,)], np.float32)
+    tx, expand = fnx.tensor(x), lambda a: fnx.tensor(a).expand(8, 64, 512)
+    three = np.float32(3.0)
+    with np.errstate(all="ignore"):
+        threads(1)
+        assert _same_bits((tx * expand(col)).numpy(), x * col) and c_results[-1] is not None
+        assert _same_bits((expand(row) - tx).numpy(), row - x) and c_results[-1] is not None
+        threads(2)
+        assert _same_bits((tx / expand(three)).numpy(), x / three) and c_results[-1] is not None
+        assert _same_bits((expand(col) + expand(row)).numpy(), col + row) and c_results[-1] is None
 
 def test_small_integer_and_outer_operands_keep_numpy(threads, c_results, monkeypatch):
     monkeypatch.setattr(eager_kernels, "_kernels", {})

@@ -8,7 +8,8 @@ sums over trailing dims: `SUM_MIN`), which the C kernel spreads over fnx's threa
 results agree bit for bit, and the two share one cache entry. An elementwise kernel serves one broadcast pattern
 (`_pattern`): operands of one shape (a flat loop), a scalar operand, or an operand broadcast along the leading
 dims (a bias, a norm's weight: a row of the output viewed as rows x cols) or along the trailing ones (a norm's
-rstd of shape (..., 1): a column). Sizes and strides are arguments, so one kernel per primitive, dtype and
+rstd of shape (..., 1): a column); an operand that a view broadcasts (`expand`: stride 0) is read as the
+operand it expands, in place. Sizes and strides are arguments, so one kernel per primitive, dtype and
 pattern serves every shape; other broadcasts and reductions take numpy's impl. It is built once per process,
 under a lock (a second thread waits for the first build), through the C target: the disk cache checks a library
 against its recorded sha256 before loading it and rebuilds a damaged one, and a later process loads it without
@@ -85,6 +86,11 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     flat_min = MIN_ELEMENTS if threaded is None else threaded[team_size.value > 1]
     if size < min(flat_min, BROADCAST_MIN) or x.dtype not in _DTYPES or last.dtype != arrays[0].dtype:
         return None
+    if len(arrays) == 2 and (0 in arrays[0].strides or 0 in last.strides):
+        arrays = (_unbroadcast(arrays[0]), _unbroadcast(last))
+        if x.shape not in (arrays[0].shape, arrays[1].shape):   # both broadcast: numpy loops over the views
+            return None
+        last = arrays[1]
     if last.shape == arrays[0].shape:
         if size < flat_min:
             return None
@@ -124,6 +130,14 @@ def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, col
     values = (1, rows, cols, rows * cols)
     fn(_ARRAYS[len(arrays)](*map(id, arrays), id(out)), meta(*[values[s] for s in symbols]))
     return out
+
+
+def _unbroadcast(a: np.ndarray) -> np.ndarray:
+    """`a` less the dims that a view broadcasts it along (`expand`, `broadcast_to`: stride 0), kept as dims of 1:
+    the operand itself, which a broadcast pattern reads in place, where a flat loop needed a contiguous copy."""
+    if 0 not in a.strides:
+        return a
+    return a[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in a.strides)]
 
 
 def _pattern(shape: tuple, size: int, arrays) -> tuple | None:
