@@ -4,7 +4,8 @@ eager mode as the C kernels that compile generates for them, built once into the
 Eager results on large arrays equal the compiled kernels' bits and stay within the float32 ulp bounds against
 float64 (binary ones too, gelu's vjps; an outer broadcast takes numpy); without a C compiler numpy's impl
 runs; a damaged cached library is rebuilt; threads racing to the first call build once; gelu's derivatives
-(both forms, first and second order) match finite differences.
+(both forms, first and second order) match finite differences; gelu's float32 forms keep their ulp bounds where
+they cancel or shrink, and the tanh form's on every 97th float of |x| < 16.
 """
 from __future__ import annotations
 
