@@ -16,9 +16,11 @@ import math
 
 import numpy as np
 
+from .. import core
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
+from ..ops.conv import conv
 from ..ops.creation import tensor
 from ..ops.indexing import index_select
 from ..ops.linalg import matmul, require_same_dtype
@@ -118,6 +120,17 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
+    if core.state.transforms_active:
+        y = _conv_composite(x, weight, bias, stride, dilation, groups, out)
+    else:
+        y = conv(x, weight, bias, stride=stride, dilation=dilation, groups=groups)
+    return y.squeeze(0) if unbatched else y
+
+
+def _conv_composite(x: Tensor, weight: Tensor, bias, stride, dilation, groups: int, out: tuple) -> Tensor:
+    """The convolution of the padded `x` as im2col, one matrix product per group and conv_output: the form
+    that transforms see (every op in it has all rules); eager mode binds fnx.ops.conv's blocked primitives."""
+    (n, c), (o, kernel), nd = x.shape[:2], (weight.shape[0], tuple(weight.shape[2:])), x.ndim - 2
     k, length = math.prod(kernel), n * math.prod(out)
     cols = im2col(x, kernel, stride, dilation, batch_inner=True).reshape(c * k, length)
     if groups == 1:
@@ -134,7 +147,7 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
         y = im2col(y, point, point, point, batch_inner=True).reshape((n, o) + out)
     else:
         y = conv_output(y, bias, nd)
-    return y.squeeze(0) if unbatched else y
+    return y
 
 
 @autocast_op("conv1d")

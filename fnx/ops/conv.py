@@ -1,0 +1,180 @@
+"""A convolution and its two gradients as primitives that run block by block over the batch (eager mode).
+
+The composite form of a convolution (fnx/nn/functional_conv.py: im2col of the whole batch, one matrix product,
+the transposing copy conv_output) writes the columns of the whole batch (C*K values per output element: 42 MB in
+the MNIST example's second convolution) to memory, reads them back for the product and keeps them for the weight
+gradient; the input gradient writes and reads a block of the same size before col2im. These primitives do the
+same work a few samples at a time, so each block's columns (about BLOCK_BYTES) are still in cache when the
+product and col2im read them, and nothing of the batch's size is kept between forward and backward (the weight
+gradient takes each block's columns again from the input). Each block runs the windows primitives' impls (C loops
+on the thread pool) and one BLAS product, which keeps both threads busy.
+
+- conv(x, w[, b]): x (N, C, *spatial) already padded, w (O, C/groups, *kernel), b (O,) -> (N, O, *out);
+- conv_input_grad(g, w): the transpose of conv in x, (N, O, *out) -> (N, C, *size);
+- conv_weight_grad(g, x): the transpose of conv in w, -> (O, C/groups, *kernel).
+
+Each is bilinear in its two operands, so their vjp rules are these three primitives again (the eager tape's
+grad of grad works). fnx.nn.functional's convolutions bind them only in eager mode, when no transform is active:
+under a transform the composite form runs instead (it has every rule: jvp, vmap, compile, export to C), so these
+primitives carry impl, abstract and vjp rules only (a transform that meets one raises the missing-rule error
+naming it). Both forms give the same values within the rounding of the products' sums.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core import Primitive, ShapedArray
+from .linalg import _matmul_impl
+from .reduce import sum as _sum
+from .windows import _col2im_impl, _conv_output_impl, _im2col_impl, window_out_shape
+
+__all__ = ["conv", "conv_input_grad", "conv_weight_grad", "BLOCK_BYTES"]
+
+# The columns of one block of samples take about this many bytes (at least one sample per block): small enough to
+# stay in the cache between im2col and the product (about 2x faster than whole-batch columns at 2 threads), large
+# enough that the products stay large.
+BLOCK_BYTES = 1 << 21
+
+
+def _sample_blocks(xp, n: int, per_sample: int) -> list[slice]:
+    """Slices of the batch whose columns take about BLOCK_BYTES each (one block off the CPU, where caches differ)."""
+    if xp is not np:
+        return [slice(0, n)]
+    step = max(1, BLOCK_BYTES // max(1, per_sample))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def _swap(xp, a, nd: int):
+    """(N, C, *s) -> (C, N, *s): the batch_inner im2col of a one-point window (a transposing copy in the C loops)."""
+    point = (1,) * nd
+    cols = _im2col_impl(xp, a, kernel=point, stride=point, dilation=point, batch_inner=True)
+    return cols.reshape(cols.shape[:1] + cols.shape[2:])
+
+
+def _columns(xp, x, kernel: tuple, stride: tuple, dilation: tuple, groups: int):
+    """x's im2col columns as (groups, C/groups * K, N * out)."""
+    cols = _im2col_impl(xp, x, kernel=kernel, stride=stride, dilation=dilation, batch_inner=True)
+    return cols.reshape(groups, cols.shape[0] * cols.shape[1] // groups, -1)
+
+
+# ---------------------------------------------------------------- the convolution
+conv_p = Primitive("conv")
+
+
+@conv_p.def_impl
+def _conv_impl(xp, x, w, *bias, stride, dilation, groups):
+    nd, kernel, (n, o) = x.ndim - 2, tuple(w.shape[2:]), (x.shape[0], w.shape[0])
+    out = window_out_shape(x.shape[2:], kernel, stride, dilation)
+    wg = w.reshape(groups, o // groups, -1)
+    y = xp.empty((n, o) + out, dtype=x.dtype)
+    for block in _sample_blocks(xp, n, x.shape[1] * math.prod(kernel) * math.prod(out) * x.itemsize):
+        cols = _columns(xp, x[block], kernel, stride, dilation, groups)
+        product = _matmul_impl(xp, wg, cols).reshape((o, -1) + out)
+        y[block] = _conv_output_impl(xp, product, bias[0], nd=nd) if bias else _swap(xp, product, nd)
+    return y
+
+
+@conv_p.def_abstract
+def _conv_abstract(x: ShapedArray, w: ShapedArray, *bias: ShapedArray, stride, dilation, groups) -> ShapedArray:
+    out = window_out_shape(x.shape[2:], w.shape[2:], stride, dilation)
+    return ShapedArray((x.shape[0], w.shape[0]) + out, x.dtype, x.device)
+
+
+@conv_p.def_vjp
+def _conv_vjp(g, primals, out, needs=(True, True, True), *, stride, dilation, groups):
+    x, w = primals[:2]
+    params = dict(stride=stride, dilation=dilation, groups=groups)
+    gx = conv_input_grad(g, w, tuple(x.shape[2:]), **params) if needs[0] else None
+    gw = conv_weight_grad(g, x, tuple(w.shape[2:]), **params) if needs[1] else None
+    if len(primals) == 2:
+        return gx, gw
+    gb = _sum(g, dim=(0,) + tuple(range(2, g.ndim))) if needs[2] else None
+    return gx, gw, gb
+
+
+conv_p.vjp_takes_needs = True
+
+
+
+def conv(x, w, b=None, *, stride: tuple, dilation: tuple, groups: int):
+    """x (N, C, *spatial), already padded, convolved with w (O, C/groups, *kernel), plus b (O,) when given."""
+    args = (x, w) if b is None else (x, w, b)
+    return conv_p.bind(*args, stride=tuple(stride), dilation=tuple(dilation), groups=int(groups))
+
+
+# ---------------------------------------------------------------- its gradient in the input
+conv_input_grad_p = Primitive("conv_input_grad")
+
+
+@conv_input_grad_p.def_impl
+def _conv_input_grad_impl(xp, g, w, *, size, stride, dilation, groups):
+    nd, kernel, (n, o), c = g.ndim - 2, tuple(w.shape[2:]), g.shape[:2], w.shape[1] * groups
+    out, k = tuple(g.shape[2:]), math.prod(w.shape[2:])
+    wt = xp.swapaxes(w.reshape(groups, o // groups, -1), 1, 2)
+    gx = xp.empty((n, c) + tuple(size), dtype=g.dtype)
+    for block in _sample_blocks(xp, n, c * k * math.prod(out) * g.itemsize):
+        gy = _swap(xp, g[block], nd)
+        cols = _matmul_impl(xp, wt, gy.reshape(groups, o // groups, -1)).reshape((c, k) + gy.shape[1:])
+        gx[block] = _col2im_impl(xp, cols, size=tuple(size), kernel=kernel, stride=stride, dilation=dilation,
+                                 batch_inner=True)
+    return gx
+
+
+@conv_input_grad_p.def_abstract
+def _conv_input_grad_abstract(g: ShapedArray, w: ShapedArray, *, size, stride, dilation, groups) -> ShapedArray:
+    return ShapedArray((g.shape[0], w.shape[1] * groups) + tuple(size), g.dtype, g.device)
+
+
+@conv_input_grad_p.def_vjp
+def _conv_input_grad_vjp(ct, primals, out, *, size, stride, dilation, groups):
+    g, w = primals
+    params = dict(stride=stride, dilation=dilation, groups=groups)
+    return conv(ct, w, None, **params), conv_weight_grad(g, ct, tuple(w.shape[2:]), **params)
+
+
+
+def conv_input_grad(g, w, size: tuple, *, stride: tuple, dilation: tuple, groups: int):
+    """The gradient of conv in its input x of spatial `size`, from the output's gradient g (N, O, *out)."""
+    return conv_input_grad_p.bind(g, w, size=tuple(size), stride=tuple(stride), dilation=tuple(dilation),
+                                  groups=int(groups))
+
+
+# ---------------------------------------------------------------- its gradient in the weight
+conv_weight_grad_p = Primitive("conv_weight_grad")
+
+
+@conv_weight_grad_p.def_impl
+def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, dilation, groups):
+    nd, (n, o), c = g.ndim - 2, g.shape[:2], x.shape[1]
+    gw = None
+    for block in _sample_blocks(xp, n, c * math.prod(kernel) * math.prod(g.shape[2:]) * g.itemsize):
+        cols = _columns(xp, x[block], kernel, stride, dilation, groups)
+        gy = _swap(xp, g[block], nd).reshape(groups, o // groups, -1)
+        part = _matmul_impl(xp, gy, xp.swapaxes(cols, 1, 2))
+        if gw is None:
+            gw = part
+        else:
+            gw += part
+    return gw.reshape((o, c // groups) + tuple(kernel))
+
+
+@conv_weight_grad_p.def_abstract
+def _conv_weight_grad_abstract(g: ShapedArray, x: ShapedArray, *, kernel, stride, dilation,
+                               groups) -> ShapedArray:
+    return ShapedArray((g.shape[1], x.shape[1] // groups) + tuple(kernel), g.dtype, g.device)
+
+
+@conv_weight_grad_p.def_vjp
+def _conv_weight_grad_vjp(ct, primals, out, *, kernel, stride, dilation, groups):
+    g, x = primals
+    params = dict(stride=stride, dilation=dilation, groups=groups)
+    return conv(x, ct, None, **params), conv_input_grad(g, ct, tuple(x.shape[2:]), **params)
+
+
+
+def conv_weight_grad(g, x, kernel: tuple, *, stride: tuple, dilation: tuple, groups: int):
+    """The gradient of conv in its weight (O, C/groups, *kernel), from the output's gradient g and the input x."""
+    return conv_weight_grad_p.bind(g, x, kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation),
+                                   groups=int(groups))
