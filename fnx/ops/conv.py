@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from ..core import Primitive, ShapedArray
+from . import windows
 from .linalg import _matmul_impl
 from .reduce import sum as _sum
 from .windows import _col2im_impl, _conv_output_impl, _im2col_impl, window_out_shape
@@ -46,11 +47,34 @@ def _sample_blocks(xp, n: int, per_sample: int) -> list[slice]:
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
-def _swap(xp, a, nd: int):
-    """(N, C, *s) -> (C, N, *s): the batch_inner im2col of a one-point window (a transposing copy in the C loops)."""
+def _swap(xp, a, nd: int, into=None):
+    """(N, C, *s) -> (C, N, *s) (written `into` a C-contiguous array where given): the batch_inner im2col of a
+    one-point window, a transposing copy in the C loops."""
     point = (1,) * nd
+    if into is not None and xp is np and windows.native is not None:
+        if windows.native.im2col(a, point, point, point, a.shape[2:], True, into=into) is not None:
+            return into
     cols = _im2col_impl(xp, a, kernel=point, stride=point, dilation=point, batch_inner=True)
-    return cols.reshape(cols.shape[:1] + cols.shape[2:])
+    cols = cols.reshape(cols.shape[:1] + cols.shape[2:])
+    if into is None:
+        return cols
+    into[...] = cols
+    return into
+
+
+def _conv_output_into(xp, y, bias, nd: int, into):
+    """conv_output(y, bias) written into `into` (in place by the C loops where they run)."""
+    if xp is np and windows.native is not None and windows.native.conv_output(y, bias, nd, into=into) is not None:
+        return
+    into[...] = _conv_output_impl(xp, y, bias, nd=nd)
+
+
+def _col2im_into(xp, cols, size: tuple, kernel: tuple, stride: tuple, dilation: tuple, into):
+    """col2im of batch_inner columns written into `into` (in place by the C loops where they run)."""
+    if xp is np and windows.native is not None:
+        if windows.native.col2im(cols, size, kernel, stride, dilation, True, into=into) is not None:
+            return
+    into[...] = _col2im_impl(xp, cols, size=size, kernel=kernel, stride=stride, dilation=dilation, batch_inner=True)
 
 
 def _columns(xp, x, kernel: tuple, stride: tuple, dilation: tuple, groups: int):
@@ -72,7 +96,10 @@ def _conv_impl(xp, x, w, *bias, stride, dilation, groups):
     for block in _sample_blocks(xp, n, x.shape[1] * math.prod(kernel) * math.prod(out) * x.itemsize):
         cols = _columns(xp, x[block], kernel, stride, dilation, groups)
         product = _matmul_impl(xp, wg, cols).reshape((o, -1) + out)
-        y[block] = _conv_output_impl(xp, product, bias[0], nd=nd) if bias else _swap(xp, product, nd)
+        if bias:
+            _conv_output_into(xp, product, bias[0], nd, y[block])
+        else:
+            _swap(xp, product, nd, into=y[block])
     return y
 
 
@@ -117,8 +144,7 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, dilation, groups):
     for block in _sample_blocks(xp, n, c * k * math.prod(out) * g.itemsize):
         gy = _swap(xp, g[block], nd)
         cols = _matmul_impl(xp, wt, gy.reshape(groups, o // groups, -1)).reshape((c, k) + gy.shape[1:])
-        gx[block] = _col2im_impl(xp, cols, size=tuple(size), kernel=kernel, stride=stride, dilation=dilation,
-                                 batch_inner=True)
+        _col2im_into(xp, cols, tuple(size), kernel, stride, dilation, gx[block])
     return gx
 
 
