@@ -21,11 +21,14 @@ naming it). Both forms give the same values within the rounding of the products'
 """
 from __future__ import annotations
 
+import concurrent.futures
 import math
+import threading
 
 import numpy as np
 
 from ..core import Primitive, ShapedArray
+from ..threads import team_size
 from . import windows
 from .linalg import _matmul_impl
 from .reduce import sum as _sum
@@ -45,6 +48,54 @@ def _sample_blocks(xp, n: int, per_sample: int) -> list[slice]:
         return [slice(0, n)]
     step = max(1, BLOCK_BYTES // max(1, per_sample))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+_alone = threading.Lock()   # held while one convolution has set the thread counts to one
+_workers: list = []         # [the ThreadPoolExecutor that runs the other threads' parts, its size]
+_blas: list = []            # threadpoolctl's controllers of numpy's BLAS libraries (found on first use)
+
+
+def _blas_libraries() -> list:
+    if not _blas:
+        from threadpoolctl import ThreadpoolController   # imported on first use, as in fnx/threads.py
+
+        _blas.append(ThreadpoolController().select(user_api="blas").lib_controllers)
+    return _blas[0]
+
+
+def _executor(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    if not _workers or _workers[1] != threads - 1:
+        if _workers:
+            _workers[0].shutdown()
+        _workers[:] = [concurrent.futures.ThreadPoolExecutor(threads - 1, thread_name_prefix="fnx-conv"),
+                       threads - 1]
+    return _workers[0]
+
+
+def _over_threads(xp, run, blocks: list) -> list:
+    """[run(part) for each part], the blocks dealt out in contiguous parts, one to each of fnx's threads, each
+    of which runs its part alone: its BLAS calls and C loops stay on it (the thread counts are set to one
+    meanwhile). No thread waits for another inside a part, where per-block parallel loops would synchronise a
+    few times per block and, on a busy machine, wait for a descheduled thread each time. One part where the
+    counts cannot be set (a BLAS that threadpoolctl does not know, another convolution running them alone)."""
+    threads = min(team_size.value, len(blocks)) if xp is np else 1
+    libs = _blas_libraries() if threads > 1 else []
+    if threads <= 1 or not libs or not _alone.acquire(blocking=False):
+        return [run(blocks)]
+    saved = team_size.value, [lib.get_num_threads() for lib in libs]
+    try:
+        team_size.value = 1
+        for lib in libs:
+            lib.set_num_threads(1)
+        parts = [blocks[i * len(blocks) // threads:(i + 1) * len(blocks) // threads] for i in range(threads)]
+        others = [_executor(threads).submit(run, part) for part in parts[1:]]
+        first = run(parts[0])
+        return [first] + [f.result() for f in others]
+    finally:
+        team_size.value = saved[0]
+        for lib, n in zip(libs, saved[1]):
+            lib.set_num_threads(n)
+        _alone.release()
 
 
 def _swap(xp, a, nd: int, into=None):
@@ -93,13 +144,17 @@ def _conv_impl(xp, x, w, *bias, stride, dilation, groups):
     out = window_out_shape(x.shape[2:], kernel, stride, dilation)
     wg = w.reshape(groups, o // groups, -1)
     y = xp.empty((n, o) + out, dtype=x.dtype)
-    for block in _sample_blocks(xp, n, x.shape[1] * math.prod(kernel) * math.prod(out) * x.itemsize):
-        cols = _columns(xp, x[block], kernel, stride, dilation, groups)
-        product = _matmul_impl(xp, wg, cols).reshape((o, -1) + out)
-        if bias:
-            _conv_output_into(xp, product, bias[0], nd, y[block])
-        else:
-            _swap(xp, product, nd, into=y[block])
+
+    def run(blocks):
+        for block in blocks:
+            cols = _columns(xp, x[block], kernel, stride, dilation, groups)
+            product = _matmul_impl(xp, wg, cols).reshape((o, -1) + out)
+            if bias:
+                _conv_output_into(xp, product, bias[0], nd, y[block])
+            else:
+                _swap(xp, product, nd, into=y[block])
+
+    _over_threads(xp, run, _sample_blocks(xp, n, x.shape[1] * math.prod(kernel) * math.prod(out) * x.itemsize))
     return y
 
 
@@ -141,10 +196,14 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, dilation, groups):
     out, k = tuple(g.shape[2:]), math.prod(w.shape[2:])
     wt = xp.swapaxes(w.reshape(groups, o // groups, -1), 1, 2)
     gx = xp.empty((n, c) + tuple(size), dtype=g.dtype)
-    for block in _sample_blocks(xp, n, c * k * math.prod(out) * g.itemsize):
-        gy = _swap(xp, g[block], nd)
-        cols = _matmul_impl(xp, wt, gy.reshape(groups, o // groups, -1)).reshape((c, k) + gy.shape[1:])
-        _col2im_into(xp, cols, tuple(size), kernel, stride, dilation, gx[block])
+
+    def run(blocks):
+        for block in blocks:
+            gy = _swap(xp, g[block], nd)
+            cols = _matmul_impl(xp, wt, gy.reshape(groups, o // groups, -1)).reshape((c, k) + gy.shape[1:])
+            _col2im_into(xp, cols, tuple(size), kernel, stride, dilation, gx[block])
+
+    _over_threads(xp, run, _sample_blocks(xp, n, c * k * math.prod(out) * g.itemsize))
     return gx
 
 
@@ -174,15 +233,23 @@ conv_weight_grad_p = Primitive("conv_weight_grad")
 @conv_weight_grad_p.def_impl
 def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, dilation, groups):
     nd, (n, o), c = g.ndim - 2, g.shape[:2], x.shape[1]
-    gw = None
-    for block in _sample_blocks(xp, n, c * math.prod(kernel) * math.prod(g.shape[2:]) * g.itemsize):
-        cols = _columns(xp, x[block], kernel, stride, dilation, groups)
-        gy = _swap(xp, g[block], nd).reshape(groups, o // groups, -1)
-        part = _matmul_impl(xp, gy, xp.swapaxes(cols, 1, 2))
-        if gw is None:
-            gw = part
-        else:
-            gw += part
+
+    def run(blocks):
+        total = None
+        for block in blocks:
+            cols = _columns(xp, x[block], kernel, stride, dilation, groups)
+            gy = _swap(xp, g[block], nd).reshape(groups, o // groups, -1)
+            part = _matmul_impl(xp, gy, xp.swapaxes(cols, 1, 2))
+            if total is None:
+                total = part
+            else:
+                total += part
+        return total
+
+    parts = _over_threads(xp, run, _sample_blocks(xp, n, c * math.prod(kernel) * math.prod(g.shape[2:]) * g.itemsize))
+    gw = parts[0]
+    for part in parts[1:]:
+        gw += part
     return gw.reshape((o, c // groups) + tuple(kernel))
 
 
