@@ -124,3 +124,19 @@ def test_eager_mode_binds_the_blocked_primitive_and_transforms_see_the_composite
     assert F.conv2d(x, w).grad_fn.name == "ConvBackward"
     prims = [e.prim.name for e in fnx.make_jaxpr(F.conv2d)(x.detach(), w.detach()).eqns]
     assert "conv" not in prims and "im2col" in prims and "matmul" in prims
+
+
+def test_two_threads_share_the_blocks_and_the_thread_counts_come_back():
+    from threadpoolctl import threadpool_info
+
+    saved = fnx.get_num_threads()
+    fnx.set_num_threads(2)
+    try:
+        case = dict(nd=2, groups=1, stride=(1, 1), dilation=(1, 1), padding=(1, 1), x=(5, 8, 12, 12), w=(6, 8, 3, 3),
+                    bias=True, block=4000, dtype=np.float32)
+        with _block_bytes(case["block"]):
+            _check_against_the_composite(case)
+        assert fnx.threads.team_size.value == 2
+        assert all(i["num_threads"] == 2 for i in threadpool_info() if i["user_api"] == "blas")
+    finally:
+        fnx.set_num_threads(saved)
