@@ -42,12 +42,18 @@ __all__ = ["conv", "conv_input_grad", "conv_weight_grad", "BLOCK_BYTES"]
 BLOCK_BYTES = 1 << 21
 
 
-def _sample_blocks(xp, n: int, per_sample: int) -> list[slice]:
-    """Slices of the batch whose columns take about BLOCK_BYTES each (one block off the CPU, where caches differ)."""
+def _parts(xp, n: int, per_sample: int) -> list[list[slice]]:
+    """The batch's samples as one contiguous part per thread (equal within a sample), each part a list of blocks
+    whose columns take about BLOCK_BYTES (at least one sample). One part where the batch holds less than two
+    blocks' work per thread, and one block off the CPU (where caches and threads differ)."""
     if xp is not np:
-        return [slice(0, n)]
-    step = max(1, BLOCK_BYTES // max(1, per_sample))
-    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+        return [[slice(0, n)]]
+    threads, step = team_size.value, max(1, BLOCK_BYTES // max(1, per_sample))
+    if threads > 1 and n >= threads and n * per_sample >= 2 * threads * BLOCK_BYTES:
+        bounds = [i * n // threads for i in range(threads + 1)]
+    else:
+        bounds = [0, n]
+    return [[slice(i, min(i + step, hi)) for i in range(lo, hi, step)] for lo, hi in zip(bounds, bounds[1:])]
 
 
 _alone = threading.Lock()   # held while one convolution has set the thread counts to one
@@ -72,23 +78,21 @@ def _executor(threads: int) -> concurrent.futures.ThreadPoolExecutor:
     return _workers[0]
 
 
-def _over_threads(xp, run, blocks: list) -> list:
-    """[run(part) for each part], the blocks dealt out in contiguous parts, one to each of fnx's threads, each
-    of which runs its part alone: its BLAS calls and C loops stay on it (the thread counts are set to one
-    meanwhile). No thread waits for another inside a part, where per-block parallel loops would synchronise a
-    few times per block and, on a busy machine, wait for a descheduled thread each time. One part where the
-    counts cannot be set (a BLAS that threadpoolctl does not know, another convolution running them alone)."""
-    threads = min(team_size.value, len(blocks)) if xp is np else 1
-    libs = _blas_libraries() if threads > 1 else []
-    if threads <= 1 or not libs or not _alone.acquire(blocking=False):
-        return [run(blocks)]
+def _over_threads(run, parts: list) -> list:
+    """[run(part) for each part], one part on each of fnx's threads, each running its part alone: its BLAS calls
+    and C loops stay on it (the thread counts are set to one meanwhile). No thread waits for another inside a
+    part, where per-block parallel loops would synchronise a few times per block and, on a busy machine, wait for
+    a descheduled thread each time. The parts run one after the other, each on all threads, where the counts
+    cannot be set (a BLAS that threadpoolctl does not know, another convolution running them alone)."""
+    libs = _blas_libraries() if len(parts) > 1 else []
+    if not libs or not _alone.acquire(blocking=False):
+        return [run(part) for part in parts]
     saved = team_size.value, [lib.get_num_threads() for lib in libs]
     try:
         team_size.value = 1
         for lib in libs:
             lib.set_num_threads(1)
-        parts = [blocks[i * len(blocks) // threads:(i + 1) * len(blocks) // threads] for i in range(threads)]
-        others = [_executor(threads).submit(run, part) for part in parts[1:]]
+        others = [_executor(len(parts)).submit(run, part) for part in parts[1:]]
         first = run(parts[0])
         return [first] + [f.result() for f in others]
     finally:
@@ -154,7 +158,7 @@ def _conv_impl(xp, x, w, *bias, stride, dilation, groups):
             else:
                 _swap(xp, product, nd, into=y[block])
 
-    _over_threads(xp, run, _sample_blocks(xp, n, x.shape[1] * math.prod(kernel) * math.prod(out) * x.itemsize))
+    _over_threads(run, _parts(xp, n, x.shape[1] * math.prod(kernel) * math.prod(out) * x.itemsize))
     return y
 
 
@@ -203,7 +207,7 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, dilation, groups):
             cols = _matmul_impl(xp, wt, gy.reshape(groups, o // groups, -1)).reshape((c, k) + gy.shape[1:])
             _col2im_into(xp, cols, tuple(size), kernel, stride, dilation, gx[block])
 
-    _over_threads(xp, run, _sample_blocks(xp, n, c * k * math.prod(out) * g.itemsize))
+    _over_threads(run, _parts(xp, n, c * k * math.prod(out) * g.itemsize))
     return gx
 
 
@@ -246,7 +250,7 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, dilation, groups):
                 total += part
         return total
 
-    parts = _over_threads(xp, run, _sample_blocks(xp, n, c * math.prod(kernel) * math.prod(g.shape[2:]) * g.itemsize))
+    parts = _over_threads(run, _parts(xp, n, c * math.prod(kernel) * math.prod(g.shape[2:]) * g.itemsize))
     gw = parts[0]
     for part in parts[1:]:
         gw += part
