@@ -3,10 +3,11 @@
 Sliding windows are gathered without per-pixel Python loops: the im2col primitive (fnx/ops/windows.py) copies,
 for each of the kernel's K offsets, one strided view of the padded input into a block of columns (pooling, in
 functional_pool, reduces (N, C, K, *out) blocks over K); its gradient is col2im, which adds each offset's block
-back into its strided view. A convolution takes the columns of the whole batch as one (C*K, N*out) matrix, so
-its forward and both gradients are each one large matrix product (per group) rather than N small ones (which
-two BLAS threads share far better), at the price of one transposing copy of the (C_out, N, *out) product (and
-of its gradient).
+back into its strided view. Under a transform a convolution takes the columns of the whole batch as one
+(C*K, N*out) matrix, so its forward and both gradients are each one matrix product (per group), at the price of
+one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode the same steps run
+block by block over the batch inside fnx/ops/conv.py's primitives, whose columns stay in cache and are not kept
+for the backward.
 The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
 is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
 """
