@@ -3,6 +3,8 @@ grad on the eager tape) equal the composite form that transforms run (and a floa
 block or many (BLOCK_BYTES made small), through the C loops (large arrays) and numpy (small ones)."""
 import contextlib
 import ctypes
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -144,5 +146,23 @@ def test_two_threads_share_the_blocks_and_the_thread_counts_come_back():
             _check_against_the_composite(case)
         assert fnx.threads.team_size.value == 2
         assert all(i["num_threads"] == 2 for i in threadpool_info() if i["user_api"] == "blas")
+    finally:
+        fnx.set_num_threads(saved)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_runs_blocked_convolutions_on_threads_of_its_own():
+    saved = fnx.get_num_threads()
+    fnx.set_num_threads(2)
+    try:
+        x, w = fnx.randn(6, 8, 16, 16), fnx.randn(8, 8, 3, 3)
+        with _block_bytes(4000):
+            want = F.conv2d(x, w).numpy()   # starts the parent's worker thread
+            pid = os.fork()
+            if pid == 0:   # the child exits with 0 only if its convolution finishes (within 20 s) with the same values
+                signal.alarm(20)
+                os._exit(0 if np.array_equal(F.conv2d(x, w).numpy(), want) else 1)
+            _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
     finally:
         fnx.set_num_threads(saved)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import os
 import threading
 
 import numpy as np
@@ -60,6 +61,16 @@ def _parts(xp, n: int, per_sample: int) -> list[list[slice]]:
 _alone = threading.Lock()   # held while one convolution has set the thread counts to one
 _workers: list = []         # [the ThreadPoolExecutor that runs the other threads' parts, its size]
 _blas: list = []            # threadpoolctl's controllers of numpy's BLAS libraries (found on first use)
+
+
+def _forget_threads() -> None:
+    """In a forked child: the parent's worker threads do not exist there, and the lock may be held by none."""
+    global _alone
+    _alone = threading.Lock()
+    _workers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_threads)
 
 
 def _blas_libraries() -> list:
