@@ -119,12 +119,13 @@ def test_grad_of_grad_on_the_eager_tape_equals_the_composite(wrt, monkeypatch):
 def test_parts_split_the_batch_evenly_among_threads_in_blocks_of_at_least_one_sample(monkeypatch):
     monkeypatch.setattr(blocked, "BLOCK_BYTES", 1000)
     monkeypatch.setattr(blocked, "team_size", ctypes.c_int(1))
-    assert blocked._parts(np, 7, 300) == [[slice(0, 3), slice(3, 6), slice(6, 7)]]
-    assert blocked._parts(np, 3, 5000) == [[slice(0, 1), slice(1, 2), slice(2, 3)]]
+    assert blocked._parts(np, 7, 300, 10) == [[slice(0, 3), slice(3, 6), slice(6, 7)]]
+    assert blocked._parts(np, 3, 5000, 10) == [[slice(0, 1), slice(1, 2), slice(2, 3)]]
+    assert blocked._parts(np, 7, 300, 125) == [[slice(0, 6), slice(6, 7)]]   # blocks of 16 weights' bytes
     monkeypatch.setattr(blocked, "team_size", ctypes.c_int(2))
-    assert blocked._parts(np, 14, 300) == [[slice(0, 3), slice(3, 6), slice(6, 7)],
-                                           [slice(7, 10), slice(10, 13), slice(13, 14)]]
-    assert blocked._parts(np, 6, 300) == [[slice(0, 3), slice(3, 6)]]   # under two blocks' work per thread
+    assert blocked._parts(np, 14, 300, 10) == [[slice(0, 3), slice(3, 6), slice(6, 7)],
+                                               [slice(7, 10), slice(10, 13), slice(13, 14)]]
+    assert blocked._parts(np, 6, 300, 10) == [[slice(0, 3), slice(3, 6)]]   # under two blocks' work per thread
 
 
 def test_eager_mode_binds_the_blocked_primitive_and_transforms_see_the_composite():
