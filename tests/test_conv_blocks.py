@@ -100,8 +100,8 @@ def test_eager_conv2d_matches_a_float64_reference_and_keeps_the_batch_order(bloc
 def test_grad_of_grad_on_the_eager_tape_equals_the_composite(wrt, monkeypatch):
     monkeypatch.setattr(blocked, "BLOCK_BYTES", 4000)
     rng = np.random.default_rng(3)
-    x, w = rng.standard_normal((3, 4, 12, 12)), rng.standard_normal((6, 2, 3, 3))
-    v = rng.standard_normal((3, 4, 12, 12) if wrt == "input" else (6, 2, 3, 3))
+    x, w = rng.standard_normal((4, 4, 12, 12)), rng.standard_normal((6, 2, 3, 3))
+    v = rng.standard_normal((4, 4, 12, 12) if wrt == "input" else (6, 2, 3, 3))
     f = lambda x, w: F.conv2d(x, w, None, padding=1, groups=2)   # noqa: E731
 
     def second(x, w):   # <v, d/d(wrt) of sum(conv(x, w)^2)>
@@ -110,6 +110,7 @@ def test_grad_of_grad_on_the_eager_tape_equals_the_composite(wrt, monkeypatch):
 
     want = fnx.grad(second, argnums=(0, 1))(fnx.tensor(x), fnx.tensor(w))
     tx, tw = fnx.tensor(x, requires_grad=True), fnx.tensor(w, requires_grad=True)
+    assert f(tx, tw).grad_fn.name == "ConvBackward"   # four blocks of one sample
     (first,) = fnx.autograd.grad((f(tx, tw) ** 2).sum(), [tx if wrt == "input" else tw], create_graph=True)
     (first * fnx.tensor(v)).sum().backward()
     for leaf, grad in zip((tx, tw), want):
@@ -128,10 +129,12 @@ def test_parts_split_the_batch_evenly_among_threads_in_blocks_of_at_least_one_sa
     assert blocked._parts(np, 6, 300, 10) == [[slice(0, 3), slice(3, 6)]]   # under two blocks' work per thread
 
 
-def test_eager_mode_binds_the_blocked_primitive_and_transforms_see_the_composite():
-    x, w = fnx.randn(2, 3, 8, 8, requires_grad=True), fnx.randn(4, 3, 3, 3, requires_grad=True)
-    assert F.conv2d(x, w).grad_fn.name == "ConvBackward"
-    prims = [e.prim.name for e in fnx.make_jaxpr(F.conv2d)(x.detach(), w.detach()).eqns]
+def test_eager_mode_binds_the_blocked_primitive_where_blocks_pay_and_transforms_see_the_composite():
+    x, w = fnx.randn(8, 3, 8, 8, requires_grad=True), fnx.randn(4, 3, 3, 3, requires_grad=True)
+    assert F.conv2d(x, w).grad_fn.name != "ConvBackward"   # one block: the composite form
+    with _block_bytes(1):   # eight blocks of one sample
+        assert F.conv2d(x, w).grad_fn.name == "ConvBackward"
+        prims = [e.prim.name for e in fnx.make_jaxpr(F.conv2d)(x.detach(), w.detach()).eqns]
     assert "conv" not in prims and "im2col" in prims and "matmul" in prims
 
 

@@ -5,9 +5,9 @@ for each of the kernel's K offsets, one strided view of the padded input into a 
 functional_pool, reduces (N, C, K, *out) blocks over K); its gradient is col2im, which adds each offset's block
 back into its strided view. Under a transform a convolution takes the columns of the whole batch as one
 (C*K, N*out) matrix, so its forward and both gradients are each one matrix product (per group), at the price of
-one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode the same steps run
-block by block over the batch inside fnx/ops/conv.py's primitives, whose columns stay in cache and are not kept
-for the backward.
+one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode, where the batch's
+columns make several blocks of a few samples, the same steps run block by block inside fnx/ops/conv.py's
+primitives, whose columns stay in cache and are not kept for the backward.
 The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
 is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
 """
@@ -21,7 +21,7 @@ from .. import core
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
-from ..ops.conv import conv
+from ..ops.conv import blocks_pay, conv
 from ..ops.creation import tensor
 from ..ops.indexing import index_select
 from ..ops.linalg import matmul, require_same_dtype
@@ -121,7 +121,7 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
-    if core.state.transforms_active:
+    if core.state.transforms_active or not blocks_pay(x, weight, out):
         y = _conv_composite(x, weight, bias, stride, dilation, groups, out)
     else:
         y = conv(x, weight, bias, stride=stride, dilation=dilation, groups=groups)

@@ -36,7 +36,8 @@ from .linalg import _matmul_impl
 from .reduce import sum as _sum
 from .windows import _col2im_impl, _conv_output_impl, _im2col_impl, window_out_shape
 
-__all__ = ["conv", "conv_input_grad", "conv_weight_grad", "BLOCK_BYTES"]
+__all__ = ["conv", "conv_input_grad", "conv_weight_grad", "blocks_pay", "BLOCK_BYTES", "WEIGHT_RATIO",
+           "MIN_BLOCKS"]
 
 # The columns of one block of samples take about this many bytes (at least one sample per block): small enough to
 # stay in the cache (L2/L3) between im2col and the product, large enough that each product stays a large GEMM.
@@ -46,6 +47,8 @@ BLOCK_BYTES = 1 << 21
 # weight's bytes. With a large weight (256 x 128 x 3 x 3) and 2 MiB blocks the products were 10-20% slower than
 # one product over the batch; where the weight is that large the product dominates the copies anyway.
 WEIGHT_RATIO = 16
+# Eager convolutions whose columns make fewer blocks than this run the composite form (see blocks_pay).
+MIN_BLOCKS = 4
 
 
 def _parts(xp, n: int, per_sample: int, weight: int) -> list[list[slice]]:
@@ -62,6 +65,19 @@ def _parts(xp, n: int, per_sample: int, weight: int) -> list[list[slice]]:
     else:
         bounds = [0, n]
     return [[slice(i, min(i + step, hi)) for i in range(lo, hi, step)] for lo, hi in zip(bounds, bounds[1:])]
+
+
+def blocks_pay(x, w, out: tuple) -> bool:
+    """Whether the blocked primitives beat the composite form for input x (N, C, *spatial, padded), weight w and
+    output size `out`: on the CPU, when the columns make at least MIN_BLOCKS blocks. Fewer blocks keep too little
+    in cache to pay for what blocking adds (the weight gradient takes the columns again; the bias gradient is a
+    separate sum), as in a first layer of few channels or where a large weight makes the blocks large."""
+    if x.device.type != "cpu":
+        return False
+    item = x.element_size()
+    blocks = _parts(np, x.shape[0], x.shape[1] * math.prod(w.shape[2:]) * math.prod(out) * item,
+                    math.prod(w.shape) * item)
+    return sum(len(part) for part in blocks) >= MIN_BLOCKS
 
 
 _alone = threading.Lock()   # held while one convolution has set the thread counts to one
