@@ -15,8 +15,9 @@ blocks alone (one BLAS thread, C loops inline): the threads never wait for each 
 - conv_weight_grad(g, x): the transpose of conv in w, -> (O, C/groups, *kernel).
 
 Each is bilinear in its two operands, so their vjp rules are these three primitives again (the eager tape's
-grad of grad works). fnx.nn.functional's convolutions bind them only in eager mode, when no transform is active:
-under a transform the composite form runs instead (it has every rule: jvp, vmap, compile, export to C), so these
+grad of grad works). fnx.nn.functional's convolutions bind them only in eager mode, when no transform is active,
+on the CPU and where the columns make at least MIN_BLOCKS blocks (blocks_pay); otherwise, and under a transform,
+the composite form runs (it has every rule: jvp, vmap, compile, export to C), so these
 primitives carry impl, abstract and vjp rules only (a transform that meets one raises the missing-rule error
 naming it). Both forms give the same values within the rounding of the products' sums.
 """
