@@ -97,6 +97,7 @@ os.register_at_fork(after_in_child=_forget_threads)
 
 
 def _blas_libraries() -> list:
+    """threadpoolctl's controllers of the loaded BLAS libraries, which set their thread counts."""
     if not _blas:
         from threadpoolctl import ThreadpoolController   # imported on first use, as in fnx/threads.py
 
@@ -105,6 +106,7 @@ def _blas_libraries() -> list:
 
 
 def _executor(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    """The worker threads that run all parts but the calling thread's (threads - 1 of them)."""
     if not _workers or _workers[1] != threads - 1:
         if _workers:
             _workers[0].shutdown()
@@ -122,7 +124,7 @@ def _over_threads(run, parts: list) -> list:
     libs = _blas_libraries() if len(parts) > 1 else []
     if not libs or not _alone.acquire(blocking=False):
         return [run(part) for part in parts]
-    saved = team_size.value, [lib.get_num_threads() for lib in libs]
+    saved, others = (team_size.value, [lib.get_num_threads() for lib in libs]), []
     try:
         team_size.value = 1
         for lib in libs:
@@ -131,6 +133,7 @@ def _over_threads(run, parts: list) -> list:
         first = run(parts[0])
         return [first] + [f.result() for f in others]
     finally:
+        concurrent.futures.wait(others)   # also when a part failed: the counts come back once no part runs
         team_size.value = saved[0]
         for lib, n in zip(libs, saved[1]):
             lib.set_num_threads(n)
