@@ -11,10 +11,15 @@ evaluated once, at compile time (tensors that require grad are not folded: they 
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .. import debug
 from ..core import ShapedArray
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eval_jaxpr
-from ..ops.shape import broadcast_p
+from ..ops.joins import concatenate_p
+from ..ops.shape import broadcast_p, pad_p
 from ..tensor import Tensor, from_array
 from .interpret import run_eagerly
 
@@ -172,10 +177,12 @@ def _numel(shape) -> int:
 def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
     """Drop identities: x*1, 1*x, x/1, x-0, x+0 (see the module docstring for signed zeros; the literal may
     also be broadcast), neg(neg x), transpose(transpose x), and convert/reshape/broadcast_to/transpose that
-    change nothing; turn transpose(a @ b) into b.T @ a.T (see `_transposed_product`)."""
+    change nothing; turn transpose(a @ b) into b.T @ a.T (see `_transposed_product`) and a sum of zero pads
+    side by side into one concatenate (see `_padded_sum`)."""
     rw = _Rewriter(closed)
     producers: dict[int, tuple[Eqn, list]] = {}
     uses = _use_counts(rw.old)
+    summed = {id(a) for e in rw.old.eqns if e.prim.name == "add" for a in e.inputs if uses.get(id(a)) == 1}
     for eqn in rw.old.eqns:
         eqn = _nested(eqn, simplify)
         inputs = [rw.read(a) for a in eqn.inputs]
@@ -184,6 +191,8 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
             rw.sub[id(eqn.outvars[0])] = same
             continue
         if _transposed_product(rw, eqn, inputs, producers, uses):
+            continue
+        if id(eqn.outvars[0]) not in summed and _padded_sum(rw, eqn, inputs, producers, uses):
             continue
         new = rw.emit(eqn, inputs)
         for v in new.outvars:
@@ -225,6 +234,65 @@ def _transposed_product(rw: _Rewriter, eqn: Eqn, ins: list, producers: dict, use
         operands.append(xt)
     new = rw.emit(Eqn(made[0].prim, operands, made[0].params, eqn.outvars), operands)
     producers[id(eqn.outvars[0])] = (new, operands)
+    return True
+
+
+def _padded_sum(rw: _Rewriter, eqn: Eqn, ins: list, producers: dict, uses: dict) -> bool:
+    """Emit a sum of zero pads that place their operands side by side along one dim as one concatenate (padded
+    at its ends if the parts leave them), + 0.0 for floats (as the sum turns -0.0 into +0.0).
+
+    A split's backward is such a sum: the gradients of q, k and v sliced from one projection each padded to
+    the projection's width and added. The concatenate copies each part once, where the sum zero-fills an array
+    per part and reads them all. `eqn` is the outermost add of the sum (an add, or a pad, used only there is
+    part of it); a literal +0.0 addend is dropped.
+    """
+    if eqn.prim.name != "add":
+        return False
+    parts, pending = [], list(ins)
+    while pending:
+        a = pending.pop()
+        if isinstance(a, Literal):
+            if not _neutral("sub", a):   # +0.0 (or an integer 0): adding it changes nothing here
+                return False
+            continue
+        made = producers.get(id(a))
+        if made is None or uses.get(id(a)) != 1 or made[0].prim.name not in ("add", "pad"):
+            return False
+        if made[0].prim.name == "add":
+            pending.extend(made[1])
+            continue
+        p, x = made[0].params, made[1][0]
+        if not isinstance(x, Var) or p["value"] != 0 or math.copysign(1.0, p["value"]) < 0 or any(p["interior"]):
+            return False
+        dims = [d for d, (lo, hi) in enumerate(zip(p["lo"], p["hi"])) if lo or hi]
+        if len(dims) != 1:
+            return False
+        parts.append((dims[0], p["lo"][dims[0]], x))
+    if len(parts) < 2 or len({d for d, _, _ in parts}) != 1:
+        return False
+    parts.sort(key=lambda part: part[1])
+    d = parts[0][0]
+    if any(lo + x.aval.shape[d] != next_lo for (_, lo, x), (_, next_lo, _) in zip(parts, parts[1:])):
+        return False
+    out = eqn.outvars[0]
+    pieces = [x for _, _, x in parts]
+    shape = list(out.aval.shape)
+    shape[d] = sum(x.aval.shape[d] for x in pieces)
+    joined = Var(ShapedArray(tuple(shape), out.aval.dtype, out.aval.device))
+    rw.emit(Eqn(concatenate_p, pieces, {"dim": d}, [joined]), pieces)
+    lo, hi = parts[0][1], out.aval.shape[d] - shape[d] - parts[0][1]
+    if lo or hi:
+        ndim = len(shape)
+        edges = {"lo": tuple(lo if k == d else 0 for k in range(ndim)),
+                 "hi": tuple(hi if k == d else 0 for k in range(ndim)), "interior": (0,) * ndim, "value": 0}
+        padded = Var(out.aval)
+        rw.emit(Eqn(pad_p, [joined], edges, [padded]), [joined])
+        joined = padded
+    if not out.aval.dtype.is_floating_point:
+        rw.sub[id(out)] = joined
+        return True
+    zero = Literal(from_array(np.zeros((), out.aval.dtype.np)), ShapedArray((), out.aval.dtype, out.aval.device))
+    rw.emit(Eqn(eqn.prim, [joined, zero], eqn.params, [out]), [joined, zero])
     return True
 
 
