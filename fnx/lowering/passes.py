@@ -209,32 +209,41 @@ def _use_counts(jaxpr: Jaxpr) -> dict[int, int]:
 
 
 def _transposed_product(rw: _Rewriter, eqn: Eqn, ins: list, producers: dict, uses: dict) -> bool:
-    """Emit transpose(a @ b), for 2-D a and b and a product used only there, as b.T @ a.T.
+    """Emit transpose(a @ b), swapping the last two dims of a product used only there, as b.T @ a.T (each
+    operand's last two dims swapped; batch dims broadcast alike either way).
 
-    Backward passes are full of these (the weight gradient of x @ W.T is (x.T @ g).T). The rewritten
-    product comes out row-major, so the kernels reading it (optimizer updates) stream contiguous memory;
-    the library reads the transposed operands as they are, and transposes of transposes cancel.
+    Backward passes are full of these (the weight gradient of x @ W.T is (x.T @ g).T; attention's key gradient
+    is (q.T @ dS).T per head). The rewritten product comes out row-major, so the kernels reading it (optimizer
+    updates, the sum over a grouped-query attention's repeated heads) stream contiguous memory; the library
+    reads the transposed operands as they are, and transposes of transposes cancel.
     """
-    if eqn.prim.name != "transpose" or tuple(eqn.params["perm"]) != (1, 0):
+    if eqn.prim.name != "transpose" or len(eqn.params["perm"]) < 2 or \
+            tuple(eqn.params["perm"]) != _last_two_swapped(len(eqn.params["perm"])):
         return False
     made = producers.get(id(ins[0]))
     if made is None or made[0].prim.name != "matmul" or uses.get(id(made[0].outvars[0])) != 1:
         return False
     a, b = made[1]
-    if a.aval.ndim != 2 or b.aval.ndim != 2:
+    if a.aval.ndim < 2 or b.aval.ndim < 2:
         return False
     operands = []
     for x in (b, a):
+        perm = _last_two_swapped(x.aval.ndim)
         inner = producers.get(id(x))
-        if inner is not None and inner[0].prim.name == "transpose":
+        if inner is not None and inner[0].prim.name == "transpose" and tuple(inner[0].params["perm"]) == perm:
             operands.append(inner[1][0])
             continue
-        xt = Var(ShapedArray((x.aval.shape[1], x.aval.shape[0]), x.aval.dtype, x.aval.device))
-        rw.emit(Eqn(eqn.prim, [x], {"perm": (1, 0)}, [xt]), [x])
+        shape = x.aval.shape
+        xt = Var(ShapedArray((*shape[:-2], shape[-1], shape[-2]), x.aval.dtype, x.aval.device))
+        rw.emit(Eqn(eqn.prim, [x], {"perm": perm}, [xt]), [x])
         operands.append(xt)
     new = rw.emit(Eqn(made[0].prim, operands, made[0].params, eqn.outvars), operands)
     producers[id(eqn.outvars[0])] = (new, operands)
     return True
+
+
+def _last_two_swapped(ndim: int) -> tuple:
+    return (*range(ndim - 2), ndim - 1, ndim - 2)
 
 
 def _padded_sum(rw: _Rewriter, eqn: Eqn, ins: list, producers: dict, uses: dict) -> bool:
