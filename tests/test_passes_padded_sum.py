@@ -76,3 +76,20 @@ def test_overlapping_or_gapped_pads_stay_a_sum():
         _, ops = _simplified(f, a, b)
         assert "concatenate" not in ops and ops.count("pad") == 2
         np.testing.assert_allclose(fnx.compile(f)(a, b).numpy(), f(a, b).numpy())
+
+
+def test_one_other_term_is_added_to_the_concatenate():
+    """rotate_half's backward: its two halves' pads beside the rotary product's own gradient."""
+    def f(a, b, c):
+        return fnx.nn.functional.pad(a * 1.5, (0, 2)) + c * 2.0 + fnx.nn.functional.pad(b * 1.5, (2, 0))
+
+    def two_others(a, b, c):
+        return f(a, b, c) + c
+    a, b, c = fnx.tensor([[-0.0, 1.0]]), fnx.tensor([[2.0, -0.0]]), fnx.tensor([[-0.0, 3.0, 1.0, -0.0]])
+    assert _simplified(f, a, b, c)[1] == ["mul", "mul", "mul", "concatenate", "add", "add"]
+    want = f(a, b, c).numpy()
+    for backend in ("interpret", "c"):
+        got = fnx.compile(f, backend=backend)(a, b, c).numpy()
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+        np.testing.assert_array_equal(got, want)
+    assert "concatenate" not in _simplified(two_others, a, b, c)[1]   # their order would matter

@@ -247,17 +247,21 @@ def _last_two_swapped(ndim: int) -> tuple:
 
 
 def _padded_sum(rw: _Rewriter, eqn: Eqn, ins: list, producers: dict, uses: dict) -> bool:
-    """Emit a sum of zero pads that place their operands side by side along one dim as one concatenate (padded
-    at its ends if the parts leave them), + 0.0 for floats (as the sum turns -0.0 into +0.0).
+    """Emit a sum of zero pads that place their operands side by side along one dim, plus at most one other term
+    of the sum's shape, as one concatenate (padded at its ends if the parts leave them), + 0.0 for floats (as
+    the sum turns -0.0 into +0.0), + the other term.
 
     A split's backward is such a sum: the gradients of q, k and v sliced from one projection each padded to
-    the projection's width and added. The concatenate copies each part once, where the sum zero-fills an array
-    per part and reads them all. `eqn` is the outermost add of the sum (an add, or a pad, used only there is
-    part of it); a literal +0.0 addend is dropped.
+    the projection's width and added (rotate_half's halves, and the rotary product's own gradient beside
+    them). The concatenate copies each part once, where the sum zero-fills an array per part and reads them
+    all. At each element one part at most is not zero, so with one other term the sum adds the same two
+    values in any order. `eqn` is the outermost add of the sum (an add, or a pad, used only there is part of
+    it); a literal +0.0 addend is dropped.
     """
     if eqn.prim.name != "add":
         return False
-    parts, pending = [], list(ins)
+    out = eqn.outvars[0]
+    parts, others, pending = [], [], list(ins)
     while pending:
         a = pending.pop()
         if isinstance(a, Literal):
@@ -265,25 +269,22 @@ def _padded_sum(rw: _Rewriter, eqn: Eqn, ins: list, producers: dict, uses: dict)
                 return False
             continue
         made = producers.get(id(a))
-        if made is None or uses.get(id(a)) != 1 or made[0].prim.name not in ("add", "pad"):
-            return False
-        if made[0].prim.name == "add":
+        if made is not None and uses.get(id(a)) == 1 and made[0].prim.name == "add":
             pending.extend(made[1])
             continue
-        p, x = made[0].params, made[1][0]
-        if not isinstance(x, Var) or p["value"] != 0 or math.copysign(1.0, p["value"]) < 0 or any(p["interior"]):
+        part = _zero_pad_part(made) if uses.get(id(a)) == 1 else None
+        if part is not None:
+            parts.append(part)
+        elif a.aval == out.aval:
+            others.append(a)
+        else:
             return False
-        dims = [d for d, (lo, hi) in enumerate(zip(p["lo"], p["hi"])) if lo or hi]
-        if len(dims) != 1:
-            return False
-        parts.append((dims[0], p["lo"][dims[0]], x))
-    if len(parts) < 2 or len({d for d, _, _ in parts}) != 1:
+    if len(parts) < 2 or len(others) > 1 or len({d for d, _, _ in parts}) != 1:
         return False
     parts.sort(key=lambda part: part[1])
     d = parts[0][0]
     if any(lo + x.aval.shape[d] != next_lo for (_, lo, x), (_, next_lo, _) in zip(parts, parts[1:])):
         return False
-    out = eqn.outvars[0]
     pieces = [x for _, _, x in parts]
     shape = list(out.aval.shape)
     shape[d] = sum(x.aval.shape[d] for x in pieces)
@@ -297,12 +298,30 @@ def _padded_sum(rw: _Rewriter, eqn: Eqn, ins: list, producers: dict, uses: dict)
         padded = Var(out.aval)
         rw.emit(Eqn(pad_p, [joined], edges, [padded]), [joined])
         joined = padded
-    if not out.aval.dtype.is_floating_point:
+    terms = others
+    if out.aval.dtype.is_floating_point:
+        terms = [Literal(from_array(np.zeros((), out.aval.dtype.np)), ShapedArray((), out.aval.dtype,
+                                                                                   out.aval.device))] + others
+    if not terms:
         rw.sub[id(out)] = joined
         return True
-    zero = Literal(from_array(np.zeros((), out.aval.dtype.np)), ShapedArray((), out.aval.dtype, out.aval.device))
-    rw.emit(Eqn(eqn.prim, [joined, zero], eqn.params, [out]), [joined, zero])
+    for i, term in enumerate(terms):
+        total = out if i == len(terms) - 1 else Var(out.aval)
+        rw.emit(Eqn(eqn.prim, [joined, term], eqn.params, [total]), [joined, term])
+        joined = total
     return True
+
+
+def _zero_pad_part(made) -> tuple | None:
+    """(dim, offset, operand) of a pad equation (`made`: (eqn, inputs)) that places its operand at an offset
+    along one dim in +0.0 (or integer 0) padding; None for any other equation."""
+    if made is None or made[0].prim.name != "pad" or not isinstance(made[1][0], Var):
+        return None
+    p = made[0].params
+    if p["value"] != 0 or math.copysign(1.0, p["value"]) < 0 or any(p["interior"]):
+        return None
+    dims = [d for d, (lo, hi) in enumerate(zip(p["lo"], p["hi"])) if lo or hi]
+    return (dims[0], p["lo"][dims[0]], made[1][0]) if len(dims) == 1 else None
 
 
 def _identity_of(eqn: Eqn, ins: list, producers: dict):
