@@ -15,7 +15,8 @@ A kernel writes one or more materialised values over one index space:
 The algorithm: mark the materialised values; make one kernel per materialised value produced by a
 fusible equation; whenever an inlined value cannot be expressed in that kernel (an index needs a
 division, a reduction is read at another index than its own row, a reduction would be recomputed
-by two kernels), materialise it and start again. Then merge kernels over the same index space when no other
+by two kernels, an expensive value would be recomputed at every index of a broadcast), materialise it and
+start again. Then merge kernels over the same index space when no other
 step lies between them (no path through another step, no library step between them in program order), and order
 all steps topologically.
 """
