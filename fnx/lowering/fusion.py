@@ -15,7 +15,8 @@ A kernel writes one or more materialised values over one index space:
 The algorithm: mark the materialised values; make one kernel per materialised value produced by a
 fusible equation; whenever an inlined value cannot be expressed in that kernel (an index needs a
 division, a reduction is read at another index than its own row, a reduction would be recomputed
-by two kernels), materialise it and start again. Then merge kernels over the same index space when no other
+by two kernels, an expensive value would be recomputed at every index of a broadcast), materialise it and
+start again. Then merge kernels over the same index space when no other
 step lies between them (no path through another step, no library step between them in program order), and order
 all steps topologically.
 """
@@ -249,6 +250,8 @@ class _Builder:
             return self._reduction(var, eqn, view)
         if "random" in eqn.prim.groups:
             return self._random(var, eqn, view)
+        if "expensive" in eqn.prim.groups and _repeats(view, self.sizes, self.space.n_rows):
+            raise _CantFuse(var)   # computed once per element of its own, not once per index that reads it
         out_shape = var.aval.shape
         args = []
         for a in eqn.inputs:
@@ -290,6 +293,14 @@ class _Builder:
         level = "col" if any(view.strides[self.space.n_rows:]) else "row"
         params = {"access": position, "half": random_half(eqn)}
         return self.add(Node(eqn.prim.name, words, var.aval.dtype, params, level))
+
+
+def _repeats(view: View, sizes: tuple, n_rows: int) -> bool:
+    """Whether a value read at `view` in a kernel of `sizes` would be computed again for indices that read the same
+    element (a broadcast): along a row dim, or along a col dim where it varies along another col dim (a value
+    constant along every col dim is a "row" value, computed once per row)."""
+    dims = range(n_rows) if not any(view.strides[n_rows:]) else range(len(sizes))
+    return any(view.strides[d] == 0 and sizes[d] > 1 for d in dims)
 
 
 def _reductions_below(graph: _Graph, root: Var) -> list[Eqn]:

@@ -11,10 +11,15 @@ evaluated once, at compile time (tensors that require grad are not folded: they 
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .. import debug
 from ..core import ShapedArray
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, eval_jaxpr
-from ..ops.shape import broadcast_p
+from ..ops.joins import concatenate_p
+from ..ops.shape import broadcast_p, pad_p
 from ..tensor import Tensor, from_array
 from .interpret import run_eagerly
 
@@ -172,10 +177,12 @@ def _numel(shape) -> int:
 def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
     """Drop identities: x*1, 1*x, x/1, x-0, x+0 (see the module docstring for signed zeros; the literal may
     also be broadcast), neg(neg x), transpose(transpose x), and convert/reshape/broadcast_to/transpose that
-    change nothing; turn transpose(a @ b) into b.T @ a.T (see `_transposed_product`)."""
+    change nothing; turn transpose(a @ b) into b.T @ a.T (see `_transposed_product`) and a sum of zero pads
+    side by side into one concatenate (see `_padded_sum`)."""
     rw = _Rewriter(closed)
     producers: dict[int, tuple[Eqn, list]] = {}
     uses = _use_counts(rw.old)
+    summed = {id(a) for e in rw.old.eqns if e.prim.name == "add" for a in e.inputs if uses.get(id(a)) == 1}
     for eqn in rw.old.eqns:
         eqn = _nested(eqn, simplify)
         inputs = [rw.read(a) for a in eqn.inputs]
@@ -184,6 +191,8 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
             rw.sub[id(eqn.outvars[0])] = same
             continue
         if _transposed_product(rw, eqn, inputs, producers, uses):
+            continue
+        if id(eqn.outvars[0]) not in summed and _padded_sum(rw, eqn, inputs, producers, uses):
             continue
         new = rw.emit(eqn, inputs)
         for v in new.outvars:
@@ -200,32 +209,119 @@ def _use_counts(jaxpr: Jaxpr) -> dict[int, int]:
 
 
 def _transposed_product(rw: _Rewriter, eqn: Eqn, ins: list, producers: dict, uses: dict) -> bool:
-    """Emit transpose(a @ b), for 2-D a and b and a product used only there, as b.T @ a.T.
+    """Emit transpose(a @ b), swapping the last two dims of a product used only there, as b.T @ a.T (each
+    operand's last two dims swapped; batch dims broadcast alike either way).
 
-    Backward passes are full of these (the weight gradient of x @ W.T is (x.T @ g).T). The rewritten
-    product comes out row-major, so the kernels reading it (optimizer updates) stream contiguous memory;
-    the library reads the transposed operands as they are, and transposes of transposes cancel.
+    Backward passes are full of these (the weight gradient of x @ W.T is (x.T @ g).T; attention's key gradient
+    is (q.T @ dS).T per head). The rewritten product comes out row-major, so the kernels reading it (optimizer
+    updates, the sum over a grouped-query attention's repeated heads) stream contiguous memory; the library
+    reads the transposed operands as they are, and transposes of transposes cancel.
     """
-    if eqn.prim.name != "transpose" or tuple(eqn.params["perm"]) != (1, 0):
+    if eqn.prim.name != "transpose" or len(eqn.params["perm"]) < 2 or \
+            tuple(eqn.params["perm"]) != _last_two_swapped(len(eqn.params["perm"])):
         return False
     made = producers.get(id(ins[0]))
     if made is None or made[0].prim.name != "matmul" or uses.get(id(made[0].outvars[0])) != 1:
         return False
     a, b = made[1]
-    if a.aval.ndim != 2 or b.aval.ndim != 2:
+    if a.aval.ndim < 2 or b.aval.ndim < 2:
         return False
     operands = []
     for x in (b, a):
+        perm = _last_two_swapped(x.aval.ndim)
         inner = producers.get(id(x))
-        if inner is not None and inner[0].prim.name == "transpose":
+        if inner is not None and inner[0].prim.name == "transpose" and tuple(inner[0].params["perm"]) == perm:
             operands.append(inner[1][0])
             continue
-        xt = Var(ShapedArray((x.aval.shape[1], x.aval.shape[0]), x.aval.dtype, x.aval.device))
-        rw.emit(Eqn(eqn.prim, [x], {"perm": (1, 0)}, [xt]), [x])
+        shape = x.aval.shape
+        xt = Var(ShapedArray((*shape[:-2], shape[-1], shape[-2]), x.aval.dtype, x.aval.device))
+        rw.emit(Eqn(eqn.prim, [x], {"perm": perm}, [xt]), [x])
         operands.append(xt)
     new = rw.emit(Eqn(made[0].prim, operands, made[0].params, eqn.outvars), operands)
     producers[id(eqn.outvars[0])] = (new, operands)
     return True
+
+
+def _last_two_swapped(ndim: int) -> tuple:
+    return (*range(ndim - 2), ndim - 1, ndim - 2)
+
+
+def _padded_sum(rw: _Rewriter, eqn: Eqn, ins: list, producers: dict, uses: dict) -> bool:
+    """Emit a sum of zero pads that place their operands side by side along one dim, plus at most one other term
+    of the sum's shape, as one concatenate (padded at its ends if the parts leave them), + 0.0 for floats (as
+    the sum turns -0.0 into +0.0), + the other term.
+
+    A split's backward is such a sum: the gradients of q, k and v sliced from one projection each padded to
+    the projection's width and added (rotate_half's halves, and the rotary product's own gradient beside
+    them). The concatenate copies each part once, where the sum zero-fills an array per part and reads them
+    all. At each element one part at most is not zero, so with one other term the sum adds the same two
+    values in any order. `eqn` is the outermost add of the sum (an add, or a pad, used only there is part of
+    it); a literal +0.0 addend is dropped.
+    """
+    if eqn.prim.name != "add":
+        return False
+    out = eqn.outvars[0]
+    parts, others, pending = [], [], list(ins)
+    while pending:
+        a = pending.pop()
+        if isinstance(a, Literal):
+            if not _neutral("sub", a):   # +0.0 (or an integer 0): adding it changes nothing here
+                return False
+            continue
+        made = producers.get(id(a))
+        if made is not None and uses.get(id(a)) == 1 and made[0].prim.name == "add":
+            pending.extend(made[1])
+            continue
+        part = _zero_pad_part(made) if uses.get(id(a)) == 1 else None
+        if part is not None:
+            parts.append(part)
+        elif a.aval == out.aval:
+            others.append(a)
+        else:
+            return False
+    if len(parts) < 2 or len(others) > 1 or len({d for d, _, _ in parts}) != 1:
+        return False
+    parts.sort(key=lambda part: part[1])
+    d = parts[0][0]
+    if any(lo + x.aval.shape[d] != next_lo for (_, lo, x), (_, next_lo, _) in zip(parts, parts[1:])):
+        return False
+    pieces = [x for _, _, x in parts]
+    shape = list(out.aval.shape)
+    shape[d] = sum(x.aval.shape[d] for x in pieces)
+    joined = Var(ShapedArray(tuple(shape), out.aval.dtype, out.aval.device))
+    rw.emit(Eqn(concatenate_p, pieces, {"dim": d}, [joined]), pieces)
+    lo, hi = parts[0][1], out.aval.shape[d] - shape[d] - parts[0][1]
+    if lo or hi:
+        ndim = len(shape)
+        edges = {"lo": tuple(lo if k == d else 0 for k in range(ndim)),
+                 "hi": tuple(hi if k == d else 0 for k in range(ndim)), "interior": (0,) * ndim, "value": 0}
+        padded = Var(out.aval)
+        rw.emit(Eqn(pad_p, [joined], edges, [padded]), [joined])
+        joined = padded
+    terms = others
+    if out.aval.dtype.is_floating_point:
+        terms = [Literal(from_array(np.zeros((), out.aval.dtype.np)), ShapedArray((), out.aval.dtype,
+                                                                                   out.aval.device))] + others
+    if not terms:
+        rw.sub[id(out)] = joined
+        return True
+    for i, term in enumerate(terms):
+        total = out if i == len(terms) - 1 else Var(out.aval)
+        rw.emit(Eqn(eqn.prim, [joined, term], eqn.params, [total]), [joined, term])
+        joined = total
+    return True
+
+
+def _zero_pad_part(made) -> tuple | None:
+    """(dim, offset, operand) of a pad equation (`made`: (eqn, inputs)) that places its operand at an offset
+    along one dim in +0.0 (or integer 0) padding; None for any other equation."""
+    if made is None or made[0].prim.name != "pad" or not isinstance(made[1][0], Var):
+        return None
+    p = made[0].params
+    if p["value"] != 0 or math.copysign(1.0, p["value"]) < 0 or any(p["interior"]):
+        return None
+    dims = [d for d, (lo, hi) in enumerate(zip(p["lo"], p["hi"])) if lo or hi]
+    return (dims[0], p["lo"][dims[0]], made[1][0]) if len(dims) == 1 else None
 
 
 def _identity_of(eqn: Eqn, ins: list, producers: dict):

@@ -44,7 +44,7 @@ import sys
 import numpy as np
 
 from .._graph import preorder
-from .. import debug
+from .. import _heap, debug
 from ..core import FnxRuntimeError
 from ..ir import ClosedJaxpr, Literal, Var
 from ..tensor import Tensor, make
@@ -52,7 +52,7 @@ from .codegen import GeneratedKernel, emittable, prelude, render, render_module
 from .fusion import Kernel, fuse
 from .targets import Target, get_target
 
-__all__ = ["build_executable", "Executable", "Donating", "plan_steps", "generated_source"]
+__all__ = ["build_executable", "Executable", "Donating", "plan_steps", "generated_source", "working_set"]
 
 
 def plan_steps(closed: ClosedJaxpr, target: Target | str) -> tuple[list, list[GeneratedKernel]]:
@@ -82,6 +82,8 @@ def build_executable(closed: ClosedJaxpr, *, backend: str) -> "Executable":
     if debug.LEVEL >= 3:   # FNX_DEBUG=3: how the IR was fused
         debug.log.debug("fused %d equations into %s", len(closed.jaxpr.eqns), _describe_steps(steps, kernels))
     exe = Executable(closed, steps, kernels, source, backend, launch, flag)
+    if _array_module(closed) is np:   # its temporaries come from the C heap: keep them there for the next call
+        _heap.keep_free(working_set(closed, steps))
     if debug.LEVEL >= 4:   # FNX_DEBUG=4: the generated kernels and the driver that calls them
         debug.log.debug("generated %s source:\n%s\ndriver:\n%s", backend, source, exe.driver_source)
     return exe
@@ -209,7 +211,7 @@ class _Driver:
                  donate: tuple[int, ...] = (), boxed: bool = False):
         self.closed, self.steps, self.kernels, self.launch, self.flag = closed, steps, kernels, launch, flag
         self.boxed = boxed   # run(args): the arguments in a list, which the driver empties once it has read them
-        self.xp = closed.jaxpr.outvars[0].aval.device.xp if closed.jaxpr.outvars else np
+        self.xp = _array_module(closed)
         self.namespace = {"make": make, "ascontiguous": self.xp.ascontiguousarray, "flag": flag}
         self.names: dict[int, str] = {}
         self.lines: list[str] = []
@@ -257,7 +259,7 @@ class _Driver:
             if id(v) in row_major and not value.flags.c_contiguous:
                 value = self.xp.ascontiguousarray(value)
             self.names[id(v)] = self.value(value, "const")
-        last = self._last_uses()
+        last = _last_uses(self.closed, self.steps)
         deferred = self.flag is not None and self.xp is not np   # CUDA reads the flag once, after the last step
         if deferred:   # ... so the values it checked stay alive until then
             checked = {id(v) for gk in self.kernels for v, _ in gk.kernel.checks}
@@ -289,19 +291,6 @@ class _Driver:
         self.lines.append(f"return [{', '.join(outs)}]")
         body = "\n".join("    " + line for line in self.lines)
         return f"def run({', '.join(args)}):\n{body}\n", self.namespace
-
-    def _last_uses(self) -> dict[int, list[int]]:
-        """Step index -> ids of the variables last read there (jaxpr outputs are never dropped)."""
-        keep = {id(a) for a in self.closed.jaxpr.outvars if isinstance(a, Var)}
-        last: dict[int, int] = {}
-        for i, s in enumerate(self.steps):
-            for v in (s.inputs if isinstance(s, Kernel) else [a for a in s.inputs if isinstance(a, Var)]):
-                last[id(v)] = i
-        out: dict[int, list[int]] = {}
-        for vid, i in last.items():
-            if vid not in keep:
-                out.setdefault(i, []).append(vid)
-        return out
 
     def _plan_donation(self, last: dict[int, list[int]]) -> None:
         """Pair each donated input with a kernel output that may take its buffer (see the module docstring).
@@ -422,6 +411,44 @@ class _Driver:
                 self.lines.append(f"{x} = array0d({x})")
             elif id(v) in row_major:
                 self.lines.append(f"if not {x}.flags.c_contiguous: {x} = ascontiguous({x})")
+
+
+def _array_module(closed: ClosedJaxpr):
+    """numpy or CuPy: the module of the arrays a call of `closed` computes."""
+    return closed.jaxpr.outvars[0].aval.device.xp if closed.jaxpr.outvars else np
+
+
+def _last_uses(closed: ClosedJaxpr, steps: list) -> dict[int, list[int]]:
+    """Step index -> ids of the variables last read there (jaxpr outputs are never dropped)."""
+    keep = {id(a) for a in closed.jaxpr.outvars if isinstance(a, Var)}
+    last: dict[int, int] = {}
+    for i, s in enumerate(steps):
+        for v in (s.inputs if isinstance(s, Kernel) else [a for a in s.inputs if isinstance(a, Var)]):
+            last[id(v)] = i
+    out: dict[int, list[int]] = {}
+    for vid, i in last.items():
+        if vid not in keep:
+            out.setdefault(i, []).append(vid)
+    return out
+
+
+def working_set(closed: ClosedJaxpr, steps: list) -> int:
+    """The most bytes that a call's own arrays (kernel outputs, library results other than views) hold at once,
+    each dropped after its last read as the driver drops it: what the heap should keep for the next call."""
+    last = _last_uses(closed, steps)
+    sizes: dict[int, int] = {}
+    live = peak = 0
+    for i, s in enumerate(steps):
+        if isinstance(s, Kernel):
+            made = s.outputs
+        else:
+            made = [] if s.prim.view else s.outvars
+        for v in made:
+            sizes[id(v)] = _nbytes(v)
+            live += sizes[id(v)]
+        peak = max(peak, live)
+        live -= sum(sizes.pop(vid, 0) for vid in last.get(i, ()))
+    return peak
 
 
 def _bad_value(flag, checks: tuple) -> None:

@@ -899,9 +899,9 @@ def relu(input: Tensor) -> Tensor:
 # tanh form x sigmoid(v), v = 2 sqrt(2 / pi) (x + 0.044715 x^3) (0.5 (1 + tanh(v / 2)) without cancellation). Each
 # and its derivative is a primitive: as compositions they took a dozen numpy passes forward and more backward, as
 # native primitives eager mode runs one kernel each (fnx/lowering/eager_kernels.py). numpy computes in double and
-# rounds once; so does C, but for exact gelu and its derivative in float32: vectorised float32 forms of a few ulp
-# (templates/gelu_math.h.j2), three times faster than double's erfc. The derivatives' own derivatives are fnx
-# ops: differentiable at any order.
+# rounds once; so does C, but in float32 both forms and their derivatives are vectorised float32 forms of a few
+# ulp (templates/gelu_math.h.j2): three times faster than double's erfc, and for the tanh form 1.5 (value) and
+# 1.3 (derivative) times faster than double's sigmoid. The derivatives' own derivatives are fnx ops: differentiable at any order.
 _SQRT1_2 = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_C, _TANH_K = 2.0 * math.sqrt(2.0 / math.pi), 0.044715   # v = _TANH_C (x + _TANH_K x^3)
@@ -911,11 +911,6 @@ def _in_double(fn):
     """An impl computing `fn(xp, *arrays)` in float64 and rounding the result once to the arrays' dtype."""
     return lambda xp, *arrays: fn(xp, *(a.astype(xp.float64, copy=False) for a in arrays)).astype(
         arrays[0].dtype, copy=False)
-
-
-def _c_in_double(expr: str) -> dict:
-    """C expressions of a function computed in double (`expr` over `{0}`, `{1}`): float32 rounds the result once."""
-    return {"f": f"(float){expr.format('(double){0}', '(double){1}')}", "d": expr}
 
 
 # C over `{0}`: v, dv/dx
@@ -968,9 +963,10 @@ gelu_deriv_p = unary("gelu_deriv", _in_double(_gelu_deriv), lambda x, out: _gelu
 gelu_p = unary("gelu", _in_double(_gelu), lambda x, out: gelu_deriv_p.bind(x), float_only=True, expensive=True,
                native=True, c={"f": "fnx_geluf({0})", "d": f"(0.5 * {{0}} * erfc({{0}} * {-_SQRT1_2!r}))"})
 gelu_tanh_deriv_p = unary("gelu_tanh_deriv", _in_double(_gelu_tanh_deriv), lambda x, out: _gelu_tanh_deriv2(x),
-                          float_only=True, expensive=True, native=True, c=_c_in_double(_GELU_TANH_DERIV))
+                          float_only=True, expensive=True, native=True,
+                          c={"f": "fnx_gelu_tanh_derivf({0})", "d": _GELU_TANH_DERIV})
 gelu_tanh_p = unary("gelu_tanh", _in_double(_gelu_tanh), lambda x, out: gelu_tanh_deriv_p.bind(x), float_only=True,
-                    expensive=True, native=True, c=_c_in_double(f"({{0}} * fnx_sigmoid({_V}))"))
+                    expensive=True, native=True, c={"f": "fnx_gelu_tanhf({0})", "d": f"({{0}} * fnx_sigmoid({_V}))"})
 
 # The vjps g * gelu'(x) as primitives of (g, x) (PyTorch's gelu_backward): one pass over g and x, where the
 # product with the derivative primitive took two, and a temporary.
@@ -981,7 +977,8 @@ gelu_backward_p = binary("gelu_backward", _in_double(lambda xp, g, x: g * _gelu_
 gelu_tanh_backward_p = binary("gelu_tanh_backward", _in_double(lambda xp, g, x: g * _gelu_tanh_deriv(xp, x)),
                               lambda g, x, out: gelu_tanh_deriv_p.bind(x), lambda g, x, out: g * _gelu_tanh_deriv2(x),
                               expensive=True, native=True,
-                              c=_c_in_double(f"({{0}} * {_GELU_TANH_DERIV.replace('{0}', '{1}')})"))
+                              c={"f": "({0} * fnx_gelu_tanh_derivf({1}))",
+                                 "d": f"({{0}} * {_GELU_TANH_DERIV.replace('{0}', '{1}')})"})
 gelu_p.vjp = lambda g, primals, out: (gelu_backward_p.bind(g, primals[0]),)
 gelu_tanh_p.vjp = lambda g, primals, out: (gelu_tanh_backward_p.bind(g, primals[0]),)
 
