@@ -3,8 +3,8 @@ array per buffer, so that an update is a few numpy passes over every parameter a
 parameter (on small models the per-call cost of numpy, about 1 us, is most of an optimizer step).
 
 `flat_batches(items, names, cache)` returns one `FlatBatch` per (dtype, step count) of a group's parameters: the
-state buffers `names` as flat arrays, the gradients gathered into one flat array, a scratch array, and the ways
-back to the parameters. The first update (or one after the state tensors were replaced, as `load_state_dict`
+state buffers `names` as flat arrays, each parameter's offset in them, the gradients (gathered into one flat array
+on request), a scratch array, and the ways back to the parameters. The first update (or one after the state tensors were replaced, as `load_state_dict`
 does) copies the buffers into fresh flat arrays and makes each state tensor's array a view of its slice; later
 updates find the layout in `cache` and only check it.
 """
@@ -20,14 +20,15 @@ _MAX_LAYOUTS = 4   # layouts kept per param group (one per dtype and set of para
 class _Layout:
     """Flat arrays of one set of state tensors, with their slices shaped like the parameters."""
 
-    __slots__ = ("tensors", "buffers", "grad", "scratch", "scratch_views", "grad_views")
+    __slots__ = ("tensors", "buffers", "offsets", "grad", "scratch", "scratch_views", "grad_views")
 
     def __init__(self, tensors: list, dtype: np.dtype):
         self.tensors = tensors
         first = tensors[0]
         shapes = [t._value.shape for t in first]
         sizes = [t._value.size for t in first]
-        total = sum(sizes)
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        total = int(self.offsets[-1])
         self.buffers = [_flatten(column, total, dtype) for column in tensors]
         self.grad = np.empty(total, dtype)
         self.scratch = np.empty(total, dtype)
@@ -67,14 +68,18 @@ def _flatten(tensors: list, total: int, dtype: np.dtype) -> np.ndarray:
 
 
 class FlatBatch:
-    """Parameters of one dtype and step count: their state buffers, gradients and a scratch array, each flat."""
+    """Parameters of one dtype and step count: their state buffers and a scratch array, each flat, the offset of
+    each parameter in them, and their gradients."""
 
-    __slots__ = ("params", "step", "buffers", "grad", "scratch", "_layout")
+    __slots__ = ("params", "grads", "step", "buffers", "offsets", "scratch", "_layout")
 
     def __init__(self, params: list, grads: list, step: int, layout: _Layout):
-        self.params, self.step, self._layout = params, step, layout
-        self.buffers, self.scratch = layout.buffers, layout.scratch
-        self.grad = np.concatenate([g._value for g in grads], axis=None, out=layout.grad)
+        self.params, self.grads, self.step, self._layout = params, grads, step, layout
+        self.buffers, self.offsets, self.scratch = layout.buffers, layout.offsets, layout.scratch
+
+    def gather_grad(self) -> np.ndarray:
+        """The gradients, concatenated into one flat array (the layout's, so overwritten by the next step)."""
+        return np.concatenate([g._value for g in self.grads], axis=None, out=self._layout.grad)
 
     def add_params_to_grad(self, weight_decay: float) -> None:
         """grad += p * weight_decay for each parameter (L2 weight decay)."""

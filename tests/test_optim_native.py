@@ -1,0 +1,95 @@
+"""The fused Adam/AdamW update as one C pass (fnx/lowering/optim_kernels.py): taken for a large group of
+contiguous float parameters, with the numpy passes' bits on one thread and on two, for every option; the numpy
+passes stay for small groups and non-contiguous parameters."""
+import itertools
+
+import numpy as np
+import pytest
+
+import fnx
+from fnx import optim
+from fnx.lowering import optim_kernels
+
+SHAPES = [(64, 700), (7,), (0,), (3, 1000), ()]   # 47808 elements: above MIN_ELEMENTS and FNX_PARALLEL_MIN
+OPTIONS = [dict(zip(("amsgrad", "maximize", "weight_decay"), values))
+           for values in itertools.product([False, True], [False, True], [0, 0.1])]
+
+
+@pytest.fixture
+def native_calls(monkeypatch):
+    """Whether each optim_kernels.adam call ran the C pass, in order."""
+    calls, adam = [], optim_kernels.adam
+
+    def spy(*args, **kwargs):
+        calls.append(adam(*args, **kwargs))
+        return calls[-1]
+    monkeypatch.setattr(optim_kernels, "adam", spy)
+    return calls
+
+
+@pytest.fixture
+def threads():
+    before = fnx.get_num_threads()
+    yield fnx.set_num_threads
+    fnx.set_num_threads(before)
+
+
+def _train(cls, kwargs, dtype, params=None, steps=3):
+    """The parameters and flat state after `steps` updates of seeded random gradients."""
+    rng = np.random.default_rng(0)
+    params = params or [fnx.tensor(rng.standard_normal(s).astype(dtype), requires_grad=True) for s in SHAPES]
+    opt = cls(params, lr=0.01, **kwargs)
+    for _ in range(steps):
+        for p in params:
+            p.grad = fnx.tensor(rng.standard_normal(p.shape).astype(dtype))
+        opt.step()
+    state = [s[k]._value for s in opt.state.values() for k in sorted(s) if k != "step"]
+    return [p._value.copy() for p in params] + [s.copy() for s in state]
+
+
+def _numpy_passes(cls, kwargs, dtype, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(optim_kernels, "MIN_ELEMENTS", 10 ** 12)
+        return _train(cls, kwargs, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW])
+def test_c_pass_taken_with_numpys_bits(cls, dtype, native_calls, threads, monkeypatch):
+    for kwargs in OPTIONS:
+        native_calls.clear()
+        expected = _numpy_passes(cls, kwargs, dtype, monkeypatch)
+        assert native_calls == [False] * 3
+        for n in (1, 2):
+            threads(n)
+            native_calls.clear()
+            got = _train(cls, kwargs, dtype)
+            assert native_calls == [True] * 3, (kwargs, n)
+            for a, b in zip(got, expected):
+                assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (cls.__name__, dtype, kwargs, n)
+
+
+def test_numpy_passes_for_small_groups_and_strided_parameters(native_calls):
+    small = [fnx.tensor(np.ones((4, 3), np.float32), requires_grad=True)]
+    _train(optim.AdamW, {}, np.float32, params=small, steps=1)
+    assert native_calls == [False]
+    strided = fnx.tensor(np.ones((200, 100), np.float32), requires_grad=True)
+    strided._value = np.ones((100, 200), np.float32).T
+    got = _train(optim.AdamW, {}, np.float32, params=[strided], steps=2)
+    assert native_calls == [False] * 3
+    assert np.all(np.isfinite(got[0])) and not np.array_equal(got[0], np.ones((200, 100), np.float32))
+
+
+def test_state_stays_a_view_of_the_flat_buffers_after_c_steps(native_calls):
+    rng = np.random.default_rng(1)
+    params = [fnx.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True) for s in SHAPES]
+    opt = optim.Adam(params, lr=0.01)
+    for _ in range(2):
+        for p in params:
+            p.grad = fnx.tensor(np.ones(p.shape, np.float32))
+        opt.step()
+    assert native_calls == [True, True]
+    for p in params:
+        exp_avg = opt.state[p]["exp_avg"]._value
+        assert exp_avg.base is not None and int(opt.state[p]["step"]._value) == 2
+        np.testing.assert_allclose(exp_avg, 0.19, rtol=1e-6)
