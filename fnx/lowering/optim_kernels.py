@@ -15,7 +15,7 @@ import numpy as np
 
 from .template_library import TemplateLibrary
 
-__all__ = ["adam", "MIN_ELEMENTS"]
+__all__ = ["adam", "takes", "MIN_ELEMENTS"]
 
 # Below this many elements in a group the numpy passes run (and tests of tiny groups never compile the library).
 MIN_ELEMENTS = 4096
@@ -27,35 +27,22 @@ _library = TemplateLibrary("fnx-optim", "c_optim.c.j2", list(_ARGTYPES), "the C 
                            "numpy's passes run it", _ARGTYPES).get
 
 
-def _addresses(arrays: list) -> np.ndarray | None:
-    """The arrays' data addresses, or None where one is not C-contiguous."""
-    out = np.empty(len(arrays), np.uintp)
-    for i, a in enumerate(arrays):
-        if not a.flags.c_contiguous:
-            return None
-        out[i] = a.__array_interface__["data"][0]
-    return out
+def takes(buffers: list) -> bool:
+    """Whether `adam` runs on a group with these flat state buffers: float32/float64, at least MIN_ELEMENTS, and
+    the library built (built here on first use)."""
+    return buffers[0].dtype in _SUFFIX and buffers[0].size >= MIN_ELEMENTS and _library() is not None
 
 
-def adam(params: list, grads: list, offsets: np.ndarray, buffers: list, *, step: int, lr: float, beta1: float,
-         beta2: float, eps: float, weight_decay: float, decoupled: bool, amsgrad: bool, maximize: bool) -> bool:
-    """One Adam step in place over `params` (arrays of one dtype) with their `grads`, whose flat elements
-    offsets[k]:offsets[k + 1] (int64) are the k-th's in the flat state `buffers` (exp_avg, exp_avg_sq and, for
-    amsgrad, max_exp_avg_sq); False where the numpy passes should run instead (small, other dtypes, no library)."""
-    sfx = _SUFFIX.get(buffers[0].dtype)
-    if sfx is None or buffers[0].size < MIN_ELEMENTS:
-        return False
-    lib = _library()
-    if lib is None:
-        return False
-    p_at, g_at = _addresses(params), _addresses(grads)
-    if p_at is None or g_at is None:
-        return False
+def adam(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, buffers: list, *, step: int, lr: float,
+         beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool, amsgrad: bool,
+         maximize: bool) -> None:
+    """One Adam step in place over the C-contiguous parameters and gradients at the addresses `param_at` and
+    `grad_at` (uintp), whose flat elements offsets[k]:offsets[k + 1] (int64) are the k-th's in the flat state
+    `buffers` (exp_avg, exp_avg_sq and, for amsgrad, max_exp_avg_sq), all of one dtype that `takes` accepted."""
     decay = "none" if weight_decay == 0 else "decoupled" if decoupled else "l2"
     wd = 1 - lr * weight_decay if decoupled else weight_decay
     vm = buffers[2].ctypes.data if amsgrad else None
-    getattr(lib, f"fnx_adam_{sfx}_{int(amsgrad)}{decay}{int(maximize)}")(
-        p_at.ctypes.data, g_at.ctypes.data, offsets.ctypes.data, len(params), buffers[0].ctypes.data,
+    getattr(_library(), f"fnx_adam_{_SUFFIX[buffers[0].dtype]}_{int(amsgrad)}{decay}{int(maximize)}")(
+        param_at.ctypes.data, grad_at.ctypes.data, offsets.ctypes.data, len(param_at), buffers[0].ctypes.data,
         buffers[1].ctypes.data, vm, beta1, 1 - beta1, beta2, 1 - beta2, (1 - beta2 ** step) ** 0.5, eps,
         lr / (1 - beta1 ** step), wd)
-    return True

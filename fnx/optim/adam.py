@@ -45,8 +45,9 @@ def adam_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weig
     hyper = dict(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, decoupled=decoupled,
                  amsgrad=amsgrad, maximize=maximize)
     for batch in flat_batches(items, names, {} if cache is None else cache):
-        if optim_kernels.adam([p._value for p in batch.params], [g._value for g in batch.grads], batch.offsets,
-                              batch.buffers, step=batch.step, **hyper):
+        addresses = batch.addresses() if optim_kernels.takes(batch.buffers) else None
+        if addresses is not None:
+            optim_kernels.adam(*addresses, batch.offsets, batch.buffers, step=batch.step, **hyper)
             continue
         step, G, tmp = batch.step, batch.gather_grad(), batch.scratch
         M, V = batch.buffers[0], batch.buffers[1]

@@ -10,6 +10,8 @@ updates find the layout in `cache` and only check it.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 __all__ = ["FlatBatch", "flat_batches"]
@@ -20,7 +22,8 @@ _MAX_LAYOUTS = 4   # layouts kept per param group (one per dtype and set of para
 class _Layout:
     """Flat arrays of one set of state tensors, with their slices shaped like the parameters."""
 
-    __slots__ = ("tensors", "buffers", "offsets", "grad", "scratch", "scratch_views", "grad_views")
+    __slots__ = ("tensors", "buffers", "offsets", "grad", "scratch", "scratch_views", "grad_views", "param_arrays",
+                 "param_addresses")
 
     def __init__(self, tensors: list, dtype: np.dtype):
         self.tensors = tensors
@@ -34,6 +37,8 @@ class _Layout:
         self.scratch = np.empty(total, dtype)
         self.scratch_views = _views(self.scratch, shapes, sizes)
         self.grad_views = _views(self.grad, shapes, sizes)
+        self.param_arrays: list = []   # the parameters' arrays at the last `FlatBatch.addresses`, and theirs
+        self.param_addresses: np.ndarray | None = None
 
     def holds(self, tensors: list) -> bool:
         """Whether `tensors` are this layout's state tensors, each still a view of its flat array."""
@@ -52,6 +57,13 @@ def _views(flat: np.ndarray, shapes: list, sizes: list) -> list:
         views.append(flat[at:at + n].reshape(shape))
         at += n
     return views
+
+
+def _addresses(arrays: list) -> np.ndarray | None:
+    """The arrays' data addresses (uintp), or None where one is not C-contiguous."""
+    if not all(a.flags.c_contiguous for a in arrays):
+        return None
+    return np.array([a.ctypes.data for a in arrays], np.uintp)
 
 
 def _flatten(tensors: list, total: int, dtype: np.dtype) -> np.ndarray:
@@ -80,6 +92,16 @@ class FlatBatch:
     def gather_grad(self) -> np.ndarray:
         """The gradients, concatenated into one flat array (the layout's, so overwritten by the next step)."""
         return np.concatenate([g._value for g in self.grads], axis=None, out=self._layout.grad)
+
+    def addresses(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The data addresses of the parameters' and of the gradients' arrays, or None where one is not
+        C-contiguous (for a C loop over them); the parameters' stay in the layout while their arrays do."""
+        layout = self._layout
+        arrays = [p._value for p in self.params]
+        if len(arrays) != len(layout.param_arrays) or not all(map(operator.is_, arrays, layout.param_arrays)):
+            layout.param_arrays, layout.param_addresses = arrays, _addresses(arrays)
+        grads = _addresses([g._value for g in self.grads])
+        return None if layout.param_addresses is None or grads is None else (layout.param_addresses, grads)
 
     def add_params_to_grad(self, weight_decay: float) -> None:
         """grad += p * weight_decay for each parameter (L2 weight decay)."""
