@@ -5,6 +5,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fnx
 from fnx import optim
@@ -34,11 +36,11 @@ def threads():
     fnx.set_num_threads(before)
 
 
-def _train(cls, kwargs, dtype, params=None, steps=3, replace=False):
+def _train(cls, kwargs, dtype, params=None, steps=3, replace=False, shapes=SHAPES):
     """The parameters and flat state after `steps` updates of seeded random gradients (`replace`: each
     parameter's array replaced by a copy before each step, as `p.data = ...` does)."""
     rng = np.random.default_rng(0)
-    params = params or [fnx.tensor(rng.standard_normal(s).astype(dtype), requires_grad=True) for s in SHAPES]
+    params = params or [fnx.tensor(rng.standard_normal(s).astype(dtype), requires_grad=True) for s in shapes]
     opt = cls(params, lr=0.01, **kwargs)
     for _ in range(steps):
         for p in params:
@@ -50,10 +52,10 @@ def _train(cls, kwargs, dtype, params=None, steps=3, replace=False):
     return [p._value.copy() for p in params] + [s.copy() for s in state]
 
 
-def _numpy_passes(cls, kwargs, dtype, monkeypatch):
+def _numpy_passes(cls, kwargs, dtype, monkeypatch, shapes=SHAPES):
     with monkeypatch.context() as m:
         m.setattr(optim_kernels, "MIN_ELEMENTS", 10 ** 12)
-        return _train(cls, kwargs, dtype)
+        return _train(cls, kwargs, dtype, shapes=shapes)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -70,6 +72,20 @@ def test_c_pass_taken_with_numpys_bits(cls, dtype, native_calls, threads, monkey
             assert native_calls == [True] * 3, (kwargs, n)
             for a, b in zip(got, expected):
                 assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (cls.__name__, dtype, kwargs, n)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 20000), min_size=1, max_size=6).filter(lambda s: sum(s) >= 4096),
+       amsgrad=st.booleans())
+def test_any_parameter_sizes_on_two_threads_give_numpys_bits(sizes, amsgrad, native_calls, threads, monkeypatch):
+    threads(2)
+    shapes = [(n,) for n in sizes]
+    native_calls.clear()
+    expected = _numpy_passes(optim.AdamW, dict(amsgrad=amsgrad), np.float32, monkeypatch, shapes)
+    got = _train(optim.AdamW, dict(amsgrad=amsgrad), np.float32, shapes=shapes)
+    assert native_calls == [True] * 3
+    for a, b in zip(got, expected):
+        assert a.tobytes() == b.tobytes()
 
 
 def test_parameter_arrays_replaced_between_steps(native_calls, monkeypatch):
