@@ -107,7 +107,7 @@ def test_numpy_passes_for_small_groups_and_strided_parameters(native_calls):
     assert np.all(np.isfinite(got[0])) and not np.array_equal(got[0], np.ones((200, 100), np.float32))
 
 
-def test_state_stays_a_view_of_the_flat_buffers_after_c_steps(native_calls):
+def test_c_steps_keep_state_views_and_allocate_no_scratch(native_calls):
     rng = np.random.default_rng(1)
     params = [fnx.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True) for s in SHAPES]
     opt = optim.Adam(params, lr=0.01)
@@ -116,6 +116,8 @@ def test_state_stays_a_view_of_the_flat_buffers_after_c_steps(native_calls):
             p.grad = fnx.tensor(np.ones(p.shape, np.float32))
         opt.step()
     assert native_calls == [True, True]
+    layouts = [layout for group in opt._flat_layouts.values() for layout in group.values()]
+    assert layouts and all(layout.grad is None and layout.scratch is None for layout in layouts)  # numpy's only
     for p in params:
         exp_avg = opt.state[p]["exp_avg"]._value
         assert exp_avg.base is not None and int(opt.state[p]["step"]._value) == 2

@@ -49,7 +49,7 @@ def adam_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weig
         if addresses is not None:
             optim_kernels.adam(*addresses, batch.offsets, batch.buffers, step=batch.step, **hyper)
             continue
-        step, G, tmp = batch.step, batch.gather_grad(), batch.scratch
+        step, (G, tmp) = batch.step, batch.gather_grad()
         M, V = batch.buffers[0], batch.buffers[1]
         if maximize:
             np.negative(G, out=G)
