@@ -96,9 +96,13 @@ def test_parameter_arrays_replaced_between_steps(native_calls, monkeypatch):
         assert a.tobytes() == b.tobytes()
 
 
-def test_numpy_passes_for_small_groups_and_strided_parameters(native_calls):
+def test_numpy_passes_for_small_groups_no_compiler_and_strided_parameters(native_calls, monkeypatch):
     small = [fnx.tensor(np.ones((4, 3), np.float32), requires_grad=True)]
     _train(optim.AdamW, {}, np.float32, params=small, steps=1)
+    assert native_calls == []
+    with monkeypatch.context() as m:
+        m.setattr(optim_kernels, "_library", lambda: None)   # no C compiler
+        _train(optim.AdamW, {}, np.float32, steps=1)
     assert native_calls == []
     strided = fnx.tensor(np.ones((200, 100), np.float32), requires_grad=True)
     strided._value = np.ones((100, 200), np.float32).T
