@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..lowering import optim_kernels
 from ..ops.elementwise import maximum
 from ..tensor import Tensor
 from .multi_tensor import flat_batches
@@ -36,12 +37,19 @@ def adam_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, max_e
 def adam_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool,
                amsgrad: bool, maximize: bool, cache: dict | None = None) -> None:
     """`adam_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays: the
-    same operations in the same order, as numpy passes over all parameters of one dtype and step at once
-    (multi_tensor.py; `cache` keeps the flat layout of the state between calls)."""
+    same operations in the same order over all parameters of one dtype and step at once (multi_tensor.py; `cache`
+    keeps the flat layout of the state between calls), as one C pass on fnx's threads (lowering/optim_kernels.py)
+    or, for small groups or without a C compiler, as numpy passes."""
     names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad else ())
     items = [(p, g, state, advance_step_fused(state)) for p, g, state in items]
+    hyper = dict(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, decoupled=decoupled,
+                 amsgrad=amsgrad, maximize=maximize)
     for batch in flat_batches(items, names, {} if cache is None else cache):
-        step, G, tmp = batch.step, batch.grad, batch.scratch
+        addresses = batch.addresses() if optim_kernels.takes(batch.buffers) else None
+        if addresses is not None:
+            optim_kernels.adam(*addresses, batch.offsets, batch.buffers, step=batch.step, **hyper)
+            continue
+        step, (G, tmp) = batch.step, batch.gather_grad()
         M, V = batch.buffers[0], batch.buffers[1]
         if maximize:
             np.negative(G, out=G)

@@ -1,0 +1,48 @@
+"""A C loop for the fused Adam/AdamW update on CPU float32/float64 parameters (fnx/optim/adam.py `adam_fused`).
+
+numpy takes about twelve passes over a group's flat state (multi_tensor.py) for one update, each on one thread;
+the C loop (templates/c_optim.c.j2) makes one pass, reading each gradient and writing each parameter in place,
+its blocks split over fnx's thread pool, with the numpy passes' operations in their order (so their bits). One
+library for every shape and hyperparameter (the scalars are arguments), built on first use by the C toolchain's
+disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built (no compiler, Jinja2 missing), for small
+groups, other dtypes and non-contiguous arrays, the numpy passes run.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .template_library import TemplateLibrary
+
+__all__ = ["adam", "takes", "MIN_ELEMENTS"]
+
+# Below this many elements in a group the numpy passes run (and tests of tiny groups never compile the library).
+MIN_ELEMENTS = 4096
+_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+_ARGTYPES = {f"fnx_adam_{sfx}_{ams}{decay}{neg}": [ctypes.c_void_p] * 3 + [ctypes.c_longlong]
+             + [ctypes.c_void_p] * 3 + [ctypes.c_double] * 8
+             for sfx in _SUFFIX.values() for ams in (0, 1) for decay in ("none", "l2", "decoupled") for neg in (0, 1)}
+_library = TemplateLibrary("fnx-optim", "c_optim.c.j2", list(_ARGTYPES), "the C loop of the fused Adam update",
+                           "numpy's passes run it", _ARGTYPES).get
+
+
+def takes(buffers: list) -> bool:
+    """Whether `adam` runs on a group with these flat state buffers: float32/float64, at least MIN_ELEMENTS, and
+    the library built (built here on first use)."""
+    return buffers[0].dtype in _SUFFIX and buffers[0].size >= MIN_ELEMENTS and _library() is not None
+
+
+def adam(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, buffers: list, *, step: int, lr: float,
+         beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool, amsgrad: bool,
+         maximize: bool) -> None:
+    """One Adam step in place over the C-contiguous parameters and gradients at the addresses `param_at` and
+    `grad_at` (uintp), whose flat elements offsets[k]:offsets[k + 1] (int64) are the k-th's in the flat state
+    `buffers` (exp_avg, exp_avg_sq and, for amsgrad, max_exp_avg_sq), all of one dtype that `takes` accepted."""
+    decay = "none" if weight_decay == 0 else "decoupled" if decoupled else "l2"
+    wd = 1 - lr * weight_decay if decoupled else weight_decay
+    vm = buffers[2].ctypes.data if amsgrad else None
+    getattr(_library(), f"fnx_adam_{_SUFFIX[buffers[0].dtype]}_{int(amsgrad)}{decay}{int(maximize)}")(
+        param_at.ctypes.data, grad_at.ctypes.data, offsets.ctypes.data, len(param_at), buffers[0].ctypes.data,
+        buffers[1].ctypes.data, vm, beta1, 1 - beta1, beta2, 1 - beta2, (1 - beta2 ** step) ** 0.5, eps,
+        lr / (1 - beta1 ** step), wd)

@@ -1,0 +1,128 @@
+"""The fused Adam/AdamW update as one C pass (fnx/lowering/optim_kernels.py): taken for a large group of
+contiguous float parameters, with the numpy passes' bits on one thread and on two, for every option; the numpy
+passes stay for small groups and non-contiguous parameters."""
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fnx
+from fnx import optim
+from fnx.lowering import optim_kernels
+
+SHAPES = [(64, 700), (7,), (0,), (3, 1000), ()]   # 47808 elements: above MIN_ELEMENTS and FNX_PARALLEL_MIN
+OPTIONS = [dict(zip(("amsgrad", "maximize", "weight_decay"), values))
+           for values in itertools.product([False, True], [False, True], [0, 0.1])]
+
+
+@pytest.fixture
+def native_calls(monkeypatch):
+    """One True per C pass (optim_kernels.adam call) run."""
+    calls, adam = [], optim_kernels.adam
+
+    def spy(*args, **kwargs):
+        calls.append(True)
+        return adam(*args, **kwargs)
+    monkeypatch.setattr(optim_kernels, "adam", spy)
+    return calls
+
+
+@pytest.fixture
+def threads():
+    before = fnx.get_num_threads()
+    yield fnx.set_num_threads
+    fnx.set_num_threads(before)
+
+
+def _train(cls, kwargs, dtype, params=None, steps=3, replace=False, shapes=SHAPES):
+    """The parameters and flat state after `steps` updates of seeded random gradients (`replace`: each
+    parameter's array replaced by a copy before each step, as `p.data = ...` does)."""
+    rng = np.random.default_rng(0)
+    params = params or [fnx.tensor(rng.standard_normal(s).astype(dtype), requires_grad=True) for s in shapes]
+    opt = cls(params, lr=0.01, **kwargs)
+    for _ in range(steps):
+        for p in params:
+            if replace:
+                p._value = p._value.copy()
+            p.grad = fnx.tensor(rng.standard_normal(p.shape).astype(dtype))
+        opt.step()
+    state = [s[k]._value for s in opt.state.values() for k in sorted(s) if k != "step"]
+    return [p._value.copy() for p in params] + [s.copy() for s in state]
+
+
+def _numpy_passes(cls, kwargs, dtype, monkeypatch, shapes=SHAPES):
+    with monkeypatch.context() as m:
+        m.setattr(optim_kernels, "MIN_ELEMENTS", 10 ** 12)
+        return _train(cls, kwargs, dtype, shapes=shapes)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW])
+def test_c_pass_taken_with_numpys_bits(cls, dtype, native_calls, threads, monkeypatch):
+    for kwargs in OPTIONS:
+        native_calls.clear()
+        expected = _numpy_passes(cls, kwargs, dtype, monkeypatch)
+        assert native_calls == []
+        for n in (1, 2):
+            threads(n)
+            native_calls.clear()
+            got = _train(cls, kwargs, dtype)
+            assert native_calls == [True] * 3, (kwargs, n)
+            for a, b in zip(got, expected):
+                assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (cls.__name__, dtype, kwargs, n)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 20000), min_size=1, max_size=6).filter(lambda s: sum(s) >= 4096),
+       amsgrad=st.booleans())
+def test_any_parameter_sizes_on_two_threads_give_numpys_bits(sizes, amsgrad, native_calls, threads, monkeypatch):
+    threads(2)
+    shapes = [(n,) for n in sizes]
+    native_calls.clear()
+    expected = _numpy_passes(optim.AdamW, dict(amsgrad=amsgrad), np.float32, monkeypatch, shapes)
+    got = _train(optim.AdamW, dict(amsgrad=amsgrad), np.float32, shapes=shapes)
+    assert native_calls == [True] * 3
+    for a, b in zip(got, expected):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_parameter_arrays_replaced_between_steps(native_calls, monkeypatch):
+    expected = _numpy_passes(optim.AdamW, {}, np.float32, monkeypatch)
+    got = _train(optim.AdamW, {}, np.float32, replace=True)
+    assert native_calls == [True] * 3
+    for a, b in zip(got, expected):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_numpy_passes_for_small_groups_no_compiler_and_strided_parameters(native_calls, monkeypatch):
+    small = [fnx.tensor(np.ones((4, 3), np.float32), requires_grad=True)]
+    _train(optim.AdamW, {}, np.float32, params=small, steps=1)
+    assert native_calls == []
+    with monkeypatch.context() as m:
+        m.setattr(optim_kernels, "_library", lambda: None)   # no C compiler
+        _train(optim.AdamW, {}, np.float32, steps=1)
+    assert native_calls == []
+    strided = fnx.tensor(np.ones((200, 100), np.float32), requires_grad=True)
+    strided._value = np.ones((100, 200), np.float32).T
+    got = _train(optim.AdamW, {}, np.float32, params=[strided], steps=2)
+    assert native_calls == []
+    assert np.all(np.isfinite(got[0])) and not np.array_equal(got[0], np.ones((200, 100), np.float32))
+
+
+def test_c_steps_keep_state_views_and_allocate_no_scratch(native_calls):
+    rng = np.random.default_rng(1)
+    params = [fnx.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True) for s in SHAPES]
+    opt = optim.Adam(params, lr=0.01)
+    for _ in range(2):
+        for p in params:
+            p.grad = fnx.tensor(np.ones(p.shape, np.float32))
+        opt.step()
+    assert native_calls == [True, True]
+    layouts = [layout for group in opt._flat_layouts.values() for layout in group.values()]
+    assert layouts and all(layout.grad is None and layout.scratch is None for layout in layouts)  # numpy's only
+    for p in params:
+        exp_avg = opt.state[p]["exp_avg"]._value
+        assert exp_avg.base is not None and int(opt.state[p]["step"]._value) == 2
+        np.testing.assert_allclose(exp_avg, 0.19, rtol=1e-6)
