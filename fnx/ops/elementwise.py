@@ -858,11 +858,16 @@ def reciprocal(input: Tensor) -> Tensor:
     return true_divide(1.0, input)
 
 
-@_method("rsqrt", inplace=True)
-@autocast_op("rsqrt")
-def rsqrt(input: Tensor) -> Tensor:
-    """1 / sqrt(x)."""
-    return reciprocal(sqrt(input))
+# rsqrt: one primitive (PyTorch's), where reciprocal(sqrt(x)) bound two and its backward six; each of the two
+# roundings is numpy's, so compiled results equal eager ones. d/dx x**-0.5 = -0.5 out**3, from the output.
+def _rsqrt_impl(xp, x):
+    out = xp.sqrt(x)
+    return xp.reciprocal(out, out=out) if out.ndim else xp.reciprocal(out)   # a 0-d result is a scalar
+
+
+rsqrt_p = unary("rsqrt", _rsqrt_impl, lambda x, out: integer_pow_p.bind(out, y=3) * -0.5, saves_output=True,
+                float_only=True, c={"f": "(1.0f / sqrtf({0}))", "d": "(1.0 / sqrt({0}))"}, complex=True)
+rsqrt = _unary_wrapper(rsqrt_p, "1 / sqrt(x), elementwise.", True, inplace=True)
 
 
 @_method("square", inplace=True)

@@ -1,0 +1,65 @@
+"""What the eager ops of a Llama layer (RMSNorm, rotary embeddings) record on the tape, forward and backward:
+PyTorch's primitives where a composition recorded several nodes, with the composition's values."""
+import numpy as np
+import pytest
+
+import fnx
+from fnx import core
+
+RNG = np.random.default_rng(5)
+
+
+def _recorded(monkeypatch) -> list:
+    """The names of the primitives recorded on the tape from now on, by forward and by backward code."""
+    nodes = []
+    record = core.record_hook
+
+    def counting_record(prim, args, params, out):
+        nodes.append(prim.name)
+        return record(prim, args, params, out)
+
+    monkeypatch.setattr(core, "record_hook", counting_record)
+    return nodes
+
+
+def _bound(monkeypatch) -> list:
+    """The names of the registered primitives run from now on (recorded or not: a backward without
+    create_graph records nothing)."""
+    names = []
+
+    def counting(prim, impl):
+        def run(*args, **params):
+            names.append(prim.name)
+            return impl(*args, **params)
+        return run
+
+    for prim in core.Primitive.registry.values():
+        if prim.impl is not None:
+            monkeypatch.setattr(prim, "impl", counting(prim, prim.impl))
+    return names
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rsqrt_is_one_primitive_with_a_three_op_backward(monkeypatch, dtype):
+    x = fnx.tensor(RNG.uniform(0.1, 4.0, (3, 5)).astype(dtype), requires_grad=True)
+    names = _bound(monkeypatch)
+    y = fnx.rsqrt(x)
+    assert names == ["rsqrt"]
+    np.testing.assert_array_equal(y.detach().numpy(), 1 / np.sqrt(x.detach().numpy()))
+    y.backward(fnx.ones(3, 5, dtype=y.dtype))
+    assert sorted(names[1:]) == ["integer_pow", "mul", "mul"]
+    np.testing.assert_allclose(x.grad.numpy(), -0.5 * x.detach().numpy() ** -1.5, rtol=1e-6)
+
+
+def test_rsqrt_of_a_scalar_and_of_integers():
+    assert fnx.rsqrt(fnx.tensor(4.0)).item() == 0.5
+    out = fnx.rsqrt(fnx.tensor([1, 4]))
+    assert out.dtype is fnx.float32 and out.tolist() == [1.0, 0.5]
+
+
+def test_same_dtype_to_and_float_return_self_without_a_node(monkeypatch):
+    x = fnx.tensor(RNG.standard_normal((2, 3)).astype(np.float32), requires_grad=True)
+    nodes = _recorded(monkeypatch)
+    assert x.to(fnx.float32) is x and x.float() is x and x.to(dtype=fnx.float32) is x and x.type_as(x) is x
+    assert nodes == []
+    assert x.double().dtype is fnx.float64 and nodes == ["convert"]
