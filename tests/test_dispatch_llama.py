@@ -63,3 +63,24 @@ def test_same_dtype_to_and_float_return_self_without_a_node(monkeypatch):
     assert x.to(fnx.float32) is x and x.float() is x and x.to(dtype=fnx.float32) is x and x.type_as(x) is x
     assert nodes == []
     assert x.double().dtype is fnx.float64 and nodes == ["convert"]
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -3])
+def test_unsqueeze_of_a_strided_tensor_is_a_view_that_sees_writes(dim):
+    base = fnx.tensor(RNG.standard_normal((4, 6)))
+    x = base.transpose(0, 1)[::2]   # strided, not contiguous
+    y = x.unsqueeze(dim)
+    assert tuple(y.shape) == np.expand_dims(x.numpy(), dim).shape
+    base.mul_(2.0)
+    np.testing.assert_array_equal(y.numpy(), np.expand_dims(x.numpy(), dim))
+
+
+def test_expand_keeps_sizes_with_minus_one_and_returns_self_when_nothing_changes(monkeypatch):
+    c = fnx.tensor(RNG.standard_normal((1, 3, 1)), requires_grad=True)
+    nodes = _recorded(monkeypatch)
+    assert c.expand(-1, 3, -1) is c and c.expand(1, 3, 1) is c and c.expand_as(c) is c and nodes == []
+    y = c.expand(2, 2, -1, 4)
+    assert tuple(y.shape) == (2, 2, 3, 4) and nodes == ["broadcast_to"]
+    np.testing.assert_array_equal(y.detach().numpy(), np.broadcast_to(c.detach().numpy(), (2, 2, 3, 4)))
+    with pytest.raises(fnx.errors.FnxRuntimeError, match="expand"):
+        c.expand(2, 5, 1)
