@@ -84,3 +84,27 @@ def test_expand_keeps_sizes_with_minus_one_and_returns_self_when_nothing_changes
     np.testing.assert_array_equal(y.detach().numpy(), np.broadcast_to(c.detach().numpy(), (2, 2, 3, 4)))
     with pytest.raises(fnx.errors.FnxRuntimeError, match="expand"):
         c.expand(2, 5, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("exponent", [2, 3, -2, 0])
+def test_pow_of_a_float_tensor_by_a_small_int_is_one_integer_pow(monkeypatch, dtype, exponent):
+    x = fnx.tensor(RNG.uniform(0.5, 2.0, (2, 3)).astype(dtype), requires_grad=True)
+    names = _bound(monkeypatch)
+    y = x.pow(exponent)
+    assert names == ["integer_pow"] and y.dtype is x.dtype
+    np.testing.assert_allclose(y.detach().numpy(), x.detach().numpy() ** exponent, rtol=2e-3)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), exponent * x.detach().numpy().astype(np.float64) ** (exponent - 1),
+                               rtol=2e-3)
+
+
+def test_mean_over_one_dim_and_its_errors():
+    h = fnx.tensor(RNG.standard_normal((2, 3, 4)).astype(np.float32))
+    np.testing.assert_array_equal(h.mean(-1, keepdim=True).numpy(), (h.sum(-1, keepdim=True) / 4.0).numpy())
+    assert tuple(h.mean(1).shape) == (2, 4)
+    assert fnx.tensor(2.0).mean(0).item() == 2.0 and fnx.tensor(2.0).mean(-1).item() == 2.0
+    with pytest.raises(IndexError, match="mean"):
+        h.mean(3)
+    with pytest.raises(IndexError, match="mean"):
+        fnx.tensor(2.0).mean(1)

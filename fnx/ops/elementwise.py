@@ -725,6 +725,9 @@ def pow(input, exponent) -> Tensor:
     multiplications (`integer_pow`), 0.5 and -0.5 are sqrt and rsqrt, other numbers `pow_scalar`; none of
     them forms an exponent gradient (no log(x) at any order of differentiation).
     """
+    if type(exponent) is int and type(input) is Tensor and input._value.dtype.kind == "f" and \
+            builtins.abs(exponent) <= INTEGER_POW_MAX:   # x.pow(2) of a float tensor: its dtype, integer_pow
+        return integer_pow_p.bind(input, y=exponent)
     if isinstance(input, Tensor) and _is_number(exponent):
         return _pow_constant(input, exponent, _dt.result_type(input, exponent))
     x, y = _promote2(input, exponent, "pow")

@@ -37,6 +37,9 @@ def reduce_dims(dim, ndim: int, op: str) -> tuple:
     """Canonical, sorted, de-duplicated dims to reduce; None or an empty list means all."""
     if dim is None:
         return tuple(range(ndim))
+    if type(dim) is int:   # one dim (x.mean(-1)): nothing to sort or de-duplicate
+        d = canonical_dim(dim, ndim, op)
+        return (d,) if ndim else ()
     dims = tuple(dim) if isinstance(dim, (tuple, list)) else (operator.index(dim),)
     if not dims:
         return tuple(range(ndim))
