@@ -86,7 +86,8 @@ def _numpy(out) -> list[np.ndarray]:
 PRIMS = {name: p for name, p in Primitive.registry.items() if "elementwise" in p.groups}
 # Input ranges per primitive (every primitive with a float32 C expression is here).
 UNARY = {"neg": (-5, 5), "exp": (-87, 88), "exp2": (-120, 120), "expm1": (-10, 10), "log": (1e-30, 1e30),
-         "log2": (1e-30, 1e30), "log10": (1e-30, 1e30), "log1p": (-0.99, 100), "sqrt": (0, 1e4), "sin": (-50, 50),
+         "log2": (1e-30, 1e30), "log10": (1e-30, 1e30), "log1p": (-0.99, 100), "sqrt": (0, 1e4),
+         "rsqrt": (1e-30, 1e30), "sin": (-50, 50),
          "cos": (-50, 50), "tan": (-1.5, 1.5), "tanh": (-10, 10), "sinh": (-10, 10), "cosh": (-10, 10),
          "asin": (-1, 1), "acos": (-1, 1), "atan": (-50, 50), "sigmoid": (-20, 20), "erf": (-5, 5), "erfc": (-5, 10),
          "abs": (-5, 5), "sign": (-5, 5), "floor": (-50, 50), "ceil": (-50, 50), "round": (-50, 50),
