@@ -98,7 +98,7 @@ PARAMS = {"integer_pow": {"y": -7}, "pow_scalar": {"y": 2.5}}   # primitives wit
 BINARY = {"add": (-5, 5), "sub": (-5, 5), "mul": (-5, 5), "div": (-5, 5), "pow": (0.01, 5), "max": (-5, 5),
           "min": (-5, 5), "atan2": (-5, 5), "rem": (-5, 5), "floordiv": (-5, 5), "eq": (-2, 2), "ne": (-2, 2),
           "lt": (-2, 2), "le": (-2, 2), "gt": (-2, 2), "ge": (-2, 2), "gelu_backward": (-10, 10),
-          "gelu_tanh_backward": (-10, 10), "relu_backward": (-5, 5)}
+          "gelu_tanh_backward": (-10, 10), "relu_backward": (-5, 5), "rsqrt_backward": (-5, 5)}
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 1.0], dtype=np.float32)
 
 

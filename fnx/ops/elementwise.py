@@ -862,14 +862,35 @@ def reciprocal(input: Tensor) -> Tensor:
 
 
 # rsqrt: one primitive (PyTorch's), where reciprocal(sqrt(x)) bound two and its backward six; each of the two
-# roundings is numpy's, so compiled results equal eager ones. d/dx x**-0.5 = -0.5 out**3, from the output.
+# roundings is numpy's, so compiled results equal eager ones. d/dx x**-0.5 = -0.5 out**3, from the output; the
+# vjp of a real rsqrt is one primitive of (g, out) (PyTorch's rsqrt backward), multiplied in the C form's order.
 def _rsqrt_impl(xp, x):
     out = xp.sqrt(x)
     return xp.reciprocal(out, out=out) if out.ndim else xp.reciprocal(out)   # a 0-d result is a scalar
 
 
-rsqrt_p = unary("rsqrt", _rsqrt_impl, lambda x, out: integer_pow_p.bind(out, y=3) * -0.5, saves_output=True,
-                float_only=True, c={"f": "(1.0f / sqrtf({0}))", "d": "(1.0 / sqrt({0}))"}, complex=True)
+def _rsqrt_deriv(x: Tensor, out: Tensor) -> Tensor:
+    return integer_pow_p.bind(out, y=3) * -0.5
+
+
+def _rsqrt_backward_impl(xp, g, out):
+    return g * (out * out * out) * out.dtype.type(-0.5)
+
+
+rsqrt_p = unary("rsqrt", _rsqrt_impl, _rsqrt_deriv, saves_output=True, float_only=True,
+                c={"f": "(1.0f / sqrtf({0}))", "d": "(1.0 / sqrt({0}))"}, complex=True)
+rsqrt_backward_p = binary("rsqrt_backward", _rsqrt_backward_impl,
+                          lambda g, out, o: _rsqrt_deriv(None, out), lambda g, out, o: g * (out * out) * -1.5,
+                          c={"f": "(({0} * (({1} * {1}) * {1})) * -0.5f)", "d": "(({0} * (({1} * {1}) * {1})) * -0.5)"})
+
+
+def _rsqrt_vjp(g, primals, out):
+    if out.dtype.is_complex:   # holomorphic: g times the conjugate derivative
+        return (g * conj_if_complex(_rsqrt_deriv(primals[0], out)),)
+    return (rsqrt_backward_p.bind(g, out),)
+
+
+rsqrt_p.vjp = _rsqrt_vjp
 rsqrt = _unary_wrapper(rsqrt_p, "1 / sqrt(x), elementwise.", True, inplace=True)
 
 
