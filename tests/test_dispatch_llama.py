@@ -5,21 +5,9 @@ import pytest
 
 import fnx
 from fnx import core
+from test_dispatch import _recorded
 
 RNG = np.random.default_rng(5)
-
-
-def _recorded(monkeypatch) -> list:
-    """The names of the primitives recorded on the tape from now on, by forward and by backward code."""
-    nodes = []
-    record = core.record_hook
-
-    def counting_record(prim, args, params, out):
-        nodes.append(prim.name)
-        return record(prim, args, params, out)
-
-    monkeypatch.setattr(core, "record_hook", counting_record)
-    return nodes
 
 
 def _bound(monkeypatch) -> list:
