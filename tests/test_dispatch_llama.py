@@ -96,3 +96,14 @@ def test_mean_over_one_dim_and_its_errors():
         h.mean(3)
     with pytest.raises(IndexError, match="mean"):
         fnx.tensor(2.0).mean(1)
+
+
+@pytest.mark.parametrize("shape, want", [((-1,), (6,)), ((3, -1), (3, 2)), ((1, -1, 3), (1, 2, 3)),
+                                         ((-1, 4), None), ((-1, -2), None), ((0, -1), None), ((-1, -1), None)])
+def test_view_with_an_inferred_size(shape, want):
+    x = fnx.arange(6.0).reshape(2, 3)
+    if want is None:
+        with pytest.raises(fnx.errors.FnxRuntimeError, match="view|reshape"):
+            x.view(*shape)
+    else:
+        assert tuple(x.view(*shape).shape) == want

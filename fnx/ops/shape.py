@@ -35,8 +35,8 @@ def infer_shape(op: str, old: tuple, new: tuple) -> tuple:
     if new.count(-1) > 1:
         raise FnxRuntimeError(f"{op}: only one dimension can be inferred (-1), got shape {list(new)}")
     if -1 in new:
-        known = math.prod(s for s in new if s != -1)
-        if known == 0 or n % known:
+        known = -math.prod(new)   # the product of the other sizes (negative if one of them is)
+        if known <= 0 or n % known:
             raise FnxRuntimeError(f"{op}: shape {list(new)} is invalid for input of size {n} (shape {list(old)})")
         new = tuple(n // known if s == -1 else s for s in new)
     if math.prod(new) != n or (new and min(new) < 0):
