@@ -89,6 +89,9 @@ def _tensor_init(self, *data, dtype=None, device=None, requires_grad: bool = Fal
 
 def _to(self, *args, **kwargs) -> Tensor:
     """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(other)`; returns self when nothing changes."""
+    dt = args[0] if len(args) == 1 and not kwargs else kwargs.get("dtype") if len(kwargs) == 1 and not args else None
+    if type(dt) is _dt.dtype and dt is self.dtype:   # x.to(x.dtype), as RMSNorm calls it: no parsing
+        return self
     dev, dt, copy = parse_to("to()", args, kwargs)
     out = self
     if dt is not None and dt is not out.dtype:

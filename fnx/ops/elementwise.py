@@ -725,6 +725,9 @@ def pow(input, exponent) -> Tensor:
     multiplications (`integer_pow`), 0.5 and -0.5 are sqrt and rsqrt, other numbers `pow_scalar`; none of
     them forms an exponent gradient (no log(x) at any order of differentiation).
     """
+    if type(exponent) is int and type(input) is Tensor and input._value.dtype.kind == "f" and \
+            builtins.abs(exponent) <= INTEGER_POW_MAX:   # x.pow(2) of a float tensor: its dtype, integer_pow
+        return integer_pow_p.bind(input, y=exponent)
     if isinstance(input, Tensor) and _is_number(exponent):
         return _pow_constant(input, exponent, _dt.result_type(input, exponent))
     x, y = _promote2(input, exponent, "pow")
@@ -858,11 +861,37 @@ def reciprocal(input: Tensor) -> Tensor:
     return true_divide(1.0, input)
 
 
-@_method("rsqrt", inplace=True)
-@autocast_op("rsqrt")
-def rsqrt(input: Tensor) -> Tensor:
-    """1 / sqrt(x)."""
-    return reciprocal(sqrt(input))
+# rsqrt: one primitive (PyTorch's), where reciprocal(sqrt(x)) bound two and its backward six; each of the two
+# roundings is numpy's, so compiled results equal eager ones. d/dx x**-0.5 = -0.5 out**3, from the output; the
+# vjp of a real rsqrt is one primitive of (g, out) (PyTorch's rsqrt backward), multiplied in the C form's order.
+def _rsqrt_impl(xp, x):
+    out = xp.sqrt(x)
+    return xp.reciprocal(out, out=out) if out.ndim else xp.reciprocal(out)   # a 0-d result is a scalar
+
+
+def _rsqrt_deriv(x: Tensor, out: Tensor) -> Tensor:
+    return integer_pow_p.bind(out, y=3) * -0.5
+
+
+def _rsqrt_backward_impl(xp, g, out):
+    return g * (out * out * out) * out.dtype.type(-0.5)
+
+
+rsqrt_p = unary("rsqrt", _rsqrt_impl, _rsqrt_deriv, saves_output=True, float_only=True,
+                c={"f": "(1.0f / sqrtf({0}))", "d": "(1.0 / sqrt({0}))"}, complex=True)
+rsqrt_backward_p = binary("rsqrt_backward", _rsqrt_backward_impl,
+                          lambda g, out, o: _rsqrt_deriv(None, out), lambda g, out, o: g * (out * out) * -1.5,
+                          c={"f": "(({0} * (({1} * {1}) * {1})) * -0.5f)", "d": "(({0} * (({1} * {1}) * {1})) * -0.5)"})
+
+
+def _rsqrt_vjp(g, primals, out):
+    if out.dtype.is_complex:   # holomorphic: g times the conjugate derivative
+        return (g * conj_if_complex(_rsqrt_deriv(primals[0], out)),)
+    return (rsqrt_backward_p.bind(g, out),)
+
+
+rsqrt_p.vjp = _rsqrt_vjp
+rsqrt = _unary_wrapper(rsqrt_p, "1 / sqrt(x), elementwise.", True, inplace=True)
 
 
 @_method("square", inplace=True)

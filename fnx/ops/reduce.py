@@ -15,7 +15,7 @@ from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim, make
 from ._batching import axis_batch_rule, reduction_batch_rule
-from ._families import _native_first, complex_error, conj_if_complex
+from ._families import _native_first, complex_error, conj_if_complex, shape_of
 from .complex import conj, real
 from .creation import clone, ones, stop_gradient, tensor, zeros
 from .joins import cat, narrow
@@ -37,6 +37,9 @@ def reduce_dims(dim, ndim: int, op: str) -> tuple:
     """Canonical, sorted, de-duplicated dims to reduce; None or an empty list means all."""
     if dim is None:
         return tuple(range(ndim))
+    if type(dim) is int:   # one dim (x.mean(-1)): nothing to sort or de-duplicate
+        d = canonical_dim(dim, ndim, op)
+        return (d,) if ndim else ()
     dims = tuple(dim) if isinstance(dim, (tuple, list)) else (operator.index(dim),)
     if not dims:
         return tuple(range(ndim))
@@ -108,10 +111,11 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=Non
     if not input.dtype.is_inexact:
         raise FnxRuntimeError(f"mean(): could not infer output dtype. Input dtype must be floating point, got "
                               f"{input.dtype}; pass dtype= or convert with .float()")
-    axes = reduce_dims(dim, input.ndim, "mean")
-    n = math.prod(input.shape[a] for a in axes)
-    return sum_p.bind(input, axes=axes, keepdims=bool(keepdim)) / float(n) if n else \
-        sum_p.bind(input, axes=axes, keepdims=bool(keepdim)) * math.nan
+    shape = shape_of(input)
+    axes = reduce_dims(dim, len(shape), "mean")
+    n = math.prod([shape[a] for a in axes])
+    total = sum_p.bind(input, axes=axes, keepdims=bool(keepdim))
+    return total / float(n) if n else total * math.nan
 
 
 # ---------------------------------------------------------------- cumsum (a linear scan)

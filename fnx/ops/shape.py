@@ -13,7 +13,7 @@ import math
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxValueError, Primitive, ShapedArray
 from ..tensor import Size, Tensor, Tracer, canonical_dim
-from ._families import broadcast_shapes as _broadcast_shapes, unbroadcast
+from ._families import broadcast_shapes as _broadcast_shapes, shape_of, unbroadcast
 from ._batching import move_to_front
 
 
@@ -35,8 +35,8 @@ def infer_shape(op: str, old: tuple, new: tuple) -> tuple:
     if new.count(-1) > 1:
         raise FnxRuntimeError(f"{op}: only one dimension can be inferred (-1), got shape {list(new)}")
     if -1 in new:
-        known = math.prod(s for s in new if s != -1)
-        if known == 0 or n % known:
+        known = -math.prod(new)   # the product of the other sizes (negative if one of them is)
+        if known <= 0 or n % known:
             raise FnxRuntimeError(f"{op}: shape {list(new)} is invalid for input of size {n} (shape {list(old)})")
         new = tuple(n // known if s == -1 else s for s in new)
     if math.prod(new) != n or (new and min(new) < 0):
@@ -108,8 +108,12 @@ def _broadcast_batch(args, dims, *, shape):
 
 def broadcast_to(input: Tensor, shape) -> Tensor:
     """A read-only view of `input` broadcast to `shape` (numpy rules)."""
-    shape = tuple([s if type(s) is int else int(s) for s in shape])
-    if shape == tuple(input.shape):
+    return _broadcast(input, tuple([s if type(s) is int else int(s) for s in shape]))
+
+
+def _broadcast(input: Tensor, shape: tuple) -> Tensor:
+    """`input` broadcast to `shape`, a tuple of ints (itself when it has that shape)."""
+    if shape == shape_of(input):
         return input
     if type(input) is not Tensor:   # eagerly a bad shape fails in the impl, and bind raises the abstract rule's error
         _broadcast_abstract(input.aval, shape=shape)
@@ -119,17 +123,19 @@ def broadcast_to(input: Tensor, shape) -> Tensor:
 def expand(input: Tensor, *sizes) -> Tensor:
     """Broadcast to `sizes`; -1 keeps a dimension's size (PyTorch's expand)."""
     sizes = _shape_arg(sizes)
-    lead = len(sizes) - input.ndim
+    old = shape_of(input)
+    lead = len(sizes) - len(old)
     if lead < 0:
         raise FnxRuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to "
-                              f"the number of dimensions in the tensor ({input.ndim})")
-    shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
-    return broadcast_to(input, shape)
+                              f"the number of dimensions in the tensor ({len(old)})")
+    if -1 in sizes:
+        sizes = tuple([old[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes)])
+    return _broadcast(input, sizes)
 
 
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
     """`input` broadcast to the shape of `other` (a view)."""
-    return broadcast_to(input, tuple(other.shape))
+    return _broadcast(input, shape_of(other))
 
 
 # ---------------------------------------------------------------- transpose / permute
@@ -174,7 +180,7 @@ def permute(input: Tensor, *dims) -> Tensor:
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dimensions (a view)."""
-    n = input.ndim
+    n = len(shape_of(input))
     if n == 0:
         canonical_dim(dim0, 0, "transpose"), canonical_dim(dim1, 0, "transpose")
         return input
@@ -257,10 +263,9 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim at `dim` (negative counts from the end of the result)."""
-    n = input.ndim + 1
-    d = canonical_dim(dim, n, "unsqueeze")
-    shape = tuple(input.shape)
-    return reshape(input, shape[:d] + (1,) + shape[d:])
+    shape = shape_of(input)
+    d = canonical_dim(dim, len(shape) + 1, "unsqueeze")
+    return reshape_p.bind(input, shape=shape[:d] + (1,) + shape[d:])   # a new size-1 dim never copies
 
 
 def movedim(input: Tensor, source, destination) -> Tensor:
