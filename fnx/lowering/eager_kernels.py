@@ -46,11 +46,13 @@ MIN_ELEMENTS = 2048
 # numpy's (output elements; measured on float32, a call costing about 4 us): (on one thread, on several). On one
 # thread a flat loop of cheap arithmetic is no faster than numpy's; on several it runs in parallel from the pool's
 # threshold (FNX_PARALLEL_MIN, 32768 elements) on, and wins once the halved loop outweighs the call and the
-# threads' wake-up (131072: numpy's mul 26 us for 180224 elements). These several-thread figures are the best of
-# many calls: on a machine whose cores are busy with other work the second thread comes late, and a parallel loop
-# can take longer than numpy's single-threaded one.
-THREADED = {"add": (math.inf, 131072), "sub": (math.inf, 131072), "mul": (math.inf, 131072),
-            "div": (math.inf, 131072), "max": (math.inf, 131072), "neg": (math.inf, 131072),
+# threads' wake-up (65536: a lone call of that size is even with numpy's, 14-23 us vs 15, but inside training
+# steps, whose operands come from memory rather than cache, W9's GPT and Llama steps took 36 and 43 ms against 38
+# and 47 with 131072, medians of 10 interleaved runs on a quiet 2-core machine). These several-thread figures are
+# the best of many calls: on a machine whose cores are busy with other work the second thread comes late, and a
+# parallel loop can take longer than numpy's single-threaded one.
+THREADED = {"add": (math.inf, 65536), "sub": (math.inf, 65536), "mul": (math.inf, 65536),
+            "div": (math.inf, 65536), "max": (math.inf, 65536), "neg": (math.inf, 65536),
             "exp": (65536, 32768), "tanh": (math.inf, 65536)}
 # A broadcast (a row, a column) over many rows beats numpy's broadcasting loop, which costs about 70 ns a row, on
 # one thread too: 1.1-1.5x from 65536 elements and 64 rows on ((512, 384) + (384,): 54 us vs 37); over fewer rows
