@@ -127,6 +127,16 @@ def test_fold_uniform_results_into_a_broadcast_literal():
     np.testing.assert_array_equal(out(fnx.zeros(3))[0].numpy(), [2.0, 2.0, 2.0])
 
 
+def test_fold_keeps_signed_zeros_apart():
+    """[0.0, -0.0] compare equal elementwise but are not one splat: x + them differs in sign at x = -0.0."""
+    c = fnx.tensor([1.0, -1.0])
+    closed = fnx.make_jaxpr(lambda x: x + c * 0.0)(fnx.ones(2))
+    out = run(fold_constants, closed)
+    assert "broadcast_to" not in names(out)
+    got = out(fnx.tensor([-0.0, -0.0]))[0].numpy()
+    np.testing.assert_array_equal(np.signbit(got), [False, True])
+
+
 def test_fold_leaves_large_results_and_grad_constants():
     big = fnx.arange(passes.FOLD_LIMIT + 1, dtype=fnx.float32)
     assert "exp" in names(run(fold_constants, fnx.make_jaxpr(lambda x: x + big.exp())(big)))

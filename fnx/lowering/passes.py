@@ -133,10 +133,13 @@ def fold_constants(closed: ClosedJaxpr) -> ClosedJaxpr:
     return rw.result()
 
 
-
 def _uniform(t: Tensor) -> bool:
+    """Whether all of t's elements have the same bits (so -0.0 beside 0.0 is not uniform, unlike `==`)."""
     v = t._value
-    return v.size > 1 and bool((v == v.reshape(-1)[0]).all())
+    if v.size <= 1:
+        return False
+    bits = v.flatten().view(np.uint8).reshape(v.size, -1)
+    return bool((bits == bits[0]).all())
 
 
 def _known_values(inputs: list, known: dict):
