@@ -5,11 +5,13 @@ The C path runs (a spy on the eager kernel hook sees a result) for operands of o
 broadcast along the leading dims and one broadcast along the trailing dims, on either side; add, sub, mul, div and
 max give numpy's bits there (NaN, infinities, signed zeros and subnormals included), also for non-contiguous
 inputs and operands expanded by a view, and exp, tanh within their float32 ulp bounds; sums over trailing dims
-run in C within rounding; small arrays, outer broadcasts, integer dtypes, sums over leading dims and operands of
-one shape on one thread keep numpy; a flat kernel stays vectorised below the parallel threshold.
+run in C within rounding, sums over the leading dims of contiguous arrays of short rows with numpy's bits; small
+arrays, outer broadcasts, integer dtypes, sums over long rows or strided arrays and operands of one shape on one
+thread keep numpy; a flat kernel stays vectorised below the parallel threshold.
 """
 from __future__ import annotations
 
+import math
 import shutil
 
 import numpy as np
@@ -223,3 +225,29 @@ def test_a_flat_kernel_below_the_parallel_threshold_stays_vectorised():
     (gk,) = plan_steps(closed, get_target("c"))[1]
     (pragma,) = [line.strip() for line in gk.source.splitlines() if "omp parallel" in line]
     assert "simd" in pragma and "if (parallel: " in pragma, pragma
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lead=st.lists(st.integers(1, 9), min_size=1, max_size=3), cols=st.integers(2, eager_kernels.COLUMNS_MAX),
+       dtype=st.sampled_from([np.float32, np.float64]), keepdims=st.booleans())
+def test_sums_over_leading_dims_run_in_c_with_numpys_bits(threads, c_results, lead, cols, dtype, keepdims):
+    """The column loop adds each column row after row from 0, numpy's order: numpy's bits (signed zeros, NaN and
+    magnitudes far apart included) on one thread or several."""
+    first = lead[0] + -(-eager_kernels.SUM_MIN // (math.prod(lead[1:]) * cols))   # SUM_MIN elements or more
+    x = _operands([(first, *lead[1:], cols)], dtype)[0] * np.float32(10.0) ** RNG.integers(-4, 5, cols)
+    x[..., 0] = -0.0
+    axes = tuple(range(len(lead)))
+    want = x.sum(axis=axes, keepdims=keepdims, dtype=x.dtype)
+    for n in (1, 2):
+        threads(n)
+        got = fnx.tensor(x).sum(dim=axes, keepdim=keepdims).numpy()
+        assert c_results[-1] is not None and _same_bits(got, want)
+
+
+def test_sums_over_leading_dims_of_long_rows_or_strided_keep_numpy(c_results):
+    """Over rows longer than COLUMNS_MAX numpy's loop is the faster; a strided array numpy sums in its own order."""
+    long_rows = _operands([(eager_kernels.SUM_MIN // 1024 + 1, 1024)], np.float32)[0]
+    assert _same_bits(fnx.tensor(long_rows).sum(dim=0).numpy(), long_rows.sum(axis=0)) and c_results[-1] is None
+    x = _operands([(300, 600)], np.float32)[0]
+    got = fnx.tensor(x)[:, ::2].sum(dim=0).numpy()   # a strided view
+    assert _same_bits(got, x[:, ::2].sum(axis=0)) and c_results[-1] is None

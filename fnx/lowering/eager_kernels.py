@@ -10,7 +10,9 @@ results agree bit for bit, and the two share one cache entry. An elementwise ker
 dims (a bias, a norm's weight: a row of the output viewed as rows x cols) or along the trailing ones (a norm's
 rstd of shape (..., 1): a column); an operand that a view broadcasts (`expand`: stride 0) is read as the
 operand it expands, in place. Sizes and strides are arguments, so one kernel per primitive, dtype and
-pattern serves every shape; other broadcasts and reductions take numpy's impl. It is built once per process,
+pattern serves every shape; other broadcasts and reductions take numpy's impl. Sums over the leading dims of a
+contiguous array (the gradient of a broadcast operand) take a hand-written column loop instead, which adds in
+numpy's order and so gives numpy's bits (`COLUMNS_MAX`). A kernel is built once per process,
 under a lock (a second thread waits for the first build), through the C target: the disk cache checks a library
 against its recorded sha256 before loading it and rebuilds a damaged one, and a later process loads it without
 compiling. Where no kernel can be built (no C compiler, Jinja2 missing) the primitive's numpy impl runs, as it
@@ -33,8 +35,9 @@ from ..device import cpu
 from ..dtypes import float32, float64
 from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
+from .template_library import TemplateLibrary
 
-__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "SUM_MIN"]
+__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "SUM_MIN", "COLUMNS_MAX"]
 
 # Below this many elements numpy's impl of a native primitive runs. A kernel call costs 2-4 us (ctypes, the
 # output, the argument blocks) and beats numpy from a few dozen elements on (measured: erf 2 us vs 50 for 16
@@ -61,8 +64,16 @@ BROADCAST_MIN, MANY_ROWS = 65536, 64
 # A sum over trailing dims (per row: a norm's statistics, a softmax's denominator) runs in C from this many elements
 # on, on any thread count: numpy sums short rows pairwise at about 0.35 ns an element, the kernel (float32 in
 # blocks, combined in double) 1.5-2x faster on one thread (measured: (8, 64, 128) over the last dim 23 us vs 15.5,
-# (512, 384) 50 vs 25). Sums over leading dims stay numpy's: its column loop is as fast as the kernel's or faster.
+# (512, 384) 50 vs 25). Over leading dims the generated kernel (blocks of 256 columns, summed in double) is no
+# faster than numpy's loop: those take a hand-written loop (below).
 SUM_MIN = 65536
+# A sum over leading dims (a gradient summed back to a bias's or a norm weight's shape) of a contiguous array runs
+# the C column loop (c_sum_columns.c.j2: numpy's order, numpy's bits) from SUM_MIN elements on, over rows of at
+# most this many columns: numpy runs an inner loop per row, about 25 ns each, so short rows cost it most (one
+# thread: (8, 64, 128) over (0, 1) 13 us vs 7, (512, 384) over 0 28 vs 17, (8192, 8) 300 vs 81); over longer
+# rows numpy's loop is the faster ((256, 1024) 58 us vs 78, (32, 2048) 4.6 vs 12). One column (a sum over
+# contiguous memory) numpy adds pairwise, in another order: numpy runs it.
+COLUMNS_MAX = 512
 _FLAT = {1: ("flat",), 2: ("flat", "flat")}
 _DTYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
 _ARRAYS = {n: ctypes.c_void_p * (n + 1) for n in (1, 2)}   # the kernel's array objects: n inputs, the output
@@ -71,6 +82,12 @@ _ARRAYS = {n: ctypes.c_void_p * (n + 1) for n in (1, 2)}   # the kernel's array 
 _ROWS, _COLS = 16, 256
 _SYMBOLS = {1: 0, _ROWS: 1, _COLS: 2, _ROWS * _COLS: 3}
 _TRACED = {"full": (_ROWS, _COLS), "row": (_COLS,), "col": (_ROWS, 1), "flat": (_ROWS * _COLS,), "scalar": ()}
+
+_SUM_COLUMNS = {np.dtype(np.float32): "fnx_sum_columns_f32", np.dtype(np.float64): "fnx_sum_columns_f64"}
+_columns_library = TemplateLibrary("fnx-sum-columns", "c_sum_columns.c.j2", list(_SUM_COLUMNS.values()),
+                                   "the C loop of sums over leading dims", "numpy sums them",
+                                   {f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 2
+                                    for f in _SUM_COLUMNS.values()}).get
 
 _kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta type, meta symbols), or None
 _build_lock = threading.Lock()
@@ -110,13 +127,31 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
 
 
 def _sum(prim: Primitive, x: np.ndarray, *, axes: tuple, keepdims: bool) -> np.ndarray | None:
-    """A sum over `x`'s trailing dims (one per row) by its kernel, or None."""
+    """A sum over `x`'s trailing dims (one per row) by its kernel, or over the leading dims of a contiguous `x`
+    (one per column: a gradient summed back to a bias's or a norm weight's shape) by the column loop, or None."""
     n = len(axes)
-    if x.size < SUM_MIN or x.dtype not in _DTYPES or not 0 < n < x.ndim or axes != tuple(range(x.ndim - n, x.ndim)):
+    if x.size < SUM_MIN or x.dtype not in _DTYPES or not 0 < n < x.ndim:
+        return None
+    if axes == tuple(range(n)):
+        return _sum_columns(x, n, keepdims)
+    if axes != tuple(range(x.ndim - n, x.ndim)):
         return None
     cols = math.prod(x.shape[x.ndim - n:])
     shape = x.shape[:x.ndim - n] + (1,) * n if keepdims else x.shape[:x.ndim - n]
     return _call(prim, ("rows",), (x,), np.empty(shape, x.dtype), x.size // cols, cols)
+
+
+def _sum_columns(x: np.ndarray, n: int, keepdims: bool) -> np.ndarray | None:
+    """The sum over the `n` leading dims of `x` by the C loop (numpy's order, so numpy's bits), or None where
+    `x` is not contiguous (numpy sums it in another order) or the loop cannot be built."""
+    rows = math.prod(x.shape[:n])
+    cols = x.size // rows
+    lib = _columns_library() if x.flags.c_contiguous and 1 < cols <= COLUMNS_MAX else None
+    if lib is None:
+        return None
+    out = np.empty((1,) * n + x.shape[n:] if keepdims else x.shape[n:], x.dtype)
+    getattr(lib, _SUM_COLUMNS[x.dtype])(x.ctypes.data, out.ctypes.data, rows, cols)
+    return out
 
 
 def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, cols: int) -> np.ndarray | None:
