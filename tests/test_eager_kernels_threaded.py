@@ -170,7 +170,7 @@ def test_operands_of_one_shape_or_few_rows_take_c_only_on_several_threads(thread
     numpy's broadcasting loop on one thread too; over few long rows it is a flat loop again."""
     x, y = _operands(PATTERNS["flat"](4, 64, 1024), np.float32)
     w = _operands([(1024,)], np.float32)[0]
-    long_rows, long_w = _operands([(eager_kernels.MANY_ROWS - 1, 2048), (2048,)], np.float32)
+    long_rows, long_w = _operands([(eager_kernels.MANY_ROWS - 1, 8192), (8192,)], np.float32)
     threads(1)
     assert _same_bits((fnx.tensor(x) + fnx.tensor(y)).numpy(), x + y) and c_results[-1] is None
     assert _same_bits((fnx.tensor(long_rows) * fnx.tensor(long_w)).numpy(), long_rows * long_w)
@@ -178,6 +178,24 @@ def test_operands_of_one_shape_or_few_rows_take_c_only_on_several_threads(thread
     assert _same_bits((fnx.tensor(x) + fnx.tensor(w)).numpy(), x + w) and c_results[-1] is not None
     threads(2)
     assert _same_bits((fnx.tensor(x) + fnx.tensor(y)).numpy(), x + y) and c_results[-1] is not None
+
+
+def test_a_strided_row_or_column_takes_c_on_one_thread_a_strided_output_sized_operand_numpy(threads, c_results):
+    """numpy reads a strided row or column (rotary's transposed cos table) with a stride in its inner loop: the
+    kernel reads a contiguous copy, over few rows too. An output-sized operand the kernel would copy whole: numpy,
+    over many rows too."""
+    threads(1)
+    rows = eager_kernels.MANY_ROWS // 2
+    x, row2, col2 = (fnx.tensor(a) for a in _operands([(rows, 8192), (8192, 2), (rows, 2)], np.float32))
+    strided = [(x, row2[:, 0]), (row2[:, 1], x), (x, col2[:, :1]), (col2[:, 1:], x)]
+    for a, b in strided + [(x, row2[:, 0].contiguous()), (col2[:, :1].contiguous(), x)]:
+        c_path = not (a.is_contiguous() and b.is_contiguous())
+        with np.errstate(all="ignore"):
+            assert _same_bits((a * b).numpy(), a.numpy() * b.numpy())
+        assert (c_results[-1] is not None) == c_path
+    xt, w = (fnx.tensor(a) for a in _operands([(2048, 4 * eager_kernels.MANY_ROWS), (2048,)], np.float32))
+    with np.errstate(all="ignore"):
+        assert _same_bits((xt.T * w).numpy(), xt.numpy().T * w.numpy()) and c_results[-1] is None
 
 
 def test_gradients_through_the_kernels_match_numpy(threads):

@@ -58,9 +58,12 @@ THREADED = {"add": (math.inf, 65536), "sub": (math.inf, 65536), "mul": (math.inf
             "div": (math.inf, 65536), "max": (math.inf, 65536), "neg": (math.inf, 65536),
             "exp": (65536, 32768), "tanh": (math.inf, 65536)}
 # A broadcast (a row, a column) over many rows beats numpy's broadcasting loop, which costs about 70 ns a row, on
-# one thread too: 1.1-1.5x from 65536 elements and 64 rows on ((512, 384) + (384,): 54 us vs 37); over fewer rows
-# it is as fast as a flat loop and takes the flat threshold ((8, 8192) + (8192,): numpy 8 us, the kernel 13).
-BROADCAST_MIN, MANY_ROWS = 65536, 64
+# one thread too: 1.1-1.7x from 65536 elements and 16 rows on ((512, 384) + (384,): 54 us vs 37; (16, 4096) *
+# (4096,) 19 vs 16, * (16, 1) 21 vs 13); over fewer rows it is as fast as a flat loop and takes the flat threshold
+# ((8, 8192) + (8192,): numpy 9 us, the kernel 12). A broadcast operand that is itself a strided view (rotary's
+# cos table, transposed) takes the kernel over any number of rows: numpy reads it with a stride in its inner loop,
+# the kernel from a contiguous copy ((8, 4, 64, 32) * (1, 1, 64, 32) so: 45 us vs 15).
+BROADCAST_MIN, MANY_ROWS = 65536, 16
 # A sum over trailing dims (per row: a norm's statistics, a softmax's denominator) runs in C from this many elements
 # on, on any thread count: numpy sums short rows pairwise at about 0.35 ns an element, the kernel (float32 in
 # blocks, combined in double) 1.5-2x faster on one thread (measured: (8, 64, 128) over the last dim 23 us vs 15.5,
@@ -115,13 +118,17 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
             return None
         kinds, rows, cols = _FLAT[len(arrays)], size, 1
     else:
-        if size < flat_min and (last.size == 1 or arrays[0].size == 1):   # a scalar operand: a flat loop
+        # On one thread (below the flat threshold) a scalar operand makes a flat loop, and the kernel would copy a
+        # strided output-sized operand first, which costs as much as numpy's loop (`MANY_ROWS`).
+        one_thread, full = size < flat_min, last if last.size > arrays[0].size else arrays[0]
+        if one_thread and (last.size == 1 or arrays[0].size == 1 or size < BROADCAST_MIN
+                           or not full.flags.c_contiguous):
             return None
         pattern = _pattern(x.shape, size, arrays)
         if pattern is None:
             return None
         kinds, rows, cols = pattern
-        if size < flat_min and (cols == 1 or rows < MANY_ROWS or size < BROADCAST_MIN):
+        if one_thread and (cols == 1 or rows < MANY_ROWS and arrays[0].flags.c_contiguous and last.flags.c_contiguous):
             return None
     return _call(prim, kinds, arrays, np.empty(x.shape, x.dtype), rows, cols)
 
