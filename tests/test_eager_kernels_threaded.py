@@ -182,11 +182,12 @@ def test_operands_of_one_shape_or_few_rows_take_c_only_on_several_threads(thread
 
 def test_a_strided_row_or_column_takes_c_on_one_thread_a_strided_output_sized_operand_numpy(threads, c_results):
     """numpy reads a strided row or column (rotary's transposed cos table) with a stride in its inner loop: the
-    kernel reads a contiguous copy, over few rows too. An output-sized operand the kernel would copy whole: numpy,
-    over many rows too."""
+    kernel reads a contiguous copy, over few rows and from STRIDED_MIN elements too. An output-sized operand the
+    kernel would copy whole: numpy, over many rows too."""
     threads(1)
     rows = eager_kernels.MANY_ROWS // 2
-    x, row2, col2 = (fnx.tensor(a) for a in _operands([(rows, 8192), (8192, 2), (rows, 2)], np.float32))
+    cols = -(-eager_kernels.STRIDED_MIN // rows)   # few rows of STRIDED_MIN elements: below BROADCAST_MIN
+    x, row2, col2 = (fnx.tensor(a) for a in _operands([(rows, cols), (cols, 2), (rows, 2)], np.float32))
     strided = [(x, row2[:, 0]), (row2[:, 1], x), (x, col2[:, :1]), (col2[:, 1:], x)]
     for a, b in strided + [(x, row2[:, 0].contiguous()), (col2[:, :1].contiguous(), x)]:
         c_path = not (a.is_contiguous() and b.is_contiguous())

@@ -37,7 +37,8 @@ from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
 from .template_library import TemplateLibrary
 
-__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "SUM_MIN", "COLUMNS_MAX"]
+__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "STRIDED_MIN", "SUM_MIN",
+           "COLUMNS_MAX"]
 
 # Below this many elements numpy's impl of a native primitive runs. A kernel call costs 2-4 us (ctypes, the
 # output, the argument blocks) and beats numpy from a few dozen elements on (measured: erf 2 us vs 50 for 16
@@ -61,9 +62,10 @@ THREADED = {"add": (math.inf, 65536), "sub": (math.inf, 65536), "mul": (math.inf
 # one thread too: 1.1-1.7x from 65536 elements and 16 rows on ((512, 384) + (384,): 54 us vs 37; (16, 4096) *
 # (4096,) 19 vs 16, * (16, 1) 21 vs 13); over fewer rows it is as fast as a flat loop and takes the flat threshold
 # ((8, 8192) + (8192,): numpy 9 us, the kernel 12). A broadcast operand that is itself a strided view (rotary's
-# cos table, transposed) takes the kernel over any number of rows: numpy reads it with a stride in its inner loop,
-# the kernel from a contiguous copy ((8, 4, 64, 32) * (1, 1, 64, 32) so: 45 us vs 15).
-BROADCAST_MIN, MANY_ROWS = 65536, 16
+# cos table, transposed) takes the kernel over any number of rows and from STRIDED_MIN elements: numpy reads it with
+# a stride in its inner loop, the kernel from a contiguous copy ((8, 4, 64, 32) * (1, 1, 64, 32) so: 30 us vs 15;
+# (8, 2, 64, 32): 15 vs 7; (4, 2, 64, 32): 11 vs 9; (2, 2, 64, 32): 5 vs 6). Smaller arrays never reach the hook.
+BROADCAST_MIN, MANY_ROWS, STRIDED_MIN = 65536, 16, 32768
 # A sum over trailing dims (per row: a norm's statistics, a softmax's denominator) runs in C from this many elements
 # on, on any thread count: numpy sums short rows pairwise at about 0.35 ns an element, the kernel (float32 in
 # blocks, combined in double) 1.5-2x faster on one thread (measured: (8, 64, 128) over the last dim 23 us vs 15.5,
@@ -106,7 +108,7 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         x = last
     size, threaded = x.size, THREADED.get(prim.name)
     flat_min = MIN_ELEMENTS if threaded is None else threaded[team_size.value > 1]
-    if size < min(flat_min, BROADCAST_MIN) or x.dtype not in _DTYPES or last.dtype != arrays[0].dtype:
+    if size < min(flat_min, STRIDED_MIN) or x.dtype not in _DTYPES or last.dtype != arrays[0].dtype:
         return None
     if len(arrays) == 2 and (0 in arrays[0].strides or 0 in last.strides):
         arrays = (_unbroadcast(arrays[0]), _unbroadcast(last))
@@ -118,17 +120,17 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
             return None
         kinds, rows, cols = _FLAT[len(arrays)], size, 1
     else:
-        # On one thread (below the flat threshold) a scalar operand makes a flat loop, and the kernel would copy a
-        # strided output-sized operand first, which costs as much as numpy's loop (`MANY_ROWS`).
-        one_thread, full = size < flat_min, last if last.size > arrays[0].size else arrays[0]
-        if one_thread and (last.size == 1 or arrays[0].size == 1 or size < BROADCAST_MIN
-                           or not full.flags.c_contiguous):
+        # Below the flat threshold (one thread) a scalar operand makes a flat loop, and the kernel would copy a
+        # strided output-sized operand first, which costs as much as numpy's loop (`MANY_ROWS`, `STRIDED_MIN`).
+        below, full = size < flat_min, last if last.size > arrays[0].size else arrays[0]
+        if below and (last.size == 1 or arrays[0].size == 1 or not full.flags.c_contiguous):
             return None
         pattern = _pattern(x.shape, size, arrays)
         if pattern is None:
             return None
         kinds, rows, cols = pattern
-        if one_thread and (cols == 1 or rows < MANY_ROWS and arrays[0].flags.c_contiguous and last.flags.c_contiguous):
+        strided = not (arrays[0].flags.c_contiguous and last.flags.c_contiguous)   # the row or column
+        if below and (cols == 1 or not (strided or rows >= MANY_ROWS and size >= BROADCAST_MIN)):
             return None
     return _call(prim, kinds, arrays, np.empty(x.shape, x.dtype), rows, cols)
 
