@@ -75,9 +75,9 @@ SUM_MIN = 65536
 # A sum over leading dims (a gradient summed back to a bias's or a norm weight's shape) of a contiguous array runs
 # the C column loop (c_sum_columns.c.j2: numpy's order, numpy's bits) from SUM_MIN elements on, over rows of at
 # most this many columns: numpy runs an inner loop per row, about 25 ns each, so short rows cost it most (one
-# thread: (8, 64, 128) over (0, 1) 13 us vs 7, (512, 384) over 0 28 vs 17, (8192, 8) 300 vs 81); over longer
-# rows numpy's loop is the faster ((256, 1024) 58 us vs 78, (32, 2048) 4.6 vs 12). One column (a sum over
-# contiguous memory) numpy adds pairwise, in another order: numpy runs it.
+# thread, in cache: (8, 64, 128) over (0, 1) 15 us vs 11, (512, 384) over 0 28 vs 19, (8192, 8) 166 vs 43;
+# inside a training step on a busy machine, where memory bounds both, even); over long rows the per-row cost is
+# small. One column (a sum over contiguous memory) numpy adds pairwise, in another order: numpy runs it.
 COLUMNS_MAX = 512
 _FLAT = {1: ("flat",), 2: ("flat", "flat")}
 _DTYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
@@ -91,7 +91,7 @@ _TRACED = {"full": (_ROWS, _COLS), "row": (_COLS,), "col": (_ROWS, 1), "flat": (
 _SUM_COLUMNS = {np.dtype(np.float32): "fnx_sum_columns_f32", np.dtype(np.float64): "fnx_sum_columns_f64"}
 _columns_library = TemplateLibrary("fnx-sum-columns", "c_sum_columns.c.j2", list(_SUM_COLUMNS.values()),
                                    "the C loop of sums over leading dims", "numpy sums them",
-                                   {f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 2
+                                   {f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 3
                                     for f in _SUM_COLUMNS.values()}).get
 
 _kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta type, meta symbols), or None
@@ -159,7 +159,8 @@ def _sum_columns(x: np.ndarray, n: int, keepdims: bool) -> np.ndarray | None:
     if lib is None:
         return None
     out = np.empty((1,) * n + x.shape[n:] if keepdims else x.shape[n:], x.dtype)
-    getattr(lib, _SUM_COLUMNS[x.dtype])(x.ctypes.data, out.ctypes.data, rows, cols)
+    parts = max(1, min(team_size.value, cols // 16))   # 16 columns or more a thread (a 64-byte line of float32)
+    getattr(lib, _SUM_COLUMNS[x.dtype])(x.ctypes.data, out.ctypes.data, rows, cols, parts)
     return out
 
 
