@@ -5,11 +5,13 @@ The C path runs (a spy on the eager kernel hook sees a result) for operands of o
 broadcast along the leading dims and one broadcast along the trailing dims, on either side; add, sub, mul, div and
 max give numpy's bits there (NaN, infinities, signed zeros and subnormals included), also for non-contiguous
 inputs and operands expanded by a view, and exp, tanh within their float32 ulp bounds; sums over trailing dims
-run in C within rounding; small arrays, outer broadcasts, integer dtypes, sums over leading dims and operands of
-one shape on one thread keep numpy; a flat kernel stays vectorised below the parallel threshold.
+run in C within rounding, sums over the leading dims of contiguous arrays of short rows with numpy's bits; small
+arrays, outer broadcasts, integer dtypes, sums over long rows or strided arrays and operands of one shape on one
+thread keep numpy; a flat kernel stays vectorised below the parallel threshold.
 """
 from __future__ import annotations
 
+import math
 import shutil
 
 import numpy as np
@@ -168,7 +170,7 @@ def test_operands_of_one_shape_or_few_rows_take_c_only_on_several_threads(thread
     numpy's broadcasting loop on one thread too; over few long rows it is a flat loop again."""
     x, y = _operands(PATTERNS["flat"](4, 64, 1024), np.float32)
     w = _operands([(1024,)], np.float32)[0]
-    long_rows, long_w = _operands([(eager_kernels.MANY_ROWS - 1, 2048), (2048,)], np.float32)
+    long_rows, long_w = _operands([(eager_kernels.MANY_ROWS - 1, 8192), (8192,)], np.float32)
     threads(1)
     assert _same_bits((fnx.tensor(x) + fnx.tensor(y)).numpy(), x + y) and c_results[-1] is None
     assert _same_bits((fnx.tensor(long_rows) * fnx.tensor(long_w)).numpy(), long_rows * long_w)
@@ -176,6 +178,25 @@ def test_operands_of_one_shape_or_few_rows_take_c_only_on_several_threads(thread
     assert _same_bits((fnx.tensor(x) + fnx.tensor(w)).numpy(), x + w) and c_results[-1] is not None
     threads(2)
     assert _same_bits((fnx.tensor(x) + fnx.tensor(y)).numpy(), x + y) and c_results[-1] is not None
+
+
+def test_a_strided_row_or_column_takes_c_on_one_thread_a_strided_output_sized_operand_numpy(threads, c_results):
+    """numpy reads a strided row or column (rotary's transposed cos table) with a stride in its inner loop: the
+    kernel reads a contiguous copy, over few rows and from STRIDED_MIN elements too. An output-sized operand the
+    kernel would copy whole: numpy, over many rows too."""
+    threads(1)
+    rows = eager_kernels.MANY_ROWS // 2
+    cols = -(-eager_kernels.STRIDED_MIN // rows)   # few rows of STRIDED_MIN elements: below BROADCAST_MIN
+    x, row2, col2 = (fnx.tensor(a) for a in _operands([(rows, cols), (cols, 2), (rows, 2)], np.float32))
+    strided = [(x, row2[:, 0]), (row2[:, 1], x), (x, col2[:, :1]), (col2[:, 1:], x)]
+    for a, b in strided + [(x, row2[:, 0].contiguous()), (col2[:, :1].contiguous(), x)]:
+        c_path = not (a.is_contiguous() and b.is_contiguous())
+        with np.errstate(all="ignore"):
+            assert _same_bits((a * b).numpy(), a.numpy() * b.numpy())
+        assert (c_results[-1] is not None) == c_path
+    xt, w = (fnx.tensor(a) for a in _operands([(2048, 4 * eager_kernels.MANY_ROWS), (2048,)], np.float32))
+    with np.errstate(all="ignore"):
+        assert _same_bits((xt.T * w).numpy(), xt.numpy().T * w.numpy()) and c_results[-1] is None
 
 
 def test_gradients_through_the_kernels_match_numpy(threads):
@@ -223,3 +244,29 @@ def test_a_flat_kernel_below_the_parallel_threshold_stays_vectorised():
     (gk,) = plan_steps(closed, get_target("c"))[1]
     (pragma,) = [line.strip() for line in gk.source.splitlines() if "omp parallel" in line]
     assert "simd" in pragma and "if (parallel: " in pragma, pragma
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lead=st.lists(st.integers(1, 9), min_size=1, max_size=3), cols=st.integers(2, eager_kernels.COLUMNS_MAX),
+       dtype=st.sampled_from([np.float32, np.float64]), keepdims=st.booleans())
+def test_sums_over_leading_dims_run_in_c_with_numpys_bits(threads, c_results, lead, cols, dtype, keepdims):
+    """The column loop adds each column row after row from 0, numpy's order: numpy's bits (signed zeros, NaN and
+    magnitudes far apart included) on one thread or several."""
+    first = lead[0] + -(-eager_kernels.SUM_MIN // (math.prod(lead[1:]) * cols))   # SUM_MIN elements or more
+    x = _operands([(first, *lead[1:], cols)], dtype)[0] * np.float32(10.0) ** RNG.integers(-4, 5, cols)
+    x[..., 0] = -0.0
+    axes = tuple(range(len(lead)))
+    want = x.sum(axis=axes, keepdims=keepdims, dtype=x.dtype)
+    for n in (1, 2, 3):   # the columns split in 1 to 3 ranges
+        threads(n)
+        got = fnx.tensor(x).sum(dim=axes, keepdim=keepdims).numpy()
+        assert c_results[-1] is not None and _same_bits(got, want)
+
+
+def test_sums_over_leading_dims_of_long_rows_or_strided_keep_numpy(c_results):
+    """Over rows longer than COLUMNS_MAX numpy's loop is the faster; a strided array numpy sums in its own order."""
+    long_rows = _operands([(eager_kernels.SUM_MIN // 1024 + 1, 1024)], np.float32)[0]
+    assert _same_bits(fnx.tensor(long_rows).sum(dim=0).numpy(), long_rows.sum(axis=0)) and c_results[-1] is None
+    x = _operands([(300, 600)], np.float32)[0]
+    got = fnx.tensor(x)[:, ::2].sum(dim=0).numpy()   # a strided view
+    assert _same_bits(got, x[:, ::2].sum(axis=0)) and c_results[-1] is None

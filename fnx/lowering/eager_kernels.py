@@ -10,7 +10,9 @@ results agree bit for bit, and the two share one cache entry. An elementwise ker
 dims (a bias, a norm's weight: a row of the output viewed as rows x cols) or along the trailing ones (a norm's
 rstd of shape (..., 1): a column); an operand that a view broadcasts (`expand`: stride 0) is read as the
 operand it expands, in place. Sizes and strides are arguments, so one kernel per primitive, dtype and
-pattern serves every shape; other broadcasts and reductions take numpy's impl. It is built once per process,
+pattern serves every shape; other broadcasts and reductions take numpy's impl. Sums over the leading dims of a
+contiguous array (the gradient of a broadcast operand) take a hand-written column loop instead, which adds in
+numpy's order and so gives numpy's bits (`COLUMNS_MAX`). A kernel is built once per process,
 under a lock (a second thread waits for the first build), through the C target: the disk cache checks a library
 against its recorded sha256 before loading it and rebuilds a damaged one, and a later process loads it without
 compiling. Where no kernel can be built (no C compiler, Jinja2 missing) the primitive's numpy impl runs, as it
@@ -33,8 +35,10 @@ from ..device import cpu
 from ..dtypes import float32, float64
 from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
+from .template_library import TemplateLibrary
 
-__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "SUM_MIN"]
+__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "STRIDED_MIN", "SUM_MIN",
+           "COLUMNS_MAX"]
 
 # Below this many elements numpy's impl of a native primitive runs. A kernel call costs 2-4 us (ctypes, the
 # output, the argument blocks) and beats numpy from a few dozen elements on (measured: erf 2 us vs 50 for 16
@@ -55,14 +59,26 @@ THREADED = {"add": (math.inf, 65536), "sub": (math.inf, 65536), "mul": (math.inf
             "div": (math.inf, 65536), "max": (math.inf, 65536), "neg": (math.inf, 65536),
             "exp": (65536, 32768), "tanh": (math.inf, 65536)}
 # A broadcast (a row, a column) over many rows beats numpy's broadcasting loop, which costs about 70 ns a row, on
-# one thread too: 1.1-1.5x from 65536 elements and 64 rows on ((512, 384) + (384,): 54 us vs 37); over fewer rows
-# it is as fast as a flat loop and takes the flat threshold ((8, 8192) + (8192,): numpy 8 us, the kernel 13).
-BROADCAST_MIN, MANY_ROWS = 65536, 64
+# one thread too: 1.1-1.7x from 65536 elements and 16 rows on ((512, 384) + (384,): 54 us vs 37; (16, 4096) *
+# (4096,) 19 vs 16, * (16, 1) 21 vs 13); over fewer rows it is as fast as a flat loop and takes the flat threshold
+# ((8, 8192) + (8192,): numpy 9 us, the kernel 12). A broadcast operand that is itself a strided view (rotary's
+# cos table, transposed) takes the kernel over any number of rows and from STRIDED_MIN elements: numpy reads it with
+# a stride in its inner loop, the kernel from a contiguous copy ((8, 4, 64, 32) * (1, 1, 64, 32) so: 30 us vs 15;
+# (8, 2, 64, 32): 15 vs 7; (4, 2, 64, 32): 11 vs 9; (2, 2, 64, 32): 5 vs 6). Smaller arrays never reach the hook.
+BROADCAST_MIN, MANY_ROWS, STRIDED_MIN = 65536, 16, 32768
 # A sum over trailing dims (per row: a norm's statistics, a softmax's denominator) runs in C from this many elements
 # on, on any thread count: numpy sums short rows pairwise at about 0.35 ns an element, the kernel (float32 in
 # blocks, combined in double) 1.5-2x faster on one thread (measured: (8, 64, 128) over the last dim 23 us vs 15.5,
-# (512, 384) 50 vs 25). Sums over leading dims stay numpy's: its column loop is as fast as the kernel's or faster.
+# (512, 384) 50 vs 25). Over leading dims the generated kernel (blocks of 256 columns, summed in double) is no
+# faster than numpy's loop: those take a hand-written loop (below).
 SUM_MIN = 65536
+# A sum over leading dims (a gradient summed back to a bias's or a norm weight's shape) of a contiguous array runs
+# the C column loop (c_sum_columns.c.j2: numpy's order, numpy's bits) from SUM_MIN elements on, over rows of at
+# most this many columns: numpy runs an inner loop per row, about 25 ns each, so short rows cost it most (one
+# thread, in cache: (8, 64, 128) over (0, 1) 15 us vs 11, (512, 384) over 0 28 vs 19, (8192, 8) 166 vs 43;
+# inside a training step on a busy machine, where memory bounds both, even); over long rows the per-row cost is
+# small. One column (a sum over contiguous memory) numpy adds pairwise, in another order: numpy runs it.
+COLUMNS_MAX = 512
 _FLAT = {1: ("flat",), 2: ("flat", "flat")}
 _DTYPES = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
 _ARRAYS = {n: ctypes.c_void_p * (n + 1) for n in (1, 2)}   # the kernel's array objects: n inputs, the output
@@ -71,6 +87,12 @@ _ARRAYS = {n: ctypes.c_void_p * (n + 1) for n in (1, 2)}   # the kernel's array 
 _ROWS, _COLS = 16, 256
 _SYMBOLS = {1: 0, _ROWS: 1, _COLS: 2, _ROWS * _COLS: 3}
 _TRACED = {"full": (_ROWS, _COLS), "row": (_COLS,), "col": (_ROWS, 1), "flat": (_ROWS * _COLS,), "scalar": ()}
+
+_SUM_COLUMNS = {np.dtype(np.float32): "fnx_sum_columns_f32", np.dtype(np.float64): "fnx_sum_columns_f64"}
+_columns_library = TemplateLibrary("fnx-sum-columns", "c_sum_columns.c.j2", list(_SUM_COLUMNS.values()),
+                                   "the C loop of sums over leading dims", "numpy sums them",
+                                   {f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 3
+                                    for f in _SUM_COLUMNS.values()}).get
 
 _kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta type, meta symbols), or None
 _build_lock = threading.Lock()
@@ -86,7 +108,7 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         x = last
     size, threaded = x.size, THREADED.get(prim.name)
     flat_min = MIN_ELEMENTS if threaded is None else threaded[team_size.value > 1]
-    if size < min(flat_min, BROADCAST_MIN) or x.dtype not in _DTYPES or last.dtype != arrays[0].dtype:
+    if size < min(flat_min, STRIDED_MIN) or x.dtype not in _DTYPES or last.dtype != arrays[0].dtype:
         return None
     if len(arrays) == 2 and (0 in arrays[0].strides or 0 in last.strides):
         arrays = (_unbroadcast(arrays[0]), _unbroadcast(last))
@@ -98,25 +120,48 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
             return None
         kinds, rows, cols = _FLAT[len(arrays)], size, 1
     else:
-        if size < flat_min and (last.size == 1 or arrays[0].size == 1):   # a scalar operand: a flat loop
+        # Below the flat threshold (one thread) a scalar operand makes a flat loop, and the kernel would copy a
+        # strided output-sized operand first, which costs as much as numpy's loop (`MANY_ROWS`, `STRIDED_MIN`).
+        below, full = size < flat_min, last if last.size > arrays[0].size else arrays[0]
+        if below and (last.size == 1 or arrays[0].size == 1 or not full.flags.c_contiguous):
             return None
         pattern = _pattern(x.shape, size, arrays)
         if pattern is None:
             return None
         kinds, rows, cols = pattern
-        if size < flat_min and (cols == 1 or rows < MANY_ROWS or size < BROADCAST_MIN):
+        strided = not (arrays[0].flags.c_contiguous and last.flags.c_contiguous)   # the row or column
+        if below and (cols == 1 or not (strided or rows >= MANY_ROWS and size >= BROADCAST_MIN)):
             return None
     return _call(prim, kinds, arrays, np.empty(x.shape, x.dtype), rows, cols)
 
 
 def _sum(prim: Primitive, x: np.ndarray, *, axes: tuple, keepdims: bool) -> np.ndarray | None:
-    """A sum over `x`'s trailing dims (one per row) by its kernel, or None."""
+    """A sum over `x`'s trailing dims (one per row) by its kernel, or over the leading dims of a contiguous `x`
+    (one per column: a gradient summed back to a bias's or a norm weight's shape) by the column loop, or None."""
     n = len(axes)
-    if x.size < SUM_MIN or x.dtype not in _DTYPES or not 0 < n < x.ndim or axes != tuple(range(x.ndim - n, x.ndim)):
+    if x.size < SUM_MIN or x.dtype not in _DTYPES or not 0 < n < x.ndim:
+        return None
+    if axes == tuple(range(n)):
+        return _sum_columns(x, n, keepdims)
+    if axes != tuple(range(x.ndim - n, x.ndim)):
         return None
     cols = math.prod(x.shape[x.ndim - n:])
     shape = x.shape[:x.ndim - n] + (1,) * n if keepdims else x.shape[:x.ndim - n]
     return _call(prim, ("rows",), (x,), np.empty(shape, x.dtype), x.size // cols, cols)
+
+
+def _sum_columns(x: np.ndarray, n: int, keepdims: bool) -> np.ndarray | None:
+    """The sum over the `n` leading dims of `x` by the C loop (numpy's order, so numpy's bits), or None where
+    `x` is not contiguous (numpy sums it in another order) or the loop cannot be built."""
+    rows = math.prod(x.shape[:n])
+    cols = x.size // rows
+    lib = _columns_library() if x.flags.c_contiguous and 1 < cols <= COLUMNS_MAX else None
+    if lib is None:
+        return None
+    out = np.empty((1,) * n + x.shape[n:] if keepdims else x.shape[n:], x.dtype)
+    parts = max(1, min(team_size.value, cols // 16))   # 16 columns or more a thread (a 64-byte line of float32)
+    getattr(lib, _SUM_COLUMNS[x.dtype])(x.ctypes.data, out.ctypes.data, rows, cols, parts)
+    return out
 
 
 def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, cols: int) -> np.ndarray | None:
