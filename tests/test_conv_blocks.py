@@ -149,3 +149,21 @@ def test_two_threads_give_the_composite_values():
             _check_against_the_composite(case)
     finally:
         fnx.set_num_threads(saved)
+
+
+def test_strided_operands_and_a_partial_last_block_give_the_composite_values(monkeypatch):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((7, 10, 10, 6)).astype(np.float32)   # channels last, read as (N, C, H, W) below
+    w, b = rng.standard_normal((5, 6, 3, 3)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    g = rng.standard_normal((7, 8, 8, 5)).astype(np.float32)
+
+    def run(block):
+        monkeypatch.setattr(blocked, "BLOCK_BYTES", block)   # 6 * 9 * 64 * 4 bytes a sample: 2 per block, then 1
+        tx, tw, tb = (fnx.tensor(a, requires_grad=True) for a in (x, w, b))
+        y = F.conv2d(tx.permute(0, 3, 1, 2), tw, tb)
+        assert (y.grad_fn.name == "ConvBackward") == (block < 1 << 20)
+        y.backward(fnx.tensor(g).permute(0, 3, 1, 2))
+        return [a.numpy() for a in (y.detach(), tx.grad, tw.grad, tb.grad)]
+
+    for got, want in zip(run(2 * 6 * 9 * 64 * 4), run(1 << 30)):
+        _close(got, want, np.float32)
