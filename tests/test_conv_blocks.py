@@ -167,3 +167,10 @@ def test_strided_operands_and_a_partial_last_block_give_the_composite_values(mon
 
     for got, want in zip(run(2 * 6 * 9 * 64 * 4), run(1 << 30)):
         _close(got, want, np.float32)
+
+
+def test_a_weight_larger_than_a_samples_columns_keeps_the_composite_form(monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCK_BYTES", 1)
+    x = fnx.randn(8, 16, 4, 4, requires_grad=True)   # 16 * 9 * 2 * 2 column values a sample, 32 * 16 * 9 weights
+    assert F.conv2d(x, fnx.randn(32, 16, 3, 3)).grad_fn.name != "ConvBackward"
+    assert F.conv2d(x, fnx.randn(4, 16, 3, 3)).grad_fn.name == "ConvBackward"

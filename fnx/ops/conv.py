@@ -57,13 +57,17 @@ def _blocks(n: int, per_sample: int) -> list[slice]:
 
 def blocks_pay(x, w, out: tuple) -> bool:
     """Whether the blocked primitives beat the composite form for input x (N, C, *spatial, padded), weight w and
-    output size `out`: for float32/float64 on the CPU, when the columns make at least MIN_BLOCKS blocks. Fewer
-    blocks keep too little in cache to pay for what blocking adds (the weight gradient takes the columns again;
-    the bias gradient is a separate sum), as in a first layer of few channels."""
+    output size `out`: for float32/float64 on the CPU, when the columns make at least MIN_BLOCKS blocks and each
+    sample's columns hold at least as many values as the weight. Fewer blocks keep too little in cache to pay for
+    what blocking adds (the weight gradient takes the columns again; the bias gradient is a separate sum), as in a
+    first layer of few channels; a larger weight, which each sample's product reads again, dominates the product
+    (256 channels on 8 x 8 ran 6% slower blocked, 128 on 16 x 16 15% faster)."""
     if not ENABLED or x.device.type != "cpu" or x.dtype.name not in ("float32", "float64"):
         return False
-    per_sample = x.shape[1] * math.prod(w.shape[2:]) * math.prod(out) * x.element_size()
-    return len(_blocks(x.shape[0], per_sample)) >= MIN_BLOCKS
+    per_sample = x.shape[1] * math.prod(w.shape[2:]) * math.prod(out)
+    if per_sample < math.prod(w.shape):
+        return False
+    return len(_blocks(x.shape[0], per_sample * x.element_size())) >= MIN_BLOCKS
 
 
 def _buffer(xp, blocks: list[slice], per_sample: int, dtype):
