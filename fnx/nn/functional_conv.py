@@ -5,9 +5,9 @@ for each of the kernel's K offsets, one strided view of the padded input into a 
 functional_pool, reduces (N, C, K, *out) blocks over K); its gradient is col2im, which adds each offset's block
 back into its strided view. Under a transform a convolution takes the columns of the whole batch as one
 (C*K, N*out) matrix, so its forward and both gradients are each one matrix product (per group), at the price of
-one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode, where the batch's
-columns make several blocks of a few samples, the same steps run block by block inside fnx/ops/conv.py's
-primitives, whose columns stay in cache and are not kept for the backward.
+one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode, on CPU float tensors
+whose columns make several blocks of a few samples (fnx.ops.conv.blocks_pay), fnx/ops/conv.py's primitives do the
+same work one block after the other: each block's columns stay in cache, and none are kept for the backward.
 The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
 is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
 """
