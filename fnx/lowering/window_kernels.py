@@ -101,7 +101,7 @@ def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tu
     return cols
 
 
-def conv_output(y: np.ndarray, bias: np.ndarray, nd: int) -> np.ndarray | None:
+def conv_output(y: np.ndarray, bias: np.ndarray, nd: int, into: np.ndarray | None = None) -> np.ndarray | None:
     """(*b, C, N, *s) + bias (*b, C) -> (*b, N, C, *s), as windows.conv_output's numpy impl: the batch_inner
     im2col of a one-point window, whose rows are the channels, adding each row's bias; None: numpy runs it."""
     usable = nd <= 3 and bias.dtype == y.dtype and bias.shape == y.shape[:y.ndim - nd - 1]
@@ -109,7 +109,7 @@ def conv_output(y: np.ndarray, bias: np.ndarray, nd: int) -> np.ndarray | None:
     if fn is None:
         return None
     lead, spatial, point = y.shape[:y.ndim - nd], y.shape[y.ndim - nd:], (1,) * nd
-    out = np.empty(lead[:-2] + (lead[-1], lead[-2]) + spatial, dtype=y.dtype)
+    out = np.empty(lead[:-2] + (lead[-1], lead[-2]) + spatial, dtype=y.dtype) if into is None else into
     y, rows = _row_table(y, nd, 1, math.prod(spatial), True)
     bias = np.ascontiguousarray(bias)
     fn(_ptr(y), _ptr(out), rows, _geometry(spatial, point, point, point, spatial), _ptr(bias))

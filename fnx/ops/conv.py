@@ -5,24 +5,26 @@ the transposing copy conv_output) writes the columns of the whole batch (C*K val
 the MNIST example's second convolution) to memory, reads them back for the product and keeps them for the weight
 gradient; the input gradient writes and reads a block of the same size before col2im. These primitives do the
 same work a few samples at a time, one block after the other: each block's columns (about BLOCK_BYTES) go into one
-buffer reused across the blocks, still in cache when the product reads them, and nothing of the batch's size is
-kept between forward and backward (the weight gradient takes each block's columns again from the input). The
-windows primitives' C loops and each block's BLAS product run on all of fnx's threads.
+buffer reused across the blocks, still in cache when the product (or col2im) reads them, and nothing of the
+batch's size is kept between forward and backward (the weight gradient takes each block's columns again from the
+input). Each step runs on all of fnx's threads: the windows primitives' C loops, and one BLAS product per block
+(per group), large enough to share among threads (per-sample products, 64 small ones for the MNIST example's
+batch, lost to the composite form on two threads of a busy machine).
 
 - conv(x, w[, b]): x (N, C, *spatial) already padded, w (O, C/groups, *kernel), b (O,) -> (N, O, *out): per block,
-  the columns (n, C*K, out) and one product w @ columns per sample and group, written in place into the output;
-- conv_input_grad(g, w): the transpose of conv in x, (N, O, *out) -> (N, C, *size): per block, w^T @ g into the
-  buffer, then col2im from it into the block's rows of the gradient;
-- conv_weight_grad(g, x): the transpose of conv in w, -> (O, C/groups, *kernel): per block, the product of g
-  (moved to (O, n * out)) and the block's columns, summed over the blocks.
+  the (C*K, n*out) columns, w @ columns, and conv_output's copy (with the bias) into the block's rows;
+- conv_input_grad(g, w): the transpose of conv in x, (N, O, *out) -> (N, C, *size): per block, g moved to
+  (O, n*out), w^T @ g into the buffer, then col2im from it into the block's rows of the gradient;
+- conv_weight_grad(g, x): the transpose of conv in w, -> (O, C/groups, *kernel): per block, the block's columns
+  times the moved g^T, summed over the blocks.
 
 Each is bilinear in its two operands, so their vjp rules are these three primitives again (the eager tape's
 grad of grad works). fnx.nn.functional's convolutions bind them only in eager mode, when no transform is active,
-for float32/float64 CPU tensors whose columns make at least MIN_BLOCKS blocks (blocks_pay); otherwise, and under a
-transform, the composite form runs (it has every rule: jvp, vmap, compile, export to C), so these primitives carry
-impl, abstract and vjp rules only (a transform that meets one raises the missing-rule error naming it). Both forms
-give the same values within the rounding of the products' sums. FNX_CONV_BLOCKS=0 in the environment turns the
-blocked form off (for A/B measurements).
+for float32/float64 CPU tensors where blocks pay (blocks_pay); otherwise, and under a transform, the composite
+form runs (it has every rule: jvp, vmap, compile, export to C), so these primitives carry impl, abstract and vjp
+rules only (a transform that meets one raises the missing-rule error naming it). Both forms give the same values
+within the rounding of the products' sums. FNX_CONV_BLOCKS=0 in the environment turns the blocked form off (for
+A/B measurements).
 """
 from __future__ import annotations
 
@@ -34,14 +36,15 @@ import numpy as np
 from ..core import Primitive, ShapedArray
 from . import windows
 from .reduce import sum as _sum
-from .windows import _col2im_impl, _im2col_impl, window_out_shape
+from .windows import _col2im_impl, _conv_output_impl, _im2col_impl, window_out_shape
 
 __all__ = ["conv", "conv_input_grad", "conv_weight_grad", "blocks_pay", "BLOCK_BYTES", "MIN_BLOCKS", "ENABLED"]
 
 # The columns of one block of samples take about this many bytes (at least one sample per block): small enough to
 # stay in the cache between im2col (or the input gradient's product) and its reader, large enough that each
-# product stays a large GEMM.
-BLOCK_BYTES = 1 << 21
+# product stays a large GEMM. On the MNIST example's training step 2-4 MiB ran fastest on one thread, 4-8 MiB on
+# two; 4 MiB also keeps the number of products (and of the threads' meetings) small.
+BLOCK_BYTES = 1 << 22
 # Eager convolutions whose columns make fewer blocks than this run the composite form (see blocks_pay).
 MIN_BLOCKS = 4
 # Whether eager convolutions may run blocked at all.
@@ -60,8 +63,8 @@ def blocks_pay(x, w, out: tuple) -> bool:
     output size `out`: for float32/float64 on the CPU, when the columns make at least MIN_BLOCKS blocks and each
     sample's columns hold at least as many values as the weight. Fewer blocks keep too little in cache to pay for
     what blocking adds (the weight gradient takes the columns again; the bias gradient is a separate sum), as in a
-    first layer of few channels; a larger weight, which each sample's product reads again, dominates the product
-    (256 channels on 8 x 8 ran 6% slower blocked, 128 on 16 x 16 15% faster)."""
+    first layer of few channels; where the weight is larger, the products dominate and lose by being split (one
+    thread, batch 128: 256 channels on 8 x 8 ran 7% slower blocked, 128 on 16 x 16 5-15% faster)."""
     if not ENABLED or x.device.type != "cpu" or x.dtype.name not in ("float32", "float64"):
         return False
     per_sample = x.shape[1] * math.prod(w.shape[2:]) * math.prod(out)
@@ -97,6 +100,22 @@ def _swap(xp, a, buffer):
     return cols.reshape(cols.shape[:1] + cols.shape[2:])
 
 
+def _output_into(xp, product, bias, target) -> None:
+    """A block's product (O, n, *out) written into its rows `target` (n, O, *out) of the output, plus the bias
+    (O,) where given: conv_output's transposing copy (without a bias, the batch_inner im2col of a one-point window)."""
+    nd = product.ndim - 2
+    if _native(xp):
+        if bias is None:
+            point = (1,) * nd
+            done = windows.native.im2col(product, point, point, point, product.shape[2:], True,
+                                         into=target.reshape(-1))
+        else:
+            done = windows.native.conv_output(product, bias, nd, into=target)
+        if done is not None:
+            return
+    target[...] = xp.swapaxes(product, 0, 1) if bias is None else _conv_output_impl(xp, product, bias, nd=nd)
+
+
 def _params(stride, dilation, groups) -> dict:
     """The geometry parameters that the three primitives share, in their hashable form."""
     return dict(stride=tuple(stride), dilation=tuple(dilation), groups=int(groups))
@@ -110,17 +129,18 @@ conv_p = Primitive("conv")
 def _conv_impl(xp, x, w, *bias, stride, dilation, groups):
     (n, c), o, kernel = x.shape[:2], w.shape[0], tuple(w.shape[2:])
     out = window_out_shape(x.shape[2:], kernel, stride, dilation)
-    per_sample = c * math.prod(kernel) * math.prod(out)
-    wg = xp.ascontiguousarray(w.reshape(groups, o // groups, -1))
-    y = xp.empty((n, groups, o // groups, math.prod(out)), dtype=x.dtype)
+    per_sample, length = c * math.prod(kernel) * math.prod(out), math.prod(out)
+    wg = w.reshape(groups, o // groups, -1)
+    y = xp.empty((n, o) + out, dtype=x.dtype)
     blocks = _blocks(n, per_sample * x.itemsize)
-    buffer = _buffer(xp, blocks, per_sample, x.dtype)
+    buffer, moved = _buffer(xp, blocks, per_sample, x.dtype), _buffer(xp, blocks, o * length, x.dtype)
     for block in blocks:
-        cols = _im2col_into(xp, x[block], kernel, stride, dilation, False, buffer)
-        xp.matmul(wg, cols.reshape(cols.shape[0], groups, -1, y.shape[3]), out=y[block])
-        if bias:
-            y[block] += bias[0].reshape(groups, o // groups, 1)
-    return y.reshape((n, o) + out)
+        nb = block.stop - block.start
+        cols = _im2col_into(xp, x[block], kernel, stride, dilation, True, buffer)
+        product = moved[:o * nb * length].reshape(groups, o // groups, nb * length)
+        xp.matmul(wg, cols.reshape(groups, -1, nb * length), out=product)
+        _output_into(xp, product.reshape((o, nb) + out), bias[0] if bias else None, y[block])
+    return y
 
 
 @conv_p.def_abstract
@@ -157,21 +177,22 @@ conv_input_grad_p = Primitive("conv_input_grad")
 @conv_input_grad_p.def_impl
 def _conv_input_grad_impl(xp, g, w, *, size, stride, dilation, groups):
     (n, o), c, kernel = g.shape[:2], w.shape[1] * groups, tuple(w.shape[2:])
-    out, size = tuple(g.shape[2:]), tuple(size)
-    per_sample = c * math.prod(kernel) * math.prod(out)
-    wt = xp.ascontiguousarray(xp.swapaxes(w.reshape(groups, o // groups, -1), 1, 2))
+    out, size, length = tuple(g.shape[2:]), tuple(size), math.prod(g.shape[2:])
+    per_sample = c * math.prod(kernel) * length
+    wt = xp.swapaxes(w.reshape(groups, o // groups, -1), 1, 2)
     gx = xp.empty((n, c) + size, dtype=g.dtype)
     blocks = _blocks(n, per_sample * g.itemsize)
-    buffer = _buffer(xp, blocks, per_sample, g.dtype)
+    buffer, moved = _buffer(xp, blocks, per_sample, g.dtype), _buffer(xp, blocks, o * length, g.dtype)
     for block in blocks:
         nb = block.stop - block.start
-        cols = buffer[:nb * per_sample].reshape(nb, groups, -1, math.prod(out))
-        xp.matmul(wt, g[block].reshape(nb, groups, o // groups, -1), out=cols)
-        cols = cols.reshape((nb, c, math.prod(kernel)) + out)
-        if not (_native(xp) and windows.native.col2im(cols, size, kernel, stride, dilation, False, into=gx[block])
+        gy = _swap(xp, g[block], moved).reshape(groups, o // groups, nb * length)
+        cols = buffer[:nb * per_sample].reshape(groups, -1, nb * length)
+        xp.matmul(wt, gy, out=cols)
+        cols = cols.reshape((c, math.prod(kernel), nb) + out)
+        if not (_native(xp) and windows.native.col2im(cols, size, kernel, stride, dilation, True, into=gx[block])
                 is not None):
             gx[block] = _col2im_impl(xp, cols, size=size, kernel=kernel, stride=stride, dilation=dilation,
-                                     batch_inner=False)
+                                     batch_inner=True)
     return gx
 
 
