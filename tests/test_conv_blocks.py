@@ -174,3 +174,13 @@ def test_a_weight_larger_than_a_samples_columns_keeps_the_composite_form(monkeyp
     x = fnx.randn(8, 16, 4, 4, requires_grad=True)   # 16 * 9 * 2 * 2 column values a sample, 32 * 16 * 9 weights
     assert F.conv2d(x, fnx.randn(32, 16, 3, 3)).grad_fn.name != "ConvBackward"
     assert F.conv2d(x, fnx.randn(4, 16, 3, 3)).grad_fn.name == "ConvBackward"
+
+
+@pytest.mark.parametrize("bias, groups", [(True, 1), (False, 2)])
+def test_blocks_large_enough_for_the_c_loops_give_the_composite_values(bias, groups):
+    # a sample's columns: 8 * 9 * 32 * 32 floats (295 KB), one per block: every copy (im2col, the output's and the
+    # gradient's moves, col2im) runs in the C loops, into and out of the reused buffers
+    case = dict(nd=2, groups=groups, stride=(1, 1), dilation=(1, 1), padding=(1, 1), x=(4, 8, 32, 32),
+                w=(16, 8 // groups, 3, 3), bias=bias, block=300_000, dtype=np.float32)
+    with _block_bytes(case["block"]):
+        _check_against_the_composite(case)
