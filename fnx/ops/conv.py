@@ -79,6 +79,7 @@ def _buffer(xp, blocks: list[slice], per_sample: int, dtype):
 
 
 def _native(xp) -> bool:
+    """Whether the windows primitives' C loops may run (numpy arrays, the library hook set)."""
     return xp is np and windows.native is not None
 
 
