@@ -184,3 +184,12 @@ def test_blocks_large_enough_for_the_c_loops_give_the_composite_values(bias, gro
                 w=(16, 8 // groups, 3, 3), bias=bias, block=300_000, dtype=np.float32)
     with _block_bytes(case["block"]):
         _check_against_the_composite(case)
+
+
+def test_eager_blocked_gradients_match_finite_differences(monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCK_BYTES", 1)   # one sample per block
+    rng = np.random.default_rng(5)
+    x, w, b = (fnx.tensor(rng.standard_normal(s), requires_grad=True) for s in ((4, 2, 5, 5), (4, 1, 2, 2), (4,)))
+    f = lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2), groups=2)   # noqa: E731
+    assert f(x, w, b).grad_fn.name == "ConvBackward"
+    assert fnx.autograd.gradcheck(f, (x, w, b))
