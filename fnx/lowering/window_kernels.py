@@ -102,8 +102,9 @@ def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tu
 
 
 def conv_output(y: np.ndarray, bias: np.ndarray, nd: int, into: np.ndarray | None = None) -> np.ndarray | None:
-    """(*b, C, N, *s) + bias (*b, C) -> (*b, N, C, *s), as windows.conv_output's numpy impl: the batch_inner
-    im2col of a one-point window, whose rows are the channels, adding each row's bias; None: numpy runs it."""
+    """(*b, C, N, *s) + bias (*b, C) -> (*b, N, C, *s), as windows.conv_output's numpy impl (written `into` a
+    C-contiguous array of that shape when given): the batch_inner im2col of a one-point window, whose rows are the
+    channels, adding each row's bias; None: numpy runs it."""
     usable = nd <= 3 and bias.dtype == y.dtype and bias.shape == y.shape[:y.ndim - nd - 1]
     fn = _function("im2col", y, y.size) if usable else None
     if fn is None:
