@@ -85,39 +85,43 @@ def _row_table(a: np.ndarray, nd: int, k: int, osz: int, batch_inner: bool) -> t
     return a, _Rows(b, c, n, pb, pc, pn, c * k * n * osz, k * n * osz, osz, n * osz)
 
 
-def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple,
-           batch_inner: bool) -> np.ndarray | None:
+def im2col(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple, batch_inner: bool,
+           into: np.ndarray | None = None) -> np.ndarray | None:
     """(*lead, *spatial) -> (*lead, K, *out) (with `batch_inner`, (*b, N, C, *spatial) -> (*b, C, K, N, *out)),
-    as windows.im2col's numpy impl; None where numpy should run it."""
+    as windows.im2col's numpy impl, written `into` a C-contiguous array of that size when given; None where numpy
+    should run it."""
     nd, k = len(kernel), math.prod(kernel)
     fn = _function("im2col", x, x.size * k) if nd <= 3 else None
     if fn is None:
         return None
-    cols = np.empty(windows.cols_shape(x.shape[:x.ndim - nd], k, out, batch_inner), dtype=x.dtype)
+    shape = windows.cols_shape(x.shape[:x.ndim - nd], k, out, batch_inner)
+    cols = np.empty(shape, dtype=x.dtype) if into is None else into.reshape(shape)
     x, rows = _row_table(x, nd, k, math.prod(out), batch_inner)
     fn(_ptr(x), _ptr(cols), rows, _geometry(x.shape[x.ndim - nd:], kernel, stride, dilation, out), None)
     return cols
 
 
-def conv_output(y: np.ndarray, bias: np.ndarray, nd: int) -> np.ndarray | None:
-    """(*b, C, N, *s) + bias (*b, C) -> (*b, N, C, *s), as windows.conv_output's numpy impl: the batch_inner
-    im2col of a one-point window, whose rows are the channels, adding each row's bias; None: numpy runs it."""
+def conv_output(y: np.ndarray, bias: np.ndarray, nd: int, into: np.ndarray | None = None) -> np.ndarray | None:
+    """(*b, C, N, *s) + bias (*b, C) -> (*b, N, C, *s), as windows.conv_output's numpy impl (written `into` a
+    C-contiguous array of that shape when given): the batch_inner im2col of a one-point window, whose rows are the
+    channels, adding each row's bias; None: numpy runs it."""
     usable = nd <= 3 and bias.dtype == y.dtype and bias.shape == y.shape[:y.ndim - nd - 1]
     fn = _function("im2col", y, y.size) if usable else None
     if fn is None:
         return None
     lead, spatial, point = y.shape[:y.ndim - nd], y.shape[y.ndim - nd:], (1,) * nd
-    out = np.empty(lead[:-2] + (lead[-1], lead[-2]) + spatial, dtype=y.dtype)
+    out = np.empty(lead[:-2] + (lead[-1], lead[-2]) + spatial, dtype=y.dtype) if into is None else into
     y, rows = _row_table(y, nd, 1, math.prod(spatial), True)
     bias = np.ascontiguousarray(bias)
     fn(_ptr(y), _ptr(out), rows, _geometry(spatial, point, point, point, spatial), _ptr(bias))
     return out
 
 
-def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation: tuple,
-           batch_inner: bool) -> np.ndarray | None:
+def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation: tuple, batch_inner: bool,
+           into: np.ndarray | None = None) -> np.ndarray | None:
     """(*lead, K, *out) -> (*lead, *size) (with `batch_inner`, (*b, C, K, N, *out) -> (*b, N, C, *size)), as
-    windows.col2im's numpy impl; None where numpy should run it."""
+    windows.col2im's numpy impl, written `into` a C-contiguous array of that shape when given; None where numpy
+    should run it."""
     nd, k = len(kernel), math.prod(kernel)
     fn = _function("col2im", cols, cols.size) if nd <= 3 else None
     if fn is None:
@@ -125,7 +129,8 @@ def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation
     out = cols.shape[cols.ndim - nd:]
     lead = windows.cols_lead(cols.shape, nd, batch_inner)
     cols = np.ascontiguousarray(cols)
-    x, rows = _row_table(np.empty(lead + tuple(size), dtype=cols.dtype), nd, k, math.prod(out), batch_inner)
+    x = np.empty(lead + tuple(size), dtype=cols.dtype) if into is None else into
+    x, rows = _row_table(x, nd, k, math.prod(out), batch_inner)
     fn(_ptr(cols), _ptr(x), rows, _geometry(size, kernel, stride, dilation, out))
     return x.reshape(lead + tuple(size))
 

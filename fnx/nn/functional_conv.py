@@ -3,10 +3,11 @@
 Sliding windows are gathered without per-pixel Python loops: the im2col primitive (fnx/ops/windows.py) copies,
 for each of the kernel's K offsets, one strided view of the padded input into a block of columns (pooling, in
 functional_pool, reduces (N, C, K, *out) blocks over K); its gradient is col2im, which adds each offset's block
-back into its strided view. A convolution takes the columns of the whole batch as one (C*K, N*out) matrix, so
-its forward and both gradients are each one large matrix product (per group) rather than N small ones (which
-two BLAS threads share far better), at the price of one transposing copy of the (C_out, N, *out) product (and
-of its gradient).
+back into its strided view. Under a transform a convolution takes the columns of the whole batch as one
+(C*K, N*out) matrix, so its forward and both gradients are each one matrix product (per group), at the price of
+one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode, on CPU float tensors
+whose columns make several blocks of a few samples (fnx.ops.conv.blocks_pay), fnx/ops/conv.py's primitives do the
+same work one block after the other: each block's columns stay in cache, and none are kept for the backward.
 The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
 is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
 """
@@ -16,9 +17,11 @@ import math
 
 import numpy as np
 
+from .. import core
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
+from ..ops.conv import blocks_pay, conv
 from ..ops.creation import tensor
 from ..ops.indexing import index_select
 from ..ops.linalg import matmul, require_same_dtype
@@ -118,6 +121,17 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
+    if core.state.transforms_active or not blocks_pay(x, weight, out):
+        y = _conv_composite(x, weight, bias, stride, dilation, groups, out)
+    else:
+        y = conv(x, weight, bias, stride=stride, dilation=dilation, groups=groups)
+    return y.squeeze(0) if unbatched else y
+
+
+def _conv_composite(x: Tensor, weight: Tensor, bias, stride, dilation, groups: int, out: tuple) -> Tensor:
+    """The convolution of the padded `x` as im2col, one matrix product per group and conv_output: the form
+    that transforms see (every op in it has all rules); eager mode binds fnx.ops.conv's blocked primitives."""
+    (n, c), (o, kernel), nd = x.shape[:2], (weight.shape[0], tuple(weight.shape[2:])), x.ndim - 2
     k, length = math.prod(kernel), n * math.prod(out)
     cols = im2col(x, kernel, stride, dilation, batch_inner=True).reshape(c * k, length)
     if groups == 1:
@@ -134,7 +148,7 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
         y = im2col(y, point, point, point, batch_inner=True).reshape((n, o) + out)
     else:
         y = conv_output(y, bias, nd)
-    return y.squeeze(0) if unbatched else y
+    return y
 
 
 @autocast_op("conv1d")

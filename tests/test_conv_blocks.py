@@ -1,0 +1,195 @@
+"""Eager convolutions run fnx/ops/conv.py's blocked primitives: forward, input and weight gradients (and grad of
+grad on the eager tape) equal the composite form that transforms run (and a float64 numpy reference), over one
+block or many (BLOCK_BYTES made small), through the C loops (large arrays) and numpy (small ones)."""
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fnx
+import fnx.nn.functional as F
+from fnx.ops import conv as blocked
+from op_db_conv import ref_conv2d
+
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+
+
+@st.composite
+def _cases(draw):
+    nd = draw(st.integers(1, 3))
+    groups = draw(st.integers(1, 2))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    stride = tuple(draw(st.integers(1, 2)) for _ in range(nd))
+    dilation = tuple(draw(st.integers(1, 2)) for _ in range(nd))
+    padding = tuple(draw(st.integers(0, 1)) for _ in range(nd))
+    side = 14 if nd < 3 else 6   # large enough, with 8 channels, for the C loops
+    spatial = tuple(d * (k - 1) + 1 + draw(st.integers(0, side)) for k, d in zip(kernel, dilation))
+    n, c, o = draw(st.integers(1, 5)), 4 * groups, 3 * groups
+    return dict(nd=nd, groups=groups, stride=stride, dilation=dilation, padding=padding,
+                x=(n, c) + spatial, w=(o, c // groups) + kernel, bias=draw(st.booleans()),
+                block=draw(st.sampled_from([1, 4000, 1 << 21])), dtype=draw(st.sampled_from([np.float32, np.float64])))
+
+
+def _inputs(case, seed=0):
+    rng = np.random.default_rng(seed)
+    dt = case["dtype"]
+    x = rng.standard_normal(case["x"]).astype(dt)
+    w = rng.standard_normal(case["w"]).astype(dt)
+    b = rng.standard_normal(case["w"][0]).astype(dt) if case["bias"] else None
+    return x, w, b
+
+
+def _conv(case):
+    f, params = _CONV[case["nd"]], {k: case[k] for k in ("stride", "padding", "dilation", "groups")}
+    return lambda x, w, b: f(x, w, b, **params)
+
+
+def _close(got, want, dtype):
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol * max(1.0, np.abs(want).max()))
+
+
+@contextlib.contextmanager
+def _block_bytes(n: int):
+    saved, blocked.BLOCK_BYTES = blocked.BLOCK_BYTES, n
+    try:
+        yield
+    finally:
+        blocked.BLOCK_BYTES = saved
+
+
+@given(case=_cases())
+@settings(max_examples=25, deadline=None)
+def test_eager_blocked_conv_and_gradients_equal_the_composite(case):
+    with _block_bytes(case["block"]):
+        _check_against_the_composite(case)
+
+
+def _check_against_the_composite(case):
+    x, w, b = _inputs(case)
+    f = _conv(case)
+    tx, tw = fnx.tensor(x, requires_grad=True), fnx.tensor(w, requires_grad=True)
+    tb = None if b is None else fnx.tensor(b, requires_grad=True)
+    y = f(tx, tw, tb)
+    g = np.random.default_rng(1).standard_normal(y.shape).astype(case["dtype"])
+    y.backward(fnx.tensor(g))
+    args = [fnx.tensor(a) for a in (x, w, b) if a is not None]
+    want_y = fnx.compile(lambda *a: f(a[0], a[1], a[2] if b is not None else None))(*args)
+    loss = lambda *a: (f(a[0], a[1], a[2] if b is not None else None) * fnx.tensor(g)).sum()   # noqa: E731
+    want = fnx.grad(loss, argnums=tuple(range(len(args))))(*args)
+    _close(y.detach().numpy(), want_y.numpy(), case["dtype"])
+    for leaf, grad in zip((tx, tw, tb), want):
+        _close(leaf.grad.numpy(), grad.numpy(), case["dtype"])
+
+
+@pytest.mark.parametrize("block", [1, 1 << 21])
+def test_eager_conv2d_matches_a_float64_reference_and_keeps_the_batch_order(block, monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCK_BYTES", block)   # 1 byte: one sample per block
+    rng = np.random.default_rng(2)
+    x, w, b = rng.standard_normal((5, 4, 9, 8)), rng.standard_normal((6, 2, 3, 2)), rng.standard_normal(6)
+    got = F.conv2d(fnx.tensor(x), fnx.tensor(w), fnx.tensor(b), stride=(2, 1), padding=1, dilation=(1, 2), groups=2)
+    np.testing.assert_allclose(got.numpy(), ref_conv2d(x, w, b, (2, 1), (1, 1), (1, 2), 2), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("wrt", ["input", "weight"])
+def test_grad_of_grad_on_the_eager_tape_equals_the_composite(wrt, monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCK_BYTES", 4000)
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((4, 4, 12, 12)), rng.standard_normal((6, 2, 3, 3))
+    v = rng.standard_normal((4, 4, 12, 12) if wrt == "input" else (6, 2, 3, 3))
+    f = lambda x, w: F.conv2d(x, w, None, padding=1, groups=2)   # noqa: E731
+
+    def second(x, w):   # <v, d/d(wrt) of sum(conv(x, w)^2)>
+        first = fnx.grad(lambda x, w: (f(x, w) ** 2).sum(), argnums=0 if wrt == "input" else 1)(x, w)
+        return (first * fnx.tensor(v)).sum()
+
+    want = fnx.grad(second, argnums=(0, 1))(fnx.tensor(x), fnx.tensor(w))
+    tx, tw = fnx.tensor(x, requires_grad=True), fnx.tensor(w, requires_grad=True)
+    assert f(tx, tw).grad_fn.name == "ConvBackward"   # four blocks of one sample
+    (first,) = fnx.autograd.grad((f(tx, tw) ** 2).sum(), [tx if wrt == "input" else tw], create_graph=True)
+    (first * fnx.tensor(v)).sum().backward()
+    for leaf, grad in zip((tx, tw), want):
+        np.testing.assert_allclose(leaf.grad.numpy(), grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_blocks_cover_the_batch_in_order_with_at_least_one_sample_each(monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCK_BYTES", 1000)
+    assert blocked._blocks(7, 300) == [slice(0, 3), slice(3, 6), slice(6, 7)]
+    assert blocked._blocks(3, 5000) == [slice(0, 1), slice(1, 2), slice(2, 3)]
+    assert blocked._blocks(2, 100) == [slice(0, 2)]
+
+
+def test_eager_mode_binds_the_blocked_primitive_where_blocks_pay_and_transforms_see_the_composite():
+    x, w = fnx.randn(8, 3, 8, 8, requires_grad=True), fnx.randn(4, 3, 3, 3, requires_grad=True)
+    assert F.conv2d(x, w).grad_fn.name != "ConvBackward"   # one block: the composite form
+    with _block_bytes(1):   # eight blocks of one sample
+        assert F.conv2d(x, w).grad_fn.name == "ConvBackward"
+        prims = [e.prim.name for e in fnx.make_jaxpr(F.conv2d)(x.detach(), w.detach()).eqns]
+    assert "conv" not in prims and "im2col" in prims and "matmul" in prims
+
+
+def test_the_blocked_form_is_off_for_half_floats_and_when_disabled(monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCK_BYTES", 1)
+    x, w = fnx.randn(8, 3, 8, 8, requires_grad=True), fnx.randn(4, 3, 3, 3, requires_grad=True)
+    assert F.conv2d(x, w).grad_fn.name == "ConvBackward"
+    assert F.conv2d(x.to(fnx.bfloat16), w.to(fnx.bfloat16)).grad_fn.name != "ConvBackward"
+    monkeypatch.setattr(blocked, "ENABLED", False)
+    assert F.conv2d(x, w).grad_fn.name != "ConvBackward"
+
+
+def test_two_threads_give_the_composite_values():
+    saved = fnx.get_num_threads()
+    fnx.set_num_threads(2)
+    try:
+        case = dict(nd=2, groups=1, stride=(1, 1), dilation=(1, 1), padding=(1, 1), x=(5, 8, 12, 12), w=(6, 8, 3, 3),
+                    bias=True, block=4000, dtype=np.float32)
+        with _block_bytes(case["block"]):
+            _check_against_the_composite(case)
+    finally:
+        fnx.set_num_threads(saved)
+
+
+def test_strided_operands_and_a_partial_last_block_give_the_composite_values(monkeypatch):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((7, 10, 10, 6)).astype(np.float32)   # channels last, read as (N, C, H, W) below
+    w, b = rng.standard_normal((5, 6, 3, 3)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    g = rng.standard_normal((7, 8, 8, 5)).astype(np.float32)
+
+    def run(block):
+        monkeypatch.setattr(blocked, "BLOCK_BYTES", block)   # 6 * 9 * 64 * 4 bytes a sample: 2 per block, then 1
+        tx, tw, tb = (fnx.tensor(a, requires_grad=True) for a in (x, w, b))
+        y = F.conv2d(tx.permute(0, 3, 1, 2), tw, tb)
+        assert (y.grad_fn.name == "ConvBackward") == (block < 1 << 20)
+        y.backward(fnx.tensor(g).permute(0, 3, 1, 2))
+        return [a.numpy() for a in (y.detach(), tx.grad, tw.grad, tb.grad)]
+
+    for got, want in zip(run(2 * 6 * 9 * 64 * 4), run(1 << 30)):
+        _close(got, want, np.float32)
+
+
+def test_a_weight_larger_than_a_samples_columns_keeps_the_composite_form(monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCK_BYTES", 1)
+    x = fnx.randn(8, 16, 4, 4, requires_grad=True)   # 16 * 9 * 2 * 2 column values a sample, 32 * 16 * 9 weights
+    assert F.conv2d(x, fnx.randn(32, 16, 3, 3)).grad_fn.name != "ConvBackward"
+    assert F.conv2d(x, fnx.randn(4, 16, 3, 3)).grad_fn.name == "ConvBackward"
+
+
+@pytest.mark.parametrize("bias, groups", [(True, 1), (False, 2)])
+def test_blocks_large_enough_for_the_c_loops_give_the_composite_values(bias, groups):
+    # a sample's columns: 8 * 9 * 32 * 32 floats (295 KB), one per block: every copy (im2col, the output's and the
+    # gradient's moves, col2im) runs in the C loops, into and out of the reused buffers
+    case = dict(nd=2, groups=groups, stride=(1, 1), dilation=(1, 1), padding=(1, 1), x=(4, 8, 32, 32),
+                w=(16, 8 // groups, 3, 3), bias=bias, block=300_000, dtype=np.float32)
+    with _block_bytes(case["block"]):
+        _check_against_the_composite(case)
+
+
+def test_eager_blocked_gradients_match_finite_differences(monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCK_BYTES", 1)   # one sample per block
+    rng = np.random.default_rng(5)
+    x, w, b = (fnx.tensor(rng.standard_normal(s), requires_grad=True) for s in ((4, 2, 5, 5), (4, 1, 2, 2), (4,)))
+    f = lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2), groups=2)   # noqa: E731
+    assert f(x, w, b).grad_fn.name == "ConvBackward"
+    assert fnx.autograd.gradcheck(f, (x, w, b))
