@@ -184,7 +184,11 @@ def record_pullback(name: str, args: list, outs: list, pull) -> list:
 
 def _record_multiple(prim, args, params, outs) -> list:
     """`core.record_multiple_hook`: one node on the eager tape for all outputs of a multiple-result primitive."""
-    return record_pullback(prim.name, list(args), outs, lambda cts: prim.vjp(cts, args, outs, **params))
+    record_pullback(prim.name, list(args), outs, lambda cts: prim.vjp(cts, args, outs, **params))
+    if prim.view:   # an in-place write through another view of the base refreshes these views' nodes
+        for o in outs:
+            tape._note_view(o._base, o)
+    return outs
 
 
 core.record_multiple_hook = _record_multiple
