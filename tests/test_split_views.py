@@ -1,5 +1,8 @@
 """split, chunk, unbind and tensor_split in eager mode: views of the input recorded as one tape node (the `split`
 primitive) whose backward is one concatenate, as PyTorch's SplitBackward; under a transform they are slices."""
+import gc
+import weakref
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -104,6 +107,20 @@ def test_a_write_through_an_overlapping_view_refreshes_the_parts():
     y[:, 1:3].mul_(3.0)
     (a.sum() + 2.0 * b.sum()).backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.array([[1.0, 3.0, 6.0, 2.0]] * 2, np.float32))
+
+
+def test_a_graph_dropped_before_backward_is_freed_without_the_cycle_collector():
+    x = _leaf(4, 6)
+    y = x * 1.0
+    alive = weakref.ref(y)
+    a, b = y.split(3, dim=1)
+    loss = (a * b).sum()
+    gc.disable()
+    try:
+        del y, a, b, loss
+        assert alive() is None
+    finally:
+        gc.enable()
 
 
 @st.composite
