@@ -154,3 +154,15 @@ def test_eager_gradient_equals_the_traced_one_of_slices(case):
 def test_bad_sizes_name_the_op_and_shapes():
     with pytest.raises(RuntimeError, match=r"split: sizes \[1, 1\] must .* sum to 3, .* dimension 1 .*\[2, 3\]"):
         fnx.make_jaxpr(lambda x: split_p.bind(x, dim=1, sizes=(1, 1)))(fnx.ones(2, 3))
+
+
+def test_double_backward_through_a_split():
+    """d/dx <grad f, v> for f = sum_i w_i * |part_i|^2 is 2 w_i v on each part."""
+    x = fnx.tensor(np.random.default_rng(1).standard_normal((3, 5)), requires_grad=True)
+    v = fnx.tensor(np.random.default_rng(2).standard_normal((3, 5)))
+    parts = x.split([2, 3], dim=1)
+    f = (parts[0] * parts[0]).sum() + 3.0 * (parts[1] * parts[1]).sum()
+    (g,) = fnx.autograd.grad(f, [x], create_graph=True)
+    (h,) = fnx.autograd.grad((g * v).sum(), [x])
+    weights = np.array([1.0, 1.0, 3.0, 3.0, 3.0])
+    np.testing.assert_allclose(h.numpy(), 2.0 * weights * v.numpy(), rtol=1e-12)
