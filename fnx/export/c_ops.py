@@ -214,9 +214,9 @@ def argsort(prog, eqn) -> None:
 
 
 EMITTERS = {"reshape": alias, "copy": alias, "stop_gradient": alias, "transpose": transpose,
-            "broadcast_to": broadcast_to, "slice": slice_, "split": split, "rev": rev, "pad": pad, "concatenate": concatenate,
-            "im2col": im2col, "conv_output": conv_output, "window_argmax": window_argmax, "window_max": window_max,
-            "window_take": window_take,
+            "broadcast_to": broadcast_to, "slice": slice_, "split": split, "rev": rev, "pad": pad,
+            "concatenate": concatenate, "im2col": im2col, "conv_output": conv_output, "window_argmax": window_argmax,
+            "window_max": window_max, "window_take": window_take,
             "sum": reduction, "reduce_max": reduction, "reduce_min": reduction, "reduce_prod": reduction,
             "argmax": arg_extremum, "argmin": arg_extremum, "cumsum": scan, "cumprod": scan, "argsort": argsort,
             "diagonal": diagonal,

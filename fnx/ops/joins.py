@@ -23,7 +23,8 @@ concatenate_p = Primitive("concatenate", saves_inputs=False)
 
 @concatenate_p.def_impl
 def _concatenate_impl(xp, *xs, dim):
-    """numpy's concatenate; of many short runs (along a trailing dim), a copy per part that `copy_runs` speeds."""
+    """numpy's concatenate; where a part's contiguous runs are short and many (joined along a trailing dim), a
+    copy per part, which `copy_runs` speeds."""
     first = xs[0]
     shape = list(first.shape)
     shape[dim] = sum([x.shape[dim] for x in xs])
@@ -182,9 +183,10 @@ def _no_0d(input: Tensor, op: str) -> None:
 def _views_between(input: Tensor, dim: int, bounds: list) -> tuple:
     """The views `input[..., lo:hi]` along `dim` for each (lo, hi) of `bounds`.
 
-    In eager mode, where bounds that tile the dim are one `split`: one tape node whose backward is one
-    concatenate (PyTorch's SplitBackward), not a pad per part summed. Under a transform they are slices, which
-    the transforms track as views of `input` (an in-place write through one shows in `input`) and compile fuses.
+    In eager mode, bounds that tile the dim make one `split`: one tape node whose backward is one concatenate
+    (PyTorch's SplitBackward), where a slice per part would pad each part's gradient to the whole and sum them.
+    Under a transform they are slices, which the transforms track as views of `input` (an in-place write
+    through one shows in `input`) and compile fuses.
     """
     sizes = tuple([hi - lo for lo, hi in bounds])
     tiles = [lo for lo, _ in bounds] == [0] + [hi for _, hi in bounds[:-1]] and bounds[-1][1] == input.shape[dim]

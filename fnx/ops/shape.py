@@ -354,7 +354,7 @@ def copy_runs(dst, src) -> None:
         while k and dst.strides[k - 1] == run and src.strides[k - 1] == run:
             k -= 1
             run *= shape[k]
-    if 0 < k < dst.ndim and run <= _SHORT_RUN and dst.nbytes >= _MANY_RUNS * run:
+    if 0 < k < dst.ndim and 0 < run <= _SHORT_RUN and dst.nbytes >= _MANY_RUNS * run:
         item = np.dtype((np.void, run))
         runs = shape[:k] + (-1,)   # the trailing dims merge into one contiguous dim: views, never copies
         dst.reshape(runs).view(item)[...] = src.reshape(runs).view(item)
