@@ -1,10 +1,7 @@
 """Joining tensors (cat, stack, ...) and splitting them into views (split, chunk, unbind, narrow, select)."""
 from __future__ import annotations
 
-import math
 import operator
-
-import numpy as np
 
 from .autocast import autocast_op
 from .. import core
@@ -12,32 +9,14 @@ from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, Shap
 from ..tensor import Tensor, canonical_dim
 from ._batching import batch_size, move_to_front, with_batch_size
 from ._families import promote, same_device
-from .shape import _MANY_RUNS, _SHORT_RUN, _atleast, _slice_dim, copy_runs, new_view, reshape_p, unsqueeze
+from .shape import _atleast, _slice_dim, new_view, reshape_p, unsqueeze
 
 __all__ = ["cat", "concatenate", "concat", "stack", "hstack", "vstack", "dstack", "split", "chunk", "unbind",
            "narrow", "select", "tensor_split"]
 
 
 concatenate_p = Primitive("concatenate", saves_inputs=False)
-
-
-@concatenate_p.def_impl
-def _concatenate_impl(xp, *xs, dim):
-    """numpy's concatenate; where a part's contiguous runs are short and many (joined along a trailing dim), a
-    copy per part, which `copy_runs` speeds."""
-    first = xs[0]
-    shape = list(first.shape)
-    shape[dim] = sum([x.shape[dim] for x in xs])
-    inner = math.prod(shape[dim + 1:]) * first.itemsize
-    if xp is not np or min([x.shape[dim] for x in xs]) * inner > _SHORT_RUN or \
-            math.prod(shape[:dim]) < _MANY_RUNS or any(x.dtype != first.dtype for x in xs):
-        return xp.concatenate(xs, axis=dim)
-    out = np.empty(shape, first.dtype)
-    lead, start = (slice(None),) * dim, 0
-    for x in xs:
-        copy_runs(out[lead + (slice(start, start + x.shape[dim]),)], x)
-        start += x.shape[dim]
-    return out
+concatenate_p.def_impl(lambda xp, *xs, dim: xp.concatenate(xs, axis=dim))
 
 
 @concatenate_p.def_abstract

@@ -345,26 +345,6 @@ def _dilated(n: int, interior: int) -> int:
     return 0 if n == 0 else n + (n - 1) * interior
 
 
-def copy_runs(dst, src) -> None:
-    """`dst[...] = src` for arrays of one shape and dtype, copying numpy arrays whose contiguous trailing runs are
-    short in many of them (the halves of a rotary embedding's last dim: 16 floats, 2048 times) as one opaque item per
-    run: numpy's copy costs about 10 ns per run on top of its bytes, which made it twice as slow for those."""
-    shape, run, k = dst.shape, dst.itemsize, dst.ndim
-    if type(dst) is np.ndarray and type(src) is np.ndarray and src.dtype == dst.dtype:
-        while k and dst.strides[k - 1] == run and src.strides[k - 1] == run:
-            k -= 1
-            run *= shape[k]
-    if 0 < k < dst.ndim and 0 < run <= _SHORT_RUN and dst.nbytes >= _MANY_RUNS * run:
-        item = np.dtype((np.void, run))
-        runs = shape[:k] + (-1,)   # the trailing dims merge into one contiguous dim: views, never copies
-        dst.reshape(runs).view(item)[...] = src.reshape(runs).view(item)
-    else:
-        dst[...] = src
-
-
-_SHORT_RUN = 256    # bytes: longer runs cost numpy little per run
-_MANY_RUNS = 512    # fewer runs do not repay the views' cost (about 3 us)
-
 pad_p = Primitive("pad", saves_inputs=False)
 
 
@@ -381,7 +361,7 @@ def _pad_impl(xp, x, *, lo, hi, interior, value):
             return out
         src.append(slice(k0, k1))
         dst.append(slice(low + k0 * s, low + (k1 - 1) * s + 1, s))
-    copy_runs(out[tuple(dst)], x[tuple(src)])
+    out[tuple(dst)] = x[tuple(src)]
     return out
 
 
