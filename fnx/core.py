@@ -284,6 +284,11 @@ Primitive.bind = bind
 def _wrap_multiple(prim: Primitive, args, params, outs) -> list:
     """Eager outputs of a multiple-result primitive; one tape node covers them all."""
     tensors = [from_array(o) for o in outs]
+    if prim.view:   # each output aliases the first input, as a view primitive's one output does (see `bind`)
+        a0 = args[0]
+        base = a0 if a0._base is None else a0._base
+        for t in tensors:
+            t._version, t._base = a0._version, base
     if state.grad_enabled and prim.differentiable and any(a._requires_grad for a in args):
         return record_multiple_hook(prim, args, params, tensors)
     return tensors

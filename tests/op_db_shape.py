@@ -3,6 +3,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import fnx
+from fnx.ops.joins import split_p
 from op_db import OpInfo, Sample, floats, shapes
 
 
@@ -222,6 +223,14 @@ OPS = [
                                                                             dim),
            lambda x, split_size_or_sections, dim: np_weighted_cat(np_split(x, split_size_or_sections, dim), dim),
            split_sample(True)),
+    # the split primitive itself (eager `split` binds it; under a transform it is slices): all parts, and the last
+    OpInfo("split_primitive", lambda x, split_size_or_sections, dim: weighted_cat(
+               split_p.bind(x, dim=dim % x.ndim, sizes=tuple(split_size_or_sections)), dim),
+           lambda x, split_size_or_sections, dim: np_weighted_cat(np_split(x, split_size_or_sections, dim), dim),
+           split_sample(True)),
+    OpInfo("split_primitive_last", lambda x, split_size_or_sections, dim: split_p.bind(
+               x, dim=dim % x.ndim, sizes=tuple(split_size_or_sections))[-1],
+           lambda x, split_size_or_sections, dim: np_split(x, split_size_or_sections, dim)[-1], split_sample(True)),
     OpInfo("chunk", lambda x, dim: weighted_cat(fnx.chunk(x, 2, dim), dim),
            lambda x, dim: np_weighted_cat(np.array_split(x, min(2, x.shape[dim]), dim), dim), x_and_dim()),
     OpInfo("diag_embed", fnx.diag_embed, np_diag_embed, diag_embed_sample()),

@@ -184,7 +184,16 @@ def record_pullback(name: str, args: list, outs: list, pull) -> list:
 
 def _record_multiple(prim, args, params, outs) -> list:
     """`core.record_multiple_hook`: one node on the eager tape for all outputs of a multiple-result primitive."""
-    return record_pullback(prim.name, list(args), outs, lambda cts: prim.vjp(cts, args, outs, **params))
+    if not prim.view:
+        return record_pullback(prim.name, list(args), outs, lambda cts: prim.vjp(cts, args, outs, **params))
+    # The outputs of a view primitive are views of its input, and its vjp only moves cotangents (it reads shapes):
+    # the node keeps stand-ins, so it forms no cycle with the outputs and keeps no tensor alive.
+    seen_args = [tape.stand_in(a._value, a._device) for a in args]
+    seen_outs = [tape.stand_in(o._value, o._device) for o in outs]
+    record_pullback(prim.name, list(args), outs, lambda cts: prim.vjp(cts, seen_args, seen_outs, **params))
+    for o in outs:   # an in-place write through another view of the base refreshes these views' nodes
+        tape._note_view(o._base, o)
+    return outs
 
 
 core.record_multiple_hook = _record_multiple

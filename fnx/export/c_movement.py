@@ -1,5 +1,5 @@
-"""The C of data movement in a standalone program: views read through strides (transpose, broadcast, slice, flip,
-diagonal, im2col), copies with offsets (pad, concatenate) and pooling's window maxima (fnx/export/c_ops.py
+"""The C of data movement in a standalone program: views read through strides (transpose, broadcast, slice, split,
+flip, diagonal, im2col), copies with offsets (pad, concatenate) and pooling's window maxima (fnx/export/c_ops.py
 dispatches to them)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 
 from .c_emit import Access, broadcast_strides, contiguous, nest, prod, size, static, text
 
-__all__ = ["alias", "transpose", "broadcast_to", "slice_", "rev", "diagonal", "im2col", "conv_output", "pad",
+__all__ = ["alias", "transpose", "broadcast_to", "slice_", "split", "rev", "diagonal", "im2col", "conv_output", "pad",
            "concatenate", "window_argmax", "window_max", "window_take"]
 
 
@@ -17,10 +17,11 @@ def alias(prog, eqn) -> None:
     prog.alias(eqn.outvars[0], eqn.inputs[0])
 
 
-def _gather_view(prog, eqn, strides: list, base=0) -> None:
-    """out[i] = x[base + sum(i_d * strides[d])]: a copy through a strided view."""
+def _gather_view(prog, eqn, strides: list, base=0, outvar=None) -> None:
+    """out[i] = x[base + sum(i_d * strides[d])]: a copy through a strided view, into `outvar` (by default the
+    equation's one output)."""
     x = prog.read(eqn.inputs[0])
-    out = prog.output(eqn.outvars[0])
+    out = prog.output(eqn.outvars[0] if outvar is None else outvar)
     if x.literal:
         src = None
     else:
@@ -57,6 +58,16 @@ def slice_(prog, eqn) -> None:
     for a, s in zip(p["starts"], st):
         base = base + size(a) * s
     _gather_view(prog, eqn, [size(k) * s for k, s in zip(p["steps"], st)], base)
+
+
+def split(prog, eqn) -> None:
+    """Each output: the input's elements from its start along `dim` on, read through the input's strides."""
+    x = prog.read(eqn.inputs[0])
+    st = contiguous(x.shape)
+    dim, start = eqn.params["dim"], 0
+    for var, n in zip(eqn.outvars, eqn.params["sizes"]):
+        _gather_view(prog, eqn, st, start * st[dim], var)
+        start += n
 
 
 def rev(prog, eqn) -> None:

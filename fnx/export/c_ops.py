@@ -14,8 +14,8 @@ from ..core import Primitive
 from ..lowering.expressions import CLASS, IDENTITY, INT_LIMITS, expression, random_half
 from .c_emit import Access, broadcast_strides, contiguous, inner_loops, nest, prod, size, split_axes, static, text
 from .c_indexing import check_index, index, index_put, take_along_axis
-from .c_movement import (alias, broadcast_to, concatenate, conv_output, diagonal, im2col, pad, rev, slice_, transpose,
-                         window_argmax, window_max, window_take)
+from .c_movement import (alias, broadcast_to, concatenate, conv_output, diagonal, im2col, pad, rev, slice_, split,
+                         transpose, window_argmax, window_max, window_take)
 from .c_products import einsum, matmul
 
 __all__ = ["EMITTERS", "supported", "emitter", "elementwise", "fusible"]
@@ -214,9 +214,9 @@ def argsort(prog, eqn) -> None:
 
 
 EMITTERS = {"reshape": alias, "copy": alias, "stop_gradient": alias, "transpose": transpose,
-            "broadcast_to": broadcast_to, "slice": slice_, "rev": rev, "pad": pad, "concatenate": concatenate,
-            "im2col": im2col, "conv_output": conv_output, "window_argmax": window_argmax, "window_max": window_max,
-            "window_take": window_take,
+            "broadcast_to": broadcast_to, "slice": slice_, "split": split, "rev": rev, "pad": pad,
+            "concatenate": concatenate, "im2col": im2col, "conv_output": conv_output, "window_argmax": window_argmax,
+            "window_max": window_max, "window_take": window_take,
             "sum": reduction, "reduce_max": reduction, "reduce_min": reduction, "reduce_prod": reduction,
             "argmax": arg_extremum, "argmin": arg_extremum, "cumsum": scan, "cumprod": scan, "argsort": argsort,
             "diagonal": diagonal,

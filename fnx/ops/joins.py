@@ -4,9 +4,10 @@ from __future__ import annotations
 import operator
 
 from .autocast import autocast_op
+from .. import core
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
-from ._batching import batch_size, with_batch_size
+from ._batching import batch_size, move_to_front, with_batch_size
 from ._families import promote, same_device
 from .shape import _atleast, _slice_dim, new_view, reshape_p, unsqueeze
 
@@ -117,10 +118,60 @@ def dstack(tensors) -> Tensor:
     return cat([_atleast(t, 3) for t in tensors], 2)
 
 
-# ---------------------------------------------------------------- splitting (views through slice)
+# ---------------------------------------------------------------- split (several views; one tape node)
+split_p = Primitive("split", view=True, multiple_results=True, saves_inputs=False)
+
+
+@split_p.def_impl
+def _split_impl(xp, x, *, dim, sizes):
+    lead, out, start = (slice(None),) * dim, [], 0
+    for n in sizes:
+        out.append(x[lead + (slice(start, start + n),)])
+        start += n
+    return out
+
+
+@split_p.def_abstract
+def _split_abstract(x: ShapedArray, *, dim: int, sizes: tuple) -> list:
+    if not 0 <= dim < x.ndim:
+        raise FnxIndexError(f"split: dim {dim} is out of range for a tensor of shape {list(x.shape)}")
+    if sum(sizes) != x.shape[dim] or any(n < 0 for n in sizes):
+        raise FnxRuntimeError(f"split: sizes {list(sizes)} must be non-negative and sum to {x.shape[dim]}, the "
+                              f"size of dimension {dim} of the input (shape {list(x.shape)})")
+    shape = list(x.shape)
+    out = []
+    for n in sizes:
+        shape[dim] = n
+        out.append(ShapedArray(tuple(shape), x.dtype, x.device))
+    return out
+
+
+# Every output's cotangent is there (the tape and the vjp transform put zeros where none flowed): one concatenate.
+split_p.def_vjp(lambda cts, primals, outs, *, dim, sizes: (concatenate_p.bind(*cts, dim=dim),))
+split_p.def_jvp(lambda primals, tangents, *, dim, sizes: (split_p.bind(primals[0], dim=dim, sizes=sizes),
+                                                          split_p.bind(tangents[0], dim=dim, sizes=sizes)))
+split_p.def_batch(lambda args, dims, *, dim, sizes: (
+    split_p.bind(move_to_front(args[0], dims[0]), dim=dim + 1, sizes=sizes), [0] * len(sizes)))
+
+
 def _no_0d(input: Tensor, op: str) -> None:
     if input.ndim == 0:
         raise FnxIndexError(f"{op}() cannot be applied to a 0-dim tensor.")
+
+
+def _views_between(input: Tensor, dim: int, bounds: list) -> tuple:
+    """The views `input[..., lo:hi]` along `dim` for each (lo, hi) of `bounds`.
+
+    In eager mode, bounds that tile the dim make one `split`: one tape node whose backward is one concatenate
+    (PyTorch's SplitBackward), where a slice per part would pad each part's gradient to the whole and sum them.
+    Under a transform they are slices, which the transforms track as views of `input` (an in-place write
+    through one shows in `input`) and compile fuses.
+    """
+    sizes = tuple([hi - lo for lo, hi in bounds])
+    tiles = [lo for lo, _ in bounds] == [0] + [hi for _, hi in bounds[:-1]] and bounds[-1][1] == input.shape[dim]
+    if tiles and min(sizes) >= 0 and not core.state.transforms_active:
+        return tuple(split_p.bind(input, dim=dim, sizes=sizes))
+    return tuple(new_view(_slice_dim(input, dim, lo, max(lo, hi)), input) for lo, hi in bounds)
 
 
 def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
@@ -141,11 +192,11 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
             raise FnxRuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
         sections = [min(size, n - s) for s in range(0, n, size)] if size else []
         sections = sections or [0]
-    out, start = [], 0
+    bounds, start = [], 0
     for s in sections:
-        out.append(new_view(_slice_dim(tensor, d, start, start + s), tensor))
+        bounds.append((start, start + s))
         start += s
-    return tuple(out)
+    return _views_between(tensor, d, bounds)
 
 
 def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
@@ -167,7 +218,7 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
         q, r = divmod(size, n)
         starts = [i * q + min(i, r) for i in range(n + 1)]
         bounds = list(zip(starts, starts[1:]))
-    return tuple(new_view(_slice_dim(input, d, lo, max(lo, hi)), input) for lo, hi in bounds)
+    return _views_between(input, d, bounds)
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
@@ -185,7 +236,9 @@ def unbind(input: Tensor, dim: int = 0) -> tuple:
     """The slices along `dim`, each without that dim (views)."""
     _no_0d(input, "unbind")
     d = canonical_dim(dim, input.ndim, "unbind")
-    return tuple(select(input, d, i) for i in range(input.shape[d]))
+    shape = tuple(input.shape)
+    parts = _views_between(input, d, [(i, i + 1) for i in range(shape[d])]) if shape[d] else ()
+    return tuple([reshape_p.bind(p, shape=shape[:d] + shape[d + 1:]) for p in parts])
 
 
 def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:

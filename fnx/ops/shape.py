@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxValueError, Primitive, ShapedArray
 from ..tensor import Size, Tensor, Tracer, canonical_dim
@@ -80,7 +82,23 @@ def reshape(input: Tensor, *shape) -> Tensor:
 
 # ---------------------------------------------------------------- broadcast_to / expand
 broadcast_p = Primitive("broadcast_to", view=True, saves_inputs=False, groups=("movement",))
-broadcast_p.def_impl(lambda xp, x, *, shape: xp.broadcast_to(x, shape))
+
+
+@broadcast_p.def_impl
+def _broadcast_impl(xp, x, *, shape):
+    """A read-only view; of a contiguous numpy array built by the ndarray constructor, which takes 0.3 us where
+    np.broadcast_to's iterator takes 3 us (and 30 us in a training step, its code out of the caches)."""
+    lead = len(shape) - x.ndim
+    if xp is not np or lead < 0 or not x.flags.c_contiguous:
+        return xp.broadcast_to(x, shape)
+    strides = [0] * lead
+    for n, m, s in zip(x.shape, shape[lead:], x.strides):
+        if n != m and n != 1:
+            return xp.broadcast_to(x, shape)   # numpy's error, which bind turns into the abstract rule's
+        strides.append(s if n == m else 0)
+    out = np.ndarray(shape, x.dtype, x, 0, tuple(strides))
+    out.flags.writeable = False
+    return out
 
 
 @broadcast_p.def_abstract
