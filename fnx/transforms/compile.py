@@ -266,7 +266,7 @@ _AUTOCAST = _Marker("autocast")  # then the autocast settings a signature was tr
 
 def _tensor_desc(x: Tensor) -> tuple:
     """(shape, numpy dtype, device): the same for a concrete tensor and a tracer of the same type."""
-    if type(x) is Tensor:
+    if not isinstance(x, Tracer):   # a Tensor or a subclass of it (a Parameter): read the array directly
         v = x._value
         return v.shape, v.dtype, x._device
     a = x.aval
@@ -470,8 +470,7 @@ class Compiled:
                 v = a._value
                 key.append((v.shape, v.dtype, a._device))
         if key is None:
-            args, kwargs = _numpy_to_tensors(args, kwargs)
-            key, leaves = self._signature(args, kwargs)
+            args, kwargs, key, leaves = self._converted_signature(args, kwargs)
         else:
             key = tuple(key)
         amp = autocast_key()
@@ -513,8 +512,19 @@ class Compiled:
             outs = compiled_call_p.bind(*leaves, jaxpr=entry.closed, backend=entry.backend)
         return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
 
-    def _signature(self, args: tuple, kwargs: dict) -> tuple[tuple, list]:
-        """The cache key (one descriptor per argument) and the tensor leaves, in the jaxpr's input order."""
+    def _converted_signature(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple, list]:
+        """(args, kwargs, cache key, tensor leaves), numpy arrays among the arguments converted to tensors first.
+
+        The arguments are rebuilt only when they hold a numpy array: rebuilding a module argument copies it."""
+        key, leaves = self._signature(args, kwargs)
+        if key is None:
+            args, kwargs = _numpy_to_tensors(args, kwargs)
+            key, leaves = self._signature(args, kwargs)
+        return args, kwargs, key, leaves
+
+    def _signature(self, args: tuple, kwargs: dict) -> tuple[tuple | None, list]:
+        """The cache key (one descriptor per argument) and the tensor leaves, in the jaxpr's input order; the key
+        is None when an argument holds a numpy array (`_converted_signature` converts them)."""
         static = self._static_nums
         if self._negative_static:
             static = frozenset(i % len(args) for i in static if -len(args) <= i < len(args))
@@ -525,18 +535,21 @@ class Compiled:
                 parts.append((v.shape, v.dtype, a._device))
                 leaves.append(a)
             else:
-                parts.append(self._describe_arg(a, i in static, self._label(i), leaves))
+                parts.append(self._describe_arg(a, i in static, i, leaves))
         if kwargs:
             parts.append(_KWARGS)
             for name in sorted(kwargs):
                 parts.append(name)
-                parts.append(self._describe_arg(kwargs[name], name in self._static_names,
-                                                f"keyword argument {name!r}", leaves))
+                parts.append(self._describe_arg(kwargs[name], name in self._static_names, name, leaves))
+        if None in parts:
+            return None, leaves
         return tuple(parts), leaves
 
-    def _describe_arg(self, a, static: bool, label: str, leaves: list) -> tuple:
+    def _describe_arg(self, a, static: bool, which: int | str, leaves: list) -> tuple | None:
+        """The descriptor of argument `which` (a position or a keyword), its tensor leaves appended to `leaves`;
+        None when it holds a numpy array."""
         if static:
-            return _static_desc(a, label)
+            return _static_desc(a, self._label(which))
         if isinstance(a, Tensor):
             leaves.append(a)
             return _tensor_desc(a)
@@ -550,7 +563,10 @@ class Compiled:
             elif isinstance(x, Tensor):
                 leaves.append(x)
                 descs.append(_tensor_desc(x))
+            elif isinstance(x, np.ndarray):
+                return None
             else:
+                label = self._label(which)
                 try:
                     descs.append(_static_desc(x, label))
                 except FnxTypeError:
@@ -559,8 +575,11 @@ class Compiled:
                                        f"argument static") from None
         return _TREE, treedef, tuple(descs)
 
-    def _label(self, i: int) -> str:
-        return f"argument {i} ({self._params[i]})" if i < len(self._params) else f"argument {i}"
+    def _label(self, which: int | str) -> str:
+        """How messages name argument `which`: a position or a keyword."""
+        if isinstance(which, str):
+            return f"keyword argument {which!r}"
+        return f"argument {which} ({self._params[which]})" if which < len(self._params) else f"argument {which}"
 
     def _describe(self, key: tuple) -> str:
         pos, kw = _split_key(key)
@@ -670,7 +689,7 @@ class Compiled:
     # ------------------------------------------------------------------ inspection
     def lower(self, *args, **kwargs) -> Lowered:
         """The compiled function for these arguments' signature (traced now unless cached), for inspection."""
-        key, leaves = self._signature(args, kwargs)
+        args, kwargs, key, leaves = self._converted_signature(args, kwargs)
         amp = autocast_key()
         if amp is not None:
             key = (*key, _AUTOCAST, amp)
