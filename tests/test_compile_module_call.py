@@ -104,3 +104,54 @@ def test_a_module_used_by_two_compiled_functions_and_eager_code_stays_consistent
         _close(f(model, x).numpy(), model(x).numpy())
         _close(g(model, x).numpy(), model(x).sum().numpy())
         model[2] = nn.Linear(3, 2).requires_grad_(False)
+def test_compiled_module_call_follows_requires_grad_flips():
+    model = _model()
+    step = fnx.compile(model)
+    x = fnx.randn(5, 4)
+    _close(step(x).numpy(), model(x).numpy())
+    model.requires_grad_(True)
+    step(x).sum().backward()
+    grads = [p.grad.numpy().copy() for p in model.parameters()]
+    model.zero_grad()
+    model(x).sum().backward()
+    for got, p in zip(grads, model.parameters()):
+        _close(got, p.grad.numpy())
+
+
+def test_compiled_module_call_follows_data_replacement_and_new_parameters():
+    model = _model()
+    step = fnx.compile(model)
+    x = fnx.randn(5, 4)
+    step(x)
+    model[0].weight.data = fnx.randn(3, 4)
+    _close(step(x).numpy(), model(x).numpy())
+    model[2].bias = nn.Parameter(fnx.randn(2), requires_grad=False)
+    _close(step(x).numpy(), model(x).numpy())
+
+
+def test_compiled_module_call_follows_train_and_eval():
+    drop = nn.Dropout(0.5)
+    step, x = fnx.compile(drop), fnx.ones(1000)
+    assert (step(x).numpy() == 0).any()
+    step.eval()
+    np.testing.assert_array_equal(step(x).numpy(), np.ones(1000))
+
+
+def test_compiled_module_call_keeps_static_argnums_relative_to_forward():
+    class Scale(nn.Module):
+        def forward(self, x, power):
+            return x ** power
+
+    step = fnx.compile(Scale(), static_argnums=1)
+    x = fnx.tensor([1.0, 2.0])
+    _close(step(x, 3).numpy(), [1.0, 8.0])
+    _close(step(x, 2).numpy(), [1.0, 4.0])
+
+
+def test_compiled_module_call_refuses_running_statistics_updates_by_name():
+    bn = nn.BatchNorm1d(3)
+    with pytest.raises(NotImplementedError, match="writing module state back from a compiled call"):
+        fnx.compile(bn)(fnx.randn(8, 3))
+    bn.eval()
+    x = fnx.randn(8, 3)
+    _close(fnx.compile(bn)(x).detach().numpy(), bn(x).detach().numpy())

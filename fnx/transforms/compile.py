@@ -16,6 +16,11 @@ rules transform the held jaxpr (jaxpr_rules.py), optimise the result and bind `c
 derivatives and batched versions are compiled too (and cached with the jaxpr they derive from). Eager
 tensors that require grad make the call one node on the autograd tape whose backward is the compiled VJP.
 
+`fnx.compile(module)` for a callable pytree (an nn.Module) passes the module to itself as its first argument:
+its structure and training flags are part of the signature and its tensors are inputs read at every call
+(torch.compile's guards on a module, as a signature). Module state is not written back: a forward that rebinds a
+buffer (BatchNorm's running statistics in training mode) raises.
+
 Tensors that the function captures rather than takes as arguments are constants of the compiled
 function, as in JAX (small values computed from them are folded at compile time); captured tensors that
 require grad (a model's parameters) are passed to the executable at every call instead, so gradients
@@ -69,7 +74,7 @@ from ..ops.autocast import autocast_key
 from ..ops.creation import tensor, zeros_like
 from ..ops.sampling import compiled_call_key, staged_keys
 from ..tensor import Tensor, Tracer, from_array
-from ..tree import tree_flatten, tree_map, tree_unflatten
+from ..tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 from .batching import batch_size
 from .donation import Donation, donated_leaves
 from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, split_vjp_jaxpr, vjp_jaxpr
@@ -428,8 +433,16 @@ class Compiled:
         self._backend = None if backend is None else check_backend(backend)
         nums = _index_set(static_argnums, "static_argnums")
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-        self.donate_argnums = _index_set(donate_argnums, "donate_argnums")
+        donate = _index_set(donate_argnums, "donate_argnums")
         self._params = _positional_names(fun)
+        # A callable pytree (an nn.Module) is its own first argument, so that its tensors, structure and training
+        # flags are part of each call's signature, as torch.compile(model) guards on them.
+        self._module = tree_structure(fun).kind is not None
+        if self._module:
+            self._params = ["self", *self._params]
+            nums = tuple(n + 1 if n >= 0 else n for n in nums)
+            donate = tuple(n + 1 if n >= 0 else n for n in donate)
+        self.donate_argnums = donate
         nums += tuple(self._params.index(n) for n in names if n in self._params)
         names += tuple(self._params[i] for i in nums if 0 <= i < len(self._params))
         self._static_nums = frozenset(nums)
@@ -460,6 +473,8 @@ class Compiled:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
+        if self._module:
+            args = (self._fun, *args)
         key, leaves = None, args
         if not kwargs and not self._static_nums:  # the common case, inline: positional tensors only
             key = []
@@ -636,7 +651,11 @@ class Compiled:
             a, kw = self._substitute(args, kwargs, iter(flat))
             with staged_keys() as source:
                 keys.append(source)
-                out_leaves, out_tree = tree_flatten(self._fun(*a, **kw))
+                if self._module:
+                    out_leaves, out_tree = tree_flatten(a[0](*a[1:], **kw))
+                    _check_state_kept(self.__qualname__, a[0], flat)
+                else:
+                    out_leaves, out_tree = tree_flatten(self._fun(*a, **kw))
             for o in out_leaves:
                 if not isinstance(o, Tensor):
                     raise FnxTypeError(f"compile: {self.__qualname__} must return pytrees of Tensors, got a "
@@ -689,6 +708,8 @@ class Compiled:
     # ------------------------------------------------------------------ inspection
     def lower(self, *args, **kwargs) -> Lowered:
         """The compiled function for these arguments' signature (traced now unless cached), for inspection."""
+        if self._module:
+            args = (self._fun, *args)
         args, kwargs, key, leaves = self._converted_signature(args, kwargs)
         amp = autocast_key()
         if amp is not None:
@@ -728,6 +749,18 @@ def _advice(change: str) -> str:
     if ": shape " in change:
         return "Each new shape compiles again: keep its shape fixed (pad, or bucket it to a few sizes)."
     return "Each new signature (structure, dtype, device, keywords) compiles again: keep it fixed between calls."
+
+
+def _check_state_kept(name: str, module, inputs: tuple) -> None:
+    """`fnx.compile(module)` passes the module's tensors as inputs and runs its forward on a copy: a forward that
+    rebinds one of them (BatchNorm's running statistics in training mode) updates only the copy."""
+    now = tree_leaves(module)
+    if len(now) > len(inputs) or any(x is not y for x, y in zip(now, inputs)):
+        raise NotImplementedError(
+            f"fnx.compile({name}): the module's forward replaces one of its buffers or parameters (as BatchNorm "
+            f"updates its running statistics in training mode); writing module state back from a compiled call is "
+            f"not supported. Call .eval(), build such layers with track_running_stats=False, or compile a function "
+            f"that takes the module as an argument and returns the new values")
 
 
 def _requires_grad(tensors) -> bool:
