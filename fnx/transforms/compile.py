@@ -571,13 +571,13 @@ class Compiled:
         flat, treedef = tree_flatten(a)
         descs = []
         for x in flat:
-            if type(x) is Tensor:
+            if isinstance(x, Tensor):
                 leaves.append(x)
-                v = x._value
-                descs.append((v.shape, v.dtype, x._device))
-            elif isinstance(x, Tensor):
-                leaves.append(x)
-                descs.append(_tensor_desc(x))
+                if isinstance(x, Tracer):
+                    descs.append(_tensor_desc(x))
+                else:   # _tensor_desc, inline: a module argument has a leaf per parameter
+                    v = x._value
+                    descs.append((v.shape, v.dtype, x._device))
             elif isinstance(x, np.ndarray):
                 return None
             else:
