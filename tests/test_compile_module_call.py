@@ -155,3 +155,15 @@ def test_compiled_module_call_refuses_running_statistics_updates_by_name():
     bn.eval()
     x = fnx.randn(8, 3)
     _close(fnx.compile(bn)(x).detach().numpy(), bn(x).detach().numpy())
+
+
+def test_a_callable_pytree_holding_python_values_is_compiled_as_a_function():
+    from fnx.tree_util import Partial
+
+    step = fnx.compile(Partial(lambda names, shift, x: len(names) * x + shift, {"a", "b"}, fnx.ones(2)))  # a set
+    _close(step(fnx.tensor([1.0, 2.0])).numpy(), [3.0, 5.0])
+    weights = fnx.tensor([1.0, 3.0])
+    step = fnx.compile(Partial(lambda w, x: w * x, weights))
+    _close(step(fnx.tensor([2.0, 2.0])).numpy(), [2.0, 6.0])
+    weights.mul_(2)
+    _close(step(fnx.tensor([2.0, 2.0])).numpy(), [4.0, 12.0])

@@ -16,10 +16,10 @@ rules transform the held jaxpr (jaxpr_rules.py), optimise the result and bind `c
 derivatives and batched versions are compiled too (and cached with the jaxpr they derive from). Eager
 tensors that require grad make the call one node on the autograd tape whose backward is the compiled VJP.
 
-`fnx.compile(module)` for a callable pytree (an nn.Module) passes the module to itself as its first argument:
-its structure and training flags are part of the signature and its tensors are inputs read at every call
-(torch.compile's guards on a module, as a signature). Module state is not written back: a forward that rebinds a
-buffer (BatchNorm's running statistics in training mode) raises.
+`fnx.compile(module)` for a callable pytree of tensors (an nn.Module) passes the module to itself as its first
+argument: its structure and training flags are part of the signature and its tensors are inputs read at every
+call (torch.compile's guards on a module, as a signature). Module state is not written back: a forward that
+rebinds a buffer (BatchNorm's running statistics in training mode) raises.
 
 Tensors that the function captures rather than takes as arguments are constants of the compiled
 function, as in JAX (small values computed from them are folded at compile time); captured tensors that
@@ -74,7 +74,7 @@ from ..ops.autocast import autocast_key
 from ..ops.creation import tensor, zeros_like
 from ..ops.sampling import compiled_call_key, staged_keys
 from ..tensor import Tensor, Tracer, from_array
-from ..tree import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
+from ..tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from .batching import batch_size
 from .donation import Donation, donated_leaves
 from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, split_vjp_jaxpr, vjp_jaxpr
@@ -435,9 +435,10 @@ class Compiled:
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         donate = _index_set(donate_argnums, "donate_argnums")
         self._params = _positional_names(fun)
-        # A callable pytree (an nn.Module) is its own first argument, so that its tensors, structure and training
-        # flags are part of each call's signature, as torch.compile(model) guards on them.
-        self._module = tree_structure(fun).kind is not None
+        # A callable pytree of tensors (an nn.Module) is its own first argument, so that its tensors, structure and
+        # training flags are part of each call's signature, as torch.compile(model) guards on them.
+        fun_leaves, fun_tree = tree_flatten(fun)
+        self._module = fun_tree.kind is not None and all(isinstance(x, Tensor) for x in fun_leaves)
         if self._module:
             self._params = ["self", *self._params]
             nums = tuple(n + 1 if n >= 0 else n for n in nums)
