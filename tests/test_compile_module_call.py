@@ -167,3 +167,15 @@ def test_a_callable_pytree_holding_python_values_is_compiled_as_a_function():
     _close(step(fnx.tensor([2.0, 2.0])).numpy(), [2.0, 6.0])
     weights.mul_(2)
     _close(step(fnx.tensor([2.0, 2.0])).numpy(), [4.0, 12.0])
+
+
+def test_jax_jit_of_a_module_keeps_static_argnums_relative_to_forward():
+    from fnx._jax import jit   # what the jax alias's jax.jit is
+
+    class Power(nn.Module):
+        def forward(self, x, n):
+            return x ** n
+
+    x = fnx.tensor([2.0])
+    _close(jit(Power(), static_argnums=1)(x, 3).numpy(), [8.0])
+    _close(jit(Power(), static_argnums=-1)(x, 2).numpy(), [4.0])
