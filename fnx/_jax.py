@@ -49,8 +49,8 @@ class _Jitted(Compiled):
     so they are traced, as JAX traces them."""
 
     def __call__(self, *args, **kwargs):
-        n = len(args)
-        args = [a if i in self._static_nums or i - n in self._static_nums else _tensors(a, True)
+        n, first = len(args), int(self._module)   # a jitted Module is its own argument 0 (fnx.compile)
+        args = [a if i + first in self._static_nums or i - n in self._static_nums else _tensors(a, True)
                 for i, a in enumerate(args)]
         kwargs = {k: v if k in self._static_names else _tensors(v, True) for k, v in kwargs.items()}
         return super().__call__(*args, **kwargs)

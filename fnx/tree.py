@@ -33,12 +33,7 @@ _REGISTRY: dict[type, _Node] = {
 def register_pytree_node(cls: type, flatten_func: Callable, unflatten_func: Callable) -> None:
     """Make instances of `cls` pytree nodes: `flatten_func(x) -> (children, aux)`,
     `unflatten_func(aux, children) -> x` (aux must be hashable)."""
-    _REGISTRY[cls] = _Node(lambda x: _as_list_aux(flatten_func(x)), unflatten_func)
-
-
-def _as_list_aux(pair):
-    children, aux = pair
-    return list(children), aux
+    _REGISTRY[cls] = _Node(flatten_func, unflatten_func)
 
 
 def _node_of(x):
@@ -56,7 +51,7 @@ class TreeDef:
 
     def __init__(self, kind, aux, children: tuple):
         self.kind, self.aux, self.children = kind, aux, children
-        self.num_leaves = 1 if kind is None else sum(c.num_leaves for c in children)
+        self.num_leaves = 1 if kind is None else sum([c.num_leaves for c in children])
         self._hash = None
 
     def __eq__(self, other) -> bool:
@@ -99,7 +94,7 @@ def _flatten(x, leaves: list, is_leaf) -> TreeDef:
         leaves.append(x)
         return _LEAF
     children, aux = node.flatten(x)
-    return TreeDef(type(x), aux, tuple(_flatten(c, leaves, is_leaf) for c in children))
+    return TreeDef(type(x), aux, tuple([_flatten(c, leaves, is_leaf) for c in children]))
 
 
 def tree_unflatten(treedef: TreeDef, leaves) -> Any:
@@ -162,6 +157,7 @@ def _flatten_up_to(treedef: TreeDef, tree: Any, full: TreeDef) -> list:
         raise ValueError(f"tree_map: tree structures differ: expected {full}, got a {type(tree).__name__} where "
                          f"the first tree has a {treedef.kind.__name__}")
     children, aux = node.flatten(tree)
+    children = list(children)
     if aux != treedef.aux or len(children) != len(treedef.children):
         raise ValueError(f"tree_map: tree structures differ: expected {full}, got {tree_structure(tree)}")
     return [x for c, sub in zip(children, treedef.children) for x in _flatten_up_to(sub, c, full)]

@@ -16,6 +16,11 @@ rules transform the held jaxpr (jaxpr_rules.py), optimise the result and bind `c
 derivatives and batched versions are compiled too (and cached with the jaxpr they derive from). Eager
 tensors that require grad make the call one node on the autograd tape whose backward is the compiled VJP.
 
+`fnx.compile(module)` for a callable pytree of tensors (an nn.Module) passes the module to itself as its first
+argument: its structure and training flags are part of the signature and its tensors are inputs read at every
+call (torch.compile's guards on a module, as a signature). Module state is not written back: a forward that
+rebinds a buffer (BatchNorm's running statistics in training mode) raises.
+
 Tensors that the function captures rather than takes as arguments are constants of the compiled
 function, as in JAX (small values computed from them are folded at compile time); captured tensors that
 require grad (a model's parameters) are passed to the executable at every call instead, so gradients
@@ -69,7 +74,7 @@ from ..ops.autocast import autocast_key
 from ..ops.creation import tensor, zeros_like
 from ..ops.sampling import compiled_call_key, staged_keys
 from ..tensor import Tensor, Tracer, from_array
-from ..tree import tree_flatten, tree_map, tree_unflatten
+from ..tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from .batching import batch_size
 from .donation import Donation, donated_leaves
 from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, split_vjp_jaxpr, vjp_jaxpr
@@ -266,7 +271,7 @@ _AUTOCAST = _Marker("autocast")  # then the autocast settings a signature was tr
 
 def _tensor_desc(x: Tensor) -> tuple:
     """(shape, numpy dtype, device): the same for a concrete tensor and a tracer of the same type."""
-    if type(x) is Tensor:
+    if not isinstance(x, Tracer):   # a Tensor or a subclass of it (a Parameter): read the array directly
         v = x._value
         return v.shape, v.dtype, x._device
     a = x.aval
@@ -428,8 +433,17 @@ class Compiled:
         self._backend = None if backend is None else check_backend(backend)
         nums = _index_set(static_argnums, "static_argnums")
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-        self.donate_argnums = _index_set(donate_argnums, "donate_argnums")
+        donate = _index_set(donate_argnums, "donate_argnums")
         self._params = _positional_names(fun)
+        # A callable pytree of tensors (an nn.Module) is its own first argument, so that its tensors, structure and
+        # training flags are part of each call's signature, as torch.compile(model) guards on them.
+        fun_leaves, fun_tree = tree_flatten(fun)
+        self._module = fun_tree.kind is not None and all(isinstance(x, Tensor) for x in fun_leaves)
+        if self._module:
+            self._params = ["self", *self._params]
+            nums = tuple(n + 1 if n >= 0 else n for n in nums)
+            donate = tuple(n + 1 if n >= 0 else n for n in donate)
+        self.donate_argnums = donate
         nums += tuple(self._params.index(n) for n in names if n in self._params)
         names += tuple(self._params[i] for i in nums if 0 <= i < len(self._params))
         self._static_nums = frozenset(nums)
@@ -460,6 +474,8 @@ class Compiled:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
+        if self._module:
+            args = (self._fun, *args)
         key, leaves = None, args
         if not kwargs and not self._static_nums:  # the common case, inline: positional tensors only
             key = []
@@ -470,8 +486,7 @@ class Compiled:
                 v = a._value
                 key.append((v.shape, v.dtype, a._device))
         if key is None:
-            args, kwargs = _numpy_to_tensors(args, kwargs)
-            key, leaves = self._signature(args, kwargs)
+            args, kwargs, key, leaves = self._converted_signature(args, kwargs)
         else:
             key = tuple(key)
         amp = autocast_key()
@@ -513,8 +528,19 @@ class Compiled:
             outs = compiled_call_p.bind(*leaves, jaxpr=entry.closed, backend=entry.backend)
         return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
 
-    def _signature(self, args: tuple, kwargs: dict) -> tuple[tuple, list]:
-        """The cache key (one descriptor per argument) and the tensor leaves, in the jaxpr's input order."""
+    def _converted_signature(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple, list]:
+        """(args, kwargs, cache key, tensor leaves), numpy arrays among the arguments converted to tensors first.
+
+        The arguments are rebuilt only when they hold a numpy array: rebuilding a module argument copies it."""
+        key, leaves = self._signature(args, kwargs)
+        if key is None:
+            args, kwargs = _numpy_to_tensors(args, kwargs)
+            key, leaves = self._signature(args, kwargs)
+        return args, kwargs, key, leaves
+
+    def _signature(self, args: tuple, kwargs: dict) -> tuple[tuple | None, list]:
+        """The cache key (one descriptor per argument) and the tensor leaves, in the jaxpr's input order; the key
+        is None when an argument holds a numpy array (`_converted_signature` converts them)."""
         static = self._static_nums
         if self._negative_static:
             static = frozenset(i % len(args) for i in static if -len(args) <= i < len(args))
@@ -525,32 +551,38 @@ class Compiled:
                 parts.append((v.shape, v.dtype, a._device))
                 leaves.append(a)
             else:
-                parts.append(self._describe_arg(a, i in static, self._label(i), leaves))
+                parts.append(self._describe_arg(a, i in static, i, leaves))
         if kwargs:
             parts.append(_KWARGS)
             for name in sorted(kwargs):
                 parts.append(name)
-                parts.append(self._describe_arg(kwargs[name], name in self._static_names,
-                                                f"keyword argument {name!r}", leaves))
+                parts.append(self._describe_arg(kwargs[name], name in self._static_names, name, leaves))
+        if None in parts:
+            return None, leaves
         return tuple(parts), leaves
 
-    def _describe_arg(self, a, static: bool, label: str, leaves: list) -> tuple:
+    def _describe_arg(self, a, static: bool, which: int | str, leaves: list) -> tuple | None:
+        """The descriptor of argument `which` (a position or a keyword), its tensor leaves appended to `leaves`;
+        None when it holds a numpy array."""
         if static:
-            return _static_desc(a, label)
+            return _static_desc(a, self._label(which))
         if isinstance(a, Tensor):
             leaves.append(a)
             return _tensor_desc(a)
         flat, treedef = tree_flatten(a)
         descs = []
         for x in flat:
-            if type(x) is Tensor:
+            if isinstance(x, Tensor):
                 leaves.append(x)
-                v = x._value
-                descs.append((v.shape, v.dtype, x._device))
-            elif isinstance(x, Tensor):
-                leaves.append(x)
-                descs.append(_tensor_desc(x))
+                if isinstance(x, Tracer):
+                    descs.append(_tensor_desc(x))
+                else:   # _tensor_desc, inline: a module argument has a leaf per parameter
+                    v = x._value
+                    descs.append((v.shape, v.dtype, x._device))
+            elif isinstance(x, np.ndarray):
+                return None
             else:
+                label = self._label(which)
                 try:
                     descs.append(_static_desc(x, label))
                 except FnxTypeError:
@@ -559,8 +591,11 @@ class Compiled:
                                        f"argument static") from None
         return _TREE, treedef, tuple(descs)
 
-    def _label(self, i: int) -> str:
-        return f"argument {i} ({self._params[i]})" if i < len(self._params) else f"argument {i}"
+    def _label(self, which: int | str) -> str:
+        """How messages name argument `which`: a position or a keyword."""
+        if isinstance(which, str):
+            return f"keyword argument {which!r}"
+        return f"argument {which} ({self._params[which]})" if which < len(self._params) else f"argument {which}"
 
     def _describe(self, key: tuple) -> str:
         pos, kw = _split_key(key)
@@ -617,7 +652,11 @@ class Compiled:
             a, kw = self._substitute(args, kwargs, iter(flat))
             with staged_keys() as source:
                 keys.append(source)
-                out_leaves, out_tree = tree_flatten(self._fun(*a, **kw))
+                if self._module:
+                    out_leaves, out_tree = tree_flatten(a[0](*a[1:], **kw))
+                    _check_state_kept(self.__qualname__, a[0], flat)
+                else:
+                    out_leaves, out_tree = tree_flatten(self._fun(*a, **kw))
             for o in out_leaves:
                 if not isinstance(o, Tensor):
                     raise FnxTypeError(f"compile: {self.__qualname__} must return pytrees of Tensors, got a "
@@ -670,7 +709,9 @@ class Compiled:
     # ------------------------------------------------------------------ inspection
     def lower(self, *args, **kwargs) -> Lowered:
         """The compiled function for these arguments' signature (traced now unless cached), for inspection."""
-        key, leaves = self._signature(args, kwargs)
+        if self._module:
+            args = (self._fun, *args)
+        args, kwargs, key, leaves = self._converted_signature(args, kwargs)
         amp = autocast_key()
         if amp is not None:
             key = (*key, _AUTOCAST, amp)
@@ -709,6 +750,18 @@ def _advice(change: str) -> str:
     if ": shape " in change:
         return "Each new shape compiles again: keep its shape fixed (pad, or bucket it to a few sizes)."
     return "Each new signature (structure, dtype, device, keywords) compiles again: keep it fixed between calls."
+
+
+def _check_state_kept(name: str, module, inputs: tuple) -> None:
+    """`fnx.compile(module)` passes the module's tensors as inputs and runs its forward on a copy: a forward that
+    rebinds one of them (BatchNorm's running statistics in training mode) updates only the copy."""
+    now = tree_leaves(module)
+    if len(now) > len(inputs) or any(x is not y for x, y in zip(now, inputs)):
+        raise NotImplementedError(
+            f"fnx.compile({name}): the module's forward replaces one of its buffers or parameters (as BatchNorm "
+            f"updates its running statistics in training mode); writing module state back from a compiled call is "
+            f"not supported. Call .eval(), build such layers with track_running_stats=False, or compile a function "
+            f"that takes the module as an argument and returns the new values")
 
 
 def _requires_grad(tensors) -> bool:
