@@ -453,3 +453,17 @@ def test_functional_training_step_with_grad_and_tree_map():
         g = fnx.grad(loss_fn)(model)
         model = tree_map(lambda p, d: (p - 0.1 * d).detach(), model, g)
     assert isinstance(model, nn.Linear) and loss_fn(model).item() < 0.05 * start
+
+
+def test_replacing_a_child_parameter_or_buffer_keeps_its_place():
+    """As in PyTorch: `seq[0] = layer`, `m.weight = Parameter(...)` and a new buffer value keep the order."""
+    seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    seq[0] = nn.Linear(2, 3)
+    seq.add_module("1", nn.Tanh())
+    assert [type(m).__name__ for m in seq] == ["Linear", "Tanh", "Linear"]
+    lin = nn.Linear(2, 2)
+    lin.weight = nn.Parameter(fnx.ones(2, 2))
+    assert [name for name, _ in lin.named_parameters()] == ["weight", "bias"]
+    bn = nn.BatchNorm1d(2)
+    bn.running_mean = nn.Buffer(fnx.ones(2))
+    assert [name for name, _ in bn.named_buffers()] == ["running_mean", "running_var", "num_batches_tracked"]

@@ -191,7 +191,7 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -201,7 +201,7 @@ class Module:
         elif isinstance(value, Module):
             if d.get("_modules") is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_modules")
             d["_modules"][name] = value
         elif name in d.get("_modules", ()):
             if value is not None:
@@ -211,7 +211,7 @@ class Module:
         elif isinstance(value, Buffer):
             if d.get("_buffers") is None:
                 raise AttributeError("cannot assign buffer before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_buffers")
             self.register_buffer(name, value, value.persistent)
         elif name in d.get("_buffers", ()):
             if value is not None and not isinstance(value, Tensor):
@@ -221,12 +221,14 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name: str) -> None:
-        """Remove `name` from every place an attribute can live, before registering it anew."""
+    def _forget(self, name: str, keep: str) -> None:
+        """Remove `name` from every place an attribute can live but `keep`, the store it is about to be set in
+        (so a replaced parameter, buffer or child keeps its place in the order, as in PyTorch)."""
         d = self.__dict__
         d.pop(name, None)
         for store in ("_parameters", "_buffers", "_modules"):
-            d[store].pop(name, None)
+            if store != keep:
+                d[store].pop(name, None)
         d["_non_persistent_buffers_set"].discard(name)
 
     def __delattr__(self, name: str) -> None:
