@@ -49,6 +49,7 @@ from ..core import FnxRuntimeError
 from ..ir import ClosedJaxpr, Literal, Var
 from ..tensor import Tensor, make
 from .codegen import GeneratedKernel, emittable, prelude, render, render_module
+from .column_blocks import block_columns
 from .fusion import Kernel, fuse
 from .targets import Target, get_target
 
@@ -63,7 +64,10 @@ def plan_steps(closed: ClosedJaxpr, target: Target | str) -> tuple[list, list[Ge
         if v.aval.ndim == 0:
             value = c._value
             scalars[id(v)] = np.asarray(value.get() if hasattr(value, "get") else value)
-    steps = fuse(closed.jaxpr, emittable, scalars)
+    jaxpr = closed.jaxpr
+    if get_target(target).name == "c":   # convolution columns in blocks of samples (its library steps run numpy)
+        jaxpr = block_columns(jaxpr)
+    steps = fuse(jaxpr, emittable, scalars)
     kernels = []
     for s in steps:
         if isinstance(s, Kernel):
