@@ -1,7 +1,6 @@
 """Compiled convolutions take their im2col columns in blocks of samples (fnx/lowering/column_blocks.py): a compiled
 training step's values and gradients equal eager mode's, its plan holds no array of the batch's columns, and
 equations that do not match the pattern are left alone."""
-import contextlib
 import math
 
 import numpy as np
@@ -15,18 +14,10 @@ from fnx.lowering.fusion import Kernel
 from fnx.lowering.plan import plan_steps
 from fnx.ops import conv as blocked
 from fnx.transforms.compile import _split
+from test_conv_blocks import _block_bytes
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 _BLOCKED = {"columns_product", "columns_product_t", "product_col2im"}
-
-
-@contextlib.contextmanager
-def _block_bytes(n: int):
-    saved, blocked.BLOCK_BYTES = blocked.BLOCK_BYTES, n
-    try:
-        yield
-    finally:
-        blocked.BLOCK_BYTES = saved
 
 
 @st.composite
