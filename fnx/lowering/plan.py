@@ -49,6 +49,7 @@ from ..core import FnxRuntimeError
 from ..ir import ClosedJaxpr, Literal, Var
 from ..tensor import Tensor, make
 from .codegen import GeneratedKernel, emittable, prelude, render, render_module
+from .column_blocks import block_columns
 from .fusion import Kernel, fuse
 from .targets import Target, get_target
 
@@ -63,7 +64,10 @@ def plan_steps(closed: ClosedJaxpr, target: Target | str) -> tuple[list, list[Ge
         if v.aval.ndim == 0:
             value = c._value
             scalars[id(v)] = np.asarray(value.get() if hasattr(value, "get") else value)
-    steps = fuse(closed.jaxpr, emittable, scalars)
+    jaxpr = closed.jaxpr
+    if get_target(target).name == "c":   # convolution columns in blocks of samples (its library steps run numpy)
+        jaxpr = block_columns(jaxpr)
+    steps = fuse(jaxpr, emittable, scalars)
     kernels = []
     for s in steps:
         if isinstance(s, Kernel):
@@ -434,20 +438,29 @@ def _last_uses(closed: ClosedJaxpr, steps: list) -> dict[int, list[int]]:
 
 def working_set(closed: ClosedJaxpr, steps: list) -> int:
     """The most bytes that a call's own arrays (kernel outputs, library results other than views) hold at once,
-    each dropped after its last read as the driver drops it: what the heap should keep for the next call."""
+    each dropped as the driver drops it, after the last read of it and of every view of it: what the heap should
+    keep for the next call."""
     last = _last_uses(closed, steps)
+    base: dict[int, int] = {}      # id(value) -> id of the array whose memory it is (a view: its base's)
+    holders: dict[int, int] = {}   # id(array) -> how many values not yet dropped are it or views of it
     sizes: dict[int, int] = {}
     live = peak = 0
     for i, s in enumerate(steps):
-        if isinstance(s, Kernel):
-            made = s.outputs
-        else:
-            made = [] if s.prim.view else s.outvars
-        for v in made:
-            sizes[id(v)] = _nbytes(v)
-            live += sizes[id(v)]
+        if isinstance(s, Kernel) or not s.prim.view:
+            for v in (s.outputs if isinstance(s, Kernel) else s.outvars):
+                base[id(v)], holders[id(v)], sizes[id(v)] = id(v), 1, _nbytes(v)
+                live += sizes[id(v)]
+        elif isinstance(s.inputs[0], Var) and id(s.inputs[0]) in base:   # views of inputs hold no memory of ours
+            for v in s.outvars:
+                base[id(v)] = base[id(s.inputs[0])]
+                holders[base[id(v)]] += 1
         peak = max(peak, live)
-        live -= sum(sizes.pop(vid, 0) for vid in last.get(i, ()))
+        for vid in last.get(i, ()):
+            b = base.pop(vid, None)
+            if b is not None:
+                holders[b] -= 1
+                if not holders[b]:
+                    live -= sizes.pop(b)
     return peak
 
 

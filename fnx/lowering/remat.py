@@ -17,6 +17,7 @@ import math
 from collections import deque
 
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Var
+from ..ops.windows import im2col_p
 from .expressions import emittable
 
 __all__ = ["rematerialize"]
@@ -32,9 +33,12 @@ def _recomputable(eqn: Eqn, broadcast: set) -> bool:
     E / 2 flops per byte not kept, which flash attention's backward recomputes too). A value read at a broadcast
     (`broadcast`: ids of values that an elementwise or movement equation with a larger result reads) is kept
     instead: a kernel would recompute it for every element of the larger result (a rotary embedding's cos and sin
-    tables)."""
+    tables). A convolution's im2col columns are recomputed too: a copy of each input element to K places, which the
+    compiled plan takes block by block (fnx/lowering/column_blocks.py) instead of keeping K times the input."""
     if id(eqn.outvars[0]) in broadcast:
         return False
+    if eqn.prim is im2col_p:
+        return True
     groups = eqn.prim.groups
     if eqn.prim.name == "matmul":
         a, b = (x.aval for x in eqn.inputs)
