@@ -61,11 +61,25 @@ def test_a_compiled_cnn_trains_as_eager_then_evaluates_as_eager(optimizer):
     _assert_same_state(eager, model)
 
 
+class _FunctionalBatchNorm(nn.Module):
+    """Running statistics updated by F.batch_norm, which writes them in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("running_mean", fnx.zeros(3))
+        self.register_buffer("running_var", fnx.ones(3))
+
+    def forward(self, x):
+        return F.batch_norm(x, self.running_mean, self.running_var, training=True, momentum=0.2)
+
+
 @pytest.mark.parametrize("layer, shape", [
     (lambda: nn.BatchNorm1d(3), (6, 3)),
     (lambda: nn.BatchNorm1d(3, momentum=None), (6, 3, 2)),
     (lambda: nn.BatchNorm2d(3, affine=False), (4, 3, 2, 2)),
     (lambda: nn.BatchNorm3d(3, track_running_stats=False), (2, 3, 2, 2, 2)),
+    (lambda: nn.InstanceNorm1d(3, track_running_stats=True), (2, 3, 4)),
+    (lambda: _FunctionalBatchNorm(), (5, 3)),
 ])
 def test_batch_norm_variants_update_as_eager(layer, shape):
     eager, bn = _twins(layer)

@@ -3,8 +3,8 @@
 BatchNorm keeps running statistics in buffers (running_mean, running_var, num_batches_tracked). When the
 module is a pytree argument of a transform (fnx.grad(loss)(model, ...)), its floating buffers are traced
 values on a copy of the module: the update then rebinds the copy's buffers (functional state that the
-caller may return) instead of writing in place. Buffers enter the computation detached, so their
-gradients are zero.
+caller may return) instead of writing in place; under fnx.compile the compiled call writes the new values
+back into the module's buffers. Buffers enter the computation detached, so their gradients are zero.
 """
 from __future__ import annotations
 
