@@ -158,3 +158,13 @@ def test_a_buffer_rebound_to_another_shape_is_refused_by_name():
 
     with pytest.raises(NotImplementedError, match="rebinds the buffer 'seen' of shape"):
         fnx.compile(Grow())(fnx.ones(2))
+
+
+def test_a_compiled_call_inside_another_writes_back_through_the_outer_one():
+    eager, bn = _twins(lambda: nn.BatchNorm1d(3))
+    inner = fnx.compile(lambda m, x: m(x))
+    outer = fnx.compile(lambda m, x: inner(m, x) * 2)
+    for k in range(2):
+        x = fnx.randn(5, 3)
+        _close(outer(bn, x).detach().numpy(), (eager(x) * 2).detach().numpy())
+        _assert_same_state(eager, bn)

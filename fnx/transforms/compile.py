@@ -410,18 +410,19 @@ class _State:
         return slots
 
     def write_back(self, name: str, slots: list, values: list) -> None:
-        """Copy each updated buffer's new value into the caller's buffer, in place."""
-        for k, new in zip(self.outputs, values):
-            store, key = slots[k]
-            buf = store[key]
-            if isinstance(new, Tracer) and not isinstance(buf, Tracer):
-                raise NotImplementedError(
-                    f"fnx.compile({name}): the function updates the buffer {key!r} ({new.aval.str_short()}), and "
-                    f"the compiled call runs under a transform (grad, jvp, vmap): writing a traced buffer update "
-                    f"back into a module is not supported. Call the compiled function outside the transform, call "
-                    f".eval(), or build such layers with track_running_stats=False")
-            with no_grad():
-                buf.copy_(new.detach())
+        """Copy each updated buffer's new value into the caller's buffer, in place (detached: an output of a call
+        that autograd records is on the tape)."""
+        with no_grad():
+            for k, new in zip(self.outputs, values):
+                store, key = slots[k]
+                buf = store[key]
+                if isinstance(new, Tracer) and not isinstance(buf, Tracer):
+                    raise NotImplementedError(
+                        f"fnx.compile({name}): the function updates the buffer {key!r} ({new.aval.str_short()}), "
+                        f"and the compiled call runs under a transform (grad, jvp, vmap): writing a traced buffer "
+                        f"update back into a module is not supported. Call the compiled function outside the "
+                        f"transform, call .eval(), or build such layers with track_running_stats=False")
+                buf.copy_(new if new._node is None else new.detach())
 
 
 def _trace_buffers(name: str, slots: list, int_inputs: list, int_tracers: tuple):
