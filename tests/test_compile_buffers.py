@@ -142,8 +142,22 @@ def test_a_compiled_call_in_eval_mode_reads_no_integer_buffer_and_writes_nothing
 
 def test_buffer_updates_under_vmap_are_refused_by_name():
     step = fnx.compile(nn.BatchNorm1d(3))
-    with pytest.raises(NotImplementedError, match="under a transform"):
+    with pytest.raises(NotImplementedError, match="'running_mean' .* under vmap"):
         fnx.vmap(step)(fnx.randn(2, 4, 3))
+
+
+@pytest.mark.parametrize("transform", ["grad", "jvp"])
+def test_buffer_updates_under_grad_and_jvp_write_the_primal_values_as_eager(transform):
+    eager, bn = _twins(lambda: nn.BatchNorm1d(3))
+    step = fnx.compile(bn)
+    x = fnx.randn(6, 3)
+    for net in (eager, step):
+        if transform == "grad":
+            fnx.grad(lambda v: (net(v) ** 3).sum())(x)
+        else:
+            fnx.jvp(net, (x,), (fnx.ones_like(x),))
+    _assert_same_state(eager, bn)
+    assert int(bn.num_batches_tracked) == 1
 
 
 def test_a_buffer_rebound_to_another_shape_is_refused_by_name():

@@ -25,8 +25,8 @@ place (`self.buf.add_(x)`) or rebound (`self.buf = new`, BatchNorm's running sta
 buffer that changed is an extra output of the compiled code, and the call copies it into the caller's buffer
 (in place, detached, bumping its version counter, as eager mode does). Integer buffers (BatchNorm's
 num_batches_tracked) are not pytree leaves, so they are extra trailing inputs of the jaxpr where the function
-reads them. The module layer lists a pytree's buffers through `buffer_slots_hook`. Writing back a value of an
-enclosing transform (the compiled call under grad, jvp or vmap) raises NotImplementedError.
+reads them. The module layer lists a pytree's buffers through `buffer_slots_hook`. Under grad or jvp the update's
+primal value is written back, as eager BatchNorm does; under vmap a buffer update raises NotImplementedError.
 
 Tensors that the function captures rather than takes as arguments are constants of the compiled
 function, as in JAX (small values computed from them are folded at compile time); captured tensors that
@@ -417,12 +417,20 @@ class _State:
                 store, key = slots[k]
                 buf = store[key]
                 if isinstance(new, Tracer) and not isinstance(buf, Tracer):
-                    raise NotImplementedError(
-                        f"fnx.compile({name}): the function updates the buffer {key!r} ({new.aval.str_short()}), "
-                        f"and the compiled call runs under a transform (grad, jvp, vmap): writing a traced buffer "
-                        f"update back into a module is not supported. Call the compiled function outside the "
-                        f"transform, call .eval(), or build such layers with track_running_stats=False")
+                    new = _concrete_update(name, key, new)
                 buf.copy_(new if new._node is None else new.detach())
+
+
+def _concrete_update(name: str, key: str, new: Tracer) -> Tensor:
+    """The value of a buffer update made under grad or jvp, whose tracers carry it (eager BatchNorm writes it there
+    too); under vmap an update has a value per batch element, and none can be written back."""
+    try:
+        return new._concrete(f"writing back the buffer {key!r}")
+    except FnxTypeError:
+        raise NotImplementedError(
+            f"fnx.compile({name}): the function updates the buffer {key!r} ({new.aval.str_short()}) under vmap (or "
+            f"another transform without a concrete value): writing a batched buffer update back into a module is "
+            f"not supported. Call .eval() there, or build such layers with track_running_stats=False") from None
 
 
 def _trace_buffers(name: str, slots: list, int_inputs: list, int_tracers: tuple):
