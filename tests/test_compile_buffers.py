@@ -182,3 +182,12 @@ def test_a_compiled_call_inside_another_writes_back_through_the_outer_one():
         x = fnx.randn(5, 3)
         _close(outer(bn, x).detach().numpy(), (eager(x) * 2).detach().numpy())
         _assert_same_state(eager, bn)
+
+
+def test_a_donated_module_keeps_the_buffers_it_gets_back_valid():
+    eager, bn = _twins(lambda: nn.BatchNorm1d(3, affine=False))
+    step = fnx.compile(lambda m, x: m(x), donate_argnums=0)
+    for k in range(2):
+        x = fnx.randn(4, 3)
+        _close(step(bn, x).numpy(), eager(x).numpy())
+        _assert_same_state(eager, bn)

@@ -443,7 +443,7 @@ def _trace_buffers(name: str, slots: list, int_inputs: list, int_tracers: tuple)
     before = []
     for store, key in slots:
         t = store[key]
-        if isinstance(t, StagingTracer):
+        if isinstance(t, StagingTracer):   # an input of this trace: in-place ops may rebind it, it is written back
             t._frozen = None
         before.append((t, getattr(t, "_var", None)))
 
@@ -786,7 +786,11 @@ class Compiled:
         cacheable = not any(isinstance(c, Tracer) for c in lifted)
         entry = _Entry(CallJaxpr(optimize(closed)), backend, key_devices, lifted, out_trees[0], cacheable, state)
         if self.donate_argnums and backend != "interpret":
-            entry.donate = donated_leaves(args, self.donate_argnums, len(key_devices) + len(lifted), self._label)
+            first = len(key_devices) + len(lifted)
+            entry.donate = donated_leaves(args, self.donate_argnums, first, self._label)
+            if state is not None:   # a buffer written back after the call must stay valid: it is not donated
+                kept = {id(slots[k][0][slots[k][1]]) for k in state.outputs}
+                entry.donate = [(i, label) for i, label in entry.donate if id(leaves[i - first]) not in kept]
         if cacheable:
             self._cache[key] = entry
         if _log.isEnabledFor(logging.INFO):
