@@ -1,8 +1,9 @@
 """Normalization functions of `fnx.nn.functional`: batch, instance, layer, group and RMS norm.
 
 Compositions of fnx ops (mean, var, rsqrt), so they differentiate and batch like any other code. Running
-statistics are module state: `batch_norm`/`instance_norm` write them in place (as PyTorch does), which needs
-concrete tensors; `running_stat_update` gives the new value for callers that update state functionally.
+statistics are module state: `batch_norm`/`instance_norm` write them in place (as PyTorch does; under fnx.compile
+the write is traced and written back after the call); `running_stat_update` gives the new value for callers that
+update state functionally.
 """
 from __future__ import annotations
 
@@ -56,14 +57,17 @@ def _concrete(t: Tensor):
 
 
 def write_running_stat(buffer: Tensor, value: Tensor) -> None:
-    """Copy `value` into the running-statistics `buffer` in place (outside autograd)."""
-    value = _concrete(value)
-    if isinstance(buffer, Tracer) or isinstance(value, Tracer):
-        raise FnxRuntimeError(
-            "batch_norm: running statistics cannot be updated in place from inside vmap/compile (they are "
-            "buffers, the batch statistics are traced). Pass the module itself as an argument of the transformed "
-            "function (its buffers then update functionally on the copy), call .eval(), or build the layer with "
-            "track_running_stats=False")
+    """Copy `value` into the running-statistics `buffer` in place (outside autograd). A traced buffer (a module's
+    buffer under fnx.compile, or on a transform's copy of the module) is rebound to the new value there, and
+    fnx.compile writes it back into the module after the call."""
+    if not isinstance(buffer, Tracer):
+        value = _concrete(value)
+        if isinstance(value, Tracer):
+            raise FnxRuntimeError(
+                "batch_norm: running statistics cannot be updated in place from inside vmap (they are buffers, "
+                "the batch statistics are traced). Pass the module itself as an argument of the transformed "
+                "function (its buffers then update functionally on the copy), call .eval(), or build the layer "
+                "with track_running_stats=False")
     with no_grad():
         buffer.copy_(value)
 

@@ -21,6 +21,7 @@ from .. import tree
 from ..autograd import no_grad
 from ..core import FnxRuntimeError, FnxTypeError
 from ..tensor import Tensor, parse_to
+from ..transforms import compile as _compile
 from .backward_hooks import call_with_backward_hooks
 from .parameter import Buffer, Parameter
 from .pytree import flatten_module, unflatten_module
@@ -618,3 +619,17 @@ class Module:
 
 
 tree.register_pytree_node(Module, flatten_module, unflatten_module)
+
+
+def _buffer_slots(tree_) -> list[tuple[dict, str]]:
+    """(buffer dict, name) of every buffer of the modules in a pytree, in named_modules order: where fnx.compile
+    reads the module state a compiled call uses and writes back what it updates."""
+    slots = []
+    for m in tree.tree_leaves(tree_, is_leaf=lambda x: isinstance(x, Module)):
+        if isinstance(m, Module):
+            for _, sub in m.named_modules():
+                slots += [(sub._buffers, name) for name, b in sub._buffers.items() if b is not None]
+    return slots
+
+
+_compile.buffer_slots_hook = _buffer_slots

@@ -18,8 +18,15 @@ tensors that require grad make the call one node on the autograd tape whose back
 
 `fnx.compile(module)` for a callable pytree of tensors (an nn.Module) passes the module to itself as its first
 argument: its structure and training flags are part of the signature and its tensors are inputs read at every
-call (torch.compile's guards on a module, as a signature). Module state is not written back: a forward that
-rebinds a buffer (BatchNorm's running statistics in training mode) raises.
+call (torch.compile's guards on a module, as a signature).
+
+Buffers of module arguments are state, as torch.compile treats them: while tracing, a buffer may be written in
+place (`self.buf.add_(x)`) or rebound (`self.buf = new`, BatchNorm's running statistics in training mode); each
+buffer that changed is an extra output of the compiled code, and the call copies it into the caller's buffer
+(in place, detached, bumping its version counter, as eager mode does). Integer buffers (BatchNorm's
+num_batches_tracked) are not pytree leaves, so they are extra trailing inputs of the jaxpr where the function
+reads them. The module layer lists a pytree's buffers through `buffer_slots_hook`. Under grad or jvp the update's
+primal value is written back, as eager BatchNorm does; under vmap a buffer update raises NotImplementedError.
 
 Tensors that the function captures rather than takes as arguments are constants of the compiled
 function, as in JAX (small values computed from them are folded at compile time); captured tensors that
@@ -62,6 +69,7 @@ import time
 import numpy as np
 
 from .. import core, debug
+from ..autograd import no_grad
 from .._warn import warn
 from ..core import FnxRuntimeError, FnxTypeError, Primitive
 from ..dtypes import from_numpy_dtype
@@ -78,13 +86,17 @@ from ..tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from .batching import batch_size
 from .donation import Donation, donated_leaves
 from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, split_vjp_jaxpr, vjp_jaxpr
-from .tracing import trace_to_jaxpr
+from .tracing import StagingTracer, trace_to_jaxpr
 
 __all__ = ["compile", "jit", "Compiled", "Lowered", "CallJaxpr", "compiled_call_p"]
 
 _log = logging.getLogger("fnx.compile")
 _DEBUG = logging.DEBUG
 RECOMPILE_WARN = 8   # recompilations of one compiled function after which it warns, once (torch's recompile_limit)
+
+# Set by fnx.nn.module (a layer above): buffer_slots_hook(tree) -> [(buffer dict, name), ...], where each buffer of
+# the modules in a pytree lives, in a fixed order, so that compile reads and writes module state without nn.
+buffer_slots_hook = None
 
 
 def _configure_logging() -> None:
@@ -360,10 +372,10 @@ class _Entry:
     """One signature's compiled function: the optimised jaxpr, its executable and how to rebuild outputs."""
 
     __slots__ = ("closed", "backend", "key_devices", "lifted", "out_tree", "single", "exe", "cacheable", "donate",
-                 "donation")
+                 "donation", "state")
 
     def __init__(self, closed: CallJaxpr, backend: str, key_devices: tuple, lifted: list, out_tree,
-                 cacheable: bool):
+                 cacheable: bool, state: _State | None):
         self.closed, self.backend, self.lifted, self.out_tree = closed, backend, tuple(lifted), out_tree
         self.key_devices = key_devices  # one random key input per device whose global generator f samples
         self.single = out_tree.kind is None  # the function returns one tensor
@@ -371,11 +383,87 @@ class _Entry:
         self.cacheable = cacheable
         self.donate: list = []     # (input position, label) of each donated tensor leaf
         self.donation = None       # the Donation, built at the first call
+        self.state = state         # the buffers it reads as extra inputs and writes back; None when none
 
     def executable(self):
         if self.exe is None:
             self.exe = self.closed.executable(self.backend)
         return self.exe
+
+
+class _State:
+    """Which buffers of the module arguments a compiled function reads as extra trailing inputs (integer buffers,
+    which are not pytree leaves) and writes back from its extra trailing outputs, as indices into the arguments'
+    buffer slots (`buffer_slots_hook`), of which there were `count` when it traced."""
+
+    __slots__ = ("count", "inputs", "outputs")
+
+    def __init__(self, count: int, inputs: tuple, outputs: tuple):
+        self.count, self.inputs, self.outputs = count, inputs, outputs
+
+    def slots(self, name: str, dynamic: list) -> list:
+        slots = buffer_slots_hook(dynamic)
+        if len(slots) != self.count:
+            raise FnxRuntimeError(f"fnx.compile({name}): the module arguments have {len(slots)} buffers, but "
+                                  f"{self.count} when this signature was traced (an integer buffer was added or "
+                                  f"removed); call .clear_cache() to trace again")
+        return slots
+
+    def write_back(self, name: str, slots: list, values: list) -> None:
+        """Copy each updated buffer's new value into the caller's buffer, in place (detached: an output of a call
+        that autograd records is on the tape)."""
+        with no_grad():
+            for k, new in zip(self.outputs, values):
+                store, key = slots[k]
+                buf = store[key]
+                if isinstance(new, Tracer) and not isinstance(buf, Tracer):
+                    new = _concrete_update(name, key, new)
+                buf.copy_(new if new._node is None else new.detach())
+
+
+def _concrete_update(name: str, key: str, new: Tracer) -> Tensor:
+    """The value of a buffer update made under grad or jvp, whose tracers carry it (eager BatchNorm writes it there
+    too); under vmap an update has a value per batch element, and none can be written back."""
+    try:
+        return new._concrete(f"writing back the buffer {key!r}")
+    except FnxTypeError:
+        raise NotImplementedError(
+            f"fnx.compile({name}): the function updates the buffer {key!r} ({new.aval.str_short()}) under vmap (or "
+            f"another transform without a concrete value): writing a batched buffer update back into a module is "
+            f"not supported. Call .eval() there, or build such layers with track_running_stats=False") from None
+
+
+def _trace_buffers(name: str, slots: list, int_inputs: list, int_tracers: tuple):
+    """Prepare the module copies' buffers for tracing: the integer buffers become the traced inputs `int_tracers`,
+    and every buffer may be written in place. Returns a function that, after the call, gives (slot index, new
+    value) for each buffer that changed and restores the buffers as they were passed."""
+    for k, t in zip(int_inputs, int_tracers):
+        store, key = slots[k]
+        store[key] = t
+    before = []
+    for store, key in slots:
+        t = store[key]
+        if isinstance(t, StagingTracer):   # an input of this trace: in-place ops may rebind it, it is written back
+            t._frozen = None
+        before.append((t, getattr(t, "_var", None)))
+
+    def changed() -> list:
+        out = []
+        for k, ((store, key), (t, var)) in enumerate(zip(slots, before)):
+            now = store[key]
+            if now is t and getattr(now, "_var", None) is var:
+                continue
+            if not isinstance(now, Tensor) or tuple(now.shape) != tuple(t.shape):
+                what = f"shape {list(now.shape)}" if isinstance(now, Tensor) else f"a {type(now).__name__}"
+                raise NotImplementedError(
+                    f"fnx.compile({name}): the function rebinds the buffer {key!r} of shape {list(t.shape)} to "
+                    f"{what}; a compiled call writes buffers back in place, so their shapes must stay: assign "
+                    f"a tensor of the buffer's shape, or update it in place")
+            out.append((k, now.detach()))
+            store[key] = t
+        return out
+
+    return changed
 
 
 class Lowered:
@@ -485,6 +573,7 @@ class Compiled:
                     break
                 v = a._value
                 key.append((v.shape, v.dtype, a._device))
+        given = args, kwargs   # a numpy array among them rebuilds args: buffers are written back into these
         if key is None:
             args, kwargs, key, leaves = self._converted_signature(args, kwargs)
         else:
@@ -499,6 +588,10 @@ class Compiled:
         elif _log.isEnabledFor(_DEBUG):
             _log.debug("cache hit for %s %s", self.__name__, self._describe(key))
         self._last = (key, entry)
+        state, slots = entry.state, None
+        if state is not None:
+            slots = state.slots(self.__qualname__, self._dynamic(*given))
+            leaves = [*leaves, *[slots[k][0][slots[k][1]] for k in state.inputs]]
         lifted = entry.lifted
         if lifted:
             leaves = [*lifted, *leaves]
@@ -514,6 +607,8 @@ class Compiled:
                     exe = entry.exe or entry.executable()
                     with entry.closed.lock:
                         outs = exe(*leaves)
+                if state is not None:
+                    outs = self._write_back(entry, slots, outs)
                 return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
             if entry.donate and (entry.donation or self._donation(entry)):
                 entry.donation.refuse_recorded(leaves)
@@ -526,7 +621,16 @@ class Compiled:
                                                needs=needs)
         else:
             outs = compiled_call_p.bind(*leaves, jaxpr=entry.closed, backend=entry.backend)
+        if state is not None:
+            outs = self._write_back(entry, slots, outs)
         return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+
+    def _write_back(self, entry: _Entry, slots: list, outs: list) -> list:
+        """Copy the buffer updates (the trailing outputs) into the module arguments' buffers; the function's own
+        outputs."""
+        n = entry.out_tree.num_leaves
+        entry.state.write_back(self.__qualname__, slots, outs[n:])
+        return outs[:n]
 
     def _converted_signature(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple, list]:
         """(args, kwargs, cache key, tensor leaves), numpy arrays among the arguments converted to tensors first.
@@ -646,33 +750,47 @@ class Compiled:
             else:
                 _log.info("recompiling %s for %s: %s", self.__name__, self._describe(key), reason)
         start = time.perf_counter()
-        out_trees, keys = [], []
+        out_trees, keys, updated = [], [], []
+        slots = buffer_slots_hook(self._dynamic(args, kwargs)) if buffer_slots_hook is not None else []
+        int_inputs = [k for k, (store, name) in enumerate(slots) if not store[name].dtype.is_floating_point]
+        n = len(leaves)
 
         def flat_fun(*flat):
-            a, kw = self._substitute(args, kwargs, iter(flat))
+            a, kw = self._substitute(args, kwargs, iter(flat[:n]))
+            changed = _trace_buffers(self.__qualname__, buffer_slots_hook(self._dynamic(a, kw)) if slots else [],
+                                     int_inputs, flat[n:])
             with staged_keys() as source:
                 keys.append(source)
                 if self._module:
                     out_leaves, out_tree = tree_flatten(a[0](*a[1:], **kw))
-                    _check_state_kept(self.__qualname__, a[0], flat)
                 else:
                     out_leaves, out_tree = tree_flatten(self._fun(*a, **kw))
             for o in out_leaves:
                 if not isinstance(o, Tensor):
                     raise FnxTypeError(f"compile: {self.__qualname__} must return pytrees of Tensors, got a "
                                        f"{type(o).__name__}; wrap numbers with fnx.tensor(...)")
+            updated.extend(changed())
+            if self._module:
+                _check_state_kept(self.__qualname__, a[0], flat[:n])
             out_trees.append(out_tree)
-            return out_leaves
+            return out_leaves + [v for _, v in updated]
 
-        traced = trace_to_jaxpr(flat_fun, [x.aval for x in leaves], frozen_inputs=f"fnx.compile({self.__name__})")
+        in_avals = [x.aval for x in leaves] + [slots[k][0][slots[k][1]].aval for k in int_inputs]
+        traced = trace_to_jaxpr(flat_fun, in_avals, frozen_inputs=f"fnx.compile({self.__name__})")
+        traced, int_inputs = _drop_unread_inputs(traced, n, int_inputs)
+        state = _State(len(slots), tuple(int_inputs), tuple(k for k, _ in updated)) if int_inputs or updated else None
         closed, key_devices, lifted = _lift_consts(traced, keys[0].placeholders)
         if debug.LEVEL >= 3:   # FNX_DEBUG=3: the IR as traced (fnx/lowering/passes.py logs it after each pass)
             debug.log_ir(f"IR of {self.__name__} as traced", closed)
         backend = self._backend or default_backend([v.aval.device for v in closed.jaxpr.invars])
         cacheable = not any(isinstance(c, Tracer) for c in lifted)
-        entry = _Entry(CallJaxpr(optimize(closed)), backend, key_devices, lifted, out_trees[0], cacheable)
+        entry = _Entry(CallJaxpr(optimize(closed)), backend, key_devices, lifted, out_trees[0], cacheable, state)
         if self.donate_argnums and backend != "interpret":
-            entry.donate = donated_leaves(args, self.donate_argnums, len(key_devices) + len(lifted), self._label)
+            first = len(key_devices) + len(lifted)
+            entry.donate = donated_leaves(args, self.donate_argnums, first, self._label)
+            if state is not None:   # a buffer written back after the call must stay valid: it is not donated
+                kept = {id(slots[k][0][slots[k][1]]) for k in state.outputs}
+                entry.donate = [(i, label) for i, label in entry.donate if id(leaves[i - first]) not in kept]
         if cacheable:
             self._cache[key] = entry
         if _log.isEnabledFor(logging.INFO):
@@ -690,9 +808,18 @@ class Compiled:
         entry.donation = Donation(exe, entry.donate, self.__name__, self.donate_argnums)
         return entry.donation
 
+    def _static_positions(self, args) -> set:
+        return {i % len(args) for i in self._static_nums if -len(args) <= i < len(args)}
+
+    def _dynamic(self, args, kwargs: dict) -> list:
+        """The arguments that are not static, in signature order: those whose module buffers are state."""
+        static = self._static_positions(args)
+        return [a for i, a in enumerate(args) if i not in static] + \
+            [kwargs[k] for k in sorted(kwargs) if k not in self._static_names]
+
     def _substitute(self, args: tuple, kwargs: dict, flat) -> tuple[list, dict]:
         """`args` and `kwargs` with their tensor leaves replaced, in signature order, by those of `flat`."""
-        static = {i % len(args) for i in self._static_nums if -len(args) <= i < len(args)}
+        static = self._static_positions(args)
 
         def swap(a, is_static: bool):
             if is_static:
@@ -753,15 +880,27 @@ def _advice(change: str) -> str:
 
 
 def _check_state_kept(name: str, module, inputs: tuple) -> None:
-    """`fnx.compile(module)` passes the module's tensors as inputs and runs its forward on a copy: a forward that
-    rebinds one of them (BatchNorm's running statistics in training mode) updates only the copy."""
+    """`fnx.compile(module)` passes the module's tensors as inputs and runs its forward on a copy: buffer updates
+    are written back (`_trace_buffers`), but a forward that replaces a parameter or registers a new tensor would
+    change only the copy."""
     now = tree_leaves(module)
     if len(now) > len(inputs) or any(x is not y for x, y in zip(now, inputs)):
         raise NotImplementedError(
-            f"fnx.compile({name}): the module's forward replaces one of its buffers or parameters (as BatchNorm "
-            f"updates its running statistics in training mode); writing module state back from a compiled call is "
-            f"not supported. Call .eval(), build such layers with track_running_stats=False, or compile a function "
-            f"that takes the module as an argument and returns the new values")
+            f"fnx.compile({name}): the module's forward replaces one of its parameters or registers a new tensor; "
+            f"a compiled call writes back only updates of existing buffers. Set parameters up before the call, "
+            f"or compile a function that takes the module as an argument and returns the new values")
+
+
+def _drop_unread_inputs(closed: ClosedJaxpr, first: int, int_inputs: list) -> tuple[ClosedJaxpr, list]:
+    """The jaxpr without the integer-buffer inputs (from position `first` on) that it does not read, and the slot
+    indices of those it keeps: a call then reads only the buffers the function uses."""
+    j = closed.jaxpr
+    used = {id(a) for e in j.eqns for a in e.inputs}.union(id(v) for v in j.outvars)
+    kept = [(v, k) for v, k in zip(j.invars[first:], int_inputs) if id(v) in used]
+    if len(kept) == len(int_inputs):
+        return closed, int_inputs
+    jaxpr = Jaxpr(j.constvars, j.invars[:first] + [v for v, _ in kept], j.eqns, j.outvars)
+    return ClosedJaxpr(jaxpr, closed.consts), [k for _, k in kept]
 
 
 def _requires_grad(tensors) -> bool:

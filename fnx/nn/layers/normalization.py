@@ -3,8 +3,8 @@
 BatchNorm keeps running statistics in buffers (running_mean, running_var, num_batches_tracked). When the
 module is a pytree argument of a transform (fnx.grad(loss)(model, ...)), its floating buffers are traced
 values on a copy of the module: the update then rebinds the copy's buffers (functional state that the
-caller may return) instead of writing in place. Buffers enter the computation detached, so their
-gradients are zero.
+caller may return) instead of writing in place; under fnx.compile the compiled call writes the new values
+back into the module's buffers. Buffers enter the computation detached, so their gradients are zero.
 """
 from __future__ import annotations
 
@@ -97,7 +97,12 @@ class _BatchNorm(_NormBase):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self._count_batch()
-            factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+            if self.momentum is not None:
+                factor = self.momentum
+            elif isinstance(self.num_batches_tracked, Tracer):   # traced by fnx.compile: a cumulative average
+                factor = 1.0 / self.num_batches_tracked
+            else:
+                factor = 1.0 / float(self.num_batches_tracked)
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         keep = not self.training or self.track_running_stats
         running_mean = self.running_mean.detach() if keep and self.running_mean is not None else None
