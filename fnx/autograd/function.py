@@ -16,11 +16,16 @@ __all__ = ["Function", "FunctionCtx", "record_pullback"]
 class FunctionCtx:
     """The `ctx` passed to `forward` and `backward`."""
 
+    # its own attributes are slots (set or read on every call); what a Function stores on it goes to `__dict__`
+    __slots__ = ("needs_input_grad", "materialize_grads", "pull", "_saved", "_versions", "_non_diff", "__dict__")
+
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
         self._saved = ()
         self._versions = ()
         self.materialize_grads = True
+        self._non_diff = ()
+        self.pull = None   # record_pullback's backward
 
     def save_for_backward(self, *tensors) -> None:
         self._saved = tensors
@@ -157,7 +162,7 @@ def _record_function(fn, ctx, args: tuple, outs: list) -> list:
             tensors.append(o)
     node = _FunctionNode(fn, ctx, tuple(parents), [(o._value.shape, o.dtype, o._device) for o in tensors],
                          tuple(inputs))
-    non_diff = getattr(ctx, "_non_diff", ())
+    non_diff = ctx._non_diff
     n = len(tensors)
     for k, o in enumerate(tensors):
         if id(o) not in non_diff and o._value.dtype in _INEXACT_NP:
