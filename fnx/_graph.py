@@ -9,7 +9,7 @@ callbacks of their own; the eager engine adds hooks, in-place checks and freeing
 """
 from __future__ import annotations
 
-from operator import attrgetter
+from operator import add as _add, attrgetter
 from typing import Callable, Iterable
 
 _parents = attrgetter("parents")
@@ -47,9 +47,15 @@ def toposort(roots: Iterable, inputs: Callable) -> list:
         while stack:
             node, parents, it = stack[-1]
             for p in it:
-                if p is not None and id(p) not in seen:
-                    seen.add(id(p))
+                if p is None:
+                    continue
+                key = id(p)
+                if key not in seen:
+                    seen.add(key)
                     p_parents = inputs(p)
+                    if not p_parents:   # a leaf is done at once, without a turn on the stack
+                        order.append((p, p_parents))
+                        continue
                     stack.append((p, p_parents, iter(p_parents)))
                     break
             else:
@@ -59,8 +65,9 @@ def toposort(roots: Iterable, inputs: Callable) -> list:
     return order
 
 
-def backprop(roots, cts, leaf: Callable, *, inputs: Callable = _parents, vjp: Callable = _call_vjp) -> None:
-    """Push cotangents `cts` of `roots` back through the graph (micrograd's `backward`), summing with `+`.
+def backprop(roots, cts, leaf: Callable, *, inputs: Callable = _parents, vjp: Callable = _call_vjp,
+             add: Callable = _add) -> None:
+    """Push cotangents `cts` of `roots` back through the graph (micrograd's `backward`), summing with `add`.
 
     Every node reachable from `roots` that receives a cotangent is visited once, after every node that
     consumes it, with the sum of what it received. A node whose `inputs(node)` is empty is a leaf: its sum goes
@@ -73,7 +80,7 @@ def backprop(roots, cts, leaf: Callable, *, inputs: Callable = _parents, vjp: Ca
         if node is not None and ct is not None:
             starts.append(node)
             prev = grads.get(id(node))
-            grads[id(node)] = ct if prev is None else prev + ct
+            grads[id(node)] = ct if prev is None else add(prev, ct)
     pop, get = grads.pop, grads.get
     for node, parents in toposort(starts, inputs):
         ct = pop(id(node), None)
@@ -84,8 +91,9 @@ def backprop(roots, cts, leaf: Callable, *, inputs: Callable = _parents, vjp: Ca
             continue
         for p, c in zip(parents, vjp(node, ct)):
             if p is not None and c is not None:
-                prev = get(id(p))
-                grads[id(p)] = c if prev is None else prev + c
+                key = id(p)
+                prev = get(key)
+                grads[key] = c if prev is None else add(prev, c)
 
 
 class Cotangents:

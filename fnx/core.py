@@ -267,6 +267,7 @@ def bind(prim: Primitive, *args, **params):
     t._grad = None
     t._version = [0] if not prim.view else a0._version
     t._base = None if not prim.view else (a0 if a0._base is None else a0._base)
+    t._views = None   # as in tensor.make
     if not flags:  # grad mode on (and no transform, tested above)
         if a0._requires_grad or (n == 2 and a1._requires_grad):
             return record_hook(prim, args, params, t)

@@ -207,6 +207,8 @@ class Tensor:
             raise FnxRuntimeError(f"requires_grad_: only tensors of floating point and complex dtype can require "
                                   f"gradients, got {self.dtype}")
         self._requires_grad = bool(requires_grad)
+        if requires_grad and getattr(self, "_hooks", None) is None:
+            self._hooks = None   # set: backward reads a leaf's hooks, and reading an unset slot raises inside
         return self
 
     @property
@@ -524,6 +526,7 @@ def init_from_array(t: Tensor, value, dev) -> None:
     t._grad = None
     t._version = [0]
     t._base = None
+    t._views = None   # set: a view records itself in its base's list, and reading an unset slot raises inside
 
 
 def from_array(value) -> Tensor:

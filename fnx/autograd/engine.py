@@ -1,11 +1,17 @@
 """Backward: the shared reverse-mode walk (fnx/_graph.py) over the tape's nodes, with eager's callbacks."""
 from __future__ import annotations
 
+from operator import add as _add
+
+import numpy as np
+
 from .. import core
-from ..core import FnxRuntimeError
-from ..ops.creation import tensor, zeros_like
-from ..tensor import Tensor as _Tensor, make as _make
 from .._graph import backprop
+from ..core import FnxRuntimeError
+from ..device import cpu as _cpu
+from ..ops.creation import tensor, zeros_like
+from ..ops.elementwise import add_p
+from ..tensor import Tensor as _Tensor, make as _make
 from . import tape
 
 __all__ = ["backward", "grad"]
@@ -63,12 +69,36 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
         elif id(leaf) in capture:
             captured[capture[id(leaf)]] = g
 
+    if capture is None and not anomaly and not retain_graph:
+        node_vjp = _plain_node_vjp
     prev = core.set_grad_enabled_flag(create_graph)
     try:
-        backprop(starts, root_grads, to_leaf, inputs=_node_inputs, vjp=node_vjp)
+        backprop(starts, root_grads, to_leaf, inputs=_node_inputs, vjp=node_vjp,
+                 add=_add if create_graph else _add_off_tape)
     finally:
         core.set_grad_enabled_flag(prev)
     return captured
+
+
+def _plain_node_vjp(node, g):
+    """`run_backward`'s node step in the common case (no capture, no anomaly mode, no retain_graph)."""
+    if node.hooks:
+        g = _run_hooks(node.hooks, g)
+    cots = node.vjp(g)
+    node.release()
+    return cots
+
+
+def _add_off_tape(a, b):
+    """a + b for two cotangents while nothing is recorded (no create_graph): two CPU tensors of one dtype add
+    their arrays with add's impl, without the wrapper and bind; anything else (another device, dtypes to
+    promote, a `Cotangents`) adds with `+`."""
+    if type(a) is _Tensor and type(b) is _Tensor and a._device is _cpu and b._device is _cpu:
+        x, y = a._value, b._value
+        if x.dtype is y.dtype:
+            out = add_p.impl(np, x, y)
+            return _make(out if type(out) is np.ndarray else np.asarray(out), _cpu)
+    return a + b
 
 
 def _check_nan(node, cots) -> None:
@@ -90,7 +120,7 @@ def _default_grads(outputs, gradients, op: str):
             if t.dtype.is_complex:
                 raise FnxRuntimeError(f"{op}: grad can be implicitly created only for real scalar outputs, but the "
                                       f"output is {t.dtype}; take .real, .abs() or pass gradient=")
-            g = _make(t._device._xp.ones(v.shape, dtype=v.dtype), t._device)
+            g = _make(t._device._xp.array(1, dtype=v.dtype).reshape(v.shape), t._device)   # xp.ones: 1 us more
         elif not isinstance(g, _Tensor):
             g = tensor(g, dtype=t.dtype, device=t.device)
         elif tuple(g.shape) != tuple(t.shape):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .. import core
 from .._graph import Cotangents, OutputOf
 from ..core import FnxRuntimeError
+from ..dtypes import INEXACT_NP as _INEXACT_NP
 from ..ops._families import shape_of
 from ..ops.creation import zeros
 from ..tensor import Tensor
@@ -15,11 +16,16 @@ __all__ = ["Function", "FunctionCtx", "record_pullback"]
 class FunctionCtx:
     """The `ctx` passed to `forward` and `backward`."""
 
+    # its own attributes are slots (set or read on every call); what a Function stores on it goes to `__dict__`
+    __slots__ = ("needs_input_grad", "materialize_grads", "pull", "_saved", "_versions", "_non_diff", "__dict__")
+
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
         self._saved = ()
         self._versions = ()
         self.materialize_grads = True
+        self._non_diff = ()
+        self.pull = None   # record_pullback's backward
 
     def save_for_backward(self, *tensors) -> None:
         self._saved = tensors
@@ -69,11 +75,14 @@ class _FunctionNode:
         self.ctx.pull = None
 
     def vjp(self, cot):
-        items = cot.items if isinstance(cot, Cotangents) else [cot]
-        if self.ctx.materialize_grads:
-            items = [zeros(shape, dtype=dt, device=dev) if g is None else g
-                     for g, (shape, dt, dev) in zip(items, self.outputs_meta)]
-        grads = self.fn.backward(self.ctx, *items)
+        if isinstance(cot, Cotangents):
+            items = cot.items
+            if self.ctx.materialize_grads:
+                items = [zeros(shape, dtype=dt, device=dev) if g is None else g
+                         for g, (shape, dt, dev) in zip(items, self.outputs_meta)]
+            grads = self.fn.backward(self.ctx, *items)
+        else:   # one output, and the walk sends only cotangents it received: nothing to materialize
+            grads = self.fn.backward(self.ctx, cot)
         grads = grads if isinstance(grads, tuple) else (grads,)
         n_in = len(self.parents)
         if len(grads) < n_in:
@@ -83,7 +92,7 @@ class _FunctionNode:
             if g is not None and shape is not None and shape_of(g) != shape:
                 raise FnxRuntimeError(f"function {self.name} returned an invalid gradient at index {i} - got "
                                       f"{list(g.shape)} but expected shape compatible with {list(shape)}")
-        return grads[:n_in]
+        return grads if len(grads) == n_in else grads[:n_in]
 
 
 class _OutputOf(OutputOf):
@@ -117,8 +126,10 @@ class Function:
         if core.state.transforms_active:
             raise FnxRuntimeError(f"{cls.__name__}.apply: autograd.Function is eager-only; inside fnx.grad/vmap/"
                                   f"compile use fnx.custom_vjp instead")
-        needs = tuple([isinstance(a, Tensor) and a._requires_grad for a in args])
-        ctx = FunctionCtx(needs)
+        needs = []
+        for a in args:   # a loop, not a comprehension: most calls have two or three arguments
+            needs.append(isinstance(a, Tensor) and a._requires_grad)
+        ctx = FunctionCtx(tuple(needs))
         grad_enabled = core.set_grad_enabled_flag(False)
         try:
             outs = cls.forward(ctx, *args)
@@ -126,28 +137,38 @@ class Function:
             core.set_grad_enabled_flag(grad_enabled)
         if not grad_enabled or True not in needs:
             return outs
-        single = not isinstance(outs, tuple)
-        out_list = [outs] if single else list(outs)
-        for i, o in enumerate(out_list):
+        if not isinstance(outs, tuple):
+            return _record_function(cls, ctx, args, [outs])[0]
+        return tuple(_record_function(cls, ctx, args, list(outs)))
+
+
+def _record_function(fn, ctx, args: tuple, outs: list) -> list:
+    """Put one `_FunctionNode` on the tape for `outs`, what `fn.forward` returned for `args`."""
+    inputs, parents = [], []
+    for a in args:
+        if isinstance(a, Tensor):
+            inputs.append(a._value.shape)   # concrete: no transform
+            parents.append(a._node if a._node is not None else (a if a._requires_grad else None))
+        else:
+            inputs.append(None)
+            parents.append(None)
+    tensors = []
+    for i, o in enumerate(outs):
+        if isinstance(o, Tensor):
             for a in args:
                 if o is a:   # an input returned as it is: the output is a new tensor of the same value
-                    out_list[i] = o.detach()
+                    o = outs[i] = o.detach()
                     break
-        tensors = [o for o in out_list if isinstance(o, Tensor)]
-        inputs = tuple([a._value.shape if isinstance(a, Tensor) else None for a in args])   # concrete: no transform
-        parents = tuple([tape.parent_of(a) if isinstance(a, Tensor) else None for a in args])
-        meta = [(o._value.shape, o.dtype, o._device) for o in tensors]
-        node = _FunctionNode(cls, ctx, parents, meta, inputs)
-        non_diff = getattr(ctx, "_non_diff", ())
-        k = 0
-        for o in out_list:
-            if not isinstance(o, Tensor):
-                continue
-            if id(o) not in non_diff and o.dtype.is_inexact:
-                o._node = node if len(tensors) == 1 else _OutputOf(node, k, len(tensors))
-                o._requires_grad = True
-            k += 1
-        return out_list[0] if single else tuple(out_list)
+            tensors.append(o)
+    node = _FunctionNode(fn, ctx, tuple(parents), [(o._value.shape, o.dtype, o._device) for o in tensors],
+                         tuple(inputs))
+    non_diff = ctx._non_diff
+    n = len(tensors)
+    for k, o in enumerate(tensors):
+        if id(o) not in non_diff and o._value.dtype in _INEXACT_NP:
+            o._node = node if n == 1 else _OutputOf(node, k, n)
+            o._requires_grad = True
+    return outs
 
 
 class _Pullback:

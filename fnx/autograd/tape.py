@@ -73,24 +73,22 @@ _STAND_INS: dict = {}   # (shape, dtype) on the CPU, (shape, dtype, device) else
 _MAX_STAND_INS = 4096
 
 
-def _stand_in_inputs(args) -> tuple:
-    if len(args) == 1:   # most ops: no list to build
-        a = args[0]
-        return (stand_in(a._value, a._device),)
-    return tuple([stand_in(a._value, a._device) for a in args])
+def _stand_ins(args) -> tuple:
+    """The stand-ins of tensors `args`: one cache lookup each, inline for the CPU (most nodes have one or two)."""
+    out = []
+    for a in args:
+        v = a._value
+        s = _STAND_INS.get((v.shape, v.dtype)) if a._device is cpu else None
+        out.append(s if s is not None else stand_in(v, a._device))
+    return tuple(out)
 
 
 class Node:
-    """A recorded application of a primitive: the tensor's `grad_fn`."""
+    """A recorded application of a primitive: the tensor's `grad_fn`. Made by `record`, which sets the slots one
+    by one (a class call that runs a Python `__init__` costs a fifth of recording an op)."""
 
     __slots__ = ("prim", "params", "inputs", "parents", "versions", "out_value", "out_version", "hooks", "stack",
                  "__weakref__")
-
-    def __init__(self, prim, params, inputs, parents, versions, out_value, out_version):
-        self.prim, self.params, self.inputs, self.parents = prim, params, inputs, parents
-        self.versions, self.out_value, self.out_version = versions, out_value, out_version
-        self.hooks = None
-        self.stack = forward_stack() if _anomaly_enabled() else None
 
     @property
     def name(self) -> str:
@@ -130,14 +128,19 @@ class Node:
                     f"Use an out-of-place op (x = x.op(...)) or .clone() the tensor before modifying it.")
             out = make(value, device_of_array(value))
             out._node, out._requires_grad = self, True
+        params = self.params
         if prim.vjp_takes_needs:
             parents = self.parents
             if len(parents) == 2:   # the binary family: no list to build
                 needs = (parents[0] is not None, parents[1] is not None)
             else:
                 needs = tuple([p is not None for p in parents])
-            return prim.vjp(cot, inputs, out, needs=needs, **self.params)
-        return prim.vjp(cot, inputs, out, **self.params)
+            if params:
+                return prim.vjp(cot, inputs, out, needs=needs, **params)
+            return prim.vjp(cot, inputs, out, needs=needs)
+        if params:
+            return prim.vjp(cot, inputs, out, **params)
+        return prim.vjp(cot, inputs, out)
 
 
 def _modified_error(name: str, i: int, a, v: int) -> FnxRuntimeError:
@@ -155,27 +158,42 @@ def parent_of(a):
 
 
 def record(prim, args, params, out):
-    if out._value.dtype not in _INEXACT_NP or not prim.differentiable:
+    """`core.record_hook`: put `out`'s node on the tape (an op on inputs of which one requires grad)."""
+    value = out._value
+    if value.dtype not in _INEXACT_NP or not prim.differentiable:
         return out
+    saves = prim.saves_inputs
     n = len(args)
-    if n == 2:
+    if n == 2:   # the binary family: no list to build
         a, b = args
         parents = (a._node if a._node is not None else (a if a._requires_grad else None),
                    b._node if b._node is not None else (b if b._requires_grad else None))
-        versions = (a._version[0], b._version[0]) if prim.saves_inputs else None
+        versions = (a._version[0], b._version[0]) if saves else None
     elif n == 1:
         a = args[0]
-        parents = (a._node if a._node is not None else (a if a._requires_grad else None),)
-        versions = (a._version[0],) if prim.saves_inputs else None
+        parents = (a._node if a._node is not None else a,)   # its one input requires grad
+        versions = (a._version[0],) if saves else None
     else:
         parents = tuple([parent_of(a) for a in args])
-        versions = tuple([a._version[0] for a in args]) if prim.saves_inputs else None
-    saved = args if prim.saves_inputs else _stand_in_inputs(args)
+        versions = tuple([a._version[0] for a in args]) if saves else None
+    saved = args if saves else _stand_ins(args)
+    node = object.__new__(Node)
+    node.prim = prim
+    node.params = params
+    node.inputs = saved
+    node.parents = parents
+    node.versions = versions
+    node.hooks = None
+    node.stack = forward_stack() if _anomaly_enabled() else None
     if prim.saves_output:
         ver = out._version
-        out._node = Node(prim, params, saved, parents, versions, out._value, (ver, ver[0]))
+        node.out_value = value
+        node.out_version = (ver, ver[0])
     else:
-        out._node = Node(prim, params, saved, parents, versions, stand_in(out._value, out._device), None)
+        stand = _STAND_INS.get((value.shape, value.dtype)) if out._device is cpu else None
+        node.out_value = stand if stand is not None else stand_in(value, out._device)
+        node.out_version = None
+    out._node = node
     out._requires_grad = True
     if prim.view:   # an in-place write through another view of the base refreshes this one's node
         _note_view(out._base, out)
