@@ -60,4 +60,4 @@ from .tensor import (channels_last, channels_last_3d, contiguous_format, is_tens
 from .nn.functional import log_softmax, softmax
 from .torch_alias import install_torch_alias
 from .jax_alias import install_jax_alias
-from .threads import get_num_threads, set_num_threads
+from .threads import get_dynamic_threads, get_num_threads, set_dynamic_threads, set_num_threads

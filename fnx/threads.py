@@ -9,6 +9,14 @@ elements than its parallel threshold runs on the calling thread whatever the cou
 Once that pool loads, an OpenBLAS that offers caller-managed threading (>= 0.3.27) runs its jobs on it too
 (`run_blas_on`): one set of threads for the whole process, where OpenBLAS's own would spin for about 0.1 s after
 every call and take a core from the kernels that follow. MKL and older OpenBLAS builds keep their own pools.
+
+Dynamic teams (`set_dynamic_threads`, on by default; `FNX_DYNAMIC_THREADS=0` turns them off at start-up), as
+OpenMP's `omp_set_dynamic`: while other processes keep some of this process's CPUs busy, the pool runs its loops
+on at most the CPUs they leave free (at least one), and gives the OpenBLAS libraries on it (pthreads builds, where
+a new count is only stored) the same count. On a 2-core machine beside one busy process, a training step on two
+threads waited at every parallel loop and matrix product for the thread that had lost its core, and took 2-3x as
+long as on one. The pool measures the load every 0.2 s from /proc/stat (the other processes' busy time on the
+CPUs of the affinity mask); `get_num_threads` still reports the count set.
 """
 from __future__ import annotations
 
@@ -17,7 +25,8 @@ import itertools
 import operator
 import os
 
-__all__ = ["set_num_threads", "get_num_threads", "team_size", "blas_callback_setters", "run_blas_on", "blas_on_pool"]
+__all__ = ["set_num_threads", "get_num_threads", "set_dynamic_threads", "get_dynamic_threads", "team_size", "dynamic",
+           "blas_callback_setters", "run_blas_on", "blas_on_pool", "attach_pool", "poll"]
 
 
 def _default() -> int:
@@ -33,6 +42,10 @@ def _default() -> int:
 
 # The count itself, a C int: the kernels' thread pool reads it through a pointer (fnx/lowering/cpu.py).
 team_size = ctypes.c_int(_default())
+# Whether the pool leaves out the threads whose CPUs other processes keep busy (a C int the pool reads too).
+dynamic = ctypes.c_int(os.environ.get("FNX_DYNAMIC_THREADS", "1").strip() != "0")
+_pool: ctypes.CDLL | None = None   # the kernels' thread pool once it loads (`attach_pool`), and its poll
+_poll = None
 
 
 def get_num_threads() -> int:
@@ -54,6 +67,23 @@ def set_num_threads(num: int) -> None:
 
     threadpool_limits(num, user_api="blas")
     team_size.value = num
+    if _pool is not None:
+        _pool.fnx_rt_settings_changed()
+
+
+def get_dynamic_threads() -> bool:
+    """Whether fnx runs on fewer threads while other processes keep CPUs busy (see `set_dynamic_threads`)."""
+    return bool(dynamic.value)
+
+
+def set_dynamic_threads(enabled: bool) -> None:
+    """Let fnx's kernels and numpy's BLAS run on at most the CPUs that other processes leave free (True, the
+    default), or always on `get_num_threads()` threads (False), process-wide."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"fnx.set_dynamic_threads: expected True or False, got {type(enabled).__name__} {enabled!r}")
+    dynamic.value = enabled
+    if _pool is not None:
+        _pool.fnx_rt_settings_changed()
 
 
 _blas_on_pool: list[str] = []    # the OpenBLAS libraries whose jobs run on fnx's pool
@@ -61,21 +91,29 @@ _blas_on_pool: list[str] = []    # the OpenBLAS libraries whose jobs run on fnx'
 
 def blas_callback_setters() -> dict[str, ctypes._CFuncPtr]:
     """Each loaded OpenBLAS that offers caller-managed threading: its path -> its
-    `openblas_set_threads_callback_function` (found under the symbol prefixes and suffixes threadpoolctl tries)."""
+    `openblas_set_threads_callback_function`."""
     from threadpoolctl import threadpool_info
 
     setters = {}
     for info in threadpool_info():
         if info.get("internal_api") != "openblas":
             continue
-        library = ctypes.CDLL(info["filepath"])   # already loaded: the same handle
-        for prefix, suffix in itertools.product(("", "scipy_"), ("", "64_", "_64")):
-            setter = getattr(library, f"{prefix}openblas_set_threads_callback_function{suffix}", None)
-            if setter is not None:
-                setter.argtypes, setter.restype = [ctypes.c_void_p], None
-                setters[info["filepath"]] = setter
-                break
+        setter = _openblas_function(info["filepath"], "openblas_set_threads_callback_function")
+        if setter is not None:
+            setter.argtypes, setter.restype = [ctypes.c_void_p], None
+            setters[info["filepath"]] = setter
     return setters
+
+
+def _openblas_function(path: str, name: str):
+    """OpenBLAS's function `name` in the library at `path` (already loaded: the same handle), under the symbol
+    prefixes and suffixes threadpoolctl tries, or None."""
+    library = ctypes.CDLL(path)
+    for prefix, suffix in itertools.product(("", "scipy_"), ("", "64_", "_64")):
+        function = getattr(library, f"{prefix}{name}{suffix}", None)
+        if function is not None:
+            return function
+    return None
 
 
 def run_blas_on(callback: int) -> list[str]:
@@ -87,6 +125,36 @@ def run_blas_on(callback: int) -> list[str]:
             setter(callback)
             _blas_on_pool.append(path)
     return list(_blas_on_pool)
+
+
+def attach_pool(pool: ctypes.CDLL) -> None:
+    """Hand the kernels' thread pool (fnx/lowering/cpu.py loads it) the thread settings, numpy's OpenBLAS jobs and
+    the thread-count setters of the pthreads builds among those, which it lowers while other processes are busy."""
+    global _pool, _poll
+    pool.fnx_rt_init(ctypes.byref(team_size), ctypes.byref(dynamic))
+    routed = run_blas_on(ctypes.cast(pool.fnx_rt_blas_jobs, ctypes.c_void_p).value)
+    for address in _count_setters(routed):
+        pool.fnx_rt_add_blas_setter(ctypes.c_void_p(address))
+    _pool, _poll = pool, pool.fnx_rt_poll
+    _poll.restype = None
+    pool.fnx_rt_settings_changed()
+
+
+def _count_setters(paths: list[str]) -> list[int]:
+    """The addresses of `openblas_set_num_threads` in the pthreads builds among the OpenBLAS libraries at `paths`
+    (an OpenMP build frees per-thread buffers when its count drops, which is unsafe while a call runs)."""
+    from threadpoolctl import threadpool_info
+
+    setters = [_openblas_function(info["filepath"], "openblas_set_num_threads") for info in threadpool_info()
+               if info.get("filepath") in paths and info.get("threading_layer") == "pthreads"]
+    return [ctypes.cast(setter, ctypes.c_void_p).value for setter in setters if setter is not None]
+
+
+def poll() -> None:
+    """Let the pool measure the other processes' load if it is due (eager matrix products call this: a step of
+    them alone runs no kernel loop that would); nothing before the pool loads."""
+    if _poll is not None:
+        _poll()
 
 
 def blas_on_pool() -> list[str]:

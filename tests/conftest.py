@@ -1,5 +1,5 @@
-"""Test configuration: a derandomized hypothesis profile for CI, one kernel cache per run, and the `cuda`
-marker's skip."""
+"""Test configuration: a derandomized hypothesis profile for CI, fixed thread counts, one kernel cache per run,
+and the `cuda` marker's skip."""
 import os
 
 import pytest
@@ -9,6 +9,9 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=25
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None, max_examples=25, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# Thread counts the tests can check: no dynamic teams (tests/test_threads_dynamic.py turns them on itself), here
+# and in the processes tests start.
+os.environ["FNX_DYNAMIC_THREADS"] = "0"
 
 
 def pytest_collection_modifyitems(config, items):

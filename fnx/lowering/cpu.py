@@ -50,7 +50,7 @@ import jinja2
 import numpy as np
 
 from .._warn import warn
-from ..threads import run_blas_on, team_size
+from ..threads import attach_pool
 from .cache import cache_dir, cache_key, commit_entry, entry_path, evict, read_entry, temp_path, write_entry
 
 __all__ = ["Toolchain", "toolchain", "compile_libraries", "ARRAY_DATA_OFFSET", "compile_count", "NoCompilerError",
@@ -254,8 +254,7 @@ def _start_pool(tc: Toolchain, variant: int, version: str) -> None:
         if errors:
             raise RuntimeError(f"fnx: the C compiler failed on fnx's thread pool:\n{errors[0][-4000:]}")
         pool = ctypes.CDLL(str(paths["fnx-thread-pool"]), mode=os.RTLD_GLOBAL)
-        pool.fnx_rt_init(ctypes.byref(team_size))
-        run_blas_on(ctypes.cast(pool.fnx_rt_blas_jobs, ctypes.c_void_p).value)
+        attach_pool(pool)
         _pool = pool
 
 

@@ -18,7 +18,7 @@ from collections import Counter
 import numpy as np
 
 from .autocast import autocast_op
-from .. import dtypes as _dt
+from .. import dtypes as _dt, threads as _threads
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
 from ._batching import elementwise_batch_rule, move_to_front
@@ -81,8 +81,10 @@ def _in_float32(impl, *arrays, **params):
 matmul_p = Primitive("matmul")
 @matmul_p.def_impl
 def _matmul_impl(xp, a, b):
-    if a.dtype in _HALF_FLOATS and xp is np:
-        return _in_float32(_matmul_impl, a, b)
+    if xp is np:
+        _threads.poll()   # the thread pool's load sample: a step of products alone runs no kernel loop that would
+        if a.dtype in _HALF_FLOATS:
+            return _in_float32(_matmul_impl, a, b)
     # batched outer products (per-example gradients): BLAS gains nothing there, a broadcast multiply wins
     if a.ndim > 2 and b.ndim > 2 and a.shape[-1] == 1 and b.shape[-2] == 1:
         return xp.multiply(a, b)
