@@ -1,6 +1,7 @@
 """Backward: the shared reverse-mode walk (fnx/_graph.py) over the tape's nodes, with eager's callbacks."""
 from __future__ import annotations
 
+import math
 from operator import add as _add
 
 import numpy as np
@@ -11,8 +12,10 @@ from ..core import FnxRuntimeError
 from ..device import cpu as _cpu
 from ..ops.creation import tensor, zeros_like
 from ..ops.elementwise import add_p
+from ..ops.shape import slice_p
 from ..tensor import Tensor as _Tensor, make as _make
 from . import tape
+from .tape import Node as _Node
 
 __all__ = ["backward", "grad"]
 
@@ -47,13 +50,15 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
                                   "call .requires_grad_() on the inputs you differentiate with respect to")
         starts.append(p)
     anomaly = core.anomaly_enabled()
+    pieces = not create_graph and not anomaly   # slice nodes send _SliceSums (anomaly mode: the rule's pads)
 
     def node_vjp(node, g):  # hooks, capture, the rule (which checks saved versions), NaN check, freeing
+        g = _whole(g)
         if node.hooks:
             g = _run_hooks(node.hooks, g)
         if capture is not None and id(node) in capture:
             captured[capture[id(node)]] = g
-        cots = node.vjp(g)
+        cots = _slice_vjp(node, g) if pieces and _is_slice(node) else node.vjp(g)
         if anomaly:
             _check_nan(node, cots)
         if not retain_graph:
@@ -61,6 +66,7 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
         return cots
 
     def to_leaf(leaf, g):  # a leaf's whole gradient of this call: through its hooks, then into .grad or a slot
+        g = _whole(g)
         hooks = getattr(leaf, "_hooks", None)
         if hooks:
             g = _run_hooks(hooks, g)
@@ -69,7 +75,7 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
         elif id(leaf) in capture:
             captured[capture[id(leaf)]] = g
 
-    if capture is None and not anomaly and not retain_graph:
+    if capture is None and pieces and not retain_graph:
         node_vjp = _plain_node_vjp
     prev = core.set_grad_enabled_flag(create_graph)
     try:
@@ -82,23 +88,113 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
 
 def _plain_node_vjp(node, g):
     """`run_backward`'s node step in the common case (no capture, no anomaly mode, no retain_graph)."""
+    if type(g) is _SliceSum:
+        g = g.whole()
     if node.hooks:
         g = _run_hooks(node.hooks, g)
-    cots = node.vjp(g)
+    cots = _slice_vjp(node, g) if _is_slice(node) else node.vjp(g)
     node.release()
     return cots
 
 
 def _add_off_tape(a, b):
     """a + b for two cotangents while nothing is recorded (no create_graph): two CPU tensors of one dtype add
-    their arrays with add's impl, without the wrapper and bind; anything else (another device, dtypes to
-    promote, a `Cotangents`) adds with `+`."""
+    their arrays with add's impl, without the wrapper and bind; a `_SliceSum` gathers the other's pieces; anything
+    else (another device, dtypes to promote, a `Cotangents`) adds with `+`."""
+    if type(a) is _SliceSum:
+        return a.add(b)
+    if type(b) is _SliceSum:
+        return b.add(a)   # a + b is b + a, bit for bit
     if type(a) is _Tensor and type(b) is _Tensor and a._device is _cpu and b._device is _cpu:
         x, y = a._value, b._value
         if x.dtype is y.dtype:
             out = add_p.impl(np, x, y)
             return _make(out if type(out) is np.ndarray else np.asarray(out), _cpu)
     return a + b
+
+
+def _slice_vjp(node, g) -> tuple:
+    """A slice node's cotangent as one piece of a `_SliceSum`, in place of its rule's zero-padded copy of `g`."""
+    shape = node.inputs[0].shape if node.inputs is not None else node.vjp(g)   # None: the rule raises "freed"
+    return (_SliceSum(shape, [(node.params, g)], None),)
+
+
+class _SliceSum:
+    """The gradient of a tensor that slices read, kept as its pieces until the tensor's node or leaf takes it.
+
+    Llama's rotate_half reads both halves of `x`, a split reads every third of `qkv`: each slice's rule would pad
+    its gradient with zeros to the full shape and the walk would add the pads. Here the pieces are written into
+    one buffer instead (`whole`), never zero-filled where they tile it, and a dense cotangent of the same tensor
+    (`dense`: the sum of the others) is copied in once with the pieces added onto it. Off the tape only: with
+    create_graph the rule's pads are recorded, so higher derivatives still go through differentiable ops.
+    """
+
+    __slots__ = ("shape", "pieces", "dense")
+
+    def __init__(self, shape: tuple, pieces: list, dense):
+        self.shape, self.pieces, self.dense = shape, pieces, dense   # pieces: (slice params, gradient of the slice)
+
+    def add(self, other):
+        """This sum plus `other` (a cotangent of the same tensor), gathered into this one where their dtypes and
+        devices agree; otherwise added whole."""
+        g = self.pieces[0][1]
+        if type(other) is _SliceSum:
+            h = other.pieces[0][1]
+            if h.dtype is g.dtype and h._device == g._device:
+                self.pieces += other.pieces
+                if other.dense is not None:
+                    self.dense = other.dense if self.dense is None else _add_off_tape(self.dense, other.dense)
+                return self
+            other = other.whole()
+        elif type(other) is _Tensor and other.dtype is g.dtype and other._device == g._device:
+            self.dense = other if self.dense is None else _add_off_tape(self.dense, other)
+            return self
+        return self.whole() + other
+
+    def whole(self) -> _Tensor:
+        """The gradient as one tensor: the dense part copied (or zeros, or nothing where the pieces tile the
+        shape), then each piece written into its slice, or added where pieces overlap or a dense part is there."""
+        g0 = self.pieces[0][1]
+        device = g0._device
+        xp = device._xp
+        boxes = [tuple(map(range, p["starts"], p["stops"], p["steps"])) for p, _ in self.pieces]
+        disjoint = all(not _boxes_meet(a, b) for i, a in enumerate(boxes) for b in boxes[:i])
+        if self.dense is not None:
+            out = xp.empty(self.shape, g0._value.dtype)
+            out[...] = self.dense._value
+        elif disjoint and sum(math.prod(map(len, b)) for b in boxes) == math.prod(self.shape):
+            out = xp.empty(self.shape, g0._value.dtype)
+        else:
+            out = xp.zeros(self.shape, g0._value.dtype)
+        for b, (_, g) in zip(boxes, self.pieces):
+            index = tuple(slice(r.start, r.stop, r.step) for r in b)
+            if disjoint and self.dense is None:
+                out[index] = g._value
+            else:
+                out[index] += g._value
+        return _make(out, device)
+
+
+def _boxes_meet(a: tuple, b: tuple) -> bool:
+    """Whether two strided boxes (one range per dim) share an element: they do unless some dim's ranges don't."""
+    return all(_ranges_meet(r, q) for r, q in zip(a, b))
+
+
+def _ranges_meet(r: range, q: range) -> bool:
+    if not r or not q:
+        return False
+    if r.step == 1 and q.step == 1:
+        return r.start < q.stop and q.start < r.stop
+    short, long = (r, q) if len(r) <= len(q) else (q, r)
+    return any(i in long for i in short)
+
+
+def _is_slice(node) -> bool:
+    return type(node) is _Node and node.prim is slice_p
+
+
+def _whole(g):
+    return g.whole() if type(g) is _SliceSum else g
 
 
 def _check_nan(node, cots) -> None:
