@@ -122,10 +122,10 @@ def _slice_vjp(node, g) -> tuple:
 class _SliceSum:
     """The gradient of a tensor that slices read, kept as its pieces until the tensor's node or leaf takes it.
 
-    Llama's rotate_half reads both halves of `x`, a split reads every third of `qkv`: each slice's rule would pad
-    its gradient with zeros to the full shape and the walk would add the pads. Here the pieces are written into
+    Llama's rotate_half reads both halves of `x` (`x[..., :h]`, `x[..., h:]`): each slice's rule would pad its
+    gradient with zeros to the full shape and the walk would add the pads. Here the pieces are written into
     one buffer instead (`whole`), never zero-filled where they tile it, and a dense cotangent of the same tensor
-    (`dense`: the sum of the others) is copied in once with the pieces added onto it. Off the tape only: with
+    (`dense`: the sum of the others) is added to the buffer in place. Off the tape only: with
     create_graph the rule's pads are recorded, so higher derivatives still go through differentiable ops.
     """
 
@@ -152,26 +152,30 @@ class _SliceSum:
         return self.whole() + other
 
     def whole(self) -> _Tensor:
-        """The gradient as one tensor: the dense part copied (or zeros, or nothing where the pieces tile the
-        shape), then each piece written into its slice, or added where pieces overlap or a dense part is there."""
+        """The gradient as one tensor: the pieces written into an empty buffer where they tile the shape, into
+        zeros where they don't (added where they overlap), then the dense part added in place.
+
+        Writing the pieces and adding the dense part after costs less than adding the pieces onto a copy of
+        it: numpy's copies of strided slices are fast, its arithmetic on them is not (half of Llama's q: 11 us
+        to copy, 42 to add). Disjoint pieces give the pads' sum bit for bit.
+        """
         g0 = self.pieces[0][1]
-        device = g0._device
+        device, dtype = g0._device, g0._value.dtype
         xp = device._xp
         boxes = [tuple(map(range, p["starts"], p["stops"], p["steps"])) for p, _ in self.pieces]
         disjoint = all(not _boxes_meet(a, b) for i, a in enumerate(boxes) for b in boxes[:i])
-        if self.dense is not None:
-            out = xp.empty(self.shape, g0._value.dtype)
-            out[...] = self.dense._value
-        elif disjoint and sum(math.prod(map(len, b)) for b in boxes) == math.prod(self.shape):
-            out = xp.empty(self.shape, g0._value.dtype)
+        if disjoint and sum(math.prod(map(len, b)) for b in boxes) == math.prod(self.shape):
+            out = xp.empty(self.shape, dtype)
         else:
-            out = xp.zeros(self.shape, g0._value.dtype)
+            out = xp.zeros(self.shape, dtype)
         for b, (_, g) in zip(boxes, self.pieces):
             index = tuple(slice(r.start, r.stop, r.step) for r in b)
-            if disjoint and self.dense is None:
+            if disjoint:
                 out[index] = g._value
             else:
                 out[index] += g._value
+        if self.dense is not None:
+            xp.add(out, self.dense._value, out=out)
         return _make(out, device)
 
 
