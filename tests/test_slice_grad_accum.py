@@ -152,3 +152,14 @@ def test_float32_slices_keep_their_dtype():
     (_rotate_half(x) * 2).sum().backward()
     assert x.grad.dtype == fnx.float32
     np.testing.assert_array_equal(x.grad.numpy(), np.array([[2.0, 2, -2, -2]] * 2, np.float32))
+
+
+def test_a_view_of_everything_passes_its_gradient_on_uncopied():
+    x = fnx.tensor(np.ones(3), requires_grad=True)
+    y = x * 2
+    seen = []
+    y.register_hook(lambda g: seen.append(g))
+    v = y[...]
+    v.register_hook(lambda g: seen.append(g))
+    v.backward(fnx.tensor([1.0, 2.0, 3.0]))
+    assert seen[0] is seen[1]

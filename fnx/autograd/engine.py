@@ -114,9 +114,14 @@ def _add_off_tape(a, b):
 
 
 def _slice_vjp(node, g) -> tuple:
-    """A slice node's cotangent as one piece of a `_SliceSum`, in place of its rule's zero-padded copy of `g`."""
-    shape = node.inputs[0].shape if node.inputs is not None else node.vjp(g)   # None: the rule raises "freed"
-    return (_SliceSum(shape, [(node.params, g)], None),)
+    """A slice node's cotangent as one piece of a `_SliceSum`, in place of its rule's zero-padded copy of `g`;
+    `g` itself for a slice of everything (a new view), as the rule gives."""
+    if node.inputs is None:
+        return node.vjp(g)   # raises: the graph was freed
+    shape, params = node.inputs[0].shape, node.params
+    if params["stops"] == shape and not any(params["starts"]) and all(s == 1 for s in params["steps"]):
+        return (g,)
+    return (_SliceSum(shape, [(params, g)], None),)
 
 
 class _SliceSum:
