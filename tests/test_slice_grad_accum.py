@@ -41,6 +41,8 @@ def test_rotate_half_gradient_is_exact_and_pads_nothing(pads):
     y.backward(fnx.tensor(np.ones_like(q)))
     np.testing.assert_array_equal(x.grad.numpy(), cos + _rotate_half_np(sin))
     assert pads[0] == 0
+    transform = fnx.grad(lambda t: (t * fnx.tensor(cos) + _rotate_half(t) * fnx.tensor(sin)).sum())(fnx.tensor(q))
+    np.testing.assert_array_equal(transform.numpy(), x.grad.numpy())   # the transform's pads: the same bits
 
 
 def test_slices_that_tile_the_tensor_need_no_pads(pads):
