@@ -165,3 +165,30 @@ def test_a_view_of_everything_passes_its_gradient_on_uncopied():
     v.register_hook(lambda g: seen.append(g))
     v.backward(fnx.tensor([1.0, 2.0, 3.0]))
     assert seen[0] is seen[1]
+
+
+def test_a_loop_over_rows_pads_nothing(pads):
+    """An RNN-style loop reading x[t]: T pieces of one buffer, not T full-size pads and T - 1 full-size adds."""
+    values = np.arange(12.0).reshape(6, 2)
+    x = fnx.tensor(values, requires_grad=True)
+    h = x * 1.0
+    sum((h[t] * (t + 1)).sum() for t in range(6)).backward()
+    assert pads[0] == 0
+    np.testing.assert_array_equal(x.grad.numpy(), np.repeat(np.arange(1.0, 7.0)[:, None], 2, axis=1))
+
+
+@pytest.mark.parametrize("index", [
+    [np.s_[:2, :2], np.s_[2:, :2], np.s_[:2, 2:], np.s_[2:, 2:]],   # blocks apart only in both dims together
+    [np.s_[:, i::10] for i in range(10)],                              # more strided pieces than are paired
+    [np.s_[:, 1:3], np.s_[:, 2:4], np.s_[:, 0:1]],                     # overlapping
+])
+def test_pieces_not_seen_apart_add_into_zeros(index):
+    rng = np.random.default_rng(3)
+    x = fnx.tensor(rng.standard_normal((4, 10)), requires_grad=True)
+    weights = [rng.standard_normal(np.zeros((4, 10))[i].shape) for i in index]
+    y = x * 0.5
+    sum((y[i] * fnx.tensor(w)).sum() for i, w in zip(index, weights)).backward()
+    expected = np.zeros((4, 10))
+    for i, w in zip(index, weights):
+        expected[i] += w * 0.5
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-15, atol=1e-15)

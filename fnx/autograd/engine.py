@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from operator import add as _add
+from operator import add as _add, attrgetter
 
 import numpy as np
 
@@ -164,11 +164,11 @@ class _SliceSum:
         it: numpy's copies of strided slices are fast, its arithmetic on them is not (half of Llama's q: 11 us
         to copy, 42 to add). Disjoint pieces give the pads' sum bit for bit.
         """
-        pieces = self.pieces
-        g0 = pieces[0][1]
+        g0 = self.pieces[0][1]
         device, dtype = g0._device, g0._value.dtype
         xp = device._xp
-        disjoint = len(pieces) == 1 or _disjoint([p for p, _ in pieces])
+        pieces = [(p, g) for p, g in self.pieces if g._value.size]
+        disjoint = len(pieces) <= 1 or _disjoint([p for p, _ in pieces])
         if disjoint and sum(g._value.size for _, g in pieces) == math.prod(self.shape):
             out = xp.empty(self.shape, dtype)
         else:
@@ -185,17 +185,26 @@ class _SliceSum:
 
 
 def _disjoint(params: list) -> bool:
-    """Whether no two of the slices (`slice_p` params) share an element: two don't where, in some dim, their
-    ranges don't."""
-    boxes = [tuple(map(range, p["starts"], p["stops"], p["steps"])) for p in params]
-    return not any(all(map(_ranges_meet, a, b)) for i, a in enumerate(boxes) for b in boxes[:i])
+    """Whether no two of the non-empty slices (`slice_p` params) share an element, as seen in one dim where their
+    ranges are apart: sorted, for unit steps; pair by pair, for a few strided ones (`x[..., ::2]`, `x[..., 1::2]`).
+    Slices that only several dims together keep apart count as meeting, which costs a zero fill, not a wrong sum.
+    """
+    for d in range(len(params[0]["starts"])):
+        ranges = sorted((range(p["starts"][d], p["stops"][d], p["steps"][d]) for p in params), key=_start)
+        if all(r.step == 1 for r in ranges):
+            if all(a.stop <= b.start for a, b in zip(ranges, ranges[1:])):
+                return True
+        elif len(ranges) <= _PAIRS_MAX and not any(_ranges_meet(a, b) for i, a in enumerate(ranges)
+                                                   for b in ranges[:i]):
+            return True
+    return False
+
+
+_start = attrgetter("start")
+_PAIRS_MAX = 8   # strided ranges checked pair by pair (each pair costs up to the shorter one's length)
 
 
 def _ranges_meet(r: range, q: range) -> bool:
-    if not r or not q:
-        return False
-    if r.step == 1 and q.step == 1:
-        return r.start < q.stop and q.start < r.stop
     short, long = (r, q) if len(r) <= len(q) else (q, r)
     return any(i in long for i in short)
 
