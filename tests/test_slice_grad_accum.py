@@ -1,10 +1,13 @@
 """Eager backward of slices (fnx/autograd/engine.py's `_SliceSum`): the gradients of several slices of one tensor
 are written into one buffer instead of zero-padded and added, with the values, hooks and errors of the pads."""
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import fnx
+from fnx.autograd.engine import _ranges_meet
 from fnx.ops.shape import pad_p
 
 
@@ -192,3 +195,9 @@ def test_pieces_not_seen_apart_add_into_zeros(index):
     for i, w in zip(index, weights):
         expected[i] += w * 0.5
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-15, atol=1e-15)
+
+
+def test_ranges_meet_as_their_sets_do():
+    ranges = [range(a, b, s) for a, b, s in itertools.product(range(5), range(1, 10), range(1, 4)) if a < b]
+    for r, q in itertools.product(ranges, ranges):
+        assert _ranges_meet(r, q) == bool(set(r) & set(q)), (r, q)

@@ -202,12 +202,16 @@ def _disjoint(params: list) -> bool:
 
 
 _start = attrgetter("start")
-_PAIRS_MAX = 8   # strided ranges checked pair by pair (each pair costs up to the shorter one's length)
+_PAIRS_MAX = 8   # at most this many strided ranges are checked pair by pair
 
 
 def _ranges_meet(r: range, q: range) -> bool:
-    short, long = (r, q) if len(r) <= len(q) else (q, r)
-    return any(i in long for i in short)
+    """Whether two non-empty ranges share a number. Which of r's numbers q holds repeats with period lcm(steps),
+    so r's numbers in one period from the start of their common span are enough to look at."""
+    lo, hi = max(r.start, q.start), min(r[-1], q[-1])
+    first = r.start - (r.start - lo) // r.step * r.step   # r's first number >= lo
+    last = min(hi, first + math.lcm(r.step, q.step) - 1)
+    return any(i in q for i in range(first, last + 1, r.step))
 
 
 def _whole(g):
