@@ -447,18 +447,25 @@ def _writes(d) -> set:
 
 
 def _merge(graph: _Graph, drafts: list[_Draft]) -> list[_Draft]:
-    """Merge kernels over the same index space when no other step must run between them."""
+    """Merge kernels over the same index space when no other step must run between them.
+
+    Each round merges the first mergeable pair in program order. A merge only adds dependencies between the
+    other steps (the merged kernel depends on, and feeds, what either part did), so a pair refused once stays
+    refused: the next round checks, before the merged kernel's place, only the pairs with the merged kernel."""
     drafts = sorted(drafts, key=lambda d: d.order)
     failed: set = set()
     apart = _apart(graph)
+    fresh = None   # the kernel the last round made
     while True:
         through = _paths_of_two_or_more(graph, drafts + graph.library_eqns())
         merged = None
+        start = 0 if fresh is None else next(i for i, d in enumerate(drafts) if d is fresh)
         for i, a in enumerate(drafts):
-            for b in drafts[i + 1:]:
+            for b in (drafts[i + 1:] if i >= start else (fresh,)):
+                if not _compatible(a.space, b.space) or apart(a, b):
+                    continue
                 key = (tuple(id(r) for r in a.roots), tuple(id(r) for r in b.roots))
-                if (key in failed or not _compatible(a.space, b.space) or apart(a, b)
-                        or through(a, b) or through(b, a)):
+                if key in failed or through(a, b) or through(b, a):
                     continue
                 try:
                     merged = _build(graph, a.space if a.space.axes is not None else b.space, a.roots + b.roots)
@@ -472,6 +479,7 @@ def _merge(graph: _Graph, drafts: list[_Draft]) -> list[_Draft]:
                 break
         if merged is None:
             return drafts
+        fresh = merged
 
 
 def _apart(graph: _Graph):
