@@ -50,8 +50,10 @@ VARIANTS = {
     "fnx functional [torch loaded]": ("fnx", "functional", True, False),
     "torch": ("torch", "eager", False, False),
     "torch compile": ("torch", "compile", False, False),
+    "fnx [busy neighbour]": ("fnx", "eager", False, True),
     "fnx compile [busy neighbour]": ("fnx", "compile", False, True),
     "fnx functional [busy neighbour]": ("fnx", "functional", False, True),
+    "torch [busy neighbour]": ("torch", "eager", False, True),
     "torch compile [busy neighbour]": ("torch", "compile", False, True),
 }
 _ACTIVATION_ROWS = ("fnx", "fnx compile", "torch", "torch compile")
