@@ -5,9 +5,10 @@ The C path runs (a spy on the eager kernel hook sees a result) for operands of o
 broadcast along the leading dims and one broadcast along the trailing dims, on either side; add, sub, mul, div and
 max give numpy's bits there (NaN, infinities, signed zeros and subnormals included), also for non-contiguous
 inputs and operands expanded by a view, and exp, tanh within their float32 ulp bounds; sums over trailing dims
-run in C within rounding, sums over the leading dims of contiguous arrays of short rows with numpy's bits; small
-arrays, outer broadcasts, integer dtypes, sums over long rows or strided arrays and operands of one shape on one
-thread keep numpy; a flat kernel stays vectorised below the parallel threshold.
+run in C within rounding, sums over the leading dims of contiguous arrays of short rows with numpy's bits, and
+batched outer products ((..., m, 1) * (..., 1, n), a matmul of such operands too) in their C loop with numpy's
+bits; small arrays, other outer broadcasts, integer dtypes, sums over long rows or strided arrays and operands of
+one shape on one thread keep numpy; a flat kernel stays vectorised below the parallel threshold.
 """
 from __future__ import annotations
 
@@ -158,7 +159,7 @@ def test_small_integer_and_outer_operands_keep_numpy(threads, c_results, monkeyp
     small_row = _operands([(7, k), (k,)], np.float32)
     small_flat = _operands([(eager_kernels.THREADED["mul"][1] - 1,)] * 2, np.float32)
     ints = [RNG.integers(-9, 9, (512, 512)), RNG.integers(-9, 9, 512)]
-    outer = _operands([(512, 1), (1, 512)], np.float32)
+    outer = _operands([(2, 512, 1), (1, 1, 512)], np.float32)   # leading dims that broadcast: not the outer loop's
     for x, y in (small_row, small_flat, ints, outer):
         with np.errstate(all="ignore"):
             assert _same_bits((fnx.tensor(x) * fnx.tensor(y)).numpy(), x * y)
@@ -270,3 +271,39 @@ def test_sums_over_leading_dims_of_long_rows_or_strided_keep_numpy(c_results):
     x = _operands([(300, 600)], np.float32)[0]
     got = fnx.tensor(x)[:, ::2].sum(dim=0).numpy()   # a strided view
     assert _same_bits(got, x[:, ::2].sum(axis=0)) and c_results[-1] is None
+
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lead=st.lists(st.integers(1, 5), max_size=2), m=st.integers(1, 80), n=st.integers(1, 40),
+       dtype=st.sampled_from([np.float32, np.float64]), swap=st.booleans(), large=st.sampled_from(["m", "n"]))
+def test_batched_outer_products_run_in_c_with_numpys_bits(threads, c_results, lead, m, n, dtype, swap, large):
+    """(..., m, 1) * (..., 1, n) in either order, one operand large enough for the eager hook: one multiply per
+    element in the C loop, numpy's bits (NaN, infinities, signed zeros included), on one thread or several."""
+    at_least = -(-fnx.ops.elementwise._EAGER_C_FROM // math.prod(lead))
+    m, n = (max(m, at_least), n) if large == "m" else (m, max(n, at_least))
+    x, y = _operands([(*lead, m, 1), (*lead, 1, n)], dtype)
+    with np.errstate(invalid="ignore"):   # inf * 0
+        want = x * y
+    for count in (1, 2):
+        threads(count)
+        got = (fnx.tensor(y) * fnx.tensor(x)) if swap else (fnx.tensor(x) * fnx.tensor(y))
+        assert c_results[-1] is not None and _same_bits(got.numpy(), want)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lead=st.lists(st.integers(1, 9), min_size=1, max_size=2), m=st.integers(1, 80), n=st.integers(1, 80))
+def test_matmuls_that_are_batched_outer_products_run_the_c_loop(c_results, lead, m, n):
+    """Per-example gradients of a linear layer (vmap of grad): (..., m, 1) @ (..., 1, n) from MIN_ELEMENTS outputs
+    on, numpy's bits."""
+    m = max(m, -(-eager_kernels.MIN_ELEMENTS // (math.prod(lead) * n)))
+    x, y = _operands([(*lead, m, 1), (*lead, 1, n)], np.float32)
+    got = fnx.matmul(fnx.tensor(x), fnx.tensor(y)).numpy()
+    with np.errstate(invalid="ignore"):   # inf * 0
+        assert c_results[-1] is not None and _same_bits(got, x * y)
+
+
+def test_strided_outer_operands_keep_numpy(c_results):
+    x, y = _operands([(4, 64, 8), (4, 1, 64)], np.float32)
+    got = fnx.matmul(fnx.tensor(x)[:, :, :1], fnx.tensor(y)).numpy()   # a strided (4, 64, 1) view
+    assert _same_bits(got, x[:, :, :1] * y) and c_results[-1] is None

@@ -94,6 +94,11 @@ _columns_library = TemplateLibrary("fnx-sum-columns", "c_sum_columns.c.j2", list
                                    {f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 3
                                     for f in _SUM_COLUMNS.values()}).get
 
+_OUTER = {np.dtype(np.float32): "fnx_outer_f32", np.dtype(np.float64): "fnx_outer_f64"}
+_outer_library = TemplateLibrary("fnx-outer", "c_outer.c.j2", list(_OUTER.values()),
+                                 "the C loop of batched outer products", "numpy multiplies them",
+                                 {f: [ctypes.c_void_p] * 3 + [ctypes.c_longlong] * 3 for f in _OUTER.values()}).get
+
 _kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta type, meta symbols), or None
 _build_lock = threading.Lock()
 
@@ -104,6 +109,10 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     if params:
         return _sum(prim, arrays[0], **params)
     x, last = arrays[0], arrays[-1]
+    if prim.name == "mul" and x.ndim == last.ndim > 1 and x.shape != last.shape:
+        out = _outer(x, last)
+        if out is not None:
+            return out
     if last.size > x.size:
         x = last
     size, threaded = x.size, THREADED.get(prim.name)
@@ -133,6 +142,23 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         if below and (cols == 1 or not (strided or rows >= MANY_ROWS and size >= BROADCAST_MIN)):
             return None
     return _call(prim, kinds, arrays, np.empty(x.shape, x.dtype), rows, cols)
+
+
+def _outer(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """x * y (of one rank, at least 2) by the C loop where they are batched outer products ((..., m, 1) and
+    (..., 1, n), either order, the same leading dims, contiguous), else None."""
+    if x.shape[-1] != 1:
+        x, y = y, x
+    if (x.shape[-1] != 1 or y.shape[-2] != 1 or x.shape[:-2] != y.shape[:-2]
+            or x.dtype not in _OUTER or y.dtype != x.dtype or not (x.flags.c_contiguous and y.flags.c_contiguous)):
+        return None
+    out = np.empty(x.shape[:-1] + y.shape[-1:], x.dtype)
+    lib = _outer_library() if out.size >= MIN_ELEMENTS else None
+    if lib is None:
+        return None
+    m, n = x.shape[-2], y.shape[-1]
+    getattr(lib, _OUTER[x.dtype])(x.ctypes.data, y.ctypes.data, out.ctypes.data, out.size // (m * n), m, n)
+    return out
 
 
 def _sum(prim: Primitive, x: np.ndarray, *, axes: tuple, keepdims: bool) -> np.ndarray | None:

@@ -19,10 +19,12 @@ import numpy as np
 
 from .autocast import autocast_op
 from .. import dtypes as _dt, threads as _threads
+from .. import core
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
 from ._batching import elementwise_batch_rule, move_to_front
 from ._families import as_operand, broadcast_shapes, conj_if_complex, promote, same_device, unbroadcast
+from .elementwise import mul_p
 
 __all__ = ["matmul", "mm", "bmm", "dot", "vdot", "mv", "outer", "ger", "inner", "tensordot", "einsum", "addmm",
            "baddbmm", "trace", "kron"]
@@ -85,9 +87,12 @@ def _matmul_impl(xp, a, b):
         _threads.poll()   # the thread pool's load sample: a step of products alone runs no kernel loop that would
         if a.dtype in _HALF_FLOATS:
             return _in_float32(_matmul_impl, a, b)
-    # batched outer products (per-example gradients): BLAS gains nothing there, a broadcast multiply wins
+    # batched outer products (per-example gradients): BLAS gains nothing there, a broadcast multiply wins (on the
+    # CPU the eager C loop of such products, where it applies)
     if a.ndim > 2 and b.ndim > 2 and a.shape[-1] == 1 and b.shape[-2] == 1:
-        return xp.multiply(a, b)
+        hook = core.eager_kernel_hook if xp is np else None
+        out = hook(mul_p, a, b) if hook is not None else None
+        return xp.multiply(a, b) if out is None else out
     # a stack of rows times one matrix (nn.Linear on (batch, seq, features)): one GEMM over all the rows, where
     # numpy would call BLAS once per leading index (1.4x faster at (8, 64, 128) @ (128, 384) here)
     if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
