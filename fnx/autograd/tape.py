@@ -48,8 +48,12 @@ def stand_in(value, device) -> Tensor:
     and again.
     """
     shape, dtype = value.shape, value.dtype
-    key = (shape, dtype) if device is cpu else (shape, dtype, device)   # cpu: no call of device.__hash__
-    out = _STAND_INS.get(key)
+    table = _CPU_STAND_INS.get(dtype) if device is cpu else None
+    if table is not None:
+        key = shape
+    else:
+        table, key = _STAND_INS, (shape, dtype, device)
+    out = table.get(key)
     if out is None:
         xp = device._xp
         one = xp.full(1, _fill(dtype), dtype=dtype)
@@ -59,9 +63,9 @@ def stand_in(value, device) -> Tensor:
         else:
             array = xp.broadcast_to(one.reshape(()), shape)
         out = make(array, device)
-        if len(_STAND_INS) >= _MAX_STAND_INS:
-            _STAND_INS.clear()
-        _STAND_INS[key] = out
+        if len(table) >= _MAX_STAND_INS:
+            table.clear()
+        table[key] = out
     return out
 
 
@@ -69,18 +73,23 @@ def _fill(dtype) -> float:
     return float("nan") if dtype in _INEXACT_NP else 0
 
 
-_STAND_INS: dict = {}   # (shape, dtype) on the CPU, (shape, dtype, device) elsewhere -> the stand-in tensor
-_MAX_STAND_INS = 4096
+# The stand-ins of float and complex CPU values, by dtype, then by shape: `record` finds a node's table once, from
+# its output's dtype, and each value's stand-in with one lookup by shape (hashing a numpy dtype costs about as much
+# as a lookup). It holds exactly the float and complex dtypes, so that one lookup also tells whether an output can
+# have a node.
+_CPU_STAND_INS: dict = {dt: {} for dt in _INEXACT_NP}
+_STAND_INS: dict = {}   # the others (integer and bool values, other devices): (shape, dtype, device) -> stand-in
+_MAX_STAND_INS = 4096   # per table
 
 
-def _stand_ins(args) -> tuple:
-    """The stand-ins of tensors `args`: one cache lookup each, inline for the CPU (most nodes have one or two)."""
-    out = []
-    for a in args:
-        v = a._value
-        s = _STAND_INS.get((v.shape, v.dtype)) if a._device is cpu else None
-        out.append(s if s is not None else stand_in(v, a._device))
-    return tuple(out)
+def _stand_in_of(a, table, dtype) -> Tensor:
+    """The stand-in of tensor `a`: from `table` (the CPU stand-ins of `dtype`) when `a` is a CPU tensor of `dtype`."""
+    v = a._value
+    if table is not None and v.dtype is dtype and a._device is cpu:
+        s = table.get(v.shape)
+        if s is not None:
+            return s
+    return stand_in(v, a._device)
 
 
 class Node:
@@ -158,31 +167,51 @@ def parent_of(a):
 
 
 def record(prim, args, params, out):
-    """`core.record_hook`: put `out`'s node on the tape (an op on inputs of which one requires grad)."""
+    """`core.record_hook`: put `out`'s node on the tape (an op on inputs of which one requires grad).
+
+    This runs for every recorded op, so the one- and two-input cases are written out: one lookup of the output's
+    dtype finds the stand-ins of its dtype (and tells an integer output, which has no node), and a value's
+    stand-in costs one lookup by shape.
+    """
     value = out._value
-    if value.dtype not in _INEXACT_NP or not prim.differentiable:
+    dtype = value.dtype
+    table = _CPU_STAND_INS.get(dtype)
+    if table is None or not prim.differentiable:   # not a float or complex output: no gradient flows through it
         return out
+    if out._device is not cpu:
+        table = None
     saves = prim.saves_inputs
+    node = _new_node(Node)
     n = len(args)
-    if n == 2:   # the binary family: no list to build
+    if n == 2:   # the binary family
         a, b = args
-        parents = (a._node if a._node is not None else (a if a._requires_grad else None),
-                   b._node if b._node is not None else (b if b._requires_grad else None))
-        versions = (a._version[0], b._version[0]) if saves else None
+        node.parents = (a._node if a._node is not None else (a if a._requires_grad else None),
+                        b._node if b._node is not None else (b if b._requires_grad else None))
+        if saves:
+            node.inputs = args
+            node.versions = (a._version[0], b._version[0])
+        else:
+            va, vb = a._value, b._value
+            sa = table.get(va.shape) if table is not None and va.dtype is dtype and a._device is cpu else None
+            sb = table.get(vb.shape) if table is not None and vb.dtype is dtype and b._device is cpu else None
+            node.inputs = (sa if sa is not None else stand_in(va, a._device),
+                           sb if sb is not None else stand_in(vb, b._device))
+            node.versions = None
     elif n == 1:
         a = args[0]
-        parents = (a._node if a._node is not None else a,)   # its one input requires grad
-        versions = (a._version[0],) if saves else None
+        node.parents = (a._node if a._node is not None else a,)   # its one input requires grad
+        if saves:
+            node.inputs = args
+            node.versions = (a._version[0],)
+        else:
+            node.inputs = (_stand_in_of(a, table, dtype),)
+            node.versions = None
     else:
-        parents = tuple([parent_of(a) for a in args])
-        versions = tuple([a._version[0] for a in args]) if saves else None
-    saved = args if saves else _stand_ins(args)
-    node = object.__new__(Node)
+        node.parents = tuple([parent_of(a) for a in args])
+        node.inputs = args if saves else tuple([_stand_in_of(a, table, dtype) for a in args])
+        node.versions = tuple([a._version[0] for a in args]) if saves else None
     node.prim = prim
     node.params = params
-    node.inputs = saved
-    node.parents = parents
-    node.versions = versions
     node.hooks = None
     node.stack = forward_stack() if _anomaly_enabled() else None
     if prim.saves_output:
@@ -190,7 +219,7 @@ def record(prim, args, params, out):
         node.out_value = value
         node.out_version = (ver, ver[0])
     else:
-        stand = _STAND_INS.get((value.shape, value.dtype)) if out._device is cpu else None
+        stand = table.get(value.shape) if table is not None else None
         node.out_value = stand if stand is not None else stand_in(value, out._device)
         node.out_version = None
     out._node = node
@@ -198,6 +227,9 @@ def record(prim, args, params, out):
     if prim.view:   # an in-place write through another view of the base refreshes this one's node
         _note_view(out._base, out)
     return out
+
+
+_new_node = object.__new__   # `record` sets a Node's slots one by one: a class call with an `__init__` costs more
 
 
 def _note_view(base, view) -> None:
