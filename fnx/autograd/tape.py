@@ -83,9 +83,10 @@ _MAX_STAND_INS = 4096   # per table
 
 
 def _stand_in_of(a, table, dtype) -> Tensor:
-    """The stand-in of tensor `a`: from `table` (the CPU stand-ins of `dtype`) when `a` is a CPU tensor of `dtype`."""
+    """The stand-in of tensor `a`: from `table` (None, or the CPU stand-ins of `dtype` when `a` is on the CPU)
+    when `a` is of `dtype`."""
     v = a._value
-    if table is not None and v.dtype is dtype and a._device is cpu:
+    if table is not None and v.dtype is dtype:
         s = table.get(v.shape)
         if s is not None:
             return s
@@ -171,7 +172,8 @@ def record(prim, args, params, out):
 
     This runs for every recorded op, so the one- and two-input cases are written out: one lookup of the output's
     dtype finds the stand-ins of its dtype (and tells an integer output, which has no node), and a value's
-    stand-in costs one lookup by shape.
+    stand-in costs one lookup by shape. An input that is a leaf requiring grad is its own parent, which the node
+    holds anyway, so it is kept as it is rather than replaced by a stand-in.
     """
     value = out._value
     dtype = value.dtype
@@ -180,36 +182,40 @@ def record(prim, args, params, out):
         return out
     if out._device is not cpu:
         table = None
-    saves = prim.saves_inputs
     node = _new_node(Node)
     n = len(args)
     if n == 2:   # the binary family
         a, b = args
-        node.parents = (a._node if a._node is not None else (a if a._requires_grad else None),
-                        b._node if b._node is not None else (b if b._requires_grad else None))
-        if saves:
+        pa = a._node if a._node is not None else (a if a._requires_grad else None)
+        pb = b._node if b._node is not None else (b if b._requires_grad else None)
+        node.parents = (pa, pb)
+        if prim.saves_inputs:
             node.inputs = args
             node.versions = (a._version[0], b._version[0])
-        else:
-            va, vb = a._value, b._value
-            sa = table.get(va.shape) if table is not None and va.dtype is dtype and a._device is cpu else None
-            sb = table.get(vb.shape) if table is not None and vb.dtype is dtype and b._device is cpu else None
-            node.inputs = (sa if sa is not None else stand_in(va, a._device),
-                           sb if sb is not None else stand_in(vb, b._device))
+        else:   # bind ran it on one device: the output's, unless the op moved data
+            cpu_table = table if a._device is cpu else None
+            node.inputs = (a if pa is a else _stand_in_of(a, cpu_table, dtype),
+                           b if pb is b else _stand_in_of(b, cpu_table, dtype))
             node.versions = None
     elif n == 1:
         a = args[0]
-        node.parents = (a._node if a._node is not None else a,)   # its one input requires grad
-        if saves:
+        pa = a._node if a._node is not None else a   # its one input requires grad
+        node.parents = (pa,)
+        if prim.saves_inputs:
             node.inputs = args
             node.versions = (a._version[0],)
         else:
-            node.inputs = (_stand_in_of(a, table, dtype),)
+            node.inputs = (a if pa is a else _stand_in_of(a, table if a._device is cpu else None, dtype),)
             node.versions = None
     else:
-        node.parents = tuple([parent_of(a) for a in args])
-        node.inputs = args if saves else tuple([_stand_in_of(a, table, dtype) for a in args])
-        node.versions = tuple([a._version[0] for a in args]) if saves else None
+        parents = node.parents = tuple([parent_of(a) for a in args])
+        if prim.saves_inputs:
+            node.inputs = args
+            node.versions = tuple([a._version[0] for a in args])
+        else:
+            node.inputs = tuple([a if p is a else _stand_in_of(a, table if a._device is cpu else None, dtype)
+                                 for a, p in zip(args, parents)])
+            node.versions = None
     node.prim = prim
     node.params = params
     node.hooks = None
