@@ -8,7 +8,9 @@ the graph) and version counters that detect in-place changes to saved values.
 A node keeps only the values its vjp reads (the primitive's `saves_inputs` and `saves_output`): in place of
 the others it keeps a stand-in (`stand_in`), a shared read-only tensor of the value's shape, dtype and device
 whose elements are NaN, so that the forward's intermediates are freed as soon as nothing else uses them, as
-PyTorch's saved variables are, and a rule that read a value it did not declare would show in its gradient.
+PyTorch's saved variables are, and a rule that read a value it did not declare would show in its gradient
+(tests/test_autograd_stand_ins.py runs every op of the table that way). An input that is a leaf requiring grad is
+kept as it is: the node holds it anyway, as the parent its gradient flows to.
 The backward walk releases each node's saved values once its vjp has run (`release`).
 """
 from __future__ import annotations
