@@ -265,8 +265,12 @@ def bind(prim: Primitive, *args, **params):
     t._node = None
     t._requires_grad = False
     t._grad = None
-    t._version = [0] if not prim.view else a0._version
-    t._base = None if not prim.view else (a0 if a0._base is None else a0._base)
+    if prim.view:   # the output aliases the first input: it shares its version counter and base
+        t._version = a0._version
+        t._base = a0 if a0._base is None else a0._base
+    else:
+        t._version = [0]
+        t._base = None
     t._views = None   # as in tensor.make
     if not flags:  # grad mode on (and no transform, tested above)
         if a0._requires_grad or (n == 2 and a1._requires_grad):

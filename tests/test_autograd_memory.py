@@ -140,8 +140,33 @@ def test_a_stand_in_is_read_only_nan_of_the_value_shape_and_dtype():
     with pytest.raises(ValueError):
         f[0, 0] = 1.0
     for n in range(tape._MAX_STAND_INS + 10):
-        stand_in(np.empty((n, 1), np.float32), cpu)
+        assert stand_in(np.empty((n, 1), np.float32), cpu)._value.shape == (n, 1)
+        assert stand_in(np.empty((n,), np.int32), cpu)._value.shape == (n,)
+    assert len(tape._CPU_STAND_INS[np.dtype(np.float32)]) <= tape._MAX_STAND_INS
     assert len(tape._STAND_INS) <= tape._MAX_STAND_INS
+
+
+def test_each_saved_stand_in_has_its_own_values_shape_and_dtype():
+    """A node's stand-ins follow each input's and the output's own shape and dtype (broadcast operands, an integer
+    index, a bool mask, a real input of a complex output), whatever stand-ins other dtypes have cached; an integer
+    output gets no node, even once integer stand-ins exist."""
+    x_leaf = fnx.tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    row_leaf = fnx.tensor(np.ones(3, np.float32), requires_grad=True)
+    x, row = x_leaf * 1.0, row_leaf * 1.0   # intermediates: a leaf input would be kept as it is
+    cases = [(x + row, [((2, 3), np.float32), ((3,), np.float32)], ((2, 3), np.float32)),
+             (x.double() - 1.0, [((2, 3), np.float64), ((), np.float64)], ((2, 3), np.float64)),
+             (x.sum(0), [((2, 3), np.float32)], ((3,), np.float32)),
+             (fnx.complex(x, x * 2.0), [((2, 3), np.float32), ((2, 3), np.float32)], ((2, 3), np.complex64))]
+    for y, ins, out in cases:
+        node = y.grad_fn
+        seen = [(a._value.shape, a._value.dtype) for a in node.inputs]
+        assert seen == [(s, np.dtype(d)) for s, d in ins], node.name
+        if not isinstance(node.out_value, np.ndarray):
+            assert (node.out_value._value.shape, node.out_value._value.dtype) == (out[0], np.dtype(out[1]))
+    stand_in(np.zeros((2, 3), np.int64), fnx.device("cpu"))
+    assert (x.long() + fnx.tensor(np.ones((2, 3), np.int64))).grad_fn is None
+    (x + row).sum().backward()
+    np.testing.assert_array_equal(row_leaf.grad.numpy(), [2.0, 2.0, 2.0])
 
 
 @pytest.mark.parametrize("compiled", [False, True])

@@ -8,7 +8,9 @@ the graph) and version counters that detect in-place changes to saved values.
 A node keeps only the values its vjp reads (the primitive's `saves_inputs` and `saves_output`): in place of
 the others it keeps a stand-in (`stand_in`), a shared read-only tensor of the value's shape, dtype and device
 whose elements are NaN, so that the forward's intermediates are freed as soon as nothing else uses them, as
-PyTorch's saved variables are, and a rule that read a value it did not declare would show in its gradient.
+PyTorch's saved variables are, and a rule that read a value it did not declare would show in its gradient
+(tests/test_autograd_stand_ins.py runs every op of the table that way). An input that is a leaf requiring grad is
+kept as it is: the node holds it anyway, as the parent its gradient flows to.
 The backward walk releases each node's saved values once its vjp has run (`release`).
 """
 from __future__ import annotations
@@ -48,8 +50,12 @@ def stand_in(value, device) -> Tensor:
     and again.
     """
     shape, dtype = value.shape, value.dtype
-    key = (shape, dtype) if device is cpu else (shape, dtype, device)   # cpu: no call of device.__hash__
-    out = _STAND_INS.get(key)
+    table = _CPU_STAND_INS.get(dtype) if device is cpu else None
+    if table is not None:
+        key = shape
+    else:
+        table, key = _STAND_INS, (shape, dtype, device)
+    out = table.get(key)
     if out is None:
         xp = device._xp
         one = xp.full(1, _fill(dtype), dtype=dtype)
@@ -59,9 +65,9 @@ def stand_in(value, device) -> Tensor:
         else:
             array = xp.broadcast_to(one.reshape(()), shape)
         out = make(array, device)
-        if len(_STAND_INS) >= _MAX_STAND_INS:
-            _STAND_INS.clear()
-        _STAND_INS[key] = out
+        if len(table) >= _MAX_STAND_INS:
+            table.clear()
+        table[key] = out
     return out
 
 
@@ -69,18 +75,24 @@ def _fill(dtype) -> float:
     return float("nan") if dtype in _INEXACT_NP else 0
 
 
-_STAND_INS: dict = {}   # (shape, dtype) on the CPU, (shape, dtype, device) elsewhere -> the stand-in tensor
-_MAX_STAND_INS = 4096
+# The stand-ins of float and complex CPU values, by dtype, then by shape: `record` finds a node's table once, from
+# its output's dtype, and each value's stand-in with one lookup by shape (hashing a numpy dtype costs about as much
+# as a lookup). It holds exactly the float and complex dtypes, so that one lookup also tells whether an output can
+# have a node.
+_CPU_STAND_INS: dict = {dt: {} for dt in _INEXACT_NP}
+_STAND_INS: dict = {}   # the others (integer and bool values, other devices): (shape, dtype, device) -> stand-in
+_MAX_STAND_INS = 4096   # per table
 
 
-def _stand_ins(args) -> tuple:
-    """The stand-ins of tensors `args`: one cache lookup each, inline for the CPU (most nodes have one or two)."""
-    out = []
-    for a in args:
-        v = a._value
-        s = _STAND_INS.get((v.shape, v.dtype)) if a._device is cpu else None
-        out.append(s if s is not None else stand_in(v, a._device))
-    return tuple(out)
+def _stand_in_of(a, table, dtype) -> Tensor:
+    """The stand-in of tensor `a`: from `table` (None, or the CPU stand-ins of `dtype` when `a` is on the CPU)
+    when `a` is of `dtype`."""
+    v = a._value
+    if table is not None and v.dtype is dtype:
+        s = table.get(v.shape)
+        if s is not None:
+            return s
+    return stand_in(v, a._device)
 
 
 class Node:
@@ -158,31 +170,56 @@ def parent_of(a):
 
 
 def record(prim, args, params, out):
-    """`core.record_hook`: put `out`'s node on the tape (an op on inputs of which one requires grad)."""
+    """`core.record_hook`: put `out`'s node on the tape (an op on inputs of which one requires grad).
+
+    This runs for every recorded op, so the one- and two-input cases are written out: one lookup of the output's
+    dtype finds the stand-ins of its dtype (and tells an integer output, which has no node), and a value's
+    stand-in costs one lookup by shape. An input that is a leaf requiring grad is its own parent, which the node
+    holds anyway, so it is kept as it is rather than replaced by a stand-in.
+    """
     value = out._value
-    if value.dtype not in _INEXACT_NP or not prim.differentiable:
+    dtype = value.dtype
+    table = _CPU_STAND_INS.get(dtype)
+    if table is None or not prim.differentiable:   # not a float or complex output: no gradient flows through it
         return out
-    saves = prim.saves_inputs
+    if out._device is not cpu:
+        table = None
+    node = _new_node(Node)
     n = len(args)
-    if n == 2:   # the binary family: no list to build
+    if n == 2:   # the binary family
         a, b = args
-        parents = (a._node if a._node is not None else (a if a._requires_grad else None),
-                   b._node if b._node is not None else (b if b._requires_grad else None))
-        versions = (a._version[0], b._version[0]) if saves else None
+        pa = a._node if a._node is not None else (a if a._requires_grad else None)
+        pb = b._node if b._node is not None else (b if b._requires_grad else None)
+        node.parents = (pa, pb)
+        if prim.saves_inputs:
+            node.inputs = args
+            node.versions = (a._version[0], b._version[0])
+        else:   # bind ran it on one device: the output's, unless the op moved data
+            cpu_table = table if a._device is cpu else None
+            node.inputs = (a if pa is a else _stand_in_of(a, cpu_table, dtype),
+                           b if pb is b else _stand_in_of(b, cpu_table, dtype))
+            node.versions = None
     elif n == 1:
         a = args[0]
-        parents = (a._node if a._node is not None else a,)   # its one input requires grad
-        versions = (a._version[0],) if saves else None
+        pa = a._node if a._node is not None else a   # its one input requires grad
+        node.parents = (pa,)
+        if prim.saves_inputs:
+            node.inputs = args
+            node.versions = (a._version[0],)
+        else:
+            node.inputs = (a if pa is a else _stand_in_of(a, table if a._device is cpu else None, dtype),)
+            node.versions = None
     else:
-        parents = tuple([parent_of(a) for a in args])
-        versions = tuple([a._version[0] for a in args]) if saves else None
-    saved = args if saves else _stand_ins(args)
-    node = object.__new__(Node)
+        parents = node.parents = tuple([parent_of(a) for a in args])
+        if prim.saves_inputs:
+            node.inputs = args
+            node.versions = tuple([a._version[0] for a in args])
+        else:
+            node.inputs = tuple([a if p is a else _stand_in_of(a, table if a._device is cpu else None, dtype)
+                                 for a, p in zip(args, parents)])
+            node.versions = None
     node.prim = prim
     node.params = params
-    node.inputs = saved
-    node.parents = parents
-    node.versions = versions
     node.hooks = None
     node.stack = forward_stack() if _anomaly_enabled() else None
     if prim.saves_output:
@@ -190,7 +227,7 @@ def record(prim, args, params, out):
         node.out_value = value
         node.out_version = (ver, ver[0])
     else:
-        stand = _STAND_INS.get((value.shape, value.dtype)) if out._device is cpu else None
+        stand = table.get(value.shape) if table is not None else None
         node.out_value = stand if stand is not None else stand_in(value, out._device)
         node.out_version = None
     out._node = node
@@ -198,6 +235,9 @@ def record(prim, args, params, out):
     if prim.view:   # an in-place write through another view of the base refreshes this one's node
         _note_view(out._base, out)
     return out
+
+
+_new_node = object.__new__   # `record` sets a Node's slots one by one: a class call with an `__init__` costs more
 
 
 def _note_view(base, view) -> None:
