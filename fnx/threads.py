@@ -16,7 +16,7 @@ on at most the CPUs they leave free (at least one), and gives the OpenBLAS libra
 a new count is only stored) the same count. On a 2-core machine beside one busy process, a training step on two
 threads waited at every parallel loop and matrix product for the thread that had lost its core, and took 2-3x as
 long as on one. The pool measures the load every 0.2 s from /proc/stat (the other processes' busy time on the
-CPUs of the affinity mask); `get_num_threads` still reports the count set.
+CPUs of the affinity mask, processes niced below this one aside); `get_num_threads` still reports the count set.
 """
 from __future__ import annotations
 

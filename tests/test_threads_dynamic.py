@@ -57,11 +57,16 @@ def test_on_by_default_and_off_with_the_environment_variable():
 # The child pins itself and `cpus` spinning processes to the same CPUs (at most two of its affinity mask), asks
 # for that many threads, and runs a parallel kernel until the pool's load samples see the spinners: then the
 # kernel runs on one thread and OpenBLAS has a count of one. Turning dynamic teams off gives back the full team
-# at once, and with them on again the spinners' load still holds the team down.
+# at once, and with them on again the spinners' load still holds the team down. A niced child counts niced
+# spinners too (a child that is not niced leaves them out, as the scheduler gives them little of its CPUs; that
+# direction cannot be checked while other tests may load the machine).
 BUSY_NEIGHBOURS = """
     import ctypes, json, os, subprocess, sys, time
     cpus = sorted(os.sched_getaffinity(0))[:2]
     os.sched_setaffinity(0, cpus)
+    niced = os.environ["NICED"] == "1"
+    if niced:
+        os.nice(5)
     import fnx
     from fnx.lowering import cpu
     from threadpoolctl import threadpool_info
@@ -74,8 +79,9 @@ BUSY_NEIGHBOURS = """
     team = lambda: ctypes.c_int.in_dll(pool, "fnx_rt_last_team").value
     blas = lambda: [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas" and i["filepath"] in
                     fnx.threads.blas_on_pool() and i.get("threading_layer") == "pthreads"]
-    spin = "import os, sys; os.sched_setaffinity(0, [int(sys.argv[1])])\\nwhile True: pass"
-    spinners = [subprocess.Popen([sys.executable, "-c", spin, str(c)]) for c in cpus * (3 - len(cpus))]
+    spin = "import os, sys; os.sched_setaffinity(0, [int(sys.argv[1])]); os.nice(int(sys.argv[2]))\\nwhile True: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin, str(c), "19" if niced else "0"])
+                for c in cpus * (3 - len(cpus))]
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -103,7 +109,9 @@ BUSY_NEIGHBOURS = """
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
-def test_a_busy_neighbour_takes_the_team_down_to_the_free_cpus():
-    busy, busy_blas, fixed, fixed_blas, again = json.loads(run_python(BUSY_NEIGHBOURS, {"FNX_DYNAMIC_THREADS": None}))
+@pytest.mark.parametrize("niced", ["0", "1"])
+def test_a_busy_neighbour_takes_the_team_down_to_the_free_cpus(niced):
+    env = {"FNX_DYNAMIC_THREADS": None, "NICED": niced}
+    busy, busy_blas, fixed, fixed_blas, again = json.loads(run_python(BUSY_NEIGHBOURS, env))
     assert busy == 1 and fixed == 2 and again == 1
     assert busy_blas in ([], [1]) and fixed_blas in ([], [2])   # []: numpy's BLAS is not on the pool here
