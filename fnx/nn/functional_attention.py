@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..ops.autocast import autocast_op
-from .. import core
 from .. import dtypes as _dt
-from ..autograd import Function
-from ..core import FnxRuntimeError
+from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..lowering import attention_kernels
+from ..ops._batching import batch_size, with_batch_size
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.arrange import pad, repeat_interleave
 from ..ops.creation import ones, zeros, zeros_like
 from ..ops.joins import cat, chunk
 from ..ops.linalg import matmul
-from ..tensor import Tensor, make
+from ..tensor import Tensor
+from ..transforms.ad import jvp, vjp
 from .functional_activation import softmax
 from .._warn import warn as _warn
 
@@ -34,13 +36,18 @@ def _safe_softmax(scores: Tensor) -> Tensor:
     return ew.where(dead, 0.0, softmax(ew.where(dead, 0.0, scores), -1))
 
 
-def _attention_weights(query: Tensor, key: Tensor, scale: float, is_causal: bool) -> Tensor:
-    """softmax(q k^T * scale) over the keys; with `is_causal`, query i sees keys j <= i."""
+def _scores(query: Tensor, key: Tensor, scale: float, is_causal: bool) -> Tensor:
+    """q k^T * scale; with `is_causal`, -inf where key j > query i."""
     scores = matmul(query, key.mT) * scale
     if is_causal:
         allowed = ones(query.shape[-2], key.shape[-2], dtype=_dt.bool, device=query.device).tril()
         scores = ew.where(allowed, scores, float("-inf"))
-    return softmax(scores, -1)
+    return scores
+
+
+def _attention_weights(query: Tensor, key: Tensor, scale: float, is_causal: bool) -> Tensor:
+    """softmax(q k^T * scale) over the keys; with `is_causal`, query i sees keys j <= i."""
+    return softmax(_scores(query, key, scale, is_causal), -1)
 
 
 def _repeat_heads(x: Tensor, groups: int) -> Tensor:
@@ -48,66 +55,187 @@ def _repeat_heads(x: Tensor, groups: int) -> Tensor:
     return x if groups == 1 else repeat_interleave(x, groups, dim=-3)
 
 
-def _sum_heads(grad: Tensor, groups: int) -> Tensor:
-    """The gradient of `_repeat_heads`: each group of `groups` heads summed."""
+# ---------------------------------------------------------------- attention_p: SDPA without mask or dropout
+def reference(query: Tensor, key: Tensor, value: Tensor, *, scale: float, is_causal: bool, groups: int) -> list:
+    """`attention_p`'s outputs [out, lse] as a composition of fnx ops: the definition that every rule but the
+    impls (jvp, second derivatives, a cotangent of lse) transforms."""
+    scores = _scores(query, _repeat_heads(key, groups), scale, is_causal)
+    lse = rd.logsumexp(scores, -1)
+    return [matmul(ew.exp(scores - lse.unsqueeze(-1)), _repeat_heads(value, groups)), lse]
+
+
+def _reference_pullback(scale: float, is_causal: bool, groups: int):
+    """(q, k, v, cotangent of out) -> (dq, dk, dv), through `reference`."""
+    def pullback(query, key, value, grad):
+        _, pull = vjp(lambda q, k, v: reference(q, k, v, scale=scale, is_causal=is_causal, groups=groups)[0],
+                      query, key, value)
+        return list(pull(grad))
+
+    return pullback
+
+
+def _xp_scores(xp, query, key, scale: float, is_causal: bool, groups: int):
+    """q k^T * scale with each key head repeated for its group of query heads, -inf above the causal diagonal."""
+    key = key if groups == 1 else xp.repeat(key, groups, axis=-3)
+    scores = xp.matmul(query, xp.swapaxes(key, -1, -2)) * query.dtype.type(scale)
+    if is_causal:
+        allowed = xp.tril(xp.ones(scores.shape[-2:], dtype=bool))
+        scores = xp.where(allowed, scores, query.dtype.type(-xp.inf))
+    return scores
+
+
+def _xp_sum_heads(xp, grad, groups: int):
+    """The gradient of `xp.repeat(x, groups, axis=-3)`: each group of heads summed."""
     if groups == 1:
         return grad
-    shape = tuple(grad.shape)
-    return rd.sum(grad.reshape(shape[:-3] + (shape[-3] // groups, groups) + shape[-2:]), -3)
+    return grad.reshape(grad.shape[:-3] + (grad.shape[-3] // groups, groups) + grad.shape[-2:]).sum(-3)
 
 
-class _Attention(Function):
-    """Eager attention without mask or dropout as one tape node. On CPU float arrays the forward and backward are
-    C loops (fnx/lowering/attention_kernels.py: an online softmax that keeps each query's logsumexp, never the
-    score matrix; grouped key/value heads read in place); elsewhere, and for second derivatives (create_graph),
-    the forward keeps q, k, v and the weights and the backward is PyTorch's math rule
-    (dS = W * (dW - rowsum(dW * W)) * scale), four products and a few elementwise passes."""
+def _forward_impl(xp, query, key, value, *, scale: float, is_causal: bool, groups: int) -> list:
+    """[out, lse]: the C loops (attention_kernels) on CPU float arrays where they apply, else the math in `xp`."""
+    if xp is np:
+        fast = attention_kernels.forward(query, key, value, groups, scale, is_causal)
+        if fast is not None:
+            return list(fast)
+    out_shape = query.shape[:-1] + value.shape[-1:]
+    if key.shape[-2] == 0:   # no keys: the empty sum
+        return [xp.zeros(out_shape, query.dtype), xp.full(query.shape[:-1], -xp.inf, query.dtype)]
+    scores = _xp_scores(xp, query, key, scale, is_causal, groups)
+    top = scores.max(-1, keepdims=True)
+    weights = xp.exp(scores - top)
+    total = weights.sum(-1, keepdims=True)
+    weights /= total
+    value = value if groups == 1 else xp.repeat(value, groups, axis=-3)
+    return [xp.matmul(weights, value), (xp.log(total) + top)[..., 0]]
 
-    @staticmethod
-    def forward(ctx, query, key, value, scale, is_causal, groups):
-        ctx.scale, ctx.is_causal, ctx.groups = scale, is_causal, groups
-        if query.device.type == "cpu":
-            fast = attention_kernels.forward(query._value, key._value, value._value, groups, scale, is_causal)
-            if fast is not None:
-                out, lse = (make(a, query.device) for a in fast)
-                ctx.save_for_backward(query, key, value, out, lse)
-                return out
-        weights = _attention_weights(query, _repeat_heads(key, groups), scale, is_causal)
-        ctx.save_for_backward(query, key, value, weights)
-        return matmul(weights, _repeat_heads(value, groups))
 
-    @staticmethod
-    def backward(ctx, g):
-        saved = ctx.saved_tensors
-        query, key, value = saved[:3]
-        need_q, need_k, need_v = ctx.needs_input_grad[:3]
-        if len(saved) == 5 and not core.state.grad_enabled:
-            out, lse = saved[3:]
-            grads = attention_kernels.backward(query._value, key._value, value._value, out._value, lse._value,
-                                               g._value, ctx.groups, ctx.scale, ctx.is_causal)
-            if grads is not None:
-                return tuple(make(d, query.device) if need else None
-                             for d, need in zip(grads, (need_q, need_k, need_v))) + (None, None, None)
-        key, value = _repeat_heads(key, ctx.groups), _repeat_heads(value, ctx.groups)
-        if len(saved) == 4 and not core.state.grad_enabled:
-            weights = saved[3]
-        else:   # create_graph: weights rebuilt on the tape, so second derivatives see q, k
-            weights = _attention_weights(query, key, ctx.scale, ctx.is_causal)
-        d_value = _sum_heads(matmul(weights.mT, g), ctx.groups) if need_v else None
-        if not (need_q or need_k):
-            return None, None, d_value, None, None, None
-        d_weights = matmul(g, value.mT)
-        d_scores = weights * (d_weights - rd.sum(d_weights * weights, -1, keepdim=True)) * ctx.scale
-        d_query = matmul(d_scores, key) if need_q else None
-        d_key = _sum_heads(matmul(d_scores.mT, query), ctx.groups) if need_k else None
-        return d_query, d_key, d_value, None, None, None
+def _backward_impl(xp, query, key, value, out, lse, grad, *, scale: float, is_causal: bool, groups: int) -> list:
+    """[dq, dk, dv] from the forward's out and lse (PyTorch's rule dS = W * (dW - rowsum(dO * O)) * scale, the
+    weights W recomputed from lse): the C loops where they apply, else the math in `xp`."""
+    if xp is np:
+        fast = attention_kernels.backward(query, key, value, out, lse, grad, groups, scale, is_causal)
+        if fast is not None:
+            return list(fast)
+    if key.shape[-2] == 0:
+        return [xp.zeros_like(query), xp.zeros_like(key), xp.zeros_like(value)]
+    weights = xp.exp(_xp_scores(xp, query, key, scale, is_causal, groups) - lse[..., None])
+    key = key if groups == 1 else xp.repeat(key, groups, axis=-3)
+    value = value if groups == 1 else xp.repeat(value, groups, axis=-3)
+    d_value = _xp_sum_heads(xp, xp.matmul(xp.swapaxes(weights, -1, -2), grad), groups)
+    d_weights = xp.matmul(grad, xp.swapaxes(value, -1, -2))
+    d_weights -= (grad * out).sum(-1, keepdims=True)
+    d_scores = weights * d_weights * query.dtype.type(scale)
+    d_key = _xp_sum_heads(xp, xp.matmul(xp.swapaxes(d_scores, -1, -2), query), groups)
+    return [xp.matmul(d_scores, key), d_key, d_value]
+
+
+attention_p = Primitive("attention", multiple_results=True, saves_output=True)
+attention_vjp_p = Primitive("attention_vjp", multiple_results=True)
+attention_p.def_impl(_forward_impl)
+attention_vjp_p.def_impl(_backward_impl)
+
+
+@attention_p.def_abstract
+def _forward_abstract(query, key, value, *, scale, is_causal, groups):
+    """[out (..., L, D), lse (..., L)] of (..., H, L, E) queries, (..., H / groups, S, E) keys and
+    (..., H / groups, S, D) values; fnx's error naming the shapes, dtypes or devices and the fix otherwise."""
+    named = (("query", query), ("key", key), ("value", value))
+    if not query.dtype.is_floating_point or not query.dtype is key.dtype is value.dtype:
+        raise FnxTypeError(f"attention: query, key and value must share one floating dtype, got "
+                           f"{query.dtype.name}, {key.dtype.name} and {value.dtype.name}; convert them with "
+                           f".to(dtype)")
+    if not query.device == key.device == value.device:
+        raise FnxRuntimeError(f"attention: expected query, key and value on one device, got {query.device}, "
+                              f"{key.device} and {value.device}; move them with .to(device)")
+    shapes = ", ".join(f"{name} {list(a.shape)}" for name, a in named)
+    rank = 3 if groups > 1 else 2
+    if min(a.ndim for _, a in named) < rank or not key.ndim == query.ndim == value.ndim:
+        raise FnxRuntimeError(f"attention: expected query, key and value of one rank, at least {rank}, got "
+                              f"{shapes}")
+    batch = tuple(query.shape[:-2])
+    if groups > 1:
+        if batch[-1] % groups:
+            raise FnxRuntimeError(f"attention: {groups} query heads per key head need a multiple of {groups} "
+                                  f"query heads, got {shapes}")
+        batch = batch[:-1] + (batch[-1] // groups,)
+    if (batch != tuple(key.shape[:-2]) or batch != tuple(value.shape[:-2]) or key.shape[-1] != query.shape[-1]
+            or key.shape[-2] != value.shape[-2]):
+        raise FnxRuntimeError(f"attention: expected query (..., H, L, E), key (..., H / {groups}, S, E) and value "
+                              f"(..., H / {groups}, S, D) with the same leading dims, got {shapes}; broadcast "
+                              f"them to one batch shape first (expand)")
+    return [ShapedArray(tuple(query.shape[:-1]) + (value.shape[-1],), query.dtype, query.device),
+            ShapedArray(tuple(query.shape[:-1]), query.dtype, query.device)]
+
+
+@attention_vjp_p.def_abstract
+def _backward_abstract(query, key, value, out, lse, grad, *, scale, is_causal, groups):
+    return [query, key, value]
+
+
+@attention_p.def_vjp
+def _forward_vjp(cts, primals, outs, *, scale, is_causal, groups):
+    """The fused backward for a cotangent of out only (what SDPA gives); with one of lse, `reference`'s vjp."""
+    g_out, g_lse = cts
+    if g_lse is None:
+        if g_out is None:
+            return [None, None, None]
+        return attention_vjp_p.bind(*primals, *outs, g_out, scale=scale, is_causal=is_causal, groups=groups)
+    _, pull = vjp(lambda q, k, v: reference(q, k, v, scale=scale, is_causal=is_causal, groups=groups), *primals)
+    return list(pull([g_out if g_out is not None else zeros_like(outs[0]), g_lse]))
+
+
+@attention_p.def_jvp
+def _forward_jvp(primals, tangents, *, scale, is_causal, groups):
+    tangents = tuple(t if t is not None else zeros_like(p) for t, p in zip(tangents, primals))
+    outs, outs_t = jvp(lambda q, k, v: reference(q, k, v, scale=scale, is_causal=is_causal, groups=groups),
+                       tuple(primals), tangents)
+    return list(outs), list(outs_t)
+
+
+def _pullback_inputs(args) -> list:
+    """`attention_vjp_p`'s inputs that its definition reads: q, k, v and the cotangent (out and lse are values the
+    fused impl reuses, functions of q, k, v)."""
+    query, key, value, _, _, grad = args
+    return [query, key, value, grad]
+
+
+@attention_vjp_p.def_jvp
+def _backward_jvp(primals, tangents, *, scale, is_causal, groups):
+    tangents = [t if t is not None else zeros_like(p) for t, p in zip(tangents, primals)]
+    outs, outs_t = jvp(_reference_pullback(scale, is_causal, groups), tuple(_pullback_inputs(primals)),
+                       tuple(_pullback_inputs(tangents)))
+    return list(outs), list(outs_t)
+
+
+@attention_vjp_p.def_vjp
+def _backward_vjp(cts, primals, outs, *, scale, is_causal, groups):
+    cts = [ct if ct is not None else zeros_like(o) for ct, o in zip(cts, outs)]
+    _, pull = vjp(_reference_pullback(scale, is_causal, groups), *_pullback_inputs(primals))
+    d_query, d_key, d_value, d_grad = pull(cts)
+    return [d_query, d_key, d_value, None, None, d_grad]
+
+
+def _batch_rule(prim: Primitive):
+    """vmap: the batch dims go to the front (operands without one broadcast to it) and join the leading batch
+    dims that the impls already loop over."""
+    def rule(args, dims, **params):
+        size = batch_size(args, dims)
+        outs = prim.bind(*(with_batch_size(a, d, size) for a, d in zip(args, dims)), **params)
+        return outs, [0] * len(outs)
+
+    return rule
+
+
+attention_p.def_batch(_batch_rule(attention_p))
+attention_vjp_p.def_batch(_batch_rule(attention_vjp_p))
 
 
 def _one_node(query: Tensor, key: Tensor, value: Tensor, groups: int) -> bool:
-    """Whether eager attention over these operands runs as `_Attention`: no transform active (compile and
-    the transforms see the composition, which they fuse and differentiate), one dtype and matching batch
-    dims (no broadcasting between q, k and v; `groups` query heads per key/value head)."""
-    if core.state.transforms_active or query.ndim < 2 or not (query.dtype is key.dtype is value.dtype):
+    """Whether attention over these operands is one `attention_p`: one floating dtype and matching batch dims
+    (no broadcasting between q, k and v; `groups` query heads per key/value head)."""
+    if query.ndim < 2 or not query.dtype.is_floating_point or not (query.dtype is key.dtype is value.dtype):
+        return False
+    if not query.ndim == key.ndim == value.ndim:
         return False
     batch = tuple(query.shape[:-2])
     if groups > 1:
@@ -135,7 +263,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         groups = query.shape[-3] // key.shape[-3]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if attn_mask is None and dropout_p == 0.0 and _one_node(query, key, value, groups):
-        return _Attention.apply(query, key, value, scale, is_causal, groups)
+        return attention_p.bind(query, key, value, scale=float(scale), is_causal=bool(is_causal), groups=groups)[0]
     key, value = _repeat_heads(key, groups), _repeat_heads(value, groups)
     if attn_mask is None:   # only a mask can hide every key from a query (causal rows always see key 0)
         weights = _attention_weights(query, key, scale, is_causal)
