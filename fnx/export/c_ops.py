@@ -17,6 +17,7 @@ from .c_indexing import check_index, index, index_put, take_along_axis
 from .c_movement import (alias, broadcast_to, concatenate, conv_output, diagonal, im2col, pad, rev, slice_, split,
                          transpose, window_argmax, window_max, window_take)
 from .c_products import einsum, matmul
+from .primitives import EXPANDED
 
 __all__ = ["EMITTERS", "supported", "emitter", "elementwise", "fusible"]
 
@@ -236,7 +237,7 @@ def supported(eqn) -> str | None:
         if tuple(eqn.inputs[0].aval.shape) != (2,):
             return f"{prim.name} with a batch of keys {list(eqn.inputs[0].aval.shape)} (one key only)"
         return None
-    if prim.name in EMITTERS:
+    if prim.name in EMITTERS or prim.name in EXPANDED:   # EXPANDED: write_c writes the defining composition
         return None
     if "elementwise" in prim.groups and prim.c and CLASS[eqn.inputs[-1].aval.dtype.name] in prim.c:
         return None

@@ -24,7 +24,9 @@ Supported primitives: every elementwise primitive that declares a C expression (
 topk, median), data movement (reshape, transpose, broadcast_to, slice, pad, concatenate, rev, diagonal, copy,
 stop_gradient), `matmul`, `einsum`, `index`, `index_put`, `take_along_axis`, `check_index`, `im2col`,
 `conv_output`, `window_argmax`, `window_max`, `window_take` and the random primitives of one key (`random_bits`,
-`random_uniform`, `random_split`, `random_fold_in`; the same bits as fnx). Not supported (named at write time):
+`random_uniform`, `random_split`, `random_fold_in`; the same bits as fnx), and the fused primitives that
+fnx/export/primitives.py `EXPANDED` lists (scaled_dot_product_attention's `attention`), as the compositions that
+define them. Not supported (named at write time):
 control flow (cond, while_loop, scan, recurrence), scatter_add_along_axis, window_put, col2im, shift, searchsorted,
 linalg decompositions, collectives, float16/bfloat16/complex data, random draws from a batch of keys.
 """
@@ -37,11 +39,12 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
-from ..ir import Literal, _Printer
+from ..ir import ClosedJaxpr, Literal, _Printer
 from ..lowering.codegen import math_prelude
 from ..lowering.expressions import literal
 from .c_emit import Operand, prod, size, text
 from .c_ops import elementwise, emitter, fusible, supported
+from .primitives import expand
 
 __all__ = ["write_c", "DTYPE_CODES", "MAGIC", "VERSION"]
 
@@ -284,9 +287,11 @@ def write_c(jaxpr, consts, folder, name: str, *, embed_weights: bool = False) ->
         raise ValueError(f"write_c: the program's name {name!r} must be a C identifier (it prefixes the API)")
     if hasattr(jaxpr, "jaxpr"):
         jaxpr = jaxpr.jaxpr
-    consts = [np.asarray(c.detach().numpy() if hasattr(c, "detach") else c) for c in consts]
     if len(consts) != len(jaxpr.constvars):
         raise ValueError(f"write_c: the jaxpr has {len(jaxpr.constvars)} constants, {len(consts)} were given")
+    expanded = expand(ClosedJaxpr(jaxpr, list(consts)))
+    jaxpr = expanded.jaxpr
+    consts = [np.asarray(c.detach().numpy() if hasattr(c, "detach") else c) for c in expanded.consts]
     _check_supported(jaxpr)
     prog = CProgram(_symbols([v.aval for v in jaxpr.invars]))
     weights = []

@@ -2,8 +2,10 @@
 
 An exported program names its primitives; `fnx.export.load` looks each name up in `exportable()`, the
 primitives that fnx's modules define, less those that cannot leave the process (`REFUSED`). Calls whose body
-is a jaxpr are inlined at export (`INLINED`); what is left must be exportable, or export fails naming the
-primitive.
+is a jaxpr are inlined at export (`INLINED`), and a fused primitive whose definition is a composition of fnx ops
+is replaced by that composition's trace (`EXPANDED`: the program then holds only primitives that the
+interpreter, the compiler and the standalone C program all know); what is left must be exportable, or export
+fails naming the primitive.
 """
 from __future__ import annotations
 
@@ -11,12 +13,18 @@ import sys
 
 from ..core import Primitive
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from ..nn.functional_attention import attention_p, reference as attention_reference
+from ..transforms.tracing import trace_to_jaxpr
 
-__all__ = ["exportable", "prepare", "REFUSED", "INLINED"]
+__all__ = ["exportable", "prepare", "expand", "REFUSED", "INLINED", "EXPANDED"]
 
 # a call whose body (param "jaxpr") is inlined: the program keeps the computation, and grad of a loaded program
 # differentiates the body (a custom_jvp rule is a Python function, which an archive cannot hold)
 INLINED = {"compiled_call", "compiled_call_saving", "custom_jvp_call", "checkpoint"}
+
+# a fused primitive -> its definition in fnx ops, (*inputs, **params) -> list of outputs, traced at export in its
+# place: scaled_dot_product_attention's C loops become the matmul / softmax / matmul they compute
+EXPANDED = {attention_p.name: attention_reference}
 
 REFUSED = {
     "custom_vjp_call": "its backward pass is a Python function, which a saved program cannot hold, and inlining "
@@ -45,8 +53,29 @@ def exportable() -> dict[str, Primitive | None]:
 
 
 def prepare(closed: ClosedJaxpr, known: dict[str, Primitive]) -> ClosedJaxpr:
-    """`closed` with the calls of `INLINED` replaced by their bodies, at every depth; raises for a primitive that
-    is refused or not in `known`."""
+    """`closed` with the calls of `INLINED` replaced by their bodies and the primitives of `EXPANDED` by their
+    definitions' traces, at every depth; raises for a primitive that is refused or not in `known`."""
+    def body(e: Eqn) -> ClosedJaxpr | None:
+        if e.prim.name in INLINED:
+            return prepare(e.params["jaxpr"], known)
+        if e.prim.name in EXPANDED:
+            return prepare(_trace_definition(e), known)
+        _check(e.prim, known)
+        return None
+
+    return _rewrite(closed, body, lambda v: _prepare_param(v, known))
+
+
+def expand(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """`closed` with the equations of `EXPANDED`'s primitives replaced by their definitions' traces (for the
+    standalone C of a jaxpr that fnx.make_jaxpr made; an exported program is expanded already)."""
+    return _rewrite(closed, lambda e: expand(_trace_definition(e)) if e.prim.name in EXPANDED else None,
+                    lambda v: v)
+
+
+def _rewrite(closed: ClosedJaxpr, body_of, param) -> ClosedJaxpr:
+    """`closed` with each equation for which `body_of` gives a jaxpr replaced by that jaxpr's equations; the
+    other equations keep their primitive, with `param` applied to each of their params."""
     j = closed.jaxpr
     eqns: list[Eqn] = []
     sub: dict[int, Var | Literal] = {}
@@ -57,15 +86,19 @@ def prepare(closed: ClosedJaxpr, known: dict[str, Primitive]) -> ClosedJaxpr:
 
     for e in j.eqns:
         inputs = [read(a) for a in e.inputs]
-        if e.prim.name in INLINED:
-            body = prepare(e.params["jaxpr"], known)
+        body = body_of(e)
+        if body is not None:
             outs = _inline(body, inputs, eqns, constvars, consts)
             sub.update((id(v), o) for v, o in zip(e.outvars, outs))
             continue
-        _check(e.prim, known)
-        params = {k: _prepare_param(v, known) for k, v in e.params.items()}
-        eqns.append(Eqn(e.prim, inputs, params, e.outvars))
+        eqns.append(Eqn(e.prim, inputs, {k: param(v) for k, v in e.params.items()}, e.outvars))
     return ClosedJaxpr(Jaxpr(constvars, list(j.invars), eqns, [read(a) for a in j.outvars]), consts)
+
+
+def _trace_definition(eqn: Eqn) -> ClosedJaxpr:
+    """The jaxpr of `EXPANDED`'s definition of `eqn`'s primitive, on the avals of its inputs."""
+    define = EXPANDED[eqn.prim.name]
+    return trace_to_jaxpr(lambda *xs: define(*xs, **eqn.params), [a.aval for a in eqn.inputs])
 
 
 def _check(prim: Primitive, known: dict) -> None:
