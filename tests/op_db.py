@@ -126,9 +126,11 @@ def stageable_ops() -> list:
 
 
 def chunks(ops: list, size: int = 64) -> list[list]:
-    """`ops` in runs of `size`: tests that draw one sample of every op in one hypothesis example (one compiled
-    program) draw a run at a time, since the samples of hundreds of ops exceed an example's entropy limit."""
-    return [ops[i:i + size] for i in range(0, len(ops), size)]
+    """`ops` in runs of at most `size`, of near-equal lengths (no short last run of a few ops that a test could not
+    run): tests that draw one sample of every op in one hypothesis example (one compiled program) draw a run at a
+    time, since the samples of hundreds of ops exceed an example's entropy limit."""
+    n = -(-len(ops) // size)
+    return [ops[i * len(ops) // n:(i + 1) * len(ops) // n] for i in range(n)]
 
 
 def as_tensor_function(info: OpInfo, sample: Sample):

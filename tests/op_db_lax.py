@@ -387,5 +387,5 @@ OPS = [
                                     floats((2, 3, 2, 4)), floats((2, 3, 2, 4)), floats((2, 3, 2, 4))),
            extra={"numerics": "reductions"}),
     OpInfo("nn.functional.scaled_dot_product_attention", nn.functional.scaled_dot_product_attention, ref_sdpa,
-           sdpa_sample(), extra={"numerics": "reductions"}),
+           sdpa_sample(), double_grad=True, extra={"numerics": "reductions"}),
 ]

@@ -13,7 +13,7 @@ import sys
 
 from ..core import Primitive
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
-from ..nn.functional_attention import attention_p, reference as attention_reference
+from ..nn.functional_attention import attention_p, attention_vjp_p, reference, vjp_reference
 from ..transforms.tracing import trace_to_jaxpr
 
 __all__ = ["exportable", "prepare", "expand", "REFUSED", "INLINED", "EXPANDED"]
@@ -23,8 +23,8 @@ __all__ = ["exportable", "prepare", "expand", "REFUSED", "INLINED", "EXPANDED"]
 INLINED = {"compiled_call", "compiled_call_saving", "custom_jvp_call", "checkpoint"}
 
 # a fused primitive -> its definition in fnx ops, (*inputs, **params) -> list of outputs, traced at export in its
-# place: scaled_dot_product_attention's C loops become the matmul / softmax / matmul they compute
-EXPANDED = {attention_p.name: attention_reference}
+# place: scaled_dot_product_attention's C loops (forward and backward) become the products and softmax they compute
+EXPANDED = {attention_p.name: reference, attention_vjp_p.name: vjp_reference}
 
 REFUSED = {
     "custom_vjp_call": "its backward pass is a Python function, which a saved program cannot hold, and inlining "

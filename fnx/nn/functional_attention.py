@@ -64,6 +64,13 @@ def reference(query: Tensor, key: Tensor, value: Tensor, *, scale: float, is_cau
     return [matmul(ew.exp(scores - lse.unsqueeze(-1)), _repeat_heads(value, groups)), lse]
 
 
+def vjp_reference(query: Tensor, key: Tensor, value: Tensor, out: Tensor, lse: Tensor, grad: Tensor, *,
+                  scale: float, is_causal: bool, groups: int) -> list:
+    """`attention_vjp_p`'s outputs [dq, dk, dv] as `reference`'s vjp for the cotangent `grad` of out (out and lse
+    are what the fused impl reuses: the definition recomputes them)."""
+    return _reference_pullback(scale, is_causal, groups)(query, key, value, grad)
+
+
 def _reference_pullback(scale: float, is_causal: bool, groups: int):
     """(q, k, v, cotangent of out) -> (dq, dk, dv), through `reference`."""
     def pullback(query, key, value, grad):

@@ -1,0 +1,89 @@
+"""Op table: scaled_dot_product_attention's primitive pair (fnx/nn/functional_attention.py), `attention` (out and
+each query's logsumexp) and `attention_vjp` (PyTorch's math backward), against numpy. Small samples run the math
+impl; `kernel_sized` samples are past attention_kernels.MIN_WORK, so eager and compiled code run the C loops."""
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+
+import fnx.nn.functional as F
+from fnx.nn.functional_attention import attention_p, attention_vjp_p
+from op_db import OpInfo, Sample, floats
+from op_db_lax import ref_sdpa
+
+
+def _scores(q, k, is_causal):
+    """q k^T / sqrt(E) with the key heads repeated for their query heads, -inf above the causal diagonal."""
+    k = np.repeat(k, q.shape[1] // k.shape[1], 1)
+    s = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])
+    return np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf) if is_causal else s
+
+
+def ref_attention(q, k, v, is_causal):
+    """[lse, out]."""
+    s = _scores(q, k, is_causal)
+    top = s.max(-1, keepdims=True)
+    lse = np.log(np.exp(s - top).sum(-1, keepdims=True)) + top
+    return [lse[..., 0], np.exp(s - lse) @ np.repeat(v, q.shape[1] // k.shape[1], 1)]
+
+
+def ref_attention_vjp(q, k, v, g, is_causal):
+    """[dq, dk, dv] of out for the cotangent g."""
+    groups = q.shape[1] // k.shape[1]
+    s = _scores(q, k, is_causal)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    kr, vr = np.repeat(k, groups, 1), np.repeat(v, groups, 1)
+    dw = g @ vr.swapaxes(-1, -2)
+    ds = w * (dw - (dw * w).sum(-1, keepdims=True)) / math.sqrt(q.shape[-1])
+
+    def heads(x):
+        return x.reshape(x.shape[0], -1, groups, *x.shape[2:]).sum(2)
+
+    return [ds @ kr, heads(ds.swapaxes(-1, -2) @ q), heads(w.swapaxes(-1, -2) @ g)]
+
+
+def _params(q, k, is_causal) -> dict:
+    return {"scale": 1 / math.sqrt(q.shape[-1]), "is_causal": is_causal, "groups": q.shape[1] // k.shape[1]}
+
+
+def attention(q, k, v, is_causal):
+    """attention_p's outputs, lse first (the generic gradient checks differentiate the first output)."""
+    out, lse = attention_p.bind(q, k, v, **_params(q, k, is_causal))
+    return [lse, out]
+
+
+def attention_vjp(q, k, v, g, is_causal):
+    params = _params(q, k, is_causal)
+    return attention_vjp_p.bind(q, k, v, *attention_p.bind(q, k, v, **params), g, **params)
+
+
+@st.composite
+def attention_sample(draw, kernel_sized=False, cotangent=False, kwargs=False):
+    """(batch 1-2, heads, L, E) queries and (.., heads / groups, S, E / D) keys and values; `kernel_sized`: L and S
+    16-20, past MIN_WORK; `kwargs`: SDPA's keyword arguments rather than positional is_causal."""
+    batch, kv_heads, groups = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    lo, hi = (16, 20) if kernel_sized else (1, 3)
+    length, keys = draw(st.integers(lo, hi)), draw(st.integers(lo, hi))
+    e, d = draw(st.integers(4 if kernel_sized else 1, 5)), draw(st.integers(4 if kernel_sized else 1, 5))
+    q = draw(floats((batch, kv_heads * groups, length, e)))
+    k, v = draw(floats((batch, kv_heads, keys, e))), draw(floats((batch, kv_heads, keys, d)))
+    causal = draw(st.booleans())
+    if kwargs:
+        return Sample((q, k, v), dict(is_causal=causal, enable_gqa=groups > 1))
+    g = (draw(floats((batch, kv_heads * groups, length, d))),) if cotangent else ()
+    return Sample((q, k, v, *g, causal))
+
+
+OPS = [
+    OpInfo("attention", attention, ref_attention, attention_sample(), double_grad=True,
+           extra={"numerics": "reductions"}),
+    OpInfo("attention_kernel_sized", attention, ref_attention, attention_sample(kernel_sized=True),
+           extra={"numerics": "reductions"}),
+    OpInfo("attention_vjp", attention_vjp, ref_attention_vjp, attention_sample(cotangent=True),
+           extra={"numerics": "reductions"}),
+    OpInfo("attention_vjp_kernel_sized", attention_vjp, ref_attention_vjp,
+           attention_sample(kernel_sized=True, cotangent=True), extra={"numerics": "reductions"}),
+    OpInfo("nn.functional.scaled_dot_product_attention_kernel_sized", F.scaled_dot_product_attention, ref_sdpa,
+           attention_sample(kernel_sized=True, kwargs=True), double_grad=True, extra={"numerics": "reductions"}),
+]
