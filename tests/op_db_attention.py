@@ -27,15 +27,15 @@ def ref_attention(q, k, v, is_causal):
     return [lse[..., 0], np.exp(s - lse) @ np.repeat(v, q.shape[1] // k.shape[1], 1)]
 
 
-def ref_attention_vjp(q, k, v, g, is_causal):
-    """[dq, dk, dv] of out for the cotangent g."""
+def ref_attention_vjp(q, k, v, g, g_lse, is_causal):
+    """[dq, dk, dv] for the cotangents g of out and g_lse of lse."""
     groups = q.shape[1] // k.shape[1]
     s = _scores(q, k, is_causal)
     w = np.exp(s - s.max(-1, keepdims=True))
     w /= w.sum(-1, keepdims=True)
     kr, vr = np.repeat(k, groups, 1), np.repeat(v, groups, 1)
     dw = g @ vr.swapaxes(-1, -2)
-    ds = w * (dw - (dw * w).sum(-1, keepdims=True)) / math.sqrt(q.shape[-1])
+    ds = w * (dw - (dw * w).sum(-1, keepdims=True) + g_lse[..., None]) / math.sqrt(q.shape[-1])
 
     def heads(x):
         return x.reshape(x.shape[0], -1, groups, *x.shape[2:]).sum(2)
@@ -53,9 +53,9 @@ def attention(q, k, v, is_causal):
     return [lse, out]
 
 
-def attention_vjp(q, k, v, g, is_causal):
+def attention_vjp(q, k, v, g, g_lse, is_causal):
     params = _params(q, k, is_causal)
-    return attention_vjp_p.bind(q, k, v, *attention_p.bind(q, k, v, **params), g, **params)
+    return attention_vjp_p.bind(q, k, v, *attention_p.bind(q, k, v, **params), g, g_lse, **params)
 
 
 @st.composite
@@ -71,7 +71,8 @@ def attention_sample(draw, kernel_sized=False, cotangent=False, kwargs=False):
     causal = draw(st.booleans())
     if kwargs:
         return Sample((q, k, v), dict(is_causal=causal, enable_gqa=groups > 1))
-    g = (draw(floats((batch, kv_heads * groups, length, d))),) if cotangent else ()
+    g = (draw(floats((batch, kv_heads * groups, length, d))), draw(floats((batch, kv_heads * groups, length)))) \
+        if cotangent else ()
     return Sample((q, k, v, *g, causal))
 
 

@@ -79,10 +79,11 @@ def forward(query: np.ndarray, key: np.ndarray, value: np.ndarray, groups: int, 
 
 
 def backward(query: np.ndarray, key: np.ndarray, value: np.ndarray, out: np.ndarray, lse: np.ndarray,
-             grad: np.ndarray, groups: int, scale: float,
-             is_causal: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(dq, dk, dv) of `forward`'s out for its cotangent `grad`, from its `out` and `lse`; None where the
-    composition runs."""
+             grad: np.ndarray, groups: int, scale: float, is_causal: bool,
+             grad_lse: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(dq, dk, dv) of `forward`'s out for its cotangent `grad` (and of its lse for `grad_lse`: d lse / d scores
+    is the weights, so it joins the row term, rowsum(dout * out) - grad_lse), from its `out` and `lse`; None where
+    the composition runs."""
     found = _function("backward", query, key, value)
     if found is None:
         return None
@@ -90,6 +91,8 @@ def backward(query: np.ndarray, key: np.ndarray, value: np.ndarray, out: np.ndar
     dq, dk, dv = (np.empty(a.shape, dtype=a.dtype) for a in (query, key, value))
     work = np.empty((q.shape[0] * q.shape[1], q.shape[3], -(-q.shape[2] // _BLOCK) * _BLOCK), dtype=q.dtype)
     delta = np.einsum("...i,...i->...", dout, out.reshape(dout.shape[:3] + out.shape[-1:]))   # rowsum(dout * out)
+    if grad_lse is not None:
+        delta -= grad_lse.reshape(delta.shape)
     arrays = (q, k, v, delta, dout, np.ascontiguousarray(lse), dq, dk, dv, work)
     _call(*found, arrays, q, k, v, dout, groups, scale, is_causal)
     return dq, dk, dv

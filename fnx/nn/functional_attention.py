@@ -58,25 +58,25 @@ def _repeat_heads(x: Tensor, groups: int) -> Tensor:
 # ---------------------------------------------------------------- attention_p: SDPA without mask or dropout
 def reference(query: Tensor, key: Tensor, value: Tensor, *, scale: float, is_causal: bool, groups: int) -> list:
     """`attention_p`'s outputs [out, lse] as a composition of fnx ops: the definition that every rule but the
-    impls (jvp, second derivatives, a cotangent of lse) transforms."""
+    impls, the vjp and vmap (jvp and the derivatives of the backward) transforms."""
     scores = _scores(query, _repeat_heads(key, groups), scale, is_causal)
     lse = rd.logsumexp(scores, -1)
     return [matmul(ew.exp(scores - lse.unsqueeze(-1)), _repeat_heads(value, groups)), lse]
 
 
-def vjp_reference(query: Tensor, key: Tensor, value: Tensor, out: Tensor, lse: Tensor, grad: Tensor, *,
-                  scale: float, is_causal: bool, groups: int) -> list:
-    """`attention_vjp_p`'s outputs [dq, dk, dv] as `reference`'s vjp for the cotangent `grad` of out (out and lse
-    are what the fused impl reuses: the definition recomputes them)."""
-    return _reference_pullback(scale, is_causal, groups)(query, key, value, grad)
+def vjp_reference(query: Tensor, key: Tensor, value: Tensor, out: Tensor, lse: Tensor, grad: Tensor, grad_lse: Tensor,
+                  *, scale: float, is_causal: bool, groups: int) -> list:
+    """`attention_vjp_p`'s outputs [dq, dk, dv] as `reference`'s vjp for the cotangents `grad` of out and
+    `grad_lse` of lse (out and lse are what the fused impl reuses: the definition recomputes them)."""
+    return _reference_pullback(scale, is_causal, groups)(query, key, value, grad, grad_lse)
 
 
 def _reference_pullback(scale: float, is_causal: bool, groups: int):
-    """(q, k, v, cotangent of out) -> (dq, dk, dv), through `reference`."""
-    def pullback(query, key, value, grad):
-        _, pull = vjp(lambda q, k, v: reference(q, k, v, scale=scale, is_causal=is_causal, groups=groups)[0],
+    """(q, k, v, cotangents of out and lse) -> (dq, dk, dv), through `reference`."""
+    def pullback(query, key, value, grad, grad_lse):
+        _, pull = vjp(lambda q, k, v: reference(q, k, v, scale=scale, is_causal=is_causal, groups=groups),
                       query, key, value)
-        return list(pull(grad))
+        return list(pull([grad, grad_lse]))
 
     return pullback
 
@@ -116,11 +116,13 @@ def _forward_impl(xp, query, key, value, *, scale: float, is_causal: bool, group
     return [xp.matmul(weights, value), (xp.log(total) + top)[..., 0]]
 
 
-def _backward_impl(xp, query, key, value, out, lse, grad, *, scale: float, is_causal: bool, groups: int) -> list:
+def _backward_impl(xp, query, key, value, out, lse, grad, grad_lse, *, scale: float, is_causal: bool,
+                   groups: int) -> list:
     """[dq, dk, dv] from the forward's out and lse (PyTorch's rule dS = W * (dW - rowsum(dO * O)) * scale, the
-    weights W recomputed from lse): the C loops where they apply, else the math in `xp`."""
+    weights W recomputed from lse; lse's cotangent joins the row term, as d lse / dS = W): the C loops where they
+    apply, else the math in `xp`."""
     if xp is np:
-        fast = attention_kernels.backward(query, key, value, out, lse, grad, groups, scale, is_causal)
+        fast = attention_kernels.backward(query, key, value, out, lse, grad, groups, scale, is_causal, grad_lse)
         if fast is not None:
             return list(fast)
     if key.shape[-2] == 0:
@@ -130,7 +132,7 @@ def _backward_impl(xp, query, key, value, out, lse, grad, *, scale: float, is_ca
     value = value if groups == 1 else xp.repeat(value, groups, axis=-3)
     d_value = _xp_sum_heads(xp, xp.matmul(xp.swapaxes(weights, -1, -2), grad), groups)
     d_weights = xp.matmul(grad, xp.swapaxes(value, -1, -2))
-    d_weights -= (grad * out).sum(-1, keepdims=True)
+    d_weights -= (grad * out).sum(-1, keepdims=True) - grad_lse[..., None]
     d_scores = weights * d_weights * query.dtype.type(scale)
     d_key = _xp_sum_heads(xp, xp.matmul(xp.swapaxes(d_scores, -1, -2), query), groups)
     return [xp.matmul(d_scores, key), d_key, d_value]
@@ -175,20 +177,15 @@ def _forward_abstract(query, key, value, *, scale, is_causal, groups):
 
 
 @attention_vjp_p.def_abstract
-def _backward_abstract(query, key, value, out, lse, grad, *, scale, is_causal, groups):
+def _backward_abstract(query, key, value, out, lse, grad, grad_lse, *, scale, is_causal, groups):
     return [query, key, value]
 
 
 @attention_p.def_vjp
 def _forward_vjp(cts, primals, outs, *, scale, is_causal, groups):
-    """The fused backward for a cotangent of out only (what SDPA gives); with one of lse, `reference`'s vjp."""
-    g_out, g_lse = cts
-    if g_lse is None:
-        if g_out is None:
-            return [None, None, None]
-        return attention_vjp_p.bind(*primals, *outs, g_out, scale=scale, is_causal=is_causal, groups=groups)
-    _, pull = vjp(lambda q, k, v: reference(q, k, v, scale=scale, is_causal=is_causal, groups=groups), *primals)
-    return list(pull([g_out if g_out is not None else zeros_like(outs[0]), g_lse]))
+    """The fused backward; a missing cotangent is zeros (SDPA never exposes lse: its cotangent is zeros)."""
+    cts = [ct if ct is not None else zeros_like(o) for ct, o in zip(cts, outs)]
+    return attention_vjp_p.bind(*primals, *outs, *cts, scale=scale, is_causal=is_causal, groups=groups)
 
 
 @attention_p.def_jvp
@@ -200,10 +197,10 @@ def _forward_jvp(primals, tangents, *, scale, is_causal, groups):
 
 
 def _pullback_inputs(args) -> list:
-    """`attention_vjp_p`'s inputs that its definition reads: q, k, v and the cotangent (out and lse are values the
+    """`attention_vjp_p`'s inputs that its definition reads: q, k, v and the cotangents (out and lse are values the
     fused impl reuses, functions of q, k, v)."""
-    query, key, value, _, _, grad = args
-    return [query, key, value, grad]
+    query, key, value, _, _, grad, grad_lse = args
+    return [query, key, value, grad, grad_lse]
 
 
 @attention_vjp_p.def_jvp
@@ -218,8 +215,8 @@ def _backward_jvp(primals, tangents, *, scale, is_causal, groups):
 def _backward_vjp(cts, primals, outs, *, scale, is_causal, groups):
     cts = [ct if ct is not None else zeros_like(o) for ct, o in zip(cts, outs)]
     _, pull = vjp(_reference_pullback(scale, is_causal, groups), *_pullback_inputs(primals))
-    d_query, d_key, d_value, d_grad = pull(cts)
-    return [d_query, d_key, d_value, None, None, d_grad]
+    d_query, d_key, d_value, d_grad, d_grad_lse = pull(cts)
+    return [d_query, d_key, d_value, None, None, d_grad, d_grad_lse]
 
 
 def _batch_rule(prim: Primitive):
