@@ -98,6 +98,11 @@ def _xp_sum_heads(xp, grad, groups: int):
     return grad.reshape(grad.shape[:-3] + (grad.shape[-3] // groups, groups) + grad.shape[-2:]).sum(-3)
 
 
+def _as_dtype(dtype, arrays: list) -> list:
+    """`arrays` in the operands' dtype (numpy's matmul of bfloat16 gives float32)."""
+    return [a.astype(dtype, copy=False) for a in arrays]
+
+
 def _forward_impl(xp, query, key, value, *, scale: float, is_causal: bool, groups: int) -> list:
     """[out, lse]: the C loops (attention_kernels) on CPU float arrays where they apply, else the math in `xp`."""
     if xp is np:
@@ -113,7 +118,7 @@ def _forward_impl(xp, query, key, value, *, scale: float, is_causal: bool, group
     total = weights.sum(-1, keepdims=True)
     weights /= total
     value = value if groups == 1 else xp.repeat(value, groups, axis=-3)
-    return [xp.matmul(weights, value), (xp.log(total) + top)[..., 0]]
+    return _as_dtype(query.dtype, [xp.matmul(weights, value), (xp.log(total) + top)[..., 0]])
 
 
 def _backward_impl(xp, query, key, value, out, lse, grad, grad_lse, *, scale: float, is_causal: bool,
@@ -135,7 +140,7 @@ def _backward_impl(xp, query, key, value, out, lse, grad, grad_lse, *, scale: fl
     d_weights -= (grad * out).sum(-1, keepdims=True) - grad_lse[..., None]
     d_scores = weights * d_weights * query.dtype.type(scale)
     d_key = _xp_sum_heads(xp, xp.matmul(xp.swapaxes(d_scores, -1, -2), query), groups)
-    return [xp.matmul(d_scores, key), d_key, d_value]
+    return _as_dtype(query.dtype, [xp.matmul(d_scores, key), d_key, d_value])
 
 
 attention_p = Primitive("attention", multiple_results=True, saves_output=True)
