@@ -26,8 +26,9 @@ stop_gradient), `matmul`, `einsum`, `index`, `index_put`, `take_along_axis`, `ch
 `conv_output`, `window_argmax`, `window_max`, `window_take` and the random primitives of one key (`random_bits`,
 `random_uniform`, `random_split`, `random_fold_in`; the same bits as fnx), and the fused primitives that
 fnx/export/primitives.py `EXPANDED` lists (scaled_dot_product_attention's `attention` and `attention_vjp`), as
-the compositions that define them. Not supported (named at write time): control flow (cond, while_loop, scan, recurrence), scatter_add_along_axis, window_put, col2im, shift, searchsorted,
-linalg decompositions, collectives, float16/bfloat16/complex data, random draws from a batch of keys.
+the compositions that define them. Not supported (named at write time): control flow (cond, while_loop, scan,
+recurrence), scatter_add_along_axis, window_put, col2im, shift, searchsorted, linalg decompositions, collectives,
+float16/bfloat16/complex data, random draws from a batch of keys.
 """
 from __future__ import annotations
 

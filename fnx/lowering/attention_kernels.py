@@ -1,12 +1,12 @@
-"""Eager scaled dot-product attention (no mask, no dropout) on CPU float arrays as C loops: the flash-attention
-forward (an online softmax over blocks of keys, keeping each query's logsumexp, never the whole score matrix) and
-the backward that recomputes each block's probabilities from it (templates/c_attention.c.j2), parallel over heads
-and blocks of queries on fnx's thread pool, with grouped-query heads read in place. One library for every shape
-(sizes are arguments), built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock;
-where it cannot be built (no compiler, Jinja2 missing), for other dtypes and devices, empty operands, head dims
-above MAX_HEAD_DIM (the blocks live on the stack) and small problems (below MIN_WORK: there eager gives the
-composition's bits, as compiled code interpreted does), `forward` and `backward` give None and the caller runs
-the composition of fnx ops instead.
+"""Scaled dot-product attention (no mask, no dropout) on CPU float arrays as C loops, for the impls of
+fnx/nn/functional_attention.py's `attention_p` and `attention_vjp_p` (eager, and library steps of compiled code):
+the flash-attention forward (an online softmax over blocks of keys, keeping each query's logsumexp, never the
+whole score matrix) and the backward that recomputes each block's probabilities from it
+(templates/c_attention.c.j2), parallel over heads and blocks of queries on fnx's thread pool, with grouped-query
+heads read in place. One library for every shape (sizes are arguments), built on first use by the C toolchain's
+disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built (no compiler, Jinja2 missing), for other
+dtypes and devices, empty operands, head dims above MAX_HEAD_DIM (the blocks live on the stack) and small
+problems (below MIN_WORK), `forward` and `backward` give None and the caller runs the same math in numpy.
 """
 from __future__ import annotations
 

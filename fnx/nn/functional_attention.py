@@ -4,6 +4,13 @@ Masks follow PyTorch: for SDPA a boolean mask marks the positions that *take par
 multi-head attention boolean masks mark the positions to *ignore* (True = masked); float masks are added
 to the scores in both. SDPA gives zeros for a query that may attend to nothing (PyTorch's safe softmax);
 multi-head attention with need_weights=True gives NaN there, as PyTorch does.
+
+SDPA without mask or dropout is one primitive, eagerly and under every transform: `attention_p` (q, k, v -> out
+and each query's logsumexp) and its backward `attention_vjp_p` run flash-attention C loops on CPU float arrays
+(fnx/lowering/attention_kernels.py) and the same math in numpy or CuPy elsewhere, so neither eager autograd nor a
+compiled training step keeps an L x S score matrix (compiled code calls them as library steps; remat keeps
+q, k, v, out and lse). `reference` is the definition in fnx ops: jvp, the derivatives of the backward and
+fnx.export transform it, as fnx/nn/recurrence.py does for the fused RNN loops; vmap folds into the batch dims.
 """
 from __future__ import annotations
 
