@@ -137,3 +137,12 @@ def test_cuda_matches_the_cpu():
     np.testing.assert_allclose(out_c.cpu().detach().numpy(), out.detach().numpy(), rtol=1e-4, atol=1e-5)
     for a, b in zip((qc, kc, vc), (q, k, v)):
         np.testing.assert_allclose(a.grad.cpu().numpy(), b.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_eager_backward_refuses_an_operand_modified_in_place():
+    q = fnx.randn(1, 2, T, E, requires_grad=True) * 1.0
+    k, v = fnx.randn(1, 2, T, E), fnx.randn(1, 2, T, E)
+    out = F.scaled_dot_product_attention(q, k, v)
+    q.mul_(2.0)
+    with pytest.raises(fnx.errors.FnxRuntimeError, match=r"modified by an inplace operation: input 0 of attention"):
+        out.sum().backward()

@@ -206,7 +206,17 @@ def record_pullback(name: str, args: list, outs: list, pull) -> list:
 def _record_multiple(prim, args, params, outs) -> list:
     """`core.record_multiple_hook`: one node on the eager tape for all outputs of a multiple-result primitive."""
     if not prim.view:
-        return record_pullback(prim.name, list(args), outs, lambda cts: prim.vjp(cts, args, outs, **params))
+        # the values its vjp reads, as the primitive declares, are checked against in-place writes before it runs
+        read = [*(args if prim.saves_inputs else ()), *(outs if prim.saves_output else ())]
+        versions = [t._version[0] for t in read]
+
+        def pull(cts):
+            for i, (t, v) in enumerate(zip(read, versions)):
+                if t._version[0] != v:
+                    raise tape._modified_error(f"{prim.name} (its inputs, then its outputs)", i, t, v)
+            return prim.vjp(cts, args, outs, **params)
+
+        return record_pullback(prim.name, list(args), outs, pull)
     # The outputs of a view primitive are views of its input, and its vjp only moves cotangents (it reads shapes):
     # the node keeps stand-ins, so it forms no cycle with the outputs and keeps no tensor alive.
     seen_args = [tape.stand_in(a._value, a._device) for a in args]
