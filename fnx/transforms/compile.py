@@ -231,7 +231,9 @@ def _split(jaxpr: CallJaxpr, needs: tuple) -> tuple[CallJaxpr, CallJaxpr]:
     return found
 
 
-compiled_call_saving_p = Primitive("compiled_call_saving", multiple_results=True)
+# Its vjp reads the residuals the forward saved, not its inputs (buffers such as BatchNorm's running statistics,
+# which the compiled call itself updates in place after its node is recorded): no version check on the inputs.
+compiled_call_saving_p = Primitive("compiled_call_saving", multiple_results=True, saves_inputs=False)
 
 
 @compiled_call_saving_p.def_impl
