@@ -89,17 +89,20 @@ UNARY = {"neg": (-5, 5), "exp": (-87, 88), "exp2": (-120, 120), "expm1": (-10, 1
          "log2": (1e-30, 1e30), "log10": (1e-30, 1e30), "log1p": (-0.99, 100), "sqrt": (0, 1e4),
          "rsqrt": (1e-30, 1e30), "sin": (-50, 50),
          "cos": (-50, 50), "tan": (-1.5, 1.5), "tanh": (-10, 10), "sinh": (-10, 10), "cosh": (-10, 10),
-         "asin": (-1, 1), "acos": (-1, 1), "atan": (-50, 50), "sigmoid": (-20, 20), "erf": (-5, 5), "erfc": (-5, 10),
+         "asin": (-1, 1), "acos": (-1, 1), "atan": (-50, 50), "asinh": (-50, 50),
+         "acosh": (1, 50), "atanh": (-1, 1), "sigmoid": (-20, 20), "erf": (-5, 5), "erfc": (-5, 10),
          "abs": (-5, 5), "sign": (-5, 5), "floor": (-50, 50), "ceil": (-50, 50), "round": (-50, 50),
          "trunc": (-50, 50), "isnan": (-5, 5), "not": (-1, 1), "relu": (-5, 5), "integer_pow": (-5, 5),
          "pow_scalar": (0, 5), "logit": (1e-3, 1 - 1e-3), "gelu": (-10, 10), "gelu_deriv": (-10, 10),
-         "gelu_tanh": (-10, 10), "gelu_tanh_deriv": (-10, 10), "silu": (-20, 20)}
-PARAMS = {"integer_pow": {"y": -7}, "pow_scalar": {"y": 2.5}}   # primitives with params: the ones bound below
+         "gelu_tanh": (-10, 10), "gelu_tanh_deriv": (-10, 10), "silu": (-20, 20), "lgamma": (-10, 30),
+         "digamma": (-10, 30), "erfinv": (-1, 1), "clamp": (-5, 5),
+         "softplus": (-30, 30)}
+PARAMS = {"integer_pow": {"y": -7}, "pow_scalar": {"y": 2.5}, "clamp": {"lower": -1.0, "upper": 2.0}}   # primitives with params: the ones bound below
 BINARY = {"add": (-5, 5), "sub": (-5, 5), "mul": (-5, 5), "div": (-5, 5), "pow": (0.01, 5), "max": (-5, 5),
           "min": (-5, 5), "atan2": (-5, 5), "rem": (-5, 5), "floordiv": (-5, 5), "eq": (-2, 2), "ne": (-2, 2),
           "lt": (-2, 2), "le": (-2, 2), "gt": (-2, 2), "ge": (-2, 2), "gelu_backward": (-10, 10),
           "gelu_tanh_backward": (-10, 10), "relu_backward": (-5, 5), "silu_backward": (-20, 20),
-          "rsqrt_backward": (-5, 5)}
+          "rsqrt_backward": (-5, 5), "fmod": (-5, 5)}
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 1.0], dtype=np.float32)
 
 

@@ -50,6 +50,9 @@ OPS = [
     OpInfo("asin", fnx.asin, np.arcsin, unary_sample(-0.9, 0.9)),
     OpInfo("acos", fnx.acos, np.arccos, unary_sample(-0.9, 0.9)),
     OpInfo("atan", fnx.atan, np.arctan, unary_sample()),
+    OpInfo("asinh", fnx.asinh, np.arcsinh, unary_sample(), double_grad=True),
+    OpInfo("acosh", fnx.acosh, np.arccosh, unary_sample(1.1, 6.0)),
+    OpInfo("atanh", fnx.atanh, np.arctanh, unary_sample(-0.9, 0.9)),
     OpInfo("sigmoid", fnx.sigmoid, _sigmoid, unary_sample(-8, 8), double_grad=True),
     OpInfo("logit", fnx.logit, lambda x: np.log(x / (1 - x)), unary_sample(0.05, 0.95), double_grad=True),
     OpInfo("logit_eps", lambda x: fnx.logit(x, eps=0.1),   # clamped to [0.1, 0.9]: zero gradient below 0.1
@@ -100,6 +103,7 @@ OPS = [
     OpInfo("minimum", fnx.minimum, np.minimum, binary_sample(separated=True)),
     OpInfo("atan2", fnx.atan2, np.arctan2, binary_sample(lo2=0.5, hi2=3.0)),
     OpInfo("remainder", fnx.remainder, np.remainder, binary_sample(lo2=0.5, hi2=3.0), grad=False),
+    OpInfo("fmod", fnx.fmod, np.fmod, binary_sample(lo2=0.5, hi2=3.0), grad=False),
     OpInfo("floor_divide", fnx.floor_divide, np.floor_divide, binary_sample(lo2=0.5, hi2=3.0), grad=False),
     OpInfo("lerp", lambda x, y: fnx.lerp(x, y, 0.3), lambda x, y: x + 0.3 * (y - x), binary_sample()),
     OpInfo("addcmul", lambda x, y: fnx.addcmul(x, y, x, value=0.5), lambda x, y: x + 0.5 * y * x, binary_sample()),

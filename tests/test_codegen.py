@@ -60,10 +60,12 @@ def uniform(lo, hi, n=4096, dtype=np.float32):
 ULP_BOUNDS = {"neg": 0, "sqrt": 0, "abs": 0, "sign": 0, "floor": 0, "ceil": 0, "round": 0, "trunc": 0, "isnan": 0,
               "rsqrt": 0, "rsqrt_backward": 0, "not": 0, "relu": 0, "add": 0, "sub": 0, "mul": 0, "div": 0,
               "max": 0, "min": 0, "rem": 0, "floordiv": 0, "relu_backward": 0, "eq": 0, "ne": 0, "lt": 0, "le": 0,
-              "gt": 0, "ge": 0, "integer_pow": 0,
+              "gt": 0, "ge": 0, "integer_pow": 0, "clamp": 0, "fmod": 0,
               "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1, "sin": 1, "cos": 1,
-              "tan": 1, "sinh": 1, "cosh": 1, "asin": 1, "acos": 1, "atan": 1, "erf": 1, "erfc": 1, "pow": 1,
-              "atan2": 1, "pow_scalar": 1, "logit": 1, "sigmoid": 2, "silu": 3, "tanh": 3, "gelu_tanh": 3,
+              "tan": 1, "sinh": 1, "cosh": 1, "asin": 1, "acos": 1, "atan": 1, "asinh": 1, "acosh": 1,
+              "atanh": 1, "erf": 1, "erfc": 1, "pow": 1,
+              "atan2": 1, "pow_scalar": 1, "logit": 1, "lgamma": 1, "digamma": 1, "erfinv": 1, "softplus": 1,
+              "sigmoid": 2, "silu": 3, "tanh": 3, "gelu_tanh": 3,
               "gelu_deriv": 4, "gelu": 5, "gelu_backward": 5, "silu_backward": 5, "gelu_tanh_deriv": 5,
               "gelu_tanh_backward": 5}
 

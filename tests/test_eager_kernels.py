@@ -32,7 +32,7 @@ ROOT = Path(fnx.__file__).resolve().parent.parent
 HAVE_CC = any(shutil.which(c) for c in ("cc", "gcc", "clang"))
 needs_cc = pytest.mark.skipif(not HAVE_CC, reason="needs a C compiler")
 NATIVE = sorted(name for name, p in Primitive.registry.items() if "native" in p.groups)
-RANGES = {"logit": (1e-3, 1 - 1e-3), "erf": (-5, 5), "erfc": (-5, 10), "sigmoid": (-20, 20)}   # else (-10, 10)
+RANGES = {"logit": (1e-3, 1 - 1e-3), "erf": (-5, 5), "erfc": (-5, 10), "sigmoid": (-20, 20), "erfinv": (-1, 1)}   # else (-10, 10)
 N = 3 * eager_kernels.MIN_ELEMENTS + 5   # large enough for the kernel, and no multiple of a vector width
 RNG = np.random.default_rng(0)
 
@@ -59,8 +59,9 @@ def fresh(monkeypatch, tmp_path):
 
 
 def test_the_native_primitives():
-    assert NATIVE == ["erf", "erfc", "gelu", "gelu_backward", "gelu_deriv", "gelu_tanh", "gelu_tanh_backward",
-                      "gelu_tanh_deriv", "logit", "relu", "relu_backward", "sigmoid", "silu", "silu_backward"]
+    assert NATIVE == ["digamma", "erf", "erfc", "erfinv", "fmod", "gelu", "gelu_backward", "gelu_deriv",
+                      "gelu_tanh", "gelu_tanh_backward", "gelu_tanh_deriv", "lgamma", "logit", "relu", "relu_backward",
+                      "rem", "sigmoid", "silu", "silu_backward", "softplus"]
 
 
 def _operands(name: str, dtype=np.float32) -> list[np.ndarray]:

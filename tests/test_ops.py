@@ -268,11 +268,27 @@ def test_tensor_exponent_gradient_is_nan_only_where_undefined():
     np.testing.assert_allclose(gx.numpy(), [12.0, 0.0, -np.inf, 2.5 * 1.5 ** 1.5])
 
 
+@pytest.mark.parametrize("n", [7, 5000])   # numpy's clip, and the compiled kernel on the same values
+def test_clamp_by_numbers_keeps_nan_and_signed_zero_and_passes_the_gradient_at_the_bounds(n):
+    """clamp(x, lo, hi) as numpy's clip: NaN stays NaN, -0.0 at a bound of 0 stays -0.0, lo > hi gives hi; the
+    gradient passes where lo <= x <= hi (the bounds included, NaN not), as in PyTorch; compiled gives its bits."""
+    x = np.resize(np.array([np.nan, -0.0, 0.0, -2.0, 5.0, 0.5, 1.0], np.float32), n)
+    t = fnx.tensor(x, requires_grad=True)
+    y = fnx.clamp(t, 0.0, 1.0)
+    np.testing.assert_array_equal(y.detach().numpy().view(np.uint32), np.clip(x, 0.0, 1.0).view(np.uint32))
+    y.sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), np.resize([0.0, 1, 1, 0, 0, 1, 1], n))
+    compiled = fnx.compile(lambda v: fnx.clamp(v, 0.0, 1.0))(t.detach()).numpy()
+    np.testing.assert_array_equal(compiled.view(np.uint32), y.detach().numpy().view(np.uint32))
+    np.testing.assert_array_equal(fnx.clamp(t.detach(), 2.0, 1.0).numpy(), np.where(np.isnan(x), x, 1.0))
+    assert fnx.clamp(fnx.tensor([3, -4]), 0, 2).tolist() == [2, 0]   # integers keep their dtype
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("other", [0.0, -0.0, 2.5])
 def test_large_where_selects_bits_exactly_as_numpy(dtype, other):
-    """Large float selects take a branch-free bitwise path (a zero branch, relu's gradient, a shorter one):
-    every bit equals numpy's where, with NaN, inf and -0.0 among the values."""
+    """Large float selects take the eager C loop (a branch of the condition's shape or one element) or a branch-free
+    bitwise path (a shorter branch): every bit equals numpy's where, with NaN, inf and -0.0 among the values."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 5000)).astype(dtype)
     x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import fnx
+from fnx.lowering import eager_kernels
 from op_db_special import erfinv_ref, ndtri_ref, polygamma_ref
 
 
@@ -148,3 +149,50 @@ def test_xlog1py_gradient_at_zero_is_pytorchs():
     x.requires_grad_(True)
     fnx.special.xlog1py(x, y).sum().backward()
     assert x.grad.tolist() == [math.log(2.0), math.log(2.0), 0.0]
+
+
+def _eager_c_sized(values) -> np.ndarray:
+    """`values` repeated up to an array large enough for the eager C loops (eager_kernels.MIN_ELEMENTS)."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.resize(values, max(values.size, eager_kernels.MIN_ELEMENTS + 7))
+
+
+@pytest.mark.parametrize("dtype", [fnx.float64, fnx.float32])
+def test_eager_c_loops_of_lgamma_digamma_erfinv_match_float64_references(dtype):
+    """Large CPU arrays run the primitives' C loops (templates/special_math.h.j2; small ones the compositions,
+    which the tests above bound): within a few ulp of float64 references (float32: computed in double, rounded
+    once), poles, infinities and NaN alike. lgamma and digamma are measured in ulps of at least 1: near their zeros the result is the
+    difference of terms of that size."""
+    rounded = (lambda v: float(np.float32(v))) if dtype is fnx.float32 else float
+    np_dtype = np.float32 if dtype is fnx.float32 else np.float64
+    xs = np.concatenate([np.linspace(-9.9, 30, 251), [1e-8, 1.0, 2.0, 1.4616321449683622, 171.5]])
+    ys = np.concatenate([np.linspace(-0.9999, 0.9999, 201), 1 - np.logspace(-7, -2, 12), [1e-30, -1e-9, 0.0]])
+    cases = [(fnx.lgamma, xs, math.lgamma, 1.0, 4), (fnx.erfinv, ys, erfinv_ref, 1e-300, 4),
+             (fnx.digamma, xs, lambda v: polygamma_ref(0, v), 1.0, 8)]   # (the series reference adds a few ulp)
+    for fn, values, ref_fn, floor, bound in cases:
+        values = values.astype(np_dtype).astype(np.float64)
+        ref = np.array([ref_fn(rounded(v)) for v in values]).astype(np_dtype)
+        got = fn(t(_eager_c_sized(values), dtype)).numpy()[:values.size]
+        assert got.dtype == np_dtype
+        err = np.abs(got - ref) / np.spacing(np.maximum(np.abs(ref), np_dtype(floor)))
+        assert err.max() <= bound, f"{fn.__name__} {dtype}: {err.max():.1f} ulp"
+    specials = _eager_c_sized([0.0, -1.0, -7.0, np.inf, -np.inf, np.nan])
+    lg, dg = fnx.lgamma(t(specials, dtype)).numpy()[:6], fnx.digamma(t(specials, dtype)).numpy()[:6]
+    np.testing.assert_array_equal(lg, [np.inf, np.inf, np.inf, np.inf, np.inf, np.nan])
+    np.testing.assert_array_equal(dg, [-np.inf, np.nan, np.nan, np.inf, np.nan, np.nan])
+    edges = fnx.erfinv(t(_eager_c_sized([-1.0, 1.0, 1.5, -2.0, 0.0, np.nan]), dtype)).numpy()[:6]
+    np.testing.assert_array_equal(edges, [-np.inf, np.inf, np.nan, np.nan, 0.0, np.nan])
+
+
+def test_gradients_through_the_eager_c_loops():
+    """lgamma's gradient is digamma and erfinv's √π/2 exp(erfinv²), on arrays large enough for the C loops."""
+    x = t(_eager_c_sized(np.linspace(0.1, 12.0, 97)))
+    x.requires_grad_(True)
+    fnx.lgamma(x).sum().backward()
+    ref = np.array([polygamma_ref(0, v) for v in x.detach().numpy()[:97]])
+    np.testing.assert_allclose(x.grad.numpy()[:97], ref, rtol=1e-12, atol=1e-14)
+    y = t(_eager_c_sized(np.linspace(-0.99, 0.99, 101)))
+    y.requires_grad_(True)
+    fnx.erfinv(y).sum().backward()
+    inverse = np.array([erfinv_ref(v) for v in y.detach().numpy()[:101]])
+    np.testing.assert_allclose(y.grad.numpy()[:101], math.sqrt(math.pi) / 2 * np.exp(inverse * inverse), rtol=1e-13)

@@ -15,7 +15,8 @@ from ._args import tensor_arg
 
 __all__ = ["add", "sub", "mul", "div", "rem", "pow", "integer_pow", "max", "min", "neg", "abs", "sign", "floor",
            "ceil", "round", "RoundingMethod", "exp", "exp2", "log", "log1p", "expm1", "sqrt", "rsqrt", "cbrt",
-           "square", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "logistic",
+           "square", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh",
+           "acosh", "atanh", "logistic",
            "erf", "erfc", "erf_inv", "lgamma", "digamma", "is_finite", "eq", "ne", "lt", "le", "gt", "ge", "select",
            "clamp", "convert_element_type", "stop_gradient"]
 
@@ -75,6 +76,9 @@ acos = _unary(ew.acos, "acos", "The arccosine (lax.acos).")
 atan = _unary(ew.atan, "atan", "The arctangent (lax.atan).")
 sinh = _unary(ew.sinh, "sinh", "The hyperbolic sine (lax.sinh).")
 cosh = _unary(ew.cosh, "cosh", "The hyperbolic cosine (lax.cosh).")
+asinh = _unary(ew.asinh, "asinh", "The inverse hyperbolic sine (lax.asinh).")
+acosh = _unary(ew.acosh, "acosh", "The inverse hyperbolic cosine (lax.acosh).")
+atanh = _unary(ew.atanh, "atanh", "The inverse hyperbolic tangent (lax.atanh).")
 logistic = _unary(ew.sigmoid, "logistic", "1 / (1 + exp(-x)), the logistic sigmoid (lax.logistic).")
 erf = _unary(ew.erf, "erf", "The error function (lax.erf).")
 erfc = _unary(ew.erfc, "erfc", "1 - erf(x), accurate for large x (lax.erfc).")

@@ -99,6 +99,11 @@ _outer_library = TemplateLibrary("fnx-outer", "c_outer.c.j2", list(_OUTER.values
                                  "the C loop of batched outer products", "numpy multiplies them",
                                  {f: [ctypes.c_void_p] * 3 + [ctypes.c_longlong] * 3 for f in _OUTER.values()}).get
 
+_SELECT = {np.dtype(np.float32): "fnx_select_f32", np.dtype(np.float64): "fnx_select_f64"}
+_select_library = TemplateLibrary("fnx-select", "c_select.c.j2", list(_SELECT.values()),
+                                  "the C loop of where", "numpy selects",
+                                  {f: [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 3 for f in _SELECT.values()}).get
+
 _kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta type, meta symbols), or None
 _build_lock = threading.Lock()
 
@@ -108,6 +113,8 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     reduction no kernel serves, no kernel). `params` are a sum's axes and keepdims."""
     if params:
         return _sum(prim, arrays[0], **params)
+    if prim.name == "select":
+        return _select(*arrays)
     x, last = arrays[0], arrays[-1]
     if prim.name == "mul" and x.ndim == last.ndim > 1 and x.shape != last.shape:
         out = _outer(x, last)
@@ -142,6 +149,23 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         if below and (cols == 1 or not (strided or rows >= MANY_ROWS and size >= BROADCAST_MIN)):
             return None
     return _call(prim, kinds, arrays, np.empty(x.shape, x.dtype), rows, cols)
+
+
+def _select(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """where(c, x, y) by the C loop where c is a contiguous bool array of the output's shape, of MIN_ELEMENTS or
+    more, and x and y share a float dtype, each of c's shape (contiguous) or one element; else None."""
+    if (c.dtype != np.bool_ or c.size < MIN_ELEMENTS or not c.flags.c_contiguous or x.dtype not in _SELECT
+            or y.dtype != x.dtype or max(x.ndim, y.ndim) > c.ndim):
+        return None
+    if not all(a.size == 1 or (a.shape == c.shape and a.flags.c_contiguous) for a in (x, y)):
+        return None
+    steps = [int(a.size != 1) for a in (x, y)]
+    lib = _select_library()
+    if lib is None:
+        return None
+    out = np.empty(c.shape, x.dtype)
+    getattr(lib, _SELECT[x.dtype])(c.ctypes.data, x.ctypes.data, y.ctypes.data, out.ctypes.data, c.size, *steps)
+    return out
 
 
 def _outer(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:

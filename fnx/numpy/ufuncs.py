@@ -141,28 +141,9 @@ def cbrt(x, /) -> Tensor:
     return ew.sign(x) * ew.abs(x) ** (1.0 / 3.0)
 
 
-def arcsinh(x, /) -> Tensor:
-    """Inverse hyperbolic sine, elementwise: log(|x| + sqrt(x^2 + 1)) with the sign of x (odd, so no
-    cancellation for negative x)."""
-    x = _to_float(asarray(x))
-    a = ew.abs(x)
-    magnitude = ew.log1p(a + a * a / (1.0 + ew.sqrt(a * a + 1.0)))
-    positive = ew.log1p(x + x * x / (1.0 + ew.sqrt(x * x + 1.0)))
-    return ew.where(ew.lt(x, 0), ew.neg(magnitude), positive)
-
-
-def arccosh(x, /) -> Tensor:
-    """Inverse hyperbolic cosine (x >= 1), elementwise: log(x + sqrt(x^2 - 1))."""
-    x = _to_float(asarray(x))
-    return ew.log(x + ew.sqrt(x * x - 1.0))
-
-
-def arctanh(x, /) -> Tensor:
-    """Inverse hyperbolic tangent (|x| < 1), elementwise: log1p(2x / (1 - x)) / 2."""
-    x = _to_float(asarray(x))
-    return 0.5 * ew.log1p(2.0 * x / (1.0 - x))
-
-
+arcsinh = _unary("arcsinh", ew.asinh, "Inverse hyperbolic sine, elementwise.")
+arccosh = _unary("arccosh", ew.acosh, "Inverse hyperbolic cosine (x >= 1), elementwise.")
+arctanh = _unary("arctanh", ew.atanh, "Inverse hyperbolic tangent (|x| < 1), elementwise.")
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 
