@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import fnx
+from op_db_sort import stable_order
 
 
 def grad_of(f, x):
@@ -198,6 +199,24 @@ def test_descending_sort_is_stable():
     assert fnx.sort(x).indices.tolist() == [4, 0, 2, 1, 3, 5]
     assert fnx.argsort(x, descending=True, stable=True).tolist() == [1, 3, 5, 0, 2, 4]
     assert fnx.topk(x, 3).indices.tolist() == [1, 3, 5]
+
+
+@pytest.mark.parametrize("kind", ["floats", "ties", "ints", "bools", "nans"])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_by_partition_gives_the_stable_orders_first_k(kind, largest):
+    """topk with k up to a quarter of the dim partitions first (linear time): its indices are the stable sort's
+    first k (equal values in position order), also where values tie across the partition's boundary or NaN
+    takes part (the full sort decides those)."""
+    rng = np.random.default_rng(0)
+    x = {"floats": rng.standard_normal((6, 400)), "ties": rng.integers(0, 5, (6, 400)).astype(np.float32),
+         "ints": rng.integers(-40, 40, (6, 400)), "bools": rng.random((6, 400)) > 0.8,
+         "nans": np.where(rng.random((6, 400)) > 0.9, np.nan, rng.standard_normal((6, 400)))}[kind]
+    for dim, ks in ((1, (1, 7, 100)), (0, (1,))):
+        for k in ks:
+            got = fnx.topk(fnx.tensor(x), k, dim=dim, largest=largest)
+            want = np.take(stable_order(x, dim, largest), np.arange(k), axis=dim)
+            np.testing.assert_array_equal(got.indices.numpy(), want, err_msg=f"k={k} dim={dim}")
+            np.testing.assert_array_equal(got.values.numpy(), np.take_along_axis(x, want, dim))
 
 
 def test_nan_sorts_as_the_largest_value():

@@ -202,15 +202,21 @@ def scan(prog, eqn) -> None:
 
 
 def argsort(prog, eqn) -> None:
-    """A stable sort's order along one axis (NaN last ascending, first descending), one row at a time."""
-    x, out, shape, src, strides, n, st = _along_axis(prog, eqn)
-    dst = Access(out.ref, strides)
+    """A stable sort's order along one axis (NaN last ascending, first descending), one row at a time; its first
+    `k` positions where the param is set (topk)."""
+    x, out, shape, src, _, n, st = _along_axis(prog, eqn)
+    axis = eqn.params["axis"]
+    kept, _ = split_axes(out.shape, (axis,))
+    out_strides = contiguous(out.shape)
+    dst = Access(out.ref, [out_strides[d] for d in kept])
+    k, out_st = text(out.shape[axis]), text(out_strides[axis])
     sort = prog.sort(x.dtype.name)
     prog.emit([f"int64_t *row = (int64_t *)malloc(sizeof(int64_t) * (size_t)(2 * {n} + 1));"]
               + prog.check("row", 3, "argsort: out of memory"))
     prog.emit(nest(shape, [dst, src], lambda at, off: [
         f"{sort}({x.ref} + {off(src)}, {st}, {n}, {int(eqn.params['descending'])}, row, row + {n});",
-        f"for (long long r = 0; r < {n}; r++)", f"    {out.ref}[{off(dst)} + r * {st}] = row[r];"], parallel=False))
+        f"for (long long r = 0; r < {k}; r++)", f"    {out.ref}[{off(dst)} + r * {out_st}] = row[r];"],
+        parallel=False))
     prog.emit(["free(row);"])
 
 

@@ -1,12 +1,15 @@
 """Sorting and order statistics.
 
-One sorting primitive, `argsort` (stable, not differentiable), and one gather, `take_along_axis` (whose
-transpose is `scatter_add_along_axis`). `sort`, `topk`, `kthvalue`, `median` and `nanmedian` compose them:
-values are gathered from the input by the sorted indices, so gradients flow to the selected positions.
+One sorting primitive, `argsort` (stable, not differentiable; with `k`, the order's first k positions, which a
+partition finds in linear time), and one gather, `take_along_axis` (whose transpose is `scatter_add_along_axis`).
+`sort`, `topk`, `kthvalue`, `median` and `nanmedian` compose them: values are gathered from the input by the
+sorted indices, so gradients flow to the selected positions.
 """
 from __future__ import annotations
 
 import collections
+
+import numpy as np
 
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
@@ -14,7 +17,7 @@ from ..determinism import alert_not_deterministic
 from ..tensor import Tensor, canonical_dim
 from ._batching import axis_batch_rule, with_batch_size
 from ._families import complex_error
-from .creation import arange, full, stop_gradient
+from .creation import full, stop_gradient
 from .elementwise import clamp, convert, eq, isnan, logical_and, logical_or, maximum, where
 from .reduce import sum as _sum
 
@@ -40,23 +43,47 @@ def _stable_argsort(xp, x, axis: int):
 
 
 @argsort_p.def_impl
-def _argsort_impl(xp, x, *, axis, descending):
+def _argsort_impl(xp, x, *, axis, descending, k=None):
     if x.dtype.kind == "c":   # sort, topk, median, kthvalue: complex numbers have no order
         raise complex_error("sort", _dt.from_numpy_dtype(x.dtype))
+    n = x.shape[axis]
+    if k is not None and k < n:   # topk: the order's first k positions
+        leading = _leading_order(x, axis, descending, k) if xp is np else None
+        if leading is not None:
+            return leading
+        return xp.take(_argsort_impl(xp, x, axis=axis, descending=descending), xp.arange(k), axis=axis)
     if not descending:
         return _stable_argsort(xp, x, axis).astype(xp.int64, copy=False)
     # A stable descending order that keeps equal elements in their original order (NaN first, as in
     # PyTorch): sort the reversed array ascending, reverse that order, and map positions back.
-    n = x.shape[axis]
     order = xp.flip(_stable_argsort(xp, xp.flip(x, axis), axis), axis)
     return (n - 1 - order).astype(xp.int64, copy=False)
 
 
+def _leading_order(x: np.ndarray, axis: int, descending: bool, k: int) -> np.ndarray | None:
+    """The first k positions of the stable order along `axis` from a partition (linear time) and a sort of the
+    k candidates by (value, position), where that is the stable order's answer: None (the full sort decides) for
+    k above a quarter of the axis, NaN, or an element equal to the k-th that the partition left out."""
+    if 4 * k > x.shape[axis] or x.dtype.kind not in "fiub" or (x.dtype.kind == "f" and np.isnan(x).any()):
+        return None
+    if k == 0:
+        return np.empty(x.shape[:axis] + (0,) + x.shape[axis + 1:], np.int64)
+    key = (-x if x.dtype.kind == "f" else ~x) if descending else x   # ~ reverses integer and bool order exactly
+    candidates = np.sort(np.take(np.argpartition(key, k - 1, axis=axis), np.arange(k), axis=axis), axis=axis)
+    values = np.take_along_axis(key, candidates, axis)
+    order = np.argsort(values, axis=axis, kind="stable")
+    kth = np.take(np.take_along_axis(values, order, axis), [k - 1], axis=axis)
+    if not np.array_equal(np.count_nonzero(values == kth, axis=axis), np.count_nonzero(key == kth, axis=axis)):
+        return None
+    return np.take_along_axis(candidates, order, axis).astype(np.int64, copy=False)
+
+
 @argsort_p.def_abstract
-def _argsort_abstract(x: ShapedArray, *, axis: int, descending: bool) -> ShapedArray:
+def _argsort_abstract(x: ShapedArray, *, axis: int, descending: bool, k: int | None = None) -> ShapedArray:
     if not 0 <= axis < x.ndim:
         raise FnxRuntimeError(f"argsort: axis {axis} out of range for a tensor of shape {list(x.shape)}")
-    return ShapedArray(x.shape, _dt.int64, x.device)
+    shape = x.shape if k is None else x.shape[:axis] + (k,) + x.shape[axis + 1:]
+    return ShapedArray(shape, _dt.int64, x.device)
 
 
 argsort_p.def_vjp(lambda g, primals, out, **params: (None,))
@@ -169,14 +196,6 @@ def msort(input: Tensor) -> Tensor:
     return sort(input, 0).values
 
 
-def _leading(x: Tensor, d: int, k: int, order: Tensor) -> Tensor:
-    """The first `k` entries of `order` along `d`."""
-    shape = tuple(x.shape)
-    ones = tuple(k if i == d else 1 for i in range(len(shape)))
-    positions = arange(k, device=x.device).reshape(ones).expand(shape[:d] + (k,) + shape[d + 1:])
-    return take_p.bind(order, positions, axis=d)
-
-
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """The namedtuple (values, indices) of the `k` largest (or smallest) elements along `dim`, in order."""
     x, d = _as_1d(input, dim, "topk")
@@ -184,7 +203,7 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
     if not 0 <= k <= n:
         raise FnxRuntimeError(f"topk(): selected index k out of range: k={k}, but dimension {d} of the input has "
                               f"size {n}")
-    indices = _leading(x, d, k, argsort_p.bind(x, axis=d, descending=bool(largest)))
+    indices = argsort_p.bind(x, axis=d, descending=bool(largest), k=k)
     values = take_p.bind(x, indices, axis=d)
     if input.ndim == 0:
         values, indices = values.reshape(()), indices.reshape(())
