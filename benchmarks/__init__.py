@@ -4,6 +4,8 @@ Workloads (see `python -m benchmarks --list`):
   W1   small-op dispatch: `a + b` and a chain of 10 ops on 4 floats (us/op; fnx vs torch)
   W1g  the same recording the autograd tape, with one backward per chain (us/op; fnx vs torch)
   W8   large ops: add, exp, sum on 2^24 floats, a 1024^3 matmul (ms; fnx vs numpy)
+  W11  ops beyond arithmetic as torch code calls them on 2^20 floats: clamp, where, softplus, gelu, erfinv,
+       lgamma, digamma, fmod, asinh, topk (ms; fnx vs torch)
   W10  fnx.export's standalone C: the exported GEMM vs numpy's BLAS at 256, 512, 1024, 1 and 2 threads (ms);
        W10g (by name) tokens/s of the exported char transformer's C generation loop vs fnx compiled and torch
   W9   training steps of whole models written as public PyTorch code (GPT, Llama, LSTM LM, mnist CNN):

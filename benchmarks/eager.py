@@ -1,4 +1,5 @@
-"""Eager workloads: W1 small-op dispatch, W1g the autograd tape on small ops, W8 large ops.
+"""Eager workloads: W1 small-op dispatch, W1g the autograd tape on small ops, W8 large ops, W11 the ops beyond
+arithmetic that model and training code calls (special functions, clamp, where, topk) against torch.
 
 W1 and W1g measure per-op overhead (Python wrapper, dispatch, tape): the
 inputs hold 4 floats, so the arithmetic itself costs almost nothing. W8 is
@@ -24,6 +25,7 @@ N_GRAD_CHAINS = 300   # chains + sum + backward per repetition of W1g
 CHAIN_OPS = 10
 BIG = 2 ** 24         # W8 elementwise and reduction size
 MATMUL_N = 1024       # W8 matmul: (N, N) @ (N, N)
+MEDIUM = 2 ** 20      # W11 size
 
 
 def chain(xp, a, b):
@@ -137,3 +139,35 @@ def w8_matmul(fw: str, device: str) -> Bench:
         raise Skip(f"{fw}.matmul is not available")
     a, b = _big(fw, device, (MATMUL_N, MATMUL_N))
     return Bench(lambda: matmul(a, b), sync=sync_for(fw, device))
+
+
+# ---------------------------------------------------------------- W11: ops beyond arithmetic, as torch code calls them
+# Each case is one call of torch's name (fnx has the same), on 2^20 float32 values whose range suits the op.
+W11_CASES = {
+    "clamp(x, -1, 1)": (lambda t, a, b: t.clamp(a, -1.0, 1.0), (-3.0, 3.0)),
+    "where(x > 0, x, y)": (lambda t, a, b: t.where(a > 0, a, b), (-1.0, 1.0)),
+    "F.softplus(x)": (lambda t, a, b: t.nn.functional.softplus(a), (-5.0, 5.0)),
+    "F.gelu(x)": (lambda t, a, b: t.nn.functional.gelu(a), (-5.0, 5.0)),
+    "erfinv(x)": (lambda t, a, b: t.erfinv(a), (-0.99, 0.99)),
+    "lgamma(x)": (lambda t, a, b: t.lgamma(a), (0.1, 10.0)),
+    "digamma(x)": (lambda t, a, b: t.digamma(a), (0.1, 10.0)),
+    "fmod(x, y)": (lambda t, a, b: t.fmod(a, b), (0.5, 5.0)),
+    "asinh(x)": (lambda t, a, b: t.asinh(a), (-5.0, 5.0)),
+    "topk(x.view(1024, 1024), 5)": (lambda t, a, b: t.topk(a.view(1024, 1024), 5), (-1.0, 1.0)),
+}
+
+
+def _w11(case: str):
+    fn, (lo, hi) = W11_CASES[case]
+
+    @workload("W11", f"{case}, 2^20 f32", reference="torch", frameworks=("fnx", "torch"), unit="ms")
+    def build(fw: str, device: str) -> Bench:
+        xp = load(fw)
+        a, b = (array(fw, lo + (hi - lo) * (_host((MEDIUM,), seed) + 1.0) / 2.0, device) for seed in (0, 1))
+        return Bench(lambda: fn(xp, a, b), sync=sync_for(fw, device))
+
+    return build
+
+
+for _case in W11_CASES:
+    _w11(_case)
