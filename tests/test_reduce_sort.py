@@ -204,9 +204,9 @@ def test_descending_sort_is_stable():
 @pytest.mark.parametrize("kind", ["floats", "ties", "ints", "bools", "nans"])
 @pytest.mark.parametrize("largest", [True, False])
 def test_topk_by_partition_gives_the_stable_orders_first_k(kind, largest):
-    """topk with k up to a quarter of the dim partitions first (linear time): its indices are the stable sort's
-    first k (equal values in position order), also where values tie across the partition's boundary or NaN
-    takes part (the full sort decides those)."""
+    """topk on large float rows (k <= 64, the last dim) scans each row in C, other small k partition first
+    (linear time): the indices are the stable sort's first k (equal values in position order) either way, also
+    where values tie across the partition's boundary or NaN takes part (the full sort decides those)."""
     rng = np.random.default_rng(0)
     x = {"floats": rng.standard_normal((6, 400)), "ties": rng.integers(0, 5, (6, 400)).astype(np.float32),
          "ints": rng.integers(-40, 40, (6, 400)), "bools": rng.random((6, 400)) > 0.8,

@@ -104,6 +104,13 @@ _select_library = TemplateLibrary("fnx-select", "c_select.c.j2", list(_SELECT.va
                                   "the C loop of where", "numpy selects",
                                   {f: [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 3 for f in _SELECT.values()}).get
 
+_TOPK = {np.dtype(np.float32): "fnx_topk_f32", np.dtype(np.float64): "fnx_topk_f64"}
+TOPK_MAX = 64   # the largest k the row scan keeps (its buffer); larger ones take numpy's partition
+_topk_library = TemplateLibrary("fnx-topk", "c_topk.c.j2", list(_TOPK.values()), "the C loop of topk",
+                                "numpy partitions",
+                                {f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 3 + [ctypes.c_int]
+                                 for f in _TOPK.values()}).get
+
 _kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta type, meta symbols), or None
 _build_lock = threading.Lock()
 
@@ -111,6 +118,8 @@ _build_lock = threading.Lock()
 def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     """`prim` applied to CPU arrays by its C kernel, or None where numpy should (small arrays, a broadcast or
     reduction no kernel serves, no kernel). `params` are a sum's axes and keepdims."""
+    if prim.name == "argsort":
+        return _topk(arrays[0], **params)
     if params:
         return _sum(prim, arrays[0], **params)
     if prim.name == "select":
@@ -165,6 +174,21 @@ def _select(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
         return None
     out = np.empty(c.shape, x.dtype)
     getattr(lib, _SELECT[x.dtype])(c.ctypes.data, x.ctypes.data, y.ctypes.data, out.ctypes.data, c.size, *steps)
+    return out
+
+
+def _topk(x: np.ndarray, *, axis: int, descending: bool, k: int | None) -> np.ndarray | None:
+    """The first k positions of the stable order along the last axis by the C row scan, for a contiguous float
+    array of MIN_ELEMENTS or more and 1 <= k <= TOPK_MAX; else None."""
+    if (k is None or not 1 <= k <= TOPK_MAX or axis != x.ndim - 1 or x.dtype not in _TOPK or x.size < MIN_ELEMENTS
+            or not x.flags.c_contiguous):
+        return None
+    lib = _topk_library()
+    if lib is None:
+        return None
+    out = np.empty(x.shape[:-1] + (k,), np.int64)
+    getattr(lib, _TOPK[x.dtype])(x.ctypes.data, out.ctypes.data, x.size // x.shape[-1], x.shape[-1], k,
+                                 int(descending))
     return out
 
 

@@ -11,6 +11,7 @@ import collections
 
 import numpy as np
 
+from .. import core
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..determinism import alert_not_deterministic
@@ -47,8 +48,11 @@ def _argsort_impl(xp, x, *, axis, descending, k=None):
     if x.dtype.kind == "c":   # sort, topk, median, kthvalue: complex numbers have no order
         raise complex_error("sort", _dt.from_numpy_dtype(x.dtype))
     n = x.shape[axis]
-    if k is not None and k < n:   # topk: the order's first k positions
-        leading = _leading_order(x, axis, descending, k) if xp is np else None
+    if k is not None and k < n:   # topk: the order's first k positions (the eager C row scan, else a partition)
+        hook = core.eager_kernel_hook if xp is np else None
+        leading = hook(argsort_p, x, axis=axis, descending=descending, k=k) if hook is not None else None
+        if leading is None and xp is np:
+            leading = _leading_order(x, axis, descending, k)
         if leading is not None:
             return leading
         return xp.take(_argsort_impl(xp, x, axis=axis, descending=descending), xp.arange(k), axis=axis)
