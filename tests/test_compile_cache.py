@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 import pickle
 import shutil
 import stat
@@ -280,6 +281,29 @@ def test_least_recently_used_entries_are_evicted_past_the_limit(folder, monkeypa
     assert [p.exists() for p in paths] == [True, True, False, False]
     assert "notes.txt" in left and not any(n.startswith(paths[2].name) for n in left)
     assert cache.usage(used)[1] <= 2500
+
+
+def test_after_a_scan_writes_evict_only_when_the_count_passes_the_limit_or_a_minute_has_gone(folder, monkeypatch):
+    """A process scans the folder for eviction once, then counts what it writes: no scan while that stays within
+    the limit, one as soon as it passes it, or after a minute (other processes write too)."""
+    monkeypatch.setenv("FNX_CACHE_MAX_BYTES", "2500")
+    used = cache.cache_dir()
+    scans = []
+    real = cache._our_files
+    monkeypatch.setattr(cache, "_our_files", lambda f: scans.append(f) or real(f))
+    paths = [cache.entry_path(used, f"fnx_k{i}", f"{i}" * 64, ".so") for i in range(4)]
+    cache.write_entry(paths[0], bytes(1000))
+    cache.evict_after_write(used, [paths[0]])              # the first write of this process scans
+    cache.write_entry(paths[1], bytes(1000))
+    cache.evict_after_write(used, [paths[1]])              # 1000 more: within 2500, no scan
+    assert len(scans) == 1 and all(p.exists() for p in paths[:2])
+    cache.write_entry(paths[2], bytes(1000))
+    cache.evict_after_write(used, [paths[2]])              # past the limit: a scan evicts the oldest
+    assert len(scans) == 2 and not paths[0].exists() and paths[2].exists()
+    monkeypatch.setattr(cache, "_scanned", {str(used): (time.time() - 61, 0)})
+    cache.write_entry(paths[3], bytes(10))
+    cache.evict_after_write(used, [paths[3]])              # a minute on: scanned again
+    assert len(scans) == 3
 
 
 def test_the_size_limit_reads_units_and_rejects_nonsense(monkeypatch):

@@ -51,7 +51,8 @@ import numpy as np
 
 from .._warn import warn
 from ..threads import attach_pool
-from .cache import cache_dir, cache_key, commit_entry, entry_path, evict, read_entry, temp_path, write_entry
+from .cache import (cache_dir, cache_key, commit_entry, entry_path, evict_after_write, read_entry, temp_path,
+                    write_entry)
 
 __all__ = ["Toolchain", "toolchain", "compile_libraries", "ARRAY_DATA_OFFSET", "compile_count", "NoCompilerError",
            "compiler", "thread_pool"]
@@ -219,7 +220,7 @@ def compile_libraries(sources: dict[str, str], version: str, simd_source) -> dic
         if not errors:
             if tc.variant != variant:
                 _remember(tc, variant)
-            evict(cache_dir(), keep=paths.values())
+            evict_after_write(cache_dir(), [path for _, path in missing], keep=paths.values())
             log.info("compiled %d kernel(s) with %s", len(missing), " ".join(tc.command(variant, "<src>", "<so>")))
             break
         if tc.variant is not None or variant + 1 == len(_VARIANTS) or not _probe_fails(tc, variant):
