@@ -25,7 +25,7 @@ W9c  the first compiled step of the GPT, compilation included, with empty kernel
 
 torch can live in another environment than fnx: `python -m benchmarks W9 --python
 torch=/path/to/venv/bin/python` runs the torch rows (and the "torch loaded" ones) under that interpreter,
-with this checkout on its PYTHONPATH (so it needs numpy, jinja2 and ml_dtypes for fnx as well).
+with this checkout on its PYTHONPATH (so it needs fnx's dependencies as well: numpy, jinja2, ml_dtypes, threadpoolctl).
 """
 from __future__ import annotations
 

@@ -53,8 +53,8 @@ def _xp(dev: _device_cls, dt: _dt.dtype):
 def _shape(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    shape = tuple(int(s) for s in size)
-    if any(s < 0 for s in shape):
+    shape = tuple(map(int, size))
+    if shape and min(shape) < 0:
         raise FnxRuntimeError(f"trying to create tensor with negative dimension: {list(shape)}")
     return shape
 
@@ -166,9 +166,9 @@ def _filled(shape: tuple, value, dtype, device, fn: str, requires_grad: bool) ->
     else:
         dt = _dt.as_dtype(dtype)
     xp = _xp(dev, dt)
-    if fn == "empty":
-        return _new(xp.empty(shape, dtype=dt.np), dev, requires_grad)
-    return _new(xp.full(shape, value, dtype=dt.np), dev, requires_grad)
+    if fn == "full":
+        return _new(xp.full(shape, value, dtype=dt.np), dev, requires_grad)
+    return _new(getattr(xp, fn)(shape, dtype=dt.np), dev, requires_grad)   # xp.zeros, ones, empty
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from .autocast import autocast_op
+from .. import core
 from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..determinism import alert_not_deterministic
@@ -399,6 +400,8 @@ def _classify(item, dev):
 
 
 def _slice_bounds(s: slice, n: int) -> tuple:
+    if s.start is None and s.stop is None and s.step is None:   # `:`, the commonest slice
+        return 0, n, 1
     step = 1 if s.step is None else s.step.__index__()
     if step == 0:
         raise FnxValueError("slice step cannot be zero")
@@ -411,36 +414,62 @@ def _slice_bounds(s: slice, n: int) -> tuple:
 
 def _plan(x: Tensor, index) -> _Plan:
     shape = tuple(x.shape)
-    nd, dev = len(shape), x.device
-    items = [_classify(i, dev) for i in (index if type(index) is tuple else (index,))]
-    used = sum(1 if k in ("int", "slice", "array") else v.ndim if k == "mask" else 0 for k, v in items)
+    nd = len(shape)
+    items = index if type(index) is tuple else (index,)
+    # Python ints, slices, None and ... (nearly every index) are told apart by their type here, inline: this
+    # runs for every x[i] and x[i] = v, a data loader's too, and a call of `_classify` per item cost more.
+    kinds, used, ellipses = [], 0, 0
+    for i in items:
+        t = type(i)
+        if t is int:
+            kinds.append(("int", i))
+            used += 1
+        elif t is slice:
+            kinds.append(("slice", i))
+            used += 1
+        elif i is None:
+            kinds.append(("new", None))
+        elif i is Ellipsis:
+            kinds.append(("ellipsis", None))
+            ellipses += 1
+        else:
+            kind, v = _classify(i, x.device)
+            kinds.append((kind, v))
+            if kind in ("int", "slice", "array"):
+                used += 1
+            elif kind == "mask":
+                used += v.ndim
+            elif kind == "ellipsis":
+                ellipses += 1
     if used > nd:
         raise FnxIndexError(f"too many indices for tensor of dimension {nd}")
-    if sum(k == "ellipsis" for k, _ in items) > 1:
+    if ellipses > 1:
         raise FnxIndexError("an index can only have a single ellipsis ('...')")
     p = _Plan()
     p.starts, p.stops, p.steps, p.sliced = [0] * nd, list(shape), [1] * nd, False
     out, basic, p.arrays, p.dims, p.sources = [], [], [], [], []
-    xp = dev.xp
     d = 0
-    for kind, v in items:
+    for kind, v in kinds:
         if kind == "int":
-            if not -shape[d] <= v < shape[d]:
-                raise FnxIndexError(f"index {v} is out of bounds for dimension {d} with size {shape[d]}")
-            v %= shape[d]
+            n = shape[d]
+            if not -n <= v < n:
+                raise FnxIndexError(f"index {v} is out of bounds for dimension {d} with size {n}")
+            if v < 0:
+                v += n
             p.starts[d], p.stops[d], p.sliced = v, v + 1, True
             basic.append(v)
             d += 1
         elif kind == "slice":
-            a, b, s = _slice_bounds(v, shape[d])
-            p.starts[d], p.stops[d], p.steps[d] = a, b, s
-            p.sliced = p.sliced or (a, b, s) != (0, shape[d], 1)
+            n = shape[d]
+            a, b, s = _slice_bounds(v, n)
+            if a or b != n or s != 1:
+                p.starts[d], p.stops[d], p.steps[d], p.sliced = a, b, s, True
             basic.append(slice(a, b, s))
             out.append(_count(a, b, s))
             d += 1
         elif kind in ("new", "bool"):
             if kind == "bool":  # PyTorch: a new dim of size 1, indexed by [0] (True) or by nothing (False)
-                p.arrays.append(make(xp.arange(int(v), dtype=xp.int64), dev))
+                p.arrays.append(make(x.device.xp.arange(int(v), dtype=np.int64), x.device))
                 p.dims.append(len(out))
                 p.sources.append(d)
             basic.append(None)
@@ -479,6 +508,19 @@ def getitem(self: Tensor, index) -> Tensor:
     Integers and slices index first (a view that shares memory and version counter with `self`); the index
     tensors then pick elements (a copy), their broadcast dims placed where numpy places them.
     """
+    flags = core._get_flags()
+    if (not flags & core._TRACING and (flags & core._NO_GRAD or not self._requires_grad)
+            and not isinstance(self, Tracer) and _numpy_basic(index)):
+        # nothing to record or trace: numpy's view (`...` keeps a 0-d result a view), sharing `self`'s memory and
+        # version counter as the slice and reshape below would (a data loader's x[i], a sampling loop's x[:, -1])
+        try:
+            value = self._value[(index if type(index) is tuple else (index,)) + (Ellipsis,)]
+        except IndexError:
+            pass   # the plan below raises the error, with fnx's message
+        else:
+            out = make(value, self._device)
+            out._version, out._base = self._version, self if self._base is None else self._base
+            return out
     p = _plan(self, index)
     out = self
     if p.sliced:
@@ -493,9 +535,29 @@ def getitem(self: Tensor, index) -> Tensor:
 
 
 def _has_tracer(index) -> bool:
-    items = index if type(index) is tuple else (index,)
-    return any(isinstance(i, Tracer) or (isinstance(i, slice) and any(isinstance(b, Tracer) for b in
-                                                                      (i.start, i.stop, i.step))) for i in items)
+    for i in index if type(index) is tuple else (index,):
+        t = type(i)
+        if t is int or i is None:
+            continue
+        if t is slice:
+            if isinstance(i.start, Tracer) or isinstance(i.stop, Tracer) or isinstance(i.step, Tracer):
+                return True
+        elif isinstance(i, Tracer):
+            return True
+    return False
+
+
+def _numpy_basic(index) -> bool:
+    """Whether `index` is Python ints and slices of ints with positive (or no) steps, which numpy's basic indexing
+    reads as PyTorch does (a data loader's `x[1:n] = ids`)."""
+    for i in index if type(index) is tuple else (index,):
+        if type(i) is slice:
+            if not ((i.start is None or type(i.start) is int) and (i.stop is None or type(i.stop) is int)
+                    and (i.step is None or type(i.step) is int and i.step > 0)):
+                return False
+        elif type(i) is not int:
+            return False
+    return True
 
 
 def setitem(self: Tensor, index, value) -> None:
@@ -512,7 +574,6 @@ def setitem(self: Tensor, index, value) -> None:
             value = _snapshot(value)
         assign_(self, _put_functional(_snapshot(self), index, _values(value, self)), "__setitem__")
         return
-    p = _plan(self, index)
     xp = self._device.xp
     if isinstance(value, Tensor):
         if value._device is not self._device and value.numel() != 1:
@@ -520,6 +581,15 @@ def setitem(self: Tensor, index, value) -> None:
         val = value.item() if value._device is not self._device else value._value
     else:
         val = value if isinstance(value, (bool, int, float)) else xp.asarray(value)
+    if _numpy_basic(index):
+        try:
+            self._value[index] = val
+        except (IndexError, ValueError):
+            pass   # the plan below raises the error, with fnx's message
+        else:
+            self._version[0] += 1
+            return
+    p = _plan(self, index)
     view = self._value[p.basic]
     where_ = Ellipsis
     if p.arrays:

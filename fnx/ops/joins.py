@@ -93,13 +93,24 @@ def stack(tensors, dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise FnxRuntimeError("stack expects a non-empty TensorList")
-    shape = tuple(tensors[0].shape)
     for i, t in enumerate(tensors):
-        if tuple(t.shape) != shape:
+        if not isinstance(t, Tensor):
+            raise FnxTypeError(f"stack(): expected a sequence of Tensors, but got {type(t).__name__} at position {i}")
+    shape, dtype = tensors[0].shape, tensors[0].dtype
+    mixed = False
+    for i, t in enumerate(tensors):
+        if t.shape != shape:
             raise FnxRuntimeError(f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
                                   f"and {list(t.shape)} at entry {i}")
+        mixed = mixed or t.dtype is not dtype
+    if mixed:
+        tensors = promote("stack", *tensors)
     d = canonical_dim(dim, len(shape) + 1, "stack")
-    return cat([unsqueeze(t, d) for t in tensors], d)
+    if d == len(shape):   # a new last dim: a view of each tensor with it, joined along it
+        return concatenate_p.bind(*[unsqueeze(t, d) for t in tensors], dim=d)
+    # Joined along dim d, then that dim split in two: two ops, where a view of each tensor and their join took
+    # one op each (a data loader's collate stacks a batch of samples every step)
+    return reshape_p.bind(concatenate_p.bind(*tensors, dim=d), shape=shape[:d] + (len(tensors),) + shape[d:])
 
 
 def hstack(tensors) -> Tensor:
