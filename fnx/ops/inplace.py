@@ -26,6 +26,8 @@ from __future__ import annotations
 import functools
 import weakref
 
+import numpy as np
+
 from .. import core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError
@@ -202,17 +204,77 @@ def _address(a) -> int:
     return a.data.ptr if hasattr(a.data, "ptr") else a.__array_interface__["data"][0]
 
 
+# In-place ops that optimizers, EMAs and clipping write (p.lerp_(q, w), m.mul_(b).add_(g, alpha=1 - b)), computed
+# by numpy into the tensor's memory where nothing records and every operand is a CPU array of its float dtype or
+# a Python number: the same operations in the same order as the out-of-place op, so the same bits, without its
+# temporaries and the copy back (lerp_ on (128, 128): 36 us -> 8). Shapes that do not fit take the general path,
+# which raises.
+def _lerp(a, end, weight):
+    step = np.subtract(end, a)
+    np.add(a, np.multiply(weight, step, out=step) if type(weight) is not np.ndarray else weight * step, out=a)
+
+
+def _scaled(op):
+    def apply(a, other, alpha=1):
+        op(a, other if alpha == 1 else other * alpha, out=a)
+    return apply
+
+
+def _combined(op):
+    def apply(a, t1, t2, value=1):
+        if type(t1) is not np.ndarray or type(t2) is not np.ndarray:
+            raise TypeError
+        term = op(t1, t2)
+        np.add(a, term if value == 1 else np.multiply(term, value, out=term), out=a)
+    return apply
+
+
+_IN_NUMPY = {"add_": _scaled(np.add), "sub_": _scaled(np.subtract), "mul_": lambda a, o: np.multiply(a, o, out=a),
+             "div_": lambda a, o: np.true_divide(a, o, out=a), "lerp_": _lerp,
+             "addcmul_": _combined(np.multiply), "addcdiv_": _combined(np.true_divide)}
+_NUMPY_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _in_numpy(self: Tensor, compute, args: tuple, kwargs: dict) -> bool:
+    """Whether `compute` (an `_IN_NUMPY` entry) wrote the op's result into `self`'s numpy array."""
+    a = self._value
+    if type(a) is not np.ndarray or a.dtype not in _NUMPY_FLOATS:
+        return False
+    operands = []
+    for v in args:
+        if type(v) is float or type(v) is int:
+            operands.append(v)
+        elif (isinstance(v, Tensor) and not isinstance(v, Tracer) and type(v._value) is np.ndarray
+              and v._value.dtype == a.dtype):
+            operands.append(v._value)
+        else:
+            return False
+    if any(type(v) is not float and type(v) is not int for v in kwargs.values()):
+        return False
+    try:
+        compute(a, *operands, **kwargs)
+    except (TypeError, ValueError):   # another signature or a shape that does not fit: the general path says why
+        return False
+    self._version[0] += 1
+    return True
+
+
 def inplace(fn, name: str | None = None):
     """The in-place method `name_` of the out-of-place op `fn`."""
     op = name or fn.__name__ + "_"
+
+    direct = _IN_NUMPY.get(op)
 
     @functools.wraps(fn)
     def method(self, *args, **kwargs):
         if isinstance(self, Tracer):
             return rebind_(self, fn(self, *args, **kwargs), op)
         _check_target(self, op)
-        src = _snapshot(self) if _records(self, args + tuple(kwargs.values())) else self
-        return assign_(self, fn(src, *args, **kwargs), op)
+        if _records(self, args + tuple(kwargs.values())):
+            return assign_(self, fn(_snapshot(self), *args, **kwargs), op)
+        if direct is not None and _in_numpy(self, direct, args, kwargs):
+            return self
+        return assign_(self, fn(self, *args, **kwargs), op)
 
     method.__name__ = op
     method.__doc__ = f"In-place version of `{fn.__name__}`."
