@@ -110,7 +110,7 @@ from numerics_measure import op_table_errors  # noqa: E402
 #       than eager.
 OP_CLASSES = {
     "math": {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh",
-             "asin", "acos", "atan", "sigmoid", "gelu", "gelu_tanh", "gelu_backward", "gelu_tanh_backward", "silu", "silu_backward", "softplus", "erf", "erfc", "pow",
+             "asin", "acos", "atan", "asinh", "acosh", "atanh", "sigmoid", "gelu", "gelu_tanh", "gelu_backward", "gelu_tanh_backward", "silu", "silu_backward", "softplus", "erf", "erfc", "pow",
              "pow_2.5", "rpow", "atan2", "special.ndtr", "special.entr", "special.xlog1py", "scipy.special.xlog1py", "lax.scan", "lax.fori_loop",
              "lax.cond"},
     "reductions": {"sum", "mean", "var", "var_correction0", "std", "var_mean", "std_mean", "logsumexp", "prod",

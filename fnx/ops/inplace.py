@@ -244,8 +244,8 @@ def _in_numpy(self: Tensor, compute, args: tuple, kwargs: dict) -> bool:
     for v in args:
         if type(v) is float or type(v) is int:
             operands.append(v)
-        elif (isinstance(v, Tensor) and not isinstance(v, Tracer) and type(v._value) is np.ndarray
-              and v._value.dtype == a.dtype):
+        elif (isinstance(v, Tensor) and not isinstance(v, Tracer) and v._device is self._device
+              and type(v._value) is np.ndarray and v._value.dtype == a.dtype):
             operands.append(v._value)
         else:
             return False
