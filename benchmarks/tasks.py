@@ -9,14 +9,31 @@ optimizer parameter group, donating parameters and optimizer state. Nothing here
 """
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from .models import CNNConfig, GPTConfig, LlamaConfig, LSTMConfig, define
 
-__all__ = ["MODELS", "SIZES", "Task", "make_task", "functional_step", "describe_model"]
+__all__ = ["MODELS", "SIZES", "Task", "make_task", "functional_step", "describe_model", "MakemoreConfig"]
+
+
+@dataclass(frozen=True)
+class MakemoreConfig:
+    """A model of makemore.py (tests/programs) with its command line's defaults: ModelConfig's sizes, AdamW's
+    settings; its names are `words` random ones of 3-12 letters (no names.txt here)."""
+
+    type: str
+    n_layer: int = 4
+    n_embd: int = 64
+    n_embd2: int = 64
+    n_head: int = 4
+    learning_rate: float = 5e-4
+    weight_decay: float = 0.01
+    words: int = 2000
 
 # The configurations at each size: (config, batch, sequence length). "small" is CPU-training size (nanoGPT's
 # CPU example: 4 layers x 128 wide on 64-token blocks); "large" is 4 layers x 256 wide on 16 x 256 tokens;
@@ -29,6 +46,10 @@ SIZES = {
         "llama": (LlamaConfig(), 8, 64),
         "lstm": (LSTMConfig(), 8, 64),
         "cnn": (CNNConfig(), 64, None),
+        "makemore-rnn": (MakemoreConfig("rnn"), 32, None),
+        "makemore-gru": (MakemoreConfig("gru"), 32, None),
+        "makemore-mlp": (MakemoreConfig("mlp"), 32, None),
+        "makemore-bow": (MakemoreConfig("bow"), 32, None),
     },
     "large": {
         "gpt": (GPTConfig(block_size=256, n_head=8, n_embd=256), 16, 256),
@@ -45,6 +66,7 @@ SIZES = {
         "llama": (LlamaConfig(vocab_size=64, dim=16, n_layers=1, n_heads=4, n_kv_heads=2, multiple_of=8), 2, 8),
         "lstm": (LSTMConfig(ntoken=64, ninp=16, nhid=16), 2, 8),
         "cnn": (CNNConfig(), 2, None),
+        "makemore-rnn": (MakemoreConfig("rnn", n_embd=8, n_embd2=8, words=20), 2, None),
     },
 }
 MODELS = tuple(SIZES["small"])
@@ -58,6 +80,8 @@ def describe_model(model: str, size: str) -> str:
         return f"GPT {cfg.n_layer}L d{cfg.n_embd} {act}, {batch}x{seq} tokens"
     if model == "llama":
         return f"Llama {cfg.n_layers}L d{cfg.dim} GQA {cfg.n_heads}/{cfg.n_kv_heads}, {batch}x{seq} tokens"
+    if model.startswith("makemore"):
+        return f"makemore {cfg.type.upper()} (its Dataset and DataLoader), batch {batch}"
     if model == "lstm":
         return f"LSTM LM 2L h{cfg.nhid} v{cfg.ntoken}, {batch}x{seq} tokens"
     return f"CNN mnist Net, batch {batch} x 1x28x28"
@@ -124,6 +148,8 @@ def make_task(torch, model: str, size: str = "small", seed: int = 0) -> Task:
             return loss
 
         return Task(net, opt, (x,), (y,), step, loss_of, {})
+    if model.startswith("makemore"):
+        return _makemore_task(torch, cfg, batch, rng)
     if model == "lstm":
         return _lstm_task(torch, ns, cfg, batch, seq, rng)
     if model == "cnn":
@@ -172,6 +198,52 @@ def _lstm_task(torch, ns, cfg: LSTMConfig, batch: int, seq: int, rng) -> Task:
         return loss
 
     return Task(net, None, (x,), (y,), step, loss_of, state, cfg)
+
+
+# ---------------------------------------------------------------- makemore: a public program's own code
+_MAKEMORE = Path(__file__).resolve().parents[1] / "tests" / "programs" / "makemore.py"
+
+
+def _makemore_module(torch):
+    """tests/programs/makemore.py loaded as a module of its own, its `import torch` giving `torch` (fnx through
+    the torch alias: only in a process that never imports real torch, such as a W9 worker)."""
+    if torch.__name__ == "fnx":
+        torch.install_torch_alias()
+    spec = importlib.util.spec_from_file_location("w9_makemore", _MAKEMORE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _makemore_task(torch, cfg: MakemoreConfig, batch: int, rng) -> Task:
+    """makemore's training loop: a batch from its InfiniteDataLoader over its CharDataset each step (the data
+    code runs per sample, as in the program), the model's (logits, loss), backward and AdamW."""
+    mm = _makemore_module(torch)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(rng.choice(letters, size=rng.integers(3, 13))) for _ in range(cfg.words)]
+    chars = sorted(set("".join(words)))
+    data = mm.CharDataset(words, chars, max(len(w) for w in words))
+    config = mm.ModelConfig(vocab_size=data.get_vocab_size(), block_size=data.get_output_length(),
+                            n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_embd2=cfg.n_embd2, n_head=cfg.n_head)
+    net = {"rnn": lambda: mm.RNN(config, cell_type="rnn"), "gru": lambda: mm.RNN(config, cell_type="gru"),
+           "mlp": lambda: mm.MLP(config), "bow": lambda: mm.BoW(config)}[cfg.type]()
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
+                            betas=(0.9, 0.99), eps=1e-8)
+    loader = mm.InfiniteDataLoader(data, batch_size=batch, pin_memory=False, num_workers=0)
+    x, y = data[0]
+
+    def loss_of(out, y):
+        return out[1]
+
+    def step(m):   # makemore's main loop, without its evaluation and sampling
+        X, Y = loader.next()
+        logits, loss = m(X, Y)
+        net.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return Task(net, opt, (x[None], y[None]), (y[None],), step, loss_of, {}, cfg)
 
 
 # ---------------------------------------------------------------- the functional step (fnx only)

@@ -164,14 +164,16 @@ def _environment(spec: dict) -> dict:
     """This process's interpreter, versions and thread pools (after the warm-up, so compiled kernels' OpenMP
     runtime shows too)."""
     env = {"python": sys.executable, "python_version": platform.python_version()}
+    # real torch only: a makemore row runs fnx under the torch alias, whose `torch` is fnx
+    real_torch = spec["framework"] == "torch" or spec.get("torch_loaded")
     for name in ("numpy", "fnx", "torch"):
         mod = sys.modules.get(name)
-        if mod is not None:
+        if mod is not None and (name != "torch" or real_torch):
             env[name] = getattr(mod, "__version__", "?")
     fnx = sys.modules.get("fnx")
     if fnx is not None:
         env["fnx_threads"] = fnx.get_num_threads()
-    torch = sys.modules.get("torch")
+    torch = sys.modules.get("torch") if real_torch else None
     if torch is not None:
         env["torch_threads"] = torch.get_num_threads()
         env["torch_blas"] = "mkl" if torch.backends.mkl.is_available() else "?"
