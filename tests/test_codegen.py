@@ -419,3 +419,25 @@ def test_flags_never_include_fast_math():
     tc = cpu.toolchain()
     cmd = " ".join(tc.command(0, "k.c", "k.so"))
     assert "-O3" in cmd and "-fno-math-errno" in cmd and "fast-math" not in cmd and "-ffp-contract=off" in cmd
+
+
+def test_math_helpers_are_inlined_into_long_kernels(monkeypatch, tmp_path):
+    """fnx's C helpers (sigmoid, expf, ...) are always inlined: in a kernel as long as a GRU's backward over its
+    time steps, gcc's growth limits once left them as calls, which kept the loop from vectorising (makemore's GRU:
+    1.9 ms for that kernel instead of 0.12). The built library holds no copy of them (`nm` lists every function
+    it defines)."""
+    monkeypatch.setenv("FNX_CACHE_DIR", str(tmp_path))
+
+    def gru_like(x, b, c):   # eight GRU-like steps, each step's state summed over the batch: one reduce kernel
+        h, sums = x, []
+        for _ in range(8):
+            z, r = (h + b).sigmoid(), (h * c + b).sigmoid()
+            h = z * h + (1.0 - z) * (r * h + c).tanh()
+            sums.append(h.sum(0))
+        return sums
+
+    (k,) = _kernels(gru_like, fnx.randn(32, 64), fnx.randn(64), fnx.randn(64)).kernels()
+    (lib,) = tmp_path.glob(f"{k.name}-*.so")
+    defined = subprocess.run(["nm", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
+    assert re.search(rf"\b{k.name}\b", defined)
+    assert not re.search(r"\bfnx_(sigmoidf|expf|pow2if)\b", defined), defined
