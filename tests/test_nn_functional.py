@@ -463,6 +463,25 @@ def test_embedding_padding_idx_max_norm_and_frequency_scaling():
     close(out, wr.numpy()[idx])
 
 
+def test_eager_embedding_is_one_gather_with_the_transforms_values_gradients_and_errors():
+    """Eager F.embedding gathers rows in the index's shape as one tape node; the composition that transforms
+    trace (flatten, index_select, reshape) gives the same values and gradients, repeated rows summed."""
+    w = RNG.standard_normal((5, 3)).astype(np.float32)
+    idx = T(np.array([[0, 2, 2], [4, 1, 2]]))
+    wt = T(w, True)
+    out = F.embedding(idx, wt)
+    assert out.grad_fn.name == "IndexBackward" and out.grad_fn.next_functions[0][0] is None
+    g = RNG.standard_normal((2, 3, 3)).astype(np.float32)
+    out.backward(T(g))
+    want_out, want_grad = fnx.vjp(lambda w: F.embedding(idx, w), T(w))
+    np.testing.assert_array_equal(out.detach().numpy(), want_out.numpy())
+    np.testing.assert_array_equal(wt.grad.numpy(), want_grad(T(g))[0].numpy())
+    with pytest.raises(IndexError, match="index_select: index 5 is out of bounds for dimension 0 with size 5"):
+        F.embedding(T(np.array([[1, 5]])), wt)
+    with pytest.raises(IndexError, match="index_select: index -1 is out of bounds for dimension 0 with size 5"):
+        F.embedding(T(np.array([-1])), wt)
+
+
 def test_linear_bilinear_one_hot_pad():
     x, w, b = RNG.standard_normal((2, 3)), RNG.standard_normal((4, 3)), RNG.standard_normal(4)
     close(F.linear(T(x), T(w), T(b)), x @ w.T + b)

@@ -19,7 +19,7 @@ from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.arrange import pad
 from ..ops.creation import ones_like, tensor, zeros
-from ..ops.indexing import index_select, one_hot, scatter_add
+from ..ops.indexing import index_select, one_hot, scatter_add, take_rows
 from ..ops.linalg import einsum, matmul, matmul_p, require_same_dtype
 from ..ops.norms import vector_norm
 from ..ops.sampling import rand
@@ -224,6 +224,9 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         if not -n <= padding_idx < n:
             raise FnxValueError("Padding_idx must be within num_embeddings")
         padding_idx %= n
+    if padding_idx is None and max_norm is None and not scale_grad_by_freq and weight.ndim \
+            and not core.state.transforms_active:
+        return take_rows(weight, input)   # eager: one gather in the input's shape, one tape node
     idx = input.reshape(-1)
     if max_norm is not None:
         _renorm_rows_(weight, idx, max_norm, norm_type)

@@ -61,7 +61,11 @@ def _indexed_shape(op: str, x: ShapedArray, idx, dims: tuple) -> tuple:
 
 # ---------------------------------------------------------------- index (gather by index arrays)
 index_p = Primitive("index")
-index_p.def_impl(lambda xp, x, *idx, dims: x[_np_index(x.ndim, dims, idx)])
+@index_p.def_impl
+def _index_impl(xp, x, *idx, dims):
+    if dims == (0,) and len(idx) == 1:   # rows by one index array (an embedding): take, 1.5x faster than x[idx]
+        return xp.take(x, idx[0], axis=0)
+    return x[_np_index(x.ndim, dims, idx)]
 
 
 @index_p.def_abstract
@@ -719,6 +723,13 @@ def index_select(input: Tensor, dim: int, index) -> Tensor:
     """The entries of `input` at positions `index` (a vector) along `dim`."""
     index, d = _vector_index(index, input, dim, "index_select")
     return index_p.bind(input, index, dims=(d,))
+
+
+def take_rows(input: Tensor, index) -> Tensor:
+    """input[index] for an integer `index` of any shape (an embedding's lookup): one gather along dim 0, checked
+    as index_select checks, without flattening the index and reshaping the result (two ops and tape nodes)."""
+    index = _check_bounds("index_select", _index_tensor(index, input, "index_select"), input.shape[0], 0)
+    return index_p.bind(input, index, dims=(0,))
 
 
 def _index_write(op: str, input: Tensor, dim: int, index, source, accumulate: bool) -> Tensor:
