@@ -85,9 +85,14 @@ def _class_targets(input: Tensor, target: Tensor, ignore_index: int, op: str):
             raise FnxValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                                 f"({target.shape[0]}).")
         raise FnxRuntimeError(f"{op}: Expected target size {list(expected)}, got {list(target.shape)}")
-    valid = target != ignore_index
-    safe = check_index(ew.where(valid, target, 0), 0, input.shape[1], kind="target", op=op)
-    return input, safe, valid, unbatched
+    if type(target) is Tensor and not core.state.transforms_active:   # eager: the same ops on the array (no promotion)
+        xp, t = target._device._xp, target._value
+        valid = make(t != ignore_index, target._device)
+        safe = make(xp.where(valid._value, t, xp.zeros((), t.dtype)), target._device)
+    else:
+        valid = target != ignore_index
+        safe = ew.where(valid, target, 0)
+    return input, check_index(safe, 0, input.shape[1], kind="target", op=op), valid, unbatched
 
 
 def _target_weights(safe: Tensor, valid: Tensor, weight, dtype) -> Tensor:
