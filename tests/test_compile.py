@@ -570,3 +570,18 @@ def test_a_returned_constant_is_a_fresh_tensor_on_every_call(backend):
     first.add_(10.0)
     again, _ = f(fnx.ones(2))
     assert again.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_lowered_computation_checks_the_signature_it_was_compiled_for():
+    """`f.lower(x).compile()` runs code generated for x's shape and dtype: another signature is an error naming
+    both (it read past the argument's buffer), as JAX's compiled object refuses it; the right one runs."""
+    exe = fnx.compile(lambda x: fnx.exp(x) * 2).lower(fnx.ones(100)).compile()
+    np.testing.assert_allclose(exe(fnx.zeros(100))[0].numpy(), np.full(100, 2.0))
+    wrong = r"argument 0 is f32\[3\], but this computation was compiled for f32\[100\]"
+    with pytest.raises(fnx.errors.FnxTypeError, match=wrong):
+        exe(fnx.ones(3))
+    with pytest.raises(fnx.errors.FnxTypeError, match=r"f64\[100\]"):
+        exe(fnx.ones(100, dtype=fnx.float64))
+    with pytest.raises(fnx.errors.FnxTypeError, match="expected 1 arguments, got 2"):
+        exe(fnx.ones(100), fnx.ones(100))
+    assert exe.kernels()   # the Executable's other methods

@@ -488,8 +488,10 @@ class Lowered:
         return str(self._entry.closed)
 
     def compile(self):
-        """The Executable: call it on concrete tensors (the jaxpr's inputs, in order) for a list of outputs."""
-        return self._entry.executable()
+        """The Executable: call it on concrete tensors (the jaxpr's inputs, in order) for a list of outputs. Each
+        call checks its arguments against the inputs it was compiled for (the generated code reads them with those
+        shapes: another one would read past its buffers), as JAX's compiled object does."""
+        return _CheckedExecutable(self._entry.executable(), self._entry.closed.in_avals)
 
     def kernels(self) -> list:
         return self.compile().kernels()
@@ -499,6 +501,30 @@ class Lowered:
 
     def __repr__(self) -> str:
         return f"Lowered(backend={self.backend!r}, {len(self._entry.closed.eqns)} equations)"
+
+
+class _CheckedExecutable:
+    """`Lowered.compile()`'s Executable: each call's tensors are checked against the avals it was compiled for;
+    everything else (kernels, source, ...) is the Executable's."""
+
+    def __init__(self, exe, avals: list):
+        self._exe, self._avals = exe, avals
+
+    def __call__(self, *args) -> list:
+        if len(args) != len(self._avals):
+            raise FnxTypeError(f"compiled function: expected {len(self._avals)} arguments, got {len(args)}")
+        for i, (a, want) in enumerate(zip(args, self._avals)):
+            if not isinstance(a, Tensor):
+                raise FnxTypeError(f"compiled function: argument {i} must be a Tensor, got {type(a).__name__}")
+            if a.aval != want:
+                raise FnxTypeError(
+                    f"compiled function: argument {i} is {a.aval.str_short()}, but this computation was compiled "
+                    f"for {want.str_short()}; call the fnx.compile'd function itself, which compiles for each new "
+                    f"signature, or lower it again with arguments of this one")
+        return self._exe(*args)
+
+    def __getattr__(self, name: str):
+        return getattr(self._exe, name)
 
 
 def _index_set(nums, what: str) -> tuple:
