@@ -122,6 +122,33 @@ def test_a_large_layer_norm_takes_the_streamed_path():
     np.testing.assert_allclose(got.numpy(), layer_norm_ref(x, w, b), rtol=1e-4, atol=1e-4)
 
 
+def test_a_transposed_weight_that_several_small_products_read_is_made_row_major_once():
+    """A recurrent cell's W.T read by a product per time step (few rows each): the driver copies it row-major once
+    per call, so every product takes BLAS's plain path; read by one product, or by products of many rows, it
+    stays a view. The values are the products'."""
+    x = [RNG.standard_normal((8, 16)).astype(np.float32) for _ in range(3)]
+    w = RNG.standard_normal((12, 16)).astype(np.float32)
+
+    def cell(w, *xs):
+        wt = w.T
+        return [fnx.tanh(a @ wt) for a in xs]
+
+    args = [fnx.tensor(a) for a in (w, *x)]
+    exe = build(cell, *args)
+    assert _copies_after_transpose(exe.driver_source)
+    for got, a in zip(exe(*args), x):
+        np.testing.assert_allclose(got.numpy(), np.tanh(a @ w.T), rtol=1e-5, atol=1e-6)
+    assert not _copies_after_transpose(build(cell, *args[:2]).driver_source)
+    assert not _copies_after_transpose(build(cell, args[0], fnx.ones(200, 16), fnx.ones(200, 16)).driver_source)
+
+
+def _copies_after_transpose(driver: str) -> bool:
+    """Whether the driver makes its transpose step's result row-major right after the step."""
+    lines = driver.splitlines()
+    at = next(i for i, line in enumerate(lines) if "transpose" in line)
+    return "ascontiguous" in lines[at + 1]
+
+
 def test_library_steps_give_kernels_row_major_arrays_and_0d_results_as_arrays():
     """numpy returns a scalar for a vector dot product and a transposed view for `.T`: the driver hands the
     kernels that read them a 0-d array and a row-major copy, and returns arrays."""
