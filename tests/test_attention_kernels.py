@@ -111,6 +111,26 @@ def test_strided_operands_as_a_transformer_makes_them():
     np.testing.assert_allclose(qkv.grad.numpy(), want_grad, rtol=1e-4, atol=2e-5)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("length, e, d", [(70, 12, 20), (64, 32, 32), (9, 8, 16)])
+def test_float32_blocks_transposed_in_tiles_and_their_edges(length, e, d, causal):
+    """The float32 loops transpose whole 8 x 8 tiles in registers where the CPU has AVX, the rest element by
+    element: sizes that are whole tiles, and ones that leave rows and columns over (70 = 8 * 8 + 6, 12, 20), from
+    strided views of one projection."""
+    rng = np.random.default_rng(length + e + d)
+    x = rng.standard_normal((2, length, 2 * e + d + 5)).astype(np.float32)
+    q, k, v = (np.swapaxes(x[..., i:j].reshape(2, length, 1, j - i), 1, 2)
+               for i, j in ((0, e), (e, 2 * e), (2 * e, 2 * e + d)))
+    args = [fnx.tensor(a, requires_grad=True) for a in (q, k, v)]
+    out = F.scaled_dot_product_attention(*args, is_causal=causal)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    out.backward(fnx.tensor(g))
+    want, grads = _reference(q, k, v, 1, 1 / math.sqrt(e), causal, g)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-4, atol=2e-5)
+    for arg, grad in zip(args, grads):
+        np.testing.assert_allclose(arg.grad.numpy(), grad, rtol=1e-4, atol=2e-5)
+
+
 def test_float64_gradcheck():
     rng = np.random.default_rng(4)
     args = [fnx.tensor(rng.standard_normal(s), requires_grad=True) for s in ((1, 2, 5, 3), (1, 1, 4, 3), (1, 1, 4, 2))]
