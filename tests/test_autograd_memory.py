@@ -34,9 +34,12 @@ def _saved_arrays(node) -> list:
         ctx = getattr(node, "ctx", None)   # primitive's node (attention): what its pullback holds
         if ctx is not None and ctx.pull is not None:
             held = [cell.cell_contents for cell in ctx.pull.__closure__]
-            return [t for value in held if isinstance(value, (list, tuple)) for t in value]
+            return [t for value in held if isinstance(value, (list, tuple)) for t in value
+                    if isinstance(t, fnx.Tensor) and not is_stand_in(t)]
         return list(ctx._saved) if ctx is not None and ctx._saved else []
-    held = [] if node.inputs is None else [a for a in node.inputs if not is_stand_in(a)]
+    # a leaf input is kept as itself, which the node holds anyway as the parent its gradient flows to
+    held = [] if node.inputs is None else [a for a in node.inputs
+                                           if not is_stand_in(a) and not any(a is p for p in node.parents)]
     if node.out_value is not None and not (isinstance(node.out_value, fnx.Tensor) and is_stand_in(node.out_value)):
         held.append(node.out_value)
     return held
@@ -90,6 +93,30 @@ def test_after_backward_the_tape_holds_no_saved_tensors():
     assert [n for n in nodes if _saved_arrays(n)] == []
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         loss.backward()
+
+
+def test_nodes_that_save_nothing_allow_a_second_backward():
+    """As PyTorch: an add, a split (a view with several outputs) and a custom function whose ctx saved nothing
+    keep only shapes, so backward can run through them again; a node that saved values still refuses."""
+    class Triple(fnx.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 3.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3.0
+
+    a = fnx.arange(6.0).requires_grad_()
+    first, _ = (a + 1.0).split(3)
+    y = Triple.apply(first)
+    for _ in range(2):
+        y.sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [6.0, 6.0, 6.0, 0.0, 0.0, 0.0])
+    z = a.exp()
+    z.sum().backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        z.sum().backward()
 
 
 def test_retain_graph_keeps_saved_tensors_for_a_second_backward():

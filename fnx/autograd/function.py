@@ -17,7 +17,8 @@ class FunctionCtx:
     """The `ctx` passed to `forward` and `backward`."""
 
     # its own attributes are slots (set or read on every call); what a Function stores on it goes to `__dict__`
-    __slots__ = ("needs_input_grad", "materialize_grads", "pull", "_saved", "_versions", "_non_diff", "__dict__")
+    __slots__ = ("needs_input_grad", "materialize_grads", "pull", "pull_holds_values", "_saved", "_versions",
+                 "_non_diff", "__dict__")
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
@@ -26,6 +27,7 @@ class FunctionCtx:
         self.materialize_grads = True
         self._non_diff = ()
         self.pull = None   # record_pullback's backward
+        self.pull_holds_values = True   # whether `pull` keeps tensors alive (released after the backward)
 
     def save_for_backward(self, *tensors) -> None:
         self._saved = tensors
@@ -71,8 +73,13 @@ class _FunctionNode:
         return f"<{self.name}>"
 
     def release(self) -> None:
-        self.ctx._saved = None
-        self.ctx.pull = None
+        """Free what ctx saved and the pullback once the backward has run; a ctx that saved nothing and a pullback
+        that holds no values (`record_pullback`'s `holds_values`) stay, so a second backward works (PyTorch's)."""
+        ctx = self.ctx
+        if ctx._saved:
+            ctx._saved = None
+        if ctx.pull_holds_values:
+            ctx.pull = None
 
     def vjp(self, cot):
         if isinstance(cot, Cotangents):
@@ -187,13 +194,15 @@ class _Pullback:
         return tuple(ctx.pull(list(cts)))
 
 
-def record_pullback(name: str, args: list, outs: list, pull) -> list:
+def record_pullback(name: str, args: list, outs: list, pull, holds_values: bool = True) -> list:
     """Put one node on the eager tape whose backward is `pull(output cotangents) -> input cotangents`.
 
-    The node drops `pull` (and what it holds) when backward releases it; until then a pullback that holds the
-    outputs forms a cycle with them, as a saved output of a primitive does."""
+    The node drops `pull` (and what it holds) when backward releases it, unless `holds_values` is False (it
+    reads shapes only, and a second backward may use it again); until then a pullback that holds the outputs
+    forms a cycle with them, as a saved output of a primitive does."""
     ctx = FunctionCtx(tuple(a._requires_grad for a in args))
     ctx.pull = pull
+    ctx.pull_holds_values = holds_values
     node = _FunctionNode(_Pullback(name), ctx, tuple(tape.parent_of(a) for a in args),
                          [(tuple(o.shape), o.dtype, o.device) for o in outs], tuple(tuple(a.shape) for a in args))
     for k, o in enumerate(outs):
@@ -221,7 +230,8 @@ def _record_multiple(prim, args, params, outs) -> list:
     # the node keeps stand-ins, so it forms no cycle with the outputs and keeps no tensor alive.
     seen_args = [tape.stand_in(a._value, a._device) for a in args]
     seen_outs = [tape.stand_in(o._value, o._device) for o in outs]
-    record_pullback(prim.name, list(args), outs, lambda cts: prim.vjp(cts, seen_args, seen_outs, **params))
+    record_pullback(prim.name, list(args), outs, lambda cts: prim.vjp(cts, seen_args, seen_outs, **params),
+                    holds_values=False)
     for o in outs:   # an in-place write through another view of the base refreshes these views' nodes
         tape._note_view(o._base, o)
     return outs

@@ -114,7 +114,11 @@ class Node:
         return tuple((p if isinstance(p, Node) else None, 0) for p in self.parents)
 
     def release(self) -> None:
-        self.inputs = self.out_value = None
+        """Free the values the vjp read, once it has run. A node that saves none keeps its stand-ins, which free
+        nothing, so a second backward through it works, as in PyTorch (`b = a + 1`, then two `b.sum().backward()`)."""
+        prim = self.prim
+        if prim.saves_inputs or prim.saves_output:
+            self.inputs = self.out_value = None
 
     def vjp(self, cot):
         """The cotangents of the inputs given `cot`, the output's; first checks that the saved values are intact."""
