@@ -131,6 +131,25 @@ def test_float32_blocks_transposed_in_tiles_and_their_edges(length, e, d, causal
         np.testing.assert_allclose(arg.grad.numpy(), grad, rtol=1e-4, atol=2e-5)
 
 
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-4), (np.float64, 1e-10)])
+@pytest.mark.parametrize("length, keys", [(16, 16), (17, 17), (40, 40), (100, 100), (40, 23), (23, 40)])
+def test_causal_diagonal_blocks_by_chunks(length, keys, dtype, tol):
+    """A causal block on the diagonal takes its products by chunks of 16 keys or queries, each from (or up to) its
+    own first (last) column: lengths on a chunk's edge, inside a chunk, past a block, and fewer keys than queries
+    and more, with grouped heads."""
+    rng = np.random.default_rng(length * 1000 + keys)
+    q = rng.standard_normal((2, 4, length, 24)).astype(dtype)
+    k, v = (rng.standard_normal((2, 2, keys, n)).astype(dtype) for n in (24, 20))
+    args = [fnx.tensor(a, requires_grad=True) for a in (q, k, v)]
+    out = F.scaled_dot_product_attention(*args, is_causal=True, enable_gqa=True)
+    g = rng.standard_normal(out.shape).astype(dtype)
+    out.backward(fnx.tensor(g))
+    want, grads = _reference(q, k, v, 2, 1 / math.sqrt(24), True, g)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=tol, atol=tol)
+    for arg, grad in zip(args, grads):
+        np.testing.assert_allclose(arg.grad.numpy(), grad, rtol=tol, atol=tol)
+
+
 def test_float64_gradcheck():
     rng = np.random.default_rng(4)
     args = [fnx.tensor(rng.standard_normal(s), requires_grad=True) for s in ((1, 2, 5, 3), (1, 1, 4, 3), (1, 1, 4, 2))]
