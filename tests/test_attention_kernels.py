@@ -96,14 +96,24 @@ def test_eager_node_matches_the_traced_composition(causal, gqa):
         np.testing.assert_allclose(arg.grad.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
 
 
-def test_strided_operands_as_a_transformer_makes_them():
-    """q, k, v as views of one projection, (B, T, H, E) transposed to (B, H, T, E)."""
+@pytest.mark.parametrize("transposed_cotangent", [False, True])
+def test_strided_operands_as_a_transformer_makes_them(transposed_cotangent):
+    """q, k, v as views of one projection, (B, T, H, E) transposed to (B, H, T, E); the output and the gradients
+    take that layout (as PyTorch's do), so that transposing back is contiguous and the way back to the projection
+    copies nothing; the cotangent as the next projection's gradient arrives, in that layout too, or contiguous."""
     rng = np.random.default_rng(2)
     qkv = fnx.tensor(rng.standard_normal((3, 67, 3 * 4 * 8)).astype(np.float32), requires_grad=True)
     q, k, v = (t.reshape(3, 67, 4, 8).transpose(1, 2) for t in qkv.chunk(3, -1))
     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert out.transpose(1, 2).is_contiguous()
+    grads = attention_kernels.backward(*(t.detach().numpy() for t in (q, k, v)), out.detach().numpy(),
+                                       np.zeros(out.shape[:-1], np.float32), np.ones(out.shape, np.float32), 1, 0.5,
+                                       True)
+    assert all(np.swapaxes(gr, 1, 2).flags.c_contiguous for gr in grads)
     g = rng.standard_normal(out.shape).astype(np.float32)
-    out.backward(fnx.tensor(g))
+    cotangent = fnx.tensor(np.swapaxes(g, 1, 2).copy()).transpose(1, 2) if transposed_cotangent else fnx.tensor(g)
+    assert cotangent.is_contiguous() is not transposed_cotangent
+    out.backward(cotangent)
     arrays = [np.ascontiguousarray(t.detach().numpy()) for t in (q, k, v)]
     want, grads = _reference(*arrays, 1, 1 / math.sqrt(8), True, g)
     np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-4, atol=2e-5)

@@ -40,7 +40,7 @@ def _function(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray):
     return None if lib is None else (getattr(lib, f"fnx_attention_{name}_{kind[0]}"), kind[1])
 
 
-_Geometry = ctypes.c_longlong * 16
+_Geometry = ctypes.c_longlong * 28
 
 
 def _heads(a: np.ndarray) -> np.ndarray:
@@ -49,19 +49,31 @@ def _heads(a: np.ndarray) -> np.ndarray:
     return a if a.strides[3] == a.itemsize else np.ascontiguousarray(a)
 
 
-def _geometry(*inputs: np.ndarray):
-    """Per input: heads per batch, then its batch, head and row strides in elements (the template's `g`)."""
+def _like(a: np.ndarray, features: int) -> np.ndarray:
+    """A new array of `a`'s shape with `features` in its last dim, laid out as `a` is where `a` is a head view of
+    rows (..., L, H, E) transposed to (..., H, L, E), as a model's q, k and v are: then the output transposed back
+    is contiguous (the model's reshape to (..., L, H * E) and the gradients' way back to the projection copy
+    nothing); else contiguous."""
+    shape = a.shape[:-1] + (features,)
+    if a.ndim >= 3 and a.strides[-3] < a.strides[-2]:
+        return np.empty(shape[:-3] + (shape[-2], shape[-3], features), a.dtype).swapaxes(-2, -3)
+    return np.empty(shape, a.dtype)
+
+
+def _geometry(*arrays: np.ndarray | None):
+    """Per array (q, k, v, dout or None, then the outputs): heads per batch, then its batch, head and row strides in
+    elements (the template's `g`)."""
     numbers = []
-    for a in inputs:
-        numbers += [a.shape[1]] + [stride // a.itemsize for stride in a.strides[:3]]
-    return _Geometry(*numbers, *[0] * (16 - len(numbers)))
+    for a in arrays:
+        numbers += [0] * 4 if a is None else [a.shape[1]] + [stride // a.itemsize for stride in a.strides[:3]]
+    return _Geometry(*numbers, *[0] * (len(_Geometry()) - len(numbers)))
 
 
-def _call(fn, scale_type, arrays, q, k, v, dout, groups: int, scale: float, is_causal: bool) -> None:
+def _call(fn, scale_type, arrays, q, k, v, dout, outputs, groups: int, scale: float, is_causal: bool) -> None:
     batch, heads, length, n_e = q.shape
     sizes = (batch * heads, groups, length, k.shape[2], n_e, v.shape[3])
     fn(*(ctypes.c_void_p(a.ctypes.data) for a in arrays), *(ctypes.c_longlong(n) for n in sizes),
-       scale_type(scale), ctypes.c_longlong(is_causal), _geometry(*(a for a in (q, k, v, dout) if a is not None)))
+       scale_type(scale), ctypes.c_longlong(is_causal), _geometry(q, k, v, dout, *(_heads(o) for o in outputs)))
 
 
 def forward(query: np.ndarray, key: np.ndarray, value: np.ndarray, groups: int, scale: float,
@@ -72,9 +84,9 @@ def forward(query: np.ndarray, key: np.ndarray, value: np.ndarray, groups: int, 
     if found is None:
         return None
     q, k, v = _heads(query), _heads(key), _heads(value)
-    out = np.empty(query.shape[:-1] + value.shape[-1:], dtype=query.dtype)
+    out = _like(query, value.shape[-1])
     lse = np.empty(query.shape[:-1], dtype=query.dtype)
-    _call(*found, (q, k, v, out, lse), q, k, v, None, groups, scale, is_causal)
+    _call(*found, (q, k, v, out, lse), q, k, v, None, (out,), groups, scale, is_causal)
     return out, lse
 
 
@@ -88,11 +100,12 @@ def backward(query: np.ndarray, key: np.ndarray, value: np.ndarray, out: np.ndar
     if found is None:
         return None
     q, k, v, dout = _heads(query), _heads(key), _heads(value), _heads(grad.astype(query.dtype, copy=False))
-    dq, dk, dv = (np.empty(a.shape, dtype=a.dtype) for a in (query, key, value))
+    dq, dk, dv = (_like(a, a.shape[-1]) for a in (query, key, value))
     work = np.empty((q.shape[0] * q.shape[1], q.shape[3], -(-q.shape[2] // _BLOCK) * _BLOCK), dtype=q.dtype)
-    delta = np.einsum("...i,...i->...", dout, out.reshape(dout.shape[:3] + out.shape[-1:]))   # rowsum(dout * out)
+    delta = np.empty(dout.shape[:3], dout.dtype)   # rowsum(dout * out), contiguous whatever their layouts
+    np.einsum("...i,...i->...", dout, out.reshape(dout.shape[:3] + out.shape[-1:]), out=delta)
     if grad_lse is not None:
         delta -= grad_lse.reshape(delta.shape)
     arrays = (q, k, v, delta, dout, np.ascontiguousarray(lse), dq, dk, dv, work)
-    _call(*found, arrays, q, k, v, dout, groups, scale, is_causal)
+    _call(*found, arrays, q, k, v, dout, (dq, dk, dv), groups, scale, is_causal)
     return dq, dk, dv
