@@ -4,6 +4,7 @@ threshold run on the calling thread; kernels give the same bits on any number of
 work from several Python threads at once and in a forked child. Behaviour only: nothing here is timed.
 """
 import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -184,3 +185,47 @@ def test_kernels_load_no_libgomp_and_a_forked_child_runs_them():
     if pooled == "False":
         pytest.skip("this toolchain builds kernels without threads (no OpenMP)")
     assert (same, child) == ("True", "0")
+
+
+# The child runs on one CPU with a team of two: after each parallel kernel its idle worker spins on the CPU that
+# the main thread needs for Python work. A spin that yields leaves that CPU to the main thread; one that pauses
+# (as the pool's did: in a virtual machine the host also takes the paused vCPU off its core, and a GEMM's jobs
+# then waited milliseconds for it) took half of it. CPU times are in clock ticks, read from /proc.
+SPIN_SHARE = """
+    import json, os, time
+    os.sched_setaffinity(0, [sorted(os.sched_getaffinity(0))[0]])
+    import fnx
+    from fnx.lowering import cpu
+    fnx.set_num_threads(2)
+    fnx.set_dynamic_threads(False)
+    kernel = fnx.compile(lambda x: fnx.exp(x) * 2.0, backend="c")
+    big = fnx.randn(200_000)
+    kernel(big)
+
+    def ticks():
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[int(tid)] = int(fields[11]) + int(fields[12])   # utime + stime
+        return out
+
+    before = ticks()
+    for _ in range(60):
+        kernel(big)
+        end = time.monotonic() + 0.005
+        while time.monotonic() < end:
+            pass
+    after = ticks()
+    main = os.getpid()
+    others = sum(t - before.get(tid, 0) for tid, t in after.items() if tid != main)
+    print(json.dumps([after[main] - before[main], others, cpu.thread_pool() is not None]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_an_idle_worker_spins_without_taking_the_cpu_from_the_thread_that_needs_it():
+    main, workers, pooled = json.loads(run_python(SPIN_SHARE, {"FNX_DYNAMIC_THREADS": "0"}))
+    if not pooled:
+        pytest.skip("this toolchain builds kernels without threads (no OpenMP)")
+    assert main >= 10 and workers <= main // 4, (main, workers)

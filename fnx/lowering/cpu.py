@@ -67,11 +67,11 @@ _VARIANTS = ((("-fopenmp",), ("-lmvec", "-lm"), True, True), (("-fopenmp",), ("-
 compile_count = 0  # compiler invocations by this process (tests check that a warm cache makes none)
 _warned: set[str] = set()
 _POOL_TEMPLATE = Path(__file__).parent / "templates" / "c_threads.c.j2"
-# Pauses an idle pool worker spins before it sleeps: a few milliseconds (2000 took 60-170 us on an AMD EPYC), so
-# that the next kernel or BLAS call of a training step finds it awake. A BLAS call's jobs wait for each other: with
-# a busy process beside it, a W9 GPT step took 184 ms when they waited for sleeping workers (2000 pauses), 104 ms
-# with this spin, 84-137 ms on OpenBLAS's own threads (which spin for 0.1 s).
-_POOL_SPIN = 200000
+# How long (ns) an idle pool worker spins before it sleeps: a few milliseconds, so that the next kernel or BLAS call
+# of a training step finds it awake. A BLAS call's jobs wait for each other: with a busy process beside it, a W9
+# GPT step took 184 ms when they waited for sleeping workers (after a spin of 60-170 us), 104 ms after one of
+# several milliseconds, 84-137 ms on OpenBLAS's own threads (which spin for 0.1 s).
+_POOL_SPIN_NS = 10_000_000
 _pool: ctypes.CDLL | None = None
 _pool_lock = threading.Lock()
 
@@ -249,7 +249,7 @@ def _start_pool(tc: Toolchain, variant: int, version: str) -> None:
     with _pool_lock:
         if _pool is not None:
             return
-        source = jinja2.Template(_POOL_TEMPLATE.read_text()).render(spin=_POOL_SPIN)
+        source = jinja2.Template(_POOL_TEMPLATE.read_text()).render(spin_ns=_POOL_SPIN_NS)
         paths, missing = _entries(tc, variant, {"fnx-thread-pool": source}, version)
         errors = _build_all(tc, missing, variant) if missing else []
         if errors:
