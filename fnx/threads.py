@@ -26,7 +26,7 @@ import operator
 import os
 
 __all__ = ["set_num_threads", "get_num_threads", "set_dynamic_threads", "get_dynamic_threads", "team_size", "dynamic",
-           "blas_callback_setters", "run_blas_on", "blas_on_pool", "attach_pool", "poll"]
+           "blas_callback_setters", "run_blas_on", "blas_on_pool", "attach_pool", "poll", "product_done"]
 
 
 def _default() -> int:
@@ -136,7 +136,7 @@ def attach_pool(pool: ctypes.CDLL) -> None:
     for address in _count_setters(routed):
         pool.fnx_rt_add_blas_setter(ctypes.c_void_p(address))
     _pool, _poll = pool, pool.fnx_rt_poll
-    _poll.restype = None
+    _poll.argtypes, _poll.restype = [ctypes.c_longlong], ctypes.c_int
     pool.fnx_rt_settings_changed()
 
 
@@ -150,11 +150,17 @@ def _count_setters(paths: list[str]) -> list[int]:
     return [ctypes.cast(setter, ctypes.c_void_p).value for setter in setters if setter is not None]
 
 
-def poll() -> None:
-    """Let the pool measure the other processes' load if it is due (eager matrix products call this: a step of
-    them alone runs no kernel loop that would); nothing before the pool loads."""
-    if _poll is not None:
-        _poll()
+def poll(work: int) -> bool:
+    """Before a matrix product of `work` multiply-adds (eager or compiled): let the pool measure the other
+    processes' load if that is due (a step of products alone runs no kernel loop that would), and give numpy's
+    OpenBLAS one thread for a small product while the pool's workers sleep (then True: call `product_done` after
+    the product); nothing before the pool loads."""
+    return _poll is not None and bool(_poll(work))
+
+
+def product_done() -> None:
+    """After a product that `poll` gave one thread: numpy's OpenBLAS gets the team again."""
+    _pool.fnx_rt_product_done()
 
 
 def blas_on_pool() -> list[str]:

@@ -9,11 +9,13 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
+from threadpoolctl import threadpool_info
 
 import fnx
 import fnx.threads as threads
@@ -250,3 +252,28 @@ def test_the_callback_goes_only_to_an_openblas_that_exports_the_setter(tmp_path,
     assert ctypes.c_void_p.in_dll(ctypes.CDLL(mkl), "registered").value is None
     assert threads.run_blas_on(678) == [with_setter]   # once per library
     assert ctypes.c_void_p.in_dll(ctypes.CDLL(with_setter), "registered").value == 12345
+
+
+def test_a_small_product_runs_on_one_thread_while_the_workers_sleep(two_threads):
+    """A product's jobs wait for each other, so on two threads a product waits for a sleeping worker to wake
+    (milliseconds on a VM). A small one runs on the calling thread instead while the workers sleep; a large one
+    wakes them; after either OpenBLAS has the team again. Tries the small one several times: a worker that the OS
+    has not let finish its spin yet counts as awake."""
+    routed = numpy_blas_on_pool()
+    fnx.compile(lambda x: fnx.exp(x) * 2.0, backend="c")(fnx.randn(200_000))   # a parallel loop: workers start
+    small = fnx.randn(416, 64), fnx.randn(27, 64).T    # a linear layer's: OpenBLAS splits it into two jobs
+    large = fnx.randn(256, 256), fnx.randn(256, 256)   # 2**24 multiply-adds
+
+    def pool_calls(a, b):
+        want = a.numpy().astype(np.float64) @ b.numpy()
+        time.sleep(0.2)   # the workers' spin (10 ms) ends: they sleep
+        before = counter("fnx_rt_blas_calls")
+        got = fnx.matmul(a, b).numpy()
+        calls = counter("fnx_rt_blas_calls") - before
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        return calls
+
+    assert any(pool_calls(*small) == 0 for _ in range(10))
+    assert pool_calls(*large) == 1
+    counts = {i["num_threads"] for i in threadpool_info() if i["filepath"] in routed}
+    assert counts == {2}

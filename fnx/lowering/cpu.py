@@ -72,6 +72,9 @@ _POOL_TEMPLATE = Path(__file__).parent / "templates" / "c_threads.c.j2"
 # GPT step took 184 ms when they waited for sleeping workers (after a spin of 60-170 us), 104 ms after one of
 # several milliseconds, 84-137 ms on OpenBLAS's own threads (which spin for 0.1 s).
 _POOL_SPIN_NS = 10_000_000
+# Multiply-adds below which a matrix product runs on one thread while the pool's workers sleep (c_threads.c.j2's
+# fnx_rt_poll): about 100 us on one core, what waking a sleeping worker can cost on a bare machine.
+_SMALL_PRODUCT = 1 << 22
 _pool: ctypes.CDLL | None = None
 _pool_lock = threading.Lock()
 
@@ -249,7 +252,7 @@ def _start_pool(tc: Toolchain, variant: int, version: str) -> None:
     with _pool_lock:
         if _pool is not None:
             return
-        source = jinja2.Template(_POOL_TEMPLATE.read_text()).render(spin_ns=_POOL_SPIN_NS)
+        source = jinja2.Template(_POOL_TEMPLATE.read_text()).render(spin_ns=_POOL_SPIN_NS, small_product=_SMALL_PRODUCT)
         paths, missing = _entries(tc, variant, {"fnx-thread-pool": source}, version)
         errors = _build_all(tc, missing, variant) if missing else []
         if errors:

@@ -80,13 +80,29 @@ def _in_float32(impl, *arrays, **params):
     return impl(np, *(a.astype(np.float32) for a in arrays), **params).astype(arrays[0].dtype)
 
 
+def _multiply_adds(a, b) -> int:
+    """The multiply-adds of a @ b (of any ranks): the larger operand's elements times the other's free dim."""
+    rows = a.shape[-2] if a.ndim > 1 else 1
+    cols = b.shape[-1] if b.ndim > 1 else 1
+    return max(a.size * cols, b.size * rows)
+
+
 matmul_p = Primitive("matmul")
 @matmul_p.def_impl
 def _matmul_impl(xp, a, b):
-    if xp is np:
-        _threads.poll()   # the thread pool's load sample: a step of products alone runs no kernel loop that would
-        if a.dtype in _HALF_FLOATS:
-            return _in_float32(_matmul_impl, a, b)
+    if xp is not np:
+        return _product(xp, a, b)
+    if a.dtype in _HALF_FLOATS:
+        return _in_float32(_matmul_impl, a, b)
+    if not _threads.poll(_multiply_adds(a, b)):   # the pool's load sample; True: BLAS on one thread for this one
+        return _product(np, a, b)
+    try:
+        return _product(np, a, b)
+    finally:
+        _threads.product_done()
+
+
+def _product(xp, a, b):
     # batched outer products (per-example gradients): BLAS gains nothing there, a broadcast multiply wins (on the
     # CPU the eager C loop of such products, where it applies)
     if a.ndim > 2 and b.ndim > 2 and a.shape[-1] == 1 and b.shape[-2] == 1:
