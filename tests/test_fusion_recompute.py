@@ -1,0 +1,61 @@
+"""Fusion of values that several kernels read: a few cheap operations are inlined into each reader, a longer
+expression is materialised and computed once. A recurrence's state, read by its own step's kernel and the next
+one's, would otherwise be recomputed from the first step in every later kernel (quadratic in the steps)."""
+from __future__ import annotations
+
+import numpy as np
+
+import fnx
+from fnx.lowering.fusion import RECOMPUTE_MAX, Kernel
+from fnx.lowering.plan import plan_steps
+
+STEPS = 12
+
+
+def _kernels(f, *args) -> list[Kernel]:
+    steps, _ = plan_steps(fnx.make_jaxpr(f)(*args), "c")
+    return [s for s in steps if isinstance(s, Kernel)]
+
+
+def _count(kernels: list[Kernel], op: str) -> int:
+    return sum(n.op == op for k in kernels for n in k.nodes)
+
+
+def recurrence(x, w):
+    """A gated state over STEPS steps, each step's state also summed per row (a kernel of its own: the next step's
+    matrix product lies between them)."""
+    h, sums = x[0], []
+    for t in range(1, STEPS):
+        h = h * fnx.sigmoid(x[t] @ w) + x[t]
+        sums.append(fnx.tanh(h).sum(1))
+    return fnx.stack(sums), h
+
+
+def test_a_recurrences_state_is_computed_once_per_step():
+    x, w = fnx.randn(STEPS, 32, 64), fnx.randn(64, 64) * 0.1
+    assert _count(_kernels(recurrence, x, w), "sigmoid") <= 2 * STEPS   # the first steps' few operations twice
+    sums, h = fnx.compile(recurrence)(x, w)
+    want_sums, want_h = recurrence(x, w)
+    np.testing.assert_allclose(sums.numpy(), want_sums.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(h.numpy(), want_h.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_its_backward_computes_each_steps_gradient_once():
+    x, w = fnx.randn(STEPS, 32, 64), fnx.randn(64, 64) * 0.1
+    grad = fnx.grad(lambda x, w: sum(y.sum() for y in recurrence(x, w)), argnums=(0, 1))
+    kernels = _kernels(grad, x, w)
+    assert _count(kernels, "sigmoid") <= 4 * STEPS and _count(kernels, "tanh") <= 4 * STEPS
+    for got, want in zip(fnx.compile(grad)(x, w), grad(x, w)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_short_expression_that_two_kernels_read_stays_inlined():
+    """(x * 2 + 1) * x: fewer than RECOMPUTE_MAX operations, read by two reductions: computed in both."""
+    x = fnx.randn(32, 64)
+
+    def f(x):
+        y = (x * 2.0 + 1.0) * x
+        return y.sum(0), y.sum(1)
+
+    kernels = _kernels(f, x)
+    assert RECOMPUTE_MAX > 3 and len(kernels) == 2 and _count(kernels, "mul") == 4
