@@ -152,6 +152,18 @@ def test_expanded_operands_run_as_their_broadcast_pattern(threads, c_results):
         assert _same_bits((tx / expand(three)).numpy(), x / three) and c_results[-1] is not None
         assert _same_bits((expand(col) + expand(row)).numpy(), col + row) and c_results[-1] is None
 
+def test_a_call_planned_for_one_layout_is_planned_anew_for_another(threads, c_results):
+    """`run` keeps its plan of a call by the operands' strides too: an operand expanded from a row (read in place as
+    the row), then a full operand of the same shape, then its transpose's transpose (the same strides again)."""
+    threads(2)
+    x, row, full = _operands([(8, 64, 512), (512,), (8, 64, 512)], np.float32)
+    tx = fnx.tensor(x)
+    for y in (fnx.tensor(row).expand(8, 64, 512), fnx.tensor(full), fnx.tensor(full).mT.mT,
+              fnx.tensor(full.transpose(0, 2, 1).copy()).mT, fnx.tensor(row).expand(8, 64, 512)):
+        with np.errstate(all="ignore"):
+            assert _same_bits((tx * y).numpy(), x * y.numpy()) and c_results[-1] is not None
+
+
 def test_small_integer_and_outer_operands_keep_numpy(threads, c_results, monkeypatch):
     monkeypatch.setattr(eager_kernels, "_kernels", {})
     threads(2)

@@ -112,6 +112,11 @@ _topk_library = TemplateLibrary("fnx-topk", "c_topk.c.j2", list(_TOPK.values()),
                                  for f in _TOPK.values()}).get
 
 _kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta type, meta symbols), or None
+# `run`'s plan of an elementwise call by its operands' shapes, dtypes and strides and whether the team has several
+# threads (`_plan`): the same few calls recur every training step, and planning one took about a third of the
+# Python around a kernel call. Emptied when it reaches _PLANS_MAX entries.
+_plans: dict = {}
+_PLANS_MAX = 4096
 _build_lock = threading.Lock()
 
 
@@ -129,13 +134,33 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         out = _outer(x, last)
         if out is not None:
             return out
+    key = (prim, x.shape, last.shape, x.dtype, last.dtype, x.strides, last.strides, team_size.value > 1)
+    plan = _plans.get(key, False)
+    if plan is False:
+        if len(_plans) >= _PLANS_MAX:
+            _plans.clear()
+        plan = _plans[key] = _plan(prim, arrays)
+    if plan is None:
+        return None
+    kinds, rows, cols, unbroadcast, shape = plan
+    if unbroadcast:
+        arrays = (_unbroadcast(x), _unbroadcast(last))
+    return _call(prim, kinds, arrays, np.empty(shape, x.dtype), rows, cols)
+
+
+def _plan(prim: Primitive, arrays) -> tuple | None:
+    """How `run` applies `prim` to `arrays`: (the operands' kinds, rows, cols, whether to read broadcast operands
+    in place (`_unbroadcast`), the output's shape), or None where numpy should. It depends on the operands'
+    shapes, dtypes and strides and on the thread count only: `run` keeps it by those (`_plans`)."""
+    x, last = arrays[0], arrays[-1]
     if last.size > x.size:
         x = last
     size, threaded = x.size, THREADED.get(prim.name)
     flat_min = MIN_ELEMENTS if threaded is None else threaded[team_size.value > 1]
     if size < min(flat_min, STRIDED_MIN) or x.dtype not in _DTYPES or last.dtype != arrays[0].dtype:
         return None
-    if len(arrays) == 2 and (0 in arrays[0].strides or 0 in last.strides):
+    unbroadcast = len(arrays) == 2 and (0 in arrays[0].strides or 0 in last.strides)
+    if unbroadcast:
         arrays = (_unbroadcast(arrays[0]), _unbroadcast(last))
         if x.shape not in (arrays[0].shape, arrays[1].shape):   # both broadcast: numpy loops over the views
             return None
@@ -143,21 +168,20 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     if last.shape == arrays[0].shape:
         if size < flat_min:
             return None
-        kinds, rows, cols = _FLAT[len(arrays)], size, 1
-    else:
-        # Below the flat threshold (one thread) a scalar operand makes a flat loop, and the kernel would copy a
-        # strided output-sized operand first, which costs as much as numpy's loop (`MANY_ROWS`, `STRIDED_MIN`).
-        below, full = size < flat_min, last if last.size > arrays[0].size else arrays[0]
-        if below and (last.size == 1 or arrays[0].size == 1 or not full.flags.c_contiguous):
-            return None
-        pattern = _pattern(x.shape, size, arrays)
-        if pattern is None:
-            return None
-        kinds, rows, cols = pattern
-        strided = not (arrays[0].flags.c_contiguous and last.flags.c_contiguous)   # the row or column
-        if below and (cols == 1 or not (strided or rows >= MANY_ROWS and size >= BROADCAST_MIN)):
-            return None
-    return _call(prim, kinds, arrays, np.empty(x.shape, x.dtype), rows, cols)
+        return _FLAT[len(arrays)], size, 1, unbroadcast, x.shape
+    # Below the flat threshold (one thread) a scalar operand makes a flat loop, and the kernel would copy a
+    # strided output-sized operand first, which costs as much as numpy's loop (`MANY_ROWS`, `STRIDED_MIN`).
+    below, full = size < flat_min, last if last.size > arrays[0].size else arrays[0]
+    if below and (last.size == 1 or arrays[0].size == 1 or not full.flags.c_contiguous):
+        return None
+    pattern = _pattern(x.shape, size, arrays)
+    if pattern is None:
+        return None
+    kinds, rows, cols = pattern
+    strided = not (arrays[0].flags.c_contiguous and last.flags.c_contiguous)   # the row or column
+    if below and (cols == 1 or not (strided or rows >= MANY_ROWS and size >= BROADCAST_MIN)):
+        return None
+    return kinds, rows, cols, unbroadcast, x.shape
 
 
 def _select(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
