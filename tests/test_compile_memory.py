@@ -157,3 +157,30 @@ def test_a_permuted_kernel_result_that_a_library_step_reads_is_written_in_order_
     assert [tuple(v.aval.shape) for k in kernels for v in k.outputs] == [(64, 48)]   # not a transposed copy
     assert [s.prim.name for s in steps if not isinstance(s, Kernel)] == ["transpose", "matmul"]
     np.testing.assert_allclose(fnx.compile(f)(x, w).numpy(), np.exp(x.numpy()).T @ w.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def _mlp(x, w1, w2, activation):
+    return F.linear(activation(F.linear(x, w1)), w2).sum()
+
+
+# activation, its primitive, whether its output is kept, the (32, 32) buffers kept: GELU's input and output (its
+# derivative reads the input), tanh's output alone (its derivative reads that too), a cheap activation's input
+@pytest.mark.parametrize("activation, name, kept, buffers", [(F.gelu, "gelu", True, 2), (fnx.tanh, "tanh", True, 1),
+                                                             (lambda h: h * 2.0 + 1.0, "mul", False, 1)])
+def test_an_expensive_value_that_products_read_in_both_passes_is_kept_not_recomputed(activation, name, kept, buffers):
+    # GPT's MLP: the second product reads the activation in the forward, and its weight gradient reads it in the
+    # backward; recomputing an expensive one there would compute and write it a second time
+    f = fnx.compile(lambda x, w1, w2: _mlp(x, w1, w2, activation))
+    fnx.manual_seed(0)
+    x, w1, w2 = fnx.randn(4, 8, 16), fnx.randn(32, 16, requires_grad=True), fnx.randn(16, 32, requires_grad=True)
+    f(x, w1, w2).backward()
+    fwd, bwd = _split(f._latest().closed, (False, True, True))
+    recomputed = _recomputed(bwd)
+    assert (name not in recomputed) == kept
+    assert _residual_bytes(fwd, 1) == buffers * 32 * 32 * 4
+    want = [w.grad.numpy().copy() for w in (w1, w2)]
+    for w in (w1, w2):
+        w.grad = None
+    _mlp(x, w1, w2, activation).backward()
+    for w, g in zip((w1, w2), want):
+        np.testing.assert_allclose(g, w.grad.numpy(), rtol=1e-5, atol=1e-5)

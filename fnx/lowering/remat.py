@@ -9,7 +9,12 @@ equations and short expanding matrix products (attention's scores) alone (a mini
 graph, where each value is an edge weighted by its bytes, and values that other equations compute hang from the
 source), makes those the residuals, and moves the recomputation into the backward, each equation just before
 its first use there, so that a recomputed value lives no longer than the backward step that reads it. Constants
-reach the backward as its own constants.
+reach the backward as its own constants. As torch.compile's partitioner does, a value that a library step (a matrix
+product, attention) reads in the forward and again in the backward is kept where recomputing it would run an
+expensive primitive (exp, GELU, SiLU, ...): the forward writes it anyway, and the backward would compute and write
+it again (GPT's GELU output, which its MLP's second product reads, and that product's weight gradient: a kernel as
+long as the GELU itself in every layer's backward). What a short expanding product or im2col computes (attention's
+probabilities, a convolution's columns) stays recomputed: keeping it would cost far more memory than its inputs.
 """
 from __future__ import annotations
 
@@ -110,7 +115,10 @@ def rematerialize(fwd: ClosedJaxpr, bwd: ClosedJaxpr, n_outs: int) -> tuple[Clos
         return fwd, bwd
     producer = {id(v): e for e in f.eqns for v in e.outvars}
     consts = {id(v): (v, c) for v, c in zip(f.constvars, fwd.consts)}
-    cut = _min_cut(f, residuals, producer, consts)
+    broadcast = {id(a) for e in f.eqns if e.prim.groups & {"elementwise", "movement"} for a in e.inputs
+                 if isinstance(a, Var) and math.prod(a.aval.shape) < math.prod(e.outvars[0].aval.shape)}
+    written = _written_twice(f, b, residuals, producer, broadcast)
+    cut = _min_cut(f, residuals, producer, consts, broadcast, written)
     done, read = {id(v) for v in cut}, set()
     used_consts: dict[int, tuple] = {}
     eqns = []
@@ -153,14 +161,65 @@ def rematerialize(fwd: ClosedJaxpr, bwd: ClosedJaxpr, n_outs: int) -> tuple[Clos
     return new_fwd, new_bwd
 
 
-def _min_cut(f: Jaxpr, residuals: list, producer: dict, consts: dict) -> list[Var]:
+def _views(eqn: Eqn) -> bool:
+    """Whether `eqn` makes a view or rearrangement of one value (reshape, transpose, broadcast): what a library step
+    reads through it, it reads from its input."""
+    return "movement" in eqn.prim.groups and len(eqn.outvars) == 1 and sum(isinstance(a, Var) for a in eqn.inputs) == 1
+
+
+def _library_reads(j: Jaxpr) -> set[int]:
+    """The ids of the values of `j` that an equation no kernel computes (a matrix product, attention) reads, directly
+    or through views: each of them is written to memory."""
+    found = {id(a) for e in j.eqns if not emittable(e) for a in e.inputs if isinstance(a, Var)}
+    for eqn in reversed(j.eqns):
+        if _views(eqn) and id(eqn.outvars[0]) in found:
+            found.update(id(a) for a in eqn.inputs if isinstance(a, Var))
+    return found
+
+
+def _written_twice(f: Jaxpr, b: Jaxpr, residuals: list, producer: dict, broadcast: set) -> set[int]:
+    """The ids of the values of `f` to keep whatever their size (see the module docstring): values that library
+    steps read in the forward and, through a residual that is the value or a view of it (the transposed activation
+    that a weight gradient reads), in the backward, and that are costly to recompute (`_costly`). Keeping the value
+    itself rather than the view lets the backward take its other views from it too (tanh's derivative reads its
+    output)."""
+    forward, backward = _library_reads(f), _library_reads(b)
+    found = set()
+    for r, seen in zip(residuals, b.invars):
+        if id(seen) not in backward:
+            continue
+        v = r
+        while (eqn := producer.get(id(v))) is not None and _views(eqn):
+            v = next(a for a in eqn.inputs if isinstance(a, Var))
+        if id(v) in forward and _costly(v, producer, broadcast):
+            found.add(id(v))
+    return found
+
+
+def _costly(v: Var, producer: dict, broadcast: set) -> bool:
+    """Whether recomputing `v` from the values that must be kept would run an expensive primitive and no expanding
+    product or im2col."""
+    stack, seen, expensive = [v], set(), False
+    while stack:
+        eqn = producer.get(id(stack.pop()))
+        if eqn is None or id(eqn) in seen or not _recomputable(eqn, broadcast):
+            continue
+        if eqn.prim.name == "matmul" or eqn.prim is im2col_p:
+            return False
+        seen.add(id(eqn))
+        expensive = expensive or "expensive" in eqn.prim.groups
+        stack.extend(a for a in eqn.inputs if isinstance(a, Var))
+    return expensive
+
+
+def _min_cut(f: Jaxpr, residuals: list, producer: dict, consts: dict, broadcast: set,
+             written: set[int]) -> list[Var]:
     """The values of `f` to save, in program order: a minimum cut between what only the forward computes (its
-    inputs cost nothing to keep) and the `residuals`, through recomputable equations."""
+    inputs cost nothing to keep) and the `residuals`, through recomputable equations; the values whose ids are in
+    `written` are kept (`rematerialize`)."""
     graph, seen, stack = _FlowGraph(), set(), list(residuals)
     infinite = float("inf")
     inputs = {id(v) for v in f.invars}
-    broadcast = {id(a) for e in f.eqns if e.prim.groups & {"elementwise", "movement"} for a in e.inputs
-                 if isinstance(a, Var) and math.prod(a.aval.shape) < math.prod(e.outvars[0].aval.shape)}
     for r in residuals:
         graph.edge(("out", id(r)), graph.SINK, infinite)
     while stack:   # the values the residuals are computed from, as far as recomputation reaches
@@ -170,7 +229,8 @@ def _min_cut(f: Jaxpr, residuals: list, producer: dict, consts: dict) -> list[Va
         seen.add(id(v))
         graph.edge(("in", id(v)), ("out", id(v)), 0 if id(v) in inputs else _nbytes(v))
         eqn = producer.get(id(v))
-        if eqn is None or not _recomputable(eqn, broadcast):   # an input, or a value only the forward computes
+        # an input, a value only the forward computes, or one to keep
+        if eqn is None or id(v) in written or not _recomputable(eqn, broadcast):
             graph.edge(graph.SOURCE, ("in", id(v)), infinite)
             continue
         for a in eqn.inputs:
