@@ -126,16 +126,22 @@ def test_the_backward_takes_the_residuals_over():
     np.testing.assert_allclose(x.grad.numpy(), np.sin(2 * np.array([0.3, 1.2])), rtol=1e-12)
 
 
-def test_kernels_merge_only_where_no_library_step_lies_between_them():
+def test_kernels_merge_only_where_no_library_step_lies_between_them_or_they_read_one_value():
     def between(x, y, w):
         return fnx.exp(x) * 2.0, fnx.exp(x) @ w, fnx.tanh(y) + 1.0
 
     def adjacent(x, y, w):
         return fnx.exp(x) * 2.0, fnx.tanh(y) + 1.0, x @ w
 
+    def sharing(x, y, w):   # the kernels on either side of the product read all of x: one pass over it
+        return fnx.exp(x) * 2.0, fnx.exp(x) @ w, fnx.tanh(x) + y
+
     x, y, w = fnx.randn(8, 8), fnx.randn(8, 8), fnx.randn(8, 8)
     assert len(fnx.compile(between).lower(x, y, w).kernels()) == 2
     assert len(fnx.compile(adjacent).lower(x, y, w).kernels()) == 1
+    assert len(fnx.compile(sharing).lower(x, y, w).kernels()) == 1
+    for got, want in zip(fnx.compile(sharing)(x, y, w), sharing(x, y, w)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_value_read_at_a_broadcast_is_kept_rather_than_recomputed_per_element():

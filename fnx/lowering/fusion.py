@@ -17,8 +17,8 @@ fusible equation; whenever an inlined value cannot be expressed in that kernel (
 division, a reduction is read at another index than its own row, a reduction would be recomputed
 by two kernels, an expensive value would be recomputed at every index of a broadcast), materialise it and
 start again. Then merge kernels over the same index space when no other
-step lies between them (no path through another step, no library step between them in program order), and order
-all steps topologically.
+step lies between them (no path through another step, no library step between them in program order unless they
+read one value of their space's size), and order all steps topologically.
 """
 from __future__ import annotations
 
@@ -522,15 +522,22 @@ def _merge(graph: _Graph, drafts: list[_Draft]) -> list[_Draft]:
 
 
 def _apart(graph: _Graph):
-    """`apart(a, b)`: whether a library step lies between two kernels' roots in program order. A merged kernel runs
-    where its first root was, so merging across one would keep the later kernel's outputs alive longer (a
-    backward's values recomputed for every layer at once, say) for no saving of memory traffic."""
+    """`apart(a, b)`: whether a library step lies between two kernels' roots in program order and they read no
+    whole-space value in common. A merged kernel runs where its first root was, so merging across one would keep
+    the later kernel's outputs alive longer (a backward's values recomputed for every layer at once, say) for no
+    saving of memory traffic. Kernels that read the same value of their space's size save a pass over it, and
+    share what they compute from it: SiLU's backward and the SiLU that its product's weight gradient reads (in
+    Llama's backward, on either side of that gradient's matrix products) take one sigmoid per element, not two."""
     pos = {id(v): i for i, e in enumerate(graph.jaxpr.eqns) for v in e.outvars}
     library = sorted(i for i, k in enumerate(graph.eqn_kind) if k == "library")
 
     def apart(a: _Draft, b: _Draft) -> bool:
         at = [pos[id(r)] for r in a.roots + b.roots]
-        return bisect.bisect_left(library, min(at)) != bisect.bisect_left(library, max(at))
+        if bisect.bisect_left(library, min(at)) == bisect.bisect_left(library, max(at)):
+            return False
+        size = math.prod(a.space.shape)
+        whole = {id(v) for v in a.builder.inputs if math.prod(v.aval.shape) == size}
+        return not any(id(v) in whole for v in b.builder.inputs)
 
     return apart
 
