@@ -190,3 +190,16 @@ def test_an_expensive_value_that_products_read_in_both_passes_is_kept_not_recomp
     _mlp(x, w1, w2, activation).backward()
     for w, g in zip((w1, w2), want):
         np.testing.assert_allclose(g, w.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_kernel_result_permuted_then_reshaped_for_a_library_step_is_written_permuted():
+    def f(x, w):   # attention heads back to rows: numpy would copy the permuted view to reshape it
+        return fnx.exp(x).transpose(1, 2).reshape(2, 8, 64) @ w
+
+    x, w = fnx.randn(2, 4, 8, 16), fnx.randn(64, 8)
+    steps, _ = plan_steps(fnx.make_jaxpr(f)(x, w), "c")
+    kernels = [s for s in steps if isinstance(s, Kernel)]
+    assert [tuple(v.aval.shape) for k in kernels for v in k.outputs] == [(2, 8, 4, 16)]
+    assert [s.prim.name for s in steps if not isinstance(s, Kernel)] == ["reshape", "matmul"]
+    want = np.exp(x.numpy()).transpose(0, 2, 1, 3).reshape(2, 8, 64) @ w.numpy()
+    np.testing.assert_allclose(fnx.compile(f)(x, w).numpy(), want, rtol=1e-5, atol=1e-4)

@@ -179,13 +179,19 @@ class _Graph:
                 self.materialised.add(id(e.outvars[0]))
         read = {id(a) for e, k in zip(jaxpr.eqns, self.eqn_kind) if k == "library" for a in e.inputs}
         read.difference_update(id(v) for v in jaxpr.outvars)
+        reshaped = set()   # values of `read` that a reshape reads
         for i in reversed(range(len(jaxpr.eqns))):   # a library step reads a reshaped or permuted kernel result:
-            e = jaxpr.eqns[i]                          # the kernel writes it in its own layout, numpy views it
+            e = jaxpr.eqns[i]                          # the kernel writes it in its own layout, numpy views it,
             if self.eqn_kind[i] == "view" and id(e.outvars[0]) in read and isinstance(e.inputs[0], Var) \
                     and math.prod(e.inputs[0].aval.shape) == math.prod(e.outvars[0].aval.shape) \
                     and self.kind.get(id(e.inputs[0]), "library") != "library":
+                if e.prim.name == "transpose" and id(e.outvars[0]) in reshaped:
+                    continue   # but a permutation that is then reshaped: the kernel writes it permuted (numpy would
+                    # copy the permuted view to reshape it: the heads of attention's output or gradient, say)
                 self.materialised.add(id(e.inputs[0]))
                 read.add(id(e.inputs[0]))
+                if e.prim.name == "reshape":
+                    reshaped.add(id(e.inputs[0]))
         for i, e in enumerate(jaxpr.eqns):   # a shape op on a materialised value, itself materialised: a numpy view
             if self.eqn_kind[i] == "view" and id(e.outvars[0]) in self.materialised \
                     and isinstance(e.inputs[0], Var) and id(e.inputs[0]) in self.materialised:
