@@ -4,9 +4,10 @@ one's, would otherwise be recomputed from the first step in every later kernel (
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import fnx
-from fnx.lowering.fusion import RECOMPUTE_MAX, Kernel
+from fnx.lowering.fusion import NEAR_STEPS, RECOMPUTE_MAX, Kernel
 from fnx.lowering.plan import plan_steps
 
 STEPS = 12
@@ -59,3 +60,25 @@ def test_a_short_expression_that_two_kernels_read_stays_inlined():
 
     kernels = _kernels(f, x)
     assert RECOMPUTE_MAX > 3 and len(kernels) == 2 and _count(kernels, "mul") == 4
+
+
+@pytest.mark.parametrize("products, tanhs", [(1, 4), (NEAR_STEPS + 1, 8)])
+def test_a_value_that_two_kernels_far_apart_read_is_computed_in_each(products, tanhs):
+    """Twelve operations read by two reductions: materialised when one product lies between them (4 tanh in all),
+    computed in both when more than NEAR_STEPS do (8: a value written once would be kept from the one to the other,
+    as a layer norm's centred input from a training step's forward to its backward)."""
+    x, w = fnx.randn(32, 64), fnx.randn(64, 64) * 0.1
+
+    def f(x, w):
+        y = x
+        for _ in range(4):
+            y = fnx.tanh(y * 1.5 + 0.5)
+        a = y.sum(1)
+        h = x * a[:, None]   # the products depend on the first reduction: the two kernels cannot merge
+        for _ in range(products):
+            h = h @ w
+        return a, (y * h).sum(1)
+
+    assert _count(_kernels(f, x, w), "tanh") == tanhs
+    for got, want in zip(fnx.compile(f)(x, w), f(x, w)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-3)

@@ -31,11 +31,13 @@ from ..ir import Eqn, Jaxpr, Literal, Var
 from .expressions import random_half
 from .views import View, canonical, input_view, row_major
 
-__all__ = ["Node", "Access", "Kernel", "fuse", "RECOMPUTE_MAX"]
+__all__ = ["Node", "Access", "Kernel", "fuse", "RECOMPUTE_MAX", "NEAR_STEPS"]
 
 # Operations of an inlined value from which two kernels that read it no longer each compute it: it is materialised
 # (`_recomputed`). A few cheap operations cost less than writing the value out and reading it back.
 RECOMPUTE_MAX = 8
+# Library steps between two such kernels at most, for the value to be materialised (`_recomputed`).
+NEAR_STEPS = 10
 
 
 class _CantFuse(Exception):
@@ -448,12 +450,16 @@ def _shared_reduction(graph: _Graph, drafts: list[_Draft]) -> Var | None:
 
 
 def _recomputed(graph: _Graph, drafts: list[_Draft]) -> set[int]:
-    """ids of the values that two or more kernels each compute from RECOMPUTE_MAX operations or more: materialised
-    rather than computed again by every kernel that reads them. A recurrence's state (an RNN's hidden state, or its
-    gradient in the backward) is read by its own step and the next: inlined, each step's kernel recomputed every
-    earlier step (makemore GRU's compiled backward: kernels of 64 inputs over 13 steps, 50-130 us each for 2048
-    elements)."""
-    where: dict[int, list[Node]] = {}
+    """ids of the values that two or more kernels, two of them near each other (NEAR_STEPS library steps apart or
+    fewer), each compute from RECOMPUTE_MAX operations or more: materialised rather than computed again by every
+    kernel that reads them. A recurrence's state (an RNN's hidden state, or its gradient in the backward) is read by
+    its own step and the next: inlined, each step's kernel recomputed every earlier step (makemore GRU's compiled
+    backward: kernels of 64 inputs over 13 steps, 50-130 us each for 2048 elements). Kernels far apart (a layer
+    norm's centred input, read by its forward kernel and, in a compiled training step, by its backward's) each
+    compute it: written once, it would be kept from one to the other (GPT's compiled functional training step at
+    4 x 256 wide: 40 MiB more at its peak)."""
+    library = sorted(i for i, k in enumerate(graph.eqn_kind) if k == "library")
+    where: dict[int, list[tuple[int, Node]]] = {}
     for d in drafts:
         nodes = {}
         for (vid, _), node in d.builder.memo.items():
@@ -461,8 +467,13 @@ def _recomputed(graph: _Graph, drafts: list[_Draft]) -> set[int]:
                     and node.op not in ("load", "literal"):
                 nodes.setdefault(vid, node)
         for vid, node in nodes.items():
-            where.setdefault(vid, []).append(node)
-    return {vid for vid, nodes in where.items() if len(nodes) > 1 and _operations(nodes[0]) >= RECOMPUTE_MAX}
+            where.setdefault(vid, []).append((bisect.bisect_left(library, d.order), node))
+    found = set()
+    for vid, readers in where.items():
+        steps = sorted(step for step, _ in readers)
+        if any(b - a <= NEAR_STEPS for a, b in zip(steps, steps[1:])) and _operations(readers[0][1]) >= RECOMPUTE_MAX:
+            found.add(vid)
+    return found
 
 
 def _operations(root: Node) -> int:
