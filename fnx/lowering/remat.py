@@ -117,8 +117,8 @@ def rematerialize(fwd: ClosedJaxpr, bwd: ClosedJaxpr, n_outs: int) -> tuple[Clos
     consts = {id(v): (v, c) for v, c in zip(f.constvars, fwd.consts)}
     broadcast = {id(a) for e in f.eqns if e.prim.groups & {"elementwise", "movement"} for a in e.inputs
                  if isinstance(a, Var) and math.prod(a.aval.shape) < math.prod(e.outvars[0].aval.shape)}
-    written = _written_twice(f, b, residuals, producer, broadcast)
-    cut = _min_cut(f, residuals, producer, consts, broadcast, written)
+    kept = _written_twice(f, b, residuals, producer, broadcast)
+    cut = _min_cut(f, residuals, producer, consts, broadcast, kept)
     done, read = {id(v) for v in cut}, set()
     used_consts: dict[int, tuple] = {}
     eqns = []
@@ -213,10 +213,10 @@ def _costly(v: Var, producer: dict, broadcast: set) -> bool:
 
 
 def _min_cut(f: Jaxpr, residuals: list, producer: dict, consts: dict, broadcast: set,
-             written: set[int]) -> list[Var]:
+             kept: set[int]) -> list[Var]:
     """The values of `f` to save, in program order: a minimum cut between what only the forward computes (its
     inputs cost nothing to keep) and the `residuals`, through recomputable equations; the values whose ids are in
-    `written` are kept (`rematerialize`)."""
+    `kept` hang from the source: saved, never recomputed (`rematerialize`)."""
     graph, seen, stack = _FlowGraph(), set(), list(residuals)
     infinite = float("inf")
     inputs = {id(v) for v in f.invars}
@@ -230,7 +230,7 @@ def _min_cut(f: Jaxpr, residuals: list, producer: dict, consts: dict, broadcast:
         graph.edge(("in", id(v)), ("out", id(v)), 0 if id(v) in inputs else _nbytes(v))
         eqn = producer.get(id(v))
         # an input, a value only the forward computes, or one to keep
-        if eqn is None or id(v) in written or not _recomputable(eqn, broadcast):
+        if eqn is None or id(v) in kept or not _recomputable(eqn, broadcast):
             graph.edge(graph.SOURCE, ("in", id(v)), infinite)
             continue
         for a in eqn.inputs:
