@@ -104,6 +104,29 @@ def test_cross_entropy_gradient_and_errors():
         F.cross_entropy(x, t, reduction="avg")
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_under_transforms_picks_targets_with_a_select_not_a_scatter(weighted):
+    """Under grad the targets' log-probabilities are a masked sum over the classes, whose gradient is a select
+    that compile fuses with log_softmax's; a gather's gradient would be a zero-filled buffer and an index_put into
+    a copy of it. Values and gradients (ignored targets, spatial dims, class weights) equal eager's."""
+    x = RNG.standard_normal((4, 5, 3))
+    t = T(np.array([[1, -100, 4], [0, 2, 2], [3, 3, -100], [4, 0, 1]]))
+    w = T(RNG.uniform(0.5, 2.0, 5)) if weighted else None
+
+    def loss(x):
+        return F.cross_entropy(x, t, weight=w, ignore_index=-100)
+
+    jaxpr = fnx.make_jaxpr(fnx.grad(loss))(T(x))
+    eqns = jaxpr.jaxpr.eqns
+    assert "index_put" not in [e.prim.name for e in eqns]
+    assert [e.inputs[0].aval.shape for e in eqns if e.prim.name == "index"] == ([(5,)] if weighted else [])
+    eager = T(x, True)
+    loss(eager).backward()
+    close(fnx.grad(loss)(T(x)), eager.grad.numpy())
+    close(fnx.compile(fnx.grad(loss))(T(x)), eager.grad.numpy())
+    close(fnx.compile(loss)(T(x)), loss(T(x)).numpy())
+
+
 def test_all_targets_ignored_gives_nan_like_pytorch():
     out = F.cross_entropy(fnx.randn(2, 3), fnx.tensor([-100, -100]))
     assert np.isnan(out.item())
