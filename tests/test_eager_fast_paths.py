@@ -15,6 +15,7 @@ import fnx.nn.functional as F
 from fnx.lowering import cpu, nn_kernels, scatter_kernels
 from fnx.nn.functional_activation import log_softmax_backward_p, log_softmax_p, softmax_p
 from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
+from fnx.ops import indexing
 from fnx.ops.indexing import index_put_p
 
 
@@ -186,3 +187,27 @@ def test_scatter_add_of_rows_in_c_matches_add_at(data):
                                             np.ones((pre * n_idx, row), dtype))   # the C loop runs
     got = index_put_p.impl(np, x, values, idx, dims=(1,), accumulate=True)
     np.testing.assert_array_equal(got, want)
+
+
+@given(data=st.data())
+def test_scatter_add_of_rows_by_one_index_array_over_dim_0_matches_add_at(data):
+    """An embedding's backward (rows of the weight picked by a (batch, tokens) index array) goes straight to the C
+    loop, with the few numpy calls it needs: np.add.at's bits, duplicates, negative indices and values broadcast
+    along a row included."""
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    words, row = data.draw(st.integers(1, 40), label="words"), data.draw(st.integers(scatter_kernels.MIN_ROW, 200),
+                                                                          label="row length")
+    batch = data.draw(st.integers(1, 3), label="batch")
+    tokens = -(-scatter_kernels.MIN_ELEMENTS // (batch * row)) + data.draw(st.integers(0, 50), label="extra tokens")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    x = rng.standard_normal((words, row)).astype(dtype)
+    low = -words if data.draw(st.booleans(), label="negative indices") else 0
+    idx = rng.integers(low, words, size=(batch, tokens))
+    values = rng.standard_normal((batch, tokens, 1 if data.draw(st.booleans(), label="broadcast") else row))
+    values = values.astype(dtype)
+    want = x.copy()
+    np.add.at(want, idx, values)
+    direct = x.copy()
+    assert indexing._scatter_rows(direct, values, idx)   # the short path took it
+    np.testing.assert_array_equal(direct, want)
+    np.testing.assert_array_equal(index_put_p.impl(np, x, values, idx, dims=(0,), accumulate=True), want)
