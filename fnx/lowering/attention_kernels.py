@@ -40,7 +40,7 @@ def _function(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray):
     return None if lib is None else (getattr(lib, f"fnx_attention_{name}_{kind[0]}"), kind[1])
 
 
-_Geometry = ctypes.c_longlong * 28
+_Geometry = ctypes.c_longlong * 32
 
 
 def _heads(a: np.ndarray) -> np.ndarray:
@@ -61,19 +61,22 @@ def _like(a: np.ndarray, features: int) -> np.ndarray:
 
 
 def _geometry(*arrays: np.ndarray | None):
-    """Per array (q, k, v, dout or None, then the outputs): heads per batch, then its batch, head and row strides in
-    elements (the template's `g`)."""
+    """Per array (q, k, v, dout or None, then the outputs, then the backward's `out`): heads per batch, then its
+    batch, head and row strides in elements (the template's `g`)."""
     numbers = []
     for a in arrays:
         numbers += [0] * 4 if a is None else [a.shape[1]] + [stride // a.itemsize for stride in a.strides[:3]]
     return _Geometry(*numbers, *[0] * (len(_Geometry()) - len(numbers)))
 
 
-def _call(fn, scale_type, arrays, q, k, v, dout, outputs, groups: int, scale: float, is_causal: bool) -> None:
+def _call(fn, scale_type, arrays, q, k, v, dout, outputs, groups: int, scale: float, is_causal: bool,
+          also: tuple = ()) -> None:
+    """`fn` on `arrays` (None: a NULL pointer), with the geometry of q, k, v, dout, `outputs` and then `also`."""
     batch, heads, length, n_e = q.shape
     sizes = (batch * heads, groups, length, k.shape[2], n_e, v.shape[3])
-    fn(*(ctypes.c_void_p(a.ctypes.data) for a in arrays), *(ctypes.c_longlong(n) for n in sizes),
-       scale_type(scale), ctypes.c_longlong(is_causal), _geometry(q, k, v, dout, *(_heads(o) for o in outputs)))
+    fn(*(ctypes.c_void_p(None if a is None else a.ctypes.data) for a in arrays),
+       *(ctypes.c_longlong(n) for n in sizes), scale_type(scale), ctypes.c_longlong(is_causal),
+       _geometry(q, k, v, dout, *(_heads(o) for o in outputs), *also))
 
 
 def forward(query: np.ndarray, key: np.ndarray, value: np.ndarray, groups: int, scale: float,
@@ -100,12 +103,11 @@ def backward(query: np.ndarray, key: np.ndarray, value: np.ndarray, out: np.ndar
     if found is None:
         return None
     q, k, v, dout = _heads(query), _heads(key), _heads(value), _heads(grad.astype(query.dtype, copy=False))
+    o = _heads(out.astype(query.dtype, copy=False))
     dq, dk, dv = (_like(a, a.shape[-1]) for a in (query, key, value))
     work = np.empty((q.shape[0] * q.shape[1], q.shape[3], -(-q.shape[2] // _BLOCK) * _BLOCK), dtype=q.dtype)
-    delta = np.empty(dout.shape[:3], dout.dtype)   # rowsum(dout * out), contiguous whatever their layouts
-    np.einsum("...i,...i->...", dout, out.reshape(dout.shape[:3] + out.shape[-1:]), out=delta)
-    if grad_lse is not None:
-        delta -= grad_lse.reshape(delta.shape)
-    arrays = (q, k, v, delta, dout, np.ascontiguousarray(lse), dq, dk, dv, work)
-    _call(*found, arrays, q, k, v, dout, (dq, dk, dv), groups, scale, is_causal)
+    delta = np.empty(dout.shape[:3], dout.dtype)   # the kernel writes rowsum(dout * out) - grad_lse here
+    d_lse = None if grad_lse is None else np.ascontiguousarray(grad_lse.reshape(delta.shape), dtype=q.dtype)
+    arrays = (q, k, v, delta, dout, np.ascontiguousarray(lse), dq, dk, dv, work, o, d_lse)
+    _call(*found, arrays, q, k, v, dout, (dq, dk, dv), groups, scale, is_causal, also=(o,))
     return dq, dk, dv
