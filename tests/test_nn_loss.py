@@ -106,9 +106,10 @@ def test_cross_entropy_gradient_and_errors():
 
 @pytest.mark.parametrize("weighted", [False, True])
 def test_cross_entropy_under_transforms_picks_targets_with_a_select_not_a_scatter(weighted):
-    """Under grad the targets' log-probabilities are a masked sum over the classes, whose gradient is a select
-    that compile fuses with log_softmax's; a gather's gradient would be a zero-filled buffer and an index_put into
-    a copy of it. Values and gradients (ignored targets, spatial dims, class weights) equal eager's."""
+    """Staged for compile, the targets' log-probabilities are a masked sum over the classes, whose gradient is a
+    select that compile fuses with log_softmax's; a gather's gradient would be a zero-filled buffer and an
+    index_put into a copy of it. Values and gradients (ignored targets, spatial dims, class weights) equal eager's,
+    staged or run op by op (there the gather)."""
     x = RNG.standard_normal((4, 5, 3))
     t = T(np.array([[1, -100, 4], [0, 2, 2], [3, 3, -100], [4, 0, 1]]))
     w = T(RNG.uniform(0.5, 2.0, 5)) if weighted else None
