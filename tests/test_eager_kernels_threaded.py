@@ -128,6 +128,25 @@ def test_transcendentals_within_their_float32_bounds(threads, c_results, name):
         assert ulp_distance(got, rounded(getattr(np, name)(x.astype(np.float64)))) <= ULP_BOUNDS[name]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_integer_powers_and_clamps_by_numbers_run_in_c_with_numpys_bits(threads, c_results, dtype):
+    """Elementwise primitives with params (integer_pow's exponent, clamp's bounds) run a kernel per params value,
+    each with the numpy impl's bits: x**3 multiplied in the impl's order, clamp as np.clip (NaN stays NaN)."""
+    threads(2)
+    x = _operands([(64, 2048)], dtype)[0]
+    with np.errstate(all="ignore"):
+        cases = [(lambda t: t ** 3, (x * x) * x), (lambda t: t ** 2, x * x),
+                 (lambda t: t ** 5, ((x * x) * (x * x)) * x), (lambda t: t ** -2, np.reciprocal(x * x)),
+                 (lambda t: fnx.clamp(t, -1, 2), np.clip(x, -1, 2)),
+                 (lambda t: t.clamp(min=0.5), np.clip(x, 0.5, np.inf)),
+                 (lambda t: t.clamp(max=-3), np.clip(x, -np.inf, -3))]
+        for i, (op, want) in enumerate(cases):
+            c_results.clear()
+            got = op(fnx.tensor(x)).numpy()
+            assert c_results and c_results[-1] is not None, i
+            assert _same_bits(got, want.astype(dtype)), i
+
+
 def test_non_contiguous_inputs_give_numpys_bits(threads, c_results):
     threads(2)
     x = _operands([(512, 256)], np.float32)[0]

@@ -57,7 +57,8 @@ MIN_ELEMENTS = 2048
 # parallel loop can take longer than numpy's single-threaded one.
 THREADED = {"add": (math.inf, 65536), "sub": (math.inf, 65536), "mul": (math.inf, 65536),
             "div": (math.inf, 65536), "max": (math.inf, 65536), "neg": (math.inf, 65536),
-            "exp": (65536, 32768), "tanh": (math.inf, 65536)}
+            "exp": (65536, 32768), "tanh": (math.inf, 65536), "clamp": (math.inf, 65536),
+            "integer_pow": (65536, 32768)}
 # A broadcast (a row, a column) over many rows beats numpy's broadcasting loop, which costs about 70 ns a row, on
 # one thread too: 1.1-1.7x from 65536 elements and 16 rows on ((512, 384) + (384,): 54 us vs 37; (16, 4096) *
 # (4096,) 19 vs 16, * (16, 1) 21 vs 13); over fewer rows it is as fast as a flat loop and takes the flat threshold
@@ -111,7 +112,7 @@ _topk_library = TemplateLibrary("fnx-topk", "c_topk.c.j2", list(_TOPK.values()),
                                 {f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 3 + [ctypes.c_int]
                                  for f in _TOPK.values()}).get
 
-_kernels: dict = {}   # (primitive name, numpy dtype, pattern) -> (C function, meta type, meta symbols), or None
+_kernels: dict = {}   # (primitive name, numpy dtype, pattern, params) -> (C function, meta type, meta symbols), or None
 # `run`'s plan of an elementwise call by its operands' shapes, dtypes and strides and whether the team has several
 # threads (`_plan`): the same few calls recur every training step, and planning one took about a third of the
 # Python around a kernel call. Emptied when it reaches _PLANS_MAX entries.
@@ -122,15 +123,17 @@ _build_lock = threading.Lock()
 
 def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     """`prim` applied to CPU arrays by its C kernel, or None where numpy should (small arrays, a broadcast or
-    reduction no kernel serves, no kernel). `params` are a sum's axes and keepdims."""
-    if prim.name == "argsort":
+    reduction no kernel serves, no kernel). `params`: a sum's axes and keepdims, argsort's, or an elementwise
+    primitive's (clamp's bounds, integer_pow's exponent: constants of its kernel)."""
+    name = prim.name
+    if name == "argsort":
         return _topk(arrays[0], **params)
-    if params:
+    if name == "sum":
         return _sum(prim, arrays[0], **params)
-    if prim.name == "select":
+    if name == "select":
         return _select(*arrays)
     x, last = arrays[0], arrays[-1]
-    if prim.name == "mul" and x.ndim == last.ndim > 1 and x.shape != last.shape:
+    if name == "mul" and x.ndim == last.ndim > 1 and x.shape != last.shape:
         out = _outer(x, last)
         if out is not None:
             return out
@@ -147,7 +150,7 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     kinds, rows, cols, unbroadcast, shape = plan
     if unbroadcast:
         arrays = (_unbroadcast(x), _unbroadcast(last))
-    return _call(prim, kinds, arrays, np.empty(shape, x.dtype), rows, cols)
+    return _call(prim, kinds, arrays, np.empty(shape, x.dtype), rows, cols, params)
 
 
 def _plan(prim: Primitive, arrays) -> tuple | None:
@@ -264,12 +267,14 @@ def _sum_columns(x: np.ndarray, n: int, keepdims: bool) -> np.ndarray | None:
     return out
 
 
-def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, cols: int) -> np.ndarray | None:
-    """`out`, filled by the kernel of `prim` for `kinds` over `arrays` viewed as rows x cols, or None where
-    there is no kernel."""
-    kernel = _kernels.get((prim.name, out.dtype, kinds), False)
+def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, cols: int,
+          params: dict | None = None) -> np.ndarray | None:
+    """`out`, filled by the kernel of `prim` (with `params`) for `kinds` over `arrays` viewed as rows x cols, or
+    None where there is no kernel."""
+    constants = tuple(params.items()) if params else ()
+    kernel = _kernels.get((prim.name, out.dtype, kinds, constants), False)
     if kernel is False:
-        kernel = _load(prim, out.dtype, kinds)
+        kernel = _load(prim, out.dtype, kinds, constants)
     if kernel is None:
         return None
     fn, meta, symbols = kernel
@@ -319,19 +324,19 @@ def _pattern(shape: tuple, size: int, arrays) -> tuple | None:
     return tuple("flat" if k == "full" else k for k in kinds), size, 1
 
 
-def _load(prim: Primitive, dtype: np.dtype, kinds: tuple):
-    """The kernel of `prim` for `dtype` and operand kinds, built (or read from the disk cache) by the first thread
-    to ask."""
+def _load(prim: Primitive, dtype: np.dtype, kinds: tuple, constants: tuple = ()):
+    """The kernel of `prim` for `dtype`, operand kinds and params (`constants`: (name, value) pairs), built (or
+    read from the disk cache) by the first thread to ask."""
     with _build_lock:
-        key = (prim.name, dtype, kinds)
+        key = (prim.name, dtype, kinds, constants)
         if key not in _kernels:
-            _kernels[key] = _build(prim, _DTYPES[dtype], kinds)
+            _kernels[key] = _build(prim, _DTYPES[dtype], kinds, dict(constants))
         return _kernels[key]
 
 
-def _build(prim: Primitive, dtype, kinds: tuple):
-    """(C function, its meta block type, the symbol of each meta value) of `prim`'s compiled kernel for `kinds`
-    and `dtype`, or None (with a warning when a compiler exists but failed)."""
+def _build(prim: Primitive, dtype, kinds: tuple, params: dict):
+    """(C function, its meta block type, the symbol of each meta value) of `prim`'s compiled kernel for `kinds`,
+    `dtype` and `params`, or None (with a warning when a compiler exists but failed)."""
     # Imported here, not with fnx: code generation needs Jinja2, and the C toolchain module sets the OpenMP
     # wait policy for the process (as `lowering.backends` does).
     from .codegen import prelude
@@ -345,7 +350,7 @@ def _build(prim: Primitive, dtype, kinds: tuple):
         if kinds == ("rows",):
             fn, shapes = lambda x: [prim.bind(x, axes=(1,), keepdims=False)], [(_ROWS, _COLS)]
         else:
-            fn, shapes = lambda *xs: [prim.bind(*xs)], [_TRACED[k] for k in kinds]
+            fn, shapes = lambda *xs: [prim.bind(*xs, **params)], [_TRACED[k] for k in kinds]
         closed = trace_to_jaxpr(fn, [ShapedArray(s, dtype, cpu) for s in shapes])
         _, kernels = plan_steps(closed, target)
         (gk,) = kernels

@@ -20,8 +20,8 @@ from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, Shap
 from ..core import bind as _bind
 from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import Tensor
-from ._families import (_promote2, as_operand, binary, c_all, complex_error, conj_if_complex, promote, same_device,
-                        broadcast_shapes, scalar_like, unbroadcast, unary)
+from ._families import (_native_first, _promote2, as_operand, binary, c_all, complex_error, conj_if_complex,
+                        promote, same_device, broadcast_shapes, scalar_like, unbroadcast, unary)
 from ._batching import elementwise_batch_rule, unary_batch_rule
 from .creation import full_like, zeros_like
 
@@ -544,7 +544,6 @@ integer_pow_p = Primitive("integer_pow", groups=("elementwise", "unary"),
                           c={"f": _integer_pow_c("1.0f"), "d": _integer_pow_c("1.0"), "i": _integer_pow_c("1")})
 
 
-@integer_pow_p.def_impl
 def _integer_pow_impl(xp, x, *, y):
     if y == 0:
         return xp.ones_like(x)
@@ -554,6 +553,10 @@ def _integer_pow_impl(xp, x, *, y):
     if y < 0:
         return xp.reciprocal(out)
     return out.copy() if out is x else out
+
+
+# large CPU float arrays: one threaded pass of the C expression (numpy's x**3 is two passes on one thread)
+integer_pow_p.def_impl(_native_first(integer_pow_p, _integer_pow_impl, _EAGER_C_FROM))
 
 
 @integer_pow_p.def_abstract
@@ -1107,7 +1110,8 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 # none); the gradient passes where lower <= x <= upper, as in PyTorch (not at NaN).
 clamp_p = Primitive("clamp", groups=("elementwise", "unary"), c={"f": "fnx_clampf({0}, {lower}, {upper})",
                                                                  "d": "fnx_clamp({0}, {lower}, {upper})"})
-clamp_p.def_impl(lambda xp, x, *, lower, upper: xp.clip(x, x.dtype.type(lower), x.dtype.type(upper)))
+clamp_p.def_impl(_native_first(clamp_p, lambda xp, x, *, lower, upper: xp.clip(x, x.dtype.type(lower),
+                                                                              x.dtype.type(upper)), _EAGER_C_FROM))
 
 
 @clamp_p.def_abstract
