@@ -220,11 +220,12 @@ def test_float32_gelu_within_its_bound_near_the_root_of_the_derivative_and_in_th
 
 
 @needs_cc
-@pytest.mark.parametrize("name", ["gelu_tanh", "gelu_tanh_deriv"])
-def test_float32_tanh_gelu_within_its_bound_on_every_97th_float(name):
-    """The tanh form's float32 value and derivative on every 97th float of |x| < 16, both signs (23 million, in
-    slices): every binade, from subnormal inputs to results that underflow."""
-    magnitudes = np.arange(0, np.float32(16.0).view(np.int32), 97, dtype=np.int32).view(np.float32)
+@pytest.mark.parametrize("name, limit", [("gelu_tanh", 16.0), ("gelu_tanh_deriv", 16.0), ("softplus", 128.0)])
+def test_float32_within_the_bound_on_every_97th_float(name, limit):
+    """The tanh form of gelu's float32 value and derivative, and softplus (fnx_softplusf's own exp and log1p), on
+    every 97th float of |x| < limit, both signs (23 million, in slices): every binade, from subnormal inputs to
+    results that underflow (softplus: exp(x) far below 1, and x itself above 17)."""
+    magnitudes = np.arange(0, np.float32(limit).view(np.int32), 97, dtype=np.int32).view(np.float32)
     prim = Primitive.registry[name]
     for part in np.array_split(magnitudes, 8):
         assert _float32_errors(prim, np.concatenate([part, -part])) <= ULP_BOUNDS[name]
