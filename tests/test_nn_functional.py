@@ -253,6 +253,23 @@ def test_activation_values_and_gradients(name):
         assert gradcheck(fn, (T(x, True),))
 
 
+def test_softplus_takes_x_above_its_threshold_and_float32_needs_no_select_for_it():
+    """PyTorch's softplus is x above the threshold (gradient 1). float32's default (beta 1, threshold 20) leaves
+    out the select: there its softplus rounds to x and its sigmoid to 1, so values and gradients are the
+    select's, bit for bit; float64 and other betas keep it."""
+    x = np.concatenate([np.linspace(-30, 30, 4001), [20.0, 20.000002, 25.0, 1e6, 3e38, -np.inf, np.inf]])
+    for dtype, beta, select in [(np.float32, 1.0, False), (np.float64, 1.0, True), (np.float32, 2.0, True)]:
+        t = fnx.tensor(x.astype(dtype), requires_grad=True)
+        with np.errstate(over="ignore"):   # 3e38 * 2 in float32
+            y = F.softplus(t, beta)
+            y.sum().backward()
+        above = x * beta > 20
+        assert np.array_equal(y.detach().numpy()[above], x.astype(dtype)[above])
+        assert np.all(t.grad.numpy()[above] == 1)
+        close(y[~above], np.logaddexp(0, beta * x[~above]) / beta, 1e-6)
+        assert ("select" in str(fnx.make_jaxpr(lambda a: F.softplus(a, beta))(t.detach()))) == select
+
+
 def test_gelu_tanh_glu_prelu_threshold():
     x = RNG.standard_normal((2, 4))
     tanh_gelu = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))

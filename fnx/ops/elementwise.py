@@ -1102,6 +1102,10 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
         input = convert(input, _dt.get_default_dtype())
     bx = input * beta if beta != 1.0 else input
     soft = _bind(softplus_p, bx)
+    if beta == 1.0 and threshold >= 20.0 and input.dtype is _dt.float32:
+        # above 20 float32's softplus rounds to x and sigmoid, its derivative, to 1: the threshold's select would
+        # give the same values and gradients in a pass more
+        return soft
     out = soft / beta if beta != 1.0 else soft
     return where(gt(bx, threshold), input, out)
 
