@@ -102,7 +102,7 @@ BINARY = {"add": (-5, 5), "sub": (-5, 5), "mul": (-5, 5), "div": (-5, 5), "pow":
           "min": (-5, 5), "atan2": (-5, 5), "rem": (-5, 5), "floordiv": (-5, 5), "eq": (-2, 2), "ne": (-2, 2),
           "lt": (-2, 2), "le": (-2, 2), "gt": (-2, 2), "ge": (-2, 2), "gelu_backward": (-10, 10),
           "gelu_tanh_backward": (-10, 10), "relu_backward": (-5, 5), "silu_backward": (-20, 20),
-          "rsqrt_backward": (-5, 5), "fmod": (-5, 5)}
+          "rsqrt_backward": (-5, 5), "fmod": (-5, 5), "tanh_backward": (-1, 1), "sigmoid_backward": (0, 1)}
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 1.0], dtype=np.float32)
 
 

@@ -57,6 +57,10 @@ OPS = [
     OpInfo("logit", fnx.logit, lambda x: np.log(x / (1 - x)), unary_sample(0.05, 0.95), double_grad=True),
     OpInfo("logit_eps", lambda x: fnx.logit(x, eps=0.1),   # clamped to [0.1, 0.9]: zero gradient below 0.1
            lambda x: np.log(np.clip(x, 0.1, 0.9) / (1 - np.clip(x, 0.1, 0.9))), unary_sample(-0.5, 0.8, avoid=0.1)),
+    OpInfo("tanh_backward", fnx.ops.elementwise.tanh_backward_p.bind, lambda g, out: g * (1 - out * out),
+           binary_sample(lo2=-1.0, hi2=1.0), double_grad=True),
+    OpInfo("sigmoid_backward", fnx.ops.elementwise.sigmoid_backward_p.bind, lambda g, out: g * out * (1 - out),
+           binary_sample(lo2=0.0, hi2=1.0), double_grad=True),
     OpInfo("relu", fnx.relu, lambda x: np.maximum(x, 0), unary_sample(avoid=0.0)),
     OpInfo("relu_backward", fnx.ops.elementwise.relu_backward_p.bind, lambda g, out: np.where(out > 0, g, 0.0),
            binary_sample().map(lambda s: Sample((s.args[0], np.where(np.abs(s.args[1]) < 0.05, 0.1, s.args[1]))))),

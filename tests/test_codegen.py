@@ -60,7 +60,7 @@ def uniform(lo, hi, n=4096, dtype=np.float32):
 ULP_BOUNDS = {"neg": 0, "sqrt": 0, "abs": 0, "sign": 0, "floor": 0, "ceil": 0, "round": 0, "trunc": 0, "isnan": 0,
               "rsqrt": 0, "rsqrt_backward": 0, "not": 0, "relu": 0, "add": 0, "sub": 0, "mul": 0, "div": 0,
               "max": 0, "min": 0, "rem": 0, "floordiv": 0, "relu_backward": 0, "eq": 0, "ne": 0, "lt": 0, "le": 0,
-              "gt": 0, "ge": 0, "integer_pow": 0, "clamp": 0, "fmod": 0,
+              "gt": 0, "ge": 0, "integer_pow": 0, "clamp": 0, "fmod": 0, "tanh_backward": 0, "sigmoid_backward": 0,
               "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1, "sin": 1, "cos": 1,
               "tan": 1, "sinh": 1, "cosh": 1, "asin": 1, "acos": 1, "atan": 1, "asinh": 1, "acosh": 1,
               "atanh": 1, "erf": 1, "erfc": 1, "pow": 1,

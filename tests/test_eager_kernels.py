@@ -244,10 +244,11 @@ def test_float32_silu_backward_within_its_bound_near_the_root_of_the_derivative(
 
 
 def test_activation_vjps_are_one_primitive_each():
-    """The backward of gelu (both forms) and silu binds its backward primitive (g, x) once: one pass, no product
-    with the derivative."""
+    """The backward of gelu (both forms), silu, tanh and sigmoid binds its backward primitive (g, x or out) once:
+    one pass, no product with the derivative."""
+    activations = {**ACTIVATIONS, "tanh": fnx.tanh, "sigmoid": fnx.sigmoid}
     for name, backward in [("gelu", "gelu_backward"), ("gelu_tanh", "gelu_tanh_backward"),
-                           ("silu", "silu_backward")]:
-        jaxpr = fnx.make_jaxpr(fnx.grad(lambda v: ACTIVATIONS[name](v).sum()))(fnx.ones(5))
+                           ("silu", "silu_backward"), ("tanh", "tanh_backward"), ("sigmoid", "sigmoid_backward")]:
+        jaxpr = fnx.make_jaxpr(fnx.grad(lambda v: activations[name](v).sum()))(fnx.ones(5))
         prims = [eqn.prim.name for eqn in jaxpr.jaxpr.eqns]
         assert prims.count(backward) == 1 and "mul" not in prims, prims

@@ -147,6 +147,25 @@ def test_integer_powers_and_clamps_by_numbers_run_in_c_with_numpys_bits(threads,
             assert _same_bits(got, want.astype(dtype)), i
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(5, 7), (64, 2048)])
+def test_tanh_and_sigmoid_gradients_give_the_compositions_bits(threads, c_results, dtype, shape):
+    """tanh's and sigmoid's vjps (tanh_backward, sigmoid_backward) give g (1 - out^2) and g out (1 - out) as the
+    composition computed them, bit for bit: numpy on small arrays, the C kernel on large ones."""
+    threads(2)
+    x, g = _operands([shape, shape], dtype)
+    one = dtype(1.0)
+    for fn, deriv in [(fnx.tanh, lambda out: one - out * out), (fnx.sigmoid, lambda out: out * (one - out))]:
+        t = fnx.tensor(x, requires_grad=True)
+        out = fn(t)
+        c_results.clear()
+        with np.errstate(all="ignore"):
+            out.backward(fnx.tensor(g))
+            want = g * deriv(out.detach().numpy())
+        assert _same_bits(t.grad.numpy(), want)
+        assert bool(c_results) == (x.size >= 65536) and all(r is not None for r in c_results)
+
+
 def test_non_contiguous_inputs_give_numpys_bits(threads, c_results):
     threads(2)
     x = _operands([(512, 256)], np.float32)[0]

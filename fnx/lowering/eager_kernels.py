@@ -58,7 +58,7 @@ MIN_ELEMENTS = 2048
 THREADED = {"add": (math.inf, 65536), "sub": (math.inf, 65536), "mul": (math.inf, 65536),
             "div": (math.inf, 65536), "max": (math.inf, 65536), "neg": (math.inf, 65536),
             "exp": (65536, 32768), "tanh": (math.inf, 65536), "clamp": (math.inf, 65536),
-            "integer_pow": (65536, 32768)}
+            "integer_pow": (65536, 32768), "tanh_backward": (65536, 32768), "sigmoid_backward": (65536, 32768)}
 # A broadcast (a row, a column) over many rows beats numpy's broadcasting loop, which costs about 70 ns a row, on
 # one thread too: 1.1-1.7x from 65536 elements and 16 rows on ((512, 384) + (384,): 54 us vs 37; (16, 4096) *
 # (4096,) 19 vs 16, * (16, 1) 21 vs 13); over fewer rows it is as fast as a flat loop and takes the flat threshold

@@ -102,6 +102,28 @@ atanh_p = unary("atanh", lambda xp, x: xp.arctanh(x), lambda x, out: reciprocal(
                 libm=True)
 sigmoid_p = unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda x, out: out * (1.0 - out), saves_output=True,
                   float_only=True, expensive=True, native=True, c={"f": "fnx_sigmoidf({0})", "d": "fnx_sigmoid({0})"})
+# Their vjps as primitives of (g, out) (PyTorch's tanh_backward and sigmoid_backward): g (1 - out^2) and
+# g out (1 - out), the composition's operations in its order (so its bits), one bind and node each where the
+# composition took three (a recurrent cell's gates: two of its binds per gate and step); one threaded C pass on large
+# CPU arrays. Complex tanh keeps the composition (its conjugate).
+tanh_backward_p = binary("tanh_backward", lambda xp, g, out: g * (out.dtype.type(1.0) - out * out),
+                         lambda g, out, o: 1.0 - out * out, lambda g, out, o: (g * out) * -2.0,
+                         c={"f": "({0} * (1.0f - ({1} * {1})))", "d": "({0} * (1.0 - ({1} * {1})))"},
+                         eager_c_from=_EAGER_C_FROM)
+sigmoid_backward_p = binary("sigmoid_backward", lambda xp, g, out: g * (out * (out.dtype.type(1.0) - out)),
+                            lambda g, out, o: out * (1.0 - out), lambda g, out, o: g * (1.0 - out * 2.0),
+                            c={"f": "({0} * ({1} * (1.0f - {1})))", "d": "({0} * ({1} * (1.0 - {1})))"},
+                            eager_c_from=_EAGER_C_FROM)
+sigmoid_p.vjp = lambda g, primals, out: (sigmoid_backward_p.bind(g, out),)
+
+
+def _tanh_vjp(g, primals, out):
+    if out.dtype.is_complex:   # holomorphic: g times the conjugate derivative
+        return (g * conj_if_complex(1.0 - out * out),)
+    return (tanh_backward_p.bind(g, out),)
+
+
+tanh_p.vjp = _tanh_vjp
 # erf and erfc: numpy has no such function (its float64 form below costs 45 ns an element), so eager mode runs
 # large CPU arrays through their compiled C kernels (`native`: fnx/lowering/eager_kernels.py)
 erf_p = unary("erf", lambda xp, x: _erf(xp, x), lambda x, out: exp(neg(x * x)) * (2.0 / math.sqrt(math.pi)),
