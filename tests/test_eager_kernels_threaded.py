@@ -145,6 +145,9 @@ def test_integer_powers_and_clamps_by_numbers_run_in_c_with_numpys_bits(threads,
             got = op(fnx.tensor(x)).numpy()
             assert c_results and c_results[-1] is not None, i
             assert _same_bits(got, want.astype(dtype)), i
+        c_results.clear()   # a NaN bound (np.clip's NaN everywhere) takes numpy: as a kernel's key it would never match
+        assert _same_bits(fnx.clamp(fnx.tensor(x), max=math.nan).numpy(), np.clip(x, -np.inf, np.nan))
+        assert c_results == [None]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -271,7 +271,11 @@ def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, col
           params: dict | None = None) -> np.ndarray | None:
     """`out`, filled by the kernel of `prim` (with `params`) for `kinds` over `arrays` viewed as rows x cols, or
     None where there is no kernel."""
-    constants = tuple(params.items()) if params else ()
+    constants = ()
+    if params:
+        if any(v != v for v in params.values()):   # a NaN param would key a new kernel at every call: numpy
+            return None
+        constants = tuple(params.items())
     kernel = _kernels.get((prim.name, out.dtype, kinds, constants), False)
     if kernel is False:
         kernel = _load(prim, out.dtype, kinds, constants)
