@@ -57,8 +57,7 @@ MIN_ELEMENTS = 2048
 # parallel loop can take longer than numpy's single-threaded one.
 THREADED = {"add": (math.inf, 65536), "sub": (math.inf, 65536), "mul": (math.inf, 65536),
             "div": (math.inf, 65536), "max": (math.inf, 65536), "neg": (math.inf, 65536),
-            "exp": (65536, 32768), "tanh": (math.inf, 65536), "clamp": (math.inf, 65536),
-            "integer_pow": (65536, 32768), "tanh_backward": (65536, 32768), "sigmoid_backward": (65536, 32768)}
+            "exp": (65536, 32768), "tanh": (math.inf, 65536), "integer_pow": (65536, 32768), "tanh_backward": (65536, 32768), "sigmoid_backward": (65536, 32768)}
 # A broadcast (a row, a column) over many rows beats numpy's broadcasting loop, which costs about 70 ns a row, on
 # one thread too: 1.1-1.7x from 65536 elements and 16 rows on ((512, 384) + (384,): 54 us vs 37; (16, 4096) *
 # (4096,) 19 vs 16, * (16, 1) 21 vs 13); over fewer rows it is as fast as a flat loop and takes the flat threshold
@@ -123,8 +122,8 @@ _build_lock = threading.Lock()
 
 def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     """`prim` applied to CPU arrays by its C kernel, or None where numpy should (small arrays, a broadcast or
-    reduction no kernel serves, no kernel). `params`: a sum's axes and keepdims, argsort's, or an elementwise
-    primitive's (clamp's bounds, integer_pow's exponent: constants of its kernel)."""
+    reduction no kernel serves, no kernel). `params`: a sum's axes and keepdims, argsort's, or integer_pow's
+    exponent (a constant of its kernel: a kernel per exponent, of which there are few, |y| <= 16)."""
     name = prim.name
     if name == "argsort":
         return _topk(arrays[0], **params)
@@ -271,11 +270,7 @@ def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, col
           params: dict | None = None) -> np.ndarray | None:
     """`out`, filled by the kernel of `prim` (with `params`) for `kinds` over `arrays` viewed as rows x cols, or
     None where there is no kernel."""
-    constants = ()
-    if params:
-        if any(v != v for v in params.values()):   # a NaN param would key a new kernel at every call: numpy
-            return None
-        constants = tuple(params.items())
+    constants = tuple(params.items()) if params else ()
     kernel = _kernels.get((prim.name, out.dtype, kinds, constants), False)
     if kernel is False:
         kernel = _load(prim, out.dtype, kinds, constants)

@@ -1138,8 +1138,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 # none); the gradient passes where lower <= x <= upper, as in PyTorch (not at NaN).
 clamp_p = Primitive("clamp", groups=("elementwise", "unary"), c={"f": "fnx_clampf({0}, {lower}, {upper})",
                                                                  "d": "fnx_clamp({0}, {lower}, {upper})"})
-clamp_p.def_impl(_native_first(clamp_p, lambda xp, x, *, lower, upper: xp.clip(x, x.dtype.type(lower),
-                                                                              x.dtype.type(upper)), _EAGER_C_FROM))
+clamp_p.def_impl(lambda xp, x, *, lower, upper: xp.clip(x, x.dtype.type(lower), x.dtype.type(upper)))
 
 
 @clamp_p.def_abstract
