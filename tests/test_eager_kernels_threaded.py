@@ -4,7 +4,8 @@ through compiled C kernels on fnx's thread pool, for each broadcast pattern a ke
 The C path runs (a spy on the eager kernel hook sees a result) for operands of one shape, a scalar, an operand
 broadcast along the leading dims and one broadcast along the trailing dims, on either side; add, sub, mul, div and
 max give numpy's bits there (NaN, infinities, signed zeros and subnormals included), also for non-contiguous
-inputs and operands expanded by a view, and exp, tanh within their float32 ulp bounds; sums over trailing dims
+inputs and operands expanded by a view, and exp, tanh within their float32 ulp bounds; integer powers (a kernel
+per exponent) and tanh's and sigmoid's backwards give numpy's bits; sums over trailing dims
 run in C within rounding, sums over the leading dims of contiguous arrays of short rows with numpy's bits, and
 batched outer products ((..., m, 1) * (..., 1, n), a matmul of such operands too) in their C loop with numpy's
 bits; small arrays, other outer broadcasts, integer dtypes, sums over long rows or strided arrays and operands of

@@ -57,7 +57,8 @@ MIN_ELEMENTS = 2048
 # parallel loop can take longer than numpy's single-threaded one.
 THREADED = {"add": (math.inf, 65536), "sub": (math.inf, 65536), "mul": (math.inf, 65536),
             "div": (math.inf, 65536), "max": (math.inf, 65536), "neg": (math.inf, 65536),
-            "exp": (65536, 32768), "tanh": (math.inf, 65536), "integer_pow": (65536, 32768), "tanh_backward": (65536, 32768), "sigmoid_backward": (65536, 32768)}
+            "exp": (65536, 32768), "tanh": (math.inf, 65536), "integer_pow": (65536, 32768),
+            "tanh_backward": (65536, 32768), "sigmoid_backward": (65536, 32768)}
 # A broadcast (a row, a column) over many rows beats numpy's broadcasting loop, which costs about 70 ns a row, on
 # one thread too: 1.1-1.7x from 65536 elements and 16 rows on ((512, 384) + (384,): 54 us vs 37; (16, 4096) *
 # (4096,) 19 vs 16, * (16, 1) 21 vs 13); over fewer rows it is as fast as a flat loop and takes the flat threshold
@@ -111,7 +112,8 @@ _topk_library = TemplateLibrary("fnx-topk", "c_topk.c.j2", list(_TOPK.values()),
                                 {f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 3 + [ctypes.c_int]
                                  for f in _TOPK.values()}).get
 
-_kernels: dict = {}   # (primitive name, numpy dtype, pattern, params) -> (C function, meta type, meta symbols), or None
+# (primitive name, numpy dtype, pattern, params) -> (C function, meta type, meta symbols), or None
+_kernels: dict = {}
 # `run`'s plan of an elementwise call by its operands' shapes, dtypes and strides and whether the team has several
 # threads (`_plan`): the same few calls recur every training step, and planning one took about a third of the
 # Python around a kernel call. Emptied when it reaches _PLANS_MAX entries.

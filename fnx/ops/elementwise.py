@@ -102,10 +102,10 @@ atanh_p = unary("atanh", lambda xp, x: xp.arctanh(x), lambda x, out: reciprocal(
                 libm=True)
 sigmoid_p = unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda x, out: out * (1.0 - out), saves_output=True,
                   float_only=True, expensive=True, native=True, c={"f": "fnx_sigmoidf({0})", "d": "fnx_sigmoid({0})"})
-# Their vjps as primitives of (g, out) (PyTorch's tanh_backward and sigmoid_backward): g (1 - out^2) and
-# g out (1 - out), the composition's operations in its order (so its bits), one bind and node each where the
-# composition took three (a recurrent cell's gates: two of its binds per gate and step); one threaded C pass on large
-# CPU arrays. Complex tanh keeps the composition (its conjugate).
+# tanh's and sigmoid's vjps as primitives of (g, out) (PyTorch's tanh_backward and sigmoid_backward):
+# g (1 - out^2) and g out (1 - out), the composition's operations in its order (so its bits), one bind and node
+# each where the composition took three (a recurrent cell's gates: two binds fewer per gate and step); one threaded
+# C pass on large CPU arrays. Complex tanh keeps the composition (its conjugate).
 tanh_backward_p = binary("tanh_backward", lambda xp, g, out: g * (out.dtype.type(1.0) - out * out),
                          lambda g, out, o: 1.0 - out * out, lambda g, out, o: (g * out) * -2.0,
                          c={"f": "({0} * (1.0f - ({1} * {1})))", "d": "({0} * (1.0 - ({1} * {1})))"},
