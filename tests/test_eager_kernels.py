@@ -220,11 +220,13 @@ def test_float32_gelu_within_its_bound_near_the_root_of_the_derivative_and_in_th
 
 
 @needs_cc
-@pytest.mark.parametrize("name, limit", [("gelu_tanh", 16.0), ("gelu_tanh_deriv", 16.0), ("softplus", 128.0)])
+@pytest.mark.parametrize("name, limit", [("gelu_tanh", 16.0), ("gelu_tanh_deriv", 16.0), ("softplus", 128.0),
+                                         ("erfinv", 1.0)])
 def test_float32_within_the_bound_on_every_97th_float(name, limit):
-    """The tanh form of gelu's float32 value and derivative, and softplus (fnx_softplusf's own exp and log1p), on
-    every 97th float of |x| < limit, both signs (23 million, in slices): every binade, from subnormal inputs to
-    results that underflow (softplus: exp(x) far below 1, and x itself above 17)."""
+    """The tanh form of gelu's float32 value and derivative, softplus (fnx_softplusf's own exp and log1p) and
+    erfinv (fnx_erfinvf's fitted polynomials), on every 97th float of |x| < limit, both signs (22-23 million, in
+    slices): every binade, from subnormal inputs to results that underflow (softplus: exp(x) far below 1, and x
+    itself above 17) or, for erfinv, reach 3.8 next to 1."""
     magnitudes = np.arange(0, np.float32(limit).view(np.int32), 97, dtype=np.int32).view(np.float32)
     prim = Primitive.registry[name]
     for part in np.array_split(magnitudes, 8):
