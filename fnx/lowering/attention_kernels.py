@@ -14,6 +14,7 @@ import ctypes
 
 import numpy as np
 
+from .array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["forward", "backward", "MAX_HEAD_DIM", "MIN_WORK"]
@@ -74,7 +75,7 @@ def _call(fn, scale_type, arrays, q, k, v, dout, outputs, groups: int, scale: fl
     """`fn` on `arrays` (None: a NULL pointer), with the geometry of q, k, v, dout, `outputs` and then `also`."""
     batch, heads, length, n_e = q.shape
     sizes = (batch * heads, groups, length, k.shape[2], n_e, v.shape[3])
-    fn(*(ctypes.c_void_p(None if a is None else a.ctypes.data) for a in arrays),
+    fn(*(ctypes.c_void_p(None if a is None else data_pointer(a)) for a in arrays),
        *(ctypes.c_longlong(n) for n in sizes), scale_type(scale), ctypes.c_longlong(is_causal),
        _geometry(q, k, v, dout, *(_heads(o) for o in outputs), *also))
 

@@ -47,10 +47,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
-import numpy as np
 
 from .._warn import warn
 from ..threads import attach_pool
+from .array_pointers import ARRAY_DATA_OFFSET
 from .cache import (cache_dir, cache_key, commit_entry, entry_path, evict_after_write, read_entry, temp_path,
                     write_entry)
 
@@ -81,18 +81,6 @@ _pool_lock = threading.Lock()
 
 class NoCompilerError(NotImplementedError):
     """No C compiler on this machine: the default backend interprets instead; an explicit backend="c" fails."""
-
-
-def _find_data_offset() -> int:
-    """Byte offset of the data pointer inside a numpy array object (16 on 64-bit CPython)."""
-    probe = np.arange(3.0)
-    for offset in (16, 24, 32):
-        if ctypes.c_void_p.from_address(id(probe) + offset).value == probe.ctypes.data:
-            return offset
-    raise NotImplementedError("the C backend cannot locate numpy's data pointer in this Python build")
-
-
-ARRAY_DATA_OFFSET = _find_data_offset()
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from ..device import cpu
 from ..dtypes import float32, float64
 from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
+from .array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "STRIDED_MIN", "SUM_MIN",
@@ -203,7 +204,7 @@ def _select(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     if lib is None:
         return None
     out = np.empty(c.shape, x.dtype)
-    getattr(lib, _SELECT[x.dtype])(c.ctypes.data, x.ctypes.data, y.ctypes.data, out.ctypes.data, c.size, *steps)
+    getattr(lib, _SELECT[x.dtype])(data_pointer(c), data_pointer(x), data_pointer(y), data_pointer(out), c.size, *steps)
     return out
 
 
@@ -217,7 +218,7 @@ def _topk(x: np.ndarray, *, axis: int, descending: bool, k: int | None) -> np.nd
     if lib is None:
         return None
     out = np.empty(x.shape[:-1] + (k,), np.int64)
-    getattr(lib, _TOPK[x.dtype])(x.ctypes.data, out.ctypes.data, x.size // x.shape[-1], x.shape[-1], k,
+    getattr(lib, _TOPK[x.dtype])(data_pointer(x), data_pointer(out), x.size // x.shape[-1], x.shape[-1], k,
                                  int(descending))
     return out
 
@@ -235,7 +236,7 @@ def _outer(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     if lib is None:
         return None
     m, n = x.shape[-2], y.shape[-1]
-    getattr(lib, _OUTER[x.dtype])(x.ctypes.data, y.ctypes.data, out.ctypes.data, out.size // (m * n), m, n)
+    getattr(lib, _OUTER[x.dtype])(data_pointer(x), data_pointer(y), data_pointer(out), out.size // (m * n), m, n)
     return out
 
 
@@ -264,7 +265,7 @@ def _sum_columns(x: np.ndarray, n: int, keepdims: bool) -> np.ndarray | None:
         return None
     out = np.empty((1,) * n + x.shape[n:] if keepdims else x.shape[n:], x.dtype)
     parts = max(1, min(team_size.value, cols // 16))   # 16 columns or more a thread (a 64-byte line of float32)
-    getattr(lib, _SUM_COLUMNS[x.dtype])(x.ctypes.data, out.ctypes.data, rows, cols, parts)
+    getattr(lib, _SUM_COLUMNS[x.dtype])(data_pointer(x), data_pointer(out), rows, cols, parts)
     return out
 
 

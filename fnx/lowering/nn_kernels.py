@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from .array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "softmax", "layer_norm", "layer_norm_backward",
@@ -41,13 +42,20 @@ _library = TemplateLibrary("fnx-nn", "c_nn.c.j2", [f for f in _ARGTYPES if "lstm
                            _ARGTYPES).get
 
 
+# (dtype, names) -> the C functions, or None: looked up once (a CDLL attribute by a formatted name costs a microsecond)
+_found: dict = {}
+
+
 def _functions(dtype: np.dtype, elements: int, *names: str) -> tuple | None:
     """The C functions `names` for `dtype`, or None where numpy should run (small, other dtype, no library)."""
-    sfx = _SUFFIX.get(np.dtype(dtype))
-    if sfx is None or elements < MIN_ELEMENTS:
+    if elements < MIN_ELEMENTS:
         return None
-    lib = _library()
-    return None if lib is None else tuple(getattr(lib, f"fnx_{name}_{sfx}") for name in names)
+    fns = _found.get((dtype, names), False)
+    if fns is False:
+        sfx, lib = _SUFFIX.get(np.dtype(dtype)), _library()
+        fns = None if sfx is None or lib is None else tuple(getattr(lib, f"fnx_{name}_{sfx}") for name in names)
+        _found[dtype, names] = fns
+    return fns
 
 
 def lstm_loops(dtype: np.dtype, elements: int) -> tuple | None:
@@ -72,7 +80,7 @@ def _rows(name: str, x: np.ndarray) -> np.ndarray | None:
         return None
     x = np.ascontiguousarray(x)
     out = np.empty(x.shape, x.dtype)
-    fns[0](x.ctypes.data, out.ctypes.data, x.size // x.shape[-1], x.shape[-1])
+    fns[0](data_pointer(x), data_pointer(out), x.size // x.shape[-1], x.shape[-1])
     return out
 
 
@@ -83,7 +91,7 @@ def log_softmax_backward(g: np.ndarray, out: np.ndarray) -> np.ndarray | None:
         return None
     g, out = np.ascontiguousarray(g), np.ascontiguousarray(out)
     dx = np.empty(g.shape, g.dtype)
-    fns[0](g.ctypes.data, out.ctypes.data, dx.ctypes.data, g.size // g.shape[-1], g.shape[-1])
+    fns[0](data_pointer(g), data_pointer(out), data_pointer(dx), g.size // g.shape[-1], g.shape[-1])
     return dx
 
 
@@ -100,7 +108,7 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None
     y = np.empty(x.shape, x.dtype)
     stat_shape = x.shape[:x.ndim - k] + (1,) * k
     mean, rstd = np.empty(stat_shape, x.dtype), np.empty(stat_shape, x.dtype)
-    fns[0](x.ctypes.data, _pointer(w), _pointer(b), y.ctypes.data, mean.ctypes.data, rstd.ctypes.data,
+    fns[0](data_pointer(x), _pointer(w), _pointer(b), data_pointer(y), data_pointer(mean), data_pointer(rstd),
            x.size // m, m, eps)
     return y, mean, rstd
 
@@ -120,11 +128,11 @@ def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np
     dx = np.empty(x.shape, x.dtype) if needs_input else None
     chunk = max(_CHUNK, -(-rows // _CHUNKS))
     dw, db = (np.zeros((-(-rows // chunk),) + normalized, x.dtype) for _ in range(2))
-    fns[0](g.ctypes.data, x.ctypes.data, mean.ctypes.data, rstd.ctypes.data, w.ctypes.data, _pointer(dx),
-           dw.ctypes.data, db.ctypes.data, rows, x.size // rows, chunk)
+    fns[0](data_pointer(g), data_pointer(x), data_pointer(mean), data_pointer(rstd), data_pointer(w), _pointer(dx),
+           data_pointer(dw), data_pointer(db), rows, x.size // rows, chunk)
     return dx, dw[0].copy(), db[0].copy()
 
 
 def _pointer(a: np.ndarray | None) -> int | None:
-    return None if a is None else a.ctypes.data
+    return None if a is None else data_pointer(a)
 

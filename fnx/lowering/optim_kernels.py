@@ -13,6 +13,7 @@ import ctypes
 
 import numpy as np
 
+from .array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["adam", "takes", "MIN_ELEMENTS"]
@@ -41,8 +42,8 @@ def adam(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, buffers
     `buffers` (exp_avg, exp_avg_sq and, for amsgrad, max_exp_avg_sq), all of one dtype that `takes` accepted."""
     decay = "none" if weight_decay == 0 else "decoupled" if decoupled else "l2"
     wd = 1 - lr * weight_decay if decoupled else weight_decay
-    vm = buffers[2].ctypes.data if amsgrad else None
+    vm = data_pointer(buffers[2]) if amsgrad else None
     getattr(_library(), f"fnx_adam_{_SUFFIX[buffers[0].dtype]}_{int(amsgrad)}{decay}{int(maximize)}")(
-        param_at.ctypes.data, grad_at.ctypes.data, offsets.ctypes.data, len(param_at), buffers[0].ctypes.data,
-        buffers[1].ctypes.data, vm, beta1, 1 - beta1, beta2, 1 - beta2, (1 - beta2 ** step) ** 0.5, eps,
+        data_pointer(param_at), data_pointer(grad_at), data_pointer(offsets), len(param_at), data_pointer(buffers[0]),
+        data_pointer(buffers[1]), vm, beta1, 1 - beta1, beta2, 1 - beta2, (1 - beta2 ** step) ** 0.5, eps,
         lr / (1 - beta1 ** step), wd)

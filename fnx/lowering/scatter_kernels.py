@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from ..ops import indexing
+from .array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["scatter_add_rows", "MIN_ELEMENTS", "MIN_ROW"]
@@ -40,7 +41,7 @@ def scatter_add_rows(out: np.ndarray, positions: np.ndarray, values: np.ndarray)
         return False
     positions = np.ascontiguousarray(positions, dtype=np.int64)
     values = np.ascontiguousarray(values)
-    getattr(lib, f"fnx_scatter_add_rows_{sfx}")(out.ctypes.data, values.ctypes.data, positions.ctypes.data,
+    getattr(lib, f"fnx_scatter_add_rows_{sfx}")(data_pointer(out), data_pointer(values), data_pointer(positions),
                                                 len(positions), out.shape[1])
     return True
 

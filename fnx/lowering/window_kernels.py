@@ -21,6 +21,7 @@ import sys
 import numpy as np
 
 from ..ops import windows
+from .array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
@@ -47,7 +48,7 @@ def _function(name: str, a: np.ndarray, size: int):
 
 
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(a.ctypes.data)
+    return ctypes.c_void_p(data_pointer(a))
 
 
 def _geometry(spatial, kernel, stride, dilation, out):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..lowering.array_pointers import data_pointer
 from ..lowering.nn_kernels import lstm_loops
 from ..ops import elementwise as ew
 from ..ops._batching import batch_size, move_to_front
@@ -153,7 +154,7 @@ def _lstm_forward_c(forward, xw, h0, c0, w_hh, b_hh, reverse):
     ys, cs, tcs = (np.empty((length, n, hid), xw.dtype) for _ in range(3))
     w_hh = np.ascontiguousarray(w_hh)
     arrays = (xw, w_hh, bias, h0, c0, act, cs, tcs, ys)
-    status = forward(*(a.ctypes.data for a in arrays), n, hid, length, reverse, get_num_threads())
+    status = forward(*(data_pointer(a) for a in arrays), n, hid, length, reverse, get_num_threads())
     _check_memory(status)
     last = 0 if reverse else length - 1
     return [ys, ys[last].copy(), cs[last].copy(), act, cs, tcs]
@@ -281,7 +282,7 @@ def _lstm_backward_c(backward, h0, c0, w_hh, b_hh, ys, act, cs, tcs, dys, dh, dc
     d_pre = np.empty((length, n, g4), act.dtype)
     dh, dc = np.array(dh, order="C"), np.array(dc, order="C")
     arrays = (act, cs, tcs, c0, w_hh, dys, dh, dc, d_pre)
-    status = backward(*(a.ctypes.data for a in arrays), n, hid, length, reverse, get_num_threads())
+    status = backward(*(data_pointer(a) for a in arrays), n, hid, length, reverse, get_num_threads())
     _check_memory(status)
     return [d_pre, dh, dc] + _weight_grads(np, d_pre, _previous(np, ys, h0, reverse), b_hh is not None)
 

@@ -15,6 +15,8 @@ import operator
 
 import numpy as np
 
+from ..lowering.array_pointers import data_pointer
+
 __all__ = ["FlatBatch", "flat_batches"]
 
 _MAX_LAYOUTS = 4   # layouts kept per param group (one per dtype and set of parameters in use)
@@ -63,7 +65,7 @@ def _addresses(arrays: list) -> np.ndarray | None:
     """The arrays' data addresses (uintp), or None where one is not C-contiguous."""
     if not all(a.flags.c_contiguous for a in arrays):
         return None
-    return np.array([a.ctypes.data for a in arrays], np.uintp)
+    return np.array([data_pointer(a) for a in arrays], np.uintp)
 
 
 def _flatten(tensors: list, total: int, dtype: np.dtype) -> np.ndarray:
