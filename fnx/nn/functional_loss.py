@@ -111,30 +111,39 @@ class _NllLoss(Function):
     @staticmethod
     def forward(ctx, logp, safe, valid, weight, reduction):
         xp, lp = logp._device._xp, logp._value
-        idx = xp.expand_dims(safe._value, 1)
+        if lp.ndim == 2:   # (N, C): each row's index beside its class (numpy's take_along_axis builds it in Python)
+            at = (xp.arange(lp.shape[0]), safe._value)
+            picked = lp[at]
+        else:
+            at = xp.expand_dims(safe._value, 1)
+            picked = xp.take_along_axis(lp, at, 1)[:, 0]
         w = valid._value.astype(lp.dtype)
         if weight is not None:
             w *= weight._value[safe._value]
-        loss = -xp.take_along_axis(lp, idx, 1)[:, 0] * w
+        loss = -picked * w
         scale = w
         if reduction != "none":
             loss = loss.sum(dtype=lp.dtype)
             if reduction == "mean":
                 denom = w.sum(dtype=lp.dtype)
                 loss, scale = xp.true_divide(loss, denom), xp.true_divide(w, denom)
-        ctx.idx, ctx.scale, ctx.shape = idx, scale, lp.shape
+        ctx.at, ctx.scale, ctx.shape = at, scale, lp.shape
         return make(xp.asarray(loss), logp._device)
 
     @staticmethod
     def backward(ctx, g):
-        dev = g._device
+        dev, at = g._device, ctx.at
+        xp = dev._xp
         if core.state.grad_enabled:   # create_graph: the scatter as fnx ops, on the tape
             src = (g * make(ctx.scale, dev) * -1.0).unsqueeze(1)
-            return scatter_add(zeros(*ctx.shape, dtype=g.dtype, device=dev), 1, make(ctx.idx, dev), src), None, \
+            idx = xp.expand_dims(at[1], 1) if type(at) is tuple else at
+            return scatter_add(zeros(*ctx.shape, dtype=g.dtype, device=dev), 1, make(idx, dev), src), None, \
                 None, None, None
-        xp = dev._xp
         d = xp.zeros(ctx.shape, g._value.dtype)
-        xp.put_along_axis(d, ctx.idx, xp.expand_dims(-(g._value * ctx.scale), 1), 1)
+        if type(at) is tuple:
+            d[at] = -(g._value * ctx.scale)
+        else:
+            xp.put_along_axis(d, at, xp.expand_dims(-(g._value * ctx.scale), 1), 1)
         return make(d, dev), None, None, None, None
 
 
