@@ -138,3 +138,28 @@ def test_scatter_add_paths_match_add_at(monkeypatch, add_at_max, shape, dim):
     np.add.at(want, where, values)
     got = indexing.index_put_p.impl(np, x, values, idx, dims=(dim,), accumulate=True)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_mul_and_cat_cotangents_off_the_tape_match_their_rules(dtype, dim):
+    """A backward that records nothing computes mul's and cat's cotangents on the arrays (mul's products, numpy's
+    views of g); they are the bits of the rules' own binds, which create_graph runs: operands of one shape, a
+    broadcast operand (the rule's path), a constant operand and a cat along each dim."""
+    shape = (3, 4, 5)
+    a, b, c = (fnx.tensor(RNG.standard_normal(shape), dtype=dtype, requires_grad=True) for _ in range(3))
+    row = fnx.tensor(RNG.standard_normal(shape[-1:]), dtype=dtype, requires_grad=True)
+    const = fnx.tensor(RNG.standard_normal(shape), dtype=dtype)
+    parts = (a * b, c * row, const * c)
+    weights = fnx.tensor(RNG.standard_normal(fnx.cat(parts, dim).shape), dtype=dtype)
+
+    def loss():
+        return (fnx.cat(parts, dim) * weights).sum()
+
+    leaves = [a, b, c, row]
+    plain = fnx.autograd.grad(loss(), leaves, retain_graph=True)
+    recorded = fnx.autograd.grad(loss(), leaves, create_graph=True)
+    for got, want in zip(plain, recorded):
+        assert got.dtype == want.dtype and np.array_equal(got.numpy(), want.detach().numpy())
+    first = np.split(weights.numpy(), 3, axis=dim)[0]   # the cotangent of a * b
+    np.testing.assert_array_equal(plain[0].numpy(), first * b.detach().numpy())

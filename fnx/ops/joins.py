@@ -6,7 +6,7 @@ import operator
 from .autocast import autocast_op
 from .. import core
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
-from ..tensor import Tensor, canonical_dim
+from ..tensor import Tensor, canonical_dim, make
 from ._batching import batch_size, move_to_front, with_batch_size
 from ._families import promote, same_device
 from .shape import _atleast, _slice_dim, new_view, reshape_p, unsqueeze
@@ -44,12 +44,29 @@ def _concatenate_abstract(*xs: ShapedArray, dim: int) -> ShapedArray:
 
 @concatenate_p.def_vjp
 def _concatenate_vjp(g, primals, out, *, dim):
+    if type(g) is Tensor and core._get_flags() == core._NO_GRAD:   # a backward that records nothing
+        return _views_along(g, dim, [x.shape[dim] for x in primals])
     cots, start = [], 0
     for x in primals:
         n = x.shape[dim]
         cots.append(_slice_dim(g, dim, start, start + n))
         start += n
     return tuple(cots)
+
+
+def _views_along(g: Tensor, dim: int, sizes: list) -> tuple:
+    """g's consecutive pieces of `sizes` along `dim` as numpy's views, each a view of g as slice_p's bind makes it
+    (g's version counter and base): the binds, with nothing to record, cost about 2 us a piece more (a GRU cell's
+    two cats a step)."""
+    v, dev = g._value, g._device
+    base = g if g._base is None else g._base
+    lead, pieces, start = (slice(None),) * dim, [], 0
+    for n in sizes:
+        piece = make(v[lead + (slice(start, start + n),)], dev)
+        piece._version, piece._base = g._version, base
+        pieces.append(piece)
+        start += n
+    return tuple(pieces)
 
 
 concatenate_p.def_jvp(lambda primals, tangents, *, dim: (concatenate_p.bind(*primals, dim=dim),
