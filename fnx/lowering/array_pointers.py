@@ -29,4 +29,6 @@ _pointer_at = ctypes.c_void_p.from_address
 
 def data_pointer(a: np.ndarray) -> int:
     """The address of `a`'s first element (`a.ctypes.data`, without building its ctypes helper)."""
+    if not isinstance(a, np.ndarray):   # a numpy scalar's object has another layout
+        raise TypeError(f"data_pointer: expected a numpy array, got {type(a).__name__}")
     return _pointer_at(id(a) + ARRAY_DATA_OFFSET).value
