@@ -52,9 +52,11 @@ def _numpy_impl(prim: Primitive, *arrays: np.ndarray) -> np.ndarray:
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
-    """An empty kernel table and disk cache: the next native call builds its kernel."""
+    """An empty kernel table (and plans, which keep the kernels they ran) and disk cache: the next native call
+    builds its kernel."""
     monkeypatch.setenv("FNX_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(eager_kernels, "_kernels", {})
+    monkeypatch.setattr(eager_kernels, "_plans", {})
     return tmp_path
 
 
@@ -254,3 +256,32 @@ def test_activation_vjps_are_one_primitive_each():
         jaxpr = fnx.make_jaxpr(fnx.grad(lambda v: activations[name](v).sum()))(fnx.ones(5))
         prims = [eqn.prim.name for eqn in jaxpr.jaxpr.eqns]
         assert prims.count(backward) == 1 and "mul" not in prims, prims
+
+
+@needs_cc
+def test_a_plan_that_kept_its_launch_computes_each_new_call(fresh):
+    """A plan keeps its kernel and meta block after its first call (contiguous operands, no params); later calls
+    of that plan on new operands (one operand, two of one shape, a row broadcast, one array as both operands)
+    give the bits of a first call's path, and a strided operand's plan keeps none."""
+    sigmoid, gelu_backward = Primitive.registry["sigmoid"], Primitive.registry["gelu_backward"]
+    cases = [(sigmoid, [(N,)]), (gelu_backward, [(4, N), (4, N)]), (gelu_backward, [(4, N), (N,)])]
+    for prim, shapes in cases:
+        for _ in range(3):
+            arrays = [RNG.uniform(-4, 4, s).astype(np.float32) for s in shapes]
+            kept, eager_kernels._plans = eager_kernels._plans, {}   # a plan of its own: a first call's path
+            try:
+                want = eager_kernels.run(prim, *arrays)
+            finally:
+                eager_kernels._plans = kept
+            got = eager_kernels.run(prim, *arrays)
+            assert want is not None and np.array_equal(got, want)
+        assert any(plan and plan[-1] for plan in eager_kernels._plans.values())
+    x = RNG.uniform(-4, 4, (4, N)).astype(np.float32)
+    want = _numpy_impl(gelu_backward, x, x)
+    for _ in range(2):
+        assert ulp_distance(eager_kernels.run(gelu_backward, x, x), want) <= ULP_BOUNDS["gelu_backward"]
+    strided = RNG.uniform(-4, 4, (2 * N,)).astype(np.float32)[::2]
+    for _ in range(2):
+        assert np.array_equal(eager_kernels.run(sigmoid, strided), eager_kernels.run(sigmoid, strided.copy()))
+    key = next(k for k in eager_kernels._plans if k[0] is sigmoid and k[5] == strided.strides)
+    assert not eager_kernels._plans[key][-1]

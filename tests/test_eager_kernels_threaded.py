@@ -201,6 +201,7 @@ def test_a_call_planned_for_one_layout_is_planned_anew_for_another(threads, c_re
 
 def test_small_integer_and_outer_operands_keep_numpy(threads, c_results, monkeypatch):
     monkeypatch.setattr(eager_kernels, "_kernels", {})
+    monkeypatch.setattr(eager_kernels, "_plans", {})
     threads(2)
     k = (eager_kernels.BROADCAST_MIN - 1) // 7
     small_row = _operands([(7, k), (k,)], np.float32)
