@@ -130,19 +130,20 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
-        if core.state.transforms_active:
+        flags = core._get_flags()   # read once, and set back as it was after the forward (no grad inside it)
+        if flags & core._TRACING:
             raise FnxRuntimeError(f"{cls.__name__}.apply: autograd.Function is eager-only; inside fnx.grad/vmap/"
                                   f"compile use fnx.custom_vjp instead")
         needs = []
         for a in args:   # a loop, not a comprehension: most calls have two or three arguments
             needs.append(isinstance(a, Tensor) and a._requires_grad)
         ctx = FunctionCtx(tuple(needs))
-        grad_enabled = core.set_grad_enabled_flag(False)
+        core._set_flags(flags | core._NO_GRAD)
         try:
             outs = cls.forward(ctx, *args)
         finally:
-            core.set_grad_enabled_flag(grad_enabled)
-        if not grad_enabled or True not in needs:
+            core._set_flags(flags)
+        if flags & core._NO_GRAD or True not in needs:
             return outs
         if not isinstance(outs, tuple):
             return _record_function(cls, ctx, args, [outs])[0]
