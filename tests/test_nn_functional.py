@@ -465,7 +465,7 @@ def test_dropout_gradient_uses_the_same_mask():
 
 def test_embedding_padding_idx_max_norm_and_frequency_scaling():
     w = RNG.standard_normal((5, 3))
-    w /= np.linalg.norm(w, axis=1, keepdims=True)   # rows of norm 1: at 3x every row is over max_norm, whatever RNG drew
+    w /= np.linalg.norm(w, axis=1, keepdims=True)   # unit rows: at 3x each is over max_norm, whatever RNG drew
     idx = np.array([[0, 2, 2], [4, 1, 2]])
     close(F.embedding(T(idx), T(w)), w[idx])
     wt = T(w, True)

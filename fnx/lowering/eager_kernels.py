@@ -218,7 +218,8 @@ def _select(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     if lib is None:
         return None
     out = np.empty(c.shape, x.dtype)
-    getattr(lib, _SELECT[x.dtype])(data_pointer(c), data_pointer(x), data_pointer(y), data_pointer(out), c.size, *steps)
+    getattr(lib, _SELECT[x.dtype])(data_pointer(c), data_pointer(x), data_pointer(y), data_pointer(out), c.size,
+                                   *steps)
     return out
 
 
