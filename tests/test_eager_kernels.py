@@ -5,10 +5,12 @@ Eager results on large arrays equal the compiled kernels' bits and stay within t
 float64 (binary ones too, gelu's vjps; an outer broadcast takes numpy); without a C compiler numpy's impl
 runs; a damaged cached library is rebuilt; threads racing to the first call build once; the derivatives of gelu
 (both forms) and silu (first and second order) match finite differences, and each vjp is one primitive; gelu's
-float32 forms keep their ulp bounds where they cancel or shrink, and the tanh form's on every 97th float of |x| < 16.
+float32 forms keep their ulp bounds where they cancel or shrink, and the tanh form's on every 97th float of |x| < 16;
+float32 lgamma stays within 1 ulp on every binade and around its zeros; float32 fmod, % and // are exact.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -233,6 +235,46 @@ def test_float32_within_the_bound_on_every_97th_float(name, limit):
     prim = Primitive.registry[name]
     for part in np.array_split(magnitudes, 8):
         assert _float32_errors(prim, np.concatenate([part, -part])) <= ULP_BOUNDS[name]
+
+
+@needs_cc
+def test_float32_lgamma_within_one_ulp_on_every_binade_and_around_its_zeros():
+    """fnx_lgammaf (double without branches: Stirling's series, Taylor series at the zeros 1 and 2, the
+    reflection left of 1/2) on every 4099th float of either sign, and dense where lgamma crosses 0 (1, 2, and
+    -2.457 and -2.748 left of 0): within 1 ulp of math.lgamma rounded once, +0 at 1 and 2, +inf at the poles."""
+    magnitudes = np.arange(0, np.float32(np.inf).view(np.int32), 4099, dtype=np.int32).view(np.float32)
+    zeros = np.concatenate([np.linspace(c - 0.2, c + 0.2, 4001) for c in (1.0, 2.0, -2.4570247, -2.7476826)])
+    edges = [1.0, 2.0, 0.0, -0.0, -3.0, np.inf, -np.inf]
+    x = np.concatenate([magnitudes, -magnitudes, zeros, edges]).astype(np.float32)
+    got = fnx.lgamma(fnx.tensor(x)).numpy()
+    assert eager_kernels._kernels["lgamma", np.dtype(np.float32), ("flat",), ()] is not None
+    poles = lambda v: math.isinf(v) or (v <= 0 and v.is_integer())
+    want = np.array([math.inf if poles(v) else math.lgamma(v) for v in x.astype(float).tolist()])
+    with np.errstate(over="ignore"):
+        assert ulp_distance(got, want.astype(np.float32)) <= 1
+    assert got[-7:].tolist() == [0.0, 0.0] + [math.inf] * 5 and not np.signbit(got[-7:-5]).any()
+
+
+@needs_cc
+def test_float32_fmod_remainder_and_floor_division_are_exact():
+    """fnx_fmodf (|x| - n |y| in double for quotients below 2^29, libm's fmodf beyond) gives numpy's bits on
+    random bit patterns (every exponent, so both paths), on x one ulp either side of a multiple of y (remainders
+    next to 0 and to |y|) and on zeros, infinities and NaN; `%` and `//` go through it too."""
+    bits = RNG.integers(0, 2 ** 32, (2, 50000), dtype=np.uint64).astype(np.uint32).view(np.float32)
+    y = RNG.integers(1, 1000, 50000).astype(np.float32) / np.float32(7)
+    multiples = (RNG.integers(0, 100000, 50000) * y).astype(np.float32)
+    near = np.concatenate([np.nextafter(multiples, np.float32(0)), np.nextafter(multiples, np.float32(np.inf))])
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -3.5, 1e-45, 3e38], np.float32)
+    x = np.concatenate([bits[0], near, np.repeat(specials, specials.size)])
+    d = np.concatenate([bits[1], y, y, np.tile(specials, specials.size)])
+    a, b = fnx.tensor(x), fnx.tensor(d)
+    with np.errstate(all="ignore"):
+        for got, want in [(fnx.fmod(a, b), np.fmod(x, d)), (a % b, np.remainder(x, d)),
+                          (a // b, np.floor_divide(x, d))]:
+            got = got.numpy()
+            same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+            assert same.all(), (x[~same][:5], d[~same][:5], got[~same][:5], want[~same][:5])
+    assert eager_kernels._kernels["fmod", np.dtype(np.float32), ("flat", "flat"), ()] is not None
 
 
 @needs_cc

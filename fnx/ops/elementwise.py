@@ -496,7 +496,7 @@ rem_p = binary("rem", lambda xp, x, y: xp.remainder(x, y), lambda x, y, o: 1.0,
                lambda x, y, o: neg(floor(x / y)), expensive=True, native=True,
                c={"f": "fnx_remf({0}, {1})", "d": "fnx_rem({0}, {1})", "i": _IREM})
 fmod_p = binary("fmod", lambda xp, x, y: xp.fmod(x, y), lambda x, y, o: 1.0, lambda x, y, o: neg(trunc(x / y)),
-                expensive=True, native=True, c={"f": "fmodf({0}, {1})", "d": "fmod({0}, {1})"})
+                expensive=True, native=True, c={"f": "fnx_fmodf({0}, {1})", "d": "fmod({0}, {1})"})
 _IFLOORDIV = "({1} == 0 ? 0 : {1} == -1 ? -{0} : {0} / {1} - ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? 1 : 0))"
 floordiv_p = binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y), None, None, expensive=True,
                     c={"f": "fnx_floordivf({0}, {1})", "d": "fnx_floordiv({0}, {1})", "i": _IFLOORDIV})
