@@ -14,6 +14,7 @@ import fnx
 import fnx.nn.functional as F
 from fnx.autograd import gradcheck
 from fnx.lowering import attention_kernels
+from fnx.ops import joins
 from fnx.nn.functional_attention import reference
 
 
@@ -97,10 +98,11 @@ def test_eager_node_matches_the_traced_composition(causal, gqa):
 
 
 @pytest.mark.parametrize("transposed_cotangent", [False, True])
-def test_strided_operands_as_a_transformer_makes_them(transposed_cotangent):
-    """q, k, v as views of one projection, (B, T, H, E) transposed to (B, H, T, E); the output and the gradients
-    take that layout (as PyTorch's do), so that transposing back is contiguous and the way back to the projection
-    copies nothing; the cotangent as the next projection's gradient arrives, in that layout too, or contiguous."""
+def test_strided_operands_as_a_transformer_makes_them(transposed_cotangent, monkeypatch):
+    """q, k, v as views of one projection, (B, T, H, E) transposed to (B, H, T, E); the output takes that layout
+    (as PyTorch's does), and the gradients are views of one new array laid out as the projection, so that
+    transposing back and joining the split's pieces copy nothing (no concatenate runs); the cotangent as the next
+    projection's gradient arrives, in that layout too, or contiguous."""
     rng = np.random.default_rng(2)
     qkv = fnx.tensor(rng.standard_normal((3, 67, 3 * 4 * 8)).astype(np.float32), requires_grad=True)
     q, k, v = (t.reshape(3, 67, 4, 8).transpose(1, 2) for t in qkv.chunk(3, -1))
@@ -109,16 +111,43 @@ def test_strided_operands_as_a_transformer_makes_them(transposed_cotangent):
     grads = attention_kernels.backward(*(t.detach().numpy() for t in (q, k, v)), out.detach().numpy(),
                                        np.zeros(out.shape[:-1], np.float32), np.ones(out.shape, np.float32), 1, 0.5,
                                        True)
-    assert all(np.swapaxes(gr, 1, 2).flags.c_contiguous for gr in grads)
+    whole = grads[0].base
+    assert whole.size == qkv.numel() and all(gr.base is whole for gr in grads)
+    rows = [np.swapaxes(gr, 1, 2).reshape(3, 67, 32) for gr in grads]
+    assert all(np.shares_memory(r, whole) for r in rows)
     g = rng.standard_normal(out.shape).astype(np.float32)
     cotangent = fnx.tensor(np.swapaxes(g, 1, 2).copy()).transpose(1, 2) if transposed_cotangent else fnx.tensor(g)
     assert cotangent.is_contiguous() is not transposed_cotangent
+    monkeypatch.setattr(joins.concatenate_p, "impl", None)   # the split's backward joins views
     out.backward(cotangent)
     arrays = [np.ascontiguousarray(t.detach().numpy()) for t in (q, k, v)]
     want, grads = _reference(*arrays, 1, 1 / math.sqrt(8), True, g)
     np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-4, atol=2e-5)
     want_grad = np.concatenate([gr.transpose(0, 2, 1, 3).reshape(3, 67, 32) for gr in grads], -1)
     np.testing.assert_allclose(qkv.grad.numpy(), want_grad, rtol=1e-4, atol=2e-5)
+
+
+def test_gradients_share_one_array_only_where_q_k_v_tile_one_without_overlap():
+    """dq, dk and dv are views of one new array only where q, k and v are disjoint views tiling one array: not
+    for separate arrays, nor for one array read as all three (self-attention on x) or views that overlap, whose
+    gradients the kernel must not write over each other; then the split's pieces join only side by side and in
+    order."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 70, 8)).astype(np.float32)
+    out = np.zeros_like(x)
+    rest = (out, np.zeros(x.shape[:-1], np.float32), np.ones(x.shape, np.float32), 1, 0.5, False)
+    separate = attention_kernels.backward(x, x.copy(), x.copy(), *rest)
+    same = attention_kernels.backward(x, x, x, *rest)
+    b = rng.standard_normal(x.shape[:-1] + (24,)).astype(np.float32)   # sizes that add up, k over q and a gap
+    overlapping = attention_kernels.backward(b[..., :8], b[..., 4:12], b[..., 16:], *rest)
+    for grads in (separate, same, overlapping):
+        assert len({id(gr.base if gr.base is not None else gr) for gr in grads}) == 3
+    q, k, v = np.split(rng.standard_normal((2, 70, 48)).astype(np.float32), 3, axis=-1)
+    pieces = [fnx.from_numpy(a) for a in (q, k, v)]
+    joined = joins._joined_view(pieces, 2)
+    assert joined is not None and np.shares_memory(joined.numpy(), q) and joined.shape == (2, 70, 48)
+    assert joins._joined_view(pieces[::-1], 2) is None and joins._joined_view([pieces[0], pieces[2]], 2) is None
+    assert joins._joined_view([fnx.from_numpy(q.copy()), pieces[1]], 2) is None
 
 
 @pytest.mark.parametrize("causal", [False, True])

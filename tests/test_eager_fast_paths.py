@@ -214,10 +214,10 @@ def test_scatter_add_of_rows_by_one_index_array_over_dim_0_matches_add_at(data):
 
 
 def test_data_pointer_reads_numpys_address_of_any_array():
-    """The C loops' argument addresses (fnx/lowering/array_pointers.py) are numpy's own `.ctypes.data`: of a
+    """The C loops' argument addresses (fnx/array_pointers.py) are numpy's own `.ctypes.data`: of a
     contiguous array, of views at an offset, strided and transposed, of an empty one, of another dtype; a numpy
     scalar (another object layout) is refused rather than read."""
-    from fnx.lowering.array_pointers import data_pointer
+    from fnx.array_pointers import data_pointer
 
     base = np.arange(60.0).reshape(3, 4, 5)
     arrays = [base, base[1:, 2:], base[:, ::2, 1], base.T, base.astype(np.int8)[2], np.empty((0, 3), np.float32),

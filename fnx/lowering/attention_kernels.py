@@ -14,7 +14,7 @@ import ctypes
 
 import numpy as np
 
-from .array_pointers import data_pointer
+from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["forward", "backward", "MAX_HEAD_DIM", "MIN_WORK"]
@@ -61,6 +61,21 @@ def _like(a: np.ndarray, features: int) -> np.ndarray:
     return np.empty(shape, a.dtype)
 
 
+def _gradients_like(query: np.ndarray, key: np.ndarray, value: np.ndarray) -> tuple:
+    """New arrays for dq, dk and dv: where q, k and v are disjoint views that tile one array (a model's q, k and v
+    split from one projection, as nanoGPT's c_attn), views of one new array at q's, k's and v's places in it, so
+    that the split's backward joins them without a copy (fnx/ops/joins.py); else each as `_like`."""
+    base = query.base
+    if (type(base) is np.ndarray and key.base is base and value.base is base and base.dtype == query.dtype
+            and (base.flags.c_contiguous or base.flags.f_contiguous)
+            and query.size + key.size + value.size == base.size and not np.shares_memory(query, key)
+            and not np.shares_memory(query, value) and not np.shares_memory(key, value)):
+        whole, start = np.empty(base.size, base.dtype), data_pointer(base)
+        return tuple(np.ndarray(a.shape, a.dtype, whole, data_pointer(a) - start, a.strides)
+                     for a in (query, key, value))
+    return tuple(_like(a, a.shape[-1]) for a in (query, key, value))
+
+
 def _geometry(*arrays: np.ndarray | None):
     """Per array (q, k, v, dout or None, then the outputs, then the backward's `out`): heads per batch, then its
     batch, head and row strides in elements (the template's `g`)."""
@@ -105,7 +120,7 @@ def backward(query: np.ndarray, key: np.ndarray, value: np.ndarray, out: np.ndar
         return None
     q, k, v, dout = _heads(query), _heads(key), _heads(value), _heads(grad.astype(query.dtype, copy=False))
     o = _heads(out.astype(query.dtype, copy=False))
-    dq, dk, dv = (_like(a, a.shape[-1]) for a in (query, key, value))
+    dq, dk, dv = _gradients_like(query, key, value)
     work = np.empty((q.shape[0] * q.shape[1], q.shape[3], -(-q.shape[2] // _BLOCK) * _BLOCK), dtype=q.dtype)
     delta = np.empty(dout.shape[:3], dout.dtype)   # the kernel writes rowsum(dout * out) - grad_lse here
     d_lse = None if grad_lse is None else np.ascontiguousarray(grad_lse.reshape(delta.shape), dtype=q.dtype)

@@ -50,7 +50,7 @@ import jinja2
 
 from .._warn import warn
 from ..threads import attach_pool
-from .array_pointers import ARRAY_DATA_OFFSET
+from ..array_pointers import ARRAY_DATA_OFFSET
 from .cache import (cache_dir, cache_key, commit_entry, entry_path, evict_after_write, read_entry, temp_path,
                     write_entry)
 

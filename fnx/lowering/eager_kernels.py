@@ -35,7 +35,7 @@ from ..device import cpu
 from ..dtypes import float32, float64
 from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
-from .array_pointers import data_pointer
+from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "STRIDED_MIN", "SUM_MIN",

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from .array_pointers import data_pointer
+from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "softmax", "layer_norm", "layer_norm_backward",

@@ -13,7 +13,7 @@ import ctypes
 
 import numpy as np
 
-from .array_pointers import data_pointer
+from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["adam", "takes", "MIN_ELEMENTS"]

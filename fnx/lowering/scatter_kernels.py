@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from ..ops import indexing
-from .array_pointers import data_pointer
+from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["scatter_add_rows", "MIN_ELEMENTS", "MIN_ROW"]

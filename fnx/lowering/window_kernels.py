@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 from ..ops import windows
-from .array_pointers import data_pointer
+from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",

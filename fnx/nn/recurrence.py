@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
-from ..lowering.array_pointers import data_pointer
+from ..array_pointers import data_pointer
 from ..lowering.nn_kernels import lstm_loops
 from ..ops import elementwise as ew
 from ..ops._batching import batch_size, move_to_front

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 from .autocast import autocast_op
 from .. import core
+from ..device import cpu
+from ..array_pointers import data_pointer
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim, make
 from ._batching import batch_size, move_to_front, with_batch_size
@@ -174,8 +178,41 @@ def _split_abstract(x: ShapedArray, *, dim: int, sizes: tuple) -> list:
     return out
 
 
-# Every output's cotangent is there (the tape and the vjp transform put zeros where none flowed): one concatenate.
-split_p.def_vjp(lambda cts, primals, outs, *, dim, sizes: (concatenate_p.bind(*cts, dim=dim),))
+@split_p.def_vjp
+def _split_vjp(cts, primals, outs, *, dim, sizes):
+    """Every output's cotangent is there (the tape and the vjp transform put zeros where none flowed): one
+    concatenate, or, in a backward that records nothing, the view that the pieces already make together."""
+    if core._get_flags() == core._NO_GRAD:
+        joined = _joined_view(cts, dim)
+        if joined is not None:
+            return (joined,)
+    return (concatenate_p.bind(*cts, dim=dim),)
+
+
+def _joined_view(pieces, dim: int) -> Tensor | None:
+    """The concatenation of CPU tensors along `dim` as a view, where their arrays are views of one array that lie
+    side by side along `dim` with the same strides (the attention backward writes a model's dq, dk and dv so,
+    into one array laid out as the q, k, v projection it splits: joining them copies nothing); else None."""
+    first = pieces[0]
+    if type(first) is not Tensor or first._device is not cpu:
+        return None
+    a = first._value
+    base = a.base
+    if type(a) is not np.ndarray or type(base) is not np.ndarray or not (base.flags.c_contiguous
+                                                                       or base.flags.f_contiguous):
+        return None
+    step, at, size = a.strides[dim], data_pointer(a), 0
+    for t in pieces:
+        v = t._value if type(t) is Tensor and t._device is cpu else None
+        if (type(v) is not np.ndarray or v.base is not base or v.strides != a.strides or v.dtype != a.dtype
+                or data_pointer(v) != at + size * step
+                or v.shape[:dim] + v.shape[dim + 1:] != a.shape[:dim] + a.shape[dim + 1:]):
+            return None
+        size += v.shape[dim]
+    shape = a.shape[:dim] + (size,) + a.shape[dim + 1:]
+    return make(np.ndarray(shape, a.dtype, base, data_pointer(a) - data_pointer(base), a.strides), cpu)
+
+
 split_p.def_jvp(lambda primals, tangents, *, dim, sizes: (split_p.bind(primals[0], dim=dim, sizes=sizes),
                                                           split_p.bind(tangents[0], dim=dim, sizes=sizes)))
 split_p.def_batch(lambda args, dims, *, dim, sizes: (

@@ -15,7 +15,7 @@ import operator
 
 import numpy as np
 
-from ..lowering.array_pointers import data_pointer
+from ..array_pointers import data_pointer
 
 __all__ = ["FlatBatch", "flat_batches"]
 
