@@ -29,7 +29,7 @@ from fnx.lowering.plan import build_executable, plan_steps
 
 from op_db import as_tensor_function, chunks, stageable_ops
 from numerics_measure import BINARY, PARAMS, PRIMS, UNARY, ulp_distance
-from test_codegen import RNG, _inputs
+from test_codegen import RNG, ULP_BOUNDS
 
 cuda = pytest.mark.cuda
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -285,9 +285,13 @@ def on_gpu(f, *args):
 
 def assert_float32_primitives_within_4_ulp(run) -> None:
     """Every float32 elementwise primitive of the ulp tables in one function, run by `run(f, *args)` -> (executable,
-    outputs, eager outputs): one kernel, each result within 4 ulp of numpy's (bool results equal)."""
-    xs = [_inputs(*r) for r in UNARY.values()]
-    pairs = [(_inputs(*r), _inputs(*r)) for r in BINARY.values()]
+    outputs, eager outputs): one kernel, each result within 4 ulp of eager's (bool results equal), or of the
+    primitive's own float32 bound where that is larger (fnx's forms of gelu and silu: 5). Inputs of their own
+    seed: the same whatever ran before in the worker."""
+    rng = np.random.default_rng(1)
+    inputs = lambda lo, hi: fnx.tensor(rng.uniform(lo, hi, 4096).astype(np.float32))
+    xs = [inputs(*r) for r in UNARY.values()]
+    pairs = [(inputs(*r), inputs(*r)) for r in BINARY.values()]
 
     def f(*args):
         it = iter(args)
@@ -301,7 +305,7 @@ def assert_float32_primitives_within_4_ulp(run) -> None:
         if w.dtype == np.bool_:
             np.testing.assert_array_equal(g, w, err_msg=name)
         else:
-            assert ulp_distance(g, w) <= 4, name
+            assert ulp_distance(g, w) <= max(4, ULP_BOUNDS[name]), name
 
 
 @cuda
