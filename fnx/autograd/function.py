@@ -31,7 +31,10 @@ class FunctionCtx:
 
     def save_for_backward(self, *tensors) -> None:
         self._saved = tensors
-        self._versions = tuple([t._version[0] if t is not None else None for t in tensors])
+        versions = []
+        for t in tensors:   # a loop, not a comprehension (a function call in Python 3.11): Linear saves two
+            versions.append(t._version[0] if t is not None else None)
+        self._versions = versions
 
     @property
     def saved_tensors(self):
@@ -160,7 +163,7 @@ def _record_function(fn, ctx, args: tuple, outs: list) -> list:
         else:
             inputs.append(None)
             parents.append(None)
-    tensors = []
+    tensors, meta = [], []
     for i, o in enumerate(outs):
         if isinstance(o, Tensor):
             for a in args:
@@ -168,8 +171,8 @@ def _record_function(fn, ctx, args: tuple, outs: list) -> list:
                     o = outs[i] = o.detach()
                     break
             tensors.append(o)
-    node = _FunctionNode(fn, ctx, tuple(parents), [(o._value.shape, o.dtype, o._device) for o in tensors],
-                         tuple(inputs))
+            meta.append((o._value.shape, o.dtype, o._device))
+    node = _FunctionNode(fn, ctx, tuple(parents), meta, tuple(inputs))
     non_diff = ctx._non_diff
     n = len(tensors)
     for k, o in enumerate(tensors):
