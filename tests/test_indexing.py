@@ -85,6 +85,26 @@ def test_getitem_matches_numpy_and_pytorch_placement():
     assert x[5:, ::3, -100:100].shape == (0, 1, 4, 5)
 
 
+def test_basic_index_plans_kept_by_shape_and_index_read_under_grad_as_numpy():
+    """getitem under grad keeps the plan of a basic index by the tensor's shape and the index: one index on
+    several shapes, indices that differ only in their slices' bounds, and `True` beside `1` each get their own."""
+    from fnx.ops import indexing
+    indices = [(slice(None), 1), (slice(None), -1), (slice(1, None), 1), (slice(None, 2), 1), (slice(0, 3, 2), 1),
+               (1, Ellipsis, None), (None, 0), 1, (slice(None), 1, slice(1, 3))]
+    for shape in [(3, 4, 5), (4, 3, 2), (2, 2, 6)]:
+        a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        x = fnx.tensor(a, requires_grad=True)
+        for index in indices * 2:   # the second pass reads the kept plans
+            np.testing.assert_array_equal(x[index].detach().numpy(), a[index])
+        assert x[True].shape == (1,) + shape and x[1].shape == shape[1:]
+    y = fnx.ones(3, 4, requires_grad=True)
+    y[:, 1].sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), np.eye(4, dtype=np.float32)[[1, 1, 1]])
+    with pytest.raises(FnxIndexError, match="out of bounds"):
+        y[:, 4]
+    indexing._BASIC_PLANS.clear()
+
+
 def test_bool_masks():
     x = arange(3, 4)
     a = x.numpy()

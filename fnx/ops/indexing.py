@@ -515,6 +515,35 @@ def _plan(x: Tensor, index) -> _Plan:
     return p
 
 
+# Plans of basic indices (ints, slices of ints, None, ...) by the shape and the index, for `getitem` under grad: a
+# recurrent model reads x[:, t] of one shape at every step, and planning the index took a third of the read.
+_BASIC_PLANS: dict = {}
+_BASIC_PLANS_MAX = 512
+_BOUNDS = (int, type(None))
+
+
+def _basic_plan(x: Tensor, index) -> _Plan:
+    """`_plan(x, index)`, kept by x's shape and the index where it holds only Python ints, slices of ints or None,
+    None and `...` (such a plan has no index tensors and depends on nothing else)."""
+    key = [x._value.shape]
+    for i in index if type(index) is tuple else (index,):
+        t = type(i)
+        if t is int or i is None or i is Ellipsis:
+            key.append(i)
+        elif t is slice and type(i.start) in _BOUNDS and type(i.stop) in _BOUNDS and type(i.step) in _BOUNDS:
+            key.append((i.start, i.stop, i.step))   # a tuple: never an index item of its own here
+        else:
+            return _plan(x, index)
+    key = tuple(key)
+    p = _BASIC_PLANS.get(key)
+    if p is None:
+        p = _plan(x, index)
+        if len(_BASIC_PLANS) >= _BASIC_PLANS_MAX:
+            _BASIC_PLANS.clear()
+        _BASIC_PLANS[key] = p
+    return p
+
+
 def _mask_indices(mask: Tensor, shape: tuple, d: int) -> list:
     """The integer index tensors of a boolean mask over dims d, d+1, ... (eager: through nonzero)."""
     for j, m in enumerate(mask.shape):
@@ -543,7 +572,7 @@ def getitem(self: Tensor, index) -> Tensor:
             out = make(value, self._device)
             out._version, out._base = self._version, self if self._base is None else self._base
             return out
-    p = _plan(self, index)
+    p = _basic_plan(self, index) if type(self) is Tensor else _plan(self, index)
     out = self
     if p.sliced:
         out = slice_p.bind(self, starts=tuple(p.starts), stops=tuple(p.stops), steps=tuple(p.steps))

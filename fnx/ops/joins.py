@@ -114,12 +114,21 @@ def stack(tensors, dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise FnxRuntimeError("stack expects a non-empty TensorList")
-    for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
-            raise FnxTypeError(f"stack(): expected a sequence of Tensors, but got {type(t).__name__} at position {i}")
-    shape, dtype = tensors[0].shape, tensors[0].dtype
+    first = tensors[0]
+    if not isinstance(first, Tensor):
+        raise FnxTypeError(f"stack(): expected a sequence of Tensors, but got {type(first).__name__} at position 0")
+    shape, dtype = first.shape, first.dtype
     mixed = False
+    # A data loader's collate stacks a batch of samples every step: plain tensors are checked on their arrays
+    # (a tuple and a numpy dtype), where the shape and dtype properties cost about 0.7 us a tensor
+    np_dtype = first._value.dtype if type(first) is Tensor else None
     for i, t in enumerate(tensors):
+        if type(t) is Tensor:
+            v = t._value
+            if v.shape == shape and v.dtype == np_dtype:
+                continue
+        elif not isinstance(t, Tensor):
+            raise FnxTypeError(f"stack(): expected a sequence of Tensors, but got {type(t).__name__} at position {i}")
         if t.shape != shape:
             raise FnxRuntimeError(f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
                                   f"and {list(t.shape)} at entry {i}")
