@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bench-w9 apiref test-cuda bench-cuda clean
+.PHONY: demo test test-isa bench bench-w9 apiref test-cuda bench-cuda clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -19,6 +19,14 @@ demo: $(STAMP)
 # One BLAS thread per test worker: two workers on two cores, no oversubscription.
 test: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 tests
+
+# The suite again with fnx's C kernels built for narrower x86-64 CPUs than this one, through compiler wrappers
+# (tools/cc-*: AVX2 without AVX-512, then x86-64-v2 without AVX): the vector widths other machines run. Each run
+# builds every kernel anew (a cache of its own per wrapper).
+test-isa: $(STAMP)
+	for cc in cc-avx2 cc-x86-64-v2; do \
+	  CC=$(CURDIR)/tools/$$cc OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 tests || exit 1; \
+	done
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
