@@ -170,6 +170,18 @@ def test_cumprod_jvp_is_exact_with_zeros():
     np.testing.assert_allclose(tangent.numpy(), jac @ v.numpy())
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumprod_jvp_has_no_overflow_on_subnormals_or_huge_values(reverse):
+    # The old rule formed t / x: inf for x = 5e-324 where the tangent is 1.
+    row = np.array([5e-324, 2.0, 1e300, 0.0, 3.0, 0.5])
+    x, v = (row[::-1], np.linspace(1.0, 2.0, 6)[::-1]) if reverse else (row, np.linspace(1.0, 2.0, 6))
+    f = (lambda t: fnx.cumprod(t.flip(0), 0).flip(0)) if reverse else (lambda t: fnx.cumprod(t, 0))
+    _, tangent = fnx.jvp(f, (fnx.tensor(x),), (fnx.tensor(v),))
+    order = slice(None, None, -1) if reverse else slice(None)
+    jac = np.stack([cumprod_grad_reference(x[order], np.eye(6)[i]) for i in range(6)])
+    np.testing.assert_allclose(tangent.numpy()[order], jac @ v[order], rtol=1e-12)
+
+
 def test_norm_gradient_at_zero_is_zero_not_nan():
     for p in (2, "fro", 3, 1.5, 1, math.inf):
         g = grad_of(lambda t: fnx.norm(t, p), np.zeros(3))

@@ -19,7 +19,7 @@ from ._families import _native_first, complex_error, conj_if_complex, shape_of
 from .complex import conj, real
 from .creation import clone, ones, stop_gradient, tensor, zeros
 from .joins import cat, narrow
-from .shape import reshape, unsqueeze
+from .shape import _pad, reshape, unsqueeze
 from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
                           minimum, ne, pow as _pow, sqrt, sub, where)
 
@@ -207,17 +207,32 @@ def _cumprod_vjp(g, primals, out, *, axis, reverse):
     return (where(before, grad_before, where(first, grad_first, 0.0)),)
 
 
+def _shifted(x: Tensor, step: int, axis: int, reverse: bool, fill) -> Tensor:
+    """`x` moved `step` places along the scan order, `fill` in the gap (a pad that crops what it pushes out)."""
+    lo, hi = [0] * x.ndim, [0] * x.ndim
+    lo[axis], hi[axis] = (-step, step) if reverse else (step, -step)
+    return _pad(x, tuple(lo), tuple(hi), (0,) * x.ndim, fill)
+
+
+def _linear_recurrence(a: Tensor, b: Tensor, axis: int, reverse: bool) -> Tensor:
+    """h_i = a_i h_(i-1) + b_i along the scan order from h = 0, in log2(n) doubling steps with no division:
+    a window's (prod a, h) pairs compose as (A1, H1) then (A2, H2) -> (A1 A2, A2 H1 + H2)."""
+    step, n = 1, a.shape[axis]
+    while step < n:
+        a_before = _shifted(a, step, axis, reverse, 1.0)
+        b = a * _shifted(b, step, axis, reverse, 0.0) + b
+        a = a * a_before
+        step *= 2
+    return b
+
+
 @cumprod_p.def_jvp
 def _cumprod_jvp(primals, tangents, *, axis, reverse):
-    # d y_i = y_i sum_{k <= i} t_k / x_k before the first zero z; from z on only k = z survives:
-    # t_z prod_{j <= i, j != z} x_j.
+    # d y_i = x_i d y_(i-1) + y_(i-1) t_i: every term a product of inputs, so zeros, subnormals and huge values
+    # need no case of their own (t / x would overflow on subnormal x).
     x, t = primals[0], tangents[0]
     out = cumprod_p.bind(x, axis=axis, reverse=reverse)
-    before, first = _zero_masks(x, axis, reverse)
-    tan_before = out * cumsum_p.bind(t / where(before, x, 1.0), axis=axis, reverse=reverse)
-    t_first = sum_p.bind(where(first, t, 0.0), axes=(axis,), keepdims=True)
-    tan_after = t_first * cumprod_p.bind(where(first, 1.0, x), axis=axis, reverse=reverse)
-    return out, where(before, tan_before, tan_after)
+    return out, _linear_recurrence(x, _shifted(out, 1, axis, reverse, 1.0) * t, axis, reverse)
 
 
 def _scan(prim: Primitive, input: Tensor, dim, dtype, op: str) -> Tensor:
