@@ -6,11 +6,13 @@ kernel compiles once; the tests pack many ops into one jaxpr to keep that number
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -445,3 +447,30 @@ def test_math_helpers_are_inlined_into_long_kernels(monkeypatch, tmp_path):
     defined = subprocess.run(["nm", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
     assert re.search(rf"\b{k.name}\b", defined)
     assert not re.search(r"\bfnx_(sigmoidf|expf|pow2if)\b", defined), defined
+
+
+_X87_TAGS = r"""
+unsigned short fnx_test_x87_tags(void)   /* the x87 tag word: 0xffff when every register is empty */
+{
+    unsigned short env[14];
+    __asm__ volatile ("fnstenv %0\n\tfldenv %0" : "=m" (env));
+    return env[4];
+}
+"""
+
+
+def test_kernels_built_for_x86_64_v2_leave_the_x87_registers_empty(tmp_path, monkeypatch):
+    """GCC 12 building for x86-64-v2 moved half of an int32 max reduction through an MMX register and never issued
+    EMMS: the x87 registers stayed in use, and numpy's QR (OpenBLAS's x87 kernels on such CPUs) then gave NaN.
+    Kernels are built with -mno-mmx."""
+    (tmp_path / "x87.c").write_text(_X87_TAGS)
+    subprocess.run([cpu.compiler(), "-shared", "-fPIC", "-O2", str(tmp_path / "x87.c"), "-o", str(tmp_path / "x87.so")],
+                   check=True)
+    tags = ctypes.CDLL(str(tmp_path / "x87.so")).fnx_test_x87_tags
+    tags.restype = ctypes.c_ushort
+    assert tags() == 0xFFFF
+    monkeypatch.setenv("CC", str(Path(__file__).resolve().parents[1] / "tools" / "cc-x86-64-v2"))
+    x = fnx.tensor(RNG.integers(-50, 50, (5, 23)).astype(np.int32))
+    _, got, want = compiled(lambda x: x - x.amax(-1, keepdim=True), x)
+    assert np.array_equal(got[0].numpy(), want[0].numpy())
+    assert tags() == 0xFFFF, f"x87 tag word {tags():#06x} after a kernel"

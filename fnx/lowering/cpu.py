@@ -1,7 +1,8 @@
 """The C backend: compile generated C with the system compiler into cached shared libraries, load them with ctypes.
 
 Flags: `-O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off
--fwrapv -fopenmp -fPIC -shared`, never `-ffast-math`: results must match eager
+-fwrapv -fopenmp -fPIC -shared` (and `-mno-mmx` on x86: kernels leave the x87
+registers alone), never `-ffast-math`: results must match eager
 within a few ulp, so no reassociation and no FMA contraction of user
 arithmetic; `-fno-trapping-math` only lets branches on floats become blends
 (fnx never traps on floating-point exceptions). glibc's libmvec gives SIMD
@@ -59,8 +60,12 @@ __all__ = ["Toolchain", "toolchain", "compile_libraries", "ARRAY_DATA_OFFSET", "
 
 log = logging.getLogger("fnx.compile")
 
+# -mno-mmx on x86: GCC 12 building for x86-64-v2 (SSE4.2, no AVX) moves half of a vector reduction through an MMX
+# register (movq2dq) and never issues the EMMS that hands the x87 registers back; the process's next x87 code (long
+# double, OpenBLAS's x87 kernels: numpy's QR gave NaN) then finds them in use.
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 _BASE_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-fwrapv",
-               "-fPIC", "-shared", "-pthread", "-Wl,--as-needed")
+               "-fPIC", "-shared", "-pthread", "-Wl,--as-needed") + (("-mno-mmx",) if _X86 else ())
 # What to try, best first: (extra flags, libraries, OpenMP threads?, libmvec?).
 _VARIANTS = ((("-fopenmp",), ("-lmvec", "-lm"), True, True), (("-fopenmp",), ("-lm",), True, False),
              (("-fopenmp-simd",), ("-lm",), False, False))
