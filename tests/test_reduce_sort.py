@@ -155,11 +155,19 @@ def cumprod_grad_reference(x: np.ndarray, g: np.ndarray) -> np.ndarray:
     return np.array([sum(g[i] * np.prod(np.delete(x[:i + 1], k)) for i in range(k, n)) for k in range(n)])
 
 
-@pytest.mark.parametrize("row", [[2.0, 0.0, 3.0, 0.5], [0.0, 0.0, 3.0], [1.0, 2.0, 0.0], [0.0], [1.5, -2.0, 4.0]])
-def test_cumprod_gradient_is_exact_with_zeros(row):
+@pytest.mark.parametrize("row", [[2.0, 0.0, 3.0, 0.5], [0.0, 0.0, 3.0], [1.0, 2.0, 0.0], [0.0], [1.5, -2.0, 4.0],
+                                 [1e-200, 1e-200, 1e200]])   # the prefix underflows: sum(g y) / x gave 1, not 2
+def test_cumprod_gradient_is_exact_with_zeros_and_underflow(row):
     x, g = np.array(row), np.linspace(0.5, 1.5, len(row))
     got = grad_of(lambda t: (fnx.cumprod(t, 0) * fnx.tensor(g)).sum(), x)
     np.testing.assert_allclose(got, cumprod_grad_reference(x, g))
+
+
+def test_cumprod_second_derivative_with_a_zero():
+    x = fnx.tensor([2.0, 0.0, 3.0], requires_grad=True)
+    (g,) = fnx.autograd.grad(fnx.cumprod(x, 0).sum(), x, create_graph=True)   # (1 + x1 + x1 x2, x0 + x0 x2, x0 x1)
+    (h,) = fnx.autograd.grad(g[1], x)
+    np.testing.assert_allclose(h.numpy(), [4.0, 0.0, 2.0])
 
 
 def test_cumprod_jvp_is_exact_with_zeros():

@@ -20,8 +20,8 @@ from .complex import conj, real
 from .creation import clone, ones, stop_gradient, tensor, zeros
 from .joins import cat, narrow
 from .shape import _pad, reshape, unsqueeze
-from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_and, logical_not, logical_or, maximum,
-                          minimum, ne, pow as _pow, sqrt, sub, where)
+from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_not, maximum, minimum, ne, pow as _pow,
+                          sqrt, sub, where)
 
 __all__ = ["bincount", "sum", "mean", "prod", "amax", "amin", "max", "min", "aminmax", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "all", "any", "cumsum", "cumprod", "norm", "count_nonzero",
@@ -185,28 +185,6 @@ cumprod_p.def_abstract(_scan_abstract("cumprod"))
 cumprod_p.batch = axis_batch_rule(cumprod_p)
 
 
-def _zero_masks(x: Tensor, axis: int, reverse: bool):
-    """Along the scan order: where no zero has been seen yet (`before`), and the first zero (`first`)."""
-    zero = eq(x, 0)
-    seen = cumsum_p.bind(convert(zero, _dt.int64), axis=axis, reverse=reverse)
-    return eq(seen, 0), logical_and(zero, eq(seen, 1))
-
-
-@cumprod_p.def_vjp
-def _cumprod_vjp(g, primals, out, *, axis, reverse):
-    # d x_k = sum_{i >= k} g_i prod_{j <= i, j != k} x_j (i, j in scan order). Before the first zero z this is
-    # sum_{i >= k} g_i y_i / x_k; at z it is prod_{j < z} x_j * sum_{i >= z} g_i prod_{z < j <= i} x_j; after z it
-    # is 0 (every product holds x_z). Exact for any zeros; second derivatives are exact where x has no zeros.
-    x, out = conj_if_complex(primals[0]), conj_if_complex(out)   # complex: g * conj(d out / d x)
-    before, first = _zero_masks(x, axis, reverse)
-    back = not reverse
-    grad_before = cumsum_p.bind(g * out, axis=axis, reverse=back) / where(before, x, 1.0)
-    prefix = cumprod_p.bind(where(first, 1.0, x), axis=axis, reverse=reverse)
-    tail = cumprod_p.bind(where(logical_or(before, first), 1.0, x), axis=axis, reverse=reverse)
-    grad_first = prefix * cumsum_p.bind(g * tail, axis=axis, reverse=back)
-    return (where(before, grad_before, where(first, grad_first, 0.0)),)
-
-
 def _shifted(x: Tensor, step: int, axis: int, reverse: bool, fill) -> Tensor:
     """`x` moved `step` places along the scan order, `fill` in the gap (a pad that crops what it pushes out)."""
     lo, hi = [0] * x.ndim, [0] * x.ndim
@@ -224,6 +202,15 @@ def _linear_recurrence(a: Tensor, b: Tensor, axis: int, reverse: bool) -> Tensor
         a = a * a_before
         step *= 2
     return b
+
+
+@cumprod_p.def_vjp
+def _cumprod_vjp(g, primals, out, *, axis, reverse):
+    # d x_k = (prod_(j<k) x_j) R_k, R_k = sum_(i>=k) g_i prod_(k<j<=i) x_j = g_k + x_(k+1) R_(k+1) (scan order): the
+    # linear recurrence run against the scan order. Products only: exact with zeros, at every order of derivative.
+    x, out = conj_if_complex(primals[0]), conj_if_complex(out)   # complex: g * conj(d out / d x)
+    later = _shifted(x, 1, axis, not reverse, 0.0)   # x_(k+1) at k
+    return (_shifted(out, 1, axis, reverse, 1.0) * _linear_recurrence(later, g, axis, not reverse),)
 
 
 @cumprod_p.def_jvp
