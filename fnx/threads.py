@@ -150,12 +150,18 @@ def _count_setters(paths: list[str]) -> list[int]:
     return [ctypes.cast(setter, ctypes.c_void_p).value for setter in setters if setter is not None]
 
 
+# OpenBLAS runs a product of at most this many multiply-adds on one thread whatever its count (its interface/gemm.c:
+# SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4).
+BLAS_ONE_THREAD = 65536 * 4
+
+
 def poll(work: int) -> bool:
     """Before a matrix product of `work` multiply-adds (eager or compiled): let the pool measure the other
     processes' load if that is due (a step of products alone runs no kernel loop that would), and give numpy's
     OpenBLAS one thread for a small product while the pool's workers sleep (then True: call `product_done` after
-    the product); nothing before the pool loads."""
-    return _poll is not None and bool(_poll(work))
+    the product); nothing before the pool loads, nor for a product OpenBLAS runs on one thread anyway (setting
+    its count to 1 and back cost about 1.2 us a product, 120 of them a makemore GRU step)."""
+    return work > BLAS_ONE_THREAD and _poll is not None and bool(_poll(work))
 
 
 def product_done() -> None:

@@ -254,6 +254,18 @@ def test_the_callback_goes_only_to_an_openblas_that_exports_the_setter(tmp_path,
     assert ctypes.c_void_p.in_dll(ctypes.CDLL(with_setter), "registered").value == 12345
 
 
+def test_products_openblas_runs_on_one_thread_leave_its_count_alone(two_threads, monkeypatch):
+    """OpenBLAS runs a product of at most 65536 x 4 multiply-adds on one thread whatever its count: such products
+    skip the pool's poll (setting the count to 1 and back); larger ones poll."""
+    numpy_blas_on_pool()
+    polled = []
+    monkeypatch.setattr(threads, "_poll", lambda work: polled.append(work) or 0)
+    fnx.matmul(fnx.randn(32, 128), fnx.randn(64, 128).T)   # a GRU cell's product: 262144
+    assert polled == []
+    fnx.matmul(fnx.randn(33, 128), fnx.randn(128, 64))
+    assert polled == [33 * 128 * 64]
+
+
 def test_a_small_product_runs_on_one_thread_while_the_workers_sleep(two_threads):
     """A product's jobs wait for each other, so on two threads a product waits for a sleeping worker to wake
     (milliseconds on a VM). A small one runs on the calling thread instead while the workers sleep; a large one
