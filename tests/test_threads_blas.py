@@ -256,8 +256,15 @@ def test_the_callback_goes_only_to_an_openblas_that_exports_the_setter(tmp_path,
 
 def test_products_openblas_runs_on_one_thread_leave_its_count_alone(two_threads, monkeypatch):
     """OpenBLAS runs a product of at most 65536 x 4 multiply-adds on one thread whatever its count: such products
-    skip the pool's poll (setting the count to 1 and back); larger ones poll."""
+    skip the pool's poll (setting the count to 1 and back); larger ones poll. With the count at 2 OpenBLAS hands
+    none of them to the pool (matrix-matrix, matrix-vector, a matrix times its transpose)."""
     numpy_blas_on_pool()
+    x = fnx.randn(64, 64)
+    before = counter("fnx_rt_blas_calls")
+    for a, b in ((fnx.randn(32, 128), fnx.randn(64, 128).T), (fnx.randn(256, 1024), fnx.randn(1024)),
+                 (fnx.randn(1, 1024), fnx.randn(1024, 256)), (x, x.T), (fnx.randn(4, 16, 64), fnx.randn(64, 64))):
+        fnx.matmul(a, b)
+    assert counter("fnx_rt_blas_calls") == before
     polled = []
     monkeypatch.setattr(threads, "_poll", lambda work: polled.append(work) or 0)
     fnx.matmul(fnx.randn(32, 128), fnx.randn(64, 128).T)   # a GRU cell's product: 262144
