@@ -108,8 +108,10 @@ def test_an_outer_broadcast_of_a_binary_native_primitive_takes_numpy(fresh):
 
 
 def test_small_and_odd_arrays_take_numpy_or_a_contiguous_copy(fresh):
-    small = _inputs("erf", n=eager_kernels.MIN_ELEMENTS - 1)
+    small = _inputs("erf", n=eager_kernels.EXPENSIVE_MIN_ELEMENTS - 1)
     assert np.array_equal(fnx.erf(fnx.tensor(small)).numpy(), _numpy_impl(fnx.ops.elementwise.erf_p, small))
+    cheap = _inputs("relu", n=eager_kernels.MIN_ELEMENTS - 1)   # relu: native, but numpy's maximum is fast
+    assert np.array_equal(F.relu(fnx.tensor(cheap)).numpy(), np.maximum(cheap, 0))
     assert eager_kernels._kernels == {}
     half = fnx.tensor(_inputs("erf", np.float16))
     assert fnx.erf(half).dtype == fnx.float16 and eager_kernels._kernels == {}
@@ -117,6 +119,18 @@ def test_small_and_odd_arrays_take_numpy_or_a_contiguous_copy(fresh):
         x = fnx.tensor(_inputs("gelu").reshape(-1, 1)).expand(-1, 3).T   # a strided view
         assert not x.is_contiguous()
         assert np.array_equal(F.gelu(x).numpy(), F.gelu(x.contiguous()).numpy())
+
+
+@needs_cc
+@pytest.mark.parametrize("name", ["sigmoid", "erf", "gelu"])
+def test_expensive_native_primitives_take_their_kernel_on_small_arrays(fresh, name):
+    """Well below MIN_ELEMENTS (numpy's passes or polynomials cost more than a kernel call at any size): an
+    LSTMCell's gates over a batch of 97 x 20 run as kernels, as in compiled code."""
+    prim = getattr(fnx.ops.elementwise, f"{name}_p")
+    x = _inputs(name, n=97 * 20)
+    got = prim.bind(fnx.tensor(x)).numpy()
+    assert [key[0] for key in eager_kernels._kernels] == [name]
+    assert ulp_distance(got, _numpy_impl(prim, x)) <= ULP_BOUNDS[name]
 
 
 def test_without_a_compiler_numpy_runs(fresh, monkeypatch):

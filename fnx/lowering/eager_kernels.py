@@ -38,15 +38,20 @@ from ..transforms.tracing import trace_to_jaxpr
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
-__all__ = ["run", "MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "STRIDED_MIN", "SUM_MIN",
-           "COLUMNS_MAX"]
+__all__ = ["run", "MIN_ELEMENTS", "EXPENSIVE_MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "STRIDED_MIN",
+           "SUM_MIN", "COLUMNS_MAX"]
 
 # Below this many elements numpy's impl of a native primitive runs. A kernel call costs 2-4 us (ctypes, the
-# output, the argument blocks) and beats numpy from a few dozen elements on (measured: erf 2 us vs 50 for 16
-# elements, sigmoid 4 vs 7 for 512), but its first use costs a compile (about half a second, once per primitive,
-# dtype, pattern and machine): a process that only ever sees small arrays (tests, toy examples) keeps numpy and
-# never compiles.
+# output, the argument blocks), but its first use costs a compile (about half a second, once per primitive, dtype,
+# pattern and machine): a process that only ever sees small arrays (tests, toy examples) keeps numpy and never
+# compiles. The expensive native primitives, which numpy computes in several passes or by polynomials (sigmoid,
+# silu, gelu, erf, softplus, lgamma, fmod, ...), take their kernel from EXPENSIVE_MIN_ELEMENTS: it wins over numpy
+# at any size (float32, 1024 elements: sigmoid 2.4 us vs 7.4, erf 3.5 vs 79, gelu 2.8 vs 88; 16 elements: 1.8 vs
+# 4.8, 53 and 58), and an LSTMCell stepped over a batch of 97 x 20 (pytorch/examples' time_sequence_prediction)
+# ran its three sigmoids in numpy; below it, arrays of a handful of elements (most tests) still never compile.
 MIN_ELEMENTS = 2048
+EXPENSIVE_MIN_ELEMENTS = 64
+_EXPENSIVE_NATIVE = frozenset({"expensive", "native"})
 # The primitives numpy computes well but on one thread, and the output size from which their kernel wins over
 # numpy's (output elements; measured on float32, a call costing about 4 us): (on one thread, on several). On one
 # thread a flat loop of cheap arithmetic is no faster than numpy's; on several it runs in parallel from the pool's
@@ -142,7 +147,8 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         out = _outer(x, last)
         if out is not None:
             return out
-    if x.size < MIN_ELEMENTS and last.size < MIN_ELEMENTS:   # below every threshold: no plan to look up
+    floor = EXPENSIVE_MIN_ELEMENTS if prim.groups >= _EXPENSIVE_NATIVE else MIN_ELEMENTS
+    if x.size < floor and last.size < floor:   # below every threshold: no plan to look up
         return None
     key = (prim, x.shape, last.shape, x.dtype, last.dtype, x.strides, last.strides, team_size.value > 1)
     plan = _plans.get(key, False)
@@ -177,7 +183,10 @@ def _plan(prim: Primitive, arrays) -> tuple | None:
     if last.size > x.size:
         x = last
     size, threaded = x.size, THREADED.get(prim.name)
-    flat_min = MIN_ELEMENTS if threaded is None else threaded[team_size.value > 1]
+    if threaded is not None:
+        flat_min = threaded[team_size.value > 1]
+    else:
+        flat_min = EXPENSIVE_MIN_ELEMENTS if prim.groups >= _EXPENSIVE_NATIVE else MIN_ELEMENTS
     if size < min(flat_min, STRIDED_MIN) or x.dtype not in _DTYPES or last.dtype != arrays[0].dtype:
         return None
     unbroadcast = len(arrays) == 2 and (0 in arrays[0].strides or 0 in last.strides)
