@@ -347,10 +347,11 @@ def test_batched_outer_products_run_in_c_with_numpys_bits(threads, c_results, le
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lead=st.lists(st.integers(1, 9), min_size=1, max_size=2), m=st.integers(1, 80), n=st.integers(1, 80))
-def test_matmuls_that_are_batched_outer_products_run_the_c_loop(c_results, lead, m, n):
-    """Per-example gradients of a linear layer (vmap of grad): (..., m, 1) @ (..., 1, n) from MIN_ELEMENTS outputs
-    on, numpy's bits."""
+@given(lead=st.lists(st.integers(1, 9), max_size=2), m=st.integers(1, 80), n=st.integers(1, 80))
+def test_matmuls_that_are_outer_products_run_the_c_loop(c_results, lead, m, n):
+    """Per-example gradients of a linear layer (vmap of grad), nn.Linear(1, n) and the input's gradient through
+    nn.Linear(n, 1): (..., m, 1) @ (..., 1, n) from MIN_ELEMENTS outputs on, numpy's bits (a multiply per element,
+    no BLAS call)."""
     m = max(m, -(-eager_kernels.MIN_ELEMENTS // (math.prod(lead) * n)))
     x, y = _operands([(*lead, m, 1), (*lead, 1, n)], np.float32)
     got = fnx.matmul(fnx.tensor(x), fnx.tensor(y)).numpy()

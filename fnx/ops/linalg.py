@@ -103,9 +103,11 @@ def _matmul_impl(xp, a, b):
 
 
 def _product(xp, a, b):
-    # batched outer products (per-example gradients): BLAS gains nothing there, a broadcast multiply wins (on the
-    # CPU the eager C loop of such products, where it applies)
-    if a.ndim > 2 and b.ndim > 2 and a.shape[-1] == 1 and b.shape[-2] == 1:
+    # outer products, batched or not (per-example gradients, nn.Linear(1, n) and its input's gradient through
+    # nn.Linear(n, 1)): BLAS gains nothing there, a broadcast multiply wins ((97, 1) @ (1, 80) float64: 9.7 us vs
+    # 5.7; (256, 1) @ (1, 512) float32: 147 vs 33) and rounds each product once, as BLAS does; on the CPU the eager
+    # C loop of such products, where it applies
+    if a.ndim > 1 and b.ndim > 1 and a.shape[-1] == 1 and b.shape[-2] == 1:
         hook = core.eager_kernel_hook if xp is np else None
         out = hook(mul_p, a, b) if hook is not None else None
         return xp.multiply(a, b) if out is None else out
