@@ -35,6 +35,23 @@ def ref_rnn(module, mode, x, layers, directions, hidden, out_size):
     return x, finals
 
 
+@pytest.mark.parametrize("cls", [nn.LSTMCell, nn.GRUCell])
+def test_cells_compute_their_state_alone(cls, monkeypatch):
+    """An eager cell step runs the step's ops, not the gate activations' concatenation that the fused
+    recurrence's reference returns as residuals (an op and a tape node a step, for nothing)."""
+    from fnx.ops import joins
+
+    calls = []
+    impl = joins.concatenate_p.impl
+    monkeypatch.setattr(joins.concatenate_p, "impl", lambda *a, **k: calls.append(1) or impl(*a, **k))
+    cell = cls(3, 4)
+    x = fnx.randn(5, 3, requires_grad=True)
+    out = cell(x)
+    assert calls == []
+    (out[0] if isinstance(out, tuple) else out).sum().backward()   # (split's backward concatenates)
+    assert x.grad.shape == (5, 3)
+
+
 @pytest.mark.parametrize("mode", ["RNN", "LSTM", "GRU"])
 @pytest.mark.parametrize("layers,bidirectional", [(1, False), (2, True)])
 def test_recurrent_layers_match_the_time_loop(mode, layers, bidirectional):

@@ -68,8 +68,10 @@ def _pack(xw, h0, c0, w_hh, b_hh, w_hr) -> list:
 
 
 # ---------------------------------------------------------------- the definition, in fnx ops
-def cell(mode: str, state, xw: Tensor, w_hh: Tensor, b_hh: Tensor | None, w_hr: Tensor | None = None):
-    """One time step: (new state, residuals of the step) from the state and the projected input `xw`."""
+def cell(mode: str, state, xw: Tensor, w_hh: Tensor, b_hh: Tensor | None, w_hr: Tensor | None = None,
+         residuals: bool = True):
+    """One time step: (new state, residuals of the step) from the state and the projected input `xw`; the
+    residuals are () unless `residuals` (nn.LSTMCell and nn.GRUCell take the state alone)."""
     if mode == "LSTM":
         h, c = state
         i, f, g, o = chunk(xw + linear(h, w_hh, b_hh), 4, -1)
@@ -77,13 +79,13 @@ def cell(mode: str, state, xw: Tensor, w_hh: Tensor, b_hh: Tensor | None, w_hr: 
         c = f * c + i * g
         tc = ew.tanh(c)
         h = o * tc
-        return ((linear(h, w_hr) if w_hr is not None else h), c), (cat([i, f, g, o], -1), c, tc)
+        return ((linear(h, w_hr) if w_hr is not None else h), c), (cat([i, f, g, o], -1), c, tc) if residuals else ()
     if mode == "GRU":
         i_r, i_z, i_n = chunk(xw, 3, -1)
         h_r, h_z, h_n = chunk(linear(state, w_hh, b_hh), 3, -1)
         r, z = ew.sigmoid(i_r + h_r), ew.sigmoid(i_z + h_z)
         n = ew.tanh(i_n + r * h_n)
-        return (1.0 - z) * n + z * state, (cat([r, z, n], -1), h_n)
+        return (1.0 - z) * n + z * state, (cat([r, z, n], -1), h_n) if residuals else ()
     pre = xw + linear(state, w_hh, b_hh)
     return (ew.tanh(pre) if mode == "RNN_TANH" else ew.relu(pre)), ()
 

@@ -257,7 +257,7 @@ class RNNCellBase(Module):
 
     def _step(self, input: Tensor, state):
         xw = F.linear(input, self.weight_ih, self.bias_ih)
-        return cell(self._mode, state, xw, self.weight_hh, self.bias_hh)[0]
+        return cell(self._mode, state, xw, self.weight_hh, self.bias_hh, residuals=False)[0]
 
     def _zeros(self, input: Tensor) -> Tensor:
         return zeros(*input.shape[:-1], self.hidden_size, dtype=input.dtype, device=input.device)
