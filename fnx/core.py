@@ -288,12 +288,17 @@ Primitive.bind = bind
 
 def _wrap_multiple(prim: Primitive, args, params, outs) -> list:
     """Eager outputs of a multiple-result primitive; one tape node covers them all."""
-    tensors = [from_array(o) for o in outs]
     if prim.view:   # each output aliases the first input, as a view primitive's one output does (see `bind`)
         a0 = args[0]
-        base = a0 if a0._base is None else a0._base
-        for t in tensors:
-            t._version, t._base = a0._version, base
+        dev, version, base = a0._device, a0._version, a0 if a0._base is None else a0._base
+        tensors = []
+        for o in outs:   # views of a0's array: its device and dtype, nothing to infer (a chunk of gates a step)
+            t = _tensor_new(_Tensor)
+            t._value, t._device, t._node, t._requires_grad, t._grad = o, dev, None, False, None
+            t._version, t._base, t._views = version, base, None
+            tensors.append(t)
+    else:
+        tensors = [from_array(o) for o in outs]
     if state.grad_enabled and prim.differentiable and any(a._requires_grad for a in args):
         return record_multiple_hook(prim, args, params, tensors)
     return tensors

@@ -204,16 +204,23 @@ def record_pullback(name: str, args: list, outs: list, pull, holds_values: bool 
     The node drops `pull` (and what it holds) when backward releases it, unless `holds_values` is False (it
     reads shapes only, and a second backward may use it again); until then a pullback that holds the outputs
     forms a cycle with them, as a saved output of a primitive does."""
-    ctx = FunctionCtx(tuple(a._requires_grad for a in args))
+    ctx = FunctionCtx(tuple([a._requires_grad for a in args]))
     ctx.pull = pull
     ctx.pull_holds_values = holds_values
-    node = _FunctionNode(_Pullback(name), ctx, tuple(tape.parent_of(a) for a in args),
-                         [(tuple(o.shape), o.dtype, o.device) for o in outs], tuple(tuple(a.shape) for a in args))
+    rule = _PULLBACKS.get(name)
+    if rule is None:
+        rule = _PULLBACKS[name] = _Pullback(name)
+    node = _FunctionNode(rule, ctx, tuple([tape.parent_of(a) for a in args]),
+                         [(o._value.shape, o.dtype, o._device) for o in outs], tuple([a._value.shape for a in args]))
+    n = len(outs)
     for k, o in enumerate(outs):
         if o.dtype.is_inexact:
-            o._node = node if len(outs) == 1 else _OutputOf(node, k, len(outs))
+            o._node = node if n == 1 else _OutputOf(node, k, n)
             o._requires_grad = True
     return outs
+
+
+_PULLBACKS: dict = {}   # name -> its _Pullback rule, shared by the nodes of that name
 
 
 def _record_multiple(prim, args, params, outs) -> list:
