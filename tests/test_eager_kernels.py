@@ -335,9 +335,9 @@ def test_activation_vjps_are_one_primitive_each():
 
 @needs_cc
 def test_a_plan_that_kept_its_launch_computes_each_new_call(fresh):
-    """A plan keeps its kernel and meta block after its first call (contiguous operands, no params); later calls
-    of that plan on new operands (one operand, two of one shape, a row broadcast, one array as both operands)
-    give the bits of a first call's path, and a strided operand's plan keeps none."""
+    """A plan keeps its kernel and meta block after its first call (no params); later calls of that plan on new
+    operands (one operand, two of one shape, a row broadcast, one array as both operands, a strided operand,
+    which the kept launch copies first) give the bits of a first call's path."""
     sigmoid, gelu_backward = Primitive.registry["sigmoid"], Primitive.registry["gelu_backward"]
     cases = [(sigmoid, [(N,)]), (gelu_backward, [(4, N), (4, N)]), (gelu_backward, [(4, N), (N,)])]
     for prim, shapes in cases:
@@ -355,8 +355,8 @@ def test_a_plan_that_kept_its_launch_computes_each_new_call(fresh):
     want = _numpy_impl(gelu_backward, x, x)
     for _ in range(2):
         assert ulp_distance(eager_kernels.run(gelu_backward, x, x), want) <= ULP_BOUNDS["gelu_backward"]
-    strided = RNG.uniform(-4, 4, (2 * N,)).astype(np.float32)[::2]
-    for _ in range(2):
+    for _ in range(3):   # new values each call: the launch reads each call's operand
+        strided = RNG.uniform(-4, 4, (2 * N,)).astype(np.float32)[::2]
         assert np.array_equal(eager_kernels.run(sigmoid, strided), eager_kernels.run(sigmoid, strided.copy()))
     key = next(k for k in eager_kernels._plans if k[0] is sigmoid and k[5] == strided.strides)
-    assert not eager_kernels._plans[key][-1]
+    assert eager_kernels._plans[key][-1][0][-1]   # kept, and copies first

@@ -122,9 +122,10 @@ _topk_library = TemplateLibrary("fnx-topk", "c_topk.c.j2", list(_TOPK.values()),
 _kernels: dict = {}
 # `run`'s plan of an elementwise call by its operands' shapes, dtypes and strides and whether the team has several
 # threads (`_plan`): the same few calls recur every training step, and planning one took about a third of the
-# Python around a kernel call. A plan of contiguous operands and no params keeps its kernel and meta block once
-# they have run (its `launch`), which takes a third of the Python off the next calls (sigmoid on 2048 floats: 4.1
-# -> 3.0 us, of which about 1 is the loop). Emptied when it reaches _PLANS_MAX entries; a test that empties
+# Python around a kernel call. A plan of no params keeps its kernel and meta block once they have run (its
+# `launch`, with whether its operands are strided and so copied first), which takes a third of the Python off the
+# next calls (sigmoid on 2048 floats: 4.1 -> 3.0 us, of which about 1 is the loop; on an LSTM's gate, a (97, 20)
+# column slice of float64s: 7.9 -> 7.3). Emptied when it reaches _PLANS_MAX entries; a test that empties
 # `_kernels` empties this too.
 _plans: dict = {}
 _PLANS_MAX = 4096
@@ -160,17 +161,19 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         return None
     kinds, rows, cols, unbroadcast, shape, launch = plan
     if launch:
-        fn, block = launch[0]
+        fn, block, copy = launch[0]
+        if copy:   # a strided operand (an LSTM's gate, a column slice): the kernel reads a contiguous copy
+            x, last = np.ascontiguousarray(x), np.ascontiguousarray(last)
         out = np.empty(shape, x.dtype)
         fn(_ARRAYS[1](id(x), id(out)) if len(arrays) == 1 else _ARRAYS[2](id(x), id(last), id(out)), block)
         return out
     if unbroadcast:
         arrays = (_unbroadcast(x), _unbroadcast(last))
     out = _call(prim, kinds, arrays, np.empty(shape, x.dtype), rows, cols, params)
-    if out is not None and not params and not unbroadcast and all(a.flags.c_contiguous for a in arrays):
+    if out is not None and not params and not unbroadcast:
         fn, meta, symbols = _kernels[prim.name, out.dtype, kinds, ()]
         values = (1, rows, cols, rows * cols)
-        launch.append((fn, meta(*[values[s] for s in symbols])))
+        launch.append((fn, meta(*[values[s] for s in symbols]), not all(a.flags.c_contiguous for a in arrays)))
     return out
 
 
