@@ -35,6 +35,38 @@ def ref_rnn(module, mode, x, layers, directions, hidden, out_size):
     return x, finals
 
 
+@pytest.mark.parametrize("lead", [(5,), (), (2, 3)], ids=str)
+def test_lstm_cell_matches_the_composition_to_second_order(lead):
+    """Eager nn.LSTMCell runs a step's pointwise part as one tape node (PyTorch's fused cell): its values match a
+    numpy step, and its gradients (on the arrays, and on tensors under create_graph) and second derivatives those
+    of the traced composition (fnx.grad), in float64, whichever outputs the loss reads."""
+    cell = nn.LSTMCell(3, 4).double()
+    arrays = [RNG.standard_normal(lead + (n,)) for n in (3, 4, 4)]
+    x, h, c = (fnx.tensor(a, requires_grad=True) for a in arrays)
+    h1, c1 = cell(x, (h, c))
+    w = {k: npy(getattr(cell, k)) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+    want_h, want_c = ref_cell("LSTM", arrays[0] @ w["weight_ih"].T + w["bias_ih"], tuple(arrays[1:]),
+                              w["weight_hh"], w["bias_hh"])
+    np.testing.assert_allclose(npy(h1), want_h, atol=1e-14)
+    np.testing.assert_allclose(npy(c1), want_c, atol=1e-14)
+    for reads in ("h", "c", "both"):
+        def loss(x, h, c):
+            h1, c1 = cell(x, (h, c))
+            return {"h": (h1 * h1).sum(), "c": (c1 ** 3).sum(), "both": (h1 * c1).sum()}[reads]
+
+        want = fnx.grad(loss, argnums=(0, 1, 2))(*(t.detach() for t in (x, h, c)))
+        plain = fnx.autograd.grad(loss(x, h, c), [x, h, c])   # the backward on the arrays
+        grads = fnx.autograd.grad(loss(x, h, c), [x, h, c], create_graph=True)   # on tensors
+        for got, again, expected in zip(plain, grads, want):
+            np.testing.assert_allclose(npy(got), npy(expected), atol=1e-12)
+            np.testing.assert_allclose(npy(again), npy(expected), atol=1e-12)
+        second = fnx.autograd.grad(sum(g.sum() for g in grads[:3]), [x, h, c])
+        want2 = fnx.grad(lambda *a: sum(g.sum() for g in fnx.grad(loss, argnums=(0, 1, 2))(*a)), argnums=(0, 1, 2))(
+            *(t.detach() for t in (x, h, c)))
+        for got, expected in zip(second, want2):
+            np.testing.assert_allclose(npy(got), npy(expected), atol=1e-11)
+
+
 @pytest.mark.parametrize("cls", [nn.LSTMCell, nn.GRUCell])
 def test_cells_compute_their_state_alone(cls, monkeypatch):
     """An eager cell step runs the step's ops, not the gate activations' concatenation that the fused

@@ -9,6 +9,9 @@ over all steps on fnx's thread pool, fnx/lowering/nn_kernels.py) and also return
 cost about what PyTorch's fused C++ loop costs, where a `scan` of fnx ops paid Python dispatch and a tape node
 for each of ~10 ops per step.
 
+nn.LSTMCell steps through `cell`: eagerly its pointwise part (gates -> h, c) is one tape node (`_LSTMStep`, as
+PyTorch's fused cell), under transforms the composition, which they differentiate, batch and fuse.
+
 `reference` is the definition: the same loop written with fnx ops through `fnx.scan`, returning the same
 outputs. Every rule but the two impls applies its transform to it (jvp, the derivatives of the backward,
 vmap with batched weights), so the primitives compose with all transforms and agree with it to float
@@ -24,7 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import core
+from ..autograd import Function
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..dtypes import float32, float64
 from ..array_pointers import data_pointer
 from ..lowering.nn_kernels import lstm_loops
 from ..ops import elementwise as ew
@@ -32,7 +38,7 @@ from ..ops._batching import batch_size, move_to_front
 from ..ops.control import scan
 from ..ops.creation import zeros_like
 from ..ops.joins import cat, chunk
-from ..tensor import Tensor
+from ..tensor import Tensor, Tracer, make
 from ..threads import get_num_threads
 from ..transforms.ad import jvp, vjp
 from ..transforms.batching import vmap
@@ -41,6 +47,7 @@ from .functional import linear
 __all__ = ["recurrence", "reference", "cell", "GATES"]
 
 GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+_STEP_DTYPES = (float32, float64)
 _RESIDUALS = {"RNN_TANH": 0, "RNN_RELU": 0, "LSTM": 3, "GRU": 2}
 
 
@@ -74,7 +81,10 @@ def cell(mode: str, state, xw: Tensor, w_hh: Tensor, b_hh: Tensor | None, w_hr: 
     residuals are () unless `residuals` (nn.LSTMCell and nn.GRUCell take the state alone)."""
     if mode == "LSTM":
         h, c = state
-        i, f, g, o = chunk(xw + linear(h, w_hh, b_hh), 4, -1)
+        gates = xw + linear(h, w_hh, b_hh)
+        if not residuals and w_hr is None and _eager_step(gates, c):
+            return _LSTMStep.apply(gates, c), ()
+        i, f, g, o = chunk(gates, 4, -1)
         i, f, g, o = ew.sigmoid(i), ew.sigmoid(f), ew.tanh(g), ew.sigmoid(o)
         c = f * c + i * g
         tc = ew.tanh(c)
@@ -88,6 +98,61 @@ def cell(mode: str, state, xw: Tensor, w_hh: Tensor, b_hh: Tensor | None, w_hr: 
         return (1.0 - z) * n + z * state, (cat([r, z, n], -1), h_n) if residuals else ()
     pre = xw + linear(state, w_hh, b_hh)
     return (ew.tanh(pre) if mode == "RNN_TANH" else ew.relu(pre)), ()
+
+
+def _eager_step(gates, c) -> bool:
+    """Whether an LSTM step's pointwise part runs as `_LSTMStep`: eager (no transform), float32 or float64."""
+    return (not core.state.transforms_active and not isinstance(gates, Tracer) and not isinstance(c, Tracer)
+            and gates.dtype is c.dtype and gates.dtype in _STEP_DTYPES and gates._device is c._device)
+
+
+def _lstm_step_grads(dh, dc, act, c_prev, tc, join):
+    """(d gates, d c_prev) of an LSTM step's pointwise part, from the cotangents of (h, c) and the step's gate
+    activations `act` (i, f, g, o side by side), previous cell state and tanh of the new one: arrays or tensors
+    alike (`join` concatenates along the last dim)."""
+    hid = c_prev.shape[-1]
+    i, f, g, o = (act[..., k * hid:(k + 1) * hid] for k in range(4))
+    dc = dc + dh * o * (1 - tc * tc)
+    return join([dc * g * i * (1 - i), dc * c_prev * f * (1 - f), dc * i * (1 - g * g), dh * tc * o * (1 - o)]), \
+        dc * f
+
+
+class _LSTMStep(Function):
+    """Eager nn.LSTMCell: the pointwise part of a step (gates -> (h, c)) as one tape node, as PyTorch's fused LSTM
+    cell, where `cell`'s composition recorded twelve ops (a split, three sigmoids, two tanhs, four products and
+    two sums) and backpropagated through each; time_sequence_prediction's closure spent most of its forward
+    there. The activations come from the primitives' impls (the sigmoid's C kernel over all four gates at once,
+    the g gate's quarter then replaced by its tanh), so the values are the composition's bits. The backward is
+    the same formulas on the arrays, or on tensors from the saved inputs under create_graph (differentiable)."""
+
+    @staticmethod
+    def forward(ctx, gates, c):
+        xp, gv, cv = gates._device._xp, gates._value, c._value
+        hid = cv.shape[-1]
+        act = ew.sigmoid_p.impl(xp, gv)
+        act[..., 2 * hid:3 * hid] = ew.tanh_p.impl(xp, gv[..., 2 * hid:3 * hid])
+        i, f, g, o = (act[..., k * hid:(k + 1) * hid] for k in range(4))
+        c_new = f * cv
+        c_new += i * g
+        tc = ew.tanh_p.impl(xp, c_new)
+        ctx.save_for_backward(gates, c)
+        ctx.arrays = act, tc
+        return make(o * tc, gates._device), make(c_new, gates._device)
+
+    @staticmethod
+    def backward(ctx, dh, dc):
+        gates, c = ctx.saved_tensors
+        if not core.state.grad_enabled:   # no create_graph: on the arrays, off the tape
+            act, tc = ctx.arrays
+            xp = gates._device._xp
+            d_gates, d_c = _lstm_step_grads(dh._value, dc._value, act, c._value, tc,
+                                            lambda parts: xp.concatenate(parts, axis=-1))
+            return make(d_gates, gates._device), make(d_c, gates._device)
+        hid = c.shape[-1]
+        pre = chunk(gates, 4, -1)
+        act = cat([ew.sigmoid(pre[0]), ew.sigmoid(pre[1]), ew.tanh(pre[2]), ew.sigmoid(pre[3])], -1)
+        c_new = act[..., hid:2 * hid] * c + act[..., :hid] * act[..., 2 * hid:3 * hid]
+        return _lstm_step_grads(dh, dc, act, c, ew.tanh(c_new), lambda parts: cat(parts, -1))
 
 
 def reference(xw, h0, c0, w_hh, b_hh, w_hr, *, mode: str, reverse: bool) -> list:
