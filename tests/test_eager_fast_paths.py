@@ -1,7 +1,7 @@
 """The eager fast paths of a language model's training step agree with their definitions: index_put's
 scatter-add over flat positions and whole rows (embedding and NLL backward) with np.add.at, the softmax primitives
 with their compositions (the op table, tests/op_db_nn_lm.py, checks values and gradients), the LSTM recurrence's C
-loops with numpy's loop, on any number of threads."""
+loops with numpy's loop, on any number of threads; a stack of rows (strided too) times a matrix is one GEMM."""
 from __future__ import annotations
 
 import ctypes
@@ -15,7 +15,7 @@ import fnx.nn.functional as F
 from fnx.lowering import cpu, nn_kernels, scatter_kernels
 from fnx.nn.functional_activation import log_softmax_backward_p, log_softmax_p, softmax_p
 from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
-from fnx.ops import indexing
+from fnx.ops import indexing, linalg
 from fnx.ops.indexing import index_put_p
 
 
@@ -246,3 +246,31 @@ def test_data_pointer_reads_numpys_address_of_any_array():
         assert data_pointer(a) == a.ctypes.data
     with pytest.raises(TypeError, match="numpy array"):
         data_pointer(np.float32(1.0))
+
+
+class _RecordingNumpy:
+    """numpy's matmul and multiply, noting the operands' shapes of each product."""
+
+    def __init__(self):
+        self.products = []
+
+    def matmul(self, a, b):
+        self.products.append((a.shape, b.shape))
+        return np.matmul(a, b)
+
+    multiply = staticmethod(np.multiply)
+
+
+@pytest.mark.parametrize("stack", ["contiguous", "permuted", "time step"])
+def test_a_stack_of_rows_times_a_matrix_is_one_product(stack):
+    """nn.Linear on a permuted RNN output or on one time step sliced from a gradient: one (rows, K) @ (K, N) GEMM,
+    where numpy's matmul would run one product per leading index."""
+    rng = np.random.default_rng(0)
+    a = {"contiguous": lambda: rng.standard_normal((6, 5, 16)),
+         "permuted": lambda: rng.standard_normal((5, 6, 16)).transpose(1, 0, 2),
+         "time step": lambda: rng.standard_normal((6, 9, 16))[:, 3:8]}[stack]()
+    b = rng.standard_normal((24, 16)).T
+    xp = _RecordingNumpy()
+    out = linalg._product(xp, a, b)
+    assert xp.products == [((30, 16), (16, 24))]
+    np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-12, atol=1e-12)
