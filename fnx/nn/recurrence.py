@@ -183,17 +183,10 @@ def _reference_pullback(mode: str, reverse: bool, bias: bool, proj: bool, n_in: 
 
 
 # ---------------------------------------------------------------- numpy loops (forward)
-def _sigmoid_(xp, z) -> None:
-    """z = 1 / (1 + exp(-z)) in place (exp may overflow to inf for z << 0: the result is then 0)."""
-    xp.negative(z, out=z)
-    xp.exp(z, out=z)
-    z += 1
-    xp.reciprocal(z, out=z)
-
-
-def _transposed(xp, w):
-    """A row-major copy of w.T: numpy's matmul with out= runs about 5x slower on a transposed view."""
-    return xp.ascontiguousarray(w.T)
+def _transposed(xp, w, reads: int):
+    """w.T for `reads` products: a row-major copy where they pay for it (numpy's matmul reads a transposed view
+    about 1.3x slower; the copy of a (384, 128) float32 w_hh costs what three such products lose), else the view."""
+    return xp.ascontiguousarray(w.T) if reads > 3 else w.T
 
 
 def _steps(length: int, reverse: bool):
@@ -246,8 +239,8 @@ def _lstm_forward(xp, xw, h0, c0, w_hh, b_hh, w_hr, reverse):
     cs, tcs = xp.empty((length, n, hid), xw.dtype), xp.empty((length, n, hid), xw.dtype)
     gh, tmp = xp.empty((n, g4), xw.dtype), xp.empty((n, hid), xw.dtype)
     h_raw = xp.empty((n, hid), xw.dtype) if w_hr is not None else None
-    w_hr_t = _transposed(xp, w_hr) if w_hr is not None else None
-    w_t = _transposed(xp, w_hh) * half   # a new array: _transposed may return a view of w_hh
+    w_hr_t = _transposed(xp, w_hr, length) if w_hr is not None else None
+    w_t = _transposed(xp, w_hh, length) * half   # a new array: _transposed may return a view of w_hh
     h, c = h0, c0
     for t in _steps(length, reverse):
         z = act[t]
@@ -275,16 +268,14 @@ def _gru_forward(xp, xw, h0, c0, w_hh, b_hh, w_hr, reverse):
     act, gh_n = xp.empty((length, n, g3), xw.dtype), xp.empty((length, n, hid), xw.dtype)
     ys = xp.empty((length, n, hid), xw.dtype)
     gh = xp.empty((n, g3), xw.dtype)
-    w_t = _transposed(xp, w_hh)
+    w_t = _transposed(xp, w_hh, length)
     h = h0
     for t in _steps(length, reverse):
         xp.matmul(h, w_t, out=gh)
         if b_hh is not None:
             gh += b_hh
         a, x = act[t], xw[t]
-        rz = a[:, :2 * hid]
-        xp.add(x[:, :2 * hid], gh[:, :2 * hid], out=rz)
-        _sigmoid_(xp, rz)
+        a[:, :2 * hid] = ew.sigmoid_p.impl(xp, x[:, :2 * hid] + gh[:, :2 * hid])   # on the CPU its C kernel
         gh_n[t] = gh[:, 2 * hid:]
         new = a[:, 2 * hid:]
         xp.multiply(a[:, :hid], gh_n[t], out=new)
@@ -302,7 +293,7 @@ def _simple_forward(xp, xw, h0, c0, w_hh, b_hh, w_hr, reverse, relu):
     length, n, hid = xw.shape
     ys = xw + b_hh if b_hh is not None else xw.copy()
     gh = xp.empty((n, hid), xw.dtype)
-    w_t = _transposed(xp, w_hh)
+    w_t = _transposed(xp, w_hh, length)
     h = h0
     for t in _steps(length, reverse):
         xp.matmul(h, w_t, out=gh)
