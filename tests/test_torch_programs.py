@@ -4,7 +4,8 @@ run unmodified through `python -m fnx run`: each must train (its loss falls) and
 nanoGPT (GPT training script), makemore (character models: bigram, GRU and Transformer here; its MLP, RNN
 and BoW models run the same way, left out to keep the tests short),
 pytorch/examples' word_language_model (LSTM and Transformer), mnist (a CNN) and vae, vit-pytorch's ViT with
-einops, time_sequence_prediction (LSTMCells with LBFGS) and llama2.c's Llama-2 model.py."""
+einops, time_sequence_prediction (LSTMCells with LBFGS), llama2.c's Llama-2 model.py and PyTorch's seq2seq
+translation tutorial (a GRU decoder with attention, stepped one token at a time)."""
 import os
 import re
 import subprocess
@@ -94,3 +95,11 @@ def test_llama2(tmp_path):
     losses = _numbers(lines, r"^\d+ \| loss ([\d.]+)")
     assert len(losses) == 3 and losses[-1] < 0.1 * losses[0], lines
     assert lines[-1] == "greedy: [3, 4, 5, 6, 7, 8, 9]"
+
+
+def test_seq2seq_translation(tmp_path):
+    """The decoder steps nn.GRU one token at a time (teacher forcing in training, topk in evaluation)."""
+    lines = _run("seq2seq_translation.py", "--epochs", "8", "--data", str(tmp_path / "eng-mdu.txt"), cwd=tmp_path)
+    losses = _numbers(lines, r"\(\d+ \d+%\) ([\d.]+)$")
+    assert len(losses) == 8 and losses[-1] < 0.15 * losses[0], lines
+    assert lines[-1].startswith("exact translations: ") and sum(line.startswith("< ") for line in lines) == 10
