@@ -36,35 +36,52 @@ def ref_rnn(module, mode, x, layers, directions, hidden, out_size):
 
 
 @pytest.mark.parametrize("lead", [(5,), (), (2, 3)], ids=str)
-def test_lstm_cell_matches_the_composition_to_second_order(lead):
-    """Eager nn.LSTMCell runs a step's pointwise part as one tape node (PyTorch's fused cell): its values match a
-    numpy step, and its gradients (on the arrays, and on tensors under create_graph) and second derivatives those
-    of the traced composition (fnx.grad), in float64, whichever outputs the loss reads."""
-    cell = nn.LSTMCell(3, 4).double()
-    arrays = [RNG.standard_normal(lead + (n,)) for n in (3, 4, 4)]
-    x, h, c = (fnx.tensor(a, requires_grad=True) for a in arrays)
-    h1, c1 = cell(x, (h, c))
-    w = {k: npy(getattr(cell, k)) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
-    want_h, want_c = ref_cell("LSTM", arrays[0] @ w["weight_ih"].T + w["bias_ih"], tuple(arrays[1:]),
-                              w["weight_hh"], w["bias_hh"])
-    np.testing.assert_allclose(npy(h1), want_h, atol=1e-14)
-    np.testing.assert_allclose(npy(c1), want_c, atol=1e-14)
-    for reads in ("h", "c", "both"):
-        def loss(x, h, c):
-            h1, c1 = cell(x, (h, c))
-            return {"h": (h1 * h1).sum(), "c": (c1 ** 3).sum(), "both": (h1 * c1).sum()}[reads]
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_cells_match_the_composition_to_second_order(mode, lead):
+    """Eager nn.LSTMCell and nn.GRUCell run a step's pointwise part as one tape node (PyTorch's fused cells): the
+    values match a numpy step, and the gradients (on the arrays, and on tensors under create_graph) and second
+    derivatives those of the traced composition (fnx.grad), in float64, whichever outputs the loss reads."""
+    lstm = mode == "LSTM"
+    cell = (nn.LSTMCell if lstm else nn.GRUCell)(3, 4).double()
+    arrays = [RNG.standard_normal(lead + (n,)) for n in ((3, 4, 4) if lstm else (3, 4))]
+    inputs = [fnx.tensor(a, requires_grad=True) for a in arrays]
 
-        want = fnx.grad(loss, argnums=(0, 1, 2))(*(t.detach() for t in (x, h, c)))
-        plain = fnx.autograd.grad(loss(x, h, c), [x, h, c])   # the backward on the arrays
-        grads = fnx.autograd.grad(loss(x, h, c), [x, h, c], create_graph=True)   # on tensors
+    def step(x, *state):
+        return cell(x, state) if lstm else (cell(x, state[0]),)
+
+    w = {k: npy(getattr(cell, k)) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+    want = ref_cell(mode, arrays[0] @ w["weight_ih"].T + w["bias_ih"], tuple(arrays[1:]) if lstm else arrays[1],
+                    w["weight_hh"], w["bias_hh"])
+    for got, expected in zip(step(*inputs), want if lstm else (want,)):
+        np.testing.assert_allclose(npy(got), expected, atol=1e-14)
+    losses = {"h": lambda h, *c: (h * h).sum(), "cube": lambda h, *c: (h ** 3).sum()}
+    if lstm:
+        losses |= {"c": lambda h, c: (c ** 3).sum(), "both": lambda h, c: (h * c).sum()}
+    argnums = tuple(range(len(inputs)))
+    for reads in losses.values():
+        def loss(*args):
+            return reads(*step(*args))
+
+        detached = [t.detach() for t in inputs]
+        want = fnx.grad(loss, argnums=argnums)(*detached)
+        plain = fnx.autograd.grad(loss(*inputs), inputs)   # the backward on the arrays
+        grads = fnx.autograd.grad(loss(*inputs), inputs, create_graph=True)   # on tensors
         for got, again, expected in zip(plain, grads, want):
             np.testing.assert_allclose(npy(got), npy(expected), atol=1e-12)
             np.testing.assert_allclose(npy(again), npy(expected), atol=1e-12)
-        second = fnx.autograd.grad(sum(g.sum() for g in grads[:3]), [x, h, c])
-        want2 = fnx.grad(lambda *a: sum(g.sum() for g in fnx.grad(loss, argnums=(0, 1, 2))(*a)), argnums=(0, 1, 2))(
-            *(t.detach() for t in (x, h, c)))
+        second = fnx.autograd.grad(sum(g.sum() for g in grads), inputs)
+        want2 = fnx.grad(lambda *a: sum(g.sum() for g in fnx.grad(loss, argnums=argnums)(*a)), argnums=argnums)(
+            *detached)
         for got, expected in zip(second, want2):
             np.testing.assert_allclose(npy(got), npy(expected), atol=1e-11)
+
+
+def test_a_gru_cell_step_is_one_tape_node():
+    """nn.GRUCell's pointwise step is recorded as one node: its output's grad_fn reads the two products and h."""
+    cell = nn.GRUCell(3, 4)
+    h = fnx.randn(5, 4, requires_grad=True)
+    out = cell(fnx.randn(5, 3), h)
+    assert out.grad_fn.name == "_GRUStepBackward"
 
 
 @pytest.mark.parametrize("cls", [nn.LSTMCell, nn.GRUCell])

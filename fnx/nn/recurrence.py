@@ -9,8 +9,8 @@ over all steps on fnx's thread pool, fnx/lowering/nn_kernels.py) and also return
 cost about what PyTorch's fused C++ loop costs, where a `scan` of fnx ops paid Python dispatch and a tape node
 for each of ~10 ops per step.
 
-nn.LSTMCell steps through `cell`: eagerly its pointwise part (gates -> h, c) is one tape node (`_LSTMStep`, as
-PyTorch's fused cell), under transforms the composition, which they differentiate, batch and fuse.
+nn.LSTMCell and nn.GRUCell step through `cell`: eagerly a step's pointwise part is one tape node (`_LSTMStep`,
+`_GRUStep`, as PyTorch's fused cells), under transforms the composition, which they differentiate, batch and fuse.
 
 `reference` is the definition: the same loop written with fnx ops through `fnx.scan`, returning the same
 outputs. Every rule but the two impls applies its transform to it (jvp, the derivatives of the backward,
@@ -91,8 +91,11 @@ def cell(mode: str, state, xw: Tensor, w_hh: Tensor, b_hh: Tensor | None, w_hr: 
         h = o * tc
         return ((linear(h, w_hr) if w_hr is not None else h), c), (cat([i, f, g, o], -1), c, tc) if residuals else ()
     if mode == "GRU":
+        hw = linear(state, w_hh, b_hh)
+        if not residuals and _eager_step(xw, hw, state):
+            return _GRUStep.apply(xw, hw, state), ()
         i_r, i_z, i_n = chunk(xw, 3, -1)
-        h_r, h_z, h_n = chunk(linear(state, w_hh, b_hh), 3, -1)
+        h_r, h_z, h_n = chunk(hw, 3, -1)
         r, z = ew.sigmoid(i_r + h_r), ew.sigmoid(i_z + h_z)
         n = ew.tanh(i_n + r * h_n)
         return (1.0 - z) * n + z * state, (cat([r, z, n], -1), h_n) if residuals else ()
@@ -100,10 +103,13 @@ def cell(mode: str, state, xw: Tensor, w_hh: Tensor, b_hh: Tensor | None, w_hr: 
     return (ew.tanh(pre) if mode == "RNN_TANH" else ew.relu(pre)), ()
 
 
-def _eager_step(gates, c) -> bool:
-    """Whether an LSTM step's pointwise part runs as `_LSTMStep`: eager (no transform), float32 or float64."""
-    return (not core.state.transforms_active and not isinstance(gates, Tracer) and not isinstance(c, Tracer)
-            and gates.dtype is c.dtype and gates.dtype in _STEP_DTYPES and gates._device is c._device)
+def _eager_step(*inputs) -> bool:
+    """Whether a cell step's pointwise part runs as one Function (`_LSTMStep`, `_GRUStep`): eager (no transform),
+    float32 or float64 inputs of one dtype on one device."""
+    first = inputs[0]
+    return (not core.state.transforms_active and not any(isinstance(t, Tracer) for t in inputs)
+            and first.dtype in _STEP_DTYPES and all(t.dtype is first.dtype and t._device is first._device
+                                                    for t in inputs))
 
 
 def _lstm_step_grads(dh, dc, act, c_prev, tc, join):
@@ -153,6 +159,52 @@ class _LSTMStep(Function):
         act = cat([ew.sigmoid(pre[0]), ew.sigmoid(pre[1]), ew.tanh(pre[2]), ew.sigmoid(pre[3])], -1)
         c_new = act[..., hid:2 * hid] * c + act[..., :hid] * act[..., 2 * hid:3 * hid]
         return _lstm_step_grads(dh, dc, act, c, ew.tanh(c_new), lambda parts: cat(parts, -1))
+
+
+def _gru_step_grads(dh, rz, n, h, hw_n, join):
+    """(d xw, d hw, d h) of a GRU step's pointwise part, h' = (1 - z) n + z h with n = tanh(xw_n + r hw_n), from
+    the cotangent of h', the r and z activations `rz` side by side, n, the previous state and hw's n part: arrays
+    or tensors alike (`join` concatenates along the last dim)."""
+    hid = h.shape[-1]
+    r, z = rz[..., :hid], rz[..., hid:]
+    d_n = dh * (1 - z) * (1 - n * n)
+    d_z = dh * (h - n) * (z * (1 - z))
+    d_r = d_n * hw_n * (r * (1 - r))
+    return join([d_r, d_z, d_n]), join([d_r, d_z, d_n * r]), dh * z
+
+
+class _GRUStep(Function):
+    """Eager nn.GRUCell: the pointwise part of a step ((xw, h W_hh^T + b_hh, h) -> h') as one tape node, as
+    `_LSTMStep` for the LSTM, where `cell`'s composition recorded two splits, two sigmoids, a tanh and eight
+    arithmetic ops. The activations come from the primitives' impls (the sigmoid's C kernel over r and z at once),
+    h' by the composition's formula, so the values are the composition's bits. The backward is the same formulas
+    on the arrays, or on tensors from the saved inputs under create_graph (differentiable)."""
+
+    @staticmethod
+    def forward(ctx, xw, hw, h):
+        xp, xv, hwv, hv = xw._device._xp, xw._value, hw._value, h._value
+        hid = hv.shape[-1]
+        rz = ew.sigmoid_p.impl(xp, xv[..., :2 * hid] + hwv[..., :2 * hid])
+        n = ew.tanh_p.impl(xp, xv[..., 2 * hid:] + rz[..., :hid] * hwv[..., 2 * hid:])
+        z = rz[..., hid:]
+        ctx.save_for_backward(xw, hw, h)
+        ctx.arrays = rz, n
+        return make((1.0 - z) * n + z * hv, xw._device)
+
+    @staticmethod
+    def backward(ctx, dh):
+        xw, hw, h = ctx.saved_tensors
+        hid = h.shape[-1]
+        if not core.state.grad_enabled:   # no create_graph: on the arrays, off the tape
+            rz, n = ctx.arrays
+            xp, dev = xw._device._xp, xw._device
+            grads = _gru_step_grads(dh._value, rz, n, h._value, hw._value[..., 2 * hid:],
+                                    lambda parts: xp.concatenate(parts, axis=-1))
+            return tuple(make(g, dev) for g in grads)
+        rz = ew.sigmoid(xw[..., :2 * hid] + hw[..., :2 * hid])
+        hw_n = hw[..., 2 * hid:]
+        n = ew.tanh(xw[..., 2 * hid:] + rz[..., :hid] * hw_n)
+        return _gru_step_grads(dh, rz, n, h, hw_n, lambda parts: cat(parts, -1))
 
 
 def reference(xw, h0, c0, w_hh, b_hh, w_hr, *, mode: str, reverse: bool) -> list:
