@@ -1,6 +1,7 @@
 """Eager convolutions run fnx/ops/conv.py's blocked primitives: forward, input and weight gradients (and grad of
 grad on the eager tape) equal the composite form that transforms run (and a float64 numpy reference), over one
-block or many (BLOCK_BYTES made small), through the C loops (large arrays) and numpy (small ones)."""
+block or many (BLOCK_BYTES made small), through the C loops (large arrays) and numpy (small ones); so do eager
+transposed convolutions, which bind conv_input_grad."""
 import contextlib
 
 import numpy as np
@@ -37,7 +38,7 @@ def _inputs(case, seed=0):
     dt = case["dtype"]
     x = rng.standard_normal(case["x"]).astype(dt)
     w = rng.standard_normal(case["w"]).astype(dt)
-    b = rng.standard_normal(case["w"][0]).astype(dt) if case["bias"] else None
+    b = rng.standard_normal(case.get("out", case["w"][0])).astype(dt) if case["bias"] else None   # out channels
     return x, w, b
 
 
@@ -67,9 +68,9 @@ def test_eager_blocked_conv_and_gradients_equal_the_composite(case):
         _check_against_the_composite(case)
 
 
-def _check_against_the_composite(case):
+def _check_against_the_composite(case, f=None):
     x, w, b = _inputs(case)
-    f = _conv(case)
+    f = f or _conv(case)
     tx, tw = fnx.tensor(x, requires_grad=True), fnx.tensor(w, requires_grad=True)
     tb = None if b is None else fnx.tensor(b, requires_grad=True)
     y = f(tx, tw, tb)
@@ -193,3 +194,51 @@ def test_eager_blocked_gradients_match_finite_differences(monkeypatch):
     f = lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2), groups=2)   # noqa: E731
     assert f(x, w, b).grad_fn.name == "ConvBackward"
     assert fnx.autograd.gradcheck(f, (x, w, b))
+
+
+_CONV_TRANSPOSE = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
+
+@st.composite
+def _transpose_cases(draw):
+    nd = draw(st.integers(1, 3))
+    groups = draw(st.integers(1, 2))
+    kernel = tuple(draw(st.integers(1, 4)) for _ in range(nd))
+    stride = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    dilation = tuple(draw(st.integers(1, 2)) for _ in range(nd))
+    output_padding = tuple(draw(st.integers(0, s - 1)) for s in stride)
+    padding = tuple(draw(st.integers(0, (d * (k - 1) + o) // 2)) for k, d, o in zip(kernel, dilation, output_padding))
+    spatial = tuple(draw(st.integers(1, 9 if nd < 3 else 4)) for _ in range(nd))
+    n, c, o = draw(st.integers(1, 3)), 3 * groups, 2 * groups
+    return dict(nd=nd, groups=groups, stride=stride, dilation=dilation, padding=padding,
+                output_padding=output_padding, x=(n, c) + spatial, w=(c, o // groups) + kernel, out=o,
+                bias=draw(st.booleans()), block=draw(st.sampled_from([1, 4000, 1 << 21])),
+                dtype=draw(st.sampled_from([np.float32, np.float64])))
+
+
+@given(case=_transpose_cases())
+@settings(max_examples=40, deadline=None)
+def test_eager_transposed_conv_and_gradients_equal_the_composite(case):
+    """Eagerly conv_transpose is conv_input_grad (PyTorch's form), under transforms a convolution of the
+    stride-dilated input: the same values and gradients, output_padding's zeros included."""
+    params = {k: case[k] for k in ("stride", "padding", "output_padding", "groups", "dilation")}
+    f = lambda x, w, b: _CONV_TRANSPOSE[case["nd"]](x, w, b, **params)   # noqa: E731
+    with _block_bytes(case["block"]):
+        _check_against_the_composite(case, f)
+
+
+def test_eager_transposed_conv_binds_the_input_gradient_of_conv_and_its_gradients_match_finite_differences():
+    rng = np.random.default_rng(6)
+    x, w, b = (fnx.tensor(rng.standard_normal(s), requires_grad=True) for s in ((2, 4, 3, 4), (4, 3, 3, 2), (6,)))
+    f = lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 3), padding=(1, 0), output_padding=(1, 2),   # noqa
+                                           groups=2, dilation=(2, 1))
+    assert F.conv_transpose2d(x, w, stride=2).grad_fn.name == "Conv_input_gradBackward"
+    assert fnx.autograd.gradcheck(f, (x, w, b))
+    # second derivatives on the eager tape, against the composite's (fnx.grad traces it)
+    square = lambda x, w, b: (f(x, w, b) ** 2).sum()   # noqa: E731
+    got = fnx.autograd.grad(sum((g * g).sum() for g in fnx.autograd.grad(square(x, w, b), [x, w], create_graph=True)),
+                            [x, w, b])
+    want = fnx.grad(lambda *a: sum((g * g).sum() for g in fnx.grad(square, argnums=(0, 1))(*a)), argnums=(0, 1, 2))(
+        *(t.detach() for t in (x, w, b)))
+    for a, e in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-10, atol=1e-10)

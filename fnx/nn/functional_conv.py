@@ -8,8 +8,9 @@ back into its strided view. Under a transform a convolution takes the columns of
 one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode, on CPU float tensors
 whose columns make several blocks of a few samples (fnx.ops.conv.blocks_pay), fnx/ops/conv.py's primitives do the
 same work one block after the other: each block's columns stay in cache, and none are kept for the backward.
-The transposed convolution is a convolution of the stride-dilated input with the flipped kernel, and `fold`
-is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
+The transposed convolution is PyTorch's form, the gradient of a convolution in its input: a product and col2im
+(eagerly fnx.ops.conv.conv_input_grad, block by block), not a convolution over zeros inserted between the
+input's elements (s^nd times the products). `fold` is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
 """
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ from .. import core
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
-from ..ops.conv import blocks_pay, conv
+from ..ops.conv import blocks_pay, conv, conv_input_grad, runs_on
 from ..ops.creation import tensor
 from ..ops.indexing import index_select
 from ..ops.linalg import matmul, require_same_dtype
-from ..ops.shape import flip, movedim
+from ..ops.shape import movedim
 from ..ops.windows import col2im, conv_output, im2col
 from ..tensor import Tensor
 
@@ -172,17 +173,14 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
     return _conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
 
 
-def _dilate(x: Tensor, dim: int, s: int) -> Tensor:
-    """`x` with s-1 zeros after every element along `dim` (trailing zeros included)."""
-    if s == 1:
-        return x
-    y = x.unsqueeze(dim + 1)
-    y = pad(y, [0, 0] * (y.ndim - dim - 2) + [0, s - 1])
-    return y.flatten(dim, dim + 1)
-
-
 def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output_padding, groups: int, dilation,
                     nd: int, op: str) -> Tensor:
+    """The transposed convolution as PyTorch computes it: the gradient in the input of the convolution it
+    transposes (input its output, weight its own), over that convolution's unpadded input, whose padding is then
+    cropped (and output_padding's entries, which no window reaches, added as zeros)."""
+    require_same_dtype(op, "input and weight", input, weight)
+    if bias is not None:
+        require_same_dtype(op, "input and bias", input, bias)
     x, unbatched = _batched(input, nd, op)
     if weight.ndim != nd + 2:
         raise FnxRuntimeError(f"{op}: expected a {nd + 2}D weight (in_channels, out_channels/groups, "
@@ -193,27 +191,41 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
                               f"input{list(x.shape)} to have {cin} channels, but got {x.shape[1]} channels instead")
     if cin % groups:
         raise FnxRuntimeError(f"{op}: in_channels ({cin}) must be divisible by groups ({groups})")
+    if bias is not None and tuple(bias.shape) != (weight.shape[1] * groups,):
+        raise FnxRuntimeError(f"{op}: Given transposed=1, weight of size {list(weight.shape)}, expected bias to be "
+                              f"1-dimensional with {weight.shape[1] * groups} elements, but got bias of size "
+                              f"{list(bias.shape)} instead")
     stride, padding = _ntuple(stride, nd, "stride"), _ntuple(padding, nd, "padding")
     dilation, output_padding = _ntuple(dilation, nd, "dilation"), _ntuple(output_padding, nd, "output_padding")
     for op_, s, d in zip(output_padding, stride, dilation):
         if op_ >= s and op_ >= d:
             raise FnxRuntimeError(f"{op}: output padding must be smaller than either stride or dilation, but got "
                                   f"output_padding={output_padding}, stride={stride}, dilation={dilation}")
-    out = [(n - 1) * s - 2 * p + d * (k - 1) + op_ + 1 for n, s, p, d, k, op_ in
-           zip(x.shape[2:], stride, padding, dilation, kernel, output_padding)]
+    size = tuple((n - 1) * s + d * (k - 1) + 1 for n, s, d, k in zip(x.shape[2:], stride, dilation, kernel))
+    out = [m - 2 * p + op_ for m, p, op_ in zip(size, padding, output_padding)]
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Given input size per channel: {list(x.shape[2:])}. Calculated output size: "
                               f"{out}. Output size is too small")
-    for i, s in enumerate(stride):
-        x = _dilate(x, 2 + i, s)
-    lo = tuple(d * (k - 1) - p for k, d, p in zip(kernel, dilation, padding))
-    hi = tuple(a + op_ - (s - 1) for a, op_, s in zip(lo, output_padding, stride))
-    x = _pad_spatial(x, lo, hi)
-    cout_g = weight.shape[1]
-    w = weight.reshape((groups, cin // groups, cout_g) + kernel).transpose(1, 2)
-    w = flip(w.reshape((groups * cout_g, cin // groups) + kernel), tuple(range(2, nd + 2)))
-    y = _conv(x, w, bias, 1, 0, dilation, groups, nd, op)
+    if not core.state.transforms_active and runs_on(x) and runs_on(weight):
+        y = conv_input_grad(x, weight, size, stride=stride, dilation=dilation, groups=groups)   # blocked (eager)
+    else:
+        y = _conv_transpose_composite(x, weight, size, stride, dilation, groups)
+    y = _pad_spatial(y, [-p for p in padding], [op_ - p for op_, p in zip(output_padding, padding)])
+    if bias is not None:
+        y = y + bias.reshape((-1,) + (1,) * nd)
     return y.squeeze(0) if unbatched else y
+
+
+def _conv_transpose_composite(x: Tensor, weight: Tensor, size: tuple, stride, dilation, groups: int) -> Tensor:
+    """conv_input_grad's work as transforms see it: x (N, C_in, *in) moved to (C_in, N * in), the product by each
+    group's weight transposed, col2im of the (C_out, K, N, *in) columns into (N, C_out, *size)."""
+    (n, cin), nd = x.shape[:2], x.ndim - 2
+    kernel, cout_g, spatial = tuple(weight.shape[2:]), weight.shape[1], tuple(x.shape[2:])
+    point = (1,) * nd
+    moved = im2col(x, point, point, point, batch_inner=True).reshape(groups, cin // groups, n * math.prod(spatial))
+    w = weight.reshape(groups, cin // groups, cout_g * math.prod(kernel)).mT
+    cols = matmul(w, moved).reshape((groups * cout_g, math.prod(kernel), n) + spatial)
+    return col2im(cols, size, kernel, stride, dilation, batch_inner=True)
 
 
 @autocast_op("conv_transpose1d")

@@ -20,7 +20,8 @@ batch, lost to the composite form on two threads of a busy machine).
 
 Each is bilinear in its two operands, so their vjp rules are these three primitives again (the eager tape's
 grad of grad works). fnx.nn.functional's convolutions bind them only in eager mode, when no transform is active,
-for float32/float64 CPU tensors where blocks pay (blocks_pay); otherwise, and under a transform, the composite
+for float32/float64 CPU tensors where blocks pay (blocks_pay), and its transposed convolutions bind conv_input_grad
+for such tensors (PyTorch's form: no zeros inserted between the input's elements); otherwise, and under a transform, the composite
 form runs (it has every rule: jvp, vmap, compile, export to C), so these primitives carry impl, abstract and vjp
 rules only (a transform that meets one raises the missing-rule error naming it). Both forms give the same values
 within the rounding of the products' sums. FNX_CONV_BLOCKS=0 in the environment turns the blocked form off (for
@@ -38,7 +39,8 @@ from . import windows
 from .reduce import sum as _sum
 from .windows import _col2im_impl, _conv_output_impl, _im2col_impl, window_out_shape
 
-__all__ = ["conv", "conv_input_grad", "conv_weight_grad", "blocks_pay", "BLOCK_BYTES", "MIN_BLOCKS", "ENABLED"]
+__all__ = ["conv", "conv_input_grad", "conv_weight_grad", "blocks_pay", "runs_on", "BLOCK_BYTES", "MIN_BLOCKS",
+           "ENABLED"]
 
 # The columns of one block of samples take about this many bytes (at least one sample per block): small enough to
 # stay in the cache between im2col (or the input gradient's product) and its reader, large enough that each
@@ -58,6 +60,11 @@ def _blocks(n: int, per_sample: int) -> list[slice]:
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
+def runs_on(x) -> bool:
+    """Whether the primitives may run on x: a float32/float64 CPU tensor, the blocked form enabled."""
+    return ENABLED and x.device.type == "cpu" and x.dtype.name in ("float32", "float64")
+
+
 def blocks_pay(x, w, out: tuple) -> bool:
     """Whether the blocked primitives beat the composite form for input x (N, C, *spatial, padded), weight w and
     output size `out`: for float32/float64 on the CPU, when the columns make at least MIN_BLOCKS blocks and each
@@ -65,7 +72,7 @@ def blocks_pay(x, w, out: tuple) -> bool:
     what blocking adds (the weight gradient takes the columns again; the bias gradient is a separate sum), as in a
     first layer of few channels; where the weight is larger, the products dominate and lose by being split (one
     thread, batch 128: 256 channels on 8 x 8 ran 7% slower blocked, 128 on 16 x 16 5-15% faster)."""
-    if not ENABLED or x.device.type != "cpu" or x.dtype.name not in ("float32", "float64"):
+    if not runs_on(x):
         return False
     per_sample = x.shape[1] * math.prod(w.shape[2:]) * math.prod(out)
     if per_sample < math.prod(w.shape):
