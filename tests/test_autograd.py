@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import fnx
+import fnx.nn.functional as F
 from fnx.autograd import Function
 
 
@@ -673,8 +674,16 @@ def _into_a_constant_buffer(w):
     return x * x
 
 
+def _into_a_whole_reshape_with_siblings(w):
+    x = fnx.exp(w) * 1.0
+    col, flat = x[:, 1], x.view(12)
+    F.leaky_relu(flat.view(2, 6), 0.2, inplace=True)   # every element: no index_put; x, col and flat see it
+    return x * col.sum() + flat.sum()
+
+
 @pytest.mark.parametrize("fn", [_scale_column, _add_rows, _through_a_transpose, _view_of_a_view_and_siblings,
-                                _into_a_constant_buffer], ids=lambda f: f.__name__)
+                                _into_a_constant_buffer, _into_a_whole_reshape_with_siblings],
+                         ids=lambda f: f.__name__)
 def test_in_place_writes_into_views_are_differentiable(fn):
     w = fnx.tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)
     assert fnx.autograd.gradcheck(fn, (w,))
@@ -689,3 +698,18 @@ def test_in_place_write_into_a_view_of_a_leaf_or_an_expanded_view_raises():
         w[0:2].mul_(2.0)
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
         (w * 1.0).expand(2, 3).add_(1.0)
+
+
+def test_an_in_place_write_into_a_whole_reshape_binds_no_index_put(monkeypatch):
+    """nn.LeakyReLU(inplace=True) after a convolution writes into a reshape of the product: the base takes the
+    result reshaped, without scattering it through index_put at every position."""
+    from fnx.ops import indexing
+
+    calls = []
+    impl = indexing.index_put_p.impl
+    monkeypatch.setattr(indexing.index_put_p, "impl", lambda *a, **k: calls.append(1) or impl(*a, **k))
+    w = fnx.randn(2, 6, requires_grad=True)
+    y = F.leaky_relu((w * 2.0).reshape(3, 4), 0.1, inplace=True)
+    y.sum().backward()
+    assert calls == []
+    np.testing.assert_allclose(w.grad.numpy(), np.where(w.detach().numpy() > 0, 2.0, 0.2), rtol=1e-6)

@@ -170,17 +170,30 @@ def _assign_view(view: Tensor, out: Tensor, op: str) -> Tensor:
     if base._requires_grad and base._node is None:
         raise FnxRuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
                               f"operation; wrap the update in `with fnx.no_grad():` or clone the leaf first")
-    positions = _positions_in_base(view, base, op)
-    flat = index_put_p.bind(reshape(_snapshot(base), -1), out, positions, dims=(0,), accumulate=False)
+    if _covers(view, base):   # every element in order (a reshaped result: a convolution's output): no index_put
+        positions, flat = None, reshape(out, -1)
+    else:
+        positions = _positions_in_base(view, base, op)
+        flat = index_put_p.bind(reshape(_snapshot(base), -1), out, positions, dims=(0,), accumulate=False)
     base._value[...] = flat._value.reshape(base._value.shape)
     base._version[0] += 1
     base._node, base._requires_grad = reshape(flat, tuple(base.shape))._node, True
     views = [v for v in (ref() for ref in getattr(base, "_views", None) or ()) if v is not None]
     base._views = [weakref.ref(v) for v in views]
     for v in {id(v): v for v in views + [view]}.values():
-        v._node = take(flat, positions if v is view else _positions_in_base(v, base, op))._node
+        if v is view:
+            v._node = out._node if positions is None else take(flat, positions)._node
+        else:
+            v._node = take(flat, _positions_in_base(v, base, op))._node
         v._requires_grad = True
     return view
+
+
+def _covers(view: Tensor, base: Tensor) -> bool:
+    """Whether `view` holds every element of `base` in base's order (both C-contiguous, from the same address)."""
+    v, b = view._value, base._value
+    return (v.size == b.size and v.flags.c_contiguous and b.flags.c_contiguous and v.dtype == b.dtype
+            and _address(v) == _address(b))
 
 
 def _positions_in_base(view: Tensor, base: Tensor, op: str) -> Tensor:
