@@ -17,13 +17,18 @@ from op_db_conv import ref_conv2d
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
 
-@st.composite
-def _cases(draw):
+def _geometry(draw, max_kernel: int, max_stride: int) -> tuple:
+    """(nd, groups, kernel, stride, dilation) of a drawn convolution."""
     nd = draw(st.integers(1, 3))
     groups = draw(st.integers(1, 2))
-    kernel = tuple(draw(st.integers(1, 3)) for _ in range(nd))
-    stride = tuple(draw(st.integers(1, 2)) for _ in range(nd))
-    dilation = tuple(draw(st.integers(1, 2)) for _ in range(nd))
+    kernel = tuple(draw(st.integers(1, max_kernel)) for _ in range(nd))
+    stride = tuple(draw(st.integers(1, max_stride)) for _ in range(nd))
+    return nd, groups, kernel, stride, tuple(draw(st.integers(1, 2)) for _ in range(nd))
+
+
+@st.composite
+def _cases(draw):
+    nd, groups, kernel, stride, dilation = _geometry(draw, 3, 2)
     padding = tuple(draw(st.integers(0, 1)) for _ in range(nd))
     side = 14 if nd < 3 else 6   # large enough, with 8 channels, for the C loops
     spatial = tuple(d * (k - 1) + 1 + draw(st.integers(0, side)) for k, d in zip(kernel, dilation))
@@ -201,11 +206,7 @@ _CONV_TRANSPOSE = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_trans
 
 @st.composite
 def _transpose_cases(draw):
-    nd = draw(st.integers(1, 3))
-    groups = draw(st.integers(1, 2))
-    kernel = tuple(draw(st.integers(1, 4)) for _ in range(nd))
-    stride = tuple(draw(st.integers(1, 3)) for _ in range(nd))
-    dilation = tuple(draw(st.integers(1, 2)) for _ in range(nd))
+    nd, groups, kernel, stride, dilation = _geometry(draw, 4, 3)
     output_padding = tuple(draw(st.integers(0, s - 1)) for s in stride)
     padding = tuple(draw(st.integers(0, (d * (k - 1) + o) // 2)) for k, d, o in zip(kernel, dilation, output_padding))
     spatial = tuple(draw(st.integers(1, 9 if nd < 3 else 4)) for _ in range(nd))
