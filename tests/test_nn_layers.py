@@ -114,6 +114,56 @@ def test_batchnorm_gradient():
     assert gradcheck(lambda x, w, b: F.batch_norm(x, None, None, w, b, True), (x, bn.weight, bn.bias))
 
 
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5), (3, 3, 4, 5), (2, 3, 2, 3, 2)], ids=str)
+@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+def test_eager_batch_norm_is_one_node_matching_the_composition_to_second_order(shape, affine):
+    """Eager training-mode batch_norm runs as one tape node (PyTorch's native_batch_norm); its output, running
+    statistics, gradients (on the arrays and, under create_graph, on tensors) and second derivatives match the
+    traced composition's (fnx.grad), in float64."""
+    x = T(RNG.standard_normal(shape) * 3 + 2, True)
+    w = T(RNG.standard_normal(3), True) if affine != "none" else None
+    b = T(RNG.standard_normal(3), True) if affine == "both" else None
+    leaves = [t for t in (x, w, b) if t is not None]
+    g = T(RNG.standard_normal(shape))
+
+    def f(*args, stats=None):
+        x, w, b = (list(args) + [None, None])[:3]
+        return F.batch_norm(x, *(stats or (None, None)), w, b, True, 0.3, 1e-3)
+
+    running = [fnx.zeros(3, dtype=fnx.float64), fnx.ones(3, dtype=fnx.float64)]
+    y = f(*leaves, stats=running)
+    assert y.grad_fn.parents[0].name == "_BatchNormBackward"   # output 0 of the one node
+    want_y = fnx.compile(f)(*(t.detach() for t in leaves))   # the composition
+    np.testing.assert_allclose(npy(y), npy(want_y), atol=1e-12)
+    dims = (0,) + tuple(range(2, len(shape)))
+    values = npy(x)
+    np.testing.assert_allclose(running[0].numpy(), 0.3 * values.mean(dims), rtol=1e-12)
+    np.testing.assert_allclose(running[1].numpy(), 0.7 + 0.3 * values.var(dims, ddof=1), rtol=1e-12)
+    loss = lambda *a: (f(*a) * g).sum() ** 2   # noqa: E731
+    argnums = tuple(range(len(leaves)))
+    want = fnx.grad(loss, argnums=argnums)(*(t.detach() for t in leaves))
+    plain = fnx.autograd.grad(loss(*leaves), leaves)
+    grads = fnx.autograd.grad(loss(*leaves), leaves, create_graph=True)
+    for got, again, expected in zip(plain, grads, want):
+        np.testing.assert_allclose(npy(got), npy(expected), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(npy(again), npy(expected), rtol=1e-9, atol=1e-9)
+    second = fnx.autograd.grad(sum((d * d).sum() for d in grads), leaves)
+    want2 = fnx.grad(lambda *a: sum((d * d).sum() for d in fnx.grad(loss, argnums=argnums)(*a)), argnums=argnums)(
+        *(t.detach() for t in leaves))
+    for got, expected in zip(second, want2):
+        np.testing.assert_allclose(npy(got), npy(expected), rtol=1e-8, atol=1e-8)
+
+
+def test_eager_batch_norm_in_float32_keeps_its_dtype_and_matches_float64():
+    x = RNG.standard_normal((8, 4, 6, 6)) * 5 + 3
+    bn = nn.BatchNorm2d(4)
+    y = bn(fnx.tensor(x, dtype=fnx.float32))
+    assert y.dtype == fnx.float32 and bn.running_var.dtype == fnx.float32
+    mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    np.testing.assert_allclose(y.detach().numpy(), (x - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5),
+                               atol=2e-5)
+
+
 def test_dropout_module_train_and_eval():
     fnx.manual_seed(0)
     drop = nn.Dropout(0.5)

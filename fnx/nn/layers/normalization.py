@@ -14,7 +14,7 @@ from ...ops.creation import ones, tensor, zeros
 from ...tensor import Tensor, Tracer
 from .. import functional as F
 from .. import init
-from ..functional_norm import batch_norm_stats, normalize_channels, write_running_stat
+from ..functional_norm import batch_norm_with_stats, write_running_stat
 from ..module import Module
 from ..parameter import Parameter, optional_parameter
 
@@ -107,11 +107,12 @@ class _BatchNorm(_NormBase):
         keep = not self.training or self.track_running_stats
         running_mean = self.running_mean.detach() if keep and self.running_mean is not None else None
         running_var = self.running_var.detach() if keep and self.running_var is not None else None
-        mean, var, new_mean, new_var = batch_norm_stats(input, running_mean, running_var, use_batch_stats, factor)
+        y, new_mean, new_var = batch_norm_with_stats(input, running_mean, running_var, self.weight, self.bias,
+                                                     use_batch_stats, factor, self.eps)
         if new_mean is not None:
             self._set_buffer("running_mean", new_mean)
             self._set_buffer("running_var", new_var)
-        return normalize_channels(input, mean, var, self.weight, self.bias, self.eps)
+        return y
 
 
 class BatchNorm1d(_BatchNorm):
