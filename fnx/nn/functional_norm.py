@@ -181,7 +181,7 @@ class _BatchNorm(Function):
         rstd = 1.0 / xp.sqrt(var + eps)
         alpha = rstd if weight is None else rstd * weight._value
         beta = -mean * alpha if bias is None else bias._value - mean * alpha
-        y = x3 * alpha[:, None]
+        y = xp.multiply(x3, alpha[:, None], out=centered)   # into the squares' memory: one large array a call
         y += beta[:, None]
         ctx.save_for_backward(input, weight)
         ctx.stats = mean, rstd, eps
@@ -202,11 +202,12 @@ class _BatchNorm(Function):
         count = n * x3.shape[2]
         centered = x3 - mean[:, None]
         xp = input._device._xp
-        sum_g, sum_gc = _channel_sums(xp, g3), _channel_sums(xp, g3 * centered)
+        product = g3 * centered
+        sum_g, sum_gc = _channel_sums(xp, g3), _channel_sums(xp, product)
         d_input = None
-        if need_x:   # alpha (g - mean(g) - centered rstd^2 mean(g centered)), alpha = weight rstd
+        if need_x:   # alpha (g - mean(g) - centered rstd^2 mean(g centered)), alpha = weight rstd; two large arrays
             alpha = rstd if weight is None else rstd * weight._value
-            d_input = g3 * alpha[:, None]
+            d_input = xp.multiply(g3, alpha[:, None], out=product)
             centered *= (alpha * rstd * rstd * sum_gc / count)[:, None]
             d_input -= centered
             d_input -= (alpha * sum_g / count)[:, None]
