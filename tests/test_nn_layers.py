@@ -164,6 +164,20 @@ def test_eager_batch_norm_in_float32_keeps_its_dtype_and_matches_float64():
                                atol=2e-5)
 
 
+def test_eval_batch_norm_is_two_passes_over_the_input():
+    """Constant statistics: x * alpha + beta per channel (PyTorch's CPU form), two ops on the input's shape where
+    (x - mean) * rstd * weight + bias took four; the values of the centered form to rounding."""
+    x, stats = RNG.standard_normal((4, 3, 5, 5)), [RNG.standard_normal(3), RNG.random(3) + 0.5]
+    w, b = RNG.standard_normal(3), RNG.standard_normal(3)
+    f = lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, False, 0.1, 1e-3)   # noqa: E731
+    args = [T(a) for a in (x, *stats, w, b)]
+    jaxpr = fnx.make_jaxpr(f)(*args)
+    assert sum(tuple(v.aval.shape) == x.shape for e in jaxpr.eqns for v in e.outvars) == 2
+    c = (slice(None), None, None)
+    want = (x - stats[0][c]) / np.sqrt(stats[1][c] + 1e-3) * w[c] + b[c]
+    np.testing.assert_allclose(npy(f(*args)), want, atol=1e-12)
+
+
 def test_dropout_module_train_and_eval():
     fnx.manual_seed(0)
     drop = nn.Dropout(0.5)

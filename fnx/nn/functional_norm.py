@@ -128,7 +128,8 @@ def batch_norm_with_stats(input: Tensor, running_mean, running_var, weight, bias
     composition of fnx ops."""
     if not (training and _eager_batch_norm(input, weight, bias)):
         mean, var, new_mean, new_var = batch_norm_stats(input, running_mean, running_var, training, momentum)
-        return normalize_channels(input, mean, var, weight, bias, eps), new_mean, new_var
+        normalize = normalize_channels if training else _scale_and_shift
+        return normalize(input, mean, var, weight, bias, eps), new_mean, new_var
     count = _values_per_channel(input, training)
     y, mean, var = _BatchNorm.apply(input, weight, bias, eps)
     if running_mean is None:
@@ -236,6 +237,18 @@ def normalize_channels(input: Tensor, mean: Tensor, var: Tensor, weight, bias, e
     shape = _channel_shape(input)
     y = (input - mean.reshape(shape)) * ew.rsqrt(var.reshape(shape) + eps)
     return _affine(y, weight, bias, shape)
+
+
+def _scale_and_shift(input: Tensor, mean: Tensor, var: Tensor, weight, bias, eps: float) -> Tensor:
+    """Normalization by constant statistics (evaluation) as PyTorch's CPU kernel computes it: x * alpha + beta per
+    channel, alpha = weight / sqrt(var + eps), beta = bias - mean * alpha: two passes over x, where the centered form
+    took four."""
+    shape = _channel_shape(input)
+    alpha = ew.rsqrt(var + eps)
+    if weight is not None:
+        alpha = alpha * weight
+    beta = -mean * alpha if bias is None else bias - mean * alpha
+    return input * alpha.reshape(shape) + beta.reshape(shape)
 
 
 def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
