@@ -4,8 +4,9 @@ run unmodified through `python -m fnx run`: each must train (its loss falls) and
 nanoGPT (GPT training script), makemore (character models: bigram, GRU and Transformer here; its MLP, RNN
 and BoW models run the same way, left out to keep the tests short),
 pytorch/examples' word_language_model (LSTM and Transformer), mnist (a CNN) and vae, vit-pytorch's ViT with
-einops, time_sequence_prediction (LSTMCells with LBFGS), llama2.c's Llama-2 model.py and PyTorch's seq2seq
-translation tutorial (a GRU decoder with attention, stepped one token at a time)."""
+einops, time_sequence_prediction (LSTMCells with LBFGS), llama2.c's Llama-2 model.py, PyTorch's seq2seq
+translation tutorial (a GRU decoder with attention, stepped one token at a time) and pytorch/examples' DCGAN
+(transposed convolutions, batch norm, in-place LeakyReLU)."""
 import os
 import re
 import subprocess
@@ -13,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import fnx
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -103,3 +106,15 @@ def test_seq2seq_translation(tmp_path):
     losses = _numbers(lines, r"\(\d+ \d+%\) ([\d.]+)$")
     assert len(losses) == 8 and losses[-1] < 0.15 * losses[0], lines
     assert lines[-1].startswith("exact translations: ") and sum(line.startswith("< ") for line in lines) == 10
+
+
+def test_dcgan(tmp_path):
+    """The discriminator learns to tell the random 'real' images from the generator's; checkpoints every epoch."""
+    lines = _run("dcgan.py", "--niter", "3", "--ngf", "8", "--ndf", "8", "--batchSize", "16", "--images", "64",
+                 "--outf", str(tmp_path / "out"), cwd=tmp_path)
+    d_x = _numbers(lines, r"D\(x\): ([\d.]+)")
+    losses = _numbers(lines, r"Loss_D: ([\d.]+)") + _numbers(lines, r"Loss_G: ([\d.]+)")
+    assert len(d_x) == 12 and d_x[-1] > d_x[0] + 0.05 and all(0 < v < 10 for v in losses), lines
+    assert lines.count("fake samples: [16, 3, 64, 64]") == 3
+    state = fnx.load(tmp_path / "out" / "netG_epoch_2.pth")
+    assert tuple(state["main.0.weight"].shape) == (100, 64, 4, 4) and "main.1.running_var" in state
