@@ -38,6 +38,9 @@ class OpInfo:
     grad_atol: float = 1e-6
     fd_eps: float = 1e-6
     complex: bool = False             # computes with complex values (compile runs it on its interpreter)
+    # numerics: "math" or "reductions", how compiled float32 may round (test_compile.OP_CLASSES); own_eager_form:
+    # eager mode computes it its own way (fnx/ops/conv.py's channels-last products), where transforms stage the
+    # composite form, so staged results equal eager ones within the products' rounding, not bit for bit
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:
@@ -146,6 +149,17 @@ def as_tensor_function(info: OpInfo, sample: Sample):
         return info.op(*args, **sample.kwargs)
 
     return f, [fnx.tensor(sample.args[i]) for i in positions]
+
+
+def assert_like_eager(info: OpInfo, got, expected) -> None:
+    """Staged (or compiled) results against eager ones: the same shapes and dtypes, and the same bits unless the
+    op has its own eager form (extra["own_eager_form"]), then within info.rtol/atol."""
+    for g, e in zip(got, expected):
+        assert tuple(g.shape) == tuple(e.shape) and g.dtype == e.dtype, info.name
+        if info.extra.get("own_eager_form") and e.dtype.is_floating_point:
+            np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=info.rtol, atol=info.atol, err_msg=info.name)
+        else:
+            np.testing.assert_array_equal(g.numpy(), e.numpy(), err_msg=info.name)
 
 
 def all_ops() -> list:

@@ -164,11 +164,16 @@ def _conv1d_ref(x, w, stride, padding):
     return ref_conv2d(x[:, :, None], w[:, :, None], None, (1, stride), (0, padding), (1, 1), 1)[:, :, 0]
 
 
+# eager convolutions run fnx/ops/conv.py's primitives, transforms the composite: reductions (products) either way
+OWN_EAGER_FORM = {"numerics": "reductions", "own_eager_form": True}
+
 OPS = [
-    OpInfo("conv2d", F.conv2d, ref_conv2d, conv_sample(), double_grad=True),
-    OpInfo("conv1d", F.conv1d, lambda x, w, stride, padding: _conv1d_ref(x, w, stride, padding), conv1d_sample()),
+    OpInfo("conv2d", F.conv2d, ref_conv2d, conv_sample(), double_grad=True, extra=OWN_EAGER_FORM),
+    OpInfo("conv1d", F.conv1d, lambda x, w, stride, padding: _conv1d_ref(x, w, stride, padding), conv1d_sample(),
+           extra=OWN_EAGER_FORM),
     OpInfo("conv_transpose2d", F.conv_transpose2d,
-           lambda x, w, b, s, p, op, g, d: ref_conv_transpose2d(x, w, s, p, op, g, d), conv_sample(transpose=True)),
+           lambda x, w, b, s, p, op, g, d: ref_conv_transpose2d(x, w, s, p, op, g, d), conv_sample(transpose=True),
+           extra=OWN_EAGER_FORM),
     OpInfo("max_pool2d", F.max_pool2d, lambda x, k, s, p, d, ceil, indices: ref_max_pool2d(x, k, s, p, d, ceil)[0],
            pool_sample(), double_grad=True),
     OpInfo("max_pool2d_with_indices", F.max_pool2d,

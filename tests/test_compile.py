@@ -69,6 +69,7 @@ def _compile_sample(info, data, backend, exact):
     op, tensors = as_tensor_function(info, sample)
     if not tensors:
         return
+    exact = exact and not info.extra.get("own_eager_form")   # its eager form rounds its own way
     assert_close(compile(op, backend=backend)(*tensors), op(*tensors), exact=exact, rtol=max(info.rtol, 1e-4),
                  atol=max(info.atol, 1e-5))
 

@@ -1,7 +1,7 @@
-"""Eager convolutions run fnx/ops/conv.py's blocked primitives: forward, input and weight gradients (and grad of
-grad on the eager tape) equal the composite form that transforms run (and a float64 numpy reference), over one
-block or many (BLOCK_BYTES made small), through the C loops (large arrays) and numpy (small ones); so do eager
-transposed convolutions, which bind conv_input_grad."""
+"""Eager convolutions run fnx/ops/conv.py's channels-last primitives: forward, input and weight gradients (and grad
+of grad on the eager tape) equal the composite form that transforms run (and a float64 numpy reference), over one
+block or many (BLOCK_BYTES made small), padding read as zeros rather than copied; so do eager transposed
+convolutions, which bind conv_input_grad (their padding dropped rather than cropped)."""
 import contextlib
 
 import numpy as np
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import fnx
 import fnx.nn.functional as F
 from fnx.ops import conv as blocked
+from fnx.ops import windows
 from op_db_conv import ref_conv2d
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -127,20 +128,25 @@ def test_blocks_cover_the_batch_in_order_with_at_least_one_sample_each(monkeypat
     assert blocked._blocks(2, 100) == [slice(0, 2)]
 
 
-def test_eager_mode_binds_the_blocked_primitive_where_blocks_pay_and_transforms_see_the_composite():
+def test_eager_mode_binds_the_primitives_without_padded_copies_and_transforms_see_the_composite():
     x, w = fnx.randn(8, 3, 8, 8, requires_grad=True), fnx.randn(4, 3, 3, 3, requires_grad=True)
-    assert F.conv2d(x, w).grad_fn.name != "ConvBackward"   # one block: the composite form
-    with _block_bytes(1):   # eight blocks of one sample
-        assert F.conv2d(x, w).grad_fn.name == "ConvBackward"
-        prims = [e.prim.name for e in fnx.make_jaxpr(F.conv2d)(x.detach(), w.detach()).eqns]
-    assert "conv" not in prims and "im2col" in prims and "matmul" in prims
+    y = F.conv2d(x * 2, w, padding=1)
+    assert y.grad_fn.name == "ConvBackward" and y.grad_fn.next_functions[0][0].name == "MulBackward"   # no pad
+    t = F.conv_transpose2d(y, w, padding=1, stride=2, output_padding=1)
+    assert t.grad_fn.name == "Conv_input_gradBackward" and t.shape == (8, 3, 16, 16)   # no crop
+    prims = [e.prim.name for e in fnx.make_jaxpr(lambda x, w: F.conv2d(x, w, padding=1))(x.detach(), w.detach()).eqns]
+    assert "conv" not in prims and {"pad", "im2col", "matmul"} <= set(prims)
 
 
-def test_the_blocked_form_is_off_for_half_floats_and_when_disabled(monkeypatch):
-    monkeypatch.setattr(blocked, "BLOCK_BYTES", 1)
+def test_the_primitives_are_off_for_half_floats_without_the_c_loops_and_when_disabled(monkeypatch):
     x, w = fnx.randn(8, 3, 8, 8, requires_grad=True), fnx.randn(4, 3, 3, 3, requires_grad=True)
     assert F.conv2d(x, w).grad_fn.name == "ConvBackward"
     assert F.conv2d(x.to(fnx.bfloat16), w.to(fnx.bfloat16)).grad_fn.name != "ConvBackward"
+    with monkeypatch.context() as m:
+        m.setattr(windows.native, "available", lambda: False)   # no C compiler: the composite form
+        y = F.conv2d(x, w, padding=1)
+        assert y.grad_fn.name != "ConvBackward"
+        _close(y.detach().numpy(), F.conv2d(x, w, padding=1).detach().numpy(), np.float32)
     monkeypatch.setattr(blocked, "ENABLED", False)
     assert F.conv2d(x, w).grad_fn.name != "ConvBackward"
 
@@ -167,25 +173,21 @@ def test_strided_operands_and_a_partial_last_block_give_the_composite_values(mon
         monkeypatch.setattr(blocked, "BLOCK_BYTES", block)   # 6 * 9 * 64 * 4 bytes a sample: 2 per block, then 1
         tx, tw, tb = (fnx.tensor(a, requires_grad=True) for a in (x, w, b))
         y = F.conv2d(tx.permute(0, 3, 1, 2), tw, tb)
-        assert (y.grad_fn.name == "ConvBackward") == (block < 1 << 20)
         y.backward(fnx.tensor(g).permute(0, 3, 1, 2))
         return [a.numpy() for a in (y.detach(), tx.grad, tw.grad, tb.grad)]
 
-    for got, want in zip(run(2 * 6 * 9 * 64 * 4), run(1 << 30)):
+    f = lambda x, w, b: F.conv2d(x.permute(0, 3, 1, 2), w, b)   # noqa: E731
+    loss = lambda x, w, b: (f(x, w, b) * fnx.tensor(g).permute(0, 3, 1, 2)).sum()   # noqa: E731
+    args = [fnx.tensor(a) for a in (x, w, b)]   # the composite form, traced
+    composite = [fnx.compile(f)(*args).numpy()] + [a.numpy() for a in fnx.grad(loss, argnums=(0, 1, 2))(*args)]
+    for got, want in zip(run(2 * 6 * 9 * 64 * 4), composite):
         _close(got, want, np.float32)
-
-
-def test_a_weight_larger_than_a_samples_columns_keeps_the_composite_form(monkeypatch):
-    monkeypatch.setattr(blocked, "BLOCK_BYTES", 1)
-    x = fnx.randn(8, 16, 4, 4, requires_grad=True)   # 16 * 9 * 2 * 2 column values a sample, 32 * 16 * 9 weights
-    assert F.conv2d(x, fnx.randn(32, 16, 3, 3)).grad_fn.name != "ConvBackward"
-    assert F.conv2d(x, fnx.randn(4, 16, 3, 3)).grad_fn.name == "ConvBackward"
 
 
 @pytest.mark.parametrize("bias, groups", [(True, 1), (False, 2)])
 def test_blocks_large_enough_for_the_c_loops_give_the_composite_values(bias, groups):
-    # a sample's columns: 8 * 9 * 32 * 32 floats (295 KB), one per block: every copy (im2col, the output's and the
-    # gradient's moves, col2im) runs in the C loops, into and out of the reused buffers
+    # a sample's columns: 8 * 9 * 32 * 32 floats (295 KB), one per block: the C loops' moves, im2col_cl and
+    # col2im_cl split over rows, samples and channel runs, into and out of the reused buffers
     case = dict(nd=2, groups=groups, stride=(1, 1), dilation=(1, 1), padding=(1, 1), x=(4, 8, 32, 32),
                 w=(16, 8 // groups, 3, 3), bias=bias, block=300_000, dtype=np.float32)
     with _block_bytes(case["block"]):

@@ -184,7 +184,7 @@ def test_staging_records_ops_on_constants():
 # ---------------------------------------------------------------- the op table, staged
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from op_db import as_tensor_function, stageable_ops  # noqa: E402
+from op_db import as_tensor_function, assert_like_eager, stageable_ops  # noqa: E402
 
 _STAGEABLE = stageable_ops()
 
@@ -205,6 +205,4 @@ def test_op_table_stages_verifies_and_evaluates_like_eager(info, data):
     expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
     got = jaxpr(*tensors)
     assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        assert tuple(g.shape) == tuple(e.shape) and g.dtype == e.dtype, info.name
-        np.testing.assert_array_equal(g.numpy(), e.numpy(), err_msg=info.name)
+    assert_like_eager(info, got, expected)

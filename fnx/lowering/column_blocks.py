@@ -17,7 +17,7 @@ still in cache when the product (or col2im) reads them.
 
 A rewrite applies where every use of the columns is such a product (or of the product, that col2im), none of them
 is an output of the jaxpr, the operands are float32/float64 matrices and the columns make at least
-conv.MIN_BLOCKS blocks; everything else stays as it was. The weight gradient's sum over blocks and the products'
+MIN_BLOCKS blocks; everything else stays as it was. The weight gradient's sum over blocks and the products'
 split change only the rounding of the products' sums. Only the C target runs them (numpy arrays);
 FNX_CONV_BLOCKS=0 turns the rewrite off, as it does eager mode's blocks.
 """
@@ -37,6 +37,8 @@ from ..ops.windows import window_out_shape
 __all__ = ["block_columns", "columns_product_p", "columns_product_t_p", "product_col2im_p"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+# Columns that make fewer blocks than this stay whole: too little stays in cache to pay for the blocks.
+MIN_BLOCKS = 4
 
 
 def _column_blocks(n: int, rows: int, p: int, itemsize: int) -> list[slice]:
@@ -44,9 +46,21 @@ def _column_blocks(n: int, rows: int, p: int, itemsize: int) -> list[slice]:
     return conv._blocks(n, rows * p * itemsize)
 
 
+def _native(xp) -> bool:
+    """Whether the windows primitives' C loops may run (numpy arrays, the library hook set)."""
+    return xp is np and windows.native is not None
+
+
 def _columns(xp, x, kernel: tuple, stride: tuple, dilation: tuple, buffer):
-    """The (C*K, n*P) columns of x (n, C, *spatial) in the front of the flat `buffer` (where the C loops run)."""
-    cols = conv._im2col_into(xp, x, kernel, stride, dilation, True, buffer)
+    """The (C*K, n*P) columns of x (n, C, *spatial) in the front of the flat `buffer` where the C loops run (else a
+    new array)."""
+    cols = None
+    if _native(xp):
+        out = window_out_shape(x.shape[2:], kernel, stride, dilation)
+        size = x.shape[0] * x.shape[1] * math.prod(kernel) * math.prod(out)
+        cols = windows.native.im2col(x, kernel, stride, dilation, out, True, into=buffer[:size])
+    if cols is None:
+        cols = windows._im2col_impl(xp, x, kernel=kernel, stride=stride, dilation=dilation, batch_inner=True)
     return cols.reshape(x.shape[1] * math.prod(kernel), -1)
 
 
@@ -118,7 +132,7 @@ def _product_col2im_impl(xp, a, b, *, size, kernel, stride, dilation):
         m = (block.stop - block.start) * p
         cols = xp.matmul(a, b[:, block.start * p:block.stop * p], out=buffer[:rows * m].reshape(rows, m))
         cols = cols.reshape((y.shape[1], math.prod(kernel), block.stop - block.start) + out)
-        if not (conv._native(xp) and windows.native.col2im(cols, size, kernel, stride, dilation, True,
+        if not (_native(xp) and windows.native.col2im(cols, size, kernel, stride, dilation, True,
                                                            into=y[block]) is not None):
             y[block] = windows._col2im_impl(xp, cols, size=size, kernel=kernel, stride=stride, dilation=dilation,
                                             batch_inner=True)
@@ -182,7 +196,7 @@ class _Graph:
         rows, p, blocks = _geometry(tuple(x.aval.shape), dtype.itemsize, **window)
         flat = self.only_reader(e.outvars[0], reshape_p)
         if flat is None or tuple(flat.outvars[0].aval.shape) != (rows, x.aval.shape[0] * p) or \
-                id(flat.outvars[0]) in self.outputs or len(blocks) < conv.MIN_BLOCKS:
+                id(flat.outvars[0]) in self.outputs or len(blocks) < MIN_BLOCKS:
             return
         cols, new, gone = flat.outvars[0], {}, [e, flat]
         for reader in self.readers.get(id(cols), []):
@@ -218,7 +232,7 @@ class _Graph:
         p = math.prod(window_out_shape(size, window["kernel"], window["stride"], window["dilation"]))
         rows, n = a.aval.shape[0], b.aval.shape[1] // p
         if tuple(cols.aval.shape[:3]) != (rows // k, k, n) or \
-                len(_column_blocks(n, rows, p, dtype.itemsize)) < conv.MIN_BLOCKS:
+                len(_column_blocks(n, rows, p, dtype.itemsize)) < MIN_BLOCKS:
             return
         self.replaced[id(e)] = Eqn(product_col2im_p, [a, b], dict(size=size, **window), e.outvars)
         self.dropped.update((id(flat), id(product)))

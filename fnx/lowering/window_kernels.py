@@ -11,6 +11,11 @@ results exactly (conv_output_vjp's sums within rounding: they run in double). On
 (sizes are arguments), built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock;
 where it cannot be built (no compiler, Jinja2 missing), for small arrays, other dtypes and more than 3 spatial
 dims, the numpy impl runs. Setting `fnx.ops.windows.native` to this module at import is the hook.
+
+The same library holds the channels-last loops of eager convolutions (fnx/ops/conv.py), which have no numpy form:
+a batched tiled transpose (with a bias), and im2col_cl / col2im_cl, whose columns are one row per output position
+(kernel offsets, then channels) and which read the padding as zeros (or drop it) instead of copying it; callers
+check `available()` first.
 """
 from __future__ import annotations
 
@@ -25,14 +30,16 @@ from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
-           "window_put", "MIN_ELEMENTS"]
+           "window_put", "available", "transpose", "im2col_cl", "col2im_cl", "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _Geometry = ctypes.c_longlong * 15
 _Rows = ctypes.c_longlong * 10
-_KERNELS = ("im2col", "col2im", "conv_output_vjp", "window_argmax", "window_take", "window_put")
+_KERNELS = ("im2col", "col2im", "conv_output_vjp", "window_argmax", "window_take", "window_put", "transpose",
+            "im2col_cl", "col2im_cl")
+_ClGeometry = ctypes.c_longlong * 18
 _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
                            "the C loops of convolution and pooling", "numpy runs them").get
@@ -147,6 +154,51 @@ def conv_output_vjp(g: np.ndarray, nd: int) -> list[np.ndarray] | None:
     gy, gb = np.empty(lead + (c, n) + spatial, dtype=g.dtype), np.empty(lead + (c,), dtype=g.dtype)
     fn(_ptr(g), _ptr(gy), _ptr(gb), *(ctypes.c_longlong(m) for m in (math.prod(lead), n, c, math.prod(spatial))))
     return [gy, gb]
+
+
+def available() -> bool:
+    """Whether the C loops run here (the library built or read from the cache on first call): the channels-last
+    loops below have no numpy form, so eager convolutions run them only where this holds."""
+    return _library() is not None
+
+
+def _cl_call(name: str, a: np.ndarray):
+    return getattr(_library(), f"fnx_{name}_{_SUFFIX[a.dtype]}")
+
+
+def transpose(src: np.ndarray, dst: np.ndarray, bias: np.ndarray | None = None) -> None:
+    """dst (n, C, R) = src (n, R, C) transposed, plus bias (C,) per row of dst where given; all C-contiguous, of
+    one float dtype (the library must be available)."""
+    n, rows, cols = src.shape
+    _cl_call("transpose", src)(_ptr(src), _ptr(dst), *(ctypes.c_longlong(m) for m in (n, rows, cols)),
+                               None if bias is None else _ptr(np.ascontiguousarray(bias, dtype=src.dtype)))
+
+
+def _cl_geometry(spatial, kernel, stride, dilation, padding, out) -> ctypes.Array:
+    """The 18 sizes of the channels-last loops, each group of up to 3 padded in front to 3 dims."""
+    pad = 3 - len(kernel)
+    sizes = []
+    for part, fill in ((spatial, 1), (kernel, 1), (stride, 1), (dilation, 1), (padding, 0), (out, 1)):
+        sizes += [fill] * pad + list(part)
+    return _ClGeometry(*sizes)
+
+
+def im2col_cl(x: np.ndarray, cols: np.ndarray, groups: int, spatial: tuple, kernel: tuple, stride: tuple,
+              dilation: tuple, padding: tuple, out: tuple) -> None:
+    """cols (n, L, groups, K, C/groups) = the windows of channels-last images x (n, prod(spatial), C), padded in
+    front by `padding` (zeros read, never copied): one row per output position. C-contiguous arrays."""
+    _cl_call("im2col_cl", x)(_ptr(x), _ptr(cols), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(groups),
+                             ctypes.c_longlong(x.shape[2] // groups),
+                             _cl_geometry(spatial, kernel, stride, dilation, padding, out))
+
+
+def col2im_cl(cols: np.ndarray, x: np.ndarray, groups: int, spatial: tuple, kernel: tuple, stride: tuple,
+              dilation: tuple, padding: tuple, out: tuple) -> None:
+    """x (n, prod(spatial), C) = im2col_cl's transpose of cols: each window element's values added into its
+    position, those in the padding dropped. C-contiguous arrays."""
+    _cl_call("col2im_cl", x)(_ptr(cols), _ptr(x), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(groups),
+                             ctypes.c_longlong(x.shape[2] // groups),
+                             _cl_geometry(spatial, kernel, stride, dilation, padding, out))
 
 
 def _argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple,

@@ -5,12 +5,12 @@ for each of the kernel's K offsets, one strided view of the padded input into a 
 functional_pool, reduces (N, C, K, *out) blocks over K); its gradient is col2im, which adds each offset's block
 back into its strided view. Under a transform a convolution takes the columns of the whole batch as one
 (C*K, N*out) matrix, so its forward and both gradients are each one matrix product (per group), at the price of
-one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode, on CPU float tensors
-whose columns make several blocks of a few samples (fnx.ops.conv.blocks_pay), fnx/ops/conv.py's primitives do the
-same work one block after the other: each block's columns stay in cache, and none are kept for the backward.
+one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode, on CPU float tensors,
+fnx/ops/conv.py's primitives do the same work on channels-last columns one block of samples after the other:
+each block's columns stay in cache, none are kept for the backward, and the padding is never copied.
 The transposed convolution is PyTorch's form, the gradient of a convolution in its input: a product and col2im
-(eagerly fnx.ops.conv.conv_input_grad, block by block), not a convolution over zeros inserted between the
-input's elements (s^nd times the products). `fold` is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
+(eagerly fnx.ops.conv.conv_input_grad), not a convolution over zeros inserted between the input's elements
+(s^nd times the products). `fold` is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from .. import core
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
-from ..ops.conv import blocks_pay, conv, conv_input_grad, runs_on
+from ..ops.conv import conv, conv_input_grad, runs_on
 from ..ops.creation import tensor
 from ..ops.indexing import index_select
 from ..ops.linalg import matmul, require_same_dtype
@@ -116,22 +116,21 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
                               f"with {o} elements, but got bias of size {list(bias.shape)} instead")
     stride, dilation = _ntuple(stride, nd, "stride"), _ntuple(dilation, nd, "dilation")
     lo, hi = _conv_padding(padding, kernel, stride, dilation, nd)
-    x = _pad_spatial(x, lo, hi)
-    spatial = tuple(x.shape[2:])
+    spatial = tuple(m + a + b for m, a, b in zip(x.shape[2:], lo, hi))
     out = tuple(_out_size(m, k, s, 0, d) for m, k, s, d in zip(spatial, kernel, stride, dilation))
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
-    if core.state.transforms_active or not blocks_pay(x, weight, out):
-        y = _conv_composite(x, weight, bias, stride, dilation, groups, out)
+    if core.state.transforms_active or not runs_on(x):
+        y = _conv_composite(_pad_spatial(x, lo, hi), weight, bias, stride, dilation, groups, out)
     else:
-        y = conv(x, weight, bias, stride=stride, dilation=dilation, groups=groups)
+        y = conv(x, weight, bias, stride=stride, padding=lo, dilation=dilation, groups=groups, out_size=out)
     return y.squeeze(0) if unbatched else y
 
 
 def _conv_composite(x: Tensor, weight: Tensor, bias, stride, dilation, groups: int, out: tuple) -> Tensor:
     """The convolution of the padded `x` as im2col, one matrix product per group and conv_output: the form
-    that transforms see (every op in it has all rules); eager mode binds fnx.ops.conv's blocked primitives."""
+    that transforms see (every op in it has all rules); eager mode binds fnx.ops.conv's primitives."""
     (n, c), (o, kernel), nd = x.shape[:2], (weight.shape[0], tuple(weight.shape[2:])), x.ndim - 2
     k, length = math.prod(kernel), n * math.prod(out)
     cols = im2col(x, kernel, stride, dilation, batch_inner=True).reshape(c * k, length)
@@ -206,11 +205,11 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Given input size per channel: {list(x.shape[2:])}. Calculated output size: "
                               f"{out}. Output size is too small")
-    if not core.state.transforms_active and runs_on(x) and runs_on(weight):
-        y = conv_input_grad(x, weight, size, stride=stride, dilation=dilation, groups=groups)   # blocked (eager)
+    if not core.state.transforms_active and runs_on(x) and runs_on(weight):   # the padding dropped by col2im_cl
+        y = conv_input_grad(x, weight, out, stride=stride, padding=padding, dilation=dilation, groups=groups)
     else:
         y = _conv_transpose_composite(x, weight, size, stride, dilation, groups)
-    y = _pad_spatial(y, [-p for p in padding], [op_ - p for op_, p in zip(output_padding, padding)])
+        y = _pad_spatial(y, [-p for p in padding], [op_ - p for op_, p in zip(output_padding, padding)])
     if bias is not None:
         y = y + bias.reshape((-1,) + (1,) * nd)
     return y.squeeze(0) if unbatched else y
