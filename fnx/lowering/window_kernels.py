@@ -183,21 +183,19 @@ def _cl_geometry(spatial, kernel, stride, dilation, padding, out) -> ctypes.Arra
     return _ClGeometry(*sizes)
 
 
-def im2col_cl(x: np.ndarray, cols: np.ndarray, groups: int, spatial: tuple, kernel: tuple, stride: tuple,
-              dilation: tuple, padding: tuple, out: tuple) -> None:
-    """cols (n, L, groups, K, C/groups) = the windows of channels-last images x (n, prod(spatial), C), padded in
-    front by `padding` (zeros read, never copied): one row per output position. C-contiguous arrays."""
-    _cl_call("im2col_cl", x)(_ptr(x), _ptr(cols), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(groups),
-                             ctypes.c_longlong(x.shape[2] // groups),
+def im2col_cl(x: np.ndarray, cols: np.ndarray, spatial: tuple, kernel: tuple, stride: tuple, dilation: tuple,
+              padding: tuple, out: tuple) -> None:
+    """cols (n, L, K, C) = the windows of channels-last images x (n, prod(spatial), C), padded in front by `padding`
+    (zeros read, never copied): one row per output position. C-contiguous arrays."""
+    _cl_call("im2col_cl", x)(_ptr(x), _ptr(cols), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(x.shape[2]),
                              _cl_geometry(spatial, kernel, stride, dilation, padding, out))
 
 
-def col2im_cl(cols: np.ndarray, x: np.ndarray, groups: int, spatial: tuple, kernel: tuple, stride: tuple,
-              dilation: tuple, padding: tuple, out: tuple) -> None:
+def col2im_cl(cols: np.ndarray, x: np.ndarray, spatial: tuple, kernel: tuple, stride: tuple, dilation: tuple,
+              padding: tuple, out: tuple) -> None:
     """x (n, prod(spatial), C) = im2col_cl's transpose of cols: each window element's values added into its
     position, those in the padding dropped. C-contiguous arrays."""
-    _cl_call("col2im_cl", x)(_ptr(cols), _ptr(x), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(groups),
-                             ctypes.c_longlong(x.shape[2] // groups),
+    _cl_call("col2im_cl", x)(_ptr(cols), _ptr(x), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(x.shape[2]),
                              _cl_geometry(spatial, kernel, stride, dilation, padding, out))
 
 

@@ -22,7 +22,7 @@ from .. import core
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
-from ..ops.conv import conv, conv_input_grad, runs_on
+from ..ops.conv import conv, conv_input_grad, pays, runs_on
 from ..ops.creation import tensor
 from ..ops.indexing import index_select
 from ..ops.linalg import matmul, require_same_dtype
@@ -121,10 +121,10 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
-    if core.state.transforms_active or not runs_on(x):
+    if core.state.transforms_active or not (runs_on(x) and pays(c, groups)):
         y = _conv_composite(_pad_spatial(x, lo, hi), weight, bias, stride, dilation, groups, out)
     else:
-        y = conv(x, weight, bias, stride=stride, padding=lo, dilation=dilation, groups=groups, out_size=out)
+        y = conv(x, weight, bias, stride=stride, padding=lo, dilation=dilation, out_size=out)
     return y.squeeze(0) if unbatched else y
 
 
@@ -205,8 +205,8 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Given input size per channel: {list(x.shape[2:])}. Calculated output size: "
                               f"{out}. Output size is too small")
-    if not core.state.transforms_active and runs_on(x) and runs_on(weight):   # the padding dropped by col2im_cl
-        y = conv_input_grad(x, weight, out, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if not core.state.transforms_active and runs_on(x) and pays(weight.shape[1], groups):   # padding dropped
+        y = conv_input_grad(x, weight, out, stride=stride, padding=padding, dilation=dilation)
     else:
         y = _conv_transpose_composite(x, weight, size, stride, dilation, groups)
         y = _pad_spatial(y, [-p for p in padding], [op_ - p for op_, p in zip(output_padding, padding)])

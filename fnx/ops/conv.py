@@ -17,19 +17,19 @@ the block's n * L output positions as its long dimension: on a Zen 4 core, one t
 - weight gradient, g (O, nL) @ columns (nL, KC), summed over the blocks.
 
 The operands move between (n, C, *s) and (n, *s, C) through the C loops' tiled transpose (the output with the bias
-added on the way). Groups run as one batched product over the groups' columns, which lie side by side in a row.
+added on the way).
 
-- conv(x, w[, b]): x (N, C, *spatial), w (O, C/groups, *kernel), b (O,) -> (N, O, *out_size), x padded in front
-  by `padding` (the back padding is what out_size implies);
+- conv(x, w[, b]): x (N, C, *spatial), w (O, C, *kernel), b (O,) -> (N, O, *out_size), x padded in front by
+  `padding` (the back padding is what out_size implies);
 - conv_input_grad(g, w): its transpose in x, (N, O, *out) -> (N, C, *size);
-- conv_weight_grad(g, x): its transpose in w, -> (O, C/groups, *kernel).
+- conv_weight_grad(g, x): its transpose in w, -> (O, C, *kernel).
 
 Each is bilinear in its two operands, so their vjp rules are these three primitives again (the eager tape's
 grad of grad works). fnx.nn.functional's convolutions and transposed convolutions (PyTorch's form: conv's input
 gradient) bind them in eager mode, when no transform is active, for float32/float64 CPU tensors where the C loops
-build (runs_on); otherwise, and under a transform, the composite form runs (it has every rule: jvp, vmap, compile,
-export to C), so these primitives carry impl, abstract and vjp rules only (a transform that meets one raises the
-missing-rule error naming it). Both forms give the same values within the rounding of the products' sums.
+build (runs_on), ungrouped with at least MIN_CHANNELS channels per row (pays); otherwise, and under a
+transform, the composite form runs (it has every rule: jvp, vmap, compile, export to C), so these primitives carry
+impl, abstract and vjp rules only (a transform that meets one raises the missing-rule error naming it). Both forms give the same values within the rounding of the products' sums.
 FNX_CONV_BLOCKS=0 in the environment turns these primitives off (for A/B measurements), as it does the compiled
 column blocks of fnx/lowering/column_blocks.py, which share BLOCK_BYTES and the block helpers.
 """
@@ -44,12 +44,15 @@ from ..core import Primitive, ShapedArray
 from . import windows
 from .reduce import sum as _sum
 
-__all__ = ["conv", "conv_input_grad", "conv_weight_grad", "runs_on", "BLOCK_BYTES", "ENABLED"]
+__all__ = ["conv", "conv_input_grad", "conv_weight_grad", "runs_on", "pays", "BLOCK_BYTES", "MIN_CHANNELS",
+           "ENABLED"]
 
 # The columns of one block of samples take about this many bytes (at least one sample per block): small enough to
 # stay in the cache between im2col (or the input gradient's product) and its reader, large enough that each
 # product stays a large GEMM.
 BLOCK_BYTES = 1 << 22
+# Eager convolutions whose channels-last rows hold fewer channels than this run the composite form (see pays).
+MIN_CHANNELS = 8
 # Whether eager convolutions may run these primitives at all.
 ENABLED = os.environ.get("FNX_CONV_BLOCKS", "1") != "0"
 
@@ -73,17 +76,25 @@ def runs_on(x) -> bool:
         windows.native is not None and windows.native.available()
 
 
-def _params(stride, padding, dilation, groups) -> dict:
+def pays(channels: int, groups: int) -> bool:
+    """Whether the primitives beat the composite form for a convolution whose channels-last rows hold `channels`
+    values per position (a convolution's input channels, a transposed one's output channels): ungrouped, with at
+    least MIN_CHANNELS, so each window element is one run worth a vector copy. Fewer (an RGB image's first layer:
+    808 against 400 us forward at (8, 3, 64, 64)) or groups (depthwise, 64 channels of 16 x 16: 10 against 2 ms,
+    a batched product over strided groups and one-value runs) run the composite."""
+    return groups == 1 and channels >= MIN_CHANNELS
+
+
+def _params(stride, padding, dilation) -> dict:
     """The geometry parameters that the three primitives share, in their hashable form."""
-    return dict(stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation), groups=int(groups))
+    return dict(stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation))
 
 
-def _weight_rows(w, groups: int):
-    """w (O, C/groups, *kernel) as (groups, O/groups, K * C/groups): each output channel's weights in the
-    columns' order (kernel offset major, channel minor)."""
-    o, cg, k = w.shape[0], w.shape[1], math.prod(w.shape[2:])
-    rows = np.swapaxes(w.reshape(groups, o // groups, cg, k), 2, 3)
-    return np.ascontiguousarray(rows).reshape(groups, o // groups, k * cg)
+def _weight_rows(w):
+    """w (O, C, *kernel) as (O, K * C): each output channel's weights in the columns' order (kernel offset major,
+    channel minor)."""
+    o, c = w.shape[:2]
+    return np.ascontiguousarray(np.swapaxes(w.reshape(o, c, -1), 1, 2)).reshape(o, -1)
 
 
 def _channels_last(a, buffer):
@@ -95,23 +106,13 @@ def _channels_last(a, buffer):
 
 
 def _columns(x, geometry: dict, buffers: tuple):
-    """The block x (n, C, *spatial)'s channels-last columns (n * L, groups, K * C/groups) in buffers[1]."""
+    """The block x (n, C, *spatial)'s channels-last columns (n * L, K * C) in buffers[1]."""
     xl = _channels_last(x, buffers[0])
-    n, groups, out = x.shape[0], geometry["groups"], geometry["out"]
-    length, k = math.prod(out), math.prod(geometry["kernel"])
-    cols = buffers[1][:n * length * k * x.shape[1]].reshape(n * length, groups, -1)
-    windows.native.im2col_cl(xl, cols, groups, tuple(x.shape[2:]), geometry["kernel"], geometry["stride"],
-                             geometry["dilation"], geometry["padding"], out)
+    length, k = math.prod(geometry["out"]), math.prod(geometry["kernel"])
+    cols = buffers[1][:x.shape[0] * length * k * x.shape[1]].reshape(x.shape[0] * length, -1)
+    windows.native.im2col_cl(xl, cols, tuple(x.shape[2:]), geometry["kernel"], geometry["stride"],
+                             geometry["dilation"], geometry["padding"], geometry["out"])
     return cols
-
-
-def _product(a, b, out) -> None:
-    """out (M, groups, N) = a (M, groups, K) @ b (groups, K, N) for each group: one GEMM (a batched one for groups).
-    """
-    if a.shape[1] == 1:
-        np.matmul(a[:, 0], b[0], out=out[:, 0])
-    else:
-        np.matmul(np.swapaxes(a, 0, 1), b, out=np.swapaxes(out, 0, 1))
 
 
 # ---------------------------------------------------------------- the convolution
@@ -119,34 +120,33 @@ conv_p = Primitive("conv")
 
 
 @conv_p.def_impl
-def _conv_impl(xp, x, w, *bias, stride, padding, dilation, groups, out_size):
+def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
     (n, c), o, kernel, out = x.shape[:2], w.shape[0], tuple(w.shape[2:]), tuple(out_size)
     length, size = math.prod(out), math.prod(x.shape[2:])
-    geometry = dict(kernel=kernel, stride=stride, dilation=dilation, padding=padding, groups=groups, out=out)
-    wt = np.swapaxes(_weight_rows(w, groups), 1, 2)
+    geometry = dict(kernel=kernel, stride=stride, dilation=dilation, padding=padding, out=out)
+    wt = _weight_rows(w).T
     y = np.empty((n, o) + out, dtype=x.dtype)
     blocks = _blocks(n, c * math.prod(kernel) * length * x.itemsize)
     buffers = tuple(_buffer(xp, blocks, m, x.dtype) for m in (c * size, c * math.prod(kernel) * length, o * length))
     for block in blocks:
         nb = block.stop - block.start
-        cols = _columns(x[block], geometry, buffers)
-        product = buffers[2][:nb * length * o].reshape(nb * length, groups, o // groups)
-        _product(cols, wt, product)
+        product = np.matmul(_columns(x[block], geometry, buffers), wt,
+                            out=buffers[2][:nb * length * o].reshape(nb * length, o))
         windows.native.transpose(product.reshape(nb, length, o), y[block].reshape(nb, o, length),
                                  bias[0] if bias else None)
     return y
 
 
 @conv_p.def_abstract
-def _conv_abstract(x: ShapedArray, w: ShapedArray, *bias: ShapedArray, stride, padding, dilation, groups,
+def _conv_abstract(x: ShapedArray, w: ShapedArray, *bias: ShapedArray, stride, padding, dilation,
                    out_size) -> ShapedArray:
     return ShapedArray((x.shape[0], w.shape[0]) + tuple(out_size), x.dtype, x.device)
 
 
 @conv_p.def_vjp
-def _conv_vjp(g, primals, out, needs=(True, True, True), *, stride, padding, dilation, groups, out_size):
+def _conv_vjp(g, primals, out, needs=(True, True, True), *, stride, padding, dilation, out_size):
     x, w = primals[:2]
-    params = _params(stride, padding, dilation, groups)
+    params = _params(stride, padding, dilation)
     gx = conv_input_grad(g, w, tuple(x.shape[2:]), **params) if needs[0] else None
     gw = conv_weight_grad(g, x, tuple(w.shape[2:]), **params) if needs[1] else None
     if len(primals) == 2:
@@ -158,11 +158,11 @@ def _conv_vjp(g, primals, out, needs=(True, True, True), *, stride, padding, dil
 conv_p.vjp_takes_needs = True
 
 
-def conv(x, w, b=None, *, stride: tuple, padding: tuple, dilation: tuple, groups: int, out_size: tuple):
-    """x (N, C, *spatial) convolved with w (O, C/groups, *kernel), plus b (O,) when given: the (N, O, *out_size)
-    output of x padded in front by `padding` (and at the back as far as out_size reaches)."""
+def conv(x, w, b=None, *, stride: tuple, padding: tuple, dilation: tuple, out_size: tuple):
+    """x (N, C, *spatial) convolved with w (O, C, *kernel), plus b (O,) when given: the (N, O, *out_size) output
+    of x padded in front by `padding` (and at the back as far as out_size reaches)."""
     args = (x, w) if b is None else (x, w, b)
-    return conv_p.bind(*args, out_size=tuple(out_size), **_params(stride, padding, dilation, groups))
+    return conv_p.bind(*args, out_size=tuple(out_size), **_params(stride, padding, dilation))
 
 
 # ---------------------------------------------------------------- its gradient in the input
@@ -170,29 +170,27 @@ conv_input_grad_p = Primitive("conv_input_grad")
 
 
 @conv_input_grad_p.def_impl
-def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation, groups):
-    (n, o), c, kernel = g.shape[:2], w.shape[1] * groups, tuple(w.shape[2:])
+def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
+    (n, o), c, kernel = g.shape[:2], w.shape[1], tuple(w.shape[2:])
     out, length, plane = tuple(g.shape[2:]), math.prod(g.shape[2:]), math.prod(size)
     per_sample = c * math.prod(kernel) * length
-    wr = _weight_rows(w, groups)
+    wr = _weight_rows(w)
     gx = np.empty((n, c) + tuple(size), dtype=g.dtype)
     blocks = _blocks(n, per_sample * g.itemsize)
     moved, cols_buffer, image = (_buffer(xp, blocks, m, g.dtype) for m in (o * length, per_sample, c * plane))
     for block in blocks:
         nb = block.stop - block.start
-        gl = _channels_last(g[block], moved).reshape(nb * length, groups, o // groups)
-        cols = cols_buffer[:nb * per_sample].reshape(nb * length, groups, -1)
-        _product(gl, wr, cols)
+        gl = _channels_last(g[block], moved).reshape(nb * length, o)
+        cols = np.matmul(gl, wr, out=cols_buffer[:nb * per_sample].reshape(nb * length, -1))
         img = image[:nb * c * plane].reshape(nb, plane, c)
-        windows.native.col2im_cl(cols, img, groups, tuple(size), kernel, stride, dilation, padding, out)
+        windows.native.col2im_cl(cols, img, tuple(size), kernel, stride, dilation, padding, out)
         windows.native.transpose(img, gx[block].reshape(nb, c, plane))
     return gx
 
 
 @conv_input_grad_p.def_abstract
-def _conv_input_grad_abstract(g: ShapedArray, w: ShapedArray, *, size, stride, padding, dilation,
-                              groups) -> ShapedArray:
-    return ShapedArray((g.shape[0], w.shape[1] * groups) + tuple(size), g.dtype, g.device)
+def _conv_input_grad_abstract(g: ShapedArray, w: ShapedArray, *, size, stride, padding, dilation) -> ShapedArray:
+    return ShapedArray((g.shape[0], w.shape[1]) + tuple(size), g.dtype, g.device)
 
 
 # <ct, conv_input_grad(g, w)> = <conv(ct, w), g>: its gradients are conv(ct, w) in g, conv_weight_grad(g, ct) in w
@@ -201,9 +199,9 @@ conv_input_grad_p.def_vjp(lambda ct, primals, out, *, size, **geometry: (
     conv_weight_grad(primals[0], ct, primals[1].shape[2:], **geometry)))
 
 
-def conv_input_grad(g, w, size: tuple, *, stride: tuple, padding: tuple, dilation: tuple, groups: int):
+def conv_input_grad(g, w, size: tuple, *, stride: tuple, padding: tuple, dilation: tuple):
     """The gradient of conv in its input x of spatial `size`, from the output's gradient g (N, O, *out)."""
-    return conv_input_grad_p.bind(g, w, size=tuple(size), **_params(stride, padding, dilation, groups))
+    return conv_input_grad_p.bind(g, w, size=tuple(size), **_params(stride, padding, dilation))
 
 
 # ---------------------------------------------------------------- its gradient in the weight
@@ -211,31 +209,29 @@ conv_weight_grad_p = Primitive("conv_weight_grad")
 
 
 @conv_weight_grad_p.def_impl
-def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, groups):
+def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation):
     (n, o), c, out = g.shape[:2], x.shape[1], tuple(g.shape[2:])
     length, k = math.prod(out), math.prod(kernel)
-    geometry = dict(kernel=tuple(kernel), stride=stride, dilation=dilation, padding=padding, groups=groups, out=out)
+    geometry = dict(kernel=tuple(kernel), stride=stride, dilation=dilation, padding=padding, out=out)
     blocks = _blocks(n, c * k * length * g.itemsize)
     buffers = tuple(_buffer(xp, blocks, m, g.dtype) for m in (c * math.prod(x.shape[2:]), c * k * length))
     moved = _buffer(xp, blocks, o * length, g.dtype)
-    total, part = None, None   # (groups, O/groups, K * C/groups), the weight's rows (as _weight_rows)
+    total, part = None, None   # (O, K * C), the weight's rows (as _weight_rows)
     for block in blocks:
-        cols = np.swapaxes(_columns(x[block], geometry, buffers), 0, 1)
-        gl = _channels_last(g[block], moved).reshape(-1, groups, o // groups).transpose(1, 2, 0)
+        cols = _columns(x[block], geometry, buffers)
+        gl = _channels_last(g[block], moved).reshape(-1, o).T
         if total is None:
             total = np.matmul(gl, cols)
         else:
             part = np.matmul(gl, cols, out=part)
             total += part
-    cg = c // groups
-    return np.ascontiguousarray(np.swapaxes(total.reshape(groups, o // groups, k, cg), 2, 3)).reshape(
-        (o, cg) + tuple(kernel))
+    return np.ascontiguousarray(np.swapaxes(total.reshape(o, k, c), 1, 2)).reshape((o, c) + tuple(kernel))
 
 
 @conv_weight_grad_p.def_abstract
-def _conv_weight_grad_abstract(g: ShapedArray, x: ShapedArray, *, kernel, stride, padding, dilation,
-                               groups) -> ShapedArray:
-    return ShapedArray((g.shape[1], x.shape[1] // groups) + tuple(kernel), g.dtype, g.device)
+def _conv_weight_grad_abstract(g: ShapedArray, x: ShapedArray, *, kernel, stride, padding,
+                               dilation) -> ShapedArray:
+    return ShapedArray((g.shape[1], x.shape[1]) + tuple(kernel), g.dtype, g.device)
 
 
 # <ct, conv_weight_grad(g, x)> = <conv(x, ct), g>: its gradients are conv(x, ct) in g, conv_input_grad(g, ct) in x
@@ -244,6 +240,6 @@ conv_weight_grad_p.def_vjp(lambda ct, primals, out, *, kernel, **geometry: (
     conv_input_grad(primals[0], ct, primals[1].shape[2:], **geometry)))
 
 
-def conv_weight_grad(g, x, kernel: tuple, *, stride: tuple, padding: tuple, dilation: tuple, groups: int):
-    """The gradient of conv in its weight (O, C/groups, *kernel), from the output's gradient g and the input x."""
-    return conv_weight_grad_p.bind(g, x, kernel=tuple(kernel), **_params(stride, padding, dilation, groups))
+def conv_weight_grad(g, x, kernel: tuple, *, stride: tuple, padding: tuple, dilation: tuple):
+    """The gradient of conv in its weight (O, C, *kernel), from the output's gradient g and the input x."""
+    return conv_weight_grad_p.bind(g, x, kernel=tuple(kernel), **_params(stride, padding, dilation))
