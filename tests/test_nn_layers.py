@@ -10,6 +10,7 @@ import fnx
 import fnx.nn as nn
 import fnx.nn.functional as F
 from fnx.autograd import gradcheck
+from fnx.lowering import nn_kernels
 
 RNG = np.random.default_rng(2)
 
@@ -114,7 +115,7 @@ def test_batchnorm_gradient():
     assert gradcheck(lambda x, w, b: F.batch_norm(x, None, None, w, b, True), (x, bn.weight, bn.bias))
 
 
-@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5), (3, 3, 4, 5), (2, 3, 2, 3, 2)], ids=str)
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5), (3, 3, 4, 5), (2, 3, 2, 3, 2), (16, 3, 12, 12)], ids=str)
 @pytest.mark.parametrize("affine", ["both", "weight", "none"])
 def test_eager_batch_norm_is_one_node_matching_the_composition_to_second_order(shape, affine):
     """Eager training-mode batch_norm runs as one tape node (PyTorch's native_batch_norm); its output, running
@@ -162,6 +163,28 @@ def test_eager_batch_norm_in_float32_keeps_its_dtype_and_matches_float64():
     mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
     np.testing.assert_allclose(y.detach().numpy(), (x - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5),
                                atol=2e-5)
+
+
+def test_eager_batch_norm_runs_c_loops_on_large_float32_inputs_with_numpys_values(monkeypatch):
+    """From fnx/lowering/nn_kernels.MIN_ELEMENTS on, the statistics, output and gradients come from the C loops
+    (sums in double): numpy's values to float32 rounding."""
+    x = RNG.standard_normal((16, 8, 10, 10)) * 4 + 3
+    g = RNG.standard_normal(x.shape)
+    assert nn_kernels.batch_norm_stats(x.astype(np.float32).reshape(16, 8, 100)) is not None
+
+    def run():
+        xt = T(x.astype(np.float32), True)
+        w, b = T(np.linspace(0.5, 2, 8, dtype=np.float32), True), T(np.linspace(-1, 1, 8, dtype=np.float32), True)
+        running = [fnx.zeros(8), fnx.ones(8)]
+        y = F.batch_norm(xt, *running, w, b, True, 0.1, 1e-5)
+        y.backward(T(g.astype(np.float32)))
+        return [npy(a) for a in (y, xt.grad, w.grad, b.grad, *running)]
+
+    native = run()
+    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 1 << 40)   # numpy's passes
+    for got, want in zip(native, run()):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 def test_eval_batch_norm_is_two_passes_over_the_input():

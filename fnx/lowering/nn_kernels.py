@@ -22,15 +22,18 @@ from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "softmax", "layer_norm", "layer_norm_backward",
-           "MIN_ELEMENTS"]
+           "batch_norm_stats", "batch_norm_apply", "batch_norm_backward_sums", "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _POINTERS = {"lstm_forward": 9, "lstm_backward": 9, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
-             "layer_norm": 6, "layer_norm_backward": 8}   # then 2 sizes, and the extras of _EXTRA
+             "layer_norm": 6, "layer_norm_backward": 8, "batch_norm_stats": 4, "batch_norm_apply": 7,
+             "batch_norm_backward_sums": 6}   # then 2 sizes, and the extras of _EXTRA
 _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong],   # eps; rows per chunk
-          "lstm_forward": [ctypes.c_longlong] * 3, "lstm_backward": [ctypes.c_longlong] * 3}   # steps, reverse, tasks
+          "lstm_forward": [ctypes.c_longlong] * 3, "lstm_backward": [ctypes.c_longlong] * 3,   # steps, reverse, tasks
+          "batch_norm_stats": [ctypes.c_longlong], "batch_norm_apply": [ctypes.c_longlong],   # a channel's length
+          "batch_norm_backward_sums": [ctypes.c_longlong]}
 # layer_norm's parameter gradients are summed per chunk of rows, then the chunks in order (the same bits on any
 # number of threads): at least _CHUNK rows per chunk, at most _CHUNKS chunks.
 _CHUNK, _CHUNKS = 32, 64
@@ -38,7 +41,7 @@ _ARGTYPES = {f"fnx_{name}_{sfx}": [ctypes.c_void_p] * pointers + [ctypes.c_longl
              for name, pointers in _POINTERS.items() for sfx in _SUFFIX.values()}
 # The functions return nothing, but the LSTM loops an int (ctypes' default): 0, or -1 where memory runs out.
 _library = TemplateLibrary("fnx-nn", "c_nn.c.j2", [f for f in _ARGTYPES if "lstm" not in f],
-                           "the C loops of the LSTM recurrence, log_softmax and layer_norm", "numpy runs them",
+                           "the C loops of the LSTM recurrence, log_softmax, layer_norm and batch_norm", "numpy runs them",
                            _ARGTYPES).get
 
 
@@ -131,6 +134,53 @@ def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np
     fns[0](data_pointer(g), data_pointer(x), data_pointer(mean), data_pointer(rstd), data_pointer(w), _pointer(dx),
            data_pointer(dw), data_pointer(db), rows, x.size // rows, chunk)
     return dx, dw[0].copy(), db[0].copy()
+
+
+def _channels(name: str, *arrays: np.ndarray) -> tuple | None:
+    """The C function `name` for batch_norm over (N, C, L) arrays of one float dtype, and those arrays contiguous;
+    None where numpy should run it."""
+    x = arrays[0]
+    fns = _functions(x.dtype, x.size, name) if all(a.dtype == x.dtype for a in arrays) else None
+    return None if fns is None else (fns[0],) + tuple(np.ascontiguousarray(a) for a in arrays)
+
+
+def batch_norm_stats(x: np.ndarray) -> tuple | None:
+    """(mean, biased var) per channel of x (N, C, L), summed in double; None where numpy should run it."""
+    found = _channels("batch_norm_stats", x)
+    if found is None:
+        return None
+    fn, x = found
+    (n, c, length), (mean, var) = x.shape, (np.empty(x.shape[1], x.dtype) for _ in range(2))
+    work = np.empty(4 * c)   # held until the call returns
+    fn(data_pointer(x), data_pointer(mean), data_pointer(var), data_pointer(work), n, c, length)
+    return mean, var
+
+
+def batch_norm_apply(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray, g: np.ndarray | None = None,
+                     mean: np.ndarray | None = None, shift: np.ndarray | None = None) -> np.ndarray | None:
+    """x * alpha + beta per channel of x (N, C, L) (the forward), or with g the backward's
+    g * alpha - (x - mean) * beta - shift; None where numpy should run it."""
+    found = _channels("batch_norm_apply", *(a for a in (x, alpha, beta, g, mean, shift) if a is not None))
+    if found is None:
+        return None
+    fn, x, alpha, beta, *rest = found
+    g, mean, shift = rest if rest else (None, None, None)
+    y = np.empty(x.shape, x.dtype)
+    fn(data_pointer(x), _pointer(g), data_pointer(y), data_pointer(alpha), data_pointer(beta), _pointer(mean),
+       _pointer(shift), *x.shape)
+    return y
+
+
+def batch_norm_backward_sums(g: np.ndarray, x: np.ndarray, mean: np.ndarray) -> tuple | None:
+    """(sum of g, sum of g (x - mean)) per channel of (N, C, L) arrays, in double; None where numpy should run it."""
+    found = _channels("batch_norm_backward_sums", g, x, mean)
+    if found is None:
+        return None
+    fn, g, x, mean = found
+    sum_g, sum_gc, work = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype), np.empty(2 * x.shape[1])
+    fn(data_pointer(g), data_pointer(x), data_pointer(mean), data_pointer(sum_g), data_pointer(sum_gc),
+       data_pointer(work), *x.shape)
+    return sum_g, sum_gc
 
 
 def _pointer(a: np.ndarray | None) -> int | None:
