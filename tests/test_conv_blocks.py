@@ -1,7 +1,8 @@
 """Eager convolutions run fnx/ops/conv.py's channels-last primitives: forward, input and weight gradients (and grad
-of grad on the eager tape) equal the composite form that transforms run (and a float64 numpy reference), over one
-block or many (BLOCK_BYTES made small), padding read as zeros rather than copied; so do eager transposed
-convolutions, which bind conv_input_grad (their padding dropped rather than cropped)."""
+of grad on the eager tape) equal the composite form that transforms run (and a float64 numpy reference): the direct
+loops' register tiles with their channel and position tails, and the strided input gradient over one block or many
+(BLOCK_BYTES made small); so do eager transposed convolutions, which bind conv_input_grad (their padding dropped
+rather than cropped)."""
 import contextlib
 
 import numpy as np
@@ -187,11 +188,27 @@ def test_strided_operands_and_a_partial_last_block_give_the_composite_values(mon
         _close(got, want, np.float32)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_direct_tiles_cover_channel_and_position_tails_on_two_threads(dtype, stride):
+    # 13 channels in (weight-gradient tiles of up to 8 rows, then the rest), 40 out (vectors of 16 floats or 8
+    # doubles: two-vector tiles, then one vector, then zero channels of padding), 99 or 25 positions (tiles of up
+    # to 8, then the rest), the weight gradient's sums in two parts (stride 1: 594 terms)
+    saved = fnx.get_num_threads()
+    fnx.set_num_threads(2)
+    try:
+        _check_against_the_composite(dict(nd=2, groups=1, stride=(stride, stride), dilation=(1, 1), padding=(1, 1),
+                                          x=(6, 13, 11, 9), w=(40, 13, 3, 3), bias=True, dtype=dtype))
+    finally:
+        fnx.set_num_threads(saved)
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_blocks_large_enough_for_the_c_loops_give_the_composite_values(bias):
-    # a sample's columns: 8 * 9 * 32 * 32 floats (295 KB), one per block: the C loops' moves, im2col_cl and
-    # col2im_cl split over rows, samples and channel runs, into and out of the reused buffers
-    case = dict(nd=2, groups=1, stride=(1, 1), dilation=(1, 1), padding=(1, 1), x=(4, 8, 32, 32),
+    # 8 * 9 * 32 * 32 floats (295 KB) of a sample's columns in the strided input gradient, one sample per block: the
+    # C loops' moves and col2im_cl split over rows, samples and channel runs, into and out of the reused buffers;
+    # the direct loops above the parallel threshold
+    case = dict(nd=2, groups=1, stride=(1, 2), dilation=(1, 1), padding=(1, 1), x=(4, 8, 32, 32),
                 w=(16, 8, 3, 3), bias=bias, block=300_000, dtype=np.float32)
     with _block_bytes(case["block"]):
         _check_against_the_composite(case)

@@ -13,9 +13,10 @@ where it cannot be built (no compiler, Jinja2 missing), for small arrays, other 
 dims, the numpy impl runs. Setting `fnx.ops.windows.native` to this module at import is the hook.
 
 The same library holds the channels-last loops of eager convolutions (fnx/ops/conv.py), which have no numpy form:
-a batched tiled transpose (with a bias), and im2col_cl / col2im_cl, whose columns are one row per output position
-(kernel offsets, then channels) and which read the padding as zeros (or drop it) instead of copying it; callers
-check `available()` first.
+a batched tiled transpose (with a bias, either side's rows padded), pad_cl (channels-last in a frame of zeros), the
+direct convolution and its weight gradient (register tiles over pad_cl's frame), and col2im_cl (the strided input
+gradient: rows of kernel offsets then channels, one per output position, added back into their windows, the
+padding dropped); callers check `available()` first.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
-           "window_put", "available", "transpose", "im2col_cl", "col2im_cl", "MIN_ELEMENTS"]
+           "window_put", "available", "transpose", "col2im_cl", "pad_cl", "conv_direct",
+           "conv_weight_direct", "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
 MIN_ELEMENTS = 4096
@@ -38,7 +40,7 @@ _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _Geometry = ctypes.c_longlong * 15
 _Rows = ctypes.c_longlong * 10
 _KERNELS = ("im2col", "col2im", "conv_output_vjp", "window_argmax", "window_take", "window_put", "transpose",
-            "im2col_cl", "col2im_cl")
+            "col2im_cl", "pad_cl", "conv_direct", "conv_weight_direct")
 _ClGeometry = ctypes.c_longlong * 18
 _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
@@ -167,11 +169,44 @@ def _cl_call(name: str, a: np.ndarray):
 
 
 def transpose(src: np.ndarray, dst: np.ndarray, bias: np.ndarray | None = None) -> None:
-    """dst (n, C, R) = src (n, R, C) transposed, plus bias (C,) per row of dst where given; all C-contiguous, of
-    one float dtype (the library must be available)."""
-    n, rows, cols = src.shape
-    _cl_call("transpose", src)(_ptr(src), _ptr(dst), *(ctypes.c_longlong(m) for m in (n, rows, cols)),
-                               None if bias is None else _ptr(np.ascontiguousarray(bias, dtype=src.dtype)))
+    """dst[i, c, r] = src[i, r, c] (plus bias[c] where given) over the part both cover: src (n, R, C') and dst (n,
+    C, R') transpose min(R, R') rows of min(C, C') values, so either side may carry padding (the direct
+    convolutions' channels, padded to whole vectors). C-contiguous, of one float dtype (the library available)."""
+    n, rows, spitch = src.shape
+    cols, dpitch = dst.shape[1:]
+    _cl_call("transpose", src)(_ptr(src), _ptr(dst), *(ctypes.c_longlong(m) for m in (
+        n, min(rows, dpitch), min(spitch, cols), spitch, dpitch)),
+        None if bias is None else _ptr(np.ascontiguousarray(bias, dtype=src.dtype)))
+
+
+def pad_cl(x: np.ndarray, xp: np.ndarray, front: tuple) -> None:
+    """xp (n, *padded, C) = x (n, C, *spatial) channels-last in a frame of zeros, `front` of them before each dim
+    (padded at least front + spatial). C-contiguous, up to 3 spatial dims."""
+    pad = 3 - (x.ndim - 2)
+    sizes = (1,) * pad + x.shape[2:] + (1,) * pad + xp.shape[1:-1] + (0,) * pad + tuple(front)
+    _cl_call("pad_cl", x)(_ptr(x), _ptr(xp), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(x.shape[1]),
+                          (ctypes.c_longlong * 9)(*sizes))
+
+
+def conv_direct(xp: np.ndarray, w: np.ndarray, y: np.ndarray, pos: np.ndarray, koff: np.ndarray) -> None:
+    """y (n, P, Op) = the direct convolution of pad_cl's xp (n, *padded, C) with w (K, C, Op): y[i, p] = sum over
+    k of xp[i] (flat) at pos[p] + koff[k], its C channels, times w[k] (pos, koff: int64 element offsets; Op a
+    whole number of 64-byte vectors). C-contiguous."""
+    n, c, op = xp.shape[0], xp.shape[-1], w.shape[-1]
+    _cl_call("conv_direct", xp)(_ptr(xp), _ptr(w), _ptr(y), *(ctypes.c_longlong(m) for m in (
+        n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(koff.size), _ptr(koff))
+
+
+def conv_weight_direct(xp: np.ndarray, g: np.ndarray, pos: np.ndarray, koff: np.ndarray, chunks: int) -> np.ndarray:
+    """dw (K, C, Op) = the sum over samples i and positions p of xp[i] (flat) at pos[p] + koff[k] (C channels)
+    times g[i, p] (g (n, P, Op) channels-last): conv_direct's gradient in w, its terms summed in `chunks` parallel
+    parts."""
+    n, c, op = xp.shape[0], xp.shape[-1], g.shape[-1]
+    dw = np.empty((koff.size, c, op), xp.dtype)
+    work = np.empty(chunks * dw.size, xp.dtype)   # held until the call returns
+    _cl_call("conv_weight_direct", xp)(_ptr(xp), _ptr(g), _ptr(dw), _ptr(work), *(ctypes.c_longlong(m) for m in (
+        chunks, n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(koff.size), _ptr(koff))
+    return dw
 
 
 def _cl_geometry(spatial, kernel, stride, dilation, padding, out) -> ctypes.Array:
@@ -183,18 +218,10 @@ def _cl_geometry(spatial, kernel, stride, dilation, padding, out) -> ctypes.Arra
     return _ClGeometry(*sizes)
 
 
-def im2col_cl(x: np.ndarray, cols: np.ndarray, spatial: tuple, kernel: tuple, stride: tuple, dilation: tuple,
-              padding: tuple, out: tuple) -> None:
-    """cols (n, L, K, C) = the windows of channels-last images x (n, prod(spatial), C), padded in front by `padding`
-    (zeros read, never copied): one row per output position. C-contiguous arrays."""
-    _cl_call("im2col_cl", x)(_ptr(x), _ptr(cols), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(x.shape[2]),
-                             _cl_geometry(spatial, kernel, stride, dilation, padding, out))
-
-
 def col2im_cl(cols: np.ndarray, x: np.ndarray, spatial: tuple, kernel: tuple, stride: tuple, dilation: tuple,
               padding: tuple, out: tuple) -> None:
-    """x (n, prod(spatial), C) = im2col_cl's transpose of cols: each window element's values added into its
-    position, those in the padding dropped. C-contiguous arrays."""
+    """x (n, prod(spatial), C) = the sum of each output position's row of cols (n, L, K, C) added into its window,
+    elements in the padding dropped. C-contiguous arrays."""
     _cl_call("col2im_cl", x)(_ptr(cols), _ptr(x), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(x.shape[2]),
                              _cl_geometry(spatial, kernel, stride, dilation, padding, out))
 

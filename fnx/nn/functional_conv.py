@@ -6,8 +6,8 @@ functional_pool, reduces (N, C, K, *out) blocks over K); its gradient is col2im,
 back into its strided view. Under a transform a convolution takes the columns of the whole batch as one
 (C*K, N*out) matrix, so its forward and both gradients are each one matrix product (per group), at the price of
 one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode, on CPU float tensors,
-fnx/ops/conv.py's primitives do the same work on channels-last columns one block of samples after the other:
-each block's columns stay in cache, none are kept for the backward, and the padding is never copied.
+fnx/ops/conv.py's primitives run direct convolutions instead: register tiles summing each window straight from
+a channels-last copy of the input in a frame of zeros, no columns written, nothing kept for the backward.
 The transposed convolution is PyTorch's form, the gradient of a convolution in its input: a product and col2im
 (eagerly fnx.ops.conv.conv_input_grad), not a convolution over zeros inserted between the input's elements
 (s^nd times the products). `fold` is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.

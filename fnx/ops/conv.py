@@ -1,46 +1,45 @@
-"""A convolution and its two gradients as primitives for eager mode: channels-last columns, block by block over the
-batch, each product in the orientation BLAS runs fastest.
+"""A convolution and its two gradients as primitives for eager mode: direct convolutions on channels-last arrays,
+in register tiles of the windows library's C loops.
 
 The composite form of a convolution (fnx/nn/functional_conv.py: a padded copy, im2col of the whole batch, one
-matrix product, the transposing copy conv_output) is what transforms see. Eagerly these primitives do the work a
-few samples at a time: per block, the samples move to channels-last (n, *spatial, C), and the C loops'
-im2col_cl writes each output position's window as one row (its K kernel offsets of C channels, zeros where the
-window reaches into the padding: no padded copy), into one buffer reused across the blocks (about BLOCK_BYTES,
-still in cache when the product reads it); nothing of the batch's size is kept between forward and backward (the
-weight gradient takes each block's columns again from the input). With the columns as rows, every product has
-the block's n * L output positions as its long dimension: on a Zen 4 core, one thread, ResNet-sized layers
-(columns (nL, KC) = (8192, 288), 32 channels out):
-
-- forward, columns (nL, KC) @ w^T (KC, O) -> (nL, O): 1.75 ms, where w (O, KC) @ columns (KC, nL) took 2.2;
-- input gradient, g^T (nL, O) @ w (O, KC) -> the columns' gradient: 1.6 ms, where w^T @ g took 2.5 (4.1 -> 2.1
-  with 16 channels on 32 x 32), then col2im_cl adds each row back into its window (the padding dropped: no crop);
-- weight gradient, g (O, nL) @ columns (nL, KC), summed over the blocks.
-
-The operands move between (n, C, *s) and (n, *s, C) through the C loops' tiled transpose (the output with the bias
-added on the way).
+matrix product, the transposing copy conv_output) is what transforms see. Eagerly these primitives move their
+operand to channels-last inside a frame of zeros (pad_cl: (n, *padded, C), the padding written once, so no window
+leaves it) and sum each output's window straight from there: a tile of up to 8 output positions by 2 vectors of
+output channels (16 + 16 floats on AVX-512) stays in registers over the kernel's K * C terms, fused multiply-adds
+of one broadcast input value by one vector of weights. No columns are written: im2col's columns (K times the
+input) cost as much as OpenBLAS's product over them at 16 channels, and that product ran at 75-100 GFLOP/s on a
+Zen 4 core where the tiles run at about 110 (pytorch-cifar's ResNet-18 layers, 16 to 128 channels).
 
 - conv(x, w[, b]): x (N, C, *spatial), w (O, C, *kernel), b (O,) -> (N, O, *out_size), x padded in front by
-  `padding` (the back padding is what out_size implies);
-- conv_input_grad(g, w): its transpose in x, (N, O, *out) -> (N, C, *size);
-- conv_weight_grad(g, x): its transpose in w, -> (O, C, *kernel).
+  `padding` (the back padding is what out_size implies): the tiles over x's frame, weights packed (K, C, O);
+- conv_input_grad(g, w): its transpose in x, (N, O, *out) -> (N, C, *size). With stride 1 it is a convolution of
+  g's frame (front (k - 1) * dilation - padding) with the weights flipped and their channels swapped, the same
+  tiles; with larger strides, per block of samples, g^T @ w over channels-last rows (the product in OpenBLAS's
+  fast orientation) and col2im_cl adds each row back into its window (the padding dropped);
+- conv_weight_grad(g, x): its transpose in w, -> (O, C, *kernel): tiles of 8 input channels by 2 vectors of
+  output channels summing x's frame times g (moved channels-last) over every position, in one part a thread.
 
-Each is bilinear in its two operands, so their vjp rules are these three primitives again (the eager tape's
-grad of grad works). fnx.nn.functional's convolutions and transposed convolutions (PyTorch's form: conv's input
-gradient) bind them in eager mode, when no transform is active, for float32/float64 CPU tensors where the C loops
-build (runs_on), ungrouped with at least MIN_CHANNELS channels per row (pays); otherwise, and under a
-transform, the composite form runs (it has every rule: jvp, vmap, compile, export to C), so these primitives carry
-impl, abstract and vjp rules only (a transform that meets one raises the missing-rule error naming it). Both forms give the same values within the rounding of the products' sums.
-FNX_CONV_BLOCKS=0 in the environment turns these primitives off (for A/B measurements), as it does the compiled
-column blocks of fnx/lowering/column_blocks.py, which share BLOCK_BYTES and the block helpers.
+Channel counts are padded to whole 64-byte vectors in the channels-last arrays (zero weights; the padding never
+reaches an output). Each primitive is bilinear in its two operands, so their vjp rules are these three primitives
+again (the eager tape's grad of grad works). fnx.nn.functional's convolutions and transposed convolutions
+(PyTorch's form: conv's input gradient) bind them in eager mode, when no transform is active, for float32/float64
+CPU tensors where the C loops build (runs_on), ungrouped with at least MIN_CHANNELS channels per row (pays);
+otherwise, and under a transform, the composite form runs (it has every rule: jvp, vmap, compile, export to C), so
+these primitives carry impl, abstract and vjp rules only (a transform that meets one raises the missing-rule error
+naming it). Both forms give the same values within the rounding of their sums. FNX_CONV_BLOCKS=0 in the
+environment turns these primitives off (for A/B measurements), as it does the compiled column blocks of
+fnx/lowering/column_blocks.py, which share BLOCK_BYTES and the block helpers.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 
 import numpy as np
 
 from ..core import Primitive, ShapedArray
+from ..threads import get_num_threads
 from . import windows
 from .reduce import sum as _sum
 
@@ -105,14 +104,57 @@ def _channels_last(a, buffer):
     return moved
 
 
-def _columns(x, geometry: dict, buffers: tuple):
-    """The block x (n, C, *spatial)'s channels-last columns (n * L, K * C) in buffers[1]."""
-    xl = _channels_last(x, buffers[0])
-    length, k = math.prod(geometry["out"]), math.prod(geometry["kernel"])
-    cols = buffers[1][:x.shape[0] * length * k * x.shape[1]].reshape(x.shape[0] * length, -1)
-    windows.native.im2col_cl(xl, cols, tuple(x.shape[2:]), geometry["kernel"], geometry["stride"],
-                             geometry["dilation"], geometry["padding"], geometry["out"])
-    return cols
+def _vectors(m: int, dtype) -> int:
+    """m channels rounded up to whole 64-byte vectors: the channels-last arrays' row length in the direct loops."""
+    lanes = 64 // np.dtype(dtype).itemsize
+    return -(-m // lanes) * lanes
+
+
+def _reach(out: tuple, kernel: tuple, stride: tuple, dilation: tuple) -> tuple:
+    """How far the windows of `out` output positions reach along each dim of the padded input."""
+    return tuple((o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out, kernel, stride, dilation))
+
+
+def _framed(a, front: tuple, reach: tuple):
+    """a (n, C, *s) channels-last in a frame of zeros, `front` of them before each dim: (n, *padded, C), each
+    padded size the larger of front + s and the windows' reach."""
+    padded = tuple(max(f + m, r) for f, m, r in zip(front, a.shape[2:], reach))
+    framed = np.empty((a.shape[0],) + padded + (a.shape[1],), a.dtype)
+    windows.native.pad_cl(np.ascontiguousarray(a), framed, tuple(front))
+    return framed
+
+
+@functools.lru_cache(maxsize=256)
+def _offsets(padded: tuple, out: tuple, kernel: tuple, stride: tuple, dilation: tuple, c: int) -> tuple:
+    """(pos, koff): each output position's window origin and each kernel element's offset from it, in elements
+    of a (*padded, c) channels-last plane (int64, read-only)."""
+    steps = np.array([math.prod(padded[d + 1:]) * c for d in range(len(padded))])
+    pos = (np.indices(out).reshape(len(out), -1).T * (np.array(stride) * steps)).sum(1)
+    koff = (np.indices(kernel).reshape(len(kernel), -1).T * (np.array(dilation) * steps)).sum(1)
+    for a in (pos, koff):
+        a.flags.writeable = False
+    return pos, koff
+
+
+def _packed(w):
+    """w (O, C, *kernel) as the direct loops' weights (K, C, O'), O' = O padded to whole vectors with zeros."""
+    o, c = w.shape[:2]
+    packed = np.zeros((math.prod(w.shape[2:]), c, _vectors(o, w.dtype)), w.dtype)
+    packed[:, :, :o] = np.reshape(w, (o, c, -1)).transpose(2, 1, 0)
+    return packed
+
+
+def _direct(framed, w, out: tuple, kernel: tuple, stride: tuple, dilation: tuple, bias=None):
+    """The direct convolution of a frame (n, *padded, C) with w (O, C, *kernel): (n, O, *out), bias added."""
+    n, o = framed.shape[0], w.shape[0]
+    pos, koff = _offsets(framed.shape[1:-1], tuple(out), tuple(kernel), tuple(stride), tuple(dilation),
+                         framed.shape[-1])
+    packed = _packed(w)
+    rows = np.empty((n, pos.size, packed.shape[-1]), framed.dtype)
+    windows.native.conv_direct(framed, packed, rows, pos, koff)
+    y = np.empty((n, o) + tuple(out), framed.dtype)
+    windows.native.transpose(rows, y.reshape(n, o, -1), bias)
+    return y
 
 
 # ---------------------------------------------------------------- the convolution
@@ -121,20 +163,9 @@ conv_p = Primitive("conv")
 
 @conv_p.def_impl
 def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
-    (n, c), o, kernel, out = x.shape[:2], w.shape[0], tuple(w.shape[2:]), tuple(out_size)
-    length, size = math.prod(out), math.prod(x.shape[2:])
-    geometry = dict(kernel=kernel, stride=stride, dilation=dilation, padding=padding, out=out)
-    wt = _weight_rows(w).T
-    y = np.empty((n, o) + out, dtype=x.dtype)
-    blocks = _blocks(n, c * math.prod(kernel) * length * x.itemsize)
-    buffers = tuple(_buffer(xp, blocks, m, x.dtype) for m in (c * size, c * math.prod(kernel) * length, o * length))
-    for block in blocks:
-        nb = block.stop - block.start
-        product = np.matmul(_columns(x[block], geometry, buffers), wt,
-                            out=buffers[2][:nb * length * o].reshape(nb * length, o))
-        windows.native.transpose(product.reshape(nb, length, o), y[block].reshape(nb, o, length),
-                                 bias[0] if bias else None)
-    return y
+    kernel = tuple(w.shape[2:])
+    framed = _framed(x, padding, _reach(out_size, kernel, stride, dilation))
+    return _direct(framed, w, out_size, kernel, stride, dilation, bias[0] if bias else None)
 
 
 @conv_p.def_abstract
@@ -171,6 +202,18 @@ conv_input_grad_p = Primitive("conv_input_grad")
 
 @conv_input_grad_p.def_impl
 def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
+    kernel = tuple(w.shape[2:])
+    front = tuple((k - 1) * d - p for k, d, p in zip(kernel, dilation, padding))
+    if all(s == 1 for s in stride) and min(front) >= 0:
+        flipped = np.swapaxes(w[(slice(None), slice(None)) + (slice(None, None, -1),) * len(kernel)], 0, 1)
+        framed = _framed(g, front, tuple(m + (k - 1) * d for m, k, d in zip(size, kernel, dilation)))
+        return _direct(framed, flipped, size, kernel, stride, dilation)
+    return _strided_input_grad(xp, g, w, size, stride, padding, dilation)
+
+
+def _strided_input_grad(xp, g, w, size, stride, padding, dilation):
+    """conv_input_grad with strides: per block of samples, g's channels-last rows times the weights, each row added
+    back into its window by col2im_cl."""
     (n, o), c, kernel = g.shape[:2], w.shape[1], tuple(w.shape[2:])
     out, length, plane = tuple(g.shape[2:]), math.prod(g.shape[2:]), math.prod(size)
     per_sample = c * math.prod(kernel) * length
@@ -211,21 +254,14 @@ conv_weight_grad_p = Primitive("conv_weight_grad")
 @conv_weight_grad_p.def_impl
 def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation):
     (n, o), c, out = g.shape[:2], x.shape[1], tuple(g.shape[2:])
-    length, k = math.prod(out), math.prod(kernel)
-    geometry = dict(kernel=tuple(kernel), stride=stride, dilation=dilation, padding=padding, out=out)
-    blocks = _blocks(n, c * k * length * g.itemsize)
-    buffers = tuple(_buffer(xp, blocks, m, g.dtype) for m in (c * math.prod(x.shape[2:]), c * k * length))
-    moved = _buffer(xp, blocks, o * length, g.dtype)
-    total, part = None, None   # (O, K * C), the weight's rows (as _weight_rows)
-    for block in blocks:
-        cols = _columns(x[block], geometry, buffers)
-        gl = _channels_last(g[block], moved).reshape(-1, o).T
-        if total is None:
-            total = np.matmul(gl, cols)
-        else:
-            part = np.matmul(gl, cols, out=part)
-            total += part
-    return np.ascontiguousarray(np.swapaxes(total.reshape(o, k, c), 1, 2)).reshape((o, c) + tuple(kernel))
+    framed = _framed(x, padding, _reach(out, kernel, stride, dilation))
+    pos, koff = _offsets(framed.shape[1:-1], out, tuple(kernel), tuple(stride), tuple(dilation), c)
+    width = _vectors(o, g.dtype)
+    rows = (np.empty if width == o else np.zeros)((n, pos.size, width), g.dtype)
+    windows.native.transpose(np.ascontiguousarray(g).reshape(n, o, -1), rows)
+    chunks = max(1, min(get_num_threads(), n * pos.size // 256))
+    dw = windows.native.conv_weight_direct(framed, rows, pos, koff, chunks)
+    return np.ascontiguousarray(dw[:, :, :o].transpose(2, 1, 0)).reshape((o, c) + tuple(kernel))
 
 
 @conv_weight_grad_p.def_abstract
