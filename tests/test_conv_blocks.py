@@ -34,7 +34,7 @@ def _cases(draw):
     padding = tuple(draw(st.integers(0, 1)) for _ in range(nd))
     side = 14 if nd < 3 else 6   # large enough, with 8 channels, for the C loops
     spatial = tuple(d * (k - 1) + 1 + draw(st.integers(0, side)) for k, d in zip(kernel, dilation))
-    n, c, o = draw(st.integers(1, 5)), 8 * groups, 3 * groups   # ungrouped: the primitives (8 channels)
+    n, c, o = draw(st.integers(1, 5)), draw(st.sampled_from([1, 3, 8])) * groups, 3 * groups   # ungrouped: the primitives
     return dict(nd=nd, groups=groups, stride=stride, dilation=dilation, padding=padding,
                 x=(n, c) + spatial, w=(o, c // groups) + kernel, bias=draw(st.booleans()),
                 block=draw(st.sampled_from([1, 4000, 1 << 21])), dtype=draw(st.sampled_from([np.float32, np.float64])))
@@ -142,9 +142,11 @@ def test_eager_mode_binds_the_primitives_without_padded_copies_and_transforms_se
 def test_the_primitives_are_off_for_half_floats_without_the_c_loops_and_when_disabled(monkeypatch):
     x, w = fnx.randn(8, 8, 8, 8, requires_grad=True), fnx.randn(4, 8, 3, 3, requires_grad=True)
     assert F.conv2d(x, w).grad_fn.name == "ConvBackward"
-    assert F.conv2d(x[:, :3], w[:, :3]).grad_fn.name != "ConvBackward"   # fewer than MIN_CHANNELS
+    assert F.conv2d(x[:, :3], w[:, :3]).grad_fn.name == "ConvBackward"   # the direct loops take any channels
     assert F.conv2d(x, w[:, :4], groups=2).grad_fn.name != "ConvBackward"   # grouped
-    assert F.conv_transpose2d(x, w.transpose(0, 1)[:, :3]).grad_fn.name != "Conv_input_gradBackward"   # 3 out
+    wt = w.transpose(0, 1)[:, :3]
+    assert F.conv_transpose2d(x, wt).grad_fn.name == "Conv_input_gradBackward"   # stride 1: direct
+    assert F.conv_transpose2d(x, wt, stride=2).grad_fn.name != "Conv_input_gradBackward"   # strided, 3 out
     assert F.conv2d(x.to(fnx.bfloat16), w.to(fnx.bfloat16)).grad_fn.name != "ConvBackward"
     with monkeypatch.context() as m:
         m.setattr(windows.native, "available", lambda: False)   # no C compiler: the composite form
@@ -232,7 +234,7 @@ def _transpose_cases(draw):
     output_padding = tuple(draw(st.integers(0, s - 1)) for s in stride)
     padding = tuple(draw(st.integers(0, (d * (k - 1) + o) // 2)) for k, d, o in zip(kernel, dilation, output_padding))
     spatial = tuple(draw(st.integers(1, 9 if nd < 3 else 4)) for _ in range(nd))
-    n, c, o = draw(st.integers(1, 3)), 3 * groups, 8 * groups   # ungrouped: the primitive (8 channels out)
+    n, c, o = draw(st.integers(1, 3)), 3 * groups, draw(st.sampled_from([3, 8])) * groups   # ungrouped: the primitive
     return dict(nd=nd, groups=groups, stride=stride, dilation=dilation, padding=padding,
                 output_padding=output_padding, x=(n, c) + spatial, w=(c, o // groups) + kernel, out=o,
                 bias=draw(st.booleans()), block=draw(st.sampled_from([1, 4000, 1 << 21])),

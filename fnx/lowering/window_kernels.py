@@ -188,24 +188,23 @@ def pad_cl(x: np.ndarray, xp: np.ndarray, front: tuple) -> None:
                           (ctypes.c_longlong * 9)(*sizes))
 
 
-def conv_direct(xp: np.ndarray, w: np.ndarray, y: np.ndarray, pos: np.ndarray, koff: np.ndarray) -> None:
-    """y (n, P, Op) = the direct convolution of pad_cl's xp (n, *padded, C) with w (K, C, Op): y[i, p] = sum over
-    k of xp[i] (flat) at pos[p] + koff[k], its C channels, times w[k] (pos, koff: int64 element offsets; Op a
-    whole number of 64-byte vectors). C-contiguous."""
+def conv_direct(xp: np.ndarray, w: np.ndarray, y: np.ndarray, pos: np.ndarray, tap: np.ndarray) -> None:
+    """y (n, P, Op) = the direct convolution of pad_cl's xp (n, *padded, C) with w (T, Op): y[i, p] = the sum over
+    taps t of xp[i] (flat) at pos[p] + tap[t] times w[t] (a tap: one channel of one kernel element; pos, tap: int64
+    element offsets; Op a whole number of 64-byte vectors). C-contiguous."""
     n, c, op = xp.shape[0], xp.shape[-1], w.shape[-1]
     _cl_call("conv_direct", xp)(_ptr(xp), _ptr(w), _ptr(y), *(ctypes.c_longlong(m) for m in (
-        n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(koff.size), _ptr(koff))
+        n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(tap.size), _ptr(tap))
 
 
-def conv_weight_direct(xp: np.ndarray, g: np.ndarray, pos: np.ndarray, koff: np.ndarray, chunks: int) -> np.ndarray:
-    """dw (K, C, Op) = the sum over samples i and positions p of xp[i] (flat) at pos[p] + koff[k] (C channels)
-    times g[i, p] (g (n, P, Op) channels-last): conv_direct's gradient in w, its terms summed in `chunks` parallel
-    parts."""
+def conv_weight_direct(xp: np.ndarray, g: np.ndarray, pos: np.ndarray, tap: np.ndarray, chunks: int) -> np.ndarray:
+    """dw (T, Op) = the sum over samples i and positions p of xp[i] (flat) at pos[p] + tap[t] times g[i, p] (g (n, P,
+    Op) channels-last): conv_direct's gradient in w, its terms summed in `chunks` parallel parts."""
     n, c, op = xp.shape[0], xp.shape[-1], g.shape[-1]
-    dw = np.empty((koff.size, c, op), xp.dtype)
+    dw = np.empty((tap.size, op), xp.dtype)
     work = np.empty(chunks * dw.size, xp.dtype)   # held until the call returns
     _cl_call("conv_weight_direct", xp)(_ptr(xp), _ptr(g), _ptr(dw), _ptr(work), *(ctypes.c_longlong(m) for m in (
-        chunks, n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(koff.size), _ptr(koff))
+        chunks, n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(tap.size), _ptr(tap))
     return dw
 
 

@@ -205,7 +205,8 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Given input size per channel: {list(x.shape[2:])}. Calculated output size: "
                               f"{out}. Output size is too small")
-    if not core.state.transforms_active and runs_on(x) and pays(weight.shape[1], groups):   # padding dropped
+    strided = any(s > 1 for s in stride)
+    if not core.state.transforms_active and runs_on(x) and pays(weight.shape[1], groups, strided):   # no crop
         y = conv_input_grad(x, weight, out, stride=stride, padding=padding, dilation=dilation)
     else:
         y = _conv_transpose_composite(x, weight, size, stride, dilation, groups)

@@ -23,7 +23,7 @@ Channel counts are padded to whole 64-byte vectors in the channels-last arrays (
 reaches an output). Each primitive is bilinear in its two operands, so their vjp rules are these three primitives
 again (the eager tape's grad of grad works). fnx.nn.functional's convolutions and transposed convolutions
 (PyTorch's form: conv's input gradient) bind them in eager mode, when no transform is active, for float32/float64
-CPU tensors where the C loops build (runs_on), ungrouped with at least MIN_CHANNELS channels per row (pays);
+CPU tensors where the C loops build (runs_on), ungrouped (pays: strided transposed ones with MIN_CHANNELS);
 otherwise, and under a transform, the composite form runs (it has every rule: jvp, vmap, compile, export to C), so
 these primitives carry impl, abstract and vjp rules only (a transform that meets one raises the missing-rule error
 naming it). Both forms give the same values within the rounding of their sums. FNX_CONV_BLOCKS=0 in the
@@ -50,7 +50,7 @@ __all__ = ["conv", "conv_input_grad", "conv_weight_grad", "runs_on", "pays", "BL
 # stay in the cache between im2col (or the input gradient's product) and its reader, large enough that each
 # product stays a large GEMM.
 BLOCK_BYTES = 1 << 22
-# Eager convolutions whose channels-last rows hold fewer channels than this run the composite form (see pays).
+# Strided transposed convolutions with fewer output channels than this run the composite form (see pays).
 MIN_CHANNELS = 8
 # Whether eager convolutions may run these primitives at all.
 ENABLED = os.environ.get("FNX_CONV_BLOCKS", "1") != "0"
@@ -75,13 +75,14 @@ def runs_on(x) -> bool:
         windows.native is not None and windows.native.available()
 
 
-def pays(channels: int, groups: int) -> bool:
-    """Whether the primitives beat the composite form for a convolution whose channels-last rows hold `channels`
-    values per position (a convolution's input channels, a transposed one's output channels): ungrouped, with at
-    least MIN_CHANNELS, so each window element is one run worth a vector copy. Fewer (an RGB image's first layer:
-    808 against 400 us forward at (8, 3, 64, 64)) or groups (depthwise, 64 channels of 16 x 16: 10 against 2 ms,
-    a batched product over strided groups and one-value runs) run the composite."""
-    return groups == 1 and channels >= MIN_CHANNELS
+def pays(channels: int, groups: int, strided: bool = False) -> bool:
+    """Whether the primitives beat the composite form: ungrouped convolutions (groups run the composite: depthwise,
+    64 channels of 16 x 16, took 10 against 2 ms as a batched product over strided groups). A transposed convolution
+    with strides (`strided`) runs the strided input gradient, whose rows of `channels` values (its output channels)
+    need MIN_CHANNELS to be worth a vector copy each (an RGB output: 808 against 400 us at (8, 3, 64, 64)); the
+    direct loops take any channel count (an RGB first layer (32, 3, 32, 32) -> 16 channels, forward and weight
+    gradient: 2.1 -> 1.5 ms)."""
+    return groups == 1 and (not strided or channels >= MIN_CHANNELS)
 
 
 def _params(stride, padding, dilation) -> dict:
@@ -126,32 +127,35 @@ def _framed(a, front: tuple, reach: tuple):
 
 @functools.lru_cache(maxsize=256)
 def _offsets(padded: tuple, out: tuple, kernel: tuple, stride: tuple, dilation: tuple, c: int) -> tuple:
-    """(pos, koff): each output position's window origin and each kernel element's offset from it, in elements
-    of a (*padded, c) channels-last plane (int64, read-only)."""
+    """(pos, tap): each output position's window origin, and each tap's offset from it (a tap: one of the c channels
+    of one kernel element, kernel element major), in elements of a (*padded, c) channels-last plane (int64,
+    read-only)."""
     steps = np.array([math.prod(padded[d + 1:]) * c for d in range(len(padded))])
     pos = (np.indices(out).reshape(len(out), -1).T * (np.array(stride) * steps)).sum(1)
     koff = (np.indices(kernel).reshape(len(kernel), -1).T * (np.array(dilation) * steps)).sum(1)
-    for a in (pos, koff):
+    tap = (koff[:, None] + np.arange(c)).ravel()
+    for a in (pos, tap):
         a.flags.writeable = False
-    return pos, koff
+    return pos, tap
 
 
 def _packed(w):
-    """w (O, C, *kernel) as the direct loops' weights (K, C, O'), O' = O padded to whole vectors with zeros."""
+    """w (O, C, *kernel) as the direct loops' weights (K * C, O') by taps, O' = O padded to whole vectors with
+    zeros."""
     o, c = w.shape[:2]
     packed = np.zeros((math.prod(w.shape[2:]), c, _vectors(o, w.dtype)), w.dtype)
     packed[:, :, :o] = np.reshape(w, (o, c, -1)).transpose(2, 1, 0)
-    return packed
+    return packed.reshape(-1, packed.shape[-1])
 
 
 def _direct(framed, w, out: tuple, kernel: tuple, stride: tuple, dilation: tuple, bias=None):
     """The direct convolution of a frame (n, *padded, C) with w (O, C, *kernel): (n, O, *out), bias added."""
     n, o = framed.shape[0], w.shape[0]
-    pos, koff = _offsets(framed.shape[1:-1], tuple(out), tuple(kernel), tuple(stride), tuple(dilation),
-                         framed.shape[-1])
+    pos, tap = _offsets(framed.shape[1:-1], tuple(out), tuple(kernel), tuple(stride), tuple(dilation),
+                        framed.shape[-1])
     packed = _packed(w)
     rows = np.empty((n, pos.size, packed.shape[-1]), framed.dtype)
-    windows.native.conv_direct(framed, packed, rows, pos, koff)
+    windows.native.conv_direct(framed, packed, rows, pos, tap)
     y = np.empty((n, o) + tuple(out), framed.dtype)
     windows.native.transpose(rows, y.reshape(n, o, -1), bias)
     return y
@@ -255,13 +259,13 @@ conv_weight_grad_p = Primitive("conv_weight_grad")
 def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation):
     (n, o), c, out = g.shape[:2], x.shape[1], tuple(g.shape[2:])
     framed = _framed(x, padding, _reach(out, kernel, stride, dilation))
-    pos, koff = _offsets(framed.shape[1:-1], out, tuple(kernel), tuple(stride), tuple(dilation), c)
+    pos, tap = _offsets(framed.shape[1:-1], out, tuple(kernel), tuple(stride), tuple(dilation), c)
     width = _vectors(o, g.dtype)
     rows = (np.empty if width == o else np.zeros)((n, pos.size, width), g.dtype)
     windows.native.transpose(np.ascontiguousarray(g).reshape(n, o, -1), rows)
     chunks = max(1, min(get_num_threads(), n * pos.size // 256))
-    dw = windows.native.conv_weight_direct(framed, rows, pos, koff, chunks)
-    return np.ascontiguousarray(dw[:, :, :o].transpose(2, 1, 0)).reshape((o, c) + tuple(kernel))
+    dw = windows.native.conv_weight_direct(framed, rows, pos, tap, chunks)
+    return np.ascontiguousarray(dw[:, :o].reshape(-1, c, o).transpose(2, 1, 0)).reshape((o, c) + tuple(kernel))
 
 
 @conv_weight_grad_p.def_abstract
