@@ -1,6 +1,7 @@
 """Compiled convolutions take their im2col columns in blocks of samples (fnx/lowering/column_blocks.py): a compiled
 training step's values and gradients equal eager mode's, its plan holds no array of the batch's columns, and
 equations that do not match the pattern are left alone."""
+import contextlib
 import math
 
 import numpy as np
@@ -9,15 +10,24 @@ from hypothesis import strategies as st
 
 import fnx
 import fnx.nn.functional as F
+from fnx.lowering import column_blocks
 from fnx.lowering.column_blocks import block_columns
 from fnx.lowering.fusion import Kernel
 from fnx.lowering.plan import plan_steps
-from fnx.ops import conv as blocked
+from fnx.ops import conv as eager_conv
 from fnx.transforms.compile import _split
-from test_conv_blocks import _block_bytes
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 _BLOCKED = {"columns_product", "columns_product_t", "product_col2im"}
+
+
+@contextlib.contextmanager
+def _block_bytes(n: int):
+    saved, column_blocks.BLOCK_BYTES = column_blocks.BLOCK_BYTES, n
+    try:
+        yield
+    finally:
+        column_blocks.BLOCK_BYTES = saved
 
 
 @st.composite
@@ -99,7 +109,7 @@ def test_training_step_plan_holds_no_batch_columns(monkeypatch):
     columns = 64 * 16 * 9 * 8 * 8   # (N, C*K, P) of the second convolution
     with _block_bytes(1 << 16):
         assert _largest(closed) < columns
-        monkeypatch.setattr(blocked, "ENABLED", False)
+        monkeypatch.setattr(eager_conv, "ENABLED", False)
         assert block_columns(closed.jaxpr) is closed.jaxpr
         assert _largest(closed) == columns
 

@@ -6,8 +6,7 @@ a @ columns forward, a @ columns^T for the weight gradient; its input gradient i
 to columns. In a compiled training step the forward's columns (C*K values per output element: 40.5 MiB in the
 MNIST example's second convolution) live from the forward product to the weight gradient's, and the input
 gradient's columns take as much again. `block_columns(jaxpr)` rewrites these equations into library steps that
-run a few samples at a time, as eager mode's blocked convolutions do (fnx/ops/conv.py, whose block size and
-helpers they share): each block's columns (about conv.BLOCK_BYTES) go into one buffer reused across the blocks,
+run a few samples at a time: each block's columns (about BLOCK_BYTES) go into one buffer reused across the blocks,
 still in cache when the product (or col2im) reads them.
 
 - columns_product(a, x) = a (M, C*K) @ columns (M, N*P): each block's product written into its columns;
@@ -19,7 +18,7 @@ A rewrite applies where every use of the columns is such a product (or of the pr
 is an output of the jaxpr, the operands are float32/float64 matrices and the columns make at least
 MIN_BLOCKS blocks; everything else stays as it was. The weight gradient's sum over blocks and the products'
 split change only the rounding of the products' sums. Only the C target runs them (numpy arrays);
-FNX_CONV_BLOCKS=0 turns the rewrite off, as it does eager mode's blocks.
+FNX_CONV_BLOCKS=0 turns the rewrite off, as it does eager mode's convolution primitives (fnx/ops/conv.py).
 """
 from __future__ import annotations
 
@@ -39,11 +38,20 @@ __all__ = ["block_columns", "columns_product_p", "columns_product_t_p", "product
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # Columns that make fewer blocks than this stay whole: too little stays in cache to pay for the blocks.
 MIN_BLOCKS = 4
+# The columns of one block of samples take about this many bytes (at least one sample per block): small enough to
+# stay in the cache between im2col and its product, large enough that each product stays a large GEMM.
+BLOCK_BYTES = 1 << 22
 
 
 def _column_blocks(n: int, rows: int, p: int, itemsize: int) -> list[slice]:
-    """The n samples in blocks whose (rows, n*p) columns take about conv.BLOCK_BYTES."""
-    return conv._blocks(n, rows * p * itemsize)
+    """The n samples in blocks whose (rows, n*p) columns take about BLOCK_BYTES (at least one sample each)."""
+    step = max(1, BLOCK_BYTES // max(1, rows * p * itemsize))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def _buffer(xp, blocks: list[slice], per_sample: int, dtype):
+    """One flat buffer for the largest block's columns (per_sample elements per sample)."""
+    return xp.empty((blocks[0].stop - blocks[0].start) * per_sample, dtype=dtype)
 
 
 def _native(xp) -> bool:
@@ -79,7 +87,7 @@ columns_product_p = Primitive("columns_product", differentiable=False, saves_inp
 def _columns_product_impl(xp, a, x, *, kernel, stride, dilation):
     rows, p, blocks = _geometry(x.shape, x.itemsize, kernel, stride, dilation)
     out = xp.empty((a.shape[0], x.shape[0] * p), dtype=a.dtype)
-    buffer = conv._buffer(xp, blocks, rows * p, x.dtype)
+    buffer = _buffer(xp, blocks, rows * p, x.dtype)
     for block in blocks:
         cols = _columns(xp, x[block], kernel, stride, dilation, buffer)
         xp.matmul(a, cols, out=out[:, block.start * p:block.stop * p])
@@ -99,7 +107,7 @@ columns_product_t_p = Primitive("columns_product_t", differentiable=False, saves
 @columns_product_t_p.def_impl
 def _columns_product_t_impl(xp, a, x, *, kernel, stride, dilation):
     rows, p, blocks = _geometry(x.shape, x.itemsize, kernel, stride, dilation)
-    buffer = conv._buffer(xp, blocks, rows * p, x.dtype)
+    buffer = _buffer(xp, blocks, rows * p, x.dtype)
     out = part = None
     for block in blocks:
         cols = _columns(xp, x[block], kernel, stride, dilation, buffer)
@@ -126,7 +134,7 @@ def _product_col2im_impl(xp, a, b, *, size, kernel, stride, dilation):
     p = math.prod(out)
     n = b.shape[1] // p
     blocks = _column_blocks(n, rows, p, a.itemsize)
-    buffer = conv._buffer(xp, blocks, rows * p, a.dtype)
+    buffer = _buffer(xp, blocks, rows * p, a.dtype)
     y = xp.empty((n, rows // math.prod(kernel)) + tuple(size), dtype=a.dtype)
     for block in blocks:
         m = (block.stop - block.start) * p

@@ -13,10 +13,9 @@ where it cannot be built (no compiler, Jinja2 missing), for small arrays, other 
 dims, the numpy impl runs. Setting `fnx.ops.windows.native` to this module at import is the hook.
 
 The same library holds the channels-last loops of eager convolutions (fnx/ops/conv.py), which have no numpy form:
-a batched tiled transpose (with a bias, either side's rows padded), pad_cl (channels-last in a frame of zeros), the
-direct convolution and its weight gradient (register tiles over pad_cl's frame), and col2im_cl (the strided input
-gradient: rows of kernel offsets then channels, one per output position, added back into their windows, the
-padding dropped); callers check `available()` first.
+a batched tiled transpose (with a bias, either side's rows padded), pad_cl (channels-last in a frame of zeros), and
+the direct convolution and its weight gradient (register tiles over pad_cl's frame); callers check `available()`
+first.
 """
 from __future__ import annotations
 
@@ -31,7 +30,7 @@ from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
-           "window_put", "available", "transpose", "col2im_cl", "pad_cl", "conv_direct",
+           "window_put", "available", "transpose", "pad_cl", "conv_direct",
            "conv_weight_direct", "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
@@ -40,8 +39,7 @@ _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _Geometry = ctypes.c_longlong * 15
 _Rows = ctypes.c_longlong * 10
 _KERNELS = ("im2col", "col2im", "conv_output_vjp", "window_argmax", "window_take", "window_put", "transpose",
-            "col2im_cl", "pad_cl", "conv_direct", "conv_weight_direct")
-_ClGeometry = ctypes.c_longlong * 18
+            "pad_cl", "conv_direct", "conv_weight_direct")
 _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
                            "the C loops of convolution and pooling", "numpy runs them").get
@@ -202,27 +200,10 @@ def conv_weight_direct(xp: np.ndarray, g: np.ndarray, pos: np.ndarray, tap: np.n
     Op) channels-last): conv_direct's gradient in w, its terms summed in `chunks` parallel parts."""
     n, c, op = xp.shape[0], xp.shape[-1], g.shape[-1]
     dw = np.empty((tap.size, op), xp.dtype)
-    work = np.empty(chunks * dw.size, xp.dtype)   # held until the call returns
+    work = np.empty(chunks * dw.size if chunks > 1 else 0, xp.dtype)   # held until the call returns
     _cl_call("conv_weight_direct", xp)(_ptr(xp), _ptr(g), _ptr(dw), _ptr(work), *(ctypes.c_longlong(m) for m in (
         chunks, n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(tap.size), _ptr(tap))
     return dw
-
-
-def _cl_geometry(spatial, kernel, stride, dilation, padding, out) -> ctypes.Array:
-    """The 18 sizes of the channels-last loops, each group of up to 3 padded in front to 3 dims."""
-    pad = 3 - len(kernel)
-    sizes = []
-    for part, fill in ((spatial, 1), (kernel, 1), (stride, 1), (dilation, 1), (padding, 0), (out, 1)):
-        sizes += [fill] * pad + list(part)
-    return _ClGeometry(*sizes)
-
-
-def col2im_cl(cols: np.ndarray, x: np.ndarray, spatial: tuple, kernel: tuple, stride: tuple, dilation: tuple,
-              padding: tuple, out: tuple) -> None:
-    """x (n, prod(spatial), C) = the sum of each output position's row of cols (n, L, K, C) added into its window,
-    elements in the padding dropped. C-contiguous arrays."""
-    _cl_call("col2im_cl", x)(_ptr(cols), _ptr(x), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(x.shape[2]),
-                             _cl_geometry(spatial, kernel, stride, dilation, padding, out))
 
 
 def _argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple,

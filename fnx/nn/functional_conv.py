@@ -121,7 +121,7 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
-    if core.state.transforms_active or not (runs_on(x) and pays(c, groups)):
+    if core.state.transforms_active or not (runs_on(x) and pays(groups, o)):
         y = _conv_composite(_pad_spatial(x, lo, hi), weight, bias, stride, dilation, groups, out)
     else:
         y = conv(x, weight, bias, stride=stride, padding=lo, dilation=dilation, out_size=out)
@@ -205,8 +205,7 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Given input size per channel: {list(x.shape[2:])}. Calculated output size: "
                               f"{out}. Output size is too small")
-    strided = any(s > 1 for s in stride)
-    if not core.state.transforms_active and runs_on(x) and pays(weight.shape[1], groups, strided):   # no crop
+    if not core.state.transforms_active and runs_on(x) and pays(groups, weight.shape[1]):   # no crop
         y = conv_input_grad(x, weight, out, stride=stride, padding=padding, dilation=dilation)
     else:
         y = _conv_transpose_composite(x, weight, size, stride, dilation, groups)

@@ -5,34 +5,36 @@ The composite form of a convolution (fnx/nn/functional_conv.py: a padded copy, i
 matrix product, the transposing copy conv_output) is what transforms see. Eagerly these primitives move their
 operand to channels-last inside a frame of zeros (pad_cl: (n, *padded, C), the padding written once, so no window
 leaves it) and sum each output's window straight from there: a tile of up to 8 output positions by 2 vectors of
-output channels (16 + 16 floats on AVX-512) stays in registers over the kernel's K * C terms, fused multiply-adds
-of one broadcast input value by one vector of weights. No columns are written: im2col's columns (K times the
+output channels (16 + 16 floats on AVX-512) stays in registers over the kernel's K * C taps (a tap: one channel of
+one kernel element, its offset listed, so few channels fill the tiles too), fused multiply-adds of one broadcast
+input value by one vector of weights. No columns are written: im2col's columns (K times the
 input) cost as much as OpenBLAS's product over them at 16 channels, and that product ran at 75-100 GFLOP/s on a
 Zen 4 core where the tiles run at about 110 (pytorch-cifar's ResNet-18 layers, 16 to 128 channels).
 
 - conv(x, w[, b]): x (N, C, *spatial), w (O, C, *kernel), b (O,) -> (N, O, *out_size), x padded in front by
-  `padding` (the back padding is what out_size implies): the tiles over x's frame, weights packed (K, C, O);
-- conv_input_grad(g, w): its transpose in x, (N, O, *out) -> (N, C, *size). With stride 1 it is a convolution of
-  g's frame (front (k - 1) * dilation - padding) with the weights flipped and their channels swapped, the same
-  tiles; with larger strides, per block of samples, g^T @ w over channels-last rows (the product in OpenBLAS's
-  fast orientation) and col2im_cl adds each row back into its window (the padding dropped);
-- conv_weight_grad(g, x): its transpose in w, -> (O, C, *kernel): tiles of 8 input channels by 2 vectors of
-  output channels summing x's frame times g (moved channels-last) over every position, in one part a thread.
+  `padding` (the back padding is what out_size implies): the tiles over x's frame, weights packed (K * C, O);
+- conv_input_grad(g, w): its transpose in x, (N, O, *out) -> (N, C, *size): the same tiles over g's frame, one
+  direct convolution per phase (the input positions r + stride * m along each dim, r < stride), whose taps are
+  the kernel elements that reach them (all of them, flipped, with stride 1; a 3 x 3 kernel's 4, 2, 2 and 1 with
+  stride 2); no products over inserted zeros, no columns added back into windows;
+- conv_weight_grad(g, x): its transpose in w, -> (O, C, *kernel): tiles of 8 taps by 2 vectors of output
+  channels summing x's frame times g (moved channels-last) over every position, in one part a thread.
 
 Channel counts are padded to whole 64-byte vectors in the channels-last arrays (zero weights; the padding never
 reaches an output). Each primitive is bilinear in its two operands, so their vjp rules are these three primitives
 again (the eager tape's grad of grad works). fnx.nn.functional's convolutions and transposed convolutions
 (PyTorch's form: conv's input gradient) bind them in eager mode, when no transform is active, for float32/float64
-CPU tensors where the C loops build (runs_on), ungrouped (pays: strided transposed ones with MIN_CHANNELS);
+CPU tensors where the C loops build (runs_on), ungrouped with MIN_CHANNELS output channels (pays);
 otherwise, and under a transform, the composite form runs (it has every rule: jvp, vmap, compile, export to C), so
 these primitives carry impl, abstract and vjp rules only (a transform that meets one raises the missing-rule error
 naming it). Both forms give the same values within the rounding of their sums. FNX_CONV_BLOCKS=0 in the
 environment turns these primitives off (for A/B measurements), as it does the compiled column blocks of
-fnx/lowering/column_blocks.py, which share BLOCK_BYTES and the block helpers.
+fnx/lowering/column_blocks.py.
 """
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 
@@ -43,29 +45,12 @@ from ..threads import get_num_threads
 from . import windows
 from .reduce import sum as _sum
 
-__all__ = ["conv", "conv_input_grad", "conv_weight_grad", "runs_on", "pays", "BLOCK_BYTES", "MIN_CHANNELS",
-           "ENABLED"]
+__all__ = ["conv", "conv_input_grad", "conv_weight_grad", "runs_on", "pays", "MIN_CHANNELS", "ENABLED"]
 
-# The columns of one block of samples take about this many bytes (at least one sample per block): small enough to
-# stay in the cache between im2col (or the input gradient's product) and its reader, large enough that each
-# product stays a large GEMM.
-BLOCK_BYTES = 1 << 22
-# Strided transposed convolutions with fewer output channels than this run the composite form (see pays).
+# Convolutions with fewer output channels than this run the composite form (see pays).
 MIN_CHANNELS = 8
 # Whether eager convolutions may run these primitives at all.
 ENABLED = os.environ.get("FNX_CONV_BLOCKS", "1") != "0"
-
-
-def _blocks(n: int, per_sample: int) -> list[slice]:
-    """The batch's n samples in blocks whose columns take about BLOCK_BYTES (at least one sample each), given the
-    columns' bytes per sample."""
-    step = max(1, BLOCK_BYTES // max(1, per_sample))
-    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
-
-
-def _buffer(xp, blocks: list[slice], per_sample: int, dtype):
-    """One flat buffer for the largest block's columns (per_sample elements per sample)."""
-    return xp.empty((blocks[0].stop - blocks[0].start) * per_sample, dtype=dtype)
 
 
 def runs_on(x) -> bool:
@@ -75,34 +60,19 @@ def runs_on(x) -> bool:
         windows.native is not None and windows.native.available()
 
 
-def pays(channels: int, groups: int, strided: bool = False) -> bool:
-    """Whether the primitives beat the composite form: ungrouped convolutions (groups run the composite: depthwise,
-    64 channels of 16 x 16, took 10 against 2 ms as a batched product over strided groups). A transposed convolution
-    with strides (`strided`) runs the strided input gradient, whose rows of `channels` values (its output channels)
-    need MIN_CHANNELS to be worth a vector copy each (an RGB output: 808 against 400 us at (8, 3, 64, 64)); the
-    direct loops take any channel count (an RGB first layer (32, 3, 32, 32) -> 16 channels, forward and weight
-    gradient: 2.1 -> 1.5 ms)."""
-    return groups == 1 and (not strided or channels >= MIN_CHANNELS)
+def pays(groups: int, channels: int) -> bool:
+    """Whether the primitives beat the composite form for a convolution with `channels` output channels (a
+    transposed one's): ungrouped, with at least MIN_CHANNELS. The tiles' vectors hold output channels, so fewer
+    leave most lanes idle (DCGAN's RGB generator output, 16 -> 3 channels of 64 x 64: 2.1 ms a call); whatever the
+    input channels (an RGB first layer (32, 3, 32, 32) -> 16 channels, forward and weight gradient: 2.1 -> 1.5 ms on
+    one thread). Grouped ones run the composite (depthwise, 64 channels of 16 x 16: 2 ms forward, a batched
+    product over the groups)."""
+    return groups == 1 and channels >= MIN_CHANNELS
 
 
 def _params(stride, padding, dilation) -> dict:
     """The geometry parameters that the three primitives share, in their hashable form."""
     return dict(stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation))
-
-
-def _weight_rows(w):
-    """w (O, C, *kernel) as (O, K * C): each output channel's weights in the columns' order (kernel offset major,
-    channel minor)."""
-    o, c = w.shape[:2]
-    return np.ascontiguousarray(np.swapaxes(w.reshape(o, c, -1), 1, 2)).reshape(o, -1)
-
-
-def _channels_last(a, buffer):
-    """a (n, C, *s) as (n, prod(s), C) in the front of the flat `buffer`."""
-    n, c = a.shape[:2]
-    moved = buffer[:a.size].reshape(n, a.size // (n * c), c)
-    windows.native.transpose(np.ascontiguousarray(a).reshape(n, c, -1), moved)
-    return moved
 
 
 def _vectors(m: int, dtype) -> int:
@@ -204,34 +174,61 @@ def conv(x, w, b=None, *, stride: tuple, padding: tuple, dilation: tuple, out_si
 conv_input_grad_p = Primitive("conv_input_grad")
 
 
+@functools.lru_cache(maxsize=256)
+def _phases(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, o: int) -> tuple:
+    """The input gradient as direct convolutions, one per phase: (front, reach, phases) where g's frame (o channels)
+    has `front` zeros before each dim and reaches `reach`, and a phase covers the input positions r + stride * m
+    per dim (r < stride), which only the kernel elements e with (r + padding - e * dilation) % stride == 0 reach,
+    from g at m + (r + padding - e * dilation) // stride. Each phase is (its positions as slices, pos, tap, the
+    kernel elements of its taps as index arrays), pos and tap as _offsets' (None where no element reaches)."""
+    dims = []
+    for m, n, k, s, p, d in zip(size, out, kernel, stride, padding, dilation):
+        dims.append([(r, -(-(m - r) // s), [(e, (r + p - e * d) // s) for e in range(k) if (r + p - e * d) % s == 0])
+                     for r in range(min(s, m))])
+    front = tuple(max([0] + [-shift for _, _, taps in phases for _, shift in taps]) for phases in dims)
+    reach = tuple(max([f + n] + [f + count + shift for _, count, taps in phases for _, shift in taps])
+                  for f, n, phases in zip(front, out, dims))
+    padded = tuple(max(f + n, r) for f, n, r in zip(front, out, reach))
+    steps = np.array([math.prod(padded[d + 1:]) * o for d in range(len(size))])
+    plans = []
+    for phase in itertools.product(*dims):
+        where = tuple(slice(r, None, s) for (r, _, _), s in zip(phase, stride))
+        taps = list(itertools.product(*(taps for _, _, taps in phase)))
+        if not taps:
+            plans.append((where, None, None, None))
+            continue
+        counts = tuple(count for _, count, _ in phase)
+        pos = (np.indices(counts).reshape(len(counts), -1).T + np.array(front)) @ steps
+        shifts = np.array([[shift for _, shift in tap] for tap in taps]) @ steps
+        tap = (shifts[:, None] + np.arange(o)).ravel()
+        elements = tuple(np.array([[e for e, _ in tap_] for tap_ in taps]).T)
+        for a in (pos, tap):
+            a.flags.writeable = False
+        plans.append((where, pos, tap, elements))
+    return front, reach, tuple(plans)
+
+
 @conv_input_grad_p.def_impl
 def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
-    kernel = tuple(w.shape[2:])
-    front = tuple((k - 1) * d - p for k, d, p in zip(kernel, dilation, padding))
-    if all(s == 1 for s in stride) and min(front) >= 0:
-        flipped = np.swapaxes(w[(slice(None), slice(None)) + (slice(None, None, -1),) * len(kernel)], 0, 1)
-        framed = _framed(g, front, tuple(m + (k - 1) * d for m, k, d in zip(size, kernel, dilation)))
-        return _direct(framed, flipped, size, kernel, stride, dilation)
-    return _strided_input_grad(xp, g, w, size, stride, padding, dilation)
-
-
-def _strided_input_grad(xp, g, w, size, stride, padding, dilation):
-    """conv_input_grad with strides: per block of samples, g's channels-last rows times the weights, each row added
-    back into its window by col2im_cl."""
-    (n, o), c, kernel = g.shape[:2], w.shape[1], tuple(w.shape[2:])
-    out, length, plane = tuple(g.shape[2:]), math.prod(g.shape[2:]), math.prod(size)
-    per_sample = c * math.prod(kernel) * length
-    wr = _weight_rows(w)
-    gx = np.empty((n, c) + tuple(size), dtype=g.dtype)
-    blocks = _blocks(n, per_sample * g.itemsize)
-    moved, cols_buffer, image = (_buffer(xp, blocks, m, g.dtype) for m in (o * length, per_sample, c * plane))
-    for block in blocks:
-        nb = block.stop - block.start
-        gl = _channels_last(g[block], moved).reshape(nb * length, o)
-        cols = np.matmul(gl, wr, out=cols_buffer[:nb * per_sample].reshape(nb * length, -1))
-        img = image[:nb * c * plane].reshape(nb, plane, c)
-        windows.native.col2im_cl(cols, img, tuple(size), kernel, stride, dilation, padding, out)
-        windows.native.transpose(img, gx[block].reshape(nb, c, plane))
+    (n, o), c = g.shape[:2], w.shape[1]
+    front, reach, plans = _phases(tuple(size), tuple(g.shape[2:]), tuple(w.shape[2:]), tuple(stride),
+                                  tuple(padding), tuple(dilation), o)
+    framed = _framed(g, front, reach)
+    width = _vectors(c, g.dtype)
+    rows = np.empty((n,) + tuple(size) + (width,), g.dtype)
+    for where, pos, tap, elements in plans:
+        view = rows[(slice(None),) + where]
+        if pos is None:   # no kernel element reaches these positions
+            view[...] = 0
+            continue
+        packed = np.zeros((len(elements[0]), o, width), g.dtype)
+        packed[:, :, :c] = np.moveaxis(w[(slice(None), slice(None)) + elements], -1, 0)
+        target = view if view.flags.c_contiguous else np.empty(view.shape, g.dtype)
+        windows.native.conv_direct(framed, packed.reshape(-1, width), target.reshape(n, pos.size, width), pos, tap)
+        if target is not view:
+            view[...] = target
+    gx = np.empty((n, c) + tuple(size), g.dtype)
+    windows.native.transpose(rows.reshape(n, -1, width), gx.reshape(n, c, -1))
     return gx
 
 

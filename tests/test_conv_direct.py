@@ -1,9 +1,7 @@
-"""Eager convolutions run fnx/ops/conv.py's channels-last primitives: forward, input and weight gradients (and grad
-of grad on the eager tape) equal the composite form that transforms run (and a float64 numpy reference): the direct
-loops' register tiles with their channel and position tails, and the strided input gradient over one block or many
-(BLOCK_BYTES made small); so do eager transposed convolutions, which bind conv_input_grad (their padding dropped
-rather than cropped)."""
-import contextlib
+"""Eager convolutions run fnx/ops/conv.py's direct channels-last primitives: forward, input gradient (one direct
+convolution per phase of the strides) and weight gradient (and grad of grad on the eager tape) equal the composite
+form that transforms run (and a float64 numpy reference), the register tiles' channel and position tails included;
+so do eager transposed convolutions, which bind conv_input_grad (their padding dropped rather than cropped)."""
 
 import numpy as np
 import pytest
@@ -12,7 +10,7 @@ from hypothesis import strategies as st
 
 import fnx
 import fnx.nn.functional as F
-from fnx.ops import conv as blocked
+from fnx.ops import conv as direct
 from fnx.ops import windows
 from op_db_conv import ref_conv2d
 
@@ -34,10 +32,10 @@ def _cases(draw):
     padding = tuple(draw(st.integers(0, 1)) for _ in range(nd))
     side = 14 if nd < 3 else 6   # large enough, with 8 channels, for the C loops
     spatial = tuple(d * (k - 1) + 1 + draw(st.integers(0, side)) for k, d in zip(kernel, dilation))
-    n, c, o = draw(st.integers(1, 5)), draw(st.sampled_from([1, 3, 8])) * groups, 3 * groups   # ungrouped: the primitives
+    n, c, o = draw(st.integers(1, 5)), draw(st.sampled_from([1, 3, 8])) * groups, draw(st.sampled_from([3, 8, 17])) * groups
     return dict(nd=nd, groups=groups, stride=stride, dilation=dilation, padding=padding,
                 x=(n, c) + spatial, w=(o, c // groups) + kernel, bias=draw(st.booleans()),
-                block=draw(st.sampled_from([1, 4000, 1 << 21])), dtype=draw(st.sampled_from([np.float32, np.float64])))
+                dtype=draw(st.sampled_from([np.float32, np.float64])))
 
 
 def _inputs(case, seed=0):
@@ -59,20 +57,10 @@ def _close(got, want, dtype):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol * max(1.0, np.abs(want).max()))
 
 
-@contextlib.contextmanager
-def _block_bytes(n: int):
-    saved, blocked.BLOCK_BYTES = blocked.BLOCK_BYTES, n
-    try:
-        yield
-    finally:
-        blocked.BLOCK_BYTES = saved
-
-
 @given(case=_cases())
 @settings(max_examples=25, deadline=None)
-def test_eager_blocked_conv_and_gradients_equal_the_composite(case):
-    with _block_bytes(case["block"]):
-        _check_against_the_composite(case)
+def test_eager_direct_conv_and_gradients_equal_the_composite(case):
+    _check_against_the_composite(case)
 
 
 def _check_against_the_composite(case, f=None):
@@ -92,21 +80,18 @@ def _check_against_the_composite(case, f=None):
         _close(leaf.grad.numpy(), grad.numpy(), case["dtype"])
 
 
-@pytest.mark.parametrize("block", [1, 1 << 21])
-def test_eager_conv2d_matches_a_float64_reference_and_keeps_the_batch_order(block, monkeypatch):
-    monkeypatch.setattr(blocked, "BLOCK_BYTES", block)   # 1 byte: one sample per block
+def test_eager_conv2d_matches_a_float64_reference_and_keeps_the_batch_order():
     rng = np.random.default_rng(2)
-    x, w, b = rng.standard_normal((5, 8, 9, 8)), rng.standard_normal((6, 8, 3, 2)), rng.standard_normal(6)
+    x, w, b = rng.standard_normal((5, 8, 9, 8)), rng.standard_normal((9, 8, 3, 2)), rng.standard_normal(9)
     got = F.conv2d(fnx.tensor(x), fnx.tensor(w), fnx.tensor(b), stride=(2, 1), padding=1, dilation=(1, 2))
     np.testing.assert_allclose(got.numpy(), ref_conv2d(x, w, b, (2, 1), (1, 1), (1, 2), 1), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("wrt", ["input", "weight"])
-def test_grad_of_grad_on_the_eager_tape_equals_the_composite(wrt, monkeypatch):
-    monkeypatch.setattr(blocked, "BLOCK_BYTES", 4000)
+def test_grad_of_grad_on_the_eager_tape_equals_the_composite(wrt):
     rng = np.random.default_rng(3)
-    x, w = rng.standard_normal((4, 8, 12, 12)), rng.standard_normal((6, 8, 3, 3))
-    v = rng.standard_normal((4, 8, 12, 12) if wrt == "input" else (6, 8, 3, 3))
+    x, w = rng.standard_normal((4, 8, 12, 12)), rng.standard_normal((10, 8, 3, 3))
+    v = rng.standard_normal((4, 8, 12, 12) if wrt == "input" else (10, 8, 3, 3))
     f = lambda x, w: F.conv2d(x, w, None, padding=1)   # noqa: E731
 
     def second(x, w):   # <v, d/d(wrt) of sum(conv(x, w)^2)>
@@ -115,18 +100,11 @@ def test_grad_of_grad_on_the_eager_tape_equals_the_composite(wrt, monkeypatch):
 
     want = fnx.grad(second, argnums=(0, 1))(fnx.tensor(x), fnx.tensor(w))
     tx, tw = fnx.tensor(x, requires_grad=True), fnx.tensor(w, requires_grad=True)
-    assert f(tx, tw).grad_fn.name == "ConvBackward"   # four blocks of one sample
+    assert f(tx, tw).grad_fn.name == "ConvBackward"
     (first,) = fnx.autograd.grad((f(tx, tw) ** 2).sum(), [tx if wrt == "input" else tw], create_graph=True)
     (first * fnx.tensor(v)).sum().backward()
     for leaf, grad in zip((tx, tw), want):
         np.testing.assert_allclose(leaf.grad.numpy(), grad.numpy(), rtol=1e-10, atol=1e-10)
-
-
-def test_blocks_cover_the_batch_in_order_with_at_least_one_sample_each(monkeypatch):
-    monkeypatch.setattr(blocked, "BLOCK_BYTES", 1000)
-    assert blocked._blocks(7, 300) == [slice(0, 3), slice(3, 6), slice(6, 7)]
-    assert blocked._blocks(3, 5000) == [slice(0, 1), slice(1, 2), slice(2, 3)]
-    assert blocked._blocks(2, 100) == [slice(0, 2)]
 
 
 def test_eager_mode_binds_the_primitives_without_padded_copies_and_transforms_see_the_composite():
@@ -140,20 +118,20 @@ def test_eager_mode_binds_the_primitives_without_padded_copies_and_transforms_se
 
 
 def test_the_primitives_are_off_for_half_floats_without_the_c_loops_and_when_disabled(monkeypatch):
-    x, w = fnx.randn(8, 8, 8, 8, requires_grad=True), fnx.randn(4, 8, 3, 3, requires_grad=True)
+    x, w = fnx.randn(8, 8, 8, 8, requires_grad=True), fnx.randn(8, 8, 3, 3, requires_grad=True)
     assert F.conv2d(x, w).grad_fn.name == "ConvBackward"
-    assert F.conv2d(x[:, :3], w[:, :3]).grad_fn.name == "ConvBackward"   # the direct loops take any channels
+    assert F.conv2d(x[:, :3], w[:, :3]).grad_fn.name == "ConvBackward"   # any input channels
+    assert F.conv2d(x, w[:4]).grad_fn.name != "ConvBackward"   # fewer than MIN_CHANNELS out
     assert F.conv2d(x, w[:, :4], groups=2).grad_fn.name != "ConvBackward"   # grouped
-    wt = w.transpose(0, 1)[:, :3]
-    assert F.conv_transpose2d(x, wt).grad_fn.name == "Conv_input_gradBackward"   # stride 1: direct
-    assert F.conv_transpose2d(x, wt, stride=2).grad_fn.name != "Conv_input_gradBackward"   # strided, 3 out
+    assert F.conv_transpose2d(x[:, :3], w[:3], stride=2).grad_fn.name == "Conv_input_gradBackward"   # 4 phases
+    assert F.conv_transpose2d(x, w[:, :3]).grad_fn.name != "Conv_input_gradBackward"   # 3 out
     assert F.conv2d(x.to(fnx.bfloat16), w.to(fnx.bfloat16)).grad_fn.name != "ConvBackward"
     with monkeypatch.context() as m:
         m.setattr(windows.native, "available", lambda: False)   # no C compiler: the composite form
         y = F.conv2d(x, w, padding=1)
         assert y.grad_fn.name != "ConvBackward"
         _close(y.detach().numpy(), F.conv2d(x, w, padding=1).detach().numpy(), np.float32)
-    monkeypatch.setattr(blocked, "ENABLED", False)
+    monkeypatch.setattr(direct, "ENABLED", False)
     assert F.conv2d(x, w).grad_fn.name != "ConvBackward"
 
 
@@ -161,22 +139,19 @@ def test_two_threads_give_the_composite_values():
     saved = fnx.get_num_threads()
     fnx.set_num_threads(2)
     try:
-        case = dict(nd=2, groups=1, stride=(1, 1), dilation=(1, 1), padding=(1, 1), x=(5, 8, 12, 12), w=(6, 8, 3, 3),
-                    bias=True, block=4000, dtype=np.float32)
-        with _block_bytes(case["block"]):
-            _check_against_the_composite(case)
+        _check_against_the_composite(dict(nd=2, groups=1, stride=(1, 1), dilation=(1, 1), padding=(1, 1),
+                                          x=(5, 8, 12, 12), w=(10, 8, 3, 3), bias=True, dtype=np.float32))
     finally:
         fnx.set_num_threads(saved)
 
 
-def test_strided_operands_and_a_partial_last_block_give_the_composite_values(monkeypatch):
+def test_strided_operands_give_the_composite_values():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((7, 10, 10, 8)).astype(np.float32)   # channels last, read as (N, C, H, W) below
-    w, b = rng.standard_normal((5, 8, 3, 3)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
-    g = rng.standard_normal((7, 8, 8, 5)).astype(np.float32)
+    w, b = rng.standard_normal((9, 8, 3, 3)).astype(np.float32), rng.standard_normal(9).astype(np.float32)
+    g = rng.standard_normal((7, 8, 8, 9)).astype(np.float32)
 
-    def run(block):
-        monkeypatch.setattr(blocked, "BLOCK_BYTES", block)   # 8 * 9 * 64 * 4 bytes a sample: 2 per block, then 1
+    def run():
         tx, tw, tb = (fnx.tensor(a, requires_grad=True) for a in (x, w, b))
         y = F.conv2d(tx.permute(0, 3, 1, 2), tw, tb)
         y.backward(fnx.tensor(g).permute(0, 3, 1, 2))
@@ -186,7 +161,7 @@ def test_strided_operands_and_a_partial_last_block_give_the_composite_values(mon
     loss = lambda x, w, b: (f(x, w, b) * fnx.tensor(g).permute(0, 3, 1, 2)).sum()   # noqa: E731
     args = [fnx.tensor(a) for a in (x, w, b)]   # the composite form, traced
     composite = [fnx.compile(f)(*args).numpy()] + [a.numpy() for a in fnx.grad(loss, argnums=(0, 1, 2))(*args)]
-    for got, want in zip(run(2 * 8 * 9 * 64 * 4), composite):
+    for got, want in zip(run(), composite):
         _close(got, want, np.float32)
 
 
@@ -206,20 +181,15 @@ def test_direct_tiles_cover_channel_and_position_tails_on_two_threads(dtype, str
 
 
 @pytest.mark.parametrize("bias", [True, False])
-def test_blocks_large_enough_for_the_c_loops_give_the_composite_values(bias):
-    # 8 * 9 * 32 * 32 floats (295 KB) of a sample's columns in the strided input gradient, one sample per block: the
-    # C loops' moves and col2im_cl split over rows, samples and channel runs, into and out of the reused buffers;
-    # the direct loops above the parallel threshold
-    case = dict(nd=2, groups=1, stride=(1, 2), dilation=(1, 1), padding=(1, 1), x=(4, 8, 32, 32),
-                w=(16, 8, 3, 3), bias=bias, block=300_000, dtype=np.float32)
-    with _block_bytes(case["block"]):
-        _check_against_the_composite(case)
+def test_convolutions_large_enough_for_parallel_loops_give_the_composite_values(bias):
+    # the frame, the direct loops of every phase and the transposes split over the pool
+    _check_against_the_composite(dict(nd=2, groups=1, stride=(1, 2), dilation=(1, 1), padding=(1, 1),
+                                      x=(4, 8, 32, 32), w=(16, 8, 3, 3), bias=bias, dtype=np.float32))
 
 
-def test_eager_blocked_gradients_match_finite_differences(monkeypatch):
-    monkeypatch.setattr(blocked, "BLOCK_BYTES", 1)   # one sample per block
+def test_eager_direct_gradients_match_finite_differences():
     rng = np.random.default_rng(5)
-    x, w, b = (fnx.tensor(rng.standard_normal(s), requires_grad=True) for s in ((3, 8, 5, 5), (4, 8, 2, 2), (4,)))
+    x, w, b = (fnx.tensor(rng.standard_normal(s), requires_grad=True) for s in ((3, 8, 5, 5), (8, 8, 2, 2), (8,)))
     f = lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2))   # noqa: E731
     assert f(x, w, b).grad_fn.name == "ConvBackward"
     assert fnx.autograd.gradcheck(f, (x, w, b))
@@ -237,8 +207,7 @@ def _transpose_cases(draw):
     n, c, o = draw(st.integers(1, 3)), 3 * groups, draw(st.sampled_from([3, 8])) * groups   # ungrouped: the primitive
     return dict(nd=nd, groups=groups, stride=stride, dilation=dilation, padding=padding,
                 output_padding=output_padding, x=(n, c) + spatial, w=(c, o // groups) + kernel, out=o,
-                bias=draw(st.booleans()), block=draw(st.sampled_from([1, 4000, 1 << 21])),
-                dtype=draw(st.sampled_from([np.float32, np.float64])))
+                bias=draw(st.booleans()), dtype=draw(st.sampled_from([np.float32, np.float64])))
 
 
 @given(case=_transpose_cases())
@@ -248,8 +217,7 @@ def test_eager_transposed_conv_and_gradients_equal_the_composite(case):
     stride-dilated input: the same values and gradients, output_padding's zeros included."""
     params = {k: case[k] for k in ("stride", "padding", "output_padding", "groups", "dilation")}
     f = lambda x, w, b: _CONV_TRANSPOSE[case["nd"]](x, w, b, **params)   # noqa: E731
-    with _block_bytes(case["block"]):
-        _check_against_the_composite(case, f)
+    _check_against_the_composite(case, f)
 
 
 def test_eager_transposed_conv_binds_the_input_gradient_of_conv_and_its_gradients_match_finite_differences():
