@@ -195,14 +195,16 @@ def conv_direct(xp: np.ndarray, w: np.ndarray, y: np.ndarray, pos: np.ndarray, t
         n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(tap.size), _ptr(tap))
 
 
-def conv_weight_direct(xp: np.ndarray, g: np.ndarray, pos: np.ndarray, tap: np.ndarray, chunks: int) -> np.ndarray:
+def conv_weight_direct(xp: np.ndarray, g: np.ndarray, pos: np.ndarray, tap: np.ndarray, chunks: int,
+                       groups: int) -> np.ndarray:
     """dw (T, Op) = the sum over samples i and positions p of xp[i] (flat) at pos[p] + tap[t] times g[i, p] (g (n, P,
-    Op) channels-last): conv_direct's gradient in w, its terms summed in `chunks` parallel parts."""
+    Op) channels-last): conv_direct's gradient in w, its terms summed in `chunks` parts and its taps in `groups`,
+    chunks * groups parallel tasks."""
     n, c, op = xp.shape[0], xp.shape[-1], g.shape[-1]
     dw = np.empty((tap.size, op), xp.dtype)
     work = np.empty(chunks * dw.size if chunks > 1 else 0, xp.dtype)   # held until the call returns
     _cl_call("conv_weight_direct", xp)(_ptr(xp), _ptr(g), _ptr(dw), _ptr(work), *(ctypes.c_longlong(m) for m in (
-        chunks, n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(tap.size), _ptr(tap))
+        chunks, groups, n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(tap.size), _ptr(tap))
     return dw
 
 
