@@ -180,6 +180,19 @@ def test_direct_tiles_cover_channel_and_position_tails_on_two_threads(dtype, str
         fnx.set_num_threads(saved)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_windows_in_the_padding_and_input_positions_no_element_reaches_give_the_composite_values(dtype):
+    # a 1 x 2 kernel with padding 2: the border rows' windows read only padding (groups without taps: the bias);
+    # 4 x 4 with a 3 x 3 kernel: the corner, edge and inner groups of kernel elements
+    _check_against_the_composite(dict(nd=2, groups=1, stride=(1, 1), dilation=(1, 1), padding=(2, 2),
+                                      x=(3, 9, 4, 5), w=(8, 9, 1, 2), bias=True, dtype=dtype))
+    _check_against_the_composite(dict(nd=2, groups=1, stride=(1, 1), dilation=(1, 1), padding=(1, 1),
+                                      x=(3, 16, 4, 4), w=(16, 16, 3, 3), bias=False, dtype=dtype))
+    # stride 3 with a 1 x 2 kernel: two of every three input rows get no gradient (phases without elements)
+    _check_against_the_composite(dict(nd=2, groups=1, stride=(3, 1), dilation=(1, 1), padding=(0, 0),
+                                      x=(2, 8, 10, 6), w=(8, 8, 1, 2), bias=False, dtype=dtype))
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_convolutions_large_enough_for_parallel_loops_give_the_composite_values(bias):
     # the frame, the direct loops of every phase and the transposes split over the pool

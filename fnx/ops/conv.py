@@ -13,15 +13,17 @@ Zen 4 core where the tiles run at about 110 (pytorch-cifar's ResNet-18 layers, 1
 
 - conv(x, w[, b]): x (N, C, *spatial), w (O, C, *kernel), b (O,) -> (N, O, *out_size), x padded in front by
   `padding` (the back padding is what out_size implies): the tiles over x's frame, weights packed (K * C, O);
-- conv_input_grad(g, w): its transpose in x, (N, O, *out) -> (N, C, *size): the same tiles over g's frame, one
-  direct convolution per phase (the input positions r + stride * m along each dim, r < stride), whose taps are
-  the kernel elements that reach them (all of them, flipped, with stride 1; a 3 x 3 kernel's 4, 2, 2 and 1 with
-  stride 2); no products over inserted zeros, no columns added back into windows;
+- conv_input_grad(g, w): its transpose in x, (N, O, *out) -> (N, C, *size): the same tiles over g's frame, each
+  input position summing only the kernel elements that reach it (all of them, flipped, with stride 1; by the
+  phase of the strides a 3 x 3 kernel's 4, 2, 2 or 1 with stride 2): no products over inserted zeros, no columns
+  added back into windows; into fewer than MIN_CHANNELS channels, columns w^T @ g and col2im;
 - conv_weight_grad(g, x): its transpose in w, -> (O, C, *kernel): tiles of 8 taps by 2 vectors of output
   channels summing x's frame times g (moved channels-last) over every position, in one part a thread.
 
-Channel counts are padded to whole 64-byte vectors in the channels-last arrays (zero weights; the padding never
-reaches an output). Each primitive is bilinear in its two operands, so their vjp rules are these three primitives
+Output positions go in groups by the kernel elements whose window values lie inside the frame's data, and each
+group sums only those (_groups: a 4 x 4 image's 3 x 3 convolution skips 30% of the products, the padding's
+zeros). Channel counts are padded to whole 64-byte vectors in the channels-last arrays (zero weights; the padding
+never reaches an output). Each primitive is bilinear in its two operands, so their vjp rules are these three primitives
 again (the eager tape's grad of grad works). fnx.nn.functional's convolutions and transposed convolutions
 (PyTorch's form: conv's input gradient) bind them in eager mode, when no transform is active, for float32/float64
 CPU tensors where the C loops build (runs_on), ungrouped with MIN_CHANNELS output channels (pays);
@@ -96,19 +98,70 @@ def _framed(a, front: tuple, reach: tuple):
 
 
 @functools.lru_cache(maxsize=256)
-def _offsets(padded: tuple, out: tuple, kernel: tuple, stride: tuple, dilation: tuple, c: int,
-             channel_major: bool = True) -> tuple:
+def _offsets(padded: tuple, out: tuple, kernel: tuple, stride: tuple, dilation: tuple, c: int) -> tuple:
     """(pos, tap): each output position's window origin, and each tap's offset from it (a tap: one of the c channels
-    of one kernel element; channel major as w (O, C, *kernel) holds them, else kernel element major, so the weight
-    gradient's tiles of 8 taps read 8 neighbouring channels), in elements of a (*padded, c) channels-last plane
-    (int64, read-only)."""
+    of one kernel element, kernel element major, so the weight gradient's tiles of 8 taps read 8 neighbouring
+    channels), in elements of a (*padded, c) channels-last plane (int64, read-only)."""
     steps = np.array([math.prod(padded[d + 1:]) * c for d in range(len(padded))])
     pos = (np.indices(out).reshape(len(out), -1).T * (np.array(stride) * steps)).sum(1)
     koff = (np.indices(kernel).reshape(len(kernel), -1).T * (np.array(dilation) * steps)).sum(1)
-    tap = (np.arange(c)[:, None] + koff if channel_major else koff[:, None] + np.arange(c)).ravel()
+    tap = (koff[:, None] + np.arange(c)).ravel()
     for a in (pos, tap):
         a.flags.writeable = False
     return pos, tap
+
+
+def _groups(lines: tuple, inside: tuple, padded: tuple, outs: tuple, kernel: tuple, c: int) -> tuple:
+    """The direct loops' plan (gpos, pos, row, gtap, tap, wrow) for output positions whose windows may reach the
+    frame's padding. lines[d] lists, along dim d, each position's (output index, frame coordinate of its window,
+    ((kernel element, its coordinate offset), ...)); inside[d] = the frame coordinates [lo, hi) that hold data.
+    Positions go in groups by the kernel elements that land inside for them (along each dim, the first and last
+    few positions have their own, the rest share all), and a group's taps are just those elements' c channels
+    (channel major, weight rows c * K + element: w (O, C, *kernel) as _packed lays it out), so no product sums
+    the padding's zeros (a 4 x 4 image with a 3 x 3 kernel: 30% of them). Offsets in elements of the (*padded,
+    c) frame, rows in the (*outs) output; int64, read-only."""
+    steps = [math.prod(padded[d + 1:]) * c for d in range(len(padded))]
+    ksteps = [math.prod(kernel[d + 1:]) for d in range(len(kernel))]
+    osteps = [math.prod(outs[d + 1:]) for d in range(len(outs))]
+    classes = []
+    for line, (lo, hi) in zip(lines, inside):
+        found = {}
+        for index, origin, elements in line:
+            valid = tuple((e, off) for e, off in elements if lo <= origin + off < hi)
+            found.setdefault(valid, []).append((index, origin))
+        classes.append(list(found.items()))
+    parts = {name: [] for name in ("pos", "row", "tap", "wrow")}
+    gpos, gtap = [0], [0]
+    for combo in itertools.product(*classes):
+        pos, row, off, element = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), \
+            np.zeros(1, np.int64)
+        for d, (valid, positions) in enumerate(combo):
+            index, origin = (np.array(v, np.int64) for v in zip(*positions))
+            pos, row = (pos[:, None] + origin * steps[d]).ravel(), (row[:, None] + index * osteps[d]).ravel()
+            e, shift = (np.array(v, np.int64).reshape(-1) for v in (zip(*valid) if valid else ((), ())))
+            off, element = (off[:, None] + shift * steps[d]).ravel(), (element[:, None] + e * ksteps[d]).ravel()
+        channels = np.arange(c)[:, None]
+        for name, a in (("pos", pos), ("row", row), ("tap", (channels + off).ravel()),
+                        ("wrow", (channels * math.prod(kernel) + element).ravel())):
+            parts[name].append(a)
+        gpos.append(gpos[-1] + pos.size)
+        gtap.append(gtap[-1] + off.size * c)
+    plan = (np.array(gpos), np.concatenate(parts["pos"]), np.concatenate(parts["row"]), np.array(gtap),
+            np.concatenate(parts["tap"]), np.concatenate(parts["wrow"]))
+    for a in plan:
+        a.flags.writeable = False
+    return plan
+
+
+@functools.lru_cache(maxsize=256)
+def _forward_plan(size: tuple, padding: tuple, padded: tuple, out: tuple, kernel: tuple, stride: tuple,
+                  dilation: tuple, c: int) -> tuple:
+    """The forward's groups (_groups): output position m along a dim reads frame coordinates m * stride +
+    e * dilation; the input lies at [padding, padding + size)."""
+    lines = tuple(tuple((m, m * s, tuple((e, e * d) for e in range(k))) for m in range(o))
+                  for o, k, s, d in zip(out, kernel, stride, dilation))
+    inside = tuple((p, p + m) for p, m in zip(padding, size))
+    return _groups(lines, inside, padded, out, kernel, c)
 
 
 def _packed(w):
@@ -121,16 +174,14 @@ def _packed(w):
     return packed[0]
 
 
-def _direct(framed, w, out: tuple, kernel: tuple, stride: tuple, dilation: tuple, bias=None):
-    """The direct convolution of a frame (n, *padded, C) with w (O, C, *kernel): (n, O, *out), bias added."""
-    n, o = framed.shape[0], w.shape[0]
-    pos, tap = _offsets(framed.shape[1:-1], tuple(out), tuple(kernel), tuple(stride), tuple(dilation),
-                        framed.shape[-1])
-    packed = _packed(w)
-    rows = np.empty((n, pos.size, packed.shape[-1]), framed.dtype)
-    windows.native.conv_direct(framed, packed, rows, pos, tap)
-    y = np.empty((n, o) + tuple(out), framed.dtype)
-    windows.native.transpose(rows, y.reshape(n, o, -1), bias)
+def _direct(framed, packed, plan: tuple, outs: tuple, out_channels: int, bias=None):
+    """The direct convolution of a frame (n, *padded, C) with the packed weights by the plan's groups: (n, O,
+    *outs), bias added."""
+    n = framed.shape[0]
+    rows = np.empty((n, math.prod(outs), packed.shape[-1]), framed.dtype)
+    windows.native.conv_direct(framed, packed, rows, *plan)
+    y = np.empty((n, out_channels) + tuple(outs), framed.dtype)
+    windows.native.transpose(rows, y.reshape(n, out_channels, -1), bias)
     return y
 
 
@@ -140,9 +191,11 @@ conv_p = Primitive("conv")
 
 @conv_p.def_impl
 def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
-    kernel = tuple(w.shape[2:])
-    framed = _framed(x, padding, _reach(out_size, kernel, stride, dilation))
-    return _direct(framed, w, out_size, kernel, stride, dilation, bias[0] if bias else None)
+    kernel, out = tuple(w.shape[2:]), tuple(out_size)
+    framed = _framed(x, padding, _reach(out, kernel, stride, dilation))
+    plan = _forward_plan(tuple(x.shape[2:]), tuple(padding), tuple(framed.shape[1:-1]), out, kernel, tuple(stride),
+                         tuple(dilation), x.shape[1])
+    return _direct(framed, _packed(w), plan, out, w.shape[0], bias[0] if bias else None)
 
 
 @conv_p.def_abstract
@@ -178,38 +231,25 @@ conv_input_grad_p = Primitive("conv_input_grad")
 
 
 @functools.lru_cache(maxsize=256)
-def _phases(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, o: int) -> tuple:
-    """The input gradient as direct convolutions, one per phase: (front, reach, phases) where g's frame (o channels)
-    has `front` zeros before each dim and reaches `reach`, and a phase covers the input positions r + stride * m
-    per dim (r < stride), which only the kernel elements e with (r + padding - e * dilation) % stride == 0 reach,
-    from g at m + (r + padding - e * dilation) // stride. Each phase is (its positions as slices, pos, tap, the
-    kernel elements of its taps as index arrays, None for all of them), pos and tap as _offsets' (channel major;
-    None where no element reaches)."""
-    dims = []
-    for m, n, k, s, p, d in zip(size, out, kernel, stride, padding, dilation):
-        dims.append([(r, -(-(m - r) // s), [(e, (r + p - e * d) // s) for e in range(k) if (r + p - e * d) % s == 0])
-                     for r in range(min(s, m))])
-    front = tuple(max([0] + [-shift for _, _, taps in phases for _, shift in taps]) for phases in dims)
-    reach = tuple(max([f + n] + [f + count + shift for _, count, taps in phases for _, shift in taps])
-                  for f, n, phases in zip(front, out, dims))
+def _input_plan(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
+                o: int) -> tuple:
+    """(front, reach, plan) of the input gradient as one direct convolution of g's frame (o channels, `front`
+    zeros before each dim, reaching `reach`): along a dim, input position r + stride * m (r < stride: its phase)
+    takes only the kernel elements e with (r + padding - e * dilation) % stride == 0, from g at m + (r + padding -
+    e * dilation) // stride; so with stride 1 every element (flipped), with stride 2 a 3 x 3 kernel's 4, 2, 2 or 1
+    by the phases; never the zeros a strided convolution would insert. plan: _groups' over the frame, g's data at
+    [front, front + out)."""
+    lines = []
+    for m, k, s, p, d in zip(size, kernel, stride, padding, dilation):
+        lines.append([(r + s * j, j, tuple((e, (r + p - e * d) // s) for e in range(k) if (r + p - e * d) % s == 0))
+                      for r in range(min(s, m)) for j in range(-(-(m - r) // s))])
+    front = tuple(max([0] + [-shift for _, _, taps in line for _, shift in taps]) for line in lines)
+    reach = tuple(max([f + n] + [f + j + shift + 1 for _, j, taps in line for _, shift in taps])
+                  for f, n, line in zip(front, out, lines))
     padded = tuple(max(f + n, r) for f, n, r in zip(front, out, reach))
-    steps = np.array([math.prod(padded[d + 1:]) * o for d in range(len(size))])
-    plans = []
-    for phase in itertools.product(*dims):
-        where = tuple(slice(r, None, s) for (r, _, _), s in zip(phase, stride))
-        taps = list(itertools.product(*(taps for _, _, taps in phase)))
-        if not taps:
-            plans.append((where, None, None, None))
-            continue
-        counts = tuple(count for _, count, _ in phase)
-        pos = (np.indices(counts).reshape(len(counts), -1).T + np.array(front)) @ steps
-        shifts = np.array([[shift for _, shift in tap] for tap in taps]) @ steps
-        tap = (np.arange(o)[:, None] + shifts).ravel()
-        elements = None if len(taps) == math.prod(kernel) else tuple(np.array([[e for e, _ in t] for t in taps]).T)
-        for a in (pos, tap):
-            a.flags.writeable = False
-        plans.append((where, pos, tap, elements))
-    return front, reach, tuple(plans)
+    lines = tuple(tuple((i, j + f, taps) for i, j, taps in line) for line, f in zip(lines, front))
+    inside = tuple((f, f + n) for f, n in zip(front, out))
+    return front, reach, _groups(lines, inside, padded, size, kernel, o)
 
 
 @conv_input_grad_p.def_impl
@@ -217,26 +257,12 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
     (n, o), c = g.shape[:2], w.shape[1]
     if c < MIN_CHANNELS:
         return _input_grad_by_columns(g, w, tuple(size), tuple(stride), tuple(padding), tuple(dilation))
-    front, reach, plans = _phases(tuple(size), tuple(g.shape[2:]), tuple(w.shape[2:]), tuple(stride),
-                                  tuple(padding), tuple(dilation), o)
-    framed = _framed(g, front, reach)
+    front, reach, plan = _input_plan(tuple(size), tuple(g.shape[2:]), tuple(w.shape[2:]), tuple(stride),
+                                     tuple(padding), tuple(dilation), o)
     width = _vectors(c, g.dtype)
-    rows = np.empty((n,) + tuple(size) + (width,), g.dtype)
-    for where, pos, tap, elements in plans:
-        view = rows[(slice(None),) + where]
-        if pos is None:   # no kernel element reaches these positions
-            view[...] = 0
-            continue
-        chosen = np.reshape(w, (o, c, -1)) if elements is None else w[(slice(None), slice(None)) + elements]
-        packed = (np.empty if width == c else np.zeros)((o, chosen.shape[2], width), g.dtype)
-        windows.native.transpose(np.ascontiguousarray(chosen), packed)   # taps (o, e): w[o, :, e]
-        target = view if view.flags.c_contiguous else np.empty(view.shape, g.dtype)
-        windows.native.conv_direct(framed, packed.reshape(-1, width), target.reshape(n, pos.size, width), pos, tap)
-        if target is not view:
-            view[...] = target
-    gx = np.empty((n, c) + tuple(size), g.dtype)
-    windows.native.transpose(rows.reshape(n, -1, width), gx.reshape(n, c, -1))
-    return gx
+    packed = (np.empty if width == c else np.zeros)((o, math.prod(w.shape[2:]), width), g.dtype)
+    windows.native.transpose(np.ascontiguousarray(w).reshape(o, c, -1), packed)   # rows (o, k): w[o, :, k]
+    return _direct(_framed(g, front, reach), packed.reshape(-1, width), plan, tuple(size), c)
 
 
 def _input_grad_by_columns(g, w, size: tuple, stride: tuple, padding: tuple, dilation: tuple):
@@ -279,7 +305,7 @@ conv_weight_grad_p = Primitive("conv_weight_grad")
 def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation):
     (n, o), c, out = g.shape[:2], x.shape[1], tuple(g.shape[2:])
     framed = _framed(x, padding, _reach(out, kernel, stride, dilation))
-    pos, tap = _offsets(framed.shape[1:-1], out, tuple(kernel), tuple(stride), tuple(dilation), c, False)
+    pos, tap = _offsets(framed.shape[1:-1], out, tuple(kernel), tuple(stride), tuple(dilation), c)
     width = _vectors(o, g.dtype)
     rows = (np.empty if width == o else np.zeros)((n, pos.size, width), g.dtype)
     windows.native.transpose(np.ascontiguousarray(g).reshape(n, o, -1), rows)
