@@ -197,16 +197,17 @@ def conv_direct(xp: np.ndarray, w: np.ndarray, y: np.ndarray, gpos: np.ndarray, 
         n, xp[0].size // c, c, op, y.shape[1], gpos.size - 1)), *(_ptr(a) for a in (gpos, pos, row, gtap, tap, wrow)))
 
 
-def conv_weight_direct(xp: np.ndarray, g: np.ndarray, pos: np.ndarray, tap: np.ndarray, chunks: int,
-                       groups: int) -> np.ndarray:
-    """dw (T, Op) = the sum over samples i and positions p of xp[i] (flat) at pos[p] + tap[t] times g[i, p] (g (n, P,
-    Op) channels-last): conv_direct's gradient in w, its terms summed in `chunks` parts and its taps in `groups`,
-    chunks * groups parallel tasks."""
+def conv_weight_direct(xp: np.ndarray, g: np.ndarray, rows: int, plan: tuple, chunks: int,
+                       parts: int) -> np.ndarray:
+    """dw (rows, Op) = conv_direct's gradient in w by the same plan (gpos, pos, row, gtap, tap, wrow): dw[wrow[t]] =
+    the sum over samples i and each group's positions p whose taps include t of xp[i] (flat) at pos[p] + tap[t]
+    times g[i, row[p]] (g (n, R, Op) channels-last); its terms summed in `chunks` parts and its rows in `parts`,
+    chunks * parts parallel tasks."""
     n, c, op = xp.shape[0], xp.shape[-1], g.shape[-1]
-    dw = np.empty((tap.size, op), xp.dtype)
+    dw = np.empty((rows, op), xp.dtype)
     work = np.empty(chunks * dw.size if chunks > 1 else 0, xp.dtype)   # held until the call returns
     _cl_call("conv_weight_direct", xp)(_ptr(xp), _ptr(g), _ptr(dw), _ptr(work), *(ctypes.c_longlong(m) for m in (
-        chunks, groups, n, xp[0].size // c, c, op, pos.size)), _ptr(pos), ctypes.c_longlong(tap.size), _ptr(tap))
+        chunks, parts, rows, n, xp[0].size // c, c, op, g.shape[1], plan[0].size - 1)), *(_ptr(a) for a in plan))
     return dw
 
 

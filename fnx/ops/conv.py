@@ -97,29 +97,17 @@ def _framed(a, front: tuple, reach: tuple):
     return framed
 
 
-@functools.lru_cache(maxsize=256)
-def _offsets(padded: tuple, out: tuple, kernel: tuple, stride: tuple, dilation: tuple, c: int) -> tuple:
-    """(pos, tap): each output position's window origin, and each tap's offset from it (a tap: one of the c channels
-    of one kernel element, kernel element major, so the weight gradient's tiles of 8 taps read 8 neighbouring
-    channels), in elements of a (*padded, c) channels-last plane (int64, read-only)."""
-    steps = np.array([math.prod(padded[d + 1:]) * c for d in range(len(padded))])
-    pos = (np.indices(out).reshape(len(out), -1).T * (np.array(stride) * steps)).sum(1)
-    koff = (np.indices(kernel).reshape(len(kernel), -1).T * (np.array(dilation) * steps)).sum(1)
-    tap = (koff[:, None] + np.arange(c)).ravel()
-    for a in (pos, tap):
-        a.flags.writeable = False
-    return pos, tap
-
-
-def _groups(lines: tuple, inside: tuple, padded: tuple, outs: tuple, kernel: tuple, c: int) -> tuple:
+def _groups(lines: tuple, inside: tuple, padded: tuple, outs: tuple, kernel: tuple, c: int,
+            channel_major: bool = True) -> tuple:
     """The direct loops' plan (gpos, pos, row, gtap, tap, wrow) for output positions whose windows may reach the
     frame's padding. lines[d] lists, along dim d, each position's (output index, frame coordinate of its window,
     ((kernel element, its coordinate offset), ...)); inside[d] = the frame coordinates [lo, hi) that hold data.
     Positions go in groups by the kernel elements that land inside for them (along each dim, the first and last
-    few positions have their own, the rest share all), and a group's taps are just those elements' c channels
-    (channel major, weight rows c * K + element: w (O, C, *kernel) as _packed lays it out), so no product sums
-    the padding's zeros (a 4 x 4 image with a 3 x 3 kernel: 30% of them). Offsets in elements of the (*padded,
-    c) frame, rows in the (*outs) output; int64, read-only."""
+    few positions have their own, the rest share all), and a group's taps are just those elements' c channels, so
+    no product sums the padding's zeros (a 4 x 4 image with a 3 x 3 kernel: 30% of them): channel major, weight
+    rows c * K + element (w (O, C, *kernel) as _packed lays it out), or element major, rows element * c + channel
+    (the weight gradient's: its tiles of 8 taps then read 8 neighbouring channels). Offsets in elements of the
+    (*padded, c) frame, rows in the (*outs) output; int64, read-only."""
     steps = [math.prod(padded[d + 1:]) * c for d in range(len(padded))]
     ksteps = [math.prod(kernel[d + 1:]) for d in range(len(kernel))]
     osteps = [math.prod(outs[d + 1:]) for d in range(len(outs))]
@@ -140,9 +128,12 @@ def _groups(lines: tuple, inside: tuple, padded: tuple, outs: tuple, kernel: tup
             pos, row = (pos[:, None] + origin * steps[d]).ravel(), (row[:, None] + index * osteps[d]).ravel()
             e, shift = (np.array(v, np.int64).reshape(-1) for v in (zip(*valid) if valid else ((), ())))
             off, element = (off[:, None] + shift * steps[d]).ravel(), (element[:, None] + e * ksteps[d]).ravel()
-        channels = np.arange(c)[:, None]
-        for name, a in (("pos", pos), ("row", row), ("tap", (channels + off).ravel()),
-                        ("wrow", (channels * math.prod(kernel) + element).ravel())):
+        channels = np.arange(c)
+        if channel_major:
+            tap, wrow = channels[:, None] + off, channels[:, None] * math.prod(kernel) + element
+        else:
+            tap, wrow = off[:, None] + channels, element[:, None] * c + channels
+        for name, a in (("pos", pos), ("row", row), ("tap", tap.ravel()), ("wrow", wrow.ravel())):
             parts[name].append(a)
         gpos.append(gpos[-1] + pos.size)
         gtap.append(gtap[-1] + off.size * c)
@@ -155,13 +146,13 @@ def _groups(lines: tuple, inside: tuple, padded: tuple, outs: tuple, kernel: tup
 
 @functools.lru_cache(maxsize=256)
 def _forward_plan(size: tuple, padding: tuple, padded: tuple, out: tuple, kernel: tuple, stride: tuple,
-                  dilation: tuple, c: int) -> tuple:
-    """The forward's groups (_groups): output position m along a dim reads frame coordinates m * stride +
-    e * dilation; the input lies at [padding, padding + size)."""
+                  dilation: tuple, c: int, channel_major: bool = True) -> tuple:
+    """The forward's groups (_groups), or the weight gradient's (element major): output position m along a dim
+    reads frame coordinates m * stride + e * dilation; the input lies at [padding, padding + size)."""
     lines = tuple(tuple((m, m * s, tuple((e, e * d) for e in range(k))) for m in range(o))
                   for o, k, s, d in zip(out, kernel, stride, dilation))
     inside = tuple((p, p + m) for p, m in zip(padding, size))
-    return _groups(lines, inside, padded, out, kernel, c)
+    return _groups(lines, inside, padded, out, kernel, c, channel_major)
 
 
 def _packed(w):
@@ -303,18 +294,20 @@ conv_weight_grad_p = Primitive("conv_weight_grad")
 
 @conv_weight_grad_p.def_impl
 def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation):
-    (n, o), c, out = g.shape[:2], x.shape[1], tuple(g.shape[2:])
+    (n, o), c, out, kernel = g.shape[:2], x.shape[1], tuple(g.shape[2:]), tuple(kernel)
     framed = _framed(x, padding, _reach(out, kernel, stride, dilation))
-    pos, tap = _offsets(framed.shape[1:-1], out, tuple(kernel), tuple(stride), tuple(dilation), c)
+    plan = _forward_plan(tuple(x.shape[2:]), tuple(padding), tuple(framed.shape[1:-1]), out, kernel, tuple(stride),
+                         tuple(dilation), c, False)
     width = _vectors(o, g.dtype)
-    rows = (np.empty if width == o else np.zeros)((n, pos.size, width), g.dtype)
+    rows = (np.empty if width == o else np.zeros)((n, math.prod(out), width), g.dtype)
     windows.native.transpose(np.ascontiguousarray(g).reshape(n, o, -1), rows)
     threads = get_num_threads()
-    chunks = max(1, min(threads, n * pos.size // 256))   # parts of the positions; few positions: groups of taps
-    dw = windows.native.conv_weight_direct(framed, rows, pos, tap, chunks, max(1, threads // chunks))   # (K, C, O')
-    by_kernel = np.empty((len(tap) // c, o, c), g.dtype)
+    chunks = max(1, min(threads, n * math.prod(out) // 256))   # parts of the positions; few positions: of the taps
+    dw = windows.native.conv_weight_direct(framed, rows, math.prod(kernel) * c, plan, chunks,
+                                           max(1, threads // chunks))   # (K, C, O') by taps
+    by_kernel = np.empty((math.prod(kernel), o, c), g.dtype)
     windows.native.transpose(dw.reshape(-1, c, width), by_kernel)
-    gw = np.empty((o, c) + tuple(kernel), g.dtype)
+    gw = np.empty((o, c) + kernel, g.dtype)
     windows.native.transpose(by_kernel.reshape(1, -1, o * c), gw.reshape(1, o * c, -1))
     return gw
 
