@@ -32,7 +32,8 @@ def _cases(draw):
     padding = tuple(draw(st.integers(0, 1)) for _ in range(nd))
     side = 14 if nd < 3 else 6   # large enough, with 8 channels, for the C loops
     spatial = tuple(d * (k - 1) + 1 + draw(st.integers(0, side)) for k, d in zip(kernel, dilation))
-    n, c, o = draw(st.integers(1, 5)), draw(st.sampled_from([1, 3, 8])) * groups, draw(st.sampled_from([3, 8, 17])) * groups
+    n, c = draw(st.integers(1, 5)), draw(st.sampled_from([1, 3, 8])) * groups
+    o = draw(st.sampled_from([3, 8, 17])) * groups   # the primitives: ungrouped with 8 or more out
     return dict(nd=nd, groups=groups, stride=stride, dilation=dilation, padding=padding,
                 x=(n, c) + spatial, w=(o, c // groups) + kernel, bias=draw(st.booleans()),
                 dtype=draw(st.sampled_from([np.float32, np.float64])))

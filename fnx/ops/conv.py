@@ -5,14 +5,14 @@ The composite form of a convolution (fnx/nn/functional_conv.py: a padded copy, i
 matrix product, the transposing copy conv_output) is what transforms see. Eagerly these primitives move their
 operand to channels-last inside a frame of zeros (pad_cl: (n, *padded, C), the padding written once, so no window
 leaves it) and sum each output's window straight from there: a tile of up to 8 output positions by 2 vectors of
-output channels (16 + 16 floats on AVX-512) stays in registers over the kernel's K * C taps (a tap: one channel of
-one kernel element, its offset listed, so few channels fill the tiles too), fused multiply-adds of one broadcast
-input value by one vector of weights. No columns are written: im2col's columns (K times the
-input) cost as much as OpenBLAS's product over them at 16 channels, and that product ran at 75-100 GFLOP/s on a
-Zen 4 core where the tiles run at about 110 (pytorch-cifar's ResNet-18 layers, 16 to 128 channels).
+output channels (16 + 16 floats on AVX-512) stays in registers over the window's taps (a tap: one channel of one
+kernel element, its offset listed, so few channels fill the tiles too), fused multiply-adds of one broadcast
+input value by one vector of weights. No columns are written: im2col's columns (K times the input) cost as much
+as OpenBLAS's product over them at 16 channels, and that product ran at 75-100 GFLOP/s on a Zen 4 core where the
+tiles run at about 110 (pytorch-cifar's ResNet-18 layers, 16 to 128 channels).
 
 - conv(x, w[, b]): x (N, C, *spatial), w (O, C, *kernel), b (O,) -> (N, O, *out_size), x padded in front by
-  `padding` (the back padding is what out_size implies): the tiles over x's frame, weights packed (K * C, O);
+  `padding` (the back padding is what out_size implies): the tiles over x's frame, weights packed (C * K, O);
 - conv_input_grad(g, w): its transpose in x, (N, O, *out) -> (N, C, *size): the same tiles over g's frame, each
   input position summing only the kernel elements that reach it (all of them, flipped, with stride 1; by the
   phase of the strides a 3 x 3 kernel's 4, 2, 2 or 1 with stride 2): no products over inserted zeros, no columns
@@ -22,16 +22,16 @@ Zen 4 core where the tiles run at about 110 (pytorch-cifar's ResNet-18 layers, 1
 
 Output positions go in groups by the kernel elements whose window values lie inside the frame's data, and each
 group sums only those (_groups: a 4 x 4 image's 3 x 3 convolution skips 30% of the products, the padding's
-zeros). Channel counts are padded to whole 64-byte vectors in the channels-last arrays (zero weights; the padding
-never reaches an output). Each primitive is bilinear in its two operands, so their vjp rules are these three primitives
-again (the eager tape's grad of grad works). fnx.nn.functional's convolutions and transposed convolutions
-(PyTorch's form: conv's input gradient) bind them in eager mode, when no transform is active, for float32/float64
-CPU tensors where the C loops build (runs_on), ungrouped with MIN_CHANNELS output channels (pays);
-otherwise, and under a transform, the composite form runs (it has every rule: jvp, vmap, compile, export to C), so
-these primitives carry impl, abstract and vjp rules only (a transform that meets one raises the missing-rule error
-naming it). Both forms give the same values within the rounding of their sums. FNX_CONV_BLOCKS=0 in the
-environment turns these primitives off (for A/B measurements), as it does the compiled column blocks of
-fnx/lowering/column_blocks.py.
+zeros); the plans (an int64 per position and per tap) are kept for the last 64 geometries. Channel counts are
+padded to whole 64-byte vectors in the channels-last arrays (zero weights; the padding never reaches an output).
+Each primitive is bilinear in its two operands, so their vjp rules are these three primitives again (the eager
+tape's grad of grad works). fnx.nn.functional's convolutions and transposed convolutions (PyTorch's form: conv's
+input gradient) bind them in eager mode, when no transform is active, for float32/float64 CPU tensors where the C
+loops build (runs_on), ungrouped with MIN_CHANNELS output channels (pays); otherwise, and under a transform, the
+composite form runs (it has every rule: jvp, vmap, compile, export to C), so these primitives carry impl,
+abstract and vjp rules only (a transform that meets one raises the missing-rule error naming it). Both forms give
+the same values within the rounding of their sums. FNX_CONV_BLOCKS=0 in the environment turns these primitives
+off (for A/B measurements), as it does the compiled column blocks of fnx/lowering/column_blocks.py.
 """
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def _groups(lines: tuple, inside: tuple, padded: tuple, outs: tuple, kernel: tup
     return plan
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _forward_plan(size: tuple, padding: tuple, padded: tuple, out: tuple, kernel: tuple, stride: tuple,
                   dilation: tuple, c: int, channel_major: bool = True) -> tuple:
     """The forward's groups (_groups), or the weight gradient's (element major): output position m along a dim
@@ -221,7 +221,7 @@ def conv(x, w, b=None, *, stride: tuple, padding: tuple, dilation: tuple, out_si
 conv_input_grad_p = Primitive("conv_input_grad")
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _input_plan(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
                 o: int) -> tuple:
     """(front, reach, plan) of the input gradient as one direct convolution of g's frame (o channels, `front`
@@ -245,7 +245,7 @@ def _input_plan(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: 
 
 @conv_input_grad_p.def_impl
 def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
-    (n, o), c = g.shape[:2], w.shape[1]
+    o, c = g.shape[1], w.shape[1]
     if c < MIN_CHANNELS:
         return _input_grad_by_columns(g, w, tuple(size), tuple(stride), tuple(padding), tuple(dilation))
     front, reach, plan = _input_plan(tuple(size), tuple(g.shape[2:]), tuple(w.shape[2:]), tuple(stride),
