@@ -33,7 +33,7 @@ def _cases(draw):
     side = 14 if nd < 3 else 6   # large enough, with 8 channels, for the C loops
     spatial = tuple(d * (k - 1) + 1 + draw(st.integers(0, side)) for k, d in zip(kernel, dilation))
     n, c = draw(st.integers(1, 5)), draw(st.sampled_from([1, 3, 8])) * groups
-    o = draw(st.sampled_from([3, 8, 17])) * groups   # the primitives: ungrouped with 8 or more out
+    o = draw(st.sampled_from([3, 8, 17])) * groups   # the primitives: 8 or more out a group
     return dict(nd=nd, groups=groups, stride=stride, dilation=dilation, padding=padding,
                 x=(n, c) + spatial, w=(o, c // groups) + kernel, bias=draw(st.booleans()),
                 dtype=draw(st.sampled_from([np.float32, np.float64])))
@@ -123,7 +123,10 @@ def test_the_primitives_are_off_for_half_floats_without_the_c_loops_and_when_dis
     assert F.conv2d(x, w).grad_fn.name == "ConvBackward"
     assert F.conv2d(x[:, :3], w[:, :3]).grad_fn.name == "ConvBackward"   # any input channels
     assert F.conv2d(x, w[:4]).grad_fn.name != "ConvBackward"   # fewer than MIN_CHANNELS out
-    assert F.conv2d(x, w[:, :4], groups=2).grad_fn.name != "ConvBackward"   # grouped
+    assert F.conv2d(x, w[:, :4], groups=2).grad_fn.name != "ConvBackward"   # 4 out a group
+    grouped = F.conv2d(x, fnx.randn(16, 4, 3, 3, requires_grad=True), groups=2)   # 8 a group: group by group
+    assert grouped.grad_fn.name == "ConcatenateBackward"
+    assert {f.name for f, _ in grouped.grad_fn.next_functions} == {"ConvBackward"}
     assert F.conv_transpose2d(x[:, :3], w[:3], stride=2).grad_fn.name == "Conv_input_gradBackward"   # 4 phases
     assert F.conv_transpose2d(x, w[:, :3]).grad_fn.name != "Conv_input_gradBackward"   # 3 out
     assert F.conv2d(x.to(fnx.bfloat16), w.to(fnx.bfloat16)).grad_fn.name != "ConvBackward"
@@ -218,7 +221,7 @@ def _transpose_cases(draw):
     output_padding = tuple(draw(st.integers(0, s - 1)) for s in stride)
     padding = tuple(draw(st.integers(0, (d * (k - 1) + o) // 2)) for k, d, o in zip(kernel, dilation, output_padding))
     spatial = tuple(draw(st.integers(1, 9 if nd < 3 else 4)) for _ in range(nd))
-    n, c, o = draw(st.integers(1, 3)), 3 * groups, draw(st.sampled_from([3, 8])) * groups   # ungrouped: the primitive
+    n, c, o = draw(st.integers(1, 3)), 3 * groups, draw(st.sampled_from([3, 8])) * groups   # 8 a group: the primitive
     return dict(nd=nd, groups=groups, stride=stride, dilation=dilation, padding=padding,
                 output_padding=output_padding, x=(n, c) + spatial, w=(c, o // groups) + kernel, out=o,
                 bias=draw(st.booleans()), dtype=draw(st.sampled_from([np.float32, np.float64])))

@@ -6,11 +6,12 @@ functional_pool, reduces (N, C, K, *out) blocks over K); its gradient is col2im,
 back into its strided view. Under a transform a convolution takes the columns of the whole batch as one
 (C*K, N*out) matrix, so its forward and both gradients are each one matrix product (per group), at the price of
 one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode, on CPU float tensors,
-fnx/ops/conv.py's primitives run direct convolutions instead: register tiles summing each window straight from
-a channels-last copy of the input in a frame of zeros, no columns written, nothing kept for the backward.
+fnx/ops/conv.py's primitives run direct convolutions instead (grouped ones group by group): register tiles
+summing each window straight from a channels-last copy of the input in a frame of zeros, no columns written.
 The transposed convolution is PyTorch's form, the gradient of a convolution in its input: a product and col2im
 (eagerly fnx.ops.conv.conv_input_grad), not a convolution over zeros inserted between the input's elements
-(s^nd times the products). `fold` is col2im, the transpose of `unfold`. Everything is differentiable and works under every transform.
+(s^nd times the products). `fold` is col2im, the transpose of `unfold`. Everything is differentiable and works
+under every transform.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from ..ops.arrange import pad
 from ..ops.conv import conv, conv_input_grad, pays, runs_on
 from ..ops.creation import tensor
 from ..ops.indexing import index_select
+from ..ops.joins import cat
 from ..ops.linalg import matmul, require_same_dtype
 from ..ops.shape import movedim
 from ..ops.windows import col2im, conv_output, im2col
@@ -121,11 +123,24 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
-    if core.state.transforms_active or not (runs_on(x) and pays(groups, o)):
+    if core.state.transforms_active or not (runs_on(x) and pays(o // groups)):
         y = _conv_composite(_pad_spatial(x, lo, hi), weight, bias, stride, dilation, groups, out)
     else:
-        y = conv(x, weight, bias, stride=stride, padding=lo, dilation=dilation, out_size=out)
+        y = _by_groups(lambda xs, ws, bs: conv(xs, ws, bs, stride=stride, padding=lo, dilation=dilation, out_size=out),
+                       x, weight, bias, groups)
     return y.squeeze(0) if unbatched else y
+
+
+def _by_groups(run, x: Tensor, weight: Tensor, bias, groups: int) -> Tensor:
+    """run(x, weight, bias) on the whole tensors, or group by group (the groups' input channels, weights and biases
+    sliced along dim 1, 0 and 0), its outputs concatenated along the channels: the eager primitives run a grouped
+    convolution as `groups` ungrouped ones (groups=8 on (32, 64, 16, 16), forward and backward: 11.4 -> 6.6 ms
+    against the composite's batched product)."""
+    if groups == 1:
+        return run(x, weight, bias)
+    cg, wg = x.shape[1] // groups, weight.shape[0] // groups
+    return cat([run(x[:, g * cg:(g + 1) * cg], weight[g * wg:(g + 1) * wg],
+                    None if bias is None else bias[g * wg:(g + 1) * wg]) for g in range(groups)], 1)
 
 
 def _conv_composite(x: Tensor, weight: Tensor, bias, stride, dilation, groups: int, out: tuple) -> Tensor:
@@ -205,8 +220,9 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Given input size per channel: {list(x.shape[2:])}. Calculated output size: "
                               f"{out}. Output size is too small")
-    if not core.state.transforms_active and runs_on(x) and pays(groups, weight.shape[1]):   # no crop
-        y = conv_input_grad(x, weight, out, stride=stride, padding=padding, dilation=dilation)
+    if not core.state.transforms_active and runs_on(x) and pays(weight.shape[1]):   # no crop
+        y = _by_groups(lambda xs, ws, _: conv_input_grad(xs, ws, out, stride=stride, padding=padding,
+                                                         dilation=dilation), x, weight, None, groups)
     else:
         y = _conv_transpose_composite(x, weight, size, stride, dilation, groups)
         y = _pad_spatial(y, [-p for p in padding], [op_ - p for op_, p in zip(output_padding, padding)])

@@ -27,11 +27,12 @@ padded to whole 64-byte vectors in the channels-last arrays (zero weights; the p
 Each primitive is bilinear in its two operands, so their vjp rules are these three primitives again (the eager
 tape's grad of grad works). fnx.nn.functional's convolutions and transposed convolutions (PyTorch's form: conv's
 input gradient) bind them in eager mode, when no transform is active, for float32/float64 CPU tensors where the C
-loops build (runs_on), ungrouped with MIN_CHANNELS output channels (pays); otherwise, and under a transform, the
-composite form runs (it has every rule: jvp, vmap, compile, export to C), so these primitives carry impl,
-abstract and vjp rules only (a transform that meets one raises the missing-rule error naming it). Both forms give
-the same values within the rounding of their sums. FNX_CONV_BLOCKS=0 in the environment turns these primitives
-off (for A/B measurements), as it does the compiled column blocks of fnx/lowering/column_blocks.py.
+loops build (runs_on), with MIN_CHANNELS output channels a group (pays; groups run one by one); otherwise, and
+under a transform, the composite form runs (it has every rule: jvp, vmap, compile, export to C), so these
+primitives carry impl, abstract and vjp rules only (a transform that meets one raises the missing-rule error
+naming it). Both forms give the same values within the rounding of their sums. FNX_CONV_BLOCKS=0 in the
+environment turns these primitives off (for A/B measurements), as it does the compiled column blocks of
+fnx/lowering/column_blocks.py.
 """
 from __future__ import annotations
 
@@ -62,14 +63,13 @@ def runs_on(x) -> bool:
         windows.native is not None and windows.native.available()
 
 
-def pays(groups: int, channels: int) -> bool:
-    """Whether the primitives beat the composite form for a convolution with `channels` output channels (a
-    transposed one's): ungrouped, with at least MIN_CHANNELS. The tiles' vectors hold output channels, so fewer
-    leave most lanes idle (DCGAN's RGB generator output, 16 -> 3 channels of 64 x 64: 2.1 ms a call); whatever the
-    input channels (an RGB first layer (32, 3, 32, 32) -> 16 channels, forward and weight gradient: 2.1 -> 1.5 ms on
-    one thread). Grouped ones run the composite (depthwise, 64 channels of 16 x 16: 2 ms forward, a batched
-    product over the groups)."""
-    return groups == 1 and channels >= MIN_CHANNELS
+def pays(channels: int) -> bool:
+    """Whether the primitives beat the composite form for a convolution with `channels` output channels per group
+    (a transposed one's): at least MIN_CHANNELS. The tiles' vectors hold output channels, so fewer leave most lanes
+    idle (DCGAN's RGB generator output, 16 -> 3 channels of 64 x 64: 2.1 ms a call; depthwise convolutions);
+    whatever the input channels (an RGB first layer (32, 3, 32, 32) -> 16 channels, forward and weight gradient:
+    2.1 -> 1.5 ms on one thread). Grouped ones run group by group (fnx/nn/functional_conv.py)."""
+    return channels >= MIN_CHANNELS
 
 
 def _params(stride, padding, dilation) -> dict:
