@@ -252,3 +252,23 @@ def test_eager_transposed_conv_binds_the_input_gradient_of_conv_and_its_gradient
         *(t.detach() for t in (x, w, b)))
     for a, e in zip(got, want):
         np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,stride,bias", [((3, 8, 9, 9), (1, 1), True), ((2, 16, 4, 4), (1, 1), False),
+                                                ((2, 8, 9, 7), (2, 3), True), ((4, 8, 11), (2,), False),
+                                                ((2, 8, 3, 4, 5), (1, 2, 1), True)])
+def test_pointwise_convolutions_run_as_matrix_products_and_equal_the_composite(shape, stride, bias, dtype,
+                                                                                monkeypatch):
+    """1 x 1 kernels without padding (strided ones too, and transposed) skip the direct loops' frames."""
+    def unused(*args):
+        raise AssertionError("a pointwise convolution ran the direct loops")
+    for name in ("pad_cl", "conv_direct", "conv_weight_direct"):
+        monkeypatch.setattr(windows.native, name, unused)
+    nd = len(shape) - 2
+    case = dict(nd=nd, groups=1, stride=stride, dilation=(1,) * nd, padding=(0,) * nd, x=shape,
+                w=(24, shape[1]) + (1,) * nd, bias=bias, dtype=dtype)
+    _check_against_the_composite(case)
+    case.update(w=(shape[1], 24) + (1,) * nd, out=24, output_padding=(0,) * nd)
+    f = lambda x, w, b: _CONV_TRANSPOSE[nd](x, w, b, stride=stride)   # noqa: E731
+    _check_against_the_composite(case, f)

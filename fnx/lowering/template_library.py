@@ -42,7 +42,8 @@ class TemplateLibrary:
         try:
             import jinja2
 
-            body = jinja2.Template((Path(__file__).parent / "templates" / self.template).read_text()).render()
+            loader = jinja2.FileSystemLoader(str(Path(__file__).parent / "templates"))   # for {% include %}
+            body = jinja2.Environment(loader=loader).get_template(self.template).render()
 
             def sources(simd: bool) -> dict[str, str]:
                 return {self.name: prelude("c", simd=simd) + body}

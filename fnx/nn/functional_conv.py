@@ -7,7 +7,8 @@ back into its strided view. Under a transform a convolution takes the columns of
 (C*K, N*out) matrix, so its forward and both gradients are each one matrix product (per group), at the price of
 one transposing copy of the (C_out, N, *out) product (and of its gradient). In eager mode, on CPU float tensors,
 fnx/ops/conv.py's primitives run direct convolutions instead (grouped ones group by group): register tiles
-summing each window straight from a channels-last copy of the input in a frame of zeros, no columns written.
+summing each window straight from a channels-last copy of the input in a frame of zeros, no columns written;
+depthwise ones run fnx/ops/depthwise_conv.py's loops over NCHW planes.
 The transposed convolution is PyTorch's form, the gradient of a convolution in its input: a product and col2im
 (eagerly fnx.ops.conv.conv_input_grad), not a convolution over zeros inserted between the input's elements
 (s^nd times the products). `fold` is col2im, the transpose of `unfold`. Everything is differentiable and works
@@ -25,6 +26,8 @@ from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
 from ..ops.conv import conv, conv_input_grad, pays, runs_on
 from ..ops.creation import tensor
+from ..ops.depthwise_conv import depthwise_conv, depthwise_conv_input_grad
+from ..ops.depthwise_conv import runs_on as depthwise_runs_on
 from ..ops.indexing import index_select
 from ..ops.joins import cat
 from ..ops.linalg import matmul, require_same_dtype
@@ -123,7 +126,9 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
-    if core.state.transforms_active or not (runs_on(x) and pays(o // groups)):
+    if groups == c > 1 and weight.shape[1] == 1 and not core.state.transforms_active and depthwise_runs_on(x):
+        y = depthwise_conv(x, weight, bias, stride=stride, padding=lo, dilation=dilation, out_size=out)
+    elif core.state.transforms_active or not (runs_on(x) and pays(o // groups)):
         y = _conv_composite(_pad_spatial(x, lo, hi), weight, bias, stride, dilation, groups, out)
     else:
         y = _by_groups(lambda xs, ws, bs: conv(xs, ws, bs, stride=stride, padding=lo, dilation=dilation, out_size=out),
@@ -220,7 +225,9 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Given input size per channel: {list(x.shape[2:])}. Calculated output size: "
                               f"{out}. Output size is too small")
-    if not core.state.transforms_active and runs_on(x) and pays(weight.shape[1]):   # no crop
+    if groups == cin > 1 and weight.shape[1] == 1 and not core.state.transforms_active and depthwise_runs_on(x):
+        y = depthwise_conv_input_grad(x, weight, out, cin, stride=stride, padding=padding, dilation=dilation)
+    elif not core.state.transforms_active and runs_on(x) and pays(weight.shape[1]):   # no crop
         y = _by_groups(lambda xs, ws, _: conv_input_grad(xs, ws, out, stride=stride, padding=padding,
                                                          dilation=dilation), x, weight, None, groups)
     else:
