@@ -1,6 +1,6 @@
-"""The fused Adam/AdamW update as one C pass (fnx/lowering/optim_kernels.py): taken for a large group of
-contiguous float parameters, with the numpy passes' bits on one thread and on two, for every option; the numpy
-passes stay for small groups and non-contiguous parameters."""
+"""The fused Adam/AdamW, SGD (with momentum) and RMSprop updates as one C pass (fnx/lowering/optim_kernels.py):
+taken for a large group of contiguous float parameters, with the numpy passes' bits on one thread and on two, for
+every option; the numpy passes stay for small groups and non-contiguous parameters."""
 import itertools
 
 import numpy as np
@@ -15,17 +15,27 @@ from fnx.lowering import optim_kernels
 SHAPES = [(64, 700), (7,), (0,), (3, 1000), ()]   # 47808 elements: above MIN_ELEMENTS and FNX_PARALLEL_MIN
 OPTIONS = [dict(zip(("amsgrad", "maximize", "weight_decay"), values))
            for values in itertools.product([False, True], [False, True], [0, 0.1])]
+SGD_OPTIONS = [dict(momentum=0.9, dampening=dampening, nesterov=nesterov, maximize=maximize, weight_decay=decay)
+               for dampening, nesterov, maximize, decay in itertools.product([0, 0.2], [False, True], [False, True],
+                                                                              [0, 0.1]) if not (nesterov and dampening)]
+RMSPROP_OPTIONS = [dict(centered=centered, momentum=momentum, maximize=maximize, weight_decay=decay)
+                   for centered, momentum, maximize, decay in itertools.product([False, True], [0, 0.5],
+                                                                                 [False, True], [0, 0.1])]
+UPDATES = [(optim.Adam, OPTIONS), (optim.AdamW, OPTIONS), (optim.SGD, SGD_OPTIONS), (optim.RMSprop, RMSPROP_OPTIONS)]
 
 
 @pytest.fixture
 def native_calls(monkeypatch):
-    """One True per C pass (optim_kernels.adam call) run."""
-    calls, adam = [], optim_kernels.adam
+    """One True per C pass (an optim_kernels.adam, sgd or rmsprop call) run."""
+    calls = []
 
-    def spy(*args, **kwargs):
-        calls.append(True)
-        return adam(*args, **kwargs)
-    monkeypatch.setattr(optim_kernels, "adam", spy)
+    def spy(update):
+        def run(*args, **kwargs):
+            calls.append(True)
+            return update(*args, **kwargs)
+        return run
+    for name in ("adam", "sgd", "rmsprop"):
+        monkeypatch.setattr(optim_kernels, name, spy(getattr(optim_kernels, name)))
     return calls
 
 
@@ -59,9 +69,9 @@ def _numpy_passes(cls, kwargs, dtype, monkeypatch, shapes=SHAPES):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW])
-def test_c_pass_taken_with_numpys_bits(cls, dtype, native_calls, threads, monkeypatch):
-    for kwargs in OPTIONS:
+@pytest.mark.parametrize("cls, options", UPDATES, ids=[cls.__name__ for cls, _ in UPDATES])
+def test_c_pass_taken_with_numpys_bits(cls, options, dtype, native_calls, threads, monkeypatch):
+    for kwargs in options:
         native_calls.clear()
         expected = _numpy_passes(cls, kwargs, dtype, monkeypatch)
         assert native_calls == []
@@ -93,6 +103,31 @@ def test_parameter_arrays_replaced_between_steps(native_calls, monkeypatch):
     got = _train(optim.AdamW, {}, np.float32, replace=True)
     assert native_calls == [True] * 3
     for a, b in zip(got, expected):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_sgd_without_momentum_and_parameters_that_start_later_take_numpys_passes_and_bits(native_calls, monkeypatch):
+    # no momentum: no state, numpy's passes; a parameter whose first gradient comes a step later starts its
+    # momentum buffer then (a batch of its own that step: the buffer set to the gradient)
+    _train(optim.SGD, dict(momentum=0), np.float32)
+    assert native_calls == []
+
+    def train(native: bool):
+        rng = np.random.default_rng(2)
+        params = [fnx.tensor(rng.standard_normal((64, 100)).astype(np.float32), requires_grad=True) for _ in "ab"]
+        grads = [[fnx.tensor(rng.standard_normal((64, 100)).astype(np.float32)) for _ in "ab"] for _ in range(3)]
+        opt = optim.SGD(params, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)
+        with monkeypatch.context() as m:
+            if not native:
+                m.setattr(optim_kernels, "MIN_ELEMENTS", 10 ** 12)
+            for step, (ga, gb) in enumerate(grads):
+                params[0].grad, params[1].grad = ga, gb if step else None
+                opt.step()
+        return [p._value.copy() for p in params] + [opt.state[p]["momentum_buffer"]._value.copy() for p in params]
+
+    got, want = train(True), train(False)
+    assert len(native_calls) == 4   # step 1: one batch; steps 2 and 3: the buffers that started at 1 and at 2
+    for a, b in zip(got, want):
         assert a.tobytes() == b.tobytes()
 
 

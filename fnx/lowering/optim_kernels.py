@@ -1,4 +1,5 @@
-"""A C loop for the fused Adam/AdamW update on CPU float32/float64 parameters (fnx/optim/adam.py `adam_fused`).
+"""C loops for the fused Adam/AdamW, SGD and RMSprop updates on CPU float32/float64 parameters (fnx/optim/adam.py
+`adam_fused`, sgd.py `sgd_fused`, rmsprop.py `rmsprop_fused`).
 
 numpy takes about twelve passes over a group's flat state (multi_tensor.py) for one update, each on one thread;
 the C loop (templates/c_optim.c.j2) makes one pass, reading each gradient and writing each parameter in place,
@@ -16,7 +17,7 @@ import numpy as np
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
-__all__ = ["adam", "takes", "MIN_ELEMENTS"]
+__all__ = ["adam", "sgd", "rmsprop", "takes", "MIN_ELEMENTS"]
 
 # Below this many elements in a group the numpy passes run (and tests of tiny groups never compile the library).
 MIN_ELEMENTS = 4096
@@ -24,8 +25,13 @@ _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _ARGTYPES = {f"fnx_adam_{sfx}_{ams}{decay}{neg}": [ctypes.c_void_p] * 3 + [ctypes.c_longlong]
              + [ctypes.c_void_p] * 3 + [ctypes.c_double] * 8
              for sfx in _SUFFIX.values() for ams in (0, 1) for decay in ("none", "l2", "decoupled") for neg in (0, 1)}
-_library = TemplateLibrary("fnx-optim", "c_optim.c.j2", list(_ARGTYPES), "the C loop of the fused Adam update",
-                           "numpy's passes run it", _ARGTYPES).get
+_POINTERS = [ctypes.c_void_p] * 3 + [ctypes.c_longlong]   # params, grads, offsets, n
+_ARGTYPES.update({f"fnx_sgd_{sfx}": _POINTERS + [ctypes.c_void_p] + [ctypes.c_longlong] * 3 + [ctypes.c_double] * 4
+                  for sfx in _SUFFIX.values()})
+_ARGTYPES.update({f"fnx_rmsprop_{sfx}": _POINTERS + [ctypes.c_void_p] * 3 + [ctypes.c_longlong]
+                  + [ctypes.c_double] * 6 for sfx in _SUFFIX.values()})
+_library = TemplateLibrary("fnx-optim", "c_optim.c.j2", list(_ARGTYPES), "the C loops of the fused optimizers",
+                           "numpy's passes run them", _ARGTYPES).get
 
 
 def takes(buffers: list) -> bool:
@@ -47,3 +53,25 @@ def adam(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, buffers
         data_pointer(param_at), data_pointer(grad_at), data_pointer(offsets), len(param_at), data_pointer(buffers[0]),
         data_pointer(buffers[1]), vm, beta1, 1 - beta1, beta2, 1 - beta2, (1 - beta2 ** step) ** 0.5, eps,
         lr / (1 - beta1 ** step), wd)
+
+
+def sgd(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, momentum_buffer: np.ndarray, *, first: bool,
+        lr: float, momentum: float, dampening: float, nesterov: bool, weight_decay: float, maximize: bool) -> None:
+    """One SGD step with momentum in place (as `adam`'s arguments; the flat momentum buffer set to the gradient when
+    `first`)."""
+    getattr(_library(), f"fnx_sgd_{_SUFFIX[momentum_buffer.dtype]}")(
+        data_pointer(param_at), data_pointer(grad_at), data_pointer(offsets), len(param_at),
+        data_pointer(momentum_buffer), int(first), int(nesterov), int(maximize), lr, momentum, 1 - dampening,
+        weight_decay)
+
+
+def rmsprop(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, square_avg: np.ndarray,
+            grad_avg: np.ndarray | None, momentum_buffer: np.ndarray | None, *, lr: float, alpha: float, eps: float,
+            weight_decay: float, momentum: float, maximize: bool) -> None:
+    """One RMSprop step in place (as `adam`'s arguments; centered where the flat `grad_avg` is given, with momentum
+    where `momentum_buffer` is)."""
+    getattr(_library(), f"fnx_rmsprop_{_SUFFIX[square_avg.dtype]}")(
+        data_pointer(param_at), data_pointer(grad_at), data_pointer(offsets), len(param_at), data_pointer(square_avg),
+        None if grad_avg is None else data_pointer(grad_avg),
+        None if momentum_buffer is None else data_pointer(momentum_buffer), int(maximize), lr, alpha, 1 - alpha,
+        eps, weight_decay, momentum)

@@ -109,15 +109,6 @@ class Adam(Optimizer):
                         maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable,
                         fused=fused)
         super().__init__(params, defaults)
-        self._flat_layouts: dict = {}   # id(param group) -> the flat layouts of its state (multi_tensor.py)
-
-    def _layouts_of(self, group: dict) -> dict:
-        """The cache of `group`'s flat state layouts; all are dropped when the groups were replaced
-        (load_state_dict), so that no cache keeps the arrays of state tensors no longer in use."""
-        layouts = self._flat_layouts
-        if id(group) not in layouts and len(layouts) >= len(self.param_groups):
-            layouts.clear()
-        return layouts.setdefault(id(group), {})
 
     def _update_group(self, group: dict) -> None:
         beta1, beta2 = group["betas"]

@@ -39,6 +39,7 @@ class Optimizer:
         self.defaults = defaults
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list[dict] = []
+        self._flat_layouts: dict = {}   # id(param group) -> the flat layouts of its state (multi_tensor.py)
         if isinstance(params, Tensor):
             raise FnxTypeError(f"params argument given to the optimizer should be an iterable of Tensors or dicts, "
                                f"but got {type(params).__name__}")
@@ -76,6 +77,14 @@ class Optimizer:
         if any(id(p) in seen for p in params):
             raise FnxValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
+
+    def _layouts_of(self, group: dict) -> dict:
+        """The cache of `group`'s flat state layouts (the fused updates'); all are dropped when the groups were
+        replaced (load_state_dict), so that no cache keeps the arrays of state tensors no longer in use."""
+        layouts = self._flat_layouts
+        if id(group) not in layouts and len(layouts) >= len(self.param_groups):
+            layouts.clear()
+        return layouts.setdefault(id(group), {})
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every parameter: to None (the default) or to zeros in place."""

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..lowering import optim_kernels
 from ..tensor import Tensor
+from .multi_tensor import flat_batches
 from .optimizer import Optimizer, advance_step, advance_step_fused, bump, check_differentiable, check_hyper, write_all_
 
 __all__ = ["RMSprop", "rmsprop_update", "rmsprop_fused", "check_rmsprop"]
@@ -30,42 +32,61 @@ def rmsprop_update(p: Tensor, g: Tensor, square_avg: Tensor, grad_avg: Tensor | 
 
 
 def rmsprop_fused(items, *, lr: float, alpha: float, eps: float, weight_decay: float, momentum: float,
-                  centered: bool, maximize: bool) -> None:
-    """`rmsprop_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays:
-    the same operations in the same order, as a few numpy passes per parameter."""
-    for p, g, state in items:
-        advance_step_fused(state)
-        bufs = [state[name] for name in ("square_avg", "grad_avg", "momentum_buffer") if name in state]
-        P, G, V = p._value, g._value, state["square_avg"]._value
-        if maximize:
-            G = np.negative(G)
-        if weight_decay != 0:
-            G = G + P * weight_decay
-        tmp = np.multiply(G, G)
-        tmp *= 1 - alpha
-        V *= alpha
-        V += tmp
-        if centered:
-            A = state["grad_avg"]._value
-            A *= alpha
-            A += G * (1 - alpha)
-            np.multiply(A, A, out=tmp)
-            np.subtract(V, tmp, out=tmp)
-            np.sqrt(tmp, out=tmp)
-        else:
-            np.sqrt(V, out=tmp)
-        tmp += eps
-        np.divide(G, tmp, out=tmp)
-        if momentum > 0:
-            B = state["momentum_buffer"]._value
-            B *= momentum
-            B += tmp
-            np.multiply(B, lr, out=tmp)
-        else:
-            tmp *= lr
-        P -= tmp
-        for t in [p] + bufs:
-            bump(t)
+                  centered: bool, maximize: bool, cache: dict | None = None) -> None:
+    """`rmsprop_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays: the
+    same operations in the same order over all parameters of one dtype at once (multi_tensor.py; `cache` keeps the
+    flat layout of the state between calls) as one C pass on fnx's threads (lowering/optim_kernels.py), or, for
+    small groups or without a C compiler, as numpy passes per parameter."""
+    names = ("square_avg",) + (("grad_avg",) if centered else ()) + (("momentum_buffer",) if momentum > 0 else ())
+    items = [(p, g, state, advance_step_fused(state)) for p, g, state in items]
+    states = {id(p): state for p, _, state, _ in items}
+    for batch in flat_batches(items, names, {} if cache is None else cache):
+        addresses = batch.addresses() if optim_kernels.takes(batch.buffers) else None
+        if addresses is not None:
+            flat = dict(zip(names, batch.buffers))
+            optim_kernels.rmsprop(*addresses, batch.offsets, flat["square_avg"], flat.get("grad_avg"),
+                                  flat.get("momentum_buffer"), lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                  momentum=momentum, maximize=maximize)
+        for p, g in zip(batch.params, batch.grads):
+            state = states[id(p)]
+            if addresses is None:
+                _rmsprop_numpy(p, g, state, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                               momentum=momentum, centered=centered, maximize=maximize)
+            for t in [p] + [state[name] for name in names]:
+                bump(t)
+
+
+def _rmsprop_numpy(p: Tensor, g: Tensor, state: dict, *, lr: float, alpha: float, eps: float, weight_decay: float,
+                   momentum: float, centered: bool, maximize: bool) -> None:
+    """One parameter's RMSprop step as numpy passes on its arrays and its state's."""
+    P, G, V = p._value, g._value, state["square_avg"]._value
+    if maximize:
+        G = np.negative(G)
+    if weight_decay != 0:
+        G = G + P * weight_decay
+    tmp = np.multiply(G, G, out=np.empty_like(V))   # an array for a 0-dim parameter too
+    tmp *= 1 - alpha
+    V *= alpha
+    V += tmp
+    if centered:
+        A = state["grad_avg"]._value
+        A *= alpha
+        A += G * (1 - alpha)
+        np.multiply(A, A, out=tmp)
+        np.subtract(V, tmp, out=tmp)
+        np.sqrt(tmp, out=tmp)
+    else:
+        np.sqrt(V, out=tmp)
+    tmp += eps
+    np.divide(G, tmp, out=tmp)
+    if momentum > 0:
+        B = state["momentum_buffer"]._value
+        B *= momentum
+        B += tmp
+        np.multiply(B, lr, out=tmp)
+    else:
+        tmp *= lr
+    P -= tmp
 
 
 def check_rmsprop(lr, alpha, eps, weight_decay, momentum) -> None:
@@ -101,7 +122,7 @@ class RMSprop(Optimizer):
         buffers = (("square_avg",) + (("momentum_buffer",) if group["momentum"] > 0 else ())
                    + (("grad_avg",) if group["centered"] else ()))
         if self._fused(group, hyper):
-            rmsprop_fused(self._with_state(group, buffers), **hyper)
+            rmsprop_fused(self._with_state(group, buffers), cache=self._layouts_of(group), **hyper)
             return
         for p, g, state in self._with_state(group, buffers):
             advance_step(state)

@@ -4,7 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import FnxValueError
+from ..lowering import optim_kernels
 from ..tensor import Tensor, make
+from .multi_tensor import flat_batches
 from .optimizer import Optimizer, bump, check_differentiable, check_hyper, write_
 
 __all__ = ["SGD", "sgd_update", "sgd_fused", "check_sgd"]
@@ -27,26 +29,56 @@ def sgd_update(p: Tensor, g: Tensor, buf: Tensor | None, *, lr, momentum: float,
 
 
 def sgd_fused(items, *, lr: float, momentum: float, dampening: float, nesterov: bool, weight_decay: float,
-              maximize: bool) -> None:
+              maximize: bool, cache: dict | None = None) -> None:
     """`sgd_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays: the
-    same operations in the same order, as a few numpy passes per parameter."""
+    same operations in the same order; with momentum over all parameters of one dtype at once (multi_tensor.py;
+    `cache` keeps the flat layout of the momentum buffers between calls) as one C pass on fnx's threads
+    (lowering/optim_kernels.py), else (and for small groups or without a C compiler) as numpy passes per
+    parameter. A parameter's first update starts its buffer as its gradient (PyTorch's algorithm)."""
+    hyper = dict(lr=lr, momentum=momentum, dampening=dampening, nesterov=nesterov, weight_decay=weight_decay,
+                 maximize=maximize)
+    if momentum == 0:
+        for p, g, state in items:
+            _sgd_numpy(p, g, None, False, **hyper)
+            bump(p)
+        return
+    flat = []
     for p, g, state in items:
-        P, G = p._value, g._value
-        if maximize:
-            G = np.negative(G)
-        if weight_decay != 0:
-            G = G + P * weight_decay
-        if momentum != 0:
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = state["momentum_buffer"] = make(np.array(G), p._device)
-            else:
-                buf._value *= momentum
-                buf._value += G * (1 - dampening)
-                bump(buf)
-            G = G + buf._value * momentum if nesterov else buf._value
-        P -= G * lr
-        bump(p)
+        first = "momentum_buffer" not in state
+        if first:
+            state["momentum_buffer"] = make(np.zeros_like(p._value), p._device)
+        flat.append((p, g, state, int(first)))
+    states = {id(p): state for p, _, state, _ in flat}
+    for batch in flat_batches(flat, ("momentum_buffer",), {} if cache is None else cache):
+        addresses = batch.addresses() if optim_kernels.takes(batch.buffers) else None
+        if addresses is not None:
+            optim_kernels.sgd(*addresses, batch.offsets, batch.buffers[0], first=bool(batch.step), **hyper)
+        for p, g in zip(batch.params, batch.grads):
+            buf = states[id(p)]["momentum_buffer"]
+            if addresses is None:
+                _sgd_numpy(p, g, buf, bool(batch.step), **hyper)
+            bump(p)
+            bump(buf)
+
+
+def _sgd_numpy(p: Tensor, g: Tensor, buf: Tensor | None, first: bool, *, lr: float, momentum: float,
+               dampening: float, nesterov: bool, weight_decay: float, maximize: bool) -> None:
+    """One parameter's SGD step as numpy passes on its arrays (`buf` its momentum buffer, set to the gradient when
+    `first`)."""
+    P, G = p._value, g._value
+    if maximize:
+        G = np.negative(G)
+    if weight_decay != 0:
+        G = G + P * weight_decay
+    if momentum != 0:
+        B = buf._value
+        if first:
+            B[...] = G
+        else:
+            B *= momentum
+            B += G * (1 - dampening)
+        G = G + B * momentum if nesterov else B
+    P -= G * lr
 
 
 def check_sgd(lr, momentum, dampening, nesterov, weight_decay) -> None:
@@ -82,7 +114,8 @@ class SGD(Optimizer):
         hyper = dict(lr=group["lr"], momentum=group["momentum"], dampening=group["dampening"],
                      nesterov=group["nesterov"], weight_decay=group["weight_decay"], maximize=group["maximize"])
         if self._fused(group, hyper):
-            sgd_fused(((p, p.grad, self.state[p]) for p in group["params"] if p.grad is not None), **hyper)
+            sgd_fused(((p, p.grad, self.state[p]) for p in group["params"] if p.grad is not None),
+                      cache=self._layouts_of(group), **hyper)
             return
         with_momentum = group["momentum"] != 0
         for p in group["params"]:
