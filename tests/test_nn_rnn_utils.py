@@ -109,17 +109,29 @@ def _params(model):
     (nn.LSTM, dict(proj_size=2)),
 ], ids=["lstm-2layer-bi", "gru-batch-first", "rnn-relu-bi", "lstm-proj"])
 def test_recurrent_layers_on_packed_batches_match_one_sequence_at_a_time(cls, kwargs):
+    _check_packed_against_one_at_a_time(cls, kwargs, 4, [3, 5, 1, 3])
+
+
+def test_packed_lstm_runs_over_the_c_loops_match_one_sequence_at_a_time():
+    # 96 hidden units: the runs of steps 3-11 and 12-24 (7 and 5 sequences going) take the LSTM's C loops
+    # (nn_kernels.MIN_ELEMENTS), the others numpy's
+    _check_packed_against_one_at_a_time(nn.LSTM, dict(num_layers=2, bidirectional=True), 96,
+                                        [40, 40, 33, 12, 25, 40, 3, 12])
+
+
+def _check_packed_against_one_at_a_time(cls, kwargs, hidden: int, lengths: list):
+    """A packed batch through the layer: its outputs, final states and parameter gradients equal those of each
+    sequence run alone."""
     fnx.manual_seed(0)
-    model = cls(3, 4, **kwargs).double()
+    model = cls(3, hidden, **kwargs).double()
     lstm = cls is nn.LSTM
-    lengths = [3, 5, 1, 3]
     arrays = seqs(lengths)
     batch_first = kwargs.get("batch_first", False)
     directions = 2 if kwargs.get("bidirectional") else 1
     count = kwargs.get("num_layers", 1) * directions
-    out_size = kwargs.get("proj_size") or 4
-    h0 = RNG.standard_normal((count, 4, out_size))
-    c0 = RNG.standard_normal((count, 4, 4))
+    out_size = kwargs.get("proj_size") or hidden
+    h0 = RNG.standard_normal((count, len(lengths), out_size))
+    c0 = RNG.standard_normal((count, len(lengths), hidden))
     hx = (fnx.tensor(h0), fnx.tensor(c0)) if lstm else fnx.tensor(h0)
     padded = pad_sequence([fnx.tensor(a) for a in arrays], batch_first=batch_first)
     packed = pack_padded_sequence(padded, lengths, batch_first=batch_first, enforce_sorted=False)

@@ -87,8 +87,9 @@ class RNNBase(Module):
         return (get(f"weight_ih_{name}"), get(f"weight_hh_{name}"), get(f"bias_ih_{name}"), get(f"bias_hh_{name}"),
                 get(f"weight_hr_{name}"))
 
-    def _run(self, x: Tensor, hx: list) -> tuple[Tensor, list]:
-        """x: (L, N, H_in) sequence-first; hx: per (layer, direction) initial state. Returns output and states."""
+    def _run(self, x: Tensor, hx: list, runs: list | None = None) -> tuple[Tensor, list]:
+        """x: (L, N, H_in) sequence-first; hx: per (layer, direction) initial state. Returns output and states.
+        `runs` (a packed batch's, sorted by falling length; see _runs): the steps that update a prefix of it."""
         directions = 2 if self.bidirectional else 1
         lstm = self.mode == "LSTM"
         finals = []
@@ -101,7 +102,10 @@ class RNNBase(Module):
                     xw, bias = F.linear(x, w_ih, b_ih), b_hh
                 else:   # both biases enter the pre-activation: add their sum once, not each over the sequence
                     xw, bias = F.linear(x, w_ih), b_ih + b_hh
-                ys, h_n, c_n = recurrence(self.mode, xw, h0, c0, w_hh, bias, w_hr, d == 1)
+                if runs is None:
+                    ys, h_n, c_n = recurrence(self.mode, xw, h0, c0, w_hh, bias, w_hr, d == 1)
+                else:
+                    ys, h_n, c_n = self._recur_runs(xw, h0, c0, w_hh, bias, w_hr, d == 1, runs)
                 outs.append(ys)
                 finals.append((h_n, c_n) if lstm else h_n)
             x = outs[0] if directions == 1 else cat(outs, -1)
@@ -135,35 +139,48 @@ class RNNBase(Module):
             return stack([h for h, _ in finals]), stack([c for _, c in finals])
         return stack(finals)
 
+    def _recur_runs(self, xw: Tensor, h0: Tensor, c0: Tensor | None, w_hh, bias, w_hr, reverse: bool, runs: list):
+        """recurrence over a packed batch sorted by falling length, run by run: the steps [start, stop) of a run
+        update its `active` longest sequences (as PyTorch's packed steps do), the rest keep their state (their
+        final one, or, in reverse, their initial one until their last step comes) and output zeros."""
+        batch, lstm = xw.shape[1], c0 is not None
+        h, c = h0, c0
+        pieces = xw.split([stop - start for start, stop, _ in runs], 0)
+        outs = []
+        for (start, stop, active), piece in reversed(list(zip(runs, pieces))) if reverse else zip(runs, pieces):
+            ys, h_n, c_n = recurrence(self.mode, piece[:, :active], h[:active], c[:active] if lstm else None, w_hh,
+                                      bias, w_hr, reverse)
+            if active < batch:
+                h = cat([h_n, h[active:]])
+                c = cat([c_n, c[active:]]) if lstm else None
+                ys = cat([ys, zeros(stop - start, batch - active, ys.shape[-1], dtype=ys.dtype, device=ys.device)],
+                         1)
+            else:
+                h, c = h_n, c_n
+            outs.append(ys)
+        return cat(outs[::-1] if reverse else outs), h, c
+
     def _forward_packed(self, input: PackedSequence, hx):
-        """A packed batch: the sequences of each length run together over their own steps, so outputs and final
-        states come from each sequence's valid steps only (the reverse direction starts at its last one)."""
+        """A packed batch: sorted by falling length, its steps run in runs that update the sequences still going
+        (_recur_runs), so outputs and final states come from each sequence's valid steps only (the reverse
+        direction starts at its last one) and every step's product takes all of them at once."""
         padded, lengths = pad_packed_sequence(input)
         if padded.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
                                f"{padded.shape[-1]}")
-        steps, batch = padded.shape[0], padded.shape[1]
-        states = self._state_for(hx, batch, padded)
-        groups: dict[int, list[int]] = {}
-        for b, n in enumerate(lengths.tolist()):
-            groups.setdefault(n, []).append(b)
-        outs, finals, order = [], [], []
-        for n, members in groups.items():
-            index = tensor(members, dtype=int64, device=padded.device)
-            pick = (lambda s: (s[0][index], s[1][index])) if self.mode == "LSTM" else (lambda s: s[index])
-            ys, ends = self._run(padded[:n].index_select(1, index), [pick(s) for s in states])
-            if n < steps:
-                ys = cat([ys, zeros(steps - n, len(members), ys.shape[-1], dtype=ys.dtype, device=ys.device)])
-            outs.append(ys)
-            finals.append(ends)
-            order += members
+        lengths = lengths.tolist()
+        order = sorted(range(len(lengths)), key=lambda b: -lengths[b])
+        index = tensor(order, dtype=int64, device=padded.device)
         back = tensor(np.argsort(order), dtype=int64, device=padded.device)
-        out = cat(outs, 1).index_select(1, back)
+        states = self._state_for(hx, padded.shape[1], padded)
+        pick = (lambda s: (s[0][index], s[1][index])) if self.mode == "LSTM" else (lambda s: s[index])
+        out, ends = self._run(padded.index_select(1, index), [pick(s) for s in states],
+                              _runs([lengths[b] for b in order]))
+        out = out.index_select(1, back)
         if self.mode == "LSTM":
-            ends = [(cat([f[k][0] for f in finals])[back], cat([f[k][1] for f in finals])[back])
-                    for k in range(len(states))]
+            ends = [(h[back], c[back]) for h, c in ends]
         else:
-            ends = [cat([f[k] for f in finals])[back] for k in range(len(states))]
+            ends = [h[back] for h in ends]
         return packed_like(out, input.batch_sizes, input.sorted_indices), self._final_state(ends)
 
     def forward(self, input: Tensor | PackedSequence, hx=None):
@@ -188,6 +205,17 @@ class RNNBase(Module):
             out = out.squeeze(1)
             state = tuple(s.squeeze(1) for s in state) if isinstance(state, tuple) else state.squeeze(1)
         return out, state
+
+
+def _runs(lengths: list) -> list:
+    """(start, stop, active) of each run of steps of a batch sorted by falling `lengths` in which the same
+    sequences are still going: its `active` longest (those at least `stop` long)."""
+    runs, start = [], 0
+    for stop in sorted(set(lengths)):
+        if stop > start:
+            runs.append((start, stop, sum(n >= stop for n in lengths)))
+            start = stop
+    return runs
 
 
 class RNN(RNNBase):
