@@ -43,7 +43,7 @@ MODULES = [
     ("fnx.nn.functional", "the functional forms (torch.nn.functional, imported as F)"),
     ("fnx.nn.init", "parameter initialisers"),
     ("fnx.nn.initializers", "key-based initializers (jax.nn.initializers)"),
-    ("fnx.nn.utils", "gradient clipping, parameter vectors"),
+    ("fnx.nn.utils", "gradient clipping, parameter vectors, weight and spectral normalization"),
     ("fnx.nn.parallel", "data-parallel training"),
     ("fnx.optim", "optimizers (torch.optim)"),
     ("fnx.optim.lr_scheduler", "learning-rate schedules"),
