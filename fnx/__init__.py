@@ -46,6 +46,7 @@ from . import amp, cpu
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .cuda import amp as _cuda_amp  # noqa: F401  (fnx.cuda.amp: PyTorch's deprecated torch.cuda.amp names)
 from . import distributions
+from . import func  # torch.func's names for the transforms
 from . import lax, scipy, tree_util  # JAX's jax.lax, jax.scipy and jax.tree_util names
 from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put, devices, eval_shape
 from . import example_libraries

@@ -38,6 +38,7 @@ MODULES = [
     ("fnx.scipy.stats.beta", "the beta density (jax.scipy.stats.beta)"),
     ("fnx.scipy.linalg", "Cholesky and triangular solves (jax.scipy.linalg)"),
     ("fnx.export", "a function as a saved program: export, load, symbolic dimensions"),
+    ("fnx.func", "the transforms under torch.func's names and argument orders"),
     ("fnx.cuda", "CUDA availability"),
     ("fnx.nn", "modules, layers, losses, containers (torch.nn)"),
     ("fnx.nn.functional", "the functional forms (torch.nn.functional, imported as F)"),
