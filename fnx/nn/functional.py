@@ -18,7 +18,8 @@ from ..core import FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.arrange import pad
-from ..ops.creation import ones_like, tensor, zeros
+from ..ops.creation import full, ones_like, tensor, zeros
+from ..ops.joins import cat
 from ..ops.indexing import index_select, one_hot, scatter_add, take_rows
 from ..ops.linalg import einsum, matmul, matmul_p, require_same_dtype
 from ..ops.norms import vector_norm
@@ -41,7 +42,7 @@ from .functional_sampling import *  # noqa: F401,F403
 from .functional_sampling import __all__ as _sampling_all
 
 __all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
-           "feature_alpha_dropout", "embedding", "one_hot", "pad", "normalize", "cosine_similarity",
+           "feature_alpha_dropout", "embedding", "embedding_bag", "one_hot", "pad", "normalize", "cosine_similarity",
            "pairwise_distance", "pdist", "gumbel_softmax", "channel_shuffle",
            *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all, *_sampling_all]
 
@@ -240,6 +241,75 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         scale = scale / index_select(_counts(idx, n, weight), 0, idx).reshape(tuple(input.shape))
     held = out.detach()  # same value, gradient scaled per looked-up row
     return held + (out - held) * scale.reshape(tuple(scale.shape) + (1,) * (weight.ndim - 1))
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm: float | None = None,
+                  norm_type: float = 2, scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Tensor:
+    """The sum, mean or max of each bag of `weight`'s rows picked by `input` (PyTorch's F.embedding_bag): a 2-D
+    input is one bag a row; a 1-D one is cut into bags at `offsets` (their starts; with `include_last_offset` the
+    last entry ends the last bag). Entries at `padding_idx` count for nothing; an empty bag gives zeros;
+    `per_sample_weights` (mode 'sum') scales each entry's row. `sparse` gradients are computed dense."""
+    if mode not in ("sum", "mean", "max"):
+        raise FnxValueError("mode has to be one of sum, mean or max")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                      f"supported for mode='sum' (got mode='{mode}')")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise FnxValueError(f"embedding_bag: If per_sample_weights ({list(per_sample_weights.shape)}) is not "
+                                f"None, then it must have the same shape as the input ({list(input.shape)})")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise FnxValueError("embedding_bag: if input is 2D, then offsets has to be None, as input is treated as "
+                                "a mini-batch of fixed length sequences")
+        bags, length = input.shape
+        starts = np.arange(0, bags * length, length)
+        input = input.reshape(-1)
+    elif input.ndim == 1:
+        if offsets is None or offsets.ndim != 1:
+            raise FnxValueError(f"embedding_bag: offsets has to be a 1D Tensor but got "
+                                f"{None if offsets is None else f'{offsets.ndim}D'}")
+        starts = offsets.numpy().astype(np.int64)
+        if starts.size and starts[0] != 0:
+            raise FnxValueError(f"embedding_bag: offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+                                f"has to start from position 0. However, got {int(starts[0])}")
+    else:
+        raise FnxValueError(f"embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                            f"{input.ndim}")
+    ends = np.append(starts[1:], input.shape[0])
+    if include_last_offset:
+        starts, ends = starts[:-1], starts[1:]
+    bag = np.repeat(np.arange(len(starts)), np.maximum(ends - starts, 0))   # each entry's bag, entries in order
+    used = input[:int(ends[-1])] if len(starts) else input[:0]
+    rows = embedding(used, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    keep = ones_like(used, dtype=weight.dtype) if padding_idx is None else (used != padding_idx % weight.shape[0]).to(
+        weight.dtype)
+    out_shape = (len(starts), weight.shape[1])
+    if mode == "max":
+        return _bag_max(rows, keep, starts, ends, out_shape)
+    scale = keep if per_sample_weights is None else keep * per_sample_weights.reshape(-1)[:used.shape[0]]
+    at = tensor(bag, device=weight.device)
+    total = zeros(out_shape, dtype=weight.dtype, device=weight.device).index_add(0, at, rows * scale.unsqueeze(1))
+    if mode == "sum":
+        return total
+    count = zeros(out_shape[0], dtype=weight.dtype, device=weight.device).index_add(0, at, keep)
+    return total / ew.clamp_min(count, 1).unsqueeze(1)
+
+
+def _bag_max(rows: Tensor, keep: Tensor, starts: np.ndarray, ends: np.ndarray, out_shape: tuple) -> Tensor:
+    """embedding_bag's max: each bag's rows gathered into one row of a (bags, longest bag) grid whose other cells,
+    and the padding entries, hold -inf, the max over it; an empty bag gives zeros."""
+    sizes = np.maximum(ends - starts, 0)
+    width = max(int(sizes.max(initial=0)), 1)
+    cells = np.arange(width)
+    grid = np.where(cells < sizes[:, None], starts[:, None] + cells, rows.shape[0])   # the extra row: -inf
+    floor = ew.where(keep.unsqueeze(1) > 0, rows, float("-inf"))
+    floor = cat([floor, full((1, out_shape[1]), float("-inf"), dtype=rows.dtype, device=rows.device)])
+    best = rd.amax(index_select(floor, 0, tensor(grid.reshape(-1), device=rows.device)).reshape(
+        out_shape[0], width, out_shape[1]), 1)
+    return ew.where(best == float("-inf"), 0.0, best)
 
 
 # ---------------------------------------------------------------- vector utilities
