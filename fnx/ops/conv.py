@@ -174,6 +174,17 @@ def _taken(a, stride: tuple, out: tuple):
     return np.reshape(a, a.shape[:2] + (-1,))
 
 
+def _pointwise_product(w, x):
+    """w (O, C) @ x[i] for each sample of x (N, C, P): one product per sample, or, for fewer than 16 positions, one
+    product of w with the samples side by side, (C, N * P), moved there and back (at (16, 1152, 2, 2) -> 320
+    channels 1.4 -> 0.6 ms on one thread: a product 4 columns wide runs far below BLAS's speed)."""
+    (n, c, p), o = x.shape, w.shape[0]
+    if n == 1 or p >= 16:
+        return np.matmul(w, x)
+    y = w @ np.ascontiguousarray(x.transpose(1, 0, 2)).reshape(c, n * p)
+    return np.ascontiguousarray(y.reshape(o, n, p).transpose(1, 0, 2))
+
+
 def _packed(w):
     """w (O, T, ...) as the direct loops' weights (T, O'), one row per tap (the dims after the first, flattened),
     O' = O padded to whole vectors with zeros: one transposing copy."""
@@ -203,7 +214,7 @@ conv_p = Primitive("conv")
 def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
     kernel, out = tuple(w.shape[2:]), tuple(out_size)
     if _pointwise(kernel, padding):
-        y = np.matmul(np.reshape(w, w.shape[:2]), _taken(x, stride, out))
+        y = _pointwise_product(np.reshape(w, w.shape[:2]), _taken(x, stride, out))
         if bias:
             y += bias[0][:, None]
         return y.reshape(y.shape[:2] + out)
@@ -277,7 +288,7 @@ def _input_plan(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: 
 def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
     o, c = g.shape[1], w.shape[1]
     if _pointwise(tuple(w.shape[2:]), padding):
-        gx = np.matmul(np.reshape(w, (o, c)).T, np.reshape(g, (g.shape[0], o, -1)))
+        gx = _pointwise_product(np.reshape(w, (o, c)).T, np.reshape(g, (g.shape[0], o, -1)))
         gx = gx.reshape(gx.shape[:2] + tuple(g.shape[2:]))
         if gx.shape[2:] == tuple(size):
             return gx
