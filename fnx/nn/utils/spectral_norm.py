@@ -18,7 +18,14 @@ from ..module import Module
 from ..parameter import Parameter
 from .weight_norm import find_hook, remove_hook
 
-__all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm"]
+__all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm", "weight_matrix"]
+
+
+def weight_matrix(weight: Tensor, dim: int) -> Tensor:
+    """The weight as a (size of `dim`, rest) matrix: spectral normalization's view of it."""
+    if dim != 0:
+        weight = weight.permute(dim, *[d for d in range(weight.ndim) if d != dim])
+    return weight.reshape(weight.shape[0], -1)
 
 
 class SpectralNorm:
@@ -31,10 +38,7 @@ class SpectralNorm:
         self.name, self.dim, self.n_power_iterations, self.eps = name, dim, n_power_iterations, eps
 
     def reshape_weight_to_matrix(self, weight: Tensor) -> Tensor:
-        """The weight as a (size of `dim`, rest) matrix."""
-        if self.dim != 0:
-            weight = weight.permute(self.dim, *[d for d in range(weight.ndim) if d != self.dim])
-        return weight.reshape(weight.shape[0], -1)
+        return weight_matrix(weight, self.dim)
 
     def compute_weight(self, module: Module, do_power_iteration: bool) -> Tensor:
         weight = getattr(module, self.name + "_orig")
