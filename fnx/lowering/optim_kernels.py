@@ -17,7 +17,7 @@ import numpy as np
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
-__all__ = ["adam", "sgd", "rmsprop", "takes", "MIN_ELEMENTS"]
+__all__ = ["adam", "sgd", "rmsprop", "takes", "takes_elements", "MIN_ELEMENTS"]
 
 # Below this many elements in a group the numpy passes run (and tests of tiny groups never compile the library).
 MIN_ELEMENTS = 4096
@@ -37,7 +37,12 @@ _library = TemplateLibrary("fnx-optim", "c_optim.c.j2", list(_ARGTYPES), "the C 
 def takes(buffers: list) -> bool:
     """Whether `adam` runs on a group with these flat state buffers: float32/float64, at least MIN_ELEMENTS, and
     the library built (built here on first use)."""
-    return buffers[0].dtype in _SUFFIX and buffers[0].size >= MIN_ELEMENTS and _library() is not None
+    return takes_elements(buffers[0].dtype, buffers[0].size)
+
+
+def takes_elements(dtype: np.dtype, size: int) -> bool:
+    """Whether the C loops run on `size` elements of parameters of `dtype` (a group without state buffers)."""
+    return dtype in _SUFFIX and size >= MIN_ELEMENTS and _library() is not None
 
 
 def adam(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, buffers: list, *, step: int, lr: float,
@@ -55,14 +60,15 @@ def adam(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, buffers
         lr / (1 - beta1 ** step), wd)
 
 
-def sgd(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, momentum_buffer: np.ndarray, *, first: bool,
-        lr: float, momentum: float, dampening: float, nesterov: bool, weight_decay: float, maximize: bool) -> None:
-    """One SGD step with momentum in place (as `adam`'s arguments; the flat momentum buffer set to the gradient when
-    `first`)."""
-    getattr(_library(), f"fnx_sgd_{_SUFFIX[momentum_buffer.dtype]}")(
+def sgd(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, momentum_buffer: np.ndarray | None,
+        dtype: np.dtype, *, first: bool, lr: float, momentum: float, dampening: float, nesterov: bool,
+        weight_decay: float, maximize: bool) -> None:
+    """One SGD step in place on parameters of `dtype` (as `adam`'s arguments; the flat momentum buffer, None
+    without momentum, set to the gradient when `first`)."""
+    getattr(_library(), f"fnx_sgd_{_SUFFIX[np.dtype(dtype)]}")(
         data_pointer(param_at), data_pointer(grad_at), data_pointer(offsets), len(param_at),
-        data_pointer(momentum_buffer), int(first), int(nesterov), int(maximize), lr, momentum, 1 - dampening,
-        weight_decay)
+        None if momentum_buffer is None else data_pointer(momentum_buffer), int(first), int(nesterov), int(maximize),
+        lr, momentum, 1 - dampening, weight_decay)
 
 
 def rmsprop(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, square_avg: np.ndarray,

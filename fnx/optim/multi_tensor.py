@@ -17,7 +17,7 @@ import numpy as np
 
 from ..array_pointers import data_pointer
 
-__all__ = ["FlatBatch", "flat_batches"]
+__all__ = ["FlatBatch", "flat_batches", "addresses_of"]
 
 _MAX_LAYOUTS = 4   # layouts kept per param group (one per dtype and set of parameters in use)
 
@@ -66,6 +66,16 @@ def _addresses(arrays: list) -> np.ndarray | None:
     if not all(a.flags.c_contiguous for a in arrays):
         return None
     return np.array([data_pointer(a) for a in arrays], np.uintp)
+
+
+def addresses_of(params: list, grads: list) -> tuple | None:
+    """(parameter addresses, gradient addresses, offsets) of parameters of one dtype for a C loop over them without
+    state buffers (the flat element offsets[k] is the k-th parameter's first), or None where one is not
+    C-contiguous."""
+    param_at, grad_at = _addresses([p._value for p in params]), _addresses([g._value for g in grads])
+    if param_at is None or grad_at is None:
+        return None
+    return param_at, grad_at, np.concatenate([[0], np.cumsum([p._value.size for p in params])]).astype(np.int64)
 
 
 def _flatten(tensors: list, total: int, dtype: np.dtype) -> np.ndarray:

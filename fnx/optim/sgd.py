@@ -6,7 +6,7 @@ import numpy as np
 from ..core import FnxValueError
 from ..lowering import optim_kernels
 from ..tensor import Tensor, make
-from .multi_tensor import flat_batches
+from .multi_tensor import addresses_of, flat_batches
 from .optimizer import Optimizer, bump, check_differentiable, check_hyper, write_
 
 __all__ = ["SGD", "sgd_update", "sgd_fused", "check_sgd"]
@@ -31,16 +31,14 @@ def sgd_update(p: Tensor, g: Tensor, buf: Tensor | None, *, lr, momentum: float,
 def sgd_fused(items, *, lr: float, momentum: float, dampening: float, nesterov: bool, weight_decay: float,
               maximize: bool, cache: dict | None = None) -> None:
     """`sgd_update` over `items` ((p, grad, state) of a group's CPU parameters), in place on their arrays: the
-    same operations in the same order; with momentum over all parameters of one dtype at once (multi_tensor.py;
-    `cache` keeps the flat layout of the momentum buffers between calls) as one C pass on fnx's threads
-    (lowering/optim_kernels.py), else (and for small groups or without a C compiler) as numpy passes per
-    parameter. A parameter's first update starts its buffer as its gradient (PyTorch's algorithm)."""
+    same operations in the same order over all parameters of one dtype at once (with momentum, multi_tensor.py's
+    flat layout of the buffers, which `cache` keeps between calls) as one C pass on fnx's threads
+    (lowering/optim_kernels.py), or for small groups and without a C compiler as numpy passes per parameter. A
+    parameter's first update starts its buffer as its gradient (PyTorch's algorithm)."""
     hyper = dict(lr=lr, momentum=momentum, dampening=dampening, nesterov=nesterov, weight_decay=weight_decay,
                  maximize=maximize)
     if momentum == 0:
-        for p, g, state in items:
-            _sgd_numpy(p, g, None, False, **hyper)
-            bump(p)
+        _sgd_without_momentum([(p, g) for p, g, _ in items], hyper)
         return
     flat = []
     for p, g, state in items:
@@ -52,13 +50,31 @@ def sgd_fused(items, *, lr: float, momentum: float, dampening: float, nesterov: 
     for batch in flat_batches(flat, ("momentum_buffer",), {} if cache is None else cache):
         addresses = batch.addresses() if optim_kernels.takes(batch.buffers) else None
         if addresses is not None:
-            optim_kernels.sgd(*addresses, batch.offsets, batch.buffers[0], first=bool(batch.step), **hyper)
+            optim_kernels.sgd(*addresses, batch.offsets, batch.buffers[0], batch.buffers[0].dtype,
+                              first=bool(batch.step), **hyper)
         for p, g in zip(batch.params, batch.grads):
             buf = states[id(p)]["momentum_buffer"]
             if addresses is None:
                 _sgd_numpy(p, g, buf, bool(batch.step), **hyper)
             bump(p)
             bump(buf)
+
+
+def _sgd_without_momentum(items: list, hyper: dict) -> None:
+    """SGD without state over (p, grad) pairs: the parameters of one dtype in one C pass, or numpy's passes."""
+    groups: dict = {}
+    for p, g in items:
+        groups.setdefault(p._value.dtype, []).append((p, g))
+    for dtype, members in groups.items():
+        params, grads = [p for p, _ in members], [g for _, g in members]
+        size = sum(p._value.size for p in params)
+        at = addresses_of(params, grads) if optim_kernels.takes_elements(dtype, size) else None
+        if at is not None:
+            optim_kernels.sgd(*at, None, dtype, first=False, **hyper)
+        for p, g in members:
+            if at is None:
+                _sgd_numpy(p, g, None, False, **hyper)
+            bump(p)
 
 
 def _sgd_numpy(p: Tensor, g: Tensor, buf: Tensor | None, first: bool, *, lr: float, momentum: float,
