@@ -39,6 +39,7 @@ MODULES = [
     ("fnx.scipy.linalg", "Cholesky and triangular solves (jax.scipy.linalg)"),
     ("fnx.export", "a function as a saved program: export, load, symbolic dimensions"),
     ("fnx.func", "the transforms under torch.func's names and argument orders"),
+    ("fnx.autograd_functional", "Jacobians, Hessians and vector products (torch.autograd.functional)"),
     ("fnx.cuda", "CUDA availability"),
     ("fnx.nn", "modules, layers, losses, containers (torch.nn)"),
     ("fnx.nn.functional", "the functional forms (torch.nn.functional, imported as F)"),
