@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-isa bench bench-w9 apiref test-cuda bench-cuda clean
+.PHONY: demo test test-isa bench bench-w9 bench-programs apiref test-cuda bench-cuda clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -39,6 +39,11 @@ bench: $(STAMP)
 # shared machine, OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 keep busy-waiting thread pools apart.
 bench-w9: $(STAMP)
 	$(PY) -m benchmarks W9 W9m W9c $(if $(TORCH_PYTHON),--python torch=$(TORCH_PYTHON)) $(W9_ARGS)
+
+# W10: whole programs in the form of their public code (benchmarks/programs), fnx against torch; TORCH_PYTHON as
+# for bench-w9, W10_ARGS e.g. -k unet, --quick.
+bench-programs: $(STAMP)
+	$(PY) -m benchmarks W10 $(if $(TORCH_PYTHON),--python torch=$(TORCH_PYTHON)) $(W10_ARGS)
 
 # Rewrite docs/api.md from the docstrings (tests/test_apiref.py fails until it is current).
 apiref: $(STAMP)

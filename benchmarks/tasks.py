@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .models import CNNConfig, GPTConfig, LlamaConfig, LSTMConfig, define
+from .programs import PROGRAMS, load
 
 __all__ = ["MODELS", "SIZES", "Task", "make_task", "functional_step", "describe_model", "MakemoreConfig"]
 
@@ -74,6 +75,8 @@ MODELS = tuple(SIZES["small"])
 
 def describe_model(model: str, size: str) -> str:
     """A short label of the model and its size, for the table's case column."""
+    if model in PROGRAMS:
+        return PROGRAMS[model] if size == "small" else f"{model} ({size})"
     cfg, batch, seq = SIZES[size][model]
     if model.startswith("gpt"):
         act = {"exact": "nn.GELU()", "tanh": "GELU tanh", "new": "NewGELU x**3"}[cfg.gelu]
@@ -110,7 +113,11 @@ def _tokens(torch, rng, vocab: int, batch: int, seq: int):
 
 
 def make_task(torch, model: str, size: str = "small", seed: int = 0) -> Task:
-    """Build `model` at `size` from the framework module `torch`, with a fixed batch drawn from `seed`."""
+    """Build `model` at `size` from the framework module `torch`, with a fixed batch drawn from `seed` (a W10
+    program seeds itself)."""
+    if model in PROGRAMS:
+        net, opt, step = load(torch, model).training(size)
+        return Task(net, opt, (), (), step, None, {})
     ns = define(torch)
     F = torch.nn.functional
     cfg, batch, seq = SIZES[size][model]
@@ -170,7 +177,7 @@ def make_task(torch, model: str, size: str = "small", seed: int = 0) -> Task:
             return loss
 
         return Task(net, opt, (data,), (target,), step, loss_of, {})
-    raise ValueError(f"unknown W9 model {model!r}; known: {', '.join(MODELS)}")
+    raise ValueError(f"unknown W9 model {model!r}; known: {', '.join(MODELS)}; W10's: {', '.join(PROGRAMS)}")
 
 
 def _lstm_task(torch, ns, cfg: LSTMConfig, batch: int, seq: int, rng) -> Task:

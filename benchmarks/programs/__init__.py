@@ -1,0 +1,50 @@
+"""W10's programs: whole training programs in the form of their public code, a file each, written for PyTorch.
+
+A file imports `torch` as the public code does and defines its model the same way, then:
+
+  SIZES           {"small": {...}, "tiny": {...}}: "small" is what W10 times, "tiny" what the smoke test
+                  (tests/test_benchmarks_programs.py) steps
+  training(size)  (model, optimizer, step): `step(net)` runs one iteration of the program's training loop
+                  (forward, loss, backward, optimizer step) through `net`, the model or its compiled form, on
+                  a fixed random batch made once, and returns the loss
+
+`load(torch, name)` executes a file as a module of its own whose `import torch` is `torch`: real PyTorch, or
+fnx through the torch alias (which takes over `import torch` for the whole process: a W10 worker, never the
+runner). Each file stands alone, as the user's program would, so the files repeat the usual training loop (and
+dcgan.py the models of tests/programs/dcgan.py, a whole script of the same example). Nothing here times anything.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["PROGRAMS", "load"]
+
+# name -> the table's label for its "small" size
+PROGRAMS = {
+    "resnet18": "pytorch-cifar ResNet-18, width 16, SGD, batch 32 x 3x32x32",
+    "mobilenetv2": "pytorch-cifar MobileNetV2, SGD, batch 8 x 3x32x32",
+    "efficientnet": "torchvision-style EfficientNet-B0, SGD, batch 16 x 3x64x64",
+    "dcgan": "pytorch/examples DCGAN, ngf = ndf = 16, Adam, batch 16 x 3x64x64",
+    "convnext": "ConvNeXt blocks, dims 32-256, AdamW, batch 32 x 3x32x32",
+    "unet": "milesial U-Net, base 16, RMSprop, batch 4 x 3x64x64",
+    "tcn": "locuslab TCN with weight_norm, Adam, batch 16 x 784 steps",
+    "textcnn": "Kim's text CNN, Adam, batch 64 x 50 tokens",
+    "transformer_encoder": "nn.TransformerEncoder classifier with a padding mask, AdamW, batch 16 x 64 tokens",
+    "packed_lstm": "packed bidirectional 2-layer LSTM classifier, Adam, batch 32",
+    "embeddingbag": "PyTorch's EmbeddingBag text classifier, SGD, batch 64",
+}
+_FOLDER = Path(__file__).resolve().parent
+
+
+def load(torch, name: str) -> ModuleType:
+    """The program `name` as a fresh module, its `import torch` giving the framework module `torch`."""
+    if name not in PROGRAMS:
+        raise ValueError(f"unknown W10 program {name!r}; known: {', '.join(PROGRAMS)}")
+    if torch.__name__ == "fnx":
+        torch.install_torch_alias()
+    spec = importlib.util.spec_from_file_location(f"w10_{name}", _FOLDER / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
