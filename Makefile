@@ -40,10 +40,10 @@ bench: $(STAMP)
 bench-w9: $(STAMP)
 	$(PY) -m benchmarks W9 W9m W9c $(if $(TORCH_PYTHON),--python torch=$(TORCH_PYTHON)) $(W9_ARGS)
 
-# W10: whole programs in the form of their public code (benchmarks/programs), fnx against torch; TORCH_PYTHON as
-# for bench-w9, W10_ARGS e.g. -k unet, --quick.
+# W12: whole programs in the form of their public code (benchmarks/programs), fnx against torch; TORCH_PYTHON as
+# for bench-w9, W12_ARGS e.g. -k unet, --quick.
 bench-programs: $(STAMP)
-	$(PY) -m benchmarks W10 $(if $(TORCH_PYTHON),--python torch=$(TORCH_PYTHON)) $(W10_ARGS)
+	$(PY) -m benchmarks W12 $(if $(TORCH_PYTHON),--python torch=$(TORCH_PYTHON)) $(W12_ARGS)
 
 # Rewrite docs/api.md from the docstrings (tests/test_apiref.py fails until it is current).
 apiref: $(STAMP)

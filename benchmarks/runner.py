@@ -179,7 +179,7 @@ def _parse(argv) -> argparse.Namespace:
                                 description="Time fnx against numpy, torch and jax (those installed) and print "
                                             "one table.")
     p.add_argument("workloads", nargs="*", metavar="WORKLOAD",
-                   help="workload ids to run (default: all but the slow ones run only when named: W9, W9m, W9c, W10), "
+                   help="workload ids to run (default: all but the slow ones run only when named: W9, W9m, W9c, W12), "
                         "e.g. W1 W8")
     p.add_argument("-k", dest="pattern", default="", metavar="TEXT",
                    help="run only the cases whose description contains TEXT (case-insensitive), e.g. -k llama")
@@ -191,7 +191,7 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--size", default="small", choices=SIZES,
                    help="configuration of workloads that have two (W9): small (default) or large")
     p.add_argument("--python", action="append", default=[], metavar="FW=PATH",
-                   help="Python interpreter for FW's worker processes (W9 and W10 run each framework in its own "
+                   help="Python interpreter for FW's worker processes (W9 and W12 run each framework in its own "
                         "process), e.g. torch=/path/venv/bin/python for a torch installed elsewhere; repeatable")
     p.add_argument("--json", metavar="PATH", help="also write the environment and results as JSON to PATH")
     p.add_argument("--profile", type=int, default=0, metavar="N",

@@ -113,7 +113,7 @@ def _tokens(torch, rng, vocab: int, batch: int, seq: int):
 
 
 def make_task(torch, model: str, size: str = "small", seed: int = 0) -> Task:
-    """Build `model` at `size` from the framework module `torch`, with a fixed batch drawn from `seed` (a W10
+    """Build `model` at `size` from the framework module `torch`, with a fixed batch drawn from `seed` (a W12
     program seeds itself)."""
     if model in PROGRAMS:
         net, opt, step = load(torch, model).training(size)
@@ -177,7 +177,7 @@ def make_task(torch, model: str, size: str = "small", seed: int = 0) -> Task:
             return loss
 
         return Task(net, opt, (data,), (target,), step, loss_of, {})
-    raise ValueError(f"unknown W9 model {model!r}; known: {', '.join(MODELS)}; W10's: {', '.join(PROGRAMS)}")
+    raise ValueError(f"unknown W9 model {model!r}; known: {', '.join(MODELS)}; W12's: {', '.join(PROGRAMS)}")
 
 
 def _lstm_task(torch, ns, cfg: LSTMConfig, batch: int, seq: int, rng) -> Task:

@@ -1,4 +1,4 @@
-"""Training steps of whole models, written as public PyTorch code: W9, W9m, W9c (benchmarks/models.py), W10
+"""Training steps of whole models, written as public PyTorch code: W9, W9m, W9c (benchmarks/models.py), W12
 (benchmarks/programs).
 
 W9   time per training step (forward, loss, backward, optimizer step) of a nanoGPT GPT (with nn.GELU(),
@@ -23,7 +23,7 @@ W9m  peak RSS of training steps above the worker's RSS before them, in a fresh p
 W9c  the first compiled step of the GPT, compilation included, with empty kernel caches (FNX_CACHE_DIR,
      TORCHINDUCTOR_CACHE_DIR), in a fresh process per sample; torch's figure includes importing
      dynamo and inductor, which happens on the first compile.
-W10  time per training step of whole programs in the form of their public code (pytorch-cifar's ResNet-18
+W12  time per training step of whole programs in the form of their public code (pytorch-cifar's ResNet-18
      and MobileNetV2, EfficientNet-B0, DCGAN, ConvNeXt, U-Net, TCN, a text CNN, a TransformerEncoder
      classifier, a packed LSTM, an EmbeddingBag classifier: programs.PROGRAMS), fnx (through the torch
      alias) against torch, eager, each in a worker process of its own as W9's rows.
@@ -168,5 +168,5 @@ for _size in SIZES:
              frameworks=_FIRST_CALL_ROWS, unit="s", repeats=3, warmup=0, size=_size, explicit=True)(
         functools.partial(_first_call_case, "gpt", _size))
 for _model in PROGRAMS:
-    workload("W10", f"{describe_model(_model, 'small')}, train step", reference="torch", frameworks=("fnx", "torch"),
+    workload("W12", f"{describe_model(_model, 'small')}, train step", reference="torch", frameworks=("fnx", "torch"),
              unit="ms/op", repeats=5, size="small", explicit=True)(functools.partial(_time_case, _model, "small"))

@@ -1,6 +1,6 @@
-"""W10's programs cannot rot: each file of benchmarks/programs, run under fnx through the torch alias at its tiny
+"""W12's programs cannot rot: each file of benchmarks/programs, run under fnx through the torch alias at its tiny
 size, takes two training steps with finite losses that change its parameters. The alias takes over `import
-torch` for the whole process, so the programs run in a process of their own, as a W10 worker does (one process
+torch` for the whole process, so the programs run in a process of their own, as a W12 worker does (one process
 for all of them: each is a module of its own). No timing here: benchmarks report numbers, tests assert
 behaviour."""
 import json
@@ -56,5 +56,5 @@ def test_load_names_the_programs_it_knows():
 
     from benchmarks.programs import load
 
-    with pytest.raises(ValueError, match="unknown W10 program 'resnet'.*resnet18"):
+    with pytest.raises(ValueError, match="unknown W12 program 'resnet'.*resnet18"):
         load(fnx, "resnet")

@@ -190,10 +190,71 @@ def test_compile_of_vmap_follows_randomness():
     assert len({tuple(row) for row in different.tolist()}) == 4
 
 
+# ---------------------------------------------------------------- in-place samplers on traced tensors
+def _drop_path(x, drop_prob=0.3):
+    """timm's drop_path: a per-sample mask sampled in place into a new tensor."""
+    keep_prob = 1 - drop_prob
+    shape = (x.shape[0],) + (1,) * (x.ndim - 1)
+    random_tensor = x.new_empty(shape).bernoulli_(keep_prob)
+    random_tensor.div_(keep_prob)
+    return x * random_tensor
+
+
+def _stochastic_depth(x, p=0.3):
+    """torchvision.ops.stochastic_depth in "row" mode."""
+    survival_rate = 1.0 - p
+    noise = fnx.empty([x.shape[0]] + [1] * (x.ndim - 1), dtype=x.dtype, device=x.device)
+    noise = noise.bernoulli_(survival_rate)
+    noise.div_(survival_rate)
+    return x * noise
+
+
+@pytest.mark.parametrize("fun", [_drop_path, _stochastic_depth])
+def test_in_place_bernoulli_into_a_traced_tensor_draws_from_the_key(fun):
+    compiled = fnx.compile(fun)
+    a, b = compiled(fnx.ones(N, 2)).numpy(), compiled(fnx.ones(N, 2)).numpy()
+    kept = a != 0
+    assert abs(kept.mean() - 0.7) < 0.02 and (kept[:, 0] == kept[:, 1]).all()
+    np.testing.assert_allclose(a[kept], 1 / 0.7, rtol=1e-6)
+    assert (a != b).any()
+    x = fnx.ones(N, 2).requires_grad_()
+    out = compiled(x)
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), out.detach().numpy())
+
+
+def test_in_place_samplers_under_compile_follow_their_distributions():
+    def f(x):
+        e = fnx.empty_like(x)
+        return (e.clone().uniform_(2.0, 4.0), e.clone().normal_(1.0, 3.0), e.clone().exponential_(2.0),
+                e.clone().log_normal_(0.0, 0.5), e.clone().random_(3, 7), e.clone().bernoulli_(x * 0 + 0.25))
+
+    u, n, ex, ln, k, b = [t.numpy() for t in fnx.compile(f)(fnx.ones(N, dtype=fnx.float64))]
+    assert 2.0 <= u.min() and u.max() < 4.0 and abs(u.mean() - 3.0) < 0.02
+    assert abs(n.mean() - 1.0) < 0.1 and abs(n.std() - 3.0) < 0.1
+    assert ex.min() >= 0 and abs(ex.mean() - 0.5) < 0.02
+    assert abs(np.log(ln).mean()) < 0.02 and abs(np.log(ln).std() - 0.5) < 0.02
+    assert set(np.unique(k)) == {3.0, 4.0, 5.0, 6.0}
+    assert set(np.unique(b)) == {0.0, 1.0} and abs(b.mean() - 0.25) < 0.02
+
+
+def test_in_place_sampling_under_grad_replaces_the_traced_value():
+    def f(x):
+        y = x * 2
+        y.uniform_()
+        return (y * x).sum()
+
+    g = fnx.grad(f)(fnx.ones(1000, dtype=fnx.float64)).numpy()
+    assert 0.0 <= g.min() and g.max() < 1.0 and abs(g.mean() - 0.5) < 0.05
+
+
 # ---------------------------------------------------------------- where no key can be threaded: clear errors
+_CAPTURED = fnx.zeros(3)
+
+
 @pytest.mark.parametrize("fun, message", [
     (lambda x: x + fnx.rand(3, generator=fnx.Generator("cpu")), "explicit generator inside fnx.compile"),
-    (lambda x: fnx.zeros(3).normal_() + x, "out-of-place sampler"),
+    (lambda x: x + _CAPTURED.normal_(), "out-of-place sampler"),
     (lambda x: fnx.multinomial(fnx.ones(3), 1) + x, "multinomial: sampling from traced|multinomial: this sampler"),
     (lambda x: fnx.rand(3, requires_grad=True) + x, "requires_grad=True"),
     (lambda x: fnx.cond(x.sum() > 0, lambda v: v + fnx.rand(3), lambda v: v, x), "inside a cond/while_loop/scan"),

@@ -56,6 +56,17 @@ assert not x.is_contiguous(memory_format=torch.channels_last)  # row-major layou
 assert torch.ones(2, 1, 3, 3).is_contiguous(memory_format=torch.channels_last)
 assert x.to(memory_format=torch.channels_last).tolist() == x.tolist()
 
+# ---- torch.autograd.Variable, as pre-0.4 programs (locuslab TCN, text CNNs) still call it
+from torch.autograd import Variable
+data = torch.ones(3)
+v = Variable(data, requires_grad=True)
+assert v is not data and v.requires_grad and v.is_leaf and isinstance(data, Variable)
+(v * 2).sum().backward()
+assert v.grad.tolist() == [2.0, 2.0, 2.0] and data.grad is None
+v.data.add_(1.0)
+assert data.tolist() == [2.0, 2.0, 2.0]  # shares its memory
+assert not Variable(data).requires_grad and not isinstance(3.0, Variable)
+
 # ---- Tensor methods and functions (examples of PyTorch's docs)
 m = torch.arange(6.).reshape(2, 3)
 assert m.t().shape == (3, 2) and torch.t(torch.ones(3)).shape == (3,)

@@ -1,15 +1,15 @@
-"""W10's programs: whole training programs in the form of their public code, a file each, written for PyTorch.
+"""W12's programs: whole training programs in the form of their public code, a file each, written for PyTorch.
 
 A file imports `torch` as the public code does and defines its model the same way, then:
 
-  SIZES           {"small": {...}, "tiny": {...}}: "small" is what W10 times, "tiny" what the smoke test
+  SIZES           {"small": {...}, "tiny": {...}}: "small" is what W12 times, "tiny" what the smoke test
                   (tests/test_benchmarks_programs.py) steps
   training(size)  (model, optimizer, step): `step(net)` runs one iteration of the program's training loop
                   (forward, loss, backward, optimizer step) through `net`, the model or its compiled form, on
                   a fixed random batch made once, and returns the loss
 
 `load(torch, name)` executes a file as a module of its own whose `import torch` is `torch`: real PyTorch, or
-fnx through the torch alias (which takes over `import torch` for the whole process: a W10 worker, never the
+fnx through the torch alias (which takes over `import torch` for the whole process: a W12 worker, never the
 runner). Each file stands alone, as the user's program would, so the files repeat the usual training loop (and
 dcgan.py the models of tests/programs/dcgan.py, a whole script of the same example). Nothing here times anything.
 """
@@ -41,7 +41,7 @@ _FOLDER = Path(__file__).resolve().parent
 def load(torch, name: str) -> ModuleType:
     """The program `name` as a fresh module, its `import torch` giving the framework module `torch`."""
     if name not in PROGRAMS:
-        raise ValueError(f"unknown W10 program {name!r}; known: {', '.join(PROGRAMS)}")
+        raise ValueError(f"unknown W12 program {name!r}; known: {', '.join(PROGRAMS)}")
     if torch.__name__ == "fnx":
         torch.install_torch_alias()
     spec = importlib.util.spec_from_file_location(f"w10_{name}", _FOLDER / f"{name}.py")

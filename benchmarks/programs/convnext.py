@@ -9,8 +9,7 @@ Changed: the data is a fixed random batch of 32x32 images instead of ImageNet (t
 and 1x1); depths (2, 2, 2, 2), dims (32, 64, 128, 256) and 10 classes at "small". DropPath and trunc_normal_,
 which the source imports from timm, are written here: DropPath / drop_path as timm 0.3.2 (the version ConvNeXt's
 INSTALL.md pins) writes them, binarizing `keep_prob + torch.rand(shape)` with floor_(), and trunc_normal_ as
-nn.init.trunc_normal_, its equivalent. Later timm's `x.new_empty(shape).bernoulli_(keep_prob)` form runs eagerly
-under fnx but fails inside fnx.compile / torch.compile (in-place sampling into a traced tensor).
+nn.init.trunc_normal_, its equivalent.
 """
 import torch
 import torch.nn as nn

@@ -3,10 +3,7 @@ SqueezeExcitation and stochastic_depth it takes from torchvision/ops), written o
 a dependency, trained with CrossEntropyLoss and SGD(lr=0.05, momentum=0.9, weight_decay=4e-5).
 
 Changed: the data is a fixed random batch instead of a dataset. The "tiny" size uses torchvision's own
-width_mult and depth_mult arguments (B0 is 1.0 and 1.0) to shrink the network. stochastic_depth draws its mask
-as timm's drop_path does (survival_rate + torch.rand, floor_, input.div(survival_rate) * mask) instead of
-torchvision's torch.empty(size).bernoulli_(survival_rate).div_(survival_rate): fnx refuses in-place sampling
-(bernoulli_) inside torch.compile.
+width_mult and depth_mult arguments (B0 is 1.0 and 1.0) to shrink the network.
 """
 import copy
 import math
@@ -46,9 +43,11 @@ def stochastic_depth(input, p, mode, training=True):
         size = [input.shape[0]] + [1] * (input.ndim - 1)
     else:
         size = [1] * input.ndim
-    random_tensor = survival_rate + torch.rand(size, dtype=input.dtype, device=input.device)
-    random_tensor.floor_()
-    return input.div(survival_rate) * random_tensor
+    noise = torch.empty(size, dtype=input.dtype, device=input.device)
+    noise = noise.bernoulli_(survival_rate)
+    if survival_rate > 0.0:
+        noise.div_(survival_rate)
+    return input * noise
 
 
 class StochasticDepth(nn.Module):

@@ -4,13 +4,13 @@ time step and log_softmax) trained as TCN/mnist_pixel/pmnist_test.py trains it o
 viewed as (N, 1, 784) sequences, F.nll_loss, Adam(lr=2e-3), and no gradient clipping (its default clip is -1).
 
 Changed: the data is a fixed random batch of 28x28 "images" and labels instead of MNIST; the sizes are SIZES'
-(the script's defaults at "small", but batch 16 instead of 64). The script's `Variable(data), Variable(target)`
-wrap is left out: fnx has no `torch.autograd.Variable`, and the wrap is a no-op since PyTorch 0.4.
+(the script's defaults at "small", but batch 16 instead of 64).
 """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
+from torch.autograd import Variable
 from torch.nn.utils import weight_norm
 
 SIZES = {
@@ -107,9 +107,10 @@ def training(size: str = "small"):
 
     def step(net):
         data = batch_data.view(-1, input_channels, seq_length)
+        data, target = Variable(data), Variable(batch_target)
         optimizer.zero_grad()
         output = net(data)
-        loss = F.nll_loss(output, batch_target)
+        loss = F.nll_loss(output, target)
         loss.backward()
         optimizer.step()
         return loss

@@ -6,14 +6,14 @@ zero_grad / forward / loss / backward / step loop.
 
 Changed: the data is a fixed random batch of token ids and labels instead of a torchtext dataset, made batch-first
 and 0-based (so train.py's in-place `feature.t_(), target.sub_(1)` is left out); the sizes are SIZES'. model.py's
-unused conv_and_pool method, its commented-out per-kernel convs and its `if self.args.static: x = Variable(x)`
-branch (off by default, and fnx has no `torch.autograd.Variable`) are left out.
+unused conv_and_pool method and its commented-out per-kernel convs are left out.
 """
 import argparse
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.autograd import Variable
 
 SIZES = {
     "small": {"embed_num": 20000, "embed_dim": 128, "kernel_num": 100, "kernel_sizes": "3,4,5", "class_num": 2,
@@ -43,6 +43,8 @@ class CNN_Text(nn.Module):
 
     def forward(self, x):
         x = self.embed(x)  # (N,W,D)
+        if self.args.static:
+            x = Variable(x)
         x = x.unsqueeze(1)  # (N,Ci,W,D)
         x = [F.relu(conv(x)).squeeze(3) for conv in self.convs1]  # [(N,Co,W), ...]*len(Ks)
         x = [F.max_pool1d(i, i.size(2)).squeeze(2) for i in x]  # [(N,Co), ...]*len(Ks)
@@ -60,7 +62,7 @@ def training(size: str = "small"):
     target = torch.randint(0, s["class_num"], (s["batch"],))
     args = argparse.Namespace(lr=0.001, dropout=0.5, embed_num=s["embed_num"],
                               embed_dim=s["embed_dim"], class_num=s["class_num"], kernel_num=s["kernel_num"],
-                              kernel_sizes=[int(k) for k in s["kernel_sizes"].split(',')])
+                              kernel_sizes=[int(k) for k in s["kernel_sizes"].split(',')], static=False)
     model = CNN_Text(args)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 

@@ -125,10 +125,7 @@ def _snapshot(t: Tensor) -> Tensor:
 
 
 def _check_target(self: Tensor, op: str) -> None:
-    if isinstance(self, Tracer):
-        raise FnxRuntimeError(f"{op}: in-place sampling into traced tensors is not supported inside fnx.grad/"
-                              f"vmap/compile; use an out-of-place sampler instead (x = fnx.rand_like(x), "
-                              f"fnx.randn_like(x), fnx.random.*)")
+    """Refuse an in-place write into a concrete leaf that requires grad while autograd records."""
     if core.state.grad_enabled and self._requires_grad and self._node is None:
         raise FnxRuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation; "
                               f"wrap the update in `with fnx.no_grad():` or use an out-of-place op")

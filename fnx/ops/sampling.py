@@ -14,8 +14,9 @@ with a fresh key drawn from the device's default generator (one 64-bit draw). Re
 new samples, `manual_seed` makes a sequence of calls reproducible, and no call retraces. The samples
 follow the same distributions as eager ones, but are not the same numbers. Where a draw cannot become a
 key input (make_jaxpr, bodies of cond/while_loop/scan, custom_vjp and checkpoint functions staged inside
-compile, in-place samplers, an explicit `generator`, multinomial) sampling under staging raises an error
-that says what to do instead.
+compile, an explicit `generator`, multinomial) sampling under staging raises an error that says what to do
+instead. In-place samplers on a traced tensor (torchvision's `torch.empty(size).bernoulli_(p)`, timm's
+`x.new_empty(shape).bernoulli_(p)`) are functionalized: the tracer becomes the out-of-place sample.
 
 The default generators are shared by all threads, as PyTorch's are. On the CPU, numpy's generator draws
 under its own lock and a lock here guards creating and seeding the generators, so concurrent draws each
@@ -44,7 +45,7 @@ from ..device import cpu, device as _device_cls
 from ..tensor import Tensor, Tracer, make
 from ._batching import BatchTrace, BatchTracer
 from .complex import view_as_complex
-from .inplace import _check_target
+from .inplace import _check_target, assign_, rebind_
 from .sort import argsort
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
@@ -660,7 +661,8 @@ def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype=
 
 # ---------------------------------------------------------------- in-place sampling methods
 def _target(self: Tensor, op: str, floating: bool = True) -> None:
-    _check_target(self, op)
+    if not isinstance(self, Tracer):
+        _check_target(self, op)
     base = self._base
     if core.state.grad_enabled and base is not None and base._requires_grad and base._node is None:
         raise FnxRuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
@@ -687,6 +689,9 @@ def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Ge
     _target(self, "uniform_")
     if from_ > to:
         raise FnxRuntimeError(f"uniform_: expects to return a [from, to) range, but found from={from_} > to={to}")
+    if isinstance(self, Tracer):
+        u = rand(tuple(self.shape), dtype=self.dtype, device=self.device, generator=generator)
+        return rebind_(self, u * (to - from_) + from_, "uniform_")
     u = _uniform(_generator(generator, self.device, "uniform_"), tuple(self.shape), self.dtype)
     return _write(self, u * (to - from_) + from_ if (from_, to) != (0.0, 1.0) else u)
 
@@ -696,6 +701,9 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Gen
     _target(self, "normal_")
     if std < 0:
         raise FnxRuntimeError(f"normal_: expects std >= 0.0, but found std {std}")
+    if isinstance(self, Tracer):
+        z = randn(tuple(self.shape), dtype=self.dtype, device=self.device, generator=generator)
+        return rebind_(self, z * std + mean, "normal_")
     z = _standard_normal(_generator(generator, self.device, "normal_"), tuple(self.shape), self.dtype)
     return _write(self, z * std + mean if (mean, std) != (0.0, 1.0) else z)
 
@@ -703,6 +711,8 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Gen
 def bernoulli_(self: Tensor, p=0.5, *, generator: Generator | None = None) -> Tensor:
     """Fill with 1 with probability `p` (a number, or a tensor broadcast to this shape), else 0."""
     _target(self, "bernoulli_", floating=False)
+    if isinstance(self, Tracer) or isinstance(p, Tracer):
+        return assign_(self, bernoulli(self, p, generator=generator), "bernoulli_")
     if isinstance(p, Tensor):
         probs = self.device.xp.broadcast_to(p._value, tuple(self.shape))
     else:
@@ -727,9 +737,12 @@ def random_(self: Tensor, from_: int | None = None, to: int | None = None, *, ge
         digits = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}.get(dt.name)
         to = 2 if dt is _dt.bool else 2 ** digits + 1 if digits else _dt.iinfo(dt).max + 1
     low = 0 if from_ is None else int(from_)
-    gen = _generator(generator, self.device, "random_")
     draw_dt = _dt.int64 if dt.is_floating_point or dt is _dt.bool else dt
     _check_int_range(low, int(to), draw_dt, "random_")
+    if isinstance(self, Tracer):
+        drawn = randint(low, int(to), tuple(self.shape), dtype=draw_dt, device=self.device, generator=generator)
+        return rebind_(self, drawn.to(dt), "random_")
+    gen = _generator(generator, self.device, "random_")
     value = _randint_array(gen, low, int(to), tuple(self.shape), draw_dt)
     return _write(self, value.astype(dt.np))
 
@@ -739,6 +752,9 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | Non
     _target(self, "exponential_")
     if not lambd > 0:
         raise FnxRuntimeError(f"exponential_: expects lambda > 0.0, but found lambda={lambd}")
+    if isinstance(self, Tracer):
+        u = rand(tuple(self.shape), dtype=self.dtype, device=self.device, generator=generator)
+        return rebind_(self, -(1 - u).log() / lambd, "exponential_")
     gen = _generator(generator, self.device, "exponential_")
     wide = self.dtype.name == "float64"
     e = gen.rng.standard_exponential(tuple(self.shape), dtype=np.float64 if wide else np.float32)
@@ -750,6 +766,9 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator:
     _target(self, "log_normal_")
     if not std > 0:
         raise FnxRuntimeError(f"log_normal_: expects std > 0.0, but found std={std}")
+    if isinstance(self, Tracer):
+        z = randn(tuple(self.shape), dtype=self.dtype, device=self.device, generator=generator)
+        return rebind_(self, (z * std + mean).exp(), "log_normal_")
     z = _standard_normal(_generator(generator, self.device, "log_normal_"), tuple(self.shape), self.dtype)
     return _write(self, self.device.xp.exp(z * std + mean))
 
