@@ -73,10 +73,12 @@ def test_c_loops_equal_numpy(geometry, dtype, seed):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("kernel, stride", [((2, 2), (2, 2)), ((3, 3), (1, 1)), ((2, 3), (1, 3)), ((1, 5), (2, 1))])
+@pytest.mark.parametrize("kernel, stride", [((2, 2), (2, 2)), ((3, 3), (1, 1)), ((2, 3), (1, 3)), ((1, 5), (2, 1)),
+                                            ((1, 59), (1, 59)), ((2, 20), (2, 20))])
 def test_window_argmax_over_rows_of_several_vectors(kernel, stride, dtype):
     """Rows of 18-59 windows: whole vector chunks, a partial one that reads on into the next row, and the last
-    windows of the array compared one by one; NaN first elements, later NaNs and ties all as in numpy."""
+    windows of the array compared one by one; rows of one to three windows (a pool over the whole sequence)
+    window by window; NaN first elements, later NaNs and ties all as in numpy."""
     rng = np.random.default_rng(1)
     x = rng.integers(-2, 3, size=(3, 5, 7, 59)).astype(dtype)
     x[..., 0, ::7] = np.nan   # windows whose first element is NaN
