@@ -43,10 +43,10 @@ def results():
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
-def test_w10_program_trains_under_the_torch_alias(results, name):
+def test_w12_program_trains_under_the_torch_alias(results, name):
     result = results[name]
     assert "error" not in result, result.get("error")
-    assert result["module"] == f"w10_{name}"
+    assert result["module"] == f"w12_{name}"
     assert result["finite"]
     assert result["changed"] >= result["parameters"] // 2 > 0, result
 

@@ -44,7 +44,7 @@ def load(torch, name: str) -> ModuleType:
         raise ValueError(f"unknown W12 program {name!r}; known: {', '.join(PROGRAMS)}")
     if torch.__name__ == "fnx":
         torch.install_torch_alias()
-    spec = importlib.util.spec_from_file_location(f"w10_{name}", _FOLDER / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"w12_{name}", _FOLDER / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
