@@ -10,8 +10,9 @@ A file imports `torch` as the public code does and defines its model the same wa
 
 `load(torch, name)` executes a file as a module of its own whose `import torch` is `torch`: real PyTorch, or
 fnx through the torch alias (which takes over `import torch` for the whole process: a W12 worker, never the
-runner). Each file stands alone, as the user's program would, so the files repeat the usual training loop (and
-dcgan.py the models of tests/programs/dcgan.py, a whole script of the same example). Nothing here times anything.
+runner). The image classifiers share their training loop (`image_classifier_training`); the other files stand
+alone, as the user's program would (dcgan.py repeats the models of tests/programs/dcgan.py, a whole script of
+the same example that runs when imported). Nothing here times anything.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["PROGRAMS", "load"]
+__all__ = ["PROGRAMS", "load", "image_classifier_training"]
 
 # name -> the table's label for its "small" size
 PROGRAMS = {
@@ -48,3 +49,23 @@ def load(torch, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def image_classifier_training(torch, net, optimizer, size: dict):
+    """(net, optimizer, step) of pytorch-cifar's main.py loop (zero_grad, forward, nn.CrossEntropyLoss, backward,
+    optimizer step) on one fixed random batch of size["batch"] RGB images of size["image"] pixels a side and
+    size["classes"] classes, drawn after the caller's seed and model."""
+    inputs = torch.randn(size["batch"], 3, size["image"], size["image"])
+    targets = torch.randint(0, size["classes"], (size["batch"],))
+    net.train()
+    criterion = torch.nn.CrossEntropyLoss()
+
+    def step(model):
+        optimizer.zero_grad()
+        outputs = model(inputs)
+        loss = criterion(outputs, targets)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return net, optimizer, step

@@ -15,6 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from benchmarks.programs import image_classifier_training
+
 SIZES = {
     "small": {"depths": (2, 2, 2, 2), "dims": (32, 64, 128, 256), "drop_path_rate": 0.1, "classes": 10,
               "batch": 32, "image": 32},
@@ -161,20 +163,7 @@ def training(size: str = "small"):
     """(model, optimizer, step): the ConvNeXt training loop on one fixed random batch."""
     s = SIZES[size]
     torch.manual_seed(0)
-    samples = torch.randn(s["batch"], 3, s["image"], s["image"])
-    targets = torch.randint(0, s["classes"], (s["batch"],))
     model = ConvNeXt(num_classes=s["classes"], depths=s["depths"], dims=s["dims"],
                      drop_path_rate=s["drop_path_rate"])
-    model.train()
-    criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.AdamW(model.parameters(), lr=4e-3, weight_decay=0.05)
-
-    def step(net):
-        optimizer.zero_grad()
-        output = net(samples)
-        loss = criterion(output, targets)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return model, optimizer, step
+    return image_classifier_training(torch, model, optimizer, s)

@@ -13,6 +13,8 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 
+from benchmarks.programs import image_classifier_training
+
 SIZES = {
     "small": {"width_mult": 1.0, "depth_mult": 1.0, "batch": 16, "image": 64, "classes": 10},
     "tiny": {"width_mult": 0.1, "depth_mult": 0.3, "batch": 2, "image": 32, "classes": 10},
@@ -286,19 +288,6 @@ def training(size: str = "small"):
     """(model, optimizer, step): one SGD step of EfficientNet-B0 on one fixed random batch."""
     s = SIZES[size]
     torch.manual_seed(0)
-    inputs = torch.randn(s["batch"], 3, s["image"], s["image"])
-    targets = torch.randint(0, s["classes"], (s["batch"],))
     model = efficientnet_b0(num_classes=s["classes"], width_mult=s["width_mult"], depth_mult=s["depth_mult"])
-    model.train()
-    criterion = nn.CrossEntropyLoss()
     optimizer = optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=4e-5)
-
-    def step(net):
-        optimizer.zero_grad()
-        outputs = net(inputs)
-        loss = criterion(outputs, targets)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return model, optimizer, step
+    return image_classifier_training(torch, model, optimizer, s)

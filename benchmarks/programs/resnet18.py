@@ -9,6 +9,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
 
+from benchmarks.programs import image_classifier_training
+
 SIZES = {
     "small": {"width": 16, "batch": 32, "image": 32, "classes": 10},
     "tiny": {"width": 4, "batch": 2, "image": 32, "classes": 10},
@@ -85,19 +87,6 @@ def training(size: str = "small"):
     """(net, optimizer, step): main.py's training loop on one fixed random batch."""
     s = SIZES[size]
     torch.manual_seed(0)
-    inputs = torch.randn(s["batch"], 3, s["image"], s["image"])
-    targets = torch.randint(0, s["classes"], (s["batch"],))
     net = ResNet18(num_classes=s["classes"], width=s["width"])
-    net.train()
-    criterion = nn.CrossEntropyLoss()
     optimizer = optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
-
-    def step(net):
-        optimizer.zero_grad()
-        outputs = net(inputs)
-        loss = criterion(outputs, targets)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return net, optimizer, step
+    return image_classifier_training(torch, net, optimizer, s)
