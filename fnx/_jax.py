@@ -61,7 +61,7 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), b
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, backend=backend)
-    return _Jitted(fun, static_argnums, static_argnames, donate_argnums, backend)
+    return _Jitted(fun, static_argnums, static_argnames, donate_argnums, backend, fullgraph=True)
 
 
 def _arrays_in(fun, argnums=()):

@@ -4,7 +4,7 @@ A leaf module (it imports nothing from fnx), so that every layer can raise them;
 """
 from __future__ import annotations
 
-__all__ = ["FnxRuntimeError", "FnxValueError", "FnxTypeError", "FnxIndexError"]
+__all__ = ["FnxRuntimeError", "FnxValueError", "FnxTypeError", "FnxIndexError", "ConcretizationError"]
 
 
 class _FnxError(Exception):
@@ -25,3 +25,9 @@ class FnxTypeError(_FnxError, TypeError):
 
 class FnxIndexError(_FnxError, IndexError):
     pass
+
+
+class ConcretizationError(FnxTypeError):
+    """A traced tensor was asked for a concrete value (`bool`, `item()`, `tolist()`, `numpy()`, ...) that only a
+    call with real data has: `fnx.compile` runs such a function eagerly instead (a graph break), unless
+    `fullgraph=True`."""

@@ -20,7 +20,7 @@ import numpy as np
 from . import _dlpack, dtypes as _dt
 from .abstract import ShapedArray
 from .device import cpu, device as _device_cls, device_of_array
-from .errors import FnxIndexError, FnxRuntimeError, FnxTypeError
+from .errors import ConcretizationError, FnxIndexError, FnxRuntimeError, FnxTypeError
 
 __all__ = ["Tensor", "Size", "Tracer", "parse_to"]
 
@@ -602,7 +602,7 @@ class Tracer(Tensor):
 
     def _concrete(self, what: str) -> Tensor:
         """The concrete value behind this tracer, for Python control flow; raises when there is none."""
-        raise FnxTypeError(
+        raise ConcretizationError(
             f"{what} needs a concrete value, but this tensor is a tracer ({self.aval.str_short()}) inside "
             f"{type(self._trace).__name__.replace('Trace', '').lower() or 'a'} transform. Python control flow on "
             f"traced values cannot be staged: use fnx.where(cond, a, b) or fnx.cond(pred, true_fn, false_fn, "
@@ -610,7 +610,7 @@ class Tracer(Tensor):
         )
 
     def _no_array(self, what: str):
-        raise FnxTypeError(
+        raise ConcretizationError(
             f"{what}: this tensor is a tracer ({self.aval.str_short()}) inside a transform and cannot become a "
             f"numpy array; return it from the transformed function instead, or use fnx ops on it")
 

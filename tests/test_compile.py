@@ -18,6 +18,7 @@ from fnx.lowering import default_backend, lower
 from fnx.lowering.interpret import Interpreted
 from fnx.transforms import compile as compile_module
 from fnx.transforms.compile import compile, jit
+from fnx import _jax as fnx_jax
 
 
 @pytest.fixture(autouse=True)
@@ -453,10 +454,62 @@ def test_eager_backward_with_several_outputs_and_captured_parameters():
 
 
 # ---------------------------------------------------------------- control flow
-def test_python_control_flow_on_traced_values_raises_clearly():
-    cf = compile(lambda x: x if x.sum() > 0 else -x, backend="interpret")
-    with pytest.raises(TypeError, match="fnx.where.*fnx.cond.*static_argnums"):
+def test_python_control_flow_on_traced_values_raises_clearly_with_fullgraph():
+    cf = compile(lambda x: x if x.sum() > 0 else -x, backend="interpret", fullgraph=True)
+    with pytest.raises(fnx.errors.ConcretizationError, match="fnx.where.*fnx.cond.*static_argnums"):
         cf(fnx.ones(2))
+    with pytest.raises(TypeError, match="bool\\(\\) needs a concrete value"):
+        fnx_jax.jit(lambda x: x if x.sum() > 0 else -x)(fnx.ones(2))   # jax.jit raises, as JAX does
+
+
+class _Lengths(fnx.nn.Module):
+    """Reads its lengths in Python (as pack_padded_sequence does) and keeps running statistics."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = fnx.nn.BatchNorm1d(5)
+
+    def forward(self, x, lengths):
+        y = self.norm(x)
+        return fnx.stack([y[i, :n].sum(0) for i, n in enumerate(lengths.tolist())])
+
+
+def test_a_graph_break_runs_that_signature_eagerly_after_one_warning():
+    """torch.compile's graph break, at the granularity of a call: the signature whose trace needed a tensor's value
+    runs eagerly (right values for every input, module state updated once per call, gradients on the tape); the
+    warning names the user's line; a new signature traces again; lower() raises what stopped the trace."""
+    cf = compile(lambda x: x if x.sum() > 0 else -x)
+    with pytest.warns(UserWarning, match="tracing stopped at .*test_compile.py:[0-9]+ \\(<lambda>\\): bool"):
+        assert_close(cf(X), X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_close(cf(-X), X)
+    with pytest.raises(fnx.errors.ConcretizationError):
+        cf.lower(X)
+    fnx.manual_seed(0)
+    model, twin = _Lengths(), _Lengths()
+    twin.load_state_dict(model.state_dict())
+    x, lengths = fnx.randn(4, 5, 3), fnx.tensor([5, 2, 3, 1])
+    compiled = compile(model)
+    with pytest.warns(UserWarning, match="tracing stopped at .*test_compile.py:[0-9]+ \\(forward\\): tolist"):
+        compiled(x, lengths).sum().backward()
+    twin(x, lengths).sum().backward()
+    for (name, a), b in zip(model.state_dict().items(), twin.state_dict().values()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, err_msg=name)
+    np.testing.assert_allclose(model.norm.weight.grad.numpy(), twin.norm.weight.grad.numpy(), rtol=1e-6)
+
+
+def test_torch_compile_keywords():
+    f = lambda x: fnx.tanh(x).sum()  # noqa: E731
+    for kw in ({"mode": "max-autotune"}, {"mode": "reduce-overhead", "dynamic": False}, {"backend": "inductor"},
+               {"options": {"trace.enabled": False}, "dynamic": True}):
+        assert_close(compile(f, **kw)(X), f(X), exact=False, rtol=1e-6)
+    assert compile(f, disable=True) is f
+    assert compile(disable=True)(f) is f
+    with pytest.raises(ValueError, match="unknown mode 'fastest'; expected one of None, 'default'"):
+        compile(f, mode="fastest")
+    with pytest.raises(ValueError, match="unknown backend 'eager'"):
+        compile(f, backend="eager")
 
 
 def test_structured_control_flow_compiles():

@@ -59,6 +59,33 @@ def test_embedding_bag_matches_a_loop_over_the_bags(case):
     want = _reference(flat, weight, starts, ends, case["mode"], case["padding_idx"],
                       None if psw is None else psw.reshape(-1))
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+    if offsets is not None and case["mode"] != "max":   # offsets traced by compile: each entry's bag searched for
+        traced = fnx.compile(lambda i, w, o, *p: F.embedding_bag(
+            i, w, o, mode=case["mode"], per_sample_weights=p[0] if p else None, include_last_offset=case["last"],
+            padding_idx=case["padding_idx"]), backend="interpret", fullgraph=True)
+        got = traced(fnx.tensor(idx), fnx.tensor(weight), fnx.tensor(offsets), *([] if psw is None else
+                                                                               [fnx.tensor(psw)]))
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_embedding_bag_compiles_with_its_offsets_as_inputs():
+    """The EmbeddingBag tutorial's model under fnx.compile: offsets are traced, the step's loss and gradients are
+    eager's; mode 'max' needs the offsets' values, so its signature runs eagerly after one warning."""
+    fnx.manual_seed(0)
+    bag = nn.EmbeddingBag(20, 4, mode="mean")
+    text, offsets = fnx.tensor([1, 2, 4, 5, 4, 3, 2, 9, 7]), fnx.tensor([0, 4, 4, 6])
+    bag(text, offsets).square().sum().backward()
+    want = bag.weight.grad.numpy().copy()
+    bag.zero_grad()
+    compiled = fnx.compile(bag, fullgraph=True)
+    loss = compiled(text, offsets).square().sum()
+    loss.backward()
+    np.testing.assert_allclose(bag.weight.grad.numpy(), want, rtol=1e-6, atol=1e-7)
+    bag.mode = "max"
+    compiled = fnx.compile(bag)
+    with pytest.warns(UserWarning, match="tracing stopped at .*functional.py:[0-9]+ \\(embedding_bag\\): numpy\\(\\)"):
+        got = compiled(text, offsets)
+    np.testing.assert_array_equal(got.detach().numpy(), bag(text, offsets).detach().numpy())
 
 
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])

@@ -18,13 +18,14 @@ from ..core import FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.arrange import pad
-from ..ops.creation import full, ones_like, tensor, zeros
+from ..ops.creation import arange, full, ones_like, tensor, zeros
 from ..ops.joins import cat
 from ..ops.indexing import index_select, one_hot, scatter_add, take_rows
 from ..ops.linalg import einsum, matmul, matmul_p, require_same_dtype
 from ..ops.norms import vector_norm
+from ..ops.search import searchsorted
 from ..ops.sampling import rand
-from ..tensor import Tensor, make
+from ..tensor import Tensor, Tracer, make
 from .functional_activation import *  # noqa: F401,F403
 from .functional_activation import __all__ as _activation_all
 from .functional_activation import _maybe_inplace, softmax
@@ -267,35 +268,67 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         bags, length = input.shape
         starts = np.arange(0, bags * length, length)
         input = input.reshape(-1)
-    elif input.ndim == 1:
-        if offsets is None or offsets.ndim != 1:
-            raise FnxValueError(f"embedding_bag: offsets has to be a 1D Tensor but got "
-                                f"{None if offsets is None else f'{offsets.ndim}D'}")
+    elif input.ndim != 1:
+        raise FnxValueError(f"embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                            f"{input.ndim}")
+    elif offsets is None or offsets.ndim != 1:
+        raise FnxValueError(f"embedding_bag: offsets has to be a 1D Tensor but got "
+                            f"{None if offsets is None else f'{offsets.ndim}D'}")
+    elif isinstance(offsets, Tracer) and mode != "max":   # traced offsets (compile, vmap): no numpy value to cut at
+        return _traced_bags(input, weight, offsets, include_last_offset, mode, per_sample_weights,
+                            lambda used: embedding(used, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq),
+                            padding_idx)
+    else:
         starts = offsets.numpy().astype(np.int64)
         if starts.size and starts[0] != 0:
             raise FnxValueError(f"embedding_bag: offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
                                 f"has to start from position 0. However, got {int(starts[0])}")
-    else:
-        raise FnxValueError(f"embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of dimension "
-                            f"{input.ndim}")
     ends = np.append(starts[1:], input.shape[0])
     if include_last_offset:
         starts, ends = starts[:-1], starts[1:]
     bag = np.repeat(np.arange(len(starts)), np.maximum(ends - starts, 0))   # each entry's bag, entries in order
     used = input[:int(ends[-1])] if len(starts) else input[:0]
     rows = embedding(used, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
-    keep = ones_like(used, dtype=weight.dtype) if padding_idx is None else (used != padding_idx % weight.shape[0]).to(
-        weight.dtype)
-    out_shape = (len(starts), weight.shape[1])
+    keep = _bag_keep(used, weight, padding_idx)
     if mode == "max":
-        return _bag_max(rows, keep, starts, ends, out_shape)
-    scale = keep if per_sample_weights is None else keep * per_sample_weights.reshape(-1)[:used.shape[0]]
-    at = tensor(bag, device=weight.device)
-    total = zeros(out_shape, dtype=weight.dtype, device=weight.device).index_add(0, at, rows * scale.unsqueeze(1))
+        return _bag_max(rows, keep, starts, ends, (len(starts), weight.shape[1]))
+    return _bag_sum(rows, keep, per_sample_weights, tensor(bag, device=weight.device), len(starts), mode)
+
+
+def _bag_keep(used: Tensor, weight: Tensor, padding_idx: int | None) -> Tensor:
+    """1 for each bag entry that counts, 0 for those at padding_idx."""
+    if padding_idx is None:
+        return ones_like(used, dtype=weight.dtype)
+    return (used != padding_idx % weight.shape[0]).to(weight.dtype)
+
+
+def _bag_sum(rows: Tensor, keep: Tensor, per_sample_weights: Tensor | None, at: Tensor, bags: int,
+             mode: str) -> Tensor:
+    """embedding_bag's sum or mean of the entries' `rows` into the `bags` bags that `at` gives them."""
+    scale = keep if per_sample_weights is None else keep * per_sample_weights.reshape(-1)[:rows.shape[0]]
+    out_shape = (bags, rows.shape[1])
+    total = zeros(out_shape, dtype=rows.dtype, device=rows.device).index_add(0, at, rows * scale.unsqueeze(1))
     if mode == "sum":
         return total
-    count = zeros(out_shape[0], dtype=weight.dtype, device=weight.device).index_add(0, at, keep)
+    count = zeros(bags, dtype=rows.dtype, device=rows.device).index_add(0, at, keep)
     return total / ew.clamp_min(count, 1).unsqueeze(1)
+
+
+def _traced_bags(input: Tensor, weight: Tensor, offsets: Tensor, include_last_offset: bool, mode: str,
+                 per_sample_weights: Tensor | None, lookup, padding_idx: int | None) -> Tensor:
+    """embedding_bag's sum or mean with offsets known only as a traced tensor: each entry's bag is the last start
+    at or before it (a search); entries outside every bag (before the first start, or after the last offset with
+    `include_last_offset`) go to one extra bag, dropped at the end."""
+    starts = offsets[:-1] if include_last_offset else offsets
+    bags = starts.shape[0]
+    position = arange(input.shape[0], device=offsets.device)
+    at = searchsorted(starts, position, right=True) - 1
+    outside = at < 0
+    if include_last_offset:
+        outside = outside | (position >= offsets[-1])
+    at = ew.where(outside, bags, at)
+    return _bag_sum(lookup(input), _bag_keep(input, weight, padding_idx), per_sample_weights, at, bags + 1,
+                    mode)[:bags]
 
 
 def _bag_max(rows: Tensor, keep: Tensor, starts: np.ndarray, ends: np.ndarray, out_shape: tuple) -> Tensor:

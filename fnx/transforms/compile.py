@@ -70,8 +70,9 @@ import numpy as np
 
 from .. import core, debug
 from ..autograd import no_grad
-from .._warn import warn
-from ..core import FnxRuntimeError, FnxTypeError, Primitive
+from .._warn import FNX_DIR, warn
+from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive
+from ..errors import ConcretizationError
 from ..dtypes import from_numpy_dtype
 from ..ir import ClosedJaxpr, Jaxpr
 from ..lowering import check_backend, default_backend, lower
@@ -393,6 +394,12 @@ class _Entry:
         return self.exe
 
 
+# Where fnx asks a tracer for its value on behalf of others: a graph break names the frame that called into these.
+_MACHINERY = (os.path.join(FNX_DIR, "tensor.py"), os.path.join(FNX_DIR, "transforms", ""))
+# The cache entry of a signature whose trace needed a concrete value: calls with it run the function eagerly.
+_EAGER = object()
+
+
 class _State:
     """Which buffers of the module arguments a compiled function reads as extra trailing inputs (integer buffers,
     which are not pytree leaves) and writes back from its extra trailing outputs, as indices into the arguments'
@@ -538,7 +545,8 @@ def _index_set(nums, what: str) -> tuple:
 class Compiled:
     """A function compiled per input signature; call it like the original. See the module docstring."""
 
-    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(), backend=None):
+    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(), backend=None,
+                 fullgraph: bool = False):
         if not callable(fun):
             raise FnxTypeError(f"compile: expected a function to compile, got a {type(fun).__name__}")
         self._fun = fun
@@ -547,6 +555,7 @@ class Compiled:
         self.__qualname__ = getattr(fun, "__qualname__", self.__name__)
         self.__doc__ = getattr(fun, "__doc__", None)
         self._backend = None if backend is None else check_backend(backend)
+        self._fullgraph = bool(fullgraph)
         nums = _index_set(static_argnums, "static_argnums")
         names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         donate = _index_set(donate_argnums, "donate_argnums")
@@ -612,9 +621,17 @@ class Compiled:
         last = self._last   # a repeated signature compares equal without hashing every descriptor again
         entry = last[1] if last is not None and last[1].cacheable and last[0] == key else self._cache.get(key)
         if entry is None:
-            entry = self._trace(key, args, kwargs, leaves)
+            try:
+                entry = self._trace(key, args, kwargs, leaves)
+            except ConcretizationError as e:
+                if self._fullgraph:
+                    raise
+                entry = self._graph_break(key, e)
         elif _log.isEnabledFor(_DEBUG):
             _log.debug("cache hit for %s %s", self.__name__, self._describe(key))
+        if entry is _EAGER:
+            args, kwargs = given
+            return self._fun(*args[1:], **kwargs) if self._module else self._fun(*args, **kwargs)
         self._last = (key, entry)
         state, slots = entry.state, None
         if state is not None:
@@ -652,6 +669,28 @@ class Compiled:
         if state is not None:
             outs = self._write_back(entry, slots, outs)
         return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+
+    def _graph_break(self, key: tuple, error: ConcretizationError):
+        """After a trace stopped on a value that only real data has: this signature runs eagerly from now on, as
+        torch.compile runs the code around a graph break, with one warning that says where and what to do."""
+        user, op = None, None   # the innermost frames outside fnx, and outside its tensors and transforms
+        tb = error.__traceback__
+        while tb is not None:
+            file = tb.tb_frame.f_code.co_filename
+            if not file.startswith(FNX_DIR):
+                user = tb
+            elif not file.startswith(_MACHINERY):
+                op = tb
+            tb = tb.tb_next
+        tb = user or op
+        where = "" if tb is None else f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno} " \
+                                      f"({tb.tb_frame.f_code.co_name})"
+        _log.info("running %s eagerly for %s: %s", self.__name__, self._describe(key), error)
+        warn(f"fnx.compile({self.__qualname__}): tracing stopped{where}: {error}\nfnx.compile runs "
+             f"{self.__qualname__} eagerly for this input signature instead (torch.compile's graph break), "
+             f"without this warning again. fullgraph=True raises the error instead.")
+        self._cache[key] = _EAGER
+        return _EAGER
 
     def _write_back(self, entry: _Entry, slots: list, outs: list) -> list:
         """Copy the buffer updates (the trailing outputs) into the module arguments' buffers; the function's own
@@ -870,7 +909,9 @@ class Compiled:
         amp = autocast_key()
         if amp is not None:
             key = (*key, _AUTOCAST, amp)
-        entry = self._cache.get(key) or self._trace(key, args, kwargs, leaves)
+        entry = self._cache.get(key)
+        if entry is None or entry is _EAGER:   # a signature that runs eagerly: its trace raises what stopped it
+            entry = self._trace(key, args, kwargs, leaves)
         self._last = (key, entry)
         return Lowered(entry)
 
@@ -971,7 +1012,13 @@ def _lift_consts(closed: ClosedJaxpr, keys: dict) -> tuple[ClosedJaxpr, tuple, l
     return ClosedJaxpr(jaxpr, [c for _, c in kept]), tuple(d for _, d in key_pairs), [c for _, c in lifted]
 
 
-def compile(fun=None, static_argnums=(), static_argnames=(), donate_argnums=(), backend: str | None = None):
+# torch.compile's modes: each compiles the same way in fnx (they tune Inductor and CUDA graphs, which fnx has not).
+TORCH_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile(fun=None, static_argnums=(), static_argnames=(), donate_argnums=(), backend: str | None = None, *,
+            fullgraph: bool = False, dynamic: bool | None = None, mode: str | None = None,
+            options: dict | None = None, disable: bool = False):
     """Compile `fun`: trace it once per input signature into the IR, optimise, generate kernels, run them.
 
     `static_argnums` / `static_argnames`: arguments passed to `fun` as Python values (part of the cache
@@ -979,8 +1026,14 @@ def compile(fun=None, static_argnums=(), static_argnames=(), donate_argnums=(), 
     compiled code may reuse for its outputs (like JAX's; a donated tensor whose buffer was reused is
     invalid afterwards, any use raises; see the module docstring); `backend`: "interpret", "c", "cuda" or
     "opencl" (CPU tensors, kernels on an OpenCL device through pyopencl; default: "cuda" for CUDA inputs,
-    else "c"; `FNX_BACKEND` overrides; "interpret" ignores donation).
+    else "c"; `FNX_BACKEND` overrides; "interpret" ignores donation; torch's "inductor" is the default).
     Usable as a decorator, with or without arguments.
+
+    A function that needs a traced tensor's value in Python (`if x.sum() > 0`, `x.tolist()`, `x.item()`) cannot
+    be traced: unless `fullgraph=True` (which raises the error), that input signature then runs eagerly, with one
+    warning naming the line, as torch.compile runs the code around a graph break. torch.compile's other keywords
+    are accepted: `mode` (any of its modes compiles the same way), `dynamic` and `options` (fnx always
+    specialises on shapes: a new shape traces again), `disable=True` (returns `fun` itself).
 
     >>> import fnx
     >>> @fnx.compile
@@ -997,9 +1050,22 @@ def compile(fun=None, static_argnums=(), static_argnames=(), donate_argnums=(), 
     >>> len(f.kernels())   # mul, tanh and sum fused into one generated kernel
     1
     """
-    if fun is None:
-        return lambda f: Compiled(f, static_argnums, static_argnames, donate_argnums, backend)
-    return Compiled(fun, static_argnums, static_argnames, donate_argnums, backend)
+    if mode not in TORCH_MODES:
+        raise FnxValueError(f"fnx.compile: unknown mode {mode!r}; expected one of "
+                            f"{', '.join(repr(m) for m in TORCH_MODES)}")
+    if options is not None and not isinstance(options, dict):
+        raise FnxTypeError(f"fnx.compile: options must be a dict, got a {type(options).__name__}")
+    if dynamic not in (None, True, False):
+        raise FnxTypeError(f"fnx.compile: dynamic must be None, True or False, got {dynamic!r}")
+    if backend == "inductor":
+        backend = None
+
+    def make(f):
+        if disable:
+            return f
+        return Compiled(f, static_argnums, static_argnames, donate_argnums, backend, fullgraph)
+
+    return make if fun is None else make(fun)
 
 
 jit = compile
