@@ -22,6 +22,29 @@ def test_gradients_accumulate_over_backward_calls():
     assert not x.grad.requires_grad
 
 
+def test_dot_grad_never_shares_memory_with_what_the_user_holds():
+    """A leaf's first gradient is taken without a copy only when nothing else refers to it (PyTorch's AccumulateGrad
+    steal): not the user's `gradient=`, not a gradient that a hook kept or another leaf also got."""
+    x = leaf([1.0, 2.0, 3.0])
+    v = fnx.tensor([1.0, 1.0, 1.0], dtype=fnx.float64)
+    x.clone().backward(v)
+    assert not np.shares_memory(x.grad.numpy(), v.numpy())
+    a, b = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    ((a + b) * 2.0).sum().backward()   # both leaves get the product's one gradient
+    assert not np.shares_memory(a.grad.numpy(), b.grad.numpy())
+    c, kept = leaf([1.0, 2.0]), []
+    y = c.clone()
+    y.register_hook(kept.append)
+    (y * 3.0).sum().backward()
+    assert not np.shares_memory(c.grad.numpy(), kept[0].numpy())
+    w = leaf(np.ones((5, 2)))
+    F.embedding(fnx.tensor([1, 3, 1]), w).sum().backward()
+    F.embedding(fnx.tensor([0]), w).sum().backward()   # a taken gradient accumulates in place as a copy does
+    np.testing.assert_array_equal(w.grad.numpy(), [[1, 1], [2, 2], [0, 0], [1, 1], [0, 0]])
+    for t in (x, a, b, c):
+        assert t.grad.numpy().flags.writeable
+
+
 def test_backward_twice_needs_retain_graph():
     x = leaf([1.0, 2.0])
     y = (x.exp() * x).sum()

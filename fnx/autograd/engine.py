@@ -70,8 +70,9 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
         hooks = getattr(leaf, "_hooks", None)
         if hooks:
             g = _run_hooks(hooks, g)
-        if capture is None:
-            tape.accumulate_grad(leaf, g)
+        if capture is None:   # 3 references to g when nothing else holds it: the walk's, this frame's, the call's
+            sole = not hooks and tape.sole_gradient(g, 3)
+            tape.accumulate_grad(leaf, g, sole)
         elif id(leaf) in capture:
             captured[capture[id(leaf)]] = g
 

@@ -15,6 +15,7 @@ The backward walk releases each node's saved values once its vjp has run (`relea
 """
 from __future__ import annotations
 
+import sys
 import traceback
 import weakref
 
@@ -296,24 +297,42 @@ def register_hook(t, hook) -> RemovableHandle:
     return RemovableHandle(hooks, hook)
 
 
-def accumulate_grad(t, g) -> None:
+def accumulate_grad(t, g, sole: bool = False) -> None:
     """Add gradient `g` into `t.grad`, as PyTorch's AccumulateGrad does.
 
     The first gradient is stored as a fresh, writable copy: the incoming one may be a read-only broadcast
-    view or flow to other tensors too. Later ones add in place (`t.grad` keeps its identity), except while
-    a graph is being built (create_graph=True), where the sum stays differentiable.
+    view or flow to other tensors too. `sole`: the caller knows nothing else refers to `g` or its array
+    (`sole_gradient`); then an array that owns its writable memory is taken as it is, without the copy
+    (AccumulateGrad steals such a gradient too: an embedding table's gradient is tens of MB). Later gradients
+    add in place (`t.grad` keeps its identity), except while a graph is being built (create_graph=True),
+    where the sum stays differentiable.
     """
     old = t._grad
     if _state.grad_enabled:
         t._grad = g.clone() if old is None else old + g
     elif old is None:
-        t._grad = make(g._value.copy(), g._device)
+        v = g._value
+        owned = sole and v.base is None and v.dtype == t._value.dtype and (
+            not isinstance(v, np.ndarray) or v.flags.writeable)
+        t._grad = make(v if owned else v.copy(), g._device)
     elif old._requires_grad or old.dtype is not g.dtype or old.shape != g.shape or not old._value.flags.writeable:
         t._grad = (old + g).detach()
     else:
         v = old._value
         v += g._value
         old._version[0] += 1
+
+
+# sys.getrefcount counts every reference in CPython before 3.14 with the GIL; from 3.14 some are borrowed and go
+# uncounted (and free-threaded builds defer counts), so there no gradient is known to be sole and each is copied.
+_COUNTS_REFS = sys.implementation.name == "cpython" and sys.version_info < (3, 14) and getattr(
+    sys, "_is_gil_enabled", lambda: True)()
+
+
+def sole_gradient(g, refs: int) -> bool:
+    """Whether gradient `g` has no references but the `refs` its caller counted (its own frames' and the
+    argument's of this call) and its array none but `g`'s: what `accumulate_grad` may then take without a copy."""
+    return _COUNTS_REFS and sys.getrefcount(g) <= refs + 1 and sys.getrefcount(g._value) <= 2
 
 
 def retain_grad(t) -> None:
