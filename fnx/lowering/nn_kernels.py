@@ -28,7 +28,7 @@ __all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "softmax", "laye
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _POINTERS = {"lstm_forward": 9, "lstm_backward": 9, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
-             "layer_norm": 6, "layer_norm_backward": 8, "batch_norm_stats": 4, "batch_norm_apply": 7,
+             "layer_norm": 6, "layer_norm_backward": 8, "batch_norm_stats": 3, "batch_norm_apply": 7,
              "batch_norm_backward_sums": 6}   # then 2 sizes, and the extras of _EXTRA
 _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong],   # eps; rows per chunk
           "lstm_forward": [ctypes.c_longlong] * 3, "lstm_backward": [ctypes.c_longlong] * 3,   # steps, reverse, tasks
@@ -151,8 +151,7 @@ def batch_norm_stats(x: np.ndarray) -> tuple | None:
         return None
     fn, x = found
     (n, c, length), (mean, var) = x.shape, (np.empty(x.shape[1], x.dtype) for _ in range(2))
-    work = np.empty(4 * c)   # held until the call returns
-    fn(data_pointer(x), data_pointer(mean), data_pointer(var), data_pointer(work), n, c, length)
+    fn(data_pointer(x), data_pointer(mean), data_pointer(var), n, c, length)
     return mean, var
 
 

@@ -26,10 +26,11 @@ __all__ = ["relu", "relu_", "relu6", "elu", "elu_", "selu", "celu", "leaky_relu"
            "threshold", "threshold_", "softshrink", "rrelu", "rrelu_"]
 
 
-def _maybe_inplace(fn, input: Tensor, inplace: bool, *args):
-    """fn(input, *args), written into `input` when `inplace` (functionalized on traced tensors)."""
+def _maybe_inplace(fn, input: Tensor, inplace: bool, *args, name: str | None = None):
+    """fn(input, *args), written into `input` when `inplace` (functionalized on traced tensors); `name`: the
+    in-place op's, where fnx/ops/inplace.py knows it."""
     if inplace:
-        return _inplace_method(fn)(input, *args)
+        return _inplace_method(fn, name)(input, *args)
     return fn(input, *args)
 
 
@@ -39,7 +40,7 @@ def _relu(x: Tensor) -> Tensor:
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """max(x, 0), elementwise."""
-    return _maybe_inplace(_relu, input, inplace)
+    return _maybe_inplace(_relu, input, inplace, name="relu_")
 
 
 def relu_(input: Tensor) -> Tensor:

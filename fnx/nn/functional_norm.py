@@ -39,7 +39,13 @@ def _affine(y: Tensor, weight, bias, shape) -> Tensor:
 
 
 def running_stat_update(running: Tensor, batch_stat: Tensor, momentum: float) -> Tensor:
-    """(1 - momentum) * running + momentum * batch_stat, with no gradient through the batch statistic."""
+    """(1 - momentum) * running + momentum * batch_stat, with no gradient through the batch statistic. Eagerly
+    (both concrete tensors of one device and a Python float momentum) on the arrays, with the same roundings: the
+    fnx ops cost 50 us of a BatchNorm2d call on a small batch."""
+    if type(running) is Tensor and type(batch_stat) is Tensor and type(momentum) is float and \
+            running._device is batch_stat._device:
+        r = running._value
+        return make(r * (1.0 - momentum) + batch_stat._value.astype(r.dtype, copy=False) * momentum, running._device)
     return running * (1.0 - momentum) + batch_stat.detach().to(running.dtype) * momentum
 
 
@@ -60,6 +66,11 @@ def write_running_stat(buffer: Tensor, value: Tensor) -> None:
     """Copy `value` into the running-statistics `buffer` in place (outside autograd). A traced buffer (a module's
     buffer under fnx.compile, or on a transform's copy of the module) is rebound to the new value there, and
     fnx.compile writes it back into the module after the call."""
+    if type(buffer) is Tensor and type(value) is Tensor and value.shape == buffer.shape and \
+            value.dtype is buffer.dtype and value._device is buffer._device:   # eager: the arrays
+        buffer._value[...] = value._value
+        buffer._version[0] += 1
+        return
     if not isinstance(buffer, Tracer):
         value = _concrete(value)
         if isinstance(value, Tracer):
@@ -90,8 +101,10 @@ def _values_per_channel(input: Tensor, training: bool) -> int:
 
 def _updated_stats(running_mean, running_var, mean: Tensor, var: Tensor, count: int, momentum: float) -> tuple:
     """The running statistics moved toward the batch's (the variance unbiased)."""
+    unbiased = var._value * (count / (count - 1)) if type(var) is Tensor else None   # eagerly, on the array
     return (running_stat_update(running_mean, mean, momentum),
-            running_stat_update(running_var, var * (count / (count - 1)), momentum))
+            running_stat_update(running_var, var * (count / (count - 1)) if unbiased is None else
+                                make(unbiased, var._device), momentum))
 
 
 def batch_norm_stats(input: Tensor, running_mean, running_var, training: bool, momentum: float):

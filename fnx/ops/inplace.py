@@ -269,11 +269,18 @@ def _in_numpy(self: Tensor, compute, args: tuple, kwargs: dict) -> bool:
     return True
 
 
+# In-place ops whose out-of-place op's gradient reads only its result (relu's: where it is positive), so a recorded
+# call needs no snapshot of the old value (nn.ReLU(inplace=True) on a (4, 16, 64, 64) float32 activation: 480 ->
+# 150 us). An op listed here wrongly would fail loudly: its node's saved input changes version.
+_RESULT_ONLY = frozenset({"relu_"})
+
+
 def inplace(fn, name: str | None = None):
     """The in-place method `name_` of the out-of-place op `fn`."""
     op = name or fn.__name__ + "_"
 
     direct = _IN_NUMPY.get(op)
+    old_value = (lambda t: t) if op in _RESULT_ONLY else _snapshot
 
     @functools.wraps(fn)
     def method(self, *args, **kwargs):
@@ -281,7 +288,7 @@ def inplace(fn, name: str | None = None):
             return rebind_(self, fn(self, *args, **kwargs), op)
         _check_target(self, op)
         if _records(self, args + tuple(kwargs.values())):
-            return assign_(self, fn(_snapshot(self), *args, **kwargs), op)
+            return assign_(self, fn(old_value(self), *args, **kwargs), op)
         if direct is not None and _in_numpy(self, direct, args, kwargs):
             return self
         return assign_(self, fn(self, *args, **kwargs), op)

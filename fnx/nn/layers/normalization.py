@@ -86,11 +86,16 @@ class _BatchNorm(_NormBase):
             write_running_stat(self._buffers[name], value)
 
     def _count_batch(self) -> None:
-        count = self.num_batches_tracked + 1
+        tracked = self.num_batches_tracked
+        if type(tracked) is Tensor and not isinstance(self.running_mean, Tracer):   # eager: the array in place
+            tracked._value += 1
+            tracked._version[0] += 1
+            return
+        count = tracked + 1
         if isinstance(self.running_mean, Tracer):
             self._buffers["num_batches_tracked"] = count
         else:
-            write_running_stat(self.num_batches_tracked, count)
+            write_running_stat(tracked, count)
 
     def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
