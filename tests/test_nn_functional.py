@@ -311,6 +311,16 @@ def test_inplace_activations_write_into_the_input():
     h = leaf * 1.0
     F.leaky_relu(h, 0.5, inplace=True).sum().backward()
     assert leaf.grad.tolist() == [0.5, 1.0]
+    # relu_ keeps no copy of the old value (its gradient reads the result): the gradient is still the old sign's
+    a = fnx.tensor(RNG.standard_normal((3, 5)), requires_grad=True)
+    w = RNG.standard_normal((3, 5))
+    for act in (fnx.nn.ReLU(inplace=True), lambda t: t.relu_()):
+        a.grad = None
+        h = a * 1.0
+        out = act(h)
+        assert out is h and np.array_equal(h.detach().numpy(), np.maximum(a.detach().numpy(), 0))
+        (out * T(w)).sum().backward()
+        np.testing.assert_array_equal(a.grad.numpy(), np.where(a.detach().numpy() > 0, w, 0.0))
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])

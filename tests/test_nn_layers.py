@@ -85,6 +85,27 @@ def test_batchnorm_train_updates_and_eval_uses_running_stats():
         bn(fnx.randn(2, 3))
 
 
+def test_batchnorm_writes_its_buffers_in_place_each_step():
+    """The running statistics and the batch count change in the buffers' own memory (a view sees it, the version
+    counters move, as PyTorch's in-place updates do), from float32 statistics of a batch large enough for the C
+    loops, within float32 rounding of the float64 formulas."""
+    bn = nn.BatchNorm2d(8, momentum=0.1)
+    mean_view, count = bn.running_mean[:4], bn.num_batches_tracked
+    versions = bn.running_mean._version[0], bn.running_var._version[0], count._version[0]
+    batches = [RNG.standard_normal((4, 8, 16, 16)) * 3 + 2 for _ in range(2)]
+    want_mean, want_var = np.zeros(8), np.ones(8)
+    for b in batches:
+        bn(T(b.astype(np.float32)))
+        want_mean = 0.9 * want_mean + 0.1 * b.mean(axis=(0, 2, 3))
+        want_var = 0.9 * want_var + 0.1 * b.var(axis=(0, 2, 3), ddof=1)
+    np.testing.assert_allclose(bn.running_mean.numpy(), want_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bn.running_var.numpy(), want_var, rtol=1e-5)
+    np.testing.assert_array_equal(mean_view.numpy(), bn.running_mean.numpy()[:4])
+    assert bn.num_batches_tracked is count and count.item() == 2
+    assert (bn.running_mean._version[0], bn.running_var._version[0], count._version[0]) == \
+        tuple(v + 2 for v in versions)
+
+
 def test_batchnorm_cumulative_average_and_no_tracking():
     bn = nn.BatchNorm1d(2, momentum=None).double()
     batches = [RNG.standard_normal((5, 2)) for _ in range(3)]
