@@ -3,7 +3,8 @@
 Writing bumps the tensor's version counter (shared with its views), so a
 backward that needs the old value fails loudly instead of silently using the
 new one. When autograd records the op, it runs on a private snapshot of the
-old value, so the new node keeps what its own vjp needs.
+old value, so the new node keeps what its own vjp needs (no snapshot for ops
+whose gradient reads only their result, such as relu_: `_RESULT_ONLY`).
 
 Inside transforms (grad, jvp, vmap, compile, make_jaxpr) an in-place op on a
 tracer is functionalized by rebinding: the tracer object becomes the tracer
