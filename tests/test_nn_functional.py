@@ -323,6 +323,17 @@ def test_inplace_activations_write_into_the_input():
         np.testing.assert_array_equal(a.grad.numpy(), np.where(a.detach().numpy() > 0, w, 0.0))
 
 
+def test_leaky_relu_is_the_select_bit_for_bit_and_its_gradient_at_zero_is_the_slope():
+    x = np.array([-np.inf, -3.5, -1e-45, -0.0, 0.0, 1e-45, 2.25, np.inf, np.nan], np.float32)
+    for slope in (0.2, 0.01, 0.0):
+        with np.errstate(invalid="ignore"):   # -inf * 0 is NaN in both forms
+            got, want = F.leaky_relu(T(x), slope).numpy(), np.where(x > 0, x, x * np.float32(slope))
+        assert got.dtype == np.float32 and np.array_equal(got.view(np.int32), want.view(np.int32))
+    leaf = fnx.tensor([-2.0, 0.0, 3.0], dtype=fnx.float64, requires_grad=True)
+    F.leaky_relu(leaf, 0.2).sum().backward()
+    assert leaf.grad.tolist() == [0.2, 0.2, 1.0]
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_softmax_family(dim):
     x = RNG.standard_normal((3, 4, 2)) * 5
