@@ -92,12 +92,14 @@ def _to(self, *args, **kwargs) -> Tensor:
     dt = args[0] if len(args) == 1 and not kwargs else kwargs.get("dtype") if len(kwargs) == 1 and not args else None
     if type(dt) is _dt.dtype and dt is self.dtype:   # x.to(x.dtype), as RMSNorm calls it: no parsing
         return self
-    dev, dt, copy = parse_to("to()", args, kwargs)
+    dev, dt, copy, fmt = parse_to("to()", args, kwargs)
     out = self
     if dt is not None and dt is not out.dtype:
         out = convert(out, dt)
     if dev is not None and dev is not out._device:
         out = transfer(out, dev)
+    if fmt is not None:
+        out = creation.to_memory_format(out, fmt, "to()")
     if copy and out is self:
         out = self.clone()
     return out

@@ -147,8 +147,7 @@ class Tensor:
     def is_contiguous(self, memory_format=None) -> bool:
         """Whether the elements are laid out row-major without gaps (the default, `contiguous_format`), or in the
         order `memory_format` names: `channels_last` (NHWC) or `channels_last_3d` (NDHWC), judged from the
-        strides as PyTorch does. fnx lays tensors out row-major, so a channels-last check holds only when the
-        two orders coincide (one channel, or one pixel)."""
+        strides as PyTorch does (both hold where the two orders coincide: one channel, or one pixel)."""
         check_memory_format("is_contiguous", memory_format)
         order = {channels_last: (1, 3, 2, 0), channels_last_3d: (1, 4, 3, 2, 0)}.get(memory_format)
         if order is None:
@@ -653,8 +652,10 @@ def note_view(out: Tracer, base: Tracer, prim, params: dict) -> None:
 
 
 class memory_format:
-    """PyTorch's memory-format names. fnx lays every tensor out row-major, so each format gives the same
-    values and strides: the names are accepted where PyTorch takes them (`to`, `contiguous`) and change nothing."""
+    """PyTorch's memory-format names: `to(memory_format=)`, `contiguous(memory_format=)` and `nn.Module.to` lay a
+    CPU tensor out as named (`channels_last`: a 4-D tensor's channels innermost, NHWC in memory, its shape still
+    NCHW; `channels_last_3d`: NDHWC), and eager convolutions, batch_norm, pooling and elementwise ops keep that
+    layout, as PyTorch's do; the values never depend on it."""
 
     __slots__ = ("name",)
 
@@ -686,13 +687,14 @@ def is_tensor(obj) -> bool:
 def parse_to(op: str, args: tuple, kwargs: dict, *, allow_copy: bool = True):
     """The (device, dtype, copy) of a `to(...)` call as PyTorch reads it, None where not given: `to(device)`
     (a name, a `device` or a CUDA index), `to(dtype)` (a dtype or its name), `to(device, dtype)`, `to(tensor)`,
-    and the keywords device=, dtype=, non_blocking= and memory_format= (layout is always row-major), copy=
-    where `allow_copy`. Shared by Tensor.to and nn.Module.to."""
+    and the keywords device=, dtype=, non_blocking=, memory_format= (returned fourth, None where not given) and
+    copy= where `allow_copy`. Shared by Tensor.to and nn.Module.to."""
     kwargs = dict(kwargs)
     dev, dt = kwargs.pop("device", None), kwargs.pop("dtype", None)
     copy = kwargs.pop("copy", False) if allow_copy else False
     kwargs.pop("non_blocking", None)
-    check_memory_format(op, kwargs.pop("memory_format", preserve_format))
+    fmt = kwargs.pop("memory_format", None)
+    check_memory_format(op, fmt)
     if kwargs:
         raise FnxTypeError(f"{op}: unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
@@ -707,4 +709,4 @@ def parse_to(op: str, args: tuple, kwargs: dict, *, allow_copy: bool = True):
                 dt = _dt.as_dtype(a)
             except TypeError as e:
                 raise FnxTypeError(f"{op}: expected a device, a dtype or a tensor, got {a!r} ({e})") from None
-    return (None if dev is None else _device_cls(dev)), (None if dt is None else _dt.as_dtype(dt)), copy
+    return (None if dev is None else _device_cls(dev)), (None if dt is None else _dt.as_dtype(dt)), copy, fmt

@@ -314,7 +314,7 @@ def accumulate_grad(t, g, sole: bool = False) -> None:
         v = g._value
         owned = sole and v.base is None and v.dtype == t._value.dtype and (
             not isinstance(v, np.ndarray) or v.flags.writeable)
-        t._grad = make(v if owned else v.copy(), g._device)
+        t._grad = make(v if owned else v.copy(order="K"), g._device)   # K: a channels-last gradient stays so
     elif old._requires_grad or old.dtype is not g.dtype or old.shape != g.shape or not old._value.flags.writeable:
         t._grad = (old + g).detach()
     else:

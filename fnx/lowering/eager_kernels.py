@@ -151,6 +151,11 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     floor = EXPENSIVE_MIN_ELEMENTS if prim.groups >= _EXPENSIVE_NATIVE else MIN_ELEMENTS
     if x.size < floor and last.size < floor:   # below every threshold: no plan to look up
         return None
+    if not x.flags.c_contiguous and x.shape == last.shape and x.strides == last.strides:
+        order = _dense_order(x)
+        if order is not None:   # one layout (channels_last): the kernel over the memory as it lies
+            out = run(prim, *(a.transpose(order) for a in arrays), **params)
+            return None if out is None else out.transpose(np.argsort(order))
     key = (prim, x.shape, last.shape, x.dtype, last.dtype, x.strides, last.strides, team_size.value > 1)
     plan = _plans.get(key, False)
     if plan is False:
@@ -175,6 +180,13 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         values = (1, rows, cols, rows * cols)
         launch.append((fn, meta(*[values[s] for s in symbols]), not all(a.flags.c_contiguous for a in arrays)))
     return out
+
+
+def _dense_order(a: np.ndarray) -> tuple | None:
+    """The order of a's dims in which it is row-major (a channels_last array: (0, 2, 3, 1)), or None where its
+    elements do not fill a block of memory (a slice, a broadcast)."""
+    order = tuple(sorted(range(a.ndim), key=lambda d: -a.strides[d]))
+    return order if a.transpose(order).flags.c_contiguous else None
 
 
 def _plan(prim: Primitive, arrays) -> tuple | None:

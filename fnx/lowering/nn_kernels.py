@@ -22,18 +22,21 @@ from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
 __all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "softmax", "layer_norm", "layer_norm_backward",
-           "batch_norm_stats", "batch_norm_apply", "batch_norm_backward_sums", "MIN_ELEMENTS"]
+           "batch_norm_stats", "batch_norm_apply", "batch_norm_backward_sums", "batch_norm_stats_rows",
+           "batch_norm_backward_sums_rows", "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _POINTERS = {"lstm_forward": 9, "lstm_backward": 9, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
              "layer_norm": 6, "layer_norm_backward": 8, "batch_norm_stats": 3, "batch_norm_apply": 7,
-             "batch_norm_backward_sums": 6}   # then 2 sizes, and the extras of _EXTRA
+             "batch_norm_backward_sums": 6, "batch_norm_stats_rows": 4, "batch_norm_apply_rows": 7,
+             "batch_norm_backward_sums_rows": 6}   # then 2 sizes, and the extras of _EXTRA
 _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong],   # eps; rows per chunk
           "lstm_forward": [ctypes.c_longlong] * 3, "lstm_backward": [ctypes.c_longlong] * 3,   # steps, reverse, tasks
           "batch_norm_stats": [ctypes.c_longlong], "batch_norm_apply": [ctypes.c_longlong],   # a channel's length
-          "batch_norm_backward_sums": [ctypes.c_longlong]}
+          "batch_norm_backward_sums": [ctypes.c_longlong],
+          "batch_norm_stats_rows": [ctypes.c_longlong], "batch_norm_backward_sums_rows": [ctypes.c_longlong]}   # chunk
 # layer_norm's parameter gradients are summed per chunk of rows, then the chunks in order (the same bits on any
 # number of threads): at least _CHUNK rows per chunk, at most _CHUNKS chunks.
 _CHUNK, _CHUNKS = 32, 64
@@ -137,8 +140,8 @@ def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np
 
 
 def _channels(name: str, *arrays: np.ndarray) -> tuple | None:
-    """The C function `name` for batch_norm over (N, C, L) arrays of one float dtype, and those arrays contiguous;
-    None where numpy should run it."""
+    """The C function `name` for batch_norm over (N, C, L) arrays (or channels-last (M, C) rows) of one float
+    dtype, and those arrays contiguous; None where numpy should run it."""
     x = arrays[0]
     fns = _functions(x.dtype, x.size, name) if all(a.dtype == x.dtype for a in arrays) else None
     return None if fns is None else (fns[0],) + tuple(np.ascontiguousarray(a) for a in arrays)
@@ -157,9 +160,10 @@ def batch_norm_stats(x: np.ndarray) -> tuple | None:
 
 def batch_norm_apply(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray, g: np.ndarray | None = None,
                      mean: np.ndarray | None = None, shift: np.ndarray | None = None) -> np.ndarray | None:
-    """x * alpha + beta per channel of x (N, C, L) (the forward), or with g the backward's
-    g * alpha - (x - mean) * beta - shift; None where numpy should run it."""
-    found = _channels("batch_norm_apply", *(a for a in (x, alpha, beta, g, mean, shift) if a is not None))
+    """x * alpha + beta per channel of x (N, C, L), or of channels-last rows x (M, C) (the forward), or with g the
+    backward's g * alpha - (x - mean) * beta - shift; None where numpy should run it."""
+    name = "batch_norm_apply_rows" if x.ndim == 2 else "batch_norm_apply"
+    found = _channels(name, *(a for a in (x, alpha, beta, g, mean, shift) if a is not None))
     if found is None:
         return None
     fn, x, alpha, beta, *rest = found
@@ -179,6 +183,39 @@ def batch_norm_backward_sums(g: np.ndarray, x: np.ndarray, mean: np.ndarray) -> 
     sum_g, sum_gc, work = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype), np.empty(2 * x.shape[1])
     fn(data_pointer(g), data_pointer(x), data_pointer(mean), data_pointer(sum_g), data_pointer(sum_gc),
        data_pointer(work), *x.shape)
+    return sum_g, sum_gc
+
+
+def _row_chunks(m: int, c: int) -> tuple:
+    """(rows a chunk, the work buffer) of the channels-last sums over m rows of c channels: at least _CHUNK rows a
+    chunk, at most _CHUNKS chunks (as layer_norm's parameter gradients)."""
+    chunk = max(_CHUNK, -(-m // _CHUNKS))
+    return chunk, np.empty((-(-m // chunk) * 2 + 3) * c)
+
+
+def batch_norm_stats_rows(x: np.ndarray) -> tuple | None:
+    """batch_norm_stats of channels-last rows x (M, C) (each row one position's channels); None where numpy
+    should run it."""
+    found = _channels("batch_norm_stats_rows", x)
+    if found is None:
+        return None
+    fn, x = found
+    (m, c), (mean, var) = x.shape, (np.empty(x.shape[1], x.dtype) for _ in range(2))
+    chunk, work = _row_chunks(m, c)
+    fn(data_pointer(x), data_pointer(mean), data_pointer(var), data_pointer(work), m, c, chunk)
+    return mean, var
+
+
+def batch_norm_backward_sums_rows(g: np.ndarray, x: np.ndarray, mean: np.ndarray) -> tuple | None:
+    """batch_norm_backward_sums over channels-last rows (M, C); None where numpy should run it."""
+    found = _channels("batch_norm_backward_sums_rows", g, x, mean)
+    if found is None:
+        return None
+    fn, g, x, mean = found
+    (m, c), (sum_g, sum_gc) = x.shape, (np.empty(x.shape[1], x.dtype) for _ in range(2))
+    chunk, work = _row_chunks(m, c)
+    fn(data_pointer(g), data_pointer(x), data_pointer(mean), data_pointer(sum_g), data_pointer(sum_gc),
+       data_pointer(work), m, c, chunk)
     return sum_g, sum_gc
 
 

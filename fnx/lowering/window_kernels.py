@@ -179,11 +179,13 @@ def transpose(src: np.ndarray, dst: np.ndarray, bias: np.ndarray | None = None) 
 
 def pad_cl(x: np.ndarray, xp: np.ndarray, front: tuple) -> None:
     """xp (n, *padded, C) = x (n, C, *spatial) channels-last in a frame of zeros, `front` of them before each dim
-    (padded at least front + spatial). C-contiguous, up to 3 spatial dims."""
+    (padded at least front + spatial). xp C-contiguous, x C-contiguous or channels-last ((n, *spatial, C) in
+    memory), up to 3 spatial dims."""
     pad = 3 - (x.ndim - 2)
     sizes = (1,) * pad + x.shape[2:] + (1,) * pad + xp.shape[1:-1] + (0,) * pad + tuple(front)
+    cl = not x.flags.c_contiguous
     _cl_call("pad_cl", x)(_ptr(x), _ptr(xp), ctypes.c_longlong(x.shape[0]), ctypes.c_longlong(x.shape[1]),
-                          (ctypes.c_longlong * 9)(*sizes))
+                          ctypes.c_longlong(cl), (ctypes.c_longlong * 9)(*sizes))
 
 
 def conv_direct(xp: np.ndarray, w: np.ndarray, y: np.ndarray, gpos: np.ndarray, pos: np.ndarray, row: np.ndarray,

@@ -17,7 +17,7 @@ from .. import dtypes as _dt
 from ..autograd import Function, no_grad
 from ..core import FnxRuntimeError, FnxValueError
 from ..lowering import nn_kernels
-from ..ops import elementwise as ew
+from ..ops import elementwise as ew, layout
 from ..ops import reduce as rd
 from ..ops.arrange import pad
 from ..ops.linalg import matmul_p
@@ -188,6 +188,16 @@ class _BatchNorm(Function):
     @staticmethod
     def forward(ctx, input, weight, bias, eps):
         x, xp, dev = input._value, input._device._xp, input._device
+        ctx.channels_last = xp is np and layout.channels_last(x)
+        found = _channels_last_forward(x, weight, bias, eps) if ctx.channels_last else None
+        if found is not None:
+            y, mean, var, rstd = found
+            ctx.save_for_backward(input, weight)
+            ctx.stats = mean, rstd, eps
+            stats = make(mean, dev), make(var, dev)
+            ctx.mark_non_differentiable(*stats)
+            return (make(y, dev),) + stats
+        ctx.channels_last = False
         n, c = x.shape[:2]
         x3 = _per_channel(x, n, c)
         count = n * x3.shape[2]
@@ -219,6 +229,8 @@ class _BatchNorm(Function):
             return _batch_norm_grads(dy, input, weight, ctx.stats[2], (need_x, need_w, need_b)) + (None,)
         mean, rstd, _ = ctx.stats
         x, g = input._value, dy._value
+        if ctx.channels_last:
+            return _channels_last_backward(x, g, weight, mean, rstd, input._device, need_x, need_w, need_b)
         n, c = x.shape[:2]
         x3, g3 = _per_channel(x, n, c), _per_channel(g, n, c)
         count = n * x3.shape[2]
@@ -245,6 +257,36 @@ class _BatchNorm(Function):
             d_input = make(d_input.reshape(x.shape), input._device)
         dev = input._device
         return (d_input, make(sum_gc * rstd, dev) if need_w else None, make(sum_g, dev) if need_b else None, None)
+
+
+def _channels_last_forward(x, weight, bias, eps: float) -> tuple | None:
+    """(y, mean, var, rstd) of _BatchNorm's forward over a channels-last x as rows of channels (C loops), y
+    channels-last; None where the loops do not run (then numpy runs the channels-first form on a copy)."""
+    x2 = layout.rows(x)
+    native = nn_kernels.batch_norm_stats_rows(x2)
+    if native is None:
+        return None
+    mean, var = native
+    rstd = 1.0 / np.sqrt(var + eps)
+    alpha = rstd if weight is None else rstd * weight._value
+    beta = -mean * alpha if bias is None else bias._value - mean * alpha
+    y = layout.from_rows(nn_kernels.batch_norm_apply(x2, alpha, beta), x.shape[0], x.shape[2:])
+    return y, mean, var, rstd
+
+
+def _channels_last_backward(x, g, weight, mean, rstd, dev, need_x: bool, need_w: bool, need_b: bool) -> tuple:
+    """_BatchNorm's backward for a channels-last x: the gradients' sums and dx over rows of channels (g read in
+    place where it is channels-last too), dx channels-last."""
+    x2, g2 = layout.rows(x), layout.rows(g)
+    sum_g, sum_gc = nn_kernels.batch_norm_backward_sums_rows(g2, x2, mean)
+    d_input = None
+    if need_x:
+        count = x2.shape[0]
+        alpha = rstd if weight is None else rstd * weight._value
+        scale, shift = alpha * rstd * rstd * sum_gc / count, alpha * sum_g / count
+        d_input = make(layout.from_rows(nn_kernels.batch_norm_apply(x2, alpha, scale, g2, mean, shift),
+                                        x.shape[0], x.shape[2:]), dev)
+    return (d_input, make(sum_gc * rstd, dev) if need_w else None, make(sum_g, dev) if need_b else None, None)
 
 
 def _batch_norm_grads(dy: Tensor, input: Tensor, weight, eps: float, needs: tuple) -> tuple:

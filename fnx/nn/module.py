@@ -558,8 +558,10 @@ class Module:
 
     def to(self, *args, **kwargs) -> Module:
         """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`: moves all state, casts floating and
-        complex state."""
-        dev, dt, _ = parse_to("nn.Module.to()", args, kwargs, allow_copy=False)
+        complex state. `memory_format=` is checked and leaves the state row-major, where PyTorch lays out the 4-D
+        and 5-D state as it names: a convolution's output takes its input's layout either way, and fnx's fused
+        optimizers run over row-major parameters."""
+        dev, dt, _, _ = parse_to("nn.Module.to()", args, kwargs, allow_copy=False)
         if dt is not None and not dt.is_inexact:
             raise FnxTypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                                f"dtype={dt}")

@@ -49,6 +49,7 @@ import numpy as np
 from ..core import Primitive, ShapedArray
 from ..threads import get_num_threads
 from . import windows
+from . import layout
 from .reduce import sum as _sum
 
 __all__ = ["conv", "conv_input_grad", "conv_weight_grad", "runs_on", "pays", "MIN_CHANNELS", "ENABLED"]
@@ -96,7 +97,7 @@ def _framed(a, front: tuple, reach: tuple):
     padded size the larger of front + s and the windows' reach."""
     padded = tuple(max(f + m, r) for f, m, r in zip(front, a.shape[2:], reach))
     framed = np.empty((a.shape[0],) + padded + (a.shape[1],), a.dtype)
-    windows.native.pad_cl(np.ascontiguousarray(a), framed, tuple(front))
+    windows.native.pad_cl(a if layout.channels_last(a) else np.ascontiguousarray(a), framed, tuple(front))
     return framed
 
 
@@ -166,12 +167,20 @@ def _pointwise(kernel: tuple, padding: tuple) -> bool:
     return all(k == 1 for k in kernel) and not any(padding)
 
 
+def _strided(stride: tuple, out: tuple) -> tuple:
+    """The index of the positions along the spatial dims that a pointwise convolution with `stride` reads for `out`
+    outputs."""
+    return tuple(slice(0, o * s, s) for o, s in zip(out, stride))
+
+
 def _taken(a, stride: tuple, out: tuple):
     """The positions of a (N, C, *spatial) that a pointwise convolution with `stride` reads for `out` outputs, as
     (N, C, prod(out)): a view where every position is read."""
     if any(s != 1 for s in stride) or tuple(a.shape[2:]) != out:
-        a = a[(Ellipsis,) + tuple(slice(0, o * s, s) for o, s in zip(out, stride))]
+        a = a[(Ellipsis,) + _strided(stride, out)]
     return np.reshape(a, a.shape[:2] + (-1,))
+
+
 
 
 def _pointwise_product(w, x):
@@ -186,21 +195,29 @@ def _pointwise_product(w, x):
 
 
 def _packed(w):
-    """w (O, T, ...) as the direct loops' weights (T, O'), one row per tap (the dims after the first, flattened),
-    O' = O padded to whole vectors with zeros: one transposing copy."""
+    """w (O, C, *kernel) as the direct loops' weights (T, O'), one row per tap, O' = O padded to whole vectors
+    with zeros: one transposing copy. Rows channel major (c * K + kernel element) from a row-major w, element major
+    (element * C + c) from a channels-last one, its memory as it lies."""
     o, width = w.shape[0], _vectors(w.shape[0], w.dtype)
-    w = np.ascontiguousarray(w).reshape(1, o, -1)
+    w = (np.moveaxis(w, 1, -1) if layout.channels_last(w) else np.ascontiguousarray(w)).reshape(1, o, -1)
     packed = (np.empty if width == o else np.zeros)((1, w.shape[2], width), w.dtype)
     windows.native.transpose(w, packed)
     return packed[0]
 
 
-def _direct(framed, packed, plan: tuple, outs: tuple, out_channels: int, bias=None):
+def _direct(framed, packed, plan: tuple, outs: tuple, out_channels: int, bias=None, last: bool = False):
     """The direct convolution of a frame (n, *padded, C) with the packed weights by the plan's groups: (n, O,
-    *outs), bias added."""
+    *outs), bias added; channels-last where `last` (the tiles' rows as they are, unless padded), else row-major."""
     n = framed.shape[0]
     rows = np.empty((n, math.prod(outs), packed.shape[-1]), framed.dtype)
     windows.native.conv_direct(framed, packed, rows, *plan)
+    if last:
+        rows = rows.reshape(-1, rows.shape[-1])
+        if rows.shape[-1] != out_channels:
+            rows = np.ascontiguousarray(rows[:, :out_channels])
+        if bias is not None:
+            rows += bias
+        return layout.from_rows(rows, n, outs)
     y = np.empty((n, out_channels) + tuple(outs), framed.dtype)
     windows.native.transpose(rows, y.reshape(n, out_channels, -1), bias)
     return y
@@ -213,15 +230,22 @@ conv_p = Primitive("conv")
 @conv_p.def_impl
 def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
     kernel, out = tuple(w.shape[2:]), tuple(out_size)
+    last = layout.channels_last(x) or layout.channels_last(w)
     if _pointwise(kernel, padding):
-        y = _pointwise_product(np.reshape(w, w.shape[:2]), _taken(x, stride, out))
+        w2 = np.reshape(w, w.shape[:2])
+        if last:   # one product over every position's row of channels
+            y = layout.rows(x, _strided(stride, out)) @ w2.T
+            if bias:
+                y += bias[0]
+            return layout.from_rows(y, x.shape[0], out)
+        y = _pointwise_product(w2, _taken(x, stride, out))
         if bias:
             y += bias[0][:, None]
         return y.reshape(y.shape[:2] + out)
     framed = _framed(x, padding, _reach(out, kernel, stride, dilation))
     plan = _forward_plan(tuple(x.shape[2:]), tuple(padding), tuple(framed.shape[1:-1]), out, kernel, tuple(stride),
-                         tuple(dilation), x.shape[1])
-    return _direct(framed, _packed(w), plan, out, w.shape[0], bias[0] if bias else None)
+                         tuple(dilation), x.shape[1], not layout.channels_last(w))
+    return _direct(framed, _packed(w), plan, out, w.shape[0], bias[0] if bias else None, last)
 
 
 @conv_p.def_abstract
@@ -248,7 +272,13 @@ def bilinear_vjp(prim: Primitive, input_grad, weight_grad) -> None:
 
 
 bilinear_vjp(conv_p, lambda g, x, w, geometry: conv_input_grad(g, w, tuple(x.shape[2:]), **geometry),
-             lambda g, x, w, geometry: conv_weight_grad(g, x, tuple(w.shape[2:]), **geometry))
+             lambda g, x, w, geometry: conv_weight_grad(g, x, tuple(w.shape[2:]), last=_lies_channels_last(w),
+                                                        **geometry))
+
+
+def _lies_channels_last(t) -> bool:
+    """Whether the eager tensor t is channels-last (its weight gradient then is too, as PyTorch's)."""
+    return type(t._value) is np.ndarray and layout.channels_last(t._value)
 
 
 def conv(x, w, b=None, *, stride: tuple, padding: tuple, dilation: tuple, out_size: tuple):
@@ -287,13 +317,20 @@ def _input_plan(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: 
 @conv_input_grad_p.def_impl
 def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
     o, c = g.shape[1], w.shape[1]
+    last = layout.channels_last(g) or layout.channels_last(w)
     if _pointwise(tuple(w.shape[2:]), padding):
-        gx = _pointwise_product(np.reshape(w, (o, c)).T, np.reshape(g, (g.shape[0], o, -1)))
-        gx = gx.reshape(gx.shape[:2] + tuple(g.shape[2:]))
+        w2 = np.reshape(w, (o, c))
+        if last:
+            gx = layout.from_rows(layout.rows(g) @ w2, g.shape[0], g.shape[2:])
+        else:
+            gx = _pointwise_product(w2.T, np.reshape(g, (g.shape[0], o, -1)))
+            gx = gx.reshape(gx.shape[:2] + tuple(g.shape[2:]))
         if gx.shape[2:] == tuple(size):
             return gx
-        whole = np.zeros(gx.shape[:2] + tuple(size), g.dtype)
-        whole[(Ellipsis,) + tuple(slice(0, m * s, s) for m, s in zip(g.shape[2:], stride))] = gx
+        whole = np.zeros((g.shape[0],) + tuple(size) + (c,), g.dtype) if last else \
+            np.zeros(gx.shape[:2] + tuple(size), g.dtype)
+        whole = np.moveaxis(whole, -1, 1) if last else whole
+        whole[(Ellipsis,) + _strided(stride, g.shape[2:])] = gx
         return whole
     if c < MIN_CHANNELS:
         return _input_grad_by_columns(g, w, tuple(size), tuple(stride), tuple(padding), tuple(dilation))
@@ -301,8 +338,11 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
                                      tuple(padding), tuple(dilation), o)
     width = _vectors(c, g.dtype)
     packed = (np.empty if width == c else np.zeros)((o, math.prod(w.shape[2:]), width), g.dtype)
-    windows.native.transpose(np.ascontiguousarray(w).reshape(o, c, -1), packed)   # rows (o, k): w[o, :, k]
-    return _direct(_framed(g, front, reach), packed.reshape(-1, width), plan, tuple(size), c)
+    if layout.channels_last(w):   # rows (o, k): w[o, :, k], as a channels-last w lies
+        packed[:, :, :c] = np.moveaxis(w, 1, -1).reshape(o, -1, c)
+    else:
+        windows.native.transpose(np.ascontiguousarray(w).reshape(o, c, -1), packed)
+    return _direct(_framed(g, front, reach), packed.reshape(-1, width), plan, tuple(size), c, last=last)
 
 
 def _input_grad_by_columns(g, w, size: tuple, stride: tuple, padding: tuple, dilation: tuple):
@@ -329,7 +369,7 @@ def _conv_input_grad_abstract(g: ShapedArray, w: ShapedArray, *, size, stride, p
 # <ct, conv_input_grad(g, w)> = <conv(ct, w), g>: its gradients are conv(ct, w) in g, conv_weight_grad(g, ct) in w
 conv_input_grad_p.def_vjp(lambda ct, primals, out, *, size, **geometry: (
     conv(ct, primals[1], None, out_size=tuple(primals[0].shape[2:]), **geometry),
-    conv_weight_grad(primals[0], ct, primals[1].shape[2:], **geometry)))
+    conv_weight_grad(primals[0], ct, primals[1].shape[2:], last=_lies_channels_last(primals[1]), **geometry)))
 
 
 def conv_input_grad(g, w, size: tuple, *, stride: tuple, padding: tuple, dilation: tuple):
@@ -342,20 +382,32 @@ conv_weight_grad_p = Primitive("conv_weight_grad")
 
 
 @conv_weight_grad_p.def_impl
-def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation):
+def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=False):
     (n, o), c, out, kernel = g.shape[:2], x.shape[1], tuple(g.shape[2:]), tuple(kernel)
     if _pointwise(kernel, padding):
+        if layout.channels_last(g) and layout.channels_last(x):
+            return (layout.rows(g).T @ layout.rows(x, _strided(stride, out))).reshape((o, c) + kernel)
         return _pointwise_weight_grad(np.reshape(g, (n, o, -1)), _taken(x, stride, out)).reshape((o, c) + kernel)
     framed = _framed(x, padding, _reach(out, kernel, stride, dilation))
     plan = _forward_plan(tuple(x.shape[2:]), tuple(padding), tuple(framed.shape[1:-1]), out, kernel, tuple(stride),
                          tuple(dilation), c, False)
     width = _vectors(o, g.dtype)
-    rows = (np.empty if width == o else np.zeros)((n, math.prod(out), width), g.dtype)
-    windows.native.transpose(np.ascontiguousarray(g).reshape(n, o, -1), rows)
+    if layout.channels_last(g) and width == o:   # g's rows of channels as they lie
+        rows = layout.rows(g).reshape(n, -1, o)
+    else:
+        rows = (np.empty if width == o else np.zeros)((n, math.prod(out), width), g.dtype)
+        if layout.channels_last(g):
+            rows[:, :, :o] = layout.rows(g).reshape(n, -1, o)
+        else:
+            windows.native.transpose(np.ascontiguousarray(g).reshape(n, o, -1), rows)
     threads = get_num_threads()
     chunks = max(1, min(threads, n * math.prod(out) // 256))   # parts of the positions; few positions: of the taps
     dw = windows.native.conv_weight_direct(framed, rows, math.prod(kernel) * c, plan, chunks,
                                            max(1, threads // chunks))   # (K, C, O') by taps
+    if last:   # (O, K, C) in memory: one transpose
+        gw = np.empty((o,) + kernel + (c,), g.dtype)
+        windows.native.transpose(dw.reshape(1, -1, width), gw.reshape(1, o, -1))
+        return np.moveaxis(gw, -1, 1)
     by_kernel = np.empty((math.prod(kernel), o, c), g.dtype)
     windows.native.transpose(dw.reshape(-1, c, width), by_kernel)
     gw = np.empty((o, c) + kernel, g.dtype)
@@ -374,17 +426,19 @@ def _pointwise_weight_grad(g, x):
 
 
 @conv_weight_grad_p.def_abstract
-def _conv_weight_grad_abstract(g: ShapedArray, x: ShapedArray, *, kernel, stride, padding,
-                               dilation) -> ShapedArray:
+def _conv_weight_grad_abstract(g: ShapedArray, x: ShapedArray, *, kernel, stride, padding, dilation,
+                               last=False) -> ShapedArray:
     return ShapedArray((g.shape[1], x.shape[1]) + tuple(kernel), g.dtype, g.device)
 
 
 # <ct, conv_weight_grad(g, x)> = <conv(x, ct), g>: its gradients are conv(x, ct) in g, conv_input_grad(g, ct) in x
-conv_weight_grad_p.def_vjp(lambda ct, primals, out, *, kernel, **geometry: (
+conv_weight_grad_p.def_vjp(lambda ct, primals, out, *, kernel, last=False, **geometry: (
     conv(primals[1], ct, None, out_size=tuple(primals[0].shape[2:]), **geometry),
     conv_input_grad(primals[0], ct, primals[1].shape[2:], **geometry)))
 
 
-def conv_weight_grad(g, x, kernel: tuple, *, stride: tuple, padding: tuple, dilation: tuple):
-    """The gradient of conv in its weight (O, C, *kernel), from the output's gradient g and the input x."""
-    return conv_weight_grad_p.bind(g, x, kernel=tuple(kernel), **_params(stride, padding, dilation))
+def conv_weight_grad(g, x, kernel: tuple, *, stride: tuple, padding: tuple, dilation: tuple, last: bool = False):
+    """The gradient of conv in its weight (O, C, *kernel), from the output's gradient g and the input x;
+    channels-last where `last`."""
+    params = _params(stride, padding, dilation)
+    return conv_weight_grad_p.bind(g, x, kernel=tuple(kernel), **params, **({"last": True} if last else {}))

@@ -17,10 +17,12 @@ from .. import _dlpack, core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
-from ..tensor import Tensor, Tracer, check_memory_format, make, preserve_format
+from ..tensor import (Tensor, Tracer, channels_last, channels_last_3d, check_memory_format, contiguous_format, make,
+                      preserve_format)
 from ..tree import tree_map
 from ._batching import unary_batch_rule
 from .joins import stack
+from .shape import permute
 
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
@@ -296,12 +298,36 @@ def clone(input: Tensor) -> Tensor:
     return copy_p.bind(input)
 
 
-def contiguous(input: Tensor, memory_format=preserve_format) -> Tensor:
-    """`input` if already C-contiguous, else a contiguous copy (every memory format is row-major in fnx)."""
+def contiguous(input: Tensor, memory_format=contiguous_format) -> Tensor:
+    """`input` if already laid out as `memory_format` names (row-major by default), else a copy so laid out."""
     check_memory_format("contiguous", memory_format)
+    if memory_format in _CHANNELS_LAST:
+        return to_memory_format(input, memory_format, "contiguous")
     if not _is_tracer(input) and input._value.flags.c_contiguous:
         return input
     return copy_p.bind(input)
+
+
+# the channels-last formats by the rank they lay out
+_CHANNELS_LAST = {channels_last: 4, channels_last_3d: 5}
+
+
+def to_memory_format(input: Tensor, memory_format, op: str) -> Tensor:
+    """`input` laid out as `memory_format` names (PyTorch's `to(memory_format=)`): row-major for
+    contiguous_format, channels innermost for channels_last (rank 4: NHWC in memory) and channels_last_3d (rank 5),
+    as it is for preserve_format and None. A copy only where the layout changes (a permuted copy, so gradients
+    flow); a tracer as it is (layout is an eager matter: the values are the same)."""
+    check_memory_format(op, memory_format)
+    rank = _CHANNELS_LAST.get(memory_format)
+    if rank is None:
+        return contiguous(input) if memory_format is contiguous_format else input
+    if input.ndim != rank:
+        raise FnxRuntimeError(f"{op}: required rank {rank} tensor to use {memory_format.name} format, got a tensor "
+                              f"of shape {list(input.shape)}")
+    if _is_tracer(input) or input.is_contiguous(memory_format=memory_format):
+        return input
+    inner = copy_p.bind(permute(input, 0, *range(2, rank), 1))
+    return permute(inner, 0, rank - 1, *range(1, rank - 1))
 
 
 # ---------------------------------------------------------------- stop_gradient

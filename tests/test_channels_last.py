@@ -1,0 +1,98 @@
+"""PyTorch's channels_last memory format: `to(memory_format=)` and `contiguous(memory_format=)` lay a tensor out
+channels innermost; eager convolutions, batch_norm and elementwise ops read such tensors in place and give their
+outputs the same layout, with the values (and gradients) of the row-major computation."""
+import numpy as np
+import pytest
+
+import fnx
+import fnx.nn.functional as F
+
+
+def _last(t) -> bool:
+    return t.is_contiguous(memory_format=fnx.channels_last) and not t.is_contiguous()
+
+
+def _rng_tensor(rng, shape, dtype=np.float64):
+    return fnx.tensor(rng.standard_normal(shape).astype(dtype))
+
+
+def test_to_and_contiguous_lay_out_the_memory_format_and_gradients_flow():
+    x = fnx.arange(2 * 3 * 4 * 5, dtype=fnx.float64).reshape(2, 3, 4, 5).requires_grad_()
+    y = x.to(memory_format=fnx.channels_last)
+    assert _last(y) and y.tolist() == x.tolist()
+    assert y.to(memory_format=fnx.channels_last) is y and y.contiguous(memory_format=fnx.channels_last) is y
+    back = y.contiguous()
+    assert back.is_contiguous() and not _last(back) and back.tolist() == x.tolist()
+    (y * fnx.arange(5, dtype=fnx.float64)).sum().backward()
+    assert np.array_equal(x.grad.numpy(), np.broadcast_to(np.arange(5.0), (2, 3, 4, 5)))
+    v = fnx.zeros(1, 2, 3, 4, 5).to(memory_format=fnx.channels_last_3d)
+    assert v.is_contiguous(memory_format=fnx.channels_last_3d) and not v.is_contiguous()
+    with pytest.raises(RuntimeError, match=r"to\(\): required rank 4 tensor to use channels_last format.*\[2, 3\]"):
+        fnx.zeros(2, 3).to(memory_format=fnx.channels_last)
+    with pytest.raises(RuntimeError, match=r"contiguous: required rank 5 tensor to use channels_last_3d"):
+        x.contiguous(memory_format=fnx.channels_last_3d)
+
+
+def test_module_to_memory_format_keeps_the_parameters_row_major():
+    m = fnx.nn.Conv2d(3, 8, 3).to(memory_format=fnx.channels_last)
+    assert m.weight.is_contiguous() and isinstance(m.weight, fnx.nn.Parameter)
+
+
+@pytest.mark.parametrize("c, size, o, kernel, stride, padding", [
+    (16, 8, 16, 3, 1, 1), (16, 9, 24, 3, 2, 1), (8, 7, 16, 3, 1, 0), (32, 8, 16, 1, 1, 0), (32, 8, 16, 1, 2, 0)])
+@pytest.mark.parametrize("weight_last", [False, True])
+def test_conv2d_on_channels_last_gives_channels_last_and_the_row_major_values(c, size, o, kernel, stride, padding,
+                                                                            weight_last):
+    rng = np.random.default_rng(0)
+    x, w, b = _rng_tensor(rng, (2, c, size, size)), _rng_tensor(rng, (o, c, kernel, kernel)), _rng_tensor(rng, (o,))
+    out = {}
+    for last in (False, True):
+        X = (x.to(memory_format=fnx.channels_last) if last else x.clone()).requires_grad_()
+        W = (w.to(memory_format=fnx.channels_last) if last and weight_last else w.clone()).requires_grad_()
+        B = b.clone().requires_grad_()
+        y = F.conv2d(X, W, B, stride=stride, padding=padding)
+        assert _last(y) == last
+        (y * fnx.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape)))).sum().backward()
+        assert _last(W.grad) == (last and weight_last and kernel > 1)
+        out[last] = [t.detach().numpy() for t in (y, X.grad, W.grad, B.grad)]
+    for a, b_ in zip(out[False], out[True]):
+        np.testing.assert_allclose(b_, a, rtol=1e-12, atol=1e-12)
+
+
+def test_conv_transpose2d_keeps_channels_last():
+    rng = np.random.default_rng(1)
+    x, w, b = _rng_tensor(rng, (2, 16, 5, 5)), _rng_tensor(rng, (16, 8, 2, 2)), _rng_tensor(rng, (8,))
+    y = F.conv_transpose2d(x.to(memory_format=fnx.channels_last), w, b, stride=2)
+    assert _last(y)
+    np.testing.assert_allclose(y.numpy(), F.conv_transpose2d(x, w, b, stride=2).numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape, dtype", [((4, 16, 32, 32), np.float32), ((2, 24, 5, 7), np.float64),
+                                          ((3, 32, 4, 4, 4), np.float64)])
+def test_batch_norm_on_channels_last_keeps_it_with_the_row_major_values(shape, dtype):
+    rng = np.random.default_rng(2)
+    x, gy = rng.standard_normal(shape).astype(dtype) * 3 + 1, rng.standard_normal(shape).astype(dtype)
+    fmt = fnx.channels_last if len(shape) == 4 else fnx.channels_last_3d
+    out = {}
+    for last in (False, True):
+        X = fnx.tensor(x)
+        X = (X.to(memory_format=fmt) if last else X).requires_grad_()
+        bn = (fnx.nn.BatchNorm2d if len(shape) == 4 else fnx.nn.BatchNorm3d)(shape[1]).to(fnx.tensor(x).dtype)
+        y = bn(X)
+        assert y.is_contiguous(memory_format=fmt) == last or shape[1] == 1
+        (y * fnx.tensor(gy)).sum().backward()
+        out[last] = [t.detach().numpy() for t in (y, X.grad, bn.weight.grad, bn.bias.grad, bn.running_mean,
+                                                  bn.running_var)]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for a, b_ in zip(out[False], out[True]):
+        np.testing.assert_allclose(b_, a, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("op", [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: fnx.relu(a),
+                                lambda a, b: a.exp(), lambda a, b: F.relu(a + b, inplace=True)])
+def test_elementwise_ops_keep_channels_last(op):
+    rng = np.random.default_rng(3)
+    a, b = _rng_tensor(rng, (4, 16, 16, 16), np.float32), _rng_tensor(rng, (4, 16, 16, 16), np.float32)
+    y = op(a.to(memory_format=fnx.channels_last), b.to(memory_format=fnx.channels_last))
+    assert _last(y)
+    np.testing.assert_array_equal(y.numpy(), op(a, b).numpy())
