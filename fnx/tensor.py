@@ -652,10 +652,10 @@ def note_view(out: Tracer, base: Tracer, prim, params: dict) -> None:
 
 
 class memory_format:
-    """PyTorch's memory-format names: `to(memory_format=)`, `contiguous(memory_format=)` and `nn.Module.to` lay a
-    CPU tensor out as named (`channels_last`: a 4-D tensor's channels innermost, NHWC in memory, its shape still
-    NCHW; `channels_last_3d`: NDHWC), and eager convolutions, batch_norm, pooling and elementwise ops keep that
-    layout, as PyTorch's do; the values never depend on it."""
+    """PyTorch's memory-format names: `to(memory_format=)`, `contiguous(memory_format=)` and `clone` lay a tensor
+    out as named (`channels_last`: a 4-D tensor's channels innermost, NHWC in memory, its shape still NCHW;
+    `channels_last_3d`: NDHWC), and eager CPU convolutions, batch_norm, max pooling, `cat` and elementwise ops keep
+    that layout, as PyTorch's do; the values never depend on it."""
 
     __slots__ = ("name",)
 

@@ -96,3 +96,39 @@ def test_elementwise_ops_keep_channels_last(op):
     y = op(a.to(memory_format=fnx.channels_last), b.to(memory_format=fnx.channels_last))
     assert _last(y)
     np.testing.assert_array_equal(y.numpy(), op(a, b).numpy())
+
+
+@pytest.mark.parametrize("shape, kernel, stride, padding, dtype", [
+    ((4, 16, 32, 32), 2, 2, 0, np.float32), ((2, 24, 11, 11), 3, 2, 0, np.float64), ((2, 16, 8, 8), 3, 1, 1, np.float32)])
+def test_max_pool2d_on_channels_last_gives_the_row_major_values_indices_and_gradients(shape, kernel, stride, padding,
+                                                                                     dtype):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(dtype)
+    x[0, 0, :2, :2] = np.nan   # a window's NaN wins, as in PyTorch
+    x[1, 1, :4, :4] = 1.0      # ties: the first maximum
+    gy, out = None, {}
+    for last in (False, True):
+        X = fnx.tensor(x)
+        X = (X.to(memory_format=fnx.channels_last) if last else X).requires_grad_()
+        y, index = F.max_pool2d(X, kernel, stride, padding, return_indices=True)
+        assert _last(y) == (last and not padding)
+        gy = fnx.tensor(rng.standard_normal(tuple(y.shape)).astype(dtype)) if gy is None else gy
+        (y * gy).sum().backward()
+        out[last] = [t.detach().numpy() for t in (y, index, X.grad)]
+    for a, b_ in zip(out[False], out[True]):
+        np.testing.assert_array_equal(b_, a)
+
+
+def test_cat_clone_and_pad_keep_channels_last():
+    a, b = fnx.randn(2, 3, 4, 5), fnx.randn(2, 6, 4, 5)
+    al, bl = a.to(memory_format=fnx.channels_last), b.to(memory_format=fnx.channels_last)
+    for dim, other, other_last in ((1, b, bl), (0, a, al), (2, a, al), (-1, a, al)):
+        y = fnx.cat([al, other_last], dim)
+        assert _last(y) and y.tolist() == fnx.cat([a, other], dim).tolist()
+    assert not _last(fnx.cat([al, b], 1))   # mixed layouts: row-major
+    c = al.clone()
+    assert _last(c) and c.tolist() == a.tolist() and c.data_ptr() != al.data_ptr()
+    assert al.clone(memory_format=fnx.contiguous_format).is_contiguous()
+    assert fnx.randn(3, 4).t().clone().stride() == (1, 4)   # a transpose's clone keeps its strides, as PyTorch's
+    p = F.pad(al, [0, 0, 0, 0])
+    assert _last(p) and p.data_ptr() != al.data_ptr()

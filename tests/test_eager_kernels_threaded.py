@@ -238,8 +238,8 @@ def test_operands_of_one_shape_or_few_rows_take_c_only_on_several_threads(thread
 
 def test_a_strided_row_or_column_takes_c_on_one_thread_a_strided_output_sized_operand_numpy(threads, c_results):
     """numpy reads a strided row or column (rotary's transposed cos table) with a stride in its inner loop: the
-    kernel reads a contiguous copy, over few rows and from STRIDED_MIN elements too. An output-sized operand the
-    kernel would copy whole: numpy, over many rows too."""
+    kernel reads a contiguous copy, over few rows and from STRIDED_MIN elements too. A transposed output-sized
+    operand the kernel reads in its own order (the row its column once moved), the result laid out as numpy's."""
     threads(1)
     rows = eager_kernels.MANY_ROWS // 2
     cols = -(-eager_kernels.STRIDED_MIN // rows)   # few rows of STRIDED_MIN elements: below BROADCAST_MIN
@@ -252,7 +252,9 @@ def test_a_strided_row_or_column_takes_c_on_one_thread_a_strided_output_sized_op
         assert (c_results[-1] is not None) == c_path
     xt, w = (fnx.tensor(a) for a in _operands([(2048, 4 * eager_kernels.MANY_ROWS), (2048,)], np.float32))
     with np.errstate(all="ignore"):
-        assert _same_bits((xt.T * w).numpy(), xt.numpy().T * w.numpy()) and c_results[-1] is None
+        product, expected = (xt.T * w).numpy(), xt.numpy().T * w.numpy()
+    assert _same_bits(product, expected) and c_results[-1] is not None
+    assert product.strides == expected.strides
 
 
 def test_gradients_through_the_kernels_match_numpy(threads):

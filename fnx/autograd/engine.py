@@ -171,18 +171,20 @@ class _SliceSum:
         xp = device._xp
         pieces = [(p, g) for p, g in self.pieces if g._value.size]
         disjoint = len(pieces) <= 1 or _disjoint([p for p, _ in pieces])
+        dense = None if self.dense is None else self.dense._value
+        like = dense is not None and dense.shape == tuple(self.shape) and dense.dtype == dtype   # its layout
         if disjoint and sum(g._value.size for _, g in pieces) == math.prod(self.shape):
-            out = xp.empty(self.shape, dtype)
+            out = xp.empty_like(dense) if like else xp.empty(self.shape, dtype)
         else:
-            out = xp.zeros(self.shape, dtype)
+            out = xp.zeros_like(dense) if like else xp.zeros(self.shape, dtype)
         for p, g in pieces:
             index = tuple(map(slice, p["starts"], p["stops"], p["steps"]))
             if disjoint:
                 out[index] = g._value
             else:
                 out[index] += g._value
-        if self.dense is not None:
-            xp.add(out, self.dense._value, out=out)
+        if dense is not None:
+            xp.add(out, dense, out=out)
         return _make(out, device)
 
 

@@ -35,6 +35,7 @@ from ..device import cpu
 from ..dtypes import float32, float64
 from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
+from ..array_layout import dense_order
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
@@ -151,11 +152,46 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
     floor = EXPENSIVE_MIN_ELEMENTS if prim.groups >= _EXPENSIVE_NATIVE else MIN_ELEMENTS
     if x.size < floor and last.size < floor:   # below every threshold: no plan to look up
         return None
-    if not x.flags.c_contiguous and x.shape == last.shape and x.strides == last.strides:
-        order = _dense_order(x)
-        if order is not None:   # one layout (channels_last): the kernel over the memory as it lies
-            out = run(prim, *(a.transpose(order) for a in arrays), **params)
-            return None if out is None else out.transpose(np.argsort(order))
+    if not (x.flags.c_contiguous and last.flags.c_contiguous):
+        order = _permuted_order(x, last)
+        if order is not None:   # channels_last operands: the kernel over the memory as it lies, the result so too
+            if last.ndim < x.ndim:   # a per-channel operand, (C, 1, 1): (1, 1, 1, C) once moved
+                arrays = (x, last.reshape((1,) * (x.ndim - last.ndim) + last.shape))
+            out = _elementwise(prim, tuple(a.transpose(order) for a in arrays), params)
+            return None if out is None else out.transpose(_inverse(order))
+    return _elementwise(prim, arrays, params)
+
+
+def _permuted_order(x: np.ndarray, last: np.ndarray) -> tuple | None:
+    """The order of dims in which the first of x and last that fills a block of memory is row-major, where it is
+    not the given one (a channels_last operand: (0, 2, 3, 1)); the other operand may be a slice of that layout (a
+    channels_last gradient's part along the channels, from cat's backward), which the kernel then reads by a copy
+    in that order, not by a transposing one, or, beside x, broadcast to x's shape; None where neither is dense,
+    the first dense one is row-major, or their shapes differ otherwise."""
+    if x.shape != last.shape:
+        if last.ndim > x.ndim or any(m != 1 and m != n for m, n in zip(last.shape[::-1], x.shape[::-1])):
+            return None
+        return None if x.flags.c_contiguous else dense_order(x)
+    for a in (x, last):
+        if not a.flags.c_contiguous:
+            order = dense_order(a)
+            if order is not None:
+                return order
+        elif a is x:
+            return None
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _inverse(order: tuple) -> tuple:
+    """The permutation that undoes `order`."""
+    return tuple(int(d) for d in np.argsort(order))
+
+
+def _elementwise(prim: Primitive, arrays: tuple, params: dict) -> np.ndarray | None:
+    """`run` for an elementwise `prim` (one or two operands) once special forms are ruled out: the plan by the
+    operands' shapes, dtypes and strides, then the kernel."""
+    x, last = arrays[0], arrays[-1]
     key = (prim, x.shape, last.shape, x.dtype, last.dtype, x.strides, last.strides, team_size.value > 1)
     plan = _plans.get(key, False)
     if plan is False:
@@ -180,13 +216,6 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         values = (1, rows, cols, rows * cols)
         launch.append((fn, meta(*[values[s] for s in symbols]), not all(a.flags.c_contiguous for a in arrays)))
     return out
-
-
-def _dense_order(a: np.ndarray) -> tuple | None:
-    """The order of a's dims in which it is row-major (a channels_last array: (0, 2, 3, 1)), or None where its
-    elements do not fill a block of memory (a slice, a broadcast)."""
-    order = tuple(sorted(range(a.ndim), key=lambda d: -a.strides[d]))
-    return order if a.transpose(order).flags.c_contiguous else None
 
 
 def _plan(prim: Primitive, arrays) -> tuple | None:

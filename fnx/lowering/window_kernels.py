@@ -27,6 +27,7 @@ import numpy as np
 
 from ..ops import windows
 from ..array_pointers import data_pointer
+from ..array_layout import channels_last, from_last, to_last
 from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
@@ -39,7 +40,7 @@ _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _Geometry = ctypes.c_longlong * 15
 _Rows = ctypes.c_longlong * 10
 _KERNELS = ("im2col", "col2im", "conv_output_vjp", "window_argmax", "window_take", "window_put", "transpose",
-            "pad_cl", "conv_direct", "conv_weight_direct")
+            "pad_cl", "conv_direct", "conv_weight_direct", "window_argmax_cl", "window_take_cl", "window_put_cl")
 _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
                            "the C loops of convolution and pooling", "numpy runs them").get
@@ -238,8 +239,23 @@ def window_argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, 
 
 def window_max(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple) -> list | None:
     """[maxima, positions] of each window, as window_argmax and window_take at its positions, in one pass; None:
-    numpy runs it."""
+    numpy runs it. Of a channels-last (N, C, *spatial) x, both channels-last."""
+    nd = len(kernel)
+    if x.ndim == nd + 2 and channels_last(x) and (x.dtype == np.float64 or math.prod(x.shape[2:]) < 2 ** 31):
+        fn = _function("window_argmax_cl", x, x.size)
+        if fn is not None:
+            n, c = x.shape[:2]
+            values, pos = np.empty((n,) + tuple(out) + (c,), x.dtype), np.empty((n,) + tuple(out) + (c,), np.int64)
+            fn(_ptr(to_last(x)), _ptr(pos), ctypes.c_longlong(n), ctypes.c_longlong(c),
+               _geometry(x.shape[2:], kernel, stride, dilation, out), _ptr(values))
+            return [from_last(values), from_last(pos)]
     return _argmax(x, kernel, stride, dilation, out, True)
+
+
+def _channels_last_rows(a: np.ndarray, nd: int) -> np.ndarray:
+    """A channels-last (N, C, *spatial) array's memory as (N, prod(spatial), C) (a copy where `a` is not
+    channels-last)."""
+    return np.ascontiguousarray(to_last(a)).reshape(a.shape[0], -1, a.shape[1])
 
 
 def _rows(a: np.ndarray, nd: int) -> np.ndarray:
@@ -249,6 +265,14 @@ def _rows(a: np.ndarray, nd: int) -> np.ndarray:
 
 def window_take(x: np.ndarray, pos: np.ndarray, nd: int) -> np.ndarray | None:
     """The element of each (*lead, *spatial) plane at each flat position of `pos`; None: numpy runs it."""
+    if x.ndim == nd + 2 and channels_last(x) and channels_last(pos):
+        fn = _function("window_take_cl", x, pos.size)
+        if fn is not None:
+            src, at = _channels_last_rows(x, nd), _channels_last_rows(pos, nd)
+            out = np.empty(at.shape, x.dtype)
+            fn(_ptr(src), _ptr(at), _ptr(out), *(ctypes.c_longlong(m) for m in (at.shape[0], src.shape[1],
+                                                                                   at.shape[1], at.shape[2])))
+            return from_last(out.reshape((pos.shape[0],) + pos.shape[2:] + (pos.shape[1],)))
     fn = _function("window_take", x, pos.size)
     if fn is None:
         return None
@@ -262,6 +286,14 @@ def window_put(g: np.ndarray, pos: np.ndarray, size: tuple, overlap: bool) -> np
     """Zeros of (*lead, *size) with each value of `g` at its flat position (added in order where windows
     overlap); None: numpy runs it."""
     nd = len(size)
+    if g.ndim == nd + 2 and channels_last(pos):   # the positions of a channels-last window_max
+        fn = _function("window_put_cl", g, math.prod(g.shape[:2]) * math.prod(size))
+        if fn is not None:
+            src, at = _channels_last_rows(g, nd), _channels_last_rows(pos, nd)
+            (n, c), out = g.shape[:2], np.empty((g.shape[0],) + tuple(size) + (g.shape[1],), g.dtype)
+            fn(_ptr(src), _ptr(at), _ptr(out), *(ctypes.c_longlong(m) for m in (n, math.prod(size), at.shape[1], c,
+                                                                                   overlap)))
+            return from_last(out)
     fn = _function("window_put", g, math.prod(g.shape[:g.ndim - nd]) * math.prod(size))
     if fn is None:
         return None

@@ -17,7 +17,8 @@ from .. import dtypes as _dt
 from ..autograd import Function, no_grad
 from ..core import FnxRuntimeError, FnxValueError
 from ..lowering import nn_kernels
-from ..ops import elementwise as ew, layout
+from .. import array_layout as layout
+from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.arrange import pad
 from ..ops.linalg import matmul_p

@@ -49,7 +49,7 @@ import numpy as np
 from ..core import Primitive, ShapedArray
 from ..threads import get_num_threads
 from . import windows
-from . import layout
+from .. import array_layout as layout
 from .reduce import sum as _sum
 
 __all__ = ["conv", "conv_input_grad", "conv_weight_grad", "runs_on", "pays", "MIN_CHANNELS", "ENABLED"]
@@ -90,6 +90,13 @@ def _vectors(m: int, dtype) -> int:
 def _reach(out: tuple, kernel: tuple, stride: tuple, dilation: tuple) -> tuple:
     """How far the windows of `out` output positions reach along each dim of the padded input."""
     return tuple((o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out, kernel, stride, dilation))
+
+
+def _dense(a):
+    """An operand as the primitives read it: a channels-last copy of a slice along the channels of a channels-last
+    array (cat's backward hands such out), copied row by row, where a row-major copy would transpose it; else `a`."""
+    inner = layout.channels_last_copy(a)
+    return a if inner is None else inner
 
 
 def _framed(a, front: tuple, reach: tuple):
@@ -199,7 +206,7 @@ def _packed(w):
     with zeros: one transposing copy. Rows channel major (c * K + kernel element) from a row-major w, element major
     (element * C + c) from a channels-last one, its memory as it lies."""
     o, width = w.shape[0], _vectors(w.shape[0], w.dtype)
-    w = (np.moveaxis(w, 1, -1) if layout.channels_last(w) else np.ascontiguousarray(w)).reshape(1, o, -1)
+    w = (layout.to_last(w) if layout.channels_last(w) else np.ascontiguousarray(w)).reshape(1, o, -1)
     packed = (np.empty if width == o else np.zeros)((1, w.shape[2], width), w.dtype)
     windows.native.transpose(w, packed)
     return packed[0]
@@ -229,7 +236,7 @@ conv_p = Primitive("conv")
 
 @conv_p.def_impl
 def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
-    kernel, out = tuple(w.shape[2:]), tuple(out_size)
+    kernel, out, x = tuple(w.shape[2:]), tuple(out_size), _dense(x)
     last = layout.channels_last(x) or layout.channels_last(w)
     if _pointwise(kernel, padding):
         w2 = np.reshape(w, w.shape[:2])
@@ -316,7 +323,7 @@ def _input_plan(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: 
 
 @conv_input_grad_p.def_impl
 def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
-    o, c = g.shape[1], w.shape[1]
+    o, c, g = g.shape[1], w.shape[1], _dense(g)
     last = layout.channels_last(g) or layout.channels_last(w)
     if _pointwise(tuple(w.shape[2:]), padding):
         w2 = np.reshape(w, (o, c))
@@ -329,7 +336,7 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
             return gx
         whole = np.zeros((g.shape[0],) + tuple(size) + (c,), g.dtype) if last else \
             np.zeros(gx.shape[:2] + tuple(size), g.dtype)
-        whole = np.moveaxis(whole, -1, 1) if last else whole
+        whole = layout.from_last(whole) if last else whole
         whole[(Ellipsis,) + _strided(stride, g.shape[2:])] = gx
         return whole
     if c < MIN_CHANNELS:
@@ -339,7 +346,7 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
     width = _vectors(c, g.dtype)
     packed = (np.empty if width == c else np.zeros)((o, math.prod(w.shape[2:]), width), g.dtype)
     if layout.channels_last(w):   # rows (o, k): w[o, :, k], as a channels-last w lies
-        packed[:, :, :c] = np.moveaxis(w, 1, -1).reshape(o, -1, c)
+        packed[:, :, :c] = layout.to_last(w).reshape(o, -1, c)
     else:
         windows.native.transpose(np.ascontiguousarray(w).reshape(o, c, -1), packed)
     return _direct(_framed(g, front, reach), packed.reshape(-1, width), plan, tuple(size), c, last=last)
@@ -384,6 +391,7 @@ conv_weight_grad_p = Primitive("conv_weight_grad")
 @conv_weight_grad_p.def_impl
 def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=False):
     (n, o), c, out, kernel = g.shape[:2], x.shape[1], tuple(g.shape[2:]), tuple(kernel)
+    g, x = _dense(g), _dense(x)
     if _pointwise(kernel, padding):
         if layout.channels_last(g) and layout.channels_last(x):
             return (layout.rows(g).T @ layout.rows(x, _strided(stride, out))).reshape((o, c) + kernel)
@@ -407,7 +415,7 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
     if last:   # (O, K, C) in memory: one transpose
         gw = np.empty((o,) + kernel + (c,), g.dtype)
         windows.native.transpose(dw.reshape(1, -1, width), gw.reshape(1, o, -1))
-        return np.moveaxis(gw, -1, 1)
+        return layout.from_last(gw)
     by_kernel = np.empty((math.prod(kernel), o, c), g.dtype)
     windows.native.transpose(dw.reshape(-1, c, width), by_kernel)
     gw = np.empty((o, c) + kernel, g.dtype)

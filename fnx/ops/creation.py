@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _dlpack, core
 from .. import dtypes as _dt
+from ..array_layout import dense_order
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
 from ..tensor import (Tensor, Tracer, channels_last, channels_last_3d, check_memory_format, contiguous_format, make,
@@ -293,9 +294,18 @@ copy_p.def_vjp(lambda g, primals, out: (g,))
 copy_p.def_jvp(lambda primals, tangents: (copy_p.bind(primals[0]), tangents[0]))
 
 
-def clone(input: Tensor) -> Tensor:
-    """A copy with its own memory; gradients flow through it."""
-    return copy_p.bind(input)
+def clone(input: Tensor, *, memory_format=preserve_format) -> Tensor:
+    """A copy with its own memory, laid out as `memory_format` names: by default as `input` is where its elements
+    fill a block of memory (a channels_last tensor stays so), else row-major; gradients flow through it."""
+    check_memory_format("clone", memory_format)
+    if memory_format is not preserve_format:
+        out = to_memory_format(input, memory_format, "clone")
+        return clone(out) if out is input else out
+    order = None if _is_tracer(input) or input._value.flags.c_contiguous else dense_order(input._value)
+    if order is None:
+        return copy_p.bind(input)
+    inverse = tuple(int(d) for d in np.argsort(order))
+    return permute(copy_p.bind(permute(input, *order)), *inverse)
 
 
 def contiguous(input: Tensor, memory_format=contiguous_format) -> Tensor:

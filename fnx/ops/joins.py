@@ -11,6 +11,7 @@ from ..device import cpu
 from ..array_pointers import data_pointer
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim, make
+from .. import array_layout as layout
 from ._batching import batch_size, move_to_front, with_batch_size
 from ._families import promote, same_device
 from .shape import _atleast, _slice_dim, new_view, reshape_p, unsqueeze
@@ -20,7 +21,15 @@ __all__ = ["cat", "concatenate", "concat", "stack", "hstack", "vstack", "dstack"
 
 
 concatenate_p = Primitive("concatenate", saves_inputs=False)
-concatenate_p.def_impl(lambda xp, *xs, dim: xp.concatenate(xs, axis=dim))
+
+
+@concatenate_p.def_impl
+def _concatenate_impl(xp, *xs, dim):
+    if xp is np and len(xs) > 1 and all(layout.channels_last(x) for x in xs):   # the result channels-last too
+        inner = [layout.to_last(x) for x in xs]
+        at = dim - 1 if dim > 1 else (xs[0].ndim - 1 if dim == 1 else 0)
+        return layout.from_last(np.concatenate(inner, axis=at))
+    return xp.concatenate(xs, axis=dim)
 
 
 @concatenate_p.def_abstract

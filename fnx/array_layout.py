@@ -1,0 +1,66 @@
+"""Channels-last arrays (PyTorch's channels_last memory format): an (N, C, *spatial) array whose memory holds
+(N, *spatial, C), each position's channels together. Eager convolutions, batch_norm and max pooling read such
+arrays as rows of channels, (N * positions, C), in place, and give their outputs the same layout, so a
+channels_last model moves no operand between the layouts from one layer to the next. Called on every eager
+convolution, so read from the strides without building views."""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["channels_last", "channels_last_copy", "dense_order", "to_last", "from_last", "rows", "from_rows"]
+
+
+def channels_last(a) -> bool:
+    """Whether the array a (N, C, *spatial) lies channels innermost without gaps and not also row-major (one
+    channel or one position: both orders coincide, and row-major wins, as in PyTorch)."""
+    if a.ndim < 3 or a.flags.c_contiguous:
+        return False
+    shape, strides = a.shape, a.strides
+    step = a.itemsize
+    for d in (1,) + tuple(range(a.ndim - 1, 1, -1)) + (0,):
+        if shape[d] != 1 and strides[d] != step:
+            return False
+        step *= shape[d]
+    return True
+
+
+def channels_last_copy(a):
+    """`a` if channels-last; a channels-last copy where its channels are innermost but it does not fill a block
+    of memory (a slice along the channels of a channels-last array, as cat's backward hands out: copied row by
+    row, not transposed); None otherwise."""
+    if channels_last(a):
+        return a
+    if a.ndim >= 3 and a.shape[1] > 1 and a.strides[1] == a.itemsize and not a.flags.c_contiguous:
+        return from_last(np.ascontiguousarray(to_last(a)))
+    return None
+
+
+def dense_order(a) -> tuple | None:
+    """The order of a's dims in which it is row-major (a channels_last array: (0, 2, 3, 1)), or None where its
+    elements do not fill a block of memory (a slice, a broadcast)."""
+    order = tuple(sorted(range(a.ndim), key=lambda d: -a.strides[d]))
+    return order if a.transpose(order).flags.c_contiguous else None
+
+
+def to_last(a):
+    """(N, C, *spatial) -> (N, *spatial, C): the view in which a channels-last array is row-major."""
+    return a.transpose((0,) + tuple(range(2, a.ndim)) + (1,))
+
+
+def from_last(a):
+    """(N, *spatial, C) -> (N, C, *spatial), to_last's inverse (a view)."""
+    return a.transpose((0, a.ndim - 1) + tuple(range(1, a.ndim - 1)))
+
+
+def rows(a, index: tuple = ()):
+    """The positions of the (N, C, *spatial) array `a` as rows of channels, (N * P, C), those of the spatial
+    `index` where given: a view of a channels-last array where every position is read, else a copy."""
+    inner = to_last(a)
+    if index:
+        inner = inner[(slice(None),) + tuple(index)]
+    return np.reshape(inner, (-1, a.shape[1]))
+
+
+def from_rows(r, n: int, spatial: tuple):
+    """Rows of channels (n * P, C) as the channels-last (n, C, *spatial) array (a view)."""
+    return from_last(r.reshape((n,) + tuple(spatial) + (r.shape[-1],)))
