@@ -31,7 +31,7 @@ from ..array_layout import channels_last, from_last, to_last
 from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
-           "window_put", "available", "transpose", "pad_cl", "conv_direct",
+           "window_put", "available", "transpose", "kernel_major_weight", "pad_cl", "conv_direct",
            "conv_weight_direct", "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
@@ -40,7 +40,8 @@ _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _Geometry = ctypes.c_longlong * 15
 _Rows = ctypes.c_longlong * 10
 _KERNELS = ("im2col", "col2im", "conv_output_vjp", "window_argmax", "window_take", "window_put", "transpose",
-            "pad_cl", "conv_direct", "conv_weight_direct", "window_argmax_cl", "window_take_cl", "window_put_cl")
+            "pad_cl", "conv_direct", "conv_weight_direct", "window_argmax_cl", "window_take_cl", "window_put_cl",
+            "transpose_strided")
 _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
                            "the C loops of convolution and pooling", "numpy runs them").get
@@ -176,6 +177,16 @@ def transpose(src: np.ndarray, dst: np.ndarray, bias: np.ndarray | None = None) 
     _cl_call("transpose", src)(_ptr(src), _ptr(dst), *(ctypes.c_longlong(m) for m in (
         n, min(rows, dpitch), min(spitch, cols), spitch, dpitch)),
         None if bias is None else _ptr(np.ascontiguousarray(bias, dtype=src.dtype)))
+
+
+def kernel_major_weight(dw: np.ndarray, o: int, c: int, kernel: tuple) -> np.ndarray:
+    """The (O, C, *kernel) weight of the rows (K * C, O') of a direct weight gradient (row k * C + channel, its
+    outputs padded to O'), in one pass: channel by channel, its (K, O) block transposed."""
+    k, width = dw.shape[0] // c, dw.shape[1]
+    gw = np.empty((o, c) + tuple(kernel), dw.dtype)
+    _cl_call("transpose_strided", dw)(_ptr(dw), _ptr(gw), *(ctypes.c_longlong(m) for m in (
+        c, k, o, width, c * width, k, c * k)))
+    return gw
 
 
 def pad_cl(x: np.ndarray, xp: np.ndarray, front: tuple) -> None:

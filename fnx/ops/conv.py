@@ -416,11 +416,7 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
         gw = np.empty((o,) + kernel + (c,), g.dtype)
         windows.native.transpose(dw.reshape(1, -1, width), gw.reshape(1, o, -1))
         return layout.from_last(gw)
-    by_kernel = np.empty((math.prod(kernel), o, c), g.dtype)
-    windows.native.transpose(dw.reshape(-1, c, width), by_kernel)
-    gw = np.empty((o, c) + kernel, g.dtype)
-    windows.native.transpose(by_kernel.reshape(1, -1, o * c), gw.reshape(1, o * c, -1))
-    return gw
+    return windows.native.kernel_major_weight(dw, o, c, kernel)
 
 
 def _pointwise_weight_grad(g, x):
