@@ -132,3 +132,19 @@ def test_cat_clone_and_pad_keep_channels_last():
     assert fnx.randn(3, 4).t().clone().stride() == (1, 4)   # a transpose's clone keeps its strides, as PyTorch's
     p = F.pad(al, [0, 0, 0, 0])
     assert _last(p) and p.data_ptr() != al.data_ptr()
+
+
+def test_conv3d_eval_batch_norm_and_reshape_on_channels_last():
+    rng = np.random.default_rng(5)
+    x3, w3 = _rng_tensor(rng, (2, 16, 6, 6, 6)), _rng_tensor(rng, (16, 16, 3, 3, 3))
+    y3 = F.conv3d(x3.to(memory_format=fnx.channels_last_3d), w3, padding=1)
+    assert y3.is_contiguous(memory_format=fnx.channels_last_3d) and not y3.is_contiguous()
+    np.testing.assert_allclose(y3.numpy(), F.conv3d(x3, w3, padding=1).numpy(), rtol=1e-12, atol=1e-12)
+    bn = fnx.nn.BatchNorm2d(16).double().eval()
+    x = _rng_tensor(rng, (4, 16, 8, 8))
+    y = bn(x.to(memory_format=fnx.channels_last))
+    assert _last(y) and np.array_equal(y.detach().numpy(), bn(x).detach().numpy())
+    xl = x.to(memory_format=fnx.channels_last)
+    assert xl.reshape(4, -1).tolist() == x.reshape(4, -1).tolist()
+    with pytest.raises(RuntimeError, match="view size is not compatible with input tensor's size and stride"):
+        xl.view(4, -1)   # as in PyTorch: a channels_last tensor is not a row-major block
