@@ -59,6 +59,48 @@ def test_conv2d_on_channels_last_gives_channels_last_and_the_row_major_values(c,
         np.testing.assert_allclose(b_, a, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("nd, kernel, stride, padding, dilation", [
+    (2, 3, 1, 1, 1), (2, 3, 2, 1, 1), (2, 2, 2, 0, 1), (2, 3, 1, 0, 1), (2, 3, 1, 2, 1), (2, 3, 1, 3, 2),
+    (2, 2, 1, 1, 1), (2, 3, 2, 2, 2), (1, 3, 1, 1, 1), (1, 5, 2, 4, 1), (3, 3, 1, 1, 1), (3, 2, 2, 0, 1)])
+def test_conv_reads_a_channels_last_input_with_or_without_a_frame(nd, kernel, stride, padding, dilation):
+    """Where no window needs the padding's zeros written, a channels-last input (and output gradient) is read in
+    place, its windows' offsets shifted into the data; wider paddings take a frame. Both match row-major."""
+    rng = np.random.default_rng(nd * 100 + kernel * 10 + padding)
+    size = {1: (11,), 2: (7, 6), 3: (5, 4, 5)}[nd]
+    x, w = _rng_tensor(rng, (3, 16) + size), _rng_tensor(rng, (16, 16) + (kernel,) * nd)
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nd]
+    out = {}
+    for last in (False, True):
+        X = x.permute(0, *range(2, nd + 2), 1).contiguous().permute(0, nd + 1, *range(1, nd + 1)) if last else x
+        X = X.clone().requires_grad_()
+        W = w.clone().requires_grad_()
+        y = conv(X, W, stride=stride, padding=padding, dilation=dilation)
+        (y * fnx.tensor(np.sin(np.arange(y.numel())).reshape(tuple(y.shape)))).sum().backward()
+        out[last] = [t.detach().numpy() for t in (y, X.grad, W.grad)]
+    for a, b in zip(out[False], out[True]):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+
+
+def test_same_padded_conv_on_channels_last_writes_no_frame(monkeypatch):
+    from fnx.ops import conv
+
+    framed = conv._framed
+
+    def no_frame(a, *args):
+        assert not conv.layout.channels_last(a), "a channels-last operand was copied into a frame"
+        return framed(a, *args)
+
+    monkeypatch.setattr(conv, "_framed", no_frame)
+    rng = np.random.default_rng(2)
+    X = _rng_tensor(rng, (2, 16, 8, 8)).to(memory_format=fnx.channels_last).requires_grad_()
+    W = _rng_tensor(rng, (16, 16, 3, 3)).requires_grad_()
+    for stride in (1, 2):
+        y = F.conv2d(X, W, padding=1, stride=stride)
+        (y * y).sum().backward()   # y's gradient 2 y: channels-last
+    up = F.conv_transpose2d(X, _rng_tensor(rng, (16, 16, 2, 2)), stride=2)
+    assert _last(up) and tuple(up.shape) == (2, 16, 16, 16)
+
+
 def test_conv_transpose2d_keeps_channels_last():
     rng = np.random.default_rng(1)
     x, w, b = _rng_tensor(rng, (2, 16, 5, 5)), _rng_tensor(rng, (16, 8, 2, 2)), _rng_tensor(rng, (8,))

@@ -4,12 +4,14 @@ in register tiles of the windows library's C loops.
 The composite form of a convolution (fnx/nn/functional_conv.py: a padded copy, im2col of the whole batch, one
 matrix product, the transposing copy conv_output) is what transforms see. Eagerly these primitives move their
 operand to channels-last inside a frame of zeros (pad_cl: (n, *padded, C), the padding written once, so no window
-leaves it) and sum each output's window straight from there: a tile of up to 8 output positions by 2 vectors of
-output channels (16 + 16 floats on AVX-512) stays in registers over the window's taps (a tap: one channel of one
-kernel element, its offset listed, so few channels fill the tiles too), fused multiply-adds of one broadcast
-input value by one vector of weights. No columns are written: im2col's columns (K times the input) cost as much
-as OpenBLAS's product over them at 16 channels, and that product ran at 75-100 GFLOP/s on a Zen 4 core where the
-tiles run at about 110 (pytorch-cifar's ResNet-18 layers, 16 to 128 channels).
+leaves it), or read a channels-last operand in place where no window needs the zeros (each window sums only the
+taps inside the data, _groups: U-Net's 65 frames a step), and sum each output's window straight from there: a
+tile of up to 8 output positions by 2 vectors of output channels (16 + 16 floats on AVX-512) stays in registers
+over the window's taps (a tap: one channel of one kernel element, its offset listed, so few channels fill the
+tiles too), fused multiply-adds of one broadcast input value by one vector of weights. No columns are written:
+im2col's columns (K times the input) cost as much as OpenBLAS's product over them at 16 channels, and that product
+ran at 75-100 GFLOP/s on a Zen 4 core where the tiles run at about 110 (pytorch-cifar's ResNet-18 layers, 16 to 128
+channels).
 
 - conv(x, w[, b]): x (N, C, *spatial), w (O, C, *kernel), b (O,) -> (N, O, *out_size), x padded in front by
   `padding` (the back padding is what out_size implies): the tiles over x's frame, weights packed (C * K, O);
@@ -99,17 +101,31 @@ def _dense(a):
     return a if inner is None else inner
 
 
+def _padded(front: tuple, size: tuple, reach: tuple) -> tuple:
+    """The frame's dims around data of `size`: each the larger of front + size and the windows' reach."""
+    return tuple(max(f + m, r) for f, m, r in zip(front, size, reach))
+
+
 def _framed(a, front: tuple, reach: tuple):
-    """a (n, C, *s) channels-last in a frame of zeros, `front` of them before each dim: (n, *padded, C), each
-    padded size the larger of front + s and the windows' reach."""
-    padded = tuple(max(f + m, r) for f, m, r in zip(front, a.shape[2:], reach))
-    framed = np.empty((a.shape[0],) + padded + (a.shape[1],), a.dtype)
+    """a (n, C, *s) channels-last in a frame of zeros, `front` of them before each dim: (n, *padded, C)."""
+    framed = np.empty((a.shape[0],) + _padded(front, a.shape[2:], reach) + (a.shape[1],), a.dtype)
     windows.native.pad_cl(a if layout.channels_last(a) else np.ascontiguousarray(a), framed, tuple(front))
     return framed
 
 
-def _groups(lines: tuple, inside: tuple, padded: tuple, outs: tuple, kernel: tuple, c: int,
-            channel_major: bool = True) -> tuple:
+def _source(a, front: tuple, reach: tuple, plan_over):
+    """What the direct loops read for the windows of `a` (n, C, *s), with its plan `plan_over(framed)`: a's own
+    rows (n, *s, C), where it lies channels-last and a plan over the data alone exists (a view: no frame written,
+    its copy of the whole input saved), else _framed's frame."""
+    if layout.channels_last(a):
+        plan = plan_over(False)
+        if plan is not None:
+            return layout.to_last(a), plan
+    return _framed(a, front, reach), plan_over(True)
+
+
+def _groups(lines: tuple, inside: tuple, padded: tuple | None, outs: tuple, kernel: tuple, c: int,
+            channel_major: bool = True) -> tuple | None:
     """The direct loops' plan (gpos, pos, row, gtap, tap, wrow) for output positions whose windows may reach the
     frame's padding. lines[d] lists, along dim d, each position's (output index, frame coordinate of its window,
     ((kernel element, its coordinate offset), ...)); inside[d] = the frame coordinates [lo, hi) that hold data.
@@ -118,8 +134,14 @@ def _groups(lines: tuple, inside: tuple, padded: tuple, outs: tuple, kernel: tup
     no product sums the padding's zeros (a 4 x 4 image with a 3 x 3 kernel: 30% of them): channel major, weight
     rows c * K + element (w (O, C, *kernel) as _packed lays it out), or element major, rows element * c + channel
     (the weight gradient's: its tiles of 8 taps then read 8 neighbouring channels). Offsets in elements of the
-    (*padded, c) frame, rows in the (*outs) output; int64, read-only."""
-    steps = [math.prod(padded[d + 1:]) * c for d in range(len(padded))]
+    (*padded, c) frame, rows in the (*outs) output; int64, read-only. With padded None the offsets are into the
+    data alone, (*data, c) without the frame (no window reads the frame's zeros, so none need be written): the
+    positions' offsets are their windows' starts less the lowest one, the taps' offsets shifted to match (negative
+    for a window that starts in the padding), so every pointer a tile forms stays in the array; None where the
+    windows' starts span more than the data (a padding wider than the kernel's reach)."""
+    data = tuple(hi - lo for lo, hi in inside)
+    frame = data if padded is None else padded
+    steps = [math.prod(frame[d + 1:]) * c for d in range(len(frame))]
     ksteps = [math.prod(kernel[d + 1:]) for d in range(len(kernel))]
     osteps = [math.prod(outs[d + 1:]) for d in range(len(outs))]
     classes = []
@@ -150,19 +172,30 @@ def _groups(lines: tuple, inside: tuple, padded: tuple, outs: tuple, kernel: tup
         gtap.append(gtap[-1] + off.size * c)
     plan = (np.array(gpos), np.concatenate(parts["pos"]), np.concatenate(parts["row"]), np.array(gtap),
             np.concatenate(parts["tap"]), np.concatenate(parts["wrow"]))
+    if padded is None:   # the lowest window start at the data's origin; the taps' offsets make up the difference
+        gpos, pos = plan[0], plan[1]
+        reads = np.repeat(np.diff(plan[3]) > 0, np.diff(gpos))   # positions wholly in the padding read nothing
+        starts = pos[reads]
+        first = int(starts.min()) if starts.size else 0
+        if starts.size and starts.max() - first > math.prod(data) * c:
+            return None
+        pos[:] = np.where(reads, pos - first, 0)
+        plan[4][:] += first - sum(lo * step for (lo, _), step in zip(inside, steps))
     for a in plan:
         a.flags.writeable = False
     return plan
 
 
 @functools.lru_cache(maxsize=64)
-def _forward_plan(size: tuple, padding: tuple, padded: tuple, out: tuple, kernel: tuple, stride: tuple,
-                  dilation: tuple, c: int, channel_major: bool = True) -> tuple:
-    """The forward's groups (_groups), or the weight gradient's (element major): output position m along a dim
-    reads frame coordinates m * stride + e * dilation; the input lies at [padding, padding + size)."""
+def _forward_plan(size: tuple, padding: tuple, out: tuple, kernel: tuple, stride: tuple, dilation: tuple, c: int,
+                  channel_major: bool, framed: bool) -> tuple | None:
+    """The forward's groups (_groups), or the weight gradient's (element major), over the input's frame or (not
+    `framed`) over its data alone: output position m along a dim reads frame coordinates m * stride + e *
+    dilation; the input lies at [padding, padding + size)."""
     lines = tuple(tuple((m, m * s, tuple((e, e * d) for e in range(k))) for m in range(o))
                   for o, k, s, d in zip(out, kernel, stride, dilation))
     inside = tuple((p, p + m) for p, m in zip(padding, size))
+    padded = _padded(padding, size, _reach(out, kernel, stride, dilation)) if framed else None
     return _groups(lines, inside, padded, out, kernel, c, channel_major)
 
 
@@ -212,12 +245,13 @@ def _packed(w):
     return packed[0]
 
 
-def _direct(framed, packed, plan: tuple, outs: tuple, out_channels: int, bias=None, last: bool = False):
-    """The direct convolution of a frame (n, *padded, C) with the packed weights by the plan's groups: (n, O,
-    *outs), bias added; channels-last where `last` (the tiles' rows as they are, unless padded), else row-major."""
-    n = framed.shape[0]
-    rows = np.empty((n, math.prod(outs), packed.shape[-1]), framed.dtype)
-    windows.native.conv_direct(framed, packed, rows, *plan)
+def _direct(source, packed, plan: tuple, outs: tuple, out_channels: int, bias=None, last: bool = False):
+    """The direct convolution of a source (n, *s, C) (_source's) with the packed weights by the plan's groups: (n,
+    O, *outs), bias added; channels-last where `last` (the tiles' rows as they are, unless padded), else
+    row-major."""
+    n = source.shape[0]
+    rows = np.empty((n, math.prod(outs), packed.shape[-1]), source.dtype)
+    windows.native.conv_direct(source, packed, rows, *plan)
     if last:
         rows = rows.reshape(-1, rows.shape[-1])
         if rows.shape[-1] != out_channels:
@@ -225,7 +259,7 @@ def _direct(framed, packed, plan: tuple, outs: tuple, out_channels: int, bias=No
         if bias is not None:
             rows += bias
         return layout.from_rows(rows, n, outs)
-    y = np.empty((n, out_channels) + tuple(outs), framed.dtype)
+    y = np.empty((n, out_channels) + tuple(outs), source.dtype)
     windows.native.transpose(rows, y.reshape(n, out_channels, -1), bias)
     return y
 
@@ -249,10 +283,11 @@ def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
         if bias:
             y += bias[0][:, None]
         return y.reshape(y.shape[:2] + out)
-    framed = _framed(x, padding, _reach(out, kernel, stride, dilation))
-    plan = _forward_plan(tuple(x.shape[2:]), tuple(padding), tuple(framed.shape[1:-1]), out, kernel, tuple(stride),
-                         tuple(dilation), x.shape[1], not layout.channels_last(w))
-    return _direct(framed, _packed(w), plan, out, w.shape[0], bias[0] if bias else None, last)
+    geometry = (tuple(x.shape[2:]), tuple(padding), out, kernel, tuple(stride), tuple(dilation), x.shape[1],
+                not layout.channels_last(w))
+    source, plan = _source(x, padding, _reach(out, kernel, stride, dilation),
+                           lambda framed: _forward_plan(*geometry, framed))
+    return _direct(source, _packed(w), plan, out, w.shape[0], bias[0] if bias else None, last)
 
 
 @conv_p.def_abstract
@@ -301,13 +336,13 @@ conv_input_grad_p = Primitive("conv_input_grad")
 
 @functools.lru_cache(maxsize=64)
 def _input_plan(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
-                o: int) -> tuple:
+                o: int, framed: bool = True) -> tuple:
     """(front, reach, plan) of the input gradient as one direct convolution of g's frame (o channels, `front`
     zeros before each dim, reaching `reach`): along a dim, input position r + stride * m (r < stride: its phase)
     takes only the kernel elements e with (r + padding - e * dilation) % stride == 0, from g at m + (r + padding -
     e * dilation) // stride; so with stride 1 every element (flipped), with stride 2 a 3 x 3 kernel's 4, 2, 2 or 1
     by the phases; never the zeros a strided convolution would insert. plan: _groups' over the frame, g's data at
-    [front, front + out)."""
+    [front, front + out), or (not `framed`) over g's data alone (None where there is none)."""
     lines = []
     for m, k, s, p, d in zip(size, kernel, stride, padding, dilation):
         lines.append([(r + s * j, j, tuple((e, (r + p - e * d) // s) for e in range(k) if (r + p - e * d) % s == 0))
@@ -315,10 +350,9 @@ def _input_plan(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: 
     front = tuple(max([0] + [-shift for _, _, taps in line for _, shift in taps]) for line in lines)
     reach = tuple(max([f + n] + [f + j + shift + 1 for _, j, taps in line for _, shift in taps])
                   for f, n, line in zip(front, out, lines))
-    padded = tuple(max(f + n, r) for f, n, r in zip(front, out, reach))
     lines = tuple(tuple((i, j + f, taps) for i, j, taps in line) for line, f in zip(lines, front))
     inside = tuple((f, f + n) for f, n in zip(front, out))
-    return front, reach, _groups(lines, inside, padded, size, kernel, o)
+    return front, reach, _groups(lines, inside, _padded(front, out, reach) if framed else None, size, kernel, o)
 
 
 @conv_input_grad_p.def_impl
@@ -341,15 +375,17 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
         return whole
     if c < MIN_CHANNELS:
         return _input_grad_by_columns(g, w, tuple(size), tuple(stride), tuple(padding), tuple(dilation))
-    front, reach, plan = _input_plan(tuple(size), tuple(g.shape[2:]), tuple(w.shape[2:]), tuple(stride),
-                                     tuple(padding), tuple(dilation), o)
+    geometry = (tuple(size), tuple(g.shape[2:]), tuple(w.shape[2:]), tuple(stride), tuple(padding), tuple(dilation),
+                o)
+    front, reach, _ = _input_plan(*geometry)
+    source, plan = _source(g, front, reach, lambda framed: _input_plan(*geometry, framed)[2])
     width = _vectors(c, g.dtype)
     packed = (np.empty if width == c else np.zeros)((o, math.prod(w.shape[2:]), width), g.dtype)
     if layout.channels_last(w):   # rows (o, k): w[o, :, k], as a channels-last w lies
         packed[:, :, :c] = layout.to_last(w).reshape(o, -1, c)
     else:
         windows.native.transpose(np.ascontiguousarray(w).reshape(o, c, -1), packed)
-    return _direct(_framed(g, front, reach), packed.reshape(-1, width), plan, tuple(size), c, last=last)
+    return _direct(source, packed.reshape(-1, width), plan, tuple(size), c, last=last)
 
 
 def _input_grad_by_columns(g, w, size: tuple, stride: tuple, padding: tuple, dilation: tuple):
@@ -396,9 +432,9 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
         if layout.channels_last(g) and layout.channels_last(x):
             return (layout.rows(g).T @ layout.rows(x, _strided(stride, out))).reshape((o, c) + kernel)
         return _pointwise_weight_grad(np.reshape(g, (n, o, -1)), _taken(x, stride, out)).reshape((o, c) + kernel)
-    framed = _framed(x, padding, _reach(out, kernel, stride, dilation))
-    plan = _forward_plan(tuple(x.shape[2:]), tuple(padding), tuple(framed.shape[1:-1]), out, kernel, tuple(stride),
-                         tuple(dilation), c, False)
+    geometry = (tuple(x.shape[2:]), tuple(padding), out, kernel, tuple(stride), tuple(dilation), c, False)
+    source, plan = _source(x, padding, _reach(out, kernel, stride, dilation),
+                           lambda framed: _forward_plan(*geometry, framed))
     width = _vectors(o, g.dtype)
     if layout.channels_last(g) and width == o:   # g's rows of channels as they lie
         rows = layout.rows(g).reshape(n, -1, o)
@@ -410,7 +446,7 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
             windows.native.transpose(np.ascontiguousarray(g).reshape(n, o, -1), rows)
     threads = get_num_threads()
     chunks = max(1, min(threads, n * math.prod(out) // 256))   # parts of the positions; few positions: of the taps
-    dw = windows.native.conv_weight_direct(framed, rows, math.prod(kernel) * c, plan, chunks,
+    dw = windows.native.conv_weight_direct(source, rows, math.prod(kernel) * c, plan, chunks,
                                            max(1, threads // chunks))   # (K, C, O') by taps
     if last:   # (O, K, C) in memory: one transpose
         gw = np.empty((o,) + kernel + (c,), g.dtype)
