@@ -221,7 +221,7 @@ def conv_weight_direct(xp: np.ndarray, g: np.ndarray, rows: int, plan: tuple, ch
     chunks * parts parallel tasks."""
     n, c, op = xp.shape[0], xp.shape[-1], g.shape[-1]
     dw = np.empty((rows, op), xp.dtype)
-    work = np.empty(chunks * dw.size if chunks > 1 else 0, xp.dtype)   # held until the call returns
+    work = np.empty((chunks - 1) * dw.size, xp.dtype)   # held until the call returns
     _cl_call("conv_weight_direct", xp)(_ptr(xp), _ptr(g), _ptr(dw), _ptr(work), *(ctypes.c_longlong(m) for m in (
         chunks, parts, rows, n, xp[0].size // c, c, op, g.shape[1], plan[0].size - 1)), *(_ptr(a) for a in plan))
     return dw
