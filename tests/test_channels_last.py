@@ -62,43 +62,50 @@ def test_conv2d_on_channels_last_gives_channels_last_and_the_row_major_values(c,
 @pytest.mark.parametrize("nd, kernel, stride, padding, dilation", [
     (2, 3, 1, 1, 1), (2, 3, 2, 1, 1), (2, 2, 2, 0, 1), (2, 3, 1, 0, 1), (2, 3, 1, 2, 1), (2, 3, 1, 3, 2),
     (2, 2, 1, 1, 1), (2, 3, 2, 2, 2), (1, 3, 1, 1, 1), (1, 5, 2, 4, 1), (3, 3, 1, 1, 1), (3, 2, 2, 0, 1)])
-def test_conv_reads_a_channels_last_input_with_or_without_a_frame(nd, kernel, stride, padding, dilation):
-    """Where no window needs the padding's zeros written, a channels-last input (and output gradient) is read in
-    place, its windows' offsets shifted into the data; wider paddings take a frame. Both match row-major."""
+def test_conv_reads_its_input_with_or_without_a_frame(monkeypatch, nd, kernel, stride, padding, dilation):
+    """Where no window needs the padding's zeros written, a channels-last or row-major input (and output gradient)
+    is read in place, its windows' offsets shifted into the data; wider paddings take a frame. Both give the
+    composite form's values and gradients (im2col and a product: no direct loops)."""
+    from fnx.ops import conv as primitives
+
     rng = np.random.default_rng(nd * 100 + kernel * 10 + padding)
     size = {1: (11,), 2: (7, 6), 3: (5, 4, 5)}[nd]
     x, w = _rng_tensor(rng, (3, 16) + size), _rng_tensor(rng, (16, 16) + (kernel,) * nd)
     conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nd]
     out = {}
-    for last in (False, True):
+    for form in ("composite", "row-major", "channels-last"):
+        monkeypatch.setattr(primitives, "ENABLED", form != "composite")
+        last = form == "channels-last"
         X = x.permute(0, *range(2, nd + 2), 1).contiguous().permute(0, nd + 1, *range(1, nd + 1)) if last else x
         X = X.clone().requires_grad_()
         W = w.clone().requires_grad_()
         y = conv(X, W, stride=stride, padding=padding, dilation=dilation)
         (y * fnx.tensor(np.sin(np.arange(y.numel())).reshape(tuple(y.shape)))).sum().backward()
-        out[last] = [t.detach().numpy() for t in (y, X.grad, W.grad)]
-    for a, b in zip(out[False], out[True]):
-        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+        out[form] = [t.detach().numpy() for t in (y, X.grad, W.grad)]
+    for form in ("row-major", "channels-last"):
+        for a, b in zip(out["composite"], out[form]):
+            np.testing.assert_allclose(b, a, rtol=1e-11, atol=1e-11)
 
 
-def test_same_padded_conv_on_channels_last_writes_no_frame(monkeypatch):
+@pytest.mark.parametrize("last", [True, False])
+def test_same_padded_conv_writes_no_frame(monkeypatch, last):
+    """A 'same' convolution's windows need none of the padding's zeros, so a channels-last or row-major operand is
+    read as it lies, forward and backward, strided and transposed convolutions too."""
     from fnx.ops import conv
 
-    framed = conv._framed
-
-    def no_frame(a, *args):
-        assert not conv.layout.channels_last(a), "a channels-last operand was copied into a frame"
-        return framed(a, *args)
+    def no_frame(*args):
+        raise AssertionError("an operand was copied into a frame")
 
     monkeypatch.setattr(conv, "_framed", no_frame)
     rng = np.random.default_rng(2)
-    X = _rng_tensor(rng, (2, 16, 8, 8)).to(memory_format=fnx.channels_last).requires_grad_()
+    X = _rng_tensor(rng, (2, 16, 8, 8))
+    X = (X.to(memory_format=fnx.channels_last) if last else X).requires_grad_()
     W = _rng_tensor(rng, (16, 16, 3, 3)).requires_grad_()
     for stride in (1, 2):
         y = F.conv2d(X, W, padding=1, stride=stride)
-        (y * y).sum().backward()   # y's gradient 2 y: channels-last
+        (y * y).sum().backward()   # y's gradient 2 y, in y's layout
     up = F.conv_transpose2d(X, _rng_tensor(rng, (16, 16, 2, 2)), stride=2)
-    assert _last(up) and tuple(up.shape) == (2, 16, 16, 16)
+    assert _last(up) == last and tuple(up.shape) == (2, 16, 16, 16)
 
 
 def test_conv_transpose2d_keeps_channels_last():

@@ -4,14 +4,14 @@ in register tiles of the windows library's C loops.
 The composite form of a convolution (fnx/nn/functional_conv.py: a padded copy, im2col of the whole batch, one
 matrix product, the transposing copy conv_output) is what transforms see. Eagerly these primitives move their
 operand to channels-last inside a frame of zeros (pad_cl: (n, *padded, C), the padding written once, so no window
-leaves it), or read a channels-last operand in place where no window needs the zeros (each window sums only the
-taps inside the data, _groups: U-Net's 65 frames a step), and sum each output's window straight from there: a
-tile of up to 8 output positions by 2 vectors of output channels (16 + 16 floats on AVX-512) stays in registers
-over the window's taps (a tap: one channel of one kernel element, its offset listed, so few channels fill the
-tiles too), fused multiply-adds of one broadcast input value by one vector of weights. No columns are written:
-im2col's columns (K times the input) cost as much as OpenBLAS's product over them at 16 channels, and that product
-ran at 75-100 GFLOP/s on a Zen 4 core where the tiles run at about 110 (pytorch-cifar's ResNet-18 layers, 16 to 128
-channels).
+leaves it), or read a channels-last or row-major operand in place where no window needs the zeros (each window sums
+only the taps inside the data, _groups: U-Net's 65 frames a step; a row-major ResNet-18's 50), and sum each
+output's window straight from there: a tile of up to 8 output positions by 2 vectors of output channels (16 + 16
+floats on AVX-512) stays in registers over the window's taps (a tap: one channel of one kernel element, its offset
+listed, so few channels fill the tiles too), fused multiply-adds of one broadcast input value by one vector of
+weights. No columns are written: im2col's columns (K times the input) cost as much as OpenBLAS's product over them
+at 16 channels, and that product ran at 75-100 GFLOP/s on a Zen 4 core where the tiles run at about 110
+(pytorch-cifar's ResNet-18 layers, 16 to 128 channels).
 
 - conv(x, w[, b]): x (N, C, *spatial), w (O, C, *kernel), b (O,) -> (N, O, *out_size), x padded in front by
   `padding` (the back padding is what out_size implies): the tiles over x's frame, weights packed (C * K, O);
@@ -114,18 +114,21 @@ def _framed(a, front: tuple, reach: tuple):
 
 
 def _source(a, front: tuple, reach: tuple, plan_over):
-    """What the direct loops read for the windows of `a` (n, C, *s), with its plan `plan_over(framed)`: a's own
-    rows (n, *s, C), where it lies channels-last and a plan over the data alone exists (a view: no frame written,
-    its copy of the whole input saved), else _framed's frame."""
-    if layout.channels_last(a):
-        plan = plan_over(False)
+    """What the direct loops read for the windows of `a` (n, C, *s), with its plan `plan_over(framed, planes)`:
+    a's memory as it lies, where it is channels-last or row-major (`planes`: channel by channel) and a plan over
+    the data alone exists (no frame written, no copy of the whole input), else _framed's frame. The loops take
+    it as (n, positions, C): they read it only at the plan's offsets, so a row-major array goes as its memory
+    reshaped."""
+    if layout.channels_last(a) or a.flags.c_contiguous:
+        planes = not layout.channels_last(a)
+        plan = plan_over(False, planes)
         if plan is not None:
-            return layout.to_last(a), plan
-    return _framed(a, front, reach), plan_over(True)
+            return (np.reshape(a, (a.shape[0], -1, a.shape[1])) if planes else layout.to_last(a)), plan
+    return _framed(a, front, reach), plan_over(True, False)
 
 
 def _groups(lines: tuple, inside: tuple, padded: tuple | None, outs: tuple, kernel: tuple, c: int,
-            channel_major: bool = True) -> tuple | None:
+            channel_major: bool = True, planes: bool = False) -> tuple | None:
     """The direct loops' plan (gpos, pos, row, gtap, tap, wrow) for output positions whose windows may reach the
     frame's padding. lines[d] lists, along dim d, each position's (output index, frame coordinate of its window,
     ((kernel element, its coordinate offset), ...)); inside[d] = the frame coordinates [lo, hi) that hold data.
@@ -138,10 +141,12 @@ def _groups(lines: tuple, inside: tuple, padded: tuple | None, outs: tuple, kern
     data alone, (*data, c) without the frame (no window reads the frame's zeros, so none need be written): the
     positions' offsets are their windows' starts less the lowest one, the taps' offsets shifted to match (negative
     for a window that starts in the padding), so every pointer a tile forms stays in the array; None where the
-    windows' starts span more than the data (a padding wider than the kernel's reach)."""
+    windows' starts span more than the data (a padding wider than the kernel's reach). `planes` (with padded None):
+    the data lies row-major, (c, *data), channel by channel."""
     data = tuple(hi - lo for lo, hi in inside)
     frame = data if padded is None else padded
-    steps = [math.prod(frame[d + 1:]) * c for d in range(len(frame))]
+    steps = [math.prod(frame[d + 1:]) * (1 if planes else c) for d in range(len(frame))]
+    channel_step = math.prod(data) if planes else 1
     ksteps = [math.prod(kernel[d + 1:]) for d in range(len(kernel))]
     osteps = [math.prod(outs[d + 1:]) for d in range(len(outs))]
     classes = []
@@ -163,9 +168,9 @@ def _groups(lines: tuple, inside: tuple, padded: tuple | None, outs: tuple, kern
             off, element = (off[:, None] + shift * steps[d]).ravel(), (element[:, None] + e * ksteps[d]).ravel()
         channels = np.arange(c)
         if channel_major:
-            tap, wrow = channels[:, None] + off, channels[:, None] * math.prod(kernel) + element
+            tap, wrow = channels[:, None] * channel_step + off, channels[:, None] * math.prod(kernel) + element
         else:
-            tap, wrow = off[:, None] + channels, element[:, None] * c + channels
+            tap, wrow = off[:, None] + channels * channel_step, element[:, None] * c + channels
         for name, a in (("pos", pos), ("row", row), ("tap", tap.ravel()), ("wrow", wrow.ravel())):
             parts[name].append(a)
         gpos.append(gpos[-1] + pos.size)
@@ -188,15 +193,15 @@ def _groups(lines: tuple, inside: tuple, padded: tuple | None, outs: tuple, kern
 
 @functools.lru_cache(maxsize=64)
 def _forward_plan(size: tuple, padding: tuple, out: tuple, kernel: tuple, stride: tuple, dilation: tuple, c: int,
-                  channel_major: bool, framed: bool) -> tuple | None:
+                  channel_major: bool, framed: bool, planes: bool = False) -> tuple | None:
     """The forward's groups (_groups), or the weight gradient's (element major), over the input's frame or (not
-    `framed`) over its data alone: output position m along a dim reads frame coordinates m * stride + e *
-    dilation; the input lies at [padding, padding + size)."""
+    `framed`) over its data alone (channels-last, or row-major where `planes`): output position m along a dim reads
+    frame coordinates m * stride + e * dilation; the input lies at [padding, padding + size)."""
     lines = tuple(tuple((m, m * s, tuple((e, e * d) for e in range(k))) for m in range(o))
                   for o, k, s, d in zip(out, kernel, stride, dilation))
     inside = tuple((p, p + m) for p, m in zip(padding, size))
     padded = _padded(padding, size, _reach(out, kernel, stride, dilation)) if framed else None
-    return _groups(lines, inside, padded, out, kernel, c, channel_major)
+    return _groups(lines, inside, padded, out, kernel, c, channel_major, planes)
 
 
 def _pointwise(kernel: tuple, padding: tuple) -> bool:
@@ -286,7 +291,7 @@ def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
     geometry = (tuple(x.shape[2:]), tuple(padding), out, kernel, tuple(stride), tuple(dilation), x.shape[1],
                 not layout.channels_last(w))
     source, plan = _source(x, padding, _reach(out, kernel, stride, dilation),
-                           lambda framed: _forward_plan(*geometry, framed))
+                           lambda framed, planes: _forward_plan(*geometry, framed, planes))
     return _direct(source, _packed(w), plan, out, w.shape[0], bias[0] if bias else None, last)
 
 
@@ -336,13 +341,14 @@ conv_input_grad_p = Primitive("conv_input_grad")
 
 @functools.lru_cache(maxsize=64)
 def _input_plan(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
-                o: int, framed: bool = True) -> tuple:
+                o: int, framed: bool = True, planes: bool = False) -> tuple:
     """(front, reach, plan) of the input gradient as one direct convolution of g's frame (o channels, `front`
     zeros before each dim, reaching `reach`): along a dim, input position r + stride * m (r < stride: its phase)
     takes only the kernel elements e with (r + padding - e * dilation) % stride == 0, from g at m + (r + padding -
     e * dilation) // stride; so with stride 1 every element (flipped), with stride 2 a 3 x 3 kernel's 4, 2, 2 or 1
     by the phases; never the zeros a strided convolution would insert. plan: _groups' over the frame, g's data at
-    [front, front + out), or (not `framed`) over g's data alone (None where there is none)."""
+    [front, front + out), or (not `framed`) over g's data alone, row-major where `planes` (None where there is
+    none)."""
     lines = []
     for m, k, s, p, d in zip(size, kernel, stride, padding, dilation):
         lines.append([(r + s * j, j, tuple((e, (r + p - e * d) // s) for e in range(k) if (r + p - e * d) % s == 0))
@@ -352,7 +358,8 @@ def _input_plan(size: tuple, out: tuple, kernel: tuple, stride: tuple, padding: 
                   for f, n, line in zip(front, out, lines))
     lines = tuple(tuple((i, j + f, taps) for i, j, taps in line) for line, f in zip(lines, front))
     inside = tuple((f, f + n) for f, n in zip(front, out))
-    return front, reach, _groups(lines, inside, _padded(front, out, reach) if framed else None, size, kernel, o)
+    return front, reach, _groups(lines, inside, _padded(front, out, reach) if framed else None, size, kernel, o,
+                                 planes=planes)
 
 
 @conv_input_grad_p.def_impl
@@ -378,7 +385,7 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
     geometry = (tuple(size), tuple(g.shape[2:]), tuple(w.shape[2:]), tuple(stride), tuple(padding), tuple(dilation),
                 o)
     front, reach, _ = _input_plan(*geometry)
-    source, plan = _source(g, front, reach, lambda framed: _input_plan(*geometry, framed)[2])
+    source, plan = _source(g, front, reach, lambda framed, planes: _input_plan(*geometry, framed, planes)[2])
     width = _vectors(c, g.dtype)
     packed = (np.empty if width == c else np.zeros)((o, math.prod(w.shape[2:]), width), g.dtype)
     if layout.channels_last(w):   # rows (o, k): w[o, :, k], as a channels-last w lies
@@ -434,7 +441,7 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
         return _pointwise_weight_grad(np.reshape(g, (n, o, -1)), _taken(x, stride, out)).reshape((o, c) + kernel)
     geometry = (tuple(x.shape[2:]), tuple(padding), out, kernel, tuple(stride), tuple(dilation), c, False)
     source, plan = _source(x, padding, _reach(out, kernel, stride, dilation),
-                           lambda framed: _forward_plan(*geometry, framed))
+                           lambda framed, planes: _forward_plan(*geometry, framed, planes))
     width = _vectors(o, g.dtype)
     if layout.channels_last(g) and width == o:   # g's rows of channels as they lie
         rows = layout.rows(g).reshape(n, -1, o)
