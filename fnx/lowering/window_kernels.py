@@ -202,8 +202,8 @@ def pad_cl(x: np.ndarray, xp: np.ndarray, front: tuple) -> None:
 
 def conv_direct(xp: np.ndarray, w: np.ndarray, y: np.ndarray, gpos: np.ndarray, pos: np.ndarray, row: np.ndarray,
                 gtap: np.ndarray, tap: np.ndarray, wrow: np.ndarray) -> None:
-    """y (n, R, Op) = the direct convolution of xp (n, *s, C) (pad_cl's frame, or a channels-last array's rows
-    where no window reads padding) with w (W, Op), position group by group (positions gpos[q]..gpos[q + 1] - 1,
+    """y (n, R, Op) = the direct convolution of xp (n, *s, C) (pad_cl's frame, or where no window reads padding a
+    channels-last array's rows or a row-major array's memory as (n, positions, C)) with w (W, Op), position group by group (positions gpos[q]..gpos[q + 1] - 1,
     taps gtap[q]..gtap[q + 1] - 1): y[i, row[p]] = the sum over the group's taps t of xp[i] (flat) at pos[p] +
     tap[t] times w[wrow[t]] (a tap: one channel of one kernel element; int64 element offsets, a tap's negative
     where pos[p] lies past the window's start, and row numbers; Op a whole number of 64-byte vectors).
