@@ -13,6 +13,7 @@ import ctypes
 import ctypes.util
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ from .registry import Bench, Skip, note, workload
 __all__ = ["GEMM_SIZES", "C_FLAGS", "CharConfig", "char_transformer", "sampling_step"]
 
 GEMM_SIZES = (256, 512, 1024)
+SETTLE_S = 0.2   # seconds before each W10 repetition: the other row's spinning threads go idle
 C_FLAGS = ("-std=c99", "-O3", "-march=native", "-ffp-contract=fast", "-fno-math-errno", "-DFNX_LIBMVEC", "-fopenmp")
 
 
@@ -63,12 +65,19 @@ def _exported_gemm(n: int, threads: int):
     return run
 
 
-def _numpy_gemm(n: int, threads: int) -> Bench:
+def _blas_threads(threads: int) -> dict:
+    """Bench fields that give numpy's BLAS `threads` threads before each repetition, then wait for the other row's
+    thread pool to go idle: both rows run in this process, and OpenBLAS's workers spin for about 0.1 s after a
+    product (the exported C's OpenMP threads, sharing two cores with them, took 2-15x their time)."""
     from threadpoolctl import threadpool_limits
 
-    a, b = _operands(n)
-    limits = threadpool_limits(limits=threads)
-    return Bench(lambda: a @ b, close=limits.restore_original_limits)
+    original = threadpool_limits(limits=None)
+
+    def settle():
+        threadpool_limits(limits=threads, user_api="blas")
+        time.sleep(SETTLE_S)
+
+    return {"settle": settle, "close": original.restore_original_limits}
 
 
 def _register(n: int, threads: int) -> None:
@@ -77,11 +86,9 @@ def _register(n: int, threads: int) -> None:
     def build(fw: str, device: str) -> Bench:
         note(f"W10: the exported C is built with cc {' '.join(C_FLAGS)}; GFLOP/s = 2 n^3 / time")
         if fw == "numpy":
-            return _numpy_gemm(n, threads)
-        from threadpoolctl import threadpool_limits
-
-        limits = threadpool_limits(limits=1)   # numpy's own BLAS threads stay out of the way
-        return Bench(_exported_gemm(n, threads), close=limits.restore_original_limits)
+            a, b = _operands(n)
+            return Bench(lambda: a @ b, **_blas_threads(threads))
+        return Bench(_exported_gemm(n, threads), **_blas_threads(1))   # numpy's own BLAS stays out of the way
 
 
 for _threads in (1, 2):

@@ -58,6 +58,7 @@ class Bench:
     sync: Callable[[Any], Any] | None = None  # called on run()'s result inside the timed region
     measure: Callable[[Any], float] | None = None  # the sample from run()'s result instead of its wall time
     close: Callable[[], None] | None = None  # called once after the case's repetitions
+    settle: Callable[[], None] | None = None  # called before each repetition, untimed (thread pools, caches)
     profile: Callable[[int], str] | None = None  # profiles a repetition elsewhere: top N functions, as text
 
 

@@ -72,6 +72,8 @@ def _once(bench: Bench) -> float:
 
 def timed(bench: Bench) -> float:
     """One repetition with the garbage collector paused (it runs just before), as `timeit` does."""
+    if bench.settle is not None:
+        bench.settle()
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()

@@ -61,3 +61,26 @@ def test_the_table_takes_a_memory_row_of_zeros():
     _fill_ratios(rows)
     assert rows[0].spread is None and rows[1].ratio is None
     assert "0.000 MiB" in format_table(rows)
+
+
+def test_a_bench_settles_before_each_timed_repetition_and_outside_the_clock(monkeypatch):
+    """W10's rows share a process: each repetition first sets its BLAS threads and waits for the other row's
+    pool to go idle (`Bench.settle`), which the runner calls before every repetition, off the clock (a fake clock
+    here, which a settle moves by an hour)."""
+    import benchmarks.runner as runner
+    from benchmarks.registry import Bench, Workload
+
+    now, calls = [0.0], []
+    monkeypatch.setattr(runner.time, "perf_counter", lambda: now[0])
+
+    def settle(fw):
+        calls.append(f"settle {fw}")
+        now[0] += 3600.0
+
+    def build(fw, device):
+        return Bench(lambda: calls.append(f"run {fw}"), settle=lambda: settle(fw))
+
+    w = Workload("T", "case", build, reference="a", frameworks=("a", "b"), warmup=0)
+    results = runner.run_case(w, ["a", "b"], "cpu", repeats=2)
+    assert calls == ["settle a", "run a", "settle b", "run b"] * 2
+    assert [r.times_s for r in results] == [[0.0, 0.0], [0.0, 0.0]]

@@ -27,23 +27,23 @@ from op_db import as_tensor_function, chunks, stageable_ops
 WARNINGS = "-std=c99 -O2 -Wall -Wextra -Werror"
 
 
-def build(folder: Path, target: str = "main", openmp: bool = True) -> Path:
+def build(folder: Path, target: str = "main", openmp: bool = True, flags: str = "") -> Path:
     """Build `target` with the program's Makefile (OpenMP when the compiler has it, unless `openmp` is False),
-    every warning an error; the path of the program built."""
-    r = subprocess.run(["make", target, f"CFLAGS={WARNINGS}", *([] if openmp else ["OPENMP="])], cwd=folder,
+    every warning an error, plus `flags`; the path of the program built."""
+    r = subprocess.run(["make", target, f"CFLAGS={WARNINGS} {flags}", *([] if openmp else ["OPENMP="])], cwd=folder,
                        capture_output=True, text=True)
     assert r.returncode == 0, (r.stdout + r.stderr)[:4000]
     return folder / target
 
 
 def export_and_run(tmp_path: Path, f, args: list, name: str = "model", *, embed: bool = False,
-                   openmp: bool = True, threads: int = 1) -> list[np.ndarray]:
-    """make_jaxpr(f)(*args) written as C, compiled, run on `args` (on `threads` OpenMP threads); its outputs as
-    numpy arrays."""
+                   openmp: bool = True, threads: int = 1, flags: str = "") -> list[np.ndarray]:
+    """make_jaxpr(f)(*args) written as C, compiled (with `flags` besides the warnings), run on `args` (on `threads`
+    OpenMP threads); its outputs as numpy arrays."""
     closed = fnx.make_jaxpr(f)(*args)
     folder = tmp_path / name
     write_c(closed, closed.consts, folder, name, embed_weights=embed)
-    main = build(folder, openmp=openmp)
+    main = build(folder, openmp=openmp, flags=flags)
     with open(folder / "inputs.bin", "wb") as fh:
         for a in args:
             fh.write(np.ascontiguousarray(a.numpy()).tobytes())
@@ -131,18 +131,36 @@ def test_op_table_float32_in_c_programs_matches_fnx(tmp_path_factory, chunk, dat
             assert same.all(), f"{name}: C {c[~same][:4]} vs fnx {e[~same][:4]} (bound {bound:.3g})"
 
 
-def test_blocked_gemm_with_edge_tiles_and_transposed_operands_matches_numpy(tmp_path):
+# The GEMM's register tile as each build picks it: the x86-64 baseline (SSE), this machine's widest vectors (AVX or
+# AVX-512 where the CPU has them), and the plain-array tile of compilers without GCC's vector types
+GEMM_BUILDS = {"baseline": "", "native": "-O3 -march=native", "plain": "-DFNX_NO_VECTOR_TYPES"}
+
+
+@pytest.mark.parametrize("build_kind", sorted(GEMM_BUILDS))
+def test_blocked_gemm_with_edge_tiles_and_transposed_operands_matches_numpy(tmp_path, build_kind):
     # past every block size of the GEMM (K 256, rows 64) and no multiple of its tiles; b read transposed; on two
-    # threads (the packing and the row blocks run in parallel); plus a batched product of small matrices (the
-    # unpacked path)
+    # threads (the packing and the row blocks run in parallel); a float64 product; plus a batched product of small
+    # matrices (the unpacked path)
     a, b = fnx.randn(2, 130, 300), fnx.randn(290, 300)
     p, q = fnx.randn(3, 5, 7), fnx.randn(3, 9, 7)
-    big, small = export_and_run(tmp_path, lambda a, b, p, q: (a @ b.T, p @ q.transpose(1, 2)), [a, b, p, q], "gemm",
-                                threads=2)
-    for got, x, y in ((big, a, b.T), (small, p, q.transpose(1, 2))):
+    c, d = fnx.randn(70, 260, dtype=fnx.float64), fnx.randn(260, 37, dtype=fnx.float64)
+    big, small, wide = export_and_run(tmp_path, lambda a, b, p, q, c, d: (a @ b.T, p @ q.transpose(1, 2), c @ d),
+                                      [a, b, p, q, c, d], "gemm", threads=2, flags=GEMM_BUILDS[build_kind])
+    for got, x, y in ((big, a, b.T), (small, p, q.transpose(1, 2)), (wide, c, d)):
         x64, y64 = x.numpy().astype(np.float64), y.numpy().astype(np.float64)
-        bound = 8 * _ulp(np.abs(x64) @ np.abs(y64))
-        assert (np.abs(got - x64 @ y64) <= bound).all()
+        ulp = np.spacing(np.abs(x64) @ np.abs(y64)).astype(np.float64) if got.dtype == np.float64 else \
+            _ulp(np.abs(x64) @ np.abs(y64))
+        assert (np.abs(got - x64 @ y64) <= 8 * ulp).all()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "int64", "bool"])
+def test_integer_gemm_compiles_and_matches_fnx(tmp_path, dtype):
+    # every element type has a register tile (1- and 2-byte integers and bools: the fallback tile alone)
+    rng = np.random.default_rng(0)
+    a = fnx.tensor(rng.integers(-3, 4, (70, 300))).to(getattr(fnx, dtype))
+    b = fnx.tensor(rng.integers(-3, 4, (300, 90))).to(getattr(fnx, dtype))
+    (got,) = export_and_run(tmp_path, lambda a, b: a @ b, [a, b], "intgemm", flags="-O3 -march=native")
+    np.testing.assert_array_equal(got, (a @ b).numpy())
 
 
 def test_random_draws_give_fnx_bits(tmp_path):

@@ -57,11 +57,12 @@ TYPES = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "
          "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t"}
 _SUFFIX = {"float32": "f", "float64": "d", "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
                 "uint8": "u8", "bool": "b"}
-# The GEMM's register tiles (rows x columns), chosen by the preprocessor from the vector extensions the compiler
-# targets (a condition "1": the fallback). Measured on an AVX-512 EPYC at 1024^3 with -O3 -march=native: 4x16
-# 23 GFLOP/s, 6x16 and 8x16 28, 8x32 19 (numpy's OpenBLAS: 21 to 31 on the same, loaded, machine).
-_TILES = {4: [("defined(__AVX512F__)", 8, 16), ("defined(__AVX__)", 6, 16), ("1", 4, 8)],
-          8: [("defined(__AVX512F__)", 8, 8), ("defined(__AVX__)", 6, 8), ("1", 4, 4)]}
+# The GEMM's register tiles (condition, rows, columns, bytes of a vector), chosen by the preprocessor from the
+# vector extensions the compiler targets (a condition "1": the fallback). Measured at 1024^3 with -O3
+# -march=native: on an AVX-512 EPYC 4x16 23 GFLOP/s, 6x16 and 8x16 28, 8x32 19 (numpy's OpenBLAS: 21 to 31 on the
+# same, loaded, machine); on a Zen 1 (AVX2) 6x16 and 4x16 33-35, 4x24 30, 8x8 28 (OpenBLAS 34-35).
+_TILES = {4: [("defined(__AVX512F__)", 8, 16, 64), ("defined(__AVX__)", 6, 16, 32), ("1", 4, 8, 16)],
+          8: [("defined(__AVX512F__)", 8, 8, 64), ("defined(__AVX__)", 6, 8, 32), ("1", 4, 4, 16)]}
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
@@ -273,9 +274,9 @@ def _c_array(c: np.ndarray) -> str:
 def _gemm_context(dtype_name: str, suffix: str) -> dict:
     """What templates/c_gemm.c.j2 needs for one element type: C type, suffix, tiles, cache blocks (K, rows, cols)."""
     width = np.dtype("uint8" if dtype_name == "bool" else dtype_name).itemsize
-    tiles = _TILES.get(width, [("1", 4, 4)])
+    tiles = _TILES.get(width, [("1", 4, 4, 4 * width)])
     return {"t": TYPES[dtype_name], "s": suffix, "kc": 256, "mc": 64, "nc": 4096,
-            "tiles": [{"cond": c, "mr": mr, "nr": nr} for c, mr, nr in tiles]}
+            "tiles": [{"cond": c, "mr": mr, "nr": nr, "bytes": vb, "vectors": nr * width // vb} for c, mr, nr, vb in tiles]}
 
 
 def write_c(jaxpr, consts, folder, name: str, *, embed_weights: bool = False) -> list[str]:
