@@ -45,9 +45,11 @@ class ModuleAlias(types.ModuleType):
         ROOT.<path>.<attr>) and keep it there, unless it is a plain value (a flag such as `cudnn.benchmark`),
         which is read through every time."""
         target, alias = self.__dict__["_fnx_target"], self.__dict__["_fnx_alias"]
-        value = getattr(target, attr, _MISSING)
+        path = f"{self.__name__}.{attr}"
+        # a renamed submodule first: torch.jit is fnx.torchscript, though fnx.jit is JAX's jit
+        value = alias.submodule(path) if path in alias.renamed else getattr(target, attr, _MISSING)
         if value is _MISSING and not attr.startswith("__"):
-            value = alias.submodule(f"{self.__name__}.{attr}")
+            value = alias.submodule(path)
         if value is _MISSING:
             if attr == "__all__":
                 return [n for n in dir(target) if not n.startswith("_")]

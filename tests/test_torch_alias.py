@@ -142,3 +142,68 @@ def test_spawned_workers_get_the_alias_too(tmp_path):
     """, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == repr(["<module 'torch': fnx stands in, as fnx>"] * 2)
+
+
+def test_torch_jit_runs_a_model_file_s_torchscript_in_passing_as_python(tmp_path):
+    """Model files use torch.jit in passing (a scripted helper, timm's `torch.jit.is_scripting()`, ignore and
+    Final): under the alias it is fnx.torchscript, whose script and trace give back what they get and run it as
+    Python; a TorchScript archive is refused with a pointer to fnx.export. fnx.jit stays JAX's jit."""
+    result = _run_code("""
+        from typing import List
+        import torch
+        import torch.jit
+        import torch.nn as nn
+        import fnx
+
+        @torch.jit.script
+        def gelu_tanh(x):
+            return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+        class Block(nn.Module):
+            flag: torch.jit.Final[bool]
+
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.flag = True
+                self.steps = torch.jit.Attribute(0, int)
+
+            @torch.jit.ignore
+            def note(self) -> str:
+                return "ignored"
+
+            @torch.jit.ignore(drop=True)
+            def dropped(self):
+                return 1
+
+            @torch.jit.export
+            def double(self, x):
+                return 2 * x
+
+            def forward(self, x):
+                if torch.jit.is_scripting() or torch.jit.is_tracing():
+                    raise AssertionError("nothing is scripted or traced under fnx")
+                y = self.fc(x)
+                return gelu_tanh(y) if y.sum() > 0 else -y   # data-dependent: a trace would freeze one branch
+
+        block = Block()
+        x = torch.randn(3, 4)
+        scripted, traced = torch.jit.script(block), torch.jit.trace(block, (x,))
+        assert scripted is block and traced is block and torch.jit.freeze(scripted) is block
+        assert not isinstance(block, torch.jit.ScriptModule) and torch.jit.script(gelu_tanh) is gelu_tanh
+        future = torch.jit.fork(block.double, x)
+        assert torch.equal(torch.jit.wait(future), 2 * x)
+        assert torch.jit.annotate(List[int], []) == [] and block.steps == 0 and block.note() == "ignored"
+        assert torch.allclose(traced(x), block(x)) and torch.allclose(traced(-x), block(-x))
+        for call in (lambda: torch.jit.save(scripted, "m.pt"), lambda: torch.jit.load("m.pt")):
+            try:
+                call()
+            except NotImplementedError as e:
+                assert "fnx.export" in str(e)
+            else:
+                raise AssertionError("a TorchScript archive must be refused")
+        assert torch.jit is not fnx.jit and fnx.jit is fnx.compile
+        print("ok")
+    """, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["ok"]
