@@ -3,7 +3,7 @@
 `fnx.optim.SGD(model.parameters(), lr=0.1)` works like torch.optim.SGD; `fnx.optim.functional.sgd(lr=0.1)`
 is the same update as pure `init`/`update` functions over pytrees.
 """
-from . import functional, lr_scheduler
+from . import functional, lr_scheduler, swa_utils
 from .adagrad import Adadelta, Adagrad
 from .adam import Adam, AdamW
 from .adam_variants import Adamax, NAdam, RAdam
@@ -13,4 +13,4 @@ from .rmsprop import RMSprop
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS",
-           "lr_scheduler", "functional"]
+           "lr_scheduler", "functional", "swa_utils"]
