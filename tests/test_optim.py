@@ -492,6 +492,55 @@ def test_one_cycle(three_phase, anneal, cls):
         S.OneCycleLR(optim.Optimizer([fnx.zeros(1, requires_grad=True)], {"lr": 0.1}), max_lr=1.0, total_steps=5)
 
 
+def ref_cyclic(t, base, top, up, down, scale, iterations, lo_m=0.8, hi_m=0.9):
+    """The cyclical schedule written from its definition: (lr, momentum) at step t, `scale` of the cycle number
+    (from 1) or, with `iterations`, of t."""
+    cycle, x = t // (up + down) + 1, t % (up + down)
+    height = x / up if x <= up else (up + down - x) / down
+    s = scale(t if iterations else cycle)
+    return base + (top - base) * height * s, hi_m - (hi_m - lo_m) * height * s
+
+
+@pytest.mark.parametrize("kwargs, down, scale, iterations", [
+    ({"mode": "triangular"}, 3, lambda c: 1.0, False),
+    ({"mode": "triangular2"}, 3, lambda c: 0.5 ** (c - 1), False),
+    ({"mode": "exp_range", "gamma": 0.9}, 3, lambda t: 0.9 ** t, True),
+    ({"step_size_down": 2}, 2, lambda c: 1.0, False),
+    ({"scale_fn": lambda x: 0.5 ** x, "scale_mode": "iterations"}, 3, lambda t: 0.5 ** t, True),
+])
+def test_cyclic_lr(kwargs, down, scale, iterations):
+    opt = make_opt(momentum=0.9)
+    sched = S.CyclicLR(opt, base_lr=0.1, max_lr=1.0, step_size_up=3, **kwargs)
+    for t in range(14):
+        lr, momentum = ref_cyclic(t, 0.1, 1.0, 3, down, scale, iterations)
+        assert opt.param_groups[0]["lr"] == pytest.approx(lr, rel=1e-12, abs=1e-15)
+        assert opt.param_groups[0]["momentum"] == pytest.approx(momentum, rel=1e-12)
+        opt.step()
+        sched.step()
+    # PyTorch's numbers (2.x), bit for bit: triangular from base 0.1 to 1.0 over 3 steps
+    opt = make_opt(momentum=0.9)
+    sched = S.CyclicLR(opt, base_lr=0.1, max_lr=1.0, step_size_up=3)
+    lrs = []
+    for _ in range(4):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs == [0.1, 0.40000000000000013, 0.6999999999999998, 1.0]
+    assert "custom_scale_fn" not in sched.state_dict()
+
+
+def test_cyclic_lr_cycles_adam_s_beta1_and_names_bad_arguments():
+    opt = make_opt(cls=optim.Adam)
+    S.CyclicLR(opt, base_lr=0.1, max_lr=1.0, step_size_up=2)
+    assert opt.param_groups[0]["betas"][0] == 0.9 and opt.param_groups[0]["lr"] == 0.1
+    with pytest.raises(ValueError, match="mode is invalid and scale_fn is None"):
+        S.CyclicLR(make_opt(momentum=0.9), 0.1, 1.0, mode="sawtooth")
+    with pytest.raises(ValueError, match="momentum or beta1"):
+        S.CyclicLR(optim.Optimizer([fnx.zeros(1, requires_grad=True)], {"lr": 0.1}), 0.1, 1.0)
+    with pytest.raises(ValueError, match="expected 1 values for max_lr, got 2"):
+        S.CyclicLR(make_opt(momentum=0.9), 0.1, [1.0, 2.0])
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("cls, functional, ref, kwargs", [CASES[i] for i in (2, 7, 10, 14, 16, 18, 20, 23, 24)],
                          ids=[IDS[i] for i in (2, 7, 10, 14, 16, 18, 20, 23, 24)])

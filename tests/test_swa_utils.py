@@ -130,7 +130,7 @@ def test_swalr_anneals_to_swa_lr_as_pytorch_does():
     (lambda: swa_utils.SWALR(fnx.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0), 0.1, anneal_strategy="exp"),
      "anneal_strategy must by one of 'cos' or 'linear'"),
     (lambda: swa_utils.SWALR(fnx.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0), [0.1, 0.2]),
-     "one value per param group: got 2 values for 1 groups"),
+     "expected 1 values for swa_lr, got 2"),
     (lambda: swa_utils.SWALR(fnx.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0), 0.1, anneal_epochs=-1),
      "anneal_epochs must be equal or greater than 0"),
 ])

@@ -17,7 +17,7 @@ from .optimizer import Optimizer
 from .._warn import warn as _warn
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LinearLR",
-           "OneCycleLR", "ConstantLR", "PolynomialLR", "CosineAnnealingWarmRestarts", "ReduceLROnPlateau",
+           "OneCycleLR", "CyclicLR", "ConstantLR", "PolynomialLR", "CosineAnnealingWarmRestarts", "ReduceLROnPlateau",
            "SequentialLR", "ChainedScheduler"]
 
 
@@ -279,15 +279,9 @@ class OneCycleLR(LRScheduler):
             if last_epoch == -1:
                 for group, hi, lo in zip(groups, _per_group("max_momentum", groups, max_momentum),
                                          _per_group("base_momentum", groups, base_momentum)):
-                    self._set_momentum(group, hi)
+                    _set_momentum(group, hi, self.use_beta1)
                     group["max_momentum"], group["base_momentum"] = hi, lo
         super().__init__(optimizer, last_epoch)
-
-    def _set_momentum(self, group: dict, value: float) -> None:
-        if self.use_beta1:
-            group["betas"] = (value, *group["betas"][1:])
-        else:
-            group["momentum"] = value
 
     def _anneal(self, start: float, end: float, pct: float) -> float:
         if self._anneal_func_type == "cos":
@@ -308,11 +302,78 @@ class OneCycleLR(LRScheduler):
                     pct = (step - start) / (end - start)
                     lrs.append(self._anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct))
                     if self.cycle_momentum:
-                        self._set_momentum(group, self._anneal(group[phase["start_momentum"]],
-                                                               group[phase["end_momentum"]], pct))
+                        _set_momentum(group, self._anneal(group[phase["start_momentum"]],
+                                                          group[phase["end_momentum"]], pct), self.use_beta1)
                     break
                 start = end
         return lrs
+
+
+class CyclicLR(LRScheduler):
+    """The cyclical learning rate policy (Smith), stepped once per batch: the lr climbs from base_lr to max_lr
+    over `step_size_up` steps and back over `step_size_down` (default: as many), the swing scaled by `mode`:
+    "triangular" (constant), "triangular2" (halved each cycle), "exp_range" (gamma ** step), or by a custom
+    `scale_fn` of the cycle number or of the step (`scale_mode`). With `cycle_momentum`, SGD's momentum (or Adam's
+    beta1) moves inversely between max_momentum and base_momentum."""
+
+    def __init__(self, optimizer: Optimizer, base_lr, max_lr, step_size_up: int = 2000,
+                 step_size_down: int | None = None, mode: str = "triangular", gamma: float = 1.0,
+                 scale_fn: Callable[[float], float] | None = None, scale_mode: str = "cycle",
+                 cycle_momentum: bool = True, base_momentum=0.8, max_momentum=0.9, last_epoch: int = -1):
+        if not isinstance(optimizer, Optimizer):
+            raise FnxTypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        groups = optimizer.param_groups
+        base_lrs = _per_group("base_lr", groups, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, groups):
+                group["lr"] = lr
+        self.max_lrs = _per_group("max_lr", groups, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size, self.step_ratio = up + down, up / (up + down)
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise FnxValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma, self.custom_scale_fn = mode, gamma, scale_fn
+        # the built-in modes fix the scale's argument: the cycle, or the step for exp_range
+        self.scale_mode = scale_mode if scale_fn is not None else "iterations" if mode == "exp_range" else "cycle"
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise FnxValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("base_momentum", groups, base_momentum)
+            self.max_momentums = _per_group("max_momentum", groups, max_momentum)
+            if last_epoch == -1:
+                for hi, lo, group in zip(self.max_momentums, self.base_momentums, groups):
+                    _set_momentum(group, hi, self.use_beta1)
+                    group["max_momentum"], group["base_momentum"] = hi, lo
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x: float) -> float:
+        """The share of the swing at cycle (or step) `x`."""
+        if self.custom_scale_fn is not None:
+            return self.custom_scale_fn(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self) -> list[float]:
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        height = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * height * scale for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, lo, hi in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                _set_momentum(group, hi - (hi - lo) * height * scale, self.use_beta1)
+        return lrs
+
+    def state_dict(self) -> dict:
+        """As LRScheduler's, without a custom scale_fn (a function: plain values only, as PyTorch drops it)."""
+        return {k: v for k, v in super().state_dict().items() if k != "custom_scale_fn"}
 
 
 class ConstantLR(LRScheduler):
@@ -560,6 +621,14 @@ class ChainedScheduler(_Composite):
 def _phase(end_step: float, start_lr: str, end_lr: str, start_momentum: str, end_momentum: str) -> dict:
     return dict(end_step=end_step, start_lr=start_lr, end_lr=end_lr, start_momentum=start_momentum,
                 end_momentum=end_momentum)
+
+
+def _set_momentum(group: dict, value: float, beta1: bool) -> None:
+    """Set SGD's momentum, or Adam's beta1 where `beta1`, of one param group (the cycled momentum)."""
+    if beta1:
+        group["betas"] = (value, *group["betas"][1:])
+    else:
+        group["momentum"] = value
 
 
 def _per_group(name: str, groups: list, value) -> list:

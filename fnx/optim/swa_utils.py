@@ -19,7 +19,7 @@ from ..nn import Module
 from ..nn.layers.normalization import _BatchNorm
 from ..ops.creation import tensor
 from ..tensor import Tensor
-from .lr_scheduler import LRScheduler
+from .lr_scheduler import LRScheduler, _per_group
 from .optimizer import Optimizer
 
 __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_swa_multi_avg_fn", "get_ema_avg_fn",
@@ -173,15 +173,7 @@ class SWALR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, swa_lr: float | list, anneal_epochs: int = 10,
                  anneal_strategy: str = "cos", last_epoch: int = -1):
-        groups = optimizer.param_groups
-        if isinstance(swa_lr, (list, tuple)):
-            if len(swa_lr) != len(groups):
-                raise FnxValueError(f"SWALR: swa_lr must have one value per param group: got {len(swa_lr)} values "
-                                    f"for {len(groups)} groups")
-            swa_lrs = list(swa_lr)
-        else:
-            swa_lrs = [swa_lr] * len(groups)
-        for lr, group in zip(swa_lrs, groups):
+        for lr, group in zip(_per_group("swa_lr", optimizer.param_groups, swa_lr), optimizer.param_groups):
             group["swa_lr"] = lr
         if anneal_strategy not in ("cos", "linear"):
             raise FnxValueError(f"anneal_strategy must by one of 'cos' or 'linear', instead got {anneal_strategy}")
