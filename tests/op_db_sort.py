@@ -90,6 +90,20 @@ def np_nanmedian_all(x):
     return flat[(flat.size - 1) // 2] if flat.size else np.nan
 
 
+@st.composite
+def quantile_sample(draw, kind: str = "separated"):
+    """A tensor of at least one dim, q a Python float, dim (None or an int), keepdim and interpolation."""
+    shape = draw(shapes(min_dims=1, max_dims=3))
+    kw = {"dim": draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1))), "keepdim": draw(st.booleans()),
+          "interpolation": draw(st.sampled_from(["linear", "lower", "higher", "midpoint", "nearest"]))}
+    return Sample((values_of(draw, kind, shape), draw(st.floats(0.0, 1.0))), kw)
+
+
+def np_quantile(x, q, dim=None, keepdim=False, interpolation="linear", nan=False):
+    f = np.nanquantile if nan else np.quantile
+    return f(x, q, axis=dim, keepdims=keepdim, method=interpolation)
+
+
 OPS = [
     OpInfo("sort", fnx.sort, np_sort, along_dim_sample(descending=True)),
     OpInfo("sort_ties", fnx.sort, np_sort, along_dim_sample("ints", descending=True), grad=False),
@@ -111,5 +125,9 @@ OPS = [
     OpInfo("nanmedian", fnx.nanmedian, np_nanmedian_all, along_dim_sample("nans").map(lambda s: Sample(s.args)),
            grad=False),
     OpInfo("nanmedian_dim", fnx.nanmedian, np_ranked(nanmedian_index), along_dim_sample("nans", keepdim=True),
+           grad=False),
+    OpInfo("quantile", fnx.quantile, np_quantile, quantile_sample()),
+    OpInfo("quantile_nans", fnx.quantile, np_quantile, quantile_sample("nans"), grad=False),
+    OpInfo("nanquantile", fnx.nanquantile, lambda *a, **kw: np_quantile(*a, nan=True, **kw), quantile_sample("nans"),
            grad=False),
 ]

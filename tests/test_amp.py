@@ -67,6 +67,8 @@ SAMPLES = {
     "baddbmm": lambda dt: ((_r(2, 3, 5, dtype=dt), _r(2, 3, 4, dtype=dt), _r(2, 4, 5, dtype=dt)), {}),
     "addmm": lambda dt: ((_r(3, 5, dtype=dt), _r(3, 4, dtype=dt), _r(4, 5, dtype=dt)), {}),
     "linear": lambda dt: ((_r(3, 4, dtype=dt), _r(5, 4, dtype=dt), _r(5, dtype=dt)), {}),
+    "quantile": lambda dt: ((_r(3, 5, dtype=dt), fnx.tensor([0.25, 0.5], dtype=dt)), {"dim": 1}),
+    "nanquantile": lambda dt: ((_r(3, 5, dtype=dt), 0.5), {}),
     "scaled_dot_product_attention": lambda dt: ((_r(1, 2, 4, 8, dtype=dt), _r(1, 2, 4, 8, dtype=dt),
                                                  _r(1, 2, 4, 8, dtype=dt)), {}),
     # elementwise

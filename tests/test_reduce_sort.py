@@ -370,3 +370,32 @@ def test_allclose_and_equal():
     assert fnx.allclose(a, a + 1e-9) and a.allclose(a)
     assert not fnx.allclose(a, a + 1.0)
     assert fnx.equal(a, a.clone()) and not fnx.equal(a, a[:2]) and not a.equal(a * 2)
+
+
+def test_quantile_with_a_tensor_of_q_puts_the_quantiles_first_and_names_bad_input():
+    x = np.random.default_rng(0).standard_normal((3, 6))
+    x[2, 1] = np.nan
+    q = fnx.tensor([0.0, 0.3, 1.0], dtype=fnx.float64)
+    for dim, keepdim in ((1, False), (0, True), (None, True)):
+        for interpolation in ("linear", "lower", "higher", "midpoint", "nearest"):
+            got = fnx.quantile(fnx.tensor(x), q, dim, keepdim, interpolation=interpolation).numpy()
+            want = np.quantile(x, [0.0, 0.3, 1.0], axis=dim, keepdims=keepdim, method=interpolation)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+            got = fnx.nanquantile(fnx.tensor(x), q, dim, keepdim, interpolation=interpolation).numpy()
+            want = np.nanquantile(x, [0.0, 0.3, 1.0], axis=dim, keepdims=keepdim, method=interpolation)
+            np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+    t = fnx.tensor(x[:2], requires_grad=True)   # the gradient reaches the two sorted values around each rank
+    fnx.quantile(t, 0.5, dim=1).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy().sum(1), [1.0, 1.0])
+    assert (np.count_nonzero(t.grad.numpy(), axis=1) == 2).all()
+    bad = [(lambda: fnx.quantile(fnx.arange(4), 0.5), "must be either float or double dtype"),
+           (lambda: fnx.quantile(fnx.ones(4), 1.5), r"q must be in the range \[0, 1\] but got 1.5"),
+           (lambda: fnx.quantile(fnx.ones(4), fnx.tensor([0.5, -0.1])), r"q values must be in the range \[0, 1\]"),
+           (lambda: fnx.quantile(fnx.ones(4), fnx.ones(2, 2) / 2), "q must be a scalar or 1D tensor"),
+           (lambda: fnx.quantile(fnx.ones(4), fnx.tensor([0.5], dtype=fnx.float64)), "same dtype as the input"),
+           (lambda: fnx.quantile(fnx.ones(0), 0.5), "input tensor must be non-empty"),
+           (lambda: fnx.nanquantile(fnx.ones(4), 0.5, interpolation="cubic"), "interpolation must be one of")]
+    for call, message in bad:
+        with pytest.raises((RuntimeError, ValueError), match=message):
+            call()

@@ -28,10 +28,12 @@ def _static_q(q, op: str) -> np.ndarray:
 
 def quantile(a, q, axis=None, out=None, overwrite_input: bool = False, method: str = "linear",
              keepdims: bool = False) -> Tensor:
-    """The q-th quantiles (q in [0, 1], a number or a 1-D list) over `axis` (None: all elements), interpolating
-    linearly between sorted values; the quantiles' axis comes first."""
-    if method != "linear":
-        raise NotImplementedError(f"jnp.quantile: method={method!r} is not supported; fnx supports 'linear'")
+    """The q-th quantiles (q in [0, 1], a number or an array of them) over `axis` (None: all elements), between
+    sorted values by `method` ("linear", "lower", "higher", "midpoint", "nearest"); q's dims come first. NaN
+    propagates (a slice holding one gives NaN), as in numpy."""
+    if method not in _sort.QUANTILE_METHODS:
+        raise NotImplementedError(f"jnp.quantile: method={method!r} is not supported; fnx supports "
+                                  f"{', '.join(_sort.QUANTILE_METHODS)}")
     qs = _static_q(q, "quantile")
     if ((qs < 0) | (qs > 1)).any():
         raise ValueError(f"jnp.quantile: q must be in [0, 1], got {q!r}")
@@ -40,17 +42,10 @@ def quantile(a, q, axis=None, out=None, overwrite_input: bool = False, method: s
     rest = [d for d in range(a.ndim) if d not in dims]
     moved = _shape.permute(a, tuple(rest + list(dims)))
     flat = _shape.reshape(moved, tuple(moved.shape[:len(rest)]) + (-1,))
-    n = flat.shape[-1]
-    s = _sort.sort(flat, dim=-1)[0]
     kept = tuple(1 if d in dims else a.shape[d] for d in range(a.ndim)) if keepdims else tuple(flat.shape[:-1])
-    outs = []
-    for value in qs.reshape(-1):
-        position = float(value) * (n - 1)
-        lo, hi = int(np.floor(position)), int(np.ceil(position))
-        outs.append(_shape.reshape(s[..., lo] + (s[..., hi] - s[..., lo]) * (position - lo), kept))
-    if qs.ndim == 0:
-        return outs[0]
-    return _shape.reshape(stack(outs), qs.shape + kept)
+    qt = asarray(qs.reshape(-1) if qs.ndim else qs, dtype=flat.dtype)
+    values = _sort.quantiles_last(flat, qt, kept, method, ignore_nan=False)
+    return values if qs.ndim < 2 else _shape.reshape(values, qs.shape + kept)
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input: bool = False, method: str = "linear",

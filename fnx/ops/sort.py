@@ -13,16 +13,18 @@ import numpy as np
 
 from .. import core
 from .. import dtypes as _dt
-from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..determinism import alert_not_deterministic
-from ..tensor import Tensor, canonical_dim
+from ..tensor import Tensor, Tracer, canonical_dim
 from ._batching import axis_batch_rule, with_batch_size
+from .autocast import autocast_op
 from ._families import complex_error
 from .creation import full, stop_gradient
-from .elementwise import clamp, convert, eq, isnan, logical_and, logical_or, maximum, where
+from .elementwise import (ceil, clamp, convert, eq, floor, isnan, lerp, logical_and, logical_not, logical_or,
+                          maximum, round, where)
 from .reduce import sum as _sum
 
-__all__ = ["argsort", "sort", "msort", "topk", "kthvalue", "median", "nanmedian"]
+__all__ = ["argsort", "sort", "msort", "topk", "kthvalue", "median", "nanmedian", "quantile", "nanquantile"]
 
 # The (values, indices) results of PyTorch's torch.return_types.
 sort_result = collections.namedtuple("sort", ["values", "indices"])
@@ -287,6 +289,87 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     return _ranked(input, dim, keepdim, "kthvalue", lambda n, nans: k - 1, kthvalue_result)
 
 
+# ---------------------------------------------------------------- quantiles
+QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+@autocast_op("quantile")
+def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
+             interpolation: str = "linear") -> Tensor:
+    """The `q`-th quantiles (q in [0, 1]: a number, or a 1-D tensor whose quantiles make a new first dim) of
+    `input` along `dim` (None: of all elements), between the two nearest sorted values by `interpolation`
+    ("linear", "lower", "higher", "midpoint", "nearest": half to even); a slice holding NaN gives NaN. The
+    gradient goes to the sorted values read."""
+    x, qt, shape = _quantile_input("quantile", input, q, dim, keepdim, interpolation)
+    return quantiles_last(x, qt, shape, interpolation, ignore_nan=False)
+
+
+@autocast_op("nanquantile")
+def nanquantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
+                interpolation: str = "linear") -> Tensor:
+    """`quantile` of the values that are not NaN (NaN where a slice holds no other)."""
+    x, qt, shape = _quantile_input("nanquantile", input, q, dim, keepdim, interpolation)
+    return quantiles_last(x, qt, shape, interpolation, ignore_nan=True)
+
+
+def _quantile_input(op: str, input: Tensor, q, dim: int | None, keepdim: bool, interpolation: str) -> tuple:
+    """(input with the quantiles' dim last, q as a tensor, the shape of one quantile's result), after PyTorch's
+    checks."""
+    if not input.dtype.is_floating_point:
+        raise FnxRuntimeError(f"{op}() input tensor must be either float or double dtype, got {input.dtype}")
+    if interpolation not in QUANTILE_METHODS:
+        raise FnxValueError(f"{op}() interpolation must be one of linear, lower, higher, midpoint or nearest. "
+                            f"Got {interpolation}")
+    if input.numel() == 0:
+        raise FnxRuntimeError(f"{op}() input tensor must be non-empty")
+    if isinstance(q, Tensor):
+        if q.ndim > 1:
+            raise FnxRuntimeError(f"{op}() q must be a scalar or 1D tensor, got shape {list(q.shape)}")
+        if q.dtype != input.dtype:
+            raise FnxRuntimeError(f"{op}() q tensor must be same dtype as the input tensor: q is {q.dtype}, input "
+                                  f"is {input.dtype}")
+        value = None if isinstance(q, Tracer) else q.detach().numpy()
+        if value is not None and not ((value >= 0) & (value <= 1)).all():
+            raise FnxRuntimeError(f"{op}() q values must be in the range [0, 1], got {value.tolist()}")
+    elif not 0 <= q <= 1:
+        raise FnxRuntimeError(f"{op}() q must be in the range [0, 1] but got {q}")
+    else:
+        q = full((), float(q), dtype=input.dtype, device=input.device)
+    shape = tuple(input.shape)
+    if dim is None:
+        return input.reshape(-1), q, (1,) * len(shape) if keepdim else ()
+    d = canonical_dim(dim, max(input.ndim, 1), op)
+    if input.ndim == 0:
+        return input.reshape(1), q, ()
+    kept = shape[:d] + (1,) + shape[d + 1:] if keepdim else shape[:d] + shape[d + 1:]
+    return input.movedim(d, -1), q, kept
+
+
+def quantiles_last(x: Tensor, q: Tensor, shape: tuple, interpolation: str, ignore_nan: bool) -> Tensor:
+    """The quantiles `q` (0-D or 1-D) of `x` along its last dim, as PyTorch computes them: ranks q (n - 1) into
+    the sorted values (n: the values that are not NaN, with `ignore_nan`; without, a slice holding NaN reads its
+    last value, a NaN), rounded by `interpolation`, and the values at the ranks' floor and ceiling interpolated.
+    Each quantile's result takes `shape` (the other dims of `x`, as many elements); a 1-D q's quantiles make
+    the first dim. jnp.quantile runs here too."""
+    s = sort(x, -1).values
+    nans = isnan(s)
+    if ignore_nan:
+        count = _sum(logical_not(nans), -1, keepdim=True)
+        ranks = clamp(q.reshape(-1) * convert(count - 1, x.dtype), min=0)
+    else:
+        last = float(x.shape[-1] - 1)
+        ranks = where(nans[..., -1:], last, q.reshape(-1) * last)
+    if interpolation in ("lower", "nearest", "higher"):
+        ranks = {"lower": floor, "nearest": round, "higher": ceil}[interpolation](ranks)
+    below = floor(ranks)
+    values = take_p.bind(s, convert(below, _dt.int64), axis=s.ndim - 1)
+    if interpolation in ("linear", "midpoint"):
+        above = take_p.bind(s, convert(ceil(ranks), _dt.int64), axis=s.ndim - 1)
+        values = lerp(values, above, 0.5 if interpolation == "midpoint" else ranks - below)
+    out = values.movedim(-1, 0).reshape((values.shape[-1],) + shape)
+    return out.reshape(shape) if q.ndim == 0 else out
+
+
 METHODS: dict = {"sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue,
-                 "median": median, "nanmedian": nanmedian}
+                 "median": median, "nanmedian": nanmedian, "quantile": quantile, "nanquantile": nanquantile}
 INPLACE: dict = {}
