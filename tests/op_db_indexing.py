@@ -230,6 +230,12 @@ def _adv(x, rows, cols):
     return x[rows, :, cols]
 
 
+
+def np_fill_diagonal(x, wrap):
+    out = np.array(x, copy=True)
+    np.fill_diagonal(out, 0.5, wrap=wrap)
+    return out
+
 OPS = [
     # getitem: random expressions, then fixed ones (lists, tensors, PyTorch's int-first placement)
     OpInfo("getitem_basic", lambda x, index: x[index], lambda x, index: x[index], getitem_sample(False)),
@@ -293,6 +299,9 @@ OPS = [
            st.builds(lambda x, m: Sample((x, m)), floats((3, 4)), bools((4,)))),
     OpInfo("masked_fill_tensor", lambda x, m, v: fnx.masked_fill(x, m, v), lambda x, m, v: np.where(m, v, x),
            st.builds(lambda x, m, v: Sample((x, m, v)), floats((2, 3)), bools((2, 3)), floats(()))),
+    OpInfo("fill_diagonal_", lambda x, wrap: x.clone().fill_diagonal_(0.5, wrap=wrap), np_fill_diagonal,
+           st.builds(lambda x, wrap: Sample((x,), {"wrap": wrap}),
+                     st.one_of(floats((3, 3)), floats((7, 3)), floats((2, 5)), floats((2, 2, 2))), st.booleans())),
     OpInfo("masked_select", fnx.masked_select, lambda x, m: np.broadcast_to(x, np.broadcast_shapes(x.shape, m.shape))[
         np.broadcast_to(m, np.broadcast_shapes(x.shape, m.shape))],
            st.builds(lambda x, m: Sample((x, m)), floats((2, 1)), bools((2, 3)))),
@@ -360,4 +369,4 @@ BAD_INDICES = {
 # passed as keyword arguments, which compile sees as constants and checks while tracing (eager mode's own check).
 UNTRACED_INDICES = {"getitem_basic", "getitem_advanced", "getitem_slices", "getitem_list", "getitem_int_then_array",
                    "getitem_mask", "getitem_mask_inner", "setitem_basic", "setitem_advanced", "setitem_mask",
-                   "masked_fill", "masked_fill_tensor", "masked_select", "nonzero", "nonzero_tuple"}
+                   "masked_fill", "masked_fill_tensor", "masked_select", "nonzero", "nonzero_tuple", "fill_diagonal_"}

@@ -132,6 +132,44 @@ def separated_pair(draw):
 
 
 # ---------------------------------------------------------------- numpy references
+def np_running_extreme(x, dim, beats):
+    """(values, indices) of PyTorch's cummax (beats=np.greater) or cummin (np.less): element by element, the later
+    of equal values and of NaNs (which win) gives the index."""
+    moved = np.moveaxis(x, dim, -1)
+    values, indices = moved.copy(), np.zeros(moved.shape, np.int64)
+    for row in np.ndindex(moved.shape[:-1]):
+        best, at = moved[row + (0,)], 0
+        for j, v in enumerate(moved[row]):
+            if not (beats(best, v) or (np.isnan(best) and not np.isnan(v))):
+                best, at = v, j
+            values[row + (j,)], indices[row + (j,)] = best, at
+    return np.moveaxis(values, -1, dim), np.moveaxis(indices, -1, dim)
+
+
+def np_histc(x, bins=100, min=0, max=0):
+    """PyTorch's histc: equal bins over [min, max] (the data's range when they are equal, widened by 1 each way
+    if that is one value), a value at max in the last bin, outside values not counted."""
+    x = np.asarray(x).reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi:
+        lo, hi = (float(x.min()), float(x.max())) if x.size else (lo, hi)
+        lo, hi = (lo - 1, hi + 1) if lo == hi else (lo, hi)
+    inside = (x >= lo) & (x <= hi)
+    position = np.minimum(((x[inside] - lo) / (hi - lo) * bins).astype(np.int64), bins - 1)
+    return np.bincount(position, minlength=bins).astype(x.dtype)
+
+
+@st.composite
+def histc_sample(draw):
+    """A tensor, a number of bins and a range: (0, 0) for the data's own, or a drawn one."""
+    x = draw(floats(draw(shapes(min_dims=0, max_dims=2))))
+    kw = {"bins": draw(st.integers(1, 8))}
+    if draw(st.booleans()):
+        lo = draw(st.floats(-3.0, 2.0))
+        kw.update(min=lo, max=lo + draw(st.floats(0.25, 4.0)))
+    return Sample((x,), kw)
+
+
 def axis(dim):
     return tuple(dim) if isinstance(dim, (tuple, list)) else dim
 
@@ -220,6 +258,14 @@ OPS = [
     OpInfo("cumprod", fnx.cumprod, lambda x, dim: np.cumprod(x, axis=dim), scan_sample("zeros")),
     OpInfo("cumprod_nonzero", fnx.cumprod, lambda x, dim: np.cumprod(x, axis=dim), scan_sample("nonzero"),
            double_grad=True),
+    OpInfo("cummax", fnx.cummax, lambda x, dim: np_running_extreme(x, dim, np.greater), scan_sample("separated")),
+    OpInfo("cummax_ties", fnx.cummax, lambda x, dim: np_running_extreme(x, dim, np.greater), scan_sample("nans"),
+           grad=False),
+    OpInfo("cummin", fnx.cummin, lambda x, dim: np_running_extreme(x, dim, np.less), scan_sample("separated")),
+    OpInfo("cummin_int", fnx.cummin, lambda x, dim: np_running_extreme(x, dim, np.less), scan_sample("ints"),
+           grad=False),
+    OpInfo("histc", fnx.histc, np_histc, histc_sample(), grad=False, dtypes=("float64",)),
+    OpInfo("logcumsumexp", fnx.logcumsumexp, lambda x, dim: np.logaddexp.accumulate(x, axis=dim), scan_sample()),
     OpInfo("max", fnx.max, np.max, reduce_sample("separated", none_dim=True, tuple_dims=False, keepdim=False)
            .map(lambda s: Sample(s.args))),
     OpInfo("max_dim", fnx.max, np_extremum_dim(np.max, np.argmax),

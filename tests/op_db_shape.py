@@ -188,6 +188,18 @@ def matrix_or_vector():
     return st.builds(lambda x: Sample((x,)), floats(st.sampled_from([(3,), (2, 3), (3, 3), (4, 2)])))
 
 
+
+def np_block_diag(*xs):
+    """scipy.linalg.block_diag's result, written out: each array as a matrix (0-D: 1 x 1, 1-D: one row) down the
+    diagonal."""
+    blocks = [np.asarray(x).reshape(1, -1) if np.ndim(x) < 2 else x for x in xs]
+    out = np.zeros((sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)))
+    r = c = 0
+    for b in blocks:
+        out[r:r + b.shape[0], c:c + b.shape[1]] = b
+        r, c = r + b.shape[0], c + b.shape[1]
+    return out
+
 OPS = [
     # existing view ops
     OpInfo("reshape", lambda x: x.reshape(-1, 2), lambda x: x.reshape(-1, 2),
@@ -270,6 +282,11 @@ OPS = [
     OpInfo("t", fnx.t, lambda x: x.T, matrix_or_vector()),
     OpInfo("diag", lambda x: fnx.diag(x, 1), lambda x: np.diag(x, 1), matrix_or_vector()),
     OpInfo("diag_lower", lambda x: fnx.diag(x, -2), lambda x: np.diag(x, -2), matrix_or_vector()),
+    OpInfo("block_diag", fnx.block_diag, lambda *xs: np_block_diag(*xs),
+           st.builds(lambda a, b, c: Sample((a, b, c)), floats((2, 3)), floats((3,)), floats(()))),
+    OpInfo("cartesian_prod", fnx.cartesian_prod,
+           lambda *xs: np.stack([g.reshape(-1) for g in np.meshgrid(*xs, indexing="ij")], 1),
+           st.builds(lambda a, b, c: Sample((a, b, c)), floats((2,)), floats((3,)), floats((1,)))),
     OpInfo("meshgrid", fnx.meshgrid, lambda *xs, indexing: np.meshgrid(*xs, indexing=indexing), meshgrid_sample()),
     OpInfo("broadcast_tensors", lambda x, y: fnx.broadcast_tensors(x, y)[0] * fnx.broadcast_tensors(x, y)[1],
            lambda x, y: np.multiply(*np.broadcast_arrays(x, y)),

@@ -886,6 +886,25 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     return convert(eq(unsqueeze(tensor, -1), arange(num_classes, device=tensor.device)), _dt.int64)
 
 
+def _fill_diagonal(input: Tensor, fill_value, wrap: bool = False) -> Tensor:
+    """`input` with its main diagonal (element i, i, ..., i) set to `fill_value`: Tensor.fill_diagonal_. A matrix
+    taller than it is wide by more than one row continues, with `wrap`, below the square part every width + 1
+    rows, as PyTorch's storage-strided fill does; more than two dims must all be one length."""
+    if input.ndim < 2:
+        raise FnxRuntimeError(f"fill_diagonal_: dimensions must larger than 1, got a {input.ndim}-D tensor")
+    shape = tuple(input.shape)
+    if input.ndim > 2 and len(set(shape)) > 1:
+        raise FnxRuntimeError(f"fill_diagonal_: all dimensions of input must be of equal length, got {list(shape)}")
+    height, width = shape[0], shape[1]
+    if input.ndim == 2 and wrap and height > width + 1:
+        step = width + 1
+        flat = arange((height * width + step - 1) // step, device=input.device) * step
+        index = (flat // width, flat % width)
+    else:
+        index = (arange(min(shape), device=input.device),) * input.ndim
+    return index_put(input, index, fill_value)
+
+
 METHODS: dict = {
     "__getitem__": getitem, "__setitem__": setitem, "gather": gather, "scatter": scatter, "scatter_add": scatter_add,
     "index_select": index_select, "index_add": index_add, "index_copy": index_copy, "index_fill": index_fill,
@@ -895,4 +914,5 @@ METHODS: dict = {
 INPLACE: dict = {
     "scatter_": scatter, "scatter_add_": scatter_add, "index_add_": index_add, "index_copy_": index_copy,
     "index_fill_": index_fill, "index_put_": index_put, "masked_fill_": masked_fill, "put_": put,
+    "fill_diagonal_": _fill_diagonal,
 }

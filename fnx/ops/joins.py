@@ -14,10 +14,10 @@ from ..tensor import Tensor, canonical_dim, make
 from .. import array_layout as layout
 from ._batching import batch_size, move_to_front, with_batch_size
 from ._families import promote, same_device
-from .shape import _atleast, _slice_dim, new_view, reshape_p, unsqueeze
+from .shape import _atleast, _pad, _slice_dim, meshgrid, new_view, reshape_p, unsqueeze
 
 __all__ = ["cat", "concatenate", "concat", "stack", "hstack", "vstack", "dstack", "split", "chunk", "unbind",
-           "narrow", "select", "tensor_split"]
+           "narrow", "select", "tensor_split", "block_diag", "cartesian_prod"]
 
 
 concatenate_p = Primitive("concatenate", saves_inputs=False)
@@ -350,6 +350,42 @@ def select(input: Tensor, dim: int, index) -> Tensor:
     i %= shape[d]
     return reshape_p.bind(_slice_dim(input, d, i, i + 1), shape=shape[:d] + shape[d + 1:])
 
+
+
+def block_diag(*tensors) -> Tensor:
+    """The matrices `tensors` (0-D: 1 x 1, 1-D: one row, 2-D) down the diagonal of one matrix, zeros elsewhere,
+    in their promoted dtype."""
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise FnxTypeError(f"block_diag(): argument {i} must be a Tensor, got {type(t).__name__}")
+        if t.ndim > 2:
+            raise FnxRuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has "
+                                  f"{t.ndim} dimensions")
+    if not tensors:   # PyTorch's answer: one row of no columns
+        return make(np.zeros((1, 0), np.float32), cpu)
+    blocks = [t.reshape(1, -1) if t.ndim < 2 else t for t in promote("block_diag", *tensors)]
+    width = sum(b.shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        rows.append(_pad(b, (0, left), (0, width - left - b.shape[1]), (0, 0), 0))
+        left += b.shape[1]
+    return cat(rows, 0)
+
+
+def cartesian_prod(*tensors) -> Tensor:
+    """Every combination of one element from each 1-D tensor (one dtype), as the rows of an (n, len(tensors))
+    tensor (the last tensor varying fastest, as itertools.product); one tensor is returned as it is."""
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor) or t.ndim != 1:
+            got = f"{t.ndim}-D" if isinstance(t, Tensor) else type(t).__name__
+            raise FnxRuntimeError(f"cartesian_prod: expect a 1D vector, but got {got} (argument {i})")
+    if len({t.dtype for t in tensors}) > 1:
+        raise FnxRuntimeError(f"cartesian_prod: expects all tensors to have the same dtype, got "
+                              f"{', '.join(str(t.dtype) for t in tensors)}")
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([g.reshape(-1) for g in grids], 1)
 
 
 METHODS: dict = {"split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "select": select,

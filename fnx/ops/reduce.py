@@ -17,15 +17,16 @@ from ..tensor import Tensor, canonical_dim, make
 from ._batching import axis_batch_rule, reduction_batch_rule
 from ._families import _native_first, complex_error, conj_if_complex, shape_of
 from .complex import conj, real
-from .creation import clone, ones, stop_gradient, tensor, zeros
+from .creation import arange, clone, ones, stop_gradient, tensor, zeros
+from .indexing import scatter_add, take_along_dim
 from .joins import cat, narrow
 from .shape import _pad, reshape, unsqueeze
-from .elementwise import (abs as _abs, convert, eq, exp, isnan, log, logical_not, maximum, minimum, ne, pow as _pow,
-                          sqrt, sub, where)
+from .elementwise import (abs as _abs, convert, eq, exp, gt, isnan, log, logaddexp, logical_not, lt, maximum, minimum,
+                          ne, pow as _pow, sqrt, sub, where)
 
 __all__ = ["bincount", "sum", "mean", "prod", "amax", "amin", "max", "min", "aminmax", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "all", "any", "cumsum", "cumprod", "norm", "count_nonzero",
-           "nansum", "nanmean", "dist", "cdist", "diff", "isin"]
+           "nansum", "nanmean", "dist", "cdist", "diff", "isin", "cummax", "cummin", "logcumsumexp", "histc"]
 
 # The (values, indices) results of PyTorch's torch.return_types.
 max_result = collections.namedtuple("max", ["values", "indices"])
@@ -242,6 +243,66 @@ def cumsum(input: Tensor, dim: int | None = None, *, dtype=None, axis=None) -> T
 def cumprod(input: Tensor, dim: int | None = None, *, dtype=None, axis=None) -> Tensor:
     """Cumulative product along `dim`, with a gradient that is exact when the input holds zeros."""
     return _scan(cumprod_p, input, axis if dim is None else dim, dtype, "cumprod")
+
+
+# ---------------------------------------------------------------- running maxima, minima and log-sum-exps
+cummax_result = collections.namedtuple("cummax", ["values", "indices"])
+cummin_result = collections.namedtuple("cummin", ["values", "indices"])
+
+
+def _doubling_scan(parts: list, axis: int, combine) -> list:
+    """Inclusive scan of the tensors `parts` (one shape) along `axis` by doubling: at each step element j folds in
+    what element j - k has gathered, `combine(earlier, later)` -> new parts, for k = 1, 2, 4, ... (log2 n
+    steps of whole-tensor ops, so every transform sees a composition)."""
+    n, k = parts[0].shape[axis], 1
+    while k < n:
+        earlier = [narrow(p, axis, 0, n - k) for p in parts]
+        later = [narrow(p, axis, k, n - k) for p in parts]
+        parts = [cat([narrow(p, axis, 0, k), c], axis) for p, c in zip(parts, combine(earlier, later))]
+        k *= 2
+    return parts
+
+
+def _running_extreme(input: Tensor, dim: int, op: str, beats, result):
+    """(values, indices) of the running maximum or minimum along `dim`, as PyTorch's: the later of equal values
+    (and of NaNs, which win) gives the index; the gradient goes to the element at the index."""
+    x = input.reshape(1) if input.ndim == 0 else input
+    d = canonical_dim(dim, x.ndim, op)
+    positions = arange(x.shape[d], device=x.device).reshape((-1,) + (1,) * (x.ndim - 1 - d))
+    index = positions.expand(*x.shape) if x.ndim else positions
+
+    def combine(earlier, later):
+        (ev, ei), (lv, li) = earlier, later
+        keep = beats(ev, lv) | (isnan(ev) & logical_not(isnan(lv))) if x.dtype.is_floating_point else beats(ev, lv)
+        return [where(keep, ev, lv), where(keep, ei, li)]
+
+    _, indices = _doubling_scan([stop_gradient(x), index], d, combine)
+    values = take_along_dim(x, indices, d)
+    if input.ndim == 0:
+        values, indices = values.reshape(()), indices.reshape(())
+    return result(values, indices)
+
+
+def cummax(input: Tensor, dim: int):
+    """The namedtuple (values, indices) of the running maximum along `dim` (the index of the latest maximum;
+    NaN propagates)."""
+    return _running_extreme(input, dim, "cummax", gt, cummax_result)
+
+
+def cummin(input: Tensor, dim: int):
+    """The namedtuple (values, indices) of the running minimum along `dim` (the index of the latest minimum;
+    NaN propagates)."""
+    return _running_extreme(input, dim, "cummin", lt, cummin_result)
+
+
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """log(cumsum(exp(input))) along `dim`, without overflow: running logaddexp."""
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise FnxRuntimeError(f"logcumsumexp: expected a floating point input, got {input.dtype}")
+    x = input.reshape(1) if input.ndim == 0 else input
+    d = canonical_dim(dim, x.ndim, "logcumsumexp")
+    (out,) = _doubling_scan([x], d, lambda earlier, later: [logaddexp(earlier[0], later[0])])
+    return out.reshape(()) if input.ndim == 0 else out
 
 
 def _cumsum_keep_dtype(input: Tensor, dim: int | None = None, *, dtype=None, axis=None) -> Tensor:
@@ -653,10 +714,33 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     return logical_not(found) if invert else found
 
 
+def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
+    """Counts of `input`'s elements in `bins` equal bins over [min, max] (both 0, or equal: the data's range,
+    widened by 1 each way if that is one value), in `input`'s dtype; elements outside the range and NaN are not
+    counted, a value at max falls in the last bin. No gradient, as in PyTorch."""
+    if not input.dtype.is_floating_point:
+        raise FnxRuntimeError(f"histc: expected a floating point input, got {input.dtype}")
+    if bins <= 0:
+        raise FnxRuntimeError(f"histc: bins must be > 0, got {bins}")
+    if min > max:
+        raise FnxRuntimeError(f"histc: max must be larger than min, got min={min}, max={max}")
+    x = stop_gradient(input).reshape(-1)
+    if min == max and x.numel():
+        lo, hi = amin(x), amax(x)
+        same = eq(lo, hi)
+        lo, hi = where(same, lo - 1, lo), where(same, hi + 1, hi)
+    else:
+        lo, hi = (tensor(min if min != max else min - 1, dtype=x.dtype, device=x.device),
+                  tensor(max if min != max else max + 1, dtype=x.dtype, device=x.device))
+    inside = (x >= lo) & (x <= hi)   # NaN is not
+    position = minimum(convert((where(inside, x, lo) - lo) / (hi - lo) * bins, _dt.int64), bins - 1)
+    return scatter_add(zeros(bins, dtype=x.dtype, device=x.device), 0, position, convert(inside, x.dtype))
+
+
 METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
     "max": max, "min": min, "prod": prod, "cumsum": cumsum, "cumprod": cumprod, "norm": norm,
     "count_nonzero": count_nonzero, "nansum": nansum, "nanmean": nanmean, "aminmax": aminmax, "dist": dist,
-    "diff": diff,
+    "diff": diff, "cummax": cummax, "cummin": cummin, "logcumsumexp": logcumsumexp, "histc": histc,
 }
 INPLACE: dict = {"cumsum_": _cumsum_keep_dtype, "cumprod_": _cumprod_keep_dtype}  # in-place (name_ -> function)
 
