@@ -229,6 +229,13 @@ def _lstsq_ref(a, b, driver=None):
 _ORDS = st.sampled_from([2, 1, 3, 1.5, math.inf, -math.inf])
 _MATRIX_ORDS = st.sampled_from(["fro", 1, -1, math.inf, -math.inf])
 
+
+def _solve_triangular_ref(a, b, upper, left=True, unitriangular=False):
+    t = np.triu(a) if upper else np.tril(a)
+    if unitriangular:
+        t = t - np.eye(a.shape[-1]) * t + np.eye(a.shape[-1])
+    return np.linalg.solve(t, b)
+
 OPS = [
     OpInfo("matmul", fnx.matmul, np.matmul, matmul_sample(), double_grad=True),
     OpInfo("matmul_int", fnx.matmul, np.matmul, matmul_sample(integer=True), dtypes=("int64",), grad=False),
@@ -251,6 +258,25 @@ OPS = [
     OpInfo("linalg.solve_right", lambda a, b: fnx.linalg.solve(a, b, left=False),
            lambda a, b: np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2),
            square_sample().map(lambda s: Sample((s.args[0], s.args[0][..., :1, :] * 0.5 + 1.0)))),
+    OpInfo("linalg.solve_triangular", lambda a, b, **kw: fnx.linalg.solve_triangular(a, b, **kw), _solve_triangular_ref,
+           square_sample("matrix").flatmap(lambda s: st.fixed_dictionaries(
+               {"upper": st.booleans(), "left": st.just(True), "unitriangular": st.booleans()}).map(
+               lambda kw: Sample(s.args, kw)))),
+    OpInfo("linalg.solve_triangular_right", lambda a, b, **kw: fnx.linalg.solve_triangular(a, b, left=False, **kw),
+           lambda a, b, **kw: np.swapaxes(_solve_triangular_ref(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2),
+                                                                 upper=not kw["upper"], unitriangular=False), -1, -2),
+           square_sample("matrix").map(lambda s: Sample((s.args[0], np.swapaxes(s.args[1], -1, -2)),
+                                                        {"upper": True}))),
+    OpInfo("linalg.multi_dot", lambda a, b, c: fnx.linalg.multi_dot([a, b, c]), lambda a, b, c: a @ b @ c,
+           st.builds(lambda n, a, b, c: Sample((a, b, c)), st.just(0), floats((3, 5)), floats((5, 2)), floats((2, 4)))),
+    OpInfo("linalg.multi_dot_vectors", lambda a, b, c: fnx.linalg.multi_dot([a, b, c]), lambda a, b, c: a @ b @ c,
+           st.builds(lambda a, b, c: Sample((a, b, c)), floats((3,)), floats((3, 2)), floats((2,)))),
+    OpInfo("linalg.cond", fnx.linalg.cond, lambda a, p=None: np.linalg.cond(a, p),
+           spectral_sample("square").flatmap(lambda s: st.sampled_from([None, 2, -2]).map(
+               lambda p: Sample(s.args, {"p": p})))),
+    OpInfo("linalg.cond_norms", fnx.linalg.cond, lambda a, p: np.linalg.cond(a, p),
+           square_sample().flatmap(lambda s: st.sampled_from(["fro", "nuc", 1, -1, np.inf, -np.inf]).map(
+               lambda p: Sample(s.args, {"p": p}))), grad=False),
     OpInfo("linalg.inv", fnx.linalg.inv, np.linalg.inv, square_sample(), double_grad=True),
     OpInfo("linalg.cholesky", lambda a: fnx.linalg.cholesky(_spd_fnx(a)), lambda a: np.linalg.cholesky(_spd(a)),
            square_sample(), double_grad=True, rtol=1e-4),

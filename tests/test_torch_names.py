@@ -17,6 +17,9 @@ def test_new_constructors_follow_self_dtype_and_device_unless_given():
     t = x.new_tensor([1, 2])
     assert t.dtype is fnx.float64 and t.tolist() == [1.0, 2.0]
     assert x.new_zeros(2, requires_grad=True).requires_grad
+    # the legacy Tensor.new: sizes (ints or a Size) make a shape, one sequence gives values, nothing an empty tensor
+    assert x.new(2, 3).shape == (2, 3) and x.new(fnx.Size([4])).shape == (4,) and x.new().shape == (0,)
+    assert x.new((2, 3)).tolist() == [2.0, 3.0] and x.new([1, 2]).dtype is fnx.float64
 
 
 def test_type_as_converts_to_the_other_dtype():

@@ -18,8 +18,8 @@ from .. import dtypes as _dt
 from ..array_layout import dense_order
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array
-from ..tensor import (Tensor, Tracer, channels_last, channels_last_3d, check_memory_format, contiguous_format, make,
-                      preserve_format)
+from ..tensor import (Size, Tensor, Tracer, channels_last, channels_last_3d, check_memory_format, contiguous_format,
+                      make, preserve_format)
 from ..tree import tree_map
 from ._batching import unary_batch_rule
 from .joins import stack
@@ -449,6 +449,18 @@ def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, require
     return full(size, fill_value, **_like_self(self, dtype, device), requires_grad=requires_grad)
 
 
+def new(self: Tensor, *args, device=None) -> Tensor:
+    """PyTorch's legacy `Tensor.new`, with `self`'s dtype (and device unless given): no arguments an empty (0,)
+    tensor, sizes (ints, or one Size) an uninitialised tensor of that shape, one sequence, array or tensor a copy
+    of its values."""
+    like = _like_self(self, None, device)
+    if not args:
+        return empty(0, **like)
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer, Size)):
+        return tensor(args[0].detach() if isinstance(args[0], Tensor) else args[0], **like)
+    return empty(*args, **like)
+
+
 METHODS: dict = {"new_tensor": new_tensor, "new_zeros": new_zeros, "new_ones": new_ones, "new_empty": new_empty,
-                 "new_full": new_full}   # Tensor methods beyond those in fnx/_methods.py
+                 "new_full": new_full, "new": new}   # Tensor methods beyond those in fnx/_methods.py
 INPLACE: dict = {}
