@@ -123,6 +123,24 @@ def ref_radam(p, g, st, t, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0
     return p - lr * m_hat * l_t * r_t
 
 
+def ref_rprop(p, g, st, t, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False):
+    g = -g if maximize else g
+    sign = np.sign(g * st.get("prev", 0.0))
+    factor = np.where(sign > 0, etas[1], np.where(sign < 0, etas[0], 1.0))
+    st["size"] = np.clip(st.get("size", np.full_like(p, lr)) * factor, *step_sizes)
+    st["prev"] = np.where(sign < 0, 0.0, g)
+    return p - np.sign(st["prev"]) * st["size"]
+
+
+def ref_asgd(p, g, st, t, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0, maximize=False):
+    p, g = _sign_and_decay(p, g, lr, weight_decay, False, maximize)
+    eta = float(np.float32(lr / (1 + lambd * lr * (t - 1)) ** alpha))   # PyTorch keeps eta and mu in float32
+    mu = float(np.float32(1 / max(1, t - 1 - t0)))
+    p = p * (1 - lambd * eta) - eta * g
+    st["ax"] = p if mu == 1 else st["ax"] + (p - st["ax"]) * mu
+    return p
+
+
 CASES = [
     (optim.SGD, OF.sgd, ref_sgd, dict(lr=0.1)),
     (optim.SGD, OF.sgd, ref_sgd, dict(lr=0.1, momentum=0.9)),
@@ -154,6 +172,10 @@ CASES = [
     (optim.RAdam, OF.radam, ref_radam, dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, maximize=True)),
     (optim.RAdam, OF.radam, ref_radam, dict(lr=0.01, betas=(0.9, 0.9), weight_decay=0.1,
                                             decoupled_weight_decay=True)),
+    (optim.Rprop, OF.rprop, ref_rprop, dict()),
+    (optim.Rprop, OF.rprop, ref_rprop, dict(lr=0.1, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2), maximize=True)),
+    (optim.ASGD, OF.asgd, ref_asgd, dict()),
+    (optim.ASGD, OF.asgd, ref_asgd, dict(lr=0.05, lambd=0.01, alpha=0.5, t0=2, weight_decay=0.1, maximize=True)),
 ]
 IDS = [f"{c[0].__name__}-{'-'.join(f'{k}={v}' for k, v in c[3].items())}" for c in CASES]
 
@@ -561,3 +583,22 @@ def test_cuda_matches_cpu(cls, functional, ref, kwargs):
         assert gpu[k].device.type == "cuda" and fparams[k].device.type == "cuda"
         np.testing.assert_allclose(gpu[k].detach().cpu().numpy(), npy(cpu[k]), rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(fparams[k].cpu().numpy(), npy(cpu[k]), rtol=1e-6, atol=1e-6)
+
+
+def test_asgd_keeps_the_average_of_its_iterates_and_rprop_checks_its_etas():
+    kwargs = dict(lr=0.05, lambd=0.01, alpha=0.5, t0=2)
+    params = params64()
+    opt = run_stateful(optim.ASGD, kwargs, params, GRADS)
+    for k in P0:
+        p, st = P0[k].copy(), {}
+        iterates = []
+        for t, g in enumerate(GRADS, 1):
+            p = ref_asgd(p, g[k], st, t, **kwargs)
+            iterates.append(p)
+        np.testing.assert_allclose(npy(opt.state[params[k]]["ax"]), st["ax"], rtol=1e-12)
+        # ax is the running mean of the iterates from step t0 + 2 on (mu = 1 / max(1, t - 1 - t0))
+        np.testing.assert_allclose(st["ax"], np.mean(iterates[3:], axis=0), rtol=1e-6)   # mu in float32
+    with pytest.raises(ValueError, match="Invalid eta values: 1.5, 2.0"):
+        optim.Rprop([fnx.zeros(1, requires_grad=True)], etas=(1.5, 2.0))
+    with pytest.raises(ValueError, match="lr must be a number"):
+        OF.rprop(lr=lambda count: 0.1)

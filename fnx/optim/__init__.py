@@ -7,10 +7,12 @@ from . import functional, lr_scheduler, swa_utils
 from .adagrad import Adadelta, Adagrad
 from .adam import Adam, AdamW
 from .adam_variants import Adamax, NAdam, RAdam
+from .asgd import ASGD
 from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
+from .rprop import Rprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS",
-           "lr_scheduler", "functional", "swa_utils"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop",
+           "ASGD", "LBFGS", "lr_scheduler", "functional", "swa_utils"]

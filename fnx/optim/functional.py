@@ -21,9 +21,12 @@ from .adagrad import adadelta_update, adagrad_update, check_adadelta, check_adag
 from .adam import adam_update, check_adam
 from .adam_variants import adamax_update, check_nadam, mu_product_init, nadam_update, radam_update
 from .rmsprop import check_rmsprop, rmsprop_update
+from .asgd import asgd_update, check_asgd
+from .rprop import check_rprop, rprop_update
 from .sgd import check_sgd, sgd_update
 
-__all__ = ["FunctionalOptimizer", "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "radam"]
+__all__ = ["FunctionalOptimizer", "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "radam",
+           "rprop", "asgd"]
 
 
 class FunctionalOptimizer(NamedTuple):
@@ -210,3 +213,26 @@ def radam(lr=1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
     leaf_update = _per_leaf(radam_update, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay,
                             decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
     return _functional(("exp_avg", "exp_avg_sq"), lr, leaf_update)
+
+
+def rprop(lr: float = 1e-2, etas: tuple[float, float] = (0.5, 1.2), step_sizes: tuple[float, float] = (1e-6, 50),
+          maximize: bool = False) -> FunctionalOptimizer:
+    """Functional Rprop (fnx.optim.Rprop's rule). State: step, prev, step_size (starting at `lr`, a number: the
+    step sizes adapt on their own, so no schedule applies)."""
+    if callable(lr):
+        raise FnxValueError("functional rprop: lr must be a number (it is the step sizes' start; they adapt on "
+                            "their own)")
+    check_rprop(lr, etas)
+    leaf_update = _per_leaf(rprop_update, etaminus=etas[0], etaplus=etas[1], step_size_min=step_sizes[0],
+                            step_size_max=step_sizes[1], maximize=maximize)
+    return _functional(("prev", "step_size"), lr, leaf_update, {"step_size": lambda p: full_like(p, lr)})
+
+
+def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6, weight_decay: float = 0.0,
+         maximize: bool = False) -> FunctionalOptimizer:
+    """Functional ASGD (fnx.optim.ASGD's rule). State: step, ax (the average of the iterates)."""
+    _check_lr(lr)
+    check_asgd(0.0, weight_decay)
+    leaf_update = _per_leaf(asgd_update, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+                            maximize=maximize)
+    return _functional(("ax",), lr, leaf_update)
