@@ -64,6 +64,8 @@ SAMPLES = {
     "matmul": lambda dt: ((_r(3, 4, dtype=dt), _r(4, 5, dtype=dt)), {}),
     "einsum": lambda dt: (("ij,jk->ik", _r(3, 4, dtype=dt), _r(4, 5, dtype=dt)), {}),
     "linalg.vecdot": lambda dt: ((_r(3, 4, dtype=dt), _r(3, 4, dtype=dt)), {}),
+    "ctc_loss": lambda dt: ((fnx.randn(4, 2, 3, dtype=dt).log_softmax(2), fnx.tensor([[1, 2], [2, 0]]), [4, 4],
+                             [2, 1]), {}),
     "linalg.multi_dot": lambda dt: (([_r(3, 4, dtype=dt), _r(4, 2, dtype=dt), _r(2, 5, dtype=dt)],), {}),
     "linalg.cond": lambda dt: ((_r(3, 3, dtype=dt) + 3 * fnx.eye(3, dtype=dt),), {}),
     "baddbmm": lambda dt: ((_r(2, 3, 5, dtype=dt), _r(2, 3, 4, dtype=dt), _r(2, 4, 5, dtype=dt)), {}),

@@ -220,3 +220,50 @@ def test_multi_margin_and_triplet_losses():
     ref = np.maximum(dist(a, p) - dist(a, n) + 1.0, 0).mean()
     close(F.triplet_margin_loss(T(a), T(p), T(n)), ref)
     close(nn.TripletMarginWithDistanceLoss()(T(a), T(p), T(n)), ref)
+
+
+def ref_ctc(lp, target, steps, blank=0):
+    """-log of the summed probability of every alignment of `target` in the first `steps` steps of lp (T, C):
+    every path of symbols that, its repeats merged and its blanks dropped, reads `target`."""
+    import itertools
+
+    total = 0.0
+    for path in itertools.product(range(lp.shape[1]), repeat=steps):
+        merged = [s for i, s in enumerate(path) if i == 0 or s != path[i - 1]]
+        if [s for s in merged if s != blank] == list(target):
+            total += np.exp(sum(lp[t, s] for t, s in enumerate(path)))
+    return -np.log(total) if total > 0 else np.inf
+
+
+def test_ctc_loss_against_every_alignment():
+    steps, n, c = 5, 4, 3
+    logits = RNG.standard_normal((steps, n, c))
+    lp = np.stack([log_softmax(logits[:, i], 1) for i in range(n)], 1)
+    targets = np.array([[1, 1, 0], [2, 1, 2], [1, 0, 0], [2, 2, 0]])
+    tlen, ilen = [2, 3, 0, 2], [5, 5, 4, 2]   # a repeat needs a blank between; the last cannot fit: inf
+    want = np.array([ref_ctc(lp[:, i], targets[i, :tlen[i]], ilen[i]) for i in range(n)])
+    x = T(logits, requires_grad=True)
+    got = F.ctc_loss(F.log_softmax(x, 2), T(targets), ilen, tlen, reduction="none")
+    close(got, want)
+    flat = np.concatenate([targets[i, :tlen[i]] for i in range(n)])
+    close(F.ctc_loss(F.log_softmax(x, 2), T(flat), T(ilen), T(tlen), reduction="none"), want)
+    finite = np.isfinite(want)
+    close(F.ctc_loss(F.log_softmax(x, 2), T(targets), ilen, tlen, zero_infinity=True, reduction="sum"),
+          want[finite].sum())
+    close(nn.CTCLoss(zero_infinity=True)(F.log_softmax(x, 2), T(targets), ilen, tlen),
+          (np.where(finite, want, 0) / np.maximum(tlen, 1)).mean())
+    unbatched = F.ctc_loss(F.log_softmax(x[:, 1], 1), T(targets[1]), [5], [3])
+    close(unbatched, want[1] / 3)
+    # gradients of the finite losses (impossible alignments send none with zero_infinity), and compile
+    loss = lambda v: F.ctc_loss(F.log_softmax(v, 2), T(targets), ilen, tlen, zero_infinity=True)
+    assert gradcheck(loss, (x,))
+    loss(x).backward()
+    assert np.isfinite(x.grad.numpy()).all() and (x.grad.numpy()[:, 3] == 0).all()
+    close(fnx.compile(loss)(x.detach()), loss(x.detach()).item(), 1e-12)
+    bad = [(lambda: F.ctc_loss(T(lp), T(targets), ilen, tlen, blank=3), "blank must be in label range"),
+           (lambda: F.ctc_loss(T(lp), T(targets + 5), ilen, tlen), r"class indices in \[0, 3\)"),
+           (lambda: F.ctc_loss(T(lp), T(targets), [6, 5, 5, 5], tlen), "at most the 5 time steps"),
+           (lambda: F.ctc_loss(T(lp), T(targets), [5, 5], tlen), "one length per sample: expected 4, got 2")]
+    for call, message in bad:
+        with pytest.raises(RuntimeError, match=message):
+            call()

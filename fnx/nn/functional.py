@@ -41,11 +41,13 @@ from .functional_pool import *  # noqa: F401,F403
 from .functional_pool import __all__ as _pool_all
 from .functional_sampling import *  # noqa: F401,F403
 from .functional_sampling import __all__ as _sampling_all
+from .functional_ctc import *  # noqa: F401,F403
+from .functional_ctc import __all__ as _ctc_all
 
 __all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
            "feature_alpha_dropout", "embedding", "embedding_bag", "one_hot", "pad", "normalize", "cosine_similarity",
            "pairwise_distance", "pdist", "gumbel_softmax", "channel_shuffle",
-           *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all, *_sampling_all]
+           *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all, *_sampling_all, *_ctc_all]
 
 
 class _Linear(Function):
