@@ -4,6 +4,7 @@ Multi-process tests launch `mpiexec -n 2 python tests/distributed/worker_*.py` (
 wheel of the test extra, next to the Python executable) with a timeout; each worker checks its results itself
 and prints "OK rank R" at the end, and a failed check raises, which aborts the job with a non-zero status.
 """
+import copy
 import os
 import shutil
 import signal
@@ -62,6 +63,10 @@ def test_collectives_on_two_ranks_match_numpy():
 
 def test_data_parallel_training_matches_one_process():
     _assert_ok(_launch("worker_train.py"))
+
+
+def test_sync_batch_norm_trains_as_one_batch():
+    _assert_ok(_launch("worker_syncbn.py"))
 
 
 def test_a_rank_that_raises_ends_the_job():
@@ -353,3 +358,16 @@ def test_distributed_sampler_checks_its_arguments():
         DistributedSampler(range(4), num_replicas=2, rank=2)
     with pytest.raises(ValueError, match="init_process_group"):
         DistributedSampler(range(4))
+
+
+def test_sync_batch_norm_is_batch_norm_without_a_process_group():
+    fnx.manual_seed(0)
+    model = fnx.nn.Sequential(fnx.nn.Conv1d(2, 3, 1), fnx.nn.BatchNorm1d(3, momentum=None))
+    converted = fnx.nn.SyncBatchNorm.convert_sync_batchnorm(copy.deepcopy(model))
+    assert isinstance(converted[1], fnx.nn.SyncBatchNorm) and list(converted.state_dict()) == list(model.state_dict())
+    x = fnx.randn(4, 2, 5)
+    for _ in range(2):
+        assert fnx.equal(converted(x), model(x))
+    assert fnx.equal(converted[1].running_var, model[1].running_var) and int(converted[1].num_batches_tracked) == 2
+    with pytest.raises(ValueError, match="expected at least 2D input"):
+        fnx.nn.SyncBatchNorm(3)(fnx.ones(3))

@@ -18,7 +18,7 @@ from ..functional_norm import batch_norm_with_stats, write_running_stat
 from ..module import Module
 from ..parameter import Parameter, optional_parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
            "LayerNorm", "RMSNorm", "GroupNorm", "LocalResponseNorm"]
 
 
@@ -141,6 +141,67 @@ class BatchNorm3d(_BatchNorm):
     def _check_input_dim(self, input: Tensor) -> None:
         if input.ndim != 5:
             raise ValueError(f"expected 5D input (got {input.ndim}D input)")
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalization whose batch statistics cover the batches of every rank of the process group
+    (torch.nn.SyncBatchNorm): in training, with fnx.distributed initialised over more than one rank, the mean and
+    variance per channel come from sums all-reduced across ranks (differentiable collectives, so the gradient
+    reaches every rank's inputs as one big batch's would); otherwise it is BatchNorm. Any input of at least 2 dims
+    (N, C, ...). `convert_sync_batchnorm(model)` swaps a model's batch norms for these."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, process_group=None, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim < 2:
+            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+
+    def forward(self, input: Tensor) -> Tensor:
+        from ... import distributed as dist
+
+        if not (self.training and dist.is_initialized() and dist.get_world_size() > 1):
+            return super().forward(input)
+        self._check_input_dim(input)
+        dims = (0,) + tuple(range(2, input.ndim))
+        shape = (1, input.shape[1]) + (1,) * (input.ndim - 2)
+        local = tensor(float(input.numel() // max(input.shape[1], 1)), dtype=input.dtype, device=input.device)
+        count = dist.functional.all_reduce(local, "sum", group=self.process_group)
+        mean = dist.functional.all_reduce(input.sum(dims), "sum", group=self.process_group) / count
+        centered = input - mean.reshape(shape)
+        var = dist.functional.all_reduce((centered * centered).sum(dims), "sum", group=self.process_group) / count
+        y = centered * (var + self.eps).rsqrt().reshape(shape)
+        if self.weight is not None:
+            y = y * self.weight.reshape(shape)
+        if self.bias is not None:
+            y = y + self.bias.reshape(shape)
+        if self.track_running_stats and self.num_batches_tracked is not None:
+            self._count_batch()
+            factor = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+            with no_grad():
+                unbiased = var * (count / (count - 1).clamp(min=1))
+                self._set_buffer("running_mean", self.running_mean * (1 - factor) + mean * factor)
+                self._set_buffer("running_var", self.running_var * (1 - factor) + unbiased * factor)
+        return y
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, process_group=None) -> Module:
+        """`module` with every BatchNorm1d/2d/3d in it (itself included) replaced by a SyncBatchNorm holding the
+        same parameters, running statistics and train/eval mode."""
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                      process_group)
+            if module.affine:
+                out.weight, out.bias = module.weight, module.bias
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out
 
 
 class _InstanceNorm(_NormBase):
