@@ -8,13 +8,13 @@ from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Se
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layers_all
 from .module import Module, RemovableHandle
-from .parameter import Buffer, Parameter
+from .parameter import Buffer, Parameter, UninitializedParameter
 from .stateless import functional_call
 from .jax_functions import *  # noqa: F401,F403  (jax.nn's lowercase functions; no PyTorch name is shadowed)
 from .jax_functions import __all__ as _jax_all
 from ..tensor import Tensor
 
-__all__ = ["functional", "init", "modules", "utils", "parallel", "Module", "RemovableHandle", "Parameter", "Buffer",
+__all__ = ["functional", "init", "modules", "utils", "parallel", "Module", "RemovableHandle", "Parameter", "Buffer", "UninitializedParameter",
            "functional_call", "DataParallel", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", *_layers_all, "initializers", *_jax_all]
 

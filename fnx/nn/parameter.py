@@ -5,7 +5,7 @@ from ..core import FnxTypeError
 from ..ops.creation import empty
 from ..tensor import Tensor, Tracer
 
-__all__ = ["Parameter", "Buffer"]
+__all__ = ["Parameter", "Buffer", "UninitializedParameter"]
 
 
 def _share(cls: type, data: Tensor | None) -> Tensor:
@@ -46,6 +46,31 @@ class Parameter(Tensor):
             out._grad = self._grad.__deepcopy__(memo)
         memo[id(self)] = out
         return out
+
+
+class UninitializedParameter(Parameter):
+    """A parameter whose shape is not known yet (a lazy module's, until its first call): it holds no values, and
+    `materialize(shape)` gives it some in place, turning it into a plain Parameter, the same object, so an
+    optimizer built over it beforehand updates the materialised parameter."""
+
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
+        return Parameter.__new__(cls, empty(0, device=device, dtype=dtype), requires_grad)
+
+    def __init__(self, requires_grad: bool = True, device=None, dtype=None):
+        pass
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        """Become an (uninitialised) Parameter of `shape`, in place."""
+        self.take(empty(*shape, device=device or self.device, dtype=dtype or self.dtype))
+
+    def take(self, value: Tensor) -> None:
+        """Become a Parameter holding `value`'s values, in place."""
+        self._value, self._device = value.detach()._value, value._device
+        self._version[0] += 1
+        self.__class__ = Parameter
+
+    def __repr__(self) -> str:
+        return "<UninitializedParameter>"
 
 
 class Buffer(Tensor):

@@ -1,6 +1,6 @@
 """The layer modules of fnx.nn, one family per file."""
-from . import (activation, attention, conv, distance, dropout, embedding, flatten, fold, linear, loss, normalization,
-               padding, pooling, resize, rnn, transformer)
+from . import (activation, attention, conv, distance, dropout, embedding, flatten, fold, lazy, linear, loss,
+               normalization, padding, pooling, resize, rnn, transformer)
 from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
@@ -9,6 +9,7 @@ from .dropout import *  # noqa: F401,F403
 from .embedding import *  # noqa: F401,F403
 from .flatten import *  # noqa: F401,F403
 from .fold import *  # noqa: F401,F403
+from .lazy import *  # noqa: F401,F403
 from .linear import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
@@ -18,6 +19,6 @@ from .resize import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
 
-_FAMILIES = (activation, attention, conv, distance, dropout, embedding, flatten, fold, linear, loss, normalization,
-             padding, pooling, resize, rnn, transformer)
+_FAMILIES = (activation, attention, conv, distance, dropout, embedding, flatten, fold, lazy, linear, loss,
+             normalization, padding, pooling, resize, rnn, transformer)
 __all__ = [name for family in _FAMILIES for name in family.__all__]
