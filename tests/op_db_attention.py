@@ -76,15 +76,20 @@ def attention_sample(draw, kernel_sized=False, cotangent=False, kwargs=False):
     return Sample((q, k, v, *g, causal))
 
 
+# float32 over kernel-sized samples: a query gradient sums ~20 keys of products whose terms reach ~50 (values in
+# [-3, 3], 4-5 features) and cancel where the scores are flat (all-equal inputs give exactly 0 in float64): float32
+# rounding leaves up to ~20 * 50 * 3 * 6e-8 = 2e-4 there, beyond the table's default 1e-5
+KERNEL_SIZED_F32 = {"numerics": "reductions", "float32_atol": 2e-4}
+
 OPS = [
     OpInfo("attention", attention, ref_attention, attention_sample(), double_grad=True,
            extra={"numerics": "reductions"}),
     OpInfo("attention_kernel_sized", attention, ref_attention, attention_sample(kernel_sized=True),
-           extra={"numerics": "reductions"}),
+           extra=KERNEL_SIZED_F32),
     OpInfo("attention_vjp", attention_vjp, ref_attention_vjp, attention_sample(cotangent=True),
            extra={"numerics": "reductions"}),
     OpInfo("attention_vjp_kernel_sized", attention_vjp, ref_attention_vjp,
-           attention_sample(kernel_sized=True, cotangent=True), extra={"numerics": "reductions"}),
+           attention_sample(kernel_sized=True, cotangent=True), extra=KERNEL_SIZED_F32),
     OpInfo("nn.functional.scaled_dot_product_attention_kernel_sized", F.scaled_dot_product_attention, ref_sdpa,
-           attention_sample(kernel_sized=True, kwargs=True), double_grad=True, extra={"numerics": "reductions"}),
+           attention_sample(kernel_sized=True, kwargs=True), double_grad=True, extra=KERNEL_SIZED_F32),
 ]
