@@ -231,6 +231,27 @@ def test_functional_matches_stateful(cls, functional, ref, kwargs):
         np.testing.assert_allclose(npy(fparams[k]), npy(params[k]), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("cls, functional, ref, kwargs", CASES, ids=IDS)
+def test_complex_parameters_update_as_their_real_and_imaginary_parts(cls, functional, ref, kwargs):
+    """PyTorch's rule: a complex parameter updates as two real ones (view_as_real), its state too (Rprop's step
+    sizes and Adagrad's accumulator start at their value in both parts). P0["w"] is (3, 2): 3 complex numbers."""
+    real = {"w": fnx.tensor(P0["w"], requires_grad=True)}
+    run_stateful(cls, kwargs, real, [{"w": g["w"]} for g in GRADS])
+    z = fnx.view_as_complex(fnx.tensor(P0["w"])).requires_grad_(True)
+    opt = cls([z], **kwargs)
+    for g in GRADS:
+        z.grad = fnx.view_as_complex(fnx.tensor(g["w"]))
+        opt.step()
+    assert z.dtype is fnx.complex128
+    np.testing.assert_allclose(npy(fnx.view_as_real(z)), npy(real["w"]), rtol=1e-12, atol=1e-12)
+    fopt = functional(**kwargs)
+    fz = {"w": fnx.view_as_complex(fnx.tensor(P0["w"]))}
+    state = fopt.init(fz)
+    for g in GRADS:
+        fz, state = fopt.update({"w": fnx.view_as_complex(fnx.tensor(g["w"]))}, state, fz)
+    np.testing.assert_allclose(npy(fnx.view_as_real(fz["w"])), npy(real["w"]), rtol=1e-6, atol=1e-6)
+
+
 def test_functional_schedule_matches_lambda_lr():
     params = params64()
     opt = optim.Adam(list(params.values()), lr=0.1)

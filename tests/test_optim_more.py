@@ -164,6 +164,28 @@ def test_lbfgs_strong_wolfe_solves_rosenbrock():
     assert opt.state[x]["func_evals"] <= opt.param_groups[0]["max_eval"] + 25  # a last line search may run over
 
 
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+def test_lbfgs_moves_a_complex_parameter_as_its_real_and_imaginary_parts(line_search_fn):
+    """PyTorch's rule: the flat vector holds a complex parameter's real and imaginary parts (view_as_real)."""
+    def run(p, parts):
+        opt = optim.LBFGS([p], lr=0.5, max_iter=5, line_search_fn=line_search_fn)
+
+        def closure():
+            opt.zero_grad()
+            q = parts(p)
+            loss = (q * q).sum() + 0.1 * (q[:, 0] ** 3).sum() + 2 * q[:, 1].sum()
+            loss.backward()
+            return loss
+        for _ in range(2):
+            opt.step(closure)
+        return npy(parts(p))
+
+    start = np.array([[1.0, 2.0], [-0.5, 0.25]])
+    real = run(fnx.tensor(start, requires_grad=True), lambda q: q)
+    z = fnx.view_as_complex(fnx.tensor(start)).requires_grad_(True)
+    np.testing.assert_allclose(run(z, fnx.view_as_real), real, rtol=1e-12, atol=1e-12)
+
+
 def test_lbfgs_converges_on_a_quadratic_and_stops_at_tolerance():
     tight = dict(tolerance_grad=1e-12, tolerance_change=1e-15)
     x, opt, losses = lbfgs_run(np.array([2.0, -1.0, 0.5]), 2, lr=1, max_iter=50, line_search_fn="strong_wolfe",

@@ -392,7 +392,12 @@ def _dev(device):
 
 # ---------------------------------------------------------------- creation
 def rand(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples from [0, 1)."""
+    """Uniform samples from [0, 1); a complex dtype draws the real and imaginary parts each from [0, 1), as
+    PyTorch does."""
+    if dtype is not None and _dt.as_dtype(dtype).is_complex:
+        parts = rand(_size(size, "rand") + (2,), generator=generator, dtype=_dt.as_dtype(dtype).to_real(),
+                     device=device)
+        return view_as_complex(parts).requires_grad_(requires_grad)
     dev, dt, shape = _dev(device), _float_dtype(dtype, "rand"), _size(size, "rand")
     gen = _generator(generator, dev, "rand", staged=True)
     if gen is None:

@@ -7,13 +7,14 @@ from ..core import FnxValueError
 from ..dtypes import float32
 from ..ops.creation import full_like, tensor
 from ..tensor import Tensor
-from .optimizer import (Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, decay_fused,
-                        hyperparameters, sign_and_decay)
+from .optimizer import (Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, complex_as_real,
+                        decay_fused, hyperparameters, init_buffer, sign_and_decay)
 
 __all__ = ["Adagrad", "Adadelta", "adagrad_update", "adadelta_update", "adagrad_fused", "adadelta_fused",
            "check_adagrad", "check_adadelta"]
 
 
+@complex_as_real
 def adagrad_update(p: Tensor, g: Tensor, state_sum: Tensor, step, *, lr, lr_decay: float, weight_decay: float,
                    eps: float, maximize: bool):
     """One Adagrad step of one parameter, out of place: (p, sum). `step` counts this update (1 at the first)."""
@@ -23,6 +24,7 @@ def adagrad_update(p: Tensor, g: Tensor, state_sum: Tensor, step, *, lr, lr_deca
     return p - g / (state_sum.sqrt() + eps) * clr, state_sum
 
 
+@complex_as_real
 def adadelta_update(p: Tensor, g: Tensor, square_avg: Tensor, acc_delta: Tensor, step, *, lr, rho: float,
                     eps: float, weight_decay: float, maximize: bool):
     """One Adadelta step of one parameter, out of place: (p, square_avg, acc_delta)."""
@@ -102,8 +104,9 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
+                start = group["initial_accumulator_value"]
                 self.state[p] = {"step": tensor(0.0, dtype=float32),
-                                 "sum": full_like(p, group["initial_accumulator_value"])}
+                                 "sum": init_buffer(lambda q: full_like(q, start), p)}
 
     def _update_group(self, group: dict) -> None:
         hyper = hyperparameters(group, ("lr", "lr_decay", "weight_decay", "eps", "maximize"))

@@ -8,11 +8,12 @@ from ..ops.elementwise import maximum
 from ..tensor import Tensor
 from .multi_tensor import flat_batches
 from .optimizer import (Optimizer, advance_step, advance_step_fused, bump, check_differentiable, check_hyper,
-                        sign_and_decay, write_all_)
+                        complex_as_real, sign_and_decay, write_all_)
 
 __all__ = ["Adam", "AdamW", "adam_update", "adam_fused", "check_adam"]
 
 
+@complex_as_real
 def adam_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, max_exp_avg_sq: Tensor | None, step, *,
                 lr, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool, amsgrad: bool,
                 maximize: bool):

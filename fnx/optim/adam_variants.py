@@ -8,13 +8,14 @@ from ..ops.creation import ones
 from ..ops.elementwise import maximum, where
 from ..tensor import Tensor
 from .adam import check_adam
-from .optimizer import (Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, decay_fused,
-                        hyperparameters, sign_and_decay)
+from .optimizer import (Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, complex_as_real,
+                        decay_fused, hyperparameters, sign_and_decay)
 
 __all__ = ["Adamax", "NAdam", "RAdam", "adamax_update", "nadam_update", "radam_update", "adamax_fused",
            "nadam_fused", "radam_fused", "mu_product_init", "check_nadam"]
 
 
+@complex_as_real
 def adamax_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_inf: Tensor, step, *, lr, beta1: float, beta2: float,
                   eps: float, weight_decay: float, maximize: bool):
     """One Adamax step of one parameter, out of place: (p, exp_avg, exp_inf)."""
@@ -24,6 +25,7 @@ def adamax_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_inf: Tensor, step, 
     return p - exp_avg / exp_inf * (lr / (1 - beta1 ** step)), exp_avg, exp_inf
 
 
+@complex_as_real
 def nadam_update(p: Tensor, g: Tensor, mu_product: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step, *, lr,
                  beta1: float, beta2: float, eps: float, weight_decay: float, momentum_decay: float,
                  decoupled_weight_decay: bool, maximize: bool):
@@ -42,6 +44,7 @@ def nadam_update(p: Tensor, g: Tensor, mu_product: Tensor, exp_avg: Tensor, exp_
     return p, mu_product, exp_avg, exp_avg_sq
 
 
+@complex_as_real
 def radam_update(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step, *, lr, beta1: float, beta2: float,
                  eps: float, weight_decay: float, decoupled_weight_decay: bool, maximize: bool):
     """One RAdam step of one parameter, out of place: (p, exp_avg, exp_avg_sq).

@@ -6,8 +6,8 @@ import numpy as np
 from ..dtypes import float32
 from ..ops.elementwise import where
 from ..tensor import Tensor
-from .optimizer import Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, decay_fused, \
-    sign_and_decay
+from .optimizer import (Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, complex_as_real,
+                        decay_fused, sign_and_decay)
 
 __all__ = ["ASGD", "asgd_update", "asgd_fused", "check_asgd"]
 
@@ -24,6 +24,7 @@ def asgd_rates(step, *, lr, lambd: float, alpha: float, t0: float):
     return float(np.float32(eta)), float(np.float32(1 / max(1, before - t0)))
 
 
+@complex_as_real
 def asgd_update(p: Tensor, g: Tensor, ax: Tensor, step, *, lr, lambd: float, alpha: float, t0: float,
                 weight_decay: float, maximize: bool):
     """One ASGD step of one parameter, out of place: (p, ax). p shrinks by (1 - lambd eta) and moves by -eta g;

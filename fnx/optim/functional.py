@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from ..core import FnxValueError
-from ..dtypes import float32, float64, int64
+from ..dtypes import complex128, float32, float64, int64
 from ..ops.creation import full_like, zeros, zeros_like
 from ..tree import tree_flatten, tree_unflatten
+from .optimizer import init_buffer
 from .adagrad import adadelta_update, adagrad_update, check_adadelta, check_adagrad
 from .adam import adam_update, check_adam
 from .adam_variants import adamax_update, check_nadam, mu_product_init, nadam_update, radam_update
@@ -48,7 +49,7 @@ def _functional(buffer_names: tuple[str, ...], lr, leaf_update: Callable,
         state = {"step": zeros((), dtype=int64, device=leaves[0].device if leaves else None)}
         for name in buffer_names:
             make = buffer_init.get(name, zeros_like)
-            state[name] = tree_unflatten(treedef, [make(p) for p in leaves])
+            state[name] = tree_unflatten(treedef, [init_buffer(make, p) for p in leaves])
         return state
 
     def update(grads, state: dict, params) -> tuple[Any, dict]:
@@ -61,10 +62,11 @@ def _functional(buffer_names: tuple[str, ...], lr, leaf_update: Callable,
         new_leaves, new_buffers = [], [[] for _ in buffer_names]
         for i, (p, g) in enumerate(zip(leaves, grad_leaves)):
             bufs = tuple(b[i] for b in buffers)
-            if p.dtype.is_floating_point:
+            if p.dtype.is_floating_point or p.dtype.is_complex:
                 key = (p.dtype, p.device)
                 if key not in steps:
-                    steps[key] = (count + 1).to(device=p.device, dtype=float64 if p.dtype is float64 else float32)
+                    wide = p.dtype in (float64, complex128)
+                    steps[key] = (count + 1).to(device=p.device, dtype=float64 if wide else float32)
                 p, bufs = leaf_update(p, g, bufs, steps[key], lr_now)
             new_leaves.append(p)
             for out, buf in zip(new_buffers, bufs):

@@ -6,6 +6,7 @@ from typing import Callable
 
 from ..autograd import enable_grad, no_grad
 from ..core import FnxRuntimeError, FnxValueError
+from ..ops.complex import view_as_complex, view_as_real
 from ..ops.creation import zeros_like
 from ..ops.joins import cat
 from ..tensor import Tensor
@@ -134,14 +135,21 @@ class LBFGS(Optimizer):
         super().add_param_group(param_group)
 
     def _gather_flat_grad(self) -> Tensor:
-        return cat([(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in self._params])
+        """The gradients as one real vector: a complex parameter's as its real and imaginary parts (PyTorch's)."""
+        grads = [p.grad if p.grad is not None else zeros_like(p) for p in self._params]
+        return cat([(view_as_real(g) if g.dtype.is_complex else g).reshape(-1) for g in grads])
 
     def _add_grad(self, step_size: float, update: Tensor) -> None:
         """p += step_size * (p's slice of the flat vector `update`), for every parameter."""
         offset = 0
         for p in self._params:
-            n = p.numel()
-            write_(p, p + update[offset:offset + n].reshape(p.shape) * step_size)
+            if p.dtype.is_complex:
+                n = 2 * p.numel()
+                step = view_as_complex(update[offset:offset + n].reshape(tuple(p.shape) + (2,)))
+            else:
+                n = p.numel()
+                step = update[offset:offset + n].reshape(p.shape)
+            write_(p, p + step * step_size)
             offset += n
 
     def _directional_evaluate(self, closure: Callable, x: list, t: float, d: Tensor) -> tuple[float, Tensor]:

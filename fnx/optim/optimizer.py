@@ -14,6 +14,7 @@ Both compute the same operations in the same order, so they give the same number
 """
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from typing import Any, Callable, Iterable
 
@@ -23,6 +24,7 @@ from ..autograd import enable_grad, no_grad
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError
 from ..device import cpu
 from ..dtypes import float32
+from ..ops.complex import view_as_complex, view_as_real
 from ..ops.creation import tensor, zeros_like
 from ..ops.inplace import assign_
 from ..tensor import Tensor, Tracer
@@ -123,7 +125,7 @@ class Optimizer:
             if not state:
                 state["step"] = tensor(0.0, dtype=float32)
                 for name in buffers:
-                    state[name] = init[name](p) if name in init else zeros_like(p)
+                    state[name] = init_buffer(init.get(name, zeros_like), p)
             yield p, p.grad, state
 
     def _update_with(self, group: dict, buffers: tuple[str, ...], update: Callable, fused: Callable, hyper: dict,
@@ -297,6 +299,30 @@ def decay_fused(P: np.ndarray, G: np.ndarray, lr: float, weight_decay: float, de
 def write_(dst: Tensor, src: Tensor) -> None:
     """Write a new value into a parameter or state tensor in place (bumps its version counter)."""
     assign_(dst, src, "optimizer.step")
+
+
+def complex_as_real(update: Callable) -> Callable:
+    """An update rule that treats a complex parameter as PyTorch's optimizers do, as two real parameters (its
+    real and imaginary parts, `view_as_real`), its gradient and state buffers alike. The rule's outputs of the
+    real view's shape (the parameter and its buffers) come back complex; others (0-d state) stay."""
+    @functools.wraps(update)
+    def rule(p: Tensor, g: Tensor, *rest, **hyper):
+        if not p.dtype.is_complex:
+            return update(p, g, *rest, **hyper)
+        rest = [view_as_real(t) if isinstance(t, Tensor) and t.dtype.is_complex else t for t in rest]
+        outs = update(view_as_real(p), view_as_real(g), *rest, **hyper)
+        parts = tuple(p.shape) + (2,)
+        return tuple(view_as_complex(o) if isinstance(o, Tensor) and tuple(o.shape) == parts else o for o in outs)
+    return rule
+
+
+def init_buffer(make: Callable, p: Tensor) -> Tensor:
+    """A state buffer's start, `make(p)`; for a complex parameter made from its real view, so that a start such
+    as Rprop's lr or Adagrad's initial accumulator holds for the imaginary parts too (as in PyTorch)."""
+    if not p.dtype.is_complex:
+        return make(p)
+    out = make(view_as_real(p))
+    return view_as_complex(out) if tuple(out.shape) == tuple(p.shape) + (2,) else out
 
 
 def write_all_(p: Tensor, new_p: Tensor, bufs: tuple, new_bufs: list) -> None:

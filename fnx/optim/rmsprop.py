@@ -6,11 +6,13 @@ import numpy as np
 from ..lowering import optim_kernels
 from ..tensor import Tensor
 from .multi_tensor import flat_batches
-from .optimizer import Optimizer, advance_step, advance_step_fused, bump, check_differentiable, check_hyper, write_all_
+from .optimizer import (Optimizer, advance_step, advance_step_fused, bump, check_differentiable, check_hyper,
+                        complex_as_real, write_all_)
 
 __all__ = ["RMSprop", "rmsprop_update", "rmsprop_fused", "check_rmsprop"]
 
 
+@complex_as_real
 def rmsprop_update(p: Tensor, g: Tensor, square_avg: Tensor, grad_avg: Tensor | None, momentum_buffer: Tensor | None,
                    *, lr, alpha: float, eps: float, weight_decay: float, momentum: float, centered: bool,
                    maximize: bool):

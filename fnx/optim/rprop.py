@@ -7,11 +7,12 @@ from ..core import FnxValueError
 from ..ops.creation import full_like, ones_like, zeros_like
 from ..ops.elementwise import where
 from ..tensor import Tensor
-from .optimizer import Optimizer, advance_step_fused, bump, check_differentiable, check_hyper
+from .optimizer import Optimizer, advance_step_fused, bump, check_differentiable, check_hyper, complex_as_real
 
 __all__ = ["Rprop", "rprop_update", "rprop_fused", "check_rprop"]
 
 
+@complex_as_real
 def rprop_update(p: Tensor, g: Tensor, prev: Tensor, step_size: Tensor, step, *, etaminus: float, etaplus: float,
                  step_size_min: float, step_size_max: float, maximize: bool, lr=None):
     """One Rprop step of one parameter, out of place: (p, prev, step_size). Where the gradient kept its sign the

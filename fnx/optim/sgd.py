@@ -7,11 +7,12 @@ from ..core import FnxValueError
 from ..lowering import optim_kernels
 from ..tensor import Tensor, make
 from .multi_tensor import addresses_of, flat_batches
-from .optimizer import Optimizer, bump, check_differentiable, check_hyper, write_
+from .optimizer import Optimizer, bump, check_differentiable, check_hyper, complex_as_real, write_
 
 __all__ = ["SGD", "sgd_update", "sgd_fused", "check_sgd"]
 
 
+@complex_as_real
 def sgd_update(p: Tensor, g: Tensor, buf: Tensor | None, *, lr, momentum: float, dampening, nesterov: bool,
                weight_decay: float, maximize: bool) -> tuple[Tensor, Tensor | None]:
     """One SGD step of one parameter, out of place: (new parameter, new momentum buffer).
