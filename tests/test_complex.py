@@ -13,7 +13,10 @@ from fnx.autograd import GradcheckError, gradcheck
 from fnx.export.specialize import specialize
 from fnx.ir import eval_jaxpr
 from op_db import as_tensor_function
-from op_db_complex import OPS
+from op_db_complex import OPS as COMPLEX_OPS
+from op_db_fft import OPS as FFT_OPS
+
+OPS = COMPLEX_OPS + [op for op in FFT_OPS if op.complex]
 
 
 @pytest.mark.parametrize("a, b, expected", [
@@ -176,6 +179,15 @@ def test_randn_complex_parts_have_variance_one_half():
     z = fnx.randn(20000, dtype=fnx.complex64)
     assert z.dtype is fnx.complex64
     assert abs(float(fnx.real(z).var()) - 0.5) < 0.03 and abs(float(fnx.imag(z).var()) - 0.5) < 0.03
+
+
+def test_rand_complex_draws_both_parts_uniformly():
+    """PyTorch's torch.rand(..., dtype=torch.cfloat): real and imaginary parts each from [0, 1)."""
+    fnx.manual_seed(0)
+    z = fnx.rand(4000, dtype=fnx.complex128, requires_grad=True)
+    parts = fnx.view_as_real(z.detach()).numpy()
+    assert z.dtype is fnx.complex128 and z.requires_grad and z.is_leaf
+    assert parts.min() >= 0 and parts.max() < 1 and abs(parts.mean(0) - 0.5).max() < 0.03
 
 
 def test_save_and_load(tmp_path):

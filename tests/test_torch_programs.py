@@ -5,8 +5,9 @@ nanoGPT (GPT training script), makemore (character models: bigram, GRU and Trans
 and BoW models run the same way, left out to keep the tests short),
 pytorch/examples' word_language_model (LSTM and Transformer), mnist (a CNN) and vae, vit-pytorch's ViT with
 einops, time_sequence_prediction (LSTMCells with LBFGS), llama2.c's Llama-2 model.py, PyTorch's seq2seq
-translation tutorial (a GRU decoder with attention, stepped one token at a time) and pytorch/examples' DCGAN
-(transposed convolutions, batch norm, in-place LeakyReLU)."""
+translation tutorial (a GRU decoder with attention, stepped one token at a time), pytorch/examples' DCGAN
+(transposed convolutions, batch norm, in-place LeakyReLU) and neuraloperator's 2-d Fourier neural operator
+(torch.fft, complex parameters trained by Adam)."""
 import os
 import re
 import subprocess
@@ -118,3 +119,10 @@ def test_dcgan(tmp_path):
     assert lines.count("fake samples: [16, 3, 64, 64]") == 3
     state = fnx.load(tmp_path / "out" / "netG_epoch_2.pth")
     assert tuple(state["main.0.weight"].shape) == (100, 64, 4, 4) and "main.1.running_var" in state
+
+
+def test_fourier_neural_operator(tmp_path):
+    """Complex weights on the lowest modes of rfft2, trained by Adam as two real parameters each."""
+    lines = _run("fno2d.py", "--epochs", "6", cwd=tmp_path)
+    test = _numbers(lines, r"test l2 ([\d.]+)$")
+    assert lines[0] == "complex parameters: 6" and len(test) == 6 and test[-1] < 0.5 * test[0], lines

@@ -7,7 +7,7 @@ JAX's without x64 (float32, int32); docs/jax-numpy.md lists where fnx.numpy diff
 from math import e, inf, nan, pi
 
 from ..tensor import Tensor
-from . import linalg
+from . import fft, linalg
 from .creation import *  # noqa: F401,F403  (each module lists its public names in __all__)
 from .dtypes import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
