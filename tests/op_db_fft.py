@@ -99,3 +99,76 @@ OPS = [
     OpInfo("fft.ifftshift", fnx.fft.ifftshift, lambda x, dim=None: np.fft.ifftshift(x, dim),
            st.builds(lambda x, d: Sample((x,), {"dim": d}), floats((5, 2)), st.sampled_from([None, 0, (1,)]))),
 ]
+
+
+# ---------------------------------------------------------------- stft and istft (a periodic Hann window)
+def _np_window(n_fft: int, win: int) -> np.ndarray:
+    w = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(win) / win)
+    left = (n_fft - win) // 2
+    return np.pad(w, (left, n_fft - win - left))
+
+
+def _np_stft(x, n_fft, hop_length, win_length, center, pad_mode, normalized, onesided):
+    if center:
+        mode = {"reflect": "reflect", "constant": "constant", "replicate": "edge", "circular": "wrap"}[pad_mode]
+        x = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(n_fft // 2, n_fft // 2)], mode=mode)
+    count = (x.shape[-1] - n_fft) // hop_length + 1
+    frames = np.stack([x[..., t * hop_length:t * hop_length + n_fft] for t in range(count)], -2)
+    frames = frames * _np_window(n_fft, win_length)
+    norm = "ortho" if normalized else "backward"
+    spec = np.fft.rfft(frames, norm=norm) if onesided else np.fft.fft(frames, norm=norm)
+    return np.swapaxes(spec, -1, -2)
+
+
+def _np_istft(spec, n_fft, hop_length, win_length, center, normalized, length):
+    frames = np.fft.irfft(np.swapaxes(spec, -1, -2), n_fft, norm="ortho" if normalized else "backward")
+    w = _np_window(n_fft, win_length)
+    count = frames.shape[-2]
+    total = n_fft + hop_length * (count - 1)
+    y, env = np.zeros(frames.shape[:-2] + (total,)), np.zeros(total)
+    for t in range(count):
+        y[..., t * hop_length:t * hop_length + n_fft] += frames[..., t, :] * w
+        env[t * hop_length:t * hop_length + n_fft] += w * w
+    start = n_fft // 2 if center else 0
+    end = start + length if length is not None else total - n_fft // 2 if center else total
+    y = y[..., start:min(end, total)] / env[start:min(end, total)]
+    return np.pad(y, [(0, 0)] * (y.ndim - 1) + [(0, max(0, end - total))])
+
+
+@st.composite
+def stft_sample(draw):
+    n_fft = draw(st.sampled_from([4, 6, 8]))
+    center = draw(st.booleans())
+    length = draw(st.integers(n_fft if not center else n_fft // 2 + 1, 20))
+    x = draw(floats(draw(st.sampled_from([(), (2,)])) + (length,), -2.0, 2.0))
+    return Sample((x,), {"n_fft": n_fft, "hop_length": draw(st.integers(1, n_fft)),
+                         "win_length": draw(st.integers(2, n_fft)), "center": center,
+                         "pad_mode": draw(st.sampled_from(["reflect", "constant", "replicate", "circular"])),
+                         "normalized": draw(st.booleans()), "onesided": draw(st.booleans())})
+
+
+def _stft(x, n_fft, win_length, **kw):
+    window = fnx.hann_window(win_length, dtype=x.dtype)
+    return _vr(fnx.stft(x, n_fft, win_length=win_length, window=window, return_complex=True, **kw))
+
+
+@st.composite
+def istft_sample(draw):
+    """A spectrum of a periodic Hann window at a quarter frame's hop, centred: every sample is covered (NOLA)."""
+    n_fft = draw(st.sampled_from([4, 8]))
+    frames = draw(st.integers(1, 5))
+    spec = draw(floats(draw(st.sampled_from([(), (2,)])) + (n_fft // 2 + 1, frames, 2), -2.0, 2.0))
+    return Sample((spec,), {"n_fft": n_fft, "hop_length": n_fft // 4, "win_length": n_fft, "center": True,
+                            "normalized": draw(st.booleans()),
+                            "length": draw(st.one_of(st.none(), st.integers(1, n_fft // 4 * (frames + 1) + 2)))})
+
+
+def _istft(spec, n_fft, win_length, **kw):
+    z = _vc(spec)
+    return fnx.istft(z, n_fft, win_length=win_length, window=fnx.hann_window(win_length, dtype=spec.dtype), **kw)
+
+
+OPS += [
+    OpInfo("stft", _stft, lambda x, **kw: _r(_np_stft(x, **kw)), stft_sample(), complex=True),
+    OpInfo("istft", _istft, lambda spec, **kw: _np_istft(_c(spec), **kw), istft_sample(), complex=True),
+]

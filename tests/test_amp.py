@@ -85,6 +85,7 @@ SAMPLES = {
     "fft.irfftn": lambda dt: ((_r(4, 6, dtype=dt),), {}),
     "fft.hfft": lambda dt: ((_r(4, 6, dtype=dt),), {}),
     "fft.ihfft": lambda dt: ((_r(4, 6, dtype=dt),), {}),
+    "stft": lambda dt: ((_r(20, dtype=dt), 8), {"window": fnx.hann_window(8, dtype=dt), "return_complex": True}),
     "quantile": lambda dt: ((_r(3, 5, dtype=dt), fnx.tensor([0.25, 0.5], dtype=dt)), {"dim": 1}),
     "nanquantile": lambda dt: ((_r(3, 5, dtype=dt), 0.5), {}),
     "scaled_dot_product_attention": lambda dt: ((_r(1, 2, 4, 8, dtype=dt), _r(1, 2, 4, 8, dtype=dt),

@@ -104,3 +104,52 @@ def test_jnp_fft_takes_numpy_arguments_with_jax_dtypes():
     np.testing.assert_allclose(jnp.fft.irfft(jnp.fft.rfft(a, axis=0), 3, axis=0).numpy(), a, atol=1e-5)
     assert jnp.fft.fftfreq(4).dtype is fnx.float32
     np.testing.assert_array_equal(jnp.fft.fftshift(jnp.arange(4), axes=0).numpy(), np.fft.fftshift(np.arange(4)))
+
+
+@pytest.mark.parametrize("name, ref", [
+    ("hann_window", np.hanning), ("hamming_window", np.hamming), ("blackman_window", np.blackman),
+    ("bartlett_window", np.bartlett), ("kaiser_window", lambda m: np.kaiser(m, 12.0)),
+])
+def test_windows_match_numpy_symmetric_and_periodic(name, ref):
+    """numpy's windows are symmetric (periodic=False); the periodic one is the first n of the n + 1 symmetric,
+    except that one sample is [1.] either way (PyTorch's)."""
+    make = getattr(fnx, name)
+    for n in (0, 1, 2, 7, 8):
+        np.testing.assert_allclose(make(n, periodic=False, dtype=fnx.float64).numpy(), ref(n), atol=1e-12)
+        want = ref(n + 1)[:n] if n != 1 else [1.0]
+        np.testing.assert_allclose(make(n, dtype=fnx.float64).numpy(), want, atol=1e-12)
+    assert make(4).dtype is fnx.float32 and make(4, requires_grad=True).requires_grad
+    with pytest.raises(TypeError, match=f"{name} expects floating point dtypes"):
+        make(4, dtype=fnx.int64)
+
+
+def test_stft_then_istft_gives_the_signal_back():
+    x = fnx.randn(2, 100, dtype=fnx.float64)
+    window = fnx.hann_window(32, dtype=fnx.float64)
+    spec = x.stft(32, hop_length=8, window=window, return_complex=True)
+    assert spec.shape == (2, 17, 13) and spec.dtype is fnx.complex128
+    np.testing.assert_allclose(spec.istft(32, hop_length=8, window=window, length=100).numpy(), x.numpy(),
+                               atol=1e-12)
+    real_view = fnx.stft(x[0], 32, hop_length=8, window=window, return_complex=False)
+    np.testing.assert_array_equal(real_view.numpy(), fnx.view_as_real(spec[0]).numpy())
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: fnx.stft(fnx.ones(20), 8, window=fnx.ones(8)), "return_complex parameter be given for real inputs"),
+    (lambda: fnx.stft(fnx.ones(20), 8, window=fnx.ones(6), return_complex=True), "size equal to win_length=8"),
+    (lambda: fnx.stft(fnx.ones(20), 8, hop_length=0, window=fnx.ones(8), return_complex=True), "hop_length > 0"),
+    (lambda: fnx.stft(fnx.ones(6), 8, window=fnx.ones(8), center=False, return_complex=True), "0 < n_fft <= 6"),
+    (lambda: fnx.stft(fnx.ones(2, 2, 9), 8, window=fnx.ones(8), return_complex=True), "a 1D or 2D tensor"),
+    (lambda: fnx.istft(fnx.ones(5, 3), 8), "istft requires a complex-valued input"),
+    (lambda: fnx.istft(fnx.ones(4, 3, dtype=fnx.complex64), 8), "n_fft / 2 \\+ 1 when onesided=True"),
+    (lambda: fnx.istft(fnx.ones(5, 3, dtype=fnx.complex64), 8, hop_length=8, window=fnx.hann_window(8),
+                       center=False), "window overlap add min"),
+])
+def test_stft_errors_name_the_argument(call, match):
+    with pytest.raises(RuntimeError, match=match):
+        call()
+
+
+def test_stft_without_a_window_warns_as_pytorch_does():
+    with pytest.warns(UserWarning, match="A window was not provided"):
+        fnx.stft(fnx.ones(20), 8, return_complex=True)
