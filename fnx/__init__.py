@@ -26,8 +26,10 @@ from .ops.strided import *  # noqa: F401,F403
 from .ops.search import *  # noqa: F401,F403
 from .ops.least_squares import pinverse
 from .ops.spectral import legacy_qr as qr, legacy_svd as svd  # torch.svd and torch.qr (fnx.linalg's are newer)
+from .ops.spectral import geqrf, householder_product as orgqr
 from .ops.complex import *  # noqa: F401,F403
 from .ops.short_time_fourier import *  # noqa: F401,F403
+from .ops.matrix_functions import matrix_exp
 from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import fft, linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)

@@ -1,5 +1,5 @@
 """`fnx.linalg`: PyTorch's torch.linalg namespace (the ops live in fnx/ops/linalg.py, decompositions.py, spectral.py,
-least_squares.py, norms.py)."""
+least_squares.py, norms.py, matrix_functions.py)."""
 from .errors import FnxRuntimeError
 from .ops.autocast import autocast_op
 from .ops.arrange import tril, triu
@@ -8,11 +8,13 @@ from .ops.decompositions import cholesky, det, inv, matrix_power, slogdet, solve
 from .ops.linalg import matmul, vdot
 from .ops.norms import linalg_norm as norm, matrix_norm, vector_norm
 from .ops.least_squares import lstsq, matrix_rank, pinv
-from .ops.spectral import eigh, eigvalsh, qr, svd, svdvals
+from .ops.matrix_functions import matrix_exp
+from .ops.spectral import eigh, eigvalsh, householder_product, qr, svd, svdvals
 
 __all__ = ["matmul", "vdot", "norm", "vector_norm", "matrix_norm", "solve", "inv", "cholesky", "det", "slogdet",
            "matrix_power", "vecdot", "svd", "svdvals", "eigh", "eigvalsh", "qr", "pinv", "lstsq", "matrix_rank",
-           "multi_dot", "cond", "solve_triangular"]
+           "multi_dot", "cond", "solve_triangular", "matrix_exp",
+           "householder_product"]
 
 
 @autocast_op("linalg.vecdot")

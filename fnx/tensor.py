@@ -187,6 +187,23 @@ class Tensor:
                                   f"{n}-D tensor")
         return self.transpose(n - 2, n - 1)
 
+    @property
+    def mH(self) -> Tensor:
+        """The conjugate transpose of each matrix in a batch (mT for real tensors)."""
+        return self.mT.conj() if self.dtype.is_complex else self.mT
+
+    @property
+    def H(self) -> Tensor:
+        """The conjugate transpose of a matrix (T for real ones); other ranks raise, as in PyTorch."""
+        if self.ndim not in (0, 2):
+            raise FnxRuntimeError(f"tensor.H is only supported on matrices (2-D tensors), got a {self.ndim}-D tensor; "
+                                  f"use .mH for batches of matrices")
+        return self.T.conj() if self.dtype.is_complex else self.T
+
+    def adjoint(self) -> Tensor:
+        """The conjugate transpose of each matrix in a batch (Tensor.mH)."""
+        return self.mH
+
     # ------------------------------------------------------------------ autograd state
     @property
     def requires_grad(self) -> bool:

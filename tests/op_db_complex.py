@@ -13,6 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 import fnx
 from op_db import OpInfo, Sample, floats, shapes
+from op_db_linalg import _expm_ref
 
 
 def _c(a: np.ndarray) -> np.ndarray:
@@ -70,6 +71,12 @@ def reduce_pairs(draw):
 def matmul_pairs(draw):
     n, k, m = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
     return Sample((draw(floats((n, k, 2), -1.5, 1.5)), draw(floats((k, m, 2), -1.5, 1.5))))
+
+
+@st.composite
+def square_pairs(draw):
+    n = draw(st.integers(1, 3))
+    return Sample((draw(floats((n, n, 2), -1.5, 1.5)),))
 
 
 @st.composite
@@ -135,6 +142,8 @@ OPS = [
         lambda x, dim: _r(np.cumprod(_c(x), dim)), reduce_pairs()),
     _op("var", lambda x, dim: fnx.var(_vc(x), dim), lambda x, dim: np.var(_c(x), dim, ddof=1),
         reduce_pairs().filter(lambda s: s.args[0].shape[s.kwargs["dim"]] > 1)),
+    _op("matrix_exp", lambda x: _vr(fnx.linalg.matrix_exp(_vc(x))),
+        lambda x: _r(_expm_ref(_c(x))), square_pairs()),
     _op("from_parts", lambda re, im: _vr(fnx.complex(re, im)), lambda re, im: _r(re + 1j * im), reals()),
     _op("polar", lambda r, theta: _vr(fnx.polar(r, theta)),
         lambda r, theta: _r(r * np.exp(1j * theta)), reals(lo=0.2, hi=2.0)),

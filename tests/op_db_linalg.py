@@ -336,3 +336,50 @@ OPS = [
     OpInfo("linalg.norm", fnx.linalg.norm, lambda x, **kw: np.linalg.norm(x, **kw),
            norm_sample(max_dims=2, ord=st.sampled_from([None, 1, math.inf, -math.inf]))),
 ]
+
+
+def _expm_ref(a: np.ndarray) -> np.ndarray:
+    """exp(a) by a 30-term Taylor series of a / 2^s (norm below 1/2), squared s times: independent of Padé."""
+    a = np.asarray(a)
+    norm = float(np.abs(a).sum(-2).max(initial=0.0))
+    s = int(np.ceil(np.log2(norm / 0.5))) if norm > 0.5 else 0
+    x = a / 2.0 ** s
+    out = term = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape).copy()
+    for k in range(1, 30):
+        term = term @ x / k
+        out = out + term
+    for _ in range(s):
+        out = out @ out
+    return out
+
+
+@st.composite
+def matrix_exp_sample(draw):
+    """Square matrices with 1-norms up to ~20, so that several squarings run."""
+    n = draw(st.integers(1, 4))
+    batch = draw(st.sampled_from([(), (2,)]))
+    return Sample((draw(floats(batch + (n, n), -3.0, 3.0)) * draw(st.sampled_from([0.1, 1.0, 2.0])),))
+
+
+OPS.append(OpInfo("linalg.matrix_exp", fnx.linalg.matrix_exp, _expm_ref, matrix_exp_sample(), rtol=1e-4,
+                  double_grad=True))
+
+
+def _householder_ref(a: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    m, n = a.shape[-2:]
+    q = np.eye(m)[:, :n]
+    for i in reversed(range(tau.shape[-1])):
+        v = np.concatenate([np.zeros(i), [1.0], a[i + 1:, i]])
+        q = q - tau[i] * np.outer(v, v @ q)
+    return q
+
+
+@st.composite
+def householder_sample(draw):
+    n = draw(st.integers(1, 3))
+    m = draw(st.integers(n, 4))
+    return Sample((draw(floats((m, n), -1.5, 1.5)), draw(floats((draw(st.integers(1, n)),), 0.0, 2.0))))
+
+
+OPS.append(OpInfo("linalg.householder_product", fnx.linalg.householder_product, _householder_ref,
+                  householder_sample(), double_grad=True))

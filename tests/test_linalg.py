@@ -434,3 +434,32 @@ def test_pytorch_older_factorization_names():
     np.testing.assert_allclose(t(a).pinverse().numpy(), np.linalg.pinv(a), atol=1e-12)
     assert fnx.linalg.matrix_rank(t(np.ones((3, 3)))).item() == 1
     assert fnx.linalg.matrix_rank(t(np.diag([1.0, 1e-3, 0.0])), atol=1e-2).item() == 1
+
+
+@pytest.mark.parametrize("shape, dtype", [((5, 3), fnx.float64), ((3, 5), fnx.float32), ((2, 4, 4), fnx.float64),
+                                          ((4, 2), fnx.complex128)])
+def test_geqrf_holds_r_and_the_reflectors_that_rebuild_q(shape, dtype):
+    """LAPACK's implicit QR: R on and above the diagonal, householder_product(a, tau) the Q of A = QR."""
+    a = fnx.randn(*shape, dtype=dtype)
+    h, tau = fnx.geqrf(a)
+    k = min(shape[-2:])
+    assert h.shape == a.shape and tau.shape == shape[:-2] + (k,) and tau.dtype is dtype
+    q = fnx.linalg.householder_product(h[..., :k], tau)
+    r = fnx.triu(h)[..., :k, :]
+    tol = 1e-5 if dtype is fnx.float32 else 1e-12
+    np.testing.assert_allclose((q @ r).numpy(), a.numpy(), atol=tol)
+    np.testing.assert_allclose((q.mH @ q).numpy(), np.broadcast_to(np.eye(k), shape[:-2] + (k, k)), atol=tol)
+    assert fnx.orgqr(h[..., :k], tau).shape == q.shape
+    with pytest.raises(RuntimeError, match="input.shape\\[-2\\] must be greater than or equal to input.shape\\[-1\\]"):
+        fnx.linalg.householder_product(fnx.ones(2, 3), fnx.ones(1))
+
+
+def test_conjugate_transposes():
+    z = fnx.tensor([[1 + 2j, 3j], [4.0, 5 - 1j]])
+    np.testing.assert_array_equal(z.mH.numpy(), z.numpy().conj().T)
+    np.testing.assert_array_equal(z.H.numpy(), z.numpy().conj().T)
+    np.testing.assert_array_equal(z.adjoint().numpy(), z.numpy().conj().T)
+    x = fnx.randn(2, 3, 4)
+    assert x.mH.shape == (2, 4, 3) and x.adjoint().shape == (2, 4, 3)
+    with pytest.raises(RuntimeError, match="use .mH for batches"):
+        x.H

@@ -106,5 +106,84 @@ def test_spectral_norm_parametrization():
     np.testing.assert_allclose(np.linalg.norm(bias_norm.bias.detach().numpy()), 1.0, rtol=1e-12)
     with pytest.raises(ValueError, match="has no parameter or buffer with name 'scale'"):
         parametrizations.spectral_norm(nn.Linear(2, 3), "scale")
-    with pytest.raises(NotImplementedError, match="parametrizations.orthogonal is not implemented"):
-        parametrizations.orthogonal(nn.Linear(2, 2))
+
+
+# PyTorch 2.13's weights (first six entries) after orthogonal() and 5 SGD steps from the same numpy draws
+ORTHOGONAL_TORCH = [
+    ((4, 4), None, True, [0.1099581471, -0.3684933135, 0.1347652139, -0.9132142251, 0.0021011254, 0.2053585279]),
+    ((4, 4), "cayley", True, [0.9057565151, -0.3957349941, 0.144833295, -0.0449696181, 0.0486766554, 0.3060688126]),
+    ((5, 3), "householder", False,
+     [-0.0368746649, -0.3071347961, -0.7568823357, -0.5199456868, 0.2942071802, 0.4228672988]),
+    ((3, 5), "householder", False,
+     [0.2566152682, 0.2417606083, 0.5438605578, -0.4953007817, 0.5784403527, -0.0305643978]),
+    ((4, 4), "cayley", False, [0.1747842217, 0.4226835401, 0.1015056024, 0.8834510249, 0.0873992189, 0.5026509253]),
+    ((4, 4), "householder", True,
+     [0.1538748884, -0.4007071531, -0.2104456241, -0.8783330436, -0.5165978104, -0.1760771561]),
+]
+
+
+def test_orthogonal_trains_as_pytorch_does():
+    rng = np.random.default_rng(0)
+    for shape, orthogonal_map, trivial, want in ORTHOGONAL_TORCH:
+        lin = nn.Linear(shape[1], shape[0], bias=False)
+        lin.weight = nn.Parameter(fnx.tensor(rng.standard_normal(shape)))
+        parametrizations.orthogonal(lin, orthogonal_map=orthogonal_map, use_trivialization=trivial)
+        opt = fnx.optim.SGD(lin.parameters(), lr=0.1)
+        x = fnx.tensor(rng.standard_normal((8, shape[1])))
+        for _ in range(5):
+            opt.zero_grad()
+            ((lin(x) ** 2 - 1) ** 2).mean().backward()
+            opt.step()
+        np.testing.assert_allclose(lin.weight.detach().numpy().ravel()[:6], want, atol=1e-9)
+
+
+@pytest.mark.parametrize("shape, orthogonal_map, trivial, dtype", [
+    ((5, 3), None, True, fnx.float32), ((3, 5), None, True, fnx.float32), ((4, 4), "matrix_exp", False, fnx.float64),
+    ((4, 2), "cayley", True, fnx.float64), ((2, 3, 3), None, True, fnx.float64), ((3, 3), None, True, fnx.complex128),
+    ((4, 2), "matrix_exp", True, fnx.complex64),
+])
+def test_orthogonal_weights_stay_orthonormal_while_adam_trains_them(shape, orthogonal_map, trivial, dtype):
+    fnx.manual_seed(0)
+    holder = nn.Module()
+    holder.weight = nn.Parameter(fnx.randn(*shape, dtype=dtype))
+    parametrizations.orthogonal(holder, orthogonal_map=orthogonal_map, use_trivialization=trivial)
+    eps = 1e-5 if dtype in (fnx.float32, fnx.complex64) else 1e-12
+
+    def check():
+        w = holder.weight.detach()
+        gram = w.mH @ w if shape[-2] >= shape[-1] else w @ w.mH
+        np.testing.assert_allclose(gram.numpy(), np.broadcast_to(np.eye(min(shape[-2:])), gram.shape), atol=eps)
+
+    check()
+    opt = fnx.optim.Adam(holder.parameters(), lr=0.05)
+    target = fnx.randn(*shape, dtype=dtype)
+    losses = []
+    for _ in range(10):
+        opt.zero_grad()
+        loss = (holder.weight - target).abs().pow(2).sum()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    check()
+    assert losses[-1] < losses[0]
+    assert ("parametrizations.weight.0.base" in holder.state_dict()) == trivial
+
+
+def test_orthogonal_starts_at_the_nearest_orthogonal_matrix_and_names_bad_arguments():
+    w = fnx.tensor(np.random.default_rng(1).standard_normal((4, 4)))
+    lin = nn.Linear(4, 4, bias=False).double()
+    lin.weight = nn.Parameter(w)
+    parametrizations.orthogonal(lin)
+    q, r = np.linalg.qr(w.numpy())
+    np.testing.assert_allclose(lin.weight.detach().numpy(), q * np.sign(np.diag(r)), atol=1e-12)
+    with pytest.raises(ValueError, match="householder parametrization does not support complex"):
+        holder = nn.Module()
+        holder.weight = nn.Parameter(fnx.randn(3, 2, dtype=fnx.complex64))
+        parametrizations.orthogonal(holder, orthogonal_map="householder")
+    with pytest.raises(ValueError, match="Expected a matrix or batch of matrices. Got a tensor of 1 dimensions"):
+        parametrizations.orthogonal(nn.Linear(2, 2), "bias")
+    with pytest.raises(ValueError, match='orthogonal_map has to be one of "matrix_exp", "cayley", "householder"'):
+        parametrizations.orthogonal(nn.Linear(2, 2), orthogonal_map="polar")
+    fixed = parametrizations.orthogonal(nn.Linear(3, 3), orthogonal_map="cayley", use_trivialization=False)
+    with pytest.raises(NotImplementedError, match="needs use_trivialization=True"):
+        fixed.weight = fnx.eye(3)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from .. import dtypes as _dt
 from .autocast import autocast_op
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor
@@ -26,7 +27,7 @@ from .elementwise import where
 from .joins import cat, narrow
 from .reduce import sum as _sum
 
-__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "qr"]
+__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "qr", "geqrf", "householder_product"]
 
 
 def _check_matrix(op: str, a: ShapedArray, square: bool = False) -> None:
@@ -375,6 +376,81 @@ def qr(A: Tensor, mode: str = "reduced", *, out=None) -> QRResult:
     return QRResult(Q, R)
 
 
+# ---------------------------------------------------------------- LAPACK's implicit QR: geqrf and its reflectors
+geqrf_p = Primitive("geqrf", multiple_results=True, differentiable=False)
+
+
+@geqrf_p.def_impl
+def _geqrf_impl(xp, a):
+    *batch, m, n = a.shape
+    flat = a.reshape((-1, m, n))
+    hs, taus = [], []
+    for mat in flat:   # LAPACK's raw form is per matrix; h comes transposed (Fortran order)
+        h, tau = xp.linalg.qr(mat, mode="raw")
+        hs.append(h.T)
+        taus.append(tau)
+    k = min(m, n)
+    h = xp.stack(hs) if hs else xp.zeros((0, m, n), a.dtype)
+    tau = xp.stack(taus) if taus else xp.zeros((0, k), a.dtype)
+    return [h.reshape(a.shape).astype(a.dtype, copy=False), tau.reshape(tuple(batch) + (k,)).astype(a.dtype,
+                                                                                                      copy=False)]
+
+
+@geqrf_p.def_abstract
+def _geqrf_abstract(a: ShapedArray):
+    if a.dtype not in (_dt.float32, _dt.float64, _dt.complex64, _dt.complex128) or a.ndim < 2:
+        raise FnxTypeError(f"geqrf: expected a floating or complex matrix or batch of matrices, got {a.dtype} of shape "
+                           f"{list(a.shape)}")
+    k = min(a.shape[-2], a.shape[-1])
+    return [a, ShapedArray(a.shape[:-2] + (k,), a.dtype, a.device)]
+
+
+geqrf_p.def_batch(_batched(geqrf_p))
+GeqrfResult = namedtuple("geqrf", ["a", "tau"])
+
+
+@autocast_op("geqrf")
+def geqrf(input: Tensor, *, out=None) -> GeqrfResult:
+    """LAPACK's QR in its implicit form (PyTorch's torch.geqrf): R on and above the diagonal of `a`, the
+    Householder vectors below it, and their scales `tau` (linalg.householder_product rebuilds Q). Not
+    differentiable, as in PyTorch; `linalg.qr` is."""
+    if out is not None:
+        raise NotImplementedError("geqrf: out= is not supported; use the returned tensors")
+    if not isinstance(input, Tensor):
+        raise FnxTypeError(f"geqrf: expected a Tensor, got {type(input).__name__}")
+    return GeqrfResult(*geqrf_p.bind(input))
+
+
+@autocast_op("linalg.householder_product")
+def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
+    """The first n columns of H_1 H_2 ... H_k for (a batch of) m x n `A` (m >= n >= k = tau's last size), with
+    H_i = I - tau_i v_i v_i^H and v_i the i-th column of A below the diagonal under a unit diagonal entry
+    (LAPACK's orgqr/ungqr; geqrf's output gives Q). A composition: differentiable in A and tau."""
+    if out is not None:
+        raise NotImplementedError("linalg.householder_product: out= is not supported; assign the result instead")
+    if A.ndim < 2:
+        raise FnxRuntimeError(f"linalg.householder_product: input must have at least 2 dimensions, got shape "
+                              f"{list(A.shape)}")
+    m, n = A.shape[-2], A.shape[-1]
+    k = tau.shape[-1] if tau.ndim else 0
+    if m < n:
+        raise FnxRuntimeError(f"linalg.householder_product: input.shape[-2] must be greater than or equal to "
+                              f"input.shape[-1], got {m} < {n}")
+    if n < k:
+        raise FnxRuntimeError(f"linalg.householder_product: input.shape[-1] must be greater than or equal to "
+                              f"tau.shape[-1], got {n} < {k}")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise FnxRuntimeError(f"linalg.householder_product: the batch dims of tau {list(tau.shape[:-1])} must equal "
+                              f"those of input {list(A.shape[:-2])}")
+    V = tril(A, -1) + eye(m, n, dtype=A.dtype, device=A.device)
+    Q = eye(m, n, dtype=A.dtype, device=A.device).expand(tuple(A.shape))
+    for i in reversed(range(k)):
+        v = V[..., :, i:i + 1]
+        vh = v.mH
+        Q = Q - tau[..., i:i + 1].unsqueeze(-1) * matmul(v, matmul(vh, Q))
+    return Q
+
+
 # ---------------------------------------------------------------- PyTorch's older top-level names
 LegacySVDResult = namedtuple("svd", ["U", "S", "V"])
 
@@ -407,5 +483,5 @@ def spectral_norm(A: Tensor, ord) -> Tensor:
     return S[..., 0] if ord == 2 else S[..., -1]
 
 
-METHODS: dict = {"svd": legacy_svd, "qr": legacy_qr}
+METHODS: dict = {"svd": legacy_svd, "qr": legacy_qr, "geqrf": geqrf, "orgqr": householder_product}
 INPLACE: dict = {}

@@ -63,7 +63,10 @@ class ParametrizationList(ModuleList):
             new = original
             for module in reversed(list(self)):
                 if hasattr(module, "right_inverse"):
-                    new = module.right_inverse(new)
+                    try:
+                        new = module.right_inverse(new)
+                    except NotImplementedError:   # PyTorch's rule: registering takes it as the identity
+                        pass
         self.is_tensor = isinstance(new, Tensor)
         if not self.is_tensor and not isinstance(new, (tuple, list)):
             raise FnxValueError(f"'right_inverse' must return a Tensor or a Sequence of tensors (list, tuple...). "
