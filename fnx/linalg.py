@@ -9,12 +9,12 @@ from .ops.linalg import matmul, vdot
 from .ops.norms import linalg_norm as norm, matrix_norm, vector_norm
 from .ops.least_squares import lstsq, matrix_rank, pinv
 from .ops.matrix_functions import matrix_exp
-from .ops.spectral import eigh, eigvalsh, householder_product, qr, svd, svdvals
+from .ops.spectral import eig, eigh, eigvals, eigvalsh, householder_product, qr, svd, svdvals
 
 __all__ = ["matmul", "vdot", "norm", "vector_norm", "matrix_norm", "solve", "inv", "cholesky", "det", "slogdet",
            "matrix_power", "vecdot", "svd", "svdvals", "eigh", "eigvalsh", "qr", "pinv", "lstsq", "matrix_rank",
            "multi_dot", "cond", "solve_triangular", "matrix_exp",
-           "householder_product"]
+           "householder_product", "eig", "eigvals"]
 
 
 @autocast_op("linalg.vecdot")

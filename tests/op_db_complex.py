@@ -80,6 +80,28 @@ def square_pairs(draw):
 
 
 @st.composite
+def eig_sample(draw, complex_input: bool):
+    """Square matrices (complex as pairs) whose eigenvalues are at least 0.1 apart (a spread diagonal is added
+    where they are not), so that eig is differentiable and finite differences keep LAPACK's order."""
+    n = draw(st.integers(1, 3))
+    a = draw(floats((n, n, 2) if complex_input else (n, n), -2.0, 2.0))
+    w = np.linalg.eigvals(_c(a) if complex_input else a)
+    if (np.abs(w[:, None] - w[None, :]) + 10 * np.eye(n)).min() < 0.1:
+        real_part = a[..., 0] if complex_input else a
+        real_part += np.diag(np.arange(n) * 0.7)
+    return Sample((a,))
+
+
+def _eig_invariants(lib_eig, to_parts, vabs):
+    """A function of eig that depends neither on the eigenvectors' phases nor on the order: the second power sum
+    of the eigenvalues plus sum_j |V_ij|^2 L_j, as (real, imaginary) pairs."""
+    def f(a):
+        L, V = lib_eig(a)
+        return to_parts((L ** 2).sum() + ((vabs(V) ** 2) * L[None, :]).sum(-1))
+    return f
+
+
+@st.composite
 def reals(draw, n: int = 2, lo=-2.0, hi=2.0):
     s = draw(shapes(max_dims=2))
     return Sample(tuple(draw(floats(tuple(s), lo, hi)) for _ in range(n)))
@@ -144,6 +166,10 @@ OPS = [
         reduce_pairs().filter(lambda s: s.args[0].shape[s.kwargs["dim"]] > 1)),
     _op("matrix_exp", lambda x: _vr(fnx.linalg.matrix_exp(_vc(x))),
         lambda x: _r(_expm_ref(_c(x))), square_pairs()),
+    _op("linalg_eig", _eig_invariants(fnx.linalg.eig, _vr, fnx.abs), _eig_invariants(np.linalg.eig, _r, np.abs),
+        eig_sample(False)),
+    _op("linalg_eig_complex", _eig_invariants(lambda a: fnx.linalg.eig(_vc(a)), _vr, fnx.abs),
+        _eig_invariants(lambda a: np.linalg.eig(_c(a)), _r, np.abs), eig_sample(True)),
     _op("from_parts", lambda re, im: _vr(fnx.complex(re, im)), lambda re, im: _r(re + 1j * im), reals()),
     _op("polar", lambda r, theta: _vr(fnx.polar(r, theta)),
         lambda r, theta: _r(r * np.exp(1j * theta)), reals(lo=0.2, hi=2.0)),

@@ -89,6 +89,8 @@ SAMPLES = {
     "geqrf": lambda dt: ((_r(4, 3, dtype=dt),), {}),
     "orgqr": lambda dt: ((_r(4, 3, dtype=dt), _r(3, dtype=dt)), {}),
     "linalg.householder_product": lambda dt: ((_r(4, 3, dtype=dt), _r(3, dtype=dt)), {}),
+    "linalg.eig": lambda dt: ((_r(3, 3, dtype=dt),), {}),
+    "linalg.eigvals": lambda dt: ((_r(3, 3, dtype=dt),), {}),
     "quantile": lambda dt: ((_r(3, 5, dtype=dt), fnx.tensor([0.25, 0.5], dtype=dt)), {"dim": 1}),
     "nanquantile": lambda dt: ((_r(3, 5, dtype=dt), 0.5), {}),
     "scaled_dot_product_attention": lambda dt: ((_r(1, 2, 4, 8, dtype=dt), _r(1, 2, 4, 8, dtype=dt),

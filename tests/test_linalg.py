@@ -463,3 +463,15 @@ def test_conjugate_transposes():
     assert x.mH.shape == (2, 4, 3) and x.adjoint().shape == (2, 4, 3)
     with pytest.raises(RuntimeError, match="use .mH for batches"):
         x.H
+
+
+def test_eig_is_complex_reconstructs_a_and_refuses_phase_dependent_losses():
+    a = fnx.tensor([[2.0, 1.0], [-1.0, 2.0]], dtype=fnx.float64)      # eigenvalues 2 +- i
+    L, V = fnx.linalg.eig(a)
+    assert L.dtype is fnx.complex128 and V.dtype is fnx.complex128
+    np.testing.assert_allclose(sorted(L.numpy(), key=lambda z: z.imag), [2 - 1j, 2 + 1j], atol=1e-12)
+    np.testing.assert_allclose((a.to(fnx.complex128) @ V).numpy(), (V * L).numpy(), atol=1e-12)   # A V = V diag(L)
+    np.testing.assert_array_equal(fnx.linalg.eigvals(a).numpy(), L.numpy())
+    x = a.clone().requires_grad_(True)
+    with pytest.raises(RuntimeError, match="specified up to multiplication by e\\^\\{i phi\\}"):
+        fnx.real(fnx.linalg.eig(x).eigenvectors).sum().backward()

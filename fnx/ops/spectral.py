@@ -14,20 +14,23 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+import numpy as np
+
 from .. import dtypes as _dt
 from .autocast import autocast_op
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
-from ..tensor import Tensor
+from ..tensor import Tensor, Tracer
 from ._batching import move_to_front
 from .linalg import matmul  # first: linalg loads decompositions below itself (fnx.norm reaches here from reduce.py)
 from .arrange import tril
 from .creation import arange, eye, zeros, zeros_like
 from .decompositions import solve_p
-from .elementwise import where
+from .complex import imag, real
+from .elementwise import convert, where
 from .joins import cat, narrow
 from .reduce import sum as _sum
 
-__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "qr", "geqrf", "householder_product"]
+__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "eig", "eigvals", "qr", "geqrf", "householder_product"]
 
 
 def _check_matrix(op: str, a: ShapedArray, square: bool = False) -> None:
@@ -374,6 +377,103 @@ def qr(A: Tensor, mode: str = "reduced", *, out=None) -> QRResult:
     if mode == "r":
         Q = zeros((0,), dtype=A.dtype, device=A.device)
     return QRResult(Q, R)
+
+
+# ---------------------------------------------------------------- general (non-Hermitian) eigendecomposition
+eig_p = Primitive("linalg_eig", multiple_results=True, saves_output=True)
+
+
+@eig_p.def_impl
+def _eig_impl(xp, a):
+    out = _dt.from_numpy_dtype(a.dtype).to_complex().np
+    if not hasattr(xp.linalg, "eig"):   # CuPy before 14 has no general eigensolver: LAPACK's on the host
+        w, v = np.linalg.eig(a.get())
+        return [xp.asarray(w.astype(out, copy=False)), xp.asarray(v.astype(out, copy=False))]
+    w, v = xp.linalg.eig(a)
+    return [w.astype(out, copy=False), v.astype(out, copy=False)]
+
+
+@eig_p.def_abstract
+def _eig_abstract(a: ShapedArray):
+    if a.dtype not in (_dt.float32, _dt.float64, _dt.complex64, _dt.complex128):
+        raise FnxTypeError(f"linalg.eig: Expected a floating point or complex tensor as input. Got {a.dtype}")
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise FnxRuntimeError(f"linalg.eig: A must be batches of square matrices, got shape {list(a.shape)}")
+    c = a.dtype.to_complex()
+    return [ShapedArray(a.shape[:-1], c, a.device), ShapedArray(a.shape, c, a.device)]
+
+
+eig_p.def_batch(_batched(eig_p))
+
+
+def _conj_gaps(L: Tensor) -> Tensor:
+    """E[i, j] = conj(L_j - L_i), with ones on the diagonal (divided by, then overwritten)."""
+    Lc = L.conj()
+    n = L.shape[-1]
+    return where(_off_diagonal(n, L.device), Lc.unsqueeze(-2) - Lc.unsqueeze(-1), 1.0)
+
+
+@eig_p.def_vjp
+def _eig_vjp(cts, primals, outs):
+    # PyTorch's linalg_eig_backward (general case): with V's columns of unit norm, project gV's part along them
+    # out, divide by the conjugate eigenvalue gaps, add gL on the diagonal and map back: gA = V^-H G V^H. A real
+    # input takes the real part. The loss must not depend on each eigenvector's phase (checked as PyTorch does).
+    gL, gV = cts
+    L, V = outs
+    Vh = V.mH
+    if gV is None:
+        inner = _diag_embed(gL)
+    else:
+        VhgV = matmul(Vh, gV)
+        phase = imag(VhgV.diagonal(dim1=-2, dim2=-1))
+        if not isinstance(phase, Tracer) and phase.numel() and float(phase.abs().max()) > 1e-3:
+            raise FnxRuntimeError("linalg.eig backward: The eigenvectors in the complex case are specified up to "
+                                  "multiplication by e^{i phi}. The specified loss function depends on this quantity, "
+                                  "so it is ill-defined.")
+        inner = VhgV - matmul(Vh, V * real(VhgV).diagonal(dim1=-2, dim2=-1).unsqueeze(-2))
+        inner = _zero_diagonal(inner / _conj_gaps(L))
+        if gL is not None:
+            inner = inner + _diag_embed(gL)
+    gA = solve_p.bind(Vh, matmul(inner, Vh))
+    return (gA if primals[0].dtype.is_complex else real(gA),)
+
+
+@eig_p.def_jvp
+def _eig_jvp(primals, tangents):
+    # P = V^-1 dA V: dL = diag(P); dV = V (P / E, zero diagonal), less its part along V's columns' real scale
+    # (PyTorch's linalg_eig_jvp), which keeps the columns at unit norm.
+    L, V = eig_p.bind(primals[0])
+    dA = tangents[0]
+    dA = dA if dA.dtype.is_complex else convert(dA, V.dtype)
+    P = solve_p.bind(V, matmul(dA, V))
+    n = L.shape[-1]
+    gaps = where(_off_diagonal(n, L.device), L.unsqueeze(-2) - L.unsqueeze(-1), 1.0)
+    dV = matmul(V, _zero_diagonal(P / gaps))
+    dV = dV - V * real(matmul(V.mH, dV).diagonal(dim1=-2, dim2=-1)).unsqueeze(-2)
+    return [L, V], [P.diagonal(dim1=-2, dim2=-1), dV]
+
+
+EigResult = namedtuple("eig", ["eigenvalues", "eigenvectors"])
+
+
+@autocast_op("linalg.eig")
+def eig(A: Tensor, *, out=None) -> EigResult:
+    """Eigenvalues and eigenvectors (columns of unit norm) of (a batch of) square matrices, complex even for real
+    input, in LAPACK's order (as PyTorch's). Gradients need distinct eigenvalues and a loss that does not depend on
+    each eigenvector's phase (|V|, or functions of the eigenvalues)."""
+    if out is not None:
+        raise NotImplementedError("linalg.eig: out= is not supported; use the returned tensors")
+    if not isinstance(A, Tensor):
+        raise FnxTypeError(f"linalg.eig: expected a Tensor, got {type(A).__name__}")
+    return EigResult(*eig_p.bind(A))
+
+
+@autocast_op("linalg.eigvals")
+def eigvals(A: Tensor, *, out=None) -> Tensor:
+    """The eigenvalues of (a batch of) square matrices, complex (see `eig`)."""
+    if out is not None:
+        raise NotImplementedError("linalg.eigvals: out= is not supported; use the returned tensor")
+    return eig(A).eigenvalues
 
 
 # ---------------------------------------------------------------- LAPACK's implicit QR: geqrf and its reflectors
