@@ -30,6 +30,7 @@ from .ops.spectral import geqrf, householder_product as orgqr
 from .ops.complex import *  # noqa: F401,F403
 from .ops.short_time_fourier import *  # noqa: F401,F403
 from .ops.matrix_functions import matrix_exp
+from .ops.lu import legacy_lu as lu, legacy_lu_solve as lu_solve, lu_unpack
 from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import fft, linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)

@@ -1,20 +1,19 @@
 """`fnx.linalg`: PyTorch's torch.linalg namespace (the ops live in fnx/ops/linalg.py, decompositions.py, spectral.py,
-least_squares.py, norms.py, matrix_functions.py)."""
+least_squares.py, norms.py, matrix_functions.py, lu.py)."""
 from .errors import FnxRuntimeError
 from .ops.autocast import autocast_op
-from .ops.arrange import tril, triu
-from .ops.creation import eye
-from .ops.decompositions import cholesky, det, inv, matrix_power, slogdet, solve
+from .ops.decompositions import cholesky, det, inv, matrix_power, slogdet, solve, solve_triangular
 from .ops.linalg import matmul, vdot
 from .ops.norms import linalg_norm as norm, matrix_norm, vector_norm
 from .ops.least_squares import lstsq, matrix_rank, pinv
+from .ops.lu import lu, lu_factor, lu_factor_ex, lu_solve
 from .ops.matrix_functions import matrix_exp
 from .ops.spectral import eig, eigh, eigvals, eigvalsh, householder_product, qr, svd, svdvals
 
 __all__ = ["matmul", "vdot", "norm", "vector_norm", "matrix_norm", "solve", "inv", "cholesky", "det", "slogdet",
            "matrix_power", "vecdot", "svd", "svdvals", "eigh", "eigvalsh", "qr", "pinv", "lstsq", "matrix_rank",
            "multi_dot", "cond", "solve_triangular", "matrix_exp",
-           "householder_product", "eig", "eigvals"]
+           "householder_product", "eig", "eigvals", "lu", "lu_factor", "lu_factor_ex", "lu_solve"]
 
 
 @autocast_op("linalg.vecdot")
@@ -71,13 +70,3 @@ def cond(A, p=None):
         raise FnxRuntimeError(f"linalg.cond(ord={p}): A must be batches of square matrices, but they are "
                               f"{A.shape[-2]} by {A.shape[-1]} matrices")
     return matrix_norm(A, p) * matrix_norm(inv(A), p)
-
-
-def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: bool = False):
-    """X with A X = B (or X A = B with left=False), reading only A's upper or lower triangle (and taking its
-    diagonal as ones with `unitriangular`); the gradient reaches that triangle alone."""
-    T = triu(A) if upper else tril(A)
-    if unitriangular:
-        ones = eye(A.shape[-2], A.shape[-1], dtype=A.dtype, device=A.device)
-        T = T * (1 - ones) + ones
-    return solve(T, B) if left else solve(T.mT, B.mT).mT

@@ -383,3 +383,51 @@ def householder_sample(draw):
 
 OPS.append(OpInfo("linalg.householder_product", fnx.linalg.householder_product, _householder_ref,
                   householder_sample(), double_grad=True))
+
+
+def _lu_ref(a: np.ndarray):
+    """(P, L, U, smallest pivot margin) of one matrix by Doolittle elimination with partial pivoting; the margin
+    is how much the chosen pivot's magnitude beats the runner-up's (finite differences need it positive)."""
+    a = np.array(a, dtype=np.float64)
+    m, n = a.shape
+    k = min(m, n)
+    perm, margin = np.arange(m), np.inf
+    for j in range(k):
+        col = np.abs(a[j:, j])
+        p = j + int(np.argmax(col))
+        if col.size > 1:
+            margin = min(margin, col.max() - np.sort(col)[-2])
+        a[[j, p]], perm[[j, p]] = a[[p, j]], perm[[p, j]]
+        with np.errstate(divide="ignore", invalid="ignore"):   # a zero pivot: the sample is filtered out
+            a[j + 1:, j] /= a[j, j]
+        a[j + 1:, j + 1:] -= np.outer(a[j + 1:, j], a[j, j + 1:])
+    L = np.tril(a[:, :k], -1) + np.eye(m, k)
+    return np.eye(m)[perm].T, L, np.triu(a[:k]), margin
+
+
+@st.composite
+def lu_sample(draw, square: bool = False, rhs: bool = False):
+    """Matrices whose pivots win by at least 0.2 and are at least 0.3 in size (stable under finite differences)."""
+    m = draw(st.integers(1, 4))
+    n = m if square else draw(st.integers(1, 4))
+    batch = draw(st.sampled_from([(), (2,)]))
+    a = draw(floats(batch + (m, n), -2.0, 2.0).filter(
+        lambda x: all(_lu_ref(mat)[3] > 0.2 and np.abs(np.diag(_lu_ref(mat)[2])).min() > 0.3
+                      for mat in x.reshape((-1, m, n)))))
+    if rhs:
+        return Sample((a, draw(floats(batch + (m, draw(st.integers(1, 2))), -2.0, 2.0))))
+    return Sample((a,))
+
+
+def _lu_batched_ref(a: np.ndarray):
+    parts = [_lu_ref(mat)[:3] for mat in a.reshape((-1,) + a.shape[-2:])]
+    return tuple(np.stack([p[i] for p in parts]).reshape(a.shape[:-2] + parts[0][i].shape) for i in range(3))
+
+
+OPS += [
+    OpInfo("linalg.lu", lambda a: tuple(fnx.linalg.lu(a))[1:], lambda a: _lu_batched_ref(a)[1:], lu_sample(),
+           double_grad=True),
+    OpInfo("linalg.lu_P", lambda a: fnx.linalg.lu(a).P, lambda a: _lu_batched_ref(a)[0], lu_sample(), grad=False),
+    OpInfo("linalg.lu_solve", lambda a, b: fnx.linalg.lu_solve(*fnx.linalg.lu_factor(a), b), np.linalg.solve,
+           lu_sample(square=True, rhs=True)),
+]

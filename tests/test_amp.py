@@ -91,6 +91,8 @@ SAMPLES = {
     "linalg.householder_product": lambda dt: ((_r(4, 3, dtype=dt), _r(3, dtype=dt)), {}),
     "linalg.eig": lambda dt: ((_r(3, 3, dtype=dt),), {}),
     "linalg.eigvals": lambda dt: ((_r(3, 3, dtype=dt),), {}),
+    "lu_solve": lambda dt: ((_r(3, 2, dtype=dt), *fnx.linalg.lu_factor(_r(3, 3, dtype=fnx.float32)
+                                                                      + 3 * fnx.eye(3))), {}),
     "quantile": lambda dt: ((_r(3, 5, dtype=dt), fnx.tensor([0.25, 0.5], dtype=dt)), {"dim": 1}),
     "nanquantile": lambda dt: ((_r(3, 5, dtype=dt), 0.5), {}),
     "scaled_dot_product_attention": lambda dt: ((_r(1, 2, 4, 8, dtype=dt), _r(1, 2, 4, 8, dtype=dt),

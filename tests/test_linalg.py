@@ -475,3 +475,30 @@ def test_eig_is_complex_reconstructs_a_and_refuses_phase_dependent_losses():
     x = a.clone().requires_grad_(True)
     with pytest.raises(RuntimeError, match="specified up to multiplication by e\\^\\{i phi\\}"):
         fnx.real(fnx.linalg.eig(x).eigenvectors).sum().backward()
+
+
+def test_lu_factors_singular_matrices_reports_them_and_solves_as_pytorch():
+    s = fnx.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=fnx.float64)
+    LU, pivots, info = fnx.linalg.lu_factor_ex(s)
+    np.testing.assert_array_equal(LU.numpy(), [[2.0, 4.0], [0.5, 0.0]])   # LAPACK's getrf, as PyTorch gives it
+    assert pivots.dtype is fnx.int32 and pivots.tolist() == [2, 2] and int(info) == 2
+    with pytest.raises(RuntimeError, match=r"not invertible: U\[1, 1\] is zero"):
+        fnx.linalg.lu_factor_ex(s, check_errors=True)
+    a = fnx.tensor([[0.0, 2.0, 1.0], [1.0, 1.0, 0.0], [3.0, 0.0, 1.0]], dtype=fnx.float64)
+    P, L, U = fnx.linalg.lu(a)
+    np.testing.assert_allclose((P @ L @ U).numpy(), a.numpy(), atol=1e-15)
+    LU, pivots = fnx.linalg.lu_factor(a)
+    b = fnx.tensor([[1.0], [2.0], [3.0]], dtype=fnx.float64)
+    for kwargs, want in [({}, np.linalg.solve(a.numpy(), b.numpy())),
+                         ({"adjoint": True}, np.linalg.solve(a.numpy().T, b.numpy()))]:
+        np.testing.assert_allclose(fnx.linalg.lu_solve(LU, pivots, b, **kwargs).numpy(), want, atol=1e-14)
+    np.testing.assert_allclose(fnx.linalg.lu_solve(LU, pivots, b.mT, left=False).numpy(),
+                               np.linalg.solve(a.numpy().T, b.numpy()).T, atol=1e-14)
+    np.testing.assert_allclose(b.lu_solve(*a.lu()).numpy(), np.linalg.solve(a.numpy(), b.numpy()), atol=1e-14)
+    assert len(fnx.lu(a, get_infos=True)) == 3
+    P2, L2, U2 = fnx.lu_unpack(LU, pivots)
+    np.testing.assert_array_equal(P2.numpy(), P.numpy())
+    with pytest.raises(NotImplementedError, match="complex matrices are not supported"):
+        fnx.linalg.lu_factor(fnx.eye(2, dtype=fnx.complex64))
+    with pytest.raises(NotImplementedError, match="pivot=False"):
+        fnx.linalg.lu_factor(a, pivot=False)

@@ -21,7 +21,7 @@ from .elementwise import where
 from .linalg import matmul
 from .reduce import sum as _sum
 
-__all__ = ["solve", "inv", "inverse", "cholesky", "det", "slogdet", "logdet", "matrix_power"]
+__all__ = ["solve", "solve_triangular", "inv", "inverse", "cholesky", "det", "slogdet", "logdet", "matrix_power"]
 
 _LinAlgError = np.linalg.LinAlgError  # CuPy raises numpy's class too
 
@@ -150,6 +150,16 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True, out=None) -> Tensor:
     if vector:
         return solve_p.bind(A, B.unsqueeze(-1)).squeeze(-1)
     return solve_p.bind(A, B)
+
+
+def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False) -> Tensor:
+    """X with A X = B (or X A = B with left=False), reading only A's upper or lower triangle (and taking its
+    diagonal as ones with `unitriangular`); the gradient reaches that triangle alone."""
+    T = _tril(A.mT).mT if upper else _tril(A)
+    if unitriangular:
+        ones = eye(A.shape[-2], A.shape[-1], dtype=A.dtype, device=A.device)
+        T = T * (1 - ones) + ones
+    return solve(T, B) if left else solve(T.mT, B.mT).mT
 
 
 # ---------------------------------------------------------------- inv
