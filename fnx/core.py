@@ -25,6 +25,8 @@ through these hooks, each set once when its module is imported, never by a funct
   primitive (one that numpy has no fast form of: erf, gelu, ...) or a common one that numpy runs on one
   thread (add, mul, exp, ..., sum over trailing dims) on large CPU arrays as a compiled C kernel; returns
   None where it does not (a small array, no C compiler), and the primitive's numpy impl runs.
+- `profile_hook(name)`, set by fnx.profiler while a profile records (None otherwise): a context manager that
+  records a range; a compiled function's executable runs inside one.
 
 The Tensor methods that call upward are attached to the class by their layer at import, in the same
 spirit: the constructor, `to` and a tracer's `__setitem__`/`detach` by fnx._methods (ops), and
@@ -204,6 +206,7 @@ record_hook = None  # set by fnx.autograd.tape: records a node for an eager op
 record_multiple_hook = None  # set by fnx.autograd.function: one node for an eager multiple-result op's outputs
 stage_created_hook = None  # set by fnx.transforms.tracing: a tensor made while staging becomes a jaxpr constant
 eager_kernel_hook = None  # set by fnx.lowering.eager_kernels: a primitive's C kernel on a large CPU array
+profile_hook = None  # set by fnx.profiler while a profile records: a range around a compiled call
 
 
 def set_grad_enabled_flag(flag: bool) -> bool:

@@ -108,17 +108,17 @@ def _logged_impl(name: str, impl):
     return logged
 
 
-class _LoggedImpl:
-    """Stands in for the `impl` slot of Primitive: reading `prim.impl` gives the impl wrapped by `_logged_impl`;
-    assigning stores the plain function in the slot, as before."""
+class WrappedImpl:
+    """Stands in for the `impl` slot of Primitive: reading `prim.impl` gives `wrap(prim.name, impl)`; assigning
+    stores the plain function in the slot (kept as `slot`), as before. FNX_DEBUG and fnx.profiler install one."""
 
-    def __init__(self, slot):
-        self.slot = slot
+    def __init__(self, slot, wrap):
+        self.slot, self.wrap = slot, wrap
 
     def __get__(self, prim, owner=None):
         if prim is None:
             return self
-        return _logged_impl(prim.name, self.slot.__get__(prim, owner))
+        return self.wrap(prim.name, self.slot.__get__(prim, owner))
 
     def __set__(self, prim, fn) -> None:
         self.slot.__set__(prim, fn)
@@ -169,7 +169,7 @@ def _install() -> None:
         handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
         log.addHandler(handler)
     log.setLevel(logging.DEBUG)
-    Primitive.impl = _LoggedImpl(Primitive.__dict__["impl"])
+    Primitive.impl = WrappedImpl(Primitive.__dict__["impl"], _logged_impl)
 
 
 if LEVEL:

@@ -124,7 +124,7 @@ OP_CLASSES = {
                    "linalg.matrix_power", "linalg.cond", "linalg.cond_norms", "linalg.multi_dot",
                    "linalg.multi_dot_vectors", "linalg.solve_triangular", "linalg.solve_triangular_right", "index_add", "scatter_add", "scatter_reduce_add", "index_put_accumulate",
                    "put_accumulate", "lax.dot_general", "lax.conv_general_dilated", "lax.reduce_window_add",
-                   "lax.associative_scan", "scipy.special.logsumexp", "avg_pool2d",
+                   "lax.associative_scan", "scipy.special.logsumexp", "avg_pool2d", "logcumsumexp",
                    "scipy.stats.multivariate_normal.logpdf", "scipy.stats.beta.logpdf", "nn.softmax_axis",
                    # special functions: series and Newton iterations (their terms add up like a reduction's)
                    "lgamma", "lgamma_large", "digamma", "polygamma_1", "polygamma_3", "mvlgamma", "erfinv",

@@ -27,6 +27,7 @@ from ..dtypes import float32
 from ..ops.complex import view_as_complex, view_as_real
 from ..ops.creation import tensor, zeros_like
 from ..ops.inplace import assign_
+from ..profiler import record_function
 from ..tensor import Tensor, Tracer
 
 __all__ = ["Optimizer"]
@@ -108,7 +109,7 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        with no_grad():
+        with no_grad(), record_function(f"Optimizer.step#{type(self).__name__}.step"):
             for group in self.param_groups:
                 self._update_group(group)
         return loss

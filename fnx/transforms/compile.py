@@ -143,6 +143,9 @@ class CallJaxpr(ClosedJaxpr):
 
     def run(self, backend: str, args: list) -> list:
         exe = self.executable(backend)
+        if core.profile_hook is not None:
+            with core.profile_hook(f"compiled executable ({backend})"), self.lock:
+                return exe(*args)
         with self.lock:
             return exe(*args)
 
@@ -150,6 +153,9 @@ class CallJaxpr(ClosedJaxpr):
         """`run` on the tensors in `args`, emptying the list: the generated executables then free each input after
         its last use, where nothing else references it (the interpreter keeps its inputs until it returns)."""
         exe = self.executable(backend)
+        if core.profile_hook is not None:
+            with core.profile_hook(f"compiled executable ({backend})"), self.lock:
+                return exe.consume(args) if hasattr(exe, "consume") else exe(*args)
         with self.lock:
             if hasattr(exe, "consume"):
                 return exe.consume(args)
@@ -644,11 +650,14 @@ class Compiled:
             leaves = [*[compiled_call_key(d, f"fnx.compile({self.__name__})") for d in entry.key_devices], *leaves]
         if not core.state.transforms_active:
             if not (_requires_grad(leaves) and core.state.grad_enabled):
-                if entry.donate and (entry.donation or self._donation(entry)):
-                    v = None   # the key loop's last array: a reference here would keep its buffer from donation
+                v = None   # the key loop's last array: a reference here would keep its buffer from donation
+                if core.profile_hook is not None:
+                    with core.profile_hook(f"fnx.compile({self.__name__})"):
+                        outs = self._run(entry, leaves)
+                elif entry.donate and (entry.donation or self._donation(entry)):
                     with entry.closed.lock:
                         outs = entry.donation(leaves)
-                else:
+                else:   # the common case, inline (what `_run` does)
                     exe = entry.exe or entry.executable()
                     with entry.closed.lock:
                         outs = exe(*leaves)
@@ -669,6 +678,15 @@ class Compiled:
         if state is not None:
             outs = self._write_back(entry, slots, outs)
         return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+
+    def _run(self, entry, leaves: list) -> list:
+        """The executable of `entry` on `leaves`, outside any transform (donating them where it donates)."""
+        if entry.donate and (entry.donation or self._donation(entry)):
+            with entry.closed.lock:
+                return entry.donation(leaves)
+        exe = entry.exe or entry.executable()
+        with entry.closed.lock:
+            return exe(*leaves)
 
     def _graph_break(self, key: tuple, error: ConcretizationError):
         """After a trace stopped on a value that only real data has: this signature runs eagerly from now on, as
