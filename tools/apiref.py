@@ -48,6 +48,7 @@ MODULES = [
     ("fnx.nn.init", "parameter initialisers"),
     ("fnx.nn.initializers", "key-based initializers (jax.nn.initializers)"),
     ("fnx.nn.utils", "gradient clipping, parameter vectors, weight and spectral normalization"),
+    ("fnx.nn.utils.prune", "pruning by masks (torch.nn.utils.prune)"),
     ("fnx.nn.parallel", "data-parallel training"),
     ("fnx.optim", "optimizers (torch.optim)"),
     ("fnx.optim.lr_scheduler", "learning-rate schedules"),

@@ -1,6 +1,7 @@
 """`nn.utils`: gradient clipping and flattening parameters to one vector (PyTorch's semantics); `nn.utils.rnn`
 packs variable-length sequences; weight and spectral normalization as forward pre-hooks (weight_norm.py,
-spectral_norm.py) and as parametrizations (`nn.utils.parametrize`, `nn.utils.parametrizations`)."""
+spectral_norm.py) and as parametrizations (`nn.utils.parametrize`, `nn.utils.parametrizations`); pruning by
+masks (`nn.utils.prune`)."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -15,11 +16,11 @@ from ...ops.creation import tensor
 from ...ops.joins import cat, stack
 from ...ops.norms import vector_norm
 from ...tensor import Tensor
-from . import parametrizations, parametrize, rnn
+from . import parametrizations, parametrize, prune, rnn
 from .spectral_norm import remove_spectral_norm, spectral_norm
 from .weight_norm import remove_weight_norm, weight_norm
 
-__all__ = ["rnn", "parametrize", "parametrizations", "clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
+__all__ = ["rnn", "parametrize", "parametrizations", "prune", "clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
            "parameters_to_vector", "vector_to_parameters", "weight_norm", "remove_weight_norm", "spectral_norm",
            "remove_spectral_norm"]
 
