@@ -193,6 +193,16 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
+def _drop(default_mask: Tensor, k: int, scores: Tensor, largest: bool) -> Tensor:
+    """`default_mask` with 0 at the entries of the k largest (or smallest) `scores`."""
+    mask = default_mask.clone()
+    if k:
+        flat = mask.reshape(-1)
+        flat[topk(scores.reshape(-1), k, largest=largest).indices] = 0
+        mask = flat.reshape(mask.shape)
+    return mask
+
+
 class RandomUnstructured(BasePruningMethod):
     """Prunes `amount` entries (a count, or a fraction) chosen at random."""
 
@@ -201,13 +211,7 @@ class RandomUnstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        k = _count(self.amount, t.numel())
-        mask = default_mask.clone()
-        if k:
-            flat = mask.reshape(-1)
-            flat[topk(rand(t.numel(), device=t.device), k).indices] = 0
-            mask = flat.reshape(mask.shape)
-        return mask
+        return _drop(default_mask, _count(self.amount, t.numel()), rand(t.numel(), device=t.device), largest=True)
 
     @classmethod
     def apply(cls, module: Module, name: str, amount):
@@ -222,13 +226,7 @@ class L1Unstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        k = _count(self.amount, t.numel())
-        mask = default_mask.clone()
-        if k:
-            flat = mask.reshape(-1)
-            flat[topk(t.reshape(-1).abs(), k, largest=False).indices] = 0
-            mask = flat.reshape(mask.shape)
-        return mask
+        return _drop(default_mask, _count(self.amount, t.numel()), t.abs(), largest=False)
 
     @classmethod
     def apply(cls, module: Module, name: str, amount, importance_scores: Tensor | None = None):
