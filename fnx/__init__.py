@@ -45,7 +45,7 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.tracing import make_jaxpr
 from . import nn  # after the ops it builds on
 from . import distributed  # imports mpi4py only in init_process_group
-from . import data, optim, profiler, special, testing, utils
+from . import data, multiprocessing, optim, profiler, special, testing, utils
 from . import amp, cpu
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .cuda import amp as _cuda_amp  # noqa: F401  (fnx.cuda.amp: PyTorch's deprecated torch.cuda.amp names)

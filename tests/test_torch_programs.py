@@ -7,7 +7,7 @@ pytorch/examples' word_language_model (LSTM and Transformer), mnist (a CNN) and 
 einops, time_sequence_prediction (LSTMCells with LBFGS), llama2.c's Llama-2 model.py, PyTorch's seq2seq
 translation tutorial (a GRU decoder with attention, stepped one token at a time), pytorch/examples' DCGAN
 (transposed convolutions, batch norm, in-place LeakyReLU) and neuraloperator's 2-d Fourier neural operator
-(torch.fft, complex parameters trained by Adam)."""
+(torch.fft, complex parameters trained by Adam) and PyTorch's DDP tutorial (torch.multiprocessing.spawn, "gloo")."""
 import os
 import re
 import subprocess
@@ -126,3 +126,18 @@ def test_fourier_neural_operator(tmp_path):
     lines = _run("fno2d.py", "--epochs", "6", cwd=tmp_path)
     test = _numbers(lines, r"test l2 ([\d.]+)$")
     assert lines[0] == "complex parameters: 6" and len(test) == 6 and test[-1] < 0.5 * test[0], lines
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_ddp_spawned_over_gloo(tmp_path):
+    """torch.multiprocessing.spawn starts two ranks that meet through MASTER_ADDR / MASTER_PORT (TCP); a rank that
+    raises reaches the parent as ProcessRaisedException with its traceback."""
+    lines = _run("ddp_spawn.py", "--port", str(_free_port()), cwd=tmp_path)
+    assert lines == ["ddp matches one process: True", "all_reduce 3.0 all_gather [0.0, 1.0] broadcast 10.0"]
+    assert _run("ddp_spawn.py", "--port", str(_free_port()), "--fail", cwd=tmp_path) == ["process 1 failed: True"]

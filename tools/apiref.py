@@ -53,6 +53,7 @@ MODULES = [
     ("fnx.optim", "optimizers (torch.optim)"),
     ("fnx.optim.lr_scheduler", "learning-rate schedules"),
     ("fnx.optim.swa_utils", "weight averaging: SWA and EMA models, update_bn, SWALR"),
+    ("fnx.multiprocessing", "Python's multiprocessing plus spawn / start_processes (torch.multiprocessing)"),
     ("fnx.profiler", "op-level profiling: profile, record_function, schedules, Chrome traces (torch.profiler)"),
     ("fnx.testing", "test helpers (torch.testing): assert_close with PyTorch's tolerances, make_tensor"),
     ("fnx.optim.functional", "optimizers as pure init/update functions"),

@@ -1,7 +1,9 @@
-"""fnx.distributed: data-parallel training across processes and machines, on MPI (CPUs) and NCCL (GPUs).
+"""fnx.distributed: data-parallel training across processes and machines, on MPI or TCP ("gloo", CPUs) and NCCL
+(GPUs).
 
     import fnx.distributed as dist
     dist.init_process_group("mpi")            # launched as: mpiexec -n 4 python train.py
+    dist.init_process_group("gloo")           # or: torchrun / fnx.multiprocessing.spawn (RANK, MASTER_ADDR, ...)
     model = fnx.nn.parallel.DistributedDataParallel(model)
     dist.all_reduce(t, op=dist.ReduceOp.SUM)  # in place, PyTorch's API
 
@@ -17,9 +19,9 @@ from .liveness import DistBackendError
 from .collectives import (ReduceOp, all_gather, all_gather_into_tensor, all_reduce, barrier, broadcast,
                           reduce_scatter, reduce_scatter_tensor)
 from .process_group import (destroy_process_group, get_backend, get_rank, get_world_size, init_process_group,
-                            is_available, is_initialized, is_mpi_available, is_nccl_available)
+                            is_available, is_gloo_available, is_initialized, is_mpi_available, is_nccl_available)
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_available", "is_mpi_available",
-           "is_nccl_available", "get_rank", "get_world_size", "get_backend", "ReduceOp", "Work", "DistBackendError",
+           "is_nccl_available", "is_gloo_available", "get_rank", "get_world_size", "get_backend", "ReduceOp", "Work", "DistBackendError",
            "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
            "reduce_scatter_tensor", "barrier", "functional"]

@@ -1,7 +1,10 @@
 """The process group: which process this is among how many, and the engines that move data between them.
 
 Ranks come from MPI, so the launcher is `mpiexec -n N python train.py`, on one machine or across a cluster
-(`mpiexec -f hostfile -n N ...`). A process started without a launcher is a world of one, with or without
+(`mpiexec -f hostfile -n N ...`); with backend "gloo" they come from torchrun's variables (RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT) or init_method "tcp://host:port", as `torch.multiprocessing.spawn` scripts set them, and
+collectives go over TCP (fnx/distributed/tcp.py; the liveness rules below are MPI's: a gloo rank that leaves or
+stalls is noticed by the timeout or its closed connection). A process started without a launcher is a world of one, with or without
 mpi4py installed. mpi4py is imported only by `init_process_group`: importing it starts MPI.
 
 In a world of several processes, no rank waits forever for another:
@@ -30,15 +33,16 @@ from ..core import FnxRuntimeError, FnxValueError
 from .backends import MPIBackend, SelfBackend, seconds
 from .liveness import Liveness
 from .nccl import NCCLBackend
+from .tcp import TCPBackend
 
 __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_available", "is_mpi_available",
-           "is_nccl_available", "get_rank", "get_world_size", "get_backend", "world"]
+           "is_nccl_available", "is_gloo_available", "get_rank", "get_world_size", "get_backend", "world"]
 
 # Variables that MPI launchers (MPICH/Hydra, Open MPI, PMIx, Slurm's PMI) set in the processes they start.
 _ABORT_DRAIN_S = 0.5  # seconds for the launcher to forward the last output before MPI Abort
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
 # PyTorch's defaults (torch.distributed.constants): default_pg_timeout and default_pg_nccl_timeout.
-DEFAULT_TIMEOUT = {"mpi": timedelta(minutes=30), "nccl": timedelta(minutes=10)}
+DEFAULT_TIMEOUT = {"mpi": timedelta(minutes=30), "gloo": timedelta(minutes=30), "nccl": timedelta(minutes=10)}
 
 
 class World:
@@ -98,9 +102,13 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if _world is not None:
         raise FnxRuntimeError("trying to initialize the default process group twice!")
     backend = "mpi" if backend is None else str(backend).lower()
-    if backend not in ("mpi", "nccl"):
+    if backend not in ("mpi", "nccl", "gloo"):
         raise FnxValueError(f"init_process_group: unknown backend {backend!r}; fnx.distributed runs on 'mpi' "
-                            f"(CPU) or 'nccl' (CUDA GPUs)")
+                            f"(CPU, ranks from mpiexec), 'gloo' (CPU over TCP, ranks from torchrun's variables or "
+                            f"torch.multiprocessing.spawn) or 'nccl' (CUDA GPUs)")
+    if backend == "gloo":
+        _world = _init_gloo(init_method, timeout, world_size, rank)
+        return
     if init_method not in (None, "env://"):
         raise FnxValueError(f"init_process_group: init_method={init_method!r} is not used by fnx: ranks come from "
                             f"the MPI launcher (mpiexec -n N python train.py)")
@@ -125,6 +133,35 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if size > 1:
         _world.previous_excepthook = sys.excepthook
         sys.excepthook = _abort_on_uncaught(comm, host.rank, size, sys.excepthook)
+
+
+def _init_gloo(init_method: str | None, timeout: timedelta | None, world_size: int, rank: int) -> World:
+    """The world of the TCP backend: rank and size from the arguments or RANK / WORLD_SIZE, rank 0's address from
+    init_method "tcp://host:port" or MASTER_ADDR / MASTER_PORT (PyTorch's env:// rendezvous)."""
+    limit = seconds(DEFAULT_TIMEOUT["gloo"] if timeout is None else timeout, "init_process_group")
+    rank = rank if rank != -1 else int(_env("RANK"))
+    size = world_size if world_size != -1 else int(_env("WORLD_SIZE"))
+    if not 0 <= rank < size:
+        raise FnxValueError(f"init_process_group: rank {rank} is outside 0..{size - 1} (world_size {size})")
+    if init_method in (None, "env://"):
+        address, port = (_env("MASTER_ADDR"), int(_env("MASTER_PORT"))) if size > 1 else ("", 0)
+    elif init_method.startswith("tcp://"):
+        address, _, port_text = init_method[len("tcp://"):].rpartition(":")
+        address, port = address.strip("[]"), int(port_text)
+    else:
+        raise NotImplementedError(f"init_process_group: init_method={init_method!r}: fnx's gloo backend meets at "
+                                  f"'env://' (MASTER_ADDR, MASTER_PORT) or 'tcp://host:port'")
+    host = TCPBackend(rank, size, address, port, limit) if size > 1 else SelfBackend()
+    return World("gloo", host, None, None, os.environ.get("FNX_DISTRIBUTED_DEBUG", "1") != "0", limit)
+
+
+def _env(name: str) -> str:
+    value = os.environ.get(name)
+    if value is None:
+        raise FnxValueError(f"Error initializing torch.distributed using env:// rendezvous: environment variable "
+                            f"{name} expected, but not set (torchrun and torch.multiprocessing.spawn set it; or pass "
+                            f"rank=, world_size= and init_method='tcp://host:port')")
+    return value
 
 
 def _nccl(comm, rank: int, size: int, timeout: float):
@@ -175,6 +212,8 @@ def destroy_process_group(group=None) -> None:
     w = world("destroy_process_group", group)
     if w.cuda is not None:
         w.cuda.destroy()
+    if isinstance(w.host, TCPBackend):
+        w.host.close()
     if w.previous_excepthook is not None and getattr(sys.excepthook, "fnx_abort", False):
         sys.excepthook = w.previous_excepthook
     _world = None
@@ -193,6 +232,11 @@ def is_available() -> bool:
 def is_mpi_available() -> bool:
     """Whether mpi4py is installed (looked up without importing it: importing mpi4py.MPI starts MPI)."""
     return importlib.util.find_spec("mpi4py") is not None
+
+
+def is_gloo_available() -> bool:
+    """The TCP backend ("gloo") needs nothing but sockets: always True."""
+    return True
 
 
 def is_nccl_available() -> bool:
@@ -215,5 +259,5 @@ def get_world_size(group=None) -> int:
 
 
 def get_backend(group=None) -> str:
-    """The backend the process group was initialised with: "mpi" or "nccl"."""
+    """The backend the process group was initialised with: "mpi", "gloo" or "nccl"."""
     return world("get_backend", group).backend

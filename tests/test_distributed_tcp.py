@@ -1,0 +1,103 @@
+"""The "gloo" backend (fnx/distributed/tcp.py) with its ranks as threads of one process: every collective's
+values, the dtypes MPI has no arithmetic for, and the errors when ranks disagree or one goes away."""
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+from fnx.distributed.liveness import DistBackendError
+from fnx.distributed.tcp import TCPBackend
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _ranks(size: int, body, timeout: float = 20.0) -> list:
+    """body(backend) on `size` connected ranks, each in a thread; their results (or exceptions) by rank."""
+    port, results = _port(), [None] * size
+
+    def run(rank):
+        backend = None
+        try:
+            backend = TCPBackend(rank, size, "localhost", port, timeout)
+            results[rank] = body(backend)
+        except Exception as e:   # handed to the test
+            results[rank] = e
+        finally:
+            if backend is not None:
+                backend.close()
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def test_collectives_combine_in_rank_order():
+    def body(b):
+        r = b.rank
+        out = {}
+        for op in ("sum", "avg", "product", "max", "min"):
+            recv = np.empty(3)
+            b.all_reduce(np.array([r + 1.0, -r, 2.0 ** r]), recv, op, False)
+            out[op] = recv.tolist()
+        flags = np.empty(2, np.bool_)
+        b.all_reduce(np.array([r == 0, False]), flags, "sum", False)
+        out["bool"] = flags.tolist()
+        gathered = np.empty((3, 2), np.int32)
+        b.all_gather(np.array([r, 10 * r], np.int32), gathered, False)
+        out["gather"] = gathered.tolist()
+        block = np.empty(2)
+        b.reduce_scatter(np.arange(6.0) * (r + 1), block, "sum", False)
+        out["scatter"] = block.tolist()
+        buf = np.array([float(r)])
+        b.broadcast(buf, 2, False)
+        out["bcast"] = buf.tolist()
+        b.barrier(False)
+        out["rows"] = b.gather_rows(np.array([r, 7], np.int64), "all_reduce").tolist()
+        assert b.all_reduce(np.ones(1), np.empty(1), "sum", True).wait()
+        return out
+
+    results = _ranks(3, body)
+    for r, res in enumerate(results):
+        assert not isinstance(res, Exception), res
+        assert res["sum"] == [6.0, -3.0, 7.0] and res["avg"] == [2.0, -1.0, 7 / 3]
+        assert res["product"] == [6.0, 0.0, 8.0] and res["max"] == [3.0, 0.0, 4.0] and res["min"] == [1.0, -2.0, 1.0]
+        assert res["bool"] == [True, False] and res["gather"] == [[0, 0], [1, 10], [2, 20]]
+        assert res["scatter"] == [6.0 * (2 * r), 6.0 * (2 * r + 1)] and res["bcast"] == [2.0]
+        assert res["rows"] == [[0, 7], [1, 7], [2, 7]]
+
+
+def test_ranks_that_disagree_or_leave_raise_naming_them():
+    def mismatched(b):
+        b.all_reduce(np.zeros(2 + b.rank), np.empty(2 + b.rank), "sum", False)
+
+    errors = _ranks(2, mismatched)
+    assert isinstance(errors[0], DistBackendError) and "must call the same collectives" in str(errors[0])
+
+    def leaving(b):
+        if b.rank == 1:
+            return None       # closes its connection without joining
+        b.barrier(False)
+
+    errors = _ranks(2, leaving)
+    assert isinstance(errors[0], DistBackendError) and "rank 1 closed its connection" in str(errors[0])
+
+    def late(b):
+        if b.rank == 0:
+            b.barrier(False)
+        else:
+            threading.Event().wait(1.5)
+
+    errors = _ranks(2, late, timeout=0.5)
+    assert isinstance(errors[0], DistBackendError) and "waited 0.5 s for rank 1" in str(errors[0])
+
+
+def test_a_rank_that_never_comes_is_named():
+    with pytest.raises(DistBackendError, match=r"for ranks \[1\] to connect"):
+        TCPBackend(0, 2, "localhost", _port(), 0.3)
