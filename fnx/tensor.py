@@ -21,6 +21,7 @@ from . import _dlpack, dtypes as _dt
 from .abstract import ShapedArray
 from .device import cpu, device as _device_cls, device_of_array
 from .errors import ConcretizationError, FnxIndexError, FnxRuntimeError, FnxTypeError
+from .storage import TypedStorage, UntypedStorage, in_shared_memory, shared_copy
 
 __all__ = ["Tensor", "Size", "Tracer", "parse_to"]
 
@@ -167,6 +168,49 @@ class Tensor:
         """The address of the first element (host or device memory)."""
         v = self._value
         return v.__array_interface__["data"][0] if isinstance(v, np.ndarray) else v.data.ptr
+
+    def untyped_storage(self) -> UntypedStorage:
+        """The memory this tensor views, as bytes (shared by its views: the same `data_ptr()`)."""
+        return UntypedStorage(self._value, self._device)
+
+    def storage(self) -> TypedStorage:
+        """The memory this tensor views, counted in elements of its dtype."""
+        return TypedStorage(self._value, self._device, self.dtype)
+
+    def is_shared(self) -> bool:
+        """Whether the data is in shared memory (`share_memory_`)."""
+        return self._device is cpu and in_shared_memory(self._value)
+
+    def share_memory_(self) -> Tensor:
+        """Move the data into shared memory, in place: processes forked afterwards (multiprocessing's "fork",
+        Hogwild training) see each other's writes. Views made before keep the old memory; CUDA tensors stay as
+        they are (as in PyTorch). Returns self."""
+        if self._device is cpu and not in_shared_memory(self._value):
+            self._value = shared_copy(self._value)
+        return self
+
+    def resize_(self, *sizes, memory_format=None) -> Tensor:
+        """Give this tensor the shape `sizes` in place: its first elements (in order) are kept, as PyTorch keeps
+        the storage's; elements beyond the old ones are zero. Not for tensors that require grad."""
+        shape = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else tuple(sizes)
+        if any(not isinstance(s, (int, np.integer)) or s < 0 for s in shape):
+            raise FnxRuntimeError(f"resize_: sizes must be non-negative ints, got {list(shape)}")
+        if self._requires_grad:
+            raise FnxRuntimeError("cannot resize variables that require grad")
+        xp, flat = self._device._xp, self._value.reshape(-1)
+        count = int(np.prod(shape, dtype=np.int64))
+        if count <= flat.size:
+            self._value = flat[:count].reshape(shape)
+        else:
+            grown = xp.zeros(count, dtype=flat.dtype)
+            grown[:flat.size] = flat
+            self._value = grown.reshape(shape)
+        self._version[0] += 1
+        return self
+
+    def resize_as_(self, tensor: Tensor, memory_format=None) -> Tensor:
+        """resize_ to `tensor`'s shape."""
+        return self.resize_(tuple(tensor.shape))
 
     def stride(self, dim: int | None = None):
         """Strides in elements (not bytes), or the stride of dim `dim`."""

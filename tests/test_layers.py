@@ -19,7 +19,7 @@ LAYERS = [
     ("leaf", ["fnx._warn", "fnx._version", "fnx.version", "fnx._heap", "fnx._dlpack", "fnx._threefry", "fnx._graph",
               "fnx.errors", "fnx.abstract", "fnx.dtypes", "fnx.device", "fnx.array_pointers", "fnx.array_layout",
               "fnx.tree", "fnx.tree_util", "fnx.determinism", "fnx.backends", "fnx.threads"]),
-    ("tensor", ["fnx.tensor", "fnx.legacy_types"]),  # the data type: core makes Tensors; methods that call ops are attached above
+    ("tensor", ["fnx.tensor", "fnx.legacy_types", "fnx.storage"]),  # the data type: core makes Tensors; methods that call ops are attached above
     # Primitive, bind, the trace stack; the jaxpr IR and its evaluator; FNX_DEBUG's op log (it wraps Primitive.impl)
     ("core", ["fnx.core", "fnx.ir", "fnx.debug"]),
     ("rule builders", ["fnx.ops._batching"]),  # the batching interpreter and batch rule builders primitives use

@@ -181,3 +181,46 @@ def test_compiled_module_stands_in_for_the_module():
     assert model.training
     with pytest.raises(AttributeError, match="no attribute 'not_there'"):
         compiled.not_there
+
+
+def _hogwild_worker(model):
+    opt = fnx.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(5):
+        opt.zero_grad()
+        model(fnx.ones(2, 3)).sum().backward()
+        opt.step()
+
+
+def test_share_memory_lets_forked_processes_train_the_same_weights():
+    import multiprocessing
+    fnx.manual_seed(0)
+    model = fnx.nn.Linear(3, 1)
+    assert not model.weight.is_shared()
+    model.share_memory()
+    assert model.weight.is_shared() and model.bias.is_shared()
+    before = model.weight.detach().clone()
+    workers = [multiprocessing.get_context("fork").Process(target=_hogwild_worker, args=(model,)) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert all(w.exitcode == 0 for w in workers)
+    # two processes, 5 steps each of lr 0.1 on a gradient of 2 (a batch of two ones) per weight
+    np.testing.assert_allclose((before - model.weight.detach()).numpy(), [[2.0, 2.0, 2.0]], rtol=1e-5)
+
+
+def test_storages_and_resize_follow_pytorch():
+    x = fnx.arange(6.0)
+    v = x.view(2, 3)
+    assert x.untyped_storage().data_ptr() == v[1].untyped_storage().data_ptr()
+    assert x.storage().size() == 6 and x.untyped_storage().nbytes() == 24 and x.storage().element_size() == 4
+    assert x.clone().untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    y = fnx.arange(4.0)
+    version = y._version[0]
+    y.resize_(2, 3)
+    assert y.shape == (2, 3) and y.reshape(-1).tolist() == [0.0, 1.0, 2.0, 3.0, 0.0, 0.0] and y._version[0] > version
+    y.resize_(2)
+    assert y.tolist() == [0.0, 1.0]
+    assert y.resize_as_(fnx.zeros(1, 1)).shape == (1, 1)
+    with pytest.raises(RuntimeError, match="cannot resize variables that require grad"):
+        fnx.zeros(2, requires_grad=True).resize_(3)

@@ -596,6 +596,10 @@ class Module:
         return self._cast_floating(_dt.bfloat16)
 
     def share_memory(self) -> Module:
+        """Move every parameter and buffer into shared memory (Tensor.share_memory_): processes forked afterwards
+        train the same weights (Hogwild)."""
+        for t in [*self.parameters(), *self.buffers()]:
+            t.share_memory_()
         return self
 
     # ------------------------------------------------------------------ repr
