@@ -235,3 +235,25 @@ def test_python_scalars_follow_the_tensor_to_cuda():
     g = fnx.ones(2, device="cuda")
     for out in (g + 1, 2.5 * g, g > 0.5, fnx.where(g > 0, g, 0.0)):
         assert out.device.type == "cuda"
+
+
+def test_memory_counters_streams_and_events():
+    """torch.cuda's memory queries on CuPy's pool (peaks from reset_peak_memory_stats), device queries, events
+    timing a stream's work."""
+    fnx.cuda.reset_peak_memory_stats()
+    base = fnx.cuda.memory_allocated()
+    x = fnx.ones(1 << 20, device="cuda")                          # 4 MiB
+    assert fnx.cuda.memory_allocated() >= base + 4 * 2**20
+    del x
+    assert fnx.cuda.max_memory_allocated() >= base + 4 * 2**20 and fnx.cuda.memory_reserved() >= 4 * 2**20
+    free, total = fnx.cuda.mem_get_info()
+    assert 0 < free <= total == fnx.cuda.get_device_properties(0).total_memory
+    assert fnx.cuda.get_device_name() and len(fnx.cuda.get_device_capability()) == 2
+    s = fnx.cuda.Stream()
+    start, end = fnx.cuda.Event(enable_timing=True), fnx.cuda.Event(enable_timing=True)
+    with fnx.cuda.stream(s):
+        start.record(s)
+        y = (fnx.ones(256, 256, device="cuda") @ fnx.ones(256, 256, device="cuda")).sum()
+        end.record(s)
+    end.synchronize()
+    assert float(y.cpu()) == 256.0 ** 3 and start.elapsed_time(end) >= 0 and s.query()

@@ -224,3 +224,18 @@ def test_storages_and_resize_follow_pytorch():
     assert y.resize_as_(fnx.zeros(1, 1)).shape == (1, 1)
     with pytest.raises(RuntimeError, match="cannot resize variables that require grad"):
         fnx.zeros(2, requires_grad=True).resize_(3)
+
+
+def test_cuda_queries_without_a_gpu_are_zero_or_say_why():
+    """As in a CPU build of PyTorch: memory counters are 0 and empty_cache does nothing; device, stream and event
+    calls raise an error that says CUDA is not available (tests/test_cuda.py checks them on a GPU)."""
+    if fnx.cuda.is_available():
+        pytest.skip("a GPU is present: tests/test_cuda.py covers these")
+    assert fnx.cuda.memory_allocated() == fnx.cuda.max_memory_allocated() == fnx.cuda.memory_reserved() == 0
+    fnx.cuda.reset_peak_memory_stats()
+    fnx.cuda.empty_cache()
+    assert fnx.cuda.memory_stats()["allocated_bytes.all.peak"] == 0
+    for call in (fnx.cuda.get_device_name, fnx.cuda.Stream, lambda: fnx.cuda.Event(enable_timing=True),
+                 fnx.cuda.mem_get_info, fnx.cuda.current_stream):
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            call()

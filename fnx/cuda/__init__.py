@@ -1,12 +1,20 @@
-"""`fnx.cuda`: CUDA availability and the CUDA default generators' seeds (CuPy is imported only when asked)."""
+"""`fnx.cuda`: CUDA availability, the CUDA default generators' seeds, and memory, device, stream and event queries
+under torch.cuda's names (memory.py; CuPy is imported only when asked)."""
 from __future__ import annotations
 
 from .. import dtypes as _dt
 from ..device import cuda_device_count, device, is_cuda_available
 from ..ops.sampling import manual_seed_cuda
+from .memory import (Event, Stream, current_stream, default_stream, get_device_capability, get_device_name,
+                     get_device_properties, max_memory_allocated, max_memory_reserved, mem_get_info,
+                     memory_allocated, memory_reserved, memory_stats, memory_summary, reset_max_memory_allocated,
+                     reset_peak_memory_stats, set_device, stream)
 
 __all__ = ["is_available", "device_count", "synchronize", "current_device", "manual_seed", "manual_seed_all",
-           "empty_cache", "is_bf16_supported"]
+           "empty_cache", "is_bf16_supported", "memory_allocated", "max_memory_allocated", "memory_reserved",
+           "max_memory_reserved", "reset_peak_memory_stats", "reset_max_memory_allocated", "memory_stats",
+           "memory_summary", "mem_get_info", "get_device_name", "get_device_properties", "get_device_capability",
+           "set_device", "Stream", "Event", "stream", "current_stream", "default_stream"]
 
 
 def is_available() -> bool:
