@@ -6,11 +6,16 @@
     python -m fnx cache --clear    remove every file fnx stored there
     python -m fnx run SCRIPT [ARGS...]   run an unmodified PyTorch script with fnx standing in for torch
     python -m fnx run --jax SCRIPT [ARGS...]   run an unmodified JAX script with fnx standing in for jax
+    python -m fnx run --nproc-per-node N SCRIPT [ARGS...]   torchrun's single-machine launch: N ranks of SCRIPT
 """
 from __future__ import annotations
 
 import argparse
+import os
+import socket
+import subprocess
 import sys
+import time
 
 from .lowering import cache
 
@@ -43,8 +48,37 @@ def _env(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from . import jax_alias, torch_alias
 
+    if args.nproc_per_node > 1:
+        return _launch(args)
     (jax_alias if args.jax else torch_alias).run_script(args.script, args.args)
     return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    """torchrun on one machine: N processes running the script, each with RANK, LOCAL_RANK, WORLD_SIZE,
+    LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (what init_process_group("gloo") reads). When one fails
+    the others are stopped; the exit status is the first failure's."""
+    n = args.nproc_per_node
+    if args.master_port:
+        port = args.master_port
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    command = [sys.executable, "-m", "fnx", "run", *(["--jax"] if args.jax else []), args.script, *args.args]
+    ranks = [subprocess.Popen(command, env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n),
+                                                LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
+                                                MASTER_PORT=str(port))) for r in range(n)]
+    status = 0
+    while any(p.poll() is None for p in ranks):
+        failed = [p.returncode for p in ranks if p.returncode not in (None, 0)]
+        if failed:
+            status = failed[0]
+            for p in ranks:
+                if p.poll() is None:
+                    p.terminate()
+        time.sleep(0.05)
+    return status or next((p.returncode for p in ranks if p.returncode), 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     p = commands.add_parser("run", help="run a PyTorch (or with --jax, a JAX) script unmodified, with fnx standing "
                                         "in for torch (jax)")
     p.add_argument("--jax", action="store_true", help="stand in for jax instead of torch")
+    p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, default=1, metavar="N",
+                   help="start N ranks of the script, as torchrun does on one machine (RANK, WORLD_SIZE, "
+                        "MASTER_ADDR, MASTER_PORT set for init_process_group('gloo'))")
+    p.add_argument("--master-port", "--master_port", type=int, default=0, metavar="PORT",
+                   help="rank 0's port with --nproc-per-node (default: a free one)")
     p.add_argument("script", help="the Python file to run as __main__")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments (sys.argv[1:])")
     p.set_defaults(run=_run)

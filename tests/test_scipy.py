@@ -21,13 +21,15 @@ def test_logsumexp_weights_signs_and_keepdims():
     assert float(special.logsumexp(fnx.tensor([1000.0, 1000.0]))) == pytest.approx(1000 + math.log(2))
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # xlogy(0, 0) computes 0 * log(0) before selecting 0
 def test_special_functions_take_numbers_and_integers():
     assert float(special.expit(0)) == 0.5 and float(special.logit(0.5)) == 0.0
     assert float(special.erf(1)) == pytest.approx(math.erf(1), rel=1e-6)
     assert float(special.xlogy(0, 0)) == 0.0 and float(special.xlog1py(0, -1)) == 0.0
     g = fnx.grad(lambda x, y: special.xlog1py(x, y))(fnx.tensor(0.0), fnx.tensor(1.0))
     assert float(g) == pytest.approx(math.log(2))       # d/dx x log1p(y) at x = 0, as JAX's rule gives
+    g = fnx.grad(lambda x, y: special.xlogy(x, y))(fnx.tensor(0.0), fnx.tensor(2.0))
+    assert float(g) == pytest.approx(math.log(2))       # d/dx x log(y) at x = 0 (beta.logpdf's gradient at a = 1)
+    assert float(special.xlogy(0.0, math.inf)) == 0.0 and float(special.xlogy(0.0, -1.0)) == 0.0
     np.testing.assert_allclose(special.softmax(fnx.tensor([[1.0, 2.0], [3.0, 4.0]])).numpy().sum(), 1.0, rtol=1e-6)
     assert special.log_softmax(fnx.tensor([0.0, 0.0]), axis=0).tolist() == pytest.approx([-math.log(2)] * 2)
 

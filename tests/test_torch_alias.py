@@ -207,3 +207,26 @@ def test_torch_jit_runs_a_model_file_s_torchscript_in_passing_as_python(tmp_path
     """, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["ok"]
+
+
+def test_run_starts_ranks_as_torchrun_does(tmp_path):
+    """`python -m fnx run --nproc-per-node N` sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for each rank of
+    a torchrun-style script (init_process_group("gloo") with no arguments); a failing rank's status is the run's."""
+    script = tmp_path / "ranks.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        t = torch.tensor([float(dist.get_rank())])
+        dist.all_reduce(t)
+        if dist.get_rank() == 0:
+            print("world", dist.get_world_size(), "sum", t.item())
+        if len(sys.argv) > 1 and dist.get_rank() == 1:
+            sys.exit(3)
+        dist.destroy_process_group()
+    """))
+    result = _python(["-m", "fnx", "run", "--nproc-per-node", "2", str(script)], cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.split() == ["world", "2", "sum", "1.0"], result.stderr
+    result = _python(["-m", "fnx", "run", "--nproc_per_node", "2", str(script), "fail"], cwd=tmp_path)
+    assert result.returncode == 3

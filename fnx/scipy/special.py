@@ -154,8 +154,11 @@ def logit(x) -> Tensor:
 
 
 def xlogy(x, y) -> Tensor:
-    """x * log(y), taken as 0 where x == 0."""
-    return ew.xlogy(*_floats(x, y))
+    """x * log(y), taken as 0 where x == 0; its derivative in x is log(y) there too, as JAX's rule gives (PyTorch's
+    torch.xlogy gives 0)."""
+    x, y = _floats(x, y)
+    undefined = ew.logical_and(ew.eq(x, 0), ew.logical_or(ew.le(y, 0), ew.eq(y, math.inf)))   # 0 * log(y) = 0
+    return x * ew.log(ew.where(undefined, 1.0, y))
 
 
 def xlog1py(x, y) -> Tensor:
