@@ -176,8 +176,9 @@ def test_cdf_and_icdf():
     u = Uniform(t(1.0), t(3.0))
     np.testing.assert_allclose(u.cdf(t([1.5, 2.0])).numpy(), [0.25, 0.5])
     np.testing.assert_allclose(u.icdf(t([0.25, 0.5])).numpy(), [1.5, 2.0])
-    with pytest.raises(NotImplementedError, match="Normal does not implement icdf"):
-        n.icdf(t(0.5))
+    np.testing.assert_allclose(n.icdf(n.cdf(t([-2.0, 0.5, 4.0]))).numpy(), [-2.0, 0.5, 4.0], rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="Categorical does not implement icdf"):
+        Categorical(t([0.5, 0.5])).icdf(t(0.5))
 
 
 def test_modes():

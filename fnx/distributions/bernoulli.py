@@ -6,12 +6,12 @@ from ..ops.sampling import bernoulli
 from ..tensor import Size, Tensor
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_or_logits, probs_to_logits
+from .utils import BinaryParameters, broadcast_all, probs_or_logits
 
 __all__ = ["Bernoulli"]
 
 
-class Bernoulli(Distribution):
+class Bernoulli(BinaryParameters, Distribution):
     """The Bernoulli distribution over {0, 1}, given `probs` (of 1) or `logits` (log-odds), not both."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -28,16 +28,6 @@ class Bernoulli(Distribution):
         new = self._expand_params(Bernoulli, batch_shape, _instance, name)
         new._param = new.__dict__[name]
         return new
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        """The log-odds log(p / (1 - p))."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        """The probability of 1."""
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:

@@ -15,8 +15,8 @@ from ..tensor import Tensor, Tracer
 
 __all__ = ["Constraint", "dependent", "dependent_property", "is_dependent", "real", "real_vector", "positive",
            "nonnegative", "greater_than", "greater_than_eq", "less_than", "unit_interval", "interval",
-           "half_open_interval", "boolean", "nonnegative_integer", "integer_interval", "simplex", "independent",
-           "lower_cholesky", "positive_definite", "symmetric"]
+           "half_open_interval", "boolean", "nonnegative_integer", "integer_interval", "simplex", "one_hot",
+           "independent", "lower_cholesky", "positive_definite", "symmetric"]
 
 
 def format_value(value) -> str:
@@ -203,6 +203,16 @@ class _Simplex(Constraint):
         return _all(value >= 0, -1) & (_abs(value.sum(-1) - 1) < 1e-6)
 
 
+class _OneHot(Constraint):
+    """Vectors (the last dim) of zeros with a single one."""
+
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value: Tensor) -> Tensor:
+        return _all((value == 0) | (value == 1), -1) & (value.sum(-1) == 1)
+
+
 class _LowerCholesky(Constraint):
     """Lower-triangular matrices with a positive diagonal."""
 
@@ -260,6 +270,7 @@ integer_interval = _IntegerInterval
 nonnegative_integer = _IntegerGreaterThan(0)
 independent = _Independent
 simplex = _Simplex()
+one_hot = _OneHot()
 lower_cholesky = _LowerCholesky()
 symmetric = _Symmetric()
 positive_definite = _PositiveDefinite()

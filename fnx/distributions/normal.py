@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from ..ops.elementwise import erf
+from ..ops.special import erfinv
 from ..ops.sampling import randn
 from ..tensor import Size, Tensor
 from . import constraints
@@ -48,6 +49,9 @@ class Normal(LocatedDistribution):
         if self._validate_args:
             self._validate_sample(value)
         return 0.5 * (1 + erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
+
+    def icdf(self, value: Tensor) -> Tensor:
+        return self.loc + self.scale * erfinv(2 * value - 1) * math.sqrt(2)
 
     def entropy(self) -> Tensor:
         return 0.5 + _LOG_SQRT_2PI + self.scale.log()

@@ -10,7 +10,7 @@ from ..ops.elementwise import log, log1p, sigmoid
 from ..ops.shape import broadcast_tensors
 from ..tensor import Tensor
 
-__all__ = ["broadcast_all", "lazy_property", "logits_to_probs", "probs_to_logits", "clamp_probs"]
+__all__ = ["broadcast_all", "lazy_property", "logits_to_probs", "probs_to_logits", "clamp_probs", "BinaryParameters"]
 
 
 class lazy_property:
@@ -69,3 +69,18 @@ def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
 def sum_rightmost(value: Tensor, dim: int) -> Tensor:
     """`value` summed over its `dim` rightmost dims."""
     return value.reshape(tuple(value.shape[:value.dim() - dim]) + (-1,)).sum(-1) if dim > 0 else value
+
+
+class BinaryParameters:
+    """The `probs` / `logits` pair of a binary event (Bernoulli, Geometric, Binomial, the relaxed Bernoulli):
+    whichever was not given is computed from the other on first use."""
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        """The log-odds log(p / (1 - p))."""
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self) -> Tensor:
+        """The probability of 1 (of a success)."""
+        return logits_to_probs(self.logits, is_binary=True)

@@ -1,0 +1,146 @@
+"""Distributions over counts, as PyTorch defines them: Geometric (failures before the first success), Poisson
+and Binomial. Geometric samples by inverting its cdf; Poisson and Binomial draw eagerly with numpy's (or CuPy's)
+samplers from fnx's default generator, as Gamma does. Their log_prob and moments are fnx ops (differentiable in
+the parameters)."""
+from __future__ import annotations
+
+from .. import dtypes as _dt
+from ..ops.creation import arange
+from ..ops.elementwise import xlogy
+from ..ops.sampling import _draw, _generator, rand
+from ..ops.special import lgamma
+from ..tensor import Size, Tensor, Tracer
+from . import constraints
+from .distribution import Distribution
+from .utils import BinaryParameters, clamp_probs, probs_or_logits
+
+__all__ = ["Geometric", "Poisson", "Binomial"]
+
+
+def _eager_draw(param: Tensor, shape, op: str, sample) -> Tensor:
+    """Draws of `shape` by `sample(rng, param_array, full_shape)` on the parameter's device (eager only)."""
+    if isinstance(param, Tracer):
+        raise NotImplementedError(f"{op}: sampling needs concrete parameters; draw outside grad, vmap or compile "
+                                  f"and pass the samples in")
+    dev, dt = param.device, param.dtype
+    gen = _generator(None, dev, op)
+    value = param.detach()._value
+    return _draw(op, dev, False, lambda prefix: sample(gen.rng, value, prefix + tuple(shape)).astype(dt.np))
+
+
+class _BinaryParams(BinaryParameters, Distribution):
+    """`probs` or `logits` of a success, one of them given (as Bernoulli's)."""
+
+    def _init_probs(self, probs, logits, validate_args, **others) -> None:
+        param = probs_or_logits(probs, logits)
+        name = "probs" if probs is not None else "logits"
+        self._init_params(validate_args, **{name: param}, **others)
+
+
+class Geometric(_BinaryParams):
+    """The number of failures before the first success of Bernoulli(probs) trials: P(k) = (1 - p)^k p."""
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, probs=None, logits=None, validate_args: bool | None = None):
+        self._init_probs(probs, logits, validate_args)
+
+    def expand(self, batch_shape, _instance=None) -> Geometric:
+        name = "probs" if "probs" in self.__dict__ else "logits"
+        return self._expand_params(Geometric, batch_shape, _instance, name)
+
+    mean = property(lambda self: 1.0 / self.probs - 1.0)
+    mode = property(lambda self: self.probs.new_zeros(tuple(self.probs.shape)))
+    variance = property(lambda self: (1.0 / self.probs - 1.0) / self.probs)
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        tiny = _dt.finfo(self.probs.dtype).tiny
+        u = rand(self._extended_shape(sample_shape), dtype=self.probs.dtype, device=self.probs.device)
+        return (u.clamp(min=tiny).log() / (-self.probs.detach()).log1p()).floor()
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        p = clamp_probs(self.probs)
+        return value * (-p).log1p() + self.probs.log()
+
+    def entropy(self) -> Tensor:
+        p = clamp_probs(self.probs)
+        return -((1 - p) * (1 - p).log() + p * p.log()) / p
+
+
+class Poisson(Distribution):
+    """Counts with `rate` λ: P(k) = λ^k e^-λ / k!."""
+
+    arg_constraints = {"rate": constraints.nonnegative}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, rate, validate_args: bool | None = None):
+        self._init_params(validate_args, rate=rate)
+
+    def expand(self, batch_shape, _instance=None) -> Poisson:
+        return self._expand_params(Poisson, batch_shape, _instance, "rate")
+
+    mean = property(lambda self: self.rate)
+    mode = property(lambda self: self.rate.floor())
+    variance = property(lambda self: self.rate)
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        return _eager_draw(self.rate, self._extended_shape(sample_shape), "Poisson.sample",
+                           lambda rng, rate, shape: rng.poisson(rate, size=shape))
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return xlogy(value, self.rate) - self.rate - lgamma(value + 1)
+
+
+class Binomial(_BinaryParams):
+    """Successes in `total_count` Bernoulli(probs) trials."""
+
+    arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval,
+                       "logits": constraints.real}
+    has_enumerate_support = True
+
+    def __init__(self, total_count=1, probs=None, logits=None, validate_args: bool | None = None):
+        self._init_probs(probs, logits, validate_args, total_count=total_count)
+        self.total_count = self.total_count.to(self._param_dtype())
+
+    def _param_dtype(self):
+        return (self.__dict__.get("probs") if "probs" in self.__dict__ else self.__dict__["logits"]).dtype
+
+    def expand(self, batch_shape, _instance=None) -> Binomial:
+        name = "probs" if "probs" in self.__dict__ else "logits"
+        return self._expand_params(Binomial, batch_shape, _instance, name, "total_count")
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
+    def support(self):
+        return constraints.integer_interval(0, self.total_count)
+
+    mean = property(lambda self: self.total_count * self.probs)
+    mode = property(lambda self: ((self.total_count + 1) * self.probs).floor().clamp(max=self.total_count))
+    variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        n = self.total_count.detach()._value
+        return _eager_draw(self.probs, self._extended_shape(sample_shape), "Binomial.sample",
+                           lambda rng, p, shape: rng.binomial(n.astype("int64"), p, size=shape))
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        n = self.total_count
+        log_choose = lgamma(n + 1) - lgamma(value + 1) - lgamma(n - value + 1)
+        # log p^k (1-p)^(n-k) from the logits, stable at p near 0 or 1
+        logits = self.logits
+        normalize = n * (logits.clamp(min=0) + (-logits.abs()).exp().log1p())
+        return log_choose + value * logits - normalize
+
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        top = int(self.total_count.max())
+        if not bool((self.total_count == top).all()):
+            raise NotImplementedError("Inhomogeneous total count not supported by `enumerate_support`.")
+        values = arange(1 + top, dtype=self._param_dtype(), device=self.total_count.device).reshape(
+            (-1,) + (1,) * len(self.batch_shape))
+        return values.expand((-1,) + tuple(self.batch_shape)) if expand else values

@@ -1,0 +1,98 @@
+"""A distribution pushed through transforms (PyTorch's TransformedDistribution): samples are the base's samples
+mapped by each transform in order; log_prob inverts them and subtracts each log |det Jacobian|."""
+from __future__ import annotations
+
+from ..tensor import Size, Tensor
+from . import constraints
+from .distribution import Distribution
+from .independent import Independent
+from .transforms import Transform, _sum_rightmost
+
+__all__ = ["TransformedDistribution"]
+
+
+class TransformedDistribution(Distribution):
+    """`base_distribution` followed by `transforms` (one Transform or a list, applied first to last); the event
+    dims are the base's or the largest a transform acts on."""
+
+    arg_constraints: dict = {}
+
+    def __init__(self, base_distribution: Distribution, transforms, validate_args: bool | None = None):
+        if isinstance(transforms, Transform):
+            transforms = [transforms]
+        if not all(isinstance(t, Transform) for t in transforms):
+            raise ValueError(f"transforms must be a Transform or a list of Transforms, but was {transforms}")
+        self.transforms = list(transforms)
+        event_dim = max([len(base_distribution.event_shape)] + [t.event_dim for t in self.transforms])
+        base_dims = len(base_distribution.event_shape)
+        if event_dim > base_dims:   # the transforms act on batch dims of the base: they become event dims
+            base_distribution = Independent(base_distribution, event_dim - base_dims)
+        self.base_dist = base_distribution
+        shape = tuple(base_distribution.batch_shape) + tuple(base_distribution.event_shape)
+        cut = len(shape) - event_dim
+        super().__init__(Size(shape[:cut]), Size(shape[cut:]), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None) -> TransformedDistribution:
+        new = self._get_checked_instance(TransformedDistribution, _instance)
+        shape = tuple(batch_shape) + tuple(self.event_shape)
+        base_shape = shape[:len(shape) - len(self.base_dist.event_shape)]
+        new.base_dist = self.base_dist.expand(base_shape)
+        new.transforms = self.transforms
+        Distribution.__init__(new, Size(batch_shape), self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def has_rsample(self) -> bool:
+        return self.base_dist.has_rsample
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return self.transforms[-1].codomain if self.transforms else self.base_dist.support
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        x = self.base_dist.sample(sample_shape)
+        for t in self.transforms:
+            x = t(x)
+        return x.detach()
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        """The base's reparameterised sample through the transforms: differentiable in the parameters."""
+        x = self.base_dist.rsample(sample_shape)
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        event_dim = len(self.event_shape)
+        result = 0.0
+        y = value
+        for t in reversed(self.transforms):
+            x = t.inv(y)
+            result = result - _sum_rightmost(t.log_abs_det_jacobian(x, y), event_dim - t.event_dim)
+            y = x
+        base = self.base_dist.log_prob(y)
+        return base + _sum_rightmost(result, event_dim - len(self.base_dist.event_shape))
+
+    def _sign(self):
+        sign = 1
+        for t in self.transforms:
+            sign = sign * t.sign
+        return sign
+
+    def _flip(self, value: Tensor) -> Tensor:
+        """`value` (a probability) flipped where the transforms decrease."""
+        sign = self._sign()
+        return value if isinstance(sign, int) and sign == 1 else sign * (value - 0.5) + 0.5
+
+    def cdf(self, value: Tensor) -> Tensor:
+        """The base's cdf at the inverse image (for monotonic transforms; a decreasing one flips it)."""
+        for t in reversed(self.transforms):
+            value = t.inv(value)
+        return self._flip(self.base_dist.cdf(value))
+
+    def icdf(self, value: Tensor) -> Tensor:
+        value = self.base_dist.icdf(self._flip(value))
+        for t in self.transforms:
+            value = t(value)
+        return value
