@@ -52,6 +52,7 @@ from .cuda import amp as _cuda_amp  # noqa: F401  (fnx.cuda.amp: PyTorch's depre
 from . import distributions
 from . import func  # torch.func's names for the transforms
 from . import lax, scipy, tree_util  # JAX's jax.lax, jax.scipy and jax.tree_util names
+from .scipy.special import gammainc as igamma, gammaincc as igammac  # torch.igamma, torch.igammac
 from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put, devices, eval_shape
 from . import example_libraries
 from .serialization import load, load_safetensors, save, save_safetensors

@@ -114,3 +114,9 @@ def test_transforms_invert_and_bad_arguments_are_named():
         L.MixtureSameFamily(L.Normal(0.0, 1.0), L.Normal(F([0.0, 1.0]), F([1.0, 1.0])))
     with pytest.raises(ValueError, match="transforms must be a Transform or a list of Transforms"):
         L.TransformedDistribution(L.Normal(0.0, 1.0), [lambda v: v])
+
+
+def test_gamma_family_cdfs_equal_pytorchs():
+    """PyTorch 2.13: Gamma(2, 3).cdf(0.5) and Chi2(3).cdf(1.7)."""
+    assert float(L.Gamma(F(2.0), F(3.0)).cdf(F(0.5))) == pytest.approx(0.442174599628925, rel=1e-10)
+    assert float(L.Chi2(F(3.0)).cdf(F(1.7))) == pytest.approx(0.3630662043472606, rel=1e-10)

@@ -114,3 +114,30 @@ def test_beta_density_and_cdf():
     # d/dx of the cdf is the density, under grad and vmap
     dx = fnx.vmap(fnx.grad(lambda v: special.betainc(2.0, 3.0, v)))(x[:2])
     np.testing.assert_allclose(dx.numpy(), np.exp(logp.numpy()[:2]), rtol=1e-10)
+
+
+def test_incomplete_gamma_functions_against_closed_forms():
+    """For integer a, Q(a, x) = e^-x sum_{k < a} x^k / k! (the Poisson cdf); for a = 1/2, P = erf(sqrt(x)).
+    Both sides of the series / continued-fraction switch (x = a + 1), derivatives in x (the Gamma(a) density)
+    and in a (by finite differences), float32 and the torch names."""
+    for a, x in [(1, 0.3), (3, 0.7), (3, 4.5), (7, 2.0), (7, 12.0), (40, 35.0), (40, 48.0)]:
+        want_q = math.exp(-x) * sum(x ** k / math.factorial(k) for k in range(a))
+        q = special.gammaincc(float(a), fnx.tensor(x, dtype=fnx.float64))
+        p = special.gammainc(float(a), fnx.tensor(x, dtype=fnx.float64))
+        assert float(q) == pytest.approx(want_q, rel=1e-12, abs=1e-300) and float(p + q) == pytest.approx(1.0)
+    for x in (0.01, 0.4, 2.0, 9.0):
+        assert float(special.gammainc(0.5, fnx.tensor(x, dtype=fnx.float64))) == pytest.approx(
+            math.erf(math.sqrt(x)), rel=1e-12)
+    x = fnx.tensor([0.5, 3.0, 8.0], dtype=fnx.float64)
+    density = fnx.grad(lambda v: special.gammainc(2.5, v).sum())(x)
+    np.testing.assert_allclose(density.numpy(), np.exp(1.5 * np.log(x.numpy()) - x.numpy() - math.lgamma(2.5)),
+                               rtol=1e-10)
+    da = fnx.grad(lambda a: special.gammainc(a, x).sum())(fnx.tensor(2.5, dtype=fnx.float64))
+    eps, a = 1e-6, fnx.tensor(2.5, dtype=fnx.float64)
+    fd = (special.gammainc(a + eps, x) - special.gammainc(a - eps, x)).sum() / (2 * eps)
+    assert float(da) == pytest.approx(float(fd), rel=1e-6)
+    assert float(special.gammainc(0.5, fnx.tensor(0.0))) == 0.0
+    float32 = special.gammainc(3.0, fnx.tensor(4.5))
+    assert float32.dtype is fnx.float32 and float(float32) == pytest.approx(1 - math.exp(-4.5) * 15.625, rel=1e-5)
+    assert float(fnx.igamma(fnx.tensor(3.0), fnx.tensor(4.5))) == float(fnx.special.gammainc(fnx.tensor(3.0),
+                                                                                             fnx.tensor(4.5)))

@@ -8,6 +8,7 @@ from ..tensor import Size, Tensor
 from . import constraints
 from ._gamma_sampler import standard_gamma
 from ..ops.special import digamma, lgamma
+from ..scipy.special import gammainc
 from .distribution import Distribution
 
 __all__ = ["Gamma"]
@@ -51,6 +52,12 @@ class Gamma(Distribution):
             self._validate_sample(value)
         a, b = self.concentration, self.rate
         return xlogy(a, b) + xlogy(a - 1, value) - b * value - lgamma(a)
+
+    def cdf(self, value: Tensor) -> Tensor:
+        """P(concentration, rate * value), the regularised lower incomplete gamma function."""
+        if self._validate_args:
+            self._validate_sample(value)
+        return gammainc(self.concentration, self.rate * value)
 
     def entropy(self) -> Tensor:
         a = self.concentration
