@@ -120,3 +120,40 @@ def test_gamma_family_cdfs_equal_pytorchs():
     """PyTorch 2.13: Gamma(2, 3).cdf(0.5) and Chi2(3).cdf(1.7)."""
     assert float(L.Gamma(F(2.0), F(3.0)).cdf(F(0.5))) == pytest.approx(0.442174599628925, rel=1e-10)
     assert float(L.Chi2(F(3.0)).cdf(F(1.7))) == pytest.approx(0.3630662043472606, rel=1e-10)
+
+
+
+# PyTorch 2.13's kl_divergence on these pairs
+KL_TORCH = {
+    'Exponential': [0.901387711332, 0.399822124499],
+    'Laplace': [0.364454385583, 3.511589204047],
+    'Gumbel': [0.597129803767, 44.064224455132],
+    'Cauchy': [0.145182009844, 2.045539990004],
+    'LogNormal': [0.93185281944, 8.190825623766],
+    'HalfNormal': [0.80685281944, 0.190825623766],
+    'Poisson': [0.560098879362, 0.77258872224],
+    'Geometric': [0.274276261684, 1.703422192486],
+    'Binomial': [0.918934486934, 1.927447570218],
+    'OneHot': [0.584996498483],
+    'Chi2': [0.139027224625, 1.154045148302],
+}
+
+
+def test_kl_divergences_equal_pytorchs():
+    pairs = {
+        "Exponential": (L.Exponential(F([0.5, 2.0])), L.Exponential(F([1.5, 0.7]))),
+        "Laplace": (L.Laplace(F([0.5, -1.0]), F([2.0, 0.3])), L.Laplace(F([0.0, 1.0]), F([1.0, 0.5]))),
+        "Gumbel": (L.Gumbel(F([0.5, -1.0]), F([2.0, 0.3])), L.Gumbel(F([0.0, 1.0]), F([1.0, 0.5]))),
+        "Cauchy": (L.Cauchy(F([0.5, -1.0]), F([2.0, 0.3])), L.Cauchy(F([0.0, 1.0]), F([1.0, 0.5]))),
+        "LogNormal": (L.LogNormal(F([0.5, -1.0]), F([2.0, 0.3])), L.LogNormal(F([0.0, 1.0]), F([1.0, 0.5]))),
+        "HalfNormal": (L.HalfNormal(F([2.0, 0.3])), L.HalfNormal(F([1.0, 0.5]))),
+        "Poisson": (L.Poisson(F([0.3, 4.0])), L.Poisson(F([1.3, 2.0]))),
+        "Geometric": (L.Geometric(F([0.3, 0.8])), L.Geometric(F([0.5, 0.1]))),
+        "Binomial": (L.Binomial(F([5.0, 10.0]), F([0.3, 0.8])), L.Binomial(F([5.0, 10.0]), F([0.6, 0.5]))),
+        "OneHot": (L.OneHotCategorical(F([0.2, 0.3, 0.5])), L.OneHotCategorical(F([0.6, 0.3, 0.1]))),
+        "Chi2": (L.Chi2(F([3.0, 1.5])), L.Chi2(F([2.0, 4.0]))),
+    }
+    for name, (p, q) in pairs.items():
+        np.testing.assert_allclose(L.kl_divergence(p, q).reshape(-1).numpy(), KL_TORCH[name], rtol=1e-10, err_msg=name)
+    with pytest.raises(NotImplementedError, match="q.total_count > p.total_count"):
+        L.kl_divergence(L.Binomial(F(2.0), F(0.5)), L.Binomial(F(3.0), F(0.5)))

@@ -14,12 +14,16 @@ from ._special import lbeta
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .categorical import Categorical
+from .counts import Binomial, Geometric, Poisson
 from .dirichlet import Dirichlet
 from .distribution import Distribution
 from .gamma import Gamma
 from .independent import Independent
+from .location_scale import _EULER, Cauchy, Exponential, Gumbel, Laplace
 from .multivariate_normal import MultivariateNormal, batch_mahalanobis, half_log_det
 from .normal import Normal
+from .pushed_forward import HalfNormal, LogNormal
+from .relaxed import OneHotCategorical
 from .uniform import Uniform
 from .utils import sum_rightmost
 
@@ -152,3 +156,58 @@ def _kl_independent_independent(p: Independent, q: Independent) -> Tensor:
                                   f"numbers of batch dims ({p.reinterpreted_batch_ndims} and "
                                   f"{q.reinterpreted_batch_ndims}); KL is defined between equal event shapes")
     return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential_exponential(p: Exponential, q: Exponential) -> Tensor:
+    ratio = q.rate / p.rate
+    return ratio - ratio.log() - 1
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p: Laplace, q: Laplace) -> Tensor:
+    ratio = p.scale / q.scale
+    gap = (p.loc - q.loc).abs()
+    return -ratio.log() + gap / q.scale + ratio * (-gap / p.scale).exp() - 1
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p: Gumbel, q: Gumbel) -> Tensor:
+    ratio, q_loc, p_loc = p.scale / q.scale, q.loc / q.scale, p.loc / q.scale
+    return (-ratio.log() - q_loc + p_loc + ratio * _EULER + (q_loc + lgamma(1 + ratio) - p_loc).exp()
+            - (1 + _EULER))
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p: Cauchy, q: Cauchy) -> Tensor:
+    return ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log() - (4 * p.scale * q.scale).log()
+
+
+@register_kl(LogNormal, LogNormal)
+@register_kl(HalfNormal, HalfNormal)
+def _kl_same_transform(p, q) -> Tensor:
+    """Both push their base through the same bijection: the KL of the bases."""
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p: Poisson, q: Poisson) -> Tensor:
+    return p.rate * (p.rate.log() - q.rate.log()) - (p.rate - q.rate)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p: Geometric, q: Geometric) -> Tensor:
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p: Binomial, q: Binomial) -> Tensor:
+    if bool((p.total_count < q.total_count).any()):
+        raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
+    return where(p.total_count > q.total_count, math.inf, kl)
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehot_onehot(p: OneHotCategorical, q: OneHotCategorical) -> Tensor:
+    return kl_divergence(p._categorical, q._categorical)
