@@ -1,7 +1,8 @@
 """The layer modules of fnx.nn, one family per file."""
-from . import (activation, attention, conv, distance, dropout, embedding, flatten, fold, lazy, linear, loss,
-               normalization, padding, pooling, resize, rnn, transformer)
+from . import (activation, adaptive, attention, conv, distance, dropout, embedding, flatten, fold, lazy, linear,
+               loss, normalization, padding, pooling, resize, rnn, transformer)
 from .activation import *  # noqa: F401,F403
+from .adaptive import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
@@ -19,6 +20,6 @@ from .resize import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
 
-_FAMILIES = (activation, attention, conv, distance, dropout, embedding, flatten, fold, lazy, linear, loss,
+_FAMILIES = (activation, adaptive, attention, conv, distance, dropout, embedding, flatten, fold, lazy, linear, loss,
              normalization, padding, pooling, resize, rnn, transformer)
 __all__ = [name for family in _FAMILIES for name in family.__all__]
