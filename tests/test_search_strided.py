@@ -88,3 +88,13 @@ def test_in_place_shape_methods_under_transforms():
 
     assert fnx.grad(f)(fnx.ones(3)).tolist() == [0.0, 1.0, 2.0]
     assert fnx.compile(f)(fnx.ones(3)).item() == 3.0
+
+
+def test_vmap_of_searchsorted_over_values_with_an_unbatched_2d_sequence():
+    """Each example's rows of values search the matching rows of one N-D sequence (a vmap bug: the unbatched
+    sequence was not expanded to the batch, found by a clean-clone run's draw)."""
+    seq = fnx.tensor([[0.0, 1.0, 2.0], [1.0, 2.0, 3.0]])
+    values = fnx.tensor(np.random.default_rng(0).uniform(0, 3, (4, 2, 3)))
+    got = fnx.vmap(lambda v: fnx.searchsorted(seq, v))(values)
+    want = fnx.stack([fnx.searchsorted(seq, values[i]) for i in range(4)])
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -63,14 +63,15 @@ searchsorted_p.def_vjp(lambda g, primals, out, **params: (None, None))
 
 @searchsorted_p.def_batch
 def _searchsorted_batch(args, dims, *, right, out_int32):
-    # The batch dim leads both operands; a 1-D sequence searched for values of any shape becomes rows of (B, n)
-    # and (B, m) values, flattened and restored.
+    # The batch dim leads both operands (an unbatched N-D sequence is expanded to the batch: its rows pair with
+    # the values' rows); a batched 1-D sequence searched for values of any shape becomes rows of (B, n) and (B, m)
+    # values, flattened and restored.
     seq, values = args
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    if dims[0] is None:
+    if dims[0] is None and seq.ndim == 1:   # one sequence for every example's values
         out = searchsorted_p.bind(seq, move_to_front(values, dims[1]), right=right, out_int32=out_int32)
         return out, 0
-    seq = move_to_front(seq, dims[0])
+    seq = move_to_front(seq, dims[0]) if dims[0] is not None else seq.unsqueeze(0).expand(size, *seq.shape)
     values = move_to_front(values, dims[1]) if dims[1] is not None else \
         values.unsqueeze(0).expand(size, *values.shape)
     if seq.ndim == 2:
