@@ -25,7 +25,8 @@ _TORCH = Alias(
              "torch.optim.adamax": "fnx.optim.adam_variants", "torch.optim.nadam": "fnx.optim.adam_variants",
              "torch.optim.radam": "fnx.optim.adam_variants",
              "torch.nn.parallel.data_parallel": "fnx.nn.data_parallel",
-             "torch.autograd.functional": "fnx.autograd_functional", "torch.jit": "fnx.torchscript",
+             "torch.autograd.functional": "fnx.autograd_functional",
+             "torch.autograd.forward_ad": "fnx.transforms.forward_ad", "torch.jit": "fnx.torchscript",
              "torch.autograd.profiler": "fnx.profiler"},
     help="use what fnx offers instead (README 'Porting from PyTorch' lists the differences), or run the program "
          "with real PyTorch (plain `python`, without `-m fnx run` / fnx.install_torch_alias())",

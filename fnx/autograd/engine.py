@@ -255,7 +255,10 @@ def _as_list(x):
 
 
 def _check_eager(op: str) -> None:
-    if core.state.transforms_active:
+    """Refuse inside a functional transform; a forward AD dual level (a trace whose `eager_autograd` is set)
+    keeps its primals on the eager tape, so backward runs there."""
+    if core.state.transforms_active and not all(getattr(m.trace_type, "eager_autograd", False)
+                                                for m in core.state.trace_stack[1:]):
         raise FnxRuntimeError(f"{op} is eager autograd and cannot run inside a functional transform "
                               f"(grad, vmap, compile); use fnx.grad / fnx.vjp on the function instead")
 

@@ -58,15 +58,16 @@ class JVPTracer(Tracer):
 def _jvp_tracer(trace, primal, tangent) -> JVPTracer:
     """The invariant every rule relies on: floating values carry a tangent tensor, others carry None."""
     if not primal.dtype.is_inexact:
-        return JVPTracer(trace, primal, None)
-    return JVPTracer(trace, primal, tangent if tangent is not None else _zeros_like(primal))
+        return trace.tracer_type(trace, primal, None)
+    return trace.tracer_type(trace, primal, tangent if tangent is not None else _zeros_like(primal))
 
 
 class JVPTrace(Trace):
     __slots__ = ()
+    tracer_type = JVPTracer   # forward_ad's dual level makes tracers that also read as eager tensors
 
     def pure(self, val):
-        return JVPTracer(self, val, _zero_tangent(val))
+        return self.tracer_type(self, val, _zero_tangent(val))
 
     lift = pure
 
