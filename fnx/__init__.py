@@ -3,14 +3,18 @@ from ._version import __version__
 from . import _heap
 _heap.keep_large_blocks()   # glibc: large temporaries reuse freed heap blocks, no page faults per step
 from . import core, debug, dtypes  # debug: FNX_DEBUG, read once, here
-from .device import device
+from .device import device, get_default_device, set_default_device
 from .dtypes import (bfloat16, bool, can_cast, cdouble, cfloat, complex64, complex128, double, dtype, finfo, float,
                      float16, float32, float64,
                      get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,
-                     set_default_dtype, short, uint8)
+                     set_default_dtype, set_flush_denormal, short, uint8)
 from .tensor import Size, Tensor
+from .tensor import (detach, get_device, is_floating_point, is_nonzero, is_same_size, is_signed, is_storage, numel,
+                     typename)
 from . import autograd
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
+from .autograd.grad_mode import is_inference_mode_enabled
 from .ops.creation import *  # noqa: F401,F403  (each ops module lists its public names in __all__)
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403

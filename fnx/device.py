@@ -1,9 +1,11 @@
 """Devices: `cpu` runs on numpy, `cuda[:N]` on CuPy (imported only when first used)."""
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
-__all__ = ["device", "is_cuda_available", "cuda_device_count"]
+__all__ = ["device", "is_cuda_available", "cuda_device_count", "get_default_device", "set_default_device"]
 
 _cupy = None
 _cupy_error: Exception | None = None
@@ -114,8 +116,33 @@ class device:
     def __reduce__(self):
         return (device, (str(self),))
 
+    def __enter__(self) -> device:
+        """`with fnx.device("cuda"):` makes factory functions without `device=` create there, as PyTorch does."""
+        _entered.set(_entered.get() + (_default.get(),))
+        _default.set(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stack = _entered.get()
+        _default.set(stack[-1])
+        _entered.set(stack[:-1])
+
 
 cpu = device("cpu")
+# The device factory functions create on when given no `device=`: per thread, as PyTorch's
+_default = contextvars.ContextVar("fnx_default_device", default=cpu)
+_entered = contextvars.ContextVar("fnx_device_contexts", default=())   # the defaults `with device(...)` replaced
+
+
+def get_default_device() -> device:
+    """The device factory functions (zeros, randn, tensor, ...) create on when given none: cpu unless
+    `set_default_device` or a `with fnx.device(...)` block changed it."""
+    return _default.get()
+
+
+def set_default_device(device_spec) -> None:
+    """Make factory functions without `device=` create on `device_spec` (None: back to cpu), in this thread."""
+    _default.set(cpu if device_spec is None else device(device_spec))
 
 
 def device_of_array(arr) -> device:

@@ -20,7 +20,7 @@ __all__ = [
     "dtype", "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "cfloat", "cdouble", "int8",
     "int16", "int32", "int64", "uint8",
     "bool", "half", "float", "double", "int", "long", "short", "get_default_dtype", "set_default_dtype",
-    "promote_types", "result_type", "can_cast", "finfo", "iinfo",
+    "promote_types", "result_type", "can_cast", "finfo", "iinfo", "set_flush_denormal",
 ]
 
 _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
@@ -101,6 +101,13 @@ def set_default_dtype(d: dtype) -> None:
     if not d.is_floating_point:
         raise TypeError(f"set_default_dtype: only floating-point dtypes can be the default, got {d}")
     _default_float = d
+
+
+def set_flush_denormal(mode: bool) -> bool:
+    """PyTorch's switch for flushing denormal floats to zero on the CPU. numpy offers no control of the FPU's
+    flush-to-zero mode, so fnx keeps IEEE denormals and returns False ("not configured"), which PyTorch too
+    returns on a CPU without the mode; `set_flush_denormal(False)` asks for what already holds: True."""
+    return not mode
 
 
 def as_dtype(d) -> dtype:

@@ -23,7 +23,8 @@ from .device import cpu, device as _device_cls, device_of_array
 from .errors import ConcretizationError, FnxIndexError, FnxRuntimeError, FnxTypeError
 from .storage import TypedStorage, UntypedStorage, in_shared_memory, shared_copy
 
-__all__ = ["Tensor", "Size", "Tracer", "parse_to"]
+__all__ = ["Tensor", "Size", "Tracer", "parse_to", "is_floating_point", "numel", "is_nonzero", "is_signed",
+           "is_same_size", "get_device", "detach", "typename", "is_storage"]
 
 
 class Size(tuple):
@@ -133,6 +134,46 @@ class Tensor:
     def is_floating_point(self) -> bool:
         """Whether the dtype is floating point."""
         return self.dtype.is_floating_point
+
+    def is_signed(self) -> bool:
+        """Whether the dtype holds negative values (floating, complex and signed integer dtypes)."""
+        return self.dtype.is_signed
+
+    def is_nonzero(self) -> bool:
+        """Whether the tensor's single element is nonzero; a tensor of no or several elements raises."""
+        n = self.numel()
+        if n != 1:
+            raise FnxRuntimeError(f"Boolean value of Tensor with {'no values' if n == 0 else 'more than one value'} "
+                                  f"is ambiguous (shape {list(self.shape)})")
+        return bool(self.item() != 0)
+
+    def is_same_size(self, other: Tensor) -> bool:
+        """Whether `other` has this tensor's shape."""
+        return self.shape == other.shape
+
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the tensor lives in host memory."""
+        return self.device.type == "cpu"
+
+    @property
+    def is_meta(self) -> bool:
+        """Always False: fnx has no meta device (every tensor holds data)."""
+        return False
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tensor's elements (numel * itemsize; a view counts its own elements)."""
+        return self.numel() * self.dtype.itemsize
+
+    def storage_offset(self) -> int:
+        """Where the first element sits in the storage it views, in elements."""
+        return (self.data_ptr() - self.untyped_storage().data_ptr()) // self.dtype.itemsize
 
     def pin_memory(self) -> Tensor:
         """The tensor itself: fnx does not page-lock host memory (a host-to-GPU copy works the same without), so
@@ -292,6 +333,11 @@ class Tensor:
         return self._node
 
     @property
+    def retains_grad(self) -> bool:
+        """Whether `retain_grad()` made this non-leaf tensor keep its `.grad` (False for leaves)."""
+        return getattr(self, "_retains_grad", None) is not None
+
+    @property
     def is_leaf(self) -> bool:
         """Whether the tensor was not produced by a recorded op (user-created, or does not require grad)."""
         return self._node is None
@@ -420,9 +466,53 @@ class Tensor:
         """Converted to uint8."""
         return self.to(_dt.uint8)
 
+    def cfloat(self) -> Tensor:
+        """Converted to complex64."""
+        return self.to(_dt.complex64)
+
+    def cdouble(self) -> Tensor:
+        """Converted to complex128."""
+        return self.to(_dt.complex128)
+
     def char(self) -> Tensor:
         """Converted to int8."""
         return self.to(_dt.int8)
+
+    # ------------------------------------------------------------------ Python callables per element (CPU)
+    def _host_array(self, op: str) -> np.ndarray:
+        """The CPU array that `apply_`, `map_` and `map2_` write in place, after PyTorch's checks."""
+        if isinstance(self, Tracer):
+            raise FnxRuntimeError(f"{op}() calls Python on each element and needs a concrete tensor, not a tracer "
+                                  f"inside a transform")
+        if self._requires_grad:
+            raise FnxRuntimeError(f"Can't call {op}() on Variable that requires grad. Use var.detach().{op}() "
+                                  f"instead.")
+        if self._device is not cpu:
+            raise FnxTypeError(f"{op}() is only implemented on CPU tensors, got one on {self.device}")
+        return self._value
+
+    def _write_elements(self, values: list) -> Tensor:
+        arr = self._value
+        arr[...] = np.asarray(values).astype(arr.dtype).reshape(arr.shape)
+        self._version[0] += 1
+        return self
+
+    def apply_(self, callable) -> Tensor:
+        """Replace each element `v` by `callable(v)` (a Python function of Python numbers); CPU only, slow."""
+        arr = self._host_array("apply_")
+        return self._write_elements([callable(v) for v in arr.reshape(-1).tolist()])
+
+    def map_(self, tensor: Tensor, callable) -> Tensor:
+        """Replace each element `a` by `callable(a, b)`, `b` the element of `tensor` (broadcast to this shape)."""
+        arr = self._host_array("map_")
+        other = np.broadcast_to(tensor._value, arr.shape).reshape(-1).tolist()
+        return self._write_elements([callable(a, b) for a, b in zip(arr.reshape(-1).tolist(), other)])
+
+    def map2_(self, x: Tensor, y: Tensor, callable) -> Tensor:
+        """Replace each element `a` by `callable(a, b, c)`, `b` and `c` those of `x` and `y` (broadcast)."""
+        arr = self._host_array("map2_")
+        bs, cs = (np.broadcast_to(t._value, arr.shape).reshape(-1).tolist() for t in (x, y))
+        return self._write_elements([callable(a, b, c) for a, b, c in zip(arr.reshape(-1).tolist(), bs, cs)])
 
     # ------------------------------------------------------------------ Python protocols
     def __len__(self) -> int:
@@ -743,6 +833,61 @@ def check_memory_format(op: str, fmt) -> None:
 def is_tensor(obj) -> bool:
     """Whether `obj` is an fnx Tensor (PyTorch's `is_tensor`)."""
     return isinstance(obj, Tensor)
+
+
+# ---------------------------------------------------------------- PyTorch's function forms of Tensor queries
+def is_floating_point(input: Tensor) -> bool:
+    """Whether `input`'s dtype is floating point (`Tensor.is_floating_point`)."""
+    return input.is_floating_point()
+
+
+def numel(input: Tensor) -> int:
+    """The number of elements of `input` (`Tensor.numel`)."""
+    return input.numel()
+
+
+def is_nonzero(input: Tensor) -> bool:
+    """Whether the single element of `input` is nonzero (`Tensor.is_nonzero`)."""
+    return input.is_nonzero()
+
+
+def is_signed(input: Tensor) -> bool:
+    """Whether `input`'s dtype holds negative values (`Tensor.is_signed`)."""
+    return input.is_signed()
+
+
+def is_same_size(input: Tensor, other: Tensor) -> bool:
+    """Whether the two tensors have the same shape (`Tensor.is_same_size`)."""
+    return input.is_same_size(other)
+
+
+def get_device(input: Tensor) -> int:
+    """The CUDA device index of `input`, -1 on the CPU (`Tensor.get_device`)."""
+    return input.get_device()
+
+
+def detach(input: Tensor) -> Tensor:
+    """`input` cut from the autograd graph, sharing its memory (`Tensor.detach`)."""
+    return input.detach()
+
+
+def typename(obj) -> str:
+    """A tensor's type string (`Tensor.type()`), or the dotted name of any other object's class or itself."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    module = getattr(obj, "__module__", "") or ""
+    if hasattr(obj, "__qualname__"):
+        qualname = obj.__qualname__
+    elif hasattr(obj, "__name__"):
+        qualname = obj.__name__
+    else:
+        module, qualname = type(obj).__module__ or "", type(obj).__qualname__
+    return qualname if module in ("", "builtins") else f"{module}.{qualname}"
+
+
+def is_storage(obj) -> bool:
+    """Whether `obj` is a storage (`Tensor.untyped_storage()` or `Tensor.storage()`)."""
+    return isinstance(obj, UntypedStorage)
 
 
 def parse_to(op: str, args: tuple, kwargs: dict, *, allow_copy: bool = True):

@@ -42,6 +42,7 @@ MODULES = [
     ("fnx.export", "a function as a saved program: export, load, symbolic dimensions"),
     ("fnx.func", "the transforms under torch.func's names and argument orders"),
     ("fnx.autograd_functional", "Jacobians, Hessians and vector products (torch.autograd.functional)"),
+    ("fnx.transforms.forward_ad", "eager forward-mode autodiff with dual tensors (torch.autograd.forward_ad)"),
     ("fnx.cuda", "CUDA availability, memory counters, device queries, streams and events (torch.cuda)"),
     ("fnx.nn", "modules, layers, losses, containers (torch.nn)"),
     ("fnx.nn.functional", "the functional forms (torch.nn.functional, imported as F)"),

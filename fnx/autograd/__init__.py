@@ -46,9 +46,18 @@ def _tensor_register_hook(self, hook):
     return tape.register_hook(self, hook)
 
 
+def _tensor_register_post_accumulate_grad_hook(self, hook):
+    """Call `hook(tensor)` after each gradient is accumulated into this leaf's `.grad` (e.g. to step an
+    optimizer on it during backward)."""
+    return tape.register_post_accumulate_grad_hook(self, hook)
+
+
 _tensor_backward.__name__ = _tensor_backward.__qualname__ = "backward"
 _tensor_retain_grad.__name__ = _tensor_retain_grad.__qualname__ = "retain_grad"
 _tensor_register_hook.__name__ = _tensor_register_hook.__qualname__ = "register_hook"
+_tensor_register_post_accumulate_grad_hook.__name__ = "register_post_accumulate_grad_hook"
+_tensor_register_post_accumulate_grad_hook.__qualname__ = "register_post_accumulate_grad_hook"
 Tensor.backward = _tensor_backward
 Tensor.retain_grad = _tensor_retain_grad
 Tensor.register_hook = _tensor_register_hook
+Tensor.register_post_accumulate_grad_hook = _tensor_register_post_accumulate_grad_hook

@@ -6,16 +6,33 @@ fnx runs backward in the thread that calls it, so the mode of that thread is the
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 
 from .. import core
 
-__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
+__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+           "set_anomaly_enabled"]
+
+_check_nan = contextvars.ContextVar("fnx_anomaly_check_nan", default=True)
 
 
 def is_anomaly_enabled() -> bool:
     """Whether anomaly detection (`detect_anomaly`, `set_detect_anomaly`) is on."""
     return core.anomaly_enabled()
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    """Whether anomaly mode checks backward results for NaN (True unless turned on with check_nan=False)."""
+    return _check_nan.get()
+
+
+def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> tuple:
+    """Switch anomaly mode (forward tracebacks for backward errors) and its NaN checks in the calling thread;
+    returns the previous (enabled, check_nan) pair."""
+    prev = core.set_anomaly_enabled(enabled), _check_nan.get()
+    _check_nan.set(bool(check_nan))
+    return prev
 
 
 class detect_anomaly:
@@ -25,11 +42,11 @@ class detect_anomaly:
         self.check_nan = check_nan
 
     def __enter__(self):
-        self._prev = core.set_anomaly_enabled(self.check_nan)
+        self._prev = set_anomaly_enabled(True, self.check_nan)
         return self
 
     def __exit__(self, *exc) -> None:
-        core.set_anomaly_enabled(self._prev)
+        set_anomaly_enabled(*self._prev)
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -42,9 +59,9 @@ class detect_anomaly:
 class set_detect_anomaly(detect_anomaly):
     """Switch anomaly mode on or off now (and restore it when used as a context manager)."""
 
-    def __init__(self, mode: bool):
-        super().__init__(mode)
-        self._prev = core.set_anomaly_enabled(mode)
+    def __init__(self, mode: bool, check_nan: bool = True):
+        super().__init__(check_nan)
+        self._prev = set_anomaly_enabled(mode, check_nan)
 
     def __enter__(self):
         return self

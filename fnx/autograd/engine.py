@@ -15,6 +15,7 @@ from ..ops.elementwise import add_p
 from ..ops.shape import slice_p
 from ..tensor import Tensor as _Tensor, make as _make
 from . import tape
+from .anomaly import is_anomaly_check_nan_enabled
 from .tape import Node as _Node
 
 __all__ = ["backward", "grad"]
@@ -59,7 +60,7 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
         if capture is not None and id(node) in capture:
             captured[capture[id(node)]] = g
         cots = _slice_vjp(node, g) if pieces and type(node) is _Node and node.prim is slice_p else node.vjp(g)
-        if anomaly:
+        if anomaly and is_anomaly_check_nan_enabled():
             _check_nan(node, cots)
         if not retain_graph:
             node.release()

@@ -5,11 +5,20 @@ starts with grad mode on, whatever the thread that started it was in (the flag l
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 
 from .. import core
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
+           "is_inference_mode_enabled"]
+
+_inference = contextvars.ContextVar("fnx_inference_mode", default=False)
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether the calling thread is inside an `inference_mode()` block (not `inference_mode(False)`)."""
+    return _inference.get()
 
 
 def is_grad_enabled() -> bool:
@@ -76,6 +85,15 @@ class inference_mode(_GradMode):
 
     def _mode(self) -> bool:
         return core.state.grad_enabled and not self.mode
+
+    def __enter__(self):
+        self._prev_inference = _inference.get()
+        _inference.set(self.mode)
+        return super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        super().__exit__(*exc)
+        _inference.set(self._prev_inference)
 
     def clone(self):
         return inference_mode(self.mode)

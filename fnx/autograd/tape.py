@@ -297,6 +297,27 @@ def register_hook(t, hook) -> RemovableHandle:
     return RemovableHandle(hooks, hook)
 
 
+_post_accumulate: dict = {}   # id(leaf) -> its post-accumulate-grad hooks (dropped when the leaf dies)
+
+
+def register_post_accumulate_grad_hook(t, hook) -> RemovableHandle:
+    """Call `hook(t)` each time a gradient has been accumulated into leaf `t`'s `.grad` (PyTorch's hook for
+    running an optimizer step per parameter during backward)."""
+    if not t._requires_grad:
+        raise FnxRuntimeError("register_post_accumulate_grad_hook: cannot register a hook on a tensor that doesn't "
+                              "require gradient")
+    if t._node is not None:
+        raise FnxRuntimeError("register_post_accumulate_grad_hook: post accumulate grad hooks cannot be registered "
+                              "on non-leaf tensors")
+    key = id(t)
+    hooks = _post_accumulate.get(key)
+    if hooks is None:
+        hooks = _post_accumulate[key] = []
+        weakref.finalize(t, _post_accumulate.pop, key, None)
+    hooks.append(hook)
+    return RemovableHandle(hooks, hook)
+
+
 def accumulate_grad(t, g, sole: bool = False) -> None:
     """Add gradient `g` into `t.grad`, as PyTorch's AccumulateGrad does.
 
@@ -321,6 +342,9 @@ def accumulate_grad(t, g, sole: bool = False) -> None:
         v = old._value
         v += g._value
         old._version[0] += 1
+    if _post_accumulate:
+        for hook in list(_post_accumulate.get(id(t), ())):
+            hook(t)
 
 
 # sys.getrefcount counts every reference in CPython before 3.14 with the GIL; from 3.14 some are borrowed and go

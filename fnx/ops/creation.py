@@ -10,14 +10,15 @@ fnx/transforms/tracing.py). A tensor that requires grad stays concrete: it is a 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
-from .. import _dlpack, core
+from .. import _dlpack, core, legacy_types
 from .. import dtypes as _dt
 from ..array_layout import dense_order
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
-from ..device import cpu, device as _device_cls, device_of_array
+from ..device import cpu, device as _device_cls, device_of_array, get_default_device, set_default_device
 from ..tensor import (Size, Tensor, Tracer, channels_last, channels_last_3d, check_memory_format, contiguous_format,
                       make, preserve_format)
 from ..tree import tree_map
@@ -28,7 +29,8 @@ from .shape import permute
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
            "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "logspace", "eye", "clone",
-           "contiguous", "triu_indices", "tril_indices"]
+           "contiguous", "triu_indices", "tril_indices", "empty_strided", "empty_permuted", "scalar_tensor",
+           "frombuffer", "set_default_tensor_type"]
 
 
 def _new(value, dev, requires_grad: bool = False) -> Tensor:
@@ -42,7 +44,8 @@ def _new(value, dev, requires_grad: bool = False) -> Tensor:
 
 
 def _device(device) -> _device_cls:
-    return cpu if device is None else _device_cls(device)
+    """The device a factory creates on: `device`, or the default one (fnx.set_default_device)."""
+    return get_default_device() if device is None else _device_cls(device)
 
 
 def _xp(dev: _device_cls, dt: _dt.dtype):
@@ -107,10 +110,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Ten
             dt = _infer_dtype(src)
     else:
         dt = _dt.as_dtype(dtype)
-    if device is None:
-        dev = device_of_array(src) if hasattr(src, "__cuda_array_interface__") else cpu
+    if device is None and hasattr(src, "__cuda_array_interface__"):
+        dev = device_of_array(src)
     else:
-        dev = _device_cls(device)
+        dev = _device(device)
     xp = _xp(dev, dt)
     if dev is cpu and hasattr(src, "__cuda_array_interface__"):
         src = src.get()
@@ -134,7 +137,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     """`data` as a tensor, sharing memory when it already is one (or a numpy array) of that dtype/device."""
     if isinstance(data, Tensor):
         return data.to(device=device, dtype=dtype) if (device or dtype) else data
-    if isinstance(data, np.ndarray) and (device is None or _device_cls(device) is cpu):
+    if isinstance(data, np.ndarray) and _device(device) is cpu:
         if dtype is None or _dt.as_dtype(dtype).np == data.dtype:
             return from_numpy(data)
     return tensor(data, dtype=dtype, device=device)
@@ -194,6 +197,82 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     return _filled(_shape((size,)), fill_value, dtype, device, "full", requires_grad)
+
+
+def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor of shape `size` whose memory is laid out with strides `stride` (in elements)."""
+    shape, strides = _shape((size,)), tuple(map(int, stride))
+    if len(shape) != len(strides):
+        raise FnxRuntimeError(f"empty_strided: mismatch in length of strides and shape: {len(strides)} strides for "
+                              f"size {list(shape)}")
+    if min(strides, default=0) < 0:
+        raise FnxRuntimeError(f"empty_strided: strides must be non-negative, got {list(strides)}")
+    dev = _device(device)
+    dt = _dt.get_default_dtype() if dtype is None else _dt.as_dtype(dtype)
+    xp = _xp(dev, dt)
+    span = 1 + sum((n - 1) * st for n, st in zip(shape, strides)) if all(shape) else 0
+    memory = xp.empty(span, dtype=dt.np)
+    view = xp.lib.stride_tricks.as_strided(memory, shape, tuple(st * memory.itemsize for st in strides))
+    return _new(view, dev, requires_grad)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised dense tensor of shape `size` whose dims lie in memory in the order `physical_layout`
+    (outermost first): empty_permuted((n, c, h, w), (0, 2, 3, 1)) is channels-last."""
+    shape, layout = _shape((size,)), tuple(map(int, physical_layout))
+    if sorted(layout) != list(range(len(shape))):
+        raise FnxRuntimeError(f"empty_permuted: physical_layout {list(layout)} must be a permutation of the "
+                              f"{len(shape)} dims of size {list(shape)}")
+    memory = empty(tuple(shape[d] for d in layout), dtype=dtype, device=device)
+    return _new(memory._value.transpose(tuple(np.argsort(layout))), memory._device, requires_grad)
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A 0-d tensor holding the number `s`, of the default float dtype unless `dtype` is given."""
+    return _filled((), s, _dt.get_default_dtype() if dtype is None else dtype, device, "full", requires_grad)
+
+
+def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0, requires_grad: bool = False) -> Tensor:
+    """A 1-D CPU tensor sharing memory with a Python buffer (bytearray, array.array, memoryview, mmap):
+    `count` elements of `dtype` (-1: all) from byte `offset`. A read-only buffer (bytes) is copied."""
+    dt = _dt.as_dtype(dtype)
+    view = memoryview(buffer)
+    total, size = view.nbytes, dt.itemsize
+    if not 0 <= offset < max(total, 1):
+        raise FnxValueError(f"frombuffer: offset ({offset} bytes) must be non-negative and no greater than buffer "
+                            f"length ({total} bytes) minus 1")
+    if count < 0:
+        if (total - offset) % size:
+            raise FnxValueError(f"frombuffer: buffer length ({total - offset} bytes) after offset ({offset} bytes) "
+                                f"must be a multiple of element size ({size})")
+        count = (total - offset) // size
+    elif offset + count * size > total:
+        raise FnxValueError(f"frombuffer: requested buffer length ({count} * {size} bytes) after offset ({offset} "
+                            f"bytes) must not be greater than actual buffer length ({total} bytes)")
+    arr = np.frombuffer(view.cast("B"), dtype=dt.np, count=count, offset=offset)
+    if not arr.flags.writeable:
+        warnings.warn("frombuffer: the given buffer is not writable, so fnx copies it (PyTorch would share it and "
+                      "allow writes to memory Python considers immutable)", UserWarning, stacklevel=2)
+        arr = arr.copy()
+    return _new(arr, cpu, requires_grad)
+
+
+def set_default_tensor_type(t) -> None:
+    """Deprecated PyTorch form of set_default_dtype (and set_default_device for CUDA types): `t` is a legacy
+    type (fnx.FloatTensor, fnx.DoubleTensor, ...) or its name ('torch.cuda.FloatTensor', ...)."""
+    warnings.warn("set_default_tensor_type() is deprecated as of PyTorch 2.1, please use set_default_dtype() and "
+                  "set_default_device() as alternatives", UserWarning, stacklevel=2)
+    name = t if isinstance(t, str) else getattr(t, "__name__", "")
+    short = name.rpartition(".")[2] if isinstance(name, str) else ""
+    legacy = getattr(legacy_types, short) if short in legacy_types.__all__ else None
+    if legacy is None:
+        raise FnxTypeError(f"set_default_tensor_type: invalid type {t!r}; expected a legacy tensor type such as "
+                           f"torch.FloatTensor or 'torch.cuda.DoubleTensor'")
+    if not legacy.dtype.is_floating_point:
+        raise FnxTypeError(f"set_default_tensor_type: only floating-point types are supported as the default type, "
+                           f"got {name}")
+    _dt.set_default_dtype(legacy.dtype)
+    set_default_device("cuda" if isinstance(t, str) and ".cuda." in t else None)
 
 
 def _like(input: Tensor, dtype, device):
@@ -449,6 +528,11 @@ def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, require
     return full(size, fill_value, **_like_self(self, dtype, device), requires_grad=requires_grad)
 
 
+def new_empty_strided(self: Tensor, size, stride, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """`empty_strided(size, stride)` with `self`'s dtype and device unless given."""
+    return empty_strided(size, stride, **_like_self(self, dtype, device), requires_grad=requires_grad)
+
+
 def new(self: Tensor, *args, device=None) -> Tensor:
     """PyTorch's legacy `Tensor.new`, with `self`'s dtype (and device unless given): no arguments an empty (0,)
     tensor, sizes (ints, or one Size) an uninitialised tensor of that shape, one sequence, array or tensor a copy
@@ -462,5 +546,5 @@ def new(self: Tensor, *args, device=None) -> Tensor:
 
 
 METHODS: dict = {"new_tensor": new_tensor, "new_zeros": new_zeros, "new_ones": new_ones, "new_empty": new_empty,
-                 "new_full": new_full, "new": new}   # Tensor methods beyond those in fnx/_methods.py
+                 "new_full": new_full, "new": new, "new_empty_strided": new_empty_strided}   # Tensor methods beyond those in fnx/_methods.py
 INPLACE: dict = {}

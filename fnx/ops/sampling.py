@@ -41,7 +41,7 @@ from .. import core
 from .. import dtypes as _dt
 from .. import random as keyed
 from ..core import FnxRuntimeError, FnxTypeError
-from ..device import cpu, device as _device_cls
+from ..device import cpu, device as _device_cls, get_default_device
 from ..tensor import Tensor, Tracer, make
 from ._batching import BatchTrace, BatchTracer
 from .complex import view_as_complex
@@ -387,7 +387,7 @@ def _batched(out: Tensor, different: list) -> Tensor:
 
 
 def _dev(device):
-    return cpu if device is None else _device_cls(device)
+    return get_default_device() if device is None else _device_cls(device)
 
 
 # ---------------------------------------------------------------- creation
@@ -778,8 +778,35 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator:
     return _write(self, self.device.xp.exp(z * std + mean))
 
 
+def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Generator | None = None) -> Tensor:
+    """Fill with Cauchy samples of location `median` and scale `sigma`: median + sigma tan(pi (u - 1/2))."""
+    _target(self, "cauchy_")
+    if not sigma > 0:
+        raise FnxRuntimeError(f"cauchy_: expects sigma > 0.0, but found sigma={sigma}")
+    if isinstance(self, Tracer):
+        u = rand(tuple(self.shape), dtype=self.dtype, device=self.device, generator=generator)
+        return rebind_(self, ((u - 0.5) * math.pi).tan() * sigma + median, "cauchy_")
+    u = _uniform(_generator(generator, self.device, "cauchy_"), tuple(self.shape), self.dtype)
+    return _write(self, self.device.xp.tan((u - 0.5) * math.pi) * sigma + median)
+
+
+def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) -> Tensor:
+    """Fill with the number of Bernoulli(p) trials up to the first success (1, 2, ...); any real dtype."""
+    _target(self, "geometric_", floating=False)
+    if not 0 < p < 1:
+        raise FnxRuntimeError(f"geometric_: expects p to be in (0, 1), but got p={p}")
+    if isinstance(self, Tracer):
+        u = rand(tuple(self.shape), dtype=_dt.float64, device=self.device, generator=generator)
+        k = ((1 - u).log() / math.log1p(-p)).ceil().clamp(min=1)
+        return rebind_(self, k.to(self.dtype), "geometric_")
+    xp = self.device.xp
+    u = _uniform(_generator(generator, self.device, "geometric_"), tuple(self.shape), _dt.float64)
+    k = xp.maximum(xp.ceil(xp.log1p(-u) / math.log1p(-p)), 1.0)   # 1 - u in (0, 1]: k >= 1
+    return _write(self, k.astype(self.dtype.np))
+
+
 METHODS: dict = {
     "uniform_": uniform_, "normal_": normal_, "bernoulli_": bernoulli_, "random_": random_,
-    "exponential_": exponential_, "log_normal_": log_normal_, "bernoulli": bernoulli, "multinomial": multinomial,
+    "exponential_": exponential_, "log_normal_": log_normal_, "cauchy_": cauchy_, "geometric_": geometric_, "bernoulli": bernoulli, "multinomial": multinomial,
 }
 INPLACE: dict = {}
