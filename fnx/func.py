@@ -1,6 +1,6 @@
 """`fnx.func`: torch.func's names for fnx's composable transforms (what `import torch.func` gives a program run with
 fnx standing in for torch): grad, grad_and_value, vjp, jvp, jacrev, jacfwd, hessian, vmap, linearize,
-functional_call and stack_module_state.
+functional_call, stack_module_state, functionalize and replace_all_batch_norm_modules_.
 
 The transforms are fnx's own (fnx.grad, fnx.vmap, ...: JAX's forms); here they take PyTorch's argument names
 (`in_dims`/`out_dims`) and give PyTorch's result orders (grad_and_value: gradient first), and dicts in results keep
@@ -10,9 +10,12 @@ fnx's (JAX's) sort the keys: per-sample gradients zip with model.parameters(). v
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 from .autograd import no_grad
+from .errors import FnxRuntimeError
+from .nn.layers.normalization import _BatchNorm
 from .nn.module import Module
 from .nn.stateless import functional_call
 from .ops.joins import stack
@@ -20,7 +23,7 @@ from .transforms import ad as _ad
 from .transforms.batching import vmap as _vmap
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "linearize",
-           "functional_call", "stack_module_state"]
+           "functional_call", "stack_module_state", "functionalize", "replace_all_batch_norm_modules_"]
 
 
 def _ordered(template, value, inner=None):
@@ -188,3 +191,39 @@ def stack_module_state(models) -> tuple[dict, dict]:
             out[name] = t.requires_grad_(first.requires_grad) if leaf else t
         return out
     return (stacked(lambda m: m.named_parameters(), True), stacked(lambda m: m.named_buffers(), False))
+
+
+_REMOVE = ("mutations", "mutations_and_views")
+
+
+def functionalize(func: Callable, *, remove: str = "mutations") -> Callable:
+    """`func` with its mutations (and with "mutations_and_views", its aliasing) removed, as torch.func's.
+
+    fnx's transforms already trace every in-place op as its out-of-place form (fnx/ops/inplace.py: a written
+    tensor becomes the result of the functional op, a written view rewrites its root), which is what
+    functionalize does; and eager calls keep func's semantics, input mutations included, which functionalize
+    promises too. So the functionalized function runs `func` itself: under make_jaxpr, compile, grad or vmap it
+    holds no mutation, and eagerly it behaves as `func`.
+    """
+    if remove not in _REMOVE:
+        raise FnxRuntimeError(f"functionalize(f, remove='mutations'): received invalid argument for remove={remove!r}; "
+                         f"valid options are {list(_REMOVE)}")
+
+    @functools.wraps(func)
+    def functionalized(*args, **kwargs):
+        return func(*args, **kwargs)
+
+    return functionalized
+
+
+def replace_all_batch_norm_modules_(root: Module) -> Module:
+    """Make every BatchNorm in `root` use batch statistics only, in place (running_mean, running_var and
+    num_batches_tracked None, track_running_stats False), so that vmap over a model does not write its running
+    statistics; returns `root`."""
+    for module in root.modules():
+        if isinstance(module, _BatchNorm):
+            module.running_mean = None
+            module.running_var = None
+            module.num_batches_tracked = None
+            module.track_running_stats = False
+    return root

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ..ops.autocast import (autocast, clear_autocast_cache, get_autocast_dtype, is_autocast_available,
                             is_autocast_cache_enabled, is_autocast_enabled)
+from .custom_functions import custom_bwd, custom_fwd
 from .grad_scaler import GradScaler
 
 __all__ = ["autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available",
-           "is_autocast_cache_enabled", "clear_autocast_cache"]
+           "is_autocast_cache_enabled", "clear_autocast_cache", "custom_fwd", "custom_bwd"]

@@ -4,17 +4,17 @@ Attaches Tensor's autograd methods (`backward`, `retain_grad`, `register_hook`):
 this layer.
 """
 from ..tensor import Tensor
-from . import tape
+from . import graph, tape
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .engine import backward, grad
 from .function import Function, FunctionCtx
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from .gradcheck import GradcheckError, gradcheck
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck, is_tensor_like
 from .variable import Variable
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "no_grad", "enable_grad", "set_grad_enabled",
            "inference_mode", "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-           "gradcheck", "GradcheckError", "tape", "Variable"]
+           "gradcheck", "gradgradcheck", "GradcheckError", "is_tensor_like", "tape", "graph", "Variable"]
 
 
 def _tensor_backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:

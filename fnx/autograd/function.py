@@ -18,7 +18,7 @@ class FunctionCtx:
 
     # its own attributes are slots (set or read on every call); what a Function stores on it goes to `__dict__`
     __slots__ = ("needs_input_grad", "materialize_grads", "pull", "pull_holds_values", "_saved", "_versions",
-                 "_non_diff", "__dict__")
+                 "_non_diff", "_packed", "__dict__")
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
@@ -26,10 +26,16 @@ class FunctionCtx:
         self._versions = ()
         self.materialize_grads = True
         self._non_diff = ()
+        self._packed = False   # _saved holds tape.pack_saved entries (saved_tensors_hooks)
         self.pull = None   # record_pullback's backward
         self.pull_holds_values = True   # whether `pull` keeps tensors alive (released after the backward)
 
     def save_for_backward(self, *tensors) -> None:
+        hooks = tape.saved_hooks()
+        if hooks is not None:
+            self._saved = tuple([tape.pack_saved(t, hooks) if t is not None else None for t in tensors])
+            self._packed = True
+            return
         self._saved = tensors
         versions = []
         for t in tensors:   # a loop, not a comprehension (a function call in Python 3.11): Linear saves two
@@ -41,6 +47,8 @@ class FunctionCtx:
         if self._saved is None:
             raise FnxRuntimeError("Trying to backward through the graph a second time: saved tensors were freed; "
                                   "specify retain_graph=True")
+        if self._packed:
+            return tuple([tape.unpack_saved(e) if e is not None else None for e in self._saved])
         for i, (t, v) in enumerate(zip(self._saved, self._versions)):
             if t is not None and t._version[0] != v:
                 raise tape._modified_error("a custom Function", i, t, v)
@@ -58,8 +66,8 @@ class FunctionCtx:
 
 
 class _FunctionNode:
-    """A custom function's tape node. Of its inputs it keeps the shapes (`inputs`, None for non-tensors), so
-    that only what `ctx` saved stays alive for backward."""
+    """A custom function's tape node. Of its inputs it keeps the shapes and dtypes (`inputs`, None for
+    non-tensors), so that only what `ctx` saved stays alive for backward."""
 
     __slots__ = ("fn", "ctx", "parents", "outputs_meta", "hooks", "stack", "inputs", "__weakref__")
 
@@ -98,11 +106,18 @@ class _FunctionNode:
         if len(grads) < n_in:
             raise FnxRuntimeError(f"function {self.name} returned an incorrect number of gradients (expected "
                                   f"{n_in}, got {len(grads)})")
-        for i, (g, shape) in enumerate(zip(grads, self.inputs)):
-            if g is not None and shape is not None and shape_of(g) != shape:
+        grads = list(grads[:n_in])
+        for i, (g, meta) in enumerate(zip(grads, self.inputs)):
+            if g is None or meta is None:
+                continue
+            shape, dtype = meta
+            if shape_of(g) != shape:
                 raise FnxRuntimeError(f"function {self.name} returned an invalid gradient at index {i} - got "
                                       f"{list(g.shape)} but expected shape compatible with {list(shape)}")
-        return grads if len(grads) == n_in else grads[:n_in]
+            if isinstance(g, Tensor) and g.dtype is not dtype and g.dtype.is_floating_point and \
+                    dtype.is_floating_point:   # PyTorch casts a gradient to its input's dtype (autocast backward)
+                grads[i] = g.to(dtype)
+        return tuple(grads)
 
 
 class _OutputOf(OutputOf):
@@ -158,7 +173,7 @@ def _record_function(fn, ctx, args: tuple, outs: list) -> list:
     inputs, parents = [], []
     for a in args:
         if isinstance(a, Tensor):
-            inputs.append(a._value.shape)   # concrete: no transform
+            inputs.append((a._value.shape, a.dtype))   # concrete: no transform
             parents.append(a._node if a._node is not None else (a if a._requires_grad else None))
         else:
             inputs.append(None)
@@ -211,7 +226,8 @@ def record_pullback(name: str, args: list, outs: list, pull, holds_values: bool 
     if rule is None:
         rule = _PULLBACKS[name] = _Pullback(name)
     node = _FunctionNode(rule, ctx, tuple([tape.parent_of(a) for a in args]),
-                         [(o._value.shape, o.dtype, o._device) for o in outs], tuple([a._value.shape for a in args]))
+                         [(o._value.shape, o.dtype, o._device) for o in outs],
+                         tuple([(a._value.shape, a.dtype) for a in args]))
     n = len(outs)
     for k, o in enumerate(outs):
         if o.dtype.is_inexact:
@@ -225,6 +241,9 @@ _PULLBACKS: dict = {}   # name -> its _Pullback rule, shared by the nodes of tha
 
 def _record_multiple(prim, args, params, outs) -> list:
     """`core.record_multiple_hook`: one node on the eager tape for all outputs of a multiple-result primitive."""
+    hooks = tape.saved_hooks()
+    if hooks is not None and not prim.view:
+        return _record_multiple_packed(prim, args, params, outs, hooks)
     if not prim.view:
         # the values its vjp reads, as the primitive declares, are checked against in-place writes before it runs
         read = [*(args if prim.saves_inputs else ()), *(outs if prim.saves_output else ())]
@@ -245,6 +264,26 @@ def _record_multiple(prim, args, params, outs) -> list:
                     holds_values=False)
     for o in outs:   # an in-place write through another view of the base refreshes these views' nodes
         tape._note_view(o._base, o)
+    return outs
+
+
+def _record_multiple_packed(prim, args, params, outs, hooks) -> list:
+    """`_record_multiple` under saved_tensors_hooks: the node keeps pack_hook's results of the values its vjp reads
+    (stand-ins for the others) and unpacks them in backward."""
+    if "saved" in params:   # compiled_call_saving: the residuals of a compiled call, kept in its params
+        raise NotImplementedError(f"saved_tensors_hooks: the residuals that an eager call of an fnx.compile'd "
+                                  f"function keeps for backward ({prim.name}) are not passed through pack_hook; "
+                                  f"call it outside the hooks, or the uncompiled function inside them")
+    ins = [tape.pack_saved(a, hooks) if prim.saves_inputs else tape.stand_in(a._value, a._device) for a in args]
+    kept = []
+
+    def pull(cts):
+        unpack = [tape.unpack_saved(e) if isinstance(e, tuple) else e for e in (*ins, *kept)]
+        return prim.vjp(cts, unpack[:len(ins)], unpack[len(ins):], **params)
+
+    outs = record_pullback(prim.name, list(args), outs, pull)
+    # packed once recorded, so that each output's place in the graph is its node
+    kept.extend(tape.pack_saved(o, hooks) if prim.saves_output else tape.stand_in(o._value, o._device) for o in outs)
     return outs
 
 

@@ -1,4 +1,5 @@
-"""`gradcheck`: compare autograd's Jacobian with central finite differences.
+"""`gradcheck`: compare autograd's Jacobian with central finite differences; `gradgradcheck` does the same
+for the gradient itself (second derivatives, through `create_graph=True`).
 
 Complex inputs and outputs count as pairs of reals, as in PyTorch's gradcheck: the real and imaginary parts
 of each input are perturbed separately, and the analytic rows of an output element's real and imaginary
@@ -10,11 +11,17 @@ import numpy as np
 
 from ..core import FnxRuntimeError
 from ..ops.creation import tensor
+from ..ops.sampling import rand
 from ..tensor import Tensor
 from .engine import grad
-from .grad_mode import no_grad
+from .grad_mode import enable_grad, no_grad
 
-__all__ = ["gradcheck", "GradcheckError"]
+__all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "is_tensor_like"]
+
+
+def is_tensor_like(inp) -> bool:
+    """Whether `inp` is a Tensor or an object that takes part in tensor operations (`__torch_function__`)."""
+    return isinstance(inp, Tensor) or hasattr(inp, "__torch_function__")
 
 
 class GradcheckError(FnxRuntimeError):
@@ -108,3 +115,32 @@ def gradcheck(fn, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float 
                 f"coordinate {worst[1]}; a complex element has two, its real and imaginary parts).\nnumerical:\n"
                 f"{numeric}\nanalytic:\n{analytic}")
     return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+                  raise_exception: bool = True) -> bool:
+    """gradcheck of the gradient: the vector-Jacobian product of `func` at `inputs` with `grad_outputs` (by
+    default random in [-1, 1), one per output, themselves differentiated too) must match finite differences.
+
+    As in PyTorch, it differentiates `autograd.grad(func(*inputs), inputs, grad_outputs, create_graph=True)` with
+    respect to the inputs that require grad and the grad_outputs that do.
+    """
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    if grad_outputs is None:
+        outs = [o for o in _outputs(func, inputs) if isinstance(o, Tensor) and o.requires_grad]
+        grad_outputs = tuple((rand(tuple(o.shape), dtype=o.dtype if o.dtype.is_inexact else None, device=o.device)
+                              * 2 - 1).requires_grad_() for o in outs)
+    else:
+        grad_outputs = tuple(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else (grad_outputs,)
+    n = len(grad_outputs)
+    diff = [i for i, a in enumerate(inputs) if isinstance(a, Tensor) and a.requires_grad]
+
+    def first_derivative(*args):   # with grad mode on also while gradcheck's finite differences run it
+        with enable_grad():
+            outs = [o for o in _outputs(func, args[:len(args) - n]) if isinstance(o, Tensor) and o.requires_grad]
+            got = grad(outs, [args[i] for i in diff], list(args[len(args) - n:]), create_graph=True,
+                       allow_unused=True)
+        return tuple(g for g in got if g is not None)
+
+    return gradcheck(first_derivative, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)

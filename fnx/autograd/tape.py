@@ -15,6 +15,7 @@ The backward walk releases each node's saved values once its vjp has run (`relea
 """
 from __future__ import annotations
 
+import contextvars
 import sys
 import traceback
 import weakref
@@ -23,7 +24,7 @@ import numpy as np
 
 from .. import core
 from .._warn import FNX_DIR as _FNX_DIR
-from ..core import FnxRuntimeError
+from ..core import FnxRuntimeError, FnxTypeError
 from ..device import cpu, device_of_array
 from ..dtypes import INEXACT_NP as _INEXACT_NP
 from ..tensor import Tensor, make
@@ -101,7 +102,7 @@ class Node:
     by one (a class call that runs a Python `__init__` costs a fifth of recording an op)."""
 
     __slots__ = ("prim", "params", "inputs", "parents", "versions", "out_value", "out_version", "hooks", "stack",
-                 "__weakref__")
+                 "packed", "__weakref__")
 
     @property
     def name(self) -> str:
@@ -119,10 +120,12 @@ class Node:
         nothing, so a second backward through it works, as in PyTorch (`b = a + 1`, then two `b.sum().backward()`)."""
         prim = self.prim
         if prim.saves_inputs or prim.saves_output:
-            self.inputs = self.out_value = None
+            self.inputs = self.out_value = self.packed = None
 
     def vjp(self, cot):
         """The cotangents of the inputs given `cot`, the output's; first checks that the saved values are intact."""
+        if self.packed is not None:
+            return self._packed_vjp(cot)
         inputs, prim = self.inputs, self.prim
         if inputs is None:
             raise FnxRuntimeError(
@@ -145,7 +148,17 @@ class Node:
                     f"Use an out-of-place op (x = x.op(...)) or .clone() the tensor before modifying it.")
             out = make(value, device_of_array(value))
             out._node, out._requires_grad = self, True
-        params = self.params
+        return self._rule(cot, inputs, out)
+
+    def _packed_vjp(self, cot):
+        """vjp of a node recorded under saved_tensors_hooks: the saved values come back through unpack_hook."""
+        packed_inputs, packed_out = self.packed
+        inputs = self.inputs if packed_inputs is None else tuple([unpack_saved(e) for e in packed_inputs])
+        out = self.out_value if packed_out is None else unpack_saved(packed_out)
+        return self._rule(cot, inputs, out)
+
+    def _rule(self, cot, inputs, out):
+        prim, params = self.prim, self.params
         if prim.vjp_takes_needs:
             parents = self.parents
             if len(parents) == 2:   # the binary family: no list to build
@@ -226,8 +239,12 @@ def record(prim, args, params, out):
     node.prim = prim
     node.params = params
     node.hooks = None
+    node.packed = None
     node.stack = forward_stack() if _anomaly_enabled() else None
-    if prim.saves_output:
+    hooks = _saved_hooks.get()
+    if hooks is not None and (prim.saves_inputs or prim.saves_output):
+        _pack_node(node, prim, args, out, hooks)
+    elif prim.saves_output:
         ver = out._version
         node.out_value = value
         node.out_version = (ver, ver[0])
@@ -239,6 +256,74 @@ def record(prim, args, params, out):
     out._requires_grad = True
     if prim.view:   # an in-place write through another view of the base refreshes this one's node
         _note_view(out._base, out)
+    return out
+
+
+def _pack_node(node, prim, args, out, hooks) -> None:
+    """What `record` keeps of `node`'s saved values under saved_tensors_hooks: pack_hook's results in
+    `node.packed`, stand-ins in their place."""
+    packed_inputs = None
+    if prim.saves_inputs:
+        packed_inputs = tuple([pack_saved(a, hooks) for a in args])
+        node.inputs = tuple([a if p is a else stand_in(a._value, a._device) for a, p in zip(args, node.parents)])
+        node.versions = None
+    node.out_value = stand_in(out._value, out._device)
+    node.out_version = None
+    node.packed = (packed_inputs, pack_saved(out, hooks, node) if prim.saves_output else None)
+
+
+# ---------------------------------------------------------------- saved_tensors_hooks (fnx.autograd.graph)
+# The innermost (pack_hook, unpack_hook) pair of the calling thread, or None; and the message that refuses new
+# pairs inside disable_saved_tensors_hooks.
+_saved_hooks = contextvars.ContextVar("fnx_saved_tensors_hooks", default=None)
+_hooks_disabled = contextvars.ContextVar("fnx_saved_tensors_hooks_disabled", default=None)
+
+
+def saved_hooks():
+    """The calling thread's active (pack_hook, unpack_hook) pair, or None."""
+    return _saved_hooks.get()
+
+
+def pack_saved(t, hooks, node=None) -> tuple:
+    """A tensor that a backward rule reads, as pack_hook keeps it: (packed, where it sits in the graph, unpack).
+
+    The hook runs with grad mode off and the hooks themselves off (a pack_hook that calls ops on the tensor does
+    not pack their inputs in turn). `node`: the tensor is that node's output (recorded right now).
+    """
+    pack, unpack = hooks
+    token = _saved_hooks.set(None)
+    prev = core.set_grad_enabled_flag(False)
+    try:
+        packed = pack(t)
+    finally:
+        core.set_grad_enabled_flag(prev)
+        _saved_hooks.reset(token)
+    if node is not None:
+        place = node
+    elif t._node is not None:
+        place = t._node
+    else:
+        place = t if t._requires_grad else None   # a leaf is held by its node anyway, as its parent
+    return packed, place, unpack
+
+
+def unpack_saved(entry):
+    """The tensor unpack_hook gives back for a `pack_saved` entry, put back in its place in the graph (so that
+    create_graph differentiates through it): a leaf is itself, whose value the hooks must keep."""
+    packed, place, unpack = entry
+    token = _saved_hooks.set(None)
+    try:
+        got = unpack(packed)
+    finally:
+        _saved_hooks.reset(token)
+    if not isinstance(got, Tensor):
+        raise FnxTypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got result of type "
+                           f"{type(got).__name__}")
+    if isinstance(place, Tensor):
+        return place
+    out = make(got._value, got._device)
+    if place is not None:
+        out._node, out._requires_grad = place, True
     return out
 
 

@@ -17,6 +17,7 @@ import functools
 from .. import core
 from ..autograd.function import record_pullback
 from ..autograd.grad_mode import no_grad
+from ..autograd.tape import saved_hooks
 from ..core import FnxTypeError, Primitive, custom_call
 from ..ops.creation import zeros_like
 from ..ops.sampling import get_rng_state, set_rng_state
@@ -66,6 +67,10 @@ class _CustomCall:
         needs = core.state.grad_enabled and any(a._requires_grad for a in args)
         if not needs:
             return self.fun(*args)
+        if saved_hooks() is not None:
+            raise NotImplementedError(f"saved_tensors_hooks: what an eager call of {self.name} (a custom_vjp, "
+                                      f"custom_jvp or checkpoint) keeps for backward is not passed through "
+                                      f"pack_hook; call it outside the hooks")
         prev = core.set_grad_enabled_flag(False)
         try:
             detached = [a.detach() for a in args]
