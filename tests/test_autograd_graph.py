@@ -94,6 +94,8 @@ def test_save_on_cpu_function_multi_output_and_errors():
                 pass
     with saved_tensors_hooks(rec.pack, rec.unpack), pytest.raises(NotImplementedError, match="checkpoint"):
         fnx.checkpoint(fnx.sin)(x)
+    with saved_tensors_hooks(rec.pack, rec.unpack), pytest.raises(NotImplementedError, match="compile"):
+        fnx.compile(lambda v: fnx.sin(v) * v)(x)
 
 
 def test_gradgradcheck_and_is_tensor_like():

@@ -130,3 +130,46 @@ def test_errors_as_pytorch():
             fwAD.unpack_dual(x, level=5)
     finally:
         fwAD.exit_dual_level()
+
+
+def test_cnn_and_parameter_tangents_match_torch():
+    """PyTorch's forward-AD tutorial patterns on weights drawn from numpy (the same in the torch run)."""
+    nn, F = fnx.nn, fnx.nn.functional
+    rs = np.random.RandomState(0)
+
+    def draw(*shape):
+        return t64(rs.standard_normal(shape))
+
+    conv, bn, lin = nn.Conv2d(2, 3, 3, padding=1).double(), nn.BatchNorm2d(3).double(), nn.Linear(12, 4).double()
+    with fnx.no_grad():
+        conv.weight.copy_(draw(3, 2, 3, 3))
+        conv.bias.copy_(draw(3))
+        lin.weight.copy_(draw(4, 12))
+        lin.bias.copy_(draw(4))
+    x, t = draw(2, 2, 4, 4), draw(2, 2, 4, 4)
+
+    def net(x):
+        h = F.max_pool2d(F.relu(bn(conv(x))), 2)
+        out = lin(fnx.cat([h.flatten(1), fnx.zeros(2, 0, dtype=fnx.float64)], 1))
+        return F.cross_entropy(out, fnx.tensor([1, 3])) + out.softmax(-1)[:, 0].sum() + (out[0, :2] ** 2).mean()
+
+    with fwAD.dual_level():
+        with fnx.no_grad():   # forward AD does not depend on grad mode
+            y = net(fwAD.make_dual(x, t))
+        primal, tangent = fwAD.unpack_dual(y)
+    assert primal.item() == pytest.approx(11.82397749268093, rel=1e-12)
+    assert tangent.item() == pytest.approx(13.991276436544753, rel=1e-12)
+
+    model = nn.Linear(5, 5).double()
+    with fnx.no_grad():
+        model.weight.copy_(draw(5, 5))
+        model.bias.copy_(draw(5))
+    inp = draw(16, 5)
+    params = dict(model.named_parameters())
+    with fwAD.dual_level():
+        for name, p in params.items():
+            delattr(model, name)
+            setattr(model, name, fwAD.make_dual(p, fnx.ones_like(p) * 0.5))
+        jvp = fwAD.unpack_dual(model(inp)).tangent
+    assert jvp.sum().item() == pytest.approx(27.077304506974393, rel=1e-12)
+    np.testing.assert_allclose(jvp[0, :3].detach().numpy(), [-0.7493051645857733] * 3, rtol=1e-12)
