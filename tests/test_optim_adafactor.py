@@ -209,3 +209,19 @@ def test_multiplicative_lr_state_dict_saves_callable_objects():
     other = S.MultiplicativeLR(optim.SGD([fnx.zeros(1, requires_grad=True)], lr=1.0), _Factor(0.1))
     other.load_state_dict(sd)
     assert other.lr_lambdas[0].factor == 0.5 and other.last_epoch == 1
+
+
+def test_tensor_lr_takes_the_per_parameter_path_with_the_same_numbers():
+    results = []
+    for lr in (0.02, fnx.tensor(0.02, dtype=fnx.float64)):
+        p = fnx.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=fnx.float64, requires_grad=True)
+        skipped = fnx.ones(3, requires_grad=True)
+        opt = optim.Adafactor([p, skipped], lr=lr, weight_decay=0.1)
+        for _ in range(3):
+            p.grad = p.detach() * 2 + 1
+            opt.step()
+        assert skipped not in opt.state and skipped.tolist() == [1.0, 1.0, 1.0]
+        results.append(p.detach().numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-15)
+    with pytest.raises(ValueError, match="Tensor lr must be 1-element"):
+        optim.Adafactor([fnx.zeros(2, requires_grad=True)], lr=fnx.tensor([0.1, 0.2]))
