@@ -1,5 +1,6 @@
 """Special functions: lgamma, digamma, polygamma, multigammaln, erfinv, ndtr, ndtri, log_ndtr, the Bessel
-functions i0, i0e, i1 and i1e, entr and xlog1py.
+functions i0, i0e, i1 and i1e, entr, xlog1py, erfcx (Cody's rational functions without their exp(-x²)) and the
+Hurwitz zeta function (Cephes' Euler-Maclaurin sum). The other Bessel functions are in bessel.py.
 
 lgamma, digamma and erfinv are primitives: eager mode runs their C loops on large CPU arrays
 (templates/special_math.h.j2, as compiled code does on every target), where these compositions of fnx ops,
