@@ -2,6 +2,7 @@
 import math
 
 import numpy as np
+import scipy.special as sc
 from hypothesis import strategies as st
 
 import fnx
@@ -86,6 +87,48 @@ def unit_sample(draw, lo, hi, avoid=None, **kwargs):
     return Sample((x,), kwargs)
 
 
+@st.composite
+def degree_sample(draw, lo=-1.2, hi=1.2, top=12):
+    """x in [lo, hi] and a degree n in [-1, top], a Python int (the recurrence's length must be concrete under
+    transforms; test_special.py checks tensors of degrees)."""
+    return Sample((draw(floats(draw(shapes(max_dims=2)), lo, hi)), draw(st.integers(-1, top))))
+
+
+@st.composite
+def zeta_sample(draw):
+    """x in [1.2, 12] and q in [0.05, 20], a Python float (the number of terms is set by the smallest q, which must
+    be concrete under transforms; test_special.py checks tensors of q and its gradient)."""
+    return Sample((draw(floats(draw(shapes(max_dims=2)), 1.2, 12.0)), draw(st.floats(0.05, 20.0))))
+
+
+def _polynomial_ref(eval_fn, shift: bool = False):
+    """The polynomial from scipy.special's eval_* (of 2x - 1 when shifted): 0 for n < 0, as PyTorch's."""
+    def ref(x, n):
+        x, n = np.broadcast_arrays(x, n)
+        y = 2 * x - 1 if shift else x
+        return np.where(n < 0, 0.0, eval_fn(np.maximum(n, 0).astype(np.int64), y))
+    return ref
+
+
+def _chebyshev_v(n, x):
+    """V_n = U_n - U_{n-1} (U_{-1} = 0)."""
+    return sc.eval_chebyu(n, x) - np.where(n > 0, sc.eval_chebyu(np.maximum(n - 1, 0), x), 0.0)
+
+
+def _chebyshev_w(n, x):
+    """W_n = U_n + U_{n-1}."""
+    return sc.eval_chebyu(n, x) + np.where(n > 0, sc.eval_chebyu(np.maximum(n - 1, 0), x), 0.0)
+
+
+_POLYNOMIALS = [("chebyshev_polynomial_t", sc.eval_chebyt, False), ("chebyshev_polynomial_u", sc.eval_chebyu, False),
+                ("chebyshev_polynomial_v", _chebyshev_v, False), ("chebyshev_polynomial_w", _chebyshev_w, False),
+                ("shifted_chebyshev_polynomial_t", sc.eval_chebyt, True),
+                ("shifted_chebyshev_polynomial_u", sc.eval_chebyu, True),
+                ("shifted_chebyshev_polynomial_v", _chebyshev_v, True),
+                ("shifted_chebyshev_polynomial_w", _chebyshev_w, True),
+                ("hermite_polynomial_h", sc.eval_hermite, False), ("hermite_polynomial_he", sc.eval_hermitenorm, False),
+                ("laguerre_polynomial_l", sc.eval_laguerre, False), ("legendre_polynomial_p", sc.eval_legendre, False)]
+
 _lgamma = _vectorize(math.lgamma)
 _digamma = _vectorize(lambda x: polygamma_ref(0, x))
 _erfc = _vectorize(math.erfc)
@@ -119,3 +162,33 @@ OPS = [
            binary_sample(lo2=-0.9, hi2=3.0).map(lambda s: Sample((np.where(s.args[0] == 0, 0.5, s.args[0]),
                                                                  s.args[1])))),
 ]
+
+# torch.special's Bessel and Airy functions and orthogonal polynomials are not differentiable (grad=False, as in
+# PyTorch); erfcx and zeta are
+OPS += [
+    OpInfo("special.erfcx", fnx.special.erfcx, sc.erfcx, unit_sample(-8.0, 30.0), double_grad=True),
+    OpInfo("special.zeta", fnx.special.zeta, sc.zeta, zeta_sample(), rtol=1e-5),
+    OpInfo("special.bessel_j0", fnx.special.bessel_j0, sc.j0, unit_sample(-40.0, 40.0), grad=False),
+    OpInfo("special.bessel_j1", fnx.special.bessel_j1, sc.j1, unit_sample(-40.0, 40.0), grad=False),
+    OpInfo("special.bessel_y0", fnx.special.bessel_y0, sc.y0, unit_sample(0.05, 40.0), grad=False),
+    OpInfo("special.bessel_y1", fnx.special.bessel_y1, sc.y1, unit_sample(0.05, 40.0), grad=False),
+    OpInfo("special.modified_bessel_i0", fnx.special.modified_bessel_i0, sc.i0, unit_sample(-40.0, 40.0),
+           grad=False),
+    OpInfo("special.modified_bessel_i1", fnx.special.modified_bessel_i1, sc.i1, unit_sample(-40.0, 40.0),
+           grad=False),
+    OpInfo("special.modified_bessel_k0", fnx.special.modified_bessel_k0, sc.k0, unit_sample(0.01, 40.0),
+           grad=False),
+    OpInfo("special.modified_bessel_k1", fnx.special.modified_bessel_k1, sc.k1, unit_sample(0.01, 40.0),
+           grad=False),
+    OpInfo("special.scaled_modified_bessel_k0", fnx.special.scaled_modified_bessel_k0, sc.k0e,
+           unit_sample(0.01, 40.0), grad=False),
+    OpInfo("special.scaled_modified_bessel_k1", fnx.special.scaled_modified_bessel_k1, sc.k1e,
+           unit_sample(0.01, 40.0), grad=False),
+    OpInfo("special.spherical_bessel_j0", fnx.special.spherical_bessel_j0, lambda x: sc.spherical_jn(0, x),
+           unit_sample(-30.0, 30.0), grad=False),
+    OpInfo("special.airy_ai", fnx.special.airy_ai, lambda x: sc.airy(x)[0], unit_sample(-15.0, 15.0),
+           grad=False),
+]
+OPS += [OpInfo(f"special.{name}", getattr(fnx.special, name), _polynomial_ref(fn, shifted),
+               degree_sample(-0.2 if shifted else -1.2, 1.2 if shifted else 1.2), grad=False, rtol=1e-4, atol=1e-4)
+        for name, fn, shifted in _POLYNOMIALS]

@@ -110,6 +110,13 @@ from numerics_measure import op_table_errors  # noqa: E402
 #       rounds the same way at every step: for the op table's up to 64 values, 4.5 ulps with 16 lanes (16
 #       values added lane by lane), 3 with 8, 4 with 4, against numpy's 2 (pairwise); measured up to 2 more
 #       than eager.
+# torch.special's series, rational approximations and recurrences (tests/op_db_special.py)
+SPECIAL_SERIES = {"special.erfcx", "special.zeta", "special.airy_ai", "special.spherical_bessel_j0"} | {
+    f"special.{kind}bessel_{f}" for kind, fs in (("", "j0 j1 y0 y1"), ("modified_", "i0 i1 k0 k1"),
+                                                 ("scaled_modified_", "k0 k1")) for f in fs.split()} | {
+    f"special.{name}_polynomial_{k}" for name, ks in (("chebyshev", "tuvw"), ("shifted_chebyshev", "tuvw"),
+                                                      ("hermite", ("h", "he")), ("laguerre", "l"), ("legendre", "p"))
+    for k in ks}
 OP_CLASSES = {
     "math": {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh",
              "asin", "acos", "atan", "asinh", "acosh", "atanh", "sigmoid", "gelu", "gelu_tanh", "gelu_backward", "gelu_tanh_backward", "silu", "silu_backward", "softplus", "erf", "erfc", "pow",
@@ -129,7 +136,7 @@ OP_CLASSES = {
                    # special functions: series and Newton iterations (their terms add up like a reduction's)
                    "lgamma", "lgamma_large", "digamma", "polygamma_1", "polygamma_3", "mvlgamma", "erfinv",
                    "erfinv_tails", "special.ndtri", "special.log_ndtr", "i0", "special.i0e", "special.i1",
-                   "special.i1e"},
+                   "special.i1e", *SPECIAL_SERIES},
 }
 OP_BOUNDS = {"math": 2, "reductions": 8}   # math: compiled vs float64; reductions: compiled minus eager vs float64
 

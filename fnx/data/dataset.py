@@ -4,14 +4,15 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from ..core import FnxValueError
 from ..ops.sampling import Generator, randperm
 from ..tensor import Tensor
 from .._warn import warn as _warn
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset", "StackDataset",
+           "random_split"]
 
 
 class Dataset:
@@ -90,6 +91,68 @@ class ConcatDataset(Dataset):
         which = bisect.bisect_right(self.cumulative_sizes, idx)
         start = self.cumulative_sizes[which - 1] if which > 0 else 0
         return self.datasets[which][idx - start]
+
+
+class ChainDataset(IterableDataset):
+    """Several IterableDatasets one after another, chained as they are iterated (nothing is loaded ahead)."""
+
+    def __init__(self, datasets: Iterable[Dataset]):
+        self.datasets = datasets
+
+    def _parts(self) -> Iterator[IterableDataset]:
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError(f"ChainDataset only supports IterableDataset, got a {type(d).__name__}")
+            yield d
+
+    def __iter__(self) -> Iterator:
+        for d in self._parts():
+            yield from d
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self._parts())
+
+
+class StackDataset(Dataset):
+    """Datasets of one length side by side: `StackDataset(a, b)[i]` is `(a[i], b[i])` and
+    `StackDataset(x=a, y=b)[i]` is `{'x': a[i], 'y': b[i]}`."""
+
+    def __init__(self, *args: Dataset, **kwargs: Dataset):
+        if args and kwargs:
+            raise FnxValueError("StackDataset: supported either tuple-like (via args) or dict-like (via kwargs) "
+                                "input/output, but both types are given")
+        if not args and not kwargs:
+            raise FnxValueError("StackDataset: At least one dataset should be passed")
+        parts = list(args or kwargs.values())
+        self._length = len(parts[0])
+        if any(len(d) != self._length for d in parts):
+            raise FnxValueError(f"StackDataset: Size mismatch between datasets (lengths {[len(d) for d in parts]})")
+        self.datasets = args or kwargs
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices: list) -> list:
+        """The samples at `indices`, each part fetched in one batch where it has `__getitems__` itself."""
+        named = self.datasets.items() if isinstance(self.datasets, dict) else enumerate(self.datasets)
+        columns = {}
+        for key, d in named:
+            if callable(getattr(d, "__getitems__", None)):
+                items = d.__getitems__(indices)
+                if len(items) != len(indices):
+                    raise FnxValueError(f"StackDataset: nested dataset's output size mismatch. Expected "
+                                        f"{len(indices)}, got {len(items)}")
+            else:
+                items = [d[i] for i in indices]
+            columns[key] = items
+        if isinstance(self.datasets, dict):
+            return [{k: col[j] for k, col in columns.items()} for j in range(len(indices))]
+        return [tuple(col[j] for col in columns.values()) for j in range(len(indices))]
+
+    def __len__(self) -> int:
+        return self._length
 
 
 def random_split(dataset: Dataset, lengths: Sequence, generator: Generator | None = None) -> list[Subset]:

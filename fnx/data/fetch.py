@@ -8,10 +8,12 @@ __all__ = ["fetch", "stream_batches"]
 
 
 def fetch(dataset, request, collate_fn: Callable, batched: bool) -> Any:
-    """`request` is a batch sampler's indices (`batched`: their samples collated into one batch) or one index
-    (batch_size=None: the sample converted alone)."""
+    """`request` is a batch sampler's indices (`batched`: their samples collated into one batch, fetched by the
+    dataset's `__getitems__(indices)` where it has one, as in PyTorch) or one index (batch_size=None: the sample
+    converted alone)."""
     if batched:
-        return collate_fn([dataset[i] for i in request])
+        getitems = getattr(dataset, "__getitems__", None)
+        return collate_fn(getitems(request) if getitems else [dataset[i] for i in request])
     return collate_fn(dataset[request])
 
 

@@ -1,5 +1,6 @@
 """Special functions: lgamma, digamma, polygamma, multigammaln, erfinv, ndtr, ndtri, log_ndtr, the Bessel
-functions i0, i0e, i1 and i1e, entr and xlog1py.
+functions i0, i0e, i1 and i1e, entr, xlog1py, erfcx (Cody's rational functions without their exp(-x²)) and the
+Hurwitz zeta function (Cephes' Euler-Maclaurin sum). The other Bessel functions are in bessel.py.
 
 lgamma, digamma and erfinv are primitives: eager mode runs their C loops on large CPU arrays
 (templates/special_math.h.j2, as compiled code does on every target), where these compositions of fnx ops,
@@ -15,20 +16,24 @@ inverse: √π/2 exp(erfinv(x)²).
 """
 from __future__ import annotations
 
+import functools
 import math
+
+import numpy as np
 
 from .autocast import autocast_op
 from .. import core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError
 from ..device import device_of_array
-from ..tensor import Tensor, make
+from ..errors import ConcretizationError
+from ..tensor import Tensor, Tracer, make
 from ._families import as_operand, promote, unary
 from .creation import full_like, stop_gradient, tensor
-from .elementwise import (abs as _abs, cos, eq, erf, erfc, exp, floor, isinf, log, log1p, neg, round as _round,
-                          sin, sqrt, where)
+from .elementwise import (_ERFC_C, _ERFC_D, _ERFC_P, _ERFC_Q, abs as _abs, cos, eq, erf, erfc, exp, floor, isinf,
+                          isnan, log, log1p, neg, pow as _pow, round as _round, sin, sqrt, trunc, where)
 
-__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfinv", "i0"]
+__all__ = ["lgamma", "digamma", "polygamma", "mvlgamma", "erfinv", "i0", "erfcx", "zeta"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 # Bernoulli numbers B_2, B_4, ..., B_20
@@ -67,6 +72,16 @@ def _on_arrays(composition):
         return out._value.astype(x.dtype, copy=False)
 
     return impl
+
+
+def quiet_numpy(fn):
+    """`fn` without numpy's floating-point warnings, for special functions that overflow to ±inf as PyTorch's do
+    (silently) or whose discarded `where` branches divide by zero."""
+    @functools.wraps(fn)
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    return quiet
 
 
 def _horner(coefs, w: Tensor) -> Tensor:
@@ -366,6 +381,108 @@ def i1(input: Tensor) -> Tensor:
 def i1e(input: Tensor) -> Tensor:
     """exp(-|x|) i1(x), without the overflow of i1 for large |x|."""
     return _bessel_i_scaled(1, _floating("special.i1e", input))
+
+
+# ---------------------------------------------------------------- erfcx
+def _cody_rational(t: Tensor, num: tuple, den: tuple, n: int) -> Tensor:
+    """Cody's rational function (fnx/ops/elementwise.py's `_rational`, in fnx ops):
+    (num[-1] t^(n+1) + num[0] t^n + ... + num[n]) / (t^(n+1) + den[0] t^n + ... + den[n])."""
+    xnum, xden = t * num[-1], t
+    for i in range(n):
+        xnum = (xnum + num[i]) * t
+        xden = (xden + den[i]) * t
+    return (xnum + num[n]) / (xden + den[n])
+
+
+def _erfcx_positive(y: Tensor) -> Tensor:
+    """exp(y²) erfc(y) for y >= 0.46875: Cody's rational functions without their exp(-y²) factor (CALERF's
+    jint = 2), in y up to 4 and in 1/y² above."""
+    mid = where(y <= 4.0, y, 4.0)
+    near = _cody_rational(mid, _ERFC_C, _ERFC_D, 7)
+    tail = where(y > 4.0, y, 4.0)
+    inv = 1.0 / (tail * tail)
+    far = (1 / math.sqrt(math.pi) - inv * _cody_rational(inv, _ERFC_P, _ERFC_Q, 4)) / tail
+    return where(y <= 4.0, near, far)
+
+
+def _erfcx(x: Tensor) -> Tensor:
+    small = (_abs(x) <= 0.46875) | isnan(x)
+    s = where(small, x, 0.0)
+    central = exp(s * s) * erfc(s)
+    y = where(small, 1.0, _abs(x))
+    positive = _erfcx_positive(y)
+    # x < -0.46875: 2 exp(x²) - erfcx(-x), exp(x²) as exp(h²) exp((x - h)(x + h)), h = x truncated to 1/16, so
+    # that the rounding of x² costs no accuracy (Cody's CALERF)
+    finite = (x < 0.0) & (x >= -26.7)   # below, exp(x²) overflows
+    n = where(finite, x, -1.0)   # each branch on the inputs it is for: no inf * 0 in the unused ones' gradients
+    h = trunc(n * 16.0) / 16.0
+    negative = where(x < -26.7, math.inf, 2.0 * exp(h * h) * exp((n - h) * (n + h)) - positive)
+    return where(small, central, where(x > 0.0, positive, negative))
+
+
+@quiet_numpy
+def erfcx(input) -> Tensor:
+    """The scaled complementary error function exp(x²) erfc(x), elementwise, without erfc's underflow for large x
+    (~1/(x√π) there); inf below x ≈ -26.6. Differentiable: d/dx = 2x erfcx(x) - 2/√π. float32 inputs are
+    computed in float64 and rounded once."""
+    return _widened(_erfcx, _floating("special.erfcx", input))
+
+
+# ---------------------------------------------------------------- Hurwitz zeta
+# Euler-Maclaurin's correction terms (Cephes zeta.c): (2k)! / B_2k for k = 1 ... 12
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+           -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15, 1.8152105401943546773e17,
+           -7.1661652561756670113e18)
+_ZETA_TERMS = 10   # terms summed directly for q >= 0: the correction starts at w = q + 9 >= 9, as Cephes
+
+
+def _zeta_terms(q) -> int:
+    """The number of terms summed directly: 10, and as many more as the most negative q needs to reach 0."""
+    if isinstance(q, Tracer):
+        raise ConcretizationError("special.zeta: q must be concrete (its smallest value sets the number of terms "
+                                  "summed), but it is traced inside a transform; pass q as a Python number or a "
+                                  "tensor from outside the transform")
+    values = np.asarray(q.numpy(force=True) if isinstance(q, Tensor) else q, dtype=np.float64)
+    low = float(np.min(values[np.isfinite(values)], initial=0.0))   # (±inf and nan take no terms: see zeta)
+    return _ZETA_TERMS + (int(math.ceil(-low)) if low < 0.0 else 0)
+
+
+def _zeta(x: Tensor, q: Tensor, terms: int) -> Tensor:
+    """Σ_{k < terms} (q + k)^-x plus the Euler-Maclaurin tail from the last term's w = q + terms - 1 on (Cephes
+    zeta.c, which sums until its terms are negligible instead of a fixed count)."""
+    total = b = _pow(q, neg(x))
+    for k in range(1, terms):
+        b = _pow(q + float(k), neg(x))
+        total = total + b
+    w = q + float(terms - 1)
+    total = total + b * w / (x - 1.0) - 0.5 * b
+    a, k = 1.0, 0.0
+    for coef in _ZETA_A:
+        a = a * (x + k)
+        b = b / w
+        total = total + a * b / coef
+        a = a * (x + (k + 1.0))
+        b = b / w
+        k += 2.0
+    return total
+
+
+@quiet_numpy
+def zeta(input, other) -> Tensor:
+    """The Hurwitz zeta function ζ(x, q) = Σ_k (k + q)^-x, elementwise with broadcasting (x = input, q = other;
+    q = 1 gives Riemann's ζ(x)). As in PyTorch: inf at x = 1 and at the poles q = 0, -1, -2, ...; nan for x < 1
+    and for q < 0 with a non-integer x. Differentiable in q (d/dq = -x ζ(x + 1, q), as PyTorch's) and in x."""
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        raise FnxTypeError("special.zeta: expected at least one Tensor argument")
+    terms = _zeta_terms(other)
+    x, q = promote("special.zeta", _float_or_number(input), _float_or_number(other))
+    if not x.dtype.is_floating_point:
+        x, q = x.to(_dt.get_default_dtype()), q.to(_dt.get_default_dtype())
+    pole = (q <= 0.0) & eq(q, floor(q))
+    undefined = (x < 1.0) | ((q < 0.0) & ~eq(x, floor(x)))
+    ok = ~(pole | undefined | eq(x, 1.0))
+    value = _widened(lambda v: _zeta(v, where(ok, q, 1.0).to(v.dtype), terms), where(ok, x, 2.0))
+    return where(eq(x, 1.0) | (pole & ~(x < 1.0)), math.inf, where(undefined, math.nan, value))
 
 
 # ---------------------------------------------------------------- entropy terms

@@ -4,6 +4,7 @@
 is the same update as pure `init`/`update` functions over pytrees.
 """
 from . import functional, lr_scheduler, swa_utils
+from .adafactor import Adafactor
 from .adagrad import Adadelta, Adagrad
 from .adam import Adam, AdamW
 from .adam_variants import Adamax, NAdam, RAdam
@@ -15,4 +16,4 @@ from .rprop import Rprop
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop",
-           "ASGD", "LBFGS", "lr_scheduler", "functional", "swa_utils"]
+           "ASGD", "LBFGS", "Adafactor", "lr_scheduler", "functional", "swa_utils"]

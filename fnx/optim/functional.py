@@ -18,6 +18,7 @@ from ..dtypes import complex128, float32, float64, int64
 from ..ops.creation import full_like, zeros, zeros_like
 from ..tree import tree_flatten, tree_unflatten
 from .optimizer import init_buffer
+from .adafactor import adafactor_update, check_adafactor, factored_shapes
 from .adagrad import adadelta_update, adagrad_update, check_adadelta, check_adagrad
 from .adam import adam_update, check_adam
 from .adam_variants import adamax_update, check_nadam, mu_product_init, nadam_update, radam_update
@@ -27,7 +28,7 @@ from .rprop import check_rprop, rprop_update
 from .sgd import check_sgd, sgd_update
 
 __all__ = ["FunctionalOptimizer", "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "radam",
-           "rprop", "asgd"]
+           "rprop", "asgd", "adafactor"]
 
 
 class FunctionalOptimizer(NamedTuple):
@@ -238,3 +239,39 @@ def asgd(lr=1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6, wei
     leaf_update = _per_leaf(asgd_update, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
                             maximize=maximize)
     return _functional(("ax",), lr, leaf_update)
+
+
+def _factored_init(which: int | None):
+    """Adafactor's buffer start for a leaf: zeros of the row (which=0) or column (1) factor's shape for a leaf of
+    two or more dimensions, of the leaf's shape for the full variance (None) of a vector or scalar; a 0-d zero
+    where the leaf keeps no such buffer (so every leaf has the same three buffers)."""
+    def make(p):
+        shapes = factored_shapes(p)
+        if (shapes is None) == (which is None):
+            return zeros_like(p) if shapes is None else zeros(shapes[which], dtype=p.dtype, device=p.device)
+        return zeros((), dtype=p.dtype, device=p.device)
+    return make
+
+
+def adafactor(lr=1e-2, beta2_decay: float = -0.8, eps: tuple = (None, 1e-3), d: float = 1.0,
+              weight_decay: float = 0.0, maximize: bool = False) -> FunctionalOptimizer:
+    """Functional Adafactor (fnx.optim.Adafactor's rule). State: step, row_var and col_var (the factored second
+    moments of leaves of two or more dimensions), variance (that of vectors and scalars); a leaf's buffers of the
+    other kind are 0-d zeros, unused."""
+    _check_lr(lr)
+    check_adafactor(0.0, beta2_decay, eps, d, weight_decay)
+    hyper = dict(beta2_decay=beta2_decay, eps1=eps[0], eps2=eps[1], d=d, weight_decay=weight_decay,
+                 maximize=maximize)
+
+    def leaf_update(p, g, bufs, step, lr_now):
+        if p.dtype.is_complex:
+            raise FnxValueError("functional adafactor: Adafactor does not support complex parameters")
+        factored = factored_shapes(p) is not None
+        row_var, col_var, variance = bufs
+        new_p, new_row, new_col, new_var = adafactor_update(
+            p, g, row_var if factored else None, col_var if factored else None, None if factored else variance,
+            step, lr=lr_now, **hyper)
+        return new_p, (new_row, new_col, variance) if factored else (row_var, col_var, new_var)
+
+    init = {"row_var": _factored_init(0), "col_var": _factored_init(1), "variance": _factored_init(None)}
+    return _functional(("row_var", "col_var", "variance"), lr, leaf_update, init)

@@ -16,9 +16,9 @@ from ..core import FnxTypeError, FnxValueError
 from .optimizer import Optimizer
 from .._warn import warn as _warn
 
-__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LinearLR",
-           "OneCycleLR", "CyclicLR", "ConstantLR", "PolynomialLR", "CosineAnnealingWarmRestarts", "ReduceLROnPlateau",
-           "SequentialLR", "ChainedScheduler"]
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "MultiplicativeLR",
+           "LinearLR", "OneCycleLR", "CyclicLR", "ConstantLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
+           "ReduceLROnPlateau", "SequentialLR", "ChainedScheduler"]
 
 
 class LRScheduler:
@@ -166,8 +166,8 @@ class CosineAnnealingLR(LRScheduler):
                 for base in self.base_lrs]
 
 
-class LambdaLR(LRScheduler):
-    """lr = base_lr * lr_lambda(epoch), with one function, or a list of one per param group."""
+class _LambdaScheduler(LRScheduler):
+    """A schedule of one function of the epoch, or a list of one per param group (LambdaLR, MultiplicativeLR)."""
 
     def __init__(self, optimizer: Optimizer, lr_lambda: Callable | list, last_epoch: int = -1):
         n = len(optimizer.param_groups)
@@ -177,10 +177,10 @@ class LambdaLR(LRScheduler):
             self.lr_lambdas = list(lr_lambda)
         else:
             self.lr_lambdas = [lr_lambda] * n
+        for fn in self.lr_lambdas:
+            if not callable(fn):
+                raise FnxTypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
         super().__init__(optimizer, last_epoch)
-
-    def get_lr(self) -> list[float]:
-        return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
 
     def state_dict(self) -> dict:
         """Functions and lambdas are not saved; callable objects save their attributes (PyTorch's rule)."""
@@ -196,6 +196,23 @@ class LambdaLR(LRScheduler):
         for fn, saved in zip(self.lr_lambdas, lambdas):
             if saved is not None:
                 fn.__dict__.update(saved)
+
+
+class LambdaLR(_LambdaScheduler):
+    """lr = base_lr * lr_lambda(epoch), with one function, or a list of one per param group."""
+
+    def get_lr(self) -> list[float]:
+        return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class MultiplicativeLR(_LambdaScheduler):
+    """Multiply each group's lr by lr_lambda(epoch) at every step after the first (lr_lambda: one function, or a
+    list of one per param group), so the factors compound: lr = base_lr * f(1) * f(2) * ... * f(epoch)."""
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return self._current()
+        return [lr * fn(self.last_epoch) for fn, lr in zip(self.lr_lambdas, self._current())]
 
 
 class LinearLR(LRScheduler):
