@@ -13,6 +13,7 @@ from . import autograd
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops.creation import *  # noqa: F401,F403  (each ops module lists its public names in __all__)
 from .ops.elementwise import *  # noqa: F401,F403
+from .ops.inplace_functions import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
 from .ops.joins import *  # noqa: F401,F403
