@@ -844,7 +844,7 @@ def _shift_count(xp, x, y):
     return xp.clip(y, 0, x.dtype.itemsize * 8 - 1).astype(x.dtype, copy=False)
 
 
-_WIDTH = "(8 * (long long)sizeof({0}))"
+_WIDTH = "(8 * (int)sizeof({0}))"   # OpenCL C has no 64-bit long long
 bitand_p = binary("bitwise_and", lambda xp, x, y: xp.bitwise_and(x, y), None, None, c={"i": "({0} & {1})"})
 bitor_p = binary("bitwise_or", lambda xp, x, y: xp.bitwise_or(x, y), None, None, c={"i": "({0} | {1})"})
 bitxor_p = binary("bitwise_xor", lambda xp, x, y: xp.bitwise_xor(x, y), None, None, c={"i": "({0} ^ {1})"})
@@ -852,7 +852,7 @@ bitnot_p = unary("bitwise_not", lambda xp, x: xp.invert(x), None, c={"i": "(~{0}
 lshift_p = binary("bitwise_left_shift",
                   lambda xp, x, y: xp.where((y < 0) | (y >= x.dtype.itemsize * 8), x.dtype.type(0),
                                             xp.left_shift(x, _shift_count(xp, x, y))), None, None,
-                  c={"i": f"({{1}} < 0 || {{1}} >= {_WIDTH} ? 0 : {{0}} << {{1}})"})
+                  c={"i": f"({{1}} < 0 || {{1}} >= {_WIDTH} ? 0 : (fnx_u64){{0}} << {{1}})"})   # no signed overflow
 rshift_p = binary("bitwise_right_shift",
                   lambda xp, x, y: xp.where(y < 0, x.dtype.type(0), xp.right_shift(x, _shift_count(xp, x, y))),
                   None, None, c={"i": f"({{1}} < 0 ? 0 : {{0}} >> ({{1}} >= {_WIDTH} ? {_WIDTH} - 1 : {{1}}))"})
@@ -862,8 +862,8 @@ def _integer_operands(op: str, *args) -> list:
     """`args` promoted to one dtype, which must be an integer or bool dtype (PyTorch's bitwise ops)."""
     ops = promote(op, *args)
     if ops[0].dtype.is_inexact:
-        raise FnxTypeError(f"{op}: not implemented for {ops[0].dtype} tensors: bitwise ops take integer or bool "
-                           f"tensors (got {', '.join(str(a.dtype) for a in ops)}); convert with .long() or .bool()")
+        raise FnxTypeError(f"{op}: not implemented for {ops[0].dtype} tensors, only for integer (and bool) ones "
+                           f"(got {', '.join(str(a.dtype) for a in ops)}); convert with .long() or .bool()")
     return ops
 
 
@@ -888,20 +888,26 @@ def bitwise_not(input: Tensor) -> Tensor:
     return logical_not(x) if x.dtype is _dt.bool else bitnot_p.bind(x)
 
 
-def _shift(prim):
+def _integers_only(prim, doc: str, tensor_other: bool = False):
+    """The wrapper of an integer-only binary primitive (bool refused too); `tensor_other`: PyTorch's signature
+    takes a Tensor `other` only."""
     def op(input, other) -> Tensor:
+        if tensor_other and not isinstance(other, Tensor):
+            raise FnxTypeError(f"{prim.name}(): argument 'other' must be Tensor, not {type(other).__name__}")
         x, y = _integer_operands(prim.name, input, other)
         if x.dtype is _dt.bool:
-            raise FnxTypeError(f"{prim.name}: not implemented for two bool operands; convert with .long() first")
+            raise FnxTypeError(f"{prim.name}: not implemented for bool tensors, only for integer ones; convert "
+                               f"with .long() first")
         return prim.bind(x, y)
 
     op.__name__ = prim.name
-    op.__doc__ = (f"input {'<<' if 'left' in prim.name else '>>'} other on integer tensors; a count below 0 or "
-                  f"of the width or more gives 0 (a right shift of a negative number: -1), as in PyTorch.")
+    op.__doc__ = doc
     return _method(prim.name, inplace=True)(op)
 
 
-bitwise_left_shift, bitwise_right_shift = _shift(lshift_p), _shift(rshift_p)
+_OVERSHIFT = "a count below 0 or of the width or more gives 0 (a right shift of a negative number: -1), as in PyTorch"
+bitwise_left_shift = _integers_only(lshift_p, f"input << other on integer tensors; {_OVERSHIFT}.")
+bitwise_right_shift = _integers_only(rshift_p, f"input >> other on integer tensors; {_OVERSHIFT}.")
 
 
 # gcd and lcm of integers (of the magnitudes; gcd(0, 0) = lcm(0, b) = 0): numpy's ufuncs, and C helpers of the
@@ -914,25 +920,10 @@ gcd_p = binary("gcd", lambda xp, x, y: xp.gcd(x, y), None, None,
                c={"i": f"fnx_gcd({_magnitude('{0}')}, {_magnitude('{1}')})"})
 lcm_p = binary("lcm", lambda xp, x, y: xp.lcm(x, y), None, None,
                c={"i": f"fnx_lcm({_magnitude('{0}')}, {_magnitude('{1}')})"})
-
-
-def _integer_only(prim):
-    def op(input: Tensor, other: Tensor) -> Tensor:
-        if not isinstance(other, Tensor):
-            raise FnxTypeError(f"{prim.name}(): argument 'other' must be Tensor, not {type(other).__name__}")
-        x, y = promote(prim.name, input, other)
-        if x.dtype.is_inexact or x.dtype is _dt.bool:
-            raise FnxTypeError(f"{prim.name}: not implemented for {x.dtype} tensors, only for integer ones; "
-                               f"convert with .long() first")
-        return prim.bind(x, y)
-
-    op.__name__ = prim.name
-    op.__doc__ = (f"The {'greatest common divisor' if prim is gcd_p else 'least common multiple'} of the "
-                  f"magnitudes of integer tensors, elementwise (0 with 0: 0).")
-    return _method(prim.name, inplace=True)(op)
-
-
-gcd, lcm = _integer_only(gcd_p), _integer_only(lcm_p)
+gcd = _integers_only(gcd_p, "The greatest common divisor of the magnitudes of integer tensors, elementwise "
+                           "(0 with 0: 0).", tensor_other=True)
+lcm = _integers_only(lcm_p, "The least common multiple of the magnitudes of integer tensors, elementwise (0 with "
+                           "anything: 0).", tensor_other=True)
 
 
 # ---------------------------------------------------------------- where (select)
