@@ -17,6 +17,7 @@ from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled, 
 from .autograd.grad_mode import is_inference_mode_enabled
 from .ops.creation import *  # noqa: F401,F403  (each ops module lists its public names in __all__)
 from .ops.elementwise import *  # noqa: F401,F403
+from .ops.inplace_functions import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
 from .ops.joins import *  # noqa: F401,F403

@@ -46,12 +46,16 @@ _OPERATORS = {
     "__rpow__": lambda s, o: ew.pow(o, s), "__neg__": ew.neg, "__pos__": lambda s: s, "__abs__": ew.abs,
     "__invert__": ew.bitwise_not, "__and__": ew.bitwise_and, "__rand__": lambda s, o: ew.bitwise_and(s, o),
     "__or__": ew.bitwise_or, "__ror__": lambda s, o: ew.bitwise_or(s, o), "__xor__": ew.bitwise_xor,
-    "__rxor__": lambda s, o: ew.bitwise_xor(s, o), "__eq__": ew.eq, "__ne__": ew.ne, "__lt__": ew.lt,
+    "__rxor__": lambda s, o: ew.bitwise_xor(s, o), "__lshift__": ew.bitwise_left_shift,
+    "__rlshift__": lambda s, o: ew.bitwise_left_shift(o, s), "__rshift__": ew.bitwise_right_shift,
+    "__rrshift__": lambda s, o: ew.bitwise_right_shift(o, s), "__eq__": ew.eq, "__ne__": ew.ne, "__lt__": ew.lt,
     "__le__": ew.le, "__gt__": ew.gt, "__ge__": ew.ge,
 }
 
 _INPLACE_OPERATORS = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
-                      "__ifloordiv__": "floor_divide_", "__imod__": "remainder_", "__ipow__": "pow_"}
+                      "__ifloordiv__": "floor_divide_", "__imod__": "remainder_", "__ipow__": "pow_",
+                      "__iand__": "bitwise_and_", "__ior__": "bitwise_or_", "__ixor__": "bitwise_xor_",
+                      "__ilshift__": "bitwise_left_shift_", "__irshift__": "bitwise_right_shift_"}
 
 
 def attach(methods: dict, inplace_ops: dict | None = None) -> None:

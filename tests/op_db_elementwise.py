@@ -3,9 +3,10 @@ import math
 
 import numpy as np
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import fnx
-from op_db import OpInfo, Sample, binary_sample, bools, floats, unary_sample
+from op_db import OpInfo, Sample, binary_sample, bools, floats, ints, unary_sample
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
@@ -23,6 +24,42 @@ def _gelu_tanh_deriv(x):
     inner = np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)
     d_inner = np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x * x)
     return 0.5 * (1 + np.tanh(inner)) + 0.5 * x * (1 - np.tanh(inner) ** 2) * d_inner
+
+
+def _off_integers(s: Sample) -> Sample:
+    """The sample with values within 0.05 of an integer moved off it (frac jumps there)."""
+    x = s.args[0]
+    return Sample((np.where(np.abs(x - np.round(x)) < 0.05, x + 0.1, x),) + s.args[1:], s.kwargs)
+
+
+def _off_powers_of_two(s: Sample) -> Sample:
+    """The sample with values near 0 or near a power of two moved off them (frexp's exponent steps there)."""
+    x = np.where(np.abs(s.args[0]) < 0.05, 0.1, s.args[0])
+    log = np.log2(np.abs(x))
+    return Sample((np.where(np.abs(log - np.round(log)) < 0.02, x * 1.1, x),), s.kwargs)
+
+
+def _nans_apart(s: Sample) -> Sample:
+    """x and y (broadcast to one shape) with NaN in x near 1 and in y near -1, never both in one place."""
+    x, y = (a.copy() for a in np.broadcast_arrays(*s.args))
+    x[np.abs(x - 1.0) < 0.4] = np.nan
+    y[(np.abs(y + 1.0) < 0.4) & ~np.isnan(x)] = np.nan
+    return Sample((x, y))
+
+
+@st.composite
+def _integer_pair(draw, lo: int, hi: int, lo2: int | None = None, hi2: int | None = None):
+    s1, s2 = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4)).input_shapes
+    return Sample((draw(ints(s1, lo, hi)), draw(ints(s2, lo if lo2 is None else lo2, hi if hi2 is None else hi2))))
+
+
+def _wrap64(v: int) -> int:
+    return (v + 2 ** 63) % 2 ** 64 - 2 ** 63
+
+
+# PyTorch's shifts on int64, with Python's integers: a count below 0 or of 64 or more gives 0 (right: the sign)
+_lshift = np.vectorize(lambda x, n: _wrap64(int(x) << int(n)) if 0 <= n < 64 else 0, otypes=[np.int64])
+_rshift = np.vectorize(lambda x, n: int(x) >> min(int(n), 63) if n >= 0 else 0, otypes=[np.int64])
 
 
 OPS = [
@@ -131,4 +168,29 @@ OPS = [
            lambda x, y: np.isclose(x, y, rtol=0.1, atol=0.05), binary_sample(), grad=False),
     OpInfo("where", fnx.where, np.where,
            st.builds(lambda a, b, c: Sample((a, b, c)), bools((2, 3)), floats((2, 3)), floats((3,)))),
+    OpInfo("logaddexp2", fnx.logaddexp2, np.logaddexp2, binary_sample()),
+    OpInfo("fmax", fnx.fmax, np.fmax, binary_sample(separated=True)),
+    OpInfo("fmin", fnx.fmin, np.fmin, binary_sample(separated=True)),
+    OpInfo("fmax_nan", fnx.fmax, np.fmax, binary_sample(separated=True).map(_nans_apart)),
+    OpInfo("fmin_nan", fnx.fmin, np.fmin, binary_sample(separated=True).map(_nans_apart)),
+    OpInfo("frac", fnx.frac, lambda x: x - np.trunc(x), unary_sample().map(_off_integers)),
+    OpInfo("heaviside", fnx.heaviside, np.heaviside, binary_sample(), grad=False),
+    OpInfo("signbit", fnx.signbit, np.signbit, unary_sample(), grad=False),
+    OpInfo("nextafter", fnx.nextafter, np.nextafter, binary_sample(), grad=False),
+    OpInfo("deg2rad", fnx.deg2rad, np.deg2rad, unary_sample()),
+    OpInfo("rad2deg", fnx.rad2deg, np.rad2deg, unary_sample()),
+    OpInfo("ldexp", fnx.ldexp, lambda x, e: x * 2.0 ** e,
+           st.builds(lambda x, e: Sample((x, e)), floats((2, 3)), ints((3,), -4, 4))),
+    OpInfo("frexp", fnx.frexp, np.frexp, unary_sample().map(_off_powers_of_two)),
+    OpInfo("positive", fnx.positive, lambda x: x, unary_sample()),
+    OpInfo("isreal", fnx.isreal, np.isreal, unary_sample(), grad=False),
+    OpInfo("bitwise_and", fnx.bitwise_and, np.bitwise_and, _integer_pair(-50, 50), grad=False),
+    OpInfo("bitwise_or", fnx.bitwise_or, np.bitwise_or, _integer_pair(-50, 50), grad=False),
+    OpInfo("bitwise_xor", fnx.bitwise_xor, np.bitwise_xor, _integer_pair(-50, 50), grad=False),
+    OpInfo("bitwise_not", fnx.bitwise_not, np.invert, st.builds(lambda x: Sample((x,)), ints((2, 3), -50, 50)),
+           grad=False),
+    OpInfo("bitwise_left_shift", fnx.bitwise_left_shift, _lshift, _integer_pair(-100, 100, -2, 70), grad=False),
+    OpInfo("bitwise_right_shift", fnx.bitwise_right_shift, _rshift, _integer_pair(-100, 100, -2, 70), grad=False),
+    OpInfo("gcd", fnx.gcd, np.gcd, _integer_pair(-30, 30), grad=False),
+    OpInfo("lcm", fnx.lcm, np.lcm, _integer_pair(-30, 30), grad=False),
 ]

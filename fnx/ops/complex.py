@@ -230,4 +230,4 @@ def view_as_complex(input: Tensor) -> Tensor:
 # Tensor methods (fnx/_methods.py attaches them; `real` and `imag` are settable properties there)
 METHODS: dict = {"is_complex": is_complex, "conj": conj, "conj_physical": conj_physical, "resolve_conj": resolve_conj,
                  "resolve_neg": resolve_neg, "is_conj": is_conj, "sgn": sgn, "angle": angle}
-INPLACE: dict = {"conj_physical_": conj_physical}
+INPLACE: dict = {"conj_physical_": conj_physical, "sgn_": sgn}

@@ -9,6 +9,7 @@ clamp, lerp, ...) is a composition of these primitives.
 from __future__ import annotations
 
 import builtins
+import collections
 import math
 
 import numpy as np
@@ -34,7 +35,9 @@ __all__ = ["isclose", "allclose", "equal", "convert", "exp", "exp2", "expm1", "l
            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "reciprocal",
            "rsqrt", "square", "relu", "gelu", "silu", "softplus", "clamp", "clip", "clamp_min", "clamp_max",
            "isinf", "isposinf", "isneginf", "isfinite", "nan_to_num", "lerp", "xlogy", "sinc", "hypot", "fmod",
-           "copysign", "logaddexp", "logit", "addcmul", "addcdiv"]
+           "copysign", "logaddexp", "logit", "addcmul", "addcdiv", "logaddexp2", "fmax", "fmin", "frac",
+           "heaviside", "signbit", "deg2rad", "rad2deg", "ldexp", "frexp", "nextafter", "positive", "isreal",
+           "multiply", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm"]
 
 # ---------------------------------------------------------------- conversion
 # C: the cast is the declared type of the kernel's value (codegen special-cases conversion to bool)
@@ -262,12 +265,12 @@ INPLACE: dict = {}   # in-place methods: name_ -> the out-of-place function
 
 
 def _method(name: str, *aliases: str, inplace: bool | tuple = False):
-    """A decorator that declares an op the Tensor method `name` (and `aliases`), with the in-place method
-    `name_` when `inplace` is True (or the in-place methods it names)."""
+    """A decorator that declares an op the Tensor method `name` (and `aliases`), with the in-place methods
+    `name_` (and `alias_`) when `inplace` is True (or the in-place methods it names)."""
     def declare(fn):
         for n in (name, *aliases):
             METHODS[n] = fn
-        for n in (f"{name}_",) if inplace is True else inplace or ():
+        for n in (f"{n}_" for n in (name, *aliases)) if inplace is True else inplace or ():
             INPLACE[n] = fn
         return fn
 
@@ -299,7 +302,7 @@ def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False, *, al
 
 
 exp = _unary_wrapper(exp_p, "e**x, elementwise.", True, inplace=True)
-exp2 = _unary_wrapper(exp2_p, "2**x, elementwise.", True)
+exp2 = _unary_wrapper(exp2_p, "2**x, elementwise.", True, inplace=True)
 expm1 = _unary_wrapper(expm1_p, "exp(x) - 1, accurate near 0.", True, inplace=True)
 log = _unary_wrapper(log_p, "Natural logarithm, elementwise.", True, inplace=True)
 log2 = _unary_wrapper(log2_p, "Base-2 logarithm, elementwise.", True, inplace=True)
@@ -310,11 +313,11 @@ sin = _unary_wrapper(sin_p, "Sine, elementwise.", True, inplace=True)
 cos = _unary_wrapper(cos_p, "Cosine, elementwise.", True, inplace=True)
 tan = _unary_wrapper(tan_p, "Tangent, elementwise.", True, inplace=True)
 tanh = _unary_wrapper(tanh_p, "Hyperbolic tangent, elementwise.", True, inplace=True)
-sinh = _unary_wrapper(sinh_p, "Hyperbolic sine, elementwise.", True)
-cosh = _unary_wrapper(cosh_p, "Hyperbolic cosine, elementwise.", True)
-asin = _unary_wrapper(asin_p, "Inverse sine, elementwise.", True, aliases=("arcsin",))
-acos = _unary_wrapper(acos_p, "Inverse cosine, elementwise.", True, aliases=("arccos",))
-atan = _unary_wrapper(atan_p, "Inverse tangent, elementwise.", True, aliases=("arctan",))
+sinh = _unary_wrapper(sinh_p, "Hyperbolic sine, elementwise.", True, inplace=True)
+cosh = _unary_wrapper(cosh_p, "Hyperbolic cosine, elementwise.", True, inplace=True)
+asin = _unary_wrapper(asin_p, "Inverse sine, elementwise.", True, aliases=("arcsin",), inplace=True)
+acos = _unary_wrapper(acos_p, "Inverse cosine, elementwise.", True, aliases=("arccos",), inplace=True)
+atan = _unary_wrapper(atan_p, "Inverse tangent, elementwise.", True, aliases=("arctan",), inplace=True)
 asinh = _unary_wrapper(asinh_p, "Inverse hyperbolic sine, elementwise.", True, aliases=("arcsinh",), inplace=True)
 acosh = _unary_wrapper(acosh_p, "Inverse hyperbolic cosine (x >= 1), elementwise.", True, aliases=("arccosh",),
                        inplace=True)
@@ -322,7 +325,8 @@ atanh = _unary_wrapper(atanh_p, "Inverse hyperbolic tangent (|x| < 1), elementwi
                        inplace=True)
 sigmoid = _unary_wrapper(sigmoid_p, "1 / (1 + exp(-x)), computed without overflow.", True, inplace=True)
 erf = _unary_wrapper(erf_p, "The error function, elementwise.", True, inplace=True)
-erfc = _unary_wrapper(erfc_p, "The complementary error function 1 - erf(x), accurate where erf(x) is near 1.", True)
+erfc = _unary_wrapper(erfc_p, "The complementary error function 1 - erf(x), accurate where erf(x) is near 1.", True,
+                      inplace=True)
 _real_abs = _unary_wrapper(abs_p, "Absolute value, elementwise.")
 
 
@@ -346,7 +350,7 @@ def _abs_in_place(input: Tensor) -> Tensor:
     return abs(input)
 
 
-INPLACE["abs_"] = _abs_in_place
+INPLACE["abs_"] = INPLACE["absolute_"] = _abs_in_place
 
 sign = _unary_wrapper(sign_p, "-1, 0 or 1 by the sign of x (zero gradient).", inplace=True)
 neg = _unary_wrapper(neg_p, "-x, elementwise.", aliases=("negative",), inplace=True)
@@ -713,12 +717,12 @@ minimum = _binary_wrapper(min_p, "Elementwise minimum (NaN propagates); ties sha
                           inplace=True)
 remainder = _binary_wrapper(rem_p, "Python-style modulus: the result has the sign of the divisor.", "remainder",
                             inplace=True)
-eq = _binary_wrapper(eq_p, "input == other, elementwise, as bool.", "eq")
-ne = _binary_wrapper(ne_p, "input != other, elementwise, as bool.", "ne", aliases=("not_equal",))
-lt = _binary_wrapper(lt_p, "input < other, elementwise, as bool.", "lt", aliases=("less",))
-le = _binary_wrapper(le_p, "input <= other, elementwise, as bool.", "le", aliases=("less_equal",))
-gt = _binary_wrapper(gt_p, "input > other, elementwise, as bool.", "gt", aliases=("greater",))
-ge = _binary_wrapper(ge_p, "input >= other, elementwise, as bool.", "ge", aliases=("greater_equal",))
+eq = _binary_wrapper(eq_p, "input == other, elementwise, as bool.", "eq", inplace=True)
+ne = _binary_wrapper(ne_p, "input != other, elementwise, as bool.", "ne", aliases=("not_equal",), inplace=True)
+lt = _binary_wrapper(lt_p, "input < other, elementwise, as bool.", "lt", aliases=("less",), inplace=True)
+le = _binary_wrapper(le_p, "input <= other, elementwise, as bool.", "le", aliases=("less_equal",), inplace=True)
+gt = _binary_wrapper(gt_p, "input > other, elementwise, as bool.", "gt", aliases=("greater",), inplace=True)
+ge = _binary_wrapper(ge_p, "input >= other, elementwise, as bool.", "ge", aliases=("greater_equal",), inplace=True)
 less, less_equal, greater, greater_equal, not_equal = lt, le, gt, ge, ne
 
 
@@ -798,12 +802,25 @@ def pow(input, exponent) -> Tensor:
     return pow_p.bind(x, y)
 
 
+@_method("float_power")
 def float_power(input, exponent) -> Tensor:
     """input ** exponent computed in float64."""
     if isinstance(input, Tensor) and _is_number(exponent):
         return _pow_constant(input, exponent, _dt.float64)
     x, y = promote("float_power", input, exponent, to=_dt.float64)
     return pow_p.bind(x, y)
+
+
+def _float_power_in_place(input: Tensor, exponent) -> Tensor:
+    """`float_power_`: the result is float64, which only a float64 tensor can hold (PyTorch refuses the others)."""
+    if input.dtype is not _dt.float64:
+        raise FnxRuntimeError(f"float_power_: the base given to float_power_ has dtype {input.dtype.name} but the "
+                              f"operation's result requires dtype float64; use x = x.float_power(...) or convert x "
+                              f"with .double() first")
+    return float_power(input, exponent)
+
+
+INPLACE["float_power_"] = _float_power_in_place
 
 
 def _logical(prim):
@@ -813,38 +830,100 @@ def _logical(prim):
 
     op.__name__ = f"logical_{prim.name}"
     op.__doc__ = f"Elementwise logical {prim.name} of the truth values of the inputs."
-    return _method(op.__name__)(op)
+    return _method(op.__name__, inplace=True)(op)
 
 
 logical_and, logical_or, logical_xor = _logical(and_p), _logical(or_p), _logical(xor_p)
 
 
-def bitwise_and(input, other):
-    """`input & other` for bool tensors (logical and); integer bitwise ops are not supported yet."""
-    if input.dtype is not _dt.bool:
-        raise NotImplementedError("bitwise_and: only bool tensors are supported (use logical_and)")
-    return logical_and(input, other)
+# Integer bitwise ops: C's operators on every integer class; bool operands take the logical ops. Shifts as
+# PyTorch's: a shift by a negative count or by the width or more gives 0 (a right shift of a negative number:
+# -1), where C's operator and numpy's ufunc leave such counts undefined.
+def _shift_count(xp, x, y):
+    """The shift count y clipped to [0, width - 1] of x's dtype, as x's dtype (numpy shifts within one dtype)."""
+    return xp.clip(y, 0, x.dtype.itemsize * 8 - 1).astype(x.dtype, copy=False)
 
 
-def bitwise_or(input, other):
-    """`input | other` for bool tensors (logical or); integer bitwise ops are not supported yet."""
-    if input.dtype is not _dt.bool:
-        raise NotImplementedError("bitwise_or: only bool tensors are supported (use logical_or)")
-    return logical_or(input, other)
+_WIDTH = "(8 * (int)sizeof({0}))"   # OpenCL C has no 64-bit long long
+bitand_p = binary("bitwise_and", lambda xp, x, y: xp.bitwise_and(x, y), None, None, c={"i": "({0} & {1})"})
+bitor_p = binary("bitwise_or", lambda xp, x, y: xp.bitwise_or(x, y), None, None, c={"i": "({0} | {1})"})
+bitxor_p = binary("bitwise_xor", lambda xp, x, y: xp.bitwise_xor(x, y), None, None, c={"i": "({0} ^ {1})"})
+bitnot_p = unary("bitwise_not", lambda xp, x: xp.invert(x), None, c={"i": "(~{0})"})
+lshift_p = binary("bitwise_left_shift",
+                  lambda xp, x, y: xp.where((y < 0) | (y >= x.dtype.itemsize * 8), x.dtype.type(0),
+                                            xp.left_shift(x, _shift_count(xp, x, y))), None, None,
+                  c={"i": f"({{1}} < 0 || {{1}} >= {_WIDTH} ? 0 : (fnx_u64){{0}} << {{1}})"})   # no signed overflow
+rshift_p = binary("bitwise_right_shift",
+                  lambda xp, x, y: xp.where(y < 0, x.dtype.type(0), xp.right_shift(x, _shift_count(xp, x, y))),
+                  None, None, c={"i": f"({{1}} < 0 ? 0 : {{0}} >> ({{1}} >= {_WIDTH} ? {_WIDTH} - 1 : {{1}}))"})
 
 
-def bitwise_xor(input, other):
-    """`input ^ other` for bool tensors (logical xor); integer bitwise ops are not supported yet."""
-    if input.dtype is not _dt.bool:
-        raise NotImplementedError("bitwise_xor: only bool tensors are supported (use logical_xor)")
-    return logical_xor(input, other)
+def _integer_operands(op: str, *args) -> list:
+    """`args` promoted to one dtype, which must be an integer or bool dtype (PyTorch's bitwise ops)."""
+    ops = promote(op, *args)
+    if ops[0].dtype.is_inexact:
+        raise FnxTypeError(f"{op}: not implemented for {ops[0].dtype} tensors, only for integer (and bool) ones "
+                           f"(got {', '.join(str(a.dtype) for a in ops)}); convert with .long() or .bool()")
+    return ops
 
 
-def bitwise_not(input):
-    """`~input` for bool tensors (logical not); integer bitwise ops are not supported yet."""
-    if input.dtype is not _dt.bool:
-        raise NotImplementedError("bitwise_not: only bool tensors are supported (use logical_not)")
-    return logical_not(input)
+def _bitwise(prim, logical):
+    def op(input, other) -> Tensor:
+        x, y = _integer_operands(prim.name, input, other)
+        return logical(x, y) if x.dtype is _dt.bool else prim.bind(x, y)
+
+    op.__name__ = prim.name
+    op.__doc__ = f"Elementwise {prim.name.removeprefix('bitwise_')} of the bits of integer tensors (bool: logical)."
+    return _method(prim.name, inplace=True)(op)
+
+
+bitwise_and, bitwise_or, bitwise_xor = _bitwise(bitand_p, logical_and), _bitwise(bitor_p, logical_or), \
+    _bitwise(bitxor_p, logical_xor)
+
+
+@_method("bitwise_not", inplace=True)
+def bitwise_not(input: Tensor) -> Tensor:
+    """`~input`: the bits of an integer tensor inverted (a bool tensor: logical not)."""
+    (x,) = _integer_operands("bitwise_not", input)
+    return logical_not(x) if x.dtype is _dt.bool else bitnot_p.bind(x)
+
+
+def _integers_only(prim, doc: str, tensor_other: bool = False):
+    """The wrapper of an integer-only binary primitive (bool refused too); `tensor_other`: PyTorch's signature
+    takes a Tensor `other` only."""
+    def op(input, other) -> Tensor:
+        if tensor_other and not isinstance(other, Tensor):
+            raise FnxTypeError(f"{prim.name}(): argument 'other' must be Tensor, not {type(other).__name__}")
+        x, y = _integer_operands(prim.name, input, other)
+        if x.dtype is _dt.bool:
+            raise FnxTypeError(f"{prim.name}: not implemented for bool tensors, only for integer ones; convert "
+                               f"with .long() first")
+        return prim.bind(x, y)
+
+    op.__name__ = prim.name
+    op.__doc__ = doc
+    return _method(prim.name, inplace=True)(op)
+
+
+_OVERSHIFT = "a count below 0 or of the width or more gives 0 (a right shift of a negative number: -1), as in PyTorch"
+bitwise_left_shift = _integers_only(lshift_p, f"input << other on integer tensors; {_OVERSHIFT}.")
+bitwise_right_shift = _integers_only(rshift_p, f"input >> other on integer tensors; {_OVERSHIFT}.")
+
+
+# gcd and lcm of integers (of the magnitudes; gcd(0, 0) = lcm(0, b) = 0): numpy's ufuncs, and C helpers of the
+# magnitudes as unsigned 64-bit numbers (templates/math_helpers.h.j2)
+def _magnitude(operand: str) -> str:
+    return f"({operand} < 0 ? -(fnx_u64){operand} : (fnx_u64){operand})"
+
+
+gcd_p = binary("gcd", lambda xp, x, y: xp.gcd(x, y), None, None,
+               c={"i": f"fnx_gcd({_magnitude('{0}')}, {_magnitude('{1}')})"})
+lcm_p = binary("lcm", lambda xp, x, y: xp.lcm(x, y), None, None,
+               c={"i": f"fnx_lcm({_magnitude('{0}')}, {_magnitude('{1}')})"})
+gcd = _integers_only(gcd_p, "The greatest common divisor of the magnitudes of integer tensors, elementwise "
+                           "(0 with 0: 0).", tensor_other=True)
+lcm = _integers_only(lcm_p, "The least common multiple of the magnitudes of integer tensors, elementwise (0 with "
+                           "anything: 0).", tensor_other=True)
 
 
 # ---------------------------------------------------------------- where (select)
@@ -1220,12 +1299,14 @@ def isinf(input: Tensor) -> Tensor:
     return eq(abs(input), math.inf)
 
 
+@_method("isposinf")
 def isposinf(input: Tensor) -> Tensor:
     """True where `input` is +inf."""
     refuse_complex("isposinf", input)
     return eq(input, math.inf) if input.dtype.is_floating_point else full_like_bool(input, False)
 
 
+@_method("isneginf")
 def isneginf(input: Tensor) -> Tensor:
     """True where `input` is -inf."""
     refuse_complex("isneginf", input)
@@ -1286,14 +1367,14 @@ def addcdiv(input: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
     return add(input, quotient if value == 1 else mul(quotient, value))
 
 
-@_method("xlogy")
+@_method("xlogy", inplace=True)
 def xlogy(input, other) -> Tensor:
     """x * log(y), taken as 0 where x == 0."""
     x, y = promote("xlogy", input, other)
     return where(eq(x, 0), 0.0, x * log(y))
 
 
-@_method("sinc")
+@_method("sinc", inplace=True)
 def sinc(input: Tensor) -> Tensor:
     """sin(pi x) / (pi x), and 1 at x = 0."""
     px = input * math.pi
@@ -1301,10 +1382,12 @@ def sinc(input: Tensor) -> Tensor:
     return where(eq(px, 0.0), 1.0, sin(safe) / safe)
 
 
-@_method("hypot")
+@_method("hypot", inplace=True)
 def hypot(input, other) -> Tensor:
-    """sqrt(input^2 + other^2), elementwise."""
-    return sqrt(input * input + other * other)
+    """sqrt(input^2 + other^2), elementwise (floating-point operands, as in PyTorch)."""
+    x, y = promote("hypot", input, other)
+    _refuse_integers("hypot", x)
+    return sqrt(x * x + y * y)
 
 
 @_method("fmod", inplace=True)
@@ -1318,20 +1401,173 @@ def fmod(input, other) -> Tensor:
     return where(fix, r - y, r)
 
 
-@_method("copysign")
+@_method("copysign", inplace=True)
 def copysign(input, other) -> Tensor:
-    """The magnitude of `input` with the sign of `other`."""
+    """The magnitude of `input` with the sign bit of `other` (-0.0 counts as negative)."""
     x, y = promote("copysign", input, other)
-    neg_sign = logical_or(lt(y, 0), logical_and(eq(y, 0), lt(1.0 / y, 0))) if y.dtype.is_floating_point else lt(y, 0)
-    return where(neg_sign, neg(abs(x)), abs(x))
+    if not x.dtype.is_inexact:   # PyTorch: the default float dtype
+        x, y = convert(x, _dt.get_default_dtype()), convert(y, _dt.get_default_dtype())
+    return where(signbit(y), neg(abs(x)), abs(x))
+
+
+def _log_add(op: str, input, other, exp_fn, log_fn) -> Tensor:
+    """log_fn(exp_fn(input) + exp_fn(other)) with the larger operand taken out first: no overflow."""
+    x, y = promote(op, input, other)
+    _refuse_integers(op, x)
+    m = maximum(x, y)
+    m = where(isfinite(m), m, 0.0)
+    return m + log_fn(exp_fn(x - m) + exp_fn(y - m))
 
 
 @_method("logaddexp")
 def logaddexp(input, other) -> Tensor:
     """log(exp(input) + exp(other)), computed without overflow."""
-    m = maximum(input, other)
-    m = where(isfinite(m), m, 0.0)
-    return m + log(exp(input - m) + exp(other - m))
+    return _log_add("logaddexp", input, other, exp, log)
+
+
+@_method("logaddexp2")
+def logaddexp2(input, other) -> Tensor:
+    """log2(2**input + 2**other), computed without overflow."""
+    return _log_add("logaddexp2", input, other, exp2, log2)
+
+
+def _nan_ignoring(op: str, keeps_input):
+    """fmax / fmin: `input` where `keeps_input(x, y)` holds or `other` is NaN, else `other`; the gradient goes to
+    the selected operand (to `input` on ties), as in PyTorch."""
+    def select(input: Tensor, other: Tensor) -> Tensor:
+        for t in (input, other):
+            if not isinstance(t, Tensor):
+                raise FnxTypeError(f"{op}(): argument 'other' must be a Tensor, not {type(t).__name__}")
+        x, y = promote(op, input, other)
+        refuse_complex(op, x)
+        return where(logical_or(keeps_input(x, y), isnan(y)), x, y)
+
+    select.__name__ = op
+    select.__doc__ = (f"Elementwise {op[1:]}imum that ignores NaN: the other operand where one is NaN (NaN only "
+                      f"where both are).")
+    return _method(op)(select)
+
+
+fmax, fmin = _nan_ignoring("fmax", ge), _nan_ignoring("fmin", le)
+
+
+def _refuse_integers(op: str, input: Tensor) -> None:
+    """PyTorch's error for a floating-point-only op given an integer, bool or complex tensor."""
+    if not input.dtype.is_floating_point:
+        raise FnxTypeError(f"{op}: not implemented for {input.dtype} tensors, only for floating-point ones; "
+                           f"convert with .float() first")
+
+
+@_method("frac", inplace=True)
+def frac(input: Tensor) -> Tensor:
+    """The fractional part x - trunc(x), with x's sign (NaN at +-inf); the gradient is 1."""
+    _refuse_integers("frac", input)
+    return input - trunc(input)
+
+
+@_method("heaviside", inplace=True)
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+    """The Heaviside step: 0 where input < 0, `values` where input == 0, 1 where input > 0 (NaN stays NaN)."""
+    if not isinstance(values, Tensor):
+        raise FnxTypeError(f"heaviside(): argument 'values' must be Tensor, not {type(values).__name__}")
+    if input.dtype is not values.dtype:
+        raise FnxRuntimeError(f"heaviside is not yet implemented for tensors with different dtypes ({input.dtype} "
+                              f"and {values.dtype}); convert values with .to(input.dtype)")
+    refuse_complex("heaviside", input)
+    return where(eq(input, 0), values, convert(gt(input, 0), input.dtype))   # NaN gives 0, as in PyTorch
+
+
+signbit_p = unary("signbit", lambda xp, x: xp.signbit(x), None, out_dtype=_dt.bool,
+                  c={"f": "(signbit({0}) != 0)", "d": "(signbit({0}) != 0)"})
+
+
+@_method("signbit")
+def signbit(input: Tensor) -> Tensor:
+    """True where the sign bit is set: negative numbers, -0.0 and NaNs with the sign bit."""
+    refuse_complex("signbit", input)
+    if not input.dtype.is_floating_point:
+        return lt(input, 0) if input.dtype.is_signed else full_like_bool(input, False)
+    return signbit_p.bind(input)
+
+
+@_method("deg2rad", inplace=True)
+def deg2rad(input: Tensor) -> Tensor:
+    """Degrees to radians (integer tensors give the default float dtype)."""
+    refuse_complex("deg2rad", input)
+    return mul(_as_float(input), math.pi / 180.0)
+
+
+@_method("rad2deg", inplace=True)
+def rad2deg(input: Tensor) -> Tensor:
+    """Radians to degrees (integer tensors give the default float dtype)."""
+    refuse_complex("rad2deg", input)
+    return mul(_as_float(input), 180.0 / math.pi)
+
+
+def _as_float(input: Tensor) -> Tensor:
+    return input if input.dtype.is_inexact else convert(input, _dt.get_default_dtype())
+
+
+@_method("ldexp", inplace=True)
+def ldexp(input: Tensor, other: Tensor) -> Tensor:
+    """input * 2**other (PyTorch's definition); integer operands give the default float dtype."""
+    dtype = _dt.result_type(input, other)
+    x, e = promote("ldexp", input, other, to=dtype if dtype.is_inexact else _dt.get_default_dtype())
+    return mul(x, pow(2.0, e))
+
+
+# frexp's exponent as a primitive (the exponent field of the float, with subnormals normalised: no composition of
+# float ops finds it exactly); 0 at 0, +-inf and NaN, as numpy's and PyTorch's. C: ilogb + 1.
+frexp_exponent_p = unary("frexp_exponent", lambda xp, x: xp.frexp(x)[1].astype(xp.int32), None, out_dtype=_dt.int32,
+                         c={"f": "({0} == 0 || !isfinite({0}) ? 0 : ilogbf({0}) + 1)",
+                            "d": "({0} == 0 || !isfinite({0}) ? 0 : ilogb({0}) + 1)"})
+frexp_result = collections.namedtuple("frexp", ["mantissa", "exponent"])
+
+
+def frexp(input: Tensor) -> frexp_result:
+    """(mantissa, exponent) with input = mantissa * 2**exponent, 0.5 <= |mantissa| < 1 (0, +-inf and NaN: the
+    value itself and 0); the exponent is int32. The mantissa's gradient is 2**-exponent."""
+    if not isinstance(input, Tensor) or not input.dtype.is_floating_point:
+        raise FnxRuntimeError(f"frexp() only supports floating-point dtypes, got "
+                              f"{input.dtype if isinstance(input, Tensor) else type(input).__name__}")
+    e = frexp_exponent_p.bind(input)
+    half = floor_divide(e, 2)   # 2**-e in two exact factors: 2**e alone overflows float32 at e = 128
+    mantissa = input * pow(2.0, convert(neg(half), input.dtype)) * pow(2.0, convert(half - e, input.dtype))
+    return frexp_result(mantissa, e)
+
+
+METHODS["frexp"] = frexp
+nextafter_p = binary("nextafter", lambda xp, x, y: xp.nextafter(x, y), None, None,
+                     c={"f": "nextafterf({0}, {1})", "d": "nextafter({0}, {1})"})
+
+
+@_method("nextafter", inplace=True)
+def nextafter(input: Tensor, other: Tensor) -> Tensor:
+    """The next floating-point value after `input` towards `other` (not differentiable)."""
+    x, y = promote("nextafter", input, other)
+    _refuse_integers("nextafter", x)
+    return nextafter_p.bind(x, y)
+
+
+@_method("positive")
+def positive(input: Tensor) -> Tensor:
+    """`+input`: the tensor itself (refused for bool, as PyTorch's unary plus)."""
+    if input.dtype is _dt.bool:
+        raise FnxRuntimeError("positive: the `+` operator, on a bool tensor is not supported; use the tensor itself")
+    return input
+
+
+@_method("isreal")
+def isreal(input: Tensor) -> Tensor:
+    """True where the element is real: every element of a real tensor, a zero imaginary part for a complex one."""
+    if not input.dtype.is_complex:
+        return full_like_bool(input, True)
+    from .complex import imag
+
+    return eq(imag(input), 0)
+
+
+multiply = mul
 
 
 # ---------------------------------------------------------------- batch rules of the primitives defined above

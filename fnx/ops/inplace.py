@@ -295,7 +295,7 @@ def inplace(fn, name: str | None = None):
         return assign_(self, fn(self, *args, **kwargs), op)
 
     method.__name__ = op
-    method.__doc__ = f"In-place version of `{fn.__name__}`."
+    method.__doc__ = f"In-place version of `{op.removesuffix('_')}`: the result is written into the tensor."
     return method
 
 

@@ -674,5 +674,6 @@ def broadcast_tensors(*tensors) -> tuple:
 
 METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
     "flip": _flip_method, "fliplr": fliplr, "t": t, "flipud": flipud, "diagonal": diagonal, "diag": diag,
+    "diag_embed": diag_embed,
 }
 INPLACE: dict = {}

@@ -1,0 +1,21 @@
+"""PyTorch's top-level in-place functions, `torch.X_(tensor, ...)`: the Tensor in-place methods as functions.
+
+`fnx.exp_(x)` is `x.exp_()`: the same wrapper (fnx/ops/inplace.py) around the same out-of-place op, so the same
+dtype rule (the result is written in x's dtype; a result that cannot be cast to it is an error), version counter
+and autograd behaviour.
+"""
+from __future__ import annotations
+
+from . import elementwise, special
+from .inplace import fill_, inplace, zero_
+
+_NAMES = ("abs_", "acos_", "acosh_", "asin_", "asinh_", "atan_", "atanh_", "arccos_", "arccosh_", "arcsin_",
+          "arcsinh_", "arctan_", "arctanh_", "ceil_", "clamp_", "clamp_min_", "clamp_max_", "clip_", "cos_", "cosh_",
+          "deg2rad_", "erf_", "erfc_", "exp_", "exp2_", "expm1_", "fix_", "floor_", "frac_", "ldexp_", "log_",
+          "log10_", "log1p_", "log2_", "logit_", "nan_to_num_", "neg_", "negative_", "rad2deg_", "reciprocal_",
+          "relu_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_",
+          "trunc_", "xlogy_", "i0_", "gcd_", "lcm_")
+_OUT_OF_PLACE = {**elementwise.INPLACE, **special.INPLACE}
+
+globals().update({name: inplace(_OUT_OF_PLACE[name], name) for name in _NAMES})
+__all__ = [*_NAMES, "fill_", "zero_"]
