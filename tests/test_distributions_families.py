@@ -671,16 +671,17 @@ def test_expand_keeps_the_family_and_broadcasts_the_batch(make):
 TORCH_MODULES = ["bernoulli", "beta", "binomial", "categorical", "cauchy", "chi2", "constraint_registry",
                  "constraints", "continuous_bernoulli", "dirichlet", "distribution", "exp_family", "exponential",
                  "fishersnedecor", "gamma", "generalized_pareto", "geometric", "gumbel", "half_cauchy", "half_normal",
-                 "independent", "inverse_gamma", "kl", "kumaraswamy", "laplace", "log_normal", "logistic_normal",
+                 "independent", "inverse_gamma", "kl", "kumaraswamy", "laplace", "lkj_cholesky", "log_normal",
+                 "logistic_normal",
                  "lowrank_multivariate_normal", "mixture_same_family", "multinomial", "multivariate_normal",
                  "negative_binomial", "normal", "one_hot_categorical", "pareto", "poisson", "relaxed_bernoulli",
                  "relaxed_categorical", "studentT", "transformed_distribution", "transforms", "uniform", "utils",
-                 "von_mises", "weibull"]
+                 "von_mises", "weibull", "wishart"]
 
 
 def test_pytorchs_submodule_paths_resolve_under_the_alias():
-    """`from torch.distributions.normal import Normal` and its siblings (PyTorch 2.13's modules, but for
-    lkj_cholesky and wishart) give fnx's classes."""
+    """`from torch.distributions.normal import Normal` and its siblings (all of PyTorch 2.13's modules) give
+    fnx's classes."""
     code = ("import fnx, importlib\nfnx.install_torch_alias()\n"
             f"for m in {TORCH_MODULES!r}:\n    importlib.import_module('torch.distributions.' + m)\n"
             "from torch.distributions.studentT import StudentT\nfrom torch.distributions.weibull import Weibull\n"
@@ -694,3 +695,60 @@ def test_pytorchs_submodule_paths_resolve_under_the_alias():
     env = {**os.environ, "PYTHONPATH": str(root), "OPENBLAS_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_wishart_and_lkj_cholesky_equal_pytorchs():
+    """PyTorch 2.13's log_prob, entropy and KL (the ExponentialFamily rule) on the same parameters."""
+    S = F([[2.0, 0.3, 0.1], [0.3, 1.0, 0.2], [0.1, 0.2, 1.5]])
+    X = F([[[3.0, 0.5, -0.2], [0.5, 2.0, 0.3], [-0.2, 0.3, 4.0]], [[1.0, 0.1, 0.0], [0.1, 1.0, 0.1], [0.0, 0.1, 1.0]]])
+    cases = [(L.Wishart(F([4.0, 5.5]), covariance_matrix=S), [-10.920304781831842, -11.897359308337341],
+              [13.80512717149815, 15.46240471106072]),
+             (L.Wishart(F(4.5), precision_matrix=S), [-10.442487288259274, -6.3369147977086335], 10.370103825885664),
+             (L.Wishart(F(3.5), scale_tril=fnx.linalg.cholesky(S)), [-11.06497002353115, -8.277672044042323],
+              12.930056913218422)]
+    for w, log_prob, entropy in cases:
+        np.testing.assert_allclose(w.log_prob(X).numpy(), log_prob, rtol=1e-10)
+        np.testing.assert_allclose(w.entropy().numpy(), entropy, rtol=1e-10)
+        np.testing.assert_allclose(L.ExponentialFamily.entropy(w).detach().numpy(), entropy, rtol=1e-10)
+        cov = w.covariance_matrix.numpy()
+        np.testing.assert_allclose(w.mean.numpy(), w.df.numpy()[..., None, None] * cov, rtol=1e-12)
+    np.testing.assert_allclose(cases[1][0].scale_tril.numpy(), np.linalg.cholesky(np.linalg.inv(S.numpy())),
+                               rtol=1e-12)
+    kl = L.kl_divergence(L.Wishart(F(4.0), covariance_matrix=S), L.Wishart(F(5.0), covariance_matrix=2 * S))
+    assert float(kl) == pytest.approx(2.5422574025847515, rel=1e-10)
+    value = L.CorrCholeskyTransform()(F([0.3, -0.2, 0.5]))
+    np.testing.assert_allclose(L.LKJCholesky(3, F([0.5, 2.0])).log_prob(value).numpy(),
+                               [-2.391041668171006, -1.0284708055015197], rtol=1e-10)
+    value4 = L.CorrCholeskyTransform()(F([0.3, -0.2, 0.5, 0.1, 0.9, -0.7]))
+    assert float(L.LKJCholesky(4, 1.0).log_prob(value4)) == pytest.approx(-2.688022810819355, rel=1e-10)
+    with pytest.raises(ValueError, match="Expected dim to be an integer greater than or equal to 2"):
+        L.LKJCholesky(1)
+    with pytest.raises(ValueError, match="expected to be greater than ndim - 1 = 2"):
+        L.Wishart(F(1.5), covariance_matrix=S)
+    with pytest.raises(AssertionError, match="Exactly one of covariance_matrix or precision_matrix or scale_tril"):
+        L.Wishart(F(4.0))
+
+
+def test_wishart_and_lkj_cholesky_samples():
+    fnx.manual_seed(0)
+    S = F([[2.0, 0.3], [0.3, 1.0]])
+    w = L.Wishart(F([4.0, 7.0]), covariance_matrix=S)
+    x = w.sample((20000,))
+    assert tuple(x.shape) == (20000, 2, 2, 2) and bool(C.positive_definite.check(x[:100]).all())
+    np.testing.assert_allclose(x.mean(0).numpy(), w.mean.numpy(), rtol=0.05, atol=0.05)
+    np.testing.assert_allclose(x.var(0).numpy(), w.variance.numpy(), rtol=0.1, atol=0.05)
+    lkj = L.LKJCholesky(3, F(2.0))
+    chol = lkj.sample((20000,))
+    assert bool(C.corr_cholesky.check(chol).all())
+    corr = chol @ chol.mT
+    # every off-diagonal correlation r of an LKJ(η) d x d matrix has (r + 1) / 2 ~ Beta(η - 1 + d/2, η - 1 + d/2),
+    # so E[r] = 0 and Var[r] = 1 / (2η + d - 1): 1/6 here (PyTorch 2.13's sampler gives 0.167, 0.214, 0.214)
+    np.testing.assert_allclose(corr[:, [0, 0, 1], [1, 2, 2]].mean(0).numpy(), 0.0, atol=0.01)
+    np.testing.assert_allclose(corr[:, [0, 0, 1], [1, 2, 2]].var(0).numpy(), 1 / 6, rtol=0.05)
+    corr4 = L.LKJCholesky(4, F(1.0)).sample((20000,))
+    corr4 = corr4 @ corr4.mT
+    rows, cols = np.triu_indices(4, 1)
+    np.testing.assert_allclose(corr4[:, list(rows), list(cols)].var(0).numpy(), 1 / 5, rtol=0.05)
+    a = F(5.0).requires_grad_()
+    L.Wishart(a, covariance_matrix=S).rsample((3,)).sum().backward()
+    assert bool(fnx.isfinite(a.grad)) and float(a.grad) != 0

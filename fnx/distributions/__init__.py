@@ -19,6 +19,7 @@ from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .gamma import Gamma
 from .independent import Independent
+from .lkj_cholesky import LKJCholesky
 from .kl import kl_divergence, register_kl
 from .location_scale import Cauchy, Exponential, GeneralizedPareto, Gumbel, Laplace
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
@@ -37,6 +38,7 @@ from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTra
                          Transform, identity_transform)
 from .uniform import Uniform
 from .von_mises import VonMises
+from .wishart import Wishart
 
 __all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Beta", "Gamma", "Dirichlet",
            "MultivariateNormal", "Independent", "kl_divergence", "register_kl", "Exponential", "Laplace", "Gumbel",
@@ -49,4 +51,4 @@ __all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Bet
            "ExponentialFamily", "SoftmaxTransform", "StickBreakingTransform", "LowerCholeskyTransform",
            "ReshapeTransform", "IndependentTransform", "CatTransform", "StackTransform", "CorrCholeskyTransform",
            "CumulativeDistributionTransform", "PositiveDefiniteTransform", "identity_transform", "biject_to",
-           "transform_to"]
+           "transform_to", "LKJCholesky", "Wishart"]
