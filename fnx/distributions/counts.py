@@ -17,6 +17,7 @@ from ..tensor import Size, Tensor, Tracer
 from . import constraints
 from .categorical import Categorical
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .gamma import Gamma
 from .utils import BinaryParameters, broadcast_all, clamp_probs, probs_or_logits
 
@@ -76,7 +77,7 @@ class Geometric(_BinaryParams):
         return -((1 - p) * (1 - p).log() + p * p.log()) / p
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     """Counts with `rate` λ: P(k) = λ^k e^-λ / k!."""
 
     arg_constraints = {"rate": constraints.nonnegative}
@@ -100,6 +101,13 @@ class Poisson(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         return xlogy(value, self.rate) - self.rate - lgamma(value + 1)
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.rate.log(),)
+
+    def _log_normalizer(self, x) -> Tensor:
+        return x.exp()
 
 
 class Binomial(_BinaryParams):

@@ -12,6 +12,7 @@ from ..ops.sampling import rand
 from ..tensor import Size, Tensor
 from . import constraints
 from .distribution import Distribution, LocatedDistribution
+from .exp_family import ExponentialFamily
 from .utils import euler_constant
 
 __all__ = ["Exponential", "Laplace", "Gumbel", "Cauchy", "GeneralizedPareto"]
@@ -26,12 +27,13 @@ def _uniform(d: Distribution, like: Tensor, sample_shape) -> Tensor:
     return u.clamp(min=eps, max=1 - eps)
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     """The exponential distribution with `rate` λ: density λ e^(-λx) on x >= 0."""
 
     arg_constraints = {"rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+    _mean_carrier_measure = 0
 
     def __init__(self, rate, validate_args: bool | None = None):
         self._init_params(validate_args, rate=rate)
@@ -60,6 +62,13 @@ class Exponential(Distribution):
 
     def entropy(self) -> Tensor:
         return 1.0 - self.rate.log()
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (-self.rate,)
+
+    def _log_normalizer(self, x) -> Tensor:
+        return -(-x).log()
 
 
 class Laplace(LocatedDistribution):

@@ -9,7 +9,6 @@ import warnings
 from .. import dtypes as _dt
 from ..ops.creation import arange, eye
 from ..ops.decompositions import cholesky, inv, slogdet, solve_triangular
-from ..ops.elementwise import where
 from ..ops.sampling import randn
 from ..ops.shape import broadcast_shapes, diag_embed
 from ..ops.special import digamma, mvlgamma
