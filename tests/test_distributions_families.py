@@ -776,3 +776,29 @@ def test_pytorchs_exponential_families_agree_with_their_bregman_divergences(p, q
             L.ExponentialFamily.entropy(p)
     else:
         np.testing.assert_allclose(L.ExponentialFamily.entropy(p).detach().numpy(), p.entropy().numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("make, params, value", [
+    (lambda p: L.Weibull(p, F(1.5)), [2.0, 0.7], [0.3, 1.7]),
+    (lambda p: L.Pareto(F(1.0), p), [3.0, 2.5], [1.3, 2.7]),
+    (lambda p: L.HalfCauchy(p), [2.0, 0.3], [0.3, 1.7]),
+    (lambda p: L.InverseGamma(p, F(2.0)), [3.0, 1.5], [0.3, 1.7]),
+    (lambda p: L.Kumaraswamy(p, F(3.0)), [2.0, 0.7], [0.3, 0.7]),
+    (lambda p: L.VonMises(F(0.5), p), [2.0, 5.0], [0.3, -1.7]),
+    (lambda p: L.FisherSnedecor(p, F(5.0)), [3.0, 6.0], [0.3, 1.7]),
+    (lambda p: L.NegativeBinomial(F(3.0), p), [0.3, 0.6], [0.0, 4.0]),
+    (lambda p: L.ContinuousBernoulli(p), [0.2, 0.7], [0.3, 0.6]),
+    (lambda p: L.GeneralizedPareto(F(0.0), p, F(0.2)), [2.0, 0.3], [0.7, 0.9]),
+], ids=["Weibull", "Pareto", "HalfCauchy", "InverseGamma", "Kumaraswamy", "VonMises", "FisherSnedecor",
+        "NegativeBinomial", "ContinuousBernoulli", "GeneralizedPareto"])
+def test_log_prob_under_grad_vmap_and_compile(make, params, value):
+    def total(p, v):
+        return make(p).log_prob(v).sum()
+
+    p, v = F(params), F(value)
+    eager = make(p).log_prob(v)
+    np.testing.assert_allclose(fnx.vmap(lambda q, w: make(q).log_prob(w))(p, v).numpy(), eager.numpy(), rtol=1e-12)
+    assert float(fnx.compile(total)(p, v)) == pytest.approx(float(eager.sum()), rel=1e-12)
+    leaf = p.clone().requires_grad_()
+    total(leaf, v).backward()
+    np.testing.assert_allclose(fnx.grad(total)(p, v).numpy(), leaf.grad.numpy(), rtol=1e-12)

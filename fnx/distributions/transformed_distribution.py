@@ -6,7 +6,7 @@ from ..tensor import Size, Tensor
 from . import constraints
 from .distribution import Distribution
 from .independent import Independent
-from .transforms import ComposeTransform, Transform, _sum_rightmost
+from .transforms import ComposeTransform, Transform, _sum_rightmost, _widened
 
 __all__ = ["TransformedDistribution"]
 
@@ -57,7 +57,10 @@ class TransformedDistribution(Distribution):
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):
-        return self.transforms[-1].codomain if self.transforms else self.base_dist.support
+        """The last transform's codomain, over all the event dims."""
+        if not self.transforms:
+            return self.base_dist.support
+        return _widened(self.transforms[-1].codomain, len(self.event_shape))
 
     def sample(self, sample_shape=Size()) -> Tensor:
         x = self.base_dist.sample(sample_shape)
@@ -73,6 +76,8 @@ class TransformedDistribution(Distribution):
         return x
 
     def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
         event_dim = len(self.event_shape)
         result = 0.0
         y = value
@@ -83,15 +88,9 @@ class TransformedDistribution(Distribution):
             y = x
         return result + _sum_rightmost(self.base_dist.log_prob(y), event_dim - len(self.base_dist.event_shape))
 
-    def _sign(self):
-        sign = 1
-        for t in self.transforms:
-            sign = sign * t.sign
-        return sign
-
     def _flip(self, value: Tensor) -> Tensor:
         """`value` (a probability) flipped where the transforms decrease."""
-        sign = self._sign()
+        sign = ComposeTransform(self.transforms).sign
         return value if isinstance(sign, int) and sign == 1 else sign * (value - 0.5) + 0.5
 
     def cdf(self, value: Tensor) -> Tensor:

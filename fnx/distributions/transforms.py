@@ -163,10 +163,14 @@ class ComposeTransform(Transform):
         self.parts = list(parts)
         self.bijective = all(p.bijective for p in self.parts)
         self.event_dim = max((p.event_dim for p in self.parts), default=0)
+
+    @property
+    def sign(self):
+        """The product of the parts' signs: -1 where the composition decreases."""
         sign = 1
         for p in self.parts:
-            sign *= p.sign
-        self.sign = sign
+            sign = sign * p.sign
+        return sign
 
     def with_cache(self, cache_size: int = 1) -> "ComposeTransform":
         return self if self._cache_size == cache_size else ComposeTransform(self.parts, cache_size)
