@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as _dt
-from ..nn.functional import logsigmoid, one_hot
-from ..ops.creation import arange
+from ..nn.functional import logsigmoid
+from ..ops.creation import arange, ones_like, zeros
 from ..ops.elementwise import sigmoid, where, xlogy
 from ..ops.sampling import _draw, _generator, rand
 from ..ops.special import lgamma
@@ -238,8 +238,9 @@ class Multinomial(Distribution):
 
     def sample(self, sample_shape=Size()) -> Tensor:
         draws = self._categorical.sample(Size((self.total_count,) + tuple(sample_shape)))
-        counts = one_hot(draws, self.event_shape[0]).sum(0)
-        return counts.reshape(tuple(self._extended_shape(sample_shape))).to(self.probs.dtype)
+        draws = draws.permute(tuple(range(1, draws.dim())) + (0,))   # the total_count draws last
+        counts = zeros(tuple(self._extended_shape(sample_shape)), dtype=draws.dtype, device=draws.device)
+        return counts.scatter_add(-1, draws, ones_like(draws)).to(self.probs.dtype)
 
     def log_prob(self, value: Tensor) -> Tensor:
         if self._validate_args:
