@@ -119,10 +119,12 @@ class Binomial(_BinaryParams):
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args: bool | None = None):
         self._init_probs(probs, logits, validate_args, total_count=total_count)
-        self.total_count = self.total_count.to(self._param_dtype())
+        self.total_count = self.total_count.to(self._param.dtype)
 
-    def _param_dtype(self):
-        return (self.__dict__.get("probs") if "probs" in self.__dict__ else self.__dict__["logits"]).dtype
+    @property
+    def _param(self) -> Tensor:
+        """The parameter given: probs or logits."""
+        return self.__dict__["probs" if "probs" in self.__dict__ else "logits"]
 
     def expand(self, batch_shape, _instance=None) -> Binomial:
         name = "probs" if "probs" in self.__dict__ else "logits"
@@ -132,6 +134,7 @@ class Binomial(_BinaryParams):
     def support(self):
         return constraints.integer_interval(0, self.total_count)
 
+    param_shape = property(lambda self: self._param.shape)
     mean = property(lambda self: self.total_count * self.probs)
     mode = property(lambda self: ((self.total_count + 1) * self.probs).floor().clamp(max=self.total_count))
     variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
@@ -155,7 +158,7 @@ class Binomial(_BinaryParams):
         top = int(self.total_count.max())
         if not bool((self.total_count == top).all()):
             raise NotImplementedError("Inhomogeneous total count not supported by `enumerate_support`.")
-        values = arange(1 + top, dtype=self._param_dtype(), device=self.total_count.device).reshape(
+        values = arange(1 + top, dtype=self._param.dtype, device=self.total_count.device).reshape(
             (-1,) + (1,) * len(self.batch_shape))
         return values.expand((-1,) + tuple(self.batch_shape)) if expand else values
 

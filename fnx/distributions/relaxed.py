@@ -41,6 +41,7 @@ class OneHotCategorical(Distribution):
 
     probs = property(lambda self: self._categorical.probs)
     logits = property(lambda self: self._categorical.logits)
+    param_shape = property(lambda self: self._categorical.param_shape)
     mean = property(lambda self: self._categorical.probs)
     variance = property(lambda self: self._categorical.probs * (1 - self._categorical.probs))
 
