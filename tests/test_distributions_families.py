@@ -802,3 +802,16 @@ def test_log_prob_under_grad_vmap_and_compile(make, params, value):
     leaf = p.clone().requires_grad_()
     total(leaf, v).backward()
     np.testing.assert_allclose(fnx.grad(total)(p, v).numpy(), leaf.grad.numpy(), rtol=1e-12)
+
+
+def test_with_cache_gives_caching_copies():
+    parts = [L.AffineTransform(1.0, 2.0), L.PowerTransform(2.0), L.ExpTransform(), L.StickBreakingTransform().inv]
+    for t in parts + [L.IndependentTransform(L.ExpTransform(), 1), L.ReshapeTransform((2,), (1, 2))]:
+        assert t.with_cache(0) is t and t.with_cache(1)._cache_size == 1
+    compose = L.ComposeTransform(parts[:3], cache_size=1)
+    assert [p._cache_size for p in compose.parts] == [1, 1, 1]
+    x = F([0.3, 1.2])
+    y = compose(x)
+    assert compose.inv(y) is x   # the cached pre-image, not a recomputed one
+    cat = L.CatTransform([L.AffineTransform(0.0, 2.0), L.ExpTransform()], dim=-1, cache_size=1)
+    np.testing.assert_allclose(cat(F([1.0, 2.0])).numpy(), [2.0, math.exp(2.0)], rtol=1e-15)

@@ -125,6 +125,9 @@ class _InverseTransform(Transform):
     def inv(self) -> Transform:
         return self._inv
 
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        return self if self._cache_size == cache_size else self._inv.with_cache(cache_size).inv
+
     in_event_dim = property(lambda self: self._inv.out_event_dim)
     out_event_dim = property(lambda self: self._inv.in_event_dim)
 
@@ -286,6 +289,11 @@ class AffineTransform(Transform):
         super().__init__(cache_size)
         self.loc, self.scale, self.event_dim = loc, scale, event_dim
 
+    def with_cache(self, cache_size: int = 1) -> AffineTransform:
+        if self._cache_size == cache_size:
+            return self
+        return AffineTransform(self.loc, self.scale, self.event_dim, cache_size)
+
     @property
     def sign(self):
         return self.scale.sign() if isinstance(self.scale, Tensor) else (1 if self.scale > 0 else -1)
@@ -365,6 +373,9 @@ class PowerTransform(Transform):
     def __init__(self, exponent, cache_size: int = 0):
         super().__init__(cache_size)
         self.exponent = exponent
+
+    def with_cache(self, cache_size: int = 1) -> PowerTransform:
+        return self if self._cache_size == cache_size else PowerTransform(self.exponent, cache_size)
 
     @property
     def sign(self):
