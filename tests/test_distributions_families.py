@@ -557,8 +557,8 @@ def test_transformed_distributions_whose_transforms_change_the_event_shape():
     stick = L.TransformedDistribution(L.Normal(F([0.5, -1.0]), F([2.0, 0.3])), [L.StickBreakingTransform()])
     assert (tuple(stick.batch_shape), tuple(stick.event_shape)) == ((), (3,))
     assert float(stick.log_prob(F([0.3, 0.2, 0.5]))) == pytest.approx(2.087088195852571, rel=1e-12)
-    reshaped = L.TransformedDistribution(L.Normal(fnx.zeros(2, 6, dtype=fnx.float64), fnx.ones(2, 6, dtype=fnx.float64)),
-                                         [L.ReshapeTransform((6,), (2, 3))])
+    zeros, ones = fnx.zeros(2, 6, dtype=fnx.float64), fnx.ones(2, 6, dtype=fnx.float64)
+    reshaped = L.TransformedDistribution(L.Normal(zeros, ones), [L.ReshapeTransform((6,), (2, 3))])
     assert (tuple(reshaped.batch_shape), tuple(reshaped.event_shape)) == ((2,), (2, 3))
     assert tuple(reshaped.sample().shape) == (2, 2, 3) and tuple(reshaped.expand((4, 2)).sample().shape) == (4, 2, 2, 3)
     np.testing.assert_allclose(reshaped.log_prob(fnx.arange(12, dtype=fnx.float64).reshape(2, 2, 3) / 10).numpy(),
