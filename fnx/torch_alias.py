@@ -18,6 +18,14 @@ from ._alias import Alias
 
 __all__ = ["install_torch_alias", "run_script"]
 
+# torch.distributions.X modules whose classes live in an fnx module of another name
+_DISTRIBUTIONS = {f"torch.distributions.{name}": f"fnx.distributions.{module}" for module, names in (
+    ("counts", "binomial geometric poisson negative_binomial multinomial"),
+    ("location_scale", "cauchy exponential gumbel laplace generalized_pareto"),
+    ("student_t", "chi2 studentT fishersnedecor"),
+    ("pushed_forward", "half_normal log_normal half_cauchy weibull pareto inverse_gamma kumaraswamy logistic_normal"),
+    ("relaxed", "one_hot_categorical relaxed_bernoulli relaxed_categorical")) for name in names.split()}
+
 _TORCH = Alias(
     "torch", "PyTorch",
     renamed={"torch.optim.adamw": "fnx.optim.adam", "torch.nn.utils.clip_grad": "fnx.nn.utils",
@@ -27,7 +35,7 @@ _TORCH = Alias(
              "torch.nn.parallel.data_parallel": "fnx.nn.data_parallel",
              "torch.autograd.functional": "fnx.autograd_functional",
              "torch.autograd.forward_ad": "fnx.transforms.forward_ad", "torch.jit": "fnx.torchscript",
-             "torch.autograd.profiler": "fnx.profiler"},
+             "torch.autograd.profiler": "fnx.profiler", **_DISTRIBUTIONS},
     help="use what fnx offers instead (README 'Porting from PyTorch' lists the differences), or run the program "
          "with real PyTorch (plain `python`, without `-m fnx run` / fnx.install_torch_alias())",
     shim=os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch_shim"),

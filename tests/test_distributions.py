@@ -8,7 +8,7 @@ import pytest
 
 import fnx
 from fnx.autograd import gradcheck
-from fnx.distributions import (Bernoulli, Beta, Categorical, Dirichlet, Distribution, Gamma, Independent,
+from fnx.distributions import (Bernoulli, Beta, Categorical, Cauchy, Dirichlet, Distribution, Gamma, Independent,
                                MultivariateNormal, Normal, Uniform, constraints, kl_divergence, register_kl)
 from fnx.distributions._gamma_sampler import standard_gamma_grad
 from fnx import digamma, lgamma
@@ -386,7 +386,10 @@ def test_kl_dirichlet_matches_monte_carlo():
 
 def test_kl_dispatch_errors_and_subclasses():
     with pytest.raises(NotImplementedError, match="No KL\\(p \\|\\| q\\) is implemented for p type Normal and q "
-                                                  "type Gamma"):
+                                                  "type Cauchy"):
+        kl_divergence(Normal(t(0.0), t(1.0)), Cauchy(t(1.0), t(1.0)))
+    # two exponential families: PyTorch's ExponentialFamily rule refuses the pair
+    with pytest.raises(NotImplementedError, match="cross KL-divergence between different exponential families"):
         kl_divergence(Normal(t(0.0), t(1.0)), Gamma(t(1.0), t(1.0)))
 
     class Wide(Normal):

@@ -1,22 +1,23 @@
 """The Bernoulli distribution."""
 from __future__ import annotations
 
-from ..nn.functional import binary_cross_entropy_with_logits
+from ..nn.functional import binary_cross_entropy_with_logits, softplus
 from ..ops.sampling import bernoulli
 from ..tensor import Size, Tensor
 from . import constraints
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import BinaryParameters, broadcast_all, probs_or_logits
 
 __all__ = ["Bernoulli"]
 
 
-class Bernoulli(BinaryParameters, Distribution):
+class Bernoulli(BinaryParameters, ExponentialFamily):
     """The Bernoulli distribution over {0, 1}, given `probs` (of 1) or `logits` (log-odds), not both."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
+    _mean_carrier_measure = 0
 
     def __init__(self, probs=None, logits=None, validate_args: bool | None = None):
         name = "probs" if probs is not None else "logits"
@@ -62,3 +63,10 @@ class Bernoulli(BinaryParameters, Distribution):
         """The values 0 and 1 along a new leading dim (expanded over the batch shape when `expand`)."""
         values = self._param.new_tensor([0.0, 1.0]).reshape((2,) + (1,) * len(self._batch_shape))
         return values.expand((2,) + tuple(self._batch_shape)) if expand else values
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.logits,)
+
+    def _log_normalizer(self, x) -> Tensor:
+        return softplus(x)

@@ -9,12 +9,12 @@ from ._gamma_sampler import standard_gamma
 from ..ops.special import digamma
 from ._special import lbeta
 from .dirichlet import Dirichlet
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 
 __all__ = ["Beta"]
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
     """The beta distribution on [0, 1]: density ∝ x^(concentration1 - 1) (1 - x)^(concentration0 - 1)."""
 
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
@@ -59,3 +59,10 @@ class Beta(Distribution):
         a, b = self.concentration1, self.concentration0
         return (lbeta(a, b) - (a - 1) * digamma(a) - (b - 1) * digamma(b)
                 + (a + b - 2) * digamma(a + b))
+
+    @property
+    def _natural_params(self) -> tuple:
+        return self.concentration1, self.concentration0
+
+    def _log_normalizer(self, x, y) -> Tensor:
+        return lbeta(x, y)

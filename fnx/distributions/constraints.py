@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import finfo
 from ..ops.elementwise import abs as _abs, isclose, logical_and
+from ..ops.joins import cat as _cat, stack as _stack
 from ..ops.reduce import all as _all
-from ..ops.creation import tensor
+from ..ops.creation import full, tensor
 from ..tensor import Tensor, Tracer
 
 __all__ = ["Constraint", "dependent", "dependent_property", "is_dependent", "real", "real_vector", "positive",
            "nonnegative", "greater_than", "greater_than_eq", "less_than", "unit_interval", "interval",
            "half_open_interval", "boolean", "nonnegative_integer", "integer_interval", "simplex", "one_hot",
-           "independent", "lower_cholesky", "positive_definite", "symmetric"]
+           "independent", "lower_cholesky", "positive_definite", "symmetric", "positive_integer", "multinomial",
+           "lower_triangular", "corr_cholesky", "square", "positive_semidefinite", "cat", "stack",
+           "MixtureSameFamilyConstraint"]
 
 
 def format_value(value) -> str:
@@ -213,24 +217,52 @@ class _OneHot(Constraint):
         return _all((value == 0) | (value == 1), -1) & (value.sum(-1) == 1)
 
 
-class _LowerCholesky(Constraint):
+def _all_of_matrix(value: Tensor) -> Tensor:
+    """Per matrix of the bool batch `value`: whether all its entries are True."""
+    return _all(value.reshape(tuple(value.shape[:-2]) + (-1,)), -1)
+
+
+class _LowerTriangular(Constraint):
+    """Lower-triangular matrices."""
+
+    event_dim = 2
+
+    def check(self, value: Tensor) -> Tensor:
+        return _all_of_matrix(value.tril() == value)
+
+
+class _LowerCholesky(_LowerTriangular):
     """Lower-triangular matrices with a positive diagonal."""
 
+    def check(self, value: Tensor) -> Tensor:
+        return super().check(value) & _all(value.diagonal(dim1=-2, dim2=-1) > 0, -1)
+
+
+class _CorrCholesky(_LowerCholesky):
+    """Cholesky factors of correlation matrices: lower Cholesky with rows of unit Euclidean norm."""
+
+    def check(self, value: Tensor) -> Tensor:
+        tol = finfo(value.dtype).eps * value.shape[-1] * 10
+        row_norm = value.detach().pow(2).sum(-1).sqrt()
+        return super().check(value) & _all((row_norm - 1.0).abs() <= tol, -1)
+
+
+class _Square(Constraint):
+    """Square matrices."""
+
     event_dim = 2
 
     def check(self, value: Tensor) -> Tensor:
-        lower = _all((value.tril() == value).reshape(value.shape[:-2] + (-1,)), -1)
-        return lower & _all(value.diagonal(dim1=-2, dim2=-1) > 0, -1)
+        return full(tuple(value.shape[:-2]), value.shape[-2] == value.shape[-1], device=value.device)
 
 
-class _Symmetric(Constraint):
+class _Symmetric(_Square):
     """Square matrices equal to their transpose (within 1e-6)."""
 
-    event_dim = 2
-
     def check(self, value: Tensor) -> Tensor:
-        close = isclose(value, value.mT, atol=1e-6)
-        return _all(close.reshape(value.shape[:-2] + (-1,)), -1)
+        if value.shape[-2] != value.shape[-1]:
+            return super().check(value)
+        return _all_of_matrix(isclose(value, value.mT, atol=1e-6))
 
 
 class _PositiveDefinite(_Symmetric):
@@ -244,6 +276,102 @@ class _PositiveDefinite(_Symmetric):
         factors = [_has_cholesky(m) for m in arrays.reshape((-1,) + arrays.shape[-2:])]
         factorable = tensor(np.array(factors, dtype=bool).reshape(arrays.shape[:-2]), device=value.device)
         return logical_and(super().check(value), factorable)
+
+
+class _PositiveSemidefinite(_Symmetric):
+    """Symmetric with non-negative eigenvalues (checked in numpy per matrix, as _PositiveDefinite)."""
+
+    def check(self, value: Tensor) -> Tensor:
+        if isinstance(value, Tracer) or value.shape[-2] != value.shape[-1]:
+            return super().check(value)
+        arrays = value.detach().cpu().numpy()
+        ok = [bool((np.linalg.eigvalsh(m) >= 0).all()) for m in arrays.reshape((-1,) + arrays.shape[-2:])]
+        psd = tensor(np.array(ok, dtype=bool).reshape(arrays.shape[:-2]), device=value.device)
+        return logical_and(super().check(value), psd)
+
+
+class _Multinomial(Constraint):
+    """Vectors of non-negative counts summing to at most `upper_bound`."""
+
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, x: Tensor) -> Tensor:
+        return _all(x >= 0, -1) & (x.sum(-1) <= self.upper_bound)
+
+
+class _Cat(Constraint):
+    """Constraints `cseq` on consecutive slices along `dim` of sizes `lengths` (1 each by default)."""
+
+    def __init__(self, cseq, dim: int = 0, lengths=None):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise AssertionError("All elements of cseq must be Constraint instances")
+        self.cseq = list(cseq)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise AssertionError(f"lengths ({len(self.lengths)}) must match cseq ({len(self.cseq)})")
+        self.dim = dim
+
+    is_discrete = property(lambda self: any(c.is_discrete for c in self.cseq))
+    event_dim = property(lambda self: max(c.event_dim for c in self.cseq))
+
+    def check(self, value: Tensor) -> Tensor:
+        _check_dim(value, self.dim)
+        starts = [sum(self.lengths[:i]) for i in range(len(self.lengths))]
+        return _cat([c.check(value.narrow(self.dim, s, n)) for c, s, n in zip(self.cseq, starts, self.lengths)],
+                    self.dim)
+
+
+class _Stack(Constraint):
+    """Constraint i on slice i along `dim`."""
+
+    def __init__(self, cseq, dim: int = 0):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise AssertionError("All elements of cseq must be Constraint instances")
+        self.cseq = list(cseq)
+        self.dim = dim
+
+    is_discrete = property(lambda self: any(c.is_discrete for c in self.cseq))
+
+    @property
+    def event_dim(self) -> int:
+        dim = max(c.event_dim for c in self.cseq)
+        return dim + 1 if self.dim + dim < 0 else dim
+
+    def check(self, value: Tensor) -> Tensor:
+        _check_dim(value, self.dim)
+        return _stack([c.check(value.select(self.dim, i)) for i, c in enumerate(self.cseq)], self.dim)
+
+
+def _check_dim(value: Tensor, dim: int) -> None:
+    if not -value.dim() <= dim < value.dim():
+        raise AssertionError(f"dim {dim} out of range for value with {value.dim()} dimensions")
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """The support of a MixtureSameFamily: its components' support, checked per mixture element and reduced
+    over the component dim."""
+
+    def __init__(self, base_constraint: Constraint):
+        if not isinstance(base_constraint, Constraint):
+            raise AssertionError(f"base_constraint must be a Constraint, got {type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+
+    is_discrete = property(lambda self: self.base_constraint.is_discrete)
+    event_dim = property(lambda self: self.base_constraint.event_dim)
+
+    def check(self, value: Tensor) -> Tensor:
+        if value.dim() < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.dim()}")
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        keep = value.dim() - self.event_dim
+        return _all(result.reshape(tuple(result.shape[:keep]) + (-1,)), -1)
+
+    def __repr__(self) -> str:
+        return f"MixtureSameFamilyConstraint({self.base_constraint!r})"
 
 
 def _has_cholesky(m: np.ndarray) -> bool:
@@ -268,6 +396,14 @@ interval = _Interval
 half_open_interval = _HalfOpenInterval
 integer_interval = _IntegerInterval
 nonnegative_integer = _IntegerGreaterThan(0)
+positive_integer = _IntegerGreaterThan(1)
+multinomial = _Multinomial
+lower_triangular = _LowerTriangular()
+corr_cholesky = _CorrCholesky()
+square = _Square()
+positive_semidefinite = _PositiveSemidefinite()
+cat = _Cat
+stack = _Stack
 independent = _Independent
 simplex = _Simplex()
 one_hot = _OneHot()

@@ -1,20 +1,27 @@
-"""Distributions over counts, as PyTorch defines them: Geometric (failures before the first success), Poisson
-and Binomial. Geometric samples by inverting its cdf; Poisson and Binomial draw eagerly with numpy's (or CuPy's)
-samplers from fnx's default generator, as Gamma does. Their log_prob and moments are fnx ops (differentiable in
-the parameters)."""
+"""Distributions over counts, as PyTorch defines them: Geometric (failures before the first success), Poisson,
+Binomial, NegativeBinomial and Multinomial. Geometric samples by inverting its cdf; Poisson, Binomial and
+NegativeBinomial draw eagerly with numpy's (or CuPy's) samplers from fnx's default generator, as Gamma does;
+Multinomial counts Categorical draws. Their log_prob and moments are fnx ops (differentiable in the
+parameters)."""
 from __future__ import annotations
 
+import math
+
 from .. import dtypes as _dt
-from ..ops.creation import arange
-from ..ops.elementwise import xlogy
+from ..nn.functional import logsigmoid
+from ..ops.creation import arange, ones_like, zeros
+from ..ops.elementwise import sigmoid, where, xlogy
 from ..ops.sampling import _draw, _generator, rand
 from ..ops.special import lgamma
 from ..tensor import Size, Tensor, Tracer
 from . import constraints
+from .categorical import Categorical
 from .distribution import Distribution
-from .utils import BinaryParameters, clamp_probs, probs_or_logits
+from .exp_family import ExponentialFamily
+from .gamma import Gamma
+from .utils import BinaryParameters, broadcast_all, clamp_probs, probs_or_logits
 
-__all__ = ["Geometric", "Poisson", "Binomial"]
+__all__ = ["Geometric", "Poisson", "Binomial", "NegativeBinomial", "Multinomial"]
 
 
 def _eager_draw(param: Tensor, shape, op: str, sample) -> Tensor:
@@ -70,7 +77,7 @@ class Geometric(_BinaryParams):
         return -((1 - p) * (1 - p).log() + p * p.log()) / p
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     """Counts with `rate` λ: P(k) = λ^k e^-λ / k!."""
 
     arg_constraints = {"rate": constraints.nonnegative}
@@ -95,6 +102,13 @@ class Poisson(Distribution):
             self._validate_sample(value)
         return xlogy(value, self.rate) - self.rate - lgamma(value + 1)
 
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.rate.log(),)
+
+    def _log_normalizer(self, x) -> Tensor:
+        return x.exp()
+
 
 class Binomial(_BinaryParams):
     """Successes in `total_count` Bernoulli(probs) trials."""
@@ -105,10 +119,12 @@ class Binomial(_BinaryParams):
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args: bool | None = None):
         self._init_probs(probs, logits, validate_args, total_count=total_count)
-        self.total_count = self.total_count.to(self._param_dtype())
+        self.total_count = self.total_count.to(self._param.dtype)
 
-    def _param_dtype(self):
-        return (self.__dict__.get("probs") if "probs" in self.__dict__ else self.__dict__["logits"]).dtype
+    @property
+    def _param(self) -> Tensor:
+        """The parameter given: probs or logits."""
+        return self.__dict__["probs" if "probs" in self.__dict__ else "logits"]
 
     def expand(self, batch_shape, _instance=None) -> Binomial:
         name = "probs" if "probs" in self.__dict__ else "logits"
@@ -118,6 +134,7 @@ class Binomial(_BinaryParams):
     def support(self):
         return constraints.integer_interval(0, self.total_count)
 
+    param_shape = property(lambda self: self._param.shape)
     mean = property(lambda self: self.total_count * self.probs)
     mode = property(lambda self: ((self.total_count + 1) * self.probs).floor().clamp(max=self.total_count))
     variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
@@ -141,6 +158,103 @@ class Binomial(_BinaryParams):
         top = int(self.total_count.max())
         if not bool((self.total_count == top).all()):
             raise NotImplementedError("Inhomogeneous total count not supported by `enumerate_support`.")
-        values = arange(1 + top, dtype=self._param_dtype(), device=self.total_count.device).reshape(
+        values = arange(1 + top, dtype=self._param.dtype, device=self.total_count.device).reshape(
             (-1,) + (1,) * len(self.batch_shape))
         return values.expand((-1,) + tuple(self.batch_shape)) if expand else values
+
+
+class NegativeBinomial(_BinaryParams):
+    """The number of successes before `total_count` failures of Bernoulli(probs) trials: P(k) =
+    C(k + r - 1, k) p^k (1 - p)^r (r = total_count, a positive real)."""
+
+    arg_constraints = {"total_count": constraints.greater_than_eq(0), "probs": constraints.half_open_interval(0.0, 1.0),
+                       "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, total_count, probs=None, logits=None, validate_args: bool | None = None):
+        param = probs_or_logits(probs, logits)
+        name = "probs" if probs is not None else "logits"
+        total_count, param = broadcast_all(total_count, param)
+        setattr(self, name, param)
+        self.total_count = total_count.to(param.dtype)
+        self._param = param
+        Distribution.__init__(self, param.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None) -> NegativeBinomial:
+        name = "probs" if "probs" in self.__dict__ else "logits"
+        new = self._expand_params(NegativeBinomial, batch_shape, _instance, "total_count", name)
+        new._param = new.__dict__[name]
+        return new
+
+    param_shape = property(lambda self: self._param.shape)
+    mean = property(lambda self: self.total_count * self.logits.exp())
+    mode = property(lambda self: ((self.total_count - 1) * self.logits.exp()).floor().clamp(min=0.0))
+    variance = property(lambda self: self.mean / sigmoid(-self.logits))
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        """Poisson draws at Gamma(total_count, exp(-logits)) rates (the gamma-Poisson mixture)."""
+        rate = Gamma(self.total_count.detach(), (-self.logits.detach()).exp(), validate_args=False).sample(sample_shape)
+        return _eager_draw(rate, rate.shape, "NegativeBinomial.sample",
+                           lambda rng, lam, shape: rng.poisson(lam, size=shape))
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        r = self.total_count
+        log_unnormalized = r * logsigmoid(-self.logits) + value * logsigmoid(self.logits)
+        log_normalization = -lgamma(r + value) + lgamma(1.0 + value) + lgamma(r)
+        return log_unnormalized - log_normalization.masked_fill(r + value == 0.0, 0.0)
+
+
+class Multinomial(Distribution):
+    """Counts over the K categories (the last dim of `probs` or `logits`) of `total_count` Categorical draws."""
+
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
+
+    def __init__(self, total_count: int = 1, probs=None, logits=None, validate_args: bool | None = None):
+        if not isinstance(total_count, int):
+            raise NotImplementedError("inhomogeneous total_count is not supported")
+        self.total_count = total_count
+        self._categorical = Categorical(probs=probs, logits=logits)
+        self._binomial = Binomial(total_count=total_count, probs=self.probs)
+        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:],
+                         validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None) -> Multinomial:
+        new = self._get_checked_instance(Multinomial, _instance)
+        new.total_count = self.total_count
+        new._categorical = self._categorical.expand(batch_shape)
+        new._binomial = Binomial(total_count=self.total_count, probs=new._categorical.probs)
+        Distribution.__init__(new, Size(batch_shape), self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @constraints.dependent_property(is_discrete=True, event_dim=1)
+    def support(self):
+        return constraints.multinomial(self.total_count)
+
+    logits = property(lambda self: self._categorical.logits)
+    probs = property(lambda self: self._categorical.probs)
+    param_shape = property(lambda self: self._categorical.param_shape)
+    mean = property(lambda self: self.probs * self.total_count)
+    variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        draws = self._categorical.sample(Size((self.total_count,) + tuple(sample_shape)))
+        draws = draws.permute(tuple(range(1, draws.dim())) + (0,))   # the total_count draws last
+        counts = zeros(tuple(self._extended_shape(sample_shape)), dtype=draws.dtype, device=draws.device)
+        return counts.scatter_add(-1, draws, ones_like(draws)).to(self.probs.dtype)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        logits, value = broadcast_all(self.logits, value)
+        logits = where((value == 0) & (logits == -math.inf), 0.0, logits)
+        return lgamma(value.sum(-1) + 1) - lgamma(value + 1).sum(-1) + (logits * value).sum(-1)
+
+    def entropy(self) -> Tensor:
+        n = self.probs.new_tensor(float(self.total_count))
+        term1 = n * self._categorical.entropy() - lgamma(n + 1)
+        support = self._binomial.enumerate_support(expand=False)[1:]
+        binomial_probs = self._binomial.log_prob(support).exp()
+        return term1 + (binomial_probs * lgamma(support + 1)).sum((0, -1))

@@ -7,12 +7,12 @@ from ..tensor import Size, Tensor
 from . import constraints
 from ._gamma_sampler import standard_gamma
 from ..ops.special import digamma, lgamma
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 
 __all__ = ["Dirichlet"]
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     """The Dirichlet distribution on the simplex of the last dim of `concentration` (K categories)."""
 
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
@@ -66,3 +66,10 @@ class Dirichlet(Distribution):
         total = a.sum(-1)
         return (lgamma(a).sum(-1) - lgamma(total) - (k - total) * digamma(total)
                 - ((a - 1.0) * digamma(a)).sum(-1))
+
+    @property
+    def _natural_params(self) -> tuple:
+        return (self.concentration,)
+
+    def _log_normalizer(self, x) -> Tensor:
+        return lgamma(x).sum(-1) - lgamma(x.sum(-1))

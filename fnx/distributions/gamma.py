@@ -9,17 +9,18 @@ from . import constraints
 from ._gamma_sampler import standard_gamma
 from ..ops.special import digamma, lgamma
 from ..scipy.special import gammainc
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 
 __all__ = ["Gamma"]
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     """The gamma distribution with shape `concentration` (α) and `rate` (β): density ∝ x^(α-1) e^(-βx)."""
 
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+    _mean_carrier_measure = 0
 
     def __init__(self, concentration, rate, validate_args: bool | None = None):
         self._init_params(validate_args, concentration=concentration, rate=rate)
@@ -62,3 +63,10 @@ class Gamma(Distribution):
     def entropy(self) -> Tensor:
         a = self.concentration
         return a - self.rate.log() + lgamma(a) + (1.0 - a) * digamma(a)
+
+    @property
+    def _natural_params(self) -> tuple:
+        return self.concentration - 1, -self.rate
+
+    def _log_normalizer(self, x, y) -> Tensor:
+        return lgamma(x + 1) + (x + 1) * (-y.reciprocal()).log()

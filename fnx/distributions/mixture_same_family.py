@@ -55,7 +55,7 @@ class MixtureSameFamily(Distribution):
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):
-        return self._component_distribution.support
+        return constraints.MixtureSameFamilyConstraint(self._component_distribution.support)
 
     mixture_distribution = property(lambda self: self._mixture_distribution)
     component_distribution = property(lambda self: self._component_distribution)

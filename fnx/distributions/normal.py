@@ -8,18 +8,20 @@ from ..ops.sampling import randn
 from ..tensor import Size, Tensor
 from . import constraints
 from .distribution import LocatedDistribution
+from .exp_family import ExponentialFamily
 
 __all__ = ["Normal"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-class Normal(LocatedDistribution):
+class Normal(LocatedDistribution, ExponentialFamily):
     """The normal (Gaussian) distribution N(loc, scale²), batched over the broadcast of `loc` and `scale`."""
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
+    _mean_carrier_measure = 0
 
     def __init__(self, loc, scale, validate_args: bool | None = None):
         self._init_params(validate_args, loc=loc, scale=scale)
@@ -55,3 +57,10 @@ class Normal(LocatedDistribution):
 
     def entropy(self) -> Tensor:
         return 0.5 + _LOG_SQRT_2PI + self.scale.log()
+
+    @property
+    def _natural_params(self) -> tuple:
+        return self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal()
+
+    def _log_normalizer(self, x, y) -> Tensor:
+        return -0.25 * x.pow(2) / y + 0.5 * (-math.pi / y).log()

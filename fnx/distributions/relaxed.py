@@ -16,8 +16,8 @@ from .transformed_distribution import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
 from .utils import BinaryParameters, clamp_probs, probs_or_logits
 
-__all__ = ["OneHotCategorical", "RelaxedOneHotCategorical", "RelaxedBernoulli", "ExpRelaxedCategorical",
-           "LogitRelaxedBernoulli"]
+__all__ = ["OneHotCategorical", "OneHotCategoricalStraightThrough", "RelaxedOneHotCategorical", "RelaxedBernoulli",
+           "ExpRelaxedCategorical", "LogitRelaxedBernoulli"]
 
 
 class OneHotCategorical(Distribution):
@@ -41,6 +41,7 @@ class OneHotCategorical(Distribution):
 
     probs = property(lambda self: self._categorical.probs)
     logits = property(lambda self: self._categorical.logits)
+    param_shape = property(lambda self: self._categorical.param_shape)
     mean = property(lambda self: self._categorical.probs)
     variance = property(lambda self: self._categorical.probs * (1 - self._categorical.probs))
 
@@ -159,3 +160,14 @@ class RelaxedBernoulli(TransformedDistribution):
     temperature = property(lambda self: self.base_dist.temperature)
     probs = property(lambda self: self.base_dist.probs)
     logits = property(lambda self: self.base_dist.logits)
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """OneHotCategorical with a straight-through `rsample` (Bengio et al., 2013): the one-hot sample in the
+    forward pass, the gradient of `probs` in the backward pass."""
+
+    has_rsample = True
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        probs = self._categorical.probs
+        return self.sample(sample_shape) + (probs - probs.detach())

@@ -6,7 +6,7 @@ from ..tensor import Size, Tensor
 from . import constraints
 from .distribution import Distribution
 from .independent import Independent
-from .transforms import Transform, _sum_rightmost
+from .transforms import ComposeTransform, Transform, _sum_rightmost, _widened
 
 __all__ = ["TransformedDistribution"]
 
@@ -23,20 +23,29 @@ class TransformedDistribution(Distribution):
         if not all(isinstance(t, Transform) for t in transforms):
             raise ValueError(f"transforms must be a Transform or a list of Transforms, but was {transforms}")
         self.transforms = list(transforms)
-        event_dim = max([len(base_distribution.event_shape)] + [t.event_dim for t in self.transforms])
+        base_shape = Size(tuple(base_distribution.batch_shape) + tuple(base_distribution.event_shape))
         base_dims = len(base_distribution.event_shape)
-        if event_dim > base_dims:   # the transforms act on batch dims of the base: they become event dims
-            base_distribution = Independent(base_distribution, event_dim - base_dims)
+        transform = ComposeTransform(self.transforms)
+        if len(base_shape) < transform.in_event_dim:
+            raise ValueError(f"base_distribution needs to have shape with size at least {transform.in_event_dim}, "
+                             f"but got {base_shape}.")
+        shape = transform.forward_shape(base_shape)
+        expanded_base_shape = transform.inverse_shape(shape)
+        if tuple(base_shape) != tuple(expanded_base_shape):
+            base_distribution = base_distribution.expand(expanded_base_shape[:len(expanded_base_shape) - base_dims])
+        if transform.in_event_dim > base_dims:   # the transforms couple batch dims of the base: event dims now
+            base_distribution = Independent(base_distribution, transform.in_event_dim - base_dims)
         self.base_dist = base_distribution
-        shape = tuple(base_distribution.batch_shape) + tuple(base_distribution.event_shape)
+        event_dim = max(transform.out_event_dim, base_dims + transform.out_event_dim - transform.in_event_dim)
         cut = len(shape) - event_dim
         super().__init__(Size(shape[:cut]), Size(shape[cut:]), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None) -> TransformedDistribution:
         new = self._get_checked_instance(TransformedDistribution, _instance)
         shape = tuple(batch_shape) + tuple(self.event_shape)
-        base_shape = shape[:len(shape) - len(self.base_dist.event_shape)]
-        new.base_dist = self.base_dist.expand(base_shape)
+        for t in reversed(self.transforms):
+            shape = t.inverse_shape(shape)
+        new.base_dist = self.base_dist.expand(shape[:len(shape) - len(self.base_dist.event_shape)])
         new.transforms = self.transforms
         Distribution.__init__(new, Size(batch_shape), self.event_shape, validate_args=False)
         new._validate_args = self._validate_args
@@ -48,7 +57,10 @@ class TransformedDistribution(Distribution):
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):
-        return self.transforms[-1].codomain if self.transforms else self.base_dist.support
+        """The last transform's codomain, over all the event dims."""
+        if not self.transforms:
+            return self.base_dist.support
+        return _widened(self.transforms[-1].codomain, len(self.event_shape))
 
     def sample(self, sample_shape=Size()) -> Tensor:
         x = self.base_dist.sample(sample_shape)
@@ -64,25 +76,21 @@ class TransformedDistribution(Distribution):
         return x
 
     def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
         event_dim = len(self.event_shape)
         result = 0.0
         y = value
         for t in reversed(self.transforms):
             x = t.inv(y)
-            result = result - _sum_rightmost(t.log_abs_det_jacobian(x, y), event_dim - t.event_dim)
+            event_dim += t.in_event_dim - t.out_event_dim
+            result = result - _sum_rightmost(t.log_abs_det_jacobian(x, y), event_dim - t.in_event_dim)
             y = x
-        base = self.base_dist.log_prob(y)
-        return base + _sum_rightmost(result, event_dim - len(self.base_dist.event_shape))
-
-    def _sign(self):
-        sign = 1
-        for t in self.transforms:
-            sign = sign * t.sign
-        return sign
+        return result + _sum_rightmost(self.base_dist.log_prob(y), event_dim - len(self.base_dist.event_shape))
 
     def _flip(self, value: Tensor) -> Tensor:
         """`value` (a probability) flipped where the transforms decrease."""
-        sign = self._sign()
+        sign = ComposeTransform(self.transforms).sign
         return value if isinstance(sign, int) and sign == 1 else sign * (value - 0.5) + 0.5
 
     def cdf(self, value: Tensor) -> Tensor:

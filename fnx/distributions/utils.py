@@ -5,12 +5,16 @@ import numbers
 
 from .. import dtypes as _dt
 from ..nn.functional import softmax
-from ..ops.creation import as_tensor
+from ..ops.creation import arange, as_tensor, zeros
 from ..ops.elementwise import log, log1p, sigmoid
+from ..ops.joins import cat
 from ..ops.shape import broadcast_tensors
 from ..tensor import Tensor
 
-__all__ = ["broadcast_all", "lazy_property", "logits_to_probs", "probs_to_logits", "clamp_probs", "BinaryParameters"]
+__all__ = ["broadcast_all", "lazy_property", "logits_to_probs", "probs_to_logits", "clamp_probs", "BinaryParameters",
+           "euler_constant", "tril_matrix_to_vec", "vec_to_tril_matrix"]
+
+euler_constant = 0.57721566490153286061  # Euler-Mascheroni constant
 
 
 class lazy_property:
@@ -84,3 +88,32 @@ class BinaryParameters:
     def probs(self) -> Tensor:
         """The probability of 1 (of a success)."""
         return logits_to_probs(self.logits, is_binary=True)
+
+
+def _tril_positions(n: int, diag: int, device) -> Tensor:
+    """The flat indices (row-major) of the n x n entries on or below diagonal `diag`, in row order."""
+    i = arange(n, device=device)
+    keep = (i < i.reshape(-1, 1) + (diag + 1)).reshape(-1)
+    return arange(n * n, device=device)[keep]
+
+
+def tril_matrix_to_vec(mat: Tensor, diag: int = 0) -> Tensor:
+    """The entries of the (batched) square `mat` on or below diagonal `diag`, row by row, as the last dim."""
+    n = mat.shape[-1]
+    if diag < -n or diag >= n:
+        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+    return mat.reshape(tuple(mat.shape[:-2]) + (n * n,))[..., _tril_positions(n, diag, mat.device)]
+
+
+def vec_to_tril_matrix(vec: Tensor, diag: int = 0) -> Tensor:
+    """The inverse of tril_matrix_to_vec: a (batched) square matrix, zero above diagonal `diag`."""
+    k = vec.shape[-1]
+    n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * k + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
+    if round(n) - n > _dt.finfo(vec.dtype).eps:
+        raise ValueError(f"The size of last dimension is {k} which cannot be expressed as the lower triangular "
+                         f"part of a square D x D matrix.")
+    n = round(n)
+    index = zeros(n * n, dtype=_dt.int64, device=vec.device) + k   # k: a zero appended to vec
+    index[_tril_positions(n, diag, vec.device)] = arange(k, device=vec.device)
+    padded = cat([vec, vec.new_zeros(tuple(vec.shape[:-1]) + (1,))], -1)
+    return padded[..., index].reshape(tuple(vec.shape[:-1]) + (n, n))
