@@ -238,10 +238,10 @@ def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
     return _maybe_inplace(_threshold, input, True, threshold, value)
 
 
-def _rrelu(x: Tensor, lower: float, upper: float, training: bool) -> Tensor:
+def _rrelu(x: Tensor, lower: float, upper: float, training: bool, generator=None) -> Tensor:
     if not training:
         return _leaky_relu(x, (lower + upper) / 2)
-    slope = rand(*x.shape, dtype=x.dtype, device=x.device) * (upper - lower) + lower
+    slope = rand(*x.shape, generator=generator, dtype=x.dtype, device=x.device) * (upper - lower) + lower
     return ew.where(x >= 0, x, x * slope)
 
 
