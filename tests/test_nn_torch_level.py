@@ -67,7 +67,7 @@ def test_every_name_is_on_fnx_with_torchs_parameters():
 
 ALIASES = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "rms_norm",
            "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "cosine_similarity", "pairwise_distance", "pdist",
-           "bilinear", "prelu", "hardshrink", "relu_", "adaptive_avg_pool1d"]
+           "bilinear", "prelu", "hardshrink", "relu_", "adaptive_avg_pool1d", "selu_", "celu_"]
 
 
 def test_names_whose_signature_agrees_are_the_functional_forms_themselves():

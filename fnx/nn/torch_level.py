@@ -32,6 +32,7 @@ rms_norm, pixel_shuffle, pixel_unshuffle, channel_shuffle = F.rms_norm, F.pixel_
     F.channel_shuffle
 cosine_similarity, pairwise_distance, pdist, bilinear = F.cosine_similarity, F.pairwise_distance, F.pdist, F.bilinear
 prelu, hardshrink, relu_, adaptive_avg_pool1d = F.prelu, F.hardshrink, F.relu_, F.adaptive_avg_pool1d
+selu_, celu_ = F.selu_, F.celu_
 
 
 # ---------------------------------------------------------------- dropout: (input, p, train), all required
@@ -206,19 +207,9 @@ def selu(input: Tensor) -> Tensor:
     return F.selu(input)
 
 
-def selu_(input: Tensor) -> Tensor:
-    """torch.selu_: `selu` written into `input`."""
-    return F.selu(input, inplace=True)
-
-
 def celu(input: Tensor, alpha: float = 1.0) -> Tensor:
     """torch.celu: F.celu."""
     return F.celu(input, alpha)
-
-
-def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
-    """torch.celu_: `celu` written into `input`."""
-    return F.celu(input, alpha, inplace=True)
 
 
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
