@@ -48,3 +48,81 @@ def test_lazy_instance_norm_becomes_instance_norm_with_tracked_stats(nd):
     plain = getattr(nn, f"LazyInstanceNorm{nd}d")(affine=False, track_running_stats=False)
     plain(x[0])   # unbatched: the channels are dim 0
     assert plain.num_features == 3 and list(plain.state_dict()) == []
+
+
+OLD_INIT_NAMES = ["uniform", "normal", "constant", "eye", "dirac", "xavier_uniform", "xavier_normal",
+                  "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"]
+
+
+@pytest.mark.parametrize("old", OLD_INIT_NAMES)
+def test_deprecated_init_names_warn_and_fill_as_the_new_ones(old):
+    args = {"constant": (0.5,), "sparse": (0.5,)}.get(old, ())
+    shape = (3, 3, 3) if old == "dirac" else (4, 6)
+    fnx.manual_seed(1)
+    expected = getattr(nn.init, old + "_")(fnx.empty(*shape), *args)
+    fnx.manual_seed(1)
+    with pytest.warns(FutureWarning, match=f"`nn.init.{old}` is now deprecated in favor of `nn.init.{old}_`"):
+        got = getattr(nn.init, old)(fnx.empty(*shape), *args)
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+def _eval_bn(n: int, nd: int, seed: int):
+    r = np.random.default_rng(seed)
+    bn = (nn.BatchNorm1d if nd == 1 else nn.BatchNorm2d)(n).eval()
+    with fnx.no_grad():
+        for t, v in ((bn.weight, r.standard_normal(n)), (bn.bias, r.standard_normal(n)),
+                     (bn.running_mean, r.standard_normal(n)), (bn.running_var, np.abs(r.standard_normal(n)) + 0.5)):
+            t.copy_(fnx.tensor(v, dtype=t.dtype))
+    return bn
+
+
+def test_fusing_batch_norm_keeps_the_eval_outputs():
+    x = fnx.randn(2, 3, 6, 6)
+    conv, bn = nn.Conv2d(3, 4, 3).eval(), _eval_bn(4, 2, 0)
+    fused = nn.utils.fuse_conv_bn_eval(conv, bn)
+    assert isinstance(fused.weight, nn.Parameter) and fused is not conv
+    np.testing.assert_allclose(fused(x).detach().numpy(), bn(conv(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    convt = nn.ConvTranspose2d(3, 4, 2, bias=False).eval()
+    fused = nn.utils.fuse_conv_bn_eval(convt, bn, transpose=True)
+    np.testing.assert_allclose(fused(x).detach().numpy(), bn(convt(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    linear, bn1 = nn.Linear(5, 4).eval(), _eval_bn(4, 1, 1)
+    z = fnx.randn(3, 5)
+    np.testing.assert_allclose(nn.utils.fuse_linear_bn_eval(linear, bn1)(z).detach().numpy(),
+                               bn1(linear(z)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(AssertionError, match="Fusion only for eval!"):
+        nn.utils.fuse_conv_bn_eval(conv.train(), bn)
+    with pytest.raises(AssertionError, match="linear.out_features == bn.num_features"):
+        nn.utils.fuse_linear_bn_eval(linear, _eval_bn(3, 1, 2))
+
+
+def test_skip_init_leaves_the_random_stream_alone():
+    fnx.manual_seed(7)
+    expected = fnx.rand(3)
+    fnx.manual_seed(7)
+    layer = nn.utils.skip_init(nn.Linear, 5, 2, bias=False)
+    assert layer.weight.shape == (2, 5) and layer.bias is None
+    np.testing.assert_array_equal(fnx.rand(3).numpy(), expected.numpy())
+    with pytest.raises(RuntimeError, match="Expected a Module"):
+        nn.utils.skip_init(int)
+    with pytest.raises(RuntimeError, match="Module must support a 'device' arg"):
+        nn.utils.skip_init(nn.ReLU)
+
+
+def test_conv_weight_memory_format_conversion_walks_the_tree():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Sequential(nn.ConvTranspose2d(4, 2, 2)), nn.Conv3d(1, 1, 1))
+    before = [p.detach().clone() for p in model.parameters()]
+    assert nn.utils.convert_conv2d_weight_memory_format(model, fnx.channels_last) is model
+    assert model[0].weight.is_contiguous(memory_format=fnx.channels_last)
+    assert model[2][0].weight.is_contiguous(memory_format=fnx.channels_last)
+    nn.utils.convert_conv3d_weight_memory_format(model, fnx.channels_last_3d)
+    assert model[3].weight.is_contiguous(memory_format=fnx.channels_last_3d)
+    for b, p in zip(before, model.parameters()):
+        np.testing.assert_array_equal(b.numpy(), p.detach().numpy())
+
+
+def test_stateless_functional_call_is_the_deprecated_alias():
+    layer = nn.Linear(2, 1)
+    weight = fnx.ones(1, 2)
+    with pytest.warns(FutureWarning, match="torch.nn.utils.stateless.functional_call` is deprecated"):
+        y = nn.utils.stateless.functional_call(layer, {"weight": weight, "bias": fnx.zeros(1)}, (fnx.ones(3, 2),))
+    np.testing.assert_array_equal(y.detach().numpy(), np.full((3, 1), 2.0))
