@@ -126,3 +126,24 @@ def test_stateless_functional_call_is_the_deprecated_alias():
     with pytest.warns(FutureWarning, match="torch.nn.utils.stateless.functional_call` is deprecated"):
         y = nn.utils.stateless.functional_call(layer, {"weight": weight, "bias": fnx.zeros(1)}, (fnx.ones(3, 2),))
     np.testing.assert_array_equal(y.detach().numpy(), np.full((3, 1), 2.0))
+
+
+def test_cross_map_lrn2d_reproduces_torchs_legacy_forward_and_backward():
+    x = (fnx.arange(16, dtype=fnx.float64).reshape(2, 4, 1, 2) * 0.37).sin().requires_grad_()
+    lrn = nn.CrossMapLRN2d(3, alpha=0.5, beta=0.75, k=1.0)
+    assert repr(lrn) == "CrossMapLRN2d(3, alpha=0.5, beta=0.75, k=1.0)"
+    y = lrn(x)
+    y.backward(fnx.linspace(-1, 1, 16, dtype=fnx.float64).reshape(2, 4, 1, 2))
+    # torch 2.13 on the same input and output gradient
+    np.testing.assert_allclose(y.detach().numpy().reshape(-1), [
+        0.0, 0.3244647538787109, 0.573452124951476, 0.7316931701901159, 0.796569407688429, 0.7652874505000616,
+        0.6654259082934755, 0.4510019898395183, 0.17383121091585302, -0.1728798764101845, -0.4601588629073338,
+        -0.6662098779590144, -0.7734755390732659, -0.7935853120717338, -0.7362423913815503, -0.5676149081892138],
+        rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(x.grad.numpy().reshape(-1), [
+        -0.9466908911302903, -0.7556288129640033, -0.5665478927070448, -0.36057299528836095, -0.22019035042593393,
+        -0.08108806653815757, -0.023780378261683773, 0.014430909742042388, 0.06367210975536036, 0.18315236264249607,
+        0.2741210555369489, 0.3333758138177153, 0.3704855393554454, 0.4094102720692935, 0.4989999463024106,
+        0.6592009094117779], rtol=1e-13, atol=1e-15)
+    with pytest.raises(ValueError, match="CrossMapLRN2d: Expected input to be 4D, got 3D instead."):
+        lrn(fnx.randn(4, 2, 2))
