@@ -27,6 +27,8 @@ SIGNATURES = {
     "alpha_dropout_": "input p train", "feature_dropout": "input p train", "feature_dropout_": "input p train",
     "feature_alpha_dropout": "input p train", "feature_alpha_dropout_": "input p train",
     "embedding": "weight indices padding_idx= scale_grad_by_freq= sparse=",
+    "embedding_bag": "weight indices offsets scale_grad_by_freq= mode= sparse= per_sample_weights= "
+                     "include_last_offset= padding_idx=",
     "layer_norm": "input normalized_shape weight= bias= eps= cudnn_enable=",
     "group_norm": "input num_groups weight= bias= eps= cudnn_enabled=",
     "batch_norm": "input weight bias running_mean running_var training momentum eps cudnn_enabled",
@@ -206,3 +208,23 @@ def test_rrelu_draws_its_training_slopes_from_the_given_generator():
     again = fnx.rrelu(x, 0.1, 0.3, True, fnx.Generator().manual_seed(3))
     np.testing.assert_array_equal(first.numpy(), again.numpy())
     assert (-first.numpy() >= 0.1).all() and (-first.numpy() <= 0.3).all()
+
+
+def test_embedding_bag_returns_torchs_four_tensors():
+    weight = (fnx.arange(30, dtype=fnx.float64).reshape(10, 3) * 0.77).sin().requires_grad_()
+    indices, offsets = fnx.tensor([1, 2, 4, 5, 4, 3, 2, 9]), fnx.tensor([0, 4, 4])
+    # torch 2.13 on the same arguments (the middle bag is empty; padding_idx 4 does not count)
+    out, offset2bag, bag_size, max_indices = fnx.embedding_bag(weight, indices, offsets, False, 2, False, None,
+                                                               False, 4)
+    assert offset2bag.tolist() == [0, 0, 0, 0, 2, 2, 2, 2] and bag_size.tolist() == [3, 0, 3]
+    assert max_indices.tolist() == [[1, 1, 5], [0, 0, 0], [9, 3, 3]]
+    np.testing.assert_array_equal(out.detach().numpy(), F.embedding_bag(indices, weight, offsets, mode="max",
+                                                                        padding_idx=4).detach().numpy())
+    _, offset2bag, bag_size, max_indices = fnx.embedding_bag(weight, indices, offsets, mode=1)
+    assert bag_size.tolist() == [4, 0, 4] and max_indices.tolist() == [4, 0, 4]
+    out, _, bag_size, _ = fnx.embedding_bag(weight, indices, offsets)
+    assert bag_size.tolist() == [0, 0, 0]
+    np.testing.assert_array_equal(out.detach().numpy(), F.embedding_bag(indices, weight, offsets, mode="sum")
+                                  .detach().numpy())
+    with pytest.raises(RuntimeError, match="expected 1-D indices and offsets"):
+        fnx.embedding_bag(weight, indices.reshape(2, 4), offsets)

@@ -9,15 +9,18 @@ or F's function itself where the signatures agree; fnx/__init__.py re-exports th
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..core import FnxRuntimeError, FnxValueError
-from ..tensor import Tensor
+from ..ops.creation import tensor
+from ..tensor import Tensor, Tracer
 from . import functional as F
 from .functional import _alpha_dropout, _dropout
 from .functional_activation import _maybe_inplace, _rrelu
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "dropout",
            "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout", "feature_dropout_",
-           "feature_alpha_dropout", "feature_alpha_dropout_", "embedding", "layer_norm", "group_norm", "batch_norm",
+           "feature_alpha_dropout", "feature_alpha_dropout_", "embedding", "embedding_bag", "layer_norm", "group_norm", "batch_norm",
            "instance_norm", "rms_norm", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "cosine_similarity",
            "pairwise_distance", "pdist", "kl_div", "margin_ranking_loss", "triplet_margin_loss",
            "hinge_embedding_loss", "cosine_embedding_loss", "poisson_nll_loss", "ctc_loss",
@@ -106,6 +109,46 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad
     negative indices are resolved before they reach it), else that row gets no gradient."""
     return F.embedding(indices, weight, None if padding_idx < 0 else padding_idx,
                        scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
+_BAG_MODES = ("sum", "mean", "max")
+
+
+def embedding_bag(weight: Tensor, indices: Tensor, offsets: Tensor, scale_grad_by_freq: bool = False, mode: int = 0,
+                  sparse: bool = False, per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """torch.embedding_bag: (output, offset2bag, bag_size, max_indices) for 1-D `indices` cut into bags at
+    `offsets`, mode 0 sum, 1 mean, 2 max; the output is F.embedding_bag's. The other three are what PyTorch's CPU
+    kernel returns with autograd on: each index's bag, each bag's count of non-padding entries (zeros for sum),
+    and for max the row each output element came from (for mean: bag_size; for sum: zeros)."""
+    if isinstance(mode, bool) or mode not in (0, 1, 2):
+        raise FnxValueError(f"embedding_bag: mode must be 0 (sum), 1 (mean) or 2 (max), got {mode!r}")
+    if indices.ndim != 1 or offsets.ndim != 1:
+        raise FnxRuntimeError(f"embedding_bag: expected 1-D indices and offsets, got {indices.ndim}-D and "
+                              f"{offsets.ndim}-D (F.embedding_bag takes 2-D indices as one bag a row)")
+    if isinstance(indices, Tracer) or isinstance(offsets, Tracer) or isinstance(weight, Tracer):
+        raise NotImplementedError("torch.embedding_bag's offset2bag, bag_size and max_indices under fnx "
+                                  "transforms: use F.embedding_bag, which returns the output alone")
+    output = F.embedding_bag(indices, weight, offsets, scale_grad_by_freq=scale_grad_by_freq, mode=_BAG_MODES[mode],
+                             sparse=sparse, per_sample_weights=per_sample_weights,
+                             include_last_offset=include_last_offset, padding_idx=padding_idx)
+    idx, starts = indices.numpy().astype(np.int64), offsets.numpy().astype(np.int64)
+    ends = starts[1:] if include_last_offset else np.append(starts[1:], idx.size)
+    starts = starts[:-1] if include_last_offset else starts
+    keep = np.ones(idx.size, bool) if padding_idx is None else idx != padding_idx % weight.shape[0]
+    bag_of = np.maximum(np.searchsorted(starts, np.arange(idx.size), side="right") - 1, 0)
+    sizes = np.array([keep[a:b].sum() for a, b in zip(starts, ends)], dtype=np.int64)
+    if mode == 2:
+        rows, chosen = weight.detach().numpy()[idx], np.zeros((starts.size, weight.shape[1]), np.int64)
+        for bag, (a, b) in enumerate(zip(starts, ends)):
+            counted = np.flatnonzero(keep[a:b]) + a
+            if counted.size:
+                chosen[bag] = idx[counted[np.argmax(rows[counted], axis=0)]]
+    else:
+        chosen = sizes if mode == 1 else np.zeros(starts.size, np.int64)
+    if mode == 0:
+        sizes = np.zeros(starts.size, np.int64)
+    return output, *(tensor(a, device=weight.device) for a in (bag_of, sizes, chosen.copy()))
 
 
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
