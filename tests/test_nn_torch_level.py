@@ -228,3 +228,15 @@ def test_embedding_bag_returns_torchs_four_tensors():
                                   .detach().numpy())
     with pytest.raises(RuntimeError, match="expected 1-D indices and offsets"):
         fnx.embedding_bag(weight, indices.reshape(2, 4), offsets)
+
+
+def test_torch_level_names_autocast_as_pytorch_lists_them():
+    from fnx.ops.autocast_lists import POLICIES
+    for device_type, policies in POLICIES.items():
+        for name in set(policies) & set(torch_level.__all__):
+            assert getattr(fnx, name).autocast_policies[device_type] == policies[name], (device_type, name)
+    x, t = fnx.randn(3, 4, dtype=fnx.bfloat16), fnx.rand(3, 4, dtype=fnx.bfloat16)
+    with fnx.autocast("cpu"):
+        assert fnx.kl_div(x, t, 1).dtype == fnx.float32   # CPU's fp32 list
+        assert fnx.max_pool3d(fnx.randn(1, 1, 4, 4, 4), 2).dtype == fnx.float32
+        assert fnx.conv1d(fnx.randn(1, 2, 5), fnx.randn(3, 2, 2)).dtype == fnx.bfloat16

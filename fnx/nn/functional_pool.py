@@ -232,6 +232,7 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
     return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
 
 
+@autocast_op("adaptive_max_pool3d")
 def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
     """Max pooling to a fixed (D, H, W) output size; with return_indices, also the argmax positions."""
     return _adaptive_max(input, output_size, return_indices, 3, "adaptive_max_pool3d")
@@ -390,6 +391,7 @@ def _fractional_max_pool(input: Tensor, kernel_size, output_size, output_ratio, 
     return values, (indices.squeeze(0) if unbatched else indices)
 
 
+@autocast_op("fractional_max_pool2d")
 def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
                           return_indices: bool = False, _random_samples: Tensor | None = None):
     """Fractional max pooling (Graham, 2014) of an (N, C, H, W) or (C, H, W) input to `output_size` (or
@@ -399,6 +401,7 @@ def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_r
                                 "fractional_max_pool2d")
 
 
+@autocast_op("fractional_max_pool3d")
 def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
                           return_indices: bool = False, _random_samples: Tensor | None = None):
     """Fractional max pooling of an (N, C, T, H, W) or (C, T, H, W) input, `_random_samples` (N, C, 3)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import FnxRuntimeError, FnxValueError
+from ..ops.autocast import autocast_op
 from ..ops.creation import tensor
 from ..tensor import Tensor, Tracer
 from . import functional as F
@@ -151,12 +152,14 @@ def embedding_bag(weight: Tensor, indices: Tensor, offsets: Tensor, scale_grad_b
     return output, *(tensor(a, device=weight.device) for a in (bag_of, sizes, chosen.copy()))
 
 
+@autocast_op("layer_norm")
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5, cudnn_enable: bool = True) -> Tensor:
     """torch.layer_norm: F.layer_norm (cudnn_enable is accepted and ignored)."""
     return F.layer_norm(input, normalized_shape, weight, bias, eps)
 
 
+@autocast_op("group_norm")
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5, cudnn_enabled: bool = True) -> Tensor:
     """torch.group_norm: F.group_norm (cudnn_enabled is accepted and ignored)."""
@@ -189,6 +192,7 @@ def _reduction(reduction: int, op: str) -> str:
     return _REDUCTIONS[reduction]
 
 
+@autocast_op("kl_div")
 def kl_div(input: Tensor, target: Tensor, reduction: int = 0, *, log_target: bool = False) -> Tensor:
     """torch.kl_div: F.kl_div's pointwise loss, reduced by ATen's int `reduction` (mean: over all elements)."""
     loss = F.kl_div(input, target, reduction="none", log_target=log_target)
@@ -196,6 +200,7 @@ def kl_div(input: Tensor, target: Tensor, reduction: int = 0, *, log_target: boo
     return loss if how == "none" else loss.sum() if how == "sum" else loss.mean()
 
 
+@autocast_op("margin_ranking_loss")
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
                         reduction: int = 0) -> Tensor:
     """torch.margin_ranking_loss: F.margin_ranking_loss with an int reduction."""
@@ -203,6 +208,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
                                  reduction=_reduction(reduction, "margin_ranking_loss"))
 
 
+@autocast_op("triplet_margin_loss")
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2.0,
                         eps: float = 1e-6, swap: bool = False, reduction: int = 0) -> Tensor:
     """torch.triplet_margin_loss: F.triplet_margin_loss with an int reduction."""
@@ -210,11 +216,13 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
                                  reduction=_reduction(reduction, "triplet_margin_loss"))
 
 
+@autocast_op("hinge_embedding_loss")
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, reduction: int = 0) -> Tensor:
     """torch.hinge_embedding_loss: F.hinge_embedding_loss with an int reduction."""
     return F.hinge_embedding_loss(input, target, margin, reduction=_reduction(reduction, "hinge_embedding_loss"))
 
 
+@autocast_op("cosine_embedding_loss")
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
                           reduction: int = 0) -> Tensor:
     """torch.cosine_embedding_loss: F.cosine_embedding_loss with an int reduction."""
@@ -222,6 +230,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
                                    reduction=_reduction(reduction, "cosine_embedding_loss"))
 
 
+@autocast_op("poisson_nll_loss")
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool, full: bool, eps: float,
                      reduction: int) -> Tensor:
     """torch.poisson_nll_loss: F.poisson_nll_loss with every argument required and an int reduction."""
@@ -229,6 +238,7 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool, full: bool,
                               reduction=_reduction(reduction, "poisson_nll_loss"))
 
 
+@autocast_op("ctc_loss")
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0, reduction: int = 0,
              zero_infinity: bool = False) -> Tensor:
     """torch.ctc_loss: F.ctc_loss with an int reduction (lengths as tensors or sequences of ints)."""
@@ -236,6 +246,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
                       zero_infinity)
 
 
+@autocast_op("binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
                                      pos_weight: Tensor | None = None, reduction: int = 0) -> Tensor:
     """torch.binary_cross_entropy_with_logits: F's, with pos_weight before an int reduction."""
@@ -294,6 +305,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=(), padding=0, dilation=1, cei
     return F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
 
 
+@autocast_op("max_pool3d")
 def max_pool3d(input: Tensor, kernel_size, stride=(), padding=0, dilation=1, ceil_mode: bool = False) -> Tensor:
     """torch.max_pool3d: F.max_pool3d without return_indices."""
     return F.max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode)
