@@ -21,9 +21,9 @@ from .._warn import warn as _warn
 from ..ops.sampling import rand
 
 __all__ = ["relu", "relu_", "relu6", "elu", "elu_", "selu", "celu", "leaky_relu", "leaky_relu_", "prelu", "glu",
-           "gelu", "logsigmoid", "selu_", "celu_", "hardshrink", "tanhshrink", "softsign", "softplus", "softmin", "softmax",
+           "gelu", "logsigmoid", "hardshrink", "tanhshrink", "softsign", "softplus", "softmin", "softmax",
            "log_softmax", "tanh", "sigmoid", "hardsigmoid", "silu", "mish", "hardswish", "hardtanh", "hardtanh_",
-           "threshold", "threshold_", "softshrink", "rrelu", "rrelu_"]
+           "threshold", "threshold_", "softshrink", "rrelu", "rrelu_", "selu_", "celu_"]
 
 
 def _maybe_inplace(fn, input: Tensor, inplace: bool, *args, name: str | None = None):

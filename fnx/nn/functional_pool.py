@@ -1,13 +1,13 @@
-"""Pooling of `fnx.nn.functional`: max, average, adaptive, Lp pooling and max unpooling.
+"""Pooling of `fnx.nn.functional`: max, average, adaptive, Lp and fractional max pooling, and max unpooling.
 
-Fractional max pooling (Graham's) picks PyTorch's pseudo-random window starts from `_random_samples` (one uniform draw
-per sample, channel and dim) with ATen's formula, gathers the windows and takes each one's first maximum.
 Max pooling runs on window_max of fnx/ops/windows.py: in one pass, the flat position of each window's first
 maximum (PyTorch's choice for ties, and its return_indices) and the value there, with a gradient that stores
 each cotangent back at its position (no one-hot masks). Average pooling sums the im2col windows of
 functional_conv._windows (windows that tile the input, stride = kernel without padding: a reshape's sum) and
 divides by PyTorch's per-position count, and adaptive average pooling is one
-matmul per spatial dim with a matrix of window weights.
+matmul per spatial dim with a matrix of window weights. Fractional max pooling (Graham's) picks PyTorch's
+pseudo-random window starts from `_random_samples` (one uniform draw per sample, channel and dim) with ATen's
+formula, gathers the windows and takes each one's first maximum.
 """
 from __future__ import annotations
 
@@ -34,8 +34,9 @@ __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d",
            "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
            "adaptive_max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
            "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d_with_indices",
-           "max_unpool1d", "max_unpool2d", "max_unpool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "fractional_max_pool2d",
-           "fractional_max_pool3d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d_with_indices"]
+           "max_unpool1d", "max_unpool2d", "max_unpool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+           "fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d_with_indices"]
 
 
 def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, nd: int, op: str):

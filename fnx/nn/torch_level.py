@@ -4,8 +4,8 @@ PyTorch exposes these ATen ops on `torch` next to their `torch.nn.functional` fo
 differ from F's in places: required positional flags (torch.dropout(input, p, train)), the weight first in
 torch.embedding, (weight, bias, running_mean, running_var) in torch.batch_norm, losses whose `reduction` is an int
 (0 none, 1 mean, 2 sum) that defaults to 0 (PyTorch's Python binding parses the schema's at::Reduction::Mean default
-as 0, so torch.kl_div(x, t) is unreduced), and ignored cuDNN flags. Each name here is a thin wrapper over fnx.nn.functional,
-or F's function itself where the signatures agree; fnx/__init__.py re-exports them.
+as 0, so torch.kl_div(x, t) is unreduced), and ignored cuDNN flags. Each name here is a thin wrapper over
+fnx.nn.functional, or F's function itself where the signatures agree; fnx/__init__.py re-exports them.
 """
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ from .functional_activation import _maybe_inplace, _rrelu
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "dropout",
            "dropout_", "alpha_dropout", "alpha_dropout_", "feature_dropout", "feature_dropout_",
-           "feature_alpha_dropout", "feature_alpha_dropout_", "embedding", "embedding_bag", "layer_norm", "group_norm", "batch_norm",
-           "instance_norm", "rms_norm", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "cosine_similarity",
+           "feature_alpha_dropout", "feature_alpha_dropout_", "embedding", "embedding_bag", "layer_norm", "group_norm",
+           "batch_norm", "instance_norm", "rms_norm", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
+           "cosine_similarity",
            "pairwise_distance", "pdist", "kl_div", "margin_ranking_loss", "triplet_margin_loss",
            "hinge_embedding_loss", "cosine_embedding_loss", "poisson_nll_loss", "ctc_loss",
            "binary_cross_entropy_with_logits", "prelu", "selu", "selu_", "celu", "celu_", "rrelu", "rrelu_",

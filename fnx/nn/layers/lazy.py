@@ -1,8 +1,8 @@
-"""Lazy modules (torch.nn.LazyLinear, LazyConv*d, LazyConvTranspose*d, LazyBatchNorm*d, LazyInstanceNorm*d): the input size comes
-from the first call. Until then the weights are UninitializedParameters; the first call builds the module the
-lazy one stands for (`cls_to_become`) with the size read from the input, gives the uninitialised parameters its
-shapes and initial values in place (so an optimizer built before the first call holds them), takes over its
-attributes and buffers, and becomes that class, as PyTorch's LazyModuleMixin does."""
+"""Lazy modules (torch.nn.LazyLinear, LazyConv*d, LazyConvTranspose*d, LazyBatchNorm*d, LazyInstanceNorm*d): the
+input size comes from the first call. Until then the weights are UninitializedParameters; the first call builds the
+module the lazy one stands for (`cls_to_become`) with the size read from the input, gives the uninitialised
+parameters its shapes and initial values in place (so an optimizer built before the first call holds them), takes
+over its attributes and buffers, and becomes that class, as PyTorch's LazyModuleMixin does."""
 from __future__ import annotations
 
 from ...tensor import Tensor
@@ -127,4 +127,5 @@ class _LazyInstanceNorm(_LazyBatchNorm):
 
 
 LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d = (
-    _lazy(_LazyInstanceNorm, real, _nd=nd) for real, nd in ((InstanceNorm1d, 1), (InstanceNorm2d, 2), (InstanceNorm3d, 3)))
+    _lazy(_LazyInstanceNorm, real, _nd=nd)
+    for real, nd in ((InstanceNorm1d, 1), (InstanceNorm2d, 2), (InstanceNorm3d, 3)))
