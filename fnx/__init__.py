@@ -49,6 +49,7 @@ from .transforms.compile import compile, jit
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.tracing import make_jaxpr
 from . import nn  # after the ops it builds on
+from .nn.torch_level import *  # noqa: F401,F403  (torch.conv2d, torch.dropout, ...: ATen's signatures)
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, multiprocessing, optim, profiler, special, testing, utils
 from . import amp, cpu

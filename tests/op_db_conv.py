@@ -4,10 +4,12 @@ The references are written out loop by loop in float64 numpy (test_nn_functional
 draws distinct, well-separated values so that finite differences never cross a change of the maximum.
 """
 import itertools
+import math
 
 import numpy as np
 from hypothesis import strategies as st
 
+import fnx
 import fnx.nn.functional as F
 from op_db import OpInfo, Sample, floats
 
@@ -160,6 +162,81 @@ def unfold_sample(draw, fold=False):
     return Sample((draw(floats((n, c * k[0] * k[1], blocks))), size, k, d, p, s))
 
 
+def _fractional_starts(u, n, out, k):
+    """ATen's generate_intervals, written out: window i starts at int((i + u) * alpha) - int(u * alpha)."""
+    alpha = (n - k) / (out - 1) if out > 1 else 0.0
+    return [n - k if i == out - 1 else int((i + u) * alpha) - int(u * alpha) for i in range(out)]
+
+
+def ref_fractional_max_pool(x, k, out, samples, indices=False):
+    """Loop-by-loop fractional max pooling: each window's first maximum and its flat position."""
+    nd = len(k)
+    n, c, spatial = x.shape[0], x.shape[1], x.shape[2:]
+    values, where = np.empty((n, c) + tuple(out)), np.empty((n, c) + tuple(out), dtype=np.int64)
+    order = (1, 0) if nd == 2 else (0, 1, 2)   # ATen reads the 2-D draws as (width, height)
+    for b, ch in itertools.product(range(n), range(c)):
+        starts = [_fractional_starts(samples[b][ch][order[d]], spatial[d], out[d], k[d]) for d in range(nd)]
+        for o in itertools.product(*(range(m) for m in out)):
+            window = x[(b, ch) + tuple(slice(starts[d][o[d]], starts[d][o[d]] + k[d]) for d in range(nd))]
+            first = int(np.argmax(window))
+            values[(b, ch) + o] = window.reshape(-1)[first]
+            pos = np.unravel_index(first, window.shape)
+            where[(b, ch) + o] = np.ravel_multi_index(tuple(starts[d][o[d]] + pos[d] for d in range(nd)), spatial)
+    return (values, where) if indices else values
+
+
+@st.composite
+def fractional_pool_sample(draw, nd=2, indices=False):
+    k = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    spatial = tuple(draw(st.integers(ki, 6 if nd == 2 else 4)) for ki in k)
+    out = tuple(draw(st.integers(1, n - ki + 1)) for n, ki in zip(spatial, k))
+    n, c = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    x = np.asarray(draw(st.permutations(range(n * c * math.prod(spatial)))), dtype=np.float64) * 0.37
+    u = st.floats(0.0, 1.0, exclude_max=True)
+    samples = tuple(tuple(tuple(draw(u) for _ in range(nd)) for _ in range(c)) for _ in range(n))
+    return Sample((x.reshape((n, c) + spatial), k, out, samples, indices))
+
+
+def _fractional(fn):
+    """`fn` given the draws as nested tuples (constants of the op, not differentiable inputs)."""
+    return lambda x, k, out, samples, indices: fn(x, k, out, return_indices=indices,
+                                                   _random_samples=fnx.tensor(samples, dtype=x.dtype))
+
+
+def ref_adaptive_max_pool3d(x, out):
+    values = np.empty(x.shape[:2] + tuple(out))
+    bounds = [[((i * n) // m, -((-(i + 1) * n) // m)) for i in range(m)] for n, m in zip(x.shape[2:], out)]
+    for o in itertools.product(*(range(m) for m in out)):
+        cell = tuple(slice(*bounds[d][o[d]]) for d in range(3))
+        values[(slice(None), slice(None)) + o] = x[(slice(None), slice(None)) + cell].max(axis=(2, 3, 4))
+    return values
+
+
+@st.composite
+def adaptive_pool3d_sample(draw):
+    spatial = tuple(draw(st.integers(1, 4)) for _ in range(3))
+    n, c = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    x = np.asarray(draw(st.permutations(range(n * c * math.prod(spatial)))), dtype=np.float64) * 0.37
+    return Sample((x.reshape((n, c) + spatial), tuple(draw(st.integers(1, m + 1)) for m in spatial)))
+
+
+def ref_lp_pool3d(x, p, k, s):
+    out = tuple((m - ki) // si + 1 for m, ki, si in zip(x.shape[2:], k, s))
+    y = np.empty(x.shape[:2] + out)
+    for o in itertools.product(*(range(m) for m in out)):
+        cell = tuple(slice(o[d] * s[d], o[d] * s[d] + k[d]) for d in range(3))
+        y[(slice(None), slice(None)) + o] = (x[(slice(None), slice(None)) + cell] ** p).sum(axis=(2, 3, 4)) ** (1 / p)
+    return y
+
+
+@st.composite
+def lp_pool3d_sample(draw):
+    k = tuple(draw(st.integers(1, 2)) for _ in range(3))
+    stride = tuple(draw(st.integers(1, 2)) for _ in range(3))
+    x = draw(floats((draw(st.integers(1, 2)), 2) + tuple(draw(st.integers(ki, 4)) for ki in k), 0.5, 2.0))
+    return Sample((x, float(draw(st.sampled_from([1, 2, 3]))), k, stride))
+
+
 def _conv1d_ref(x, w, stride, padding):
     return ref_conv2d(x[:, :, None], w[:, :, None], None, (1, stride), (0, padding), (1, 1), 1)[:, :, 0]
 
@@ -179,6 +256,16 @@ OPS = [
     OpInfo("max_pool2d_with_indices", F.max_pool2d,
            lambda x, k, s, p, d, ceil, indices: ref_max_pool2d(x, k, s, p, d, ceil), pool_sample(indices=True)),
     OpInfo("avg_pool2d", F.avg_pool2d, ref_avg_pool2d, pool_sample(distinct=False)),
+    # float64 only: the window starts round in the input's dtype, which the float64 reference does not mimic
+    # (test_nn_pool_extra checks float32 starts against PyTorch's)
+    OpInfo("fractional_max_pool2d", _fractional(F.fractional_max_pool2d), ref_fractional_max_pool,
+           fractional_pool_sample(), dtypes=("float64",)),
+    OpInfo("fractional_max_pool2d_with_indices", _fractional(F.fractional_max_pool2d), ref_fractional_max_pool,
+           fractional_pool_sample(indices=True), dtypes=("float64",)),
+    OpInfo("fractional_max_pool3d", _fractional(F.fractional_max_pool3d), ref_fractional_max_pool,
+           fractional_pool_sample(nd=3, indices=True), dtypes=("float64",)),
+    OpInfo("adaptive_max_pool3d", F.adaptive_max_pool3d, ref_adaptive_max_pool3d, adaptive_pool3d_sample()),
+    OpInfo("lp_pool3d", F.lp_pool3d, ref_lp_pool3d, lp_pool3d_sample(), rtol=1e-4),
     OpInfo("unfold", F.unfold, ref_unfold, unfold_sample()),
     OpInfo("fold", F.fold, ref_fold, unfold_sample(fold=True)),
 ]

@@ -137,6 +137,10 @@ SAMPLES = {
     # pooling
     "avg_pool3d": lambda dt: ((_r(1, 1, 4, 4, 4, dtype=dt), 2), {}),
     "max_pool3d": lambda dt: ((_r(1, 1, 4, 4, 4, dtype=dt), 2), {}),
+    "adaptive_max_pool3d": lambda dt: ((_r(1, 2, 4, 4, 4, dtype=dt), 2), {}),
+    "fractional_max_pool2d": lambda dt: ((_r(1, 2, 5, 5, dtype=dt), 2), {"output_size": 3}),
+    "fractional_max_pool3d": lambda dt: ((_r(1, 2, 5, 5, 5, dtype=dt), 2), {"output_size": 3}),
+    "multilabel_margin_loss": lambda dt: ((_r(3, 4, dtype=dt), fnx.tensor([[3, 0, -1, 1]] * 3)), {}),
     "adaptive_avg_pool3d": lambda dt: ((_r(1, 1, 4, 4, 4, dtype=dt), 2), {}),
     "max_unpool2d": _unpool2d,
     "max_unpool3d": _unpool3d,
@@ -157,9 +161,10 @@ SAMPLES = {
 
 
 def _functions(name: str) -> list:
-    """fnx's functions of PyTorch's name `name` (torch.X and torch.nn.functional.X may be two)."""
+    """fnx's functions of PyTorch's name `name` (torch.X and torch.nn.functional.X may be two; torch.X's with ATen's
+    own signature, fnx/nn/torch_level.py, take other samples: test_nn_torch_level checks their autocasting)."""
     found = []
-    for space in (fnx, F):
+    for space in (F,) if name in fnx.nn.torch_level.__all__ else (fnx, F):
         obj = space
         try:
             for part in name.split("."):

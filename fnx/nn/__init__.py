@@ -2,7 +2,7 @@
 
 `import fnx.nn as nn` and `import fnx.nn.functional as F` stand in for torch.nn and torch.nn.functional.
 """
-from . import functional, init, initializers, modules, parallel, utils
+from . import functional, init, initializers, modules, parallel, torch_level, utils
 from .data_parallel import DataParallel
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .layers import *  # noqa: F401,F403
@@ -18,7 +18,9 @@ __all__ = ["functional", "init", "modules", "utils", "parallel", "Module", "Remo
            "functional_call", "DataParallel", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", *_layers_all, "initializers", *_jax_all]
 
-# PyTorch's Tensor.softmax / Tensor.log_softmax: methods over the functional forms, attached here since the
-# tensor layer sits below nn.
+# PyTorch's Tensor.softmax / log_softmax / prelu / hardshrink: methods over the functional forms, attached here
+# since the tensor layer sits below nn.
 Tensor.softmax = functional.softmax
 Tensor.log_softmax = functional.log_softmax
+Tensor.prelu = functional.prelu
+Tensor.hardshrink = functional.hardshrink

@@ -23,7 +23,7 @@ from ..ops.sampling import rand
 __all__ = ["relu", "relu_", "relu6", "elu", "elu_", "selu", "celu", "leaky_relu", "leaky_relu_", "prelu", "glu",
            "gelu", "logsigmoid", "hardshrink", "tanhshrink", "softsign", "softplus", "softmin", "softmax",
            "log_softmax", "tanh", "sigmoid", "hardsigmoid", "silu", "mish", "hardswish", "hardtanh", "hardtanh_",
-           "threshold", "threshold_", "softshrink", "rrelu", "rrelu_"]
+           "threshold", "threshold_", "softshrink", "rrelu", "rrelu_", "selu_", "celu_"]
 
 
 def _maybe_inplace(fn, input: Tensor, inplace: bool, *args, name: str | None = None):
@@ -98,6 +98,16 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
     return _maybe_inplace(_elu, input, inplace, alpha, 1.0, 1.0 / alpha)
+
+
+def selu_(input: Tensor) -> Tensor:
+    """`selu` written into `input` in place."""
+    return selu(input, inplace=True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """`celu` written into `input` in place."""
+    return celu(input, alpha, inplace=True)
 
 
 def _leaky_relu(x: Tensor, negative_slope: float) -> Tensor:
@@ -238,10 +248,10 @@ def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
     return _maybe_inplace(_threshold, input, True, threshold, value)
 
 
-def _rrelu(x: Tensor, lower: float, upper: float, training: bool) -> Tensor:
+def _rrelu(x: Tensor, lower: float, upper: float, training: bool, generator=None) -> Tensor:
     if not training:
         return _leaky_relu(x, (lower + upper) / 2)
-    slope = rand(*x.shape, dtype=x.dtype, device=x.device) * (upper - lower) + lower
+    slope = rand(*x.shape, generator=generator, dtype=x.dtype, device=x.device) * (upper - lower) + lower
     return ew.where(x >= 0, x, x * slope)
 
 

@@ -12,12 +12,13 @@ import math
 
 from ..ops.autocast import autocast_op
 from .. import core
+from .. import dtypes as _dt
 from ..autograd import Function
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.creation import arange, full_like, zeros
-from ..ops.indexing import check_index, index_select, scatter_add, take_along_dim
+from ..ops.indexing import check_index, index_select, one_hot, scatter_add, take_along_dim
 from ..ops.shape import broadcast_tensors
 from ..tensor import Tensor, Tracer, make
 from .functional_activation import log_softmax
@@ -27,7 +28,7 @@ __all__ = ["nll_loss", "cross_entropy", "binary_cross_entropy", "binary_cross_en
            "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "poisson_nll_loss", "gaussian_nll_loss",
            "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss", "cosine_embedding_loss",
            "triplet_margin_loss", "triplet_margin_with_distance_loss", "multilabel_soft_margin_loss",
-           "multi_margin_loss"]
+           "multi_margin_loss", "multilabel_margin_loss"]
 
 
 def legacy_reduction(size_average, reduce) -> str:
@@ -473,4 +474,38 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     loss = rd.sum(hinge * not_target.to(x.dtype), 1) / x.shape[1]
     if input.ndim == 1:
         loss = loss.squeeze(0)
+    return _reduce(loss, reduction)
+
+
+@autocast_op("multilabel_margin_loss")
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                           reduction: str = "mean") -> Tensor:
+    """Multi-label hinge loss: for each sample, the sum over its target classes j and its other classes i of
+    max(0, 1 - (x[j] - x[i])), divided by the C classes. `target` (the input's shape, int64) lists the target
+    classes first, ended by the first -1 (a class listed twice counts twice, as in PyTorch)."""
+    reduction = _reduction(reduction, size_average, reduce)
+    if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0) or (input.ndim == 1 and input.shape[0] == 0):
+        raise FnxRuntimeError(f"multilabel_margin_loss: Expected non-empty vector or matrix with optional 0-dim batch "
+                              f"size, but got: {list(input.shape)}")
+    if tuple(target.shape) != tuple(input.shape):
+        raise FnxRuntimeError(f"multilabel_margin_loss: inconsistent target size: {list(target.shape)} for input of "
+                              f"size: {list(input.shape)}")
+    if target.dtype != _dt.int64:
+        raise FnxRuntimeError(f"multilabel_margin_loss: expected scalar type Long but found {target.dtype} (target "
+                              f"holds class indices)")
+    classes = input.shape[-1] if input.ndim else 1
+    x, t = input.reshape(-1, classes), target.reshape(-1, classes)
+    if not isinstance(t, Tracer) and t.numel() and (int(rd.min(t)) < -1 or int(rd.max(t)) >= classes):
+        raise FnxRuntimeError(f"multilabel_margin_loss: target values must be class indices in [0, {classes}) or -1 "
+                              f"(the end of the list), got values from {int(rd.min(t))} to {int(rd.max(t))}")
+    listed = rd.cumsum((t < 0).to(_dt.int64), 1) == 0            # the entries before the first -1
+    safe = ew.where(listed, t, 0)
+    is_target = rd.any(one_hot(safe, classes).to(_dt.bool) & listed.unsqueeze(2), 1)   # (N, C)
+    margins = ew.relu(1.0 - (take_along_dim(x, safe, 1).unsqueeze(2) - x.unsqueeze(1)))   # (N, T, C)
+    counted = (listed.unsqueeze(2) & ~is_target.unsqueeze(1)).to(x.dtype)
+    loss = rd.sum(margins * counted, (1, 2)) / classes
+    if input.ndim < 2:
+        loss = loss.reshape(())
+    if reduction == "mean":   # an empty batch gives 0, as in PyTorch
+        return rd.sum(loss) / max(loss.numel(), 1)
     return _reduce(loss, reduction)

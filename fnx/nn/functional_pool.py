@@ -1,11 +1,13 @@
-"""Pooling of `fnx.nn.functional`: max, average, adaptive, Lp pooling and max unpooling.
+"""Pooling of `fnx.nn.functional`: max, average, adaptive, Lp and fractional max pooling, and max unpooling.
 
 Max pooling runs on window_max of fnx/ops/windows.py: in one pass, the flat position of each window's first
 maximum (PyTorch's choice for ties, and its return_indices) and the value there, with a gradient that stores
 each cotangent back at its position (no one-hot masks). Average pooling sums the im2col windows of
 functional_conv._windows (windows that tile the input, stride = kernel without padding: a reshape's sum) and
 divides by PyTorch's per-position count, and adaptive average pooling is one
-matmul per spatial dim with a matrix of window weights.
+matmul per spatial dim with a matrix of window weights. Fractional max pooling (Graham's) picks PyTorch's
+pseudo-random window starts from `_random_samples` (one uniform draw per sample, channel and dim) with ATen's
+formula, gathers the windows and takes each one's first maximum.
 """
 from __future__ import annotations
 
@@ -15,23 +17,26 @@ import math
 import numpy as np
 
 from ..ops.autocast import autocast_op
-from ..core import FnxRuntimeError
+from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
-from ..ops.creation import tensor, zeros
+from ..ops.creation import arange, tensor, zeros
 from ..ops.indexing import scatter, take_along_dim
 from ..ops.joins import stack
 from ..ops.linalg import matmul
 from ..ops.shape import movedim
 from ..tensor import Tensor
+from ..ops.sampling import rand
 from ..ops.windows import window_max
 from .functional_conv import _batched, _ntuple, _out_size, _pad_spatial, _windows
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
            "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-           "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
-           "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "max_unpool1d", "max_unpool2d",
-           "max_unpool3d", "lp_pool1d", "lp_pool2d"]
+           "adaptive_max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+           "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d_with_indices",
+           "max_unpool1d", "max_unpool2d", "max_unpool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+           "fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d_with_indices"]
 
 
 def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, nd: int, op: str):
@@ -228,6 +233,12 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
     return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
 
 
+@autocast_op("adaptive_max_pool3d")
+def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
+    """Max pooling to a fixed (D, H, W) output size; with return_indices, also the argmax positions."""
+    return _adaptive_max(input, output_size, return_indices, 3, "adaptive_max_pool3d")
+
+
 def max_pool1d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
                             return_indices: bool = True):
     """`max_pool1d` returning (values, indices)."""
@@ -254,6 +265,11 @@ def adaptive_max_pool1d_with_indices(input: Tensor, output_size, return_indices:
 def adaptive_max_pool2d_with_indices(input: Tensor, output_size, return_indices: bool = True):
     """`adaptive_max_pool2d` returning (values, indices)."""
     return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    """`adaptive_max_pool3d` returning (values, indices)."""
+    return adaptive_max_pool3d(input, output_size, True)
 
 
 def _max_unpool(input: Tensor, indices: Tensor, kernel_size, stride, padding, output_size, nd: int,
@@ -293,7 +309,7 @@ def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
 
 def _lp_pool(input: Tensor, norm_type: float, kernel_size, stride, ceil_mode: bool, nd: int) -> Tensor:
     kernel = _ntuple(kernel_size, nd, "kernel_size")
-    pool = avg_pool1d if nd == 1 else avg_pool2d
+    pool = (avg_pool1d, avg_pool2d, avg_pool3d)[nd - 1]
     out = pool(ew.pow(input, norm_type), kernel, stride, 0, ceil_mode)
     return ew.pow(ew.sign(out) * ew.relu(ew.abs(out)) * math.prod(kernel), 1.0 / norm_type)
 
@@ -306,3 +322,101 @@ def lp_pool1d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mo
 def lp_pool2d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
     """Power-average pooling over 2-D windows: (sum of x^p over the window)^(1/p)."""
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)
+
+
+def lp_pool3d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling over 3-D windows: (sum of x^p over the window)^(1/p)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3)
+
+
+# ---------------------------------------------------------------- fractional max pooling
+def _fractional_starts(u: Tensor, n: int, out: int, k: int) -> Tensor:
+    """ATen's generate_intervals along one dim: window i starts at int((i + u) * alpha) - int(u * alpha), alpha =
+    (n - k) / (out - 1) computed in the input's dtype, and the last window ends at the input's end. u: (N, C) draws
+    in [0, 1); returns the (N, C, out) int64 starts."""
+    np_dtype = u.dtype.np
+    alpha = np.asarray(n - k, np_dtype) / np.asarray(max(out - 1, 1), np_dtype) if out > 1 else np_dtype.type(0)
+    i = arange(out, dtype=u.dtype, device=u.device)
+    u = u.unsqueeze(-1)
+    starts = ((i + u) * alpha).to(np.int64) - (u * alpha).to(np.int64)
+    return ew.where(arange(out, device=u.device) == out - 1, n - k, starts)
+
+
+def _fractional_max_pool(input: Tensor, kernel_size, output_size, output_ratio, return_indices: bool,
+                         _random_samples, nd: int, op: str):
+    x, unbatched = _batched(input, nd, op)
+    kernel = _ntuple(kernel_size, nd, "kernel_size")
+    spatial = tuple(x.shape[2:])
+    if output_size is None:
+        if output_ratio is None:
+            raise FnxValueError(f"{op} requires specifying either an output_size or an output_ratio")
+        ratio = tuple(output_ratio) if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * nd
+        if len(ratio) != nd:
+            raise FnxValueError(f"{op} requires output_ratio to either be a single number or a tuple of {nd}")
+        output_size = tuple(int(n * r) for n, r in zip(spatial, ratio))
+    out = _ntuple(output_size, nd, "output_size")
+    for dim, n, k, m in zip(("time", "height", "width")[-nd:], spatial, kernel, out):
+        if k <= 0:
+            raise FnxRuntimeError(f"{op}(): kernel_size must be greater than 0, but got {kernel_size}")
+        if m + k - 1 > n:
+            raise FnxRuntimeError(f"{op}(): pool {dim} {k} too large relative to input {dim} {n}")
+    batch, channels = x.shape[0], x.shape[1]
+    samples = _random_samples
+    if samples is None:
+        samples = rand(batch, channels, nd, dtype=x.dtype, device=x.device)
+    elif tuple(samples.shape) != (batch, channels, nd) or samples.dtype != x.dtype:
+        raise FnxRuntimeError(f"{op}: expected _random_samples of shape {[batch, channels, nd]} and dtype "
+                              f"{x.dtype} (one draw per sample, channel and pooled dim), got shape "
+                              f"{list(samples.shape)} and dtype {samples.dtype}")
+    # the draws for 2-D pooling are (width, height), for 3-D (time, height, width), as ATen reads them
+    order = (1, 0) if nd == 2 else (0, 1, 2)
+    flat = None
+    for d in range(nd):
+        starts = _fractional_starts(samples[:, :, order[d]], spatial[d], out[d], kernel[d])
+        shape = [batch, channels] + [1] * (2 * nd)
+        shape[2 + d] = out[d]
+        window = [1] * (2 * nd)
+        window[nd + d] = kernel[d]
+        pos = starts.reshape(shape) + arange(kernel[d], device=x.device).reshape(window)
+        term = pos * math.prod(spatial[d + 1:])
+        flat = term if flat is None else flat + term
+    flat = flat.reshape((batch, channels) + out + (math.prod(kernel),))
+    windows = take_along_dim(x.flatten(2), flat.flatten(2), 2).reshape(flat.shape)
+    choice = rd.argmax(windows, dim=-1, keepdim=True)   # the first maximum, as ATen's loop keeps it
+    values = take_along_dim(windows, choice, -1).squeeze(-1)
+    if unbatched:
+        values = values.squeeze(0)
+    if not return_indices:
+        return values
+    indices = take_along_dim(flat, choice, -1).squeeze(-1)
+    return values, (indices.squeeze(0) if unbatched else indices)
+
+
+@autocast_op("fractional_max_pool2d")
+def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples: Tensor | None = None):
+    """Fractional max pooling (Graham, 2014) of an (N, C, H, W) or (C, H, W) input to `output_size` (or
+    `output_ratio` times the input size): kH x kW windows at PyTorch's pseudo-random starts drawn from
+    `_random_samples` ((N, C, 2) uniforms in [0, 1), fresh ones if None)."""
+    return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 2,
+                                "fractional_max_pool2d")
+
+
+@autocast_op("fractional_max_pool3d")
+def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples: Tensor | None = None):
+    """Fractional max pooling of an (N, C, T, H, W) or (C, T, H, W) input, `_random_samples` (N, C, 3)."""
+    return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 3,
+                                "fractional_max_pool3d")
+
+
+def fractional_max_pool2d_with_indices(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices: bool = False, _random_samples: Tensor | None = None):
+    """`fractional_max_pool2d` returning (values, indices)."""
+    return fractional_max_pool2d(input, kernel_size, output_size, output_ratio, True, _random_samples)
+
+
+def fractional_max_pool3d_with_indices(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices: bool = False, _random_samples: Tensor | None = None):
+    """`fractional_max_pool3d` returning (values, indices)."""
+    return fractional_max_pool3d(input, kernel_size, output_size, output_ratio, True, _random_samples)

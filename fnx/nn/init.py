@@ -12,14 +12,15 @@ import numpy as np
 from ..autograd import no_grad
 from ..core import FnxValueError
 from ..ops import elementwise as ew
-from ..ops.creation import eye, tensor as _tensor
+from ..ops.creation import eye as _eye, tensor as _tensor
 from ..ops.sampling import randn, randperm
 from ..tensor import Tensor
 from .._warn import warn as _warn
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
            "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
-           "sparse_"]
+           "sparse_", "uniform", "normal", "constant", "eye", "dirac", "xavier_uniform", "xavier_normal",
+           "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"]
 
 _LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 
@@ -110,7 +111,7 @@ def eye_(tensor: Tensor) -> Tensor:
     if tensor.ndim != 2:
         raise FnxValueError("Only tensors with 2 dimensions are supported")
     with no_grad():
-        return tensor.copy_(eye(*tensor.shape, dtype=tensor.dtype, device=tensor.device))
+        return tensor.copy_(_eye(*tensor.shape, dtype=tensor.dtype, device=tensor.device))
 
 
 def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
@@ -206,3 +207,23 @@ def _default_affine_(weight: Tensor, bias: Tensor | None) -> None:
         fan_in, _ = _calculate_fan_in_and_fan_out(weight)
         bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
         uniform_(bias, -bound, bound)
+
+
+# ---------------------------------------------------------------- PyTorch's deprecated names without the underscore
+def _deprecated(method):
+    """`method` under its old name (uniform for uniform_, ...), warning with PyTorch's FutureWarning."""
+    new_name = method.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        _warn(f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.", FutureWarning)
+        return method(*args, **kwargs)
+
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old_name
+    deprecated_init.__doc__ = f"Deprecated alias of `{new_name}` (warns, as PyTorch's `nn.init.{old_name}` does)."
+    return deprecated_init
+
+
+uniform, normal, constant, eye, dirac = (_deprecated(m) for m in (uniform_, normal_, constant_, eye_, dirac_))
+xavier_uniform, xavier_normal, kaiming_uniform, kaiming_normal, orthogonal, sparse = (
+    _deprecated(m) for m in (xavier_uniform_, xavier_normal_, kaiming_uniform_, kaiming_normal_, orthogonal_, sparse_))

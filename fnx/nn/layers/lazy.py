@@ -1,8 +1,8 @@
-"""Lazy modules (torch.nn.LazyLinear, LazyConv*d, LazyConvTranspose*d, LazyBatchNorm*d): the input size comes
-from the first call. Until then the weights are UninitializedParameters; the first call builds the module the
-lazy one stands for (`cls_to_become`) with the size read from the input, gives the uninitialised parameters its
-shapes and initial values in place (so an optimizer built before the first call holds them), takes over its
-attributes and buffers, and becomes that class, as PyTorch's LazyModuleMixin does."""
+"""Lazy modules (torch.nn.LazyLinear, LazyConv*d, LazyConvTranspose*d, LazyBatchNorm*d, LazyInstanceNorm*d): the
+input size comes from the first call. Until then the weights are UninitializedParameters; the first call builds the
+module the lazy one stands for (`cls_to_become`) with the size read from the input, gives the uninitialised
+parameters its shapes and initial values in place (so an optimizer built before the first call holds them), takes
+over its attributes and buffers, and becomes that class, as PyTorch's LazyModuleMixin does."""
 from __future__ import annotations
 
 from ...tensor import Tensor
@@ -10,10 +10,11 @@ from ..module import Module
 from ..parameter import UninitializedParameter
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .linear import Linear
-from .normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 
 __all__ = ["LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
-           "LazyConvTranspose3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"]
+           "LazyConvTranspose3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d",
+           "LazyInstanceNorm2d", "LazyInstanceNorm3d"]
 
 
 class _Lazy(Module):
@@ -113,3 +114,18 @@ class _LazyBatchNorm(_Lazy):
 
 LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d = (_lazy(_LazyBatchNorm, real)
                                                       for real in (BatchNorm1d, BatchNorm2d, BatchNorm3d))
+
+
+class _LazyInstanceNorm(_LazyBatchNorm):
+    """InstanceNormNd with num_features = the first input's channels (dim 1, or 0 unbatched); affine and
+    track_running_stats default to True, as in PyTorch's lazy norms (the eager InstanceNorms default to False)."""
+
+    _nd = 0
+
+    def _input_size(self, input: Tensor) -> int:
+        return input.shape[0 if input.ndim == self._nd + 1 else 1]
+
+
+LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d = (
+    _lazy(_LazyInstanceNorm, real, _nd=nd)
+    for real, nd in ((InstanceNorm1d, 1), (InstanceNorm2d, 2), (InstanceNorm3d, 3)))

@@ -9,7 +9,8 @@ from ..module import Module
 __all__ = ["L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "NLLLoss", "CrossEntropyLoss", "BCELoss",
            "BCEWithLogitsLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MarginRankingLoss",
            "SoftMarginLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
-           "TripletMarginWithDistanceLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "CTCLoss"]
+           "TripletMarginWithDistanceLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "CTCLoss",
+           "MultiLabelMarginLoss"]
 
 
 class _Loss(Module):
@@ -222,3 +223,9 @@ class CTCLoss(_Loss):
     def forward(self, log_probs: Tensor, targets: Tensor, input_lengths, target_lengths) -> Tensor:
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=self.blank,
                           reduction=self.reduction, zero_infinity=self.zero_infinity)
+
+
+class MultiLabelMarginLoss(_Loss):
+    """Multi-label hinge loss against -1-terminated lists of target classes (`F.multilabel_margin_loss`)."""
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)

@@ -1,4 +1,5 @@
-"""Normalization layers: BatchNorm1d/2d/3d, InstanceNorm1d/2d/3d, LayerNorm, RMSNorm, GroupNorm.
+"""Normalization layers: BatchNorm1d/2d/3d, InstanceNorm1d/2d/3d, LayerNorm, RMSNorm, GroupNorm, LocalResponseNorm and
+PyTorch's legacy CrossMapLRN2d.
 
 BatchNorm keeps running statistics in buffers (running_mean, running_var, num_batches_tracked). When the
 module is a pytree argument of a transform (fnx.grad(loss)(model, ...)), its floating buffers are traced
@@ -9,8 +10,11 @@ back into the module's buffers. Buffers enter the computation detached, so their
 from __future__ import annotations
 
 from ... import dtypes as _dt
-from ...autograd import no_grad
+from ...autograd import Function, no_grad
+from ...core import FnxRuntimeError, FnxValueError
+from ...ops.arrange import pad
 from ...ops.creation import ones, tensor, zeros
+from ...ops.reduce import cumsum
 from ...tensor import Tensor, Tracer
 from .. import functional as F
 from .. import init
@@ -19,7 +23,7 @@ from ..module import Module
 from ..parameter import Parameter, optional_parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
-           "LayerNorm", "RMSNorm", "GroupNorm", "LocalResponseNorm"]
+           "LayerNorm", "RMSNorm", "GroupNorm", "LocalResponseNorm", "CrossMapLRN2d"]
 
 
 class _NormBase(Module):
@@ -331,6 +335,60 @@ class LocalResponseNorm(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return "{size}, alpha={alpha}, beta={beta}, k={k}".format(**self.__dict__)
+
+
+class _CrossMapLRN(Function):
+    """PyTorch's legacy (Lua Torch) cross-channel LRN as torch.nn's CrossMapLRN2d computes it: the forward's channel
+    window grows by one channel per step from [0, pre_pad) and then drops channels from 1 on (its running sum never
+    drops channel 0), and the backward is PyTorch's hand-written one (that of a centred window), not the forward's
+    derivative; both are reproduced so that models ported from it train the same."""
+
+    @staticmethod
+    def forward(ctx, input: Tensor, size: int, alpha: float, beta: float, k: float) -> Tensor:
+        channels = input.shape[1]
+        pre_pad = int((size - 1) / 2 + 1)
+        sums = cumsum(input * input, 1)
+        upper = tensor([min(c + pre_pad - 1, channels - 1) for c in range(channels)], device=input.device)
+        dropped = tensor([max(c - pre_pad, 0) for c in range(channels)], device=input.device)
+        window = sums.index_select(1, upper) - (sums.index_select(1, dropped) - sums[:, :1])
+        scale = window * (alpha / size) + k
+        output = input * scale ** -beta
+        ctx.save_for_backward(input, output, scale)
+        ctx.size, ctx.alpha, ctx.beta = size, alpha, beta
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output: Tensor):
+        input, output, scale = ctx.saved_tensors
+        size, channels = ctx.size, input.shape[1]
+        inverse_pre_pad = int(size - (size - 1) / 2)
+        if size < 2:
+            raise FnxRuntimeError("CrossMapLRN2d: PyTorch's legacy backward needs size >= 2 (its padded ratio buffer "
+                                  f"is too short for size {size}); use LocalResponseNorm instead")
+        ratio = pad(grad_output * output / scale, (0, 0, 0, 0, inverse_pre_pad, size - 1 - inverse_pre_pad))
+        accum = ratio[:, :channels]
+        for shift in range(1, size):
+            accum = accum + ratio[:, shift:shift + channels]
+        grad_input = scale ** -ctx.beta * grad_output - (2 * ctx.alpha * ctx.beta / size) * input * accum
+        return grad_input, None, None, None, None
+
+
+class CrossMapLRN2d(Module):
+    """PyTorch's legacy cross-channel local response normalization of (N, C, H, W) inputs (from Lua Torch):
+    x / (k + alpha / size * sum of x^2 over a channel window)^beta, with that module's window bookkeeping and
+    backward (see `LocalResponseNorm` for the centred-window form)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim != 4:
+            raise FnxValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+        return _CrossMapLRN.apply(input, self.size, self.alpha, self.beta, self.k)
 
     def extra_repr(self) -> str:
         return "{size}, alpha={alpha}, beta={beta}, k={k}".format(**self.__dict__)

@@ -1,4 +1,4 @@
-"""Pooling layers: max, average and adaptive pooling in 1-3 dimensions."""
+"""Pooling layers: max, average, adaptive, Lp and fractional max pooling in 1-3 dimensions."""
 from __future__ import annotations
 
 from ...tensor import Tensor
@@ -7,8 +7,9 @@ from ..functional_conv import _ntuple
 from ..module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d",
-           "MaxUnpool2d", "MaxUnpool3d", "LPPool1d", "LPPool2d"]
+           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+           "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "LPPool1d", "LPPool2d", "LPPool3d", "FractionalMaxPool2d",
+           "FractionalMaxPool3d"]
 
 
 class _MaxPoolNd(Module):
@@ -148,6 +149,11 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPool):
     _fn = staticmethod(F.adaptive_max_pool2d)
 
 
+class AdaptiveMaxPool3d(_AdaptiveMaxPool):
+    """Max pooling to a fixed (D, H, W) output size (`F.adaptive_max_pool3d`)."""
+    _fn = staticmethod(F.adaptive_max_pool3d)
+
+
 class _MaxUnpoolNd(Module):
     _fn, _nd = None, 0
 
@@ -203,3 +209,48 @@ class LPPool1d(_LPPoolNd):
 class LPPool2d(_LPPoolNd):
     """Power-average pooling over 2-D windows (`F.lp_pool2d`)."""
     _fn = staticmethod(F.lp_pool2d)
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling over 3-D windows (`F.lp_pool3d`)."""
+    _fn = staticmethod(F.lp_pool3d)
+
+
+class _FractionalMaxPoolNd(Module):
+    _fn, _nd = None, 0
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False,
+                 _random_samples=None):
+        super().__init__()
+        name = type(self).__name__
+        self.kernel_size = _ntuple(kernel_size, self._nd, "kernel_size")
+        if any(k <= 0 for k in self.kernel_size):
+            raise ValueError(f"kernel_size must be greater than 0, but got {kernel_size}")
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _ntuple(output_size, self._nd, "output_size") if output_size is not None else None
+        self.output_ratio = None
+        if output_ratio is not None:
+            ratio = output_ratio if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * self._nd
+            self.output_ratio = tuple(float(r) for r in ratio)
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input: Tensor):
+        return type(self)._fn(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+                              _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Fractional max pooling over kH x kW windows at pseudo-random strides (`F.fractional_max_pool2d`); fresh
+    window starts each call unless `_random_samples` fixes them."""
+    _fn, _nd = staticmethod(F.fractional_max_pool2d), 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """Fractional max pooling over kT x kH x kW windows at pseudo-random strides (`F.fractional_max_pool3d`)."""
+    _fn, _nd = staticmethod(F.fractional_max_pool3d), 3

@@ -1,7 +1,8 @@
 """`nn.utils`: gradient clipping and flattening parameters to one vector (PyTorch's semantics); `nn.utils.rnn`
 packs variable-length sequences; weight and spectral normalization as forward pre-hooks (weight_norm.py,
 spectral_norm.py) and as parametrizations (`nn.utils.parametrize`, `nn.utils.parametrizations`); pruning by
-masks (`nn.utils.prune`)."""
+masks (`nn.utils.prune`); folding BatchNorm into the layer before it (`fusion`), `skip_init`, conv weight memory
+formats and the deprecated `stateless.functional_call`."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -16,13 +17,18 @@ from ...ops.creation import tensor
 from ...ops.joins import cat, stack
 from ...ops.norms import vector_norm
 from ...tensor import Tensor
-from . import parametrizations, parametrize, prune, rnn
+from . import fusion, init, memory_format, parametrizations, parametrize, prune, rnn, stateless
+from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights
+from .init import skip_init
+from .memory_format import convert_conv2d_weight_memory_format, convert_conv3d_weight_memory_format
 from .spectral_norm import remove_spectral_norm, spectral_norm
 from .weight_norm import remove_weight_norm, weight_norm
 
 __all__ = ["rnn", "parametrize", "parametrizations", "prune", "clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_",
            "parameters_to_vector", "vector_to_parameters", "weight_norm", "remove_weight_norm", "spectral_norm",
-           "remove_spectral_norm"]
+           "remove_spectral_norm", "fusion", "init", "memory_format", "stateless", "fuse_conv_bn_eval",
+           "fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights", "skip_init",
+           "convert_conv2d_weight_memory_format", "convert_conv3d_weight_memory_format"]
 
 
 def _as_list(tensors) -> list:
