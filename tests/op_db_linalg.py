@@ -590,3 +590,4 @@ OPS += [
     OpInfo("frobenius_norm", fnx.frobenius_norm, lambda x, dim, keepdim=False: _vector_norm_ref(x, 2, dim, keepdim),
            norm_sample(dim=st.sampled_from(["one", "two"]), keepdim=st.booleans())),
 ]
+

@@ -275,3 +275,46 @@ def test_linalg_diagonal_takes_the_last_two_dims_by_default():
     a = t(np.arange(18.0).reshape(2, 3, 3))
     assert fnx.linalg.diagonal(a).tolist() == [[0.0, 4.0, 8.0], [9.0, 13.0, 17.0]]
     assert fnx.linalg.diagonal(a, offset=1, dim1=1, dim2=2).tolist() == [[1.0, 5.0], [10.0, 14.0]]
+
+
+# ---------------------------------------------------------------- randomized low-rank SVD and PCA
+@settings(max_examples=15, deadline=None)
+@given(m=st.integers(1, 6), n=st.integers(1, 6), rank=st.integers(1, 3), seed=st.integers(0, 2 ** 16),
+       batch=st.sampled_from([(), (2,)]))
+def test_svd_lowrank_is_exact_where_q_covers_the_rank(m, n, rank, seed, batch):
+    rng = np.random.default_rng(seed)
+    rank = min(rank, m, n)
+    a = rng.standard_normal(batch + (m, rank)) @ rng.standard_normal(batch + (rank, n))
+    q = min(rank + 1, m, n)
+    U, S, V = fnx.svd_lowrank(t(a), q=q)
+    assert tuple(U.shape) == batch + (m, q) and tuple(S.shape) == batch + (q,) and tuple(V.shape) == batch + (n, q)
+    np.testing.assert_allclose(((U * S.unsqueeze(-2)) @ V.mT).numpy(), a, atol=1e-10)
+    np.testing.assert_allclose(S.numpy()[..., :rank], np.linalg.svd(a, compute_uv=False)[..., :rank], rtol=1e-10)
+    np.testing.assert_allclose((U.mT @ U).numpy(), np.broadcast_to(np.eye(q), batch + (q, q)), atol=1e-10)
+
+
+def test_pca_lowrank_centers_and_checks_q_and_niter():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 3)) @ rng.standard_normal((3, 5)) + 4.0
+    U, S, V = fnx.pca_lowrank(t(a))
+    assert tuple(U.shape) == (8, 5) and tuple(S.shape) == (5,) and tuple(V.shape) == (5, 5)
+    centered = a - a.mean(0)
+    np.testing.assert_allclose(S.numpy()[:3], np.linalg.svd(centered, compute_uv=False)[:3], rtol=1e-10)
+    np.testing.assert_allclose(((U * S) @ V.mT).numpy(), centered, atol=1e-10)
+    np.testing.assert_allclose(fnx.svd_lowrank(t(a), q=4, M=t(a.mean(0)))[1].numpy()[:3], S.numpy()[:3], rtol=1e-10)
+    assert fnx.pca_lowrank(t(a), q=3, center=False)[1].numpy()[0] > S.numpy()[0]
+    with pytest.raises(ValueError, match=r"q\(=6\) must be non-negative integer and not greater than min\(m, n\)=5"):
+        fnx.pca_lowrank(t(a), q=6)
+    with pytest.raises(ValueError, match=r"niter\(=-1\) must be non-negative integer"):
+        fnx.pca_lowrank(t(a), niter=-1)
+
+
+def test_svd_lowrank_gradient_for_fixed_draws_matches_finite_differences():
+    a = t(np.random.default_rng(2).standard_normal((5, 3)), requires_grad=True)
+
+    def top_two(x):
+        fnx.manual_seed(0)
+        U, S, V = fnx.svd_lowrank(x, q=2, niter=1)
+        return S, (U * S) @ V.mT
+
+    assert fnx.autograd.gradcheck(top_two, (a,))

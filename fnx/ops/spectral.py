@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .autocast import autocast_op
-from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..tensor import Tensor, Tracer
 from ._batching import move_to_front
 from .linalg import matmul  # first: linalg loads decompositions below itself (fnx.norm reaches here from reduce.py)
@@ -29,8 +29,10 @@ from .complex import imag, real
 from .elementwise import convert, where
 from .joins import cat, narrow
 from .reduce import sum as _sum
+from .sampling import randn
 
-__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "eig", "eigvals", "qr", "geqrf", "householder_product", "ormqr"]
+__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "eig", "eigvals", "qr", "geqrf", "householder_product", "ormqr", "svd_lowrank",
+           "pca_lowrank"]
 
 
 def _check_matrix(op: str, a: ShapedArray, square: bool = False) -> None:
@@ -578,6 +580,48 @@ def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpos
         raise FnxRuntimeError(f"torch.ormqr: tau.shape[-1] ({tau.shape[-1]}) must be at most min(input.shape[-2], "
                               f"input.shape[-1]) ({min(m, input.shape[-1])})")
     return _reflect(input, tau, other, left, transpose)
+
+
+# ---------------------------------------------------------------- randomized low-rank SVD and PCA
+def _approximate_basis(A: Tensor, q: int, niter: int) -> Tensor:
+    """Q with orthonormal columns whose span approximates A's range (Halko et al. 2009, algorithm 4.4, PyTorch's
+    get_approximate_basis): the QR of A R for a Gaussian R (n, q), refined by `niter` subspace iterations."""
+    dtype = A.dtype if A.dtype.is_floating_point or A.dtype.is_complex else _dt.float32
+    Q = qr(matmul(A, randn(A.shape[-1], q, dtype=dtype, device=A.device))).Q
+    for _ in range(niter):
+        Q = qr(matmul(A.mH, Q)).Q
+        Q = qr(matmul(A, Q)).Q
+    return Q
+
+
+def svd_lowrank(A: Tensor, q: int | None = 6, niter: int | None = 2, M: Tensor | None = None) -> tuple:
+    """`torch.svd_lowrank`: (U, S, V) with A - M ~ U diag(S) V^H of rank q, by a randomized range finder (Halko et
+    al. 2009, algorithm 5.1, as PyTorch computes it: its draws differ from PyTorch's, so U, S and V agree with
+    PyTorch's only where q covers A's rank). M (A's mean, default none) broadcasts to A's shape."""
+    q, niter = 6 if q is None else q, 2 if niter is None else niter
+    m, n = A.shape[-2:]
+    if M is not None:
+        A = A - M.broadcast_to(tuple(A.shape))
+    if m < n:
+        A = A.mH
+    Q = _approximate_basis(A, q, niter)
+    U, S, Vh = svd(matmul(Q.mH, A), full_matrices=False)
+    U, V = matmul(Q, U), Vh.mH
+    return (V, S, U) if m < n else (U, S, V)
+
+
+def pca_lowrank(A: Tensor, q: int | None = None, center: bool = True, niter: int = 2) -> tuple:
+    """`torch.pca_lowrank`: `svd_lowrank` of A with its column means subtracted (unless not `center`), q defaulting
+    to min(6, m, n): V's columns are the principal directions, S**2 / (m - 1) the variances along them."""
+    m, n = A.shape[-2:]
+    if q is None:
+        q = min(6, m, n)
+    elif not 0 <= q <= min(m, n):
+        raise FnxValueError(f"pca_lowrank: q(={q}) must be non-negative integer and not greater than min(m, n)="
+                            f"{min(m, n)}")
+    if not niter >= 0:
+        raise FnxValueError(f"pca_lowrank: niter(={niter}) must be non-negative integer")
+    return svd_lowrank(A - A.mean(-2, keepdim=True) if center else A, q, niter)
 
 
 # ---------------------------------------------------------------- PyTorch's older top-level names
