@@ -7,6 +7,7 @@ from .ops.decompositions import (LinAlgError, cholesky, cholesky_ex, det, inv, m
 from .ops.linalg import linalg_cross as cross, linalg_vander as vander, matmul, multi_dot, vdot
 from .ops.norms import linalg_norm as norm, matrix_norm, vector_norm
 from .ops.least_squares import lstsq, matrix_rank, pinv
+from .ops.ldl import ldl_factor, ldl_factor_ex, ldl_solve
 from .ops.lu import inv_ex, lu, lu_factor, lu_factor_ex, lu_solve, solve_ex
 from .ops.matrix_functions import matrix_exp
 from .ops.shape import diagonal as _diagonal
@@ -18,7 +19,7 @@ __all__ = ["matmul", "vdot", "norm", "vector_norm", "matrix_norm", "solve", "inv
            "multi_dot", "cond", "solve_triangular", "matrix_exp",
            "householder_product", "eig", "eigvals", "lu", "lu_factor", "lu_factor_ex", "lu_solve",
            "cross", "vander", "diagonal", "LinAlgError", "cholesky_ex", "inv_ex", "solve_ex", "tensorinv",
-           "tensorsolve"]
+           "tensorsolve", "ldl_factor", "ldl_factor_ex", "ldl_solve"]
 
 
 @autocast_op("linalg.vecdot")

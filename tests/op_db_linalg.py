@@ -591,3 +591,9 @@ OPS += [
            norm_sample(dim=st.sampled_from(["one", "two"]), keepdim=st.booleans())),
 ]
 
+
+
+OPS.append(OpInfo("linalg.ldl_solve", lambda a, b: fnx.linalg.ldl_solve(*fnx.linalg.ldl_factor(a), b),
+                  lambda a, b: np.linalg.solve(a, b), spectral_sample(symmetric=True).flatmap(
+                      lambda s: floats(s.args[0].shape[:-1] + (2,)).map(lambda b: Sample((s.args[0], b)))),
+                  grad=False, rtol=1e-4))

@@ -318,3 +318,37 @@ def test_svd_lowrank_gradient_for_fixed_draws_matches_finite_differences():
         return S, (U * S) @ V.mT
 
     assert fnx.autograd.gradcheck(top_two, (a,))
+
+
+# ---------------------------------------------------------------- LDL^T (Bunch-Kaufman)
+def test_ldl_factor_packs_lapacks_factors_and_pivots_as_pytorch():
+    a = t([[1.0, 3, -2, 0.5], [3, 2, 1, 4], [-2, 1, 0, 1], [0.5, 4, 1, -3]])
+    LD, pivots = fnx.linalg.ldl_factor(a)
+    np.testing.assert_allclose(LD.numpy(), [[1.0, 0, 0, 0], [3.0, 2.0, 0, 0], [1.0, -1.0, 3.0, 0],
+                                            [1.5714285714285712, -0.3571428571428571, 1.5, -9.107142857142858]],
+                               rtol=1e-14, atol=1e-14)   # PyTorch's: a 2x2 block first, its pivots negative
+    assert pivots.dtype is fnx.int32 and pivots.tolist() == [-2, -2, 3, 4]
+    X = fnx.linalg.ldl_solve(LD, pivots, t([[1.0], [2], [3], [4]]))
+    np.testing.assert_allclose(X.numpy().ravel(), [-0.784313725490196, 1.1176470588235294, 0.8627450980392157,
+                                                   0.3137254901960785], rtol=1e-13)   # PyTorch's
+    LD, pivots = fnx.linalg.ldl_factor(t([[0.0, 1, 2], [1, 0, 3], [2, 3, 0]]))
+    assert LD.tolist() == [[0.0, 0, 0], [2, 0, 0], [1.5, 0.5, -3]] and pivots.tolist() == [-3, -3, 3]   # PyTorch's
+
+
+def test_ldl_reports_a_zero_in_d_and_solves_broadcast_batches():
+    LD, pivots, info = fnx.linalg.ldl_factor_ex(fnx.zeros(2, 2))
+    assert info.item() == 1 and pivots.tolist() == [1, 2]   # PyTorch's
+    with pytest.raises(fnx.linalg.LinAlgError, match="torch.linalg.ldl_factor: .*diagonal element 1"):
+        fnx.linalg.ldl_factor(fnx.zeros(2, 2))
+    with pytest.raises(fnx.linalg.LinAlgError, match=r"ldl_factor_ex: \(Batch element 1\)"):
+        fnx.linalg.ldl_factor_ex(fnx.stack([fnx.eye(2), fnx.zeros(2, 2)]), check_errors=True)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 4, 4))
+    a = a + np.swapaxes(a, -1, -2)
+    b = rng.standard_normal((2, 3, 4, 2))
+    X = fnx.linalg.ldl_solve(*fnx.linalg.ldl_factor(t(a)), t(b))
+    np.testing.assert_allclose(X.numpy(), np.linalg.solve(a, b), rtol=1e-10)
+    with pytest.raises(RuntimeError, match="ldl_solve: Incompatible shapes of LD and B"):
+        fnx.linalg.ldl_solve(*fnx.linalg.ldl_factor(t(a)), t(np.ones(4)))
+    with pytest.raises(RuntimeError, match="ldl_factor: A must be batches of square matrices"):
+        fnx.linalg.ldl_factor(fnx.ones(2, 3))
