@@ -352,3 +352,16 @@ def test_ldl_reports_a_zero_in_d_and_solves_broadcast_batches():
         fnx.linalg.ldl_solve(*fnx.linalg.ldl_factor(t(a)), t(np.ones(4)))
     with pytest.raises(RuntimeError, match="ldl_factor: A must be batches of square matrices"):
         fnx.linalg.ldl_factor(fnx.ones(2, 3))
+
+
+def test_check_errors_raise_under_vmap_and_compile():
+    stacked = t(np.stack([_SINGULAR, _SINGULAR]))
+    with pytest.raises(fnx.linalg.LinAlgError, match=r"linalg.inv_ex: \(Batch element 0\)"):
+        fnx.vmap(lambda m: fnx.linalg.inv_ex(m, check_errors=True).inverse)(stacked)
+    with pytest.raises(fnx.linalg.LinAlgError, match="linalg.cholesky_ex: .*order 2"):
+        fnx.compile(lambda m: fnx.linalg.cholesky_ex(m, check_errors=True).L)(t(_NOT_PD))
+    with pytest.raises(fnx.linalg.LinAlgError, match="torch.linalg.solve_ex"):
+        fnx.compile(lambda m, b: fnx.linalg.solve_ex(m, b, check_errors=True).result)(t(_SINGULAR),
+                                                                                     t(np.ones((2, 3))))
+    with pytest.raises(fnx.linalg.LinAlgError, match="torch.linalg.ldl_factor"):
+        fnx.vmap(lambda m: fnx.linalg.ldl_factor(m).LD)(fnx.zeros(2, 2, 2))

@@ -301,16 +301,23 @@ def _cholesky_tangent(L: Tensor, t: Tensor) -> Tensor:
 
 
 cholesky_ex_p = Primitive("linalg_cholesky_ex", multiple_results=True, saves_inputs=False, saves_output=True)
-cholesky_ex_p.def_impl(lambda xp, a: list(_potrf(xp, a)))
+@cholesky_ex_p.def_impl
+def _cholesky_ex_impl(xp, a, *, check):
+    # check: "" or the op whose LinAlgError a failure raises (in the impl, so that it raises under transforms too)
+    L, info = _potrf(xp, a)
+    if check:
+        raise_info(check, _host(info), _not_positive_definite)
+    return [L, info]
 
 
 @cholesky_ex_p.def_abstract
-def _cholesky_ex_abstract(a: ShapedArray):
+def _cholesky_ex_abstract(a: ShapedArray, *, check):
     _check_square("linalg.cholesky_ex", a)
     return [a, ShapedArray(a.shape[:-2], _dt.int32, a.device)]
 
 
-cholesky_ex_p.def_batch(lambda args, dims: (cholesky_ex_p.bind(move_to_front(args[0], dims[0])), [0, 0]))
+cholesky_ex_p.def_batch(lambda args, dims, check: (cholesky_ex_p.bind(move_to_front(args[0], dims[0]), check=check),
+                                                   [0, 0]))
 
 
 def _factored(L: Tensor, info: Tensor) -> Tensor:
@@ -321,15 +328,15 @@ def _factored(L: Tensor, info: Tensor) -> Tensor:
 
 
 @cholesky_ex_p.def_vjp
-def _cholesky_ex_vjp(cts, primals, outs):
+def _cholesky_ex_vjp(cts, primals, outs, *, check):
     if cts[0] is None:
         return (zeros_like(outs[0]),)
     return _cholesky_vjp(cts[0], primals, _factored(*outs))
 
 
 @cholesky_ex_p.def_jvp
-def _cholesky_ex_jvp(primals, tangents):
-    L, info = cholesky_ex_p.bind(primals[0])
+def _cholesky_ex_jvp(primals, tangents, *, check):
+    L, info = cholesky_ex_p.bind(primals[0], check=check)
     return [L, info], [_cholesky_tangent(_factored(L, info), tangents[0]), zeros_like(info)]
 
 
@@ -343,9 +350,8 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False, o
     `check_errors`, a failure raises LinAlgError as `linalg.cholesky` does."""
     if out is not None:
         raise NotImplementedError("linalg.cholesky_ex: out= is not supported; use the returned tensors")
-    L, info = cholesky_ex_p.bind(_float_operand("linalg.cholesky_ex", A))
-    if check_errors:
-        raise_info("linalg.cholesky_ex", info.numpy(), _not_positive_definite)
+    op = "linalg.cholesky_ex"
+    L, info = cholesky_ex_p.bind(_float_operand(op, A), check=op if check_errors else "")
     return CholeskyExResult(L.mT if upper else L, info)
 
 

@@ -22,7 +22,7 @@ from ._batching import move_to_front
 from .autocast import autocast_op
 from .arrange import tril, triu
 from .creation import arange, eye, zeros, zeros_like
-from .decompositions import _check_square, _float_operand, inv, raise_info, solve, solve_triangular, vector_rhs
+from .decompositions import _check_square, _float_operand, _host, inv, raise_info, solve, solve_triangular, vector_rhs
 from .indexing import take_along_dim
 from .joins import cat
 from .elementwise import where
@@ -265,10 +265,18 @@ def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoin
 singular_info_p = Primitive("linalg_singular_info", saves_inputs=False, differentiable=False)
 
 
+_SINGULAR = {   # the LinAlgError each op raises for info = k, PyTorch's words
+    "linalg.inv_ex": lambda k: (f"The diagonal element {k} is zero, the inversion could not be completed because the "
+                                f"input matrix is singular."),
+    "torch.linalg.solve_ex": lambda k: "The solver failed because the input matrix is singular.",
+}
+
+
 @singular_info_p.def_impl
-def _singular_info_impl(xp, a):
+def _singular_info_impl(xp, a, *, check):
     # getrf's info per matrix. The library's det is an LU too: a finite nonzero det clears a matrix at a third of
     # an inverse's cost; the others (zero, inf or nan det: singular, or over/underflowing) run through _getrf.
+    # check: "" or the op whose LinAlgError singularity raises (here, so that it raises under transforms too).
     info = xp.zeros(a.shape[:-2], dtype=np.int32)
     if a.shape[-1] == 0:
         return info
@@ -276,30 +284,35 @@ def _singular_info_impl(xp, a):
     suspect = ~(xp.isfinite(det) & (det != 0))
     if bool(suspect.any()):
         info[suspect] = _getrf(xp, a[suspect])[2]
+        if check:
+            raise_info(check, _host(info), _SINGULAR[check])
     return info
 
 
 @singular_info_p.def_abstract
-def _singular_info_abstract(a: ShapedArray) -> ShapedArray:
+def _singular_info_abstract(a: ShapedArray, *, check) -> ShapedArray:
     _check_square("linalg.inv_ex", a)
     return ShapedArray(a.shape[:-2], _dt.int32, a.device)
 
 
-singular_info_p.def_batch(lambda args, dims: (singular_info_p.bind(move_to_front(args[0], dims[0])), 0))
-singular_info_p.def_vjp(lambda g, primals, out: (None,))
-singular_info_p.def_jvp(lambda primals, tangents: (singular_info_p.bind(primals[0]),
-                                                   zeros_like(singular_info_p.bind(primals[0]))))
+singular_info_p.def_batch(lambda args, dims, check: (singular_info_p.bind(move_to_front(args[0], dims[0]),
+                                                                          check=check), 0))
+singular_info_p.def_vjp(lambda g, primals, out, check: (None,))
+
+
+@singular_info_p.def_jvp
+def _singular_info_jvp(primals, tangents, *, check):
+    info = singular_info_p.bind(primals[0], check=check)
+    return info, zeros_like(info)
 
 InvExResult = namedtuple("inv_ex", ["inverse", "info"])
 SolveExResult = namedtuple("solve_ex", ["result", "info"])
 
 
-def _invertible(A: Tensor, op: str, check_errors: bool, problem) -> tuple[Tensor, Tensor]:
+def _invertible(A: Tensor, op: str, check_errors: bool) -> tuple[Tensor, Tensor]:
     """(info, A with its singular matrices replaced by the identity): the solver then never fails, and the
     singular matrices' results are set to nan afterwards."""
-    info = singular_info_p.bind(A)
-    if check_errors:
-        raise_info(op, info.numpy(), problem)
+    info = singular_info_p.bind(A, check=op if check_errors else "")
     ok = (info == 0).reshape(tuple(info.shape) + (1, 1))
     return info, where(ok, A, eye(A.shape[-1], dtype=A.dtype, device=A.device))
 
@@ -316,9 +329,7 @@ def inv_ex(A: Tensor, *, check_errors: bool = False, out=None) -> InvExResult:
     if out is not None:
         raise NotImplementedError("linalg.inv_ex: out= is not supported; use the returned tensors")
     A = _float_operand("linalg.inv_ex", A)
-    info, safe = _invertible(A, "linalg.inv_ex", check_errors, lambda k: (
-        f"The diagonal element {k} is zero, the inversion could not be completed because the input matrix is "
-        f"singular."))
+    info, safe = _invertible(A, "linalg.inv_ex", check_errors)
     return InvExResult(_nan_where_singular(inv(safe), info, 2), info)
 
 
@@ -328,8 +339,7 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
     if out is not None:
         raise NotImplementedError("linalg.solve_ex: out= is not supported; use the returned tensors")
     A = _float_operand("linalg.solve_ex", A)
-    info, safe = _invertible(A, "torch.linalg.solve_ex", check_errors,
-                             lambda k: "The solver failed because the input matrix is singular.")
+    info, safe = _invertible(A, "torch.linalg.solve_ex", check_errors)
     result = solve(safe, B, left=left)
     return SolveExResult(_nan_where_singular(result, info, 1 if left and vector_rhs(A, B) else 2), info)
 
