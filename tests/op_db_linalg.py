@@ -236,6 +236,76 @@ def _solve_triangular_ref(a, b, upper, left=True, unitriangular=False):
         t = t - np.eye(a.shape[-1]) * t + np.eye(a.shape[-1])
     return np.linalg.solve(t, b)
 
+# ---------------------------------------------------------------- products with an addend, cross products, chains
+def _cross_ref(a, b, dim=-1):
+    return np.cross(a, b, axis=dim)
+
+
+@st.composite
+def cross_sample(draw, linalg=True):
+    """Two tensors of one rank whose dim `dim` has size 3 and whose other dims broadcast."""
+    s1, s2 = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=2, max_side=3)).input_shapes
+    rank = max(len(s1), len(s2))
+    s1, s2 = (1,) * (rank - len(s1)) + s1, (1,) * (rank - len(s2)) + s2
+    d = draw(st.integers(0, rank))
+    s1, s2 = s1[:d] + (3,) + s1[d:], s2[:d] + (3,) + s2[d:]
+    dim = draw(st.sampled_from([d, d - rank - 1]))
+    return Sample((draw(floats(s1)), draw(floats(s2))), {"dim": dim})
+
+
+def _vander_ref(x, N=None, increasing=False):
+    return np.vander(x, N, increasing=increasing)
+
+
+def _linalg_vander_ref(x, N=None):
+    n = x.shape[-1] if N is None else N
+    return x[..., None] ** np.arange(n)
+
+
+def _cholesky_ex_ref(a, upper=False):
+    L = np.linalg.cholesky(_spd(a))
+    return (np.swapaxes(L, -1, -2) if upper else L), np.zeros(a.shape[:-2], np.int32)
+
+
+def _cholesky_solve_ref(b, a, upper=False):
+    return np.linalg.solve(_spd(a), b)
+
+
+def _spd_factor(a, upper=False):
+    """fnx's Cholesky factor (upper or lower) of the symmetric positive-definite matrix built from `a`."""
+    return fnx.linalg.cholesky(_spd_fnx(a), upper=upper)
+
+
+def _triangular_solve_ref(b, a, upper=True, transpose=False, unitriangular=False):
+    t = np.triu(a) if upper else np.tril(a)
+    if unitriangular:
+        t = t - np.eye(a.shape[-1]) * t + np.eye(a.shape[-1])
+    t = np.swapaxes(t, -1, -2) if transpose else t
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return np.linalg.solve(t, b), np.broadcast_to(a, batch + a.shape[-2:])
+
+
+@st.composite
+def tensorsolve_sample(draw):
+    """A of shape B.shape + X.shape (prod(B.shape) == prod(X.shape)), well conditioned, and maybe `dims`."""
+    b_shape, x_shape = draw(st.sampled_from([((6,), (2, 3)), ((2, 3), (6,)), ((2, 2), (4,)), ((4,), (2, 2))]))
+    n = math.prod(b_shape)
+    a = _well_conditioned(draw(floats((n, n), -1.0, 1.0))).reshape(b_shape + x_shape)
+    b = draw(floats(b_shape))
+    if draw(st.booleans()):
+        return Sample((a, b))
+    # A stored with X's dims at other places (each group in its order); dims= moves them back last
+    x_dims = sorted(draw(st.permutations(range(a.ndim)))[:len(x_shape)])
+    stored = np.moveaxis(a, list(range(len(b_shape), a.ndim)), x_dims)
+    return Sample((stored, b), {"dims": x_dims})
+
+
+def _tensorsolve_ref(a, b, dims=None):
+    if dims is not None:
+        a = np.moveaxis(a, dims, list(range(a.ndim - len(dims), a.ndim)))
+    return np.linalg.tensorsolve(a, b)
+
+
 OPS = [
     OpInfo("matmul", fnx.matmul, np.matmul, matmul_sample(), double_grad=True),
     OpInfo("matmul_int", fnx.matmul, np.matmul, matmul_sample(integer=True), dtypes=("int64",), grad=False),
@@ -251,6 +321,29 @@ OPS = [
            sized_sample(lambda n, k, m, b: [(b, n, m), (b, n, k), (b, k, m)])),
     OpInfo("trace", fnx.trace, np.trace, sized_sample(lambda n, k, m, b: [(n, m)])),
     OpInfo("kron", fnx.kron, np.kron, sized_sample(lambda n, k, m, b: [(n, k), (b, 1, m)])),
+    OpInfo("addmv", lambda c, a, v: fnx.addmv(c, a, v, beta=0.5, alpha=2.0), lambda c, a, v: 0.5 * c + 2.0 * a @ v,
+           sized_sample(lambda n, k, m, b: [(n,) if b > 2 else (1,), (n, k), (k,)])),
+    OpInfo("addmv_beta0", lambda c, a, v: fnx.addmv(c * np.nan, a, v, beta=0), lambda c, a, v: a @ v,
+           sized_sample(lambda n, k, m, b: [(n,), (n, k), (k,)])),
+    OpInfo("addr", lambda c, x, y: fnx.addr(c, x, y, beta=2.0, alpha=-0.5),
+           lambda c, x, y: 2.0 * c - 0.5 * np.outer(x, y), sized_sample(lambda n, k, m, b: [(n, m), (n,), (m,)])),
+    OpInfo("addbmm", lambda c, x, y: fnx.addbmm(c, x, y, beta=0.5, alpha=1.5),
+           lambda c, x, y: 0.5 * c + 1.5 * (x @ y).sum(0),
+           sized_sample(lambda n, k, m, b: [(m,) if b > 2 else (n, m), (b, n, k), (b, k, m)])),
+    OpInfo("linalg.cross", fnx.linalg.cross, _cross_ref, cross_sample()),
+    OpInfo("cross", fnx.cross, _cross_ref, cross_sample()),
+    OpInfo("chain_matmul", fnx.chain_matmul, lambda a, b, c: a @ b @ c,
+           sized_sample(lambda n, k, m, b: [(n, k), (k, m), (m, b)])),
+    OpInfo("vander", fnx.vander, _vander_ref,
+           st.builds(lambda x, n, inc: Sample((x,), {"N": n, "increasing": inc}), floats((3,)),
+                     st.sampled_from([None, 2, 4]), st.booleans())),
+    OpInfo("linalg.vander", fnx.linalg.vander, _linalg_vander_ref,
+           st.builds(lambda x, n: Sample((x,), {"N": n}), floats(st.sampled_from([(3,), (2, 3)])),
+                     st.sampled_from([None, 2, 4]))),
+    OpInfo("linalg.diagonal", fnx.linalg.diagonal,
+           lambda a, offset=0, dim1=-2, dim2=-1: np.diagonal(a, offset, dim1, dim2),
+           st.builds(lambda a, kw: Sample((a,), kw), floats((2, 3, 4)),
+                     st.sampled_from([{}, {"offset": 1}, {"offset": -1, "dim1": 0, "dim2": 2}]))),
     OpInfo("tensordot", fnx.tensordot, lambda a, b, dims: np.tensordot(a, b, dims), tensordot_sample()),
     OpInfo("einsum", fnx.einsum, _einsum_ref, einsum_sample(), double_grad=True),
     OpInfo("linalg.solve", fnx.linalg.solve, _solve_ref, square_sample("matrix"), double_grad=True),
@@ -431,3 +524,76 @@ OPS += [
     OpInfo("linalg.lu_solve", lambda a, b: fnx.linalg.lu_solve(*fnx.linalg.lu_factor(a), b), np.linalg.solve,
            lu_sample(square=True, rhs=True)),
 ]
+
+
+OPS += [
+    OpInfo("linalg.cholesky_ex", lambda a, upper: fnx.linalg.cholesky_ex(_spd_fnx(a), upper=upper),
+           _cholesky_ex_ref, square_sample().flatmap(lambda s: st.booleans().map(
+               lambda u: Sample(s.args, {"upper": u}))), rtol=1e-4, double_grad=True),
+    OpInfo("linalg.inv_ex", fnx.linalg.inv_ex, lambda a: (np.linalg.inv(a), np.zeros(a.shape[:-2], np.int32)),
+           square_sample(), double_grad=True),
+    OpInfo("linalg.solve_ex", fnx.linalg.solve_ex,
+           lambda a, b: (_solve_ref(a, b), np.zeros(a.shape[:-2], np.int32)), square_sample("matrix")),
+    OpInfo("linalg.solve_ex_vector", fnx.linalg.solve_ex,
+           lambda a, b: (_solve_ref(a, b), np.zeros(a.shape[:-2], np.int32)), square_sample("vector")),
+    OpInfo("linalg.tensorinv", lambda a, ind: fnx.linalg.tensorinv(a, ind=ind),
+           lambda a, ind: np.linalg.tensorinv(a, ind=ind),
+           square_sample().filter(lambda s: s.args[0].ndim == 2 and s.args[0].shape[0] in (4, 2)).map(
+               lambda s: Sample((s.args[0].reshape((2, 2, 2, 2) if s.args[0].shape[0] == 4 else (2, 2)),),
+                                {"ind": 2 if s.args[0].shape[0] == 4 else 1}))),
+    OpInfo("linalg.tensorsolve", fnx.linalg.tensorsolve, _tensorsolve_ref, tensorsolve_sample()),
+    OpInfo("cholesky", lambda a, upper: fnx.cholesky(_spd_fnx(a), upper),
+           lambda a, upper: _cholesky_ex_ref(a, upper)[0],
+           square_sample().flatmap(lambda s: st.booleans().map(lambda u: Sample(s.args, {"upper": u}))), rtol=1e-4),
+    OpInfo("cholesky_solve", lambda b, a, upper: fnx.cholesky_solve(b, _spd_factor(a, upper), upper),
+           _cholesky_solve_ref, square_sample("matrix").flatmap(lambda s: st.booleans().map(
+               lambda u: Sample((s.args[1], s.args[0]), {"upper": u}))), rtol=1e-4),
+    OpInfo("cholesky_inverse", lambda a, upper: fnx.cholesky_inverse(_spd_factor(a, upper), upper),
+           lambda a, upper: np.linalg.inv(_spd(a)), square_sample().flatmap(lambda s: st.booleans().map(
+               lambda u: Sample(s.args, {"upper": u}))), rtol=1e-4),
+    OpInfo("triangular_solve", fnx.triangular_solve, _triangular_solve_ref,
+           square_sample("matrix").flatmap(lambda s: st.fixed_dictionaries(
+               {"upper": st.booleans(), "transpose": st.booleans(), "unitriangular": st.booleans()}).map(
+               lambda kw: Sample((s.args[1], s.args[0]), kw)))),
+]
+
+
+def _ormqr_ref(a, tau, c, left=True, transpose=False):
+    m = a.shape[-2]
+    q = np.eye(m)
+    for i in range(tau.shape[-1]):
+        v = np.concatenate([np.zeros(i), [1.0], a[i + 1:, i]])
+        q = q @ (np.eye(m) - tau[i] * np.outer(v, v))
+    q = q.T if transpose else q
+    return q @ c if left else c @ q
+
+
+@st.composite
+def ormqr_sample(draw):
+    n = draw(st.integers(1, 3))
+    m = draw(st.integers(n, 4))
+    left, transpose = draw(st.booleans()), draw(st.booleans())
+    p = draw(st.integers(1, 3))
+    c = draw(floats((m, p) if left else (p, m)))
+    return Sample((draw(floats((m, n), -1.5, 1.5)), draw(floats((draw(st.integers(1, n)),), 0.0, 2.0)), c),
+                  {"left": left, "transpose": transpose})
+
+
+def _nuclear_ref(x, dim=(-2, -1), keepdim=False):
+    return _matrix_norm_ref(x, "nuc", dim, keepdim)
+
+
+OPS += [
+    OpInfo("ormqr", fnx.ormqr, _ormqr_ref, ormqr_sample(), double_grad=True),
+    OpInfo("nuclear_norm", fnx.nuclear_norm, _nuclear_ref, spectral_sample().flatmap(lambda s: st.sampled_from(
+        [{}, {"keepdim": True}, {"dim": (-1, -2)}]).map(lambda kw: Sample(s.args, kw))), rtol=1e-4),
+    OpInfo("frobenius_norm", fnx.frobenius_norm, lambda x, dim, keepdim=False: _vector_norm_ref(x, 2, dim, keepdim),
+           norm_sample(dim=st.sampled_from(["one", "two"]), keepdim=st.booleans())),
+]
+
+
+
+OPS.append(OpInfo("linalg.ldl_solve", lambda a, b: fnx.linalg.ldl_solve(*fnx.linalg.ldl_factor(a), b),
+                  lambda a, b: np.linalg.solve(a, b), spectral_sample(symmetric=True).flatmap(
+                      lambda s: floats(s.args[0].shape[:-1] + (2,)).map(lambda b: Sample((s.args[0], b)))),
+                  grad=False, rtol=1e-4))

@@ -147,7 +147,18 @@ SAMPLES = {
     # linear algebra
     **{name: (lambda dt: ((_spd(dt),), {})) for name in
        ["inverse", "linalg.inv", "linalg.cholesky", "linalg.svdvals", "linalg.eigvalsh", "linalg.eigh", "linalg.qr",
-        "linalg.svd", "linalg.matrix_rank", "pinverse", "qr", "svd"]},
+        "linalg.svd", "linalg.matrix_rank", "pinverse", "qr", "svd", "cholesky", "cholesky_inverse", "linalg.cholesky_ex",
+        "linalg.inv_ex"]},
+    "cholesky_solve": lambda dt: ((_r(3, 2, dtype=dt), _spd(dt)), {}),
+    "triangular_solve": lambda dt: ((_r(3, 2, dtype=dt), _spd(dt)), {}),
+    "linalg.tensorinv": lambda dt: ((_spd(dt), 1), {}),
+    "linalg.tensorsolve": lambda dt: ((_spd(dt), _r(3, dtype=dt)), {}),
+    "addmv": lambda dt: ((_r(3, dtype=dt), _r(3, 4, dtype=dt), _r(4, dtype=dt)), {}),
+    "addr": lambda dt: ((_r(3, 4, dtype=dt), _r(3, dtype=dt), _r(4, dtype=dt)), {}),
+    "addbmm": lambda dt: ((_r(3, 5, dtype=dt), _r(2, 3, 4, dtype=dt), _r(2, 4, 5, dtype=dt)), {}),
+    "chain_matmul": lambda dt: ((_r(3, 4, dtype=dt), _r(4, 2, dtype=dt), _r(2, 5, dtype=dt)), {}),
+    "cross": lambda dt: ((_r(2, 3, dtype=dt), _r(2, 3, dtype=dt)), {"dim": 1}),
+    "ormqr": lambda dt: ((_r(4, 3, dtype=dt), _r(3, dtype=dt), _r(4, 2, dtype=dt)), {}),
     "linalg.solve": lambda dt: ((_spd(dt), _r(3, 2, dtype=dt)), {}),
     "linalg.lstsq": lambda dt: ((_spd(dt), _r(3, 2, dtype=dt)), {}),
     # joins and indexed writes

@@ -136,7 +136,12 @@ OP_CLASSES = {
                    # special functions: series and Newton iterations (their terms add up like a reduction's)
                    "lgamma", "lgamma_large", "digamma", "polygamma_1", "polygamma_3", "mvlgamma", "erfinv",
                    "erfinv_tails", "special.ndtri", "special.log_ndtr", "i0", "special.i0e", "special.i1",
-                   "special.i1e", *SPECIAL_SERIES},
+                   "special.i1e", *SPECIAL_SERIES,
+                   # linalg gaps: products with an addend, chains, reflectors, the solver family's new names
+                   "addmv", "addmv_beta0", "addr", "addbmm", "chain_matmul", "ormqr", "frobenius_norm",
+                   "linalg.cholesky_ex", "linalg.inv_ex", "linalg.solve_ex", "linalg.solve_ex_vector", "cholesky",
+                   "cholesky_solve", "cholesky_inverse", "triangular_solve", "linalg.tensorinv", "linalg.tensorsolve",
+                   "linalg.ldl_solve"},
 }
 OP_BOUNDS = {"math": 2, "reductions": 8}   # math: compiled vs float64; reductions: compiled minus eager vs float64
 

@@ -7,23 +7,48 @@ in the backends' libraries.
 """
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 
 import numpy as np
 
 from .autocast import autocast_op
+from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor
 from ._batching import elementwise_batch_rule, move_to_front
 from ._families import broadcast_shapes, promote, same_device, unbroadcast
 from .creation import arange, eye, zeros_like
 from .elementwise import where
-from .linalg import matmul
+from .linalg import matmul, warn_once
 from .reduce import sum as _sum
 
-__all__ = ["solve", "solve_triangular", "inv", "inverse", "cholesky", "det", "slogdet", "logdet", "matrix_power"]
+__all__ = ["LinAlgError", "solve", "solve_triangular", "inv", "inverse", "cholesky", "cholesky_ex", "det", "slogdet",
+           "logdet", "matrix_power", "legacy_cholesky", "cholesky_solve", "cholesky_inverse", "triangular_solve",
+           "tensorinv", "tensorsolve"]
 
 _LinAlgError = np.linalg.LinAlgError  # CuPy raises numpy's class too
+
+
+class LinAlgError(FnxRuntimeError):
+    """`torch.linalg.LinAlgError`: a factorization or solve met a matrix it cannot handle (singular, not
+    positive-definite). A RuntimeError, as in PyTorch, so `except RuntimeError` catches it too."""
+
+
+def raise_info(op: str, info, problem) -> None:
+    """LinAlgError for the first matrix whose LAPACK `info` (an int array of the batch's shape) is positive, in
+    PyTorch's words: "op: (Batch element i): " + problem(info); without the batch part for a single matrix."""
+    info = np.asarray(info)
+    flat = info.reshape(-1)
+    bad = np.flatnonzero(flat > 0)
+    if bad.size:
+        where_ = f"(Batch element {bad[0]}): " if info.ndim else ""
+        raise LinAlgError(f"{op}: {where_}{problem(int(flat[bad[0]]))}")
+
+
+def _not_positive_definite(order: int) -> str:
+    return (f"The factorization could not be completed because the input is not positive-definite (the leading "
+            f"minor of order {order} is not positive-definite).")
 
 
 def _dims(shape) -> str:
@@ -96,7 +121,7 @@ def _solve_impl(xp, a, b):
     try:
         return xp.linalg.solve(a, b).astype(a.dtype, copy=False)
     except _LinAlgError:
-        raise FnxRuntimeError("linalg.solve: The solver failed because the input matrix is singular.") from None
+        raise LinAlgError("torch.linalg.solve: The solver failed because the input matrix is singular.") from None
 
 
 @solve_p.def_abstract
@@ -146,10 +171,14 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True, out=None) -> Tensor:
     _float_operand("linalg.solve", A)
     if not left:
         return solve(A.mT, B.mT).mT
-    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
-    if vector:
+    if vector_rhs(A, B):
         return solve_p.bind(A, B.unsqueeze(-1)).squeeze(-1)
     return solve_p.bind(A, B)
+
+
+def vector_rhs(A: Tensor, B: Tensor) -> bool:
+    """Whether `linalg.solve` takes B as a (batch of) vector(s): B is 1-D or has A's shape without its last dim."""
+    return B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
 
 
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False) -> Tensor:
@@ -171,8 +200,8 @@ def _inv_impl(xp, a):
     try:
         return xp.linalg.inv(a).astype(a.dtype, copy=False)
     except _LinAlgError:
-        raise FnxRuntimeError("linalg.inv: The inversion could not be completed because the input matrix is "
-                              "singular.") from None
+        raise LinAlgError("linalg.inv: The inversion could not be completed because the input matrix is "
+                          "singular.") from None
 
 
 inv_p.def_abstract(_square_abstract("linalg.inv"))
@@ -204,17 +233,42 @@ def inverse(input: Tensor) -> Tensor:
 cholesky_p = Primitive("linalg_cholesky", saves_inputs=False, saves_output=True)
 
 
+def _potrf(xp, a) -> tuple:
+    """(L, int32 info) of each matrix of `a` (..., n, n): the library's Cholesky, or where it fails, LAPACK's
+    unblocked potf2 (lower) vectorised over the batch. A matrix whose leading minor of order j is not positive-
+    definite stops there with info = j, its L holding the factor's first j - 1 columns, the failed pivot's value
+    and A's entries to the right of them, as LAPACK leaves it (and PyTorch returns it)."""
+    batch, n = a.shape[:-2], a.shape[-1]
+    try:
+        L = xp.linalg.cholesky(a)
+        if not bool(xp.isnan(L).any()):  # numpy passes a nan through, cuSOLVER may report a failure as nans only
+            return L.astype(a.dtype, copy=False), xp.zeros(batch, dtype=np.int32)
+    except _LinAlgError:
+        pass
+    L = xp.tril(a.reshape((-1, n, n)))
+    info = xp.zeros(L.shape[0], dtype=np.int32)
+    for j in range(n):
+        row = L[:, j, :j]
+        pivot = L[:, j, j] - (row * row).sum(-1)
+        failed = (info == 0) & ~(pivot > 0)   # nan fails too
+        info = xp.where(failed, j + 1, info)
+        live = info == 0
+        L[:, j, j] = xp.where(live, xp.sqrt(xp.where(live, pivot, 1)), xp.where(failed, pivot, L[:, j, j]))
+        below = (L[:, j + 1:, j] - (L[:, j + 1:, :j] * row[:, None, :]).sum(-1)) / xp.where(live, L[:, j, j], 1)[:, None]
+        L[:, j + 1:, j] = xp.where(live[:, None], below, L[:, j + 1:, j])
+    return L.reshape(a.shape), info.reshape(batch)
+
+
 @cholesky_p.def_impl
 def _cholesky_impl(xp, a):
-    try:
-        out = xp.linalg.cholesky(a)
-    except _LinAlgError:
-        raise FnxRuntimeError("linalg.cholesky: The factorization could not be completed because the input is not "
-                              "positive-definite.") from None
-    if not isinstance(out, np.ndarray) and bool(xp.isnan(out).any()):  # cuSOLVER may report it as NaNs only
-        raise FnxRuntimeError("linalg.cholesky: The factorization could not be completed because the input is not "
-                              "positive-definite.")
-    return out.astype(a.dtype, copy=False)
+    L, info = _potrf(xp, a)
+    raise_info("linalg.cholesky", _host(info), _not_positive_definite)
+    return L
+
+
+def _host(x) -> np.ndarray:
+    """A small integer array (LAPACK infos) on the host."""
+    return x if isinstance(x, np.ndarray) else x.get()
 
 
 cholesky_p.def_abstract(_square_abstract("linalg.cholesky"))
@@ -236,11 +290,69 @@ def _cholesky_jvp(primals, tangents):
     # dL = L Φ(L^-1 sym(dA) L^-T), Φ taking the lower triangle with the diagonal halved. Only the symmetric part
     # of dA counts, matching the symmetric gradient of the vjp.
     L = cholesky_p.bind(primals[0])
-    t = tangents[0]
+    return L, _cholesky_tangent(L, tangents[0])
+
+
+def _cholesky_tangent(L: Tensor, t: Tensor) -> Tensor:
     sym = 0.5 * (t + t.mT)
     x = solve_p.bind(L, solve_p.bind(L, sym).mT)
     phi = 0.5 * (_tril(x) + _tril(x, -1))
-    return L, matmul(L, phi)
+    return matmul(L, phi)
+
+
+cholesky_ex_p = Primitive("linalg_cholesky_ex", multiple_results=True, saves_inputs=False, saves_output=True)
+@cholesky_ex_p.def_impl
+def _cholesky_ex_impl(xp, a, *, check):
+    # check: "" or the op whose LinAlgError a failure raises (in the impl, so that it raises under transforms too)
+    L, info = _potrf(xp, a)
+    if check:
+        raise_info(check, _host(info), _not_positive_definite)
+    return [L, info]
+
+
+@cholesky_ex_p.def_abstract
+def _cholesky_ex_abstract(a: ShapedArray, *, check):
+    _check_square("linalg.cholesky_ex", a)
+    return [a, ShapedArray(a.shape[:-2], _dt.int32, a.device)]
+
+
+cholesky_ex_p.def_batch(lambda args, dims, check: (cholesky_ex_p.bind(move_to_front(args[0], dims[0]), check=check),
+                                                   [0, 0]))
+
+
+def _factored(L: Tensor, info: Tensor) -> Tensor:
+    """L where the factorization succeeded, the identity where it failed: the derivative rules solve with L, and a
+    failed matrix's gradient means nothing (nor in PyTorch) but must not raise."""
+    ok = (info == 0).reshape(tuple(info.shape) + (1, 1))
+    return where(ok, L, eye(L.shape[-1], dtype=L.dtype, device=L.device))
+
+
+@cholesky_ex_p.def_vjp
+def _cholesky_ex_vjp(cts, primals, outs, *, check):
+    if cts[0] is None:
+        return (zeros_like(outs[0]),)
+    return _cholesky_vjp(cts[0], primals, _factored(*outs))
+
+
+@cholesky_ex_p.def_jvp
+def _cholesky_ex_jvp(primals, tangents, *, check):
+    L, info = cholesky_ex_p.bind(primals[0], check=check)
+    return [L, info], [_cholesky_tangent(_factored(L, info), tangents[0]), zeros_like(info)]
+
+
+CholeskyExResult = namedtuple("cholesky_ex", ["L", "info"])
+
+
+@autocast_op("linalg.cholesky_ex")
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False, out=None) -> CholeskyExResult:
+    """`linalg.cholesky` that reports failures instead of raising: (L, info), info (int32, per matrix) 0 or the
+    order of the first leading minor that is not positive-definite, L then LAPACK's partial factor. With
+    `check_errors`, a failure raises LinAlgError as `linalg.cholesky` does."""
+    if out is not None:
+        raise NotImplementedError("linalg.cholesky_ex: out= is not supported; use the returned tensors")
+    op = "linalg.cholesky_ex"
+    L, info = cholesky_ex_p.bind(_float_operand(op, A), check=op if check_errors else "")
+    return CholeskyExResult(L.mT if upper else L, info)
 
 
 @autocast_op("linalg.cholesky")
@@ -333,11 +445,105 @@ def matrix_power(A: Tensor, n: int, *, out=None) -> Tensor:
     return result
 
 
-def _cholesky_method(self: Tensor, upper: bool = False) -> Tensor:
-    """`x.cholesky(upper=False)`: the Cholesky factor of each matrix (PyTorch's deprecated method; prefer
-    `fnx.linalg.cholesky`)."""
-    return cholesky(self, upper=upper)
+# ---------------------------------------------------------------- PyTorch's Cholesky-based and tensor solvers
+@autocast_op("cholesky")
+def legacy_cholesky(input: Tensor, upper: bool = False, *, out=None) -> Tensor:
+    """`torch.cholesky` (deprecated, warns): `linalg.cholesky`, U = L^T with `upper`."""
+    warn_once("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future "
+              "PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = torch.linalg.cholesky(A)\n"
+              "and\nU = torch.cholesky(A, upper=True)\nshould be replaced with\nU = torch.linalg.cholesky(A).mH\n"
+              "This transform will produce equivalent results for all valid (symmetric positive definite) inputs.")
+    return cholesky(input, upper=upper, out=out)
 
 
-METHODS: dict = {"inverse": inverse, "det": det, "slogdet": slogdet, "logdet": logdet, "cholesky": _cholesky_method,
-                 "matrix_power": matrix_power}
+def _lower_factor(op: str, L: Tensor, upper: bool) -> Tensor:
+    """The lower Cholesky factor L of A = L L^T given as L, or as U = L^T with `upper`."""
+    _float_operand(op, L)
+    return L.mT if upper else L
+
+
+@autocast_op("cholesky_solve")
+def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False, *, out=None) -> Tensor:
+    """X with A X = B from A's Cholesky factor (A = L L^T, or U^T U with `upper`): two triangular solves, batch
+    dims broadcast. Only the factor's triangle is read, and the gradient reaches that triangle alone."""
+    if out is not None:
+        raise NotImplementedError("cholesky_solve: out= is not supported; use the returned tensor")
+    if B.ndim < 2:
+        raise FnxRuntimeError(f"cholesky_solve: b should have at least 2 dimensions, but has {B.ndim} dimensions "
+                              f"instead")
+    L = _lower_factor("cholesky_solve", L, upper)
+    return solve_triangular(L.mT, solve_triangular(L, B, upper=False), upper=True)
+
+
+@autocast_op("cholesky_inverse")
+def cholesky_inverse(L: Tensor, upper: bool = False, *, out=None) -> Tensor:
+    """The inverse of A = L L^T (U^T U with `upper`) from its Cholesky factor, as `cholesky_solve` of I."""
+    if out is not None:
+        raise NotImplementedError("cholesky_inverse: out= is not supported; use the returned tensor")
+    _float_operand("cholesky_inverse", L)
+    identity = eye(L.shape[-1], dtype=L.dtype, device=L.device)
+    return cholesky_solve(identity.expand(tuple(L.shape)), L, upper)
+
+
+TriangularSolveResult = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+
+
+@autocast_op("triangular_solve")
+def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False, *, out=None) -> TriangularSolveResult:
+    """`torch.triangular_solve` (deprecated, warns): X with A X = b (A^T X = b with `transpose`), reading A's upper
+    or lower triangle, and a copy of A broadcast to the batch: (solution, cloned_coefficient)."""
+    warn_once("torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be removed "
+              "in a future PyTorch release.\ntorch.linalg.solve_triangular has its arguments reversed and does not "
+              "return a copy of one of the inputs.\nX = torch.triangular_solve(B, A).solution\nshould be replaced "
+              "with\nX = torch.linalg.solve_triangular(A, B).")
+    if out is not None:
+        raise NotImplementedError("triangular_solve: out= is not supported; use the returned tensors")
+    if b.ndim < 2:
+        raise FnxRuntimeError(f"torch.triangular_solve: Expected b to have at least 2 dimensions, but it has "
+                              f"{b.ndim} dimensions instead")
+    _float_operand("triangular_solve", A)
+    T = A.mT if transpose else A
+    X = solve_triangular(T, b, upper=upper != transpose, unitriangular=unitriangular)
+    batch = broadcast_shapes("triangular_solve", tuple(b.shape[:-2]), tuple(A.shape[:-2]))
+    return TriangularSolveResult(X, A.expand(batch + tuple(A.shape[-2:])).clone())
+
+
+@autocast_op("linalg.tensorinv")
+def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:
+    """The inverse of `A` for `tensordot(.., ind)`: A as a (prod(shape[:ind]), prod(shape[ind:])) matrix, which
+    must be square, inverted, and given the shape shape[ind:] + shape[:ind]."""
+    if out is not None:
+        raise NotImplementedError("linalg.tensorinv: out= is not supported; use the returned tensor")
+    if ind <= 0:
+        raise FnxRuntimeError(f"linalg.tensorinv: Expected a strictly positive integer for 'ind', but got {ind}")
+    shape = tuple(A.shape)
+    rows, cols = math.prod(shape[:ind]), math.prod(shape[ind:])
+    if rows != cols:
+        raise FnxRuntimeError(f"linalg.tensorinv: Expected self to satisfy the requirement prod(self.shape[ind:]) "
+                              f"== prod(self.shape[:ind]), but got {cols} != {rows} (shape {list(shape)}, "
+                              f"ind={ind})")
+    return inv(A.reshape(rows, cols)).reshape(shape[ind:] + shape[:ind])
+
+
+@autocast_op("linalg.tensorsolve")
+def tensorsolve(A: Tensor, B: Tensor, dims=None, *, out=None) -> Tensor:
+    """X with tensordot(A, X, X.ndim) = B: A's `dims` moved last, A as a (B.numel(), rest) square matrix, solved
+    for B flattened and given A's trailing shape."""
+    if out is not None:
+        raise NotImplementedError("linalg.tensorsolve: out= is not supported; use the returned tensor")
+    if dims is not None:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        A = A.movedim(dims, list(range(A.ndim - len(dims), A.ndim)))
+    result_shape = tuple(A.shape[B.ndim:])
+    if math.prod(result_shape) != B.numel():
+        raise FnxRuntimeError(f"linalg.tensorsolve: Expected self to satisfy the requirement "
+                              f"prod(self.shape[other.ndim:]) == prod(self.shape[:other.ndim]), but got "
+                              f"{math.prod(result_shape)} != {B.numel()} (shapes {list(A.shape)} and "
+                              f"{list(B.shape)})")
+    return solve(A.reshape(B.numel(), -1), B.reshape(-1)).reshape(result_shape)
+
+
+METHODS: dict = {"inverse": inverse, "det": det, "slogdet": slogdet, "logdet": logdet, "cholesky": legacy_cholesky,
+                 "matrix_power": matrix_power, "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse,
+                 "triangular_solve": triangular_solve}

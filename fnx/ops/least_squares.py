@@ -1,5 +1,6 @@
 """The pseudo-inverse and least squares: `pinv` (a primitive with PyTorch's derivative at constant rank),
-`lstsq`, `matrix_rank` and `torch.pinverse`, on the spectral factorizations of spectral.py."""
+`lstsq`, `matrix_rank` and `torch.pinverse`, on the spectral factorizations of spectral.py; and PyTorch's
+deprecated norm names `nuclear_norm` and `frobenius_norm`, which need norms.py (itself above spectral.py)."""
 from __future__ import annotations
 
 from collections import namedtuple
@@ -10,11 +11,12 @@ from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor
 from ._batching import move_to_front
 from .creation import zeros
-from .linalg import matmul
+from .linalg import matmul, warn_once
+from .norms import matrix_norm, vector_norm
 from .reduce import sum as _sum
 from .spectral import _check_matrix, _operand, eigvalsh, svdvals
 
-__all__ = ["pinv", "lstsq", "matrix_rank", "pinverse"]
+__all__ = ["pinv", "lstsq", "matrix_rank", "pinverse", "nuclear_norm", "frobenius_norm"]
 
 
 # ---------------------------------------------------------------- pinv
@@ -171,6 +173,29 @@ def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver: str | None = None) -> Lst
     X = X.squeeze(-1) if vector else X
     singular_values = S if driver in ("gelsd", "gelss") else empty
     return LstsqResult(X, residuals, rank if driver != "gels" else empty.long(), singular_values)
+
+
+# ---------------------------------------------------------------- PyTorch's deprecated norm names
+def nuclear_norm(input: Tensor, dim=None, keepdim: bool = False, *, out=None) -> Tensor:
+    """`torch.nuclear_norm` (deprecated, warns): `linalg.matrix_norm(input, 'nuc', dim, keepdim)`, over the last
+    two dims when `dim` is not given; `nuclear_norm(input, keepdim)` is accepted too, as in PyTorch."""
+    warn_once("at::nuclear_norm is deprecated and it is just left for JIT compatibility. It will be removed in a "
+              "future PyTorch release. Please use `linalg.matrix_norm(A, 'nuc', dim, keepdim)` instead")
+    if isinstance(dim, bool):   # the overload nuclear_norm(input, keepdim)
+        dim, keepdim = None, dim
+    return matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim, out=out)
+
+
+def frobenius_norm(input: Tensor, dim, keepdim: bool = False, *, out=None) -> Tensor:
+    """`torch.frobenius_norm` (deprecated, warns): the 2-norm over `dim` (one or two dims; () for all of them),
+    `linalg.vector_norm(input, 2, dim, keepdim)`."""
+    warn_once("at::frobenius_norm is deprecated and it is just left for JIT compatibility. It will be removed in a "
+              "future PyTorch release. Please use `linalg.vector_norm(A, 2., dim, keepdim)` instead")
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if len(dims) > 2:
+        raise FnxRuntimeError(f"frobenius_norm: Expected at most 2 dimensions, but got {len(dims)} dimensions "
+                              f"instead.")
+    return vector_norm(input, 2, dims or None, keepdim, out=out)
 
 
 METHODS: dict = {"pinverse": pinverse}

@@ -20,6 +20,7 @@ import numpy as np
 from .autocast import autocast_op
 from .. import dtypes as _dt, threads as _threads
 from .. import core
+from .._warn import warn as _warn
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
 from ._batching import elementwise_batch_rule, move_to_front
@@ -27,7 +28,7 @@ from ._families import as_operand, broadcast_shapes, conj_if_complex, promote, s
 from .elementwise import mul_p
 
 __all__ = ["matmul", "mm", "bmm", "dot", "vdot", "mv", "outer", "ger", "inner", "tensordot", "einsum", "addmm",
-           "baddbmm", "trace", "kron"]
+           "baddbmm", "addmv", "addr", "addbmm", "trace", "kron", "cross", "chain_matmul", "vander"]
 
 
 def _dims(shape) -> str:
@@ -59,6 +60,16 @@ def require_same_dtype(op: str, what: str, a: Tensor, b: Tensor) -> None:
         raise FnxRuntimeError(f"{op}: {what} must have the same dtype, but got {a.dtype.name} and {b.dtype.name}; "
                               f"products, linear maps and convolutions do not promote (nor in PyTorch): cast one "
                               f"operand with .float(), .double() or .to(dtype)")
+
+
+_WARNED: set = set()
+
+
+def warn_once(message: str) -> None:
+    """PyTorch's TORCH_WARN_ONCE, for its deprecated names: the first call in a process warns, later ones do not."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        _warn(message)
 
 
 def _sum_tangents(terms):
@@ -235,15 +246,20 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
 @autocast_op("bmm")
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched product of (b, n, k) and (b, k, m) tensors (same batch size; no broadcasting)."""
-    a, b = _same_dtype("bmm", input, mat2, "batch1 and batch2")
-    _check_rank("bmm", (("batch1", a), ("batch2", b)), 3)
+    return matmul_p.bind(*_batches("bmm", input, mat2))
+
+
+def _batches(op: str, batch1: Tensor, batch2: Tensor) -> tuple:
+    """(b, n, k) and (b, k, m) operands of one dtype, checked as PyTorch's bmm checks them."""
+    a, b = _same_dtype(op, batch1, batch2, "batch1 and batch2")
+    _check_rank(op, (("batch1", a), ("batch2", b)), 3)
     if a.shape[0] != b.shape[0]:
-        raise FnxRuntimeError(f"bmm: batch1 and batch2 must have the same batch size, got {a.shape[0]} and "
+        raise FnxRuntimeError(f"{op}: batch1 and batch2 must have the same batch size, got {a.shape[0]} and "
                               f"{b.shape[0]} (shapes {_dims(a.shape)} and {_dims(b.shape)})")
     if a.shape[2] != b.shape[1]:
-        raise FnxRuntimeError(f"bmm: batch1 and batch2 shapes cannot be multiplied ({_dims(a.shape)} and "
+        raise FnxRuntimeError(f"{op}: batch1 and batch2 shapes cannot be multiplied ({_dims(a.shape)} and "
                               f"{_dims(b.shape)})")
-    return matmul_p.bind(a, b)
+    return a, b
 
 
 def _check_vectors(op: str, a: Tensor, b: Tensor) -> None:
@@ -358,11 +374,60 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -
     return _scaled_add("baddbmm", input, bmm(batch1, batch2), beta, alpha)
 
 
+@autocast_op("addmv")
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
+    """beta * input + alpha * (mat @ vec) for a matrix and a vector, as `addmm` (beta == 0 ignores `input`)."""
+    _no_out("addmv", out)
+    return _scaled_add("addmv", input, mv(mat, vec), beta, alpha)
+
+
+@autocast_op("addr")
+def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
+    """beta * input + alpha * outer(vec1, vec2), as `addmm` (beta == 0 ignores `input`)."""
+    _no_out("addr", out)
+    for name, v in (("vec1", vec1), ("vec2", vec2)):
+        if v.ndim != 1:
+            raise FnxRuntimeError(f"addr: Expected 1-D argument {name}, but got {v.ndim}-D")
+    return _scaled_add("addr", input, outer(vec1, vec2), beta, alpha)
+
+
+@autocast_op("addbmm")
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1, out=None) -> Tensor:
+    """beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i]: one (n, b*k) @ (b*k, m) product."""
+    _no_out("addbmm", out)
+    a, b = _batches("addbmm", batch1, batch2)
+    count, n, k = a.shape
+    rows = a.permute(1, 0, 2).reshape(n, count * k)
+    return _scaled_add("addbmm", input, matmul_p.bind(rows, b.reshape(count * k, b.shape[2])), beta, alpha)
+
+
+def _no_out(op: str, out) -> None:
+    if out is not None:
+        raise NotImplementedError(f"{op}: out= is not supported; assign the result instead")
+
+
+def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+    return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(shape[::-1], target[::-1]))
+
+
 def _scaled_add(op: str, input: Tensor, prod: Tensor, beta, alpha) -> Tensor:
+    """beta * input + alpha * prod, `input` broadcast to the product's shape, of its dtype (PyTorch's checks)."""
+    if isinstance(input, Tensor):
+        if input.dtype is not prod.dtype:
+            raise FnxRuntimeError(f"{op}: input and the product must have the same dtype, but got "
+                                  f"{input.dtype.name} and {prod.dtype.name}; cast one with .to(dtype)")
+        if not _broadcasts_to(tuple(input.shape), tuple(prod.shape)):
+            raise FnxRuntimeError(f"{op}: size mismatch, input of shape {list(input.shape)} does not broadcast to "
+                                  f"the product's shape {list(prod.shape)}")
+    if not (prod.dtype.is_floating_point or prod.dtype.is_complex):
+        for name, v in (("beta", beta), ("alpha", alpha)):
+            if isinstance(v, float):
+                raise FnxRuntimeError(f"{op}: For integral input tensors, argument {name} must not be a floating "
+                                      f"point number.")
     out = prod if alpha == 1 else prod * alpha
-    base = broadcast_to(input, tuple(prod.shape))
     if beta == 0:
         return out
+    base = broadcast_to(input, tuple(prod.shape))
     return out + (base if beta == 1 else base * beta)
 
 
@@ -384,6 +449,138 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
     a_ = a.reshape([s for d in sa for s in (d, 1)])
     b_ = b.reshape([s for d in sb for s in (1, d)])
     return (a_ * b_).reshape([x * y for x, y in zip(sa, sb)])
+
+
+# ---------------------------------------------------------------- cross products, chains, Vandermonde matrices
+@autocast_op("linalg.cross")
+def linalg_cross(input: Tensor, other: Tensor, *, dim: int = -1, out=None) -> Tensor:
+    """The cross product of 3-vectors along `dim` (batch dims broadcast): c_i = a_(i+1) b_(i+2) - a_(i+2) b_(i+1),
+    as products of the operands rolled along `dim`."""
+    _no_out("linalg.cross", out)
+    a, b = _both_tensors("linalg.cross", input, other)
+    if a.ndim != b.ndim:
+        raise FnxRuntimeError(f"linalg.cross: inputs must have the same number of dimensions, got shapes "
+                              f"{list(a.shape)} and {list(b.shape)}")
+    d = canonical_dim(dim, a.ndim, "linalg.cross")
+    if a.shape[d] != 3 or b.shape[d] != 3:
+        raise FnxRuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {a.shape[d]} and "
+                              f"{b.shape[d]}")
+    return roll(a, -1, d) * roll(b, 1, d) - roll(a, 1, d) * roll(b, -1, d)
+
+
+def _both_tensors(op: str, input, other) -> tuple:
+    """`input` and `other`, tensors of one dtype (PyTorch does not promote them either)."""
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise FnxTypeError(f"{op}: expected two tensors, got {type(input).__name__} and {type(other).__name__}")
+    if input.dtype is not other.dtype:
+        raise FnxRuntimeError(f"{op}: input and other must have the same dtype, but got {input.dtype.name} and "
+                              f"{other.dtype.name}; cast one with .to(dtype)")
+    return input, other
+
+
+@autocast_op("cross")
+def cross(input: Tensor, other: Tensor, dim: int | None = None, *, out=None) -> Tensor:
+    """`torch.cross`: `linalg.cross` along `dim`; without `dim`, along the first dim of size 3 of `input`
+    (PyTorch's deprecated default, which warns: pass dim, or use linalg.cross, whose default is -1)."""
+    if dim is None:
+        warn_once("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "
+                  "explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to agree "
+                  "with that of linalg.cross in a future release.")
+        dim = next((d for d, size in enumerate(input.shape) if size == 3), None)
+        if dim is None:
+            raise FnxRuntimeError(f"cross: no dimension of size 3 in input (shape {list(input.shape)}); pass dim")
+    return linalg_cross(input, other, dim=dim, out=out)
+
+
+@autocast_op("linalg.multi_dot")
+def multi_dot(tensors, *, out=None):
+    """The product of a chain of matrices, multiplied in the order that costs the fewest multiply-adds; the first
+    may be a vector (a row) and the last a vector (a column), which the result then drops, as in PyTorch."""
+    _no_out("linalg.multi_dot", out)
+    ts = list(tensors)
+    if len(ts) < 2:
+        raise FnxRuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(ts)}")
+    for i, t in enumerate(ts):
+        allowed = (1, 2) if i in (0, len(ts) - 1) else (2,)
+        if t.ndim not in allowed:
+            which = "first" if i == 0 else "last" if i == len(ts) - 1 else f"{i}th"
+            raise FnxRuntimeError(f"multi_dot(): the {which} tensor must be {' or '.join(f'{d}D' for d in allowed)} "
+                                  f"but got {t.ndim}D")
+    row, column = ts[0].ndim == 1, ts[-1].ndim == 1
+    ts[0] = ts[0].reshape(1, -1) if row else ts[0]
+    ts[-1] = ts[-1].reshape(-1, 1) if column else ts[-1]
+    dims = [ts[0].shape[0]] + [t.shape[1] for t in ts]
+    n = len(ts)
+    cost = [[0] * n for _ in range(n)]   # the matrix-chain order: cost[i][j] of the product ts[i..j], split[i][j]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j], split[i][j] = min((cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k)
+                                          for k in range(i, j))
+
+    def product(i: int, j: int):
+        return ts[i] if i == j else matmul(product(i, split[i][j]), product(split[i][j] + 1, j))
+
+    result = product(0, n - 1)
+    if row and column:
+        return result.reshape(())
+    return result.reshape(-1) if row or column else result
+
+
+@autocast_op("chain_matmul")
+def chain_matmul(*matrices, out=None) -> Tensor:
+    """`torch.chain_matmul` (deprecated, warns): the product of 2-D matrices, as `linalg.multi_dot`; one matrix
+    gives a copy of it."""
+    warn_once("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
+              "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than multiple "
+              "parameters.")
+    _no_out("chain_matmul", out)
+    if not matrices:
+        raise FnxRuntimeError("chain_matmul(): Expected one or more matrices")
+    for i, m in enumerate(matrices):
+        if m.ndim != 2:
+            raise FnxRuntimeError(f"chain_matmul(): matrix {i} has {m.ndim} dimension(s) (shape {list(m.shape)}), "
+                                  f"expected 2")
+    return matrices[0].clone() if len(matrices) == 1 else multi_dot(matrices)
+
+
+def _vander_columns(x: Tensor, n: int) -> Tensor:
+    """(..., n): x^0, x^1, ..., x^(n-1) as a cumulative product, so x = 0 gives 1, 0, 0, ... and gradients there
+    are finite; integers (and bools) in int64, as PyTorch's cumprod gives them."""
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        x = x.long()
+    ones = x.new_ones(tuple(x.shape) + (1,))
+    if n == 1:
+        return ones
+    powers = cumprod(x.unsqueeze(-1).expand(tuple(x.shape) + (n - 1,)), -1)
+    return cat([ones, powers], -1)
+
+
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
+    """`torch.vander`: the Vandermonde matrix of a 1-D `x` with N columns (default len(x)): powers decreasing from
+    x^(N-1) to x^0, or increasing with `increasing` (numpy's convention)."""
+    if x.ndim != 1:
+        raise FnxRuntimeError(f"vander: x must be a one-dimensional tensor, got shape {list(x.shape)}")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise FnxRuntimeError(f"vander: N must be non-negative, got {n}")
+    if n == 0:
+        dtype = x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else _dt.int64
+        return x.new_zeros((x.shape[0], 0), dtype=dtype)
+    out = _vander_columns(x, n)
+    return out if increasing else flip(out, (-1,))
+
+
+def linalg_vander(x: Tensor, *, N: int | None = None) -> Tensor:
+    """`torch.linalg.vander`: x^0, ..., x^(N-1) in increasing order along a new last dim (N defaults to x's last
+    size; batch dims pass through), the transpose of numpy's default decreasing order."""
+    if x.ndim == 0:
+        raise FnxRuntimeError("linalg.vander: x must have at least one dimension, got a 0-D tensor")
+    n = x.shape[-1] if N is None else N
+    if n <= 1:
+        raise FnxRuntimeError(f"linalg.vander: N must be greater than 1, got {n}")
+    return _vander_columns(x, n)
 
 
 # ---------------------------------------------------------------- einsum
@@ -578,21 +775,26 @@ def einsum(equation, *operands) -> Tensor:
 
 METHODS: dict = {
     "matmul": matmul, "mm": mm, "bmm": bmm, "dot": dot, "vdot": vdot, "mv": mv, "outer": outer, "ger": outer,
-    "inner": inner, "addmm": addmm, "baddbmm": baddbmm, "trace": trace, "kron": kron,
+    "inner": inner, "addmm": addmm, "baddbmm": baddbmm, "addmv": addmv, "addr": addr, "addbmm": addbmm,
+    "trace": trace, "kron": kron, "cross": cross,
     "__matmul__": matmul, "__rmatmul__": lambda self, other: matmul(other, self),
 }
-INPLACE: dict = {"addmm_": addmm, "baddbmm_": baddbmm}
+INPLACE: dict = {"addmm_": addmm, "baddbmm_": baddbmm, "addmv_": addmv, "addr_": addr, "addbmm_": addbmm}
 
 
 # ---------------------------------------------------------------- re-exports
 # Solvers and determinants build on matmul above; importing them last keeps the import cycle one-way at load
 # time, and puts torch's top-level names (fnx.det, fnx.inverse, x.det(), ...) in this family's surface.
 from . import decompositions as _decompositions  # noqa: E402
-from .decompositions import det, inverse, logdet, matrix_power, slogdet  # noqa: E402
+from .decompositions import (cholesky_inverse, cholesky_solve, det, inverse, legacy_cholesky as cholesky,  # noqa: E402
+                             logdet, matrix_power, slogdet, triangular_solve)
 
-__all__ += ["det", "inverse", "logdet", "slogdet", "matrix_power"]
+__all__ += ["det", "inverse", "logdet", "slogdet", "matrix_power", "cholesky", "cholesky_inverse", "cholesky_solve",
+            "triangular_solve"]
 METHODS.update(_decompositions.METHODS)
 
-from .reduce import sum as _sum
-from .shape import broadcast_to
+from .reduce import cumprod, sum as _sum
+from .shape import broadcast_to, flip
 from .creation import eye
+from .arrange import roll
+from .joins import cat

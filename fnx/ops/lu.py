@@ -22,12 +22,14 @@ from ._batching import move_to_front
 from .autocast import autocast_op
 from .arrange import tril, triu
 from .creation import arange, eye, zeros, zeros_like
-from .decompositions import solve_triangular
+from .decompositions import _check_square, _float_operand, _host, inv, raise_info, solve, solve_triangular, vector_rhs
 from .indexing import take_along_dim
 from .joins import cat
+from .elementwise import where
 from .linalg import matmul
 
-__all__ = ["lu_factor", "lu_factor_ex", "lu", "lu_unpack", "lu_solve", "legacy_lu", "legacy_lu_solve"]
+__all__ = ["lu_factor", "lu_factor_ex", "lu", "lu_unpack", "lu_solve", "legacy_lu", "legacy_lu_solve", "inv_ex",
+           "solve_ex"]
 
 
 # ---------------------------------------------------------------- the factorization
@@ -196,15 +198,14 @@ def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False, o
                                   "supported; use pivot=True")
     LU, pivots, info = lu_factor_p.bind(_operand("linalg.lu_factor_ex", A))
     if check_errors:
-        _check_info("linalg.lu_factor_ex", info)
+        _check_info("torch.linalg.lu_factor_ex", info)
     return LUFactorExResult(LU, pivots, info)
 
 
 def _check_info(op: str, info: Tensor) -> None:
-    if bool((info > 0).any()):
-        first = int(info.reshape(-1)[(info.reshape(-1) > 0).long().argmax()])
-        raise FnxRuntimeError(f"{op}: The factorization could not be completed because the input is not invertible: "
-                              f"U[{first - 1}, {first - 1}] is zero (info = {first})")
+    raise_info(op, info.numpy(), lambda k: f"U[{k},{k}] is zero and using it on lu_solve would result in a division "
+                                           f"by zero. If you still want to perform the factorization, consider "
+                                           f"calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
 
 
 def lu_factor(A: Tensor, *, pivot: bool = True, out=None) -> LUFactorResult:
@@ -258,6 +259,89 @@ def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoin
         return _unpermute_rows(solve_triangular(LU.mH, Y, upper=True, unitriangular=True), perm)
     Y = solve_triangular(LU, _permute_rows(B, perm), upper=False, unitriangular=True)
     return solve_triangular(LU, Y, upper=True)
+
+
+# ---------------------------------------------------------------- inverses and solves that report singularity
+singular_info_p = Primitive("linalg_singular_info", saves_inputs=False, differentiable=False)
+
+
+_SINGULAR = {   # the LinAlgError each op raises for info = k, PyTorch's words
+    "linalg.inv_ex": lambda k: (f"The diagonal element {k} is zero, the inversion could not be completed because the "
+                                f"input matrix is singular."),
+    "torch.linalg.solve_ex": lambda k: "The solver failed because the input matrix is singular.",
+}
+
+
+@singular_info_p.def_impl
+def _singular_info_impl(xp, a, *, check):
+    # getrf's info per matrix. The library's det is an LU too: a finite nonzero det clears a matrix at a third of
+    # an inverse's cost; the others (zero, inf or nan det: singular, or over/underflowing) run through _getrf.
+    # check: "" or the op whose LinAlgError singularity raises (here, so that it raises under transforms too).
+    info = xp.zeros(a.shape[:-2], dtype=np.int32)
+    if a.shape[-1] == 0:
+        return info
+    det = xp.linalg.det(a)
+    suspect = ~(xp.isfinite(det) & (det != 0))
+    if bool(suspect.any()):
+        info[suspect] = _getrf(xp, a[suspect])[2]
+        if check:
+            raise_info(check, _host(info), _SINGULAR[check])
+    return info
+
+
+@singular_info_p.def_abstract
+def _singular_info_abstract(a: ShapedArray, *, check) -> ShapedArray:
+    _check_square("linalg.inv_ex", a)
+    return ShapedArray(a.shape[:-2], _dt.int32, a.device)
+
+
+singular_info_p.def_batch(lambda args, dims, check: (singular_info_p.bind(move_to_front(args[0], dims[0]),
+                                                                          check=check), 0))
+singular_info_p.def_vjp(lambda g, primals, out, check: (None,))
+
+
+@singular_info_p.def_jvp
+def _singular_info_jvp(primals, tangents, *, check):
+    info = singular_info_p.bind(primals[0], check=check)
+    return info, zeros_like(info)
+
+InvExResult = namedtuple("inv_ex", ["inverse", "info"])
+SolveExResult = namedtuple("solve_ex", ["result", "info"])
+
+
+def _invertible(A: Tensor, op: str, check_errors: bool) -> tuple[Tensor, Tensor]:
+    """(info, A with its singular matrices replaced by the identity): the solver then never fails, and the
+    singular matrices' results are set to nan afterwards."""
+    info = singular_info_p.bind(A, check=op if check_errors else "")
+    ok = (info == 0).reshape(tuple(info.shape) + (1, 1))
+    return info, where(ok, A, eye(A.shape[-1], dtype=A.dtype, device=A.device))
+
+
+def _nan_where_singular(x: Tensor, info: Tensor, tail: int) -> Tensor:
+    return where((info == 0).reshape(tuple(info.shape) + (1,) * tail), x, float("nan"))
+
+
+@autocast_op("linalg.inv_ex")
+def inv_ex(A: Tensor, *, check_errors: bool = False, out=None) -> InvExResult:
+    """`linalg.inv` that reports singular matrices instead of raising: (inverse, info), info (int32, per matrix)
+    0 or the 1-based index of LU's first zero pivot, as LAPACK's getrf gives it; a singular matrix's inverse is
+    nan (PyTorch's holds LAPACK's leftovers, inf and nan). With `check_errors`, singularity raises LinAlgError."""
+    if out is not None:
+        raise NotImplementedError("linalg.inv_ex: out= is not supported; use the returned tensors")
+    A = _float_operand("linalg.inv_ex", A)
+    info, safe = _invertible(A, "linalg.inv_ex", check_errors)
+    return InvExResult(_nan_where_singular(inv(safe), info, 2), info)
+
+
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False, out=None) -> SolveExResult:
+    """`linalg.solve` that reports singular matrices instead of raising: (result, info), info as in `inv_ex` (of
+    A's batch shape); a singular system's result is nan. With `check_errors`, singularity raises LinAlgError."""
+    if out is not None:
+        raise NotImplementedError("linalg.solve_ex: out= is not supported; use the returned tensors")
+    A = _float_operand("linalg.solve_ex", A)
+    info, safe = _invertible(A, "torch.linalg.solve_ex", check_errors)
+    result = solve(safe, B, left=left)
+    return SolveExResult(_nan_where_singular(result, info, 1 if left and vector_rhs(A, B) else 2), info)
 
 
 # ---------------------------------------------------------------- PyTorch's older names

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .autocast import autocast_op
-from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..tensor import Tensor, Tracer
 from ._batching import move_to_front
 from .linalg import matmul  # first: linalg loads decompositions below itself (fnx.norm reaches here from reduce.py)
@@ -29,8 +29,10 @@ from .complex import imag, real
 from .elementwise import convert, where
 from .joins import cat, narrow
 from .reduce import sum as _sum
+from .sampling import randn
 
-__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "eig", "eigvals", "qr", "geqrf", "householder_product"]
+__all__ = ["svd", "svdvals", "eigh", "eigvalsh", "eig", "eigvals", "qr", "geqrf", "householder_product", "ormqr", "svd_lowrank",
+           "pca_lowrank"]
 
 
 def _check_matrix(op: str, a: ShapedArray, square: bool = False) -> None:
@@ -542,13 +544,84 @@ def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
     if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
         raise FnxRuntimeError(f"linalg.householder_product: the batch dims of tau {list(tau.shape[:-1])} must equal "
                               f"those of input {list(A.shape[:-2])}")
-    V = tril(A, -1) + eye(m, n, dtype=A.dtype, device=A.device)
-    Q = eye(m, n, dtype=A.dtype, device=A.device).expand(tuple(A.shape))
-    for i in reversed(range(k)):
-        v = V[..., :, i:i + 1]
-        vh = v.mH
-        Q = Q - tau[..., i:i + 1].unsqueeze(-1) * matmul(v, matmul(vh, Q))
+    return _reflect(A, tau, eye(m, n, dtype=A.dtype, device=A.device).expand(tuple(A.shape)))
+
+
+def _reflect(A: Tensor, tau: Tensor, C: Tensor, left: bool = True, adjoint: bool = False) -> Tensor:
+    """Q C (C Q with left=False; Q^H in place of Q with `adjoint`) for Q = H_1 ... H_k, H_i = I - tau_i v_i v_i^H,
+    v_i A's i-th column below a unit diagonal entry: k rank-one updates of C, in the order the product needs."""
+    m, k = A.shape[-2], tau.shape[-1] if tau.ndim else 0
+    V = tril(A[..., :, :k], -1) + eye(m, k, dtype=A.dtype, device=A.device)
+    for i in (range(k) if left == adjoint else reversed(range(k))):
+        v, t = V[..., :, i:i + 1], tau[..., i:i + 1].unsqueeze(-1)
+        t = t.conj() if adjoint else t
+        C = C - t * (matmul(v, matmul(v.mH, C)) if left else matmul(matmul(C, v), v.mH))
+    return C
+
+
+@autocast_op("ormqr")
+def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpose: bool = False, *,
+          out=None) -> Tensor:
+    """Q @ other (other @ Q with left=False; Q^H with `transpose`) for the m x m Q = H_1 ... H_k that geqrf's
+    (input, tau) hold, without forming Q (LAPACK's ormqr); differentiable in all three."""
+    if out is not None:
+        raise NotImplementedError("ormqr: out= is not supported; assign the result instead")
+    if input.dtype is not tau.dtype or input.dtype is not other.dtype:
+        raise FnxRuntimeError(f"torch.ormqr: Expected input, tau and other to have the same dtype, got "
+                              f"{input.dtype.name}, {tau.dtype.name} and {other.dtype.name}")
+    if other.ndim != input.ndim:
+        raise FnxRuntimeError(f"torch.ormqr: Expected other to have the same number of dimensions as input, but got "
+                              f"other.ndim equal to {other.ndim} and input.ndim is equal to {input.ndim}")
+    m = input.shape[-2]
+    if other.shape[-2 if left else -1] != m:
+        raise FnxRuntimeError(f"torch.ormqr: other.shape[{-2 if left else -1}] must be equal to input.shape[-2] "
+                              f"(shapes {list(other.shape)} and {list(input.shape)})")
+    if tau.shape[-1] > min(m, input.shape[-1]):
+        raise FnxRuntimeError(f"torch.ormqr: tau.shape[-1] ({tau.shape[-1]}) must be at most min(input.shape[-2], "
+                              f"input.shape[-1]) ({min(m, input.shape[-1])})")
+    return _reflect(input, tau, other, left, transpose)
+
+
+# ---------------------------------------------------------------- randomized low-rank SVD and PCA
+def _approximate_basis(A: Tensor, q: int, niter: int) -> Tensor:
+    """Q with orthonormal columns whose span approximates A's range (Halko et al. 2009, algorithm 4.4, PyTorch's
+    get_approximate_basis): the QR of A R for a Gaussian R (n, q), refined by `niter` subspace iterations."""
+    dtype = A.dtype if A.dtype.is_floating_point or A.dtype.is_complex else _dt.float32
+    Q = qr(matmul(A, randn(A.shape[-1], q, dtype=dtype, device=A.device))).Q
+    for _ in range(niter):
+        Q = qr(matmul(A.mH, Q)).Q
+        Q = qr(matmul(A, Q)).Q
     return Q
+
+
+def svd_lowrank(A: Tensor, q: int | None = 6, niter: int | None = 2, M: Tensor | None = None) -> tuple:
+    """`torch.svd_lowrank`: (U, S, V) with A - M ~ U diag(S) V^H of rank q, by a randomized range finder (Halko et
+    al. 2009, algorithm 5.1, as PyTorch computes it: its draws differ from PyTorch's, so U, S and V agree with
+    PyTorch's only where q covers A's rank). M (A's mean, default none) broadcasts to A's shape."""
+    q, niter = 6 if q is None else q, 2 if niter is None else niter
+    m, n = A.shape[-2:]
+    if M is not None:
+        A = A - M.broadcast_to(tuple(A.shape))
+    if m < n:
+        A = A.mH
+    Q = _approximate_basis(A, q, niter)
+    U, S, Vh = svd(matmul(Q.mH, A), full_matrices=False)
+    U, V = matmul(Q, U), Vh.mH
+    return (V, S, U) if m < n else (U, S, V)
+
+
+def pca_lowrank(A: Tensor, q: int | None = None, center: bool = True, niter: int = 2) -> tuple:
+    """`torch.pca_lowrank`: `svd_lowrank` of A with its column means subtracted (unless not `center`), q defaulting
+    to min(6, m, n): V's columns are the principal directions, S**2 / (m - 1) the variances along them."""
+    m, n = A.shape[-2:]
+    if q is None:
+        q = min(6, m, n)
+    elif not 0 <= q <= min(m, n):
+        raise FnxValueError(f"pca_lowrank: q(={q}) must be non-negative integer and not greater than min(m, n)="
+                            f"{min(m, n)}")
+    if not niter >= 0:
+        raise FnxValueError(f"pca_lowrank: niter(={niter}) must be non-negative integer")
+    return svd_lowrank(A - A.mean(-2, keepdim=True) if center else A, q, niter)
 
 
 # ---------------------------------------------------------------- PyTorch's older top-level names
@@ -583,5 +656,5 @@ def spectral_norm(A: Tensor, ord) -> Tensor:
     return S[..., 0] if ord == 2 else S[..., -1]
 
 
-METHODS: dict = {"svd": legacy_svd, "qr": legacy_qr, "geqrf": geqrf, "orgqr": householder_product}
+METHODS: dict = {"svd": legacy_svd, "qr": legacy_qr, "geqrf": geqrf, "orgqr": householder_product, "ormqr": ormqr}
 INPLACE: dict = {}
