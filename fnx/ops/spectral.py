@@ -29,7 +29,7 @@ from .complex import imag, real
 from .elementwise import convert, where
 from .joins import cat, narrow
 from .reduce import sum as _sum
-from .sampling import randn
+from . import sampling  # the module: sampling -> random -> reduce -> norms -> spectral is a cycle
 
 __all__ = ["svd", "svdvals", "eigh", "eigvalsh", "eig", "eigvals", "qr", "geqrf", "householder_product", "ormqr", "svd_lowrank",
            "pca_lowrank"]
@@ -587,7 +587,7 @@ def _approximate_basis(A: Tensor, q: int, niter: int) -> Tensor:
     """Q with orthonormal columns whose span approximates A's range (Halko et al. 2009, algorithm 4.4, PyTorch's
     get_approximate_basis): the QR of A R for a Gaussian R (n, q), refined by `niter` subspace iterations."""
     dtype = A.dtype if A.dtype.is_floating_point or A.dtype.is_complex else _dt.float32
-    Q = qr(matmul(A, randn(A.shape[-1], q, dtype=dtype, device=A.device))).Q
+    Q = qr(matmul(A, sampling.randn(A.shape[-1], q, dtype=dtype, device=A.device))).Q
     for _ in range(niter):
         Q = qr(matmul(A.mH, Q)).Q
         Q = qr(matmul(A, Q)).Q
