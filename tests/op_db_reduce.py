@@ -228,6 +228,36 @@ def norm_entry(p, kind="floats"):
     return OpInfo(f"norm_{p}", lambda x, **kw: fnx.norm(x, p, **kw), np_norm(p), reduce_sample(kind))
 
 
+@st.composite
+def sum_to_size_sample(draw):
+    shape = draw(shapes(max_dims=3))
+    keep = draw(st.integers(0, len(shape)))
+    size = tuple(1 if draw(st.booleans()) else n for n in shape[len(shape) - keep:])
+    return Sample((draw(floats(shape)), size))
+
+
+def np_sum_to_size(x, size):
+    lead = x.ndim - len(size)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(size) if n == 1 and x.shape[lead + i] != 1)
+    return np.sum(x, axis=axes).reshape(size) if axes else x.reshape(size)
+
+
+@st.composite
+def renorm_sample(draw):
+    x = values_of(draw, "signed", draw(shapes(min_dims=2, max_dims=3)))   # off abs's and max's kinks
+    p, dim = draw(st.sampled_from([1.0, 2.0, 3.0, math.inf])), draw(st.integers(-x.ndim, x.ndim - 1))
+    norms = np_renorm(x, p, dim, math.inf)[1]
+    maxnorm = draw(st.floats(0.5, 4.0).filter(lambda m: np.abs(norms - m).min() > 0.01))   # off the kink
+    return Sample((x, p, dim, maxnorm))
+
+
+def np_renorm(x, p, dim, maxnorm):
+    axes = tuple(i for i in range(x.ndim) if i != dim % x.ndim)
+    a = np.abs(x)
+    norms = np.max(a, axis=axes, keepdims=True) if p == math.inf else np.sum(a ** p, axis=axes, keepdims=True) ** (1 / p)
+    return x * np.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0), norms
+
+
 OPS = [
     OpInfo("sum", fnx.sum, np_reduce(np.sum), reduce_sample(), double_grad=True),
     OpInfo("sum_int", fnx.sum, np_reduce(np.sum, dtype=np.int64), reduce_sample("ints"), grad=False),
@@ -300,4 +330,7 @@ OPS = [
     OpInfo("nansum", fnx.nansum, np_reduce(np.nansum), reduce_sample("nans")),
     OpInfo("nanmean", fnx.nanmean, np_reduce(np.nanmean), reduce_sample("nans"), grad=False),
     OpInfo("nanmean_nonan", fnx.nanmean, np_reduce(np.nanmean), reduce_sample()),
+    OpInfo("sum_to_size", lambda x, size: x.sum_to_size(size), np_sum_to_size, sum_to_size_sample(),
+           extra={"numerics": "reductions"}),
+    OpInfo("renorm", fnx.renorm, lambda *args: np_renorm(*args)[0], renorm_sample(), extra={"numerics": "reductions"}),
 ]
