@@ -151,7 +151,7 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
                               f"and {source.dtype}")
     x, m = broadcast_tensors(input, mask)
     picks = cumsum(reshape(m, -1), 0) - 1   # the source element each position would take
-    known = _known(picks)
+    known = known_value(picks)
     needed = int(known[-1]) + 1 if known is not None and known.size else 0
     if needed > source.numel():
         raise FnxRuntimeError(f"masked_scatter: Number of elements of source < number of ones in mask "
@@ -162,14 +162,14 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     return where(m, reshape(taken, tuple(x.shape)), x)
 
 
-def _known(x: Tensor):
+def known_value(x: Tensor):
     """x's value as numpy data, or None while it is traced (then checks on it are left out)."""
     if isinstance(x, Tracer):
         try:
             x = x._concrete("a known value")
         except FnxTypeError:
             return None
-    return x.numpy()
+    return x.detach().numpy()
 
 
 def _check_src(op: str, src, expected: tuple) -> None:
