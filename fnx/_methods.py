@@ -64,8 +64,8 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
 
 attach(_METHODS)
 for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling, special,
-                strided, search, spectral, least_squares, complex_ops, short_time_fourier, matrix_functions, lu, scatters,
-                statistics):
+                strided, search, spectral, least_squares, complex_ops, short_time_fourier, matrix_functions, lu,
+                scatters, statistics):
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 for _dunder, _name in _INPLACE_OPERATORS.items():

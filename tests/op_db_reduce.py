@@ -255,7 +255,10 @@ def renorm_sample(draw):
 def np_renorm(x, p, dim, maxnorm):
     axes = tuple(i for i in range(x.ndim) if i != dim % x.ndim)
     a = np.abs(x)
-    norms = np.max(a, axis=axes, keepdims=True) if p == math.inf else np.sum(a ** p, axis=axes, keepdims=True) ** (1 / p)
+    if p == math.inf:
+        norms = np.max(a, axis=axes, keepdims=True)
+    else:
+        norms = np.sum(a ** p, axis=axes, keepdims=True) ** (1 / p)
     return x * np.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0), norms
 
 

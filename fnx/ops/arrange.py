@@ -201,7 +201,7 @@ def _pad_edges(x: Tensor, d: int, lo: int, hi: int, mode: str) -> Tensor:
 
 
 METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
-    "roll": roll, "rot90": rot90, "tile": _tile_method, "repeat": repeat, "repeat_interleave": repeat_interleave, "tril": tril,
-    "triu": triu,
+    "roll": roll, "rot90": rot90, "tile": _tile_method, "repeat": repeat, "repeat_interleave": repeat_interleave,
+    "tril": tril, "triu": triu,
 }
 INPLACE: dict = {"tril_": tril, "triu_": triu}  # in-place methods (name_ -> out-of-place function)

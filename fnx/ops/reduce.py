@@ -768,7 +768,9 @@ METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> fun
     "diff": diff, "cummax": cummax, "cummin": cummin, "logcumsumexp": logcumsumexp, "histc": histc,
     "renorm": renorm, "sum_to_size": _sum_to_size,
 }
-INPLACE: dict = {"cumsum_": _cumsum_keep_dtype, "cumprod_": _cumprod_keep_dtype, "renorm_": renorm}  # in-place (name_ -> function)
+INPLACE: dict = {  # in-place (name_ -> function)
+    "cumsum_": _cumsum_keep_dtype, "cumprod_": _cumprod_keep_dtype, "renorm_": renorm,
+}
 
 
 def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:

@@ -73,17 +73,18 @@ def _reduce_into(x: Tensor, targets: Tensor, src: Tensor, reduce: str, include_s
     """Flat x with the flat `src` combined at flat `targets` by `reduce` (sum, prod, mean, amax or amin)."""
     if targets.shape[0] == 0:
         return x
+    if reduce == "sum" and include_self:
+        return _add_at(x, targets, src)
     counts = _add_at(zeros(x.shape[0], dtype=_dt.int64, device=x.device), targets,
-                     arange(1, device=x.device).expand(targets.shape[0]) + 1)
+                     ones(targets.shape[0], dtype=_dt.int64, device=x.device))
     hit = counts > 0
     if reduce in ("sum", "mean"):
         total = _add_at(x if include_self else where(hit, zeros_like(x), x), targets, src)
         if reduce == "sum":
             return total
         n = maximum(counts + int(include_self), 1)
-        n = n if not x.dtype.is_floating_point and not x.dtype.is_complex else n.to(x.dtype)
-        mean = true_divide(total, n) if x.dtype.is_floating_point or x.dtype.is_complex else floor_divide(total, n)
-        return where(hit, mean, x)
+        inexact = x.dtype.is_floating_point or x.dtype.is_complex
+        return where(hit, true_divide(total, n.to(x.dtype)) if inexact else floor_divide(total, n), x)
     combine = _FOLDS[reduce]
     if reduce == "prod":
         folded = _fold_runs(targets, src, counts, combine)
