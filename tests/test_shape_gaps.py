@@ -72,8 +72,11 @@ def test_scatter_reduce_matches_a_loop_on_2d_inputs_along_dim_1(n, m, reduce, in
 
 def test_scatter_reduce_0d_empty_and_nan():
     assert fnx.tensor(3.).scatter_reduce(0, fnx.tensor(0), fnx.tensor(5.), "amax").item() == 5.0
-    empty = fnx.zeros(3).scatter_reduce(0, fnx.tensor([], dtype=fnx.int64), fnx.tensor([]), "amax")
+    src = fnx.ones(2, requires_grad=True)
+    empty = fnx.zeros(3).scatter_reduce(0, fnx.tensor([], dtype=fnx.int64), src, "amax")
     assert empty.tolist() == [0., 0., 0.]
+    empty.sum().backward()
+    assert src.grad.tolist() == [0., 0.]   # torch's: zeros, not None
     nan = math.nan
     out = fnx.tensor([1., 2.]).scatter_reduce(0, fnx.tensor([0, 0, 1, 1]), fnx.tensor([nan, 5., 0., nan]), "amin")
     assert np.isnan(out.numpy()).all()   # NaN wins, as torch

@@ -71,9 +71,7 @@ def _shared_extremum(x: Tensor, src: Tensor, targets: Tensor, result: Tensor, hi
 
 def _reduce_into(x: Tensor, targets: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
     """Flat x with the flat `src` combined at flat `targets` by `reduce` (sum, prod, mean, amax or amin)."""
-    if targets.shape[0] == 0:
-        return x
-    if reduce == "sum" and include_self:
+    if targets.shape[0] == 0 or (reduce == "sum" and include_self):   # nothing aimed anywhere: src's gradient is 0
         return _add_at(x, targets, src)
     counts = _add_at(zeros(x.shape[0], dtype=_dt.int64, device=x.device), targets,
                      ones(targets.shape[0], dtype=_dt.int64, device=x.device))
