@@ -24,6 +24,9 @@ from .ops.joins import *  # noqa: F401,F403
 from .ops.arrange import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
 from .ops.indexing import *  # noqa: F401,F403
+from .ops.scatters import *  # noqa: F401,F403
+from .ops.calculus import *  # noqa: F401,F403
+from .ops.statistics import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403
 from .ops.sampling import *  # noqa: F401,F403
 from .ops.special import *  # noqa: F401,F403

@@ -12,8 +12,8 @@ from __future__ import annotations
 from . import dtypes as _dt
 from .errors import FnxRuntimeError, FnxTypeError
 from .ops import (arrange, complex as complex_ops, creation, elementwise as ew, indexing, inplace, joins,
-                  least_squares, linalg, lu, matrix_functions, reduce, sampling, search, shape, short_time_fourier,
-                  sort, special, spectral, strided)
+                  least_squares, linalg, lu, matrix_functions, reduce, sampling, scatters, search, shape,
+                  short_time_fourier, sort, special, spectral, statistics, strided)
 from .ops.creation import empty, stop_gradient, tensor as _tensor, transfer
 from .ops.elementwise import convert, where
 from .ops.indexing import _put_functional, _values
@@ -68,7 +68,8 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
 
 attach(_METHODS)
 for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling, special,
-                strided, search, spectral, least_squares, complex_ops, short_time_fourier, matrix_functions, lu):
+                strided, search, spectral, least_squares, complex_ops, short_time_fourier, matrix_functions, lu,
+                scatters, statistics):
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 for _dunder, _name in _INPLACE_OPERATORS.items():
@@ -76,6 +77,7 @@ for _dunder, _name in _INPLACE_OPERATORS.items():
 Tensor.fill_ = inplace.fill_
 Tensor.zero_ = inplace.zero_
 Tensor.copy_ = inplace.copy_
+Tensor.swapaxes_ = Tensor.swapdims_ = Tensor.transpose_
 
 
 # ---------------------------------------------------------------- Tensor methods that call ops
@@ -145,11 +147,6 @@ def _tensor_astype(self, dtype, *, copy: bool = False) -> Tensor:
     return _astype(self, dtype, copy=copy)
 
 
-def _ravel(self) -> Tensor:
-    """`self` flattened to 1-D (numpy's name for `reshape(-1)`)."""
-    return shape.reshape(self, (-1,))
-
-
 Tensor.at = property(_at)
 
 
@@ -172,7 +169,6 @@ def _set_part(part: str):
 Tensor.real = property(complex_ops.real, _set_part("real"), doc="The real part (settable, in place).")
 Tensor.imag = property(complex_ops.imag, _set_part("imag"), doc="The imaginary part (settable, in place).")
 Tensor.astype = _tensor_astype
-Tensor.ravel = _ravel
 Tensor.__init__ = _tensor_init
 Tensor.to = _to
 Tensor.type_as = _type_as

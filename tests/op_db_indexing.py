@@ -5,6 +5,7 @@ from hypothesis.extra import numpy as hnp
 
 import fnx
 from op_db import OpInfo, Sample, bools, floats, shapes
+from op_db_reduce import separated
 
 
 # ---------------------------------------------------------------- index expressions
@@ -125,6 +126,97 @@ def np_scatter(x, index, src, dim, add=False):
             out[tuple(at)] += src[pos]
         else:
             out[tuple(at)] = src[pos]
+    return out
+
+
+def _distinct(sample: Sample, draw) -> Sample:
+    """`sample` with its float arrays' values replaced by distinct ones (no ties: amax/amin's finite differences)."""
+    arrays = [a for a in sample.args if a.dtype == np.float64]
+    values = iter(separated(draw, (sum(a.size for a in arrays),)))
+    args = tuple(np.array([next(values) for _ in range(a.size)]).reshape(a.shape) if a.dtype == np.float64 else a
+                 for a in sample.args)
+    return Sample(args, sample.kwargs)
+
+
+@st.composite
+def scatter_reduce_sample(draw, reduce: str, index_reduce: bool = False):
+    """(input, index, src) for scatter_reduce (gather_sample's) or index_reduce (a vector index), a reduction and
+    include_self; distinct values for amax/amin."""
+    sample = draw(vector_index_sample(source=True) if index_reduce else gather_sample(src=True))
+    if reduce in ("amax", "amin"):
+        sample = _distinct(sample, draw)
+    return Sample(sample.args, {**sample.kwargs, "reduce": reduce, "include_self": draw(st.booleans())})
+
+
+def np_scatter_reduce(x, index, src, dim, reduce, include_self):
+    """PyTorch's scatter_reduce by a loop: the values aimed at each element, reduced."""
+    d = dim % x.ndim
+    aimed = {}
+    for pos in np.ndindex(*index.shape):
+        at = list(pos)
+        at[d] = index[pos]
+        aimed.setdefault(tuple(at), []).append(src[pos])
+    out = x.copy()
+    reducer = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "amax": np.max, "amin": np.min}[reduce]
+    for at, values in aimed.items():
+        out[at] = reducer(values + [x[at]] if include_self else values)
+    return out
+
+
+def np_index_reduce(x, index, source, dim, reduce, include_self):
+    d = dim % x.ndim
+    full = np.broadcast_to(index.reshape((-1,) + (1,) * (x.ndim - 1 - d)), source.shape)
+    return np_scatter_reduce(x, full, source, d, reduce, include_self)
+
+
+@st.composite
+def masked_scatter_sample(draw):
+    s1, s2 = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4)).input_shapes
+    mask = draw(bools(s2))
+    size = int(np.broadcast_to(mask, np.broadcast_shapes(s1, s2)).sum()) + draw(st.integers(0, 2))
+    return Sample((draw(floats(s1)), mask, draw(floats((size,)))))
+
+
+def np_masked_scatter(x, mask, source):
+    shape = np.broadcast_shapes(x.shape, mask.shape)
+    out = np.broadcast_to(x, shape).copy()
+    m = np.broadcast_to(mask, shape)
+    out[m] = source[:int(m.sum())]
+    return out
+
+
+@st.composite
+def slice_scatter_sample(draw):
+    x = draw(floats(draw(shapes(min_dims=1, max_dims=3))))
+    dim = draw(st.integers(-x.ndim, x.ndim - 1))
+    n = x.shape[dim]
+    start, end = draw(st.none() | st.integers(-n - 1, n + 1)), draw(st.none() | st.integers(-n - 1, n + 1))
+    step = draw(st.integers(1, 3))
+    target = np.moveaxis(x, dim, 0)[start:end:step].shape
+    src = draw(floats(target[1:dim % x.ndim + 1] + target[:1] + target[dim % x.ndim + 1:]))
+    return Sample((x, src), {"dim": dim, "start": start, "end": end, "step": step})
+
+
+def np_slice_scatter(x, src, dim, start, end, step):
+    out = x.copy()
+    np.moveaxis(out, dim, 0)[start:end:step] = np.moveaxis(src, dim, 0)
+    return out
+
+
+@st.composite
+def diagonal_scatter_sample(draw):
+    x = draw(floats(draw(shapes(min_dims=2, max_dims=3))))
+    dim1, dim2 = draw(st.permutations(range(-x.ndim, 0)))[:2]
+    offset = draw(st.integers(-3, 3))
+    return Sample((x, draw(floats(np.diagonal(x, offset, dim1, dim2).shape))),
+                  {"offset": offset, "dim1": dim1, "dim2": dim2})
+
+
+def np_diagonal_scatter(x, src, offset, dim1, dim2):
+    out = x.copy()
+    view = np.moveaxis(out, (dim1, dim2), (-2, -1))
+    rows, cols = np.nonzero(np.eye(view.shape[-2], view.shape[-1], k=offset, dtype=bool))
+    view[..., rows, cols] = src
     return out
 
 
@@ -279,6 +371,22 @@ OPS = [
            lambda x, index, src, dim: np_scatter(x, index, src, dim, add=True), gather_sample(src=True)),
     OpInfo("scatter_reduce_add", lambda x, index, src, dim: fnx.scatter(x, dim, index, src, reduce="add"),
            lambda x, index, src, dim: np_scatter(x, index, src, dim, add=True), gather_sample(src=True)),
+    *[OpInfo(f"scatter_reduce_{r}", lambda x, index, src, dim, reduce, include_self: fnx.scatter_reduce(
+        x, dim, index, src, reduce, include_self=include_self), np_scatter_reduce, scatter_reduce_sample(r),
+        extra={"numerics": "reductions"} if r in ("sum", "mean", "prod") else {})
+      for r in ("sum", "prod", "mean", "amax", "amin")],
+    *[OpInfo(f"index_reduce_{r}", lambda x, index, source, dim, reduce, include_self: fnx.index_reduce(
+        x, dim, index, source, reduce, include_self=include_self), np_index_reduce, scatter_reduce_sample(r, True),
+        extra={"numerics": "reductions"} if r in ("mean", "prod") else {})
+      for r in ("prod", "mean", "amax", "amin")],
+    OpInfo("masked_scatter", fnx.masked_scatter, np_masked_scatter, masked_scatter_sample()),
+    OpInfo("select_scatter", lambda x, src, dim, index: fnx.select_scatter(x, src, dim, index),
+           lambda x, src, dim, index: np_slice_scatter(x, np.expand_dims(src, dim), dim, index % x.shape[dim],
+                                                       index % x.shape[dim] + 1, 1),
+           st.builds(lambda x, src, dim, index: Sample((x, src), {"dim": dim, "index": index}), floats((3, 2, 4)),
+                     floats((3, 4)), st.sampled_from([1, -2]), st.integers(-2, 1))),
+    OpInfo("slice_scatter", fnx.slice_scatter, np_slice_scatter, slice_scatter_sample()),
+    OpInfo("diagonal_scatter", fnx.diagonal_scatter, np_diagonal_scatter, diagonal_scatter_sample()),
     # index_*
     OpInfo("index_select", lambda x, index, dim: fnx.index_select(x, dim, index),
            lambda x, index, dim: np.take(x, index, axis=dim), vector_index_sample()),
@@ -354,6 +462,10 @@ BAD_INDICES = {
     + [Sample((_X34, _ix(0, 5).reshape(1, 2)), {"dim": 1})],
     "scatter_add": [Sample((_X34, i, np.ones((2, 4))), {"dim": 0}) for i in _rows(3, -1, 1000)],
     "scatter_reduce_add": [Sample((_X34, i, np.ones((2, 4))), {"dim": 0}) for i in _rows(3, -3)],
+    **{f"scatter_reduce_{r}": [Sample((_X34, i, np.ones((2, 4))), {"dim": 0, "reduce": r, "include_self": False})
+                               for i in _rows(3, -1)] for r in ("sum", "prod", "mean", "amax", "amin")},
+    **{f"index_reduce_{r}": [Sample((_X34, i, np.ones((2, 4))), {"dim": 0, "reduce": r, "include_self": True})
+                             for i in (_ix(0, 3), _ix(-1, 2))] for r in ("prod", "mean", "amax", "amin")},
     "index_select": [Sample((_X34, i), {"dim": d}) for i, d in [(_ix(0, 3), 0), (_ix(-1, 0), 0), (_ix(2, 4), 1),
                                                                 (_ix(1, -4), -1), (_ix(7), 0)]],
     "index_add": [Sample((_X34, i, np.ones((2, 4))), {"dim": 0}) for i in (_ix(0, 3), _ix(-1, 2))]
@@ -369,4 +481,5 @@ BAD_INDICES = {
 # passed as keyword arguments, which compile sees as constants and checks while tracing (eager mode's own check).
 UNTRACED_INDICES = {"getitem_basic", "getitem_advanced", "getitem_slices", "getitem_list", "getitem_int_then_array",
                    "getitem_mask", "getitem_mask_inner", "setitem_basic", "setitem_advanced", "setitem_mask",
-                   "masked_fill", "masked_fill_tensor", "masked_select", "nonzero", "nonzero_tuple", "fill_diagonal_"}
+                   "masked_fill", "masked_fill_tensor", "masked_select", "nonzero", "nonzero_tuple", "fill_diagonal_",
+                   "masked_scatter", "select_scatter", "slice_scatter", "diagonal_scatter"}

@@ -6,6 +6,7 @@ tie. The strategies here are shared with op_db_sort.py.
 import math
 
 import numpy as np
+import scipy.integrate
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -228,6 +229,177 @@ def norm_entry(p, kind="floats"):
     return OpInfo(f"norm_{p}", lambda x, **kw: fnx.norm(x, p, **kw), np_norm(p), reduce_sample(kind))
 
 
+@st.composite
+def sum_to_size_sample(draw):
+    shape = draw(shapes(max_dims=3))
+    keep = draw(st.integers(0, len(shape)))
+    size = tuple(1 if draw(st.booleans()) else n for n in shape[len(shape) - keep:])
+    return Sample((draw(floats(shape)), size))
+
+
+def np_sum_to_size(x, size):
+    lead = x.ndim - len(size)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(size) if n == 1 and x.shape[lead + i] != 1)
+    return np.sum(x, axis=axes).reshape(size) if axes else x.reshape(size)
+
+
+@st.composite
+def renorm_sample(draw):
+    x = values_of(draw, "signed", draw(shapes(min_dims=2, max_dims=3)))   # off abs's and max's kinks
+    p, dim = draw(st.sampled_from([1.0, 2.0, 3.0, math.inf])), draw(st.integers(-x.ndim, x.ndim - 1))
+    norms = np_renorm(x, p, dim, math.inf)[1]
+    maxnorm = draw(st.floats(0.5, 4.0).filter(lambda m: np.abs(norms - m).min() > 0.01))   # off the kink
+    return Sample((x, p, dim, maxnorm))
+
+
+def np_renorm(x, p, dim, maxnorm):
+    axes = tuple(i for i in range(x.ndim) if i != dim % x.ndim)
+    a = np.abs(x)
+    if p == math.inf:
+        norms = np.max(a, axis=axes, keepdims=True)
+    else:
+        norms = np.sum(a ** p, axis=axes, keepdims=True) ** (1 / p)
+    return x * np.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0), norms
+
+
+@st.composite
+def trapezoid_sample(draw):
+    """y, dim and one of: nothing, dx, 1-D sample points x, or x broadcasting against y."""
+    y = draw(floats(draw(shapes(min_dims=1, max_dims=3))))
+    dim = draw(st.integers(-y.ndim, y.ndim - 1))
+    kind = draw(st.sampled_from(["none", "dx", "x", "x_nd"]))
+    if kind == "dx":
+        return Sample((y,), {"dx": draw(st.floats(0.25, 2.0)), "dim": dim})
+    if kind == "none":
+        return Sample((y,), {"dim": dim})
+    n = y.shape[dim]
+    x = np.cumsum(draw(floats((n,), 0.1, 1.0)))
+    if kind == "x_nd":
+        x = np.moveaxis(np.broadcast_to(x, y.shape[:dim % y.ndim] + y.shape[dim % y.ndim + 1:] + (n,)), -1, dim)
+        x = x + draw(floats(x.shape, 0.0, 0.05))
+    return Sample((y, x), {"dim": dim})
+
+
+def np_trapezoid(y, x=None, dx=None, dim=-1):
+    return np.trapezoid(y, x, dx=1.0 if dx is None else dx, axis=dim)
+
+
+def np_cumulative_trapezoid(y, x=None, dx=None, dim=-1):
+    return scipy.integrate.cumulative_trapezoid(y, x, dx=1.0 if dx is None else dx, axis=dim)
+
+
+@st.composite
+def gradient_sample(draw):
+    """y, the dims (None: all), a spacing (none, a number, one per dim, or coordinates for one dim) and the edge
+    order, with every dim long enough for it."""
+    edge_order = draw(st.sampled_from([1, 2]))
+    y = draw(floats(draw(shapes(min_dims=1, max_dims=3, min_side=edge_order + 1, max_side=5))))
+    kind = draw(st.sampled_from(["none", "number", "per_dim", "coordinates"]))
+    kwargs = {"edge_order": edge_order}
+    if kind == "coordinates":
+        dim = draw(st.integers(-y.ndim, y.ndim - 1))
+        return Sample((y, np.cumsum(draw(floats((y.shape[dim],), 0.2, 1.0)))), {**kwargs, "dim": dim})
+    dims = draw(st.none() | st.lists(st.integers(0, y.ndim - 1), min_size=1, max_size=y.ndim, unique=True))
+    if kind == "number":
+        kwargs["spacing"] = draw(st.floats(0.25, 2.0))
+    elif kind == "per_dim":
+        kwargs["spacing"] = [draw(st.floats(0.25, 2.0)) for _ in range(y.ndim if dims is None else len(dims))]
+    return Sample((y,), {**kwargs, "dim": dims})
+
+
+def fnx_gradient(y, coordinates=None, *, dim=None, spacing=None, edge_order=1):
+    if coordinates is not None:
+        return fnx.gradient(y, spacing=(coordinates,), dim=dim, edge_order=edge_order)
+    return fnx.gradient(y, spacing=spacing, dim=dim, edge_order=edge_order)
+
+
+def np_gradient(y, coordinates=None, *, dim=None, spacing=None, edge_order=1):
+    axes = tuple(range(y.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+    if coordinates is not None:
+        spacing = [coordinates]
+    elif spacing is None or np.isscalar(spacing):
+        spacing = [1.0 if spacing is None else spacing] * len(axes)
+    out = np.gradient(y, *spacing, axis=axes, edge_order=edge_order)
+    return tuple(out) if isinstance(out, (list, tuple)) else (out,)
+
+
+@st.composite
+def cov_sample(draw):
+    """A 1-D or 2-D input (variables x observations), the correction and optional frequency/observation weights."""
+    x = draw(floats(draw(shapes(min_dims=1, max_dims=2, min_side=2))))
+    n = x.shape[-1]
+    args, kwargs = (x,), {"correction": draw(st.integers(0, 1))}
+    if draw(st.booleans()):
+        kwargs["fweights"] = draw(hnp.arrays(np.int64, (n,), elements=st.integers(1, 3)))
+    if draw(st.booleans()):
+        args += (draw(floats((n,), 0.5, 2.0)),)
+    return Sample(args, kwargs)
+
+
+def fnx_cov(x, aweights=None, correction=1, fweights=None):
+    return fnx.cov(x, correction=correction, aweights=aweights,
+                   fweights=None if fweights is None else fnx.tensor(fweights))
+
+
+def np_cov(x, aweights=None, correction=1, fweights=None):
+    return np.cov(x, ddof=correction, fweights=fweights, aweights=aweights)
+
+
+@st.composite
+def corrcoef_sample(draw):
+    """Distinct values and at least 3 observations: correlations off +-1, where corrcoef's clip has a kink."""
+    return Sample((values_of(draw, "separated", (draw(st.integers(1, 3)), draw(st.integers(3, 4)))),))
+
+
+def _eighths(lo: float, hi: float):
+    """Multiples of 1/8 in [lo, hi]: range bounds that float32 holds exactly (as the values it bins are)."""
+    return st.integers(int(lo * 8), int(hi * 8)).map(lambda k: k / 8)
+
+
+@st.composite
+def histogram_sample(draw):
+    """Values, bins (a number with a range, or increasing edges), optional weights and density."""
+    x = draw(floats(draw(shapes(max_dims=2))))
+    if draw(st.booleans()):
+        kwargs = {"bins": draw(st.integers(1, 5)), "range": (draw(_eighths(-3, 0)), draw(_eighths(0.5, 3)))}
+        args = (x,)
+    else:
+        edges = np.cumsum(draw(floats((draw(st.integers(2, 5)),), 0.3, 1.5))) - 2.5
+        args, kwargs = (x, edges), {}
+    if draw(st.booleans()):
+        kwargs["weight"] = draw(floats(x.shape, 0.0, 2.0))
+    return Sample(args, {**kwargs, "density": draw(st.booleans())})
+
+
+def fnx_histogram(x, edges=None, *, bins=None, range=None, weight=None, density=False):
+    return fnx.histogram(x, edges if edges is not None else bins, range=range,
+                         weight=None if weight is None else fnx.tensor(weight), density=density)
+
+
+def np_histogram(x, edges=None, *, bins=None, range=None, weight=None, density=False):
+    return np.histogram(x, edges if edges is not None else bins, range=range, weights=weight, density=density)
+
+
+@st.composite
+def histogramdd_sample(draw):
+    n = draw(st.integers(1, 3))
+    points = draw(floats((draw(st.integers(0, 6)), n)))
+    bins = [draw(st.integers(1, 4)) for _ in range(n)]
+    bounds = [v for _ in range(n) for v in (draw(_eighths(-3, 0)), draw(_eighths(0.5, 3)))]
+    return Sample((points,), {"bins": bins, "range": bounds, "density": draw(st.booleans())})
+
+
+def np_histogramdd(points, bins, range, density):
+    hist, edges = np.histogramdd(points, bins, range=list(zip(range[::2], range[1::2])), density=density)
+    return (hist, *edges)
+
+
+def fnx_histogramdd(points, **kwargs):
+    """histogramdd's hist and edges as one flat tuple."""
+    hist, edges = fnx.histogramdd(points, **kwargs)
+    return (hist, *edges)
+
+
 OPS = [
     OpInfo("sum", fnx.sum, np_reduce(np.sum), reduce_sample(), double_grad=True),
     OpInfo("sum_int", fnx.sum, np_reduce(np.sum, dtype=np.int64), reduce_sample("ints"), grad=False),
@@ -300,4 +472,18 @@ OPS = [
     OpInfo("nansum", fnx.nansum, np_reduce(np.nansum), reduce_sample("nans")),
     OpInfo("nanmean", fnx.nanmean, np_reduce(np.nanmean), reduce_sample("nans"), grad=False),
     OpInfo("nanmean_nonan", fnx.nanmean, np_reduce(np.nanmean), reduce_sample()),
+    OpInfo("sum_to_size", lambda x, size: x.sum_to_size(size), np_sum_to_size, sum_to_size_sample(),
+           extra={"numerics": "reductions"}),
+    OpInfo("trapezoid", fnx.trapezoid, np_trapezoid, trapezoid_sample(), extra={"numerics": "reductions"}),
+    OpInfo("trapz", fnx.trapz, np_trapezoid, trapezoid_sample(), extra={"numerics": "reductions"}),
+    OpInfo("cumulative_trapezoid", fnx.cumulative_trapezoid, np_cumulative_trapezoid, trapezoid_sample(),
+           extra={"numerics": "reductions"}),
+    OpInfo("gradient", fnx_gradient, np_gradient, gradient_sample()),
+    OpInfo("cov", fnx_cov, np_cov, cov_sample(), extra={"numerics": "reductions"}),
+    OpInfo("corrcoef", fnx.corrcoef, np.corrcoef, corrcoef_sample(), extra={"numerics": "reductions"}),
+    OpInfo("histogram", fnx_histogram, np_histogram, histogram_sample(), grad=False,
+           extra={"numerics": "reductions"}),
+    OpInfo("histogramdd", fnx_histogramdd, np_histogramdd, histogramdd_sample(), grad=False,
+           extra={"numerics": "reductions"}),
+    OpInfo("renorm", fnx.renorm, lambda *args: np_renorm(*args)[0], renorm_sample(), extra={"numerics": "reductions"}),
 ]

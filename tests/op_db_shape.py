@@ -1,6 +1,9 @@
 """Op table: shape ops (views, joins, splits, flips, padding, diagonals)."""
+import itertools
+
 import numpy as np
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import fnx
 from fnx.ops.joins import split_p
@@ -200,6 +203,37 @@ def np_block_diag(*xs):
         r, c = r + b.shape[0], c + b.shape[1]
     return out
 
+@st.composite
+def rot90_sample(draw):
+    x = draw(floats(draw(shapes(min_dims=2, max_dims=3))))
+    dims = draw(st.permutations(range(-x.ndim, x.ndim)).filter(lambda p: (p[0] - p[1]) % x.ndim))[:2]
+    return Sample((x, draw(st.integers(-5, 5)), dims))
+
+
+@st.composite
+def numpy_split_sample(draw, dim: int, min_dims: int):
+    """(x, indices_or_sections) for hsplit/vsplit/dsplit along `dim` (-1: hsplit's, dim 1 or 0 of a 1-D x)."""
+    x = draw(floats(draw(shapes(min_dims=min_dims, max_dims=3))))
+    n = x.shape[(1 if x.ndim > 1 else 0) if dim == -1 else dim]
+    if draw(st.booleans()):
+        return Sample((x, draw(st.sampled_from([k for k in range(1, n + 1) if n % k == 0]))))
+    return Sample((x, sorted(draw(st.lists(st.integers(0, n + 1), max_size=3)))))
+
+
+def np_combinations(x, r, with_replacement):
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = [[x[i] for i in c] for c in pick(range(len(x)), r)]
+    return np.array(rows, dtype=x.dtype).reshape(-1, r) if r else x[:0]
+
+
+@st.composite
+def unravel_sample(draw):
+    shape = draw(shapes(min_dims=1, max_dims=3))
+    n = int(np.prod(shape))
+    return Sample((draw(hnp.arrays(np.int64, draw(shapes(max_dims=2)), elements=st.integers(-2 * n, 2 * n))),
+                   shape))
+
+
 OPS = [
     # existing view ops
     OpInfo("reshape", lambda x: x.reshape(-1, 2), lambda x: x.reshape(-1, 2),
@@ -291,6 +325,29 @@ OPS = [
     OpInfo("broadcast_tensors", lambda x, y: fnx.broadcast_tensors(x, y)[0] * fnx.broadcast_tensors(x, y)[1],
            lambda x, y: np.multiply(*np.broadcast_arrays(x, y)),
            st.builds(lambda x, y: Sample((x, y)), floats((3, 1)), floats((2, 1, 4)))),
+    OpInfo("rot90", fnx.rot90, lambda x, k, dims: np.rot90(x, k, dims), rot90_sample()),
+    OpInfo("hsplit", lambda x, parts: weighted_cat(fnx.hsplit(x, parts), 1 if x.ndim > 1 else 0),
+           lambda x, parts: np_weighted_cat(np.hsplit(x, parts), 1 if x.ndim > 1 else 0), numpy_split_sample(-1, 1)),
+    OpInfo("vsplit", lambda x, parts: weighted_cat(fnx.vsplit(x, parts), 0),
+           lambda x, parts: np_weighted_cat(np.vsplit(x, parts), 0), numpy_split_sample(0, 2)),
+    OpInfo("dsplit", lambda x, parts: weighted_cat(fnx.dsplit(x, parts), 2),
+           lambda x, parts: np_weighted_cat(np.dsplit(x, parts), 2), numpy_split_sample(2, 3)),
+    OpInfo("split_with_sizes", lambda x, split_size_or_sections, dim: weighted_cat(
+               fnx.split_with_sizes(x, split_size_or_sections, dim), dim),
+           lambda x, split_size_or_sections, dim: np_weighted_cat(np_split(x, split_size_or_sections, dim), dim),
+           split_sample(True)),
+    OpInfo("column_stack", lambda *xs: fnx.column_stack(xs), lambda *xs: np.column_stack(xs),
+           st.builds(lambda a, b, c: Sample((a, b, c)), floats((3,)), floats((3, 2)), floats((3,)))),
+    OpInfo("row_stack", lambda *xs: fnx.row_stack(xs), lambda *xs: np.vstack(xs),
+           st.builds(lambda a, b: Sample((a, b)), floats((3,)), floats((2, 3)))),
+    OpInfo("ravel", fnx.ravel, np.ravel, st.builds(lambda x: Sample((x,)), floats(shapes(max_dims=3)))),
+    OpInfo("diagflat", fnx.diagflat, np.diagflat,
+           st.builds(lambda x, k: Sample((x, k)), floats(shapes(max_dims=2)), st.integers(-2, 2))),
+    OpInfo("combinations", fnx.combinations, np_combinations,
+           st.builds(lambda x, r, w: Sample((x, r, w)), floats(shapes(min_dims=1, max_dims=1)), st.integers(0, 3),
+                     st.booleans())),
+    OpInfo("unravel_index", fnx.unravel_index,
+           lambda i, shape: np.unravel_index(i % int(np.prod(shape)), shape), unravel_sample(), grad=False),
     OpInfo("atleast_2d", fnx.atleast_2d, np.atleast_2d, st.builds(lambda x: Sample((x,)), floats(shapes(max_dims=1)))),
     OpInfo("atleast_3d", fnx.atleast_3d, np.atleast_3d, st.builds(lambda x: Sample((x,)), floats(shapes(max_dims=2)))),
 ]

@@ -90,6 +90,12 @@ def np_nanmedian_all(x):
     return flat[(flat.size - 1) // 2] if flat.size else np.nan
 
 
+def mode_index(row):
+    """Index of the last occurrence of the most frequent value, the smallest of equally frequent ones (PyTorch)."""
+    values, counts = np.unique(row, return_counts=True)
+    return int(np.flatnonzero(row == values[np.argmax(counts)])[-1])
+
+
 @st.composite
 def quantile_sample(draw, kind: str = "separated"):
     """A tensor of at least one dim, q a Python float, dim (None or an int), keepdim and interpolation."""
@@ -126,6 +132,8 @@ OPS = [
            grad=False),
     OpInfo("nanmedian_dim", fnx.nanmedian, np_ranked(nanmedian_index), along_dim_sample("nans", keepdim=True),
            grad=False),
+    OpInfo("mode", fnx.mode, np_ranked(mode_index), along_dim_sample(keepdim=True)),
+    OpInfo("mode_ties", fnx.mode, np_ranked(mode_index), along_dim_sample("ints", keepdim=True), grad=False),
     OpInfo("quantile", fnx.quantile, np_quantile, quantile_sample()),
     OpInfo("quantile_nans", fnx.quantile, np_quantile, quantile_sample("nans"), grad=False),
     OpInfo("nanquantile", fnx.nanquantile, lambda *a, **kw: np_quantile(*a, nan=True, **kw), quantile_sample("nans"),

@@ -15,9 +15,9 @@ from .elementwise import where
 from .indexing import index_select
 from .joins import cat, concatenate_p
 from .shape import (_owned, _pad, _scalar_param, _shape_arg, _slice_dim, broadcast_to, flatten, flip, reshape,
-                    unsqueeze)
+                    transpose, unsqueeze)
 
-__all__ = ["roll", "tile", "repeat_interleave", "tril", "triu", "pad"]
+__all__ = ["roll", "rot90", "tile", "repeat_interleave", "tril", "triu", "pad"]
 
 
 def roll(input: Tensor, shifts, dims=None) -> Tensor:
@@ -38,6 +38,27 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
         if s:
             out = cat([_slice_dim(out, d, n - s, n), _slice_dim(out, d, 0, n - s)], d)
     return _owned(out, input)
+
+
+def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
+    """`input` rotated by k quarter turns in the plane `dims`, from the first dim towards the second (a flip and
+    a transpose, as PyTorch's; k may be negative)."""
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise FnxRuntimeError(f"rot90: expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.ndim < 2:
+        raise FnxRuntimeError(f"rot90: expected total dims >= 2, but got total dims = {input.ndim}")
+    d0, d1 = canonical_dim(dims[0], input.ndim, "rot90"), canonical_dim(dims[1], input.ndim, "rot90")
+    if d0 == d1:
+        raise FnxRuntimeError(f"rot90: expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")
+    k = operator.index(k) % 4
+    if k == 1:
+        return transpose(flip(input, (d1,)), d0, d1)
+    if k == 2:
+        return flip(input, (d0, d1))
+    if k == 3:
+        return transpose(flip(input, (d0,)), d0, d1)
+    return _owned(input, input)
 
 
 def repeat(input: Tensor, *sizes) -> Tensor:
@@ -180,7 +201,7 @@ def _pad_edges(x: Tensor, d: int, lo: int, hi: int, mode: str) -> Tensor:
 
 
 METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
-    "roll": roll, "tile": _tile_method, "repeat": repeat, "repeat_interleave": repeat_interleave, "tril": tril,
-    "triu": triu,
+    "roll": roll, "rot90": rot90, "tile": _tile_method, "repeat": repeat, "repeat_interleave": repeat_interleave,
+    "tril": tril, "triu": triu,
 }
 INPLACE: dict = {"tril_": tril, "triu_": triu}  # in-place methods (name_ -> out-of-place function)

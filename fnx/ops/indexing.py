@@ -699,7 +699,10 @@ def gather(input: Tensor, dim: int, index, *, sparse_grad: bool = False) -> Tens
     return index_p.bind(input, *_grid(index, d), dims=tuple(range(input.ndim)))
 
 
-def _scatter(op: str, input: Tensor, dim: int, index, src, accumulate: bool) -> Tensor:
+def scatter_args(op: str, input: Tensor, dim: int, index, src) -> tuple:
+    """(index, dim, values) of a dim-wise scatter, checked as PyTorch checks them: index has input's number of
+    dims (and src's), fits in input apart from `dim` (and in src), and lies in bounds; values are src's region
+    that index covers (or the number src) in input's dtype."""
     index = _index_tensor(index, input, op)
     d = _dim(input, dim, op)
     if index.ndim != input.ndim or (isinstance(src, Tensor) and src.ndim != index.ndim):
@@ -716,7 +719,11 @@ def _scatter(op: str, input: Tensor, dim: int, index, src, accumulate: bool) -> 
     index = _check_bounds(op, index, input.shape[d], d)
     if isinstance(src, Tensor):
         src = strided_slice(src, (0,) * src.ndim, tuple(index.shape))
-    values = _values(src, input)
+    return index, d, _values(src, input)
+
+
+def _scatter(op: str, input: Tensor, dim: int, index, src, accumulate: bool) -> Tensor:
+    index, d, values = scatter_args(op, input, dim, index, src)
     return index_put_p.bind(input, values, *_grid(index, d), dims=tuple(range(input.ndim)),
                             accumulate=accumulate)
 

@@ -1,6 +1,7 @@
 """Joining tensors (cat, stack, ...) and splitting them into views (split, chunk, unbind, narrow, select)."""
 from __future__ import annotations
 
+import itertools
 import operator
 
 import numpy as np
@@ -16,8 +17,9 @@ from ._batching import batch_size, move_to_front, with_batch_size
 from ._families import promote, same_device
 from .shape import _atleast, _pad, _slice_dim, meshgrid, new_view, reshape_p, unsqueeze
 
-__all__ = ["cat", "concatenate", "concat", "stack", "hstack", "vstack", "dstack", "split", "chunk", "unbind",
-           "narrow", "select", "tensor_split", "block_diag", "cartesian_prod"]
+__all__ = ["cat", "concatenate", "concat", "stack", "hstack", "vstack", "row_stack", "dstack", "column_stack", "split",
+           "split_with_sizes", "hsplit", "vsplit", "dsplit", "chunk", "unbind", "narrow", "select", "tensor_split",
+           "block_diag", "cartesian_prod", "combinations"]
 
 
 concatenate_p = Primitive("concatenate", saves_inputs=False)
@@ -163,9 +165,19 @@ def vstack(tensors) -> Tensor:
     return cat([_atleast(t, 2) for t in tensors], 0)
 
 
+row_stack = vstack
+
+
 def dstack(tensors) -> Tensor:
     """Concatenate depth-wise, along the third dim."""
     return cat([_atleast(t, 3) for t in tensors], 2)
+
+
+def column_stack(tensors) -> Tensor:
+    """Concatenate along dim 1, 0-d and 1-D tensors becoming columns (numpy's column_stack)."""
+    if not len(tensors):
+        raise FnxRuntimeError("column_stack expects a non-empty TensorList")
+    return hstack([reshape_p.bind(t, shape=(t.numel(), 1)) if t.ndim <= 1 else t for t in tensors])
 
 
 # ---------------------------------------------------------------- split (several views; one tape node)
@@ -264,7 +276,10 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, (list, tuple)):
         sections = [int(s) for s in split_size_or_sections]
-        if sum(sections) != n or any(s < 0 for s in sections):
+        if any(s < 0 for s in sections):
+            raise FnxRuntimeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
+                                  f"split_sizes={sections}")
+        if sum(sections) != n:
             raise FnxRuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
                                   f"at dimension {d}), but got split_sizes={sections}")
     else:
@@ -280,6 +295,42 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
         bounds.append((start, start + s))
         start += s
     return _views_between(tensor, d, bounds)
+
+
+def split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
+    """Views of `input` along `dim` of the given sizes, which must add up to its size there."""
+    if not isinstance(split_sizes, (list, tuple)):
+        raise FnxTypeError(f"split_with_sizes(): argument 'split_sizes' must be a list or tuple of ints, got "
+                           f"{type(split_sizes).__name__}")
+    return split(input, split_sizes, dim)
+
+
+def _numpy_split(op: str, input: Tensor, indices_or_sections, dim: int, min_dims: int) -> tuple:
+    """hsplit / vsplit / dsplit: tensor_split along `dim`, an int meaning equal parts that must divide the size."""
+    if input.ndim < min_dims:
+        raise FnxRuntimeError(f"torch.{op} requires a tensor with at least {min_dims} dimension, but got a tensor "
+                              f"with {input.ndim} dimensions!")
+    if not isinstance(indices_or_sections, (list, tuple, Tensor)):
+        n, size = operator.index(indices_or_sections), input.shape[dim]
+        if n == 0 or size % n:
+            raise FnxRuntimeError(f"torch.{op} attempted to split along dimension {dim}, but the size of the "
+                                  f"dimension {size} is not divisible by the split_size {n}!")
+    return tensor_split(input, indices_or_sections, dim)
+
+
+def hsplit(input: Tensor, indices_or_sections) -> tuple:
+    """Split column-wise: along dim 1, or dim 0 of a 1-D tensor (numpy's hsplit; an int must divide the size)."""
+    return _numpy_split("hsplit", input, indices_or_sections, 1 if input.ndim > 1 else 0, 1)
+
+
+def vsplit(input: Tensor, indices_or_sections) -> tuple:
+    """Split row-wise, along dim 0 of a tensor of at least 2 dims (numpy's vsplit)."""
+    return _numpy_split("vsplit", input, indices_or_sections, 0, 2)
+
+
+def dsplit(input: Tensor, indices_or_sections) -> tuple:
+    """Split depth-wise, along dim 2 of a tensor of at least 3 dims (numpy's dsplit)."""
+    return _numpy_split("dsplit", input, indices_or_sections, 2, 3)
 
 
 def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
@@ -388,6 +439,22 @@ def cartesian_prod(*tensors) -> Tensor:
     return stack([g.reshape(-1) for g in grids], 1)
 
 
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The r-element combinations of the 1-D `input`'s elements as rows, in itertools.combinations' order
+    (combinations_with_replacement's with `with_replacement`); a gather, so gradients flow to the elements."""
+    if input.ndim != 1:
+        raise FnxRuntimeError(f"combinations: Expect a 1D vector, but got shape {list(input.shape)}")
+    r = operator.index(r)
+    if r < 0:
+        raise FnxRuntimeError(f"combinations: Expect a non-negative number, but got {r}")
+    if r == 0:
+        return input[:0]
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = np.array(list(pick(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
+    return input[make(input._device.xp.asarray(rows), input._device)]
+
+
 METHODS: dict = {"split": split, "chunk": chunk, "unbind": unbind, "narrow": narrow, "select": select,
-                 "tensor_split": tensor_split}
+                 "tensor_split": tensor_split, "split_with_sizes": split_with_sizes, "hsplit": hsplit,
+                 "vsplit": vsplit, "dsplit": dsplit}
 INPLACE: dict = {}

@@ -15,7 +15,7 @@ from .. import dtypes as _dt
 from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim, make
 from ._batching import axis_batch_rule, reduction_batch_rule
-from ._families import _native_first, complex_error, conj_if_complex, shape_of
+from ._families import _native_first, complex_error, conj_if_complex, shape_of, unbroadcast
 from .complex import conj, real
 from .creation import arange, clone, ones, stop_gradient, tensor, zeros
 from .indexing import scatter_add, take_along_dim
@@ -26,7 +26,7 @@ from .elementwise import (abs as _abs, convert, eq, exp, gt, isnan, log, logadde
 
 __all__ = ["bincount", "sum", "mean", "prod", "amax", "amin", "max", "min", "aminmax", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "all", "any", "cumsum", "cumprod", "norm", "count_nonzero",
-           "nansum", "nanmean", "dist", "cdist", "diff", "isin", "cummax", "cummin", "logcumsumexp", "histc"]
+           "nansum", "nanmean", "dist", "cdist", "diff", "isin", "cummax", "cummin", "logcumsumexp", "histc", "renorm"]
 
 # The (values, indices) results of PyTorch's torch.return_types.
 max_result = collections.namedtuple("max", ["values", "indices"])
@@ -661,6 +661,31 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     return _root_or_zero(sum(_pow(_abs(input), p), axes, keepdim), lambda s: _pow(s, 1.0 / p))
 
 
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    """`input` with each slice along `dim` whose p-norm exceeds `maxnorm` scaled down to norm `maxnorm` (PyTorch's
+    factor maxnorm / (norm + 1e-7)); the other slices as they are."""
+    if input.ndim < 2:
+        raise FnxRuntimeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions")
+    if p <= 0:
+        raise FnxRuntimeError(f"renorm: non-positive-norm not supported, got p = {p}")
+    if maxnorm < 0:
+        raise FnxRuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    d = canonical_dim(dim, input.ndim, "renorm")
+    size = norm(input, p, tuple([i for i in range(input.ndim) if i != d]), keepdim=True)
+    return input * where(gt(size, maxnorm), maxnorm / (size + 1e-7), 1.0)
+
+
+def _sum_to_size(self: Tensor, *size) -> Tensor:
+    """Tensor.sum_to_size: `self` summed over the dims that broadcasting `size` to self's shape would stretch or
+    add, giving `size`."""
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+    shape = tuple(self.shape)
+    lead = len(shape) - len(size)
+    if lead < 0 or builtins.any(s not in (1, n) for s, n in zip(size, shape[lead:])):
+        raise FnxRuntimeError(f"sum_to_size: size {list(size)} is not expandable to size {list(shape)}.")
+    return unbroadcast(self, size)
+
+
 @autocast_op("dist")
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     """The p-norm of `input - other` (broadcast), as a 0-dim tensor (PyTorch's `dist`)."""
@@ -741,8 +766,11 @@ METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> fun
     "max": max, "min": min, "prod": prod, "cumsum": cumsum, "cumprod": cumprod, "norm": norm,
     "count_nonzero": count_nonzero, "nansum": nansum, "nanmean": nanmean, "aminmax": aminmax, "dist": dist,
     "diff": diff, "cummax": cummax, "cummin": cummin, "logcumsumexp": logcumsumexp, "histc": histc,
+    "renorm": renorm, "sum_to_size": _sum_to_size,
 }
-INPLACE: dict = {"cumsum_": _cumsum_keep_dtype, "cumprod_": _cumprod_keep_dtype}  # in-place (name_ -> function)
+INPLACE: dict = {  # in-place (name_ -> function)
+    "cumsum_": _cumsum_keep_dtype, "cumprod_": _cumprod_keep_dtype, "renorm_": renorm,
+}
 
 
 def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:

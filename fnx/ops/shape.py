@@ -9,11 +9,12 @@ and share its version counter.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
 from .. import dtypes as _dt
-from ..core import FnxIndexError, FnxRuntimeError, FnxValueError, Primitive, ShapedArray
+from ..core import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..tensor import Size, Tensor, Tracer, canonical_dim
 from ._families import broadcast_shapes as _broadcast_shapes, shape_of, unbroadcast
 from ._batching import move_to_front
@@ -22,7 +23,7 @@ from ._batching import move_to_front
 __all__ = ["reshape", "broadcast_to", "expand", "expand_as", "permute", "transpose", "swapaxes", "swapdims",
            "view", "view_as", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "movedim", "moveaxis",
            "atleast_1d", "atleast_2d", "atleast_3d", "flip", "fliplr", "flipud", "diagonal", "diag", "meshgrid",
-           "broadcast_tensors", "broadcast_shapes", "t", "diag_embed"]
+           "broadcast_tensors", "broadcast_shapes", "t", "diag_embed", "ravel", "diagflat", "unravel_index"]
 
 
 def _shape_arg(shape) -> tuple:
@@ -277,6 +278,11 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
         dims = {canonical_dim(d, len(shape), "squeeze") for d in ((dim,) if isinstance(dim, int) else dim)}
         dims = {d for d in dims if len(shape) and shape[d] == 1}
     return reshape(input, tuple(s for i, s in enumerate(shape) if i not in dims))
+
+
+def ravel(input: Tensor) -> Tensor:
+    """`input` flattened to 1-D (a view where the layout allows, as reshape)."""
+    return reshape(input, (-1,))
 
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
@@ -574,14 +580,18 @@ def _diagonal_abstract(x: ShapedArray, *, offset, dim1, dim2) -> ShapedArray:
     return ShapedArray(keep + (length,), x.dtype, x.device)
 
 
-@diagonal_p.def_vjp
-def _diagonal_vjp(g, primals, out, *, offset, dim1, dim2):
-    shape = tuple(primals[0].shape)
+def diagonal_embed(g: Tensor, shape: tuple, offset: int, dim1: int, dim2: int) -> Tensor:
+    """A tensor of `shape`, zero but for diagonal `offset` of its planes (dim1, dim2), which holds `g` (the
+    diagonal's shape): the transpose of taking that diagonal."""
     n, m = shape[dim1], shape[dim2]
     length, start = _diag_extent(n, m, offset)
     k = g.ndim - 1
     flat = _pad(g, (0,) * k + (start,), (0,) * k + (n * m - start - _dilated(length, m),), (0,) * k + (m,), 0)
-    return (movedim(reshape(flat, tuple(g.shape[:-1]) + (n, m)), (-2, -1), (dim1, dim2)),)
+    return movedim(reshape(flat, tuple(g.shape[:-1]) + (n, m)), (-2, -1), (dim1, dim2))
+
+
+diagonal_p.def_vjp(lambda g, primals, out, *, offset, dim1, dim2: (
+    diagonal_embed(g, tuple(primals[0].shape), offset, dim1, dim2),))
 
 
 diagonal_p.def_jvp(lambda primals, tangents, *, offset, dim1, dim2: (
@@ -618,6 +628,11 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     raise FnxRuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
 
 
+def diagflat(input: Tensor, offset: int = 0) -> Tensor:
+    """A square matrix with the flattened `input` on its diagonal `offset`."""
+    return diag(reshape(input, -1), offset)
+
+
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """Matrices whose diagonal `offset` holds the last dim of `input` (the other dims are batch dims), in the
     planes (`dim1`, `dim2`) of the result (PyTorch's `diag_embed`; zeros elsewhere)."""
@@ -633,6 +648,23 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
     flat = pad_p.bind(input, lo=batch + (start,), hi=batch + (size * size - start - _dilated(n, size),),
                       interior=batch + (size,), value=_scalar_param(0, input.dtype))
     return movedim(reshape(flat, tuple(input.shape[:-1]) + (size, size)), (-2, -1), (d1, d2))
+
+
+def unravel_index(indices: Tensor, shape) -> tuple:
+    """The coordinates in a tensor of `shape` of the flat (row-major) `indices`: one tensor per dim, of indices'
+    shape (values wrap around, as PyTorch's floor division and remainder give)."""
+    if not isinstance(indices, Tensor):
+        raise FnxTypeError(f"unravel_index(): expected 'indices' to be a Tensor, got {type(indices).__name__}")
+    if indices.dtype.is_floating_point or indices.dtype.is_complex or indices.dtype is _dt.bool:
+        raise FnxTypeError(f"unravel_index(): expected 'indices' to be integer dtype, but got {indices.dtype}")
+    shape = (shape,) if isinstance(shape, int) else tuple(operator.index(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise FnxValueError(f"unravel_index(): 'shape' cannot have negative values, but got {shape}")
+    coords, rest = [], indices
+    for size in reversed(shape):
+        coords.append(rest % size if size else rest * 0)
+        rest = rest // size if size else rest * 0
+    return tuple(reversed(coords))
 
 
 def meshgrid(*tensors, indexing: str | None = None) -> tuple:
@@ -674,6 +706,6 @@ def broadcast_tensors(*tensors) -> tuple:
 
 METHODS: dict = {  # Tensor methods beyond those in fnx/_methods.py (name -> function)
     "flip": _flip_method, "fliplr": fliplr, "t": t, "flipud": flipud, "diagonal": diagonal, "diag": diag,
-    "diag_embed": diag_embed,
+    "diag_embed": diag_embed, "ravel": ravel, "diagflat": diagflat,
 }
 INPLACE: dict = {}

@@ -19,12 +19,14 @@ from ..tensor import Tensor, Tracer, canonical_dim
 from ._batching import axis_batch_rule, with_batch_size
 from .autocast import autocast_op
 from ._families import complex_error
-from .creation import full, stop_gradient
+from .creation import arange, full, stop_gradient
 from .elementwise import (ceil, clamp, convert, eq, floor, isnan, lerp, logical_and, logical_not, logical_or,
-                          maximum, round, where)
-from .reduce import sum as _sum
+                          maximum, ne, round, where)
+from .joins import cat, narrow
+from .reduce import argmax, cummax, cummin, sum as _sum
+from .shape import flip
 
-__all__ = ["argsort", "sort", "msort", "topk", "kthvalue", "median", "nanmedian", "quantile", "nanquantile"]
+__all__ = ["argsort", "sort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile"]
 
 # The (values, indices) results of PyTorch's torch.return_types.
 sort_result = collections.namedtuple("sort", ["values", "indices"])
@@ -32,6 +34,7 @@ topk_result = collections.namedtuple("topk", ["values", "indices"])
 kthvalue_result = collections.namedtuple("kthvalue", ["values", "indices"])
 median_result = collections.namedtuple("median", ["values", "indices"])
 nanmedian_result = collections.namedtuple("nanmedian", ["values", "indices"])
+mode_result = collections.namedtuple("mode", ["values", "indices"])
 
 
 # ---------------------------------------------------------------- argsort
@@ -281,6 +284,28 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
     return _ranked(input, -1 if dim is None else dim, keepdim, "nanmedian", _nanmedian_rank, nanmedian_result)
 
 
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False):
+    """The namedtuple (values, indices) of the most frequent value along `dim`: of equally frequent values the
+    smallest, at the index of its last occurrence (PyTorch's rule); the gradient goes to that index."""
+    x, d = _as_1d(input, dim, "mode")
+    n = x.shape[d]
+    if n == 0:
+        raise FnxIndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    order = argsort_p.bind(x, axis=d, descending=False)   # stable: a run of equal values keeps the input's order
+    ordered = take_p.bind(stop_gradient(x), order, axis=d)
+    changes = ne(narrow(ordered, d, 1, n - 1), narrow(ordered, d, 0, n - 1))
+    edge = full(tuple(1 if i == d else s for i, s in enumerate(x.shape)), True, dtype=_dt.bool, device=x.device)
+    positions = arange(n, device=x.device).reshape((n,) + (1,) * (x.ndim - 1 - d)).expand(*x.shape)
+    starts = cummax(where(cat([edge, changes], d), positions, 0), d).values
+    ends = flip(cummin(flip(where(cat([changes, edge], d), positions, n), (d,)), d).values, (d,))
+    last = take_p.bind(ends, argmax(ends - starts, d, keepdim=True), axis=d)   # argmax: the first, smallest value
+    indices = take_p.bind(order, last, axis=d)
+    values = take_p.bind(x, indices, axis=d)
+    if not keepdim or input.ndim == 0:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return mode_result(values, indices)
+
+
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     """The namedtuple (values, indices) of the `k`-th smallest element (1-based) along `dim`."""
     n = input.shape[canonical_dim(dim, input.ndim, "kthvalue")] if input.ndim else 1
@@ -371,5 +396,6 @@ def quantiles_last(x: Tensor, q: Tensor, shape: tuple, interpolation: str, ignor
 
 
 METHODS: dict = {"sort": sort, "argsort": argsort, "msort": msort, "topk": topk, "kthvalue": kthvalue,
-                 "median": median, "nanmedian": nanmedian, "quantile": quantile, "nanquantile": nanquantile}
+                 "median": median, "nanmedian": nanmedian, "mode": mode, "quantile": quantile,
+                 "nanquantile": nanquantile}
 INPLACE: dict = {}
