@@ -93,7 +93,7 @@ def _float32(sample):
 @settings(max_examples=1, deadline=None, phases=[Phase.generate])   # no shrinking: one program
 @given(data=st.data())
 def test_op_table_float32_in_c_programs_matches_fnx(tmp_path_factory, chunk, data):
-    cases, missing = [], set()
+    cases, missing, library_only = [], set(), 0
     for info in chunk:
         f, tensors = as_tensor_function(info, _float32(data.draw(info.samples)))
         if not tensors:
@@ -102,10 +102,11 @@ def test_op_table_float32_in_c_programs_matches_fnx(tmp_path_factory, chunk, dat
         gaps = {p for e in closed.eqns if (p := supported(e)) is not None}
         if gaps:
             missing |= gaps
+            library_only += 1
             continue
         cases.append((info.name, f, tensors, fnx.tree.tree_leaves(f(*tensors))))
     assert missing <= NOT_IN_C
-    assert len(cases) > len(chunk) // 2
+    assert len(cases) > (len(chunk) - library_only) // 2   # most of the ops the C can run did run
 
     def everything(*flat):
         outs, at = [], 0
