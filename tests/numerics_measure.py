@@ -96,7 +96,7 @@ UNARY = {"neg": (-5, 5), "exp": (-87, 88), "exp2": (-120, 120), "expm1": (-10, 1
          "pow_scalar": (0, 5), "logit": (1e-3, 1 - 1e-3), "gelu": (-10, 10), "gelu_deriv": (-10, 10),
          "gelu_tanh": (-10, 10), "gelu_tanh_deriv": (-10, 10), "silu": (-20, 20), "lgamma": (-10, 30),
          "digamma": (-10, 30), "erfinv": (-1, 1), "clamp": (-5, 5),
-         "softplus": (-30, 30)}
+         "softplus": (-30, 30), "signbit": (-5, 5), "frexp_exponent": (-1e30, 1e30)}
 PARAMS = {"integer_pow": {"y": -7}, "pow_scalar": {"y": 2.5}, "clamp": {"lower": -1.0, "upper": 2.0}}   # primitives with params: the ones bound below
 BINARY = {"add": (-5, 5), "sub": (-5, 5), "mul": (-5, 5), "div": (-5, 5), "pow": (0.01, 5), "max": (-5, 5),
           "min": (-5, 5), "atan2": (-5, 5), "rem": (-5, 5), "floordiv": (-5, 5), "eq": (-2, 2), "ne": (-2, 2),

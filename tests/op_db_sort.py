@@ -98,11 +98,15 @@ def mode_index(row):
 
 @st.composite
 def quantile_sample(draw, kind: str = "separated"):
-    """A tensor of at least one dim, q a Python float, dim (None or an int), keepdim and interpolation."""
+    """A tensor of at least one dim, q a Python float, dim (None or an int), keepdim and interpolation.
+
+    q is 0 or at least 1e-6: float32 positions q * (n - 1) of smaller q round to 0, as PyTorch's do ('higher' then
+    takes the first value, where numpy's float64 reference takes the second)."""
     shape = draw(shapes(min_dims=1, max_dims=3))
     kw = {"dim": draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1))), "keepdim": draw(st.booleans()),
           "interpolation": draw(st.sampled_from(["linear", "lower", "higher", "midpoint", "nearest"]))}
-    return Sample((values_of(draw, kind, shape), draw(st.floats(0.0, 1.0))), kw)
+    q = draw(st.one_of(st.just(0.0), st.floats(1e-6, 1.0)))
+    return Sample((values_of(draw, kind, shape), q), kw)
 
 
 def np_quantile(x, q, dim=None, keepdim=False, interpolation="linear", nan=False):

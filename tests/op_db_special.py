@@ -189,6 +189,9 @@ OPS += [
     OpInfo("special.airy_ai", fnx.special.airy_ai, lambda x: sc.airy(x)[0], unit_sample(-15.0, 15.0),
            grad=False),
 ]
+# float32 Chebyshev values follow PyTorch's closed forms (through acos), which lose digits next to x = +-1:
+# test_special_torch.py records torch's float32 values there; the table checks them in float64
 OPS += [OpInfo(f"special.{name}", getattr(fnx.special, name), _polynomial_ref(fn, shifted),
-               degree_sample(-0.2 if shifted else -1.2, 1.2 if shifted else 1.2), grad=False, rtol=1e-4, atol=1e-4)
+               degree_sample(-0.2 if shifted else -1.2, 1.2 if shifted else 1.2), grad=False, rtol=1e-4, atol=1e-4,
+               dtypes=("float64",) if "chebyshev" in name else ("float32", "float64"))
         for name, fn, shifted in _POLYNOMIALS]

@@ -114,6 +114,7 @@ SAMPLES = {
     **{name: (lambda dt: ((_r(3, 4, dtype=dt),), {})) for name in
        ["prod", "sum", "norm", "linalg.vector_norm", "linalg.matrix_norm", "normalize", "pdist", "trace"]},
     "dist": lambda dt: ((_r(3, 4, dtype=dt), _r(3, 4, dtype=dt)), {}),
+    "renorm": lambda dt: ((_r(3, 4, dtype=dt), 2, 0, 0.5), {}),
     "dot": lambda dt: ((_r(4, dtype=dt), _r(4, dtype=dt)), {}),
     "tensordot": lambda dt: ((_r(3, 4, dtype=dt), _r(4, 5, dtype=dt)), {"dims": 1}),
     "cosine_similarity": lambda dt: ((_r(3, 4, dtype=dt), _r(3, 4, dtype=dt)), {}),

@@ -188,6 +188,27 @@ def test_polynomial_degrees_dtypes_and_limits():
         S.legendre_polynomial_p(0.5, 3)
 
 
+# torch 2.13's float32 values at degree 7, next to the ends of [-1, 1] (shifted: of [0, 1]), where its closed forms
+# through acos lose digits: fnx follows them, not the float64 values (shifted V at 1.19e-7 is -14.99993 there)
+TORCH_FLOAT32_DEGREE_7 = {
+    "chebyshev_polynomial_v": [-14.9999361038208, 0.9999966621398926, 0.11991018056869507, 1.0303744077682495],
+    "chebyshev_polynomial_w": [-0.9999866485595703, 14.999984741210938, 1.23722243309021, -0.8065536022186279],
+    "chebyshev_polynomial_t": [-0.999988317489624, 0.999997079372406, 0.846163272857666, 0.754835307598114],
+    "chebyshev_polynomial_u": [-7.999959945678711, 7.999989986419678, 0.6785663366317749, 0.11191066354513168],
+    "shifted_chebyshev_polynomial_v": [-15.00200366973877, 0.9999866485595703, -2.000000238418579,
+                                       1.0000001192092896],
+    "shifted_chebyshev_polynomial_w": [-0.9999866485595703, 14.999933242797852, -7.800376806699205e-07, -1.0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_FLOAT32_DEGREE_7))
+def test_float32_chebyshev_next_to_the_ends_follows_pytorch(name):
+    x = [1.1920929e-07, 0.9999999, 0.25, 0.5] if name.startswith("shifted") else [-0.99999976, 0.99999994, -0.3, 0.7]
+    got = getattr(S, name)(fnx.tensor(x, dtype=fnx.float32), 7)
+    assert got.dtype is fnx.float32
+    np.testing.assert_allclose(got.numpy(), TORCH_FLOAT32_DEGREE_7[name], rtol=2e-6, atol=1e-6)
+
+
 @settings(max_examples=20, deadline=None)
 @given(n=st.integers(0, 60), x=st.floats(-0.999, 0.999))
 def test_chebyshev_closed_forms_and_recurrences_agree_with_scipy(n, x):

@@ -661,6 +661,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     return _root_or_zero(sum(_pow(_abs(input), p), axes, keepdim), lambda s: _pow(s, 1.0 / p))
 
 
+@autocast_op("renorm")
 def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     """`input` with each slice along `dim` whose p-norm exceeds `maxnorm` scaled down to norm `maxnorm` (PyTorch's
     factor maxnorm / (norm + 1e-7)); the other slices as they are."""
