@@ -56,6 +56,7 @@ from .nn.torch_level import *  # noqa: F401,F403  (torch.conv2d, torch.dropout, 
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, multiprocessing, optim, profiler, special, testing, utils
 from . import amp, cpu
+from . import signal  # torch.signal.windows
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .cuda import amp as _cuda_amp  # noqa: F401  (fnx.cuda.amp: PyTorch's deprecated torch.cuda.amp names)
 from . import distributions

@@ -35,7 +35,7 @@ LAYERS = [
     ("libraries", ["fnx.nn", "fnx.optim", "fnx.func", "fnx.autograd_functional", "fnx.data", "fnx.serialization",
                    "fnx.export", "fnx.utils",
                    # fnx.special: torch.special's names, softmax among them; fnx.lax, fnx.scipy: JAX's
-                   "fnx.distributions", "fnx.special", "fnx.lax", "fnx.scipy", "fnx.example_libraries",
+                   "fnx.distributions", "fnx.special", "fnx.signal", "fnx.lax", "fnx.scipy", "fnx.example_libraries",
                    # autocast and GradScaler's public surface (the per-op casting is fnx/ops/autocast.py)
                    "fnx.amp", "fnx.cpu", "fnx.cuda.amp", "fnx.testing", "fnx.profiler",
                    "fnx.multiprocessing"]),

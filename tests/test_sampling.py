@@ -24,6 +24,8 @@ SAMPLERS = {
     "normal": lambda **kw: fnx.normal(2.0, 3.0, (3, 4), **kw),
     "multinomial": lambda **kw: fnx.multinomial(fnx.ones(2, 10), 5, **kw),
     "bernoulli": lambda **kw: fnx.bernoulli(fnx.full((3, 4), 0.5), **kw),
+    "poisson": lambda **kw: fnx.poisson(fnx.full((3, 4), 4.0), **kw),
+    "binomial": lambda **kw: fnx.binomial(fnx.full((3, 4), 20.0), fnx.full((3, 4), 0.4), **kw),
 }
 
 

@@ -29,6 +29,7 @@ MODULES = [
     ("fnx.numpy.linalg", "jnp.linalg: numpy's linear-algebra signatures"),
     ("fnx.numpy.fft", "jnp.fft: numpy's Fourier-transform signatures"),
     ("fnx.special", "special functions (torch.special)"),
+    ("fnx.signal.windows", "window functions with SciPy's names (torch.signal.windows)"),
     ("fnx.random", "pure, key-based random numbers (jax.random)"),
     ("fnx.tree", "pytrees"),
     ("fnx.tree_util", "pytrees under JAX's names (jax.tree_util)"),

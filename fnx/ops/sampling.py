@@ -44,13 +44,14 @@ from ..core import FnxRuntimeError, FnxTypeError
 from ..device import cpu, device as _device_cls, get_default_device
 from ..tensor import Tensor, Tracer, make
 from ._batching import BatchTrace, BatchTracer
+from ._families import same_device
 from .complex import view_as_complex
 from .inplace import _check_target, assign_, rebind_
 from .sort import argsort
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
            "set_rng_state", "rand", "randn", "randint", "randperm", "multinomial", "bernoulli", "normal",
-           "rand_like", "randn_like", "randint_like"]
+           "poisson", "binomial", "rand_like", "randn_like", "randint_like"]
 
 _DEFAULT_SEED = 67280421310721  # PyTorch's default seed
 _lock = threading.Lock()  # held while a generator is created or the default generators are seeded
@@ -508,9 +509,9 @@ def _check_probabilities(op: str, xp, p) -> None:
         raise FnxRuntimeError(f"{op}: probability tensor contains either `inf`, `nan` or element < 0")
 
 
-def _reject_tracer(op: str, *args) -> None:
+def _reject_tracer(op: str, *args, what: str = "probabilities") -> None:
     if any(isinstance(a, Tracer) for a in args):
-        raise FnxTypeError(f"{op}: sampling from traced probabilities (inside grad, vmap or compile) is not "
+        raise FnxTypeError(f"{op}: sampling from traced {what} (inside grad, vmap or compile) is not "
                            f"supported; draw the samples outside the transform, or use fnx.random's key-based "
                            f"samplers")
 
@@ -637,6 +638,67 @@ def normal(mean, std=1.0, size=None, *, generator: Generator | None = None, dtyp
         return (_standard_normal(gen, pre + shape, dt) * s + m).astype(dt.np, copy=False)
 
     return _draw("normal", dev, requires_grad, sample)
+
+
+def _check_float(op: str, name: str, t) -> None:
+    if not isinstance(t, Tensor) or not t.dtype.is_floating_point:
+        got = t.dtype.name if isinstance(t, Tensor) else type(t).__name__
+        raise FnxTypeError(f"{op}: only floating-point tensors are supported for {name}, got {got}")
+
+
+def poisson(input: Tensor, generator: Generator | None = None) -> Tensor:
+    """Poisson counts, one per element of the non-negative rates `input`, in its dtype and device.
+
+    Eager only (as multinomial): the samples carry no gradient, and inside fnx.compile, grad or vmap of the
+    rates they must be drawn outside and passed in.
+    """
+    _check_float("poisson", "input", input)
+    _reject_tracer("poisson", input, what="rates")
+    dev, dt = input.device, input.dtype
+    xp, gen = dev.xp, _generator(generator, dev, "poisson")
+    rates = input._value.astype(np.float64)
+    if not bool((rates >= 0).all()):
+        raise FnxRuntimeError("poisson: invalid Poisson rate, expected rate to be non-negative (got a negative or "
+                              "NaN rate)")
+    if not bool(xp.isfinite(rates).all()):
+        raise FnxRuntimeError("poisson: invalid Poisson rate, expected a finite rate (got inf)")
+    shape = tuple(input.shape)
+    return _draw("poisson", dev, False,
+                 lambda pre: xp.asarray(gen.rng.poisson(xp.broadcast_to(rates, pre + shape))).astype(dt.np))
+
+
+def binomial(count: Tensor, prob: Tensor, generator: Generator | None = None) -> Tensor:
+    """The number of successes in `count` Bernoulli(`prob`) trials, elementwise (count and prob broadcast; both
+    floating point of one dtype, which the counts have). Counts are whole numbers >= 0 (a fraction is dropped).
+
+    Eager only, like poisson. Unlike PyTorch, which returns meaningless numbers there, a negative or NaN count
+    or a probability outside [0, 1] raises.
+    """
+    _check_float("binomial", "count", count)
+    _check_float("binomial", "prob", prob)
+    if count.dtype is not prob.dtype:
+        raise FnxRuntimeError(f"binomial: count and prob must have the same dtype, got {count.dtype.name} and "
+                              f"{prob.dtype.name}; convert one with .to(dtype)")
+    _reject_tracer("binomial", count, prob, what="parameters")
+    same_device("binomial", (count, prob))
+    dev, dt = count.device, count.dtype
+    xp, gen = dev.xp, _generator(generator, dev, "binomial")
+    n, p = count._value.astype(np.float64), prob._value.astype(np.float64)
+    if not bool((n >= 0).all()):
+        raise FnxRuntimeError("binomial: expected count to be non-negative (got a negative or NaN count)")
+    _check_unit_interval("binomial", xp, p)
+    try:
+        shape = tuple(np.broadcast_shapes(tuple(count.shape), tuple(prob.shape)))
+    except ValueError:
+        raise FnxRuntimeError(f"binomial: the shapes of count {list(count.shape)} and prob {list(prob.shape)} do "
+                              f"not broadcast") from None
+    n = n.astype(np.int64)
+
+    def sample(pre: tuple):
+        drawn = gen.rng.binomial(xp.broadcast_to(n, pre + shape), xp.broadcast_to(p, pre + shape))
+        return xp.asarray(drawn).astype(dt.np)
+
+    return _draw("binomial", dev, False, sample)
 
 
 def _like_args(input: Tensor, dtype, device):

@@ -10,10 +10,11 @@ from .adam import Adam, AdamW
 from .adam_variants import Adamax, NAdam, RAdam
 from .asgd import ASGD
 from .lbfgs import LBFGS
+from .muon import Muon
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .rprop import Rprop
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop",
-           "ASGD", "LBFGS", "Adafactor", "lr_scheduler", "functional", "swa_utils"]
+           "ASGD", "LBFGS", "Adafactor", "Muon", "lr_scheduler", "functional", "swa_utils"]

@@ -24,11 +24,12 @@ from .adam import adam_update, check_adam
 from .adam_variants import adamax_update, check_nadam, mu_product_init, nadam_update, radam_update
 from .rmsprop import check_rmsprop, rmsprop_update
 from .asgd import asgd_update, check_asgd
+from .muon import NS_COEFFICIENTS, check_muon, muon_update
 from .rprop import check_rprop, rprop_update
 from .sgd import check_sgd, sgd_update
 
 __all__ = ["FunctionalOptimizer", "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "radam",
-           "rprop", "asgd", "adafactor"]
+           "rprop", "asgd", "adafactor", "muon"]
 
 
 class FunctionalOptimizer(NamedTuple):
@@ -275,3 +276,21 @@ def adafactor(lr=1e-2, beta2_decay: float = -0.8, eps: tuple = (None, 1e-3), d: 
 
     init = {"row_var": _factored_init(0), "col_var": _factored_init(1), "variance": _factored_init(None)}
     return _functional(("row_var", "col_var", "variance"), lr, leaf_update, init)
+
+
+def muon(lr=1e-3, weight_decay: float = 0.1, momentum: float = 0.95, nesterov: bool = True,
+         ns_coefficients: tuple = NS_COEFFICIENTS, eps: float = 1e-7, ns_steps: int = 5,
+         adjust_lr_fn: str | None = None) -> FunctionalOptimizer:
+    """Functional Muon (fnx.optim.Muon's rule) for pytrees of 2-D leaves. State: step, momentum_buffer."""
+    _check_lr(lr)
+    check_muon(0.0, weight_decay, momentum, adjust_lr_fn)
+    hyper = dict(weight_decay=weight_decay, momentum=momentum, nesterov=nesterov, ns_coefficients=ns_coefficients,
+                 ns_steps=ns_steps, eps=eps, adjust_lr_fn=adjust_lr_fn)
+
+    def leaf_update(p, g, bufs, step, lr_now):
+        if p.dtype.is_complex:
+            raise FnxValueError("functional muon: Muon does not support complex parameters")
+        new_p, buf = muon_update(p, g, bufs[0], lr=lr_now, **hyper)
+        return new_p, (buf,)
+
+    return _functional(("momentum_buffer",), lr, leaf_update)
