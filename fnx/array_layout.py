@@ -112,15 +112,18 @@ def _out_last(out, rank: int):
     return _as_last(out) if getattr(out, "ndim", None) == rank else out
 
 
-def keep_channels_last(op):
-    """`op(input, ...)` with PyTorch's layout: where `input` is an eager channels-last (N, C, *spatial) tensor,
-    its outputs of that rank and its gradient are laid out channels-last too (the values are those of `op`)."""
-    @functools.wraps(op)
-    def wrapped(input, *args, **kwargs):
-        if not _eager_last(input):
-            return op(input, *args, **kwargs)
-        x = input
-        if input._requires_grad and not core._get_flags() & core._TRACING:   # a Function runs eagerly only
-            x = _gradient_last_fn().apply(input)
-        return _out_last(op(x, *args, **kwargs), input.ndim)
-    return wrapped
+def keep_channels_last(*ranks: int):
+    """A decorator: `op(input, ...)` with PyTorch's layout, where `input` is an eager channels-last
+    (N, C, *spatial) tensor of one of the `ranks` PyTorch keeps for the op: its outputs of that rank and its
+    gradient are laid out channels-last too (the values are those of `op`)."""
+    def decorate(op):
+        @functools.wraps(op)
+        def wrapped(input, *args, **kwargs):
+            if getattr(input, "ndim", None) not in ranks or not _eager_last(input):
+                return op(input, *args, **kwargs)
+            x = input
+            if input._requires_grad and not core._get_flags() & core._TRACING:   # a Function runs eagerly only
+                x = _gradient_last_fn().apply(input)
+            return _out_last(op(x, *args, **kwargs), input.ndim)
+        return wrapped
+    return decorate

@@ -261,3 +261,37 @@ def test_row_major_and_traced_inputs_are_left_as_they_are():
     xl = x.to(memory_format=fnx.channels_last)
     np.testing.assert_allclose(f(xl).numpy(), F.adaptive_avg_pool2d(F.pad(x, (1, 1, 1, 1), mode="reflect"),
                                                                      3).numpy(), rtol=1e-6)
+
+
+def _last_3d(t) -> bool:
+    return t.is_contiguous(memory_format=fnx.channels_last_3d) and not t.is_contiguous()
+
+
+# (op, whether PyTorch 2.13 keeps a channels_last_3d (2, 3, 4, 4, 4) input's layout, its strides then)
+_KEEPING_3D = [
+    (lambda x: F.pad(x, (1, 1, 1, 1, 1, 1)), (648, 1, 108, 18, 3)),
+    (lambda x: F.pad(x, (1, 1, 1, 1, 1, 1), mode="reflect"), (648, 1, 108, 18, 3)),
+    (lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"), (1536, 1, 192, 24, 3)),
+    (lambda x: F.interpolate(x, scale_factor=2), (1536, 1, 192, 24, 3)),
+    (lambda x: F.max_pool3d(x, 2), (24, 1, 12, 6, 3)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_KEEPING_3D)))
+def test_channels_last_3d_is_kept_where_pytorch_keeps_it(case):
+    op, strides = _KEEPING_3D[case]
+    x = _rng_tensor(np.random.default_rng(case), (2, 3, 4, 4, 4))
+    X = x.to(memory_format=fnx.channels_last_3d).requires_grad_()
+    y = op(X)
+    assert y.stride() == strides and np.array_equal(y.detach().numpy(), op(x).numpy())
+    y.sum().backward()
+    assert _last_3d(X.grad)
+
+
+def test_channels_innermost_rank_3_inputs_keep_their_layout_where_pytorch_does():
+    """A (N, L, C) tensor seen as (N, C, L): PyTorch's 1-d average pools keep its strides, padding and resizing
+    give row-major."""
+    x = fnx.randn(2, 8, 3, dtype=fnx.float64).permute(0, 2, 1)
+    assert F.avg_pool1d(x, 2).stride() == (12, 1, 3) and F.adaptive_avg_pool1d(x, 3).stride() == (9, 1, 3)
+    assert F.adaptive_max_pool1d(x, 3).stride() == (9, 1, 3)
+    assert F.pad(x, (1, 1)).stride() == (30, 10, 1) and F.interpolate(x, size=5, mode="linear").stride() == (15, 5, 1)

@@ -142,7 +142,7 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     return _tri(input, diagonal, "triu", False)
 
 
-@keep_channels_last
+@keep_channels_last(4, 5)
 def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     """Pad the last len(pad) // 2 dims, last dim first: (left, right, top, bottom, ...).
 
