@@ -160,7 +160,7 @@ def test_max_pool2d_on_channels_last_gives_the_row_major_values_indices_and_grad
         X = fnx.tensor(x)
         X = (X.to(memory_format=fnx.channels_last) if last else X).requires_grad_()
         y, index = F.max_pool2d(X, kernel, stride, padding, return_indices=True)
-        assert _last(y) == (last and not padding)
+        assert _last(y) == last and _last(index) == last   # as PyTorch's, padded or not
         gy = fnx.tensor(rng.standard_normal(tuple(y.shape)).astype(dtype)) if gy is None else gy
         (y * gy).sum().backward()
         out[last] = [t.detach().numpy() for t in (y, index, X.grad)]
@@ -197,3 +197,101 @@ def test_conv3d_eval_batch_norm_and_reshape_on_channels_last():
     assert xl.reshape(4, -1).tolist() == x.reshape(4, -1).tolist()
     with pytest.raises(RuntimeError, match="view size is not compatible with input tensor's size and stride"):
         xl.view(4, -1)   # as in PyTorch: a channels_last tensor is not a row-major block
+
+
+# (op, output strides PyTorch 2.13 gives for a channels_last (2, 3, 8, 8) float input)
+_KEEPING = [
+    (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), (768, 1, 48, 3)),
+    (lambda x: F.interpolate(x, scale_factor=2, mode="nearest-exact"), (768, 1, 48, 3)),
+    (lambda x: F.interpolate(x, size=(5, 7), mode="bilinear"), (105, 1, 21, 3)),
+    (lambda x: F.interpolate(x, size=(5, 7), mode="bilinear", align_corners=True), (105, 1, 21, 3)),
+    (lambda x: F.interpolate(x, size=(4, 4), mode="area"), (48, 1, 12, 3)),
+    (lambda x: F.upsample_bilinear(x, scale_factor=2), (768, 1, 48, 3)),
+    (lambda x: fnx.nn.Upsample(scale_factor=2)(x), (768, 1, 48, 3)),
+    (lambda x: F.pad(x, (1, 2, 3, 4)), (495, 1, 33, 3)),
+    (lambda x: F.pad(x, (1, 2, 3, 4), value=2.5), (495, 1, 33, 3)),
+    (lambda x: F.pad(x, (1, 2, 3, 4), mode="reflect"), (495, 1, 33, 3)),
+    (lambda x: F.pad(x, (1, 2, 3, 4), mode="replicate"), (495, 1, 33, 3)),
+    (lambda x: fnx.nn.ReflectionPad2d(2)(x), (432, 1, 36, 3)),
+    (lambda x: F.adaptive_avg_pool2d(x, (3, 3)), (27, 1, 9, 3)),
+    (lambda x: F.adaptive_max_pool2d(x, (3, 3)), (27, 1, 9, 3)),
+    (lambda x: F.avg_pool2d(x, 2), (48, 1, 12, 3)),
+    (lambda x: F.avg_pool2d(x, 3, 1, 1), (192, 1, 24, 3)),
+    (lambda x: F.max_pool2d(x, 2), (48, 1, 12, 3)),
+    (lambda x: F.max_pool2d(x, 3, 1, 1), (192, 1, 24, 3)),
+    (lambda x: F.lp_pool2d(x, 2, 2), (48, 1, 12, 3)),
+    (lambda x: F.pixel_unshuffle(x, 2), (192, 1, 48, 12)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_KEEPING)))
+def test_resizing_padding_and_pooling_keep_channels_last_as_pytorch(case):
+    """Ops computed in row-major order lay their output and input gradient out channels-last where the input
+    is (PyTorch's strides), with the row-major values and gradients."""
+    op, strides = _KEEPING[case]
+    rng = np.random.default_rng(case)
+    x = _rng_tensor(rng, (2, 3, 8, 8))
+    out = {}
+    for last in (False, True):
+        X = (x.to(memory_format=fnx.channels_last) if last else x.clone()).requires_grad_()
+        y = op(X)
+        assert y.stride() == strides if last else not _last(y)
+        gy = fnx.tensor(np.cos(np.arange(y.numel())).reshape(tuple(y.shape)))
+        (y * gy).sum().backward()
+        assert _last(X.grad) == last
+        out[last] = [t.detach().numpy() for t in (y, X.grad)]
+    for a, b_ in zip(out[False], out[True]):   # pooling's sums may add in another order
+        np.testing.assert_allclose(b_, a, rtol=1e-14, atol=1e-14)
+
+
+def test_pixel_shuffle_and_the_indices_of_adaptive_max_pool_keep_channels_last():
+    x = fnx.randn(2, 12, 4, 4, dtype=fnx.float64)
+    y = F.pixel_shuffle(x.to(memory_format=fnx.channels_last), 2)
+    assert y.stride() == (192, 1, 24, 3) and y.tolist() == F.pixel_shuffle(x, 2).tolist()
+    values, index = F.adaptive_max_pool2d(x.to(memory_format=fnx.channels_last), 3, return_indices=True)
+    assert values.stride() == index.stride() == (108, 1, 36, 12)
+    assert index.tolist() == F.adaptive_max_pool2d(x, 3, return_indices=True)[1].tolist()
+
+
+def test_row_major_and_traced_inputs_are_left_as_they_are():
+    x = fnx.randn(2, 3, 8, 8)
+    assert F.interpolate(x, scale_factor=2, mode="bilinear").is_contiguous()
+    assert F.adaptive_avg_pool2d(x, 3).is_contiguous() and F.pad(x, (1, 1, 1, 1), mode="reflect").is_contiguous()
+    f = fnx.compile(lambda t: F.adaptive_avg_pool2d(F.pad(t, (1, 1, 1, 1), mode="reflect"), 3))
+    xl = x.to(memory_format=fnx.channels_last)
+    np.testing.assert_allclose(f(xl).numpy(), F.adaptive_avg_pool2d(F.pad(x, (1, 1, 1, 1), mode="reflect"),
+                                                                     3).numpy(), rtol=1e-6)
+
+
+def _last_3d(t) -> bool:
+    return t.is_contiguous(memory_format=fnx.channels_last_3d) and not t.is_contiguous()
+
+
+# (op, whether PyTorch 2.13 keeps a channels_last_3d (2, 3, 4, 4, 4) input's layout, its strides then)
+_KEEPING_3D = [
+    (lambda x: F.pad(x, (1, 1, 1, 1, 1, 1)), (648, 1, 108, 18, 3)),
+    (lambda x: F.pad(x, (1, 1, 1, 1, 1, 1), mode="reflect"), (648, 1, 108, 18, 3)),
+    (lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"), (1536, 1, 192, 24, 3)),
+    (lambda x: F.interpolate(x, scale_factor=2), (1536, 1, 192, 24, 3)),
+    (lambda x: F.max_pool3d(x, 2), (24, 1, 12, 6, 3)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_KEEPING_3D)))
+def test_channels_last_3d_is_kept_where_pytorch_keeps_it(case):
+    op, strides = _KEEPING_3D[case]
+    x = _rng_tensor(np.random.default_rng(case), (2, 3, 4, 4, 4))
+    X = x.to(memory_format=fnx.channels_last_3d).requires_grad_()
+    y = op(X)
+    assert y.stride() == strides and np.array_equal(y.detach().numpy(), op(x).numpy())
+    y.sum().backward()
+    assert _last_3d(X.grad)
+
+
+def test_channels_innermost_rank_3_inputs_keep_their_layout_where_pytorch_does():
+    """A (N, L, C) tensor seen as (N, C, L): PyTorch's 1-d average pools keep its strides, padding and resizing
+    give row-major."""
+    x = fnx.randn(2, 8, 3, dtype=fnx.float64).permute(0, 2, 1)
+    assert F.avg_pool1d(x, 2).stride() == (12, 1, 3) and F.adaptive_avg_pool1d(x, 3).stride() == (9, 1, 3)
+    assert F.adaptive_max_pool1d(x, 3).stride() == (9, 1, 3)
+    assert F.pad(x, (1, 1)).stride() == (30, 10, 1) and F.interpolate(x, size=5, mode="linear").stride() == (15, 5, 1)

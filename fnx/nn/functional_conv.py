@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from .. import core
+from ..array_layout import keep_channels_last
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
@@ -323,6 +324,7 @@ def _source_index(dst: np.ndarray, scale: float, align_corners: bool) -> np.ndar
     return np.maximum((dst + 0.5) * scale - 0.5, 0.0)
 
 
+@keep_channels_last(4, 5)
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
     """Resize the spatial dims: 'nearest', 'nearest-exact', 'linear'/'bilinear'/'trilinear' (separable, one
@@ -393,6 +395,7 @@ def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
+@keep_channels_last(4)
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """(*, C*r^2, H, W) -> (*, C, H*r, W*r)."""
     r = upscale_factor
@@ -406,6 +409,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
 
 
+@keep_channels_last(4)
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """(*, C, H*r, W*r) -> (*, C*r^2, H, W), the inverse of pixel_shuffle."""
     r = downscale_factor

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..array_layout import keep_channels_last
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
@@ -59,6 +60,7 @@ def _pool_geometry(x: Tensor, kernel_size, stride, padding, dilation, ceil_mode:
     return kernel, stride, padding, dilation, out, hi
 
 
+@keep_channels_last(4, 5)
 def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd: int, op: str):
     x, unbatched = _batched(input, nd, op)
     kernel, stride, padding, dilation, out, hi = _pool_geometry(x, kernel_size, stride, padding, dilation,
@@ -112,6 +114,7 @@ def _avg_counts(n: int, k: int, s: int, p: int, out: int, include_pad: bool) -> 
     return counts
 
 
+@keep_channels_last(3, 4)   # as PyTorch: avg_pool3d gives row-major
 def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd: int,
               op: str) -> Tensor:
     x, unbatched = _batched(input, nd, op)
@@ -165,6 +168,7 @@ def _adaptive_bounds(n: int, m: int) -> list[tuple[int, int]]:
     return [((i * n) // m, -((-(i + 1) * n) // m)) for i in range(m)]
 
 
+@keep_channels_last(3, 4)
 def _adaptive_avg(input: Tensor, output_size, nd: int, op: str) -> Tensor:
     """Each spatial dim is averaged by an (out, in) matrix of window weights: one matmul per dim."""
     x, unbatched = _batched(input, nd, op)
@@ -196,6 +200,7 @@ def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
     return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
 
 
+@keep_channels_last(3, 4)
 def _adaptive_max(input: Tensor, output_size, return_indices: bool, nd: int, op: str):
     x, unbatched = _batched(input, nd, op)
     sizes = _adaptive_sizes(x, output_size, nd)
