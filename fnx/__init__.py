@@ -49,6 +49,7 @@ from .ir import ClosedJaxpr, Jaxpr
 from .transforms.ad import grad, hessian, jacfwd, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp
 from .transforms.batching import vmap
 from .transforms.compile import compile, jit
+from . import compiler  # torch.compiler: is_compiling, disable, reset, ...
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.tracing import make_jaxpr
 from . import nn  # after the ops it builds on
