@@ -44,7 +44,9 @@ from . import fft, linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)
 from . import numpy  # jnp: the NumPy API with JAX's semantics
 from . import cuda, random, tree, version
-from .determinism import are_deterministic_algorithms_enabled, use_deterministic_algorithms
+from .determinism import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
+                          is_deterministic_algorithms_warn_only_enabled, set_deterministic_debug_mode,
+                          use_deterministic_algorithms)
 from .ir import ClosedJaxpr, Jaxpr
 from .transforms.ad import grad, hessian, jacfwd, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp
 from .transforms.batching import vmap
@@ -76,4 +78,5 @@ from .tensor import (channels_last, channels_last_3d, contiguous_format, is_tens
 from .nn.functional import log_softmax, softmax
 from .torch_alias import install_torch_alias
 from .jax_alias import install_jax_alias
-from .threads import get_dynamic_threads, get_num_threads, set_dynamic_threads, set_num_threads
+from .threads import (get_dynamic_threads, get_num_interop_threads, get_num_threads, set_dynamic_threads,
+                      set_num_interop_threads, set_num_threads)
