@@ -8,7 +8,7 @@ from .dtypes import (bfloat16, bool, can_cast, cdouble, cfloat, complex64, compl
                      float16, float32, float64,
                      get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,
                      set_default_dtype, set_flush_denormal, short, uint8)
-from .tensor import Size, Tensor
+from .tensor import Size, Tensor, layout, strided
 from .tensor import (detach, get_device, is_floating_point, is_nonzero, is_same_size, is_signed, is_storage, numel,
                      typename)
 from . import autograd
@@ -58,6 +58,8 @@ from . import nn  # after the ops it builds on
 from .nn.torch_level import *  # noqa: F401,F403  (torch.conv2d, torch.dropout, ...: ATen's signatures)
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, multiprocessing, optim, profiler, special, testing, utils
+from . import return_types  # torch.return_types: the named-tuple types of ops
+from .utils.dlpack import from_dlpack, to_dlpack  # torch.from_dlpack takes DLPack capsules too
 from . import amp, cpu
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .cuda import amp as _cuda_amp  # noqa: F401  (fnx.cuda.amp: PyTorch's deprecated torch.cuda.amp names)

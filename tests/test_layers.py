@@ -38,6 +38,7 @@ LAYERS = [
                    "fnx.distributions", "fnx.special", "fnx.lax", "fnx.scipy", "fnx.example_libraries",
                    # autocast and GradScaler's public surface (the per-op casting is fnx/ops/autocast.py)
                    "fnx.amp", "fnx.cpu", "fnx.cuda.amp", "fnx.testing", "fnx.profiler", "fnx.compiler",
+                   "fnx.return_types",
                    "fnx.multiprocessing"]),
     ("top", ["fnx", "fnx.__main__", "fnx.jax_api", "fnx.demo", "fnx._env", "fnx._alias", "fnx.torch_alias", "fnx.torchscript",
              "fnx._torch_shim", "fnx._torch_shim.torch", "fnx.jax_alias", "fnx._jax", "fnx._jax_config",
