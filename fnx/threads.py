@@ -25,8 +25,8 @@ import itertools
 import operator
 import os
 
-__all__ = ["set_num_threads", "get_num_threads", "set_dynamic_threads", "get_dynamic_threads", "get_num_interop_threads",
-           "set_num_interop_threads", "team_size", "dynamic",
+__all__ = ["set_num_threads", "get_num_threads", "set_dynamic_threads", "get_dynamic_threads",
+           "get_num_interop_threads", "set_num_interop_threads", "team_size", "dynamic",
            "blas_callback_setters", "run_blas_on", "blas_on_pool", "attach_pool", "poll", "product_done"]
 
 
