@@ -8,7 +8,7 @@ from .dtypes import (bfloat16, bool, can_cast, cdouble, cfloat, complex64, compl
                      float16, float32, float64,
                      get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,
                      set_default_dtype, set_flush_denormal, short, uint8)
-from .tensor import Size, Tensor
+from .tensor import Size, Tensor, layout, strided
 from .tensor import (detach, get_device, is_floating_point, is_nonzero, is_same_size, is_signed, is_storage, numel,
                      typename)
 from . import autograd
@@ -44,17 +44,22 @@ from . import fft, linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)
 from . import numpy  # jnp: the NumPy API with JAX's semantics
 from . import cuda, random, tree, version
-from .determinism import are_deterministic_algorithms_enabled, use_deterministic_algorithms
+from .determinism import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
+                          is_deterministic_algorithms_warn_only_enabled, set_deterministic_debug_mode,
+                          use_deterministic_algorithms)
 from .ir import ClosedJaxpr, Jaxpr
 from .transforms.ad import grad, hessian, jacfwd, jacrev, jvp, linearize, stop_gradient, value_and_grad, vjp
 from .transforms.batching import vmap
 from .transforms.compile import compile, jit
+from . import compiler  # torch.compiler: is_compiling, disable, reset, ...
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.tracing import make_jaxpr
 from . import nn  # after the ops it builds on
 from .nn.torch_level import *  # noqa: F401,F403  (torch.conv2d, torch.dropout, ...: ATen's signatures)
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, multiprocessing, optim, profiler, special, testing, utils
+from . import return_types  # torch.return_types: the named-tuple types of ops
+from .utils.dlpack import from_dlpack, to_dlpack  # torch.from_dlpack takes DLPack capsules too
 from . import amp, cpu
 from . import signal  # torch.signal.windows
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
@@ -76,4 +81,5 @@ from .tensor import (channels_last, channels_last_3d, contiguous_format, is_tens
 from .nn.functional import log_softmax, softmax
 from .torch_alias import install_torch_alias
 from .jax_alias import install_jax_alias
-from .threads import get_dynamic_threads, get_num_threads, set_dynamic_threads, set_num_threads
+from .threads import (get_dynamic_threads, get_num_interop_threads, get_num_threads, set_dynamic_threads,
+                      set_num_interop_threads, set_num_threads)

@@ -12,7 +12,10 @@ import warnings
 from .errors import FnxRuntimeError
 
 __all__ = ["use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
-           "is_deterministic_algorithms_warn_only_enabled", "alert_not_deterministic"]
+           "is_deterministic_algorithms_warn_only_enabled", "set_deterministic_debug_mode",
+           "get_deterministic_debug_mode", "alert_not_deterministic"]
+
+_DEBUG_MODES = ("default", "warn", "error")   # torch's names of the debug modes 0, 1 and 2
 
 # Process-wide, unlike grad mode (which is per thread), as PyTorch's use_deterministic_algorithms is: it is a
 # setting of the program (switched once, not entered and left around a block, so threads cannot overlap in
@@ -34,7 +37,31 @@ def are_deterministic_algorithms_enabled() -> bool:
 
 
 def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    """Whether deterministic mode warns rather than raises (`use_deterministic_algorithms(True, warn_only=True)`)."""
     return _warn_only
+
+
+def set_deterministic_debug_mode(debug_mode: str | int) -> None:
+    """torch's other spelling of `use_deterministic_algorithms`: "default" / 0 (off), "warn" / 1 (warn only) or
+    "error" / 2 (raise)."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _DEBUG_MODES:
+            raise FnxRuntimeError(f"set_deterministic_debug_mode: invalid value of debug_mode, expected one of "
+                                  f"`default`, `warn`, `error`, but got {debug_mode}")
+        debug_mode = _DEBUG_MODES.index(debug_mode)
+    elif isinstance(debug_mode, int):   # True and False too, as torch takes them
+        if debug_mode not in (0, 1, 2):
+            raise FnxRuntimeError(f"set_deterministic_debug_mode: invalid value of debug_mode, expected 0, 1, or 2, "
+                                  f"but got {debug_mode}")
+    else:
+        raise TypeError(f"set_deterministic_debug_mode: debug_mode must be str or int, but got "
+                        f"{type(debug_mode).__name__}")
+    use_deterministic_algorithms(debug_mode > 0, warn_only=debug_mode == 1)
+
+
+def get_deterministic_debug_mode() -> int:
+    """The debug mode as an int: 0 off, 1 warn only, 2 raise (see `set_deterministic_debug_mode`)."""
+    return 0 if not _enabled else 1 if _warn_only else 2
 
 
 def alert_not_deterministic(op: str) -> None:

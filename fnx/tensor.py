@@ -23,8 +23,8 @@ from .device import cpu, device as _device_cls, device_of_array
 from .errors import ConcretizationError, FnxIndexError, FnxRuntimeError, FnxTypeError
 from .storage import TypedStorage, UntypedStorage, in_shared_memory, shared_copy
 
-__all__ = ["Tensor", "Size", "Tracer", "parse_to", "is_floating_point", "numel", "is_nonzero", "is_signed",
-           "is_same_size", "get_device", "detach", "typename", "is_storage"]
+__all__ = ["Tensor", "Size", "layout", "strided", "Tracer", "parse_to", "is_floating_point", "numel", "is_nonzero",
+           "is_signed", "is_same_size", "get_device", "detach", "typename", "is_storage"]
 
 
 class Size(tuple):
@@ -160,6 +160,23 @@ class Tensor:
     def is_meta(self) -> bool:
         """Always False: fnx has no meta device (every tensor holds data)."""
         return False
+
+    @property
+    def layout(self) -> layout:
+        """`strided`: every fnx tensor is dense."""
+        return strided
+
+    def is_neg(self) -> bool:
+        """Always False: fnx negates eagerly, it has no lazy negation bit (so `resolve_neg` returns the tensor)."""
+        return False
+
+    def dim_order(self, *, ambiguity_check: bool = False) -> tuple:
+        """The dims from outermost to innermost in memory: sorted by stride, largest first (ties keep their order),
+        as torch's. `ambiguity_check` (torch's check that the order is unique) is not implemented."""
+        if ambiguity_check is not False:
+            raise NotImplementedError("Tensor.dim_order: ambiguity_check is not implemented in fnx; call it without")
+        strides = self.stride()
+        return tuple(sorted(range(len(strides)), key=lambda d: -strides[d]))
 
     @property
     def itemsize(self) -> int:
@@ -802,11 +819,8 @@ def note_view(out: Tracer, base: Tracer, prim, params: dict) -> None:
     views.append(weakref.ref(out))
 
 
-class memory_format:
-    """PyTorch's memory-format names: `to(memory_format=)`, `contiguous(memory_format=)` and `clone` lay a tensor
-    out as named (`channels_last`: a 4-D tensor's channels innermost, NHWC in memory, its shape still NCHW;
-    `channels_last_3d`: NDHWC), and eager CPU convolutions, batch_norm, max pooling, `cat` and elementwise ops keep
-    that layout, as PyTorch's do; the values never depend on it."""
+class _Named:
+    """A named constant of the API (a memory format, a layout), shown as `fnx.<name>`."""
 
     __slots__ = ("name",)
 
@@ -817,10 +831,36 @@ class memory_format:
         return f"fnx.{self.name}"
 
 
+class layout(_Named):
+    """How a tensor's elements are stored (torch.layout): fnx has only `strided`, dense elements at strides (no
+    sparse layouts)."""
+
+    __slots__ = ()
+
+
+strided = layout("strided")
+
+
+class memory_format(_Named):
+    """PyTorch's memory-format names: `to(memory_format=)`, `contiguous(memory_format=)` and `clone` lay a tensor
+    out as named (`channels_last`: a 4-D tensor's channels innermost, NHWC in memory, its shape still NCHW;
+    `channels_last_3d`: NDHWC), and eager CPU convolutions, batch_norm, max pooling, `cat` and elementwise ops keep
+    that layout, as PyTorch's do; the values never depend on it."""
+
+    __slots__ = ()
+
+
 contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 preserve_format = memory_format("preserve_format")
+
+
+# torch's queries for devices fnx does not have: always False
+for _device, _what in (("xpu", "Intel XPU"), ("mps", "Apple Metal"), ("ipu", "Graphcore IPU"), ("mtia", "Meta MTIA"),
+                       ("maia", "Microsoft MAIA"), ("xla", "XLA"), ("vulkan", "Vulkan")):
+    setattr(Tensor, f"is_{_device}", property(lambda self: False, doc=f"Always False: fnx has no {_what} device."))
+del _device, _what
 
 
 def check_memory_format(op: str, fmt) -> None:

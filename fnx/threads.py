@@ -25,7 +25,8 @@ import itertools
 import operator
 import os
 
-__all__ = ["set_num_threads", "get_num_threads", "set_dynamic_threads", "get_dynamic_threads", "team_size", "dynamic",
+__all__ = ["set_num_threads", "get_num_threads", "set_dynamic_threads", "get_dynamic_threads",
+           "get_num_interop_threads", "set_num_interop_threads", "team_size", "dynamic",
            "blas_callback_setters", "run_blas_on", "blas_on_pool", "attach_pool", "poll", "product_done"]
 
 
@@ -69,6 +70,27 @@ def set_num_threads(num: int) -> None:
     team_size.value = num
     if _pool is not None:
         _pool.fnx_rt_settings_changed()
+
+
+# torch's inter-op pool runs independent ops of a TorchScript graph at once; fnx runs ops one after another (within
+# an op, the kernels' pool above), so the count is recorded for scripts that read it back and selects nothing.
+_interop = _default()
+
+
+def get_num_interop_threads() -> int:
+    """The inter-op thread count last set (the CPUs fnx may use by default); fnx runs one op at a time."""
+    return _interop
+
+
+def set_num_interop_threads(num: int) -> None:
+    """Record `num` (a positive int) as the inter-op thread count, as torch.set_num_interop_threads takes it;
+    fnx has no inter-op pool, so it changes nothing else."""
+    global _interop
+    if isinstance(num, bool) or not isinstance(num, int):
+        raise RuntimeError(f"fnx.set_num_interop_threads: expected an int, but got {type(num).__name__}")
+    if num < 1:
+        raise RuntimeError(f"fnx.set_num_interop_threads: expected a positive integer, got {num}")
+    _interop = num
 
 
 def get_dynamic_threads() -> bool:

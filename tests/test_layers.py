@@ -37,7 +37,8 @@ LAYERS = [
                    # fnx.special: torch.special's names, softmax among them; fnx.lax, fnx.scipy: JAX's
                    "fnx.distributions", "fnx.special", "fnx.signal", "fnx.lax", "fnx.scipy", "fnx.example_libraries",
                    # autocast and GradScaler's public surface (the per-op casting is fnx/ops/autocast.py)
-                   "fnx.amp", "fnx.cpu", "fnx.cuda.amp", "fnx.testing", "fnx.profiler",
+                   "fnx.amp", "fnx.cpu", "fnx.cuda.amp", "fnx.testing", "fnx.profiler", "fnx.compiler",
+                   "fnx.return_types",
                    "fnx.multiprocessing"]),
     ("top", ["fnx", "fnx.__main__", "fnx.jax_api", "fnx.demo", "fnx._env", "fnx._alias", "fnx.torch_alias", "fnx.torchscript",
              "fnx._torch_shim", "fnx._torch_shim.torch", "fnx.jax_alias", "fnx._jax", "fnx._jax_config",

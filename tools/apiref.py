@@ -58,6 +58,8 @@ MODULES = [
     ("fnx.multiprocessing", "Python's multiprocessing plus spawn / start_processes (torch.multiprocessing)"),
     ("fnx.profiler", "op-level profiling: profile, record_function, schedules, Chrome traces (torch.profiler)"),
     ("fnx.testing", "test helpers (torch.testing): assert_close with PyTorch's tolerances, make_tensor"),
+    ("fnx.compiler", "torch.compiler: is_compiling, is_exporting, disable (a graph break), reset, list_backends"),
+    ("fnx.return_types", "torch.return_types: the named-tuple types of max, sort, topk, linalg.slogdet, ..."),
     ("fnx.optim.functional", "optimizers as pure init/update functions"),
     ("fnx.amp", "mixed precision: autocast regions and GradScaler (torch.amp)"),
     ("fnx.data", "datasets, samplers, DataLoader (torch.utils.data)"),

@@ -6,9 +6,10 @@ says what its flags mean here.
 """
 from __future__ import annotations
 
-from . import cpu, cuda, cudnn, mps
+from . import cpu, cuda, cudnn, mkl, mkldnn, mps, nnpack, openmp, opt_einsum
 
-__all__ = ["cpu", "cuda", "cudnn", "mps", "set_float32_matmul_precision", "get_float32_matmul_precision"]
+__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "nnpack", "openmp", "opt_einsum",
+           "set_float32_matmul_precision", "get_float32_matmul_precision"]
 
 _PRECISIONS = ("highest", "high", "medium")
 

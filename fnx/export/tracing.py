@@ -23,6 +23,7 @@ from ..core import FnxValueError, ShapedArray
 from ..ir import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ..lowering.passes import dce
 from ..tensor import Tensor, from_array
+from ..transforms.compile import tracing
 from ..transforms.tracing import trace_to_jaxpr
 from .primitives import exportable, prepare
 from .specialize import on_device
@@ -60,7 +61,8 @@ def trace_symbolic(flat_fun: Callable, in_avals: Sequence[ShapedArray], examples
     for env in envs:
         avals = [ShapedArray(tuple(evaluate(d, env) for d in a.shape), a.dtype, a.device) for a in in_avals]
         try:
-            closed = trace_to_jaxpr(flat_fun, avals)
+            with tracing("export"):
+                closed = trace_to_jaxpr(flat_fun, avals)
         except Exception as e:
             if env is envs[0]:
                 raise

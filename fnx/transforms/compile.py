@@ -58,6 +58,7 @@ raises, and a call recorded for another argument's sake donates nothing. Under a
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -65,6 +66,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -89,7 +91,8 @@ from .donation import Donation, donated_leaves
 from .jaxpr_rules import batch_jaxpr, jvp_jaxpr, split_vjp_jaxpr, vjp_jaxpr
 from .tracing import StagingTracer, trace_to_jaxpr
 
-__all__ = ["compile", "jit", "Compiled", "Lowered", "CallJaxpr", "compiled_call_p"]
+__all__ = ["compile", "jit", "Compiled", "Lowered", "CallJaxpr", "compiled_call_p", "tracing", "tracing_kinds",
+           "compilation_disabled", "reset_all"]
 
 _log = logging.getLogger("fnx.compile")
 _DEBUG = logging.DEBUG
@@ -400,6 +403,50 @@ class _Entry:
         return self.exe
 
 
+class _Tracing(threading.local):
+    """Per thread: the traces running ("compile" for fnx.compile, "export" for fnx.export), innermost last, and how
+    many fnx.compiler.disable(recursive=True) calls are running (compiled functions then run eagerly)."""
+    kinds: tuple = ()
+    disabled: int = 0
+
+
+_tracing = _Tracing()
+_compiled = weakref.WeakSet()   # every Compiled, for fnx.compiler.reset
+
+
+@contextlib.contextmanager
+def tracing(kind: str):
+    """The code inside is traced by fnx.compile (`kind` "compile") or fnx.export ("export"): what
+    fnx.compiler.is_compiling and is_exporting report."""
+    outer = _tracing.kinds
+    _tracing.kinds = (*outer, kind)
+    try:
+        yield
+    finally:
+        _tracing.kinds = outer
+
+
+def tracing_kinds() -> tuple:
+    """The traces running in this thread, innermost last ("compile", "export")."""
+    return _tracing.kinds
+
+
+@contextlib.contextmanager
+def compilation_disabled():
+    """Compiled functions called inside run their Python function eagerly (fnx.compiler.disable)."""
+    _tracing.disabled += 1
+    try:
+        yield
+    finally:
+        _tracing.disabled -= 1
+
+
+def reset_all() -> None:
+    """Drop every compiled function's traced signatures: the next call of each traces again."""
+    for compiled in list(_compiled):
+        compiled.clear_cache()
+
+
 # Where fnx asks a tracer for its value on behalf of others: a graph break names the frame that called into these.
 _MACHINERY = (os.path.join(FNX_DIR, "tensor.py"), os.path.join(FNX_DIR, "transforms", ""))
 # The cache entry of a signature whose trace needed a concrete value: calls with it run the function eagerly.
@@ -586,6 +633,7 @@ class Compiled:
         self._last: tuple | None = None   # (key, entry) of the latest traced or called signature
         self._recompiles = 0
         self._changes: dict[str, tuple[int, str]] = {}   # changed argument -> (recompilations, latest change)
+        _compiled.add(self)
 
     def __repr__(self) -> str:
         return f"<fnx.compile of {self.__qualname__}>"
@@ -605,6 +653,8 @@ class Compiled:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
+        if _tracing.disabled:   # inside fnx.compiler.disable
+            return self._fun(*args, **kwargs)
         if self._module:
             args = (self._fun, *args)
         key, leaves = None, args
@@ -861,7 +911,8 @@ class Compiled:
             return out_leaves + [v for _, v in updated]
 
         in_avals = [x.aval for x in leaves] + [slots[k][0][slots[k][1]].aval for k in int_inputs]
-        traced = trace_to_jaxpr(flat_fun, in_avals, frozen_inputs=f"fnx.compile({self.__name__})")
+        with tracing("compile"):
+            traced = trace_to_jaxpr(flat_fun, in_avals, frozen_inputs=f"fnx.compile({self.__name__})")
         traced, int_inputs = _drop_unread_inputs(traced, n, int_inputs)
         state = _State(len(slots), tuple(int_inputs), tuple(k for k, _ in updated)) if int_inputs or updated else None
         closed, key_devices, lifted = _lift_consts(traced, keys[0].placeholders)
