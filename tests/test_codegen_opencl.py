@@ -160,7 +160,9 @@ def test_split_reductions_combine_many_blocks_through_the_counter(monkeypatch, u
 
 
 # ---------------------------------------------------------------- the op table
-@pytest.mark.parametrize("chunk", chunks(stageable_ops()), ids=lambda c: c[0].name)
+# runs of at most 32 ops: PoCL's CPU device crashed (SIGSEGV) running one fused kernel of 42 unrelated 0-d special
+# functions that a run of 64 ops drew (the C and CUDA targets take such kernels)
+@pytest.mark.parametrize("chunk", chunks(stageable_ops(), 32), ids=lambda c: c[0].name)
 @settings(max_examples=1, deadline=None)
 @given(data=st.data())
 def test_op_table_on_pocl(chunk, data):
