@@ -2,21 +2,12 @@
 (N, *spatial, C), each position's channels together. Eager convolutions, batch_norm and max pooling read such
 arrays as rows of channels, (N * positions, C), in place, and give their outputs the same layout, so a
 channels_last model moves no operand between the layouts from one layer to the next. Called on every eager
-convolution, so read from the strides without building views.
-
-`keep_channels_last` carries the layout through the eager ops that compute in row-major order (resizing,
-padding, adaptive pooling): their outputs and input gradients lie channels-last where the input does, as
-PyTorch lays them out."""
+convolution, so read from the strides without building views."""
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 
-from . import core
-
-__all__ = ["channels_last", "channels_last_copy", "dense_order", "to_last", "from_last", "rows", "from_rows",
-           "keep_channels_last"]
+__all__ = ["channels_last", "channels_last_copy", "dense_order", "to_last", "from_last", "rows", "from_rows"]
 
 
 def channels_last(a) -> bool:
@@ -73,57 +64,3 @@ def rows(a, index: tuple = ()):
 def from_rows(r, n: int, spatial: tuple):
     """Rows of channels (n * P, C) as the channels-last (n, C, *spatial) array (a view)."""
     return from_last(r.reshape((n,) + tuple(spatial) + (r.shape[-1],)))
-
-
-def _eager_last(t) -> bool:
-    """Whether the tensor t holds a channels-last numpy array (tracers carry no layout)."""
-    return type(getattr(t, "_value", None)) is np.ndarray and channels_last(t._value)
-
-
-@functools.cache
-def _gradient_last_fn():
-    """The Function that passes a tensor on as a view and lays its gradient out channels-last (built on first use:
-    this module loads before autograd)."""
-    from .autograd.function import Function
-
-    class GradientLast(Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx, g):
-            return _as_last(g)
-
-    return GradientLast
-
-
-def _as_last(t):
-    """The (N, C, *spatial) tensor t laid out channels-last (a copy where it is not)."""
-    if _eager_last(t):
-        return t
-    return t.permute(0, *range(2, t.ndim), 1).contiguous().permute(0, t.ndim - 1, *range(1, t.ndim - 1))
-
-
-def _out_last(out, rank: int):
-    """An output of the op laid out channels-last (a copy where it is not; an index output too, as PyTorch's)."""
-    if type(out) is tuple:
-        return tuple(_out_last(o, rank) for o in out)
-    return _as_last(out) if getattr(out, "ndim", None) == rank else out
-
-
-def keep_channels_last(*ranks: int):
-    """A decorator: `op(input, ...)` with PyTorch's layout, where `input` is an eager channels-last
-    (N, C, *spatial) tensor of one of the `ranks` PyTorch keeps for the op: its outputs of that rank and its
-    gradient are laid out channels-last too (the values are those of `op`)."""
-    def decorate(op):
-        @functools.wraps(op)
-        def wrapped(input, *args, **kwargs):
-            if getattr(input, "ndim", None) not in ranks or not _eager_last(input):
-                return op(input, *args, **kwargs)
-            x = input
-            if input._requires_grad and not core._get_flags() & core._TRACING:   # a Function runs eagerly only
-                x = _gradient_last_fn().apply(input)
-            return _out_last(op(x, *args, **kwargs), input.ndim)
-        return wrapped
-    return decorate

@@ -17,7 +17,7 @@ from ..autograd import Function, no_grad
 from ..core import FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
-from ..ops.arrange import pad
+from ..ops.arrange import pad as _pad
 from ..ops.creation import arange, full, ones_like, tensor, zeros
 from ..ops.joins import cat
 from ..ops.indexing import index_select, one_hot, scatter_add, take_rows
@@ -26,6 +26,7 @@ from ..ops.norms import vector_norm
 from ..ops.search import searchsorted
 from ..ops.sampling import rand
 from ..tensor import Tensor, Tracer, make
+from .layout import keep_channels_last
 from .functional_activation import *  # noqa: F401,F403
 from .functional_activation import __all__ as _activation_all
 from .functional_activation import _maybe_inplace, softmax
@@ -48,6 +49,9 @@ __all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d
            "feature_alpha_dropout", "embedding", "embedding_bag", "one_hot", "pad", "normalize", "cosine_similarity",
            "pairwise_distance", "pdist", "gumbel_softmax", "channel_shuffle",
            *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all, *_sampling_all, *_ctc_all]
+
+# F.pad is fnx.ops' pad with PyTorch's layout: a channels-last 4-D or 5-D input gives a channels-last output
+pad = keep_channels_last(4, 5)(_pad)
 
 
 class _Linear(Function):

@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from .. import core
-from ..array_layout import keep_channels_last
+from .layout import keep_channels_last
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ..array_layout import keep_channels_last
+from .layout import keep_channels_last
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import operator
 
-from ..array_layout import keep_channels_last
 from ..core import FnxRuntimeError, FnxValueError
 from ..tensor import Tensor, Tracer, canonical_dim, make
 from ._families import scalar_like
@@ -142,7 +141,6 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     return _tri(input, diagonal, "triu", False)
 
 
-@keep_channels_last(4, 5)
 def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     """Pad the last len(pad) // 2 dims, last dim first: (left, right, top, bottom, ...).
 
