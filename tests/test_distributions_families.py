@@ -14,6 +14,7 @@ from scipy import stats
 
 import fnx
 import fnx.distributions as L
+from test_distributions import _fixed_noise
 from fnx.autograd import gradcheck
 from fnx.distributions import constraints as C
 from fnx.distributions.kl import _kl_expfamily_expfamily
@@ -210,14 +211,6 @@ def test_samples_of_the_circular_and_heavy_tailed_families():
     ln = L.LogisticNormal(F([0.5, -1.0]), F([2.0, 0.3]))
     z = ln.sample((1000,))
     assert tuple(z.shape) == (1000, 3) and bool(L.constraints.simplex.check(z).all())
-
-
-def _fixed_noise(make):
-    """(rsample ** 2).sum() of make(*params), the noise fixed by reseeding."""
-    def f(*params):
-        fnx.manual_seed(1)
-        return (make(*params).rsample((4,)) ** 2).sum()
-    return f
 
 
 @pytest.mark.parametrize("make, params", [
