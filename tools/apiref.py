@@ -32,6 +32,7 @@ MODULES = [
     ("fnx.signal.windows", "window functions with SciPy's names (torch.signal.windows)"),
     ("fnx.random", "pure, key-based random numbers (jax.random)"),
     ("fnx.rng", "torch.random: seeding and saving the default generators, fork_rng"),
+    ("fnx.hub", "torch.hub: hubconf.py entry points from GitHub or a directory, checkpoints from URLs"),
     ("fnx.tree", "pytrees"),
     ("fnx.tree_util", "pytrees under JAX's names (jax.tree_util)"),
     ("fnx.lax", "control flow, dynamic slices, dot_general, convolutions, windows (jax.lax)"),
