@@ -33,6 +33,7 @@ MODULES = [
     ("fnx.random", "pure, key-based random numbers (jax.random)"),
     ("fnx.rng", "torch.random: seeding and saving the default generators, fork_rng"),
     ("fnx.hub", "torch.hub: hubconf.py entry points from GitHub or a directory, checkpoints from URLs"),
+    ("fnx.quasirandom", "torch.quasirandom: SobolEngine, Sobol' sequences with PyTorch's numbers"),
     ("fnx.tree", "pytrees"),
     ("fnx.tree_util", "pytrees under JAX's names (jax.tree_util)"),
     ("fnx.lax", "control flow, dynamic slices, dot_general, convolutions, windows (jax.lax)"),
