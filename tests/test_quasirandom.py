@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fnx
+from fnx import quasirandom
 from fnx.quasirandom import SobolEngine, _initial_numbers
 
 _spec = importlib.util.spec_from_file_location(
@@ -131,3 +132,26 @@ def test_scrambled_2d_projection_is_a_net():
     for a in range(m + 1):
         boxes = set(zip(np.floor(x[:, 0] * 2 ** a).astype(int), np.floor(x[:, 1] * 2 ** (m - a)).astype(int)))
         assert len(boxes) == 2 ** m
+
+
+def test_scrambling_is_pytorchs_given_pytorchs_random_bits(monkeypatch):
+    """With the bits torch.Generator().manual_seed(5) draws fed in place of fnx's, the scrambled engine gives
+    torch 2.13's SobolEngine(2, scramble=True, seed=5) points exactly."""
+    shift_bits = np.array([515708045, 125905764])
+    ltm_rows = np.array([
+        [133132919, 371764054, 229217184, 588567706, 457219169, 1000220664, 680848412, 460467941, 930568511, 884900907,
+         771624752, 113426695, 380232664, 274552134, 116065966, 1066019903, 796892454, 702832512, 588826284, 947625818,
+         77012760, 575788256, 252126878, 945281509, 594372127, 986895033, 309739918, 20777846, 113451337, 961137875],
+        [854381585, 745624260, 1041872929, 400864540, 1038668490, 498585786, 88362992, 49876522, 468206162, 368492122,
+         743198041, 148653605, 649606428, 415271088, 350413703, 171127716, 612313554, 888914532, 488518449, 203758841,
+         1030990767, 148096159, 1004271037, 65120705, 883154526, 42409168, 745410583, 1067915972, 449412766,
+         213936625]])
+    draws = iter([(shift_bits[..., None] >> np.arange(30)) & 1, (ltm_rows[..., None] >> np.arange(30)) & 1])
+    monkeypatch.setattr(quasirandom, "randint", lambda high, size, generator: fnx.tensor(next(draws)))
+    e = SobolEngine(2, scramble=True, seed=5)
+    assert _ints(e.draw(6, dtype=fnx.float64)) == [
+        [515708032, 125905760], [1019827454, 797811885], [687648851, 351373390], [176746528, 1023215495],
+        [40704204, 418864096], [538532031, 821810217]]
+    assert e.reset().draw(6).numpy().view(np.uint32).tolist() == [
+        [1056303268, 1039148396], [1064510804, 1061041811], [1059320513, 1051167810], [1042845442, 1064563742],
+        [1025197619, 1053276895], [1056990563, 1061416785]]
