@@ -238,8 +238,9 @@ def _validate_not_a_forked_repo(owner: str, name: str, ref: str) -> None:
 def _check_repo_is_trusted(owner: str, name: str, owner_name_branch: str, trust_repo) -> None:
     """PyTorch's trust check: a repository is trusted when listed in `<get_dir()>/trusted_list`, already in the
     cache, or owned by PyTorch's own organisations; otherwise (or with trust_repo=False) ask on the terminal.
-    trust_repo=True trusts it without asking; a trusted repository is added to the list."""
-    if trust_repo not in (True, False, "check"):
+    trust_repo=True (or None, the default of older PyTorch) trusts it without asking; a trusted repository is added
+    to the list."""
+    if trust_repo not in (True, False, "check", None):
         raise ValueError(f'hub: trust_repo must be "check", True or False, got {trust_repo!r}')
     hub_dir = get_dir()
     filepath = os.path.join(hub_dir, "trusted_list")
