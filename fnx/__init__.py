@@ -68,7 +68,7 @@ from .amp import (clear_autocast_cache, is_autocast_cache_enabled, set_autocast_
 from .amp.legacy_paths import (get_autocast_cpu_dtype, get_autocast_gpu_dtype, is_autocast_cpu_enabled,
                                set_autocast_cpu_dtype, set_autocast_cpu_enabled, set_autocast_gpu_dtype)
 from ._warn import is_warn_always_enabled, set_warn_always
-from . import hub, quasirandom, rng  # torch.hub, torch.quasirandom; torch.random (fnx.random is JAX's)
+from . import quasirandom, rng  # torch.quasirandom, torch.random (fnx.random is JAX's); fnx.hub: imported on use
 from .cuda import amp as _cuda_amp  # noqa: F401  (fnx.cuda.amp: PyTorch's deprecated torch.cuda.amp names)
 from . import distributions
 from . import func  # torch.func's names for the transforms

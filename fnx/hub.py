@@ -11,6 +11,9 @@ Running a repository's code needs trust, as in PyTorch: `trust_repo` ("check", T
 `fnx.load`, which never unpickles code: PyTorch `.pth` zip files and safetensors files are read weights-only.
 `download_url_to_file` writes through a temporary file that it renames when the download is complete, and
 checks a SHA-256 prefix. URLs go through urllib (http, https, file).
+
+`import fnx` does not import this module (urllib is slow to import): `import fnx.hub`; under the torch alias
+`torch.hub` imports it on first use.
 """
 from __future__ import annotations
 
