@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 from . import cuda
-from .device import device as _device
 from .errors import FnxRuntimeError
 from .ops import sampling
 from .ops.sampling import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
@@ -27,24 +26,15 @@ _DEVICE_TYPES = ("cpu", "cuda", "meta")
 _fork_rng_warned_already = False
 
 
-def _cuda_snapshot(index: int, caller: str):
+def _cuda_snapshot(index: int, caller: str) -> int:
     """What restores CUDA device `index`'s default generator after a fork: the seed it (re)starts from."""
-    gen = sampling._defaults.get(_device("cuda", index))
-    if gen is None:
-        return sampling._cuda_seeds.get(index, sampling._global_seed)
-    if gen._rng is None:
-        return gen.initial_seed()
-    raise NotImplementedError(
-        f"{caller}: the default generator of cuda:{index} has drawn numbers, and CuPy's generator state cannot be "
-        f"saved to restore it; fork only the CPU generator with devices=[] (re-seed the GPU with "
-        f"fnx.cuda.manual_seed after the block if it must repeat its numbers)")
-
-
-def _cuda_restore(index: int, start_seed: int) -> None:
-    """Put CUDA device `index`'s default generator back at the start of the stream of `start_seed`."""
-    with sampling._lock:
-        sampling._defaults.pop(_device("cuda", index), None)
-        sampling._cuda_seeds[index] = start_seed
+    start_seed = sampling.cuda_start_seed(index)
+    if start_seed is None:
+        raise NotImplementedError(
+            f"{caller}: the default generator of cuda:{index} has drawn numbers, and CuPy's generator state cannot "
+            f"be saved to restore it; fork only the CPU generator with devices=[] (re-seed the GPU with "
+            f"fnx.cuda.manual_seed after the block if it must repeat its numbers)")
+    return start_seed
 
 
 @contextmanager
@@ -89,7 +79,7 @@ def fork_rng(devices: Iterable[int] | None = None, enabled: bool = True, _caller
         default_generator.manual_seed(cpu_seed)
         set_rng_state(cpu_state)
         for index, start_seed in zip(devices, cuda_seeds):
-            _cuda_restore(index, start_seed)
+            sampling.restart_cuda(index, start_seed)
 
 
 def thread_safe_generator() -> Generator | None:

@@ -196,6 +196,23 @@ def manual_seed_cuda(seed: int, indices) -> None:
                 gen.manual_seed(seed)
 
 
+def cuda_start_seed(index: int) -> int | None:
+    """The seed that CUDA device `index`'s default generator (re)starts from while it has drawn nothing; None
+    once it has drawn (CuPy's generator state cannot be saved). torch.random.fork_rng saves this."""
+    gen = _defaults.get(_device_cls("cuda", index))
+    if gen is None:
+        return _cuda_seeds.get(index, _global_seed)
+    return gen.initial_seed() if gen._rng is None else None
+
+
+def restart_cuda(index: int, start_seed: int) -> None:
+    """Put CUDA device `index`'s default generator back at the start of the stream of `start_seed` (it is
+    created afresh at its next draw)."""
+    with _lock:
+        _defaults.pop(_device_cls("cuda", index), None)
+        _cuda_seeds[index] = start_seed
+
+
 def seed() -> int:
     """Seed every default generator from the operating system's entropy; return that seed."""
     s = default_generator.seed()
