@@ -70,7 +70,8 @@ class _Server:
 
 
 @pytest.fixture
-def server():
+def server(monkeypatch):
+    monkeypatch.setenv("no_proxy", "127.0.0.1")   # a proxy set in the environment must not see these requests
     s = _Server()
     yield s
     s.close()
