@@ -50,8 +50,7 @@ def fork_rng(devices: Iterable[int] | None = None, enabled: bool = True, _caller
     if device_type == "meta":
         yield
         return
-    acc = cuda.is_available() and "cuda"
-    device_type = device_type or acc or "cuda"
+    device_type = device_type or "cuda"   # fnx's accelerator is CUDA, and "cuda" is PyTorch's default without one
     if device_type not in _DEVICE_TYPES:
         raise FnxRuntimeError(f"{_caller}: device_type {device_type!r} has no generators in fnx; use 'cuda' (the "
                               f"GPU's, through CuPy) or 'cpu' (the CPU generator is always forked)")
