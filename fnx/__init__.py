@@ -63,6 +63,12 @@ from .utils.dlpack import from_dlpack, to_dlpack  # torch.from_dlpack takes DLPa
 from . import amp, cpu
 from . import signal  # torch.signal.windows
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
+from .amp import (clear_autocast_cache, is_autocast_cache_enabled, set_autocast_cache_enabled, set_autocast_dtype,
+                  set_autocast_enabled)
+from .amp.legacy_paths import (get_autocast_cpu_dtype, get_autocast_gpu_dtype, is_autocast_cpu_enabled,
+                               set_autocast_cpu_dtype, set_autocast_cpu_enabled, set_autocast_gpu_dtype)
+from ._warn import is_warn_always_enabled, set_warn_always
+from . import quasirandom, rng  # torch.quasirandom, torch.random (fnx.random is JAX's); fnx.hub: imported on use
 from .cuda import amp as _cuda_amp  # noqa: F401  (fnx.cuda.amp: PyTorch's deprecated torch.cuda.amp names)
 from . import distributions
 from . import func  # torch.func's names for the transforms
