@@ -1,6 +1,7 @@
 """torch.nn.attention.flex_attention: values against scaled_dot_product_attention with the equivalent explicit
-mask (a float64 numpy reference), gradients against finite differences (to q, k, v and to tensors a score_mod
-captures), grad and compile against eager, and BlockMask's layout against PyTorch 2.13's (recorded)."""
+mask (a float64 numpy reference), gradients against finite differences (to tensors a score_mod captures; the op
+table, tests/op_db_attention.py, checks q, k, v, jvp, vmap and compile), grad and compile against eager, and
+BlockMask's layout against PyTorch 2.13's (recorded)."""
 import math
 
 import numpy as np
@@ -95,16 +96,18 @@ def test_fully_masked_rows_give_zeros_lse_minus_inf_and_finite_gradients():
     assert np.isfinite(npy(q.grad)).all() and np.isfinite(npy(k.grad)).all()
 
 
-def test_gradients_reach_query_key_value_and_captured_tensors():
-    q, k, v = (T(RNG.standard_normal((1, 2, n, 3)), requires_grad=True) for n in (3, 4, 4))
+def test_gradients_reach_the_query_and_captured_tensors():
+    """(The op table checks the gradients to q, k and v.)"""
+    q = T(RNG.standard_normal((1, 2, 3, 2)), requires_grad=True)
+    k, v = T(RNG.standard_normal((1, 2, 4, 2))), T(RNG.standard_normal((1, 2, 4, 2)))
     slopes, table = T(RNG.standard_normal(2), True), T(RNG.standard_normal(7), True)
     block_mask = create_block_mask(lambda b, h, qi, ki: qi + 1 >= ki, 1, 1, 3, 4, device="cpu", BLOCK_SIZE=2)
 
-    def attend(q, k, v, slopes, table):
+    def attend(q, slopes, table):
         return flex_attention(q, k, v, lambda s, b, h, qi, ki: s + slopes[h] * (ki - qi) + table[qi - ki + 3],
                               block_mask)
 
-    assert gradcheck(attend, (q, k, v, slopes, table))
+    assert gradcheck(attend, (q, slopes, table))
 
 
 def test_grad_and_compile_match_eager():
@@ -123,6 +126,19 @@ def test_grad_and_compile_match_eager():
         dq, ds = fn(q, slopes)
         np.testing.assert_allclose(npy(dq), npy(qg.grad), atol=1e-12)
         np.testing.assert_allclose(npy(ds), npy(sg.grad), atol=1e-12)
+
+
+def test_block_masks_are_pytrees_that_compiled_functions_take_and_return():
+    """torch.compile(create_block_mask) and compiled functions taking a BlockMask are common in PyTorch code."""
+    made = fnx.compile(create_block_mask, backend="interpret")(causal, None, None, 6, 6, "cpu", 4)
+    eager = create_block_mask(causal, None, None, 6, 6, "cpu", 4)
+    assert isinstance(made, BlockMask) and made.mask_mod is causal and made.BLOCK_SIZE == (4, 4)
+    assert made.kv_indices.tolist() == eager.kv_indices.tolist()
+    assert made.full_q_num_blocks.tolist() == eager.full_q_num_blocks.tolist()
+    q = fnx.randn(1, 2, 6, 3)
+    attend = fnx.compile(lambda q, bm: flex_attention(q, q, q, block_mask=bm), backend="interpret")
+    np.testing.assert_allclose(npy(attend(q, eager)), npy(flex_attention(q, q, q, block_mask=eager)), atol=1e-6)
+    assert eager.to("cpu").kv_num_blocks.tolist() == eager.kv_num_blocks.tolist()
 
 
 def test_low_precision_inputs_compute_scores_in_float32():

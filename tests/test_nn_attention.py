@@ -363,6 +363,8 @@ def test_causal_biases_are_their_triangles_as_attention_masks():
     assert repr(causal_upper_left(2, 2)) == repr(fnx.tensor([[True, False], [True, True]]))
     with pytest.raises(AssertionError, match="only supports 2D"):
         causal_lower_right(3)
+    with pytest.raises(ValueError, match="CausalBias should not be used with causal=True"):
+        F.scaled_dot_product_attention(T(q), T(k), T(v), attn_mask=upper, is_causal=True)
 
 
 def test_a_lower_right_bias_with_more_queries_than_keys_gives_zeros_to_rows_that_see_nothing():

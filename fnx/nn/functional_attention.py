@@ -21,7 +21,7 @@ import numpy as np
 from ..ops.autocast import autocast_op
 from .. import dtypes as _dt
 from ..backends._sdp import SDPAParams, SDPBackend, choose_backend
-from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..lowering import attention_kernels
 from ..ops._batching import batch_size, with_batch_size
 from ..ops import elementwise as ew
@@ -258,6 +258,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     attention without dropout as one flash-attention primitive, MATH runs the composition."""
     from .functional import dropout
 
+    if is_causal and hasattr(attn_mask, "is_causal_triangle"):
+        raise FnxValueError("CausalBias should not be used with causal=True")
     if is_causal and attn_mask is not None:
         raise FnxRuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
                               "is_causal=True")

@@ -35,6 +35,7 @@ from ...ops.linalg import matmul
 from ...ops.sort import argsort
 from ...tensor import Tensor
 from ...transforms.batching import vmap
+from ...tree import register_pytree_node
 from ..functional_activation import softmax
 
 __all__ = ["BlockMask", "flex_attention", "AuxOutput", "AuxRequest", "FlexKernelOptions", "create_block_mask",
@@ -342,10 +343,8 @@ class BlockMask:
 
     def to(self, device) -> BlockMask:
         """The same mask with its tensors on `device`."""
-        fields = [self.kv_num_blocks, self.kv_indices, self.full_kv_num_blocks, self.full_kv_indices,
-                  self.q_num_blocks, self.q_indices, self.full_q_num_blocks, self.full_q_indices]
-        return BlockMask(self.seq_lengths, *[_maybe(Tensor.to, t, device) for t in fields], self.BLOCK_SIZE,
-                         self.mask_mod)
+        tensors, context = _flatten_block_mask(self)
+        return _unflatten_block_mask(context, [_maybe(Tensor.to, t, device) for t in tensors])
 
     def _element_mask(self, rows: slice, kv_len: int) -> Tensor | None:
         """The block-level mask at element resolution for query rows `rows` and kv_len keys, (B, H, rows, kv_len)
@@ -355,6 +354,26 @@ class BlockMask:
         dense = self.to_dense().to(_dt.bool)
         dense = dense.repeat_interleave(self.BLOCK_SIZE[0], dim=-2)[..., rows, :]
         return dense.repeat_interleave(self.BLOCK_SIZE[1], dim=-1)[..., :kv_len]
+
+
+_TENSOR_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks",
+                  "q_indices", "full_q_num_blocks", "full_q_indices")
+
+
+def _flatten_block_mask(mask: BlockMask) -> tuple[list, tuple]:
+    return [getattr(mask, name) for name in _TENSOR_FIELDS], (mask.seq_lengths, mask.BLOCK_SIZE, mask.mask_mod)
+
+
+def _unflatten_block_mask(context: tuple, tensors: list) -> BlockMask:
+    mask = object.__new__(BlockMask)
+    mask.seq_lengths, mask.BLOCK_SIZE, mask.mask_mod = context
+    for name, t in zip(_TENSOR_FIELDS, tensors):
+        setattr(mask, name, t)
+    return mask
+
+
+# a pytree, as in PyTorch: fnx.compile takes and returns BlockMasks (torch.compile(create_block_mask) is common)
+register_pytree_node(BlockMask, _flatten_block_mask, _unflatten_block_mask)
 
 
 def _convert_mask_to_block_mask(mask: Tensor, Q_BLOCK_SIZE: int, KV_BLOCK_SIZE: int,
@@ -397,8 +416,8 @@ def create_block_mask(mask_mod: _mask_mod_signature, B: int | None, H: int | Non
                                     mask_mod=mask_mod, seq_lengths=(Q_LEN, KV_LEN))
 
 
-def _default_block_mask(query: Tensor) -> BlockMask:
-    """The one-block mask that lets everything through (flex_attention's default, as in PyTorch)."""
+def _create_empty_block_mask(query: Tensor, key: Tensor) -> BlockMask:
+    """The one-block mask that lets everything through (flex_attention's default; PyTorch's name)."""
     return BlockMask.from_kv_blocks(ones(1, 1, 1, dtype=_dt.int32, device=query.device),
                                     zeros(1, 1, 1, 1, dtype=_dt.int32, device=query.device),
                                     BLOCK_SIZE=_LARGE_SPARSE_BLOCK_SIZE, seq_lengths=(1, 1))
@@ -497,7 +516,7 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor, score_mod: _score_
     if return_lse:
         warn("return_lse is deprecated and will be removed in v2.10. Please use return_aux=AuxRequest(lse=True) "
              "instead.", FutureWarning)
-    block_mask = _default_block_mask(query) if block_mask is None else block_mask
+    block_mask = _create_empty_block_mask(query, key) if block_mask is None else block_mask
     _check_block_mask(block_mask, query.shape[-2], key.shape[-2])
     if block_mask.kv_num_blocks.device != query.device:
         raise FnxRuntimeError(f"Expect q/k/v and block_mask to be on the same device but got {query.device} and "
