@@ -84,6 +84,25 @@ def test_score_mods_relative_bias_document_mask_and_soft_capping():
     np.testing.assert_allclose(npy(capped), np.exp(s) / np.exp(s).sum(-1, keepdims=True) @ v, atol=1e-12)
 
 
+def test_query_row_blocks_give_the_same_attention(monkeypatch):
+    """Queries are taken in blocks of rows (about _SCORES_PER_BLOCK scores each): blocks of 2 rows, and 1, give
+    what one block gives, block-mask rows and score_mod indices included."""
+    import fnx.nn.attention.flex_attention as flex_module
+
+    q, k = T(RNG.standard_normal((1, 2, 5, 3))), T(RNG.standard_normal((1, 2, 7, 3)))
+    block_mask = create_block_mask(and_masks(causal, window), 1, 2, 5, 7, device="cpu", BLOCK_SIZE=(2, 3))
+
+    def attend():
+        return flex_attention(q, k, k, lambda s, b, h, qi, ki: s * (qi + 1), block_mask,
+                              return_aux=AuxRequest(lse=True, max_scores=True))
+
+    whole = attend()
+    for rows in (2, 1):
+        monkeypatch.setattr(flex_module, "_SCORES_PER_BLOCK", rows * 2 * 7)
+        for got, want in zip((attend()[0], *attend()[1]), (whole[0], *whole[1])):
+            np.testing.assert_allclose(npy(got), npy(want), rtol=1e-14, atol=1e-14)
+
+
 def test_fully_masked_rows_give_zeros_lse_minus_inf_and_finite_gradients():
     q = T(RNG.standard_normal((1, 2, 4, 3)), requires_grad=True)
     k = T(RNG.standard_normal((1, 2, 5, 3)), requires_grad=True)
