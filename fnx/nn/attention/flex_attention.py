@@ -36,7 +36,7 @@ from ...ops.sort import argsort
 from ...tensor import Tensor
 from ...transforms.batching import vmap
 from ...tree import register_pytree_node
-from ..functional_activation import softmax
+from ..functional_attention import _safe_softmax
 
 __all__ = ["BlockMask", "flex_attention", "AuxOutput", "AuxRequest", "FlexKernelOptions", "create_block_mask",
            "create_mask", "or_masks", "and_masks", "noop_mask"]
@@ -495,8 +495,7 @@ def _attend_rows(query: Tensor, key: Tensor, value: Tensor, rows: slice, score_m
         scores = ew.where(allowed, scores, float("-inf"))
     dead = rd.all(scores == float("-inf"), -1)
     lse = ew.where(dead, float("-inf"), rd.logsumexp(ew.where(dead.unsqueeze(-1), 0.0, scores), -1))
-    weights = ew.where(dead.unsqueeze(-1), 0.0, softmax(ew.where(dead.unsqueeze(-1), 0.0, scores), -1))
-    out = matmul(weights.to(query.dtype), value.to(query.dtype))
+    out = matmul(_safe_softmax(scores).to(query.dtype), value.to(query.dtype))
     return out, lse, rd.amax(scores, -1)
 
 
