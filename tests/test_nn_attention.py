@@ -348,6 +348,17 @@ def test_can_use_flash_attention_gives_the_fused_paths_reasons():
     assert can_use_flash_attention(SDPAParams(q, q, fnx.randn(2, 4, 3, 6), fnx.ones(4, 3, 3), 0.0, False))
 
 
+def test_no_external_flash_attention_kernels_are_registered():
+    from fnx.nn import attention
+
+    assert attention.list_flash_attention_impls() == [] and attention.current_flash_attention_impl() is None
+    attention.restore_flash_attention_impl()
+    with pytest.raises(ValueError, match="Unknown flash attention impl 'FA4'. Available implementations: \\[\\]"):
+        attention.activate_flash_attention_impl("FA4")
+    with pytest.raises(NotImplementedError, match="dispatcher"):
+        attention.register_flash_attention_impl("FA4", register_fn=lambda: None)
+
+
 def test_causal_biases_are_their_triangles_as_attention_masks():
     for (lq, lk) in ((3, 5), (4, 4)):
         upper, lower = causal_upper_left(lq, lk), causal_lower_right(lq, lk)
