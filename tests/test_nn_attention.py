@@ -298,7 +298,8 @@ def test_sdpa_kernel_sets_the_switches_inside_the_block_and_restores_them():
             assert cuda.math_sdp_enabled() and not cuda.flash_sdp_enabled()
         assert cuda.flash_sdp_enabled() and not cuda.math_sdp_enabled()
     assert cuda.flash_sdp_enabled() and cuda.math_sdp_enabled() and cuda.cudnn_sdp_enabled()
-    with cuda.sdp_kernel(enable_flash=False, enable_mem_efficient=False):
+    with pytest.warns(FutureWarning, match="sdpa_kernel"), \
+            cuda.sdp_kernel(enable_flash=False, enable_mem_efficient=False):
         assert cuda.math_sdp_enabled() and not cuda.flash_sdp_enabled()
     cuda.enable_math_sdp(False)
     try:

@@ -76,6 +76,9 @@ def sdpa_kernel(backends: list[SDPBackend] | SDPBackend, set_priority: bool = Fa
 def sdp_kernel(enable_flash: bool = True, enable_math: bool = True, enable_mem_efficient: bool = True,
                enable_cudnn: bool = True):
     """PyTorch's older form of `sdpa_kernel`: only the backends switched on here are enabled inside the block."""
+    warn("`torch.backends.cuda.sdp_kernel()` is deprecated. In the future, this context manager will be removed. "
+         "Please see `torch.nn.attention.sdpa_kernel()` for the new context manager, with updated signature.",
+         FutureWarning)
     named = ((enable_flash, SDPBackend.FLASH_ATTENTION), (enable_mem_efficient, SDPBackend.EFFICIENT_ATTENTION),
              (enable_math, SDPBackend.MATH), (enable_cudnn, SDPBackend.CUDNN_ATTENTION))
     with sdpa_kernel([backend for on, backend in named if on]) as context:
