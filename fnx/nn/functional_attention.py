@@ -258,13 +258,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     attention without dropout as one flash-attention primitive, MATH runs the composition."""
     from .functional import dropout
 
-    if is_causal and hasattr(attn_mask, "is_causal_triangle"):
-        raise FnxValueError("CausalBias should not be used with causal=True")
+    if hasattr(attn_mask, "is_causal_triangle"):   # a torch.nn.attention.bias.CausalBias
+        if is_causal:
+            raise FnxValueError("CausalBias should not be used with causal=True")
+        attn_mask, is_causal = (None, True) if attn_mask.is_causal_triangle else \
+            (attn_mask._materialize(query.device), False)
     if is_causal and attn_mask is not None:
         raise FnxRuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
                               "is_causal=True")
-    if getattr(attn_mask, "is_causal_triangle", False):   # a torch.nn.attention.bias.CausalBias equal to is_causal
-        attn_mask, is_causal = None, True
     groups = 1
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
         if query.shape[-3] % key.shape[-3] or key.shape[-3] != value.shape[-3]:
