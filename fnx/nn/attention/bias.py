@@ -4,8 +4,8 @@ A `CausalBias` is the boolean (seq_len_q, seq_len_kv) mask of its variant (True 
 prints like one; scaled_dot_product_attention runs it as `is_causal=True` where it is that triangle and as the
 mask made on the query's device otherwise. UPPER_LEFT is `is_causal=True`'s triangle (query i sees keys
 j <= i); LOWER_RIGHT aligns the triangle to the bottom-right corner (query i sees keys
-j <= i + seq_len_kv - seq_len_q), the mask of decoding with a cache. A query that sees no key (LOWER_RIGHT with more queries than keys) gets
-zeros, as PyTorch's CPU backends give.
+j <= i + seq_len_kv - seq_len_q), the mask of decoding with a cache. A query that sees no key (LOWER_RIGHT with
+more queries than keys) gets zeros, as PyTorch's CPU backends give.
 """
 from __future__ import annotations
 
