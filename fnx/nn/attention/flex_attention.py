@@ -29,6 +29,7 @@ from ...accelerator import current_accelerator
 from ...errors import FnxRuntimeError, FnxValueError
 from ...ops import elementwise as ew
 from ...ops import reduce as rd
+from ...ops.arrange import pad
 from ...ops.creation import arange, ones, zeros
 from ...ops.joins import cat
 from ...ops.linalg import matmul
@@ -380,8 +381,6 @@ def _convert_mask_to_block_mask(mask: Tensor, Q_BLOCK_SIZE: int, KV_BLOCK_SIZE: 
                                 separate_full_blocks: bool) -> tuple[Tensor, Tensor | None]:
     """Per (Q_BLOCK_SIZE x KV_BLOCK_SIZE) block of a boolean (B, H, Q, KV) mask: 1 where some of it is True
     (partial), and apart 1 where all of it is (full) when `separate_full_blocks`; edges padded with False."""
-    from ..functional import pad
-
     B, H, Q, KV = mask.shape
     rows, cols = -(-Q // Q_BLOCK_SIZE), -(-KV // KV_BLOCK_SIZE)
     mask = pad(mask.to(_dt.int32), (0, cols * KV_BLOCK_SIZE - KV, 0, rows * Q_BLOCK_SIZE - Q))
