@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fnx.distributed.liveness import DistBackendError
-from fnx.distributed.tcp import TCPBackend
+from fnx.distributed.tcp import connect
 
 
 def _port() -> int:
@@ -23,7 +23,7 @@ def _ranks(size: int, body, timeout: float = 20.0) -> list:
     def run(rank):
         backend = None
         try:
-            backend = TCPBackend(rank, size, "localhost", port, timeout)
+            backend = connect(rank, size, "localhost", port, timeout)
             results[rank] = body(backend)
         except Exception as e:   # handed to the test
             results[rank] = e
@@ -100,4 +100,4 @@ def test_ranks_that_disagree_or_leave_raise_naming_them():
 
 def test_a_rank_that_never_comes_is_named():
     with pytest.raises(DistBackendError, match=r"for ranks \[1\] to connect"):
-        TCPBackend(0, 2, "localhost", _port(), 0.3)
+        connect(0, 2, "localhost", _port(), 0.3)
