@@ -9,7 +9,8 @@
 
 The names and semantics follow `torch.distributed`: the collectives above and reduce, gather, scatter,
 all_to_all(_single), point-to-point send/recv (isend, irecv, batch_isend_irecv), the object collectives
-(all_gather_object, broadcast_object_list, ...: pickles, for trusted peers only) and groups (new_group).
+(all_gather_object, broadcast_object_list, ...: pickles, for trusted peers only), groups (new_group) and the
+key-value stores (TCPStore, FileStore, HashStore, PrefixStore).
 fnx.distributed.functional has the same collectives as differentiable, batchable primitives that return new
 tensors, for code under fnx.grad, vmap and compile.
 
@@ -28,6 +29,7 @@ from .groups import (Backend, GroupMember, get_backend_config, get_global_rank, 
                      new_subgroups)
 from .objects import (all_gather_object, broadcast_object_list, gather_object, recv_object_list, scatter_object_list,
                       send_object_list)
+from .store import DistStoreError, FileStore, HashStore, PrefixStore, Store, TCPStore
 from .p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
 from .process_group import (ProcessGroup, destroy_process_group, get_backend, get_rank, get_world_size,
                             init_process_group, is_available, is_gloo_available, is_initialized, is_mpi_available,
@@ -44,4 +46,5 @@ __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_
            "recv_object_list",
            "ProcessGroup", "new_group", "new_subgroups", "group", "GroupMember", "get_process_group_ranks",
            "get_global_rank", "get_group_rank", "Backend", "get_backend_config", "is_backend_available",
-           "is_torchelastic_launched", "get_node_local_rank"]
+           "is_torchelastic_launched", "get_node_local_rank",
+           "Store", "HashStore", "FileStore", "TCPStore", "PrefixStore", "DistStoreError"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
+import socket
 import sys
 import time
 import warnings
@@ -167,12 +168,14 @@ def _import_mpi():
 
 
 def init_process_group(backend: str | None = None, init_method: str | None = None, timeout: timedelta | None = None,
-                       world_size: int = -1, rank: int = -1) -> None:
+                       world_size: int = -1, rank: int = -1, store=None) -> None:
     """Join the process group of the job: `backend` "mpi" (CPU tensors; the default) or "nccl" (CUDA tensors
     through NCCL; CPU tensors still go through MPI). Rank and world size come from the MPI launcher;
     `world_size` and `rank`, when given, must agree with it. `timeout` (a timedelta; PyTorch's defaults: 30
     minutes, 10 with NCCL) bounds every wait for the other ranks: a collective not completed by then raises
-    DistBackendError naming it and the ranks that have not joined it."""
+    DistBackendError naming it and the ranks that have not joined it. With backend "gloo", the ranks may meet
+    through a `store` (a TCPStore, FileStore, ...; `rank` and `world_size` are then needed) instead of an
+    address."""
     global _world, _live
     if _world is not None:
         raise FnxRuntimeError("trying to initialize the default process group twice!")
@@ -182,8 +185,11 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
                             f"(CPU, ranks from mpiexec), 'gloo' (CPU over TCP, ranks from torchrun's variables or "
                             f"torch.multiprocessing.spawn) or 'nccl' (CUDA GPUs)")
     if backend == "gloo":
-        _world = _init_gloo(init_method, timeout, world_size, rank)
+        _world = _init_gloo(init_method, timeout, world_size, rank, store)
         return
+    if store is not None:
+        raise NotImplementedError(f"init_process_group: store= with backend {backend!r}: MPI brings the ranks "
+                                  f"together itself (fnx meets through a store with backend 'gloo')")
     if init_method not in (None, "env://"):
         raise FnxValueError(f"init_process_group: init_method={init_method!r} is not used by fnx: ranks come from "
                             f"the MPI launcher (mpiexec -n N python train.py)")
@@ -204,16 +210,18 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
             raise FnxValueError(f"init_process_group: {name}={given} but the MPI launcher started this process "
                                 f"with {name} {actual}")
     cuda = _nccl(comm, host.rank, size, limit) if backend == "nccl" else None
-    _world = World(backend, host, cuda, comm, os.environ.get("FNX_DISTRIBUTED_DEBUG", "1") != "0", limit)
+    _world = World(backend, host, cuda, comm, _debug(), limit)
     if size > 1:
         _world.previous_excepthook = sys.excepthook
         sys.excepthook = _abort_on_uncaught(comm, host.rank, size, sys.excepthook)
 
 
-def _init_gloo(init_method: str | None, timeout: timedelta | None, world_size: int, rank: int) -> World:
+def _init_gloo(init_method: str | None, timeout: timedelta | None, world_size: int, rank: int, store) -> World:
     """The world of the TCP backend: rank and size from the arguments or RANK / WORLD_SIZE, rank 0's address from
-    init_method "tcp://host:port" or MASTER_ADDR / MASTER_PORT (PyTorch's env:// rendezvous)."""
+    init_method "tcp://host:port" or MASTER_ADDR / MASTER_PORT (PyTorch's env:// rendezvous), or from `store`."""
     limit = seconds(DEFAULT_TIMEOUT["gloo"] if timeout is None else timeout, "init_process_group")
+    if store is not None:
+        return _meet_in_store(store, limit, world_size, rank)
     rank = rank if rank != -1 else int(_env("RANK"))
     size = world_size if world_size != -1 else int(_env("WORLD_SIZE"))
     if not 0 <= rank < size:
@@ -227,7 +235,29 @@ def _init_gloo(init_method: str | None, timeout: timedelta | None, world_size: i
         raise NotImplementedError(f"init_process_group: init_method={init_method!r}: fnx's gloo backend meets at "
                                   f"'env://' (MASTER_ADDR, MASTER_PORT) or 'tcp://host:port'")
     host = connect(rank, size, address, port, limit) if size > 1 else SelfBackend()
-    return World("gloo", host, None, None, os.environ.get("FNX_DISTRIBUTED_DEBUG", "1") != "0", limit)
+    return World("gloo", host, None, None, _debug(), limit)
+
+
+def _meet_in_store(store, limit: float, size: int, rank: int) -> World:
+    """The TCP backend's world, with rank 0 listening on a free port that it publishes in `store`."""
+    if rank < 0 or size < 1 or rank >= size:
+        raise FnxValueError(f"init_process_group: with store=, pass rank (0..world_size-1) and world_size; got "
+                            f"rank={rank}, world_size={size}")
+    if size == 1:
+        return World("gloo", SelfBackend(), None, None, _debug(), limit)
+    key = "fnx/gloo/master"
+    if rank == 0:
+        host = os.environ.get("MASTER_ADDR", socket.gethostname())
+        backend = connect(0, size, "", 0, limit, lambda port: store.set(key, f"{host}:{port}"))
+    else:
+        store.wait([key], timedelta(seconds=limit))
+        host, _, port = store.get(key).decode().rpartition(":")
+        backend = connect(rank, size, host, int(port), limit)
+    return World("gloo", backend, None, None, _debug(), limit)
+
+
+def _debug() -> bool:
+    return os.environ.get("FNX_DISTRIBUTED_DEBUG", "1") != "0"
 
 
 def _env(name: str) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 from .backends import finish
 from .liveness import DistBackendError
 
-__all__ = ["Link", "TCPBackend", "connect"]
+__all__ = ["Link", "TCPBackend", "connect", "read_frame", "write_frame"]
 
 _BOOL_OPS = {"sum": np.logical_or, "max": np.logical_or, "product": np.logical_and, "min": np.logical_and}
 _OPS = {"sum": np.add, "avg": np.add, "product": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -41,7 +41,9 @@ class Link:
     """This process's connections (rank 0: one to every other rank; the others: one to rank 0), the reader
     threads behind them and the inbox they fill; see the module docstring."""
 
-    def __init__(self, rank: int, size: int, host: str, port: int, timeout: float):
+    def __init__(self, rank: int, size: int, host: str, port: int, timeout: float, announce=None):
+        """Rank 0 listens at host:port (`announce(port)`, when given, publishes the port it got: port 0 picks a
+        free one); the other ranks connect there."""
         self.rank, self.size, self.timeout = rank, size, timeout
         self.conns: dict[int, socket.socket] = {}
         self.locks: dict[int, threading.Lock] = {}
@@ -49,7 +51,7 @@ class Link:
         self.lost: set[int] = set()     # ranks whose messages can no longer arrive
         self.cond = threading.Condition()
         if rank == 0:
-            self._accept(host, port)
+            self._accept(host, port, announce)
         else:
             self.conns[0] = self._connect(host, port)
         for peer, conn in self.conns.items():
@@ -57,9 +59,12 @@ class Link:
             threading.Thread(target=self._read, args=(peer, conn), name=f"fnx-gloo-{peer}", daemon=True).start()
 
     # -------------------------------------------------------------- rendezvous
-    def _accept(self, host: str, port: int) -> None:
+    def _accept(self, host: str, port: int, announce) -> None:
         server = socket.create_server((host, port), reuse_port=False)
         server.settimeout(self.timeout)
+        if announce is not None:
+            port = server.getsockname()[1]
+            announce(port)
         try:
             while len(self.conns) < self.size - 1:
                 try:
@@ -70,7 +75,7 @@ class Link:
                                            f" to connect") from None
                 conn.settimeout(self.timeout)
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                peer = int(json.loads(_frame(conn)[0])["rank"])
+                peer = int(json.loads(read_frame(conn)[0])["rank"])
                 if not 0 < peer < self.size or peer in self.conns:
                     raise DistBackendError(f"fnx.distributed (gloo): a process connected as rank {peer}, which is "
                                            f"outside 1..{self.size - 1} or taken (check RANK and WORLD_SIZE)")
@@ -91,7 +96,7 @@ class Link:
                 time.sleep(0.05)
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         head = json.dumps({"rank": self.rank}).encode()
-        conn.sendall(_HEADER.pack(len(head)) + head + _HEADER.pack(0))
+        write_frame(conn, head, b"")
         return conn
 
     def close(self) -> None:
@@ -120,7 +125,7 @@ class Link:
             if conn is None:
                 raise OSError("not connected")
             with self.locks[via]:
-                conn.sendall(_HEADER.pack(len(head)) + head + _HEADER.pack(len(payload)) + payload)
+                write_frame(conn, head, payload)
         except OSError as e:
             raise DistBackendError(f"fnx.distributed.{meta.get('what', 'send')}: rank {self.rank} could not send to "
                                    f"rank {meta['dst']}: {e} (it exited or crashed)") from None
@@ -134,7 +139,7 @@ class Link:
         """A reader thread: file (or, on rank 0, pass on) every message from `peer` until its connection ends."""
         try:
             while True:
-                head, payload = _frame(conn)
+                head, payload = read_frame(conn)
                 meta = json.loads(head)
                 if meta["dst"] != self.rank:
                     try:
@@ -212,7 +217,12 @@ def _exactly(conn: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _frame(conn: socket.socket) -> tuple[bytes, bytes]:
+def write_frame(conn: socket.socket, head: bytes, payload: bytes) -> None:
+    """Send one message: its header's length and bytes, then its payload's."""
+    conn.sendall(_HEADER.pack(len(head)) + head + _HEADER.pack(len(payload)) + payload)
+
+
+def read_frame(conn: socket.socket) -> tuple[bytes, bytes]:
     """The (header, payload) bytes of the next message on `conn`."""
     (n,) = _HEADER.unpack(_exactly(conn, _HEADER.size))
     head = _exactly(conn, n)
@@ -230,9 +240,9 @@ def _finishing(wait, ready):
     return test
 
 
-def connect(rank: int, size: int, host: str, port: int, timeout: float) -> TCPBackend:
-    """The world's backend: connect to the other ranks through rank 0 at host:port."""
-    return TCPBackend(Link(rank, size, host, port, timeout), list(range(size)), 0, timeout)
+def connect(rank: int, size: int, host: str, port: int, timeout: float, announce=None) -> TCPBackend:
+    """The world's backend: connect to the other ranks through rank 0 at host:port (see Link)."""
+    return TCPBackend(Link(rank, size, host, port, timeout, announce), list(range(size)), 0, timeout)
 
 
 class TCPBackend:

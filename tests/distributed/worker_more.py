@@ -1,9 +1,10 @@
 """Run by tests/test_distributed.py with 3 ranks, as `mpiexec -n 3 python worker_more.py mpi` or
-`python -m fnx run --nproc-per-node 3 worker_more.py gloo` (the TCP backend): reduce, gather, scatter, the all-to-alls,
+`python -m fnx run --nproc-per-node 3 worker_more.py gloo` (the TCP backend, met through a TCPStore): reduce, gather, scatter, the all-to-alls,
 point-to-point messages, the object collectives and groups, each against its closed form (every rank knows the
 others' inputs). The expected values were confirmed with PyTorch's gloo backend. A failed check raises, which
 ends the job with a non-zero status; each rank prints "OK rank R" at the end.
 """
+import os
 import sys
 import warnings
 from datetime import timedelta
@@ -13,9 +14,23 @@ import numpy as np
 import fnx
 import fnx.distributed as dist
 
-dist.init_process_group(sys.argv[1], timeout=timedelta(seconds=20))
+if sys.argv[1] == "gloo":   # the ranks meet through a TCPStore on MASTER_PORT, as torchrun's rendezvous does
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), size, rank == 0,
+                          timeout=timedelta(seconds=20))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=timedelta(seconds=20))
+    assert store.add("joined", 1) <= size
+    if rank == 2:
+        store.set("from 2", b"\x00two")
+    assert dist.PrefixStore("ns", store).compare_set("k", "", str(rank)) in (b"0", b"1", b"2")
+else:
+    dist.init_process_group(sys.argv[1], timeout=timedelta(seconds=20))
 RANK, SIZE = dist.get_rank(), dist.get_world_size()
 assert SIZE == 3, SIZE
+if sys.argv[1] == "gloo":
+    assert store.get("from 2") == b"\x00two"   # waits for rank 2 to set it
+    dist.barrier()
+    assert store.get("joined") == b"3" and store.check(["ns/k"]) and store.num_keys() == 5, store.num_keys()
 
 
 def check(got, want, what: str) -> None:
