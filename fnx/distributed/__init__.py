@@ -10,7 +10,7 @@
 The names and semantics follow `torch.distributed`: the collectives above and reduce, gather, scatter,
 all_to_all(_single), point-to-point send/recv (isend, irecv, batch_isend_irecv), the object collectives
 (all_gather_object, broadcast_object_list, ...: pickles, for trusted peers only), groups (new_group) and the
-key-value stores (TCPStore, FileStore, HashStore, PrefixStore).
+key-value stores (TCPStore, FileStore, HashStore, PrefixStore); DeviceMesh lays the ranks out in a grid of groups.
 fnx.distributed.functional has the same collectives as differentiable, batchable primitives that return new
 tensors, for code under fnx.grad, vmap and compile.
 
@@ -18,7 +18,8 @@ Nothing here imports mpi4py (which starts MPI) before `init_process_group` is ca
 collectives time out (`init_process_group(timeout=...)`) and fail at once when a rank they need has left, with
 a `DistBackendError` naming the collective and the rank (fnx/distributed/liveness.py).
 """
-from . import functional
+from . import device_mesh, functional
+from .device_mesh import DeviceMesh, init_device_mesh
 from .backends import Work
 from .liveness import DistBackendError
 from .collectives import (ReduceOp, all_gather, all_gather_into_tensor, all_reduce, barrier, broadcast,
@@ -47,4 +48,5 @@ __all__ = ["init_process_group", "destroy_process_group", "is_initialized", "is_
            "ProcessGroup", "new_group", "new_subgroups", "group", "GroupMember", "get_process_group_ranks",
            "get_global_rank", "get_group_rank", "Backend", "get_backend_config", "is_backend_available",
            "is_torchelastic_launched", "get_node_local_rank",
-           "Store", "HashStore", "FileStore", "TCPStore", "PrefixStore", "DistStoreError"]
+           "Store", "HashStore", "FileStore", "TCPStore", "PrefixStore", "DistStoreError",
+           "device_mesh", "DeviceMesh", "init_device_mesh"]

@@ -177,6 +177,16 @@ else:
         check(x, [4.0], "group recv")
     raises(ValueError, "is not part of the group", dist.broadcast, t, src=0, group=g)
     dist.barrier(group=g)
+mesh = dist.init_device_mesh("cpu", (3,))
+assert mesh.get_group() is dist.group.WORLD and mesh.size() == 3 and mesh.get_local_rank() == RANK
+mesh = dist.init_device_mesh("cpu", (1, 3), mesh_dim_names=("dp", "tp"))
+assert mesh.shape == (1, 3) and mesh.get_coordinate() == (0, RANK) and mesh["tp"].get_local_rank() == RANK
+assert dist.get_process_group_ranks(mesh.get_group("dp")) == [RANK] and mesh["dp"].size() == 1
+t = fnx.tensor([float(RANK)])
+dist.all_reduce(t, group=mesh.get_group("dp"))   # a group of one: itself
+dist.all_reduce(t, group=mesh["tp"].get_group())
+check(t, [3.0], "all_reduce over a mesh dimension")
+check(mesh.mesh, [[0, 1, 2]], "mesh")
 mine, groups = dist.new_subgroups(group_size=1)
 assert len(groups) == 3 and dist.get_process_group_ranks(mine) == [RANK]
 dist.monitored_barrier(timeout=timedelta(seconds=30))
