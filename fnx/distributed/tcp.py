@@ -4,8 +4,9 @@
 
 Rank 0 listens on the master address; every other rank connects to it and says its rank (a star, the `Link`).
 A reader thread per connection files each arriving message under (its source rank, its key); rank 0's readers
-pass messages addressed to another rank on, so any rank reaches any other. Because every connection is
-always read, a send never waits for its receiver: messages wait in the receiver's inbox until it asks.
+pass messages addressed to another rank on, so any rank reaches any other (and rank 0's destroy_process_group
+waits until the other ranks have left). Because every connection is always read, a send never waits for its
+receiver: messages wait in the receiver's inbox until it asks.
 
 A collective of a group (the world, or a `new_group`) is a gather to the group's first rank, which combines the
 arrays in rank order (so a sum is the same on every run) and sends each rank its result; point-to-point
@@ -48,7 +49,9 @@ class Link:
         self.conns: dict[int, socket.socket] = {}
         self.locks: dict[int, threading.Lock] = {}
         self.inbox: dict[tuple[int, str], collections.deque] = {}
-        self.lost: set[int] = set()     # ranks whose messages can no longer arrive
+        self.lost: set[int] = set()     # ranks that send nothing more (they left, or their connection closed)
+        self.cut = False                # (ranks other than 0) the connection to rank 0, the relay, has closed
+        self.closing = False
         self.cond = threading.Condition()
         if rank == 0:
             self._accept(host, port, announce)
@@ -100,6 +103,16 @@ class Link:
         return conn
 
     def close(self) -> None:
+        """Close the connections. Rank 0 relays the others' messages, so it tells them that it sends nothing more
+        and waits (up to the timeout) until every other rank has closed its connection."""
+        if self.rank == 0:
+            for other in list(self.conns):
+                self._notice(0, other)
+            deadline = time.monotonic() + self.timeout
+            with self.cond:
+                while not set(self.conns) <= self.lost and time.monotonic() < deadline:
+                    self.cond.wait(deadline - time.monotonic())
+        self.closing = True
         for conn in self.conns.values():
             try:
                 conn.shutdown(socket.SHUT_RDWR)
@@ -151,23 +164,28 @@ class Link:
                 else:
                     self._file(meta, payload)
         except (OSError, ValueError):
-            self._lose(peer)
-            if self.rank == 0:   # tell the others: their messages from `peer` came through here
+            self._lose(peer, cut=self.rank != 0)
+            if self.rank == 0 and not self.closing:   # tell the others: `peer`'s messages came through here
                 for other in list(self.conns):
                     if other != peer:
-                        head = json.dumps({"src": peer, "dst": other, "key": _GONE}).encode()
-                        try:
-                            self._write(other, head, b"", {"dst": other})
-                        except DistBackendError:
-                            pass
+                        self._notice(peer, other)
 
-    def _lose(self, peer: int) -> None:
+    def _notice(self, gone: int, other: int) -> None:
+        """Rank 0 tells rank `other` that rank `gone` sends nothing more."""
+        head = json.dumps({"src": gone, "dst": other, "key": _GONE}).encode()
+        try:
+            self._write(other, head, b"", {"dst": other})
+        except DistBackendError:
+            pass
+
+    def _lose(self, peer: int, cut: bool = False) -> None:
         with self.cond:
             self.lost.add(peer)
+            self.cut = self.cut or cut
             self.cond.notify_all()
 
     def _can_hear(self, src: int) -> bool:
-        return src not in self.lost and (self.rank == 0 or src == self.rank or 0 not in self.lost)
+        return src not in self.lost and not (self.cut and src != self.rank)
 
     def ready(self, src: int, key: str) -> bool:
         """Whether a message from `src` filed under `key` has arrived."""
@@ -190,8 +208,10 @@ class Link:
                             del self.inbox[(src, key)]
                         return src, meta, payload
                 if not any(self._can_hear(src) for src in srcs):
-                    raise DistBackendError(f"fnx.distributed.{what}: rank {_names(srcs)} closed its connection "
-                                           f"(it exited or crashed) before rank {self.rank} heard from it")
+                    gone = [0] if self.cut else srcs   # rank 0 relays the others
+                    raise DistBackendError(f"fnx.distributed.{what}: rank {_names(gone)} closed its connection "
+                                           f"(it exited or crashed) before rank {self.rank} heard from "
+                                           f"rank {_names(srcs)}")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise DistBackendError(f"fnx.distributed.{what}: rank {self.rank} waited {limit:g} s for rank "
