@@ -187,7 +187,9 @@ class MPIBackend:
 
     def subgroup(self, ranks: list, gid: int, timeout: float) -> MPIBackend | None:
         """The backend of the group of `ranks` (a communicator split from this one, which every rank of this one
-        must call; its waits end after `timeout` seconds), or None on a rank outside it."""
+        must call; its waits end after `timeout` seconds), or None on a rank outside it. A barrier first: MPI's
+        split has no timeout, so it starts only once every rank has come."""
+        self.barrier(False)
         sub = self.comm.Split(0 if self.rank in ranks else self.MPI.UNDEFINED, ranks.index(self.rank)
                               if self.rank in ranks else 0)
         return None if sub == self.MPI.COMM_NULL else MPIBackend(sub, self.MPI, Deadline(timeout))
