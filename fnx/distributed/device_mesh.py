@@ -82,10 +82,12 @@ class DeviceMesh:
 
     @property
     def ndim(self) -> int:
+        """The number of mesh dimensions."""
         return self._ranks.ndim
 
     @property
     def shape(self) -> tuple:
+        """The number of ranks along each dimension."""
         return tuple(self._ranks.shape)
 
     def size(self, mesh_dim=None) -> int:
