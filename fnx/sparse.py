@@ -26,7 +26,8 @@ from .ops.joins import cat
 from .tensor import Tensor, canonical_dim, init_from_array, make, parse_to, sparse_coo, strided
 
 __all__ = ["sparse_coo_tensor", "mm", "addmm", "sum", "softmax", "log_softmax", "spdiags", "spmm", "smm", "hspmm",
-           "dsmm", "to_sparse", "sparse_mask", "check_sparse_tensor_invariants", "FloatTensor", "DoubleTensor",
+           "dsmm", "to_sparse", "sparse_mask", "check_sparse_tensor_invariants", "sparse_csr_tensor", "sparse_csc_tensor",
+           "sparse_bsr_tensor", "sparse_bsc_tensor", "sparse_compressed_tensor", "FloatTensor", "DoubleTensor",
            "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor", "ShortTensor", "IntTensor", "LongTensor",
            "BoolTensor"]
 
@@ -745,5 +746,47 @@ def _dispatch(prim, args, params):
 
 core.sparse_hook = _dispatch
 
+# ---------------------------------------------------------------- what a dense tensor answers
+def _coo_only(name: str, what: str):
+    """A sparse tensor's method `name` as a dense tensor has it: PyTorch's error naming the layout it expects."""
+    def method(self, *args, **kwargs):
+        raise FnxRuntimeError(f"{name} expected {what} layout but got Strided")
+
+    method.__name__ = name
+    method.__doc__ = f"A sparse COO tensor's `{name}` (fnx.sparse); a dense tensor raises, as in PyTorch."
+    return method
+
+
+def _compressed(name: str):
+    """PyTorch's compressed-layout (CSR, CSC, BSR, BSC) function `name`: not supported in fnx."""
+    def refuse(*args, **kwargs):
+        raise NotImplementedError(f"{name}: fnx has no compressed sparse layouts (CSR, CSC, BSR, BSC); use the COO "
+                                  f"layout (fnx.sparse_coo_tensor, Tensor.to_sparse()) or dense tensors")
+
+    refuse.__name__ = name
+    refuse.__doc__ = f"PyTorch's `{name}`: raises NotImplementedError (fnx has only the COO sparse layout)."
+    return refuse
+
+
+def _dense_sparse_dim(input: Tensor) -> int:
+    """0: a dense tensor has no sparse dims."""
+    return 0
+
+
+def _dense_dense_dim(input: Tensor) -> int:
+    """Every dim of a dense tensor is dense."""
+    return input.ndim
+
+
+sparse_csr_tensor, sparse_csc_tensor, sparse_bsr_tensor, sparse_bsc_tensor, sparse_compressed_tensor = (
+    _compressed(n) for n in ("sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor",
+                             "sparse_compressed_tensor"))
+
 METHODS = {"to_sparse": to_sparse, "to_sparse_coo": _to_sparse_coo, "sparse_mask": sparse_mask,
-           "to_dense": _dense_to_dense}
+           "to_dense": _dense_to_dense, "sparse_dim": _dense_sparse_dim, "dense_dim": _dense_dense_dim,
+           "is_sparse_csr": property(lambda self: False, doc="False: fnx has no CSR tensors."),
+           **{n: _coo_only(n, "sparse coordinate tensor") for n in ("coalesce", "indices", "is_coalesced", "_indices",
+                                                                    "_nnz")},
+           **{n: _coo_only(n, "sparse tensor") for n in ("values", "_values")},
+           **{n: _compressed(n) for n in ("to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc",
+                                          "crow_indices", "col_indices", "ccol_indices", "row_indices")}}

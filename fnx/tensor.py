@@ -23,7 +23,8 @@ from .device import cpu, device as _device_cls, device_of_array
 from .errors import ConcretizationError, FnxIndexError, FnxRuntimeError, FnxTypeError
 from .storage import TypedStorage, UntypedStorage, in_shared_memory, shared_copy
 
-__all__ = ["Tensor", "Size", "layout", "strided", "sparse_coo", "Tracer", "parse_to", "is_floating_point", "numel", "is_nonzero",
+__all__ = ["Tensor", "Size", "layout", "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
+           "Tracer", "parse_to", "is_floating_point", "numel", "is_nonzero",
            "is_signed", "is_same_size", "get_device", "detach", "typename", "is_storage"]
 
 
@@ -840,6 +841,9 @@ class layout(_Named):
 
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
+# PyTorch's compressed layouts: names to compare against; fnx makes no tensors of them (fnx.sparse raises)
+sparse_csr, sparse_csc, sparse_bsr, sparse_bsc = (layout(n) for n in ("sparse_csr", "sparse_csc", "sparse_bsr",
+                                                                      "sparse_bsc"))
 
 
 class memory_format(_Named):

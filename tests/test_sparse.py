@@ -45,6 +45,19 @@ def test_layout_queries():
     assert not s.is_contiguous()
 
 
+def test_dense_tensors_answer_sparse_queries_as_pytorch():
+    x = fnx.ones(2, 3)
+    assert (x.sparse_dim(), x.dense_dim(), x.is_sparse_csr) == (0, 2, False)
+    with pytest.raises(RuntimeError, match="coalesce expected sparse coordinate tensor layout but got Strided"):
+        x.coalesce()
+    with pytest.raises(RuntimeError, match="values expected sparse tensor layout"):
+        x.values()
+    for refused in (x.to_sparse_csr, x.crow_indices, lambda: fnx.sparse_csr_tensor([0, 1], [0], [1.0])):
+        with pytest.raises(NotImplementedError, match="compressed sparse layouts"):
+            refused()
+    assert fnx.sparse_csr is not fnx.sparse_coo and repr(fnx.sparse_csr) == "fnx.sparse_csr"
+
+
 @settings(max_examples=25, deadline=None)
 @given(_coo())
 def test_coalesce_and_to_dense_match_numpy(coo):
