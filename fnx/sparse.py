@@ -125,6 +125,12 @@ class SparseTensor(Tensor):
     def item(self):
         return self.to_dense().item()
 
+    def __getitem__(self, index):
+        raise _not_supported("indexing (Tensor.__getitem__)")
+
+    def __setitem__(self, index, value):
+        raise _not_supported("index assignment (Tensor.__setitem__)")
+
     # ------------------------------------------------------------------ autograd
     @property
     def requires_grad(self) -> bool:

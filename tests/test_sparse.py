@@ -161,6 +161,8 @@ def test_dense_ops_refuse_with_the_op_named():
         F.relu(s)
     with pytest.raises(TypeError, match="to_dense"):
         s.numpy()
+    with pytest.raises(NotImplementedError, match="indexing"):
+        s[0]
     with pytest.raises(RuntimeError, match="strides"):
         s.stride()
 

@@ -5,35 +5,35 @@ import math
 
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.creation import zeros_like
-from ..sparse import sparse_coo_tensor
 from ..tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, bump
 
 __all__ = ["SparseAdam", "sparse_adam_step_"]
 
 
 def sparse_adam_step_(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, step: int, *, lr: float,
                       beta1: float, beta2: float, eps: float, maximize: bool) -> None:
-    """One SparseAdam step of dense `p` with sparse gradient `g`, in place: PyTorch's algorithm, operation for
-    operation. Only the rows of the coalesced gradient move, and only their moments decay."""
+    """One SparseAdam step of dense `p` with sparse gradient `g`, in place on the arrays of the rows the coalesced
+    gradient has (the cost is the gradient's size, not the parameter's): PyTorch's algorithm, operation for
+    operation, so the numbers are its own. The other rows, and their moments, stay as they are."""
     g = (-g if maximize else g).coalesce()
-    values = g._values()
-    if values.numel() == 0:
+    values = g._values()._value
+    if values.size == 0:
         return
-
-    def entries(v: Tensor) -> Tensor:
-        return sparse_coo_tensor(g._indices(), v, tuple(g.shape), is_coalesced=True)
-
-    old_avg = exp_avg.sparse_mask(g)._values()
+    rows = tuple(g._indices()._value)
+    P, M, V = p._value, exp_avg._value, exp_avg_sq._value
+    old_avg = M[rows]
     avg_update = (values - old_avg) * (1 - beta1)
-    exp_avg.add_(entries(avg_update))
-    old_sq = exp_avg_sq.sparse_mask(g)._values()
-    sq_update = (values.pow(2) - old_sq) * (1 - beta2)
-    exp_avg_sq.add_(entries(sq_update))
+    M[rows] += avg_update
+    old_sq = V[rows]
+    sq_update = (values * values - old_sq) * (1 - beta2)
+    V[rows] += sq_update
     numer = avg_update + old_avg
-    denom = (sq_update + old_sq).sqrt() + eps
+    denom = p._device._xp.sqrt(sq_update + old_sq) + eps
     step_size = lr * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
-    p.add_(entries(numer / denom * -step_size))
+    P[rows] += numer / denom * -step_size
+    for t in (p, exp_avg, exp_avg_sq):
+        bump(t)
 
 
 class SparseAdam(Optimizer):
