@@ -373,6 +373,16 @@ def test_zero_grad_and_clip_grad_norm():
         fnx.nn.utils.clip_grad_norm_(emb.parameters(), 1.0)
 
 
+def test_grad_scaler_unscales_sparse_gradients():
+    emb = fnx.nn.Embedding(5, 2, sparse=True)
+    before = emb.weight.detach().clone()
+    opt, scaler = fnx.optim.SGD(emb.parameters(), lr=0.5), fnx.amp.GradScaler("cpu", init_scale=1024.0)
+    scaler.scale(emb(fnx.tensor(X)).sum()).backward()
+    scaler.step(opt)
+    expected = before.numpy() - 0.5 * np.bincount(np.ravel(X), minlength=5)[:, None]
+    np.testing.assert_allclose(emb.weight.detach().numpy(), expected, rtol=1e-6)
+
+
 # ---------------------------------------------------------------- Kipf's GCN (pygcn), as its train.py runs it
 GCN_LOSSES_TORCH = [1.095265507698059, 1.0825165510177612, 1.0717617273330688, 1.0634276866912842,
                     1.0582903623580933, 1.0561861991882324, 1.0561524629592896, 1.0568125247955322]
