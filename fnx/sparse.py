@@ -20,19 +20,16 @@ import numpy as np
 
 from . import core, dtypes as _dt, legacy_types as _legacy_types
 from .device import device as _device_cls
-from .errors import FnxRuntimeError, FnxTypeError, FnxValueError
+from .errors import FnxRuntimeError, FnxTypeError
 from .ops.creation import tensor as _tensor, zeros
 from .ops.joins import cat
-from .tensor import Tensor, canonical_dim, init_from_array, make, parse_to, sparse_coo, strided
+from .tensor import Tensor, canonical_dim, init_from_array, parse_to, sparse_coo
 
 __all__ = ["sparse_coo_tensor", "mm", "addmm", "sum", "softmax", "log_softmax", "spdiags", "spmm", "smm", "hspmm",
-           "dsmm", "to_sparse", "sparse_mask", "check_sparse_tensor_invariants", "sparse_csr_tensor", "sparse_csc_tensor",
-           "sparse_bsr_tensor", "sparse_bsc_tensor", "sparse_compressed_tensor", "FloatTensor", "DoubleTensor",
-           "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor", "ShortTensor", "IntTensor", "LongTensor",
+           "dsmm", "to_sparse", "sparse_mask", "check_sparse_tensor_invariants", "sparse_csr_tensor",
+           "sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor", "sparse_compressed_tensor", "FloatTensor",
+           "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor", "ShortTensor", "IntTensor", "LongTensor",
            "BoolTensor"]
-
-_builtin_sum = sum
-
 
 class _NoArray:
     """What a sparse tensor holds in place of a dense array: its shape and dtype, and no elements (numpy refuses
@@ -44,8 +41,8 @@ class _NoArray:
     def __init__(self, shape: tuple, dtype: np.dtype):
         self.shape, self.dtype, self.ndim, self.size = shape, dtype, len(shape), math.prod(shape)
 
-    def __array__(self, *args, **kwargs):
-        raise FnxTypeError("can't convert a sparse COO tensor to a numpy array; use Tensor.to_dense() first")
+    def __array__(self, *args, **kwargs):   # a plain TypeError: bind's failure path turns it into the op's error
+        raise TypeError("a sparse COO tensor has no dense array")
 
 
 def _not_supported(op: str) -> NotImplementedError:

@@ -1,5 +1,7 @@
 """Sparse COO tensors (fnx.sparse, torch.sparse's API): construction, coalescing, products and their gradients,
 sparse embedding gradients and the optimizers that take them, against numpy and recorded PyTorch 2.13 numbers."""
+import io
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -163,6 +165,10 @@ def test_dense_ops_refuse_with_the_op_named():
         s.numpy()
     with pytest.raises(NotImplementedError, match="indexing"):
         s[0]
+    with pytest.raises(NotImplementedError, match="concatenate: not supported for sparse"):
+        fnx.cat([s, s])
+    with pytest.raises(NotImplementedError, match=r"fnx.save: obj\['adj'\] is a sparse COO tensor"):
+        fnx.save({"adj": s}, io.BytesIO())
     with pytest.raises(RuntimeError, match="strides"):
         s.stride()
 
