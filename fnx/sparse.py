@@ -739,12 +739,27 @@ def _matmul(a, b):
 _RULES = {"add": _add, "sub": _sub, "mul": _mul, "div": _div, "neg": _neg, "convert": _convert, "matmul": _matmul}
 
 
+def _keeps_zero(prim, args, params) -> bool:
+    """Whether `prim` is an elementwise op of one operand (abs, sqrt, tanh, relu, x ** 2, ...) that maps 0 to 0:
+    then it maps a sparse tensor to one of the same indices."""
+    if len(args) != 1 or not {"elementwise", "unary"} <= prim.groups:
+        return False
+    with np.errstate(all="ignore"):
+        at_zero = prim.impl(np, np.zeros((), args[0]._value.dtype), **params)
+    return bool(np.all(np.asarray(at_zero) == 0))
+
+
 def _dispatch(prim, args, params):
-    """`core.sparse_hook`: the sparse form of `prim` on `args` (a sparse tensor among them), or an error naming it."""
+    """`core.sparse_hook`: the sparse form of `prim` on `args` (a sparse tensor among them), or an error naming it.
+    An elementwise op of one operand that keeps zeros applies to the values of the coalesced tensor (PyTorch's
+    sparse unary ops, whose results are coalesced)."""
     rule = _RULES.get(prim.name)
-    if rule is None:
-        raise _not_supported(prim.name)
-    return rule(*args, **params)
+    if rule is not None:
+        return rule(*args, **params)
+    if _keeps_zero(prim, args, params):
+        s = args[0].coalesce()
+        return _make(s._sp_indices, prim.bind(s._sp_values, **params), tuple(s.shape), True)
+    raise _not_supported(prim.name)
 
 
 core.sparse_hook = _dispatch

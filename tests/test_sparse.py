@@ -143,6 +143,22 @@ def test_arithmetic():
     assert s.double().dtype is fnx.float64 and s.to(fnx.float32) is s
 
 
+def test_zero_preserving_unary_ops_act_on_the_coalesced_values():
+    s = fnx.sparse_coo_tensor(fnx.tensor(I), fnx.tensor([3.0, -4.0, 5.0, 6.0]), (2, 3))
+    coalesced = np.array([9.0, -4.0, 5.0], np.float32)   # PyTorch's results: coalesced, the op on these
+    for op, ref in ((fnx.abs, np.abs), (fnx.tanh, np.tanh), (F.relu, lambda v: np.maximum(v, 0)),
+                    (lambda t: t ** 2, np.square), (fnx.sign, np.sign), (fnx.signbit, np.signbit)):
+        out = op(s)
+        assert out.is_sparse and out.is_coalesced()
+        np.testing.assert_allclose(out._values().numpy(), ref(coalesced), rtol=1e-6)
+    for refused in (fnx.exp, fnx.sigmoid, lambda t: t > 0, lambda t: t ** 0):   # f(0) != 0, or not one operand
+        with pytest.raises(NotImplementedError, match="not supported for sparse COO tensors"):
+            refused(s)
+    leaf = _example(requires_grad=True)
+    F.relu(leaf * -1.0 + leaf * 2.0).to_dense().sum().backward()
+    np.testing.assert_array_equal(leaf.grad._values().numpy(), [1, 1, 1])
+
+
 def test_in_place_and_transpose():
     s = _example()
     s.mul_(2)
@@ -160,7 +176,7 @@ def test_dense_ops_refuse_with_the_op_named():
     with pytest.raises(NotImplementedError, match=r"exp: not supported for sparse COO tensors.*to_dense\(\)"):
         fnx.exp(s)
     with pytest.raises(NotImplementedError, match="to_dense"):
-        F.relu(s)
+        F.softmax(s, 0)
     with pytest.raises(TypeError, match="to_dense"):
         s.numpy()
     with pytest.raises(NotImplementedError, match="indexing"):
