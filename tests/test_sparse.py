@@ -256,6 +256,29 @@ def test_gradients_of_sparse_mm_vs_finite_differences():
     assert not s.is_leaf and s.requires_grad
 
 
+# d/dvalues of (f(S) * W).sum() for an uncoalesced S, f as below: PyTorch 2.13's (float64)
+GRAD_TORCH = {
+    "softmax": [0.0, -3.52512e-05, 3.52512e-05, 0.0, 0.0],
+    "log_softmax": [-0.6962995043, 0.0, 0.6962995043, -0.6962995043, 0.0],
+    "sum": [0.2857142857, 0.0, 0.2857142857, 0.2857142857, 0.1428571429],
+    "mm": [0.4693877551, 0.2857142857, 1.7551020408, 0.4693877551, 1.7551020408],
+    "mul_dense": [0.0816326531, 0.1836734694, 0.5102040816, 0.0816326531, 1.0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_TORCH))
+def test_value_gradients_match_torch(name):
+    w = fnx.tensor(np.arange(9.0).reshape(3, 3) / 7)
+    f = {"softmax": lambda s: fnx.sparse.softmax(s, 1).to_dense() * w,
+         "log_softmax": lambda s: fnx.sparse.log_softmax(s, 0).to_dense() * w,
+         "sum": lambda s: fnx.sparse.sum(s, 0).to_dense() * w[0],
+         "mm": lambda s: fnx.sparse.mm(s, w) * w,
+         "mul_dense": lambda s: (s * w).to_dense() * w}[name]
+    v = fnx.tensor([3.0, -4.0, 5.0, 6.0, 0.5], requires_grad=True)
+    f(fnx.sparse_coo_tensor([[0, 1, 1, 0, 2], [2, 0, 2, 2, 1]], v, (3, 3))).sum().backward()
+    np.testing.assert_allclose(v.grad.numpy(), GRAD_TORCH[name], rtol=1e-8, atol=1e-10)
+
+
 def test_sparse_leaf_gradient_is_sparse_and_coalesced():
     d = np.random.default_rng(3).standard_normal((3, 2)).astype(np.float32)
     s = _example(requires_grad=True)
