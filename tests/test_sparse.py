@@ -268,13 +268,13 @@ GRAD_TORCH = {
 
 @pytest.mark.parametrize("name", sorted(GRAD_TORCH))
 def test_value_gradients_match_torch(name):
-    w = fnx.tensor(np.arange(9.0).reshape(3, 3) / 7)
+    w = fnx.tensor(np.arange(9.0).reshape(3, 3) / 7)   # float64, as v
     f = {"softmax": lambda s: fnx.sparse.softmax(s, 1).to_dense() * w,
          "log_softmax": lambda s: fnx.sparse.log_softmax(s, 0).to_dense() * w,
          "sum": lambda s: fnx.sparse.sum(s, 0).to_dense() * w[0],
          "mm": lambda s: fnx.sparse.mm(s, w) * w,
          "mul_dense": lambda s: (s * w).to_dense() * w}[name]
-    v = fnx.tensor([3.0, -4.0, 5.0, 6.0, 0.5], requires_grad=True)
+    v = fnx.tensor([3.0, -4.0, 5.0, 6.0, 0.5], dtype=fnx.float64, requires_grad=True)
     f(fnx.sparse_coo_tensor([[0, 1, 1, 0, 2], [2, 0, 2, 2, 1]], v, (3, 3))).sum().backward()
     np.testing.assert_allclose(v.grad.numpy(), GRAD_TORCH[name], rtol=1e-8, atol=1e-10)
 
