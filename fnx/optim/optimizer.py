@@ -28,6 +28,7 @@ from ..ops.complex import view_as_complex, view_as_real
 from ..ops.creation import tensor, zeros_like
 from ..ops.inplace import assign_
 from ..profiler import record_function
+from ..sparse import SparseTensor
 from ..tensor import Tensor, Tracer
 
 __all__ = ["Optimizer"]
@@ -154,7 +155,7 @@ class Optimizer:
         """Whether `group` takes the fused path: `foreach`/`fused` not False, every parameter with a gradient
         a float32/float64 CPU tensor (not a tracer) with a gradient of its dtype and shape, and the values of
         `hyper` (the update's hyperparameters) plain numbers. `fused=True` where it cannot run is an error."""
-        if any(p.grad is not None and p.grad.is_sparse for p in group["params"]):
+        if any(type(p._grad) is SparseTensor for p in group["params"]):   # the gradients' slot: a step's cost
             if not self._takes_sparse_grads:
                 raise FnxRuntimeError(f"{type(self).__name__} does not support sparse gradients{self._sparse_hint}")
             if group.get("fused"):
