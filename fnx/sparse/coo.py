@@ -103,18 +103,23 @@ class SparseTensor(Tensor):
         return False
 
     def stride(self, dim: int | None = None):
+        """Refused: a sparse tensor has no strides (PyTorch's error)."""
         raise FnxRuntimeError("Sparse tensors do not have strides")
 
     def data_ptr(self) -> int:
+        """Refused: a sparse tensor has no one block of elements."""
         raise FnxRuntimeError("Cannot access data pointer of a sparse tensor; use .values().data_ptr()")
 
     def numpy(self, *, force: bool = False):
+        """Refused, as in PyTorch: call to_dense() first."""
         raise FnxTypeError("can't convert Sparse layout tensor to numpy. Use Tensor.to_dense() first.")
 
     def tolist(self):
+        """Refused: call to_dense() first."""
         raise FnxTypeError("tolist() of a sparse tensor: use Tensor.to_dense() first")
 
     def item(self):
+        """The value of a one-element sparse tensor."""
         return self.to_dense().item()
 
     def __getitem__(self, index):
@@ -171,6 +176,7 @@ class SparseTensor(Tensor):
         return _make(self._sp_indices, self._sp_values.detach(), self.shape, self._sp_coalesced)
 
     def detach_(self) -> Tensor:
+        """Cut the values from the autograd graph, in place."""
         self._sp_values = self._sp_values.detach()
         return self
 
@@ -275,18 +281,23 @@ class SparseTensor(Tensor):
         return self._become(_make(self._sp_indices[:, :0], empty, self.shape, True))
 
     def add_(self, other, *, alpha=1) -> Tensor:
+        """self + alpha * other (a sparse tensor), in place: this tensor takes the sum's indices and values."""
         return self._become(self.add(other, alpha=alpha))
 
     def sub_(self, other, *, alpha=1) -> Tensor:
+        """self - alpha * other (a sparse tensor), in place."""
         return self._become(self.sub(other, alpha=alpha))
 
     def mul_(self, other) -> Tensor:
+        """The values scaled by `other` (a number, or a tensor of this shape), in place."""
         return self._become(self.mul(other))
 
     def div_(self, other) -> Tensor:
+        """The values divided by a number, in place."""
         return self._become(self.div(other))
 
     def neg_(self) -> Tensor:
+        """The values negated, in place."""
         return self._become(-self)
 
     __iadd__, __isub__, __imul__, __itruediv__ = add_, sub_, mul_, div_
