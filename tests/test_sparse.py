@@ -316,6 +316,15 @@ def test_sparse_embedding_gradient():
         freq(fnx.tensor(X)).sum().backward()
 
 
+def test_sparse_and_dense_gradients_of_one_weight_add_up_dense():
+    emb = fnx.nn.Embedding(5, 2, sparse=True)   # a weight that is also used densely (tied): its gradient is dense
+    rows = emb(fnx.tensor([1, 3, 1]))
+    (rows.sum() + emb.weight.sum() * 2).backward()
+    g = emb.weight.grad
+    assert not g.is_sparse
+    np.testing.assert_array_equal(g.numpy()[:, 0], [2, 4, 2, 3, 2])
+
+
 def test_sparse_embedding_bag_gradient():
     bag = fnx.nn.EmbeddingBag(5, 2, sparse=True, mode="mean")
     bag(fnx.tensor(X)).sum().backward()
