@@ -314,7 +314,7 @@ def decay_fused(P: np.ndarray, G: np.ndarray, lr: float, weight_decay: float, de
 def write_(dst: Tensor, src: Tensor) -> None:
     """Write a new value into a parameter or state tensor in place (bumps its version counter); a sparse state
     tensor (SGD's momentum of a sparse gradient) takes the new one's indices and values."""
-    if dst.is_sparse:
+    if type(dst) is SparseTensor:
         dst.copy_(src)
         return
     assign_(dst, src, "optimizer.step")
