@@ -23,7 +23,8 @@ LAYERS = [
     # Primitive, bind, the trace stack; the jaxpr IR and its evaluator; FNX_DEBUG's op log (it wraps Primitive.impl)
     ("core", ["fnx.core", "fnx.ir", "fnx.debug"]),
     ("rule builders", ["fnx.ops._batching"]),  # the batching interpreter and batch rule builders primitives use
-    ("ops", ["fnx.ops", "fnx.random", "fnx.rng", "fnx.linalg", "fnx.fft", "fnx.cuda", "fnx.accelerator", "fnx.numpy"]),
+    ("ops", ["fnx.ops", "fnx.random", "fnx.rng", "fnx.linalg", "fnx.fft", "fnx.cuda", "fnx.accelerator", "fnx.numpy",
+             "fnx.sparse"]),
     ("tensor methods", ["fnx._methods"]),
     ("autograd", ["fnx.autograd"]),
     # cond / while_loop / scan hold jaxprs: their jvp, vjp and batch rules transform the body (as JAX's

@@ -25,6 +25,7 @@ MODULES = [
     ("fnx.autograd", "eager autograd: backward, grad modes, custom Functions, debugging aids"),
     ("fnx.linalg", "linear algebra (torch.linalg)"),
     ("fnx.fft", "discrete Fourier transforms (torch.fft)"),
+    ("fnx.sparse", "sparse COO tensors and their products, sums and softmax (torch.sparse)"),
     ("fnx.numpy", "the NumPy API with JAX's semantics (jax.numpy, imported as jnp)"),
     ("fnx.numpy.linalg", "jnp.linalg: numpy's linear-algebra signatures"),
     ("fnx.numpy.fft", "jnp.fft: numpy's Fourier-transform signatures"),
