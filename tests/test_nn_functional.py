@@ -623,8 +623,8 @@ def test_grid_sample_and_affine_grid_errors():
     x, grid = fnx.ones(1, 1, 3, 3), fnx.zeros(1, 2, 2, 2)
     with pytest.raises(fnx.core.FnxRuntimeError, match="expected padding_mode to be 'zeros', 'border', or 'reflection'"):
         F.grid_sample(x, grid, padding_mode="wrap")
-    with pytest.raises(NotImplementedError, match="bicubic"):
-        F.grid_sample(x, grid, mode="bicubic")
+    with pytest.raises(fnx.core.FnxRuntimeError, match="expected mode to be 'bilinear', 'nearest' or 'bicubic'"):
+        F.grid_sample(x, grid, mode="cubic")
     with pytest.raises(fnx.core.FnxRuntimeError, match=r"expected grid of shape \[N, \*, \*, 2\]"):
         F.grid_sample(x, fnx.zeros(1, 2, 2, 3))
     with pytest.raises(fnx.core.FnxRuntimeError, match="Expected a batch of 2D affine matrices of shape Nx2x3"):
