@@ -101,7 +101,7 @@ def _weights(n: int, m: int, scale: float, mode: str, align_corners: bool, antia
     return mat
 
 
-def _check(input: Tensor, size, mode: str, align_corners, recompute_scale_factor, antialias: bool) -> int:
+def _check(input: Tensor, mode: str, align_corners, antialias: bool) -> int:
     """PyTorch's argument checks of interpolate, in its order; the number of spatial dims."""
     if not isinstance(input, Tensor):
         raise FnxTypeError(f"interpolate: expected input to be a Tensor, got {type(input).__name__}")
@@ -110,8 +110,6 @@ def _check(input: Tensor, size, mode: str, align_corners, recompute_scale_factor
         if align_corners is not None:
             raise FnxValueError("align_corners option can only be set with the interpolating modes: linear | "
                                 "bilinear | bicubic | trilinear")
-    if recompute_scale_factor and size is not None:
-        raise FnxValueError("recompute_scale_factor is not meaningful with an explicit size.")
     if antialias and not (mode in _ANTIALIAS_TAPS and input.ndim == 4):
         raise FnxValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a "
                             "4-D tensor as input")
@@ -140,6 +138,8 @@ def _sizes_and_scales(spatial: tuple, size, scale_factor, recompute_scale_factor
         if isinstance(size, (tuple, list)) and len(size) != nd:
             raise FnxValueError(f"Input and output must have the same number of spatial dimensions, but got input "
                                 f"with spatial dimensions of {list(spatial)} and output size of {size}.")
+        if recompute_scale_factor:
+            raise FnxValueError("recompute_scale_factor is not meaningful with an explicit size.")
         return _ntuple(size, nd, "size"), [None] * nd
     factors = scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * nd
     if len(factors) != nd:
@@ -155,14 +155,15 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     """Resize the spatial dims of (N, C, *spatial) to `size` or by `scale_factor`: 'nearest', 'nearest-exact',
     'linear'/'bilinear'/'trilinear', 'bicubic' (4-D), 'area' (adaptive average pooling), with antialias=True
     (4-D) PyTorch's antialiased 'bilinear'/'bicubic'/'lanczos' (the latter needs it) - as PyTorch."""
-    nd = _check(input, size, mode, align_corners, recompute_scale_factor, antialias)
+    nd = _check(input, mode, align_corners, antialias)
     spatial = tuple(input.shape[2:])
     out, scales = _sizes_and_scales(spatial, size, scale_factor, recompute_scale_factor, nd)
     if min(spatial) <= 0 or min(out) <= 0:
         names = ("D", "H", "W")[3 - nd:]
         shown = [", ".join(f"{k}: {v}" for k, v in zip(names, sizes)) for sizes in (spatial, out)]
-        raise FnxRuntimeError(f"Input and output sizes should be greater than 0, but got input ({shown[0]}) output "
-                              f"({shown[1]})")
+        joint = " and" if nd == 1 else ""     # PyTorch's wording differs by rank
+        raise FnxRuntimeError(f"Input and output sizes should be greater than 0, but got input ({shown[0]}){joint} "
+                              f"output ({shown[1]})")
     if mode == "area":
         return _adaptive_avg(input, out, nd, "interpolate")
     x = input
