@@ -1,11 +1,11 @@
 """Spatial sampling of `fnx.nn.functional`: `grid_sample` and `affine_grid` (2-D and 3-D), as compositions.
 
 `grid_sample` maps each grid point to input coordinates (PyTorch's unnormalization, padding by border or
-reflection), then gathers the 2^d neighbouring input elements of each point and weighs them (bilinear /
-trilinear), gathers the nearest one, or (2-D) gathers the 4 x 4 neighbours around the unpadded coordinates, pads
-each neighbour's index and weighs them by Keys' cubic convolution (bicubic, A = -0.75). Gathers and elementwise
-ops give the gradients with respect to both the input and the grid (zero with respect to the grid for
-'nearest', as in PyTorch), batching and compilation.
+reflection), then reads the channels of the 2^d neighbouring input elements of each point and weighs them
+(bilinear / trilinear), reads the nearest one, or (2-D) reads the 4 x 4 neighbours around the unpadded
+coordinates, each neighbour's position padded, and weighs them by Keys' cubic convolution (bicubic, A = -0.75).
+Row gathers and elementwise ops give the gradients with respect to both the input and the grid (zero with
+respect to the grid for 'nearest', as in PyTorch), batching and compilation.
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import math
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxTypeError
 from ..ops import elementwise as ew
-from ..ops.creation import arange, ones, tensor
-from ..ops.indexing import gather
-from ..ops.joins import stack
+from ..ops.creation import arange, ones, tensor, zeros
+from ..ops.indexing import take_rows
+from ..ops.joins import cat, stack
 from ..ops.linalg import matmul
 from ..tensor import Tensor
 from .functional_resize import cubic_coefficients
@@ -109,7 +109,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     in_sizes = tuple(input.shape[2:])             # (D,) H, W
     out_sizes = tuple(grid.shape[1:-1])
     points = math.prod(out_sizes)
-    flat_grid = grid.reshape(n, 1, points, d)
+    flat_grid = grid.reshape(n, points, 1, d)
     axes = [(flat_grid[..., d - 1 - axis], in_sizes[axis]) for axis in range(d)]   # grid[..., 0] indexes W
     if mode == "bicubic":
         taps = [_bicubic_taps(g, size, padding_mode, align) for g, size in axes]
@@ -127,17 +127,25 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     for axis, size in enumerate(in_sizes):   # each tap as (offset in the flat input, inside the input, weight)
         taps[axis] = [(ew.clamp(position, 0.0, float(size - 1)).long() * strides[axis],
                        (position >= 0.0) & (position <= float(size - 1)), w) for position, w in taps[axis]]
-    source = input.reshape(n, c, math.prod(in_sizes))
+    # the input as rows of channels (N * D * H * W, C) and a row of zeros that taps outside the input read: a tap
+    # reads one row per point, and its gradient adds the rows back (take_rows' index_add), where a gather along
+    # the flat positions and a select would index, scatter and mask every channel of every point (a tap's
+    # forward and backward on (8, 3, 64 * 64) points: about 12 ms to 2 ms)
+    positions = math.prod(in_sizes)
+    rows = cat([input.reshape(n, c, positions).mT.reshape(n * positions, c), zeros(1, c, dtype=input.dtype,
+                                                                                   device=input.device)])
+    first = arange(n, device=input.device).reshape(n, 1, 1) * positions
     out = None
     for choice in itertools.product(*taps):
         index, inside, weight = choice[0]
+        index = index + first
         for offset, ok, w in choice[1:]:
             index, inside = index + offset, inside & ok
             weight = None if w is None else weight * w
-        term = ew.where(inside, gather(source, 2, index.expand(n, c, points)), 0.0)
+        term = take_rows(rows, ew.where(inside, index, n * positions).reshape(n, points))
         term = term if weight is None else term * weight
         out = term if out is None else out + term
-    return out.reshape(n, c, *out_sizes)
+    return out.mT.reshape(n, c, *out_sizes)
 
 
 def _base_coordinates(steps: int, align_corners: bool, like: Tensor) -> Tensor:
