@@ -190,8 +190,11 @@ def interpolate_sample(draw, antialias=False):
 
 
 OPS = [
-    OpInfo("grid_sample", F.grid_sample, grid_sample_ref, grid_sample_sample(), rtol=1e-4, atol=1e-5),
-    OpInfo("grid_sample_3d", F.grid_sample, grid_sample_ref, grid_sample_sample(dims=3), rtol=1e-4, atol=1e-5),
+    # the taps' weighted values are summed as one reduction: compiled float32 may add them in another order
+    OpInfo("grid_sample", F.grid_sample, grid_sample_ref, grid_sample_sample(), rtol=1e-4, atol=1e-5,
+           extra={"numerics": "reductions"}),
+    OpInfo("grid_sample_3d", F.grid_sample, grid_sample_ref, grid_sample_sample(dims=3), rtol=1e-4, atol=1e-5,
+           extra={"numerics": "reductions"}),
     # one matrix product per resized dim: compiled float32 products may add in another order
     OpInfo("interpolate_bicubic", F.interpolate, interpolate_ref, interpolate_sample(), extra={"numerics": "reductions"}),
     OpInfo("interpolate_antialias", F.interpolate, interpolate_ref, interpolate_sample(antialias=True),
