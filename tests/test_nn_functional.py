@@ -631,7 +631,12 @@ def test_grid_sample_and_affine_grid_errors():
         F.affine_grid(fnx.zeros(1, 3, 3), (1, 1, 4, 4))
 
 
-def test_grid_sample_nan_grid_values_read_outside():
-    grid = fnx.tensor([[[[float("nan"), 0.0]]]])
-    assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid).item() == 0.0
-    assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid, padding_mode="border").item() == 1.0
+def test_grid_sample_non_finite_grid_values_as_pytorch():
+    """PyTorch 2.13: bilinear with zero padding gives NaN, nearest reads zero, border and reflection the edge."""
+    for value in (float("nan"), float("inf"), -float("inf")):
+        grid = fnx.tensor([[[[value, 0.0]]]])
+        with np.errstate(invalid="ignore"):
+            assert math.isnan(F.grid_sample(fnx.ones(1, 1, 2, 2), grid).item())
+        assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid, mode="nearest").item() == 0.0
+        for padding in ("border", "reflection"):
+            assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid, padding_mode=padding).item() == 1.0

@@ -57,7 +57,7 @@ def _padded(x: Tensor, size: int, padding_mode: str, align_corners: bool) -> Ten
 
 def _source(g: Tensor, size: int, align_corners: bool) -> Tensor:
     """Input coordinates of the grid values `g` along a dim of `size`; a NaN or infinite grid value is read as
-    -2 (outside: zero padding reads zeros, border the first element) instead of indexing with NaN."""
+    -2 (outside; border padding reads the first element, as PyTorch) instead of indexing with NaN."""
     return _unnormalize(ew.where(ew.isfinite(g), g, -2.0), size, align_corners)
 
 
@@ -120,7 +120,8 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
                 taps.append([(ew.round(x), None)])
                 continue
             low = ew.floor(x)
-            frac = x - low
+            # zero padding weighs by the grid's own coordinates: a non-finite one gives NaN, as in PyTorch
+            frac = (_unnormalize(g, size, align) if padding_mode == "zeros" else x) - low
             taps.append([(low, 1.0 - frac), (low + 1.0, frac)])
     # the input as rows of channels (N * D * H * W, C) and a row of zeros that taps outside the input read; all
     # taps of all points in one row gather, whose gradient adds the rows back (take_rows' index_add): a gather
