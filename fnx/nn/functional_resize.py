@@ -35,7 +35,7 @@ _MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "lanczos", "a
 _ANTIALIAS_TAPS = {"bilinear": 2, "bicubic": 4, "lanczos": 6}   # the filter's width in input elements at scale 1
 
 
-def cubic_coefficients(t, a: float = -0.75) -> list:
+def _cubic_coefficients(t, a: float = -0.75) -> list:
     """Keys' cubic convolution weights of the four taps at offsets -1, 0, 1, 2 from floor(x), for t = x - floor(x)
     (numpy arrays or tensors; PyTorch's get_cubic_upsample_coefficients, A = -0.75 as in PyTorch)."""
     def near(s):       # |offset| <= 1
@@ -53,7 +53,8 @@ def _antialias_filter(mode: str, x: np.ndarray) -> np.ndarray:
     if mode == "bilinear":
         return np.maximum(1.0 - x, 0.0)
     if mode == "bicubic":
-        near, far = cubic_coefficients(x, -0.5)[1], cubic_coefficients(x - 1.0, -0.5)[0]
+        # Keys' kernel at |offset| x: the tap at offset 0 for t = x, the tap at offset -1 for t = x - 1
+        near, far = _cubic_coefficients(x, -0.5)[1], _cubic_coefficients(x - 1.0, -0.5)[0]
         return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
     return np.where(x < 3.0, np.sinc(x) * np.sinc(x / 3.0), 0.0)
 
@@ -92,7 +93,7 @@ def _weights(n: int, m: int, scale: float, mode: str, align_corners: bool, antia
     low = np.minimum(np.floor(src).astype(np.int64), n - 1)
     t = np.clip(src - low, 0.0, 1.0)
     if mode == "bicubic":
-        taps = [(low + k - 1, w) for k, w in enumerate(cubic_coefficients(t))]
+        taps = [(low + k - 1, w) for k, w in enumerate(_cubic_coefficients(t))]
     else:
         taps = [(low, 1.0 - t), (low + 1, t)]
     mat = np.zeros((m, n))

@@ -19,7 +19,7 @@ from ..ops.indexing import take_rows
 from ..ops.joins import cat, stack
 from ..ops.linalg import matmul
 from ..tensor import Tensor
-from .functional_resize import cubic_coefficients
+from .functional_resize import _cubic_coefficients
 
 __all__ = ["grid_sample", "affine_grid"]
 
@@ -66,7 +66,7 @@ def _bicubic_taps(g: Tensor, size: int, padding_mode: str, align_corners: bool) 
     padded (PyTorch's bicubic grid sampler); a NaN or infinite grid value gives NaN weights, as in PyTorch."""
     x = _source(g, size, align_corners)
     low = ew.floor(x)
-    weights = cubic_coefficients(_unnormalize(g, size, align_corners) - low)
+    weights = _cubic_coefficients(_unnormalize(g, size, align_corners) - low)
     return [(_padded(low + float(k - 1), size, padding_mode, align_corners), w) for k, w in enumerate(weights)]
 
 
