@@ -623,15 +623,20 @@ def test_grid_sample_and_affine_grid_errors():
     x, grid = fnx.ones(1, 1, 3, 3), fnx.zeros(1, 2, 2, 2)
     with pytest.raises(fnx.core.FnxRuntimeError, match="expected padding_mode to be 'zeros', 'border', or 'reflection'"):
         F.grid_sample(x, grid, padding_mode="wrap")
-    with pytest.raises(NotImplementedError, match="bicubic"):
-        F.grid_sample(x, grid, mode="bicubic")
+    with pytest.raises(fnx.core.FnxRuntimeError, match="expected mode to be 'bilinear', 'nearest' or 'bicubic'"):
+        F.grid_sample(x, grid, mode="cubic")
     with pytest.raises(fnx.core.FnxRuntimeError, match=r"expected grid of shape \[N, \*, \*, 2\]"):
         F.grid_sample(x, fnx.zeros(1, 2, 2, 3))
     with pytest.raises(fnx.core.FnxRuntimeError, match="Expected a batch of 2D affine matrices of shape Nx2x3"):
         F.affine_grid(fnx.zeros(1, 3, 3), (1, 1, 4, 4))
 
 
-def test_grid_sample_nan_grid_values_read_outside():
-    grid = fnx.tensor([[[[float("nan"), 0.0]]]])
-    assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid).item() == 0.0
-    assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid, padding_mode="border").item() == 1.0
+def test_grid_sample_non_finite_grid_values_as_pytorch():
+    """PyTorch 2.13: bilinear with zero padding gives NaN, nearest reads zero, border and reflection the edge."""
+    for value in (float("nan"), float("inf"), -float("inf")):
+        grid = fnx.tensor([[[[value, 0.0]]]])
+        with np.errstate(invalid="ignore"):
+            assert math.isnan(F.grid_sample(fnx.ones(1, 1, 2, 2), grid).item())
+        assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid, mode="nearest").item() == 0.0
+        for padding in ("border", "reflection"):
+            assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid, padding_mode=padding).item() == 1.0

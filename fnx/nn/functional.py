@@ -3,7 +3,8 @@
 This module holds the linear maps, dropout, embedding and vector utilities, and re-exports the families
 that live in their own files: activations and softmax (functional_activation), convolution
 (functional_conv), pooling (functional_pool), normalization (functional_norm), losses (functional_loss),
-attention (functional_attention) and spatial sampling (functional_sampling). Everything here works eagerly and under grad, vmap, jvp and compile.
+attention (functional_attention), resizing (functional_resize) and spatial sampling (functional_sampling).
+Everything here works eagerly and under grad, vmap, jvp and compile.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from ..ops.indexing import index_select, one_hot, scatter_add, take_rows
 from ..ops.linalg import einsum, matmul, matmul_p, require_same_dtype
 from ..ops.norms import vector_norm
 from ..ops.search import searchsorted
-from ..ops.sampling import rand
+from ..ops.sampling import rand, rand_like
 from ..sparse import sparse_coo_tensor
 from ..tensor import Tensor, Tracer, make
 from .layout import keep_channels_last
@@ -42,6 +43,8 @@ from .functional_norm import *  # noqa: F401,F403
 from .functional_norm import __all__ as _norm_all
 from .functional_pool import *  # noqa: F401,F403
 from .functional_pool import __all__ as _pool_all
+from .functional_resize import *  # noqa: F401,F403
+from .functional_resize import __all__ as _resize_all
 from .functional_sampling import *  # noqa: F401,F403
 from .functional_sampling import __all__ as _sampling_all
 from .functional_ctc import *  # noqa: F401,F403
@@ -50,7 +53,8 @@ from .functional_ctc import __all__ as _ctc_all
 __all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
            "feature_alpha_dropout", "embedding", "embedding_bag", "one_hot", "pad", "normalize", "cosine_similarity",
            "pairwise_distance", "pdist", "gumbel_softmax", "channel_shuffle",
-           *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all, *_sampling_all, *_ctc_all]
+           *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all, *_resize_all,
+           *_sampling_all, *_ctc_all]
 
 # F.pad is fnx.ops' pad with PyTorch's layout: a channels-last 4-D or 5-D input gives a channels-last output
 pad = keep_channels_last(4, 5)(_pad)
@@ -138,10 +142,18 @@ def _check_p(p: float) -> None:
         raise FnxValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+def _uniform(input: Tensor, shape: tuple) -> Tensor:
+    """Uniform draws of `shape` from fnx's global generator (under fnx.compile from the key each call receives,
+    so the backward reuses the forward's mask); of input's shape, laid out as input is (a channels_last input
+    gives a channels_last mask and so a channels_last output, as in PyTorch)."""
+    if shape == tuple(input.shape):
+        return rand_like(input)
+    return rand(*shape, dtype=input.dtype, device=input.device)
+
+
 def _keep_mask(input: Tensor, p: float, shape: tuple) -> Tensor:
-    """1/(1-p) where an element is kept (probability 1 - p), else 0; drawn from fnx's global generator
-    (under fnx.compile from the key each call receives, so the backward reuses the forward's mask)."""
-    keep = rand(*shape, dtype=input.dtype, device=input.device) >= p
+    """1/(1-p) where an element is kept (probability 1 - p), else 0."""
+    keep = _uniform(input, shape) >= p
     return keep.to(input.dtype) * (1.0 / (1.0 - p)) if p < 1.0 else keep.to(input.dtype)
 
 
@@ -187,7 +199,7 @@ _SELU_NEG = 1.7580993408473766  # -scale * alpha of SELU: where a dropped SELU a
 
 
 def _alpha_dropout(input: Tensor, p: float, shape: tuple) -> Tensor:
-    keep = (rand(*shape, dtype=input.dtype, device=input.device) >= p).to(input.dtype)
+    keep = (_uniform(input, shape) >= p).to(input.dtype)
     a = 1.0 / ((_SELU_NEG ** 2 * p + 1.0) * (1.0 - p)) ** 0.5
     return input * (keep * a) + ((keep - 1.0) * (_SELU_NEG * a) + _SELU_NEG * a * p)
 

@@ -1,4 +1,4 @@
-"""Convolutions, unfold/fold, interpolation and pixel shuffle, as compositions of fnx ops.
+"""Convolutions, unfold/fold and pixel shuffle, as compositions of fnx ops.
 
 Sliding windows are gathered without per-pixel Python loops: the im2col primitive (fnx/ops/windows.py) copies,
 for each of the kernel's K offsets, one strided view of the padded input into a block of columns (pooling, in
@@ -18,27 +18,21 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from .. import core
 from .layout import keep_channels_last
 from ..ops.autocast import autocast_op
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops.arrange import pad
 from ..ops.conv import conv, conv_input_grad, pays, runs_on
-from ..ops.creation import tensor
 from ..ops.depthwise_conv import depthwise_conv, depthwise_conv_input_grad
 from ..ops.depthwise_conv import runs_on as depthwise_runs_on
-from ..ops.indexing import index_select
 from ..ops.joins import cat
 from ..ops.linalg import matmul, require_same_dtype
-from ..ops.shape import movedim
 from ..ops.windows import col2im, conv_output, im2col
 from ..tensor import Tensor
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "unfold",
-           "fold", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle",
-           "pixel_unshuffle"]
+           "fold", "pixel_shuffle", "pixel_unshuffle"]
 
 
 def _ntuple(v, n: int, name: str) -> tuple:
@@ -317,84 +311,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     return out.squeeze(0) if unbatched else out
 
 
-# ---------------------------------------------------------------- resizing
-def _source_index(dst: np.ndarray, scale: float, align_corners: bool) -> np.ndarray:
-    if align_corners:
-        return dst * scale
-    return np.maximum((dst + 0.5) * scale - 0.5, 0.0)
-
-
-@keep_channels_last(4, 5)
-def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
-                recompute_scale_factor=None, antialias: bool = False) -> Tensor:
-    """Resize the spatial dims: 'nearest', 'nearest-exact', 'linear'/'bilinear'/'trilinear' (separable, one
-    matmul per dim with an interpolation matrix) or 'area' (adaptive average pooling)."""
-    nd = input.ndim - 2
-    if nd < 1:
-        raise FnxValueError(f"interpolate: expected an input with a batch and a channel dim, got shape "
-                            f"{list(input.shape)}")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
-    linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
-    if mode in linear_modes and linear_modes[mode] != nd:
-        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {linear_modes[mode] + 2}D input")
-    if mode not in ("nearest", "nearest-exact", "area", *linear_modes):
-        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (use nearest, nearest-exact, "
-                                  f"linear, bilinear, trilinear or area)")
-    if align_corners is not None and mode not in linear_modes:
-        raise FnxValueError("align_corners option can only be set with the interpolating modes: linear | bilinear "
-                            "| bicubic | trilinear")
-    spatial = tuple(input.shape[2:])
-    if (size is None) == (scale_factor is None):
-        raise FnxValueError("only one of size or scale_factor should be defined")
-    if size is not None:
-        out = _ntuple(size, nd, "size")
-        scales = [n / m for n, m in zip(spatial, out)]
-    else:
-        factors = scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * nd
-        out = tuple(int(math.floor(n * f)) for n, f in zip(spatial, factors))
-        scales = [n / m if recompute_scale_factor else 1.0 / f for n, m, f in zip(spatial, out, factors)]
-    if mode == "area":
-        from .functional_pool import _adaptive_avg
-
-        return _adaptive_avg(input, out, nd, "interpolate")
-    x = input
-    for i, (n, m, scale) in enumerate(zip(spatial, out, scales)):
-        dst = np.arange(m, dtype=np.float64)
-        if mode in ("nearest", "nearest-exact"):
-            shift = 0.5 if mode == "nearest-exact" else 0.0
-            src = np.minimum(np.floor((dst + shift) * scale), n - 1).astype(np.int64)
-            x = index_select(x, 2 + i, tensor(src, device=x.device))
-            continue
-        if align_corners:
-            scale = (n - 1) / (m - 1) if m > 1 else 0.0
-        src = _source_index(dst, scale, bool(align_corners))
-        i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
-        i1 = np.minimum(i0 + 1, n - 1)
-        lam = src - i0
-        mat = np.zeros((m, n))
-        np.add.at(mat, (np.arange(m), i0), 1.0 - lam)
-        np.add.at(mat, (np.arange(m), i1), lam)
-        weights = tensor(mat.T, dtype=x.dtype, device=x.device)
-        x = movedim(matmul(movedim(x, 2 + i, -1), weights), -1, 2 + i)
-    return x
-
-
-def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
-    """Deprecated alias of `interpolate` (PyTorch's `upsample`)."""
-    return interpolate(input, size, scale_factor, mode, align_corners)
-
-
-def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
-    """`interpolate` with mode="nearest" (deprecated in PyTorch)."""
-    return interpolate(input, size, scale_factor, mode="nearest")
-
-
-def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
-    """`interpolate` with mode="bilinear" and align_corners=True (deprecated in PyTorch)."""
-    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
-
-
+# ---------------------------------------------------------------- pixel shuffle
 @keep_channels_last(4)
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """(*, C*r^2, H, W) -> (*, C, H*r, W*r)."""

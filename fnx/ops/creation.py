@@ -380,7 +380,7 @@ def clone(input: Tensor, *, memory_format=preserve_format) -> Tensor:
     if memory_format is not preserve_format:
         out = to_memory_format(input, memory_format, "clone")
         return clone(out) if out is input else out
-    order = None if _is_tracer(input) or input._value.flags.c_contiguous else dense_order(input._value)
+    order = memory_order(input)
     if order is None:
         return copy_p.bind(input)
     inverse = tuple(int(d) for d in np.argsort(order))
@@ -439,6 +439,15 @@ def _zero_tangent(x):
 
 def _is_tracer(t) -> bool:
     return isinstance(t, Tracer)
+
+
+def memory_order(input: Tensor) -> tuple | None:
+    """The order of the eager `input`'s dims in which its memory is row-major (a channels_last tensor:
+    (0, 2, 3, 1)) where that is not its own order and its elements fill a block of memory; else None (row-major,
+    strided views, tracers: they carry no layout)."""
+    if _is_tracer(input) or input._value.flags.c_contiguous:
+        return None
+    return dense_order(input._value)
 
 
 transfer_p = Primitive("device_put", saves_inputs=False)

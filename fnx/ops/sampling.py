@@ -46,6 +46,7 @@ from ..tensor import Tensor, Tracer, make
 from ._batching import BatchTrace, BatchTracer
 from ._families import same_device
 from .complex import view_as_complex
+from .creation import memory_order
 from .inplace import _check_target, assign_, rebind_
 from .sort import argsort
 
@@ -733,16 +734,28 @@ def _like_args(input: Tensor, dtype, device):
     return (input.dtype if dtype is None else dtype), (input.device if device is None else device)
 
 
+def _in_layout(input: Tensor, draw, requires_grad: bool) -> Tensor:
+    """draw(shape) with `input`'s shape, laid out as `input` is where it fills a block of memory in another order
+    (PyTorch's preserve_format: a channels_last input gives a channels_last draw): drawn in that order, viewed
+    back (that view the leaf that requires grad, if asked)."""
+    order = memory_order(input)
+    if order is None:
+        out = draw(tuple(input.shape))
+    else:
+        out = draw(tuple(input.shape[d] for d in order)).permute(*(int(d) for d in np.argsort(order)))
+    return out.requires_grad_() if requires_grad else out
+
+
 def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples on [0, 1) with the shape (and, unless given, dtype and device) of `input`."""
+    """Uniform samples on [0, 1) with the shape and layout (and, unless given, dtype and device) of `input`."""
     dt, dev = _like_args(input, dtype, device)
-    return rand(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
+    return _in_layout(input, lambda shape: rand(shape, dtype=dt, device=dev), requires_grad)
 
 
 def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples with the shape (and, unless given, dtype and device) of `input`."""
+    """Standard normal samples with the shape and layout (and, unless given, dtype and device) of `input`."""
     dt, dev = _like_args(input, dtype, device)
-    return randn(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
+    return _in_layout(input, lambda shape: randn(shape, dtype=dt, device=dev), requires_grad)
 
 
 def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype=None, device=None,
