@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from .torch_archive import load, save
 from .torch_dims import Dim, ShapesCollection, dims
-from .torch_program import (CallSpec, DraftExportReport, ExportedModule, ExportedProgram, GuardError,
-                            UnflattenedModule, default_decompositions, draft_export, export, register_dataclass,
-                            unflatten)
+from .torch_program import (CallSpec, ConstraintViolationError, DraftExportReport, ExportedModule, ExportedProgram,
+                            GuardError, UnflattenedModule, default_decompositions, draft_export, export,
+                            register_dataclass, unflatten)
 from .torch_signature import ExportGraphSignature
 
 __all__ = ["export", "ExportedProgram", "ExportGraphSignature", "Dim", "dims", "ShapesCollection", "save", "load",
            "unflatten", "UnflattenedModule", "ExportedModule", "draft_export", "DraftExportReport",
-           "default_decompositions", "register_dataclass", "CallSpec", "GuardError"]
+           "default_decompositions", "register_dataclass", "CallSpec", "GuardError", "ConstraintViolationError"]

@@ -33,7 +33,8 @@ class DimHint:
 
 class Dim:
     """A named symbolic dimension for `torch.export.export(..., dynamic_shapes=)`, taking sizes in [min, max]
-    (default [0, inf]; sizes 0 and 1 are never symbolic, so a dynamic dimension's range starts at 2)."""
+    (default [0, inf]). Example sizes 0 and 1 are never symbolic, and the default range starts at 2 (as in
+    PyTorch, `min=1` lets the program run at size 1 too)."""
 
     AUTO = DimHint("AUTO")
     STATIC = DimHint("STATIC")
@@ -237,7 +238,7 @@ class _Symbols:
                                   f"range [{entry.min}, {upper}]")
         if size < 2:
             raise self._specialized(where, size, name)
-        found = ValueRanges(max(entry.min, 2), entry.max)
+        found = ValueRanges(entry.min or 2, entry.max)   # as in PyTorch: min=0 (the default) is 2, min=1 stays
         if name in self.sizes and (self.sizes[name], self.ranges[name]) != (size, found):
             raise FnxRuntimeError(f"torch.export.export: constraints violated ({name})! {where} is {size}, but "
                                   f"another dimension marked {name} is {self.sizes[name]}")

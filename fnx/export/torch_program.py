@@ -32,7 +32,8 @@ from .torch_signature import (ConstantArgument, ExportGraphSignature, InputKind,
                               TensorArgument)
 
 __all__ = ["export", "ExportedProgram", "ExportedModule", "UnflattenedModule", "unflatten", "draft_export",
-           "DraftExportReport", "default_decompositions", "register_dataclass", "CallSpec", "UserInputs", "GuardError"]
+           "DraftExportReport", "default_decompositions", "register_dataclass", "CallSpec", "UserInputs", "GuardError",
+           "ConstraintViolationError"]
 
 _STATE_PREFIX = {InputKind.PARAMETER: "p_", InputKind.BUFFER: "b_", InputKind.CONSTANT_TENSOR: "c_"}
 
@@ -40,6 +41,11 @@ _STATE_PREFIX = {InputKind.PARAMETER: "p_", InputKind.BUFFER: "b_", InputKind.CO
 class GuardError(FnxRuntimeError, AssertionError):
     """An exported module called with inputs outside what it was exported for. PyTorch 2.13 raises an
     AssertionError ("Guard failed: ..."), earlier versions a RuntimeError: this is both."""
+
+
+class ConstraintViolationError(FnxValueError, RuntimeError):
+    """A dimension marked dynamic that the program cannot take dynamic (it specializes it, or computes with it
+    what fnx.export cannot express). PyTorch raises a RuntimeError here, fnx.export a ValueError: this is both."""
 
 
 class CallSpec(NamedTuple):
@@ -172,8 +178,9 @@ class ExportedProgram:
             if set(kwargs) != set(want_kwargs.aux or ()):
                 raise FnxValueError(f"Ran into a kwarg keyword mismatch: Got the following keywords {sorted(kwargs)} "
                                     f"but expected {list(want_kwargs.aux or ())}")
-            raise FnxTypeError(f"the exported module was called with inputs of structure {tree}, but it was exported "
-                               f"for {self._user.tree}: pass the same arguments (tensors in the same containers)")
+            raise FnxValueError(f"Trying to flatten user inputs with exported input tree spec {self._user.tree} but "
+                                f"actually got inputs with tree spec of {tree}: pass the same number and kinds of "
+                                f"args and kwargs as the ones you used when exporting")
         return leaves
 
     def check_inputs(self, leaves: list) -> None:
@@ -493,7 +500,13 @@ def _trace(mod: Module, state: list[_StateEntry], leaves: list, tree: TreeDef, l
     program.__name__ = type(mod).__name__
     examples = [e.tensor for e in state] + [leaves[i] for i in tensor_at]
     dynamic = [None] * n_state + [leaf_dims[i] or None for i in tensor_at]
-    traced = _fnx_export(program, *examples, dynamic_shapes=tuple(dynamic))
+    try:
+        traced = _fnx_export(program, *examples, dynamic_shapes=tuple(dynamic))
+    except FnxValueError as e:
+        symbols = sorted({s for d in leaf_dims for s in d.values()})
+        if not symbols or not str(e).startswith("fnx.export:"):
+            raise
+        raise ConstraintViolationError(f"torch.export.export: constraints violated ({', '.join(symbols)})! {e}") from e
     j = traced.jaxpr.jaxpr
     changed = [i for i, k in enumerate(buffers) if j.outvars[i] is not j.invars[k]]
     outvars = [j.outvars[i] for i in changed] + list(j.outvars[len(buffers):])
