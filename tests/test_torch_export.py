@@ -135,24 +135,39 @@ def test_module_runs_the_program_and_writes_buffers_back():
         mod.eval()
 
 
-def test_eval_mode_is_captured_and_inplace_buffer_updates_are_outputs():
+def test_eval_mode_is_captured_and_inplace_updates_are_outputs():
     class Counter(nn.Module):
         def __init__(self):
             super().__init__()
             self.bn = nn.BatchNorm1d(2)
             self.register_buffer("calls", fnx.zeros(()))
 
-        def forward(self, x):
+        def forward(self, x, acc):
             self.calls.add_(1)
+            acc.add_(1)
             return self.bn(x)
 
     m = Counter().eval()
-    ep = E.export(m, (fnx.randn(4, 2),))
-    assert ep.graph_signature.buffers_to_mutate == {"a": "calls"} or \
-        list(ep.graph_signature.buffers_to_mutate.values()) == ["calls"]
-    x = fnx.randn(4, 2)
-    _same(ep.module()(x), x / math.sqrt(1 + 1e-5))
-    assert float(m.calls) == 1.0 and float(m.bn.running_var.sum()) == 2.0
+    ep = E.export(m, (fnx.randn(4, 2), fnx.zeros(2)))
+    sig = ep.graph_signature   # as torch 2.13 gives it (after run_decompositions)
+    assert list(sig.buffers_to_mutate.values()) == ["calls"] and list(sig.user_inputs_to_mutate.values()) == ["acc"]
+    assert [s.kind for s in sig.output_specs] == [OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION,
+                                                  OutputKind.USER_OUTPUT]
+    x, acc = fnx.randn(4, 2), fnx.zeros(2)
+    _same(ep.module()(x, acc), x / math.sqrt(1 + 1e-5))   # eval mode: the running statistics, 0 and 1
+    assert float(m.calls) == 1.0 and acc.tolist() == [1.0, 1.0] and float(m.bn.running_var.sum()) == 2.0
+
+    class Rebind(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("h", fnx.zeros(2))
+
+        def forward(self, x):
+            self.h = fnx.zeros(3)
+            return x
+
+    with pytest.raises(NotImplementedError, match="replaces 'h' \\(f32\\[2\\]\\) with a tensor of another shape"):
+        E.export(Rebind(), (fnx.ones(2),))
 
 
 def test_guards_at_call_time_raise_as_pytorch():

@@ -1,11 +1,11 @@
 """`torch.export.save` / `torch.export.load` on fnx: an ExportedProgram as one zip file that is never pickled.
 
 The file holds `torch_export.json` (the graph signature, the user inputs' structure and constants, the symbolic
-axes and their ranges, which buffers the program writes), `program.fnxp` (the program, an fnx.export archive:
-docs/export.md), `state.fnx` (the state tensors and example inputs, in fnx.save's format) and `extra/<name>`
-for each of `extra_files`. Loading checks the zip's layout, reads JSON and `.npy` only (the inner archives are
-checked by their own readers) and validates the program against its signature. PyTorch's own `.pt2` files
-(ATen graphs) are refused with an error saying so.
+axes and their ranges, which buffers and inputs the program writes), `program.fnxp` (the program, an
+fnx.export archive: docs/export.md), `state.fnx` (the state tensors and example inputs, in fnx.save's format)
+and `extra/<name>` for each of `extra_files`. Loading checks the zip's layout, reads JSON and `.npy` only (the
+inner archives are checked by their own readers) and validates the program against its signature. PyTorch's
+own `.pt2` files (ATen graphs) are refused with an error saying so.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from . import archive
 from .exported import Exported
 from .torch_dims import ValueRanges
 from .torch_program import _TENSOR, ExportedProgram, UserInputs
-from .torch_signature import ConstantArgument, InputKind, InputSpec, TensorArgument
+from .torch_signature import ConstantArgument, InputKind, InputSpec, OutputKind, TensorArgument
 
 __all__ = ["save", "load", "FORMAT", "VERSION"]
 
@@ -47,7 +47,8 @@ def save(ep: ExportedProgram, f, *, extra_files: dict | None = None, opset_versi
     meta = {
         "format": FORMAT, "version": VERSION,
         "inputs": [_encode_spec(s) for s in ep.graph_signature.input_specs],
-        "mutated": list(ep.graph_signature.buffers_to_mutate.values()),
+        "writes": [[s.kind.name, s.target] for s in ep.graph_signature.output_specs
+                   if s.kind is not OutputKind.USER_OUTPUT],
         "in_tree": archive.encode_tree(user.tree, "the inputs"),
         "out_tree": archive.encode_tree(ep._out_tree, "the outputs"),
         "labels": list(user.labels), "arg_names": list(user.arg_names),
@@ -165,6 +166,7 @@ def _rebuild(meta: dict, program: Exported, stored: dict) -> ExportedProgram:
     ranges = {str(s): ValueRanges(int(lo), math.inf if hi is None else int(hi)) for s, (lo, hi) in
               meta["ranges"].items()}
     examples = stored.get("example_inputs")
-    return ExportedProgram(program, specs, [str(x) for x in meta["mutated"]], state_dict, constants, user,
+    writes = [(OutputKind[kind], str(target)) for kind, target in meta["writes"]]
+    return ExportedProgram(program, specs, writes, state_dict, constants, user,
                            archive.decode_tree(meta["out_tree"], "the outputs"), ranges,
                            tuple(examples) if examples is not None else None)

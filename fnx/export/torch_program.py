@@ -7,7 +7,8 @@ its parameters, buffers and constant tensor attributes (by state_dict name) foll
 its outputs are the buffers the forward changed (BatchNorm's running statistics in training mode) followed by
 the user's outputs; `graph_signature` says which is which. The training flag is captured: the program behaves
 as the module did in the mode it was in. `ep.module()` runs the program as a module holding the (shared)
-state, checks each call against the exported shapes and ranges, and writes changed buffers back in place.
+state, checks each call against the exported shapes and ranges, and writes changed buffers (and inputs the
+forward changed in place) back in place.
 `save` / `load` use fnx's archive formats (JSON and `.npy`, never pickle), so PyTorch's own `.pt2` files do
 not load.
 """
@@ -74,7 +75,7 @@ class ExportedProgram:
     """A module exported by `torch.export.export`: the program (fnx IR over the lifted state and the user's
     tensors), its graph signature, state and calling convention. Run it with `.module()`."""
 
-    def __init__(self, program: Exported, input_specs: list[InputSpec], mutated: list[str], state_dict: dict,
+    def __init__(self, program: Exported, input_specs: list[InputSpec], writes: list[tuple], state_dict: dict,
                  constants: dict, user: UserInputs, out_tree: TreeDef, range_constraints: dict,
                  example_inputs: tuple | None):
         self._program, self._user, self._out_tree = program, user, out_tree
@@ -85,9 +86,8 @@ class ExportedProgram:
         printer = _Printer({id(v): s.arg.name for v, s in zip(jaxpr.invars, tensor_specs)})
         self._text = printer.jaxpr(jaxpr, indent=4)
         outs = [printer.name(v) for v in jaxpr.outvars]
-        output_specs = [OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(n), target)
-                        for n, target in zip(outs, mutated)]
-        output_specs += [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(n), None) for n in outs[len(mutated):]]
+        output_specs = [OutputSpec(kind, TensorArgument(n), target) for n, (kind, target) in zip(outs, writes)]
+        output_specs += [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(n), None) for n in outs[len(writes):]]
         self.graph_signature = ExportGraphSignature(input_specs, output_specs)
 
     # ---------------------------------------------------------------- reading
@@ -219,12 +219,20 @@ class ExportedProgram:
                                      f"{ValueRanges(low, high)!r})")
                 env[name] = (size, where)
 
-    def run(self, state: list, leaves: list) -> tuple[list, Any]:
-        """Run the program: (the changed buffers' new values, the user outputs)."""
+    def run(self, owner: Module, leaves: list) -> Any:
+        """Run the program on the state of `owner` (a module from `.module()`) and the user's leaves, write the
+        buffers and inputs it changes back in place, and return the user outputs."""
         tensors = [x for x, c in zip(leaves, self._user.constants) if c is _TENSOR]
-        outs = self._program.call(*state, *tensors)
-        n = len(self.graph_signature.buffers_to_mutate)
-        return outs[:n], tree_unflatten(self._out_tree, outs[n:])
+        outs = self._program.call(*self.state_tensors(owner), *tensors)
+        user_inputs = [s.arg.name for s in self.graph_signature.input_specs if s.kind is InputKind.USER_INPUT]
+        writes = [s for s in self.graph_signature.output_specs if s.kind is not OutputKind.USER_OUTPUT]
+        with no_grad():
+            for spec, new in zip(writes, outs):
+                if spec.kind is OutputKind.BUFFER_MUTATION:
+                    _attribute(owner, spec.target).copy_(new.detach())
+                else:
+                    leaves[user_inputs.index(spec.target)].copy_(new.detach())
+        return tree_unflatten(self._out_tree, outs[len(writes):])
 
     # ---------------------------------------------------------------- transforming and checking
     def run_decompositions(self, decomp_table: dict | None = None,
@@ -250,9 +258,12 @@ class ExportedProgram:
                 raise FnxRuntimeError(f"ExportedProgram.validate: the state {spec.target!r} is {t.dtype.name}"
                                       f"{list(t.shape)}, the program takes {aval.str_short()}")
         buffers = set(self.graph_signature.buffers)
-        for name in self.graph_signature.buffers_to_mutate.values():
-            if name not in buffers:
-                raise FnxRuntimeError(f"ExportedProgram.validate: the program writes {name!r}, which is no buffer")
+        inputs = {s.arg.name for s in specs if s.kind is InputKind.USER_INPUT and isinstance(s.arg, TensorArgument)}
+        for spec in self.graph_signature.output_specs:
+            if spec.target is not None and spec.target not in (
+                    buffers if spec.kind is OutputKind.BUFFER_MUTATION else inputs):
+                raise FnxRuntimeError(f"ExportedProgram.validate: the program writes {spec.target!r}, which is no "
+                                      f"{'buffer' if spec.kind is OutputKind.BUFFER_MUTATION else 'tensor input'}")
         n_out = len(self.graph_signature.output_specs)
         if n_out != len(self._program.out_avals):
             raise FnxRuntimeError(f"ExportedProgram.validate: the signature lists {n_out} outputs, the program gives "
@@ -343,11 +354,7 @@ class ExportedModule(Module):
         leaves = ep.user_leaves(args, kwargs)
         if self._check_guards:
             ep.check_inputs(leaves)
-        updates, out = ep.run(ep.state_tensors(self), leaves)
-        with no_grad():
-            for name, new in zip(ep.graph_signature.buffers_to_mutate.values(), updates):
-                _attribute(self, name).copy_(new.detach())
-        return out
+        return ep.run(self, leaves)
 
     def train(self, mode: bool = True) -> Module:
         raise NotImplementedError(f"Calling {'train' if mode else 'eval'}() is not supported yet: the program "
@@ -396,14 +403,14 @@ def export(mod: Module, args: tuple, kwargs: dict | None = None, *, dynamic_shap
     state = _state_of(mod)
     leaf_dims, ranges = found.leaf_dims, found.ranges
     try:
-        program, out_tree, mutated = _trace(mod, state, leaves, tree, leaf_dims)
+        program, out_tree, writes = _trace(mod, state, leaves, tree, leaf_dims, graph_names)
     except FnxValueError:
         if not found.auto:
             raise
         # Dim.AUTO: dynamic where the program allows it; this program does not (yet all of them): static
         leaf_dims = [{a: s for a, s in d.items() if s not in found.auto} for d in leaf_dims]
         ranges = {s: r for s, r in ranges.items() if s not in found.auto}
-        program, out_tree, mutated = _trace(mod, state, leaves, tree, leaf_dims)
+        program, out_tree, writes = _trace(mod, state, leaves, tree, leaf_dims, graph_names)
     specs = [InputSpec(kind, TensorArgument(_STATE_PREFIX[kind] + name.replace(".", "_")), name, persistent)
              for name, kind, persistent, _ in state]
     constants = [_TENSOR if isinstance(x, Tensor) else x for x in leaves]
@@ -414,7 +421,7 @@ def export(mod: Module, args: tuple, kwargs: dict | None = None, *, dynamic_shap
     lifted = {name: t for name, kind, persistent, t in state if name not in state_dict}
     user = UserInputs(tree, labels, constants, leaf_dims, arg_names)
     symbols = set(program.symbols)
-    return ExportedProgram(program, specs, mutated, state_dict, lifted, user, out_tree,
+    return ExportedProgram(program, specs, writes, state_dict, lifted, user, out_tree,
                            {s: r for s, r in ranges.items() if s in symbols}, (args, kwargs))
 
 
@@ -473,17 +480,20 @@ def _paths(value) -> list[tuple]:
     return [(i,) for i in range(len(leaves))]
 
 
-def _trace(mod: Module, state: list[_StateEntry], leaves: list, tree: TreeDef, leaf_dims: list):
+def _trace(mod: Module, state: list[_StateEntry], leaves: list, tree: TreeDef, leaf_dims: list, user_names: list):
     """fnx.export of the module as a function of its state and the user's tensors; returns (program, user output
-    structure, names of the buffers it changes). The buffer outputs that are their inputs unchanged are dropped."""
+    structure, what it writes: (OutputKind, buffer or user input name) per leading output). The program returns
+    every buffer and user tensor input as the forward left it, then its outputs; those left unchanged are
+    dropped."""
     n_state = len(state)
     tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
     buffers = [k for k, e in enumerate(state) if e.kind is InputKind.BUFFER]
+    writable = buffers + list(range(n_state, n_state + len(tensor_at)))
     out_trees = []
 
     def program(*flat):
         tensors = {e.name: t for e, t in zip(state, flat)}
-        for k in buffers:   # a buffer may be written in place (self.count.add_(1)): the program returns it
+        for k in writable:   # a buffer or input may be written in place (self.count.add_(1)): the program returns it
             if isinstance(flat[k], StagingTracer):
                 flat[k]._frozen = None
         user = list(leaves)
@@ -495,7 +505,7 @@ def _trace(mod: Module, state: list[_StateEntry], leaves: list, tree: TreeDef, l
             new = [_attribute(mod, state[k].name) for k in buffers]
         out_leaves, out_tree = tree_flatten(out)
         out_trees.append(out_tree)
-        return new + out_leaves
+        return new + list(flat[n_state:]) + out_leaves
 
     program.__name__ = type(mod).__name__
     examples = [e.tensor for e in state] + [leaves[i] for i in tensor_at]
@@ -508,13 +518,24 @@ def _trace(mod: Module, state: list[_StateEntry], leaves: list, tree: TreeDef, l
             raise
         raise ConstraintViolationError(f"torch.export.export: constraints violated ({', '.join(symbols)})! {e}") from e
     j = traced.jaxpr.jaxpr
-    changed = [i for i, k in enumerate(buffers) if j.outvars[i] is not j.invars[k]]
-    outvars = [j.outvars[i] for i in changed] + list(j.outvars[len(buffers):])
+    writes, outvars = [], []
+    for out, k in zip(j.outvars, writable):
+        if out is j.invars[k]:
+            continue
+        name = state[k].name if k < n_state else user_names[tensor_at[k - n_state]]
+        if out.aval.shape != j.invars[k].aval.shape or out.aval.dtype is not j.invars[k].aval.dtype:
+            raise NotImplementedError(f"torch.export.export: the forward replaces {name!r} "
+                                      f"({j.invars[k].aval.str_short()}) with a tensor of another shape or dtype "
+                                      f"({out.aval.str_short()}); an exported module writes it back in place: "
+                                      f"assign a tensor of the same shape and dtype, or update it in place")
+        writes.append((OutputKind.BUFFER_MUTATION if k < n_state else OutputKind.USER_INPUT_MUTATION, name))
+        outvars.append(out)
+    outvars += j.outvars[len(writable):]
     closed = ClosedJaxpr(Jaxpr(j.constvars, j.invars, j.eqns, outvars), traced.jaxpr.consts)
     flat_tree = tree_structure(list(range(len(outvars))))
     exported = Exported(closed, traced.in_tree, flat_tree, traced.symbols, traced.symbol_examples, traced.arg_names,
                         traced.name)
-    return exported, out_trees[0], [state[buffers[i]].name for i in changed]
+    return exported, out_trees[0], writes
 
 
 # ---------------------------------------------------------------- the rest of torch.export

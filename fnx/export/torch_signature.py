@@ -136,7 +136,7 @@ class ExportGraphSignature:
 
     @property
     def user_inputs_to_mutate(self) -> dict[str, str]:
-        return {}
+        return {s.arg.name: s.target for s in self.output_specs if s.kind is OutputKind.USER_INPUT_MUTATION}
 
     @property
     def backward_signature(self) -> None:
