@@ -170,6 +170,21 @@ def test_eval_mode_is_captured_and_inplace_updates_are_outputs():
         E.export(Rebind(), (fnx.ones(2),))
 
 
+def test_dropout_in_training_mode_draws_fresh_masks_per_call():
+    """As fnx.compile does, the program takes a key; the module draws one per call from the default generator."""
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    ep = E.export(m, (fnx.randn(3, 4),), dynamic_shapes=({0: E.Dim("b")},))
+    assert "rng_key:i64[2]" in str(ep.graph) and "random_uniform" in str(ep.graph)
+    mod, x = ep.module(), fnx.randn(6, 4)
+    fnx.manual_seed(4)
+    first, second = mod(x), mod(x)
+    fnx.manual_seed(4)
+    again = mod(x)
+    kept = (first != 0).float()
+    assert not fnx.equal(kept, (second != 0).float()) and fnx.equal(first, again)
+    _same(first, m[0](x) * kept * 2)   # the kept units are scaled by 1 / (1 - p)
+
+
 def test_guards_at_call_time_raise_as_pytorch():
     ep = E.export(nn.Linear(4, 3), (fnx.randn(5, 4),), dynamic_shapes=({0: E.Dim("b", min=3, max=6)},))
     mod = ep.module()

@@ -59,7 +59,7 @@ def save(ep: ExportedProgram, f, *, extra_files: dict | None = None, opset_versi
     program, state = io.BytesIO(), io.BytesIO()
     archive.save(ep._program, program)
     tensors = dict(zip([s.target for s in ep.graph_signature.input_specs if s.kind is not InputKind.USER_INPUT],
-                       [t.detach() for t in ep.state_tensors()]))
+                       [t.detach() for t in ep._state_tensors()]))
     fnx_format.save({"state": tensors, "example_inputs": ep.example_inputs}, state)
     entries = {_META: json.dumps(meta, allow_nan=False).encode(), _PROGRAM: program.getvalue(),
                _STATE: state.getvalue()}

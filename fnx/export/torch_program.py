@@ -20,9 +20,13 @@ from typing import Any, NamedTuple
 
 from ..autograd import no_grad
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError
+from ..device import cpu
+from ..dtypes import int64
 from ..ir import ClosedJaxpr, Jaxpr, _Printer
 from ..nn.module import Module
 from ..nn.stateless import _reparametrize
+from ..ops.creation import zeros
+from ..ops.sampling import compiled_call_key, staged_keys
 from ..tensor import Tensor
 from ..transforms.tracing import StagingTracer
 from ..tree import TreeDef, register_pytree_node, tree_flatten, tree_structure, tree_unflatten
@@ -83,7 +87,10 @@ class ExportedProgram:
         self.range_constraints, self.example_inputs = range_constraints, example_inputs
         tensor_specs = [s for s in input_specs if isinstance(s.arg, TensorArgument)]
         jaxpr = program.jaxpr.jaxpr
-        printer = _Printer({id(v): s.arg.name for v, s in zip(jaxpr.invars, tensor_specs)})
+        names = {id(v): s.arg.name for v, s in zip(jaxpr.invars, tensor_specs)}
+        if len(jaxpr.invars) > len(tensor_specs):   # the random key of a program that samples
+            names[id(jaxpr.invars[-1])] = "rng_key"
+        printer = _Printer(names)
         self._text = printer.jaxpr(jaxpr, indent=4)
         outs = [printer.name(v) for v in jaxpr.outvars]
         output_specs = [OutputSpec(kind, TensorArgument(n), target) for n, (kind, target) in zip(outs, writes)]
@@ -154,7 +161,7 @@ class ExportedProgram:
         exported: `train()` / `eval()` raise NotImplementedError, as in PyTorch."""
         return ExportedModule(self, check_guards)
 
-    def state_tensors(self, owner: Module | None = None) -> list:
+    def _state_tensors(self, owner: Module | None = None) -> list:
         """The state inputs in graph order, read from `owner` (a module from `.module()`) or from the program."""
         out = []
         for spec in self.graph_signature.input_specs:
@@ -167,7 +174,7 @@ class ExportedProgram:
                 out.append(self.state_dict[name] if name in self.state_dict else self.constants[name])
         return out
 
-    def user_leaves(self, args: tuple, kwargs: dict) -> list:
+    def _user_leaves(self, args: tuple, kwargs: dict) -> list:
         """The leaves of a call's `(args, kwargs)` after checking their structure against the exported one."""
         names = self._user.arg_names
         if len(args) < len(names) and any(n in kwargs for n in names[len(args):]):   # x=... for a positional x
@@ -183,15 +190,15 @@ class ExportedProgram:
                                 f"args and kwargs as the ones you used when exporting")
         return leaves
 
-    def check_inputs(self, leaves: list) -> None:
+    def _check_inputs(self, leaves: list) -> None:
         """Raise GuardError when a leaf is outside what the program was exported for: a constant input that
         differs, a rank, a static size, two sizes of one symbol that differ, a size outside its range."""
-        n_state = len(self._program.in_avals) - sum(c is _TENSOR for c in self._user.constants)
+        n_state = sum(s.kind is not InputKind.USER_INPUT for s in self.graph_signature.input_specs)
         avals = iter(self._program.in_avals[n_state:])
         env: dict[str, tuple[int, str]] = {}
         for x, label, constant in zip(leaves, self._user.labels, self._user.constants):
             if constant is not _TENSOR:
-                if x != constant:
+                if isinstance(x, Tensor) or x != constant:
                     raise GuardError(f"Guard failed: {label} == {constant!r} (the program was exported with that "
                                      f"value; got {x!r})")
                 continue
@@ -219,11 +226,13 @@ class ExportedProgram:
                                      f"{ValueRanges(low, high)!r})")
                 env[name] = (size, where)
 
-    def run(self, owner: Module, leaves: list) -> Any:
+    def _run(self, owner: Module, leaves: list) -> Any:
         """Run the program on the state of `owner` (a module from `.module()`) and the user's leaves, write the
         buffers and inputs it changes back in place, and return the user outputs."""
-        tensors = [x for x, c in zip(leaves, self._user.constants) if c is _TENSOR]
-        outs = self._program.call(*self.state_tensors(owner), *tensors)
+        inputs = self._state_tensors(owner) + [x for x, c in zip(leaves, self._user.constants) if c is _TENSOR]
+        if len(inputs) < len(self._program.in_avals):   # the program samples: a fresh key for this call
+            inputs.append(compiled_call_key(inputs[0].device if inputs else cpu, "torch.export's module()"))
+        outs = self._program.call(*inputs)
         user_inputs = [s.arg.name for s in self.graph_signature.input_specs if s.kind is InputKind.USER_INPUT]
         writes = [s for s in self.graph_signature.output_specs if s.kind is not OutputKind.USER_OUTPUT]
         with no_grad():
@@ -250,10 +259,10 @@ class ExportedProgram:
         specs = self.graph_signature.input_specs
         tensor_specs = [s for s in specs if isinstance(s.arg, TensorArgument)]
         avals = self._program.in_avals
-        if len(tensor_specs) != len(avals):
+        if len(avals) - len(tensor_specs) not in (0, 1):   # one more: the random key of a program that samples
             raise FnxRuntimeError(f"ExportedProgram.validate: the signature lists {len(tensor_specs)} tensor inputs, "
                                   f"the program takes {len(avals)}")
-        for t, aval, spec in zip(self.state_tensors(), avals, tensor_specs):
+        for t, aval, spec in zip(self._state_tensors(), avals, tensor_specs):
             if tuple(t.shape) != tuple(aval.shape) or t.dtype is not aval.dtype:
                 raise FnxRuntimeError(f"ExportedProgram.validate: the state {spec.target!r} is {t.dtype.name}"
                                       f"{list(t.shape)}, the program takes {aval.str_short()}")
@@ -351,10 +360,10 @@ class ExportedModule(Module):
 
     def forward(self, *args, **kwargs):
         ep = self._ep
-        leaves = ep.user_leaves(args, kwargs)
+        leaves = ep._user_leaves(args, kwargs)
         if self._check_guards:
-            ep.check_inputs(leaves)
-        return ep.run(self, leaves)
+            ep._check_inputs(leaves)
+        return ep._run(self, leaves)
 
     def train(self, mode: bool = True) -> Module:
         raise NotImplementedError(f"Calling {'train' if mode else 'eval'}() is not supported yet: the program "
@@ -484,7 +493,8 @@ def _trace(mod: Module, state: list[_StateEntry], leaves: list, tree: TreeDef, l
     """fnx.export of the module as a function of its state and the user's tensors; returns (program, user output
     structure, what it writes: (OutputKind, buffer or user input name) per leading output). The program returns
     every buffer and user tensor input as the forward left it, then its outputs; those left unchanged are
-    dropped."""
+    dropped. A random key is its last input when the forward samples (dropout in training mode), as fnx.compile
+    passes one: `.module()` draws a fresh key from the default generator at every call."""
     n_state = len(state)
     tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
     buffers = [k for k, e in enumerate(state) if e.kind is InputKind.BUFFER]
@@ -492,6 +502,7 @@ def _trace(mod: Module, state: list[_StateEntry], leaves: list, tree: TreeDef, l
     out_trees = []
 
     def program(*flat):
+        flat, key = flat[:-1], flat[-1]
         tensors = {e.name: t for e, t in zip(state, flat)}
         for k in writable:   # a buffer or input may be written in place (self.count.add_(1)): the program returns it
             if isinstance(flat[k], StagingTracer):
@@ -500,7 +511,8 @@ def _trace(mod: Module, state: list[_StateEntry], leaves: list, tree: TreeDef, l
         for i, t in zip(tensor_at, flat[n_state:]):
             user[i] = t
         args, kwargs = tree_unflatten(tree, user)
-        with _reparametrize(mod, tensors, True, False):
+        with _reparametrize(mod, tensors, True, False), staged_keys() as keys:
+            keys.placeholders[key.device] = key   # the global generator's samplers draw from this input
             out = mod(*args, **kwargs)
             new = [_attribute(mod, state[k].name) for k in buffers]
         out_leaves, out_tree = tree_flatten(out)
@@ -509,7 +521,8 @@ def _trace(mod: Module, state: list[_StateEntry], leaves: list, tree: TreeDef, l
 
     program.__name__ = type(mod).__name__
     examples = [e.tensor for e in state] + [leaves[i] for i in tensor_at]
-    dynamic = [None] * n_state + [leaf_dims[i] or None for i in tensor_at]
+    examples.append(zeros(2, dtype=int64, device=examples[0].device if examples else cpu))
+    dynamic = [None] * n_state + [leaf_dims[i] or None for i in tensor_at] + [None]
     try:
         traced = _fnx_export(program, *examples, dynamic_shapes=tuple(dynamic))
     except FnxValueError as e:
@@ -531,10 +544,11 @@ def _trace(mod: Module, state: list[_StateEntry], leaves: list, tree: TreeDef, l
         writes.append((OutputKind.BUFFER_MUTATION if k < n_state else OutputKind.USER_INPUT_MUTATION, name))
         outvars.append(out)
     outvars += j.outvars[len(writable):]
-    closed = ClosedJaxpr(Jaxpr(j.constvars, j.invars, j.eqns, outvars), traced.jaxpr.consts)
-    flat_tree = tree_structure(list(range(len(outvars))))
-    exported = Exported(closed, traced.in_tree, flat_tree, traced.symbols, traced.symbol_examples, traced.arg_names,
-                        traced.name)
+    key = j.invars[-1]
+    invars = j.invars if any(a is key for e in j.eqns for a in e.inputs) else j.invars[:-1]
+    closed = ClosedJaxpr(Jaxpr(j.constvars, invars, j.eqns, outvars), traced.jaxpr.consts)
+    exported = Exported(closed, tree_structure(tuple(range(len(invars)))), tree_structure(list(range(len(outvars)))),
+                        traced.symbols, traced.symbol_examples, traced.arg_names, traced.name)
     return exported, out_trees[0], writes
 
 
