@@ -97,6 +97,8 @@ def test_signature_state_and_printing_match_pytorch():
     assert sig.inputs_to_parameters == {"p_fc_weight": "fc.weight", "p_fc_bias": "fc.bias",
                                         "p_bn_weight": "bn.weight", "p_bn_bias": "bn.bias"}
     assert sig.user_inputs == ("x", "y") and sig.lifted_tensor_constants == ("c",)
+    assert [s.kind for s in sig.input_specs[7:]] == [InputKind.BUFFER, InputKind.CONSTANT_TENSOR] + \
+        [InputKind.USER_INPUT] * 2
     assert list(ep.state_dict) == ["fc.weight", "fc.bias", "bn.weight", "bn.bias", "scale", "bn.running_mean",
                                    "bn.running_var", "bn.num_batches_tracked"]
     assert ep.state_dict["fc.weight"] is m.fc.weight and list(ep.constants) == ["c"]

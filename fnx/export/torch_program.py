@@ -416,7 +416,8 @@ def export(mod: Module, args: tuple, kwargs: dict | None = None, *, dynamic_shap
     except FnxValueError:
         if not found.auto:
             raise
-        # Dim.AUTO: dynamic where the program allows it; this program does not (yet all of them): static
+        # Dim.AUTO: dynamic where the program allows it. It does not take them all dynamic, and fnx.export does
+        # not say which one fails: all the AUTO dimensions become static
         leaf_dims = [{a: s for a, s in d.items() if s not in found.auto} for d in leaf_dims]
         ranges = {s: r for s, r in ranges.items() if s not in found.auto}
         program, out_tree, writes = _trace(mod, state, leaves, tree, leaf_dims, graph_names)
