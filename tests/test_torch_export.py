@@ -236,6 +236,9 @@ def test_dynamic_shapes_forms_and_export_errors():
     assert auto.range_constraints == {} and str(auto._program.in_avals[-1].shape) == "(3, 2)"
     assert repr(E.Dim("b", min=2, max=10)) == "Dim('b', max=10)" and repr(E.Dim("b")) == "Dim('b', min=0)"
     assert [d.min for d in E.dims("p", "q", min=3)] == [3, 3] and repr(E.Dim.AUTO) == "DimHint(AUTO)"
+    bounded = E.Dim.DYNAMIC(min=3, max=10)   # torch 2.13: DimHint(DYNAMIC, min=3, max=10), range VR[3, 10]
+    assert repr(bounded) == "DimHint(DYNAMIC, min=3, max=10)"
+    assert E.export(lin, (fnx.randn(4, 2),), dynamic_shapes=({0: bounded},)).range_constraints == {"s0": (3, 10)}
     # PyTorch 2.13's errors, in gist
     cases = [((lambda v: v + 1, (x,)), {}, ValueError, "Expected `mod` to be an instance of `torch.nn.Module`"),
              ((lin, x), {}, RuntimeError, "Expecting `args` to be a tuple of example positional inputs"),

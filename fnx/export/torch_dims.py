@@ -22,13 +22,18 @@ __all__ = ["Dim", "dims", "ShapesCollection", "ValueRanges", "DimHint", "resolve
 
 
 class DimHint:
-    """`Dim.AUTO`, `Dim.STATIC` or `Dim.DYNAMIC`: a dimension left to export to name (or to keep static)."""
+    """`Dim.AUTO`, `Dim.STATIC` or `Dim.DYNAMIC`: a dimension left to export to name (or to keep static);
+    `Dim.DYNAMIC(min=3, max=10)` bounds it."""
 
-    def __init__(self, kind: str):
-        self.kind = kind
+    def __init__(self, kind: str, min: int | None = None, max: int | None = None):
+        self.kind, self.min, self.max = kind, min, max
+
+    def __call__(self, *, min: int | None = None, max: int | None = None) -> DimHint:
+        return DimHint(self.kind, min, max)
 
     def __repr__(self) -> str:
-        return f"DimHint({self.kind})"
+        bounds = [f"{k}={v}" for k, v in (("min", self.min), ("max", self.max)) if v is not None]
+        return f"DimHint({', '.join([self.kind, *bounds])})"
 
 
 class Dim:
@@ -211,22 +216,26 @@ class _Symbols:
 
     def entry(self, entry, size: int, where: str) -> str | None:
         """The symbol an entry names for a dimension of this example size (None: static)."""
-        if entry is None or entry is Dim.STATIC:
+        if entry is None or isinstance(entry, DimHint) and entry.kind == "STATIC":
             return None
         if isinstance(entry, int) and not isinstance(entry, bool):
             if entry != size:
                 raise FnxRuntimeError(f"torch.export.export: dynamic_shapes gives {where} the static size {entry}, "
                                       f"but the example's is {size}")
             return None
-        if entry is Dim.AUTO or entry is Dim.DYNAMIC:
+        if isinstance(entry, DimHint):   # AUTO or DYNAMIC
             if size < 2:
-                if entry is Dim.DYNAMIC:
+                if entry.kind == "DYNAMIC":
                     raise self._specialized(where, size, "Dim.DYNAMIC")
                 return None
             name = f"s{len(self.ranges)}"
-            if entry is Dim.AUTO:
+            found = ValueRanges(entry.min or 2, math.inf if entry.max is None else entry.max)
+            if not found.lower <= size <= found.upper:
+                raise FnxRuntimeError(f"torch.export.export: constraints violated ({name})! {where} is {size}, not "
+                                      f"in range {found!r} of {entry!r}")
+            if entry.kind == "AUTO":
                 self.auto.add(name)
-            self.ranges[name], self.sizes[name] = ValueRanges(2, math.inf), size
+            self.ranges[name], self.sizes[name] = found, size
             return name
         if not isinstance(entry, Dim):
             raise FnxRuntimeError(f"torch.export.export: unexpected dimension {entry!r} at {where} (expected None, "
