@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from .torch_archive import load, save
 from .torch_dims import Dim, ShapesCollection, dims
-from .torch_program import (CallSpec, ConstraintViolationError, DraftExportReport, ExportedModule, ExportedProgram,
-                            GuardError, UnflattenedModule, default_decompositions, draft_export, export,
-                            register_dataclass, unflatten)
+from .torch_program import (CallSpec, ExportedModule, ExportedProgram, GuardError, UnflattenedModule,
+                            default_decompositions, register_dataclass, unflatten)
+from .torch_tracing import ConstraintViolationError, DraftExportReport, draft_export, export
 from .torch_signature import ExportGraphSignature
 
 __all__ = ["export", "ExportedProgram", "ExportGraphSignature", "Dim", "dims", "ShapesCollection", "save", "load",

@@ -23,7 +23,7 @@ from ..serialization.fnx_format import MAX_MANIFEST_BYTES
 from . import archive
 from .exported import Exported
 from .torch_dims import ValueRanges
-from .torch_program import _TENSOR, ExportedProgram, UserInputs
+from .torch_program import TENSOR_INPUT, ExportedProgram, UserInputs
 from .torch_signature import ConstantArgument, InputKind, InputSpec, OutputKind, TensorArgument
 
 __all__ = ["save", "load", "FORMAT", "VERSION"]
@@ -149,7 +149,7 @@ def _rebuild(meta: dict, program: Exported, stored: dict) -> ExportedProgram:
         arg = ConstantArgument(d["name"], d["value"]) if "value" in d else TensorArgument(str(d["name"]))
         specs.append(InputSpec(kind, arg, d["target"], d["persistent"]))
         if kind is InputKind.USER_INPUT:
-            user_constants.append(arg.value if isinstance(arg, ConstantArgument) else _TENSOR)
+            user_constants.append(arg.value if isinstance(arg, ConstantArgument) else TENSOR_INPUT)
             continue
         t = state[d["target"]]
         if kind is InputKind.PARAMETER:
