@@ -77,9 +77,11 @@ class ValueRanges(NamedTuple):
     lower: int
     upper: float
 
+    def __str__(self) -> str:
+        return f"[{self.lower}, {'int_oo' if self.upper == math.inf else self.upper}]"
+
     def __repr__(self) -> str:
-        upper = "int_oo" if self.upper == math.inf else self.upper
-        return f"VR[{self.lower}, {upper}]"
+        return f"VR{self}"
 
 
 class ShapesCollection:
@@ -232,7 +234,7 @@ class _Symbols:
             found = ValueRanges(entry.min or 2, math.inf if entry.max is None else entry.max)
             if not found.lower <= size <= found.upper:
                 raise FnxRuntimeError(f"torch.export.export: constraints violated ({name})! {where} is {size}, not "
-                                      f"in range {found!r} of {entry!r}")
+                                      f"in range {found} of {entry!r}")
             if entry.kind == "AUTO":
                 self.auto.add(name)
             self.ranges[name], self.sizes[name] = found, size
@@ -241,13 +243,12 @@ class _Symbols:
             raise FnxRuntimeError(f"torch.export.export: unexpected dimension {entry!r} at {where} (expected None, "
                                   f"an int, a Dim, Dim.AUTO, Dim.STATIC, or Dim.DYNAMIC)")
         name = entry.__name__
+        found = ValueRanges(entry.min or 2, entry.max)   # as in PyTorch: min=0 (the default) is 2, min=1 stays
         if not entry.min <= size <= entry.max:
-            upper = "int_oo" if entry.max == math.inf else entry.max
             raise FnxRuntimeError(f"torch.export.export: constraints violated ({name})! {where} is {size}, not in "
-                                  f"range [{entry.min}, {upper}]")
+                                  f"range {found}")
         if size < 2:
             raise self._specialized(where, size, name)
-        found = ValueRanges(entry.min or 2, entry.max)   # as in PyTorch: min=0 (the default) is 2, min=1 stays
         if name in self.sizes and (self.sizes[name], self.ranges[name]) != (size, found):
             raise FnxRuntimeError(f"torch.export.export: constraints violated ({name})! {where} is {size}, but "
                                   f"another dimension marked {name} is {self.sizes[name]}")
