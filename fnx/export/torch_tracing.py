@@ -59,17 +59,24 @@ def export(mod: Module, args: tuple, kwargs: dict | None = None, *, dynamic_shap
     labels, graph_names = _leaf_names((args, kwargs), arg_names)
     found = resolve(mod, args, kwargs, dynamic_shapes, labels)
     state = _state_of(mod)
-    leaf_dims, ranges = found.leaf_dims, found.ranges
+
+    def attempt(static: set) -> tuple:
+        """The export with the AUTO dimensions in `static` made static: (leaf dims, program, out tree, writes)."""
+        dims = [{a: s for a, s in d.items() if s not in static} for d in found.leaf_dims]
+        return (dims, *_trace(mod, state, leaves, tree, dims, graph_names))
+
     try:
-        program, out_tree, writes = _trace(mod, state, leaves, tree, leaf_dims, graph_names)
+        leaf_dims, program, out_tree, writes = attempt(set())
     except FnxValueError:
         if not found.auto:
             raise
-        # Dim.AUTO: dynamic where the program allows it. It does not take them all dynamic, and fnx.export does
-        # not say which one fails: all the AUTO dimensions become static
-        leaf_dims = [{a: s for a, s in d.items() if s not in found.auto} for d in leaf_dims]
-        ranges = {s: r for s, r in ranges.items() if s not in found.auto}
-        program, out_tree, writes = _trace(mod, state, leaves, tree, leaf_dims, graph_names)
+        # Dim.AUTO: dynamic where the program allows it. Keep each AUTO dimension that it takes dynamic on its
+        # own (the others static); should those not go together, all of them become static
+        kept = {s for s in found.auto if _succeeds(attempt, found.auto - {s})}
+        try:
+            leaf_dims, program, out_tree, writes = attempt(found.auto - kept)
+        except FnxValueError:
+            leaf_dims, program, out_tree, writes = attempt(found.auto)
     specs = [InputSpec(kind, TensorArgument(_STATE_PREFIX[kind] + name.replace(".", "_")), name, persistent)
              for name, kind, persistent, _ in state]
     constants = [TENSOR_INPUT if isinstance(x, Tensor) else x for x in leaves]
@@ -81,7 +88,15 @@ def export(mod: Module, args: tuple, kwargs: dict | None = None, *, dynamic_shap
     user = UserInputs(tree, labels, constants, leaf_dims, arg_names)
     symbols = set(program.symbols)
     return ExportedProgram(program, specs, writes, state_dict, lifted, user, out_tree,
-                           {s: r for s, r in ranges.items() if s in symbols}, (args, kwargs))
+                           {s: r for s, r in found.ranges.items() if s in symbols}, (args, kwargs))
+
+
+def _succeeds(attempt, static: set) -> bool:
+    try:
+        attempt(static)
+    except FnxValueError:
+        return False
+    return True
 
 
 class _StateEntry(NamedTuple):
