@@ -93,23 +93,28 @@ class ClosedJaxpr:
 
 
 class _Printer:
-    """Names variables a, b, ..., z, ba, bb, ... in order of appearance, as JAX does."""
+    """Names variables a, b, ..., z, ba, bb, ... in order of appearance, as JAX does; `fixed` gives some
+    variables (by id) names of their own, which the generated names skip."""
 
-    def __init__(self):
-        self.names: dict[int, str] = {}
+    def __init__(self, fixed: dict[int, str] | None = None):
+        self.names: dict[int, str] = dict(fixed or {})
+        self._taken, self._count = set(self.names.values()), 0
 
     def name(self, v) -> str:
         if isinstance(v, Literal):
             return repr(v)
         found = self.names.get(id(v))
-        if found is None:
-            n, s = len(self.names), ""
+        if found is not None:
+            return found
+        while found is None or found in self._taken:
+            n, found = self._count, ""
+            self._count += 1
             while True:
-                s = chr(ord("a") + n % 26) + s
+                found = chr(ord("a") + n % 26) + found
                 n = n // 26
                 if n == 0:
                     break
-            found = self.names[id(v)] = s
+        self.names[id(v)] = found
         return found
 
     def binder(self, v: Var) -> str:

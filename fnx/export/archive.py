@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import os
 import re
 import struct
 import zipfile
@@ -33,7 +34,8 @@ from .specialize import specialize
 from .symbolic import SYMBOL, Dim, DimLiteral
 from .tracing import sample_envs
 
-__all__ = ["save", "read", "Contents", "FORMAT", "VERSION", "MAX_PROGRAM_BYTES", "encode_program"]
+__all__ = ["save", "read", "Contents", "FORMAT", "VERSION", "MAX_PROGRAM_BYTES", "encode_program", "encode_tree",
+           "decode_tree"]
 
 FORMAT, VERSION = "fnx.export", 1
 MAX_PROGRAM_BYTES = 256 << 20
@@ -46,15 +48,15 @@ _WHO = "fnx.export.load"
 # ---------------------------------------------------------------- writing
 def save(exported, path) -> None:
     """Write `exported` (an `Exported`) to `path` (a zip archive: manifest.json, program.json, consts/<k>.npy),
-    atomically."""
+    atomically; `path` may also be a writable binary file."""
     arrays: list[np.ndarray] = []
     program = encode_program(exported.jaxpr, arrays)
     manifest = {
         "format": FORMAT, "version": VERSION, "fnx_version": __version__, "name": exported.name,
         "symbols": list(exported.symbols), "symbol_examples": dict(exported.symbol_examples),
         "arg_names": list(exported.arg_names),
-        "in_tree": _encode_tree(exported.in_tree, "the arguments"),
-        "out_tree": _encode_tree(exported.out_tree, "the result"),
+        "in_tree": encode_tree(exported.in_tree, "the arguments"),
+        "out_tree": encode_tree(exported.out_tree, "the result"),
         "in_avals": [_encode_aval(a) for a in exported.in_avals],
         "out_avals": [_encode_aval(a) for a in exported.out_avals],
         "consts": [{"data": f"consts/{k}.npy", "dtype": _stored_dtype(a), "shape": list(a.shape)}
@@ -70,7 +72,10 @@ def save(exported, path) -> None:
                 with zf.open(f"consts/{k}.npy", "w", force_zip64=True) as out:
                     np.save(out, arr.view(np.uint16) if arr.dtype == _bf16() else arr, allow_pickle=False)
 
-    atomic_write(path, write, _WHO)
+    if isinstance(path, (str, os.PathLike)):
+        atomic_write(path, write, _WHO)
+    else:
+        write(path)
 
 
 def _dumps(obj) -> bytes:
@@ -166,7 +171,7 @@ def _encode_aval(a: ShapedArray) -> dict:
     return {"dtype": a.dtype.name, "shape": [str(d) if isinstance(d, Dim) else int(d) for d in a.shape]}
 
 
-def _encode_tree(t: TreeDef, what: str):
+def encode_tree(t: TreeDef, what: str):
     """A treedef as data: "*" for a leaf, {"tuple"|"list": [children]}, {"dict"|"odict": [[key, child], ...]},
     {"none": null}. A namedtuple is written as a tuple (a loaded program returns a plain tuple there)."""
     if t.kind is None:
@@ -176,7 +181,7 @@ def _encode_tree(t: TreeDef, what: str):
     if kind is None:
         raise FnxTypeError(f"fnx.export: {what} hold a {t.kind.__name__}, which an archive cannot describe (it holds "
                            f"tuples, lists, dicts and None around tensors); pass plain containers")
-    children = [_encode_tree(c, what) for c in t.children]
+    children = [encode_tree(c, what) for c in t.children]
     if kind in ("dict", "odict"):
         return {kind: [[k, c] for k, c in zip(t.aux, children)]}
     return {kind: None if kind == "none" else children}
@@ -196,22 +201,29 @@ class Contents(NamedTuple):
 
 
 def read(path) -> Contents:
-    """Read an archive that `Exported.save` wrote; never runs code from the file. Raises `UnpicklingError`
-    (a RuntimeError) naming what is wrong with a damaged, foreign, newer or hostile file."""
+    """Read an archive that `Exported.save` wrote (from a path or a readable, seekable binary file); never runs
+    code from the file. Raises `UnpicklingError` (a RuntimeError) naming what is wrong with a damaged, foreign,
+    newer or hostile file."""
+    if not isinstance(path, (str, os.PathLike)):
+        return _read(path)
     with open(path, "rb") as fh:
-        head = fh.read(4)
-        fh.seek(0)
-        if head != b"PK\x03\x04":
-            raise UnpicklingError(f"{_WHO}: not an fnx.export archive (not a zip file)")
-        try:
-            with zipfile.ZipFile(fh) as zf:
-                return _Reader(fh, zf).run()
-        except zipfile.BadZipFile as e:
-            raise UnpicklingError(f"{_WHO}: the file is damaged or truncated ({e})") from e
-        except (EOFError, OSError, struct.error, zipfile.LargeZipFile, NotImplementedError) as e:
-            raise UnpicklingError(f"{_WHO}: the file is damaged or truncated ({type(e).__name__}: {e})") from e
-        except RecursionError as e:
-            raise UnpicklingError(f"{_WHO}: the program nests too deeply") from e
+        return _read(fh)
+
+
+def _read(fh) -> Contents:
+    head = fh.read(4)
+    fh.seek(0)
+    if head != b"PK\x03\x04":
+        raise UnpicklingError(f"{_WHO}: not an fnx.export archive (not a zip file)")
+    try:
+        with zipfile.ZipFile(fh) as zf:
+            return _Reader(fh, zf).run()
+    except zipfile.BadZipFile as e:
+        raise UnpicklingError(f"{_WHO}: the file is damaged or truncated ({e})") from e
+    except (EOFError, OSError, struct.error, zipfile.LargeZipFile, NotImplementedError) as e:
+        raise UnpicklingError(f"{_WHO}: the file is damaged or truncated ({type(e).__name__}: {e})") from e
+    except RecursionError as e:
+        raise UnpicklingError(f"{_WHO}: the program nests too deeply") from e
 
 
 def _fail(message: str) -> UnpicklingError:
@@ -249,8 +261,8 @@ class _Reader:
         if not isinstance(program, dict) or not isinstance(program.get("jaxpr"), dict):
             raise _fail("program.json lacks its 'jaxpr' object")
         closed = _Decoder(arrays, set(symbols), exportable()).closed(program["jaxpr"], "the program")
-        in_tree = _decode_tree(manifest.get("in_tree"), "in_tree")
-        out_tree = _decode_tree(manifest.get("out_tree"), "out_tree")
+        in_tree = decode_tree(manifest.get("in_tree"), "in_tree")
+        out_tree = decode_tree(manifest.get("out_tree"), "out_tree")
         if in_tree.kind is not tuple:
             raise _fail("in_tree must describe the arguments' tuple")
         self.check_signature(manifest, closed, in_tree, out_tree, symbols)
@@ -352,7 +364,7 @@ def _short(v, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _decode_tree(v, where: str) -> TreeDef:
+def decode_tree(v, where: str) -> TreeDef:
     return tree_structure(_tree_value(v, where))
 
 

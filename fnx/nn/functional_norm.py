@@ -101,10 +101,12 @@ def _values_per_channel(input: Tensor, training: bool) -> int:
 
 
 def _updated_stats(running_mean, running_var, mean: Tensor, var: Tensor, count: int, momentum: float) -> tuple:
-    """The running statistics moved toward the batch's (the variance unbiased)."""
+    """The running statistics moved toward the batch's (the variance unbiased). Traced, the correction is
+    `* count / (count - 1)`: two sizes, which fnx.export can make symbolic (it fits a literal as n or 1/n, not
+    as n / (n - 1))."""
     unbiased = var._value * (count / (count - 1)) if type(var) is Tensor else None   # eagerly, on the array
     return (running_stat_update(running_mean, mean, momentum),
-            running_stat_update(running_var, var * (count / (count - 1)) if unbiased is None else
+            running_stat_update(running_var, var * count / (count - 1) if unbiased is None else
                                 make(unbiased, var._device), momentum))
 
 
