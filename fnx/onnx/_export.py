@@ -379,6 +379,10 @@ def _model_proto(onnx, closed, state, names, first_use, output_names, dynamic_ax
         g.bind(v, g.initializer(np.asarray(c), f"_constant_{k}"))
     known = exportable()
     for e in j.eqns:
+        if all(_empty(v.aval) for v in e.outvars):   # onnxruntime's shape inference trips on some empty results
+            for v in e.outvars:
+                g.bind(v, g.const(np.zeros(v.aval.shape, v.aval.dtype.np), v.aval.dtype.np))
+            continue
         emit = OPS.get(e.prim.name)
         if emit is None:
             hint = _SOURCES.get(e.prim.name)
@@ -414,6 +418,10 @@ def _model_proto(onnx, closed, state, names, first_use, output_names, dynamic_ax
     except onnx.checker.ValidationError as e:
         raise OnnxExporterError(f"torch.onnx.export: the ONNX model fnx wrote fails onnx.checker: {e}") from e
     return model
+
+
+def _empty(aval) -> bool:
+    return any(isinstance(d, int) and d == 0 for d in aval.shape)
 
 
 def _dims(shape) -> list:

@@ -18,6 +18,7 @@ import operator
 import numpy as np
 
 from ._graph import Graph, tensor_type
+from .errors import UnsupportedOperatorError
 
 __all__ = ["OPS"]
 
@@ -67,6 +68,18 @@ def _select(g, eqn, xs):
     return g.node("Or", [g.node("And", [c, a]), g.node("And", [g.node("Not", [c]), b])])
 
 
+def _bitwise(op: str, logical: str):
+    """A bitwise operator (ONNX has them from opset 18); the logical one on bools."""
+    def emit(g, eqn, xs):
+        if _aval(eqn).dtype.name == "bool":
+            return g.node(logical, xs)
+        if g.opset < 18:
+            raise UnsupportedOperatorError(f"torch.onnx.export: the fnx primitive '{eqn.prim.name}' on integers needs "
+                                      f"ONNX's {op}, from opset 18: pass opset_version=18 or later")
+        return g.node(op, xs)
+    return emit
+
+
 def _rsqrt(g, eqn, xs):
     return g.node("Div", [_scalar(g, 1, _aval(eqn)), g.node("Sqrt", xs)])
 
@@ -76,11 +89,27 @@ def _convert(g, eqn, xs):
 
 
 def _exp_minus_one(g, eqn, xs):
-    return g.node("Sub", [g.node("Exp", xs), _scalar(g, 1, _aval(eqn))])
+    """exp(x) - 1 without the cancellation near 0: (u - 1) x / log u for u = exp(x) (Kahan's trick), x where
+    u rounds to 1, and u - 1 where x is large or u is 0 or inf."""
+    x, a = xs[0], _aval(eqn)
+    one = _scalar(g, 1, a)
+    u = g.node("Exp", [x])
+    um1 = g.node("Sub", [u, one])
+    fixed = g.node("Div", [g.node("Mul", [um1, x]), g.node("Log", [u])])
+    big = g.node("Greater", [g.node("Abs", [x]), _scalar(g, 0.5, a)])
+    return g.node("Where", [g.node("Equal", [u, one]), x, g.node("Where", [big, um1, fixed])])
 
 
 def _log_one_plus(g, eqn, xs):
-    return g.node("Log", [g.node("Add", [xs[0], _scalar(g, 1, _aval(eqn))])])
+    """log(1 + x) without the rounding of 1 + x: log(u) x / (u - 1) for u = 1 + x (Goldberg's trick), x where
+    u rounds to 1, log u where u is inf."""
+    x, a = xs[0], _aval(eqn)
+    one = _scalar(g, 1, a)
+    u = g.node("Add", [x, one])
+    log_u = g.node("Log", [u])
+    fixed = g.node("Div", [g.node("Mul", [log_u, x]), g.node("Sub", [u, one])])
+    big = g.node("Greater", [x, _scalar(g, 1, a)])
+    return g.node("Where", [g.node("Equal", [u, one]), x, g.node("Where", [big, log_u, fixed])])
 
 
 def _log_base(base: float):
@@ -91,8 +120,26 @@ def _exp2(g, eqn, xs):
     return g.node("Pow", [_scalar(g, 2, _aval(eqn)), xs[0]])
 
 
+# erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), to a relative 1.2e-7 for z >= 0 (Numerical Recipes' erfcc,
+# after Chebyshev); P's coefficients from the constant term up
+_ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
+         -0.82215223, 0.17087277)
+
+
 def _erfc(g, eqn, xs):
-    return g.node("Sub", [_scalar(g, 1, _aval(eqn)), g.node("Erf", xs)])
+    """1 - erf(x) below 1/2; above, where that cancels, erfc's own rational form (_ERFC) keeps its relative
+    precision far into the tail."""
+    x, a = xs[0], _aval(eqn)
+    one = _scalar(g, 1, a)
+    tail = g.node("Max", [x, _scalar(g, 0.5, a)])
+    t = g.node("Div", [one, g.node("Add", [one, g.node("Mul", [tail, _scalar(g, 0.5, a)])])])
+    poly = _scalar(g, _ERFC[-1], a)
+    for c in reversed(_ERFC[:-1]):
+        poly = g.node("Add", [g.node("Mul", [poly, t]), _scalar(g, c, a)])
+    exponent = g.node("Sub", [poly, g.node("Mul", [tail, tail])])
+    far = g.node("Mul", [t, g.node("Exp", [exponent])])
+    near = g.node("Sub", [one, g.node("Erf", xs)])
+    return g.node("Where", [g.node("Less", [x, _scalar(g, 0.5, a)]), near, far])
 
 
 def _trunc(g, eqn, xs):
@@ -301,10 +348,11 @@ def _move_indexed_first(g, x, a, dims) -> str:
     return g.node("Transpose", [x], perm=list(dims) + rest) if list(dims) + rest != list(range(a.ndim)) else x
 
 
-def _stacked_indices(g, eqn, idx: list, shape) -> str:
+def _stacked_indices(g, idx: list, avals: list, shape) -> str:
     """The index arrays broadcast to `shape` and stacked on a new last axis (GatherND's and ScatterND's form)."""
     target = g.ints(shape)
-    parts = [g.node("Unsqueeze", [g.node("Expand", [i, target]), g.const([-1], np.int64)]) for i in idx]
+    parts = [g.node("Unsqueeze", [i if list(a.shape) == list(shape) else g.node("Expand", [i, target]),
+                                  g.const([-1], np.int64)]) for i, a in zip(idx, avals)]
     return g.node("Concat", parts, axis=-1)
 
 
@@ -316,7 +364,7 @@ def _index(g, eqn, xs):
     if len(dims) == 1:
         return g.node("Gather", [x, idx[0]], axis=dims[0])
     b = _index_dims(eqn, 1)
-    out = g.node("GatherND", [_move_indexed_first(g, x, a, dims), _stacked_indices(g, eqn, idx, b)])
+    out = g.node("GatherND", [_move_indexed_first(g, x, a, dims), _stacked_indices(g, idx, [a.aval for a in eqn.inputs[1:]], b)])
     if dims[-1] - dims[0] == len(dims) - 1 and dims[0] > 0:   # adjacent dims: the index dims stay in place
         nb = len(b)
         perm = list(range(nb, nb + dims[0])) + list(range(nb)) + list(range(nb + dims[0], _out(eqn).ndim))
@@ -341,10 +389,13 @@ def _index_put(g, eqn, xs):
     dims, a = eqn.params["dims"], _aval(eqn)
     x, values, idx = xs[0], xs[1], xs[2:]
     b = _index_dims(eqn, 2)
+    if any(isinstance(n, int) and n == 0 for n in b):   # no index: nothing written
+        return g.node("Identity", [x])
     rest = [d for d in range(a.ndim) if d not in dims]
     wrapped = []
     for d, i, atom in zip(dims, idx, eqn.inputs[2:]):
-        size = g.node("Cast", [g.dim(a.shape[d])], to=tensor_type(g.onnx, atom.aval.dtype))
+        size = g.node("Cast", [g.node("Reshape", [g.dim(a.shape[d]), g.const([], np.int64)])],
+                      to=tensor_type(g.onnx, atom.aval.dtype))
         negative = g.node("Less", [i, _scalar(g, 0, atom.aval)])
         wrapped.append(g.node("Where", [negative, g.node("Add", [i, size]), i]))
     # the values as (*b, *rest): where numpy puts the index dims in x[idx]'s shape, moved first
@@ -357,7 +408,7 @@ def _index_put(g, eqn, xs):
         values = g.node("Transpose", [values], perm=list(range(lead, lead + nb)) + list(range(lead)) +
                         list(range(lead + nb, len(indexed))))
     moved = _move_indexed_first(g, x, a, dims)
-    out = g.node("ScatterND", [moved, _stacked_indices(g, eqn, wrapped, b), values],
+    out = g.node("ScatterND", [moved, _stacked_indices(g, wrapped, [a.aval for a in eqn.inputs[2:]], b), values],
                  reduction="add" if eqn.params["accumulate"] else None)
     order = list(dims) + rest
     if order == list(range(a.ndim)):
@@ -484,7 +535,7 @@ def _recurrence(g, eqn, xs):
     p = eqn.params
     mode = p["mode"]
     if p["proj"]:
-        raise NotImplementedError("torch.onnx.export: nn.LSTM with proj_size > 0 has no ONNX LSTM form here")
+        raise UnsupportedOperatorError("torch.onnx.export: nn.LSTM with proj_size > 0 has no ONNX LSTM form here")
     order = _GATE_ORDER[mode]
     xw, h0 = xs[0], xs[1]
     c0 = xs[2] if mode == "LSTM" else None
@@ -520,7 +571,9 @@ def _recurrence(g, eqn, xs):
 
 OPS = {name: _same(op) for name, op in _SAME.items()}
 OPS.update({
-    "ne": _ne, "select": _select, "rsqrt": _rsqrt, "convert": _convert, "expm1": _exp_minus_one, "log1p": _log_one_plus,
+    "ne": _ne, "select": _select, "bitwise_and": _bitwise("BitwiseAnd", "And"),
+    "bitwise_or": _bitwise("BitwiseOr", "Or"), "bitwise_xor": _bitwise("BitwiseXor", "Xor"),
+    "bitwise_not": _bitwise("BitwiseNot", "Not"), "rsqrt": _rsqrt, "convert": _convert, "expm1": _exp_minus_one, "log1p": _log_one_plus,
     "log2": _log_base(2), "log10": _log_base(10), "exp2": _exp2, "erfc": _erfc, "trunc": _trunc, "gelu": _gelu,
     "gelu_tanh": _gelu_tanh, "silu": _silu, "logit": _logit, "clamp": _clamp, "integer_pow": _integer_pow,
     "pow_scalar": _pow_scalar, "fmod": _fmod, "rem": _rem, "floordiv": _floordiv,
