@@ -5,7 +5,6 @@ whose primitives the exporter writes (float32, as one model per run of ops)."""
 from __future__ import annotations
 
 import io
-import os
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ import fnx.nn.functional as F
 from fnx.export.primitives import exportable, prepare
 from fnx.ir import eval_jaxpr
 from fnx.onnx._ops import OPS
+from fnx.torch_alias import _TORCH
 from benchmarks.models import GPTConfig, LSTMConfig, define
 from op_db import as_tensor_function, chunks, stageable_ops
 from test_export_c import SUMS, _float32, _ulp
@@ -154,6 +154,13 @@ def test_is_in_onnx_export_is_true_while_tracing_only():
     assert seen[0] is True and not fnx.onnx.is_in_onnx_export()
 
 
+def test_torch_onnx_names_resolve_to_fnx_onnx():
+    # the alias maps torch.onnx to fnx.onnx (tests/test_torch_alias.py runs the alias itself in fresh processes)
+    assert _TORCH.fnx_name("torch.onnx") == "fnx.onnx" and _TORCH.fnx_name("torch.onnx.errors") == "fnx.onnx.errors"
+    assert issubclass(fnx.onnx.errors.UnsupportedOperatorError, fnx.onnx.OnnxExporterError)
+    assert fnx.onnx.OnnxExporterError is fnx.onnx.errors.OnnxExporterError
+
+
 # ---------------------------------------------------------------- errors
 def test_an_unsupported_primitive_raises_not_implemented_naming_it():
     with pytest.raises(NotImplementedError, match="'cumprod'.*torch.cumprod") as info:
@@ -195,8 +202,8 @@ NO_ONNX = {"linalg_pinv", "linalg_svd", "linalg_qr", "linalg_solve", "linalg_eig
            "linalg_matrix_exp", "linalg_singular_info", "linalg_cholesky", "linalg_inv", "linalg_cholesky_ex",
            "linalg_detsign", "linalg_logabsdet", "linalg_det", "linalg_ldl_solve", "linalg_ldl_factor", "lgamma",
            "digamma", "erfinv", "cumprod", "searchsorted", "gcd", "lcm", "nextafter", "frexp_exponent", "signbit",
-           "atan2", "scan", "while_loop", "cond", "bitwise_left_shift", "bitwise_right_shift", "rsqrt_backward", "tanh_backward", "sigmoid_backward",
-           "relu_backward", "gelu_backward", "gelu_tanh_backward", "silu_backward"}
+           "atan2", "scan", "while_loop", "cond", "bitwise_left_shift", "bitwise_right_shift", "rsqrt_backward",
+           "tanh_backward", "sigmoid_backward", "relu_backward", "gelu_backward", "gelu_tanh_backward", "silu_backward"}
 _OPS = [op for op in stageable_ops() if "float32" in op.dtypes and op.name not in SKIP]
 
 

@@ -62,9 +62,9 @@ class ONNXProgram:
     """An exported ONNX model: `model_proto` (an onnx.ModelProto), `save(path)`, and calling it runs the model
     with onnxruntime (when installed) on fnx tensors, returning fnx tensors."""
 
-    def __init__(self, model_proto, in_tree, input_names: Sequence[str], out_tree):
-        self._proto, self._in_tree, self._out_tree = model_proto, in_tree, out_tree
-        self._input_names = list(input_names)
+    def __init__(self, model_proto, input_names: Sequence[str], weights: Sequence[str]):
+        self._proto = model_proto
+        self._input_names, self._weights = list(input_names), set(weights)
         self._session = None
         self.exported_program = None
 
@@ -80,18 +80,21 @@ class ONNXProgram:
 
     def save(self, destination, *, include_initializers: bool = True, keep_initializers_as_inputs: bool = False,
              external_data: bool | None = None) -> None:
-        """Write the model to `destination` (a path or a binary file). With `external_data` the weights go to a
-        file named `destination` + ".data" beside it; `include_initializers=False` leaves them out;
-        `keep_initializers_as_inputs` also lists them as graph inputs (so they can be fed at run time)."""
+        """Write the model to `destination` (a path or a binary file). With `external_data` the initializers go
+        to a file named `destination` + ".data" beside it; `include_initializers=False` leaves the weights (the
+        parameters and buffers) out; `keep_initializers_as_inputs` also lists them as graph inputs (so they can
+        be fed at run time)."""
         onnx = onnx_module()
         proto = onnx.ModelProto()
         proto.CopyFrom(self._proto)
-        inits = list(proto.graph.initializer)
+        weights = [t for t in proto.graph.initializer if t.name in self._weights]
         if keep_initializers_as_inputs:
             proto.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-                                     for t in inits)
+                                     for t in weights)
         if not include_initializers:
+            kept = [t for t in proto.graph.initializer if t.name not in self._weights]
             del proto.graph.initializer[:]
+            proto.graph.initializer.extend(kept)
         if external_data and not isinstance(destination, (str, os.PathLike)):
             raise TypeError("ONNXProgram.save: external_data=True needs a file path as the destination, got a "
                             f"{type(destination).__name__}")
@@ -165,7 +168,8 @@ def export(model, args=(), f=None, *, kwargs: dict | None = None, verbose: bool 
                          f"{OPSETS.start} to {OPSETS.stop - 1}")
     unsupported = {"custom_translation_table": custom_translation_table is not None, "report": report,
                    "profile": profile, "dump_exported_program": dump_exported_program,
-                   "custom_opsets": bool(custom_opsets), "export_modules_as_functions": bool(export_modules_as_functions),
+                   "custom_opsets": bool(custom_opsets),
+                   "export_modules_as_functions": bool(export_modules_as_functions),
                    "operator_export_type": operator_export_type not in (None, 0)}
     for name, given in unsupported.items():
         if given:
@@ -182,7 +186,7 @@ def export(model, args=(), f=None, *, kwargs: dict | None = None, verbose: bool 
         _verify(program, model, args, kwargs, training)
     if f is not None:
         program.save(f, include_initializers=export_params,
-                     keep_initializers_as_inputs=keep_initializers_as_inputs or not export_params,
+                     keep_initializers_as_inputs=keep_initializers_as_inputs,
                      external_data=external_data and isinstance(f, (str, os.PathLike)))
     return program if dynamo else None
 
@@ -234,7 +238,6 @@ def _export(model, args: tuple, kwargs: dict, opset: int, input_names, output_na
         avals.append(ShapedArray(tuple(shape), dtype, cpu))
     if len(examples) > MAX_SYMBOLS:
         raise NotImplementedError(f"torch.onnx.export: {len(examples)} dynamic dimensions; at most {MAX_SYMBOLS}")
-    out_trees = []
 
     def flat_fun(*xs):
         params = {n: x for (n, _), x in zip(state, xs)}
@@ -244,7 +247,6 @@ def _export(model, args: tuple, kwargs: dict, opset: int, input_names, output_na
         call_args, call_kwargs = tree_unflatten(in_tree, full)
         out = functional_call(model, params, call_args, call_kwargs) if params else model(*call_args, **call_kwargs)
         outs, tree = tree_flatten(out)
-        out_trees.append(tree)
         if not all(isinstance(o, Tensor) for o in outs):
             raise FnxTypeError(f"torch.onnx.export: the model returns {tree}, whose leaves must all be tensors")
         return outs
@@ -252,7 +254,7 @@ def _export(model, args: tuple, kwargs: dict, opset: int, input_names, output_na
     with _mode(model, training):
         closed = trace_symbolic(flat_fun, avals, examples)
     return ONNXProgram(_model_proto(onnx, closed, state, names, first_use, output_names, dynamic_axes, opset),
-                       in_tree, names, out_trees[0])
+                       names, [name for name, _ in state])
 
 
 def _state(model) -> list[tuple[str, Tensor]]:
@@ -375,8 +377,8 @@ def _model_proto(onnx, closed, state, names, first_use, output_names, dynamic_ax
         inputs.append(helper.make_tensor_value_info(name, tensor_type(onnx, v.aval.dtype), _dims(v.aval.shape)))
     for sym, (k, axis) in first_use.items():
         g.symbol(sym, names[k], axis)
-    for k, (v, c) in enumerate(zip(j.constvars, closed.consts)):
-        g.bind(v, g.initializer(np.asarray(c), f"_constant_{k}"))
+    for v, c in zip(j.constvars, closed.consts):
+        g.bind(v, g.const(c, c.dtype))
     known = exportable()
     for e in j.eqns:
         if all(_empty(v.aval) for v in e.outvars):   # onnxruntime's shape inference trips on some empty results

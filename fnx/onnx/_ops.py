@@ -343,35 +343,6 @@ def _einsum(g, eqn, xs):
 
 
 # ---------------------------------------------------------------- indexing
-def _move_indexed_first(g, x, a, dims) -> str:
-    rest = [d for d in range(a.ndim) if d not in dims]
-    return g.node("Transpose", [x], perm=list(dims) + rest) if list(dims) + rest != list(range(a.ndim)) else x
-
-
-def _stacked_indices(g, idx: list, avals: list, shape) -> str:
-    """The index arrays broadcast to `shape` and stacked on a new last axis (GatherND's and ScatterND's form)."""
-    target = g.ints(shape)
-    parts = [g.node("Unsqueeze", [i if list(a.shape) == list(shape) else g.node("Expand", [i, target]),
-                                  g.const([-1], np.int64)]) for i, a in zip(idx, avals)]
-    return g.node("Concat", parts, axis=-1)
-
-
-def _index(g, eqn, xs):
-    """numpy's advanced indexing: Gather for one index array, else GatherND over the indexed dims moved first
-    (their broadcast dims then go where numpy puts them)."""
-    dims, a = eqn.params["dims"], _aval(eqn)
-    x, idx = xs[0], xs[1:]
-    if len(dims) == 1:
-        return g.node("Gather", [x, idx[0]], axis=dims[0])
-    b = _index_dims(eqn, 1)
-    out = g.node("GatherND", [_move_indexed_first(g, x, a, dims), _stacked_indices(g, idx, [a.aval for a in eqn.inputs[1:]], b)])
-    if dims[-1] - dims[0] == len(dims) - 1 and dims[0] > 0:   # adjacent dims: the index dims stay in place
-        nb = len(b)
-        perm = list(range(nb, nb + dims[0])) + list(range(nb)) + list(range(nb + dims[0], _out(eqn).ndim))
-        out = g.node("Transpose", [out], perm=perm)
-    return out
-
-
 def _index_dims(eqn, first: int) -> list:
     """The broadcast shape of the index arrays (inputs from `first` on), entries ints or Dims."""
     shapes = [a.aval.shape for a in eqn.inputs[first:]]
@@ -384,36 +355,74 @@ def _index_dims(eqn, first: int) -> list:
     return out
 
 
+def _in_place(dims) -> bool:
+    """Whether numpy keeps the index arrays' dims where the indexed dims were (they are adjacent), rather than
+    in front."""
+    return dims[-1] - dims[0] == len(dims) - 1 and dims[0] > 0
+
+
+def _indexed_first(g, x: str, ndim: int, dims) -> str:
+    """x with the indexed dims moved in front, in order (GatherND's and ScatterND's layout)."""
+    order = list(dims) + [d for d in range(ndim) if d not in dims]
+    return x if order == list(range(ndim)) else g.node("Transpose", [x], perm=order)
+
+
+def _stacked_indices(g, idx: list, avals: list, shape) -> str:
+    """The index arrays broadcast to `shape` and stacked on a new last axis (GatherND's and ScatterND's form)."""
+    target = g.ints(shape)
+    parts = [g.node("Unsqueeze", [i if list(a.shape) == list(shape) else g.node("Expand", [i, target]),
+                                  g.const([-1], np.int64)]) for i, a in zip(idx, avals)]
+    return g.node("Concat", parts, axis=-1)
+
+
+def _index(g, eqn, xs):
+    """numpy's advanced indexing: Gather for one index array, else GatherND over the indexed dims moved first,
+    whose result (*b, *rest) has the index dims b moved where numpy puts them."""
+    dims, a = eqn.params["dims"], _aval(eqn)
+    x, idx = xs[0], xs[1:]
+    if len(dims) == 1:
+        return g.node("Gather", [x, idx[0]], axis=dims[0])
+    b = _index_dims(eqn, 1)
+    indices = _stacked_indices(g, idx, [v.aval for v in eqn.inputs[1:]], b)
+    out = g.node("GatherND", [_indexed_first(g, x, a.ndim, dims), indices])
+    if not _in_place(dims):
+        return out
+    nb, lead = len(b), dims[0]
+    return g.node("Transpose", [out], perm=list(range(nb, nb + lead)) + list(range(nb)) +
+                  list(range(nb + lead, _out(eqn).ndim)))
+
+
 def _index_put(g, eqn, xs):
-    """ScatterND (with reduction 'add' to accumulate) on the indexed dims moved first; negative indices wrap."""
+    """ScatterND (reduction 'add' to accumulate) into x with the indexed dims moved first, of the values
+    broadcast to x[idx]'s shape with the index dims moved first; negative indices wrap first (ScatterND takes
+    none)."""
     dims, a = eqn.params["dims"], _aval(eqn)
     x, values, idx = xs[0], xs[1], xs[2:]
     b = _index_dims(eqn, 2)
     if any(isinstance(n, int) and n == 0 for n in b):   # no index: nothing written
         return g.node("Identity", [x])
-    rest = [d for d in range(a.ndim) if d not in dims]
     wrapped = []
     for d, i, atom in zip(dims, idx, eqn.inputs[2:]):
         size = g.node("Cast", [g.node("Reshape", [g.dim(a.shape[d]), g.const([], np.int64)])],
                       to=tensor_type(g.onnx, atom.aval.dtype))
         negative = g.node("Less", [i, _scalar(g, 0, atom.aval)])
         wrapped.append(g.node("Where", [negative, g.node("Add", [i, size]), i]))
-    # the values as (*b, *rest): where numpy puts the index dims in x[idx]'s shape, moved first
-    adjacent = dims[-1] - dims[0] == len(dims) - 1
-    indexed = (list(a.shape[:dims[0]]) + b + list(a.shape[dims[-1] + 1:])) if adjacent else b + [a.shape[d] for d in
-                                                                                                rest]
-    values = g.node("Expand", [values, g.ints(indexed)])
-    if adjacent and dims[0] > 0:
-        nb, lead = len(b), dims[0]
-        values = g.node("Transpose", [values], perm=list(range(lead, lead + nb)) + list(range(lead)) +
-                        list(range(lead + nb, len(indexed))))
-    moved = _move_indexed_first(g, x, a, dims)
-    out = g.node("ScatterND", [moved, _stacked_indices(g, wrapped, [a.aval for a in eqn.inputs[2:]], b), values],
+    rest = [a.shape[d] for d in range(a.ndim) if d not in dims]
+    if _in_place(dims):
+        lead = dims[0]
+        indexed = list(a.shape[:lead]) + b + rest[lead:]
+        values = g.node("Transpose", [g.node("Expand", [values, g.ints(indexed)])],
+                        perm=list(range(lead, lead + len(b))) + list(range(lead)) +
+                        list(range(lead + len(b), len(indexed))))
+    else:
+        values = g.node("Expand", [values, g.ints(b + rest)])
+    indices = _stacked_indices(g, wrapped, [v.aval for v in eqn.inputs[2:]], b)
+    out = g.node("ScatterND", [_indexed_first(g, x, a.ndim, dims), indices, values],
                  reduction="add" if eqn.params["accumulate"] else None)
-    order = list(dims) + rest
+    order = list(dims) + [d for d in range(a.ndim) if d not in dims]
     if order == list(range(a.ndim)):
         return out
-    return g.node("Transpose", [out], perm=[order.index(d) for d in range(a.ndim)])
+    return g.node("Transpose", [out], perm=[order.index(d) for d in range(a.ndim)])   # the dims back in place
 
 
 def _take_along_axis(g, eqn, xs):
@@ -571,9 +580,9 @@ def _recurrence(g, eqn, xs):
 
 OPS = {name: _same(op) for name, op in _SAME.items()}
 OPS.update({
-    "ne": _ne, "select": _select, "bitwise_and": _bitwise("BitwiseAnd", "And"),
-    "bitwise_or": _bitwise("BitwiseOr", "Or"), "bitwise_xor": _bitwise("BitwiseXor", "Xor"),
-    "bitwise_not": _bitwise("BitwiseNot", "Not"), "rsqrt": _rsqrt, "convert": _convert, "expm1": _exp_minus_one, "log1p": _log_one_plus,
+    "ne": _ne, "select": _select, "rsqrt": _rsqrt, "convert": _convert, "expm1": _exp_minus_one,
+    "log1p": _log_one_plus, "bitwise_and": _bitwise("BitwiseAnd", "And"), "bitwise_or": _bitwise("BitwiseOr", "Or"),
+    "bitwise_xor": _bitwise("BitwiseXor", "Xor"), "bitwise_not": _bitwise("BitwiseNot", "Not"),
     "log2": _log_base(2), "log10": _log_base(10), "exp2": _exp2, "erfc": _erfc, "trunc": _trunc, "gelu": _gelu,
     "gelu_tanh": _gelu_tanh, "silu": _silu, "logit": _logit, "clamp": _clamp, "integer_pow": _integer_pow,
     "pow_scalar": _pow_scalar, "fmod": _fmod, "rem": _rem, "floordiv": _floordiv,
