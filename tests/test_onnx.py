@@ -36,7 +36,7 @@ def _agree(program, args, expected, atol: float = 2e-6) -> None:
     for g, e in zip(got, expected):
         e = e.detach().numpy()
         assert g.shape == e.shape and g.numpy().dtype == e.dtype
-        np.testing.assert_allclose(g.numpy(), e, rtol=1e-5, atol=atol)
+        np.testing.assert_allclose(g.numpy(), e, rtol=1e-5, atol=atol)   # NaN where fnx has NaN
 
 
 def _eval(model, *args):
@@ -111,6 +111,16 @@ def test_convolutions_with_groups_dilation_padding_and_transposed_match_fnx():
     w3, wt = fnx.randn(3, 2, 2, 2, 2), fnx.randn(4, 3, 3, 3)
     args = (fnx.randn(2, 4, 9), fnx.randn(2, 4, 7, 7), fnx.randn(1, 2, 4, 4, 4))
     _agree(fnx.onnx.export(convs, args), args, convs(*args))
+
+
+def test_nan_propagates_as_in_fnx():
+    # the first NaN is the argmax (onnxruntime's ArgMax alone passes over it); maximum, clamp, sort keep NaN
+    def f(a, b):
+        return a.argmax(1), b.argmin(0), fnx.maximum(a, b), a.clamp(-1, 0.5), a.sort(1).values
+
+    a = fnx.tensor([[1.0, np.nan, 3.0, np.nan], [0.0, 2.0, -1.0, 1.0]])
+    b = fnx.tensor([[np.nan, 1.0, -4.0, 0.0], [2.0, np.nan, 5.0, np.nan]])
+    _agree(fnx.onnx.export(f, (a, b)), (a, b), f(a, b))
 
 
 def test_dynamic_axes_name_inputs_and_outputs_and_run_at_two_batch_sizes(tmp_path):

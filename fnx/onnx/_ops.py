@@ -214,25 +214,37 @@ def _floordiv(g, eqn, xs):
 
 
 # ---------------------------------------------------------------- reductions and scans
+def _reduction(g, op: str, x: str, axes: list, keep: int) -> str:
+    """A Reduce* node: axes as an input (ReduceSum from opset 13, the others from 18) or an attribute."""
+    if op == "ReduceSum" or g.opset >= 18:
+        return g.node(op, [x, g.const(axes, np.int64)], keepdims=keep)
+    return g.node(op, [x], axes=axes, keepdims=keep)
+
+
 def _reduce(op: str):
     def emit(g, eqn, xs):
         axes, keep = list(eqn.params["axes"]), int(eqn.params["keepdims"])
         if not axes:
             return g.node("Identity", xs)
-        x = xs[0]
-        boolean = _aval(eqn).dtype.name == "bool"
-        if boolean:   # any / all: onnxruntime reduces no bools
-            x = g.node("Cast", [x], to=g.onnx.TensorProto.INT32)
-        if op == "ReduceSum" or g.opset >= 18:
-            out = g.node(op, [x, g.const(axes, np.int64)], keepdims=keep)
-        else:
-            out = g.node(op, [x], axes=axes, keepdims=keep)
-        return g.node("Cast", [out], to=g.onnx.TensorProto.BOOL) if boolean else out
+        if _aval(eqn).dtype.name != "bool":
+            return _reduction(g, op, xs[0], axes, keep)
+        x = g.node("Cast", xs, to=g.onnx.TensorProto.INT32)   # any / all: onnxruntime reduces no bools
+        return g.node("Cast", [_reduction(g, op, x, axes, keep)], to=g.onnx.TensorProto.BOOL)
     return emit
 
 
 def _arg(op: str):
-    return lambda g, eqn, xs: g.node(op, xs, axis=eqn.params["axis"], keepdims=int(eqn.params["keepdims"]))
+    """ArgMax / ArgMin (the first extreme value); on floats the first NaN wins, as in fnx and PyTorch (ArgMax
+    alone passes over NaNs)."""
+    def emit(g, eqn, xs):
+        axis, keep = eqn.params["axis"], int(eqn.params["keepdims"])
+        found = g.node(op, xs, axis=axis, keepdims=keep)
+        if not _aval(eqn).dtype.is_floating_point:
+            return found
+        nan = g.node("Cast", [g.node("IsNaN", xs)], to=g.onnx.TensorProto.INT32)
+        any_nan = g.node("Cast", [_reduction(g, "ReduceMax", nan, [axis], keep)], to=g.onnx.TensorProto.BOOL)
+        return g.node("Where", [any_nan, g.node("ArgMax", [nan], axis=axis, keepdims=keep), found])
+    return emit
 
 
 def _cumsum(g, eqn, xs):
