@@ -153,15 +153,19 @@ def test_saving_without_external_data_and_parameters_as_inputs():
     np.testing.assert_allclose(session.run(None, feeds)[0], expected, rtol=1e-5, atol=1e-6)
 
 
-def test_is_in_onnx_export_is_true_while_tracing_only():
+def test_is_in_onnx_export_is_true_while_tracing_only_and_kwargs_become_inputs():
     seen = []
 
-    def f(x):
+    def f(x, *, scale, offset=1.0):
         seen.append(fnx.onnx.is_in_onnx_export())
-        return x * 2
+        return x * scale + offset
 
-    fnx.onnx.export(f, (fnx.ones(2),), verify=True)
+    x, scale = fnx.ones(2), fnx.tensor([2.0, 3.0])
+    program = fnx.onnx.export(f, (x,), kwargs={"scale": scale, "offset": 0.5}, verify=True,
+                              operator_export_type=fnx.onnx.OperatorExportTypes.ONNX)
     assert seen[0] is True and not fnx.onnx.is_in_onnx_export()
+    assert [i.name for i in program.model_proto.graph.input] == ["x", "scale"]   # 0.5 is fixed in the graph
+    assert program(x, scale=scale)[0].tolist() == [2.5, 3.5]
 
 
 def test_torch_onnx_names_resolve_to_fnx_onnx():

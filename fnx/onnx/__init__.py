@@ -9,7 +9,8 @@ form (they raise `errors.UnsupportedOperatorError`, a NotImplementedError naming
 from __future__ import annotations
 
 from . import errors
-from ._export import ONNXProgram, TrainingMode, export, is_in_onnx_export
+from ._export import ONNXProgram, OperatorExportTypes, TrainingMode, export, is_in_onnx_export
 from .errors import OnnxExporterError
 
-__all__ = ["export", "ONNXProgram", "TrainingMode", "is_in_onnx_export", "OnnxExporterError", "errors"]
+__all__ = ["export", "ONNXProgram", "TrainingMode", "OperatorExportTypes", "is_in_onnx_export", "OnnxExporterError",
+           "errors"]

@@ -30,7 +30,8 @@ from ._graph import Graph, onnx_module, tensor_type
 from ._ops import OPS
 from .errors import OnnxExporterError, UnsupportedOperatorError
 
-__all__ = ["export", "ONNXProgram", "TrainingMode", "is_in_onnx_export", "DEFAULT_OPSET", "OPSETS"]
+__all__ = ["export", "ONNXProgram", "TrainingMode", "OperatorExportTypes", "is_in_onnx_export", "DEFAULT_OPSET",
+           "OPSETS"]
 
 DEFAULT_OPSET = 17
 OPSETS = range(17, 22)   # the opsets whose operators _ops.py writes
@@ -51,6 +52,14 @@ class TrainingMode(enum.IntEnum):
     EVAL = 0
     PRESERVE = 1
     TRAINING = 2
+
+
+class OperatorExportTypes(enum.IntEnum):
+    """How the legacy exporter wrote operators ONNX lacks; fnx writes ONNX operators only (ONNX)."""
+    ONNX = 0
+    ONNX_ATEN = 1
+    ONNX_ATEN_FALLBACK = 2
+    ONNX_FALLTHROUGH = 3
 
 
 def is_in_onnx_export() -> bool:
@@ -155,12 +164,15 @@ def export(model, args=(), f=None, *, kwargs: dict | None = None, verbose: bool 
 
     The tensors among the arguments become the graph's inputs (named after forward's parameters, or
     `input_names`); other values are fixed in the graph. A module's parameters and buffers become initializers
-    under their state_dict names; it is traced in eval mode unless `training` says otherwise.
+    under their state_dict names; it is traced in eval mode unless `training` says otherwise (PyTorch 2.13
+    honours `training` with dynamo=False only, and exports a module in training mode as it is, with a warning).
     `dynamic_axes` ({"x": {0: "batch"}}, by input or output name) or `dynamic_shapes` (by forward's parameter
-    names or position, as torch.export takes them) make dimensions symbolic. Returns an `ONNXProgram` (None
-    with dynamo=False) and writes it to `f` when given (the weights to f + ".data" when `external_data`).
-    `opset_version` is 17 (the default) to 21; `optimize`, `do_constant_folding`, `verbose` and
-    `autograd_inlining` change nothing here (fnx writes the traced program as it is).
+    names or position, as torch.export takes them) make dimensions symbolic; sizes derived from them must be
+    polynomials in them (a batch or sequence length, not a spatial size through a strided pooling). Returns an
+    `ONNXProgram` (None with dynamo=False) and writes it to `f` when given (the weights to f + ".data" when
+    `external_data` and f is a path). `opset_version` is 17 (the default; PyTorch 2.13's is 20) to 21;
+    `optimize`, `do_constant_folding`, `verbose` and `autograd_inlining` change nothing here (fnx writes the
+    traced program as it is).
     """
     opset = DEFAULT_OPSET if opset_version is None else opset_version
     if not isinstance(opset, int) or opset not in OPSETS:
@@ -170,7 +182,7 @@ def export(model, args=(), f=None, *, kwargs: dict | None = None, verbose: bool 
                    "profile": profile, "dump_exported_program": dump_exported_program,
                    "custom_opsets": bool(custom_opsets),
                    "export_modules_as_functions": bool(export_modules_as_functions),
-                   "operator_export_type": operator_export_type not in (None, 0)}
+                   "operator_export_type": operator_export_type not in (None, OperatorExportTypes.ONNX)}
     for name, given in unsupported.items():
         if given:
             raise NotImplementedError(f"torch.onnx.export: {name} is not supported by fnx's ONNX exporter")
