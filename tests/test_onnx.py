@@ -18,7 +18,7 @@ from fnx.export.primitives import exportable, prepare
 from fnx.ir import eval_jaxpr
 from fnx.onnx._ops import OPS
 from fnx.torch_alias import _TORCH
-from benchmarks.models import GPTConfig, LSTMConfig, define
+from benchmarks.models import GPTConfig, LlamaConfig, LSTMConfig, define
 from op_db import as_tensor_function, chunks, stageable_ops
 from test_export_c import SUMS, _float32, _ulp
 
@@ -87,6 +87,14 @@ def test_gpt_with_dynamic_batch_and_sequence_matches_fnx_at_two_sizes():
     for b, t in ((2, 6), (3, 4)):
         x = fnx.randint(0, 11, (b, t))
         _agree(program, (x, x), _eval(gpt, x, x))
+
+
+def test_llama_with_rotary_embeddings_and_grouped_query_attention_matches_fnx():
+    llama = MODELS.Llama(LlamaConfig(vocab_size=13, dim=16, n_layers=1, n_heads=4, n_kv_heads=2))
+    program = fnx.onnx.export(llama, (fnx.randint(0, 13, (1, 5)),), dynamic_shapes=({1: "seq"},))
+    for t in (5, 3):
+        x = fnx.randint(0, 13, (1, t))
+        _agree(program, (x,), _eval(llama, x))
 
 
 def test_lstm_language_model_and_gru_match_fnx():
@@ -196,6 +204,8 @@ def test_bad_arguments_are_refused_with_the_reason():
         fnx.onnx.export(lin, (x,), input_names=["a", "b"])
     with pytest.raises(ValueError, match="not both"):
         fnx.onnx.export(lin, (x,), dynamic_axes={"input": [0]}, dynamic_shapes={"input": {0: "b"}})
+    with pytest.raises(ValueError, match="dynamo=False.*dynamic_axes"):
+        fnx.onnx.export(lin, (x,), dynamic_shapes={"input": {0: "b"}}, dynamo=False)
     with pytest.raises(ValueError, match="'nope'.*positional parameters"):
         fnx.onnx.export(lin, (x,), dynamic_shapes={"nope": {0: "b"}})
     with pytest.raises(ValueError, match="names a dimension '2b'"):

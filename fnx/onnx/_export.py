@@ -190,6 +190,9 @@ def export(model, args=(), f=None, *, kwargs: dict | None = None, verbose: bool 
         raise ValueError(f"torch.onnx.export: training must be a torch.onnx.TrainingMode, got {training!r}")
     if dynamic_axes is not None and dynamic_shapes is not None:
         raise ValueError("torch.onnx.export: give dynamic_shapes or dynamic_axes, not both")
+    if dynamic_shapes and not dynamo:
+        raise ValueError("torch.onnx.export: with dynamo=False, dynamic dimensions are given through dynamic_axes, "
+                         "not dynamic_shapes")
     if not isinstance(args, tuple):
         args = (args,)
     kwargs = dict(kwargs or {})
