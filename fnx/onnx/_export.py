@@ -42,8 +42,17 @@ _exporting = [False]
 _SOURCES = {"random_bits": "random draws (torch.rand*, dropout in training mode)",
             "random_uniform": "random draws (torch.rand*, dropout in training mode)",
             "cond": "torch.cond", "while_loop": "torch.while_loop", "scan": "fnx.scan / torch.func loops",
-            "searchsorted": "torch.searchsorted / torch.bucketize", "cumprod": "torch.cumprod",
-            "atan2": "torch.atan2", "col2im": "F.fold / conv_transpose", "window_put": "max pooling's gradient"}
+            "searchsorted": "torch.searchsorted / torch.bucketize",
+            "atan2": "torch.atan2", "window_put": "max pooling's gradient or F.max_unpool"}
+
+
+def _source(name: str) -> str | None:
+    """The PyTorch operations that an fnx primitive without an ONNX form comes from, for the error message."""
+    if name.startswith("linalg_"):
+        return "torch.linalg"
+    if name.endswith(("_backward", "_vjp", "_grad")):
+        return "a gradient: export the forward pass"
+    return _SOURCES.get(name)
 
 
 class TrainingMode(enum.IntEnum):
@@ -402,7 +411,7 @@ def _model_proto(onnx, closed, state, names, first_use, output_names, dynamic_ax
             continue
         emit = OPS.get(e.prim.name)
         if emit is None:
-            hint = _SOURCES.get(e.prim.name)
+            hint = _source(e.prim.name)
             raise UnsupportedOperatorError(
                 f"torch.onnx.export: the model uses the fnx primitive '{e.prim.name}'"
                 + (f" (from {hint})" if hint else "") + ", which fnx's ONNX exporter has no ONNX form for"

@@ -251,6 +251,24 @@ def _cumsum(g, eqn, xs):
     return g.node("CumSum", [xs[0], g.const(eqn.params["axis"], np.int64)], reverse=int(eqn.params["reverse"]))
 
 
+def _cumprod(g, eqn, xs):
+    """Running products along a static axis, one Mul per step in fnx's order (ONNX has no CumProd)."""
+    axis, reverse, a = eqn.params["axis"], eqn.params["reverse"], _aval(eqn)
+    n = a.shape[axis]
+    if not isinstance(n, int):
+        raise UnsupportedOperatorError(f"torch.onnx.export: cumprod along a dynamic dimension ({n}) has no ONNX "
+                                       f"form here; make that dimension static")
+    if n == 0:
+        return g.node("Identity", xs)
+    steps = range(n - 1, -1, -1) if reverse else range(n)
+    running, parts = None, {}
+    for k in steps:
+        item = _slice(g, xs[0], [axis], [k], [k + 1], [1])
+        running = item if running is None else g.node("Mul", [running, item])
+        parts[k] = running
+    return g.node("Concat", [parts[k] for k in range(n)], axis=axis) if n > 1 else parts[0]
+
+
 def _argsort(g, eqn, xs):
     """A sort's order along an axis (its first k positions for topk): TopK's indices."""
     axis = eqn.params["axis"]
@@ -600,6 +618,7 @@ OPS.update({
     "pow_scalar": _pow_scalar, "fmod": _fmod, "rem": _rem, "floordiv": _floordiv,
     "sum": _reduce("ReduceSum"), "reduce_max": _reduce("ReduceMax"), "reduce_min": _reduce("ReduceMin"),
     "reduce_prod": _reduce("ReduceProd"), "argmax": _arg("ArgMax"), "argmin": _arg("ArgMin"), "cumsum": _cumsum,
+    "cumprod": _cumprod,
     "argsort": _argsort, "softmax": _softmax("Softmax"), "log_softmax": _softmax("LogSoftmax"),
     "reshape": _reshape, "transpose": _transpose, "broadcast_to": _broadcast_to, "slice": _slice_eqn,
     "split": _split, "rev": _rev, "concatenate": _concatenate, "pad": _pad, "diagonal": _diagonal,
