@@ -212,6 +212,8 @@ def test_bad_arguments_are_refused_with_the_reason():
         fnx.onnx.export(lin, (x,), dynamic_shapes={"nope": {0: "b"}})
     with pytest.raises(ValueError, match="names a dimension '2b'"):
         fnx.onnx.export(lin, (x,), dynamic_axes={"input": {0: "2b"}})
+    with pytest.raises(fnx.onnx.OnnxExporterError, match="tracing the model failed: .*sampling"):
+        fnx.onnx.export(lambda x: F.dropout(x, 0.5, training=True), (x,))   # a random draw in the graph
     with pytest.raises(TypeError, match="must be an nn.Module or a function"):
         fnx.onnx.export(3, (x,))
     with pytest.raises(NotImplementedError, match="custom_translation_table"):

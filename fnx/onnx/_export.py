@@ -276,7 +276,10 @@ def _export(model, args: tuple, kwargs: dict, opset: int, input_names, output_na
         return outs
 
     with _mode(model, training):
-        closed = trace_symbolic(flat_fun, avals, examples)
+        try:
+            closed = trace_symbolic(flat_fun, avals, examples)
+        except Exception as e:   # as PyTorch's exporter reports a failed torch.export
+            raise OnnxExporterError(f"torch.onnx.export: tracing the model failed: {type(e).__name__}: {e}") from e
     return ONNXProgram(_model_proto(onnx, closed, state, names, first_use, output_names, dynamic_axes, opset),
                        names, [name for name, _ in state])
 
