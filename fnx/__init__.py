@@ -81,6 +81,7 @@ from .jax_api import ShapeDtypeStruct, block_until_ready, device_get, device_put
 from . import example_libraries
 from .serialization import load, load_safetensors, save, save_safetensors
 from . import export  # a callable module: fnx.export(f, *args) and fnx.export.load(path)
+from . import onnx  # torch.onnx: export to an ONNX model (the onnx package is imported when exporting)
 from math import e, inf, nan, pi
 from . import accelerator, backends
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision

@@ -35,7 +35,7 @@ LAYERS = [
     ("distributed", ["fnx.distributed"]),  # collectives: ops and vmap rules; nn.parallel and data build on them
     ("libraries", ["fnx.nn", "fnx.optim", "fnx.func", "fnx.autograd_functional", "fnx.data", "fnx.serialization",
                    "fnx.hub", "fnx.quasirandom",   # torch.hub (reads checkpoints with fnx.load), torch.quasirandom
-                   "fnx.export", "fnx.utils",
+                   "fnx.export", "fnx.onnx", "fnx.utils",
                    # fnx.special: torch.special's names, softmax among them; fnx.lax, fnx.scipy: JAX's
                    "fnx.distributions", "fnx.special", "fnx.signal", "fnx.lax", "fnx.scipy", "fnx.example_libraries",
                    # autocast and GradScaler's public surface (the per-op casting is fnx/ops/autocast.py)

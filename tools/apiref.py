@@ -46,6 +46,7 @@ MODULES = [
     ("fnx.scipy.linalg", "Cholesky and triangular solves (jax.scipy.linalg)"),
     ("fnx.export", "a function as a saved program: export, load, symbolic dimensions"),
     ("fnx.export.torch_api", "torch.export: export, ExportedProgram, Dim, save, load (PyTorch's calling convention)"),
+    ("fnx.onnx", "export to an ONNX model that onnxruntime runs (torch.onnx)"),
     ("fnx.func", "the transforms under torch.func's names and argument orders"),
     ("fnx.autograd_functional", "Jacobians, Hessians and vector products (torch.autograd.functional)"),
     ("fnx.transforms.forward_ad", "eager forward-mode autodiff with dual tensors (torch.autograd.forward_ad)"),
