@@ -1,0 +1,229 @@
+"""PyTorch's remaining top-level names and Tensor methods (fnx/ops/aten.py, fnx/nn/torch_native.py, the Tensor
+queries in fnx/tensor.py): what the op table (tests/op_db_aten.py) cannot check. Values without a closed form are
+PyTorch 2.13's, recorded."""
+import warnings
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.nn.functional as F
+
+
+def test_range_is_end_inclusive_float_and_deprecated():
+    with pytest.warns(UserWarning, match="torch.range is deprecated"):
+        r = fnx.range(1, 4)
+    assert r.dtype is fnx.float32 and r.tolist() == [1.0, 2.0, 3.0, 4.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert fnx.range(0, 1, 0.25).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+        assert fnx.range(4, 1, -1).tolist() == [4.0, 3.0, 2.0, 1.0]
+        assert fnx.range(1, 3, dtype=fnx.int64).dtype is fnx.int64
+        assert fnx.range(2, requires_grad=True).requires_grad
+        with pytest.raises(RuntimeError, match="step must be nonzero"):
+            fnx.range(1, 4, 0)
+        with pytest.raises(RuntimeError, match="inconsistent with step sign"):
+            fnx.range(4, 1)
+        with pytest.raises(NotImplementedError, match="sparse_coo"):
+            fnx.range(1, 4, layout="sparse_coo")
+
+
+def test_newaxis_adjoint_and_in_place_functions():
+    assert fnx.newaxis is None and fnx.ones(2)[:, fnx.newaxis].shape == (2, 1)
+    z = fnx.tensor([[1 + 2j, 3j]])
+    np.testing.assert_array_equal(fnx.adjoint(z).numpy(), z.numpy().conj().T)
+    x = fnx.zeros(3)
+    assert fnx.index_put_(x, (fnx.tensor([0, 2]),), fnx.tensor([1.0, 2.0])) is x and x.tolist() == [1, 0, 2]
+    assert fnx.addmv_(x, fnx.eye(3), fnx.ones(3), beta=2).tolist() == [3, 1, 5]
+    c = fnx.tensor([1 + 1j])
+    assert fnx.conj_physical_(c) is c and c.tolist() == [1 - 1j]
+    assert fnx.resize_as_(x, fnx.ones(1)) is x and x.tolist() == [3]
+    w = fnx.ones(2, requires_grad=True)
+    y = w * 2
+    assert fnx.detach_(y) is y and y.grad_fn is None and not y.requires_grad
+
+
+def test_fill_and_rsub_errors_as_pytorch():
+    with pytest.raises(RuntimeError, match="0-dimension value tensor"):
+        fnx.fill(fnx.ones(2), fnx.tensor([1.0]))
+    assert fnx.fill(fnx.ones(2, dtype=fnx.int64), 2.7).tolist() == [2, 2]
+    assert fnx.rsub(fnx.tensor([1, 2]), 3).dtype is fnx.int64
+    with pytest.raises(RuntimeError):
+        fnx.rsub(fnx.tensor([True]), fnx.tensor([True]))
+
+
+def test_unsafe_splits_are_the_splits():
+    x = fnx.arange(5)
+    assert [t.tolist() for t in fnx.unsafe_split(x, 2)] == [[0, 1], [2, 3], [4]]
+    assert [t.tolist() for t in x.unsafe_chunk(2)] == [[0, 1, 2], [3, 4]]
+    assert [t.tolist() for t in x.unsafe_split_with_sizes([2, 3])] == [[0, 1], [2, 3, 4]]
+    assert x.narrow_copy(0, 1, 2).tolist() == [1, 2]
+
+
+def test_nonzero_static_edges_and_transforms():
+    assert fnx.nonzero_static(fnx.tensor(5), size=2).shape == (2, 0)
+    assert fnx.tensor([0, 3]).nonzero_static(size=2, fill_value=-5).tolist() == [[1], [-5]]
+    with pytest.raises(RuntimeError, match="non-negative"):
+        fnx.nonzero_static(fnx.ones(2), size=-1)
+    rows = fnx.tensor([[0, 1, 1], [1, 0, 0]])
+    expected = [[[1], [2]], [[0], [-1]]]
+    assert fnx.vmap(lambda r: fnx.nonzero_static(r, size=2))(rows).tolist() == expected
+    assert fnx.compile(lambda r: fnx.nonzero_static(r, size=4))(rows).tolist() == [[0, 1], [0, 2], [1, 0], [-1, -1]]
+
+
+def test_matrix_rank_is_linalg_matrix_rank_with_a_warning():
+    a = fnx.tensor([[1.0, 2.0], [2.0, 4.0]])
+    with pytest.warns(FutureWarning, match="linalg.matrix_rank"):
+        assert fnx.matrix_rank(a).item() == 1
+    with pytest.warns(FutureWarning):
+        assert fnx.matrix_rank(a, symmetric=True).item() == 1
+
+
+def test_resize_and_resize_as_keep_the_element_count():
+    x = fnx.arange(6.0, requires_grad=True)
+    with pytest.warns(UserWarning, match="non-inplace resize is deprecated"):
+        y = x.resize(2, 3)
+    y.sum().backward()
+    assert y.shape == (2, 3) and x.grad.tolist() == [1.0] * 6
+    with pytest.warns(UserWarning, match="non-inplace resize_as is deprecated"):
+        assert x.resize_as(fnx.ones(3, 2)).shape == (3, 2)
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="autograd's resize"):
+        x.resize(4)
+
+
+def test_set_and_is_set_to_share_memory():
+    a, b = fnx.ones(3), fnx.zeros(2, 2)
+    assert a.is_set_to(a) and a.is_set_to(a.view(3)) and not a.is_set_to(a.clone())
+    assert a.set_(b) is a and a.shape == (2, 2) and a.is_set_to(b)
+    b[0, 0] = 5
+    assert a[0, 0].item() == 5
+    assert fnx.ones(3).set_().shape == (0,)
+    assert fnx.ones(3).set_(b.untyped_storage(), 1, (3,), (1,)).tolist() == [0, 0, 0]
+    assert fnx.ones(3).set_(b.untyped_storage()).tolist() == [5, 0, 0, 0]
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        fnx.ones(3).set_(b.untyped_storage(), 2, (3,), (1,))
+    with pytest.raises(RuntimeError, match="requires grad"):
+        fnx.ones(2, requires_grad=True).set_(fnx.zeros(2))
+    with pytest.raises(RuntimeError, match="dtype"):
+        fnx.ones(2).set_(fnx.zeros(2, dtype=fnx.float64))
+
+
+def test_tensor_queries():
+    class Sub(fnx.Tensor):
+        pass
+
+    x = fnx.ones(2, requires_grad=True)
+    s = (x * 2).as_subclass(Sub)
+    assert type(s) is Sub and s.requires_grad and s.grad_fn is not None
+    s.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]
+    with pytest.raises(TypeError, match="inherit from Tensor"):
+        x.as_subclass(int)
+    assert x.output_nr == 0 and x.name is None
+    with fnx.inference_mode():
+        y = fnx.ones(2)
+    assert not y.is_inference() and not fnx.is_inference(y)
+
+
+def test_igamma_methods():
+    a, x = fnx.tensor([1.0, 2.0]), fnx.tensor([1.0, 2.0])
+    np.testing.assert_allclose(a.igamma(x).numpy(), [0.6321, 0.5940], atol=1e-4)   # PyTorch 2.13's values
+    np.testing.assert_allclose(a.igammac(x).numpy(), [0.3679, 0.4060], atol=1e-4)
+    assert a.igamma_(x) is a
+    np.testing.assert_allclose(a.numpy(), [0.6321, 0.5940], atol=1e-4)
+    b = fnx.tensor([1.0, 2.0])
+    b.igammac_(x)
+    np.testing.assert_allclose(b.numpy(), [0.3679, 0.4060], atol=1e-4)
+
+
+# ---------------------------------------------------------------- nn kernels
+def test_native_dropout_returns_the_mask():
+    fnx.manual_seed(0)
+    x = fnx.ones(200)
+    out, mask = fnx.native_dropout(x, 0.5, True)
+    assert mask.dtype is fnx.bool and 40 < mask.sum().item() < 160
+    np.testing.assert_array_equal(out.numpy(), np.where(mask.numpy(), 2.0, 0.0))
+    out, mask = fnx.native_dropout(x, 0.5, False)
+    assert mask.all().item() and out.tolist() == x.tolist() and out is not x
+    assert not fnx.native_dropout(fnx.ones(3), 1.0, None)[1].any().item()
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        fnx.native_dropout(x, 1.5, True)
+
+
+def test_native_batch_norm_evaluation_and_running_stats():
+    x = fnx.arange(12.0).reshape(2, 3, 2)
+    mean, var = fnx.zeros(3), fnx.ones(3)
+    out, m, r = fnx.native_batch_norm(x, None, None, mean, var, True, 0.1, 1e-5)
+    np.testing.assert_allclose(mean.numpy(), 0.1 * x.numpy().mean((0, 2)), rtol=1e-6)
+    np.testing.assert_allclose(var.numpy(), 0.9 + 0.1 * x.numpy().var((0, 2), ddof=1), rtol=1e-6)
+    out, m, r = fnx.native_batch_norm(x, None, None, mean, var, False, 0.1, 1e-5)
+    assert m.shape == (0,) and r.shape == (0,)
+    with pytest.raises(RuntimeError, match="running_mean"):
+        fnx.native_batch_norm(x, None, None, None, None, False, 0.1, 1e-5)
+    with pytest.raises(RuntimeError, match="N \\* C \\* HxW"):
+        fnx.native_group_norm(x, None, None, 2, 3, 3, 3, 1e-5)
+
+
+def test_convolution_and_conv_tbc_forms():
+    x, w = fnx.randn(1, 2, 5), fnx.randn(3, 2, 2)
+    np.testing.assert_allclose(fnx.convolution(x, w, None, [1], [0], [1], False, [0], 1).numpy(),
+                               F.conv1d(x, w).numpy())
+    with pytest.raises(RuntimeError, match="output_padding"):
+        fnx.convolution(x, w, None, [1], [0], [1], False, [1], 1)
+    with pytest.raises(RuntimeError, match="3-D, 4-D or 5-D weight"):
+        fnx.convolution(x, fnx.ones(3), None, [1], [0], [1], False, [0], 1)
+    assert F.conv_tbc is fnx.conv_tbc and F.native_channel_shuffle is fnx.native_channel_shuffle
+    assert fnx.native_channel_shuffle(fnx.arange(6.0).reshape(1, 6, 1), 2).flatten().tolist() == [0, 3, 1, 4, 2, 5]
+    with pytest.raises(RuntimeError, match="input channels"):
+        fnx.conv_tbc(fnx.ones(3, 1, 2), fnx.ones(1, 3, 2), fnx.ones(2))
+
+
+def test_grid_sampler_int_modes_and_affine_grid_generator():
+    img, grid = fnx.randn(1, 2, 3, 4), fnx.rand(1, 2, 3, 2) * 2.4 - 1.2
+    for i, mode in enumerate(("bilinear", "nearest")):
+        for p, padding in enumerate(("zeros", "border", "reflection")):
+            np.testing.assert_array_equal(fnx.grid_sampler_2d(img, grid, i, p, True).numpy(),
+                                          F.grid_sample(img, grid, mode, padding, True).numpy())
+    with pytest.raises(ValueError, match="padding_mode"):
+        fnx.grid_sampler(img, grid, 0, 3, False)
+    with pytest.raises(RuntimeError, match="5-D input"):
+        fnx.grid_sampler_3d(img, grid, 0, 0, False)
+    theta = fnx.randn(1, 2, 3)
+    np.testing.assert_array_equal(fnx.affine_grid_generator(theta, [1, 1, 2, 3], False).numpy(),
+                                  F.affine_grid(theta, [1, 1, 2, 3], False).numpy())
+
+
+def test_embedding_renorm_matches_pytorch():
+    w = fnx.tensor([[3.0, 4.0], [0.3, 0.4], [1.0, 0.0]])
+    assert fnx.embedding_renorm_(w, fnx.tensor([0, 1, 1]), 1.0, 2.0) is w
+    np.testing.assert_allclose(w.numpy(), [[0.6, 0.8], [0.3, 0.4], [1.0, 0.0]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["gru", "rnn_tanh", "rnn_relu"])
+def test_recurrent_kernels_match_the_modules(mode):
+    fnx.manual_seed(0)
+    layer = {"gru": fnx.nn.GRU, "rnn_tanh": fnx.nn.RNN,
+             "rnn_relu": lambda *a, **k: fnx.nn.RNN(*a, nonlinearity="relu", **k)}[mode](
+        3, 4, num_layers=2, bidirectional=True, batch_first=True)
+    x, h0 = fnx.randn(2, 5, 3), fnx.randn(4, 2, 4)
+    params = [p for p in layer.parameters()]
+    out, h = getattr(fnx, mode)(x, h0, params, True, 2, 0.0, False, True, True)
+    want_out, want_h = layer(x, h0)
+    np.testing.assert_allclose(out.detach().numpy(), want_out.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(h.detach().numpy(), want_h.detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_lstm_with_projection_and_errors():
+    fnx.manual_seed(0)
+    layer = fnx.nn.LSTM(3, 4, proj_size=2, bias=False)
+    x, h0, c0 = fnx.randn(5, 2, 3), fnx.randn(1, 2, 2), fnx.randn(1, 2, 4)
+    out, h, c = fnx.lstm(x, (h0, c0), list(layer.parameters()), False, 1, 0.0, False, False, False)
+    want_out, (want_h, want_c) = layer(x, (h0, c0))
+    for got, want in ((out, want_out), (h, want_h), (c, want_c)):
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+    with pytest.raises(NotImplementedError, match="packed-sequence"):
+        fnx.lstm(x, fnx.tensor([2, 2]), (h0, c0), list(layer.parameters()), False, 1, 0.0, False, False)
+    with pytest.raises(RuntimeError, match="3-D input"):
+        fnx.lstm(x[0], (h0, c0), list(layer.parameters()), False, 1, 0.0, False, False, False)
+    with pytest.raises(RuntimeError, match="parameters"):
+        fnx.lstm(x, (h0, c0), list(layer.parameters())[:1], False, 1, 0.0, False, False, False)
