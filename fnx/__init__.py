@@ -33,6 +33,7 @@ from .ops.special import *  # noqa: F401,F403
 from .ops.strided import *  # noqa: F401,F403
 from .ops.search import *  # noqa: F401,F403
 from .ops.aten import *  # noqa: F401,F403
+from .ops.segment import segment_reduce
 from .ops.least_squares import frobenius_norm, nuclear_norm, pinverse
 from .ops.spectral import legacy_qr as qr, legacy_svd as svd  # torch.svd and torch.qr (fnx.linalg's are newer)
 from .ops.spectral import geqrf, householder_product as orgqr, ormqr, pca_lowrank, svd_lowrank

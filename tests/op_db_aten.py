@@ -162,6 +162,38 @@ def ref_lstm(x, h0, c0, *params):
     return [np.concatenate(outs, -1), np.stack(hs), np.stack(cs)]
 
 
+@st.composite
+def segment_sample(draw):
+    """(N,) or (B, N) data of distinct values away from `initial` (finite differences), lengths along the last
+    axis per row; empty segments only where an initial value fills them (else max gives -inf, mean NaN)."""
+    reduce = draw(st.sampled_from(["sum", "mean", "prod", "max", "min"]))
+    initial = draw(st.sampled_from([None, 0.25]))
+    batch = draw(st.sampled_from([(), (2,)]))
+    segments = draw(st.integers(1, 3))
+    lengths = np.array([draw(st.lists(st.integers(0 if initial is not None else 1, 3), min_size=segments,
+                                      max_size=segments)) for _ in range(max(1, len(batch) and 2))])
+    lengths[:, -1] += lengths.sum(1).max() - lengths.sum(1)          # every row covers the same length
+    n = int(lengths[0].sum())
+    values = np.asarray(draw(st.permutations(range(int(np.prod(batch + (n,))))))) * 0.37 - 1.1
+    data = np.where(np.abs(values - 0.25) < 0.1, values + 0.2, values).reshape(batch + (n,))
+    return Sample((data, reduce), {"lengths": lengths.reshape(batch + (segments,)), "axis": len(batch),
+                                   "initial": initial})
+
+
+def ref_segment_reduce(data, reduce, lengths, axis, initial):
+    rows = data.reshape(int(np.prod(data.shape[:-1])), data.shape[-1])
+    out = []
+    for row, lens in zip(rows, lengths.reshape(-1, lengths.shape[-1])):
+        parts = np.split(row, np.cumsum(lens)[:-1])
+        extra = [] if initial is None else [initial]
+        if reduce == "mean":
+            out.append([(p.sum() + sum(extra)) / len(p) if len(p) else initial for p in parts])
+        else:
+            fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[reduce]
+            out.append([fn(np.concatenate([p, extra])) for p in parts])
+    return np.asarray(out, dtype=np.float64).reshape(lengths.shape)
+
+
 PRODUCTS = {"numerics": "reductions"}
 OPS = [
     OpInfo("rsub", lambda x, y: fnx.rsub(x, y, alpha=2), lambda x, y: y - 2 * x, binary_sample(scalar_rhs=True)),
@@ -172,6 +204,7 @@ OPS = [
            extra=PRODUCTS),
     OpInfo("narrow_copy", fnx.narrow_copy, lambda x, d, s, n: np.take(x, range(s, s + n), d), narrow_sample()),
     OpInfo("nonzero_static", fnx.nonzero_static, ref_nonzero_static, nonzero_static_sample(), grad=False),
+    OpInfo("segment_reduce", fnx.segment_reduce, ref_segment_reduce, segment_sample(), extra=PRODUCTS),
     OpInfo("convolution", lambda x, w, b, s, p, d, g: fnx.convolution(x, w, b, s, p, d, False, (0, 0), g),
            ref_conv2d, conv_sample(), extra=OWN_EAGER_FORM),
     OpInfo("convolution_transposed", lambda x, w, b, s, p, op, g, d: fnx.convolution(x, w, b, s, p, d, True, op, g),

@@ -227,3 +227,42 @@ def test_lstm_with_projection_and_errors():
         fnx.lstm(x[0], (h0, c0), list(layer.parameters()), False, 1, 0.0, False, False, False)
     with pytest.raises(RuntimeError, match="parameters"):
         fnx.lstm(x, (h0, c0), list(layer.parameters())[:1], False, 1, 0.0, False, False, False)
+
+
+def test_segment_reduce_matches_pytorch():
+    d = fnx.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], dtype=fnx.float64, requires_grad=True)
+    lengths, weights = fnx.tensor([2, 0, 3, 1]), fnx.tensor([1.0, 2.0, 3.0, 4.0], dtype=fnx.float64)
+    # PyTorch 2.13: values, values with initial=2 and gradients of sum(out * weights), empty segments as zeros
+    expected = {"sum": ([3, 0, 12, 6], [5, 2, 14, 8], [1, 1, 3, 3, 3, 4]),
+                "mean": ([1.5, np.nan, 4, 6], [2.5, 2, 14 / 3, 8], [0.5, 0.5, 1, 1, 1, 4]),
+                "max": ([2, -np.inf, 5, 6], [2, 2, 5, 6], [0, 1, 0, 0, 3, 4]),
+                "min": ([1, np.inf, 3, 6], [1, 2, 2, 2], [1, 0, 3, 0, 0, 4]),
+                "prod": ([2, 1, 60, 6], [4, 2, 120, 12], [2, 1, 60, 45, 36, 4])}
+    for reduce, (values, with_initial, grad) in expected.items():
+        out = fnx.segment_reduce(d, reduce, lengths=lengths)
+        np.testing.assert_allclose(out.detach().numpy(), values)
+        np.testing.assert_allclose(fnx.segment_reduce(d, reduce, lengths=lengths, initial=2.0).detach().numpy(),
+                                   with_initial)
+        (g,) = fnx.autograd.grad((out.nan_to_num(0, 0, 0) * weights).sum(), d)
+        np.testing.assert_allclose(g.numpy(), grad)
+    np.testing.assert_array_equal(fnx.segment_reduce(d, "sum", offsets=fnx.tensor([0, 2, 2, 5, 6])).detach().numpy(),
+                                  [3, 0, 12, 6])
+    x = fnx.arange(12.0).reshape(2, 6)
+    assert fnx.segment_reduce(x, "sum", lengths=fnx.tensor([[2, 4], [3, 3]]), axis=1).tolist() == [[1, 14], [21, 30]]
+    assert fnx.segment_reduce(x.T, "amax", lengths=fnx.tensor([2, 4])).tolist() == [[1, 7], [5, 11]]
+    tie = fnx.tensor([3.0, 3.0, 1.0], requires_grad=True)
+    fnx.segment_reduce(tie, "max", lengths=fnx.tensor([3])).sum().backward()
+    assert tie.grad.tolist() == [0.5, 0.5, 0.0]
+    assert fnx.segment_reduce(fnx.ones(3), "sum", lengths=fnx.tensor([1, 1]), unsafe=True).tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("kwargs, match", [({"lengths": fnx.tensor([2, 2])}, "sum to data.size"),
+                                           ({"lengths": fnx.tensor([2, -1, 5])}, "negative"),
+                                           ({}, "Either lengths or offsets"),
+                                           ({"indices": fnx.tensor([0, 1])}, "indices based"),
+                                           ({"lengths": fnx.tensor([[6]])}, "last dimension of lengths")])
+def test_segment_reduce_errors(kwargs, match):
+    with pytest.raises(RuntimeError, match=match):
+        fnx.segment_reduce(fnx.ones(6), "sum", **kwargs)
+    with pytest.raises(RuntimeError, match="must be either sum"):
+        fnx.segment_reduce(fnx.ones(6), "median", lengths=fnx.tensor([6]))
