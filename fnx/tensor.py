@@ -23,8 +23,8 @@ from .device import cpu, device as _device_cls, device_of_array
 from .errors import ConcretizationError, FnxIndexError, FnxRuntimeError, FnxTypeError
 from .storage import TypedStorage, UntypedStorage, in_shared_memory, shared_copy
 
-__all__ = ["Tensor", "Size", "layout", "strided", "check_layout", "Tracer", "parse_to", "is_floating_point", "numel", "is_nonzero",
-           "is_signed", "is_same_size", "get_device", "detach", "typename", "is_storage"]
+__all__ = ["Tensor", "Size", "layout", "strided", "check_layout", "Tracer", "parse_to", "is_floating_point", "numel",
+           "is_nonzero", "is_signed", "is_same_size", "get_device", "detach", "typename", "is_storage"]
 
 
 class Size(tuple):

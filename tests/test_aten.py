@@ -266,3 +266,24 @@ def test_segment_reduce_errors(kwargs, match):
         fnx.segment_reduce(fnx.ones(6), "sum", **kwargs)
     with pytest.raises(RuntimeError, match="must be either sum"):
         fnx.segment_reduce(fnx.ones(6), "median", lengths=fnx.tensor([6]))
+
+
+FACTORIES = {
+    "zeros": lambda **k: fnx.zeros(2, **k), "ones": lambda **k: fnx.ones(2, **k),
+    "empty": lambda **k: fnx.empty(2, **k), "full": lambda **k: fnx.full((2,), 1.0, **k),
+    "zeros_like": lambda **k: fnx.zeros_like(fnx.ones(2), **k),
+    "full_like": lambda **k: fnx.full_like(fnx.ones(2), 3, **k),
+    "arange": lambda **k: fnx.arange(2, **k), "linspace": lambda **k: fnx.linspace(0, 1, 2, **k),
+    "eye": lambda **k: fnx.eye(2, **k), "empty_strided": lambda **k: fnx.empty_strided((2,), (1,), **k),
+    "scalar_tensor": lambda **k: fnx.scalar_tensor(1, **k), "tril_indices": lambda **k: fnx.tril_indices(2, 2, **k),
+    "rand": lambda **k: fnx.rand(2, **k), "randn_like": lambda **k: fnx.randn_like(fnx.ones(2), **k),
+    "randint": lambda **k: fnx.randint(3, (2,), **k), "randperm": lambda **k: fnx.randperm(2, **k),
+    "normal": lambda **k: fnx.normal(0.0, 1.0, (2,), **k), "new_zeros": lambda **k: fnx.ones(1).new_zeros(2, **k),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_factories_take_layout_strided_only(name):
+    assert FACTORIES[name](layout=fnx.strided).layout is fnx.strided
+    with pytest.raises(NotImplementedError, match=f"{name}: layout=fnx.sparse_coo is not supported"):
+        FACTORIES[name](layout=fnx.layout("sparse_coo"))

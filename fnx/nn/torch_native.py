@@ -237,7 +237,8 @@ def lstm(input: Tensor, hx, params, has_biases: bool, num_layers: int, dropout: 
     and hx = (h0, c0); `dropout` between layers when `train`."""
     if not isinstance(hx, Tensor) and len(hx) != 2:
         raise FnxRuntimeError(f"lstm: expected hx to be (h0, c0), got {len(hx)} tensors")
-    return _recurrent("LSTM", "lstm", input, [hx] if isinstance(hx, Tensor) else list(hx), params, has_biases, num_layers, dropout, train, bidirectional,
+    states = [hx] if isinstance(hx, Tensor) else list(hx)   # a tensor: the packed form's batch_sizes
+    return _recurrent("LSTM", "lstm", input, states, params, has_biases, num_layers, dropout, train, bidirectional,
                       batch_first)
 
 

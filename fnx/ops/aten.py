@@ -25,8 +25,8 @@ from .norms import vector_norm
 from .shape import broadcast_to, expand, movedim, reshape
 from .sort import argsort
 
-__all__ = ["range", "newaxis", "rsub", "fill", "adjoint", "is_inference", "constant_pad_nd", "norm_except_dim", "narrow_copy", "unsafe_chunk",
-           "unsafe_split", "unsafe_split_with_sizes", "nonzero_static", "matrix_rank"]
+__all__ = ["range", "newaxis", "rsub", "fill", "adjoint", "is_inference", "constant_pad_nd", "norm_except_dim",
+           "narrow_copy", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes", "nonzero_static", "matrix_rank"]
 
 newaxis = None   # torch.newaxis: `x[:, newaxis]` adds a dim, as None does
 
