@@ -194,6 +194,29 @@ def ref_segment_reduce(data, reduce, lengths, axis, initial):
     return np.asarray(out, dtype=np.float64).reshape(lengths.shape)
 
 
+@st.composite
+def lobpcg_sample(draw):
+    """Symmetric positive definite Q diag(s) Q^T, 3-4 rows (LOBPCG wants 3 per eigenpair), well-separated s."""
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    m, batch = draw(st.integers(3, 4)), draw(st.sampled_from([(), (2,)]))
+    q = np.linalg.qr(rng.standard_normal(batch + (m, m)))[0]
+    values = rng.permutation(0.5 + 0.4 * np.arange(m) + rng.uniform(0, 0.1, m))
+    return Sample(((q * values) @ np.swapaxes(q, -1, -2),), {"largest": draw(st.booleans())})
+
+
+def _lobpcg(lib):
+    """(E, X * X) of the extreme eigenpair of the symmetric part (the squares do not depend on the signs)."""
+    def invariants(a, largest):
+        a = 0.5 * (a + np.swapaxes(a, -1, -2)) if lib is np else 0.5 * (a + a.mT)
+        if lib is fnx:
+            e, x = fnx.lobpcg(a, k=1, largest=largest)
+            return e, x * x
+        e, x = np.linalg.eigh(a)
+        pick = slice(-1, None) if largest else slice(0, 1)
+        return e[..., pick], x[..., pick] ** 2
+    return invariants
+
+
 PRODUCTS = {"numerics": "reductions"}
 OPS = [
     OpInfo("rsub", lambda x, y: fnx.rsub(x, y, alpha=2), lambda x, y: y - 2 * x, binary_sample(scalar_rhs=True)),
@@ -205,6 +228,7 @@ OPS = [
     OpInfo("narrow_copy", fnx.narrow_copy, lambda x, d, s, n: np.take(x, range(s, s + n), d), narrow_sample()),
     OpInfo("nonzero_static", fnx.nonzero_static, ref_nonzero_static, nonzero_static_sample(), grad=False),
     OpInfo("segment_reduce", fnx.segment_reduce, ref_segment_reduce, segment_sample(), extra=PRODUCTS),
+    OpInfo("lobpcg", _lobpcg(fnx), _lobpcg(np), lobpcg_sample(), rtol=1e-4, extra=PRODUCTS),
     OpInfo("convolution", lambda x, w, b, s, p, d, g: fnx.convolution(x, w, b, s, p, d, False, (0, 0), g),
            ref_conv2d, conv_sample(), extra=OWN_EAGER_FORM),
     OpInfo("convolution_transposed", lambda x, w, b, s, p, op, g, d: fnx.convolution(x, w, b, s, p, d, True, op, g),

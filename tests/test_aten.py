@@ -287,3 +287,25 @@ def test_factories_take_layout_strided_only(name):
     assert FACTORIES[name](layout=fnx.strided).layout is fnx.strided
     with pytest.raises(NotImplementedError, match=f"{name}: layout=fnx.sparse_coo is not supported"):
         FACTORIES[name](layout=fnx.layout("sparse_coo"))
+
+
+def test_lobpcg_generalized_problem_and_arguments():
+    scipy_linalg = pytest.importorskip("scipy.linalg")
+    rng = np.random.default_rng(0)
+    m, b = rng.standard_normal((9, 9)), rng.standard_normal((9, 9))
+    A, B = m @ m.T + np.eye(9), b @ b.T + 9 * np.eye(9)
+    values, vectors = scipy_linalg.eigh(A, B)
+    E, X = fnx.lobpcg(fnx.tensor(A), k=2, B=fnx.tensor(B))
+    np.testing.assert_allclose(E.numpy(), values[::-1][:2], rtol=1e-10)
+    np.testing.assert_allclose(np.abs(X.numpy()), np.abs(vectors[:, ::-1][:, :2]), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose((X.mT @ fnx.tensor(B) @ X).numpy(), np.eye(2), atol=1e-12)
+    E, X = fnx.lobpcg(fnx.tensor(A), X=fnx.ones(9, 3, dtype=fnx.float64), largest=False)
+    np.testing.assert_allclose(E.numpy(), np.linalg.eigvalsh(A)[:3], rtol=1e-10)
+    At = fnx.tensor(A, requires_grad=True)
+    E, X = fnx.lobpcg(At, k=2)
+    E.sum().backward()   # d(sum of the top eigenvalues)/dA = X X^T (PyTorch's gradient too)
+    np.testing.assert_allclose(At.grad.numpy(), (X @ X.mT).detach().numpy(), atol=1e-10)
+    with pytest.raises(ValueError, match="smaller than 3 x the number of requested eigenpairs"):
+        fnx.lobpcg(fnx.tensor(A), k=4)
+    with pytest.raises(NotImplementedError, match="tracker"):
+        fnx.lobpcg(fnx.tensor(A), tracker=print)

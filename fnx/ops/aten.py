@@ -17,6 +17,7 @@ from ..core import FnxRuntimeError, FnxTypeError
 from ..tensor import Tensor, canonical_dim, check_layout
 from .arrange import pad as _pad
 from .creation import arange, full
+from .decompositions import cholesky, solve_triangular
 from .elementwise import convert, floor_divide, logical_not, ne, remainder, sub, where
 from .indexing import take_along_dim
 from .joins import chunk, narrow, split, split_with_sizes, stack
@@ -24,9 +25,11 @@ from .least_squares import matrix_rank as _linalg_matrix_rank
 from .norms import vector_norm
 from .shape import broadcast_to, expand, movedim, reshape
 from .sort import argsort
+from .spectral import eigh
 
 __all__ = ["range", "newaxis", "rsub", "fill", "adjoint", "is_inference", "constant_pad_nd", "norm_except_dim",
-           "narrow_copy", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes", "nonzero_static", "matrix_rank"]
+           "narrow_copy", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes", "nonzero_static", "matrix_rank",
+           "lobpcg"]
 
 newaxis = None   # torch.newaxis: `x[:, newaxis]` adds a dim, as None does
 
@@ -148,6 +151,40 @@ def matrix_rank(input: Tensor, tol: float | None = None, symmetric: bool = False
     if not isinstance(input, Tensor):
         raise FnxTypeError(f"matrix_rank: expected a Tensor, got {type(input).__name__}")
     return _linalg_matrix_rank(input, tol=tol, hermitian=symmetric, out=out)
+
+
+def lobpcg(A: Tensor, k: int | None = None, B: Tensor | None = None, X: Tensor | None = None, n: int | None = None,
+           iK=None, niter: int | None = None, tol: float | None = None, largest: bool | None = None,
+           method: str | None = None, tracker=None, ortho_iparams=None, ortho_fparams=None,
+           ortho_bparams=None) -> tuple[Tensor, Tensor]:
+    """The k largest (or, with largest=False, smallest) eigenpairs (E, X) of the symmetric positive definite
+    problem A X = B X diag(E) (B the identity by default), batched over leading dims: E descending (ascending),
+    X's columns B-orthonormal. fnx solves it exactly with a dense eigendecomposition (`linalg.eigh` of
+    L^-1 A L^-T, B = L L^T) rather than LOBPCG's iterations, so the result is LOBPCG's at convergence, its
+    gradient eigh's; `niter`, `tol`, `iK`, `method` and the ortho_* settings change nothing. k defaults to
+    X's columns, else 1; n (default k) is the size of the search space that must fit 3 times in A's rows."""
+    if tracker is not None:
+        raise NotImplementedError("lobpcg: tracker is not supported (fnx solves the problem exactly, with no "
+                                  "iterations to follow)")
+    if method not in (None, "basic", "ortho"):
+        raise FnxRuntimeError(f"lobpcg: method must be 'basic' or 'ortho', got {method!r}")
+    m = A.shape[-1]
+    if A.ndim < 2 or A.shape[-2] != m:
+        raise FnxRuntimeError(f"lobpcg: A must be a (batch of) square matrices, got size {list(A.shape)}")
+    k = (X.shape[-1] if X is not None else 1) if k is None else int(k)
+    n = (X.shape[-1] if X is not None else k) if n is None else int(n)
+    if m < 3 * n:
+        raise ValueError(f"LOBPCG algorithm is not applicable when the number of A rows (={m}) is smaller than 3 x "
+                         f"the number of requested eigenpairs (={n})")
+    whiten = None if B is None else cholesky(B)
+    C = A if whiten is None else solve_triangular(whiten, solve_triangular(whiten, A, upper=False).mT, upper=False)
+    values, vectors = eigh(C)
+    if largest is not False:
+        values, vectors = values.flip(-1), vectors.flip(-1)
+    values, vectors = values[..., :k], vectors[..., :k]
+    if whiten is not None:
+        vectors = solve_triangular(whiten.mT, vectors, upper=True)
+    return values, vectors
 
 
 def resize(self: Tensor, *sizes) -> Tensor:
