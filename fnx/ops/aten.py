@@ -27,7 +27,7 @@ from .shape import broadcast_to, expand, movedim, reshape
 from .sort import argsort
 from .spectral import eigh
 
-__all__ = ["range", "newaxis", "rsub", "fill", "adjoint", "is_inference", "constant_pad_nd", "norm_except_dim",
+__all__ = ["range", "newaxis", "rsub", "fill", "adjoint", "is_inference", "constant_pad_nd", "norm_except_dim", "native_norm",
            "narrow_copy", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes", "nonzero_static", "matrix_rank",
            "lobpcg"]
 
@@ -98,6 +98,12 @@ def norm_except_dim(v: Tensor, pow: int = 2, dim: int = 0) -> Tensor:
     d = canonical_dim(dim, v.ndim, "norm_except_dim")
     norms = vector_norm(reshape(movedim(v, d, 0), (v.shape[d], -1)), pow, dim=1)
     return reshape(norms, tuple(n if i == d else 1 for i, n in enumerate(v.shape)))
+
+
+def native_norm(input: Tensor, p=2, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """ATen's norm: the `p`-norm (None: 2) of all of `input`, or over `dim` (PyTorch implements it for sparse
+    tensors only; fnx's tensors are dense, so this is `linalg.vector_norm`)."""
+    return vector_norm(input, 2 if p is None else p, dim=dim, keepdim=keepdim, dtype=dtype)
 
 
 def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
