@@ -309,3 +309,16 @@ def test_lobpcg_generalized_problem_and_arguments():
         fnx.lobpcg(fnx.tensor(A), k=4)
     with pytest.raises(NotImplementedError, match="tracker"):
         fnx.lobpcg(fnx.tensor(A), tracker=print)
+
+
+def test_native_norm_and_elman_cells():
+    x = fnx.arange(6.0).reshape(2, 3)
+    np.testing.assert_allclose(fnx.native_norm(x).item(), np.sqrt(55), rtol=1e-6)
+    np.testing.assert_allclose(fnx.native_norm(x, 1, [1], True, None).numpy(), [[3.0], [12.0]])
+    assert fnx.native_norm(x, None, [1], False, fnx.float64).dtype is fnx.float64
+    fnx.manual_seed(0)
+    for nonlinearity, step in (("tanh", fnx.rnn_tanh_cell), ("relu", fnx.rnn_relu_cell)):
+        layer = fnx.nn.RNNCell(3, 4, nonlinearity=nonlinearity)
+        inp, h = fnx.randn(2, 3), fnx.randn(2, 4)
+        np.testing.assert_allclose(step(inp, h, layer.weight_ih, layer.weight_hh, layer.bias_ih, layer.bias_hh)
+                                   .detach().numpy(), layer(inp, h).detach().numpy(), rtol=1e-6)
