@@ -322,3 +322,33 @@ def test_native_norm_and_elman_cells():
         inp, h = fnx.randn(2, 3), fnx.randn(2, 4)
         np.testing.assert_allclose(step(inp, h, layer.weight_ih, layer.weight_hh, layer.bias_ih, layer.bias_hh)
                                    .detach().numpy(), layer(inp, h).detach().numpy(), rtol=1e-6)
+
+
+# PyTorch 2.13's positional parameters (ATen schemas, `self` named `input` as torch's Python binding names it)
+SIGNATURES = {
+    "range": "start= end= step=", "rsub": "input other alpha=", "fill": "input value", "adjoint": "input",
+    "constant_pad_nd": "input pad value=", "norm_except_dim": "v pow= dim=", "narrow_copy": "input dim start length",
+    "unsafe_chunk": "input chunks dim=", "unsafe_split": "tensor split_size_or_sections dim=",
+    "unsafe_split_with_sizes": "input split_sizes dim=", "nonzero_static": "input",
+    "matrix_rank": "input tol= symmetric=", "segment_reduce": "data reduce",
+    "convolution": "input weight bias stride padding dilation transposed output_padding groups",
+    "native_layer_norm": "input normalized_shape weight bias eps",
+    "native_batch_norm": "input weight bias running_mean running_var training momentum eps",
+    "native_group_norm": "input weight bias N C HxW group eps", "native_dropout": "input p train",
+    "native_channel_shuffle": "input groups", "conv_tbc": "input weight bias pad=",
+    "embedding_renorm_": "input indices max_norm norm_type",
+    "grid_sampler": "input grid interpolation_mode padding_mode align_corners",
+    "affine_grid_generator": "theta size align_corners",
+    "lstm": "input hx params has_biases num_layers dropout train bidirectional batch_first",
+    "gru": "input hx params has_biases num_layers dropout train bidirectional batch_first",
+    "lstm_cell": "input hx w_ih w_hh b_ih= b_hh=", "gru_cell": "input hx w_ih w_hh b_ih= b_hh=",
+    "lobpcg": "A k= B= X= n= iK= niter= tol= largest= method= tracker= ortho_iparams= ortho_fparams= ortho_bparams=",
+}
+
+
+def test_signatures_are_pytorchs():
+    import inspect
+
+    for name, recorded in SIGNATURES.items():
+        params = [p for p in inspect.signature(getattr(fnx, name)).parameters.values() if p.kind is not p.KEYWORD_ONLY]
+        assert " ".join(p.name + ("=" if p.default is not p.empty else "") for p in params) == recorded, name

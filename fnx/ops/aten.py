@@ -1,7 +1,7 @@
 """PyTorch's remaining top-level tensor functions: the deprecated `range`, `rsub`, `fill`, `constant_pad_nd`,
-`norm_except_dim`, `narrow_copy`, the `unsafe_` splits, the static-size `nonzero_static`, the deprecated
-`matrix_rank` and the non-in-place `resize` / `resize_as`, each a composition of fnx ops (so gradients,
-vmap and compile come with them).
+`norm_except_dim`, `native_norm`, `narrow_copy`, the `unsafe_` splits, the static-size `nonzero_static`, the
+deprecated `matrix_rank`, `lobpcg` (solved exactly) and the non-in-place `resize` / `resize_as`, each a composition
+of fnx ops (so gradients, vmap and compile come with them).
 
 PyTorch's "unsafe" splits differ from the plain ones only in skipping autograd's view bookkeeping; fnx's views
 need none, so they are `split` / `chunk`. `nonzero_static` has a fixed output size and so, unlike `nonzero`,
@@ -27,9 +27,9 @@ from .shape import broadcast_to, expand, movedim, reshape
 from .sort import argsort
 from .spectral import eigh
 
-__all__ = ["range", "newaxis", "rsub", "fill", "adjoint", "is_inference", "constant_pad_nd", "norm_except_dim", "native_norm",
-           "narrow_copy", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes", "nonzero_static", "matrix_rank",
-           "lobpcg"]
+__all__ = ["range", "newaxis", "rsub", "fill", "adjoint", "is_inference", "constant_pad_nd", "norm_except_dim",
+           "native_norm", "narrow_copy", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes", "nonzero_static",
+           "matrix_rank", "lobpcg"]
 
 newaxis = None   # torch.newaxis: `x[:, newaxis]` adds a dim, as None does
 
