@@ -8,6 +8,7 @@ import pytest
 
 import fnx
 import fnx.nn.functional as F
+from test_nn_torch_level import positional_parameters
 
 
 def test_range_is_end_inclusive_float_and_deprecated():
@@ -347,8 +348,5 @@ SIGNATURES = {
 
 
 def test_signatures_are_pytorchs():
-    import inspect
-
     for name, recorded in SIGNATURES.items():
-        params = [p for p in inspect.signature(getattr(fnx, name)).parameters.values() if p.kind is not p.KEYWORD_ONLY]
-        assert " ".join(p.name + ("=" if p.default is not p.empty else "") for p in params) == recorded, name
+        assert positional_parameters(getattr(fnx, name)) == recorded, name
