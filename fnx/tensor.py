@@ -417,6 +417,9 @@ class Tensor:
         """Make this tensor view other memory, in place: `set_(tensor)` shares `tensor`'s elements, shape and
         strides; `set_(storage, storage_offset, size, stride)` views a CPU storage (`untyped_storage()`) from
         `storage_offset` elements on; `set_()` leaves it empty (shape (0,)). Not for leaves that require grad."""
+        if isinstance(self, Tracer):
+            raise NotImplementedError("Tensor.set_ under fnx transforms (grad, vmap, compile): it swaps the memory "
+                                      "a concrete tensor views; call it outside the transform")
         if self._requires_grad and self._node is None:
             raise FnxRuntimeError("set_: a leaf Variable that requires grad is being used in an in-place operation.")
         if isinstance(source, Tensor):

@@ -107,6 +107,8 @@ def test_set_and_is_set_to_share_memory():
         fnx.ones(2, requires_grad=True).set_(fnx.zeros(2))
     with pytest.raises(RuntimeError, match="dtype"):
         fnx.ones(2).set_(fnx.zeros(2, dtype=fnx.float64))
+    with pytest.raises(NotImplementedError, match="under fnx transforms"):
+        fnx.vmap(lambda t: t.set_(t))(fnx.ones(2, 2))
 
 
 def test_tensor_queries():
