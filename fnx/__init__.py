@@ -8,7 +8,7 @@ from .dtypes import (bfloat16, bool, can_cast, cdouble, cfloat, complex64, compl
                      float16, float32, float64,
                      get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long, promote_types, result_type,
                      set_default_dtype, set_flush_denormal, short, uint8)
-from .tensor import Size, Tensor, layout, strided
+from .tensor import Size, Tensor, layout, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr, strided
 from .tensor import (detach, get_device, is_floating_point, is_nonzero, is_same_size, is_signed, is_storage, numel,
                      typename)
 from . import autograd
@@ -44,6 +44,9 @@ from .ops.lu import legacy_lu as lu, legacy_lu_solve as lu_solve, lu_unpack
 from .ops.control import cond, fori_loop, scan, switch, while_loop
 from . import fft, linalg
 from . import _methods  # noqa: F401  (attaches ops to Tensor)
+from . import sparse  # torch.sparse; sparse COO tensors
+from .sparse import (dsmm, hspmm, smm, sparse_bsc_tensor, sparse_bsr_tensor, sparse_compressed_tensor,
+                     sparse_coo_tensor, sparse_csc_tensor, sparse_csr_tensor, spmm)
 from . import numpy  # jnp: the NumPy API with JAX's semantics
 from . import cuda, random, tree, version
 from .determinism import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,
@@ -66,6 +69,12 @@ from .utils.dlpack import from_dlpack, to_dlpack  # torch.from_dlpack takes DLPa
 from . import amp, cpu
 from . import signal  # torch.signal.windows
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
+from .amp import (clear_autocast_cache, is_autocast_cache_enabled, set_autocast_cache_enabled, set_autocast_dtype,
+                  set_autocast_enabled)
+from .amp.legacy_paths import (get_autocast_cpu_dtype, get_autocast_gpu_dtype, is_autocast_cpu_enabled,
+                               set_autocast_cpu_dtype, set_autocast_cpu_enabled, set_autocast_gpu_dtype)
+from ._warn import is_warn_always_enabled, set_warn_always
+from . import quasirandom, rng  # torch.quasirandom, torch.random (fnx.random is JAX's); fnx.hub: imported on use
 from .cuda import amp as _cuda_amp  # noqa: F401  (fnx.cuda.amp: PyTorch's deprecated torch.cuda.amp names)
 from . import distributions
 from . import func  # torch.func's names for the transforms

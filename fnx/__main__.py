@@ -56,8 +56,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _launch(args: argparse.Namespace) -> int:
     """torchrun on one machine: N processes running the script, each with RANK, LOCAL_RANK, WORLD_SIZE,
-    LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (what init_process_group("gloo") reads). When one fails
-    the others are stopped; the exit status is the first failure's."""
+    LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (what init_process_group("gloo") reads) and TORCHELASTIC_RUN_ID
+    set. When one fails the others are stopped; the exit status is the first failure's."""
     n = args.nproc_per_node
     if args.master_port:
         port = args.master_port
@@ -68,7 +68,8 @@ def _launch(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "fnx", "run", *(["--jax"] if args.jax else []), args.script, *args.args]
     ranks = [subprocess.Popen(command, env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n),
                                                 LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
-                                                MASTER_PORT=str(port))) for r in range(n)]
+                                                MASTER_PORT=str(port), TORCHELASTIC_RUN_ID=f"fnx-{port}"))
+             for r in range(n)]
     status = 0
     while any(p.poll() is None for p in ranks):
         failed = [p.returncode for p in ranks if p.returncode not in (None, 0)]

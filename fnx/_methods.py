@@ -20,6 +20,7 @@ from .ops.indexing import _put_functional, _values
 from .ops.inplace import rebind_
 from .numpy.at import IndexUpdateHelper
 from .numpy.creation import astype as _astype
+from .sparse import METHODS as _SPARSE_METHODS
 from .tensor import Tensor, Tracer, init_from_array, parse_to
 
 _METHODS = {
@@ -72,6 +73,7 @@ for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, lin
                 scatters, statistics, aten):
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
+attach(_SPARSE_METHODS)
 for _dunder, _name in _INPLACE_OPERATORS.items():
     setattr(Tensor, _dunder, getattr(Tensor, _name))
 Tensor.fill_ = inplace.fill_

@@ -27,6 +27,9 @@ through these hooks, each set once when its module is imported, never by a funct
   None where it does not (a small array, no C compiler), and the primitive's numpy impl runs.
 - `profile_hook(name)`, set by fnx.profiler while a profile records (None otherwise): a context manager that
   records a range; a compiled function's executable runs inside one.
+- `sparse_hook(prim, args, params)`, set by fnx.sparse: runs a primitive that failed on an argument of a sparse
+  layout (whose array is a stand-in that refuses numpy) as the sparse form of the op, or raises an error that names
+  it. It is reached only from the failure path, so dense ops pay nothing for it.
 
 The Tensor methods that call upward are attached to the class by their layer at import, in the same
 spirit: the constructor, `to` and a tracer's `__setitem__`/`detach` by fnx._methods (ops), and
@@ -44,7 +47,7 @@ import numpy as np
 from .abstract import ShapedArray
 from .device import cpu as _cpu, device_of_array
 from .errors import FnxIndexError, FnxRuntimeError, FnxTypeError, FnxValueError, _FnxError  # noqa: F401 (re-exported)
-from .tensor import Tensor as _Tensor, Tracer, from_array
+from .tensor import Tensor as _Tensor, Tracer, from_array, strided as _strided
 
 __all__ = ["Primitive", "bind", "ShapedArray", "Trace", "Tracer", "MainTrace", "new_main"]
 
@@ -207,6 +210,7 @@ record_multiple_hook = None  # set by fnx.autograd.function: one node for an eag
 stage_created_hook = None  # set by fnx.transforms.tracing: a tensor made while staging becomes a jaxpr constant
 eager_kernel_hook = None  # set by fnx.lowering.eager_kernels: a primitive's C kernel on a large CPU array
 profile_hook = None  # set by fnx.profiler while a profile records: a range around a compiled call
+sparse_hook = None  # set by fnx.sparse: a primitive applied to a sparse COO tensor
 
 
 def set_grad_enabled_flag(flag: bool) -> bool:
@@ -247,13 +251,14 @@ def bind(prim: Primitive, *args, **params):
             out = prim.impl(dev._xp, *[a._value for a in args], **params)
     except _FnxError:
         raise
-    except AttributeError as e:
-        bad = [type(a).__name__ for a in args if not isinstance(a, _Tensor)]
-        if bad:
-            raise FnxTypeError(f"{prim.name}(): arguments must be Tensors, got {', '.join(bad)}; wrap values "
-                               f"with fnx.tensor(...)") from e
-        raise explain_failure(prim, args, params, e) from e
     except Exception as e:
+        if any(isinstance(a, _Tensor) and a.layout is not _strided for a in args):
+            return sparse_hook(prim, args, params)
+        if isinstance(e, AttributeError):
+            bad = [type(a).__name__ for a in args if not isinstance(a, _Tensor)]
+            if bad:
+                raise FnxTypeError(f"{prim.name}(): arguments must be Tensors, got {', '.join(bad)}; wrap values "
+                                   f"with fnx.tensor(...)") from e
         raise explain_failure(prim, args, params, e) from e
     if type(out) is not _ndarray:
         if prim.multiple_results:

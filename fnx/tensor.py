@@ -23,8 +23,9 @@ from .device import cpu, device as _device_cls, device_of_array
 from .errors import ConcretizationError, FnxIndexError, FnxRuntimeError, FnxTypeError
 from .storage import TypedStorage, UntypedStorage, in_shared_memory, shared_copy
 
-__all__ = ["Tensor", "Size", "layout", "strided", "check_layout", "Tracer", "parse_to", "is_floating_point", "numel",
-           "is_nonzero", "is_signed", "is_same_size", "get_device", "detach", "typename", "is_storage"]
+__all__ = ["Tensor", "Size", "layout", "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
+           "check_layout", "Tracer", "parse_to", "is_floating_point", "numel", "is_nonzero",
+           "is_signed", "is_same_size", "get_device", "detach", "typename", "is_storage"]
 
 
 class Size(tuple):
@@ -119,7 +120,7 @@ class Tensor:
 
     @property
     def is_sparse(self) -> bool:
-        """Always False: fnx tensors are dense (PyTorch's sparse layouts are not supported)."""
+        """Whether the tensor is a sparse COO tensor (fnx.sparse); False for a dense one."""
         return False
 
     def get_device(self) -> int:
@@ -163,7 +164,7 @@ class Tensor:
 
     @property
     def layout(self) -> layout:
-        """`strided`: every fnx tensor is dense."""
+        """How the elements are stored: `strided` (dense), or `sparse_coo` for a sparse tensor (fnx.sparse)."""
         return strided
 
     def is_neg(self) -> bool:
@@ -915,20 +916,25 @@ class _Named:
 
 
 class layout(_Named):
-    """How a tensor's elements are stored (torch.layout): fnx has only `strided`, dense elements at strides (no
-    sparse layouts)."""
+    """How a tensor's elements are stored (torch.layout): `strided`, dense elements at strides, or `sparse_coo`,
+    the indices and values of the nonzero entries (fnx.sparse)."""
 
     __slots__ = ()
 
 
 strided = layout("strided")
+sparse_coo = layout("sparse_coo")
+# PyTorch's compressed layouts: names to compare against; fnx makes no tensors of them (fnx.sparse raises)
+sparse_csr, sparse_csc, sparse_bsr, sparse_bsc = (layout(n) for n in ("sparse_csr", "sparse_csc", "sparse_bsr",
+                                                                      "sparse_bsc"))
 
 
 def check_layout(op: str, value) -> None:
-    """A factory's `layout=`: None or `strided` (fnx's only layout); another raises, naming it."""
+    """A factory's `layout=`: None or `strided` (fnx's factories make dense tensors); another raises, naming it."""
     if value is not None and value is not strided:
-        raise NotImplementedError(f"{op}: layout={value!r} is not supported; fnx tensors are dense "
-                                  f"(layout=torch.strided)")
+        raise NotImplementedError(f"{op}: layout={value!r} is not supported; fnx's factories make dense tensors "
+                                  f"(layout=torch.strided): build sparse COO ones with torch.sparse_coo_tensor or "
+                                  f"Tensor.to_sparse()")
 
 
 class memory_format(_Named):

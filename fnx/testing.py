@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as _dt
+from ._warn import warn
 from .ops.creation import tensor
 from .ops.sampling import rand, randint
 from .tensor import Tensor
 
-__all__ = ["assert_close", "make_tensor"]
+__all__ = ["assert_close", "assert_allclose", "make_tensor"]
 
 # (rtol, atol) by dtype, PyTorch's defaults
 _TOLERANCES = {_dt.float16: (1e-3, 1e-5), _dt.bfloat16: (1.6e-2, 1e-5), _dt.float32: (1.3e-6, 1e-5),
@@ -42,6 +43,25 @@ def assert_close(actual: Any, expected: Any, *, allow_subclasses: bool = True, r
         raise ValueError(f"Both 'rtol' and 'atol' must be either specified or omitted, but got no "
                          f"{'atol' if atol is None else 'rtol'}.")
     _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, check_stride, msg, ())
+
+
+# assert_allclose's (rtol, atol) by dtype, the larger of the two inputs' applying; (0, 0) for the others
+_ALLCLOSE_TOLERANCES = {_dt.float16: (1e-3, 1e-3), _dt.float32: (1e-4, 1e-5), _dt.float64: (1e-5, 1e-8)}
+
+
+def assert_allclose(actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None,
+                    equal_nan: bool = True, msg: str = "") -> None:
+    """Deprecated since PyTorch 1.12 (warns a FutureWarning): `assert_close` without the dtype check, with
+    NaNs equal by default and its own default tolerances; a non-tensor `expected` takes `actual`'s dtype."""
+    warn("`torch.testing.assert_allclose()` is deprecated since 1.12 and will be removed in a future release. "
+         "Please use `torch.testing.assert_close()` instead. You can find detailed upgrade instructions in "
+         "https://github.com/pytorch/pytorch/issues/61844.", FutureWarning)
+    actual = actual if isinstance(actual, Tensor) else tensor(actual)
+    expected = expected if isinstance(expected, Tensor) else tensor(expected, dtype=actual.dtype)
+    if rtol is None and atol is None:
+        rtol, atol = map(max, zip(*(_ALLCLOSE_TOLERANCES.get(t.dtype, (0.0, 0.0)) for t in (actual, expected))))
+    assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_device=True, check_dtype=False,
+                 check_stride=False, msg=msg or None)
 
 
 def _compare(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, check_stride, msg, path) -> None:

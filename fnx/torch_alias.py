@@ -35,7 +35,7 @@ _TORCH = Alias(
              "torch.nn.parallel.data_parallel": "fnx.nn.data_parallel",
              "torch.autograd.functional": "fnx.autograd_functional",
              "torch.autograd.forward_ad": "fnx.transforms.forward_ad", "torch.jit": "fnx.torchscript",
-             "torch.autograd.profiler": "fnx.profiler", **_DISTRIBUTIONS},
+             "torch.autograd.profiler": "fnx.profiler", "torch.random": "fnx.rng", **_DISTRIBUTIONS},
     help="use what fnx offers instead (README 'Porting from PyTorch' lists the differences), or run the program "
          "with real PyTorch (plain `python`, without `-m fnx run` / fnx.install_torch_alias())",
     shim=os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch_shim"),

@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import fnx.nn.functional as F
+from fnx.nn.attention.flex_attention import create_block_mask, flex_attention
 from fnx.nn.functional_attention import attention_p, attention_vjp_p
 from op_db import OpInfo, Sample, floats
 from op_db_lax import ref_sdpa
@@ -76,6 +77,26 @@ def attention_sample(draw, kernel_sized=False, cotangent=False, kwargs=False):
     return Sample((q, k, v, *g, causal))
 
 
+def _alibi(score, b, h, q_idx, kv_idx):
+    return score + 0.25 * (h + 1) * (kv_idx - q_idx)
+
+
+def flex_alibi(q, k, v, is_causal):
+    """flex_attention with an ALiBi score_mod, causal through a block mask (blocks of 2) when `is_causal`."""
+    block_mask = None
+    if is_causal:
+        block_mask = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, None, None, q.shape[-2],
+                                       k.shape[-2], device=q.device, BLOCK_SIZE=2)
+    return flex_attention(q, k, v, _alibi, block_mask, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def ref_flex_alibi(q, k, v, is_causal):
+    heads, (length, keys) = np.arange(q.shape[1])[:, None, None], q.shape[-2:-1] + k.shape[-2:-1]
+    s = _scores(q, k, is_causal) + 0.25 * (heads + 1) * (np.arange(keys) - np.arange(length)[:, None])
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return w / w.sum(-1, keepdims=True) @ np.repeat(v, q.shape[1] // k.shape[1], 1)
+
+
 # float32 over kernel-sized samples: a query gradient sums ~20 keys of products whose terms reach ~50 (values in
 # [-3, 3], 4-5 features) and cancel where the scores are flat (all-equal inputs give exactly 0 in float64): float32
 # rounding leaves up to ~20 * 50 * 3 * 6e-8 = 2e-4 there, beyond the table's default 1e-5
@@ -90,6 +111,8 @@ OPS = [
            extra={"numerics": "reductions"}),
     OpInfo("attention_vjp_kernel_sized", attention_vjp, ref_attention_vjp,
            attention_sample(kernel_sized=True, cotangent=True), extra=KERNEL_SIZED_F32),
+    OpInfo("nn.attention.flex_attention", flex_alibi, ref_flex_alibi, attention_sample(),
+           extra={"numerics": "reductions"}),
     OpInfo("nn.functional.scaled_dot_product_attention_kernel_sized", F.scaled_dot_product_attention, ref_sdpa,
            attention_sample(kernel_sized=True, kwargs=True), double_grad=True, extra=KERNEL_SIZED_F32),
 ]

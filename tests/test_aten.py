@@ -289,7 +289,7 @@ FACTORIES = {
 def test_factories_take_layout_strided_only(name):
     assert FACTORIES[name](layout=fnx.strided).layout is fnx.strided
     with pytest.raises(NotImplementedError, match=f"{name}: layout=fnx.sparse_coo is not supported"):
-        FACTORIES[name](layout=fnx.layout("sparse_coo"))
+        FACTORIES[name](layout=fnx.sparse_coo)
 
 
 def test_lobpcg_generalized_problem_and_arguments():

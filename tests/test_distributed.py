@@ -44,8 +44,8 @@ def _run(args: list, timeout: float) -> subprocess.CompletedProcess:
                           cwd=ROOT)
 
 
-def _launch(worker: str, ranks: int = 2, timeout: float = 90) -> subprocess.CompletedProcess:
-    return _run([_mpiexec(), "-n", str(ranks), sys.executable, str(WORKERS / worker)], timeout)
+def _launch(worker: str, ranks: int = 2, timeout: float = 90, args=()) -> subprocess.CompletedProcess:
+    return _run([_mpiexec(), "-n", str(ranks), sys.executable, str(WORKERS / worker), *args], timeout)
 
 
 def _assert_ok(proc: subprocess.CompletedProcess, ranks: int = 2) -> str:
@@ -59,6 +59,18 @@ def _assert_ok(proc: subprocess.CompletedProcess, ranks: int = 2) -> str:
 def test_collectives_on_two_ranks_match_numpy():
     out = _assert_ok(_launch("worker_collectives.py"))
     assert out.count("mismatch error") == 4, out  # two mismatched calls, reported on both ranks
+
+
+@pytest.mark.parametrize("backend", ["mpi", "gloo"])
+def test_reduce_gather_scatter_p2p_objects_and_groups_on_three_ranks(backend):
+    """worker_more.py checks the collectives beyond all_reduce (reduce, gather, scatter, all_to_all(_single),
+    send/recv, batch_isend_irecv, the object collectives, new_group) on MPI and on the TCP backend."""
+    if backend == "mpi":
+        proc = _launch("worker_more.py", ranks=3, timeout=120, args=["mpi"])
+    else:
+        proc = _run([sys.executable, "-m", "fnx", "run", "--nproc-per-node", "3", str(WORKERS / "worker_more.py"),
+                     "gloo"], timeout=120)
+    _assert_ok(proc, ranks=3)
 
 
 def test_data_parallel_training_matches_one_process():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fnx.distributed.liveness import DistBackendError
-from fnx.distributed.tcp import TCPBackend
+from fnx.distributed.tcp import connect
 
 
 def _port() -> int:
@@ -23,7 +23,7 @@ def _ranks(size: int, body, timeout: float = 20.0) -> list:
     def run(rank):
         backend = None
         try:
-            backend = TCPBackend(rank, size, "localhost", port, timeout)
+            backend = connect(rank, size, "localhost", port, timeout)
             results[rank] = body(backend)
         except Exception as e:   # handed to the test
             results[rank] = e
@@ -100,4 +100,48 @@ def test_ranks_that_disagree_or_leave_raise_naming_them():
 
 def test_a_rank_that_never_comes_is_named():
     with pytest.raises(DistBackendError, match=r"for ranks \[1\] to connect"):
-        TCPBackend(0, 2, "localhost", _port(), 0.3)
+        connect(0, 2, "localhost", _port(), 0.3)
+
+
+def test_messages_between_any_two_ranks_go_through_rank_0():
+    """Point-to-point messages (numbered per peer and tag), the variable-size byte exchange and a group of ranks
+    1 and 2 all travel through rank 0's relay; a rank that leaves fails the receive waiting for it."""
+    def body(b):
+        r, out = b.rank, {}
+        out["v"] = [g.tolist() for g in b.alltoallv([np.full(r + d, 10 * r + d, np.uint8) for d in range(3)], "a2a")]
+        if r == 1:
+            for value, tag in ((1.0, 5), (2.0, 6), (3.0, 5)):
+                b.send(np.array([value]), 2, tag, False)
+        elif r == 2:
+            first, other, second, found = np.empty(1), np.empty(1), np.empty(1), []
+            later = b.recv(other, 1, 6, found)     # posted first, finished last
+            b.recv(first, None, 5, found).wait()   # any source
+            b.recv(second, 1, 5, found).wait()
+            later.wait()
+            out["p2p"] = [first[0], second[0], other[0], found]
+        group = b.subgroup([1, 2], 1, 5.0)
+        if group is not None:
+            total = np.empty(1)
+            group.all_reduce(np.array([float(r)]), total, "sum", False)
+            out["group"] = (group.rank, total.tolist())
+        return out
+
+    results = _ranks(3, body)
+    for r, res in enumerate(results):
+        assert not isinstance(res, Exception), res
+        assert res["v"] == [[10 * s + r] * (s + r) for s in range(3)]
+    assert results[2]["p2p"] == [1.0, 3.0, 2.0, [1, 1, 1]]
+    assert "group" not in results[0] and results[1]["group"] == (0, [3.0]) and results[2]["group"] == (1, [3.0])
+
+    def leaving(b):
+        if b.rank == 0:   # relays until rank 2 is done
+            b.link.take({2: "done"}, "done", 10.0)
+        elif b.rank == 2:
+            try:
+                b.recv(np.empty(1), 1, 0, []).wait()
+            finally:
+                b.link.post(0, "done", {}, None)
+
+    errors = _ranks(3, leaving)
+    assert isinstance(errors[2], DistBackendError), errors
+    assert "rank 1 closed its connection (it exited or crashed) before rank 2 heard from rank 1" in str(errors[2])

@@ -23,7 +23,8 @@ LAYERS = [
     # Primitive, bind, the trace stack; the jaxpr IR and its evaluator; FNX_DEBUG's op log (it wraps Primitive.impl)
     ("core", ["fnx.core", "fnx.ir", "fnx.debug"]),
     ("rule builders", ["fnx.ops._batching"]),  # the batching interpreter and batch rule builders primitives use
-    ("ops", ["fnx.ops", "fnx.random", "fnx.linalg", "fnx.fft", "fnx.cuda", "fnx.accelerator", "fnx.numpy"]),
+    ("ops", ["fnx.ops", "fnx.random", "fnx.rng", "fnx.linalg", "fnx.fft", "fnx.cuda", "fnx.accelerator", "fnx.numpy",
+             "fnx.sparse"]),
     ("tensor methods", ["fnx._methods"]),
     ("autograd", ["fnx.autograd"]),
     # cond / while_loop / scan hold jaxprs: their jvp, vjp and batch rules transform the body (as JAX's
@@ -33,6 +34,7 @@ LAYERS = [
     ("compile", ["fnx.transforms.compile"]),  # the compile transform: stages with transforms, runs lowering's kernels
     ("distributed", ["fnx.distributed"]),  # collectives: ops and vmap rules; nn.parallel and data build on them
     ("libraries", ["fnx.nn", "fnx.optim", "fnx.func", "fnx.autograd_functional", "fnx.data", "fnx.serialization",
+                   "fnx.hub", "fnx.quasirandom",   # torch.hub (reads checkpoints with fnx.load), torch.quasirandom
                    "fnx.export", "fnx.utils",
                    # fnx.special: torch.special's names, softmax among them; fnx.lax, fnx.scipy: JAX's
                    "fnx.distributions", "fnx.special", "fnx.signal", "fnx.lax", "fnx.scipy", "fnx.example_libraries",

@@ -277,3 +277,122 @@ def test_transformer_decoder_and_full_model_shapes():
     assert out.shape == (2, 4, 8)
     names = list(model.state_dict())
     assert "decoder.layers.0.multihead_attn.in_proj_weight" in names and "encoder.norm.weight" in names
+
+
+# ---------------------------------------------------------------- torch.nn.attention: backends and causal biases
+from fnx.nn.attention import SDPAParams, SDPBackend, can_use_flash_attention, sdpa_kernel  # noqa: E402
+from fnx.nn.attention.bias import CausalBias, CausalVariant, causal_lower_right, causal_upper_left  # noqa: E402
+
+
+def _primitives(fn, *args) -> set:
+    return {eqn.prim.name for eqn in fnx.make_jaxpr(fn)(*args).jaxpr.eqns}
+
+
+def test_sdpa_kernel_sets_the_switches_inside_the_block_and_restores_them():
+    cuda = fnx.backends.cuda
+    assert cuda.flash_sdp_enabled() and cuda.math_sdp_enabled() and cuda.mem_efficient_sdp_enabled()
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION) as context:
+        assert context == {}
+        assert cuda.flash_sdp_enabled() and not cuda.math_sdp_enabled() and not cuda.cudnn_sdp_enabled()
+        with sdpa_kernel([SDPBackend.MATH, SDPBackend.MATH]):
+            assert cuda.math_sdp_enabled() and not cuda.flash_sdp_enabled()
+        assert cuda.flash_sdp_enabled() and not cuda.math_sdp_enabled()
+    assert cuda.flash_sdp_enabled() and cuda.math_sdp_enabled() and cuda.cudnn_sdp_enabled()
+    with pytest.warns(FutureWarning, match="sdpa_kernel"), \
+            cuda.sdp_kernel(enable_flash=False, enable_mem_efficient=False):
+        assert cuda.math_sdp_enabled() and not cuda.flash_sdp_enabled()
+    cuda.enable_math_sdp(False)
+    try:
+        assert not cuda.math_sdp_enabled()
+    finally:
+        cuda.enable_math_sdp(True)
+    with pytest.raises(AssertionError, match="instance of SDPBackend"):
+        with sdpa_kernel("math"):
+            pass
+    assert (repr(SDPBackend.MATH), str(SDPBackend.FLASH_ATTENTION), int(SDPBackend.CUDNN_ATTENTION)) == \
+        ("<SDPBackend.MATH: 0>", "SDPBackend.FLASH_ATTENTION", 3)
+
+
+def test_sdpa_backends_are_pytorch_cpus_flash_and_math():
+    """FLASH_ATTENTION runs the fused primitive, MATH the composition; a block of backends the CPU lacks, or of
+    fused ones that cannot take the call (dropout, broadcast batches), raises PyTorch's errors."""
+    q, k = fnx.randn(1, 2, 3, 4), fnx.randn(1, 2, 5, 4)
+    sdpa = lambda q, k: F.scaled_dot_product_attention(q, k, k)  # noqa: E731
+    assert "attention" in _primitives(sdpa, q, k)
+    with sdpa_kernel(SDPBackend.MATH):
+        assert "attention" not in _primitives(sdpa, q, k)
+        math_out = sdpa(q, k)
+    with sdpa_kernel([SDPBackend.MATH, SDPBackend.FLASH_ATTENTION], set_priority=True):
+        assert "attention" not in _primitives(sdpa, q, k)
+    assert "attention" in _primitives(sdpa, q, k)   # the priority order is restored too
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        np.testing.assert_allclose(npy(sdpa(q, k)), npy(math_out), atol=1e-6)
+        F.scaled_dot_product_attention(q, k, k, attn_mask=fnx.ones(3, 5, dtype=fnx.bool))
+        with pytest.raises(RuntimeError, match="No available kernel.*dropout"):
+            F.scaled_dot_product_attention(q, k, k, dropout_p=0.5)
+        with pytest.raises(RuntimeError, match="No available kernel.*broadcasting"):
+            F.scaled_dot_product_attention(q, k.expand(2, 2, 5, 4), k.expand(2, 2, 5, 4))
+    for backends in (SDPBackend.EFFICIENT_ATTENTION, [SDPBackend.CUDNN_ATTENTION, SDPBackend.OVERRIDEABLE], []):
+        with sdpa_kernel(backends), pytest.raises(RuntimeError, match="No viable backend"):
+            sdpa(q, k)
+
+
+def test_can_use_flash_attention_gives_the_fused_paths_reasons():
+    q, k = fnx.randn(2, 4, 3, 8), fnx.randn(2, 2, 5, 8)
+    assert can_use_flash_attention(SDPAParams(q, k, k, None, 0.0, False, True))
+    assert can_use_flash_attention(SDPAParams(q, q, q, fnx.ones(1, 4, 3, 1, dtype=fnx.bool), 0.0, False))
+    assert not fnx.backends.cuda.can_use_efficient_attention(SDPAParams(q, q, q, None, 0.0, False))
+    with pytest.warns(UserWarning, match="num_heads"):
+        assert not can_use_flash_attention(SDPAParams(q, k, k, None, 0.0, False, False), True)
+    with pytest.warns(UserWarning, match="a mask each of whose dims"):
+        assert not can_use_flash_attention(SDPAParams(q, q, q, fnx.ones(3, 1, 3), 0.0, False), debug=True)
+    assert can_use_flash_attention(SDPAParams(q, q, fnx.randn(2, 4, 3, 6), fnx.ones(4, 3, 3), 0.0, False))
+
+
+def test_no_external_flash_attention_kernels_are_registered():
+    from fnx.nn import attention
+
+    assert attention.list_flash_attention_impls() == [] and attention.current_flash_attention_impl() is None
+    attention.restore_flash_attention_impl()
+    with pytest.raises(ValueError, match="Unknown flash attention impl 'FA4'. Available implementations: \\[\\]"):
+        attention.activate_flash_attention_impl("FA4")
+    with pytest.raises(NotImplementedError, match="dispatcher"):
+        attention.register_flash_attention_impl("FA4", register_fn=lambda: None)
+
+
+def test_causal_biases_are_their_triangles_as_attention_masks():
+    for (lq, lk) in ((3, 5), (4, 4)):
+        upper, lower = causal_upper_left(lq, lk), causal_lower_right(lq, lk)
+        assert isinstance(lower, CausalBias) and lower.variant is CausalVariant.LOWER_RIGHT
+        assert (upper.seq_len_q, upper.seq_len_kv, upper.dtype) == (lq, lk, fnx.bool)
+        np.testing.assert_array_equal(npy(upper), np.tril(np.ones((lq, lk), bool)))
+        np.testing.assert_array_equal(npy(lower), np.tril(np.ones((lq, lk), bool), lk - lq))
+        q, k, v = RNG.standard_normal((2, 2, lq, 4)), RNG.standard_normal((2, 2, lk, 4)), \
+            RNG.standard_normal((2, 2, lk, 3))
+        for bias in (upper, lower):
+            out = F.scaled_dot_product_attention(T(q), T(k), T(v), attn_mask=bias)
+            np.testing.assert_allclose(npy(out), ref_sdpa(q, k, v, allowed=npy(bias)), atol=1e-12)
+    assert repr(causal_upper_left(2, 2)) == repr(fnx.tensor([[True, False], [True, True]]))
+    with pytest.raises(AssertionError, match="only supports 2D"):
+        causal_lower_right(3)
+    with pytest.raises(ValueError, match="CausalBias should not be used with causal=True"):
+        F.scaled_dot_product_attention(T(q), T(k), T(v), attn_mask=upper, is_causal=True)
+
+
+def test_a_lower_right_bias_with_more_queries_than_keys_gives_zeros_to_rows_that_see_nothing():
+    with pytest.warns(UserWarning, match="seq_len_q > seq_len_kv"):
+        bias = causal_lower_right(4, 2)
+    q = T(RNG.standard_normal((1, 1, 4, 3)), requires_grad=True)
+    k = T(RNG.standard_normal((1, 1, 2, 3)))
+    out = F.scaled_dot_product_attention(q, k, k, attn_mask=bias)
+    np.testing.assert_array_equal(npy(out)[0, 0, :2], 0.0)
+    out.sum().backward()
+    assert np.isfinite(npy(q.grad)).all()
+
+
+def test_a_causal_bias_equal_to_is_causal_runs_the_fused_path():
+    q, k = fnx.randn(1, 2, 3, 4), fnx.randn(1, 2, 5, 4)
+    assert "attention" in _primitives(lambda q, k: F.scaled_dot_product_attention(
+        q, k, k, attn_mask=causal_upper_left(3, 5)), q, k)
+    assert "attention" not in _primitives(lambda q, k: F.scaled_dot_product_attention(
+        q, k, k, attn_mask=causal_lower_right(3, 5)), q, k)

@@ -53,7 +53,9 @@ def test_rng_state_round_trip():
     fnx.set_rng_state(state)
     np.testing.assert_array_equal(fnx.randn(5).numpy(), a)
     with pytest.raises(FnxRuntimeError, match="expected a uint8 tensor of 48 bytes"):
-        fnx.set_rng_state(fnx.zeros(3))
+        fnx.set_rng_state(fnx.zeros(3, dtype=fnx.uint8))
+    with pytest.raises(TypeError, match="must be a uint8 tensor"):   # PyTorch: TypeError for another dtype
+        fnx.set_rng_state(fnx.zeros(48))
 
 
 def test_seed_and_initial_seed():

@@ -97,7 +97,8 @@ class GradScaler:
                     if g.dtype is _dt.float16:
                         raise FnxValueError("GradScaler.unscale_: attempting to unscale float16 gradients; keep the "
                                             "parameters in float32 and let autocast lower the ops")
-                    if not found_inf and not bool(isfinite(g).all()):
+                    seen = g._values() if g.is_sparse else g   # a sparse gradient: its values, as PyTorch's
+                    if not found_inf and not bool(isfinite(seen).all()):
                         found_inf = True
                     g.mul_(inv_scale)
         state["found_inf"] = found_inf

@@ -8,13 +8,15 @@ from . import graph, tape
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .engine import backward, grad
 from .function import Function, FunctionCtx
-from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_multithreading_enabled, is_view_replay_enabled,
+                        no_grad, set_grad_enabled, set_multithreading_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck, is_tensor_like
 from .variable import Variable
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "no_grad", "enable_grad", "set_grad_enabled",
            "inference_mode", "is_grad_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
-           "gradcheck", "gradgradcheck", "GradcheckError", "is_tensor_like", "tape", "graph", "Variable"]
+           "gradcheck", "gradgradcheck", "GradcheckError", "is_tensor_like", "tape", "graph", "Variable",
+           "set_multithreading_enabled", "is_multithreading_enabled", "is_view_replay_enabled"]
 
 
 def _tensor_backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:

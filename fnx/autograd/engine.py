@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from operator import add as _add, attrgetter
+from operator import attrgetter
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from ..device import cpu as _cpu
 from ..ops.creation import tensor, zeros_like
 from ..ops.elementwise import add_p
 from ..ops.shape import slice_p
+from ..sparse import SparseTensor as _Sparse
 from ..tensor import Tensor as _Tensor, make as _make
 from . import tape
 from .anomaly import is_anomaly_check_nan_enabled
@@ -99,6 +100,12 @@ def _plain_node_vjp(node, g):
     return cots
 
 
+def _add(a, b):
+    """a + b for two cotangents of one tensor; a sparse one (Embedding(sparse=True) with a weight that is also used
+    densely) goes second: dense + sparse is the sum PyTorch defines (its gradient is then dense)."""
+    return b + a if type(a) is _Sparse and type(b) is not _Sparse else a + b
+
+
 def _add_off_tape(a, b):
     """a + b for two cotangents while nothing is recorded (no create_graph): two CPU tensors of one dtype add
     their arrays with add's impl, without the wrapper and bind; a `_SliceSum` gathers the other's pieces; anything
@@ -112,7 +119,7 @@ def _add_off_tape(a, b):
         if x.dtype is y.dtype:
             out = add_p.impl(np, x, y)
             return _make(out if type(out) is np.ndarray else np.asarray(out), _cpu)
-    return a + b
+    return _add(a, b)
 
 
 def _slice_vjp(node, g) -> tuple:

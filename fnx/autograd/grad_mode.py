@@ -11,9 +11,11 @@ import functools
 from .. import core
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
-           "is_inference_mode_enabled"]
+           "is_inference_mode_enabled", "set_multithreading_enabled", "is_multithreading_enabled",
+           "is_view_replay_enabled"]
 
 _inference = contextvars.ContextVar("fnx_inference_mode", default=False)
+_multithreading = contextvars.ContextVar("fnx_autograd_multithreading", default=True)
 
 
 def is_inference_mode_enabled() -> bool:
@@ -128,3 +130,44 @@ class _Mode(_GradMode):
 
     def __init__(self, enabled: bool):
         self._enabled = enabled
+
+
+def is_multithreading_enabled() -> bool:
+    """Whether backward may run on per-device worker threads (PyTorch's flag, default True, per thread).
+
+    fnx's engine always runs backward on the calling thread, so the flag changes no result; it is kept for
+    programs that set and read it."""
+    return _multithreading.get()
+
+
+class set_multithreading_enabled:
+    """`set_multithreading_enabled(False)` sets the flag now; as a context manager or decorator it restores it."""
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+        self.prev = _multithreading.get()
+        _multithreading.set(self.mode)
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc) -> None:
+        _multithreading.set(self.prev)
+
+    def clone(self) -> set_multithreading_enabled:
+        return type(self)(self.mode)
+
+    def __call__(self, fn):
+        _multithreading.set(self.prev)  # the decorator form does not switch the flag at definition time
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.clone():
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def is_view_replay_enabled() -> bool:
+    """Always False (PyTorch's default): fnx has no view-replay mode to switch on; a view written in place is
+    refreshed from its base by the element positions it picks, as PyTorch's CopySlices."""
+    return False

@@ -27,6 +27,7 @@ from .._warn import FNX_DIR as _FNX_DIR
 from ..core import FnxRuntimeError, FnxTypeError
 from ..device import cpu, device_of_array
 from ..dtypes import INEXACT_NP as _INEXACT_NP
+from ..sparse import SparseTensor as _Sparse
 from ..tensor import Tensor, make
 
 __all__ = ["Node", "record", "register_hook", "retain_grad", "RemovableHandle", "stand_in"]
@@ -414,7 +415,9 @@ def accumulate_grad(t, g, sole: bool = False) -> None:
     where the sum stays differentiable.
     """
     old = t._grad
-    if _state.grad_enabled:
+    if type(g) is _Sparse or type(old) is _Sparse:
+        t._grad = _sum_with_sparse(old, g, _state.grad_enabled)
+    elif _state.grad_enabled:
         t._grad = g.clone() if old is None else old + g
     elif old is None:
         v = g._value
@@ -430,6 +433,18 @@ def accumulate_grad(t, g, sole: bool = False) -> None:
     if _post_accumulate:
         for hook in list(_post_accumulate.get(id(t), ())):
             hook(t)
+
+
+def _sum_with_sparse(old, g, keep_graph: bool):
+    """A leaf's accumulated gradient where it or the new one is sparse (Embedding(sparse=True)): sparse ones join
+    (their entries in order, uncoalesced, as PyTorch's), a dense one takes the sparse one's values added in."""
+    if old is None:
+        out = g.clone()
+    elif type(old) is _Sparse and type(g) is not _Sparse:
+        out = g + old
+    else:
+        out = old + g
+    return out if keep_graph else out.detach()
 
 
 # sys.getrefcount counts every reference in CPython before 3.14 with the GIL; from 3.14 some are borrowed and go

@@ -1,10 +1,13 @@
 """`fnx.backends.cuda`: the TF32 and reduced-precision switches of CUDA matmuls (recorded; fnx's cuBLAS
-products through CuPy stay full float32)."""
+products through CuPy stay full float32) and the scaled-dot-product-attention backend switches (fnx/backends/_sdp.py,
+which says what they select)."""
 from __future__ import annotations
 
 from ..device import is_cuda_available
+from . import _sdp
+from ._sdp import *  # noqa: F401,F403  (the scaled-dot-product-attention switches)
 
-__all__ = ["matmul", "is_built"]
+__all__ = ["matmul", "is_built", *_sdp.__all__]
 
 
 class _MatmulFlags:

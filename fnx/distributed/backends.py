@@ -16,6 +16,7 @@ import numpy as np
 
 from ..core import FnxTypeError, FnxValueError
 from ..dtypes import bfloat16
+from .liveness import Deadline
 
 __all__ = ["Work", "MPIBackend", "SelfBackend", "contiguous", "seconds"]
 
@@ -155,6 +156,44 @@ class MPIBackend:
     def barrier(self, async_op: bool):
         return self._run("barrier", self.comm.Ibarrier, (), (), async_op)
 
+    def alltoallv(self, blobs: list, what: str) -> list:
+        """Send bytes `blobs[r]` (uint8 arrays of any sizes) to rank r; the bytes each rank sent here."""
+        counts = np.array([b.size for b in blobs], np.int64)
+        incoming = np.empty(self.size, np.int64)
+        self._run(what, lambda: self.comm.Ialltoall(counts, incoming), (), (), False, check=True)
+        send = np.concatenate(blobs) if blobs else np.empty(0, np.uint8)
+        recv = np.empty(int(incoming.sum()), np.uint8)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        ends = np.concatenate([[0], np.cumsum(incoming)])
+        self._run(what, lambda: self.comm.Ialltoallv([send, (counts, starts), self.MPI.BYTE],
+                                                     [recv, (incoming, ends[:-1]), self.MPI.BYTE]), (), (), False)
+        return [recv[ends[r]:ends[r + 1]] for r in range(self.size)]
+
+    def send(self, arr: np.ndarray, dst: int, tag: int, async_op: bool):
+        b = _movable(arr)
+        return self._run("send", lambda: self.comm.Isend(b, dest=dst, tag=tag), (), (b,), async_op, check=True)
+
+    def recv(self, arr: np.ndarray, src: int | None, tag: int, found: list, then=()):
+        """A Work receiving the next message with `tag` from rank `src` (None: any other rank) into `arr`; the
+        source is appended to `found` once it has arrived, then the steps `then` run."""
+        b = _movable(arr)
+        if src is None:
+            status = self.MPI.Status()
+            probe = _Probe(lambda: self.comm.Iprobe(self.MPI.ANY_SOURCE, tag, status))
+            self.live.wait(probe, "recv", self.live.begin("recv", check=True))
+            src = status.Get_source()
+        return self._run("recv", lambda: self.comm.Irecv(b, source=src, tag=tag), [lambda: found.append(src), *then],
+                         (b,), True, check=True)
+
+    def subgroup(self, ranks: list, gid: int, timeout: float) -> MPIBackend | None:
+        """The backend of the group of `ranks` (a communicator split from this one, which every rank of this one
+        must call; its waits end after `timeout` seconds), or None on a rank outside it. A barrier first: MPI's
+        split has no timeout, so it starts only once every rank has come."""
+        self.barrier(False)
+        sub = self.comm.Split(0 if self.rank in ranks else self.MPI.UNDEFINED, ranks.index(self.rank)
+                              if self.rank in ranks else 0)
+        return None if sub == self.MPI.COMM_NULL else MPIBackend(sub, self.MPI, Deadline(timeout))
+
     def gather_rows(self, row: np.ndarray, what: str) -> np.ndarray:
         """Every rank's small int64 `row`, stacked (the metadata check before collective `what`); the result is
         overwritten by the next call."""
@@ -172,6 +211,13 @@ def _movable(a: np.ndarray) -> np.ndarray:
     if a.dtype == _BF16:
         return a.view(np.uint16)
     return a
+
+
+class _Probe:
+    """A condition polled like an MPI request (Liveness waits for it)."""
+
+    def __init__(self, test):
+        self.Test = test
 
 
 class SelfBackend:
@@ -200,3 +246,9 @@ class SelfBackend:
 
     def gather_rows(self, row: np.ndarray, what: str) -> np.ndarray:
         return row.reshape(1, -1)
+
+    def alltoallv(self, blobs: list, what: str) -> list:
+        return list(blobs)
+
+    def subgroup(self, ranks: list, gid: int, timeout: float) -> SelfBackend:
+        return self

@@ -11,6 +11,7 @@ does not record these calls (use fnx.distributed.functional for differentiable c
 from __future__ import annotations
 
 import enum
+from datetime import timedelta
 
 import numpy as np
 
@@ -18,10 +19,10 @@ from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError
 from ..tensor import Tensor, Tracer
 from .backends import contiguous
-from .process_group import world
+from .process_group import peer, resolve
 
 __all__ = ["ReduceOp", "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-           "reduce_scatter_tensor", "barrier", "check_agreement", "op_name"]
+           "reduce_scatter_tensor", "barrier", "check_agreement", "op_name", "check_avg"]
 
 
 class ReduceOp(enum.Enum):
@@ -50,7 +51,8 @@ def check_avg(op: str, dtype, what: str) -> None:
 
 
 # ---------------------------------------------------------------- the cross-rank metadata check
-_KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
+_KINDS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "reduce", "gather", "scatter")
+_ROOTED = {"broadcast": "src", "gather": "dst", "scatter": "src"}
 _OPS = tuple(o.value for o in ReduceOp)
 _DTYPE_CODE = {d.np: i for i, d in enumerate(_dt.ALL)}
 _DIMS = 7  # dims listed in the row; a hash of the whole shape catches differences beyond them
@@ -60,7 +62,12 @@ def _describe_row(row) -> str:
     kind, param, dt, ndim = (int(v) for v in row[:4])
     shape = ", ".join(str(int(d)) for d in row[5:5 + min(ndim, _DIMS)]) + (", ..." if ndim > _DIMS else "")
     name = _KINDS[kind]
-    arg = f"src={param}" if name == "broadcast" else f"op={_OPS[param]}" if param >= 0 else ""
+    if name in _ROOTED:
+        arg = f"{_ROOTED[name]}={param}"
+    elif name == "reduce":
+        arg = f"op={_OPS[param % len(_OPS)]}, dst={param // len(_OPS)}"
+    else:
+        arg = f"op={_OPS[param]}" if param >= 0 else ""
     return f"{name}({arg}) on {_dt.ALL[dt].name}[{shape}]"
 
 
@@ -83,11 +90,11 @@ def _row(kind: str, param: int, arr) -> tuple:
 
 def check_agreement(w, kind: str, arr, param: int = -1) -> None:
     """Raise on every rank unless all ranks call collective `kind` with `param` on arrays like `arr`."""
-    if w.size == 1 or not w.debug:
+    if w.size() == 1 or not w.debug:
         return
     row, expected = _row(kind, param, arr)
     table = w.host.gather_rows(row, kind)
-    if table.tobytes() == expected * w.size:
+    if table.tobytes() == expected * w.size():
         return
     groups: dict[str, list[int]] = {}
     for r, other in enumerate(table):
@@ -138,7 +145,9 @@ def _same_kind(ts, ref: Tensor, what: str, name: str) -> None:
 
 def all_reduce(tensor: Tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce `tensor` over all ranks with `op`; every rank ends with the result in `tensor`."""
-    w = world("all_reduce", group)
+    w = resolve("all_reduce", group)
+    if w is None:
+        return None
     _tensor(tensor, "all_reduce")
     op = op_name(op, "all_reduce")
     check_avg(op, tensor.dtype, "all_reduce")
@@ -148,12 +157,15 @@ def all_reduce(tensor: Tensor, op=ReduceOp.SUM, group=None, async_op: bool = Fal
     return w.for_array(buf, "all_reduce").all_reduce(buf, buf, op, async_op, then)
 
 
-def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
-    """Copy rank `src`'s `tensor` into `tensor` on every other rank."""
-    w = world("broadcast", group)
+def broadcast(tensor: Tensor, src: int | None = None, group=None, async_op: bool = False,
+              group_src: int | None = None):
+    """Copy rank `src`'s `tensor` (a global rank; or `group_src`, a rank of `group`) into `tensor` on every
+    other rank of the group."""
+    w = resolve("broadcast", group)
+    if w is None:
+        return None
     _tensor(tensor, "broadcast")
-    if not 0 <= src < w.size:
-        raise FnxValueError(f"fnx.distributed.broadcast: src={src} is not a rank of this world of size {w.size}")
+    src = peer(w, src, group_src, ("src", "group_src"), "broadcast")
     check_agreement(w, "broadcast", tensor._value, src)
     then: list = []
     buf = _output(tensor, "broadcast", then)
@@ -162,14 +174,16 @@ def broadcast(tensor: Tensor, src: int, group=None, async_op: bool = False):
 
 def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = False):
     """Fill `tensor_list[r]` with rank r's `tensor`, on every rank."""
-    w = world("all_gather", group)
+    w = resolve("all_gather", group)
+    if w is None:
+        return None
     _tensor(tensor, "all_gather")
-    if len(tensor_list) != w.size:
+    if len(tensor_list) != w.size():
         raise FnxValueError(f"fnx.distributed.all_gather: tensor_list has {len(tensor_list)} tensors, but the world "
-                            f"has {w.size} ranks; pass one output tensor per rank")
+                            f"has {w.size()} ranks; pass one output tensor per rank")
     _same_kind(tensor_list, tensor, "all_gather", "tensor_list")
     send = contiguous(tensor._value)
-    recv = tensor._device.xp.empty((w.size,) + send.shape, send.dtype)
+    recv = tensor._device.xp.empty((w.size(),) + send.shape, send.dtype)
     check_agreement(w, "all_gather", send)
     for t in tensor_list:
         _writable(t, "all_gather")
@@ -183,10 +197,12 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = F
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None, async_op: bool = False):
     """Rank r's `input_tensor` goes to block r of `output_tensor` (world_size times its size), on every rank."""
-    w = world("all_gather_into_tensor", group)
+    w = resolve("all_gather_into_tensor", group)
+    if w is None:
+        return None
     _tensor(input_tensor, "all_gather_into_tensor", "input_tensor")
     _tensor(output_tensor, "all_gather_into_tensor", "output_tensor")
-    _check_blocks(output_tensor, input_tensor, w.size, "all_gather_into_tensor", "output_tensor")
+    _check_blocks(output_tensor, input_tensor, w.size(), "all_gather_into_tensor", "output_tensor")
     send = contiguous(input_tensor._value)
     check_agreement(w, "all_gather", send)
     then: list = []
@@ -196,11 +212,13 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=No
 
 def reduce_scatter(output: Tensor, input_list: list, op=ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce `input_list` over the ranks with `op`; rank r receives the reduction of entry r in `output`."""
-    w = world("reduce_scatter", group)
+    w = resolve("reduce_scatter", group)
+    if w is None:
+        return None
     _tensor(output, "reduce_scatter", "output")
-    if len(input_list) != w.size:
+    if len(input_list) != w.size():
         raise FnxValueError(f"fnx.distributed.reduce_scatter: input_list has {len(input_list)} tensors, but the "
-                            f"world has {w.size} ranks; pass one input tensor per rank")
+                            f"world has {w.size()} ranks; pass one input tensor per rank")
     _same_kind(input_list, output, "reduce_scatter", "input_list")
     op = op_name(op, "reduce_scatter")
     check_avg(op, output.dtype, "reduce_scatter")
@@ -210,10 +228,12 @@ def reduce_scatter(output: Tensor, input_list: list, op=ReduceOp.SUM, group=None
 
 def reduce_scatter_tensor(output: Tensor, input: Tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
     """Reduce `input` (world_size blocks of `output`'s size) over the ranks; rank r receives block r."""
-    w = world("reduce_scatter_tensor", group)
+    w = resolve("reduce_scatter_tensor", group)
+    if w is None:
+        return None
     _tensor(output, "reduce_scatter_tensor", "output")
     _tensor(input, "reduce_scatter_tensor", "input")
-    _check_blocks(input, output, w.size, "reduce_scatter_tensor", "input")
+    _check_blocks(input, output, w.size(), "reduce_scatter_tensor", "input")
     op = op_name(op, "reduce_scatter_tensor")
     check_avg(op, output.dtype, "reduce_scatter_tensor")
     send = contiguous(input._value)
@@ -234,9 +254,18 @@ def _check_blocks(whole: Tensor, block: Tensor, size: int, what: str, name: str)
                             f"and {block.dtype}{list(block.shape)}")
 
 
-def barrier(group=None, async_op: bool = False, device_ids=None):
-    """Wait until every rank has reached this call (with NCCL, after this GPU's queued work has finished)."""
-    w = world("barrier", group)
+def barrier(group=None, async_op: bool = False, device_ids=None, timeout: timedelta | None = None):
+    """Wait until every rank of the group has reached this call (with NCCL, after this GPU's queued work has
+    finished), for at most `timeout` (default: the process group's)."""
+    w = resolve("barrier", group)
+    if w is None:
+        return None
     if w.cuda is not None:
         w.cuda.synchronize()
-    return w.host.barrier(async_op)
+    if timeout is None:
+        return w.host.barrier(async_op)
+    work = w.host.barrier(True)
+    if async_op:
+        return work
+    work.wait(timeout)
+    return None

@@ -28,7 +28,7 @@ _LINEAR = ("sum", "avg")
 
 
 def _world_size(what: str) -> int:
-    return world(f"functional.{what}").size
+    return world(f"functional.{what}").size()
 
 
 # ---------------------------------------------------------------- all_reduce
@@ -90,11 +90,11 @@ all_gather_p = Primitive("all_gather", saves_inputs=False)
 def _all_gather_impl(xp, x, *, axis):
     w = world("functional.all_gather")
     send = contiguous(x)
-    recv = xp.empty((w.size,) + send.shape, send.dtype)
+    recv = xp.empty((w.size(),) + send.shape, send.dtype)
     check_agreement(w, "all_gather", send)
     w.for_array(send, "functional.all_gather").all_gather(send, recv, False)
     shape = list(send.shape)
-    shape[axis] *= w.size
+    shape[axis] *= w.size()
     return xp.moveaxis(recv, 0, axis).reshape(shape)
 
 
@@ -129,8 +129,8 @@ reduce_scatter_p = Primitive("reduce_scatter", saves_inputs=False)
 def _reduce_scatter_impl(xp, x, *, op, axis):
     w = world("functional.reduce_scatter")
     shape = x.shape
-    block = shape[:axis] + (shape[axis] // w.size,) + shape[axis + 1:]
-    blocks = x.reshape(shape[:axis] + (w.size, shape[axis] // w.size) + shape[axis + 1:])
+    block = shape[:axis] + (shape[axis] // w.size(),) + shape[axis + 1:]
+    blocks = x.reshape(shape[:axis] + (w.size(), shape[axis] // w.size()) + shape[axis + 1:])
     send = contiguous(xp.moveaxis(blocks, axis, 0))
     out = xp.empty(block, x.dtype)
     check_agreement(w, "reduce_scatter", send, _OPS.index(op))
@@ -193,7 +193,7 @@ broadcast_p.def_abstract(lambda x, *, src: ShapedArray(x.shape, x.dtype, x.devic
 @broadcast_p.def_vjp
 def _broadcast_vjp(g, primals, out, *, src):
     total = all_reduce_p.bind(g, op="sum")  # every rank takes part; only the source keeps the sum
-    return (total if world("functional.broadcast").rank == src else zeros_like(total),)
+    return (total if world("functional.broadcast").rank() == src else zeros_like(total),)
 
 
 broadcast_p.def_jvp(lambda primals, tangents, *, src: (broadcast_p.bind(primals[0], src=src),
@@ -204,7 +204,7 @@ broadcast_p.def_batch(lambda args, dims, *, src: (broadcast_p.bind(args[0], src=
 def broadcast(x: Tensor, src: int = 0, group=None) -> Tensor:
     """A new tensor holding rank `src`'s `x`, on every rank."""
     w = world("functional.broadcast", group)
-    if not 0 <= src < w.size:
+    if not 0 <= src < w.size():
         raise FnxValueError(f"fnx.distributed.functional.broadcast: src={src} is not a rank of this world of size "
-                            f"{w.size}")
+                            f"{w.size()}")
     return broadcast_p.bind(x, src=src)

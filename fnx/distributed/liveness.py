@@ -23,7 +23,7 @@ import time
 
 from ..core import FnxRuntimeError
 
-__all__ = ["DistBackendError", "Liveness", "settle"]
+__all__ = ["DistBackendError", "Liveness", "Deadline", "settle"]
 
 _LEFT, _QUERY, _ANSWER = 1, 2, 3
 _SPIN_SECONDS = 1.0  # how long a wait polls without sleeping: a large transfer moves only while polled
@@ -47,6 +47,20 @@ def settle(req, limit: float, what: str) -> None:
                                    f"(init_process_group(timeout=...) sets the limit)")
         time.sleep(nap)
         nap = min(nap * 2, _MAX_NAP)
+
+
+class Deadline:
+    """The waits of a group made by `new_group`: bounded by the timeout, but without Liveness's word about ranks
+    that left (its counts are the world's), so a rank that left a group is noticed by the timeout."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+
+    def begin(self, what: str, check: bool = False) -> int:
+        return 0
+
+    def wait(self, req, what: str, seq: int, timeout: float | None = None) -> None:
+        settle(req, self.timeout if timeout is None else timeout, what)
 
 
 class Liveness:

@@ -2,7 +2,7 @@
 
 `import fnx.nn as nn` and `import fnx.nn.functional as F` stand in for torch.nn and torch.nn.functional.
 """
-from . import functional, init, initializers, modules, parallel, torch_level, utils
+from . import attention, functional, init, initializers, modules, parallel, torch_level, utils
 from .data_parallel import DataParallel
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .layers import *  # noqa: F401,F403
@@ -14,7 +14,7 @@ from .jax_functions import *  # noqa: F401,F403  (jax.nn's lowercase functions; 
 from .jax_functions import __all__ as _jax_all
 from ..tensor import Tensor
 
-__all__ = ["functional", "init", "modules", "utils", "parallel", "Module", "RemovableHandle", "Parameter", "Buffer", "UninitializedParameter",
+__all__ = ["functional", "init", "modules", "utils", "parallel", "attention", "Module", "RemovableHandle", "Parameter", "Buffer", "UninitializedParameter",
            "functional_call", "DataParallel", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", *_layers_all, "initializers", *_jax_all]
 

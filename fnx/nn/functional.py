@@ -14,17 +14,19 @@ import numpy as np
 from ..ops.autocast import autocast_op
 from .. import core
 from ..autograd import Function, no_grad
-from ..core import FnxValueError
+from ..autograd.function import record_pullback
+from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
 from ..ops.arrange import pad as _pad
-from ..ops.creation import arange, full, ones_like, tensor, zeros
+from ..ops.creation import arange, full, ones_like, tensor, zeros, zeros_like
 from ..ops.joins import cat
 from ..ops.indexing import index_select, one_hot, scatter_add, take_rows
 from ..ops.linalg import einsum, matmul, matmul_p, require_same_dtype
 from ..ops.norms import vector_norm
 from ..ops.search import searchsorted
 from ..ops.sampling import rand
+from ..sparse import sparse_coo_tensor
 from ..tensor import Tensor, Tracer, make
 from .layout import keep_channels_last
 from .functional_activation import *  # noqa: F401,F403
@@ -226,12 +228,15 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of `weight` picked by the integer `input`. Rows at `padding_idx` get no gradient; with
     `scale_grad_by_freq` a row's gradient is divided by how often it occurs in `input`; with `max_norm`
-    the referenced rows are renormalized in place first. `sparse` gradients are computed dense."""
+    the referenced rows are renormalized in place first. With `sparse`, a leaf weight's gradient is a sparse COO
+    tensor (fnx.sparse), as PyTorch's."""
     n = weight.shape[0]
     if padding_idx is not None:
         if not -n <= padding_idx < n:
             raise FnxValueError("Padding_idx must be within num_embeddings")
         padding_idx %= n
+    if sparse and weight.requires_grad and core.state.grad_enabled and not core.state.transforms_active:
+        return _rows_with_sparse_grad(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
     if padding_idx is None and max_norm is None and not scale_grad_by_freq and weight.ndim \
             and not core.state.transforms_active:
         return take_rows(weight, input)   # eager: one gather in the input's shape, one tape node
@@ -250,6 +255,31 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
     return held + (out - held) * scale.reshape(tuple(scale.shape) + (1,) * (weight.ndim - 1))
 
 
+def _rows_with_sparse_grad(input: Tensor, weight: Tensor, padding_idx: int | None, max_norm: float | None,
+                           norm_type: float, scale_grad_by_freq: bool) -> Tensor:
+    """`embedding` whose backward gives the weight a sparse gradient: one entry per looked-up row, in input's order,
+    rows at padding_idx left out (PyTorch's sparse embedding backward, uncoalesced). A weight that is not a leaf
+    gets the same gradient dense."""
+    idx = input.reshape(-1)
+    if max_norm is not None:
+        _renorm_rows_(weight, idx, max_norm, norm_type)
+    with no_grad():
+        out = take_rows(weight, input)
+
+    def pull(cts):
+        if scale_grad_by_freq:
+            raise FnxRuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
+        rows, values = idx, cts[0].reshape((-1,) + tuple(weight.shape[1:]))
+        if padding_idx is not None:
+            keep = rows != padding_idx
+            rows, values = rows[keep], values[keep]
+        if weight.grad_fn is not None:
+            return (zeros_like(weight).index_add(0, rows, values),)
+        return (sparse_coo_tensor(rows.unsqueeze(0), values, tuple(weight.shape)),)
+
+    return record_pullback("EmbeddingBackward", [weight], [out], pull)[0]
+
+
 def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, max_norm: float | None = None,
                   norm_type: float = 2, scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
                   per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
@@ -257,9 +287,12 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     """The sum, mean or max of each bag of `weight`'s rows picked by `input` (PyTorch's F.embedding_bag): a 2-D
     input is one bag a row; a 1-D one is cut into bags at `offsets` (their starts; with `include_last_offset` the
     last entry ends the last bag). Entries at `padding_idx` count for nothing; an empty bag gives zeros;
-    `per_sample_weights` (mode 'sum') scales each entry's row. `sparse` gradients are computed dense."""
+    `per_sample_weights` (mode 'sum') scales each entry's row. With `sparse` (modes 'sum' and 'mean'), a leaf
+    weight's gradient is a sparse COO tensor, one entry per bag entry."""
     if mode not in ("sum", "mean", "max"):
         raise FnxValueError("mode has to be one of sum, mean or max")
+    if sparse and mode == "max":
+        raise FnxValueError("max mode does not support sparse weights")
     if per_sample_weights is not None:
         if mode != "sum":
             raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
@@ -294,7 +327,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         starts, ends = starts[:-1], starts[1:]
     bag = np.repeat(np.arange(len(starts)), np.maximum(ends - starts, 0))   # each entry's bag, entries in order
     used = input[:int(ends[-1])] if len(starts) else input[:0]
-    rows = embedding(used, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    rows = embedding(used, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
     keep = _bag_keep(used, weight, padding_idx)
     if mode == "max":
         return _bag_max(rows, keep, starts, ends, (len(starts), weight.shape[1]))

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..ops.autocast import autocast_op
 from .. import dtypes as _dt
-from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
+from ..backends._sdp import SDPAParams, SDPBackend, choose_backend
+from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..lowering import attention_kernels
 from ..ops._batching import batch_size, with_batch_size
 from ..ops import elementwise as ew
@@ -246,27 +247,22 @@ attention_p.def_batch(_batch_rule(attention_p))
 attention_vjp_p.def_batch(_batch_rule(attention_vjp_p))
 
 
-def _one_node(query: Tensor, key: Tensor, value: Tensor, groups: int) -> bool:
-    """Whether attention over these operands is one `attention_p`: one floating dtype and matching batch dims
-    (no broadcasting between q, k and v; `groups` query heads per key/value head)."""
-    if query.ndim < 2 or not query.dtype.is_floating_point or not (query.dtype is key.dtype is value.dtype):
-        return False
-    if not query.ndim == key.ndim == value.ndim:
-        return False
-    batch = tuple(query.shape[:-2])
-    if groups > 1:
-        batch = batch[:-1] + (batch[-1] // groups,)
-    return batch == tuple(key.shape[:-2]) == tuple(value.shape[:-2])
-
-
 @autocast_op("scaled_dot_product_attention")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
     """softmax(q k^T * scale + mask) v over (..., L, E) queries and (..., S, E) keys; `is_causal` lets query i
-    see keys j <= i; `enable_gqa` shares each key/value head among a group of query heads."""
+    see keys j <= i; `enable_gqa` shares each key/value head among a group of query heads.
+
+    The backend follows `torch.nn.attention.sdpa_kernel` (fnx/backends/_sdp.py): a fused one runs unmasked
+    attention without dropout as one flash-attention primitive, MATH runs the composition."""
     from .functional import dropout
 
+    if hasattr(attn_mask, "is_causal_triangle"):   # a torch.nn.attention.bias.CausalBias
+        if is_causal:
+            raise FnxValueError("CausalBias should not be used with causal=True")
+        attn_mask, is_causal = (None, True) if attn_mask.is_causal_triangle else \
+            (attn_mask._materialize(query.device), False)
     if is_causal and attn_mask is not None:
         raise FnxRuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
                               "is_causal=True")
@@ -277,8 +273,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                   f"({query.shape[-3]}) must be a multiple of the key heads ({key.shape[-3]}), "
                                   f"which must equal the value heads ({value.shape[-3]})")
         groups = query.shape[-3] // key.shape[-3]
+    fused = choose_backend(SDPAParams(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)) \
+        is not SDPBackend.MATH
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if attn_mask is None and dropout_p == 0.0 and _one_node(query, key, value, groups):
+    if fused and attn_mask is None:
         return attention_p.bind(query, key, value, scale=float(scale), is_causal=bool(is_causal), groups=groups)[0]
     key, value = _repeat_heads(key, groups), _repeat_heads(value, groups)
     if attn_mask is None:   # only a mask can hide every key from a query (causal rows always see key 0)

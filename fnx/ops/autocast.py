@@ -23,12 +23,13 @@ from typing import Any, Callable
 from .. import dtypes as _dt
 from .._warn import warn
 from ..core import state as _core_state
-from ..errors import FnxRuntimeError, FnxValueError
+from ..errors import FnxRuntimeError, FnxTypeError, FnxValueError
 from ..tensor import Tensor, Tracer
 from .autocast_lists import POLICIES
 
 __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype",
-           "is_autocast_cache_enabled", "clear_autocast_cache"]
+           "is_autocast_cache_enabled", "clear_autocast_cache", "set_autocast_enabled", "set_autocast_dtype",
+           "set_autocast_cache_enabled"]
 
 DEVICE_TYPES = ("cpu", "cuda")
 _DEFAULT_DTYPES = {"cpu": _dt.bfloat16, "cuda": _dt.float16}
@@ -69,6 +70,46 @@ def get_autocast_dtype(device_type: str) -> _dt.dtype:
 def is_autocast_cache_enabled() -> bool:
     """Whether casts of parameters are cached inside autocast regions (the innermost region's setting)."""
     return _settings.get()[1]
+
+
+def _check_bool(op: str, name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise FnxTypeError(f"{op}: {name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def _set(devices: dict, cache_enabled: bool) -> None:
+    """Make `devices` ({device type: (enabled, dtype)}) and `cache_enabled` the settings in force."""
+    _settings.set((devices, cache_enabled))
+    _active.set({d: t for d, (on, t) in devices.items() if on} or None)
+
+
+def set_autocast_enabled(device_type: str | bool, enabled: bool | None = None) -> None:
+    """Switch autocast on or off for `device_type` in this thread, until the enclosing region ends (if any).
+
+    `set_autocast_enabled(enabled)`, PyTorch's older form, sets it for "cuda"."""
+    if enabled is None and isinstance(device_type, bool):
+        device_type, enabled = "cuda", device_type
+    device_type = _check_device_type("set_autocast_enabled", device_type)
+    devices, cache_enabled = _settings.get()
+    on = _check_bool("set_autocast_enabled", "enabled", enabled)
+    _set({**devices, device_type: (on, devices[device_type][1])}, cache_enabled)
+
+
+def set_autocast_dtype(device_type: str, dtype) -> None:
+    """Set the dtype autocast lowers to on `device_type` in this thread (until the enclosing region ends)."""
+    device_type = _check_device_type("set_autocast_dtype", device_type)
+    if not isinstance(dtype, _dt.dtype):
+        raise FnxTypeError(f"set_autocast_dtype: dtype must be an fnx dtype such as fnx.bfloat16, got "
+                           f"{type(dtype).__name__}")
+    devices, cache_enabled = _settings.get()
+    _set({**devices, device_type: (devices[device_type][0], dtype)}, cache_enabled)
+
+
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    """Switch the caching of parameter casts inside autocast regions on or off (this thread)."""
+    devices, _ = _settings.get()
+    _set(devices, _check_bool("set_autocast_cache_enabled", "enabled", enabled))
 
 
 def clear_autocast_cache() -> None:

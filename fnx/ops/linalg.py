@@ -20,7 +20,7 @@ import numpy as np
 from .autocast import autocast_op
 from .. import dtypes as _dt, threads as _threads
 from .. import core
-from .._warn import warn as _warn
+from .._warn import is_warn_always_enabled, warn as _warn
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..tensor import Tensor, canonical_dim
 from ._batching import elementwise_batch_rule, move_to_front
@@ -66,8 +66,9 @@ _WARNED: set = set()
 
 
 def warn_once(message: str) -> None:
-    """PyTorch's TORCH_WARN_ONCE, for its deprecated names: the first call in a process warns, later ones do not."""
-    if message not in _WARNED:
+    """PyTorch's TORCH_WARN_ONCE, for its deprecated names: the first call in a process warns, later ones do not
+    (every one does after `set_warn_always(True)`)."""
+    if message not in _WARNED or is_warn_always_enabled():
         _WARNED.add(message)
         _warn(message)
 

@@ -40,7 +40,7 @@ import numpy as np
 from .. import core
 from .. import dtypes as _dt
 from .. import random as keyed
-from ..core import FnxRuntimeError, FnxTypeError
+from ..core import FnxRuntimeError, FnxTypeError, FnxValueError
 from ..device import cpu, device as _device_cls, get_default_device
 from ..tensor import Tensor, Tracer, check_layout, make
 from ._batching import BatchTrace, BatchTracer
@@ -87,8 +87,8 @@ class Generator:
             return cp.random.default_rng(self._initial_seed)
 
     def manual_seed(self, seed: int) -> Generator:
-        """Restart the stream from `seed` (any int; negative seeds wrap to 64 bits, as in PyTorch)."""
-        self._initial_seed = int(seed) % 2 ** 64
+        """Restart the stream from `seed` (-2**63 <= seed < 2**64; negative seeds wrap to 64 bits, as in PyTorch)."""
+        self._initial_seed = _seed_value(seed)
         self._rng = None
         return self
 
@@ -117,7 +117,10 @@ class Generator:
             raise NotImplementedError(f"Generator(device='{self.device}').set_state: CuPy's generator state cannot "
                                       f"be restored; re-seed with manual_seed(seed) instead")
         arr = np.asarray(new_state.cpu().numpy() if isinstance(new_state, Tensor) else new_state)
-        if arr.dtype != np.uint8 or arr.size != _STATE_BYTES:
+        if arr.dtype != np.uint8:
+            raise FnxTypeError(f"set_state: the state must be a uint8 tensor (PyTorch's ByteTensor) from get_state(), "
+                               f"got {arr.dtype}")
+        if arr.size != _STATE_BYTES:
             raise FnxRuntimeError(f"set_state: expected a uint8 tensor of {_STATE_BYTES} bytes from get_state(), "
                                   f"got {arr.dtype} with {arr.size} elements")
         raw = arr.tobytes()
@@ -128,6 +131,14 @@ class Generator:
 
     def __repr__(self) -> str:
         return f"fnx.Generator(device='{self.device}', initial_seed={self._initial_seed})"
+
+
+def _seed_value(seed) -> int:
+    """`seed` as the unsigned 64-bit seed PyTorch makes of it (int() of it, negative ones wrapped)."""
+    value = int(seed)
+    if not -2 ** 63 <= value < 2 ** 64:
+        raise FnxValueError(f"manual_seed: the seed must be in [-2**63, 2**64 - 1], got {value}")
+    return value % 2 ** 64
 
 
 default_generator = Generator("cpu")
@@ -164,7 +175,7 @@ def manual_seed(seed: int) -> Generator:
     """Seed the default generators of every device (CUDA ones too, now or when first used)."""
     global _global_seed
     with _lock:
-        _global_seed = int(seed) % 2 ** 64
+        _global_seed = _seed_value(seed)
         _cuda_seeds.clear()
         for gen in _defaults.values():
             gen.manual_seed(seed)
@@ -179,10 +190,27 @@ def manual_seed_cuda(seed: int, indices) -> None:
     and manual_seed_all); the CPU's generator keeps its stream."""
     with _lock:
         for index in indices:
-            _cuda_seeds[index] = int(seed) % 2 ** 64
+            _cuda_seeds[index] = _seed_value(seed)
             gen = _defaults.get(_device_cls("cuda", index))
             if gen is not None:
                 gen.manual_seed(seed)
+
+
+def cuda_start_seed(index: int) -> int | None:
+    """The seed that CUDA device `index`'s default generator (re)starts from while it has drawn nothing; None
+    once it has drawn (CuPy's generator state cannot be saved). torch.random.fork_rng saves this."""
+    gen = _defaults.get(_device_cls("cuda", index))
+    if gen is None:
+        return _cuda_seeds.get(index, _global_seed)
+    return gen.initial_seed() if gen._rng is None else None
+
+
+def restart_cuda(index: int, start_seed: int) -> None:
+    """Put CUDA device `index`'s default generator back at the start of the stream of `start_seed` (it is
+    created afresh at its next draw)."""
+    with _lock:
+        _defaults.pop(_device_cls("cuda", index), None)
+        _cuda_seeds[index] = start_seed
 
 
 def seed() -> int:

@@ -15,6 +15,7 @@ from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .rprop import Rprop
 from .sgd import SGD
+from .sparse_adam import SparseAdam
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop",
-           "ASGD", "LBFGS", "Adafactor", "Muon", "lr_scheduler", "functional", "swa_utils"]
+           "ASGD", "LBFGS", "Adafactor", "Muon", "SparseAdam", "lr_scheduler", "functional", "swa_utils"]

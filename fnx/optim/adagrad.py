@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import FnxValueError
+from ..core import FnxRuntimeError, FnxValueError
 from ..dtypes import float32
 from ..ops.creation import full_like, tensor
 from ..tensor import Tensor
@@ -17,7 +17,13 @@ __all__ = ["Adagrad", "Adadelta", "adagrad_update", "adadelta_update", "adagrad_
 @complex_as_real
 def adagrad_update(p: Tensor, g: Tensor, state_sum: Tensor, step, *, lr, lr_decay: float, weight_decay: float,
                    eps: float, maximize: bool):
-    """One Adagrad step of one parameter, out of place: (p, sum). `step` counts this update (1 at the first)."""
+    """One Adagrad step of one parameter, out of place: (p, sum). `step` counts this update (1 at the first).
+    A sparse gradient updates the rows it has, as PyTorch's sparse branch: coalesced, then dense (the other rows'
+    update is exactly zero)."""
+    if g.is_sparse:
+        if weight_decay != 0:
+            raise FnxRuntimeError("weight_decay option is not compatible with sparse gradients")
+        g = g.coalesce().to_dense()
     p, g = sign_and_decay(p, g, lr, weight_decay, False, maximize)
     clr = lr / (1 + (step - 1) * lr_decay)
     state_sum = state_sum + g * g
@@ -90,8 +96,11 @@ class Adagrad(Optimizer):
 
     clr = lr / (1 + (t - 1) lr_decay);  sum += g^2;  p -= clr g / (sqrt(sum) + eps).
     As in PyTorch, every parameter's state (step, sum = initial_accumulator_value) exists from construction.
-    The update is fused for float32/float64 CPU parameters, as Adam's (`foreach=False`: per parameter).
+    The update is fused for float32/float64 CPU parameters, as Adam's (`foreach=False`: per parameter). Sparse
+    gradients (Embedding(sparse=True)) update only their rows, without weight decay, as in PyTorch.
     """
+
+    _takes_sparse_grads = True
 
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach=None, *, maximize: bool = False,

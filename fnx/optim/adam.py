@@ -99,6 +99,7 @@ class Adam(Optimizer):
     """
 
     _decoupled = False
+    _sparse_hint = ", please consider SparseAdam instead"
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, amsgrad: bool = False, *, foreach=None, maximize: bool = False,

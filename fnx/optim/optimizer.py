@@ -28,6 +28,7 @@ from ..ops.complex import view_as_complex, view_as_real
 from ..ops.creation import tensor, zeros_like
 from ..ops.inplace import assign_
 from ..profiler import record_function
+from ..sparse import SparseTensor
 from ..tensor import Tensor, Tracer
 
 __all__ = ["Optimizer"]
@@ -36,7 +37,14 @@ _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class Optimizer:
-    """Base class of the stateful optimizers: param groups, per-parameter state and their state_dict."""
+    """Base class of the stateful optimizers: param groups, per-parameter state and their state_dict.
+
+    A sparse gradient (Embedding(sparse=True)) takes the per-parameter path of the optimizers that set
+    `_takes_sparse_grads` (SGD, Adagrad, SparseAdam); the others refuse it with PyTorch's error.
+    """
+
+    _takes_sparse_grads = False
+    _sparse_hint = ""   # what the refusal of a sparse gradient adds (Adam: try SparseAdam)
 
     def __init__(self, params: Iterable, defaults: dict):
         self.defaults = defaults
@@ -147,6 +155,12 @@ class Optimizer:
         """Whether `group` takes the fused path: `foreach`/`fused` not False, every parameter with a gradient
         a float32/float64 CPU tensor (not a tracer) with a gradient of its dtype and shape, and the values of
         `hyper` (the update's hyperparameters) plain numbers. `fused=True` where it cannot run is an error."""
+        if any(type(p._grad) is SparseTensor for p in group["params"]):   # the gradients' slot: a step's cost
+            if not self._takes_sparse_grads:
+                raise FnxRuntimeError(f"{type(self).__name__} does not support sparse gradients{self._sparse_hint}")
+            if group.get("fused"):
+                raise FnxRuntimeError(f"{type(self).__name__}(fused=True) does not support sparse gradients")
+            return False
         foreach, fused = group.get("foreach"), group.get("fused")
         if fused and foreach:
             raise FnxRuntimeError(f"{type(self).__name__}: `fused` and `foreach` cannot be `True` together")
@@ -298,7 +312,11 @@ def decay_fused(P: np.ndarray, G: np.ndarray, lr: float, weight_decay: float, de
 
 
 def write_(dst: Tensor, src: Tensor) -> None:
-    """Write a new value into a parameter or state tensor in place (bumps its version counter)."""
+    """Write a new value into a parameter or state tensor in place (bumps its version counter); a sparse state
+    tensor (SGD's momentum of a sparse gradient) takes the new one's indices and values."""
+    if type(dst) is SparseTensor:
+        dst.copy_(src)
+        return
     assign_(dst, src, "optimizer.step")
 
 

@@ -114,8 +114,11 @@ class SGD(Optimizer):
 
     By default each group's update is fused (in-place numpy passes, no op dispatch) when its parameters
     are float32/float64 CPU tensors; `foreach=False` picks the per-parameter path of fnx ops (the same
-    numbers), `fused=True` insists on the fused one.
+    numbers), `fused=True` insists on the fused one. Sparse gradients (Embedding(sparse=True)) are taken as
+    PyTorch's SGD takes them: the momentum buffer is then sparse, and weight decay refuses them.
     """
+
+    _takes_sparse_grads = True
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False, foreach=None,

@@ -116,6 +116,9 @@ class _Encoder:
         if isinstance(x, bytes):
             return {"bytes": x.hex()}
         if isinstance(x, Tensor):
+            if x.is_sparse:
+                raise NotImplementedError(f"fnx.save: {where} is a sparse COO tensor, which fnx's format does not "
+                                          f"hold; save its .to_dense(), or its _indices() and _values()")
             return {"tensor": self.tensor(x, where)}
         if isinstance(x, np.ndarray):
             return {"ndarray": self.ndarray(x, where)}

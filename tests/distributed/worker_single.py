@@ -34,6 +34,19 @@ model = DDP(nn.Linear(3, 2).double())
 x = fnx.randn(4, 3, dtype=fnx.float64)
 F.mse_loss(model(x), fnx.zeros(4, 2, dtype=fnx.float64)).backward()
 assert model.module.weight.grad is not None and model.module.weight.grad.shape == (2, 3)
+# the collectives beyond all_reduce, in a world of one
+t = fnx.arange(4.0)
+dist.reduce(t, dst=0)
+outs = [fnx.zeros(4)]
+dist.gather(t, outs)
+got = fnx.zeros(4)
+dist.scatter(got, [t])
+dist.all_to_all_single(got, t, [4], [4])
+objs = [None]
+dist.all_gather_object(objs, {"t": t})
+assert np.array_equal(outs[0].numpy(), t.numpy()) and np.array_equal(got.numpy(), t.numpy()), (outs, got)
+assert np.array_equal(objs[0]["t"].numpy(), t.numpy()) and dist.new_group([0]).size() == 1
+assert dist.init_device_mesh("cpu", (1,)).get_group() is dist.group.WORLD
 sampler = fnx.data.DistributedSampler(range(5), shuffle=False)
 assert list(sampler) == [0, 1, 2, 3, 4]
 dist.destroy_process_group()

@@ -41,6 +41,10 @@ def get_total_norm(tensors: Iterable[Tensor] | Tensor, norm_type: float = 2.0, e
     tensors = [t for t in _as_list(tensors) if t is not None]
     if not tensors:
         return tensor(0.0)
+    if any(t.is_sparse for t in tensors):
+        raise NotImplementedError("get_total_norm / clip_grad_norm_: sparse gradients (Embedding(sparse=True)) are "
+                                  "not supported, as in PyTorch (no sparse vector_norm); clip the dense parameters "
+                                  "alone, or use dense gradients")
     norm_type = float(norm_type)
     if _all_host_arrays(tensors):
         norms = [np.linalg.norm(t._value.reshape(-1), norm_type) for t in tensors]
