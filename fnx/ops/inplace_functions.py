@@ -15,10 +15,11 @@ _NAMES = ("abs_", "acos_", "acosh_", "asin_", "asinh_", "atan_", "atanh_", "arcc
           "deg2rad_", "erf_", "erfc_", "exp_", "exp2_", "expm1_", "fix_", "floor_", "frac_", "ldexp_", "log_",
           "log10_", "log1p_", "log2_", "logit_", "nan_to_num_", "neg_", "negative_", "rad2deg_", "reciprocal_",
           "relu_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_",
-          "trunc_", "xlogy_", "i0_", "gcd_", "lcm_", "addmv_", "conj_physical_", "index_put_")
+          "trunc_", "xlogy_", "i0_", "gcd_", "lcm_")
+_OTHER_NAMES = ("addmv_", "conj_physical_", "index_put_")   # the other families' in-place functions on torch
 _OUT_OF_PLACE = {**elementwise.INPLACE, **special.INPLACE, **linalg.INPLACE, **complex_ops.INPLACE, **indexing.INPLACE}
 
-globals().update({name: inplace(_OUT_OF_PLACE[name], name) for name in _NAMES})
+globals().update({name: inplace(_OUT_OF_PLACE[name], name) for name in _NAMES + _OTHER_NAMES})
 
 
 def detach_(input: Tensor) -> Tensor:
@@ -31,4 +32,4 @@ def resize_as_(input: Tensor, the_template: Tensor, *, memory_format=None) -> Te
     return input.resize_as_(the_template, memory_format)
 
 
-__all__ = [*_NAMES, "fill_", "zero_", "detach_", "resize_as_"]
+__all__ = [*_NAMES, *_OTHER_NAMES, "fill_", "zero_", "detach_", "resize_as_"]
