@@ -32,6 +32,8 @@ from .ops.sampling import *  # noqa: F401,F403
 from .ops.special import *  # noqa: F401,F403
 from .ops.strided import *  # noqa: F401,F403
 from .ops.search import *  # noqa: F401,F403
+from .ops.aten import *  # noqa: F401,F403
+from .ops.segment import segment_reduce
 from .ops.least_squares import frobenius_norm, nuclear_norm, pinverse
 from .ops.spectral import legacy_qr as qr, legacy_svd as svd  # torch.svd and torch.qr (fnx.linalg's are newer)
 from .ops.spectral import geqrf, householder_product as orgqr, ormqr, pca_lowrank, svd_lowrank
@@ -59,6 +61,7 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.tracing import make_jaxpr
 from . import nn  # after the ops it builds on
 from .nn.torch_level import *  # noqa: F401,F403  (torch.conv2d, torch.dropout, ...: ATen's signatures)
+from .nn.torch_native import *  # noqa: F401,F403  (torch.convolution, torch.native_layer_norm, torch.lstm, ...)
 from . import distributed  # imports mpi4py only in init_process_group
 from . import data, multiprocessing, optim, profiler, special, testing, utils
 from . import return_types  # torch.return_types: the named-tuple types of ops

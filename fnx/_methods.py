@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import dtypes as _dt
 from .errors import FnxRuntimeError, FnxTypeError
-from .ops import (arrange, complex as complex_ops, creation, elementwise as ew, indexing, inplace, joins,
+from .ops import (arrange, aten, complex as complex_ops, creation, elementwise as ew, indexing, inplace, joins,
                   least_squares, linalg, lu, matrix_functions, reduce, sampling, scatters, search, shape,
                   short_time_fourier, sort, special, spectral, statistics, strided)
 from .ops.creation import empty, stop_gradient, tensor as _tensor, transfer
@@ -70,7 +70,7 @@ def attach(methods: dict, inplace_ops: dict | None = None) -> None:
 attach(_METHODS)
 for _module in (creation, ew, reduce, shape, joins, arrange, sort, indexing, linalg, sampling, special,
                 strided, search, spectral, least_squares, complex_ops, short_time_fourier, matrix_functions, lu,
-                scatters, statistics):
+                scatters, statistics, aten):
     attach(_module.METHODS, _module.INPLACE)
 attach(_OPERATORS)
 attach(_SPARSE_METHODS)

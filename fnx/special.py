@@ -19,6 +19,8 @@ from .ops.polynomials import (chebyshev_polynomial_t, chebyshev_polynomial_u, ch
                               shifted_chebyshev_polynomial_u, shifted_chebyshev_polynomial_v,
                               shifted_chebyshev_polynomial_w)
 from .scipy.special import gammainc, gammaincc
+from .ops.inplace import inplace
+from .tensor import Tensor
 
 psi = digamma
 
@@ -31,3 +33,7 @@ __all__ = ["erf", "erfc", "erfinv", "expit", "logit", "gammaln", "digamma", "psi
            "legendre_polynomial_p", "erfcx", "zeta", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
            "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
            "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0", "airy_ai"]
+
+# Tensor.igamma / igammac and their in-place forms: the functions live in this layer, above the Tensor methods
+Tensor.igamma, Tensor.igammac = gammainc, gammaincc
+Tensor.igamma_, Tensor.igammac_ = inplace(gammainc, "igamma_"), inplace(gammaincc, "igammac_")

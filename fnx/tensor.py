@@ -24,7 +24,7 @@ from .errors import ConcretizationError, FnxIndexError, FnxRuntimeError, FnxType
 from .storage import TypedStorage, UntypedStorage, in_shared_memory, shared_copy
 
 __all__ = ["Tensor", "Size", "layout", "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
-           "Tracer", "parse_to", "is_floating_point", "numel", "is_nonzero",
+           "check_layout", "Tracer", "parse_to", "is_floating_point", "numel", "is_nonzero",
            "is_signed", "is_same_size", "get_device", "detach", "typename", "is_storage"]
 
 
@@ -382,6 +382,89 @@ class Tensor:
         self._node = None
         self._requires_grad = False
         return self
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of its `grad_fn` this tensor is: always 0, since every fnx tape node has one output."""
+        return 0
+
+    @property
+    def name(self) -> None:
+        """None: fnx tensors carry no name (PyTorch's named tensors are not supported)."""
+        return None
+
+    def is_inference(self) -> bool:
+        """Always False: fnx's `inference_mode` is `no_grad` and makes no inference tensors, so no tensor carries
+        their restrictions (PyTorch's are True for tensors made inside `inference_mode`)."""
+        return False
+
+    def as_subclass(self, cls: type) -> Tensor:
+        """This tensor as an instance of the Tensor subclass `cls`: the same memory, version counter and autograd
+        history (`cls.__init__` is not called, as in PyTorch)."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise FnxTypeError("Creating a Tensor subclass from a class that does not inherit from Tensor is not "
+                               "possible. Make sure your class inherits from Tensor.")
+        if isinstance(self, Tracer):
+            raise NotImplementedError("Tensor.as_subclass under fnx transforms (grad, vmap, compile): call it on "
+                                      "concrete tensors")
+        out = object.__new__(cls)
+        init_from_array(out, self._value, self._device)
+        out._node, out._requires_grad, out._version, out._base = (self._node, self._requires_grad, self._version,
+                                                                  self._base)
+        out._hooks = None
+        return out
+
+    def set_(self, source=None, storage_offset: int = 0, size=None, stride=None) -> Tensor:
+        """Make this tensor view other memory, in place: `set_(tensor)` shares `tensor`'s elements, shape and
+        strides; `set_(storage, storage_offset, size, stride)` views a CPU storage (`untyped_storage()`) from
+        `storage_offset` elements on; `set_()` leaves it empty (shape (0,)). Not for leaves that require grad."""
+        if isinstance(self, Tracer):
+            raise NotImplementedError("Tensor.set_ under fnx transforms (grad, vmap, compile): it swaps the memory "
+                                      "a concrete tensor views; call it outside the transform")
+        if self._requires_grad and self._node is None:
+            raise FnxRuntimeError("set_: a leaf Variable that requires grad is being used in an in-place operation.")
+        if isinstance(source, Tensor):
+            if source.dtype is not self.dtype:
+                raise FnxRuntimeError(f"set_: could not set a tensor of dtype {self.dtype} to a tensor of dtype "
+                                      f"{source.dtype}")
+            value, dev = source._value, source._device
+        elif source is None:
+            value, dev = self._device.xp.empty((0,), dtype=self._value.dtype), self._device
+        elif isinstance(source, UntypedStorage):
+            value, dev = self._view_storage(source, storage_offset, size, stride), source.device
+        else:
+            raise FnxTypeError(f"set_: expected a Tensor, a storage or nothing, got {type(source).__name__}")
+        self._value, self._device = value, dev
+        self._version[0] += 1
+        return self
+
+    def _view_storage(self, storage: UntypedStorage, offset: int, size, stride):
+        """The array of this tensor's dtype viewing `storage` at `offset` with `size` and `stride` (elements)."""
+        if storage.device.type != "cpu":
+            raise NotImplementedError(f"set_: viewing a storage on {storage.device} is not supported; pass a tensor "
+                                      f"(set_(tensor)) or a CPU storage")
+        flat = storage._root.reshape(-1).view(np.uint8)
+        flat = flat[:flat.size - flat.size % self._value.itemsize].view(self._value.dtype)
+        size = (flat.size - offset,) if size is None else tuple(int(s) for s in size)
+        if stride is None:
+            stride = [1] * len(size)
+            for d in reversed(range(len(size) - 1)):
+                stride[d] = stride[d + 1] * max(size[d + 1], 1)
+        stride = tuple(int(s) for s in stride)
+        if len(stride) != len(size):
+            raise FnxRuntimeError(f"set_: mismatch in length of strides and shape: {len(stride)} strides for size "
+                                  f"{list(size)}")
+        needed = offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
+        if offset < 0 or needed > flat.size:
+            raise FnxRuntimeError(f"set_: sizes {list(size)}, strides {list(stride)} and storage offset {offset} "
+                                  f"need {needed} elements, out of bounds for a storage of {flat.size}")
+        return np.lib.stride_tricks.as_strided(flat[offset:], size, tuple(s * flat.itemsize for s in stride))
+
+    def is_set_to(self, tensor: Tensor) -> bool:
+        """Whether the two tensors view the same elements: the same memory, shape and strides (a `set_` pair)."""
+        return (self.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
+                and self.data_ptr() == tensor.data_ptr() and self.shape == tensor.shape
+                and self.stride() == tensor.stride())
 
     # ------------------------------------------------------------------ conversion
     def numpy(self, *, force: bool = False) -> np.ndarray:
@@ -844,6 +927,14 @@ sparse_coo = layout("sparse_coo")
 # PyTorch's compressed layouts: names to compare against; fnx makes no tensors of them (fnx.sparse raises)
 sparse_csr, sparse_csc, sparse_bsr, sparse_bsc = (layout(n) for n in ("sparse_csr", "sparse_csc", "sparse_bsr",
                                                                       "sparse_bsc"))
+
+
+def check_layout(op: str, value) -> None:
+    """A factory's `layout=`: None or `strided` (fnx's factories make dense tensors); another raises, naming it."""
+    if value is not None and value is not strided:
+        raise NotImplementedError(f"{op}: layout={value!r} is not supported; fnx's factories make dense tensors "
+                                  f"(layout=torch.strided): build sparse COO ones with torch.sparse_coo_tensor or "
+                                  f"Tensor.to_sparse()")
 
 
 class memory_format(_Named):

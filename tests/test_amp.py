@@ -57,6 +57,7 @@ SAMPLES = {
     "conv_transpose1d": lambda dt: ((_r(1, 2, 5, dtype=dt), _r(2, 3, 3, dtype=dt)), {}),
     "conv_transpose2d": lambda dt: ((_r(1, 2, 4, 4, dtype=dt), _r(2, 3, 3, 3, dtype=dt)), {}),
     "conv_transpose3d": lambda dt: ((_r(1, 2, 3, 3, 3, dtype=dt), _r(2, 3, 2, 2, 2, dtype=dt)), {}),
+    "conv_tbc": lambda dt: ((_r(5, 2, 3, dtype=dt), _r(2, 3, 4, dtype=dt), _r(4, dtype=dt)), {}),
     "prelu": lambda dt: ((_r(2, 3, dtype=dt), _r(1, dtype=dt)), {}),
     "bmm": lambda dt: ((_r(2, 3, 4, dtype=dt), _r(2, 4, 5, dtype=dt)), {}),
     "mm": lambda dt: ((_r(3, 4, dtype=dt), _r(4, 5, dtype=dt)), {}),

@@ -58,13 +58,16 @@ SIGNATURES = {
 }
 
 
+def positional_parameters(fn) -> str:
+    """`fn`'s parameters that are not keyword-only, as "a b c=" (a trailing = where there is a default)."""
+    params = [p for p in inspect.signature(fn).parameters.values() if p.kind is not p.KEYWORD_ONLY]
+    return " ".join(p.name + ("=" if p.default is not p.empty else "") for p in params)
+
+
 def test_every_name_is_on_fnx_with_torchs_parameters():
     assert set(SIGNATURES) == set(torch_level.__all__)
     for name, recorded in SIGNATURES.items():
-        params = [p for p in inspect.signature(getattr(fnx, name)).parameters.values()
-                  if p.kind is not p.KEYWORD_ONLY]
-        got = " ".join(p.name + ("=" if p.default is not p.empty else "") for p in params)
-        assert got == recorded, name
+        assert positional_parameters(getattr(fnx, name)) == recorded, name
 
 
 ALIASES = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "rms_norm",

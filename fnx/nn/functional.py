@@ -52,7 +52,7 @@ from .functional_ctc import __all__ as _ctc_all
 
 __all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
            "feature_alpha_dropout", "embedding", "embedding_bag", "one_hot", "pad", "normalize", "cosine_similarity",
-           "pairwise_distance", "pdist", "gumbel_softmax", "channel_shuffle",
+           "pairwise_distance", "pdist", "gumbel_softmax", "channel_shuffle", "native_channel_shuffle",
            *_activation_all, *_attention_all, *_conv_all, *_loss_all, *_norm_all, *_pool_all, *_resize_all,
            *_sampling_all, *_ctc_all]
 
@@ -452,4 +452,7 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
         raise FnxValueError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
     rest = tuple(input.shape[2:])
     return input.reshape((n, groups, c // groups) + rest).transpose(1, 2).reshape(tuple(input.shape))
+
+
+native_channel_shuffle = channel_shuffle   # ATen's name for the same op (F.native_channel_shuffle)
 

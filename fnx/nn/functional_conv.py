@@ -31,8 +31,8 @@ from ..ops.linalg import matmul, require_same_dtype
 from ..ops.windows import col2im, conv_output, im2col
 from ..tensor import Tensor
 
-__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "unfold",
-           "fold", "pixel_shuffle", "pixel_unshuffle"]
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "conv_tbc",
+           "unfold", "fold", "pixel_shuffle", "pixel_unshuffle"]
 
 
 def _ntuple(v, n: int, name: str) -> tuple:
@@ -267,6 +267,22 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     """Transposed 3-D convolution; weight (C_in, C_out/groups, kD, kH, kW)."""
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
                            "conv_transpose3d")
+
+
+@autocast_op("conv_tbc")
+def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:
+    """1-D convolution of a time-first sequence: input (T, B, C_in), weight (K, C_in, C_out), bias (C_out), `pad`
+    steps of zeros at both ends; returns (T + 2 pad - K + 1, B, C_out). conv1d on the (B, C_in, T) layout."""
+    if input.ndim != 3 or weight.ndim != 3 or bias.ndim != 1:
+        raise FnxRuntimeError(f"conv_tbc: expected a 3-D input (time, batch, channels), a 3-D weight (kernel width, "
+                              f"in channels, out channels) and a 1-D bias, got sizes {list(input.shape)}, "
+                              f"{list(weight.shape)} and {list(bias.shape)}")
+    if input.shape[2] != weight.shape[1] or bias.shape[0] != weight.shape[2]:
+        raise FnxRuntimeError(f"conv_tbc: input channels ({input.shape[2]}) must equal weight.size(1) "
+                              f"({weight.shape[1]}) and bias size ({bias.shape[0]}) weight.size(2) "
+                              f"({weight.shape[2]})")
+    out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
+    return out.permute(2, 0, 1)
 
 
 # ---------------------------------------------------------------- unfold / fold

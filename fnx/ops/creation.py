@@ -19,8 +19,8 @@ from .. import dtypes as _dt
 from ..array_layout import dense_order
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array, get_default_device, set_default_device
-from ..tensor import (Size, Tensor, Tracer, channels_last, channels_last_3d, check_memory_format, contiguous_format,
-                      make, preserve_format)
+from ..tensor import (Size, Tensor, Tracer, channels_last, channels_last_3d, check_layout, check_memory_format,
+                      contiguous_format, make, preserve_format)
 from ..tree import tree_map
 from ._batching import unary_batch_rule
 from .joins import stack
@@ -177,30 +177,35 @@ def _filled(shape: tuple, value, dtype, device, fn: str, requires_grad: bool) ->
     return _new(getattr(xp, fn)(shape, dtype=dt.np), dev, requires_grad)   # xp.zeros, ones, empty
 
 
-def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def zeros(*size, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros (default float dtype)."""
+    check_layout("zeros", layout)
     return _filled(_shape(size), 0, dtype, device, "zeros", requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def ones(*size, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of ones (default float dtype)."""
+    check_layout("ones", layout)
     return _filled(_shape(size), 1, dtype, device, "ones", requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty(*size, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor."""
+    check_layout("empty", layout)
     return _filled(_shape(size), 0, dtype, device, "empty", requires_grad)
 
 
-def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def full(size, fill_value, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with `fill_value`; the dtype follows the value's kind (bool, int64, default float)."""
+    check_layout("full", layout)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     return _filled(_shape((size,)), fill_value, dtype, device, "full", requires_grad)
 
 
-def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor of shape `size` whose memory is laid out with strides `stride` (in elements)."""
+    check_layout("empty_strided", layout)
     shape, strides = _shape((size,)), tuple(map(int, stride))
     if len(shape) != len(strides):
         raise FnxRuntimeError(f"empty_strided: mismatch in length of strides and shape: {len(strides)} strides for "
@@ -216,19 +221,22 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool 
     return _new(view, dev, requires_grad)
 
 
-def empty_permuted(size, physical_layout, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   requires_grad: bool = False) -> Tensor:
     """An uninitialised dense tensor of shape `size` whose dims lie in memory in the order `physical_layout`
     (outermost first): empty_permuted((n, c, h, w), (0, 2, 3, 1)) is channels-last."""
-    shape, layout = _shape((size,)), tuple(map(int, physical_layout))
-    if sorted(layout) != list(range(len(shape))):
-        raise FnxRuntimeError(f"empty_permuted: physical_layout {list(layout)} must be a permutation of the "
+    check_layout("empty_permuted", layout)
+    shape, order = _shape((size,)), tuple(map(int, physical_layout))
+    if sorted(order) != list(range(len(shape))):
+        raise FnxRuntimeError(f"empty_permuted: physical_layout {list(order)} must be a permutation of the "
                               f"{len(shape)} dims of size {list(shape)}")
-    memory = empty(tuple(shape[d] for d in layout), dtype=dtype, device=device)
-    return _new(memory._value.transpose(tuple(np.argsort(layout))), memory._device, requires_grad)
+    memory = empty(tuple(shape[d] for d in order), dtype=dtype, device=device)
+    return _new(memory._value.transpose(tuple(np.argsort(order))), memory._device, requires_grad)
 
 
-def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """A 0-d tensor holding the number `s`, of the default float dtype unless `dtype` is given."""
+    check_layout("scalar_tensor", layout)
     return _filled((), s, _dt.get_default_dtype() if dtype is None else dtype, device, "full", requires_grad)
 
 
@@ -279,32 +287,38 @@ def _like(input: Tensor, dtype, device):
     return (input.dtype if dtype is None else dtype), (input.device if device is None else device)
 
 
-def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def zeros_like(input: Tensor, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """Zeros with the shape (and, unless given, dtype and device) of `input`."""
+    check_layout("zeros_like", layout)
     dt, dev = _like(input, dtype, device)
     return zeros(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def ones_like(input: Tensor, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """Ones with the shape (and, unless given, dtype and device) of `input`."""
+    check_layout("ones_like", layout)
     dt, dev = _like(input, dtype, device)
     return ones(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty_like(input: Tensor, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor with the shape (and, unless given, dtype and device) of `input`."""
+    check_layout("empty_like", layout)
     dt, dev = _like(input, dtype, device)
     return empty(tuple(input.shape), dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def full_like(input: Tensor, fill_value, *, dtype=None, layout=None, device=None,
+              requires_grad: bool = False) -> Tensor:
     """`fill_value` everywhere, with the shape (and, unless given, dtype and device) of `input`."""
+    check_layout("full_like", layout)
     dt, dev = _like(input, dtype, device)
     return full(tuple(input.shape), fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """Values from `start` to `end` (exclusive) by `step`; int64 if all three are ints, else default float."""
+    check_layout("arange", layout)
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
@@ -321,22 +335,25 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     return _new(value, dev, requires_grad)
 
 
-def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def linspace(start, end, steps: int, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """`steps` evenly spaced values from `start` to `end` inclusive."""
+    check_layout("linspace", layout)
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
     return _new(_xp(dev, dt).linspace(start, end, int(steps)).astype(dt.np), dev, requires_grad)
 
 
-def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None) -> Tensor:
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, layout=None, device=None) -> Tensor:
     """`steps` values spaced evenly on a log scale: base ** linspace(start, end, steps)."""
+    check_layout("logspace", layout)
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
     return _new(_xp(dev, dt).logspace(start, end, int(steps), base=base).astype(dt.np), dev)
 
 
-def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """An n x m identity matrix."""
+    check_layout("eye", layout)
     dev = _device(device)
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.get_default_dtype()
     return _new(_xp(dev, dt).eye(n, n if m is None else m, dtype=dt.np), dev, requires_grad)
@@ -353,15 +370,17 @@ def _triangle_indices(op: str, row: int, col: int, offset: int, dtype, device, u
     return _new(_xp(dev, dt).asarray(np.stack(pick(row, offset, col)).astype(dt.np)), dev)
 
 
-def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, layout=None, device=None) -> Tensor:
     """The (2, N) row and column indices of the upper triangle of a row x col matrix, diagonal `offset` and above,
     in row-major order (PyTorch's `triu_indices`)."""
+    check_layout("triu_indices", layout)
     return _triangle_indices("triu_indices", row, col, offset, dtype, device, upper=True)
 
 
-def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, layout=None, device=None) -> Tensor:
     """The (2, N) row and column indices of the lower triangle of a row x col matrix, diagonal `offset` and below,
     in row-major order (PyTorch's `tril_indices`)."""
+    check_layout("tril_indices", layout)
     return _triangle_indices("tril_indices", row, col, offset, dtype, device, upper=False)
 
 
@@ -517,28 +536,35 @@ def new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: bo
     return tensor(data, **_like_self(self, dtype, device), requires_grad=requires_grad)
 
 
-def new_zeros(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_zeros(self: Tensor, *size, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """Zeros of shape `size` with `self`'s dtype and device unless given."""
+    check_layout("new_zeros", layout)
     return zeros(*size, **_like_self(self, dtype, device), requires_grad=requires_grad)
 
 
-def new_ones(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_ones(self: Tensor, *size, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """Ones of shape `size` with `self`'s dtype and device unless given."""
+    check_layout("new_ones", layout)
     return ones(*size, **_like_self(self, dtype, device), requires_grad=requires_grad)
 
 
-def new_empty(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_empty(self: Tensor, *size, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor of shape `size` with `self`'s dtype and device unless given."""
+    check_layout("new_empty", layout)
     return empty(*size, **_like_self(self, dtype, device), requires_grad=requires_grad)
 
 
-def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_full(self: Tensor, size, fill_value, *, dtype=None, layout=None, device=None,
+             requires_grad: bool = False) -> Tensor:
     """`fill_value` in shape `size` with `self`'s dtype and device unless given."""
+    check_layout("new_full", layout)
     return full(size, fill_value, **_like_self(self, dtype, device), requires_grad=requires_grad)
 
 
-def new_empty_strided(self: Tensor, size, stride, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_empty_strided(self: Tensor, size, stride, *, dtype=None, layout=None, device=None,
+                      requires_grad: bool = False) -> Tensor:
     """`empty_strided(size, stride)` with `self`'s dtype and device unless given."""
+    check_layout("new_empty_strided", layout)
     return empty_strided(size, stride, **_like_self(self, dtype, device), requires_grad=requires_grad)
 
 

@@ -42,7 +42,7 @@ from .. import dtypes as _dt
 from .. import random as keyed
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError
 from ..device import cpu, device as _device_cls, get_default_device
-from ..tensor import Tensor, Tracer, make
+from ..tensor import Tensor, Tracer, check_layout, make
 from ._batching import BatchTrace, BatchTracer
 from ._families import same_device
 from .complex import view_as_complex
@@ -421,9 +421,11 @@ def _dev(device):
 
 
 # ---------------------------------------------------------------- creation
-def rand(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def rand(*size, generator: Generator | None = None, dtype=None, layout=None, device=None,
+         requires_grad: bool = False) -> Tensor:
     """Uniform samples from [0, 1); a complex dtype draws the real and imaginary parts each from [0, 1), as
     PyTorch does."""
+    check_layout("rand", layout)
     if dtype is not None and _dt.as_dtype(dtype).is_complex:
         parts = rand(_size(size, "rand") + (2,), generator=generator, dtype=_dt.as_dtype(dtype).to_real(),
                      device=device)
@@ -435,9 +437,11 @@ def rand(*size, generator: Generator | None = None, dtype=None, device=None, req
     return _draw("rand", dev, requires_grad, lambda pre: _uniform(gen, pre + shape, dt))
 
 
-def randn(*size, generator: Generator | None = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def randn(*size, generator: Generator | None = None, dtype=None, layout=None, device=None,
+          requires_grad: bool = False) -> Tensor:
     """Standard normal samples; a complex dtype draws the real and imaginary parts each from N(0, 1/2), as
     PyTorch does (so E|z|^2 = 1)."""
+    check_layout("randn", layout)
     if dtype is not None and _dt.as_dtype(dtype).is_complex:
         parts = randn(_size(size, "randn") + (2,), generator=generator, dtype=_dt.as_dtype(dtype).to_real(),
                       device=device)
@@ -471,9 +475,10 @@ def _randint_array(gen: Generator, low: int, high: int, shape: tuple, dt: _dt.dt
     return gen.rng.integers(low, high, size=shape, dtype=np.int64).astype(dt.np, copy=False)
 
 
-def randint(*args, size=None, low=None, high=None, generator: Generator | None = None, dtype=None, device=None,
-            requires_grad: bool = False) -> Tensor:
+def randint(*args, size=None, low=None, high=None, generator: Generator | None = None, dtype=None, layout=None,
+            device=None, requires_grad: bool = False) -> Tensor:
     """Integers uniform in [low, high): `randint(high, size)` or `randint(low, high, size)` (default dtype int64)."""
+    check_layout("randint", layout)
     args = list(args)
     if size is None:
         if not args:
@@ -511,9 +516,10 @@ def _keyed_randint(key: Tensor, low: int, high: int, shape: tuple, dt: _dt.dtype
     return (((hi % span) * (2 ** 32 % span) + lo) % span + low).to(dt)
 
 
-def randperm(n: int, *, generator: Generator | None = None, dtype=None, device=None,
+def randperm(n: int, *, generator: Generator | None = None, dtype=None, layout=None, device=None,
              requires_grad: bool = False) -> Tensor:
     """A random permutation of 0 .. n-1 (default dtype int64)."""
+    check_layout("randperm", layout)
     n = int(n)
     if n < 0:
         raise FnxRuntimeError(f"randperm: n must be non-negative, got {n}")
@@ -632,13 +638,14 @@ def _bernoulli_array(gen: Generator, shape: tuple, probs, dt: _dt.dtype):
     return (u < probs).astype(dt.np)
 
 
-def normal(mean, std=1.0, size=None, *, generator: Generator | None = None, dtype=None, device=None,
+def normal(mean, std=1.0, size=None, *, generator: Generator | None = None, dtype=None, layout=None, device=None,
            requires_grad: bool = False) -> Tensor:
     """Normal samples: tensor `mean`/`std` broadcast elementwise, or Python numbers with a `size`.
 
     Like PyTorch's, the samples carry no gradient to `mean` and `std` in eager mode; with traced `mean` or
     `std` (inside grad or vmap) they are composed as mean + std * randn, which is differentiable.
     """
+    check_layout("normal", layout)
     tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
     if not tensors:
         if size is None:
@@ -746,21 +753,24 @@ def _in_layout(input: Tensor, draw, requires_grad: bool) -> Tensor:
     return out.requires_grad_() if requires_grad else out
 
 
-def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def rand_like(input: Tensor, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform samples on [0, 1) with the shape and layout (and, unless given, dtype and device) of `input`."""
+    check_layout("rand_like", layout)
     dt, dev = _like_args(input, dtype, device)
     return _in_layout(input, lambda shape: rand(shape, dtype=dt, device=dev), requires_grad)
 
 
-def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def randn_like(input: Tensor, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples with the shape and layout (and, unless given, dtype and device) of `input`."""
+    check_layout("randn_like", layout)
     dt, dev = _like_args(input, dtype, device)
     return _in_layout(input, lambda shape: randn(shape, dtype=dt, device=dev), requires_grad)
 
 
-def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype=None, device=None,
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype=None, layout=None, device=None,
                  requires_grad: bool = False) -> Tensor:
     """`randint_like(input, high)` or `randint_like(input, low, high)`: integers in [low, high), input's shape."""
+    check_layout("randint_like", layout)
     if high is None:
         low, high = 0, low
     dt, dev = _like_args(input, dtype, device)

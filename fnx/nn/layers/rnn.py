@@ -90,28 +90,9 @@ class RNNBase(Module):
     def _run(self, x: Tensor, hx: list, runs: list | None = None) -> tuple[Tensor, list]:
         """x: (L, N, H_in) sequence-first; hx: per (layer, direction) initial state. Returns output and states.
         `runs` (a packed batch's, sorted by falling length; see _runs): the steps that update a prefix of it."""
-        directions = 2 if self.bidirectional else 1
-        lstm = self.mode == "LSTM"
-        finals = []
-        for layer in range(self.num_layers):
-            outs = []
-            for d, suffix in enumerate(("", "_reverse")[:directions]):
-                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, suffix)
-                h0, c0 = hx[layer * directions + d] if lstm else (hx[layer * directions + d], None)
-                if b_ih is None or self.mode == "GRU":   # a GRU's b_hn sits inside r * (h W_hn + b_hn)
-                    xw, bias = F.linear(x, w_ih, b_ih), b_hh
-                else:   # both biases enter the pre-activation: add their sum once, not each over the sequence
-                    xw, bias = F.linear(x, w_ih), b_ih + b_hh
-                if runs is None:
-                    ys, h_n, c_n = recurrence(self.mode, xw, h0, c0, w_hh, bias, w_hr, d == 1)
-                else:
-                    ys, h_n, c_n = self._recur_runs(xw, h0, c0, w_hh, bias, w_hr, d == 1, runs)
-                outs.append(ys)
-                finals.append((h_n, c_n) if lstm else h_n)
-            x = outs[0] if directions == 1 else cat(outs, -1)
-            if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
-        return x, finals
+        suffixes = ("", "_reverse")[:2 if self.bidirectional else 1]
+        weights = [[self._weights(layer, suffix) for suffix in suffixes] for layer in range(self.num_layers)]
+        return run_layers(self.mode, x, hx, weights, self.dropout if self.training else 0.0, runs)
 
     def _initial_state(self, hx, batch: int, ref: Tensor, size: int, what: str):
         count = self.num_layers * (2 if self.bidirectional else 1)
@@ -138,27 +119,6 @@ class RNNBase(Module):
         if self.mode == "LSTM":
             return stack([h for h, _ in finals]), stack([c for _, c in finals])
         return stack(finals)
-
-    def _recur_runs(self, xw: Tensor, h0: Tensor, c0: Tensor | None, w_hh, bias, w_hr, reverse: bool, runs: list):
-        """recurrence over a packed batch sorted by falling length, run by run: the steps [start, stop) of a run
-        update its `active` longest sequences (as PyTorch's packed steps do), the rest keep their state (their
-        final one, or, in reverse, their initial one until their last step comes) and output zeros."""
-        batch, lstm = xw.shape[1], c0 is not None
-        h, c = h0, c0
-        pieces = xw.split([stop - start for start, stop, _ in runs], 0)
-        outs = []
-        for (start, stop, active), piece in reversed(list(zip(runs, pieces))) if reverse else zip(runs, pieces):
-            ys, h_n, c_n = recurrence(self.mode, piece[:, :active], h[:active], c[:active] if lstm else None, w_hh,
-                                      bias, w_hr, reverse)
-            if active < batch:
-                h = cat([h_n, h[active:]])
-                c = cat([c_n, c[active:]]) if lstm else None
-                ys = cat([ys, zeros(stop - start, batch - active, ys.shape[-1], dtype=ys.dtype, device=ys.device)],
-                         1)
-            else:
-                h, c = h_n, c_n
-            outs.append(ys)
-        return cat(outs[::-1] if reverse else outs), h, c
 
     def _forward_packed(self, input: PackedSequence, hx):
         """A packed batch: sorted by falling length, its steps run in runs that update the sequences still going
@@ -205,6 +165,58 @@ class RNNBase(Module):
             out = out.squeeze(1)
             state = tuple(s.squeeze(1) for s in state) if isinstance(state, tuple) else state.squeeze(1)
         return out, state
+
+
+def run_layers(mode: str, x: Tensor, hx: list, weights: list, dropout: float = 0.0,
+               runs: list | None = None) -> tuple[Tensor, list]:
+    """The stacked recurrence of RNNBase and torch.lstm / gru / rnn_tanh / rnn_relu: x (L, N, H_in) sequence-first;
+    `weights[layer][direction]` = (w_ih, w_hh, b_ih, b_hh, w_hr), None where absent; hx the initial state of each
+    (layer, direction), h (or (h, c) for an LSTM). `dropout` applies between layers (training mode's probability,
+    0 otherwise). Returns the last layer's output and each (layer, direction)'s final state. `runs` (a packed
+    batch's, sorted by falling length; see _runs): the steps that update a prefix of it."""
+    lstm = mode == "LSTM"
+    finals = []
+    for layer, directions in enumerate(weights):
+        outs = []
+        for d, (w_ih, w_hh, b_ih, b_hh, w_hr) in enumerate(directions):
+            state = hx[layer * len(directions) + d]
+            h0, c0 = state if lstm else (state, None)
+            if b_ih is None or mode == "GRU":   # a GRU's b_hn sits inside r * (h W_hn + b_hn)
+                xw, bias = F.linear(x, w_ih, b_ih), b_hh
+            else:   # both biases enter the pre-activation: add their sum once, not each over the sequence
+                xw, bias = F.linear(x, w_ih), b_ih + b_hh
+            if runs is None:
+                ys, h_n, c_n = recurrence(mode, xw, h0, c0, w_hh, bias, w_hr, d == 1)
+            else:
+                ys, h_n, c_n = _recur_runs(mode, xw, h0, c0, w_hh, bias, w_hr, d == 1, runs)
+            outs.append(ys)
+            finals.append((h_n, c_n) if lstm else h_n)
+        x = outs[0] if len(outs) == 1 else cat(outs, -1)
+        if dropout and layer < len(weights) - 1:
+            x = F.dropout(x, dropout, True)
+    return x, finals
+
+
+def _recur_runs(mode: str, xw: Tensor, h0: Tensor, c0: Tensor | None, w_hh, bias, w_hr, reverse: bool, runs: list):
+    """recurrence over a packed batch sorted by falling length, run by run: the steps [start, stop) of a run
+    update its `active` longest sequences (as PyTorch's packed steps do), the rest keep their state (their
+    final one, or, in reverse, their initial one until their last step comes) and output zeros."""
+    batch, lstm = xw.shape[1], c0 is not None
+    h, c = h0, c0
+    pieces = xw.split([stop - start for start, stop, _ in runs], 0)
+    outs = []
+    for (start, stop, active), piece in reversed(list(zip(runs, pieces))) if reverse else zip(runs, pieces):
+        ys, h_n, c_n = recurrence(mode, piece[:, :active], h[:active], c[:active] if lstm else None, w_hh,
+                                  bias, w_hr, reverse)
+        if active < batch:
+            h = cat([h_n, h[active:]])
+            c = cat([c_n, c[active:]]) if lstm else None
+            ys = cat([ys, zeros(stop - start, batch - active, ys.shape[-1], dtype=ys.dtype, device=ys.device)],
+                     1)
+        else:
+            h, c = h_n, c_n
+        outs.append(ys)
+    return cat(outs[::-1] if reverse else outs), h, c
 
 
 def _runs(lengths: list) -> list:
