@@ -7,7 +7,8 @@ pytorch/examples' word_language_model (LSTM and Transformer), mnist (a CNN) and 
 einops, time_sequence_prediction (LSTMCells with LBFGS), llama2.c's Llama-2 model.py, PyTorch's seq2seq
 translation tutorial (a GRU decoder with attention, stepped one token at a time), pytorch/examples' DCGAN
 (transposed convolutions, batch norm, in-place LeakyReLU) and neuraloperator's 2-d Fourier neural operator
-(torch.fft, complex parameters trained by Adam) and PyTorch's DDP tutorial (torch.multiprocessing.spawn, "gloo")."""
+(torch.fft, complex parameters trained by Adam) and PyTorch's DDP tutorial (torch.multiprocessing.spawn, "gloo"),
+PyTorch's spatial transformer tutorial (affine_grid and grid_sample)."""
 import os
 import re
 import subprocess
@@ -141,3 +142,14 @@ def test_ddp_spawned_over_gloo(tmp_path):
     lines = _run("ddp_spawn.py", "--port", str(_free_port()), cwd=tmp_path)
     assert lines == ["ddp matches one process: True", "all_reduce 3.0 all_gather [0.0, 1.0] broadcast 10.0"]
     assert _run("ddp_spawn.py", "--port", str(_free_port()), "--fail", cwd=tmp_path) == ["process 1 failed: True"]
+
+
+def test_spatial_transformer(tmp_path):
+    """F.affine_grid / F.grid_sample warp the input; nn.MaxPool2d feeds nn.ReLU(True), which rectifies the pooled
+    values in place before backward; the test loss sums with the legacy size_average=False. With the tutorial's
+    SGD(lr=0.01), 23 steps barely move the loss (real PyTorch too): the test checks the loop and the warp run."""
+    lines = _run("spatial_transformer.py", "--epochs", "1", cwd=tmp_path)
+    losses = _numbers(lines, r"Loss: ([\d.]+)$")
+    test, = _numbers(lines, r"Test set: Average loss: ([\d.]+)")
+    change, = _numbers(lines, r"^warped batch: \[64, 1, 28, 28\] mean change ([\d.]+)$")
+    assert len(losses) == 3 and abs(test - 2.30) < 0.1 and change > 0.01, lines
