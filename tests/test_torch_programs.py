@@ -8,7 +8,8 @@ einops, time_sequence_prediction (LSTMCells with LBFGS), llama2.c's Llama-2 mode
 translation tutorial (a GRU decoder with attention, stepped one token at a time), pytorch/examples' DCGAN
 (transposed convolutions, batch norm, in-place LeakyReLU) and neuraloperator's 2-d Fourier neural operator
 (torch.fft, complex parameters trained by Adam) and PyTorch's DDP tutorial (torch.multiprocessing.spawn, "gloo"),
-PyTorch's spatial transformer tutorial (affine_grid and grid_sample)."""
+PyTorch's spatial transformer tutorial (affine_grid and grid_sample), pytorch/examples' actor_critic (Categorical
+sampling on a small cart-pole) and super_resolution (PixelShuffle)."""
 import os
 import re
 import subprocess
@@ -153,3 +154,19 @@ def test_spatial_transformer(tmp_path):
     test, = _numbers(lines, r"Test set: Average loss: ([\d.]+)")
     change, = _numbers(lines, r"^warped batch: \[64, 1, 28, 28\] mean change ([\d.]+)$")
     assert len(losses) == 3 and abs(test - 2.30) < 0.1 and change > 0.01, lines
+
+
+def test_actor_critic(tmp_path):
+    """Categorical sampling and log_prob one step at a time, returns normalised by their std, smooth L1 critic loss."""
+    lines = _run("actor_critic.py", "--max-episodes", "40", cwd=tmp_path)
+    average = _numbers(lines, r"Average reward: ([\d.]+)$")
+    assert len(average) == 4 and average[-1] > 1.3 * average[0], lines
+
+
+def test_super_resolution(tmp_path):
+    """nn.PixelShuffle after orthogonally initialised convolutions; `torch.save(model, path)` each epoch."""
+    lines = _run("super_resolution.py", "--upscale_factor", "3", "--nEpochs", "3", "--batchSize", "16", cwd=tmp_path)
+    psnr = _numbers(lines, r"Avg. PSNR: ([\d.]+) dB")
+    assert len(psnr) == 4 and psnr[-1] > psnr[0] + 5, lines
+    assert [line for line in lines if line.startswith("Checkpoint")][-1] == "Checkpoint saved to model_epoch_3.pth"
+    assert (tmp_path / "model_epoch_3.pth").exists()
