@@ -9,7 +9,8 @@ translation tutorial (a GRU decoder with attention, stepped one token at a time)
 (transposed convolutions, batch norm, in-place LeakyReLU) and neuraloperator's 2-d Fourier neural operator
 (torch.fft, complex parameters trained by Adam) and PyTorch's DDP tutorial (torch.multiprocessing.spawn, "gloo"),
 PyTorch's spatial transformer tutorial (affine_grid and grid_sample), pytorch/examples' actor_critic (Categorical
-sampling on a small cart-pole) and super_resolution (PixelShuffle)."""
+sampling on a small cart-pole), super_resolution (PixelShuffle) and fast_neural_style (InstanceNorm2d, ReflectionPad2d,
+Gram matrices)."""
 import os
 import re
 import subprocess
@@ -170,3 +171,14 @@ def test_super_resolution(tmp_path):
     assert len(psnr) == 4 and psnr[-1] > psnr[0] + 5, lines
     assert [line for line in lines if line.startswith("Checkpoint")][-1] == "Checkpoint saved to model_epoch_3.pth"
     assert (tmp_path / "model_epoch_3.pth").exists()
+
+
+def test_fast_neural_style(tmp_path):
+    """InstanceNorm2d(affine=True), ReflectionPad2d and nearest Upsample in the transformer net, Gram matrices of a
+    frozen network's namedtuple features, an in-place div_ of the net's output; the state_dict saved and reloaded."""
+    lines = _run("fast_neural_style.py", "--epochs", "2", "--batches", "2", "--save-model-dir", str(tmp_path),
+                 cwd=tmp_path)
+    totals = _numbers(lines, r"total: ([\d.]+)$")
+    assert len(totals) == 2 and totals[1] < 0.97 * totals[0], lines
+    assert (tmp_path / "epoch_2_100000.0_10000000000.0.model").exists()
+    assert lines[-1] == "stylized image: (32, 32, 3) uint8"
