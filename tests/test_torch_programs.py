@@ -10,7 +10,7 @@ translation tutorial (a GRU decoder with attention, stepped one token at a time)
 (torch.fft, complex parameters trained by Adam) and PyTorch's DDP tutorial (torch.multiprocessing.spawn, "gloo"),
 PyTorch's spatial transformer tutorial (affine_grid and grid_sample), pytorch/examples' actor_critic (Categorical
 sampling on a small cart-pole), super_resolution (PixelShuffle) and fast_neural_style (InstanceNorm2d, ReflectionPad2d,
-Gram matrices)."""
+Gram matrices), and PyTorch's text classification tutorial (EmbeddingBag with offsets)."""
 import os
 import re
 import subprocess
@@ -182,3 +182,13 @@ def test_fast_neural_style(tmp_path):
     assert len(totals) == 2 and totals[1] < 0.97 * totals[0], lines
     assert (tmp_path / "epoch_2_100000.0_10000000000.0.model").exists()
     assert lines[-1] == "stylized image: (32, 32, 3) uint8"
+
+
+def test_text_classification_with_embedding_bag(tmp_path):
+    """nn.EmbeddingBag over one flat token tensor with offsets from collate_fn; random_split, clip_grad_norm_, StepLR."""
+    lines = _run("text_classification.py", "--epochs", "2", cwd=tmp_path)
+    train = _numbers(lines, r"batches \| accuracy\s+([\d.]+)$")
+    valid = _numbers(lines, r"valid accuracy\s+([\d.]+)")
+    test, = _numbers(lines, r"^test accuracy\s+([\d.]+)$")
+    assert len(train) == 6 and train[-1] > train[0] + 0.2 and valid[-1] > 0.8 and test > 0.8, lines
+    assert lines[-1] == "This is a Sports news"
