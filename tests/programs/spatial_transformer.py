@@ -2,8 +2,8 @@
 intermediate_source/spatial_transformer_tutorial.py is: a localization network regresses a 2x3 affine matrix
 (its last layer starts at the identity), F.affine_grid and F.grid_sample warp the input, and a small CNN
 classifies the warped image; SGD, F.nll_loss (the test sums with the legacy size_average=False).
-Changed: scikit-learn's bundled 8x8 digits (3x upsampled and zero-padded to MNIST's 28x28, randomly shifted)
-instead of torchvision's MNIST download; epochs from the command line; torchvision's make_grid/matplotlib
+Changed: seven-segment digits drawn here (24x24 on MNIST's 28x28 canvas, randomly shifted) instead of
+torchvision's MNIST download; epochs from the command line; torchvision's make_grid/matplotlib
 visualisation replaced by printing the warp of a test batch.
 
 Written for PyTorch; the tests run it unmodified with `python -m fnx run`.
@@ -18,7 +18,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
-from sklearn.datasets import load_digits
 from torch.utils.data import DataLoader, TensorDataset
 
 parser = argparse.ArgumentParser(description='Spatial transformer networks tutorial')
@@ -29,18 +28,31 @@ torch.manual_seed(0)
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+SEGMENTS = ["abcdef", "bc", "abdeg", "abcdg", "bcfg", "acdfg", "acdefg", "abc", "abcdefg", "abcdfg"]
+
+
+def seven_segment(digit, thickness):
+    """A digit as a seven-segment display draws it, on a 24x24 canvas with bars of the given thickness."""
+    image = np.zeros((24, 24), np.float32)
+    bars = {"a": (slice(2, 2 + thickness), slice(6, 18)), "d": (slice(22 - thickness, 22), slice(6, 18)),
+            "g": (slice(12 - thickness // 2, 12 + (thickness + 1) // 2), slice(6, 18)),
+            "f": (slice(2, 12), slice(6, 6 + thickness)), "b": (slice(2, 12), slice(18 - thickness, 18)),
+            "e": (slice(12, 22), slice(6, 6 + thickness)), "c": (slice(12, 22), slice(18 - thickness, 18))}
+    for segment in SEGMENTS[digit]:
+        image[bars[segment]] = 1.0
+    return image
+
+
 def digits(train):
-    """sklearn's digits at MNIST's size and normalisation, each shifted by up to 4 pixels (a task for the STN)."""
-    images, labels = load_digits(return_X_y=True)
+    """Seven-segment digits at MNIST's size and normalisation, each shifted by up to 4 pixels (a task for the STN)."""
     rng = np.random.RandomState(0 if train else 1)
-    rows = np.arange(len(images))
-    rows = rows[rows % 5 != 0] if train else rows[rows % 5 == 0]
-    big = np.kron(images[rows].reshape(-1, 8, 8) / 16.0, np.ones((3, 3)))
-    canvas = np.zeros((len(rows), 1, 28, 28), np.float32)
-    for i, (dy, dx) in enumerate(rng.randint(0, 5, size=(len(rows), 2))):
-        canvas[i, 0, dy:dy + 24, dx:dx + 24] = big[i]
+    n = 1440 if train else 360
+    labels = rng.randint(0, 10, size=n)
+    canvas = np.zeros((n, 1, 28, 28), np.float32)
+    for i, (dy, dx) in enumerate(rng.randint(0, 5, size=(n, 2))):
+        canvas[i, 0, dy:dy + 24, dx:dx + 24] = seven_segment(labels[i], rng.randint(2, 4))
     canvas = (canvas - 0.1307) / 0.3081
-    return TensorDataset(torch.from_numpy(canvas), torch.from_numpy(labels[rows]).long())
+    return TensorDataset(torch.from_numpy(canvas), torch.from_numpy(labels).long())
 
 
 train_loader = DataLoader(digits(train=True), batch_size=64, shuffle=True, num_workers=0)
