@@ -10,7 +10,7 @@ translation tutorial (a GRU decoder with attention, stepped one token at a time)
 (torch.fft, complex parameters trained by Adam) and PyTorch's DDP tutorial (torch.multiprocessing.spawn, "gloo"),
 PyTorch's spatial transformer tutorial (affine_grid and grid_sample), pytorch/examples' actor_critic (Categorical
 sampling on a small cart-pole), super_resolution (PixelShuffle) and fast_neural_style (InstanceNorm2d, ReflectionPad2d,
-Gram matrices), and PyTorch's text classification tutorial (EmbeddingBag with offsets)."""
+Gram matrices), and PyTorch's text classification (EmbeddingBag with offsets) and char-RNN name tutorials."""
 import os
 import re
 import subprocess
@@ -159,7 +159,7 @@ def test_spatial_transformer(tmp_path):
 
 def test_actor_critic(tmp_path):
     """Categorical sampling and log_prob one step at a time, returns normalised by their std, smooth L1 critic loss."""
-    lines = _run("actor_critic.py", "--max-episodes", "40", cwd=tmp_path)
+    lines = _run("actor_critic.py", "--max-episodes", "40", "--max-steps", "50", cwd=tmp_path)
     average = _numbers(lines, r"Average reward: ([\d.]+)$")
     assert len(average) == 4 and average[-1] > 1.3 * average[0], lines
 
@@ -192,3 +192,15 @@ def test_text_classification_with_embedding_bag(tmp_path):
     test, = _numbers(lines, r"^test accuracy\s+([\d.]+)$")
     assert len(train) == 6 and train[-1] > train[0] + 0.2 and valid[-1] > 0.8 and test > 0.8, lines
     assert lines[-1] == "This is a Sports news"
+
+
+def test_char_rnn_names(tmp_path):
+    """A hand-written RNN cell stepped letter by letter, SGD as `p.data.add_(p.grad.data, alpha=-lr)`, topk; the
+    generator sums its loss onto `torch.Tensor([0])` and unsqueeze_s its targets in place."""
+    lines = _run("char_rnn_names.py", "--n-iters", "400", "--gen-iters", "100", cwd=tmp_path)
+    losses = _numbers(lines, r"^\d+ \d+% ([\d.]+) ")
+    gen_losses = _numbers(lines, r"^gen \d+ \(\d+%\) ([\d.]+)$")
+    confusion, = _numbers(lines, r"^confusion diagonal: ([\d.]+)$")
+    assert len(losses) == 4 and losses[-1] < 0.95 * losses[0] and confusion > 0.5, lines
+    assert len(gen_losses) == 4 and gen_losses[-1] < gen_losses[0], lines
+    assert sum(line.startswith("sample: Japanese ") for line in lines) == 3
