@@ -10,7 +10,8 @@ translation tutorial (a GRU decoder with attention, stepped one token at a time)
 (torch.fft, complex parameters trained by Adam) and PyTorch's DDP tutorial (torch.multiprocessing.spawn, "gloo"),
 PyTorch's spatial transformer tutorial (affine_grid and grid_sample), pytorch/examples' actor_critic (Categorical
 sampling on a small cart-pole), super_resolution (PixelShuffle) and fast_neural_style (InstanceNorm2d, ReflectionPad2d,
-Gram matrices), and PyTorch's text classification (EmbeddingBag with offsets) and char-RNN name tutorials."""
+Gram matrices) and gat (graph attention on a dense adjacency), and PyTorch's text classification (EmbeddingBag with
+offsets) and char-RNN name tutorials."""
 import os
 import re
 import subprocess
@@ -204,3 +205,12 @@ def test_char_rnn_names(tmp_path):
     assert len(losses) == 4 and losses[-1] < 0.95 * losses[0] and confusion > 0.5, lines
     assert len(gen_losses) == 4 and gen_losses[-1] < gen_losses[0], lines
     assert sum(line.startswith("sample: Japanese ") for line in lines) == 3
+
+
+def test_graph_attention_network(tmp_path):
+    """Parameters made with torch.empty(size=...), scores broadcast through .mT, non-edges masked by torch.where,
+    index-tensor node splits; Adam with weight decay."""
+    lines = _run("gat.py", "--epochs", "30", "--val-every", "10", cwd=tmp_path)
+    train = _numbers(lines, r"loss_train: ([\d.]+)")
+    test, = _numbers(lines, r"Test set results: loss ([\d.]+)")
+    assert len(train) == 3 and train[-1] < train[0] - 0.01 and test < 1.1, lines

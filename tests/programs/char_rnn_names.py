@@ -3,7 +3,7 @@
 tensors, a hand-written RNN cell of nn.Linear layers stepped one letter at a time, plain SGD written as
 `p.data.add_(p.grad.data, alpha=-learning_rate)`, topk to read the category, a confusion matrix; then the
 category-conditioned generator (torch.cat of category, letter and hidden, dropout, a loss summed per letter from
-`torch.Tensor([0])`) sampling names with torch.multinomial-free topk as the tutorial does.
+`torch.Tensor([0])`) writing names greedily with topk, as the tutorial does.
 Changed: the data/names/*.txt download is names made here from a few syllables per language; the iteration
 counts come from the command line; matplotlib plots are printed summaries.
 
