@@ -89,8 +89,9 @@ def check_adam(lr, betas, eps, weight_decay) -> None:
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba) with PyTorch's update rule; `weight_decay` adds an L2 term to the gradient, or with
-    `decoupled_weight_decay=True` shrinks the parameters first, as AdamW does.
+    """Adam (Kingma & Ba) with PyTorch's update rule; `weight_decay` adds an L2 term to the gradient.
+
+    With `decoupled_weight_decay=True` it shrinks the parameters first instead, as AdamW does.
 
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  (amsgrad: v_max = max(v_max, v), used instead of v)
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
