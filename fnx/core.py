@@ -104,7 +104,7 @@ class Primitive:
     __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "batch", "view", "saves_inputs", "saves_output",
                  "multiple_results", "differentiable", "vjp_takes_needs", "groups", "c", "cuda", "monoid", "libm")
 
-    def __init__(self, name: str, *, view: bool = False, saves_inputs: bool = True, saves_output: bool = False,
+    def __init__(self, name: str, *, view: bool = False, saves_inputs: bool = True, saves_output: bool | tuple = False,
                  multiple_results: bool = False, differentiable: bool = True, groups=(), c: dict | None = None,
                  cuda: dict | None = None, monoid: str | None = None, libm: str | None = None):
         self.name = name
@@ -112,7 +112,7 @@ class Primitive:
             setattr(self, rule, _missing_rule(name, rule))
         self.view = view                    # eager output may alias the first input (shares its version counter)
         self.saves_inputs = saves_inputs    # the vjp reads primal inputs: guard them with version counters
-        self.saves_output = saves_output    # the vjp reads the output
+        self.saves_output = saves_output    # the vjp reads the output (of several: True, or the indices it reads)
         self.multiple_results = multiple_results
         self.differentiable = differentiable
         self.vjp_takes_needs = False  # the vjp accepts needs=(bool per input) and skips unneeded cotangents
@@ -120,6 +120,10 @@ class Primitive:
         if self.groups:
             self._check_declaration()
             Primitive.registry[name] = self
+
+    def reads_output(self, k: int) -> bool:
+        """Whether the vjp reads output `k`: an output it does not read may be written in place before backward."""
+        return self.saves_output is True or (bool(self.saves_output) and k in self.saves_output)
 
     def _check_declaration(self) -> None:
         """A declaration that lowering could not use fails here, at import, naming the primitive."""

@@ -1,5 +1,6 @@
 """fnx.nn.functional against float64 numpy references written out loop by loop, and gradients against
 finite differences. Convolution and pooling parameters are drawn by hypothesis."""
+import contextlib
 import itertools
 import math
 
@@ -194,6 +195,19 @@ def test_max_pool_gradient_goes_to_the_first_maximum_like_pytorch():
     x = fnx.zeros(1, 1, 2, 2, requires_grad=True)
     F.max_pool2d(x, 2).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy()[0, 0], [[1.0, 0.0], [0.0, 0.0]])
+
+
+def test_max_pool_output_may_be_written_in_place_before_backward():
+    """PyTorch's max-pool backward reads the input and the argmax positions, not the pooled values: the spatial
+    transformer tutorial's `nn.MaxPool2d(2), nn.ReLU(True)` rectifies them in place (also under saved-tensor hooks)."""
+    x = fnx.tensor([[[[1.0, -2.0], [-3.0, -4.0]], [[-5.0, -1.0], [-6.0, -7.0]]]], requires_grad=True)
+    for hooks in (contextlib.nullcontext(), fnx.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)):
+        x.grad = None
+        with hooks:
+            y = F.relu(F.max_pool2d(x * 2, 2), inplace=True)
+        y.sum().backward()
+        assert y.flatten().tolist() == [2.0, 0.0]
+        assert x.grad.flatten().tolist() == [2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
 
 
 def test_max_pool_ties_and_nans_pick_pytorchs_index():

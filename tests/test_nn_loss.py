@@ -194,10 +194,15 @@ def test_kl_div_and_other_losses():
 
 
 def test_legacy_size_average_and_reduce_flags():
+    """They still work, with PyTorch's deprecation warning naming the reduction= to write instead."""
     x, y = fnx.randn(3, 2, dtype=fnx.float64), fnx.randn(3, 2, dtype=fnx.float64)
-    assert F.mse_loss(x, y, size_average=False).item() == pytest.approx(F.mse_loss(x, y, reduction="sum").item())
-    assert nn.MSELoss(reduce=False)(x, y).shape == (3, 2)
-    assert nn.L1Loss(size_average=False).reduction == "sum"
+    with pytest.warns(UserWarning, match=r"size_average and reduce args will be deprecated, please use "
+                                         r"reduction='sum' instead\."):
+        assert F.mse_loss(x, y, size_average=False).item() == pytest.approx(F.mse_loss(x, y, reduction="sum").item())
+    with pytest.warns(UserWarning, match="reduction='none'"):
+        assert nn.MSELoss(reduce=False)(x, y).shape == (3, 2)
+    with pytest.warns(UserWarning, match="reduction='sum'"):
+        assert nn.L1Loss(size_average=False).reduction == "sum"
 
 
 def test_loss_modules_register_weights_as_buffers():

@@ -217,6 +217,26 @@ def test_stateful_matches_documented_rule(cls, functional, ref, kwargs):
         np.testing.assert_allclose(npy(params[k]), p, rtol=1e-12, atol=1e-12)
 
 
+def test_adam_with_decoupled_weight_decay_is_adamw():
+    """PyTorch's Adam takes decoupled_weight_decay (AdamW is Adam with it True) and keeps it in each param group,
+    so a state_dict says which decay a group used; a group saved without the key decays as its class does."""
+    runs = {}
+    for name, make in [("adam", lambda ps: optim.Adam(ps, lr=0.01, weight_decay=0.3, decoupled_weight_decay=True)),
+                       ("adamw", lambda ps: optim.AdamW(ps, lr=0.01, weight_decay=0.3)),
+                       ("old_adamw", lambda ps: optim.AdamW(ps, lr=0.01, weight_decay=0.3))]:
+        params = params64()
+        opt = make(list(params.values()))
+        assert opt.param_groups[0]["decoupled_weight_decay"] is True
+        if name == "old_adamw":
+            del opt.param_groups[0]["decoupled_weight_decay"]
+        run_stateful(lambda ps, **kw: opt, {}, params, GRADS)
+        runs[name] = {k: npy(v) for k, v in params.items()}
+    for k in P0:
+        np.testing.assert_array_equal(runs["adam"][k], runs["adamw"][k])
+        np.testing.assert_array_equal(runs["old_adamw"][k], runs["adamw"][k])
+    assert optim.Adam([fnx.zeros(1, requires_grad=True)]).defaults["decoupled_weight_decay"] is False
+
+
 @pytest.mark.parametrize("cls, functional, ref, kwargs", CASES, ids=IDS)
 def test_functional_matches_stateful(cls, functional, ref, kwargs):
     params = params64()

@@ -100,6 +100,17 @@ def test_randint_signatures_and_range():
     assert fnx.randint(3, size=(2, 2)).shape == (2, 2)
 
 
+def test_factories_take_the_shape_as_the_keyword_size():
+    """PyTorch's zeros/ones/empty/rand/randn take `size=` as well as positional sizes (pytorch/examples' GAT writes
+    `torch.empty(size=(in_features, out_features))`); both at once is a TypeError, as there."""
+    for factory in (fnx.zeros, fnx.ones, fnx.empty, fnx.rand, fnx.randn):
+        assert factory(size=(2, 3)).shape == (2, 3) and factory(size=[4]).shape == (4,)
+        assert factory(size=fnx.Size([1, 2]), dtype=fnx.float64).dtype is fnx.float64
+        with pytest.raises(TypeError, match="multiple values for argument 'size'"):
+            factory(2, size=(3,))
+    assert fnx.ones(size=(2,)).tolist() == [1.0, 1.0] and fnx.zeros(size=()).shape == ()
+
+
 def test_randperm_is_a_permutation():
     p = fnx.randperm(50).numpy()
     assert sorted(p.tolist()) == list(range(50))

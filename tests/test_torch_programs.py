@@ -7,7 +7,11 @@ pytorch/examples' word_language_model (LSTM and Transformer), mnist (a CNN) and 
 einops, time_sequence_prediction (LSTMCells with LBFGS), llama2.c's Llama-2 model.py, PyTorch's seq2seq
 translation tutorial (a GRU decoder with attention, stepped one token at a time), pytorch/examples' DCGAN
 (transposed convolutions, batch norm, in-place LeakyReLU) and neuraloperator's 2-d Fourier neural operator
-(torch.fft, complex parameters trained by Adam) and PyTorch's DDP tutorial (torch.multiprocessing.spawn, "gloo")."""
+(torch.fft, complex parameters trained by Adam) and PyTorch's DDP tutorial (torch.multiprocessing.spawn, "gloo"),
+PyTorch's spatial transformer tutorial (affine_grid and grid_sample), pytorch/examples' actor_critic (Categorical
+sampling on a small cart-pole), super_resolution (PixelShuffle) and fast_neural_style (InstanceNorm2d, ReflectionPad2d,
+Gram matrices) and gat (graph attention on a dense adjacency), and PyTorch's text classification (EmbeddingBag with
+offsets) and char-RNN name tutorials."""
 import os
 import re
 import subprocess
@@ -141,3 +145,72 @@ def test_ddp_spawned_over_gloo(tmp_path):
     lines = _run("ddp_spawn.py", "--port", str(_free_port()), cwd=tmp_path)
     assert lines == ["ddp matches one process: True", "all_reduce 3.0 all_gather [0.0, 1.0] broadcast 10.0"]
     assert _run("ddp_spawn.py", "--port", str(_free_port()), "--fail", cwd=tmp_path) == ["process 1 failed: True"]
+
+
+def test_spatial_transformer(tmp_path):
+    """F.affine_grid / F.grid_sample warp the input; nn.MaxPool2d feeds nn.ReLU(True), which rectifies the pooled
+    values in place before backward; the test loss sums with the legacy size_average=False. With the tutorial's
+    SGD(lr=0.01), 23 steps barely move the loss (real PyTorch too): the test checks the loop and the warp run."""
+    lines = _run("spatial_transformer.py", "--epochs", "1", cwd=tmp_path)
+    losses = _numbers(lines, r"Loss: ([\d.]+)$")
+    test, = _numbers(lines, r"Test set: Average loss: ([\d.]+)")
+    change, = _numbers(lines, r"^warped batch: \[64, 1, 28, 28\] mean change ([\d.]+)$")
+    assert len(losses) == 3 and abs(test - 2.30) < 0.1 and change > 0.01, lines
+
+
+def test_actor_critic(tmp_path):
+    """Categorical sampling and log_prob one step at a time, returns normalised by their std, smooth L1 critic loss."""
+    lines = _run("actor_critic.py", "--max-episodes", "40", "--max-steps", "50", cwd=tmp_path)
+    average = _numbers(lines, r"Average reward: ([\d.]+)$")
+    assert len(average) == 4 and average[-1] > 1.3 * average[0], lines
+
+
+def test_super_resolution(tmp_path):
+    """nn.PixelShuffle after orthogonally initialised convolutions; `torch.save(model, path)` each epoch."""
+    lines = _run("super_resolution.py", "--upscale_factor", "3", "--nEpochs", "3", "--batchSize", "16", cwd=tmp_path)
+    psnr = _numbers(lines, r"Avg. PSNR: ([\d.]+) dB")
+    assert len(psnr) == 4 and psnr[-1] > psnr[0] + 5, lines
+    assert [line for line in lines if line.startswith("Checkpoint")][-1] == "Checkpoint saved to model_epoch_3.pth"
+    assert (tmp_path / "model_epoch_3.pth").exists()
+
+
+def test_fast_neural_style(tmp_path):
+    """InstanceNorm2d(affine=True), ReflectionPad2d and nearest Upsample in the transformer net, Gram matrices of a
+    frozen network's namedtuple features, an in-place div_ of the net's output; the state_dict saved and reloaded."""
+    lines = _run("fast_neural_style.py", "--epochs", "2", "--batches", "2", "--save-model-dir", str(tmp_path),
+                 cwd=tmp_path)
+    totals = _numbers(lines, r"total: ([\d.]+)$")
+    assert len(totals) == 2 and totals[1] < 0.97 * totals[0], lines
+    assert (tmp_path / "epoch_2_100000.0_10000000000.0.model").exists()
+    assert lines[-1] == "stylized image: (32, 32, 3) uint8"
+
+
+def test_text_classification_with_embedding_bag(tmp_path):
+    """nn.EmbeddingBag over one flat token tensor with offsets from collate_fn; random_split, clip_grad_norm_, StepLR."""
+    lines = _run("text_classification.py", "--epochs", "2", cwd=tmp_path)
+    train = _numbers(lines, r"batches \| accuracy\s+([\d.]+)$")
+    valid = _numbers(lines, r"valid accuracy\s+([\d.]+)")
+    test, = _numbers(lines, r"^test accuracy\s+([\d.]+)$")
+    assert len(train) == 6 and train[-1] > train[0] + 0.2 and valid[-1] > 0.8 and test > 0.8, lines
+    assert lines[-1] == "This is a Sports news"
+
+
+def test_char_rnn_names(tmp_path):
+    """A hand-written RNN cell stepped letter by letter, SGD as `p.data.add_(p.grad.data, alpha=-lr)`, topk; the
+    generator sums its loss onto `torch.Tensor([0])` and unsqueeze_s its targets in place."""
+    lines = _run("char_rnn_names.py", "--n-iters", "400", "--gen-iters", "100", cwd=tmp_path)
+    losses = _numbers(lines, r"^\d+ \d+% ([\d.]+) ")
+    gen_losses = _numbers(lines, r"^gen \d+ \(\d+%\) ([\d.]+)$")
+    confusion, = _numbers(lines, r"^confusion diagonal: ([\d.]+)$")
+    assert len(losses) == 4 and losses[-1] < 0.95 * losses[0] and confusion > 0.5, lines
+    assert len(gen_losses) == 4 and gen_losses[-1] < gen_losses[0], lines
+    assert sum(line.startswith("sample: Japanese ") for line in lines) == 3
+
+
+def test_graph_attention_network(tmp_path):
+    """Parameters made with torch.empty(size=...), scores broadcast through .mT, non-edges masked by torch.where,
+    index-tensor node splits; Adam with weight decay."""
+    lines = _run("gat.py", "--epochs", "30", "--val-every", "10", cwd=tmp_path)
+    train = _numbers(lines, r"loss_train: ([\d.]+)")
+    test, = _numbers(lines, r"Test set results: loss ([\d.]+)")
+    assert len(train) == 3 and train[-1] < train[0] - 0.01 and test < 1.1, lines

@@ -246,7 +246,7 @@ def _record_multiple(prim, args, params, outs) -> list:
         return _record_multiple_packed(prim, args, params, outs, hooks)
     if not prim.view:
         # the values its vjp reads, as the primitive declares, are checked against in-place writes before it runs
-        read = [*(args if prim.saves_inputs else ()), *(outs if prim.saves_output else ())]
+        read = [*(args if prim.saves_inputs else ()), *(o for k, o in enumerate(outs) if prim.reads_output(k))]
         versions = [t._version[0] for t in read]
 
         def pull(cts):
@@ -283,7 +283,8 @@ def _record_multiple_packed(prim, args, params, outs, hooks) -> list:
 
     outs = record_pullback(prim.name, list(args), outs, pull)
     # packed once recorded, so that each output's place in the graph is its node
-    kept.extend(tape.pack_saved(o, hooks) if prim.saves_output else tape.stand_in(o._value, o._device) for o in outs)
+    kept.extend(tape.pack_saved(o, hooks) if prim.reads_output(k) else tape.stand_in(o._value, o._device)
+                for k, o in enumerate(outs))
     return outs
 
 

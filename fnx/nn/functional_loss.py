@@ -32,10 +32,13 @@ __all__ = ["nll_loss", "cross_entropy", "binary_cross_entropy", "binary_cross_en
 
 
 def legacy_reduction(size_average, reduce) -> str:
-    """The `reduction` string that PyTorch's deprecated size_average/reduce flags stand for."""
+    """The `reduction` string that PyTorch's deprecated size_average/reduce flags stand for (warning, as PyTorch
+    does, with the `reduction=` to write instead)."""
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
-    return "mean" if size_average and reduce else "sum" if reduce else "none"
+    reduction = "mean" if size_average and reduce else "sum" if reduce else "none"
+    _warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.")
+    return reduction
 
 
 def _reduction(reduction: str, size_average, reduce) -> str:

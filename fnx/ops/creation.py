@@ -56,6 +56,16 @@ def _xp(dev: _device_cls, dt: _dt.dtype):
     return xp
 
 
+def sizes_or_size(sizes: tuple, size, op: str) -> tuple:
+    """A factory's shape as PyTorch takes it: positional ints or one sequence (`zeros(2, 3)`, `zeros((2, 3))`), or
+    the keyword `size=` (`zeros(size=(2, 3))`), not both."""
+    if size is None:
+        return sizes
+    if sizes:
+        raise FnxTypeError(f"{op}() got multiple values for argument 'size'")
+    return (size,)
+
+
 def _shape(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
@@ -177,22 +187,22 @@ def _filled(shape: tuple, value, dtype, device, fn: str, requires_grad: bool) ->
     return _new(getattr(xp, fn)(shape, dtype=dt.np), dev, requires_grad)   # xp.zeros, ones, empty
 
 
-def zeros(*size, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
+def zeros(*sizes, size=None, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros (default float dtype)."""
     check_layout("zeros", layout)
-    return _filled(_shape(size), 0, dtype, device, "zeros", requires_grad)
+    return _filled(_shape(sizes_or_size(sizes, size, "zeros")), 0, dtype, device, "zeros", requires_grad)
 
 
-def ones(*size, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
+def ones(*sizes, size=None, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of ones (default float dtype)."""
     check_layout("ones", layout)
-    return _filled(_shape(size), 1, dtype, device, "ones", requires_grad)
+    return _filled(_shape(sizes_or_size(sizes, size, "ones")), 1, dtype, device, "ones", requires_grad)
 
 
-def empty(*size, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty(*sizes, size=None, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor."""
     check_layout("empty", layout)
-    return _filled(_shape(size), 0, dtype, device, "empty", requires_grad)
+    return _filled(_shape(sizes_or_size(sizes, size, "empty")), 0, dtype, device, "empty", requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:

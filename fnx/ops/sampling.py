@@ -46,7 +46,7 @@ from ..tensor import Tensor, Tracer, check_layout, make
 from ._batching import BatchTrace, BatchTracer
 from ._families import same_device
 from .complex import view_as_complex
-from .creation import memory_order
+from .creation import memory_order, sizes_or_size
 from .inplace import _check_target, assign_, rebind_
 from .sort import argsort
 
@@ -421,11 +421,12 @@ def _dev(device):
 
 
 # ---------------------------------------------------------------- creation
-def rand(*size, generator: Generator | None = None, dtype=None, layout=None, device=None,
+def rand(*sizes, size=None, generator: Generator | None = None, dtype=None, layout=None, device=None,
          requires_grad: bool = False) -> Tensor:
     """Uniform samples from [0, 1); a complex dtype draws the real and imaginary parts each from [0, 1), as
     PyTorch does."""
     check_layout("rand", layout)
+    size = sizes_or_size(sizes, size, "rand")
     if dtype is not None and _dt.as_dtype(dtype).is_complex:
         parts = rand(_size(size, "rand") + (2,), generator=generator, dtype=_dt.as_dtype(dtype).to_real(),
                      device=device)
@@ -437,11 +438,12 @@ def rand(*size, generator: Generator | None = None, dtype=None, layout=None, dev
     return _draw("rand", dev, requires_grad, lambda pre: _uniform(gen, pre + shape, dt))
 
 
-def randn(*size, generator: Generator | None = None, dtype=None, layout=None, device=None,
+def randn(*sizes, size=None, generator: Generator | None = None, dtype=None, layout=None, device=None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples; a complex dtype draws the real and imaginary parts each from N(0, 1/2), as
     PyTorch does (so E|z|^2 = 1)."""
     check_layout("randn", layout)
+    size = sizes_or_size(sizes, size, "randn")
     if dtype is not None and _dt.as_dtype(dtype).is_complex:
         parts = randn(_size(size, "randn") + (2,), generator=generator, dtype=_dt.as_dtype(dtype).to_real(),
                       device=device)

@@ -356,7 +356,8 @@ def _overlap(kernel, stride, dilation) -> bool:
     return any(s < d * (k - 1) + 1 for k, s, d in zip(kernel, stride, dilation))
 
 
-window_max_p = Primitive("window_max", multiple_results=True, saves_inputs=False, saves_output=True)
+# its vjp reads the positions only: the maxima may be written in place (max_pool2d then ReLU(inplace=True))
+window_max_p = Primitive("window_max", multiple_results=True, saves_inputs=False, saves_output=(1,))
 
 
 @window_max_p.def_impl

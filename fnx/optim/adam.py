@@ -91,6 +91,8 @@ def check_adam(lr, betas, eps, weight_decay) -> None:
 class Adam(Optimizer):
     """Adam (Kingma & Ba) with PyTorch's update rule; `weight_decay` adds an L2 term to the gradient.
 
+    With `decoupled_weight_decay=True` it shrinks the parameters first instead, as AdamW does.
+
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  (amsgrad: v_max = max(v_max, v), used instead of v)
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
     By default each group's update is fused (in-place numpy passes, no op dispatch) when its parameters
@@ -98,24 +100,26 @@ class Adam(Optimizer):
     numbers), `fused=True` insists on the fused one. `capturable` is accepted and changes nothing.
     """
 
-    _decoupled = False
+    _decoupled = False   # a group without "decoupled_weight_decay" (a state_dict saved before it) decays this way
     _sparse_hint = ", please consider SparseAdam instead"
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, amsgrad: bool = False, *, foreach=None, maximize: bool = False,
-                 capturable: bool = False, differentiable: bool = False, fused=None):
+                 capturable: bool = False, differentiable: bool = False, fused=None,
+                 decoupled_weight_decay: bool = False):
         check_adam(lr, betas, eps, weight_decay)
         name = type(self).__name__
         check_differentiable(name, differentiable, name.lower())
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable,
-                        fused=fused)
+                        fused=fused, decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
     def _update_group(self, group: dict) -> None:
         beta1, beta2 = group["betas"]
         hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                     decoupled=self._decoupled, amsgrad=group["amsgrad"], maximize=group["maximize"])
+                     decoupled=group.setdefault("decoupled_weight_decay", self._decoupled), amsgrad=group["amsgrad"],
+                     maximize=group["maximize"])
         buffers = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
         if self._fused(group, hyper):
             adam_fused(self._with_state(group, buffers), cache=self._layouts_of(group), **hyper)
@@ -136,4 +140,4 @@ class AdamW(Adam):
                  weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False, foreach=None,
                  capturable: bool = False, differentiable: bool = False, fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
-                         capturable=capturable, differentiable=differentiable, fused=fused)
+                         capturable=capturable, differentiable=differentiable, fused=fused, decoupled_weight_decay=True)
