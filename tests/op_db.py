@@ -40,7 +40,8 @@ class OpInfo:
     complex: bool = False             # computes with complex values (compile runs it on its interpreter)
     # numerics: "math" or "reductions", how compiled float32 may round (test_compile.OP_CLASSES); own_eager_form:
     # eager mode computes it its own way (fnx/ops/conv.py's channels-last products), where transforms stage the
-    # composite form, so staged results equal eager ones within the products' rounding, not bit for bit;
+    # composite form, or the IR passes move transposes into its products (interpolate's weight matrices), so staged
+    # results equal eager ones within the products' rounding, not bit for bit;
     # float32_atol: the float32 value check's absolute bound where cancellation leaves more than the default 1e-5
     extra: dict[str, Any] = field(default_factory=dict)
 
