@@ -185,16 +185,6 @@ def test_fast_neural_style(tmp_path):
     assert lines[-1] == "stylized image: (32, 32, 3) uint8"
 
 
-def test_text_classification_with_embedding_bag(tmp_path):
-    """nn.EmbeddingBag over one flat token tensor with offsets from collate_fn; random_split, clip_grad_norm_, StepLR."""
-    lines = _run("text_classification.py", "--epochs", "2", cwd=tmp_path)
-    train = _numbers(lines, r"batches \| accuracy\s+([\d.]+)$")
-    valid = _numbers(lines, r"valid accuracy\s+([\d.]+)")
-    test, = _numbers(lines, r"^test accuracy\s+([\d.]+)$")
-    assert len(train) == 6 and train[-1] > train[0] + 0.2 and valid[-1] > 0.8 and test > 0.8, lines
-    assert lines[-1] == "This is a Sports news"
-
-
 def test_char_rnn_names(tmp_path):
     """A hand-written RNN cell stepped letter by letter, SGD as `p.data.add_(p.grad.data, alpha=-lr)`, topk; the
     generator sums its loss onto `torch.Tensor([0])` and unsqueeze_s its targets in place."""

@@ -61,39 +61,52 @@ def reduce(tensor: Tensor, dst: int | None = None, op=ReduceOp.SUM, group=None, 
     return w.for_array(send, "reduce").all_reduce(send, recv, op, async_op, then)
 
 
+def _one_per_rank(w: ProcessGroup, tensors: list, what: str, name: str) -> None:
+    """A list argument holds one tensor per rank of the group."""
+    if len(tensors) != w.size():
+        raise FnxValueError(f"fnx.distributed.{what}: {name} has {len(tensors)} tensors, but the group has "
+                            f"{w.size()} ranks; pass one tensor per rank")
+
+
 def _rooted(w: ProcessGroup, rank, group_rank, names: tuple, what: str) -> int:
-    """The group rank of a gather's destination or a scatter's source (rank 0 when neither is given)."""
+    """The group rank of a rooted call's destination or source (rank 0 when neither is given)."""
     if rank is None and group_rank is None:
         group_rank = 0
     return peer(w, rank, group_rank, names, what)
 
 
-def _listed(w: ProcessGroup, tensors, ref: Tensor, here: bool, what: str, name: str, role: str) -> None:
-    """Check the list argument of a gather or scatter: one tensor like `ref` per rank on the root, none elsewhere."""
+def _rooted_list(what: str, group, tensor: Tensor, tensors, rank, group_rank, names: tuple, name: str,
+                 role: str):
+    """The checks a gather or scatter starts with: (group, root's group rank, whether this rank is the root), or
+    None off the group. The root (rank 0 when neither `rank` nor `group_rank` is given) passes `tensors`, one tensor
+    like `tensor` per rank; the other ranks pass none."""
+    w = resolve(what, group)
+    if w is None:
+        return None
+    _tensor(tensor, what)
+    root = _rooted(w, rank, group_rank, names, what)
+    here = w.rank() == root
     if not here:
         if tensors:
             raise FnxValueError(f"fnx.distributed.{what}: argument ``{name}`` must NOT be specified on "
                                 f"non-{role} ranks")
-        return
+        return w, root, here
     if tensors is None:
         raise FnxValueError(f"fnx.distributed.{what}: argument ``{name}`` must be specified on {role} rank")
-    if len(tensors) != w.size():
-        raise FnxValueError(f"fnx.distributed.{what}: {name} has {len(tensors)} tensors, but the group has "
-                            f"{w.size()} ranks; pass one tensor per rank")
-    _same_kind(tensors, ref, what, name)
+    _one_per_rank(w, tensors, what, name)
+    _same_kind(tensors, tensor, what, name)
+    return w, root, here
 
 
 def gather(tensor: Tensor, gather_list: list | None = None, dst: int | None = None, group=None,
            async_op: bool = False, group_dst: int | None = None):
     """Rank `dst` (a global rank, or `group_dst`; rank 0 by default) receives every rank's `tensor` in
     `gather_list` (one tensor per rank, in rank order); the other ranks pass no list."""
-    w = resolve("gather", group)
-    if w is None:
+    checked = _rooted_list("gather", group, tensor, gather_list, dst, group_dst, ("dst", "group_dst"), "gather_list",
+                           "destination")
+    if checked is None:
         return None
-    _tensor(tensor, "gather")
-    dst = _rooted(w, dst, group_dst, ("dst", "group_dst"), "gather")
-    here = w.rank() == dst
-    _listed(w, gather_list, tensor, here, "gather", "gather_list", "destination")
+    w, dst, here = checked
     send = contiguous(tensor._value)
     host = w.host_for(send, "gather")
     check_agreement(w, "gather", send, dst)
@@ -108,13 +121,11 @@ def scatter(tensor: Tensor, scatter_list: list | None = None, src: int | None = 
             async_op: bool = False, group_src: int | None = None):
     """Rank r receives `scatter_list[r]` of rank `src` (a global rank, or `group_src`; rank 0 by default) in
     `tensor`; the other ranks pass no list."""
-    w = resolve("scatter", group)
-    if w is None:
+    checked = _rooted_list("scatter", group, tensor, scatter_list, src, group_src, ("src", "group_src"),
+                           "scatter_list", "source")
+    if checked is None:
         return None
-    _tensor(tensor, "scatter")
-    src = _rooted(w, src, group_src, ("src", "group_src"), "scatter")
-    here = w.rank() == src
-    _listed(w, scatter_list, tensor, here, "scatter", "scatter_list", "source")
+    w, src, here = checked
     host = w.host_for(tensor._value, "scatter")
     check_agreement(w, "scatter", tensor._value, src)
     out = _writable(tensor, "scatter")
@@ -130,9 +141,7 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list, group=None, as
     if w is None:
         return None
     for name, tensors in (("output_tensor_list", output_tensor_list), ("input_tensor_list", input_tensor_list)):
-        if len(tensors) != w.size():
-            raise FnxValueError(f"fnx.distributed.all_to_all: {name} has {len(tensors)} tensors, but the group has "
-                                f"{w.size()} ranks; pass one tensor per rank")
+        _one_per_rank(w, tensors, "all_to_all", name)
         for i, t in enumerate(tensors):
             _tensor(t, "all_to_all", f"{name}[{i}]")
     ref = input_tensor_list[0]

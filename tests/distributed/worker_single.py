@@ -47,6 +47,15 @@ dist.all_gather_object(objs, {"t": t})
 assert np.array_equal(outs[0].numpy(), t.numpy()) and np.array_equal(got.numpy(), t.numpy()), (outs, got)
 assert np.array_equal(objs[0]["t"].numpy(), t.numpy()) and dist.new_group([0]).size() == 1
 assert dist.init_device_mesh("cpu", (1,)).get_group() is dist.group.WORLD
+# the root's list arguments: one tensor per rank, given on the root
+for call, text in ((lambda: dist.gather(t, [t, t]), "gather_list has 2 tensors, but the group has 1 ranks"),
+                   (lambda: dist.scatter(got, None), "``scatter_list`` must be specified on source rank"),
+                   (lambda: dist.all_to_all([got, got], [t]), "output_tensor_list has 2 tensors")):
+    try:
+        call()
+        raise AssertionError(f"no error: {text}")
+    except ValueError as e:
+        assert text in str(e), e
 sampler = fnx.data.DistributedSampler(range(5), shuffle=False)
 assert list(sampler) == [0, 1, 2, 3, 4]
 dist.destroy_process_group()
