@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fnx.distributed.liveness import DistBackendError
-from fnx.distributed.tcp import connect
+from fnx.distributed.tcp import Link, connect
 
 
 def _port() -> int:
@@ -98,9 +98,49 @@ def test_ranks_that_disagree_or_leave_raise_naming_them():
     assert isinstance(errors[0], DistBackendError) and "waited 0.5 s for rank 1" in str(errors[0])
 
 
-def test_a_rank_that_never_comes_is_named():
+def test_a_rank_that_never_comes_is_named_and_the_others_hear_at_once():
     with pytest.raises(DistBackendError, match=r"for ranks \[1\] to connect"):
         connect(0, 2, "localhost", _port(), 0.3)
+
+    port, failed = _port(), []
+    rank0 = threading.Thread(target=lambda: failed.append(_raises(lambda: Link(0, 3, "localhost", port, 0.5))))
+    rank0.start()
+    early = Link(1, 3, "localhost", port, 10.0)   # rank 2 never comes
+    with pytest.raises(DistBackendError, match="rank 0 closed its connection"):
+        early.take({2: "x"}, "recv")                 # told when rank 0 gives up, not after its own 10 s
+    rank0.join()
+    early.close()
+    assert "for ranks [2] to connect" in str(failed[0])
+
+
+def test_a_rank_that_leaves_during_the_rendezvous_is_reported(monkeypatch):
+    """Rank 1 connects and leaves before rank 2 arrives; rank 0's reader for rank 1 runs before the others
+    start (a slow machine's schedule) and still tells rank 2 that rank 1 is gone."""
+    class SlowStart(threading.Thread):
+        def start(self):
+            super().start()
+            if self.name.startswith("fnx-gloo-"):
+                self.join(0.5)
+    monkeypatch.setattr(threading, "Thread", SlowStart)
+    port, links = _port(), {}
+    rank0 = threading.Thread(target=lambda: links.setdefault(0, Link(0, 3, "localhost", port, 10.0)))
+    rank0.start()
+    Link(1, 3, "localhost", port, 10.0).close()
+    links[2] = Link(2, 3, "localhost", port, 10.0)
+    rank0.join()
+    try:
+        with pytest.raises(DistBackendError, match="rank 1 closed its connection"):
+            links[2].take({1: "x"}, "recv", 5.0)
+    finally:
+        links[2].close()
+        links[0].close()
+
+
+def _raises(fn):
+    try:
+        fn()
+    except DistBackendError as e:
+        return e
 
 
 def test_messages_between_any_two_ranks_go_through_rank_0():

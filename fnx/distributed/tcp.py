@@ -47,7 +47,6 @@ class Link:
         free one); the other ranks connect there."""
         self.rank, self.size, self.timeout = rank, size, timeout
         self.conns: dict[int, socket.socket] = {}
-        self.locks: dict[int, threading.Lock] = {}
         self.inbox: dict[tuple[int, str], collections.deque] = {}
         self.lost: set[int] = set()     # ranks that send nothing more (they left, or their connection closed)
         self.cut = False                # (ranks other than 0) the connection to rank 0, the relay, has closed
@@ -57,8 +56,8 @@ class Link:
             self._accept(host, port, announce)
         else:
             self.conns[0] = self._connect(host, port)
+        self.locks = {peer: threading.Lock() for peer in self.conns}   # before any reader may pass a message on
         for peer, conn in self.conns.items():
-            self.locks[peer] = threading.Lock()
             threading.Thread(target=self._read, args=(peer, conn), name=f"fnx-gloo-{peer}", daemon=True).start()
 
     # -------------------------------------------------------------- rendezvous
@@ -83,6 +82,10 @@ class Link:
                     raise DistBackendError(f"fnx.distributed (gloo): a process connected as rank {peer}, which is "
                                            f"outside 1..{self.size - 1} or taken (check RANK and WORLD_SIZE)")
                 self.conns[peer] = conn
+        except BaseException:   # the ranks already here learn at once that the rendezvous failed
+            for conn in self.conns.values():
+                conn.close()
+            raise
         finally:
             server.close()
 
