@@ -189,7 +189,11 @@ def test_polynomial_degrees_dtypes_and_limits():
 
 
 # torch 2.13's float32 values at degree 7, next to the ends of [-1, 1] (shifted: of [0, 1]), where its closed forms
-# through acos lose digits: fnx follows them, not the float64 values (shifted V at 1.19e-7 is -14.99993 there)
+# through acos lose digits: fnx follows them, not the float64 values (shifted V at 1.19e-7 is -14.99993 there).
+# How many digits are lost depends on the CPU: one ulp of float32 acos(-0.99999976), times 7.5 inside the cosine
+# (whose value is near 0 there), moves shifted V by 3.4e-4 of itself, and numpy's float32 acos and cos differ by
+# CPU (AVX-512's vector loops round otherwise): the bound is that band (Intel with AVX-512: 2.3e-5 from torch's),
+# so it checks the float32 path's values where they are ill-conditioned, not torch's rounding.
 TORCH_FLOAT32_DEGREE_7 = {
     "chebyshev_polynomial_v": [-14.9999361038208, 0.9999966621398926, 0.11991018056869507, 1.0303744077682495],
     "chebyshev_polynomial_w": [-0.9999866485595703, 14.999984741210938, 1.23722243309021, -0.8065536022186279],
@@ -206,7 +210,7 @@ def test_float32_chebyshev_next_to_the_ends_follows_pytorch(name):
     x = [1.1920929e-07, 0.9999999, 0.25, 0.5] if name.startswith("shifted") else [-0.99999976, 0.99999994, -0.3, 0.7]
     got = getattr(S, name)(fnx.tensor(x, dtype=fnx.float32), 7)
     assert got.dtype is fnx.float32
-    np.testing.assert_allclose(got.numpy(), TORCH_FLOAT32_DEGREE_7[name], rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(got.numpy(), TORCH_FLOAT32_DEGREE_7[name], rtol=4e-4, atol=1e-6)
 
 
 @settings(max_examples=20, deadline=None)
