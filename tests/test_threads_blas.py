@@ -280,8 +280,9 @@ def test_a_small_product_runs_on_one_thread_while_the_workers_sleep(two_threads)
     has not let finish its spin yet counts as awake."""
     routed = numpy_blas_on_pool()
     fnx.compile(lambda x: fnx.exp(x) * 2.0, backend="c")(fnx.randn(200_000))   # a parallel loop: workers start
-    small = fnx.randn(416, 64), fnx.randn(27, 64).T    # a linear layer's: OpenBLAS splits it into two jobs
-    large = fnx.randn(256, 256), fnx.randn(256, 256)   # 2**24 multiply-adds
+    # float64: fnx's own GEMM takes float32 products of these sizes (test_gemm.py)
+    small = fnx.randn(416, 64, dtype=fnx.float64), fnx.randn(27, 64, dtype=fnx.float64).T   # OpenBLAS: two jobs
+    large = fnx.randn(256, 256, dtype=fnx.float64), fnx.randn(256, 256, dtype=fnx.float64)  # 2**24 multiply-adds
 
     def pool_calls(a, b):
         want = a.numpy().astype(np.float64) @ b.numpy()

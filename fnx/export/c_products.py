@@ -1,5 +1,5 @@
 """The C of products in a standalone program: batched matmul through the generated GEMM
-(templates/c_gemm.c.j2) and any einsum as loops."""
+(fnx/lowering/templates/c_gemm.c.j2) and any einsum as loops."""
 from __future__ import annotations
 
 from .c_emit import Access, broadcast_strides, contiguous, inner_loops, nest, prod, size, text

@@ -2,7 +2,7 @@
 
 The program needs libc and libm only (OpenMP when the compiler has it). Each equation becomes one loop nest
 (fnx/export/c_ops.py) over buffers allocated per call; matrix products go through one generated
-cache-blocked GEMM (templates/c_gemm.c.j2). Sizes that are symbolic dimensions become `int64_t` arguments
+cache-blocked GEMM (fnx/lowering/templates/c_gemm.c.j2, eager products' GEMM too). Sizes that are symbolic dimensions become `int64_t` arguments
 of `NAME_run`, so one program serves every batch size or sequence length.
 
 The C API (NAME.h documents it):
@@ -42,6 +42,7 @@ import numpy as np
 from ..ir import ClosedJaxpr, Literal, _Printer
 from ..lowering.codegen import math_prelude
 from ..lowering.expressions import literal
+from ..lowering.gemm_kernels import gemm_context
 from .c_emit import Operand, prod, size, text
 from .c_ops import elementwise, emitter, fusible, supported
 from .primitives import expand
@@ -57,14 +58,9 @@ TYPES = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "
          "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t"}
 _SUFFIX = {"float32": "f", "float64": "d", "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
                 "uint8": "u8", "bool": "b"}
-# The GEMM's register tiles (condition, rows, columns, bytes of a vector), chosen by the preprocessor from the
-# vector extensions the compiler targets (a condition "1": the fallback). Measured at 1024^3 with -O3
-# -march=native: on an AVX-512 EPYC 4x16 23 GFLOP/s, 6x16 and 8x16 28, 8x32 19 (numpy's OpenBLAS: 21 to 31 on the
-# same, loaded, machine); on a Zen 1 (AVX2) 6x16 and 4x16 33-35, 4x24 30, 8x8 28 (OpenBLAS 34-35).
-_TILES = {4: [("defined(__AVX512F__)", 8, 16, 64), ("defined(__AVX__)", 6, 16, 32), ("1", 4, 8, 16)],
-          8: [("defined(__AVX512F__)", 8, 8, 64), ("defined(__AVX__)", 6, 8, 32), ("1", 4, 4, 16)]}
-
-_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+# The program's templates, and the GEMM that eager products share (fnx/lowering/templates/c_gemm.c.j2).
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader([str(Path(__file__).parent / "templates"),
+                                                          str(Path(__file__).parents[1] / "lowering" / "templates")]),
                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                           keep_trailing_newline=True)
 
@@ -271,14 +267,6 @@ def _c_array(c: np.ndarray) -> str:
     return ",\n".join(", ".join(items[i:i + 8]) for i in range(0, len(items), 8))
 
 
-def _gemm_context(dtype_name: str, suffix: str) -> dict:
-    """What templates/c_gemm.c.j2 needs for one element type: C type, suffix, tiles, cache blocks (K, rows, cols)."""
-    width = np.dtype("uint8" if dtype_name == "bool" else dtype_name).itemsize
-    tiles = _TILES.get(width, [("1", 4, 4, 4 * width)])
-    return {"t": TYPES[dtype_name], "s": suffix, "kc": 256, "mc": 64, "nc": 4096,
-            "tiles": [{"cond": c, "mr": mr, "nr": nr, "bytes": vb, "vectors": nr * width // vb} for c, mr, nr, vb in tiles]}
-
-
 def write_c(jaxpr, consts, folder, name: str, *, embed_weights: bool = False) -> list[str]:
     """Write `jaxpr` (a closed jaxpr of fnx.make_jaxpr, or its Jaxpr with `consts`) as standalone C into `folder`:
     NAME.h, NAME.c, NAME.weights (unless `embed_weights`), main.c and a Makefile. Returns the paths written.
@@ -323,7 +311,7 @@ def write_c(jaxpr, consts, folder, name: str, *, embed_weights: bool = False) ->
                "symbols": symbols, "embed": embed_weights, "lines": prog.run, "kernels": prog.kernels,
                "buffers": prog.buffers, "magic": list(MAGIC), "version": VERSION, "max_dims": MAX_DIMS,
                "math": math_prelude(simd=True),
-               "gemms": [_gemm_context(d, s) for d, s in prog.gemms.items()],
+               "gemms": [gemm_context(d, TYPES[d], s) for d, s in prog.gemms.items()],
                "sorts": [{"t": TYPES[d], "s": s, "float": d in ("float32", "float64")} for d, s in prog.sorts.items()]}
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from ..tensor import Tensor
 from . import eager_kernels  # noqa: F401  (sets core.eager_kernel_hook)
 from . import scatter_kernels  # noqa: F401  (sets fnx.ops.indexing.native)
 from . import depthwise_kernels  # noqa: F401  (sets fnx.ops.depthwise_conv.native)
+from . import gemm_kernels  # noqa: F401  (sets fnx.ops.linalg.gemm)
 from . import window_kernels  # noqa: F401  (sets fnx.ops.windows.native)
 
 __all__ = ["lower", "Executable", "backends", "check_backend", "default_backend"]

@@ -14,13 +14,13 @@ __all__ = ["TemplateLibrary"]
 
 
 class TemplateLibrary:
-    """The library `name` rendered from templates/`template`; `functions` return nothing (their restype is set to
-    None), `argtypes` gives the argument types of those that declare them; `what` and `fallback` name the loops
-    and what runs instead in the warning of a failed build."""
+    """The library `name` rendered from templates/`template` (with the variables `context`); `functions` return
+    nothing (their restype is set to None), `argtypes` gives the argument types of those that declare them; `what`
+    and `fallback` name the loops and what runs instead in the warning of a failed build."""
 
     def __init__(self, name: str, template: str, functions: list[str], what: str, fallback: str,
-                 argtypes: dict[str, list] | None = None):
-        self.name, self.template, self.functions = name, template, functions
+                 argtypes: dict[str, list] | None = None, context: dict | None = None):
+        self.name, self.template, self.functions, self.context = name, template, functions, context or {}
         self.what, self.fallback, self.argtypes = what, fallback, argtypes or {}
         self._lib: list = []   # [the loaded library, or None where it cannot be built], once built
         self._lock = threading.Lock()
@@ -43,7 +43,7 @@ class TemplateLibrary:
             import jinja2
 
             loader = jinja2.FileSystemLoader(str(Path(__file__).parent / "templates"))   # for {% include %}
-            body = jinja2.Environment(loader=loader).get_template(self.template).render()
+            body = jinja2.Environment(loader=loader).get_template(self.template).render(**self.context)
 
             def sources(simd: bool) -> dict[str, str]:
                 return {self.name: prelude("c", simd=simd) + body}

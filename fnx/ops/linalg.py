@@ -129,7 +129,19 @@ def _product(xp, a, b):
     # leading dims merge, else one copy of `a`, cheap beside the product
     if b.ndim == 2 and a.ndim > 2:
         rows = math.prod(a.shape[:-1])
-        return xp.matmul(a.reshape(rows, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+        return _product_2d(xp, a.reshape(rows, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+    return _product_2d(xp, a, b) if a.ndim == 2 and b.ndim == 2 else xp.matmul(a, b)
+
+
+# fnx's GEMM (fnx/lowering/gemm_kernels.py sets this at import): the products of a model's layers on the CPU
+gemm = None
+
+
+def _product_2d(xp, a, b):
+    """A product of matrices: fnx's GEMM where it takes them (float32 on the CPU, at the sizes of a model's
+    layers), else numpy's (OpenBLAS)."""
+    if xp is np and gemm is not None and gemm.takes(a, b):
+        return gemm.gemm(a, b)
     return xp.matmul(a, b)
 
 

@@ -1,0 +1,147 @@
+"""fnx's GEMM (fnx/lowering/gemm_kernels.py, templates/c_gemm.c.j2) under eager float32 products: values within the
+float32 bound of a product against float64 for every layout (row-major, transposed, strided, reversed, broadcast
+rows), edge tiles and blocks of K, its packed and unpacked paths; the same bits on any number of threads; which
+products it takes."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import fnx
+from fnx.lowering import gemm_kernels as G
+
+
+def _bound_ok(got, a, b):
+    """|got - a @ b| <= K u |a| @ |b| elementwise (u = 2^-24), the bound of a float32 product summed in any order."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    k = a.shape[1]
+    bound = 1.01 * k * 2.0 ** -24 * (np.abs(a64) @ np.abs(b64)) + 1e-30
+    return np.all(np.abs(got.astype(np.float64) - a64 @ b64) <= bound)
+
+
+def _layout(x: np.ndarray, how: str) -> np.ndarray:
+    """`x` (rows, cols) as an array of the same values in layout `how`."""
+    if how == "rows":
+        return np.ascontiguousarray(x)
+    if how == "columns":   # transposed storage: the column stride is 1
+        return np.asfortranarray(x)
+    if how == "strided":   # neither stride is 1
+        big = np.zeros((x.shape[0] * 2, x.shape[1] * 3), x.dtype)
+        big[::2, ::3] = x
+        return big[::2, ::3]
+    if how == "reversed":
+        return np.ascontiguousarray(x[::-1])[::-1]
+    raise ValueError(how)
+
+
+LAYOUTS = ["rows", "columns", "strided", "reversed"]
+
+
+class _threads:
+    """fnx.set_num_threads(n) for a block, then back."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self):
+        self.old = fnx.get_num_threads()
+        fnx.set_num_threads(self.n)
+
+    def __exit__(self, *exc):
+        fnx.set_num_threads(self.old)
+
+
+@pytest.mark.parametrize("a_layout", LAYOUTS)
+@pytest.mark.parametrize("b_layout", LAYOUTS)
+def test_every_layout_within_the_float32_bound(a_layout, b_layout):
+    rng = np.random.default_rng(0)
+    # edge tiles in both dims (no multiple of 12, 16 or 32), K past one block (256): a model's sizes
+    a = rng.standard_normal((77, 301), np.float32)
+    b = rng.standard_normal((301, 61), np.float32)
+    x, y = _layout(a, a_layout), _layout(b, b_layout)
+    assert G.takes(x, y)
+    got = G.gemm(x, y)
+    assert got.flags.c_contiguous and got.shape == (77, 61) and got.dtype == np.float32
+    assert _bound_ok(got, a, b)
+
+
+def test_broadcast_rows_and_the_packed_path_of_large_products():
+    rng = np.random.default_rng(1)
+    row = rng.standard_normal((1, 200), np.float32)
+    a = np.broadcast_to(row, (64, 200))   # stride 0 between rows
+    b = rng.standard_normal((200, 96), np.float32)
+    assert _bound_ok(G.gemm(a, b), np.ascontiguousarray(a), b)
+    # a task of more than FNX_DIRECT_GEMM multiply-adds packs both operands (on one thread: the whole product)
+    big_a = rng.standard_normal((517, 263), np.float32)
+    big_b = np.asfortranarray(rng.standard_normal((263, 515), np.float32))
+    with _threads(1):
+        got = G.gemm(big_a, big_b)
+    assert _bound_ok(got, big_a, np.ascontiguousarray(big_b))
+
+
+@pytest.mark.parametrize("shape", [(512, 128, 128), (128, 512, 128), (64, 512, 352), (517, 263, 515)])
+def test_the_same_bits_on_any_number_of_threads(shape):
+    """Each element sums its products in one order whatever the split (and the unpacked and packed paths, which
+    the tasks' sizes choose between, read the same values)."""
+    m, k, n = shape
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((k, m), np.float32).T   # a weight gradient's x.T
+    b = rng.standard_normal((k, n), np.float32)
+    results = []
+    for threads in (1, 2, 3):
+        with _threads(threads):
+            results.append(G.gemm(a, b))
+    assert all(np.array_equal(results[0], r) for r in results[1:])
+    assert _bound_ok(results[0], np.ascontiguousarray(a), b)
+
+
+@settings(max_examples=15, deadline=None)
+@given(m=st.integers(16, 140), k=st.integers(16, 700), n=st.integers(16, 140),
+       a_layout=st.sampled_from(LAYOUTS), b_layout=st.sampled_from(LAYOUTS))
+def test_shapes_and_layouts_within_the_float32_bound(m, k, n, a_layout, b_layout):
+    rng = np.random.default_rng(m * 1000 + n)
+    a = rng.standard_normal((m, k), np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    assert _bound_ok(G.gemm(_layout(a, a_layout), _layout(b, b_layout)), a, b)
+
+
+def test_float64_products_of_the_library():
+    """The library's float64 GEMM (fnx.export's programs build the same one); eager float64 stays with OpenBLAS."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((70, 260)), rng.standard_normal((260, 37))
+    exact = a @ b
+    got = G.gemm(np.asfortranarray(a), b)
+    assert np.all(np.abs(got - exact) <= 260 * 2.0 ** -53 * 1.01 * (np.abs(a) @ np.abs(b)))
+    assert not G.takes(a, b)
+
+
+def test_which_eager_products_it_takes():
+    f32 = lambda *s: np.zeros(s, np.float32)   # noqa: E731
+    assert G.takes(f32(512, 128), f32(128, 128))
+    assert G.takes(f32(512, 128).T, f32(512, 64))
+    assert not G.takes(f32(32, 64), f32(64, 128))              # one thread here: numpy's call is cheaper
+    assert not G.takes(f32(4096, 128), f32(128, 8))            # a dim below MIN_DIM: one lane of the tile
+    assert not G.takes(f32(1024, 1024), f32(1024, 1024))       # past MAX_WORK: OpenBLAS's packed kernels
+    assert not G.takes(np.zeros((512, 128)), np.zeros((128, 128)))        # float64
+    assert not G.takes(f32(512, 128), np.zeros((128, 128)))               # mixed dtypes
+    assert not G.takes(np.zeros((512, 128), np.int32), np.zeros((128, 128), np.int32))
+    odd = np.zeros(512 * 129 * 4 + 2, np.uint8)[2:].view(np.float32).reshape(512, 129)[:, :128]
+    assert odd.strides[0] % 4 == 0 and G.takes(odd, f32(128, 128))
+
+
+def test_linear_layers_forward_and_backward_go_through_it(monkeypatch):
+    calls = []
+    real = G.gemm
+    monkeypatch.setattr(G, "gemm", lambda a, b: calls.append((a.shape, b.shape)) or real(a, b))
+    layer = fnx.nn.Linear(128, 96)
+    x = fnx.randn(8, 64, 128, requires_grad=True)
+    y = layer(x)
+    y.square().sum().backward()
+    # forward (512, 128) @ (128, 96); backward: the input's gradient and the weight's
+    assert ((512, 128), (128, 96)) in calls and ((512, 96), (96, 128)) in calls and ((96, 512), (512, 128)) in calls
+    x64 = x.detach().numpy().astype(np.float64).reshape(512, 128)
+    w64 = layer.weight.detach().numpy().astype(np.float64)
+    want = x64 @ w64.T + layer.bias.detach().numpy()
+    np.testing.assert_allclose(y.detach().numpy().reshape(512, 96), want, rtol=1e-5, atol=1e-5)
+    g = 2 * y.detach().numpy().astype(np.float64).reshape(512, 96)
+    np.testing.assert_allclose(layer.weight.grad.numpy(), g.T @ x64, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(x.grad.numpy().reshape(512, 128), g @ w64, rtol=1e-4, atol=1e-3)
