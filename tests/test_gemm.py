@@ -78,10 +78,11 @@ def test_broadcast_rows_and_the_packed_path_of_large_products():
     assert _bound_ok(got, big_a, np.ascontiguousarray(big_b))
 
 
-@pytest.mark.parametrize("shape", [(512, 128, 128), (128, 512, 128), (64, 512, 352), (517, 263, 515)])
+@pytest.mark.parametrize("shape", [(512, 128, 128), (128, 512, 128), (64, 512, 352), (96, 777, 80), (517, 263, 515)])
 def test_the_same_bits_on_any_number_of_threads(shape):
     """Each element sums its products in one order whatever the split (and the unpacked and packed paths, which
-    the tasks' sizes choose between, read the same values)."""
+    the tasks' sizes choose between, read the same values); a weight gradient's two halves of K (K at least 512,
+    M and N) run in turn on one thread."""
     m, k, n = shape
     rng = np.random.default_rng(2)
     a = rng.standard_normal((k, m), np.float32).T   # a weight gradient's x.T
