@@ -28,8 +28,8 @@ _ARGTYPES = {f"fnx_adam_{sfx}_{ams}{decay}{neg}": [ctypes.c_void_p] * 3 + [ctype
 _POINTERS = [ctypes.c_void_p] * 3 + [ctypes.c_longlong]   # params, grads, offsets, n
 _ARGTYPES.update({f"fnx_sgd_{sfx}": _POINTERS + [ctypes.c_void_p] + [ctypes.c_longlong] * 3 + [ctypes.c_double] * 4
                   for sfx in _SUFFIX.values()})
-_ARGTYPES.update({f"fnx_rmsprop_{sfx}": _POINTERS + [ctypes.c_void_p] * 3 + [ctypes.c_longlong]
-                  + [ctypes.c_double] * 6 for sfx in _SUFFIX.values()})
+_ARGTYPES.update({f"fnx_rmsprop_{sfx}_{centered}{mom}": _POINTERS + [ctypes.c_void_p] * 3 + [ctypes.c_longlong]
+                  + [ctypes.c_double] * 6 for sfx in _SUFFIX.values() for centered in (0, 1) for mom in (0, 1)})
 _library = TemplateLibrary("fnx-optim", "c_optim.c.j2", list(_ARGTYPES), "the C loops of the fused optimizers",
                            "numpy's passes run them", _ARGTYPES).get
 
@@ -76,7 +76,8 @@ def rmsprop(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, squa
             weight_decay: float, momentum: float, maximize: bool) -> None:
     """One RMSprop step in place (as `adam`'s arguments; centered where the flat `grad_avg` is given, with momentum
     where `momentum_buffer` is)."""
-    getattr(_library(), f"fnx_rmsprop_{_SUFFIX[square_avg.dtype]}")(
+    variant = f"{int(grad_avg is not None)}{int(momentum_buffer is not None)}"
+    getattr(_library(), f"fnx_rmsprop_{_SUFFIX[square_avg.dtype]}_{variant}")(
         data_pointer(param_at), data_pointer(grad_at), data_pointer(offsets), len(param_at), data_pointer(square_avg),
         None if grad_avg is None else data_pointer(grad_avg),
         None if momentum_buffer is None else data_pointer(momentum_buffer), int(maximize), lr, alpha, 1 - alpha,
