@@ -185,6 +185,20 @@ def test_direct_tiles_cover_channel_and_position_tails_on_two_threads(dtype, str
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weights_more_than_twice_the_input_run_by_blocks_and_parts_of_the_taps(dtype):
+    # 72 x 40 x 3 x 3 weights on 9 images of 4 x 4: the forward's tasks take one block of outputs over a run of
+    # tiles (18 tiles: runs of 8, then the rest) and 128 of the inner group's 360 taps at a time, the tiles' sums
+    # carried over in the output; 72 outputs: two-vector blocks, then a one-vector block
+    saved = fnx.get_num_threads()
+    fnx.set_num_threads(2)
+    try:
+        _check_against_the_composite(dict(nd=2, groups=1, stride=(1, 1), dilation=(1, 1), padding=(1, 1),
+                                          x=(9, 40, 4, 4), w=(72, 40, 3, 3), bias=True, dtype=dtype))
+    finally:
+        fnx.set_num_threads(saved)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_windows_in_the_padding_and_input_positions_no_element_reaches_give_the_composite_values(dtype):
     # a 1 x 2 kernel with padding 2: the border rows' windows read only padding (groups without taps: the bias);
     # 4 x 4 with a 3 x 3 kernel: the corner, edge and inner groups of kernel elements
