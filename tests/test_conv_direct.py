@@ -88,6 +88,23 @@ def test_eager_conv2d_matches_a_float64_reference_and_keeps_the_batch_order():
     np.testing.assert_allclose(got.numpy(), ref_conv2d(x, w, b, (2, 1), (1, 1), (1, 2), 1), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("out", [2, 5])
+def test_pointwise_convolutions_into_few_channels_run_the_primitive_with_their_bias(last, out):
+    # U-Net's OutConv (16 -> 2 classes, 1 x 1): a product whatever the channels, its bias added to the rows as
+    # wider ones (2 outputs: 128 to a row) or, where the rows do not divide so (5), as they are
+    rng = np.random.default_rng(7)
+    x, w, b = (rng.standard_normal(s) for s in ((2, 16, 8, 16), (out, 16, 1, 1), (out,)))
+    tx = fnx.tensor(x)
+    tx = (tx.to(memory_format=fnx.channels_last) if last else tx).requires_grad_()
+    y = F.conv2d(tx, fnx.tensor(w), fnx.tensor(b))
+    assert y.grad_fn.name == "ConvBackward"
+    np.testing.assert_allclose(y.detach().numpy(), ref_conv2d(x, w, b, (1, 1), (0, 0), (1, 1), 1), rtol=1e-12,
+                               atol=1e-12)
+    _check_against_the_composite(dict(nd=2, groups=1, stride=(1, 1), dilation=(1, 1), padding=(0, 0),
+                                      x=(2, 16, 8, 16), w=(out, 16, 1, 1), bias=True, dtype=np.float32))
+
+
 @pytest.mark.parametrize("wrt", ["input", "weight"])
 def test_grad_of_grad_on_the_eager_tape_equals_the_composite(wrt):
     rng = np.random.default_rng(3)

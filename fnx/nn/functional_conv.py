@@ -123,7 +123,7 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
     if groups == c > 1 and weight.shape[1] == 1 and not core.state.transforms_active and depthwise_runs_on(x):
         y = depthwise_conv(x, weight, bias, stride=stride, padding=lo, dilation=dilation, out_size=out)
-    elif core.state.transforms_active or not (runs_on(x) and pays(o // groups)):
+    elif core.state.transforms_active or not (runs_on(x) and pays(o // groups, kernel, lo + hi)):
         y = _conv_composite(_pad_spatial(x, lo, hi), weight, bias, stride, dilation, groups, out)
     else:
         y = _by_groups(lambda xs, ws, bs: conv(xs, ws, bs, stride=stride, padding=lo, dilation=dilation, out_size=out),
@@ -222,7 +222,7 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
                               f"{out}. Output size is too small")
     if groups == cin > 1 and weight.shape[1] == 1 and not core.state.transforms_active and depthwise_runs_on(x):
         y = depthwise_conv_input_grad(x, weight, out, cin, stride=stride, padding=padding, dilation=dilation)
-    elif not core.state.transforms_active and runs_on(x) and pays(weight.shape[1]):   # no crop
+    elif not core.state.transforms_active and runs_on(x) and pays(weight.shape[1], kernel, padding):   # no crop
         y = _by_groups(lambda xs, ws, _: conv_input_grad(xs, ws, out, stride=stride, padding=padding,
                                                          dilation=dilation), x, weight, None, groups)
     else:

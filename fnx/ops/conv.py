@@ -69,13 +69,15 @@ def runs_on(x) -> bool:
         windows.native is not None and windows.native.available()
 
 
-def pays(channels: int) -> bool:
+def pays(channels: int, kernel: tuple, padding: tuple) -> bool:
     """Whether the primitives beat the composite form for a convolution with `channels` output channels per group
     (a transposed one's): at least MIN_CHANNELS. The tiles' vectors hold output channels, so fewer leave most lanes
     idle (DCGAN's RGB generator output, 16 -> 3 channels of 64 x 64: 2.1 ms a call; depthwise convolutions run
     fnx/ops/depthwise_conv.py's loops); whatever the input channels (an RGB first layer (32, 3, 32, 32) -> 16 channels, forward and weight gradient:
-    2.1 -> 1.5 ms on one thread). Grouped ones run group by group (fnx/nn/functional_conv.py)."""
-    return channels >= MIN_CHANNELS
+    2.1 -> 1.5 ms on one thread). Grouped ones run group by group (fnx/nn/functional_conv.py). A pointwise one
+    (_pointwise) is a product whatever its channels (U-Net's channels-last (4, 16, 64, 64) -> 2 classes, forward
+    and backward: 0.77 ms through the composite's im2col and col2im, 0.36 ms so)."""
+    return channels >= MIN_CHANNELS or _pointwise(tuple(kernel), tuple(padding))
 
 
 def _params(stride, padding, dilation) -> dict:
@@ -250,6 +252,19 @@ def _packed(w):
     return packed[0]
 
 
+def _add_to_rows(rows, bias) -> None:
+    """rows (P, O) += bias (O,), in place (rows C-contiguous or not). numpy's loop runs along the rows' O values,
+    so a few channels make a short loop per row: (16384, 2) took 75 us, and (16384, 16) 86; where O < 32 and P
+    allows, C-contiguous rows are added as wider ones to the bias repeated (6 and 42 us)."""
+    p, o = rows.shape
+    k = 256 // o
+    if o < 32 and p % k == 0 and rows.flags.c_contiguous:
+        wide = rows.reshape(-1, k * o)   # a view
+        wide += np.tile(bias, k)
+    else:
+        rows += bias
+
+
 def _direct(source, packed, plan: tuple, outs: tuple, out_channels: int, bias=None, last: bool = False):
     """The direct convolution of a source (n, *s, C) (_source's) with the packed weights by the plan's groups: (n,
     O, *outs), bias added; channels-last where `last` (the tiles' rows as they are, unless padded), else
@@ -262,7 +277,7 @@ def _direct(source, packed, plan: tuple, outs: tuple, out_channels: int, bias=No
         if rows.shape[-1] != out_channels:
             rows = np.ascontiguousarray(rows[:, :out_channels])
         if bias is not None:
-            rows += bias
+            _add_to_rows(rows, bias)
         return layout.from_rows(rows, n, outs)
     y = np.empty((n, out_channels) + tuple(outs), source.dtype)
     windows.native.transpose(rows, y.reshape(n, out_channels, -1), bias)
@@ -282,7 +297,7 @@ def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
         if last:   # one product over every position's row of channels
             y = layout.rows(x, _strided(stride, out)) @ w2.T
             if bias:
-                y += bias[0]
+                _add_to_rows(y, bias[0])
             return layout.from_rows(y, x.shape[0], out)
         y = _pointwise_product(w2, _taken(x, stride, out))
         if bias:
