@@ -187,3 +187,32 @@ def test_inplace_bitwise_and_shift_operators_write_into_the_tensor():
     m &= fnx.tensor([True, True])
     assert m.dtype is fnx.bool and m.tolist() == [True, False]
     assert (1 << fnx.tensor([3])).tolist() == [8] and (64 >> fnx.tensor([3])).tolist() == [8]
+
+
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (4, 16, 32, 32)])
+def test_recorded_relu_in_place_writes_the_tensors_memory_and_differentiates(shape, last):
+    # nn.ReLU(inplace=True) after a layer: relu's result computed into the activation's own array (numpy below
+    # the C kernels' size, the C kernel above it; channels-last arrays in their memory order), its node recorded
+    # on that array, its gradient g where the result is positive
+    rng = np.random.default_rng(0)
+    x = fnx.tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=True)
+    y = (x.to(memory_format=fnx.channels_last) if last else x) * 1.0   # a channels-last result, not a view
+    array, version = y._value, y._version[0]
+    out = y.relu_()
+    assert out is y and y._value is array and y._version[0] == version + 1
+    assert y.grad_fn.name == "ReluBackward" and y.is_contiguous(memory_format=fnx.channels_last) == last
+    want = np.maximum(x.detach().numpy(), 0)
+    np.testing.assert_array_equal(y.detach().numpy(), want)
+    g = rng.standard_normal(shape).astype(np.float32)
+    y.backward(fnx.tensor(g))
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(want > 0, g, 0))
+
+
+def test_relu_in_place_of_a_value_another_node_saved_fails_its_backward():
+    x = fnx.randn(8, 1024, requires_grad=True)
+    y = x * 1.0
+    z = y * y   # saves y
+    y.relu_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()

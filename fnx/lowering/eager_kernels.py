@@ -133,11 +133,15 @@ _PLANS_MAX = 4096
 _build_lock = threading.Lock()
 
 
-def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
+def run(prim: Primitive, *arrays: np.ndarray, out: np.ndarray | None = None, **params) -> np.ndarray | None:
     """`prim` applied to CPU arrays by its C kernel, or None where numpy should (small arrays, a broadcast or
     reduction no kernel serves, no kernel). `params`: a sum's axes and keepdims, argsort's, or integer_pow's
-    exponent (a constant of its kernel: a kernel per exponent, of which there are few, |y| <= 16)."""
+    exponent (a constant of its kernel: a kernel per exponent, of which there are few, |y| <= 16). `out`: for a
+    unary elementwise `prim`, the array to write the result into, laid out as the operand (the operand itself:
+    each element is read before it is written)."""
     name = prim.name
+    if out is not None and (len(arrays) != 1 or name in ("argsort", "sum", "select")):
+        return None
     if name == "argsort":
         return _topk(arrays[0], **params)
     if name == "sum":
@@ -157,9 +161,10 @@ def run(prim: Primitive, *arrays: np.ndarray, **params) -> np.ndarray | None:
         if order is not None:   # channels_last operands: the kernel over the memory as it lies, the result so too
             if last.ndim < x.ndim:   # a per-channel operand, (C, 1, 1): (1, 1, 1, C) once moved
                 arrays = (x, last.reshape((1,) * (x.ndim - last.ndim) + last.shape))
-            out = _elementwise(prim, tuple(a.transpose(order) for a in arrays), params)
+            out = _elementwise(prim, tuple(a.transpose(order) for a in arrays), params,
+                               None if out is None else out.transpose(order))
             return None if out is None else out.transpose(_inverse(order))
-    return _elementwise(prim, arrays, params)
+    return _elementwise(prim, arrays, params, out)
 
 
 def _permuted_order(x: np.ndarray, last: np.ndarray) -> tuple | None:
@@ -188,9 +193,9 @@ def _inverse(order: tuple) -> tuple:
     return tuple(int(d) for d in np.argsort(order))
 
 
-def _elementwise(prim: Primitive, arrays: tuple, params: dict) -> np.ndarray | None:
+def _elementwise(prim: Primitive, arrays: tuple, params: dict, into: np.ndarray | None = None) -> np.ndarray | None:
     """`run` for an elementwise `prim` (one or two operands) once special forms are ruled out: the plan by the
-    operands' shapes, dtypes and strides, then the kernel."""
+    operands' shapes, dtypes and strides, then the kernel, writing into `into` where given (else a new array)."""
     x, last = arrays[0], arrays[-1]
     key = (prim, x.shape, last.shape, x.dtype, last.dtype, x.strides, last.strides, team_size.value > 1)
     plan = _plans.get(key, False)
@@ -204,13 +209,17 @@ def _elementwise(prim: Primitive, arrays: tuple, params: dict) -> np.ndarray | N
     if launch:
         fn, block, copy = launch[0]
         if copy:   # a strided operand (an LSTM's gate, a column slice): the kernel reads a contiguous copy
+            if into is not None:
+                return None
             x, last = np.ascontiguousarray(x), np.ascontiguousarray(last)
-        out = np.empty(shape, x.dtype)
+        out = np.empty(shape, x.dtype) if into is None else into
         fn(_ARRAYS[1](id(x), id(out)) if len(arrays) == 1 else _ARRAYS[2](id(x), id(last), id(out)), block)
         return out
+    if into is not None and not (x.flags.c_contiguous and into.flags.c_contiguous and into.shape == shape):
+        return None
     if unbroadcast:
         arrays = (_unbroadcast(x), _unbroadcast(last))
-    out = _call(prim, kinds, arrays, np.empty(shape, x.dtype), rows, cols, params)
+    out = _call(prim, kinds, arrays, np.empty(shape, x.dtype) if into is None else into, rows, cols, params)
     if out is not None and not params and not unbroadcast:
         fn, meta, symbols = _kernels[prim.name, out.dtype, kinds, ()]
         values = (1, rows, cols, rows * cols)
