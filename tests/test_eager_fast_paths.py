@@ -143,6 +143,18 @@ def test_lstm_c_loops_give_the_same_bits_on_any_number_of_threads(dtype, shape):
         np.testing.assert_allclose(d_weights, want_weights, rtol=tol, atol=tol * np.abs(want_weights).max())
 
 
+def _c_rows_and_numpy(monkeypatch, x, g, dim):
+    """(log_softmax, its backward, softmax) of x along `dim` (g the backward's gradient) as the impls run them,
+    then as numpy does (the C loops' threshold out of reach)."""
+    def run():
+        out = log_softmax_p.impl(np, x, dim=dim)
+        return out, log_softmax_backward_p.impl(np, g, out, dim=dim), softmax_p.impl(np, x, dim=dim)
+
+    got = run()
+    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
+    return got, run()
+
+
 @pytest.mark.parametrize("m", [5, 27, 32, 130], ids=lambda m: f"rows_of_{m}")
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
 def test_softmax_and_log_softmax_c_rows_match_numpy(monkeypatch, dtype, tol, m):
@@ -154,18 +166,28 @@ def test_softmax_and_log_softmax_c_rows_match_numpy(monkeypatch, dtype, tol, m):
     x[0, 3, m // 2] = np.nan
     x[1, 2, m - 1] = x[1, 4, 0] = -np.inf
     g = rng.standard_normal(x.shape).astype(dtype)
-    assert nn_kernels.log_softmax(x) is not None   # the C loops run
-
-    def run():
-        out = log_softmax_p.impl(np, x, dim=2)
-        return out, log_softmax_backward_p.impl(np, g, out, dim=2), softmax_p.impl(np, x, dim=2)
-
-    got = run()
-    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
-    want = run()
+    assert nn_kernels.log_softmax(x, 2) is not None   # the C loops run
+    got, want = _c_rows_and_numpy(monkeypatch, x, g, 2)
     assert all(np.isnan(a[0, 3]).all() for a in got)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=tol * 10, atol=tol * np.abs(b[np.isfinite(b)]).max())   # -inf: 0
+
+
+@pytest.mark.parametrize("g_layout", ["channels_last", "row_major"])
+def test_softmax_over_the_dim_memory_holds_innermost_runs_the_c_rows(monkeypatch, g_layout):
+    """Channels-last logits (N, C, H, W) over dim 1, the classes (U-Net's 2): the C loops run over the memory's
+    rows (numpy's reductions over so short an axis took 40 us per 1000 rows), the backward's gradient moved to
+    that order where it is row-major; numpy's values, the outputs laid out as the input."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 32, 32, 2)).astype(np.float32).transpose(0, 3, 1, 2)   # channels-last
+    g = rng.standard_normal((4, 32, 32, 2)).astype(np.float32).transpose(0, 3, 1, 2)
+    g = np.ascontiguousarray(g) if g_layout == "row_major" else g
+    assert nn_kernels.softmax(x, 1) is not None and nn_kernels.log_softmax_backward(g, x, 1) is not None
+    assert nn_kernels.softmax(np.ascontiguousarray(x), 1) is None   # dim 1 not innermost: numpy
+    got, want = _c_rows_and_numpy(monkeypatch, x, g, 1)
+    for a, b in zip(got, want):
+        assert a.strides == x.strides
+        np.testing.assert_allclose(a, b, rtol=2e-6, atol=2e-6 * np.abs(b).max())
 
 
 def test_softmax_c_rows_of_a_million_sum_to_float32_accuracy_on_any_vector_width():
@@ -175,7 +197,7 @@ def test_softmax_c_rows_of_a_million_sum_to_float32_accuracy_on_any_vector_width
     rng = np.random.default_rng(3)
     x = rng.uniform(0, 1, 1 << 20).astype(np.float32)
     g = rng.uniform(0, 1, x.size).astype(np.float32)
-    assert nn_kernels.softmax(x) is not None   # the C loops run
+    assert nn_kernels.softmax(x, 0) is not None   # the C loops run
     x64, g64 = x.astype(np.float64), g.astype(np.float64)
     e = np.exp(x64 - x64.max())
     want_softmax, want_log = e / e.sum(), x64 - x64.max() - np.log(e.sum())

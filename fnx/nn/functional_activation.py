@@ -297,7 +297,7 @@ log_softmax_backward_p = Primitive("log_softmax_backward")
 
 @log_softmax_p.def_impl
 def _log_softmax_impl(xp, x, *, dim):
-    fast = nn_kernels.log_softmax(x) if xp is np and dim == x.ndim - 1 else None
+    fast = nn_kernels.log_softmax(x, dim) if xp is np else None
     if fast is not None:
         return fast
     out = x - x.max(dim, keepdims=True)
@@ -312,7 +312,7 @@ log_softmax_p.def_vjp(lambda g, primals, out, *, dim: (log_softmax_backward_p.bi
 
 @log_softmax_backward_p.def_impl
 def _log_softmax_backward_impl(xp, g, out, *, dim):
-    fast = nn_kernels.log_softmax_backward(g, out) if xp is np and dim == g.ndim - 1 else None
+    fast = nn_kernels.log_softmax_backward(g, out, dim) if xp is np else None
     if fast is not None:
         return fast
     dx = xp.exp(out)
@@ -350,7 +350,7 @@ softmax_p = Primitive("softmax", saves_inputs=False, saves_output=True)
 
 @softmax_p.def_impl
 def _softmax_impl(xp, x, *, dim):
-    fast = nn_kernels.softmax(x) if xp is np and dim == x.ndim - 1 else None
+    fast = nn_kernels.softmax(x, dim) if xp is np else None
     if fast is not None:
         return fast
     out = xp.exp(x - x.max(dim, keepdims=True))
