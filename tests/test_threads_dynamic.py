@@ -55,7 +55,8 @@ def test_on_by_default_and_off_with_the_environment_variable():
 
 
 # The child pins itself and `cpus` spinning processes to the same CPUs (at most two of its affinity mask), asks
-# for that many threads, and runs a parallel kernel until the pool's load samples see the spinners: then the
+# for that many threads, first mostly sleeping (a window in which it used less than half a CPU is not counted:
+# it keeps its team), then running a parallel kernel until the pool's load samples see the spinners: then the
 # kernel runs on one thread and OpenBLAS has a count of one. Turning dynamic teams off gives back the full team
 # at once, and with them on again the spinners' load still holds the team down. A niced child counts niced
 # spinners too (a child that is not niced leaves them out, as the scheduler gives them little of its CPUs; that
@@ -82,11 +83,20 @@ BUSY_NEIGHBOURS = """
     spin = "import os, sys; os.sched_setaffinity(0, [int(sys.argv[1])]); os.nice(int(sys.argv[2]))\\nwhile True: pass"
     spinners = [subprocess.Popen([sys.executable, "-c", spin, str(c), "19" if niced else "0"])
                 for c in cpus * (3 - len(cpus))]
+
+    def busy_for(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            kernel(big)
+
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        for _ in range(4):   # mostly asleep beside them: windows it hardly used say nothing of its contention
             time.sleep(0.25)
             kernel(big)
+        idle = team()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            busy_for(0.25)
             if team() == 1:
                 break
         busy = team()
@@ -96,15 +106,12 @@ BUSY_NEIGHBOURS = """
         kernel(big)
         fixed, fixed_blas = team(), blas()
         fnx.set_dynamic_threads(True)
-        time.sleep(0.25)
-        kernel(big)
-        time.sleep(0.25)
-        kernel(big)
+        busy_for(0.5)
         again = team()
     finally:
         for s in spinners:
             s.kill()
-    print(json.dumps([busy, busy_blas, fixed, fixed_blas, again]))
+    print(json.dumps([idle, busy, busy_blas, fixed, fixed_blas, again]))
 """
 
 
@@ -112,6 +119,6 @@ BUSY_NEIGHBOURS = """
 @pytest.mark.parametrize("niced", ["0", "1"])
 def test_a_busy_neighbour_takes_the_team_down_to_the_free_cpus(niced):
     env = {"FNX_DYNAMIC_THREADS": None, "NICED": niced}
-    busy, busy_blas, fixed, fixed_blas, again = json.loads(run_python(BUSY_NEIGHBOURS, env))
-    assert busy == 1 and fixed == 2 and again == 1
+    idle, busy, busy_blas, fixed, fixed_blas, again = json.loads(run_python(BUSY_NEIGHBOURS, env))
+    assert idle == 2 and busy == 1 and fixed == 2 and again == 1
     assert busy_blas in ([], [1]) and fixed_blas in ([], [2])   # []: numpy's BLAS is not on the pool here
