@@ -205,7 +205,8 @@ def test_direct_tiles_cover_channel_and_position_tails_on_two_threads(dtype, str
 def test_weights_more_than_twice_the_input_run_by_blocks_and_parts_of_the_taps(dtype):
     # 72 x 40 x 3 x 3 weights on 9 images of 4 x 4: the forward's tasks take one block of outputs over a run of
     # tiles (18 tiles: runs of 8, then the rest) and 128 of the inner group's 360 taps at a time, the tiles' sums
-    # carried over in the output; 72 outputs: two-vector blocks, then a one-vector block
+    # carried over in the output; 72 outputs: two-vector blocks, then a one-vector block; the weight gradient's
+    # taps channel major (the weight larger than the input), its rows one transpose from (O, C, K)
     saved = fnx.get_num_threads()
     fnx.set_num_threads(2)
     try:

@@ -454,7 +454,11 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
         if layout.channels_last(g) and layout.channels_last(x):
             return (layout.rows(g).T @ layout.rows(x, _strided(stride, out))).reshape((o, c) + kernel)
         return _pointwise_weight_grad(np.reshape(g, (n, o, -1)), _taken(x, stride, out)).reshape((o, c) + kernel)
-    geometry = (tuple(x.shape[2:]), tuple(padding), out, kernel, tuple(stride), tuple(dilation), c, False)
+    # a row-major weight at least the input's size: the taps channel major, so that dw's rows reach (O, C, K) in
+    # one transpose ((4, 256, 4, 4) by 256 x 256 x 3 x 3: 0.66 -> 0.56 ms); below it the element-major taps'
+    # tiles ran up to 5% faster and the reordering costs little
+    channel_major = not last and o * c * math.prod(kernel) >= x.size
+    geometry = (tuple(x.shape[2:]), tuple(padding), out, kernel, tuple(stride), tuple(dilation), c, channel_major)
     source, plan = _source(x, padding, _reach(out, kernel, stride, dilation),
                            lambda framed, planes: _forward_plan(*geometry, framed, planes))
     width = _vectors(o, g.dtype)
@@ -470,10 +474,10 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
     chunks = max(1, min(threads, n * math.prod(out) // 256))   # parts of the positions; few positions: of the taps
     dw = windows.native.conv_weight_direct(source, rows, math.prod(kernel) * c, plan, chunks,
                                            max(1, threads // chunks))   # (K, C, O') by taps
-    if last:   # (O, K, C) in memory: one transpose
-        gw = np.empty((o,) + kernel + (c,), g.dtype)
+    if last or channel_major:   # (O, K, C) or (O, C, K) in memory: one transpose
+        gw = np.empty((o,) + (kernel + (c,) if last else (c,) + kernel), g.dtype)
         windows.native.transpose(dw.reshape(1, -1, width), gw.reshape(1, o, -1))
-        return layout.from_last(gw)
+        return layout.from_last(gw) if last else gw
     return windows.native.kernel_major_weight(dw, o, c, kernel)
 
 
