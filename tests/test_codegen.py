@@ -436,6 +436,17 @@ def test_no_c_compiler_raises_not_implemented(monkeypatch):
         build_executable(fnx.make_jaxpr(lambda x: x + 1.0)(fnx.ones(2)), backend="c")
 
 
+def test_wide_vectors_only_where_avx512_runs_at_full_clock():
+    from fnx.lowering import cpu
+
+    wide = ("-mprefer-vector-width=512",)
+    assert cpu.wide_vectors({"sse4_2", "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile"}) == wide
+    assert cpu.wide_vectors({"avx2", "avx512f", "avx512_vnni"}) == ()   # Cascade Lake, Ice Lake: 256 bits
+    assert cpu.wide_vectors({"avx2", "fma"}) == ()
+    flags = cpu._cpu_flags()
+    assert ("-mprefer-vector-width=512" in cpu._BASE_FLAGS) == (cpu._X86 and cpu.wide_vectors(flags) == wide)
+
+
 def test_flags_never_include_fast_math():
     tc = cpu.toolchain()
     cmd = " ".join(tc.command(0, "k.c", "k.so"))
