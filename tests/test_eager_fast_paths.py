@@ -296,3 +296,26 @@ def test_a_stack_of_rows_times_a_matrix_is_one_product(stack):
     out = linalg._product(xp, a, b)
     assert xp.products == [((30, 16), (16, 24))]
     np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_whole_array_sums_on_the_pool_give_numpys_pairwise_bits(threads, dtype):
+    """The sum of a whole large contiguous float array runs numpy's pairwise order with its top halves as tasks on
+    the pool (2, 4 and 8 of them here): numpy's bits, whatever the size's remainders by 8 and the threads; a
+    non-contiguous one is numpy's own."""
+    from fnx.lowering import eager_kernels
+
+    saved = fnx.get_num_threads()
+    fnx.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(threads)
+        for n in (eager_kernels.PAIRWISE_MIN, eager_kernels.PAIRWISE_MIN + 13, 3_000_001):
+            x = (rng.standard_normal(n) * 10).astype(dtype)
+            assert fnx.tensor(x).sum().numpy() == x.sum()
+        x = rng.standard_normal((1100, 1000)).astype(dtype)
+        assert fnx.tensor(x).sum().numpy() == x.sum()
+        assert fnx.tensor(x).sum(dim=(0, 1), keepdim=True).numpy() == x.sum(keepdims=True)
+        assert fnx.tensor(x).T.sum().numpy() == x.T.sum()
+    finally:
+        fnx.set_num_threads(saved)

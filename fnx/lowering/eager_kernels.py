@@ -97,10 +97,19 @@ _SYMBOLS = {1: 0, _ROWS: 1, _COLS: 2, _ROWS * _COLS: 3}
 _TRACED = {"full": (_ROWS, _COLS), "row": (_COLS,), "col": (_ROWS, 1), "flat": (_ROWS * _COLS,), "scalar": ()}
 
 _SUM_COLUMNS = {np.dtype(np.float32): "fnx_sum_columns_f32", np.dtype(np.float64): "fnx_sum_columns_f64"}
-_columns_library = TemplateLibrary("fnx-sum-columns", "c_sum_columns.c.j2", list(_SUM_COLUMNS.values()),
-                                   "the C loop of sums over leading dims", "numpy sums them",
-                                   {f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 3
-                                    for f in _SUM_COLUMNS.values()}).get
+_SUM_PAIRWISE = {np.dtype(np.float32): "fnx_sum_pairwise_f32", np.dtype(np.float64): "fnx_sum_pairwise_f64"}
+_columns_library = TemplateLibrary("fnx-sum-columns", "c_sum_columns.c.j2",
+                                   list(_SUM_COLUMNS.values()) + list(_SUM_PAIRWISE.values()),
+                                   "the C loops of sums over leading dims and of whole arrays", "numpy sums them",
+                                   {**{f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 3
+                                       for f in _SUM_COLUMNS.values()},
+                                    **{f: [ctypes.c_void_p] + [ctypes.c_longlong] * 2
+                                       for f in _SUM_PAIRWISE.values()}},
+                                   restypes={"fnx_sum_pairwise_f32": ctypes.c_float,
+                                             "fnx_sum_pairwise_f64": ctypes.c_double}).get
+# A sum of a whole contiguous float array of at least this many elements runs numpy's pairwise order (numpy's bits)
+# with its top halves on the pool's threads: numpy's one thread is bound by one core's reads (2^24 float32s: 2.9 ms).
+PAIRWISE_MIN = 1 << 20
 
 _OUTER = {np.dtype(np.float32): "fnx_outer_f32", np.dtype(np.float64): "fnx_outer_f64"}
 _outer_library = TemplateLibrary("fnx-outer", "c_outer.c.j2", list(_OUTER.values()),
@@ -321,8 +330,10 @@ def _sum(prim: Primitive, x: np.ndarray, *, axes: tuple, keepdims: bool) -> np.n
     """A sum over `x`'s trailing dims (one per row) by its kernel, or over the leading dims of a contiguous `x`
     (one per column: a gradient summed back to a bias's or a norm weight's shape) by the column loop, or None."""
     n = len(axes)
-    if x.size < SUM_MIN or x.dtype not in _DTYPES or not 0 < n < x.ndim:
+    if x.size < SUM_MIN or x.dtype not in _DTYPES or not 0 < n <= x.ndim:
         return None
+    if n == x.ndim:
+        return _sum_pairwise(x, keepdims)
     if axes == tuple(range(n)):
         return _sum_columns(x, n, keepdims)
     if axes != tuple(range(x.ndim - n, x.ndim)):
@@ -330,6 +341,19 @@ def _sum(prim: Primitive, x: np.ndarray, *, axes: tuple, keepdims: bool) -> np.n
     cols = math.prod(x.shape[x.ndim - n:])
     shape = x.shape[:x.ndim - n] + (1,) * n if keepdims else x.shape[:x.ndim - n]
     return _call(prim, ("rows",), (x,), np.empty(shape, x.dtype), x.size // cols, cols)
+
+
+def _sum_pairwise(x: np.ndarray, keepdims: bool) -> np.ndarray | None:
+    """The sum of all of C-contiguous `x` in numpy's pairwise order (so numpy's bits) on the pool, or None where
+    numpy should run it (small, other layouts: numpy's iterator then adds in another order; one thread)."""
+    threads = team_size.value
+    lib = _columns_library() if x.size >= PAIRWISE_MIN and x.flags.c_contiguous and threads > 1 else None
+    if lib is None:
+        return None
+    levels = min(6, (threads - 1).bit_length())   # 2^levels tasks, at least one a thread
+    fn = getattr(lib, _SUM_PAIRWISE[x.dtype])
+    total = fn(data_pointer(x), x.size, levels)
+    return np.full((1,) * x.ndim if keepdims else (), total, x.dtype)
 
 
 def _sum_columns(x: np.ndarray, n: int, keepdims: bool) -> np.ndarray | None:

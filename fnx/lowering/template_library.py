@@ -15,13 +15,16 @@ __all__ = ["TemplateLibrary"]
 
 class TemplateLibrary:
     """The library `name` rendered from templates/`template` (with the variables `context`); `functions` return
-    nothing (their restype is set to None), `argtypes` gives the argument types of those that declare them; `what`
-    and `fallback` name the loops and what runs instead in the warning of a failed build."""
+    nothing (their restype is set to None) unless `restypes` names their result's type, `argtypes` gives the
+    argument types of those that declare them; `what` and `fallback` name the loops and what runs instead in the
+    warning of a failed build."""
 
     def __init__(self, name: str, template: str, functions: list[str], what: str, fallback: str,
-                 argtypes: dict[str, list] | None = None, context: dict | None = None):
+                 argtypes: dict[str, list] | None = None, context: dict | None = None,
+                 restypes: dict[str, type] | None = None):
         self.name, self.template, self.functions, self.context = name, template, functions, context or {}
         self.what, self.fallback, self.argtypes = what, fallback, argtypes or {}
+        self.restypes = restypes or {}
         self._lib: list = []   # [the loaded library, or None where it cannot be built], once built
         self._lock = threading.Lock()
 
@@ -55,7 +58,7 @@ class TemplateLibrary:
             warn(f"fnx: {self.what} could not be built ({e}); {self.fallback} instead (slower)", RuntimeWarning)
             return None
         for name in self.functions:
-            getattr(lib, name).restype = None
+            getattr(lib, name).restype = self.restypes.get(name)
         for name, types in self.argtypes.items():
             getattr(lib, name).argtypes = types
         return lib
