@@ -90,8 +90,9 @@ def wide_vectors(flags: set[str]) -> tuple[str, ...]:
     return ("-mprefer-vector-width=512",) if {"avx512f", "avx512_bf16"} <= flags else ()
 
 
-_BASE_FLAGS = ("-O3", "-march=native", *(wide_vectors(_cpu_flags()) if _X86 else ()), "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off",
-               "-fwrapv", "-fPIC", "-shared", "-pthread", "-Wl,--as-needed") + (("-mno-mmx",) if _X86 else ())
+_BASE_FLAGS = ("-O3", "-march=native", *(wide_vectors(_cpu_flags()) if _X86 else ()), "-fno-math-errno",
+               "-fno-trapping-math", "-ffp-contract=off", "-fwrapv", "-fPIC", "-shared", "-pthread",
+               "-Wl,--as-needed") + (("-mno-mmx",) if _X86 else ())
 # What to try, best first: (extra flags, libraries, OpenMP threads?, libmvec?).
 _VARIANTS = ((("-fopenmp",), ("-lmvec", "-lm"), True, True), (("-fopenmp",), ("-lm",), True, False),
              (("-fopenmp-simd",), ("-lm",), False, False))
