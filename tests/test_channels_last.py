@@ -183,6 +183,22 @@ def test_cat_clone_and_pad_keep_channels_last():
     assert _last(p) and p.data_ptr() != al.data_ptr()
 
 
+def test_cat_of_other_layouts_is_row_major():
+    """As PyTorch's cat: transposed or permuted operands (and 3-D ones channels innermost, a layout PyTorch has no
+    memory format for) give a row-major result, which `.view` accepts; a stack of them too."""
+    a, b = fnx.randn(4, 6).t(), fnx.randn(4, 6).t()
+    q = fnx.randn(2, 5, 3, 8).transpose(1, 2)
+    freqs = fnx.randn(1, 16, 64).transpose(1, 2)
+    qv = q.numpy()
+    for y, want in ((fnx.cat([a, b], 1), np.concatenate([a.numpy(), b.numpy()], 1)),
+                    (fnx.cat([a, b], 0), np.concatenate([a.numpy(), b.numpy()], 0)),
+                    (fnx.cat([-q[..., 4:], q[..., :4]], -1), np.concatenate([-qv[..., 4:], qv[..., :4]], -1)),
+                    (fnx.cat([freqs, freqs], -1), np.concatenate([freqs.numpy()] * 2, -1)),
+                    (fnx.stack([a, b], 1), np.stack([a.numpy(), b.numpy()], 1))):
+        assert y.is_contiguous() and np.array_equal(y.numpy(), want)
+        assert np.array_equal(y.view(-1).numpy(), want.reshape(-1))
+
+
 def test_conv3d_eval_batch_norm_and_reshape_on_channels_last():
     rng = np.random.default_rng(5)
     x3, w3 = _rng_tensor(rng, (2, 16, 6, 6, 6)), _rng_tensor(rng, (16, 16, 3, 3, 3))

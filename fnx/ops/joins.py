@@ -27,10 +27,17 @@ concatenate_p = Primitive("concatenate", saves_inputs=False)
 
 @concatenate_p.def_impl
 def _concatenate_impl(xp, *xs, dim):
-    if xp is np and len(xs) > 1 and all(layout.channels_last(x) for x in xs):   # the result channels-last too
+    if xp is np and len(xs) > 1 and xs[0].ndim in (4, 5) and all(layout.channels_last(x) for x in xs):
+        # the result channels-last too, as PyTorch's (which has that memory format for 4-D and 5-D tensors only)
         inner = [layout.to_last(x) for x in xs]
         at = dim - 1 if dim > 1 else (xs[0].ndim - 1 if dim == 1 else 0)
         return layout.from_last(np.concatenate(inner, axis=at))
+    if xp is np and not all(x.flags.c_contiguous for x in xs):
+        # row-major, as PyTorch's cat: numpy's follows the first operand's layout (a transposed table joined along
+        # its last dim stayed transposed, and every product with it read it with a stride: Llama's rotary cos/sin)
+        shape = list(xs[0].shape)
+        shape[dim] = sum(x.shape[dim] for x in xs)
+        return np.concatenate(xs, axis=dim, out=np.empty(shape, np.result_type(*xs)))
     return xp.concatenate(xs, axis=dim)
 
 
