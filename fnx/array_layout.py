@@ -38,6 +38,11 @@ def channels_last_copy(a):
 def dense_order(a) -> tuple | None:
     """The order of a's dims in which it is row-major (a channels_last array: (0, 2, 3, 1)), or None where its
     elements do not fill a block of memory (a slice, a broadcast)."""
+    span = a.itemsize   # the bytes from its first element to past its last: its size in bytes if dense
+    for n, s in zip(a.shape, a.strides):
+        span += (n - 1) * abs(s)
+    if span != a.nbytes and a.size:   # a slice or a broadcast, told without sorting (every strided eager op asks)
+        return None
     order = tuple(sorted(range(a.ndim), key=lambda d: -a.strides[d]))
     return order if a.transpose(order).flags.c_contiguous else None
 

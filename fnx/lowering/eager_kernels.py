@@ -186,7 +186,7 @@ def _permuted_order(x: np.ndarray, last: np.ndarray) -> tuple | None:
         if last.ndim > x.ndim or any(m != 1 and m != n for m, n in zip(last.shape[::-1], x.shape[::-1])):
             return None
         return None if x.flags.c_contiguous else dense_order(x)
-    for a in (x, last):
+    for a in (x, last) if last is not x else (x,):
         if not a.flags.c_contiguous:
             order = dense_order(a)
             if order is not None:
@@ -214,7 +214,7 @@ def _elementwise(prim: Primitive, arrays: tuple, params: dict, into: np.ndarray 
         plan = _plans[key] = _plan(prim, arrays)
     if plan is None:
         return None
-    kinds, rows, cols, unbroadcast, shape, launch = plan
+    kinds, rows, cols, unbroadcast, shape, expand, launch = plan
     if launch:
         fn, block, copy = launch[0]
         if copy:   # a strided operand (an LSTM's gate, a column slice): the kernel reads a contiguous copy
@@ -228,8 +228,10 @@ def _elementwise(prim: Primitive, arrays: tuple, params: dict, into: np.ndarray 
         return None
     if unbroadcast:
         arrays = (_unbroadcast(x), _unbroadcast(last))
+    if expand:
+        arrays = tuple(a if block is None else _expanded(a, block) for a, block in zip(arrays, expand))
     out = _call(prim, kinds, arrays, np.empty(shape, x.dtype) if into is None else into, rows, cols, params)
-    if out is not None and not params and not unbroadcast:
+    if out is not None and not params and not unbroadcast and not expand:
         fn, meta, symbols = _kernels[prim.name, out.dtype, kinds, ()]
         values = (1, rows, cols, rows * cols)
         launch.append((fn, meta(*[values[s] for s in symbols]), not all(a.flags.c_contiguous for a in arrays)))
@@ -238,9 +240,9 @@ def _elementwise(prim: Primitive, arrays: tuple, params: dict, into: np.ndarray 
 
 def _plan(prim: Primitive, arrays) -> tuple | None:
     """How `run` applies `prim` to `arrays`: (the operands' kinds, rows, cols, whether to read broadcast operands
-    in place (`_unbroadcast`), the output's shape, an empty list for `run` to keep the launch in), or None where
-    numpy should. It depends on the operands' shapes, dtypes and strides and on the thread count only: `run` keeps
-    it by those (`_plans`)."""
+    in place (`_unbroadcast`), the output's shape, the blocks to expand operands to (`_pattern`) or None, an empty
+    list for `run` to keep the launch in), or None where numpy should. It depends on the operands' shapes, dtypes
+    and strides and on the thread count only: `run` keeps it by those (`_plans`)."""
     x, last = arrays[0], arrays[-1]
     if last.size > x.size:
         x = last
@@ -258,9 +260,12 @@ def _plan(prim: Primitive, arrays) -> tuple | None:
             return None
         last = arrays[1]
     if last.shape == arrays[0].shape:
-        if size < flat_min:
+        # a strided operand would be copied first: for the cheap primitives numpy's strided loop costs less than
+        # the copy, whose lines the pool's other threads then read from the copying core's cache ((8, 4, 64, 32)
+        # float32s, one operand transposed, as Llama's rotary adds them: 17 us against 40)
+        if size < flat_min or threaded is not None and not (arrays[0].flags.c_contiguous and last.flags.c_contiguous):
             return None
-        return _FLAT[len(arrays)], size, 1, unbroadcast, x.shape, []
+        return _FLAT[len(arrays)], size, 1, unbroadcast, x.shape, None, []
     # Below the flat threshold (one thread) a scalar operand makes a flat loop, and the kernel would copy a
     # strided output-sized operand first, which costs as much as numpy's loop (`MANY_ROWS`, `STRIDED_MIN`).
     below, full = size < flat_min, last if last.size > arrays[0].size else arrays[0]
@@ -269,11 +274,13 @@ def _plan(prim: Primitive, arrays) -> tuple | None:
     pattern = _pattern(x.shape, size, arrays)
     if pattern is None:
         return None
-    kinds, rows, cols = pattern
-    strided = not (arrays[0].flags.c_contiguous and last.flags.c_contiguous)   # the row or column
+    kinds, rows, cols, expand = pattern
+    expand = expand if any(expand) else None
+    # the row or column strided, or expanded: numpy's loop reads it with a stride, or over many short rows
+    strided = expand is not None or not (arrays[0].flags.c_contiguous and last.flags.c_contiguous)
     if below and (cols == 1 or not (strided or rows >= MANY_ROWS and size >= BROADCAST_MIN)):
         return None
-    return kinds, rows, cols, unbroadcast, x.shape, []
+    return kinds, rows, cols, unbroadcast, x.shape, expand, []
 
 
 def _select(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
@@ -387,6 +394,13 @@ def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, col
     return out
 
 
+def _expanded(a: np.ndarray, block: tuple) -> np.ndarray:
+    """A contiguous copy of `a` broadcast to `block`, the output's trailing dims (`_pattern`)."""
+    out = np.empty(block, a.dtype)
+    np.copyto(out, a.reshape(a.shape[a.ndim - len(block):]))
+    return out
+
+
 def _unbroadcast(a: np.ndarray) -> np.ndarray:
     """`a` less the dims that a view broadcasts it along (`expand`, `broadcast_to`: stride 0), kept as dims of 1:
     the operand itself, which a broadcast pattern reads in place, where a flat loop needed a contiguous copy."""
@@ -396,14 +410,18 @@ def _unbroadcast(a: np.ndarray) -> np.ndarray:
 
 
 def _pattern(shape: tuple, size: int, arrays) -> tuple | None:
-    """(the operands' kinds, rows, cols) of a broadcast to `shape` (of `size` elements) that a kernel serves, the
-    output viewed as rows x cols: all "flat" or "scalar" (one loop over `rows` elements, cols 1), or "full" with
-    one "row" (an operand of the output's trailing dims, broadcast along the leading ones) or one "col" (an
-    operand of its leading dims, broadcast along the trailing ones); None for any other broadcast."""
-    kinds, rows = [], size
+    """(the operands' kinds, rows, cols, the block to expand each operand to or None) of a broadcast to `shape` (of
+    `size` elements) that a kernel serves, the output viewed as rows x cols: all "flat" or "scalar" (one loop over
+    `rows` elements, cols 1), or "full" with one "row" (an operand of the output's trailing dims, broadcast along
+    the leading ones) or one "col" (an operand of its leading dims, broadcast along the trailing ones); None for
+    any other broadcast. An operand broadcast within the output's trailing dims too, to a block of at most a
+    quarter of the output (rotary's cos table (T, D) against a query laid out (B, T, H, D): a block of (T, H, D)),
+    is a row once expanded to that block (`run` copies it), where numpy loops over its many short rows."""
+    kinds, rows, expand = [], size, []
     for a in arrays:
         if a.ndim > len(shape):   # the output has more dims than `shape`: not a broadcast to it
             return None
+        block = None
         if a.shape == shape:
             kinds.append("full")
         elif a.size == 1:
@@ -414,17 +432,23 @@ def _pattern(shape: tuple, size: int, arrays) -> tuple | None:
                 lead = lead[1:]
             while trail[-1] == 1:
                 trail = trail[:-1]
-            if shape[len(shape) - len(lead):] == lead:   # its dims, without leading 1s, end the output's
+            tail = shape[len(shape) - len(lead):]
+            if tail == lead:   # its dims, without leading 1s, end the output's
                 kinds.append("row")
                 rows = size // a.size
             elif shape[:len(trail)] == trail:   # its dims, padded and without trailing 1s, begin the output's
                 kinds.append("col")
                 rows = a.size
+            elif all(m == 1 or m == n for m, n in zip(lead, tail)) and math.prod(tail) * 4 <= size:
+                kinds.append("row")
+                block = tail
+                rows = size // math.prod(tail)
             else:
                 return None
+        expand.append(block)
     if "row" in kinds or "col" in kinds:
-        return (tuple(kinds), rows, size // rows) if kinds.count("full") == 1 else None
-    return tuple("flat" if k == "full" else k for k in kinds), size, 1
+        return (tuple(kinds), rows, size // rows, tuple(expand)) if kinds.count("full") == 1 else None
+    return tuple("flat" if k == "full" else k for k in kinds), size, 1, tuple(expand)
 
 
 def _load(prim: Primitive, dtype: np.dtype, kinds: tuple, constants: tuple = ()):
