@@ -199,6 +199,21 @@ def test_cat_of_other_layouts_is_row_major():
         assert np.array_equal(y.view(-1).numpy(), want.reshape(-1))
 
 
+def test_a_binary_op_of_two_layouts_takes_the_first_operands():
+    """As PyTorch's: x permuted (a (B, T, H, D) block viewed as (B, H, T, D)) + y row-major is laid out as x, and
+    y + x as y; the merge of the heads of such a sum back to (B, T, H * D) is then a view."""
+    base = fnx.randn(2, 5, 3, 8)
+    x, y = base.transpose(1, 2), fnx.randn(2, 3, 5, 8)
+    for a, b in ((x, y), (y, x)):
+        for op in (lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a - b):
+            assert op(a, b).stride() == a.stride()
+            np.testing.assert_array_equal(op(a, b).numpy(), op(a.numpy(), b.numpy()))
+    s = x + y
+    merged = s.transpose(1, 2).reshape(2, 5, 24)
+    assert np.shares_memory(merged.numpy(), s.numpy())
+    assert np.array_equal(merged.numpy(), (x.numpy() + y.numpy()).transpose(0, 2, 1, 3).reshape(2, 5, 24))
+
+
 def test_conv3d_eval_batch_norm_and_reshape_on_channels_last():
     rng = np.random.default_rng(5)
     x3, w3 = _rng_tensor(rng, (2, 16, 6, 6, 6)), _rng_tensor(rng, (16, 16, 3, 3, 3))

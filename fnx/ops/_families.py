@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import core
 from .. import dtypes as _dt
+from ..array_layout import dense_order
 from ..core import FnxRuntimeError, FnxTypeError, Primitive, ShapedArray
 from ..device import device as _device_cls
 from ..tensor import Tensor, make
@@ -231,6 +232,17 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
     return prim
 
 
+def _in_first_layout(impl: Callable, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """impl(np, x, y) laid out as x where x fills a block of memory in another order than y (as PyTorch's: the first
+    operand's layout wins; numpy's result was row-major). A transformer's rotary q * cos + rotate_half(q) * sin adds
+    a (B, T, H, D)-laid product to a row-major one: the sum, then attention's output, keep q's layout, and the
+    heads' merge back to (B, T, H * D) is a view, not a copy."""
+    order = dense_order(x)
+    if order is None or y.transpose(order).flags.c_contiguous:   # numpy keeps a layout the two share
+        return impl(np, x, y)
+    return impl(np, x.transpose(order), y.transpose(order)).transpose([order.index(d) for d in range(x.ndim)])
+
+
 def _native_first(prim: Primitive, impl: Callable, min_size: int = 0, arity: int | None = None) -> Callable:
     """`impl` of a primitive with eager C kernels (the native ones, and common ones numpy runs on one thread):
     CPU arrays (of `min_size` elements or more) go to the eager kernel hook first, which declines (None) arrays
@@ -256,6 +268,8 @@ def _native_first(prim: Primitive, impl: Callable, min_size: int = 0, arity: int
                     out = hook(prim, x, y)
                     if out is not None:
                         return out
+            if xp is np and not x.flags.c_contiguous and x.shape == y.shape:
+                return _in_first_layout(impl, x, y)
             return impl(xp, x, y)
 
         return run2
