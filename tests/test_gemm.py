@@ -110,9 +110,21 @@ def test_float64_products_of_the_library():
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((70, 260)), rng.standard_normal((260, 37))
     exact = a @ b
-    got = G.gemm(np.asfortranarray(a), b)
-    assert np.all(np.abs(got - exact) <= 260 * 2.0 ** -53 * 1.01 * (np.abs(a) @ np.abs(b)))
+    bound = 260 * 2.0 ** -53 * 1.01 * (np.abs(a) @ np.abs(b))
+    for x, y in ((np.asfortranarray(a), b), (a, np.asfortranarray(b))):   # A, then B, read transposed
+        assert np.all(np.abs(G.gemm(x, y) - exact) <= bound)
     assert not G.takes(a, b)
+
+
+@pytest.mark.parametrize("k", [16, 45, 301])
+def test_a_transposed_b_is_packed_to_the_same_bits_as_its_rows(k):
+    """x @ w.T: B's panels are packed from its columns (a block at a time, transposed in registers, the rest of K
+    element by element); the panels hold the values a row-major B gives, so the product has its bits."""
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal((400, k), np.float32)
+    w = rng.standard_normal((200, k), np.float32)
+    assert G.takes(x, w.T)
+    assert np.array_equal(G.gemm(x, w.T), G.gemm(x, np.ascontiguousarray(w.T)))
 
 
 def test_which_eager_products_it_takes():
