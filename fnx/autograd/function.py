@@ -10,7 +10,7 @@ from ..ops.creation import zeros
 from ..tensor import Tensor
 from . import tape
 
-__all__ = ["Function", "FunctionCtx", "record_pullback"]
+__all__ = ["Function", "FunctionCtx", "record_one", "record_pullback"]
 
 
 class FunctionCtx:
@@ -195,6 +195,22 @@ def _record_function(fn, ctx, args: tuple, outs: list) -> list:
             o._node = node if n == 1 else _OutputOf(node, k, n)
             o._requires_grad = True
     return outs
+
+
+def record_one(fn, ctx, args: tuple, out: Tensor) -> Tensor:
+    """`_record_function` for a new float tensor `out` that `fn.forward` made of `args`, tensors of its dtype (or
+    None): the same node, without the general case's checks (a layer's call, every time step of an RNN)."""
+    dtype, parents, inputs = out.dtype, [], []
+    for a in args:
+        if a is None:
+            parents.append(None)
+            inputs.append(None)
+        else:
+            parents.append(a._node if a._node is not None else (a if a._requires_grad else None))
+            inputs.append((a._value.shape, dtype))
+    out._node = _FunctionNode(fn, ctx, tuple(parents), [(out._value.shape, dtype, out._device)], tuple(inputs))
+    out._requires_grad = True
+    return out
 
 
 class _Pullback:

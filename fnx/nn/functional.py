@@ -15,7 +15,7 @@ import numpy as np
 from ..ops.autocast import autocast_op
 from .. import core
 from ..autograd import Function, no_grad
-from ..autograd.function import record_pullback
+from ..autograd.function import FunctionCtx, record_one, record_pullback
 from ..core import FnxRuntimeError, FnxValueError
 from ..ops import elementwise as ew
 from ..ops import reduce as rd
@@ -29,6 +29,7 @@ from ..ops.search import searchsorted
 from ..ops.sampling import rand, rand_like
 from ..sparse import sparse_coo_tensor
 from ..tensor import Tensor, Tracer, make
+from ..lowering.eager_kernels import THREADED
 from .layout import keep_channels_last
 from .functional_activation import *  # noqa: F401,F403
 from .functional_activation import __all__ as _activation_all
@@ -70,12 +71,7 @@ class _Linear(Function):
     @staticmethod
     def forward(ctx, input, weight, bias):
         ctx.save_for_backward(input, weight)
-        dev = input._device
-        if input._value.shape[-1] == weight._value.shape[1] and weight._device is dev and (bias is None or (
-                bias._device is dev and bias._value.shape == weight._value.shape[:1])):   # else the ops' errors
-            y = matmul_p.impl(dev._xp, input._value, weight._value.T)   # the primitives' impls, off the tape
-            return make(y if bias is None else ew.add_p.impl(dev._xp, y, bias._value), dev)
-        y = matmul(input, weight.mT)
+        y = matmul(input, weight.mT)   # operands `_linear_eager` turned down: the ops' errors
         return y + bias if bias is not None else y
 
     @staticmethod
@@ -106,6 +102,36 @@ def _linear_backward_arrays(g: Tensor, input: Tensor, weight: Tensor, needs: tup
     return d_input, d_weight, d_bias
 
 
+def _linear_eager(input, weight, bias, flags: int) -> Tensor | None:
+    """Eager `linear` of tensors of one dtype and device whose shapes fit (else None: the checks and errors of the
+    composition): the product and bias add as the primitives' impls on the arrays, and under grad one `_Linear`
+    node put on the tape as `_Linear.apply` would, without its generic steps (about 4 us of the 17 a GRU gate's
+    (32, 128) x (64, 128) layer took)."""
+    try:
+        x, w, dev = input._value, weight._value, input._device
+        b = None if bias is None else bias._value
+    except AttributeError:   # not tensors
+        return None
+    if (w.ndim != 2 or x.ndim < 2 or x.shape[-1] != w.shape[1] or w.dtype is not x.dtype
+            or weight._device is not dev or b is not None and (
+                b.shape != w.shape[:1] or b.dtype is not x.dtype or bias._device is not dev)):
+        return None
+    xp = dev._xp
+    y = matmul_p.impl(xp, x, w.T)
+    if b is not None:
+        if xp is np and y.size < THREADED["add"][1]:   # numpy's add either way: into the product's new array
+            np.add(y, b, out=y)
+        else:
+            y = ew.add_p.impl(xp, y, b)
+    out = make(y, dev)
+    needs = (input._requires_grad, weight._requires_grad, bias is not None and bias._requires_grad)
+    if flags or True not in needs:   # no grad mode, or nothing to differentiate
+        return out
+    ctx = FunctionCtx(needs)
+    ctx.save_for_backward(input, weight)
+    return record_one(_Linear, ctx, (input, weight, bias), out)
+
+
 @autocast_op("linear")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """input @ weight.T + bias, with weight of shape (out_features, in_features).
@@ -114,13 +140,18 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     the weight's gradient are each one matrix product, not a batch of small ones and a sum over the batch.
     Input, weight and bias must share one dtype (no silent float64 model outputs), as in PyTorch.
     """
+    flags = core._get_flags()
+    if not flags & core._TRACING:
+        out = _linear_eager(input, weight, bias, flags)
+        if out is not None:
+            return out
     require_same_dtype("linear", "input and weight", input, weight)
     if bias is not None:
         require_same_dtype("linear", "input and bias", input, bias)
     if weight.ndim != 2 or input.ndim < 2:
         y = matmul(input, weight.mT if weight.ndim == 2 else weight)
         return y + bias if bias is not None else y
-    if not core.state.transforms_active and (bias is None or bias.ndim == 1):
+    if not flags & core._TRACING and (bias is None or bias.ndim == 1):
         return _Linear.apply(input, weight, bias)   # eager: one tape node
     lead = tuple(input.shape[:-1])   # transforms see, fuse and differentiate the composition
     flat = input if input.ndim == 2 else input.reshape(math.prod(lead), input.shape[-1])
