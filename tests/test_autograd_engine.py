@@ -112,3 +112,31 @@ def test_function_returning_its_input_gives_a_new_tensor_with_the_functions_grad
     assert y is not x and y.grad_fn is not None
     y.sum().backward()
     assert x.grad.tolist() == [5.0, 5.0]
+
+
+def test_sums_of_cotangents_add_in_place_only_into_arrays_the_walk_alone_holds():
+    """The walk adds a tensor's later cotangents into its first one in place where nothing else refers to it (a
+    weight's gradient over an RNN's steps); a cotangent that a backward hands out and also keeps stays as it
+    was, and the sums are the same."""
+    kept = fnx.tensor(np.full((3, 4), 0.5))
+
+    class Keeps(Function):   # its backward returns a tensor it also holds
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return kept
+
+    x = fnx.tensor(np.ones((3, 4)), requires_grad=True)
+    (Keeps.apply(x) + Keeps.apply(x)).sum().backward()   # x's cotangents: `kept`, then `kept` again
+    np.testing.assert_array_equal(kept.numpy(), np.full((3, 4), 0.5))
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((3, 4)))
+    w = fnx.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    h = x + x * w
+    for _ in range(3):
+        h = h * w   # w's cotangents from four nodes, summed into the walk's own arrays
+    h.sum().backward()
+    wv = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_allclose(w.grad.numpy(), 3 * wv ** 2 + 4 * wv ** 3, rtol=1e-15)   # of x w^3 + x w^4

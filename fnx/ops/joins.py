@@ -27,18 +27,25 @@ concatenate_p = Primitive("concatenate", saves_inputs=False)
 
 @concatenate_p.def_impl
 def _concatenate_impl(xp, *xs, dim):
-    if xp is np and len(xs) > 1 and xs[0].ndim in (4, 5) and all(layout.channels_last(x) for x in xs):
+    if xp is not np:
+        return xp.concatenate(xs, axis=dim)
+    dense = True
+    for x in xs:   # a loop, not all() over a generator: a GRU cell joins two arrays twice a step
+        if not x.flags.c_contiguous:
+            dense = False
+            break
+    if dense:
+        return np.concatenate(xs, axis=dim)
+    if len(xs) > 1 and xs[0].ndim in (4, 5) and all(layout.channels_last(x) for x in xs):
         # the result channels-last too, as PyTorch's (which has that memory format for 4-D and 5-D tensors only)
         inner = [layout.to_last(x) for x in xs]
         at = dim - 1 if dim > 1 else (xs[0].ndim - 1 if dim == 1 else 0)
         return layout.from_last(np.concatenate(inner, axis=at))
-    if xp is np and not all(x.flags.c_contiguous for x in xs):
-        # row-major, as PyTorch's cat: numpy's follows the first operand's layout (a transposed table joined along
-        # its last dim stayed transposed, and every product with it read it with a stride: Llama's rotary cos/sin)
-        shape = list(xs[0].shape)
-        shape[dim] = sum(x.shape[dim] for x in xs)
-        return np.concatenate(xs, axis=dim, out=np.empty(shape, np.result_type(*xs)))
-    return xp.concatenate(xs, axis=dim)
+    # row-major, as PyTorch's cat: numpy's follows the first operand's layout (a transposed table joined along its
+    # last dim stayed transposed, and every product with it read it with a stride: Llama's rotary cos/sin)
+    shape = list(xs[0].shape)
+    shape[dim] = sum(x.shape[dim] for x in xs)
+    return np.concatenate(xs, axis=dim, out=np.empty(shape, np.result_type(*xs)))
 
 
 @concatenate_p.def_abstract
@@ -107,12 +114,20 @@ def cat(tensors, dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise FnxRuntimeError("cat(): expected a non-empty list of Tensors")
-    for i, t in enumerate(tensors):
+    dtype, mixed, empty = None, False, False
+    for i, t in enumerate(tensors):   # one pass: the checks took as long as the join of a GRU cell's (32, 64) pair
         if not isinstance(t, Tensor):
             raise FnxTypeError(f"cat(): expected a sequence of Tensors, but got {type(t).__name__} at position {i}")
-    if len({t.dtype for t in tensors}) > 1:
+        d = t.dtype
+        if dtype is None:
+            dtype = d
+        elif d is not dtype:
+            mixed = True
+        if not empty and t.ndim == 1 and t.shape[0] == 0:
+            empty = True
+    if mixed:
         tensors = promote("cat", *tensors)
-    kept = [t for t in tensors if tuple(t.shape) != (0,)] or tensors
+    kept = [t for t in tensors if tuple(t.shape) != (0,)] or tensors if empty else tensors
     if kept[0].ndim == 0:
         raise FnxRuntimeError("cat(): zero-dimensional tensor (at position 0) cannot be concatenated")
     return concatenate_p.bind(*kept, dim=canonical_dim(dim, kept[0].ndim, "cat"))
