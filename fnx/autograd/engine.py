@@ -123,9 +123,10 @@ def _add_off_tape(a, b):
 
 
 # Sums of fewer elements than this add in place (`_accumulate_off_tape`): below, numpy's add on one thread is the
-# faster (16384 float32s: 1.9 us in place, 3.9 into a new array by add's impl); from about 2^17 on, the pool's
-# threads add faster into a new array (262144: 40 us against 32, Intel Xeon, two threads).
-_IN_PLACE_MAX = 1 << 16
+# faster (float32, Intel Xeon, two threads: 16384 1.9 us in place, 3.9 into a new array by add's impl; 65536 (a
+# GPT's residual stream) 5.4 against 9.0; 131072 12.3 against 13.9); from about 2^18 on, the pool's threads add
+# faster into a new array (262144: 40 us against 32).
+_IN_PLACE_MAX = 1 << 17
 
 
 def _accumulate_off_tape(a, b):
