@@ -98,8 +98,9 @@ def test_small_layer_norm_node_on_arrays_matches_the_composition(dtype, tol, aff
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("shape", [(5, 4), (3, 4, 2), (4,)])
 def test_cross_entropy_node_matches_the_composition(reduction, weighted, shape):
-    """Eager cross_entropy over class indices records one nll node; its value, gradient and (create_graph)
-    second derivative are the composition's, which the transforms see, ignored targets included."""
+    """Eager cross_entropy over class indices records one node (log_softmax and nll; unbatched, an nll node after
+    log_softmax's); its value, gradient and (create_graph) second derivative are the composition's, which the
+    transforms see, ignored targets included."""
     x = fnx.tensor(RNG.standard_normal(shape), requires_grad=True)
     target = fnx.tensor(RNG.integers(0, 4, (shape[0],) + shape[2:] if len(shape) > 1 else ()))
     if target.ndim:
@@ -118,8 +119,29 @@ def test_cross_entropy_node_matches_the_composition(reduction, weighted, shape):
     np.testing.assert_allclose(gx.detach().numpy(), pull(g)[0].numpy(), rtol=1e-12, atol=1e-15)
     second = fnx.grad(lambda a: (fnx.vjp(loss, a)[1](g)[0] ** 2).sum())(x.detach())
     np.testing.assert_allclose(x.grad.numpy(), second.numpy(), rtol=1e-10, atol=1e-14)
-    if reduction != "none" or len(shape) > 1:
+    if len(shape) > 1:   # batched: one node for log_softmax and nll; unbatched: log_softmax's node, then nll's
+        assert y.grad_fn.name == "_CrossEntropyBackward"
+    elif reduction != "none":
         assert y.grad_fn.name == "_NllLossBackward"
+
+
+def test_cross_entropy_node_second_derivative_through_a_computed_input():
+    """Logits that an op made (not a leaf): under create_graph the one cross_entropy node puts log_softmax's node
+    on the tape over the op's node, so the second derivative reaches the op's input as the composition's does."""
+    w = fnx.tensor(RNG.standard_normal((3, 4)), requires_grad=True)
+    x = fnx.tensor(RNG.standard_normal((5, 3)))
+    target = fnx.tensor([0, 3, -100, 1, 2])
+
+    def loss(w):
+        return F.cross_entropy(x @ w, target)
+
+    y = loss(w)
+    assert y.grad_fn.name == "_CrossEntropyBackward"
+    (gw,) = fnx.autograd.grad(y, w, create_graph=True)
+    (gw ** 2).sum().backward()
+    want = fnx.grad(lambda a: (fnx.grad(loss)(a) ** 2).sum())(w.detach())
+    np.testing.assert_allclose(gw.detach().numpy(), fnx.grad(loss)(w.detach()).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), want.numpy(), rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize("add_at_max", [0, 1 << 30])
