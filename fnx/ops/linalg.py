@@ -106,8 +106,10 @@ def _matmul_impl(xp, a, b):
         return _product(xp, a, b)
     if a.ndim == 2 and b.ndim == 2:   # a small product of matrices (an RNN cell's, and its gradients): numpy's,
         (m, k), n = a.shape, b.shape[1]   # on one thread, as the general path below gives, without its steps
-        if 1 < k and m * k * n <= _threads.BLAS_ONE_THREAD and a.dtype not in _HALF_FLOATS:
-            return np.matmul(a, b)   # (1.3 us of the 10 a GRU gate's (32, 128) x (64, 128) product took)
+        work = m * k * n                  # (1.3 us of the 10 a GRU gate's (32, 128) x (64, 128) product took)
+        if 1 < k and work <= _threads.BLAS_ONE_THREAD and (gemm is None or work < gemm.MIN_WORK) and \
+                a.dtype not in _HALF_FLOATS:
+            return np.matmul(a, b)
     if a.dtype in _HALF_FLOATS:
         return _in_float32(_matmul_impl, a, b)
     if not _threads.poll(_multiply_adds(a, b)):   # the pool's load sample; True: BLAS on one thread for this one
