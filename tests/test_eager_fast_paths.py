@@ -15,7 +15,8 @@ import fnx.nn.functional as F
 from fnx.lowering import cpu, nn_kernels, scatter_kernels
 from fnx.nn.functional_activation import log_softmax_backward_p, log_softmax_p, softmax_p
 from fnx.nn.recurrence import recurrence_p, recurrence_vjp_p
-from fnx.ops import indexing, linalg
+from fnx.ops import elementwise, indexing, linalg
+from fnx.ops.elementwise import _summed_product
 from fnx.ops.indexing import index_put_p
 
 
@@ -319,3 +320,35 @@ def test_whole_array_sums_on_the_pool_give_numpys_pairwise_bits(threads, dtype):
         assert fnx.tensor(x).T.sum().numpy() == x.T.sum()
     finally:
         fnx.set_num_threads(saved)
+
+
+@pytest.mark.parametrize("x_shape, y_shape", [((4, 6, 5), (4, 6, 1)), ((4, 6, 5), (5,)), ((5,), (4, 6, 5)),
+                                              ((4, 6, 5), (6, 5)), ((4, 6, 5), ()), ((2, 3, 4), (3, 1)),
+                                              ((4, 1, 5), (5,))], ids=str)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_mul_gradient_of_a_broadcast_operand_is_the_summed_product(monkeypatch, x_shape, y_shape, dtype):
+    """x * y with one operand broadcast along leading or trailing dims (a norm's weight, RMSNorm's (..., 1)
+    scale): the eager backward sums g * x over those dims in one einsum pass; both gradients are the vjp's (the
+    unbroadcast sum), to rounding; an operand broadcast along middle dims takes the family's rule."""
+    calls = []
+
+    def spy(g, a, shape):   # the einsum pass's shapes, where it ran
+        out = _summed_product(g, a, shape)
+        if out is not None:
+            calls.append(shape)
+        return out
+
+    monkeypatch.setattr(elementwise, "_summed_product", spy)
+    rng = np.random.default_rng(5)
+    x = fnx.tensor(rng.standard_normal(x_shape).astype(dtype), requires_grad=True)
+    y = fnx.tensor(rng.standard_normal(y_shape).astype(dtype), requires_grad=True)
+    g = fnx.tensor(rng.standard_normal(np.broadcast_shapes(x_shape, y_shape)).astype(dtype))
+    (x * y).backward(g)
+    _, pull = fnx.vjp(lambda a, b: a * b, x.detach().double(), y.detach().double())
+    tol = 1e-12 if dtype == np.float64 else 2e-6
+    for got, want in zip((x.grad, y.grad), pull(g.double())):
+        assert got.dtype == x.dtype and tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.double().numpy(), want.numpy(), rtol=tol, atol=tol)
+    full = np.broadcast_shapes(x_shape, y_shape)
+    assert calls == ([] if y_shape == (3, 1) else [y_shape if y_shape != full else x_shape])
+
