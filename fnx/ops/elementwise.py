@@ -464,7 +464,7 @@ def _mul_vjp_arrays(family_vjp):
                 if gv.shape == xv.shape == yv.shape:
                     return (make(impl(xp, gv, yv), dev) if needs[0] else None,
                             make(impl(xp, gv, xv), dev) if needs[1] else None)
-                if xp is np and gv.flags.c_contiguous:
+                if xp is np and gv.dtype in _SUMMED_DTYPES and gv.flags.c_contiguous:
                     if gv.shape == xv.shape and xv.flags.c_contiguous:
                         gy = _summed_product(gv, xv, yv.shape) if needs[1] else None
                         if gy is not None or not needs[1]:
@@ -480,7 +480,10 @@ def _mul_vjp_arrays(family_vjp):
     return vjp
 
 
-# einsum subscripts of `_summed_product` by (full shape, broadcast operand's shape); False: not a pattern it takes
+# einsum subscripts of `_summed_product` by (full shape, broadcast operand's shape); False: not a pattern it takes.
+# Its dtypes: float32 and float64 (2-byte floats keep the family's product and sum, whose reduction numpy
+# accumulates in float32).
+_SUMMED_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 _PRODUCT_SUMS: dict = {}
 _PRODUCT_SUMS_MAX = 1024
 
