@@ -55,11 +55,12 @@ def _numpy_impl(prim: Primitive, *arrays: np.ndarray) -> np.ndarray:
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
-    """An empty kernel table (and plans, which keep the kernels they ran) and disk cache: the next native call
-    builds its kernel."""
+    """An empty kernel table (and plans and launches, which keep the kernels they ran) and disk cache: the next
+    native call builds its kernel."""
     monkeypatch.setenv("FNX_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(eager_kernels, "_kernels", {})
     monkeypatch.setattr(eager_kernels, "_plans", {})
+    monkeypatch.setattr(eager_kernels, "_launches", {})
     return tmp_path
 
 
@@ -336,22 +337,26 @@ def test_activation_vjps_are_one_primitive_each():
 
 @needs_cc
 def test_a_plan_that_kept_its_launch_computes_each_new_call(fresh):
-    """A plan keeps its kernel and meta block after its first call (no params); later calls of that plan on new
-    operands (one operand, two of one shape, a row broadcast, one array as both operands, a strided operand,
-    which the kept launch copies first) give the bits of a first call's path."""
+    """A plan keeps its kernel and meta block after its first call (no params), and contiguous operands' layouts
+    their launch (`_launches`); later calls on new operands (one operand, two of one shape, a row broadcast either
+    side, one array as both operands, a strided operand, which the kept launch copies first) give the bits of a
+    first call's path."""
     sigmoid, gelu_backward = Primitive.registry["sigmoid"], Primitive.registry["gelu_backward"]
-    cases = [(sigmoid, [(N,)]), (gelu_backward, [(4, N), (4, N)]), (gelu_backward, [(4, N), (N,)])]
+    cases = [(sigmoid, [(N,)]), (gelu_backward, [(4, N), (4, N)]), (gelu_backward, [(4, N), (N,)]),
+             (gelu_backward, [(N,), (4, N)])]
     for prim, shapes in cases:
         for _ in range(3):
             arrays = [RNG.uniform(-4, 4, s).astype(np.float32) for s in shapes]
-            kept, eager_kernels._plans = eager_kernels._plans, {}   # a plan of its own: a first call's path
+            kept = eager_kernels._plans, eager_kernels._launches
+            eager_kernels._plans, eager_kernels._launches = {}, {}   # a plan of its own: a first call's path
             try:
                 want = eager_kernels.run(prim, *arrays)
             finally:
-                eager_kernels._plans = kept
+                eager_kernels._plans, eager_kernels._launches = kept
             got = eager_kernels.run(prim, *arrays)
             assert want is not None and np.array_equal(got, want)
         assert any(plan and plan[-1] for plan in eager_kernels._plans.values())
+        assert any(key[0] is prim for key in eager_kernels._launches)   # the later calls' first look
     x = RNG.uniform(-4, 4, (4, N)).astype(np.float32)
     want = _numpy_impl(gelu_backward, x, x)
     for _ in range(2):

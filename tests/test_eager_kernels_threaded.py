@@ -226,6 +226,7 @@ def test_an_operand_broadcast_within_the_trailing_dims_runs_as_an_expanded_row(t
 def test_small_integer_and_outer_operands_keep_numpy(threads, c_results, monkeypatch):
     monkeypatch.setattr(eager_kernels, "_kernels", {})
     monkeypatch.setattr(eager_kernels, "_plans", {})
+    monkeypatch.setattr(eager_kernels, "_launches", {})
     threads(2)
     k = (eager_kernels.BROADCAST_MIN - 1) // 7
     small_row = _operands([(7, k), (k,)], np.float32)

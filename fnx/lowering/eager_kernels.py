@@ -139,6 +139,12 @@ _kernels: dict = {}
 # `_kernels` empties this too.
 _plans: dict = {}
 _PLANS_MAX = 4096
+# The kept launches of contiguous operands by the operands' shapes, strides and dtypes (one or two) and whether the
+# team has several threads, which `run` looks up first: (C function, meta block) and, for two operands, the
+# output's shape. A call found here skips `run`'s checks, the plan's key and its unpacking (sigmoid on 2048
+# floats: 3.1-3.4 -> 2.5 us; a product of two (256, 256) float32 arrays: 8.4-9.0 -> 6.6-7.7). Emptied with
+# `_plans`, which holds a plan for each; a test that empties `_plans` for a first call's path empties this too.
+_launches: dict = {}
 _build_lock = threading.Lock()
 
 
@@ -148,6 +154,22 @@ def run(prim: Primitive, *arrays: np.ndarray, out: np.ndarray | None = None, **p
     exponent (a constant of its kernel: a kernel per exponent, of which there are few, |y| <= 16). `out`: for a
     unary elementwise `prim`, the array to write the result into, laid out as the operand (the operand itself:
     each element is read before it is written)."""
+    if out is None and not params:   # an elementwise kernel that has run on these layouts: its launch
+        x = arrays[0]
+        if len(arrays) == 1:
+            launch = _launches.get((prim, x.shape, x.strides, x.dtype, team_size.value > 1))
+            if launch is not None:
+                y = np.empty(x.shape, x.dtype)
+                launch[0](_ARRAYS[1](id(x), id(y)), launch[1])
+                return y
+        elif len(arrays) == 2:
+            last = arrays[1]
+            launch = _launches.get((prim, x.shape, x.strides, x.dtype, last.shape, last.strides, last.dtype,
+                                    team_size.value > 1))
+            if launch is not None:
+                y = np.empty(launch[2], x.dtype)
+                launch[0](_ARRAYS[2](id(x), id(last), id(y)), launch[1])
+                return y
     name = prim.name
     if out is not None and (len(arrays) != 1 or name in ("argsort", "sum", "select")):
         return None
@@ -211,6 +233,7 @@ def _elementwise(prim: Primitive, arrays: tuple, params: dict, into: np.ndarray 
     if plan is False:
         if len(_plans) >= _PLANS_MAX:
             _plans.clear()
+            _launches.clear()
         plan = _plans[key] = _plan(prim, arrays)
     if plan is None:
         return None
@@ -234,7 +257,14 @@ def _elementwise(prim: Primitive, arrays: tuple, params: dict, into: np.ndarray 
     if out is not None and not params and not unbroadcast and not expand:
         fn, meta, symbols = _kernels[prim.name, out.dtype, kinds, ()]
         values = (1, rows, cols, rows * cols)
-        launch.append((fn, meta(*[values[s] for s in symbols]), not all(a.flags.c_contiguous for a in arrays)))
+        copy = not all(a.flags.c_contiguous for a in arrays)
+        launch.append((fn, meta(*[values[s] for s in symbols]), copy))
+        if not copy:   # `run`'s first look at a call on these layouts (the key: each operand's)
+            if len(arrays) == 1:
+                _launches[prim, x.shape, x.strides, x.dtype, key[-1]] = launch[0][:2]
+            else:
+                _launches[prim, x.shape, x.strides, x.dtype, last.shape, last.strides, last.dtype, key[-1]] = \
+                    launch[0][:2] + (shape,)
     return out
 
 
