@@ -12,7 +12,7 @@ from ..core import FnxRuntimeError
 from ..device import cpu as _cpu
 from ..ops.creation import tensor, zeros_like
 from ..ops.elementwise import add_p
-from ..ops.shape import slice_p
+from ..ops.shape import _count, slice_p
 from ..sparse import SparseTensor as _Sparse
 from ..tensor import Tensor as _Tensor, make as _make
 from . import tape
@@ -150,6 +150,9 @@ def _slice_vjp(node, g) -> tuple:
     if node.inputs is None:
         return node.vjp(g)   # raises: the graph was freed
     shape, params = node.inputs[0].shape, node.params
+    if "shape" in params:   # the slice viewed with dims of 1 dropped or inserted (x[:, t]): g as the slice
+        g = _make(g._value.reshape(tuple(map(_count, params["starts"], params["stops"], params["steps"]))),
+                  g._device)
     if params["stops"] == shape and not any(params["starts"]) and all(s == 1 for s in params["steps"]):
         return (g,)
     return (_SliceSum(shape, [(params, g)], None),)

@@ -376,13 +376,14 @@ def _grid(index: Tensor, dim: int) -> list:
 class _Plan:
     """An index expression resolved against a shape.
 
-    The basic part is one strided slice (`starts`, `stops`, `steps`) followed by a reshape to `shape` that
-    drops integer-indexed dims and inserts None dims (`basic` is the same as a numpy index, for writes).
+    The basic part is one strided slice (`starts`, `stops`, `steps`, of shape `counts`) followed by a reshape to
+    `shape` that drops integer-indexed dims and inserts None dims (`basic` is the same as a numpy index, for
+    writes).
     The advanced part is index tensors `arrays` applied at dims `dims` of that result; `sources` are the
     matching dims of the original tensor, for error messages.
     """
 
-    __slots__ = ("starts", "stops", "steps", "sliced", "shape", "basic", "arrays", "dims", "sources")
+    __slots__ = ("starts", "stops", "steps", "counts", "sliced", "shape", "basic", "arrays", "dims", "sources")
 
 
 _MASK = "boolean mask indexing (the result's shape depends on the mask's values)"
@@ -512,6 +513,8 @@ def _plan(x: Tensor, index) -> _Plan:
                 d += 1
     out.extend(shape[d:])
     p.shape, p.basic = tuple(out), tuple(basic) + (Ellipsis,)
+    p.starts, p.stops, p.steps = tuple(p.starts), tuple(p.stops), tuple(p.steps)
+    p.counts = tuple(map(_count, p.starts, p.stops, p.steps))
     return p
 
 
@@ -575,7 +578,10 @@ def getitem(self: Tensor, index) -> Tensor:
     p = _basic_plan(self, index) if type(self) is Tensor else _plan(self, index)
     out = self
     if p.sliced:
-        out = slice_p.bind(self, starts=tuple(p.starts), stops=tuple(p.stops), steps=tuple(p.steps))
+        if p.counts != p.shape and not flags & core._TRACING:   # eager: one node (transforms see slice, reshape)
+            out = slice_p.bind(self, starts=p.starts, stops=p.stops, steps=p.steps, shape=p.shape)
+        else:
+            out = slice_p.bind(self, starts=p.starts, stops=p.stops, steps=p.steps)
     if out.shape != p.shape:  # drop int-indexed dims, insert None dims: never a copy
         out = reshape_p.bind(out, shape=p.shape)
     if not p.arrays:

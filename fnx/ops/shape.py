@@ -421,11 +421,24 @@ def _count(start: int, stop: int, step: int) -> int:
 
 
 slice_p = Primitive("slice", view=True, saves_inputs=False, groups=("movement",))
-slice_p.def_impl(lambda xp, x, *, starts, stops, steps: x[tuple(map(slice, starts, stops, steps))])
 
 
+@slice_p.def_impl
+def _slice_impl(xp, x, *, starts, stops, steps, shape=None):
+    out = x[tuple(map(slice, starts, stops, steps))]
+    return out if shape is None else out.reshape(shape)
+
+
+def _dims_of_one_differ(a: tuple, b: tuple) -> bool:
+    """Whether shapes a and b differ by more than dims of size 1 (dropped or inserted)."""
+    return [n for n in a if n != 1] != [n for n in b if n != 1]
+
+
+# `shape` (eager x[index] only, never traced): the slice's result viewed with dims of size 1 dropped or inserted,
+# as an integer index or None does: x[:, t] is one node, where a slice node and a reshape node took twice the
+# Python forward and backward at every time step of an RNN's loop.
 @slice_p.def_abstract
-def _slice_abstract(x: ShapedArray, *, starts, stops, steps) -> ShapedArray:
+def _slice_abstract(x: ShapedArray, *, starts, stops, steps, shape=None) -> ShapedArray:
     if not len(starts) == len(stops) == len(steps) == x.ndim:
         raise FnxRuntimeError(f"slice: expected {x.ndim} starts, stops and steps for a tensor of shape "
                               f"{list(x.shape)}, got {len(starts)}, {len(stops)} and {len(steps)}")
@@ -433,25 +446,31 @@ def _slice_abstract(x: ShapedArray, *, starts, stops, steps) -> ShapedArray:
         if not (0 <= a <= n and 0 <= b <= n and s >= 1):
             raise FnxIndexError(f"slice: {a}:{b}:{s} is out of range for dimension {d} of size {n} (shape "
                                 f"{list(x.shape)}); starts and stops must lie in [0, size] and steps be positive")
-    return ShapedArray(tuple(map(_count, starts, stops, steps)), x.dtype, x.device)
+    counts = tuple(map(_count, starts, stops, steps))
+    if shape is not None and _dims_of_one_differ(counts, tuple(shape)):
+        raise FnxRuntimeError(f"slice: a slice of shape {list(counts)} cannot be viewed as {list(shape)} (only "
+                              f"dims of size 1 may be dropped or inserted)")
+    return ShapedArray(counts if shape is None else tuple(shape), x.dtype, x.device)
 
 
 @slice_p.def_vjp
-def _slice_vjp(g, primals, out, *, starts, stops, steps):
-    shape = tuple(primals[0].shape)
-    hi = tuple(n - a - _dilated(m, s - 1) for n, a, m, s in zip(shape, starts, g.shape, steps))
+def _slice_vjp(g, primals, out, *, starts, stops, steps, shape=None):
+    in_shape = tuple(primals[0].shape)
+    if shape is not None:
+        g = reshape_p.bind(g, shape=tuple(map(_count, starts, stops, steps)))
+    hi = tuple(n - a - _dilated(m, s - 1) for n, a, m, s in zip(in_shape, starts, g.shape, steps))
     return (_pad(g, starts, hi, tuple(s - 1 for s in steps), 0),)
 
 
-slice_p.def_jvp(lambda primals, tangents, *, starts, stops, steps: (
-    slice_p.bind(primals[0], starts=starts, stops=stops, steps=steps),
-    slice_p.bind(tangents[0], starts=starts, stops=stops, steps=steps)))
+slice_p.def_jvp(lambda primals, tangents, **params: (slice_p.bind(primals[0], **params),
+                                                      slice_p.bind(tangents[0], **params)))
 
 
 @slice_p.def_batch
-def _slice_batch(args, dims, *, starts, stops, steps):
+def _slice_batch(args, dims, *, starts, stops, steps, shape=None):
     x = move_to_front(args[0], dims[0])
-    return slice_p.bind(x, starts=(0,) + starts, stops=(x.shape[0],) + stops, steps=(1,) + steps), 0
+    viewed = {} if shape is None else {"shape": (x.shape[0],) + tuple(shape)}
+    return slice_p.bind(x, starts=(0,) + starts, stops=(x.shape[0],) + stops, steps=(1,) + steps, **viewed), 0
 
 
 def strided_slice(input: Tensor, starts, stops, steps=None) -> Tensor:
