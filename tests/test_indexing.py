@@ -127,6 +127,42 @@ def test_gradient_through_mask_and_duplicate_indices():
     np.testing.assert_array_equal(x.grad.numpy(), [3, 0, 1])
 
 
+@pytest.mark.parametrize("index", [(slice(None), 2), (1, slice(1, None, 2)), (None, Ellipsis, 0), (-1, None, 3),
+                                   (0, 0, 0)], ids=["column", "row_strided", "none_ellipsis", "int_none", "element"])
+def test_an_integer_or_none_index_under_grad_is_one_node_with_every_derivative(index):
+    # x[:, t] in an RNN's loop: a slice node that also drops (or inserts) the dims of 1, not a slice and a
+    # reshape; its gradient, through the engine's pieces, the rule (create_graph) and twice, is numpy's
+    base = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    x = fnx.tensor(base, requires_grad=True)
+    h = x * 1.0
+    y = h[index]
+    assert y.shape == base[index].shape and y.grad_fn.name == "SliceBackward"
+    assert y.grad_fn.next_functions[0][0] is h.grad_fn
+    w = np.arange(1, base[index].size + 1, dtype=np.float32).reshape(base[index].shape)
+    want = np.zeros_like(base)
+    want[index] = w
+    (y * fnx.tensor(w)).sum().backward(retain_graph=True)
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    g, = fnx.autograd.grad((y ** 2 * 0.5).sum(), x, create_graph=True)
+    np.testing.assert_array_equal(g.detach().numpy(), np.where(want != 0, base, 0))
+    gg, = fnx.autograd.grad(g.sum(), x)
+    np.testing.assert_array_equal(gg.numpy(), (want != 0).astype(np.float32))
+
+
+def test_a_slice_viewed_with_other_dims_than_ones_is_refused_and_its_rules_keep_the_view():
+    from fnx.ops.shape import slice_p
+    x = fnx.randn(3, 4, 5)
+    params = dict(starts=(0, 1, 0), stops=(3, 2, 5), steps=(1, 1, 1))
+    with pytest.raises(fnx.core.FnxRuntimeError, match=r"slice of shape \[3, 1, 5\] cannot be viewed as \[5, 3\]"):
+        fnx.make_jaxpr(lambda t: slice_p.bind(t, shape=(5, 3), **params))(x)   # traced: the abstract rule checks
+    f = lambda t: slice_p.bind(t, shape=(3, 5), **params) * 2
+    xs = fnx.randn(2, 3, 4, 5)
+    np.testing.assert_array_equal(fnx.vmap(f)(xs).numpy(), xs.numpy()[:, :, 1] * 2)
+    out, tangent = fnx.jvp(f, (x,), (fnx.ones(3, 4, 5),))
+    assert out.shape == tangent.shape == (3, 5)
+    np.testing.assert_array_equal(tangent.numpy(), np.full((3, 5), 2, np.float32))
+
+
 # ---------------------------------------------------------------- setitem
 def test_setitem_values_broadcasting_and_casts():
     x = fnx.zeros(3, 4)
