@@ -221,8 +221,8 @@ def test_max_pool_is_one_window_max_and_its_gradient_one_window_put():
 @given(st.integers(1, 3), st.integers(1, 70), st.integers(1, 70), st.integers(0, 17), st.integers(0, 17),
        st.booleans(), st.sampled_from([np.float32, np.float64]), st.integers(0, 2 ** 32 - 1))
 def test_transpose_moves_every_element_of_wide_and_tall_matrices(n, rows, cols, spad, dpad, bias, dtype, seed):
-    # the tiles go down the columns of a wide matrix and across the rows of a tall one: either order (and the
-    # part tiles at both edges) must put src[i, r, c] (+ bias[c]) at dst[i, c, r] and leave the pitches' padding
+    # whole and part tiles at both edges of wide and tall matrices put src[i, r, c] (+ bias[c]) at dst[i, c, r]
+    # and leave the pitches' padding as it was
     rng = np.random.default_rng(seed)
     src = rng.standard_normal((n, rows, cols + spad)).astype(dtype)
     dst = np.full((n, cols, rows + dpad), 7.0, dtype)
