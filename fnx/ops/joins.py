@@ -29,23 +29,15 @@ concatenate_p = Primitive("concatenate", saves_inputs=False)
 def _concatenate_impl(xp, *xs, dim):
     if xp is not np:
         return xp.concatenate(xs, axis=dim)
-    dense = True
-    for x in xs:   # a loop, not all() over a generator: a GRU cell joins two arrays twice a step
-        if not x.flags.c_contiguous:
-            dense = False
-            break
-    if dense:
-        return np.concatenate(xs, axis=dim)
-    if len(xs) > 1 and xs[0].ndim in (4, 5) and all(layout.channels_last(x) for x in xs):
-        # the result channels-last too, as PyTorch's (which has that memory format for 4-D and 5-D tensors only)
-        inner = [layout.to_last(x) for x in xs]
-        at = dim - 1 if dim > 1 else (xs[0].ndim - 1 if dim == 1 else 0)
-        return layout.from_last(np.concatenate(inner, axis=at))
-    # row-major, as PyTorch's cat: numpy's follows the first operand's layout (a transposed table joined along its
-    # last dim stayed transposed, and every product with it read it with a stride: Llama's rotary cos/sin)
-    shape = list(xs[0].shape)
-    shape[dim] = sum(x.shape[dim] for x in xs)
-    return np.concatenate(xs, axis=dim, out=np.empty(shape, np.result_type(*xs)))
+    out = np.concatenate(xs, axis=dim)   # laid out in the order numpy finds the operands' memory in
+    if out.flags.c_contiguous:   # row-major operands, or strided rows of it (a GRU cell's x[:, t] and h)
+        return out
+    if len(xs) > 1 and xs[0].ndim in (4, 5) and all(layout.channels_last(x) for x in xs) and \
+            layout.channels_last(out):
+        return out   # channels-last, as PyTorch's (which has that memory format for 4-D and 5-D tensors only)
+    # row-major, as PyTorch's cat: numpy's follows the operands' layout (a transposed table joined along its last
+    # dim stayed transposed, and every product with it read it with a stride: Llama's rotary cos/sin)
+    return np.concatenate(xs, axis=dim, out=np.empty(out.shape, out.dtype))
 
 
 @concatenate_p.def_abstract
