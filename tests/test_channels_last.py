@@ -199,6 +199,18 @@ def test_cat_of_other_layouts_is_row_major():
         assert np.array_equal(y.view(-1).numpy(), want.reshape(-1))
 
 
+def test_cat_of_permuted_operands_joins_once(monkeypatch):
+    """Operands of more than two dims laid out in another order (Llama's rotate_half of a (B, T, H, D) query seen
+    as (B, H, T, D)) are joined once, straight into the row-major result, not joined and then copied."""
+    q = fnx.randn(2, 5, 3, 8).transpose(1, 2)
+    halves = [-q[..., 4:], q[..., :4]]
+    calls, concatenate = [], np.concatenate
+    monkeypatch.setattr(np, "concatenate", lambda *args, **kwargs: calls.append(1) or concatenate(*args, **kwargs))
+    y = fnx.cat(halves, -1)
+    assert len(calls) == 1 and y.is_contiguous()
+    assert np.array_equal(y.numpy(), concatenate([h.numpy() for h in halves], -1))
+
+
 def test_a_binary_op_of_two_layouts_takes_the_first_operands():
     """As PyTorch's: x permuted (a (B, T, H, D) block viewed as (B, H, T, D)) + y row-major is laid out as x, and
     y + x as y; the merge of the heads of such a sum back to (B, T, H * D) is then a view."""

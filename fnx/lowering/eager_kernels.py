@@ -145,6 +145,10 @@ _PLANS_MAX = 4096
 # floats: 3.1-3.4 -> 2.5 us; a product of two (256, 256) float32 arrays: 8.4-9.0 -> 6.6-7.7). Emptied with
 # `_plans`, which holds a plan for each; a test that empties `_plans` for a first call's path empties this too.
 _launches: dict = {}
+# The `_launches` entry of calls on layouts that no kernel takes (a product of a query laid out (B, T, H, D) and a
+# cos table: numpy's strided loop), whose checks took 4.7-5.6 us of each of Llama's rotary ops; `run` declines
+# them at once.
+_DECLINED = ()
 _build_lock = threading.Lock()
 
 
@@ -154,19 +158,25 @@ def run(prim: Primitive, *arrays: np.ndarray, out: np.ndarray | None = None, **p
     exponent (a constant of its kernel: a kernel per exponent, of which there are few, |y| <= 16). `out`: for a
     unary elementwise `prim`, the array to write the result into, laid out as the operand (the operand itself:
     each element is read before it is written)."""
+    key = None
     if out is None and not params:   # an elementwise kernel that has run on these layouts: its launch
         x = arrays[0]
         if len(arrays) == 1:
-            launch = _launches.get((prim, x.shape, x.strides, x.dtype, team_size.value > 1))
+            key = (prim, x.shape, x.strides, x.dtype, team_size.value > 1)
+            launch = _launches.get(key)
             if launch is not None:
+                if launch is _DECLINED:
+                    return None
                 y = np.empty(x.shape, x.dtype)
                 launch[0](_ARRAYS[1](id(x), id(y)), launch[1])
                 return y
         elif len(arrays) == 2:
             last = arrays[1]
-            launch = _launches.get((prim, x.shape, x.strides, x.dtype, last.shape, last.strides, last.dtype,
-                                    team_size.value > 1))
+            key = (prim, x.shape, x.strides, x.dtype, last.shape, last.strides, last.dtype, team_size.value > 1)
+            launch = _launches.get(key)
             if launch is not None:
+                if launch is _DECLINED:
+                    return None
                 y = np.empty(launch[2], x.dtype)
                 launch[0](_ARRAYS[2](id(x), id(last), id(y)), launch[1])
                 return y
@@ -187,6 +197,15 @@ def run(prim: Primitive, *arrays: np.ndarray, out: np.ndarray | None = None, **p
     floor = EXPENSIVE_MIN_ELEMENTS if prim.groups >= _EXPENSIVE_NATIVE else MIN_ELEMENTS
     if x.size < floor and last.size < floor:   # below every threshold: no plan to look up
         return None
+    result = _run_elementwise(prim, arrays, params, out)
+    if result is None and key is not None:   # numpy runs calls on these layouts from now on
+        _launches[key] = _DECLINED
+    return result
+
+
+def _run_elementwise(prim: Primitive, arrays: tuple, params: dict, out: np.ndarray | None) -> np.ndarray | None:
+    """`run` for an elementwise `prim` of one or two operands of which one is large enough for a kernel."""
+    x, last = arrays[0], arrays[-1]
     if not (x.flags.c_contiguous and last.flags.c_contiguous):
         order = _permuted_order(x, last)
         if order is not None:   # channels_last operands: the kernel over the memory as it lies, the result so too
