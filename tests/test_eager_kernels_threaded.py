@@ -197,21 +197,22 @@ def test_expanded_operands_run_as_their_broadcast_pattern(threads, c_results):
 def test_a_call_planned_for_one_layout_is_planned_anew_for_another(threads, c_results):
     """`run` keeps its plan of a call by the operands' strides too: an operand expanded from a row (read in place as
     the row), then a full operand of the same shape, then its transpose's transpose (the same strides again), then
-    a transposed one (numpy's strided loop: a copy for the kernel cost more), then the row again."""
+    a transposed one (the strided loop of fnx/lowering/strided_kernels.py: a copy for the kernel cost more), then
+    the row again."""
     threads(2)
     x, row, full = _operands([(8, 64, 512), (512,), (8, 64, 512)], np.float32)
     tx = fnx.tensor(x)
     for y, kernel in ((fnx.tensor(row).expand(8, 64, 512), True), (fnx.tensor(full), True),
-                      (fnx.tensor(full).mT.mT, True), (fnx.tensor(full.transpose(0, 2, 1).copy()).mT, False),
+                      (fnx.tensor(full).mT.mT, True), (fnx.tensor(full.transpose(0, 2, 1).copy()).mT, True),
                       (fnx.tensor(row).expand(8, 64, 512), True)):
         with np.errstate(all="ignore"):
             assert _same_bits((tx * y).numpy(), x * y.numpy()) and (c_results[-1] is not None) is kernel
 
 
-def test_an_operand_broadcast_within_the_trailing_dims_runs_as_an_expanded_row(threads, c_results):
+def test_an_operand_broadcast_within_the_trailing_dims_runs_the_strided_loop(threads, c_results):
     """Rotary's q * cos: a query laid out (B, T, H, D) viewed as (B, H, T, D) times a (1, 1, T, D) table runs the
-    row kernel over the query's memory, the table expanded to (T, H, D), the result laid out as the query; a table
-    of more than a quarter of the output keeps numpy."""
+    strided loop over the query's memory, reading the table in place, the result laid out as the query; so does a
+    contiguous operand times a table broadcast in its middle dims."""
     base, cos = _operands([(8, 64, 4, 32), (1, 1, 64, 32)], np.float32)
     q = fnx.tensor(base).transpose(1, 2)
     for n in (2, 1):
@@ -220,7 +221,7 @@ def test_an_operand_broadcast_within_the_trailing_dims_runs_as_an_expanded_row(t
         assert _same_bits(out, base.transpose(0, 2, 1, 3) * cos) and c_results[-1] is not None
         assert out.strides == base.transpose(0, 2, 1, 3).strides
     wide, table = _operands([(2, 64, 8, 32), (1, 64, 1, 32)], np.float32)
-    assert _same_bits((fnx.tensor(wide) * fnx.tensor(table)).numpy(), wide * table) and c_results[-1] is None
+    assert _same_bits((fnx.tensor(wide) * fnx.tensor(table)).numpy(), wide * table) and c_results[-1] is not None
 
 
 def test_small_integer_and_outer_operands_keep_numpy(threads, c_results, monkeypatch):

@@ -38,6 +38,7 @@ from ..transforms.tracing import trace_to_jaxpr
 from ..array_layout import dense_order
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
+from . import strided_kernels
 
 __all__ = ["run", "MIN_ELEMENTS", "EXPENSIVE_MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "STRIDED_MIN",
            "SUM_MIN", "COLUMNS_MAX"]
@@ -145,9 +146,10 @@ _PLANS_MAX = 4096
 # floats: 3.1-3.4 -> 2.5 us; a product of two (256, 256) float32 arrays: 8.4-9.0 -> 6.6-7.7). Emptied with
 # `_plans`, which holds a plan for each; a test that empties `_plans` for a first call's path empties this too.
 _launches: dict = {}
-# The `_launches` entry of calls on layouts that no kernel takes (a product of a query laid out (B, T, H, D) and a
-# cos table: numpy's strided loop), whose checks took 4.7-5.6 us of each of Llama's rotary ops; `run` declines
-# them at once.
+# The `_launches` entry of calls on layouts that no kernel takes, whose checks took 4.7-5.6 us of each op of
+# Llama's rotary embedding: `run` declines them at once. Where the strided loops take a call that the kernels
+# here decline (fnx/lowering/strided_kernels.py), its launch is kept instead: (C function, meta block, the
+# output's shape in its memory order, the order's inverse).
 _DECLINED = ()
 _build_lock = threading.Lock()
 
@@ -167,9 +169,11 @@ def run(prim: Primitive, *arrays: np.ndarray, out: np.ndarray | None = None, **p
             if launch is not None:
                 if launch is _DECLINED:
                     return None
-                y = np.empty(x.shape, x.dtype)
-                launch[0](_ARRAYS[1](id(x), id(y)), launch[1])
-                return y
+                if len(launch) == 2:
+                    y = np.empty(x.shape, x.dtype)
+                    launch[0](_ARRAYS[1](id(x), id(y)), launch[1])
+                    return y
+                return _strided(launch, x)
         elif len(arrays) == 2:
             last = arrays[1]
             key = (prim, x.shape, x.strides, x.dtype, last.shape, last.strides, last.dtype, team_size.value > 1)
@@ -177,9 +181,11 @@ def run(prim: Primitive, *arrays: np.ndarray, out: np.ndarray | None = None, **p
             if launch is not None:
                 if launch is _DECLINED:
                     return None
-                y = np.empty(launch[2], x.dtype)
-                launch[0](_ARRAYS[2](id(x), id(last), id(y)), launch[1])
-                return y
+                if len(launch) == 3:
+                    y = np.empty(launch[2], x.dtype)
+                    launch[0](_ARRAYS[2](id(x), id(last), id(y)), launch[1])
+                    return y
+                return _strided(launch, x, last)
     name = prim.name
     if out is not None and (len(arrays) != 1 or name in ("argsort", "sum", "select")):
         return None
@@ -198,9 +204,20 @@ def run(prim: Primitive, *arrays: np.ndarray, out: np.ndarray | None = None, **p
     if x.size < floor and last.size < floor:   # below every threshold: no plan to look up
         return None
     result = _run_elementwise(prim, arrays, params, out)
-    if result is None and key is not None:   # numpy runs calls on these layouts from now on
-        _launches[key] = _DECLINED
+    if result is None and key is not None:   # the strided loop, or numpy, runs calls on these layouts from now on
+        launch = strided_kernels.launch(prim, arrays)
+        _launches[key] = _DECLINED if launch is None else launch
+        if launch is not None:
+            return _strided(launch, *arrays)
     return result
+
+
+def _strided(launch: tuple, *arrays: np.ndarray) -> np.ndarray:
+    """The output of a strided launch (strided_kernels.launch) over `arrays`, laid out as the launch says."""
+    fn, meta, shape, inverse = launch
+    y = np.empty(shape, arrays[0].dtype)
+    fn(_ARRAYS[len(arrays)](*map(id, arrays), id(y)), meta)
+    return y.transpose(inverse)
 
 
 def _run_elementwise(prim: Primitive, arrays: tuple, params: dict, out: np.ndarray | None) -> np.ndarray | None:
@@ -256,7 +273,7 @@ def _elementwise(prim: Primitive, arrays: tuple, params: dict, into: np.ndarray 
         plan = _plans[key] = _plan(prim, arrays)
     if plan is None:
         return None
-    kinds, rows, cols, unbroadcast, shape, expand, launch = plan
+    kinds, rows, cols, unbroadcast, shape, launch = plan
     if launch:
         fn, block, copy = launch[0]
         if copy:   # a strided operand (an LSTM's gate, a column slice): the kernel reads a contiguous copy
@@ -270,10 +287,8 @@ def _elementwise(prim: Primitive, arrays: tuple, params: dict, into: np.ndarray 
         return None
     if unbroadcast:
         arrays = (_unbroadcast(x), _unbroadcast(last))
-    if expand:
-        arrays = tuple(a if block is None else _expanded(a, block) for a, block in zip(arrays, expand))
     out = _call(prim, kinds, arrays, np.empty(shape, x.dtype) if into is None else into, rows, cols, params)
-    if out is not None and not params and not unbroadcast and not expand:
+    if out is not None and not params and not unbroadcast:
         fn, meta, symbols = _kernels[prim.name, out.dtype, kinds, ()]
         values = (1, rows, cols, rows * cols)
         copy = not all(a.flags.c_contiguous for a in arrays)
@@ -289,8 +304,8 @@ def _elementwise(prim: Primitive, arrays: tuple, params: dict, into: np.ndarray 
 
 def _plan(prim: Primitive, arrays) -> tuple | None:
     """How `run` applies `prim` to `arrays`: (the operands' kinds, rows, cols, whether to read broadcast operands
-    in place (`_unbroadcast`), the output's shape, the blocks to expand operands to (`_pattern`) or None, an empty
-    list for `run` to keep the launch in), or None where numpy should. It depends on the operands' shapes, dtypes
+    in place (`_unbroadcast`), the output's shape, an empty list for `run` to keep the launch in), or None where
+    numpy should. It depends on the operands' shapes, dtypes
     and strides and on the thread count only: `run` keeps it by those (`_plans`)."""
     x, last = arrays[0], arrays[-1]
     if last.size > x.size:
@@ -314,7 +329,7 @@ def _plan(prim: Primitive, arrays) -> tuple | None:
         # float32s, one operand transposed, as Llama's rotary adds them: 17 us against 40)
         if size < flat_min or threaded is not None and not (arrays[0].flags.c_contiguous and last.flags.c_contiguous):
             return None
-        return _FLAT[len(arrays)], size, 1, unbroadcast, x.shape, None, []
+        return _FLAT[len(arrays)], size, 1, unbroadcast, x.shape, []
     # Below the flat threshold (one thread) a scalar operand makes a flat loop, and the kernel would copy a
     # strided output-sized operand first, which costs as much as numpy's loop (`MANY_ROWS`, `STRIDED_MIN`).
     below, full = size < flat_min, last if last.size > arrays[0].size else arrays[0]
@@ -323,13 +338,12 @@ def _plan(prim: Primitive, arrays) -> tuple | None:
     pattern = _pattern(x.shape, size, arrays)
     if pattern is None:
         return None
-    kinds, rows, cols, expand = pattern
-    expand = expand if any(expand) else None
-    # the row or column strided, or expanded: numpy's loop reads it with a stride, or over many short rows
-    strided = expand is not None or not (arrays[0].flags.c_contiguous and last.flags.c_contiguous)
+    kinds, rows, cols = pattern
+    # the row or column strided: numpy's loop reads it with a stride
+    strided = not (arrays[0].flags.c_contiguous and last.flags.c_contiguous)
     if below and (cols == 1 or not (strided or rows >= MANY_ROWS and size >= BROADCAST_MIN)):
         return None
-    return kinds, rows, cols, unbroadcast, x.shape, expand, []
+    return kinds, rows, cols, unbroadcast, x.shape, []
 
 
 def _select(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
@@ -443,13 +457,6 @@ def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, col
     return out
 
 
-def _expanded(a: np.ndarray, block: tuple) -> np.ndarray:
-    """A contiguous copy of `a` broadcast to `block`, the output's trailing dims (`_pattern`)."""
-    out = np.empty(block, a.dtype)
-    np.copyto(out, a.reshape(a.shape[a.ndim - len(block):]))
-    return out
-
-
 def _unbroadcast(a: np.ndarray) -> np.ndarray:
     """`a` less the dims that a view broadcasts it along (`expand`, `broadcast_to`: stride 0), kept as dims of 1:
     the operand itself, which a broadcast pattern reads in place, where a flat loop needed a contiguous copy."""
@@ -459,18 +466,16 @@ def _unbroadcast(a: np.ndarray) -> np.ndarray:
 
 
 def _pattern(shape: tuple, size: int, arrays) -> tuple | None:
-    """(the operands' kinds, rows, cols, the block to expand each operand to or None) of a broadcast to `shape` (of
-    `size` elements) that a kernel serves, the output viewed as rows x cols: all "flat" or "scalar" (one loop over
-    `rows` elements, cols 1), or "full" with one "row" (an operand of the output's trailing dims, broadcast along
-    the leading ones) or one "col" (an operand of its leading dims, broadcast along the trailing ones); None for
-    any other broadcast. An operand broadcast within the output's trailing dims too, to a block of at most a
-    quarter of the output (rotary's cos table (T, D) against a query laid out (B, T, H, D): a block of (T, H, D)),
-    is a row once expanded to that block (`run` copies it), where numpy loops over its many short rows."""
-    kinds, rows, expand = [], size, []
+    """(the operands' kinds, rows, cols) of a broadcast to `shape` (of `size` elements) that a kernel serves, the
+    output viewed as rows x cols: all "flat" or "scalar" (one loop over `rows` elements, cols 1), or "full" with one
+    "row" (an operand of the output's trailing dims, broadcast along the leading ones) or one "col" (an operand of
+    its leading dims, broadcast along the trailing ones); None for any other broadcast (the strided loops of
+    fnx/lowering/strided_kernels.py take the arithmetic ones: rotary's cos table (T, D) against a query laid out
+    (B, T, H, D))."""
+    kinds, rows = [], size
     for a in arrays:
         if a.ndim > len(shape):   # the output has more dims than `shape`: not a broadcast to it
             return None
-        block = None
         if a.shape == shape:
             kinds.append("full")
         elif a.size == 1:
@@ -488,16 +493,11 @@ def _pattern(shape: tuple, size: int, arrays) -> tuple | None:
             elif shape[:len(trail)] == trail:   # its dims, padded and without trailing 1s, begin the output's
                 kinds.append("col")
                 rows = a.size
-            elif all(m == 1 or m == n for m, n in zip(lead, tail)) and math.prod(tail) * 4 <= size:
-                kinds.append("row")
-                block = tail
-                rows = size // math.prod(tail)
             else:
                 return None
-        expand.append(block)
     if "row" in kinds or "col" in kinds:
-        return (tuple(kinds), rows, size // rows, tuple(expand)) if kinds.count("full") == 1 else None
-    return tuple("flat" if k == "full" else k for k in kinds), size, 1, tuple(expand)
+        return (tuple(kinds), rows, size // rows) if kinds.count("full") == 1 else None
+    return tuple("flat" if k == "full" else k for k in kinds), size, 1
 
 
 def _load(prim: Primitive, dtype: np.dtype, kinds: tuple, constants: tuple = ()):
