@@ -10,7 +10,8 @@ results agree bit for bit, and the two share one cache entry. An elementwise ker
 dims (a bias, a norm's weight: a row of the output viewed as rows x cols) or along the trailing ones (a norm's
 rstd of shape (..., 1): a column); an operand that a view broadcasts (`expand`: stride 0) is read as the
 operand it expands, in place. Sizes and strides are arguments, so one kernel per primitive, dtype and
-pattern serves every shape; other broadcasts and reductions take numpy's impl. Sums over the leading dims of a
+pattern serves every shape; other layouts and broadcasts take the strided loops of fnx/lowering/strided_kernels.py
+(add, sub, mul, div, neg) or numpy's impl, and so do other reductions. Sums over the leading dims of a
 contiguous array (the gradient of a broadcast operand) take a hand-written column loop instead, which adds in
 numpy's order and so gives numpy's bits (`COLUMNS_MAX`). A kernel is built once per process,
 under a lock (a second thread waits for the first build), through the C target: the disk cache checks a library
