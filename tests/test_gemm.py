@@ -116,6 +116,20 @@ def test_float64_products_of_the_library():
     assert not G.takes(a, b)
 
 
+@pytest.mark.parametrize("a_layout", ["rows", "columns"])
+def test_float64_packed_panels_of_a_large_product(a_layout):
+    """Past FNX_DIRECT_GEMM multiply-adds both operands are packed: a row-major A's panels are transposed in
+    registers a vector of rows at a time (float64's 12-row panel takes two groups where a vector holds 8 or 4),
+    a transposed A's are copied a column at a time; edge panels and the rest of K element by element."""
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((523, 301)), rng.standard_normal((301, 437))
+    exact = a @ b
+    bound = 301 * 2.0 ** -53 * 1.01 * (np.abs(a) @ np.abs(b))
+    with _threads(1):
+        got = G.gemm(_layout(a, a_layout), b)
+    assert np.all(np.abs(got - exact) <= bound)
+
+
 @pytest.mark.parametrize("k", [16, 45, 301])
 def test_a_transposed_b_is_packed_to_the_same_bits_as_its_rows(k):
     """x @ w.T: B's panels are packed from its columns (a block at a time, transposed in registers, the rest of K
