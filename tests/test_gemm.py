@@ -70,7 +70,7 @@ def test_broadcast_rows_and_the_packed_path_of_large_products():
     a = np.broadcast_to(row, (64, 200))   # stride 0 between rows
     b = rng.standard_normal((200, 96), np.float32)
     assert _bound_ok(G.gemm(a, b), np.ascontiguousarray(a), b)
-    # a task of more than FNX_DIRECT_GEMM multiply-adds packs both operands (on one thread: the whole product)
+    # a large product on one thread: B read transposed (packed by register transposes), A where it lies
     big_a = rng.standard_normal((517, 263), np.float32)
     big_b = np.asfortranarray(rng.standard_normal((263, 515), np.float32))
     with _threads(1):
@@ -118,13 +118,13 @@ def test_float64_products_of_the_library():
 
 @pytest.mark.parametrize("a_layout", ["rows", "columns"])
 def test_float64_packed_panels_of_a_large_product(a_layout):
-    """Past FNX_DIRECT_GEMM multiply-adds both operands are packed: a row-major A's panels are transposed in
-    registers a vector of rows at a time (float64's 12-row panel takes two groups where a vector holds 8 or 4),
-    a transposed A's are copied a column at a time; edge panels and the rest of K element by element."""
+    """A large product: a row-major A read where it lies (its edge panel packed), a transposed A's panels
+    packed a column at a time (a fixed-size copy, element by element at the edge), a row-major B whose row stride is
+    a multiple of 512 bytes packed, the halves of K (K at least M and N) on one thread in turn."""
     rng = np.random.default_rng(4)
-    a, b = rng.standard_normal((523, 301)), rng.standard_normal((301, 437))
+    a, b = rng.standard_normal((523, 601)), rng.standard_normal((601, 512))
     exact = a @ b
-    bound = 301 * 2.0 ** -53 * 1.01 * (np.abs(a) @ np.abs(b))
+    bound = 601 * 2.0 ** -53 * 1.01 * (np.abs(a) @ np.abs(b))
     with _threads(1):
         got = G.gemm(_layout(a, a_layout), b)
     assert np.all(np.abs(got - exact) <= bound)
@@ -147,7 +147,7 @@ def test_which_eager_products_it_takes():
     assert G.takes(f32(512, 128).T, f32(512, 64))
     assert not G.takes(f32(32, 64), f32(64, 128))              # one thread here: numpy's call is cheaper
     assert not G.takes(f32(4096, 128), f32(128, 8))            # a dim below MIN_DIM: one lane of the tile
-    assert not G.takes(f32(256, 784), f32(784, 512))           # past MAX_WORK: OpenBLAS's packed kernels
+    assert G.takes(f32(256, 784), f32(784, 512).T.copy().T)    # large ones too (W5's first layer)
     assert not G.takes(np.zeros((512, 128)), np.zeros((128, 128)))        # float64
     assert not G.takes(f32(512, 128), np.zeros((128, 128)))               # mixed dtypes
     assert not G.takes(np.zeros((512, 128), np.int32), np.zeros((128, 128), np.int32))
