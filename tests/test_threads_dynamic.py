@@ -3,6 +3,7 @@ the CPUs left free; `fnx.set_dynamic_threads(False)` (or FNX_DYNAMIC_THREADS=0) 
 the suite runs with them off (tests/conftest.py), so that its thread counts are exact. Behaviour only: nothing is
 timed; the busy-neighbour test waits for the pool's next load samples, up to a generous limit.
 """
+import ctypes
 import json
 import os
 import subprocess
@@ -122,3 +123,29 @@ def test_a_busy_neighbour_takes_the_team_down_to_the_free_cpus(niced):
     idle, busy, busy_blas, fixed, fixed_blas, again = json.loads(run_python(BUSY_NEIGHBOURS, env))
     assert idle == 2 and busy == 1 and fixed == 2 and again == 1
     assert busy_blas in ([], [1]) and fixed_blas in ([], [2])   # []: numpy's BLAS is not on the pool here
+
+
+MS = 1_000_000   # ns
+
+
+@pytest.mark.parametrize("own, busy, free, want", [
+    (150 * MS, 150 * MS, 1, 2),    # busy here, nobody else: both CPUs
+    (150 * MS, 350 * MS, 2, 1),    # busy here beside one busy process: one
+    (180 * MS, 500 * MS, 2, 1),    # 1.6 CPUs of others' load rounds to two: none left (a team of one)
+    (10 * MS, 210 * MS, 2, 2),     # mostly idle here beside a busy process: the last busy window's count stays
+    (10 * MS, 210 * MS, 1, 1),
+    (10 * MS, 60 * MS, 1, 2),      # idle here and there (a quarter of a CPU): the stale count of one is dropped
+    (0, 0, 1, 2),
+])
+def test_the_free_cpus_after_a_window(own, busy, free, want):
+    """The pool's count of CPUs left free by other processes, from one 200 ms load window on 2 CPUs
+    (c_threads.c.j2's fnx_rt_free_after)."""
+    from fnx.lowering import cpu
+
+    fnx.compile(lambda x: x * 2.0, backend="c")(fnx.ones(3))   # a kernel loads the pool
+    pool = cpu.thread_pool()
+    assert pool is not None, "the C toolchain builds kernels without threads (no OpenMP)"
+    free_after = pool.fnx_rt_free_after
+    free_after.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_int]
+    got = free_after(2, own, busy, 200 * MS, free)
+    assert max(got, 1) == want
