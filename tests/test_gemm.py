@@ -78,11 +78,12 @@ def test_broadcast_rows_and_the_packed_path_of_large_products():
     assert _bound_ok(got, big_a, np.ascontiguousarray(big_b))
 
 
-@pytest.mark.parametrize("shape", [(512, 128, 128), (128, 512, 128), (64, 512, 352), (96, 777, 80), (517, 263, 515)])
+@pytest.mark.parametrize("shape", [(512, 128, 128), (128, 512, 128), (64, 512, 352), (96, 777, 80), (517, 263, 515),
+                                   (1460, 1500, 1460)])
 def test_the_same_bits_on_any_number_of_threads(shape):
     """Each element sums its products in one order whatever the split (and the unpacked and packed paths, which
     the tasks' sizes choose between, read the same values); a weight gradient's two halves of K (K at least 512,
-    M and N) run in turn on one thread."""
+    M and N) run in turn on one thread, up to a C of 8 MB (past it, (1460, 1500, 1460), C's rows split)."""
     m, k, n = shape
     rng = np.random.default_rng(2)
     a = rng.standard_normal((k, m), np.float32).T   # a weight gradient's x.T
@@ -148,6 +149,7 @@ def test_which_eager_products_it_takes():
     assert not G.takes(f32(32, 64), f32(64, 128))              # one thread here: numpy's call is cheaper
     assert not G.takes(f32(4096, 128), f32(128, 8))            # a dim below MIN_DIM: one lane of the tile
     assert G.takes(f32(256, 784), f32(784, 512).T.copy().T)    # large ones too (W5's first layer)
+    assert not G.takes(f32(2048, 2048), f32(2048, 1024))      # past MAX_WORK: OpenBLAS's packed kernels
     assert not G.takes(np.zeros((512, 128)), np.zeros((128, 128)))        # float64
     assert not G.takes(f32(512, 128), np.zeros((128, 128)))               # mixed dtypes
     assert not G.takes(np.zeros((512, 128), np.int32), np.zeros((128, 128), np.int32))

@@ -20,7 +20,7 @@ from ..array_pointers import data_pointer
 from ..ops import linalg
 from .template_library import TemplateLibrary
 
-__all__ = ["gemm_context", "takes", "gemm", "MIN_DIM", "MIN_WORK"]
+__all__ = ["gemm_context", "takes", "gemm", "MIN_DIM", "MIN_WORK", "MAX_WORK"]
 
 # Register tiles (preprocessor condition, rows MR, columns NR, bytes of one vector), the first whose condition
 # holds for the compiler's target (-march); "1" is the fallback. A tile's accumulators fill 24 of AVX-512's 32
@@ -51,12 +51,14 @@ _library = TemplateLibrary("fnx-gemm", "c_gemm_lib.c.j2", [], "the eager GEMM", 
 
 
 # Eager products that run here: float32 (float64 stays with OpenBLAS: not measured), every dim at least
-# MIN_DIM (a matrix-vector product fills one lane of the tile), at least MIN_WORK multiply-adds: below, where the
-# GEMM runs on one thread, numpy's call costs less (a GRU cell's (32, 64) @ (64, 128): 4.2 us against 6.8). No
-# upper bound: on two threads of an Intel Xeon with AVX-512, W5's 256 x 784 x 512 products take 0.95-1.04x
-# OpenBLAS's time, the larger size of W9's (4096 rows of 256 to 1024) 0.86-0.99x.
+# MIN_DIM (a matrix-vector product fills one lane of the tile), multiply-adds in [MIN_WORK, MAX_WORK]: below, where
+# the GEMM runs on one thread, numpy's call costs less (a GRU cell's (32, 64) @ (64, 128): 4.2 us against 6.8). On two
+# threads of an Intel Xeon with AVX-512: W5's 256 x 784 x 512 products take 0.95-1.04x OpenBLAS's time, the larger
+# size of W9's (4096 rows of 256 to 1024, 2^30 multiply-adds) 0.86-0.99x; past MAX_WORK, 2048^3 1.02-1.06x and a
+# (1460, 1500)^T @ (1500, 1460) weight gradient 1.17x, so OpenBLAS's packed kernels take those.
 MIN_DIM = 16
 MIN_WORK = 1 << 20
+MAX_WORK = 1 << 31
 
 
 def takes(a: np.ndarray, b: np.ndarray) -> bool:
@@ -65,7 +67,7 @@ def takes(a: np.ndarray, b: np.ndarray) -> bool:
     if a.ndim != 2 or b.ndim != 2:
         return False
     (m, k), n = a.shape, b.shape[1]
-    return (m * k * n >= MIN_WORK and min(m, k, n) >= MIN_DIM and a.dtype is _F32 and b.dtype is _F32
+    return (MIN_WORK <= m * k * n <= MAX_WORK and min(m, k, n) >= MIN_DIM and a.dtype is _F32 and b.dtype is _F32
             and not any(s % 4 for s in a.strides + b.strides) and _library() is not None)
 
 
