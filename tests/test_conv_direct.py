@@ -12,6 +12,7 @@ import fnx
 import fnx.nn.functional as F
 from fnx.ops import conv as direct
 from fnx.ops import windows
+from fnx import array_layout as layout
 from op_db_conv import ref_conv2d
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -303,4 +304,37 @@ def test_pointwise_convolutions_run_as_matrix_products_and_equal_the_composite(s
     _check_against_the_composite(case)
     case.update(w=(shape[1], 24) + (1,) * nd, out=24, output_padding=(0,) * nd)
     f = lambda x, w, b: _CONV_TRANSPOSE[nd](x, w, b, stride=stride)   # noqa: E731
+    _check_against_the_composite(case, f)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("nd,x,w,geometry,bias", [
+    (2, (2, 256, 4, 4), (256, 256, 3, 3), dict(padding=(1, 1)), True),
+    (2, (4, 256, 6, 6), (256, 256, 3, 3), dict(padding=(1, 1), stride=(2, 2)), False),
+    (2, (2, 256, 5, 5), (256, 256, 3, 3), dict(padding=(2, 2), dilation=(2, 2)), True),
+    (1, (4, 512, 8), (512, 512, 3), dict(padding=(0,)), False)])
+def test_weights_many_times_the_input_run_by_columns_and_equal_the_composite(nd, x, w, geometry, bias, last, dtype,
+                                                                              monkeypatch):
+    """U-Net's 4 x 4 layers: a weight at least COLUMNS_RATIO times the input, 2^24 multiply-adds or more, goes by
+    im2col's columns and one product (a channels-last input and output moved to row-major and back)."""
+    def unused(*args):
+        raise AssertionError("a convolution by columns ran the direct loops")
+    for name in ("pad_cl", "conv_direct", "conv_weight_direct"):
+        monkeypatch.setattr(windows.native, name, unused)
+    params = {"stride": (1,) * nd, "dilation": (1,) * nd, **geometry}
+    case = dict(nd=nd, groups=1, x=x, w=w, bias=bias, dtype=dtype, **params)
+    fmt = fnx.channels_last if last and nd == 2 else fnx.contiguous_format
+
+    _check_against_the_composite(case, lambda x, w, b: _CONV[nd](x.to(memory_format=fmt), w, b, **params))
+    tx = fnx.randn(*x, dtype=fnx.float64).to(memory_format=fmt).requires_grad_()
+    y = _CONV[nd](tx, fnx.randn(*w, dtype=fnx.float64), None, **params)
+    y.backward(fnx.randn(*y.shape, dtype=fnx.float64).to(memory_format=fmt))
+    assert layout.channels_last(y.detach().numpy()) == layout.channels_last(tx.grad.numpy()) == (fmt is not
+                                                                                                fnx.contiguous_format)
+    reach = [m + 2 * p - d * (k - 1) - 1 for m, p, d, k in zip(x[2:], params["padding"], params["dilation"], w[2:])]
+    case.update(x=(x[0], w[0]) + tuple(r // s + 1 for r, s in zip(reach, params["stride"])), out=w[1],
+                output_padding=tuple(r % s for r, s in zip(reach, params["stride"])))   # back to x's shape
+    # transposed: conv_input_grad by columns, and its gradients
+    f = lambda x, w, b: _CONV_TRANSPOSE[nd](x.to(memory_format=fmt), w, b, **params)   # noqa: E731
     _check_against_the_composite(case, f)

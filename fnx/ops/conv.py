@@ -11,7 +11,9 @@ floats on AVX-512) stays in registers over the window's taps (a tap: one channel
 listed, so few channels fill the tiles too), fused multiply-adds of one broadcast input value by one vector of
 weights. No columns are written: im2col's columns (K times the input) cost as much as OpenBLAS's product over them
 at 16 channels, and that product ran at 75-100 GFLOP/s on a Zen 4 core where the tiles run at about 110
-(pytorch-cifar's ResNet-18 layers, 16 to 128 channels).
+(pytorch-cifar's ResNet-18 layers, 16 to 128 channels). The exception is a weight many times the input's size (few
+positions, many channels: U-Net's 4 x 4 layers): there the columns cost about the weight's size, and one product
+on fnx's GEMM beats the tiles (_by_columns).
 
 - conv(x, w[, b]): x (N, C, *spatial), w (O, C, *kernel), b (O,) -> (N, O, *out_size), x padded in front by
   `padding` (the back padding is what out_size implies): the tiles over x's frame, weights packed (C * K, O);
@@ -50,7 +52,7 @@ import numpy as np
 
 from ..core import Primitive, ShapedArray
 from ..threads import get_num_threads
-from . import windows
+from . import linalg, windows
 from .. import array_layout as layout
 from .reduce import sum as _sum
 
@@ -58,6 +60,10 @@ __all__ = ["conv", "conv_input_grad", "conv_weight_grad", "runs_on", "pays", "MI
 
 # Convolutions with fewer output channels than this run the composite form (see pays).
 MIN_CHANNELS = 8
+# Row-major convolutions whose weight holds at least COLUMNS_RATIO times the input's elements, of at least
+# COLUMNS_WORK multiply-adds, run by columns (see _by_columns).
+COLUMNS_RATIO = 8
+COLUMNS_WORK = 1 << 24
 # Whether eager convolutions may run these primitives at all.
 ENABLED = os.environ.get("FNX_CONV_BLOCKS", "1") != "0"
 
@@ -106,6 +112,71 @@ def _dense(a):
 def _padded(front: tuple, size: tuple, reach: tuple) -> tuple:
     """The frame's dims around data of `size`: each the larger of front + size and the windows' reach."""
     return tuple(max(f + m, r) for f, m, r in zip(front, size, reach))
+
+
+def _by_columns(x_size: int, w_size: int, positions: int, w_last: bool) -> bool:
+    """Whether a convolution of an input of x_size elements by a weight of w_size runs by columns (im2col of the
+    whole batch, one product with the weight on fnx's GEMM) rather than by the direct loops: a row-major weight
+    holding at least COLUMNS_RATIO times the input's elements (few positions, many channels: U-Net's 4 x 4
+    layers), with at least COLUMNS_WORK multiply-adds (the weight's elements times the output's `positions`,
+    samples included). There the direct loops' groups hold a few positions each (a 4 x 4 image's corners one), so
+    every tile reads its rows of w for little work, while the product reads w once for all positions; the columns
+    cost about w's size, and moving the input and output to row-major and back (they are small beside w) little.
+    (4, 256, 4, 4) by 256 x 256 x 3 x 3 on a 2-core Xeon (model 167): forward 0.97 -> 0.51 ms, input gradient 0.92
+    -> 0.51, weight gradient 0.63 -> 0.52; (4, 128, 8, 8) by 256 x 128 x 3 x 3 (ratio 9): 0.93 -> 0.76, 0.91 ->
+    0.73, 0.73 both ways; at ratio 4.5 ((4, 128, 8, 8) by 128 x 128) the two took about the same, at 1 and below
+    the direct loops 1.5-2.5x less; below 2^24 multiply-adds the columns' copies cost what they saved ((4, 128, 3,
+    3) by 128 x 128 x 3 x 3, 5.3 million: 0.22 -> 0.23 ms). Inside W12's U-Net step (channels-last activations,
+    row-major weights) its 4 x 4 layers' convolutions took 3.7 ms a step against 5.0."""
+    return not w_last and w_size >= COLUMNS_RATIO * x_size and w_size * positions >= COLUMNS_WORK
+
+
+def _columns(x, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, out: tuple):
+    """im2col's columns (C * K, N * positions) of x (N, C, *s) padded in front by `padding`: channel c's kernel
+    element e in row c * K + e, as w (O, C, *kernel) lies reshaped to (O, C * K)."""
+    n, c = x.shape[:2]
+    frame = np.zeros((n, c) + _reach(out, kernel, stride, dilation), x.dtype)
+    _place(x, frame, padding)
+    cols = windows._im2col_impl(np, frame, kernel=kernel, stride=stride, dilation=dilation, batch_inner=True)
+    return cols.reshape(c * math.prod(kernel), n * math.prod(out))
+
+
+def _place(a, frame, front: tuple) -> None:
+    """frame (N, C, *s, zeros) gets a (N, C, *s') written at `front` along the spatial dims (a negative front
+    drops a's first values), as far as both reach: the data in a padded frame, or cut back out of one."""
+    src, dst = [], []
+    for f, m, r in zip(front, a.shape[2:], frame.shape[2:]):
+        lo, hi = max(f, 0), min(f + m, r)
+        src.append(slice(lo - f, max(lo, hi) - f))
+        dst.append(slice(lo, max(lo, hi)))
+    frame[(Ellipsis,) + tuple(dst)] = a[(Ellipsis,) + tuple(src)]
+
+
+def _samples_last(g):
+    """g (N, O, *out), row-major or channels-last, as the (O, N * positions) matrix that products with the
+    columns take: one transposing copy."""
+    n, o = g.shape[:2]
+    return np.ascontiguousarray(np.moveaxis(g, 1, 0)).reshape(o, -1)
+
+
+def _in_layout(a, last: bool):
+    """The row-major array a (N, C, *s) as a channels-last copy where `last`, else itself."""
+    return layout.from_last(np.ascontiguousarray(layout.to_last(a))) if last else a
+
+
+def _conv_by_columns(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, out: tuple, last: bool):
+    """conv by columns (_by_columns): the weight (O, C * K) times the columns; channels-last where `last`."""
+    n, o = x.shape[0], w.shape[0]
+    y = linalg.product(np.reshape(w, (o, -1)), _columns(x, tuple(w.shape[2:]), stride, padding, dilation, out))
+    if last:   # the positions' rows of channels
+        rows = np.ascontiguousarray(y.T)
+        if bias is not None:
+            _add_to_rows(rows, bias)
+        return layout.from_rows(rows, n, out)
+    y = y.reshape((o, n) + out)
+    if bias is not None:
+        return windows._conv_output_impl(np, y, bias, nd=len(out))
+    return np.ascontiguousarray(np.moveaxis(y, 1, 0))
 
 
 def _framed(a, front: tuple, reach: tuple):
@@ -303,6 +374,9 @@ def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
         if bias:
             y += bias[0][:, None]
         return y.reshape(y.shape[:2] + out)
+    if _by_columns(x.size, w.size, x.shape[0] * math.prod(out), layout.channels_last(w)):
+        return _conv_by_columns(x, w, bias[0] if bias else None, tuple(stride), tuple(padding), tuple(dilation), out,
+                                last)
     geometry = (tuple(x.shape[2:]), tuple(padding), out, kernel, tuple(stride), tuple(dilation), x.shape[1],
                 not layout.channels_last(w))
     source, plan = _source(x, padding, _reach(out, kernel, stride, dilation),
@@ -397,6 +471,10 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
         return whole
     if c < MIN_CHANNELS:
         return _input_grad_by_columns(g, w, tuple(size), tuple(stride), tuple(padding), tuple(dilation))
+    if _by_columns(g.shape[0] * c * math.prod(size), w.size, g.shape[0] * math.prod(g.shape[2:]),
+                   layout.channels_last(w)):
+        return _in_layout(_input_grad_by_columns(g, w, tuple(size), tuple(stride), tuple(padding), tuple(dilation)),
+                          last)
     geometry = (tuple(size), tuple(g.shape[2:]), tuple(w.shape[2:]), tuple(stride), tuple(padding), tuple(dilation),
                 o)
     front, reach, _ = _input_plan(*geometry)
@@ -411,18 +489,17 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
 
 
 def _input_grad_by_columns(g, w, size: tuple, stride: tuple, padding: tuple, dilation: tuple):
-    """conv_input_grad into fewer than MIN_CHANNELS channels (an RGB input's, whose tiles would hold mostly
-    padding): each sample's columns w^T @ g added back into their windows by col2im, the padding cropped (DCGAN's
-    discriminator input (16, 3, 64, 64): 2.0 -> 0.5 ms)."""
+    """conv_input_grad by columns, row-major: w^T times g over the whole batch, the columns added back into their
+    windows by col2im, the padding cropped. Into fewer than MIN_CHANNELS channels (an RGB input's, whose tiles
+    would hold mostly padding: DCGAN's discriminator input (16, 3, 64, 64): 2.0 -> 0.5 ms), and where _by_columns
+    says."""
     (n, o), c, kernel, out = g.shape[:2], w.shape[1], tuple(w.shape[2:]), tuple(g.shape[2:])
-    reach = _reach(out, kernel, stride, dilation)
-    cols = np.matmul(np.reshape(w, (o, -1)).T, np.reshape(g, (n, o, -1)))
-    image = windows._col2im_impl(np, cols.reshape((n, c, math.prod(kernel)) + out), size=reach, kernel=kernel,
-                                 stride=stride, dilation=dilation, batch_inner=False)
+    cols = linalg.product(np.reshape(w, (o, -1)).T, _samples_last(g))
+    image = windows._col2im_impl(np, cols.reshape((c, math.prod(kernel), n) + out),
+                                 size=_reach(out, kernel, stride, dilation), kernel=kernel, stride=stride,
+                                 dilation=dilation, batch_inner=True)
     gx = np.zeros((n, c) + size, g.dtype)
-    ends = [min(r, p + m) for r, p, m in zip(reach, padding, size)]
-    gx[(Ellipsis,) + tuple(slice(0, max(0, e - p)) for e, p in zip(ends, padding))] = \
-        image[(Ellipsis,) + tuple(slice(p, max(p, e)) for e, p in zip(ends, padding))]
+    _place(image, gx, tuple(-p for p in padding))
     return gx
 
 
@@ -454,6 +531,9 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
         if layout.channels_last(g) and layout.channels_last(x):
             return (layout.rows(g).T @ layout.rows(x, _strided(stride, out))).reshape((o, c) + kernel)
         return _pointwise_weight_grad(np.reshape(g, (n, o, -1)), _taken(x, stride, out)).reshape((o, c) + kernel)
+    if _by_columns(x.size, o * c * math.prod(kernel), n * math.prod(out), last):
+        cols = _columns(x, kernel, tuple(stride), tuple(padding), tuple(dilation), out)
+        return linalg.product(_samples_last(g), cols.T).reshape((o, c) + kernel)
     # a row-major weight at least the input's size: the taps channel major, so that dw's rows reach (O, C, K) in
     # one transpose ((4, 256, 4, 4) by 256 x 256 x 3 x 3: 0.66 -> 0.56 ms); below it the element-major taps'
     # tiles ran up to 5% faster and the reordering costs little

@@ -120,6 +120,12 @@ def _matmul_impl(xp, a, b):
         _threads.product_done()
 
 
+def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b of CPU arrays as eager matmul computes it (fnx's GEMM or numpy's, the pool's load sampled), for impls
+    of other primitives whose work is a product (a convolution by columns, fnx/ops/conv.py)."""
+    return _matmul_impl(np, a, b)
+
+
 def _product(xp, a, b):
     # outer products, batched or not (per-example gradients, nn.Linear(1, n) and its input's gradient through
     # nn.Linear(n, 1)): BLAS gains nothing there, a broadcast multiply wins ((97, 1) @ (1, 80) float64: 9.7 us vs
