@@ -307,6 +307,30 @@ def test_pointwise_convolutions_run_as_matrix_products_and_equal_the_composite(s
     _check_against_the_composite(case, f)
 
 
+@given(case=_cases(), transposed=st.booleans())
+@settings(max_examples=25, deadline=None)
+def test_convolutions_by_columns_equal_the_composite_for_any_geometry(case, transposed):
+    """Every convolution run by columns (the ratio and work thresholds at zero): strides, dilations, paddings,
+    1-3 spatial dims, transposed ones with their output padding."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(direct, "COLUMNS_RATIO", 0)
+        m.setattr(direct, "COLUMNS_WORK", 0)
+        if not transposed:
+            _check_against_the_composite(case)
+            return
+        nd, (n, c), w = case["nd"], case["x"][:2], case["w"]
+        reach = [m_ + 2 * p - d * (k - 1) - 1 for m_, p, d, k in zip(case["x"][2:], case["padding"], case["dilation"],
+                                                                    w[2:])]
+        if min(reach) < 0:
+            return
+        params = {k: case[k] for k in ("stride", "padding", "dilation", "groups")}
+        case = dict(case, x=(n, w[0]) + tuple(r // s + 1 for r, s in zip(reach, case["stride"])),
+                    w=(w[0], c // case["groups"]) + w[2:], out=c,
+                    output_padding=tuple(r % s for r, s in zip(reach, case["stride"])))
+        _check_against_the_composite(case, lambda x, w, b: _CONV_TRANSPOSE[nd](
+            x, w, b, output_padding=case["output_padding"], **params))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("last", [False, True])
 @pytest.mark.parametrize("nd,x,w,geometry,bias", [
