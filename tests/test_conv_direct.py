@@ -310,11 +310,12 @@ def test_pointwise_convolutions_run_as_matrix_products_and_equal_the_composite(s
 @given(case=_cases(), transposed=st.booleans())
 @settings(max_examples=25, deadline=None)
 def test_convolutions_by_columns_equal_the_composite_for_any_geometry(case, transposed):
-    """Every convolution run by columns (the ratio and work thresholds at zero): strides, dilations, paddings,
+    """Every convolution run by columns (the ratio and work thresholds at zero, no bound on the columns): strides, dilations, paddings,
     1-3 spatial dims, transposed ones with their output padding."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr(direct, "COLUMNS_RATIO", 0)
         m.setattr(direct, "COLUMNS_WORK", 0)
+        m.setattr(direct, "COLUMNS_SIZE", 1 << 30)
         if not transposed:
             _check_against_the_composite(case)
             return
@@ -362,3 +363,14 @@ def test_weights_many_times_the_input_run_by_columns_and_equal_the_composite(nd,
     # transposed: conv_input_grad by columns, and its gradients
     f = lambda x, w, b: _CONV_TRANSPOSE[nd](x.to(memory_format=fmt), w, b, **params)   # noqa: E731
     _check_against_the_composite(case, f)
+
+
+def test_columns_larger_than_the_weight_are_not_written(monkeypatch):
+    """A 3-D convolution whose 7 x 7 x 7 kernel would make columns 8 times the weight's size runs the direct
+    loops, though its weight holds 8 times the input's elements (the ratio that pays)."""
+    def unused(*args, **kwargs):
+        raise AssertionError("columns larger than the weight were written")
+    monkeypatch.setattr(direct, "_columns", unused)
+    x, w = fnx.randn(1, 16, 8, 8, 8), fnx.randn(16, 16, 7, 7, 7)
+    assert w.numel() >= direct.COLUMNS_RATIO * x.numel() and w.numel() * 512 >= direct.COLUMNS_WORK
+    _close(F.conv3d(x, w, padding=3).numpy(), F.conv3d(x.double(), w.double(), padding=3).numpy(), np.float32)

@@ -61,9 +61,11 @@ __all__ = ["conv", "conv_input_grad", "conv_weight_grad", "runs_on", "pays", "MI
 # Convolutions with fewer output channels than this run the composite form (see pays).
 MIN_CHANNELS = 8
 # Row-major convolutions whose weight holds at least COLUMNS_RATIO times the input's elements, of at least
-# COLUMNS_WORK multiply-adds, run by columns (see _by_columns).
+# COLUMNS_WORK multiply-adds, whose columns hold at most COLUMNS_SIZE times the weight's elements, run by columns
+# (see _by_columns).
 COLUMNS_RATIO = 8
 COLUMNS_WORK = 1 << 24
+COLUMNS_SIZE = 1
 # Whether eager convolutions may run these primitives at all.
 ENABLED = os.environ.get("FNX_CONV_BLOCKS", "1") != "0"
 
@@ -114,12 +116,15 @@ def _padded(front: tuple, size: tuple, reach: tuple) -> tuple:
     return tuple(max(f + m, r) for f, m, r in zip(front, size, reach))
 
 
-def _by_columns(x_size: int, w_size: int, positions: int, w_last: bool) -> bool:
+def _by_columns(x_size: int, w_size: int, positions: int, outputs: int, w_last: bool) -> bool:
     """Whether a convolution of an input of x_size elements by a weight of w_size runs by columns (im2col of the
     whole batch, one product with the weight on fnx's GEMM) rather than by the direct loops: a row-major weight
     holding at least COLUMNS_RATIO times the input's elements (few positions, many channels: U-Net's 4 x 4
     layers), with at least COLUMNS_WORK multiply-adds (the weight's elements times the output's `positions`,
-    samples included). There the direct loops' groups hold a few positions each (a 4 x 4 image's corners one), so
+    samples included), and at most COLUMNS_SIZE times as many positions as `outputs` (the forward's output
+    channels): the columns then hold at most that many times the weight's elements (a 7 x 7 x 7 kernel's on a
+    14^3 input would hold 43 times as many).
+    There the direct loops' groups hold a few positions each (a 4 x 4 image's corners one), so
     every tile reads its rows of w for little work, while the product reads w once for all positions; the columns
     cost about w's size, and moving the input and output to row-major and back (they are small beside w) little.
     (4, 256, 4, 4) by 256 x 256 x 3 x 3 on a 2-core Xeon (model 167): forward 0.97 -> 0.51 ms, input gradient 0.92
@@ -128,7 +133,8 @@ def _by_columns(x_size: int, w_size: int, positions: int, w_last: bool) -> bool:
     the direct loops 1.5-2.5x less; below 2^24 multiply-adds the columns' copies cost what they saved ((4, 128, 3,
     3) by 128 x 128 x 3 x 3, 5.3 million: 0.22 -> 0.23 ms). Inside W12's U-Net step (channels-last activations,
     row-major weights) its 4 x 4 layers' convolutions took 3.7 ms a step against 5.0."""
-    return not w_last and w_size >= COLUMNS_RATIO * x_size and w_size * positions >= COLUMNS_WORK
+    return not w_last and w_size >= COLUMNS_RATIO * x_size and w_size * positions >= COLUMNS_WORK and \
+        positions <= COLUMNS_SIZE * outputs
 
 
 def _columns(x, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, out: tuple):
@@ -374,7 +380,7 @@ def _conv_impl(xp, x, w, *bias, stride, padding, dilation, out_size):
         if bias:
             y += bias[0][:, None]
         return y.reshape(y.shape[:2] + out)
-    if _by_columns(x.size, w.size, x.shape[0] * math.prod(out), layout.channels_last(w)):
+    if _by_columns(x.size, w.size, x.shape[0] * math.prod(out), w.shape[0], layout.channels_last(w)):
         return _conv_by_columns(x, w, bias[0] if bias else None, tuple(stride), tuple(padding), tuple(dilation), out,
                                 last)
     geometry = (tuple(x.shape[2:]), tuple(padding), out, kernel, tuple(stride), tuple(dilation), x.shape[1],
@@ -471,7 +477,7 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
         return whole
     if c < MIN_CHANNELS:
         return _input_grad_by_columns(g, w, tuple(size), tuple(stride), tuple(padding), tuple(dilation))
-    if _by_columns(g.shape[0] * c * math.prod(size), w.size, g.shape[0] * math.prod(g.shape[2:]),
+    if _by_columns(g.shape[0] * c * math.prod(size), w.size, g.shape[0] * math.prod(g.shape[2:]), o,
                    layout.channels_last(w)):
         return _in_layout(_input_grad_by_columns(g, w, tuple(size), tuple(stride), tuple(padding), tuple(dilation)),
                           last)
@@ -531,7 +537,7 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
         if layout.channels_last(g) and layout.channels_last(x):
             return (layout.rows(g).T @ layout.rows(x, _strided(stride, out))).reshape((o, c) + kernel)
         return _pointwise_weight_grad(np.reshape(g, (n, o, -1)), _taken(x, stride, out)).reshape((o, c) + kernel)
-    if _by_columns(x.size, o * c * math.prod(kernel), n * math.prod(out), last):
+    if _by_columns(x.size, o * c * math.prod(kernel), n * math.prod(out), o, last):
         cols = _columns(x, kernel, tuple(stride), tuple(padding), tuple(dilation), out)
         return linalg.product(_samples_last(g), cols.T).reshape((o, c) + kernel)
     # a row-major weight at least the input's size: the taps channel major, so that dw's rows reach (O, C, K) in
