@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["channels_last", "channels_last_copy", "dense_order", "to_last", "from_last", "rows", "from_rows"]
+__all__ = ["channels_last", "channels_last_copy", "dense_order", "to_last", "from_last", "rows", "from_rows",
+           "channels_innermost", "copy_into", "copied", "contiguous"]
+
+# The C loops of strided copies on fnx's pool (fnx/lowering/copy_kernels.py sets this at import): its `copy_into`
+# returns False where numpy should copy (small, contiguous, no C compiler).
+native = None
 
 
 def channels_last(a) -> bool:
@@ -24,6 +29,16 @@ def channels_last(a) -> bool:
     return True
 
 
+def channels_innermost(a) -> bool:
+    """Whether the (N, C, *spatial) array `a` lies as a channels-last one or a slice of one along its channels
+    (cat's backward hands such out): channels innermost by one element, the batch and spatial dims' strides
+    falling in order (PyTorch suggests the channels-last format for both)."""
+    if a.ndim < 3 or a.flags.c_contiguous or a.shape[1] == 1 or a.strides[1] != a.itemsize:
+        return False
+    outer = (a.strides[0],) + a.strides[2:]
+    return all(s >= t for s, t in zip(outer, outer[1:])) and outer[-1] >= a.shape[1] * a.itemsize
+
+
 def channels_last_copy(a):
     """`a` if channels-last; a channels-last copy where its channels are innermost but it does not fill a block
     of memory (a slice along the channels of a channels-last array, as cat's backward hands out: copied row by
@@ -31,8 +46,29 @@ def channels_last_copy(a):
     if channels_last(a):
         return a
     if a.ndim >= 3 and a.shape[1] > 1 and a.strides[1] == a.itemsize and not a.flags.c_contiguous:
-        return from_last(np.ascontiguousarray(to_last(a)))
+        return from_last(copied(to_last(a)))
     return None
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """`src` written into `dst` (same shape and dtype, no overlap): by fnx's strided copy loops on its threads
+    where they take it, else by numpy."""
+    if native is None or not native.copy_into(dst, src):
+        np.copyto(dst, src)
+
+
+def contiguous(a: np.ndarray) -> np.ndarray:
+    """`a` if row-major, else `copied(a)` (numpy's `ascontiguousarray` for arrays of one dim or more)."""
+    return a if a.flags.c_contiguous else copied(a)
+
+
+def copied(a: np.ndarray) -> np.ndarray:
+    """A row-major copy of the numpy array `a` (`a.copy()`, strided layouts on fnx's threads)."""
+    if a.flags.c_contiguous:
+        return a.copy()
+    out = np.empty(a.shape, a.dtype)
+    copy_into(out, a)
+    return out
 
 
 def dense_order(a) -> tuple | None:

@@ -45,6 +45,27 @@ def test_dot_grad_never_shares_memory_with_what_the_user_holds():
         assert t.grad.numpy().flags.writeable
 
 
+def test_a_gradient_that_nothing_else_holds_is_taken_without_a_copy():
+    """As PyTorch's AccumulateGrad steals it: a leaf's first gradient, its node's last cotangent (a weight's, as a
+    product's or a convolution's vjp returns it last), goes into .grad as it is, not copied."""
+    made = []
+
+    class Scale(Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            gw = g * 2.0
+            made.append(id(gw.numpy()))
+            return g * 1.0, gw
+
+    x, w = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    Scale.apply(x, w).sum().backward()
+    assert id(w.grad.numpy()) == made[0] and w.grad.tolist() == [2.0, 2.0]
+
+
 def test_backward_twice_needs_retain_graph():
     x = leaf([1.0, 2.0])
     y = (x.exp() * x).sum()

@@ -313,6 +313,23 @@ def test_small_and_strided_sums(c_results):
     np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=0), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("axes", [(0, 2, 3), (0, 2), (1,), (0, 1, 3), (2, 3)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_sums_of_channels_last_arrays_run_over_their_memory(c_results, axes, keepdims):
+    """A channels-last gradient summed to a bias's shape (over N, H, W: its memory's leading dims) runs the column
+    loop over the memory as it lies, not numpy's strided one; a sum over its trailing dim in memory (C) the row
+    loop; the result in the input's order of dims. Over H and W (in the middle of its memory) the row loop runs on
+    a row-major copy, as before; over N, C and W numpy runs it."""
+    x = RNG.uniform(-4, 4, (4, 16, 32, 32)).astype(np.float32)
+    t = fnx.tensor(x).to(memory_format=fnx.channels_last)
+    got = t.sum(dim=axes, keepdim=keepdims).numpy()
+    want = x.astype(np.float64).sum(axis=axes, keepdims=keepdims)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-3)
+    ran = c_results[-1] is not None
+    assert ran == (axes != (0, 1, 3))
+
+
 def test_a_flat_kernel_below_the_parallel_threshold_stays_vectorised():
     """The flat loop's `if` names the parallel construct: a bare `if` on `parallel for simd` applies to `simd`
     too (OpenMP 5.0), and gcc then compiles a scalar loop for the arrays below the threshold (tanh of 16384

@@ -209,6 +209,26 @@ def test_recorded_relu_in_place_writes_the_tensors_memory_and_differentiates(sha
     np.testing.assert_array_equal(x.grad.numpy(), np.where(want > 0, g, 0))
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (4, 16, 32, 32)])
+def test_relu_in_place_where_nothing_records_writes_the_memory_it_is_given(shape):
+    # inference (no_grad, or no input requiring grad): relu's result computed into the tensor's own array, a
+    # channels-last one or a strided view of a base (which sees the write), no new array
+    rng = np.random.default_rng(1)
+    values = rng.standard_normal((shape[0], 2 * shape[1]) + shape[2:]).astype(np.float32)
+    for make in (lambda t: t[:, :shape[1]], lambda t: t[:, :shape[1]].contiguous(memory_format=fnx.channels_last),
+                 lambda t: t[:, ::2].contiguous()):
+        base = fnx.tensor(values.copy())
+        y = make(base)
+        before, array, version = y.numpy().copy(), y._value, y._version[0]
+        with fnx.no_grad():
+            assert y.relu_() is y
+        assert y._value is array and y._version[0] == version + 1
+        np.testing.assert_array_equal(y.numpy(), np.maximum(before, 0))
+        if y._base is base:   # the view's write reached the base, and only that part of it
+            np.testing.assert_array_equal(base.numpy()[:, :shape[1]], np.maximum(values[:, :shape[1]], 0))
+            np.testing.assert_array_equal(base.numpy()[:, shape[1]:], values[:, shape[1]:])
+
+
 def test_relu_in_place_of_a_value_another_node_saved_fails_its_backward():
     x = fnx.randn(8, 1024, requires_grad=True)
     y = x * 1.0

@@ -50,7 +50,7 @@ def _views(draw, shape: tuple, dtype, sliced: bool = True) -> np.ndarray:
        shape=st.lists(st.integers(1, 6), min_size=1, max_size=4).map(tuple))
 def test_the_loops_give_numpys_bits_in_the_first_operands_layout(data, op, dtype, shape):
     binary = strided_kernels.OPS[op] == 2
-    x = data.draw(_views(shape, dtype, sliced=not binary or data.draw(st.booleans())))
+    x = data.draw(_views(shape, dtype))
     operands = [x]
     if binary:
         kept = data.draw(st.lists(st.booleans(), min_size=len(shape), max_size=len(shape)))
@@ -65,14 +65,15 @@ def test_the_loops_give_numpys_bits_in_the_first_operands_layout(data, op, dtype
         got = eager_kernels._strided(launch, *operands)
     assert _same(got, want)
     order = tuple(range(x.ndim)) if x.flags.c_contiguous else layout.dense_order(x)
-    if order is None:   # a lone strided operand: the output in the order of its strides
+    if order is None:   # a strided first operand: the output in the order of its strides
         order = tuple(sorted(range(x.ndim), key=lambda d: -x.strides[d]))
     assert got.transpose(order).flags.c_contiguous
 
 
 def test_the_loops_decline_what_numpy_loops_over_well():
     """Contiguous operands of the output's shape or broadcast along its leading dims, a broadcast first operand,
-    integer and small operands, and a first operand that does not fill a block of memory beside a second."""
+    integer and small operands, and a first operand that steps by more than one element along its innermost dim
+    beside a second."""
     mul, neg = Primitive.registry["mul"], Primitive.registry["neg"]
     rng = np.random.default_rng(0)
     full = rng.standard_normal((64, 256)).astype(np.float32)

@@ -25,6 +25,7 @@ from . import scatter_kernels  # noqa: F401  (sets fnx.ops.indexing.native)
 from . import depthwise_kernels  # noqa: F401  (sets fnx.ops.depthwise_conv.native)
 from . import gemm_kernels  # noqa: F401  (sets fnx.ops.linalg.gemm)
 from . import window_kernels  # noqa: F401  (sets fnx.ops.windows.native)
+from . import copy_kernels  # noqa: F401  (sets fnx.array_layout.native)
 
 __all__ = ["lower", "Executable", "backends", "check_backend", "default_backend"]
 

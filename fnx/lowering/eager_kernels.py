@@ -36,7 +36,7 @@ from ..device import cpu
 from ..dtypes import float32, float64
 from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
-from ..array_layout import dense_order
+from ..array_layout import contiguous, dense_order
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 from . import strided_kernels
@@ -280,7 +280,7 @@ def _elementwise(prim: Primitive, arrays: tuple, params: dict, into: np.ndarray 
         if copy:   # a strided operand (an LSTM's gate, a column slice): the kernel reads a contiguous copy
             if into is not None:
                 return None
-            x, last = np.ascontiguousarray(x), np.ascontiguousarray(last)
+            x, last = contiguous(x), contiguous(last)
         out = np.empty(shape, x.dtype) if into is None else into
         fn(_ARRAYS[1](id(x), id(out)) if len(arrays) == 1 else _ARRAYS[2](id(x), id(last), id(out)), block)
         return out
@@ -403,6 +403,10 @@ def _sum(prim: Primitive, x: np.ndarray, *, axes: tuple, keepdims: bool) -> np.n
     n = len(axes)
     if x.size < SUM_MIN or x.dtype not in _DTYPES or not 0 < n <= x.ndim:
         return None
+    if not x.flags.c_contiguous and n < x.ndim:
+        out = _sum_in_memory_order(prim, x, axes, keepdims)
+        if out is not None:
+            return out
     if n == x.ndim:
         return _sum_pairwise(x, keepdims)
     if axes == tuple(range(n)):
@@ -412,6 +416,23 @@ def _sum(prim: Primitive, x: np.ndarray, *, axes: tuple, keepdims: bool) -> np.n
     cols = math.prod(x.shape[x.ndim - n:])
     shape = x.shape[:x.ndim - n] + (1,) * n if keepdims else x.shape[:x.ndim - n]
     return _call(prim, ("rows",), (x,), np.empty(shape, x.dtype), x.size // cols, cols)
+
+
+def _sum_in_memory_order(prim: Primitive, x: np.ndarray, axes: tuple, keepdims: bool) -> np.ndarray | None:
+    """`_sum` of an `x` that fills a block of memory in another order than row-major (a channels-last gradient
+    summed to a bias: over (0, 2, 3), its memory's leading dims): the sum of the row-major view of that memory
+    over the same dims, its result moved back to x's order of dims ((4, 16, 64, 64) float32: 290 -> 71 us);
+    None where x does not fill a block or no loop takes that sum."""
+    order = dense_order(x)
+    if order is None:
+        return None
+    out = _sum(prim, x.transpose(order), axes=tuple(sorted(order.index(a) for a in axes)), keepdims=keepdims)
+    if out is None:
+        return None
+    if keepdims:
+        return out.transpose(_inverse(order))
+    kept = [d for d in order if d not in axes]   # the output's dims, in the memory's order
+    return out.transpose([kept.index(d) for d in sorted(kept)])
 
 
 def _sum_pairwise(x: np.ndarray, keepdims: bool) -> np.ndarray | None:
@@ -452,7 +473,7 @@ def _call(prim: Primitive, kinds: tuple, arrays, out: np.ndarray, rows: int, col
     if kernel is None:
         return None
     fn, meta, symbols = kernel
-    arrays = [np.ascontiguousarray(a) for a in arrays]
+    arrays = [contiguous(a) for a in arrays]
     values = (1, rows, cols, rows * cols)
     fn(_ARRAYS[len(arrays)](*map(id, arrays), id(out)), meta(*[values[s] for s in symbols]))
     return out

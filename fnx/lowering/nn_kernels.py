@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..array_layout import dense_order
+from ..array_layout import contiguous, dense_order
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
@@ -103,7 +103,7 @@ def _rows(name: str, dim: int, *arrays: np.ndarray) -> np.ndarray | None:
     fns = _functions(x.dtype, x.size, name)
     if fns is None:
         return None
-    arrays = [np.ascontiguousarray(a) for a in arrays]
+    arrays = [contiguous(a) for a in arrays]
     out = np.empty(x.shape, x.dtype)
     fns[0](*(data_pointer(a) for a in arrays), data_pointer(out), x.size // x.shape[-1], x.shape[-1])
     return out
@@ -118,7 +118,7 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None
     if fns is None:
         return None
     m = math.prod(x.shape[x.ndim - k:])
-    x, w, b = (None if a is None else np.ascontiguousarray(a) for a in (x, weight, bias))
+    x, w, b = (None if a is None else contiguous(a) for a in (x, weight, bias))
     y = np.empty(x.shape, x.dtype)
     stat_shape = x.shape[:x.ndim - k] + (1,) * k
     mean, rstd = np.empty(stat_shape, x.dtype), np.empty(stat_shape, x.dtype)
@@ -135,7 +135,7 @@ def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np
         a is None or a.dtype == x.dtype for a in (g, weight, mean, rstd)) else None
     if fns is None:
         return None
-    g, x, mean, rstd = (np.ascontiguousarray(a) for a in (g, x, mean, rstd))
+    g, x, mean, rstd = (contiguous(a) for a in (g, x, mean, rstd))
     rows = mean.size
     normalized = x.shape[x.ndim - k:]
     w = np.ones(normalized, x.dtype) if weight is None else np.ascontiguousarray(weight)   # g * 1: g's bits
@@ -152,7 +152,7 @@ def _channels(name: str, *arrays: np.ndarray) -> tuple | None:
     dtype, and those arrays contiguous; None where numpy should run it."""
     x = arrays[0]
     fns = _functions(x.dtype, x.size, name) if all(a.dtype == x.dtype for a in arrays) else None
-    return None if fns is None else (fns[0],) + tuple(np.ascontiguousarray(a) for a in arrays)
+    return None if fns is None else (fns[0],) + tuple(contiguous(a) for a in arrays)
 
 
 def batch_norm_stats(x: np.ndarray) -> tuple | None:

@@ -4,8 +4,8 @@ short rows on one thread (Llama's rotary embedding: a query laid out (B, T, H, D
 a cos table broadcast over the heads; the gradients through it).
 
 `launch` plans a call once for its operands' shapes, strides and dtype: the output's layout (the first operand's,
-as `_in_first_layout` in fnx/ops/_families.py gives: its dense order, or for a lone strided operand the order of
-its strides), the operands' strides in elements along it, dims merged where every operand runs on across them.
+as `_in_first_layout` in fnx/ops/_families.py gives: its dense order, or for a strided operand the order of its
+strides), the operands' strides in elements along it, dims merged where every operand runs on across them.
 eager_kernels keeps the plan among its launches, so later calls on those layouts make one lookup and one C call.
 """
 from __future__ import annotations
@@ -44,7 +44,8 @@ def launch(prim, arrays: tuple) -> tuple | None:
     """(C function, meta block, the output's shape in its memory order, the order's inverse) for `prim` over
     `arrays`, or None where numpy should run it: another primitive or dtype, a small output, operands numpy
     already loops over well (contiguous ones, each of the output's shape or broadcast along its leading dims),
-    a first operand broadcast, or two operands of which the first does not fill a block of memory."""
+    or a first operand broadcast. The output is laid out in the first operand's order: its dense order, or for
+    a slice the order of its strides."""
     name = prim.name
     if OPS.get(name) != len(arrays):
         return None
@@ -65,9 +66,7 @@ def launch(prim, arrays: tuple) -> tuple | None:
     if any(s < 0 or s % size for a in arrays for s in a.strides):
         return None
     order = tuple(range(x.ndim)) if x.flags.c_contiguous else layout.dense_order(x)
-    if order is None:
-        if len(arrays) == 2:
-            return None
+    if order is None:   # a slice: the order of its strides (a channel slice of a channels-last array's: that layout)
         order = tuple(sorted(range(x.ndim), key=lambda d: -x.strides[d]))
     dims = _merged([shape[d] for d in order], [_steps(a, shape, order, size) for a in arrays])
     if len(dims[0]) > MAX_DIMS or len(arrays) == 2 and dims[1][0][-1] != 1:   # the loops step x's rows by 1

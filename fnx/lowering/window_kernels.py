@@ -27,7 +27,7 @@ import numpy as np
 
 from ..ops import windows
 from ..array_pointers import data_pointer
-from ..array_layout import channels_last, from_last, to_last
+from ..array_layout import channels_last, contiguous, from_last, to_last
 from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
@@ -86,7 +86,7 @@ def _row_table(a: np.ndarray, nd: int, k: int, osz: int, batch_inner: bool) -> t
     offset fill one stretch of the (*b, C, K, N, *out) columns (any strides of b, n, c are read in place)."""
     lead = a.shape[:a.ndim - nd]
     if not batch_inner or not _contiguous_planes(a, nd) or len(lead) > 3:
-        a = np.ascontiguousarray(a)
+        a = contiguous(a)
     if not batch_inner:
         return a, _Rows(1, math.prod(lead), 1, 0, math.prod(a.shape[a.ndim - nd:]), 0, 0, k * osz, 0, osz)
     a = a.reshape((-1,) + a.shape[a.ndim - nd - 2:])
@@ -138,7 +138,7 @@ def col2im(cols: np.ndarray, size: tuple, kernel: tuple, stride: tuple, dilation
         return None
     out = cols.shape[cols.ndim - nd:]
     lead = windows.cols_lead(cols.shape, nd, batch_inner)
-    cols = np.ascontiguousarray(cols)
+    cols = contiguous(cols)
     x = np.empty(lead + tuple(size), dtype=cols.dtype) if into is None else into
     x, rows = _row_table(x, nd, k, math.prod(out), batch_inner)
     fn(_ptr(cols), _ptr(x), rows, _geometry(size, kernel, stride, dilation, out))
@@ -152,7 +152,7 @@ def conv_output_vjp(g: np.ndarray, nd: int) -> list[np.ndarray] | None:
     if fn is None:
         return None
     lead, (n, c), spatial = g.shape[:g.ndim - nd - 2], g.shape[g.ndim - nd - 2:g.ndim - nd], g.shape[g.ndim - nd:]
-    g = np.ascontiguousarray(g)
+    g = contiguous(g)
     gy, gb = np.empty(lead + (c, n) + spatial, dtype=g.dtype), np.empty(lead + (c,), dtype=g.dtype)
     fn(_ptr(g), _ptr(gy), _ptr(gb), *(ctypes.c_longlong(m) for m in (math.prod(lead), n, c, math.prod(spatial))))
     return [gy, gb]
@@ -236,7 +236,7 @@ def _argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: t
     fn = _function("window_argmax", x, x.size) if nd <= 3 else None
     if fn is None or (x.dtype == np.float32 and math.prod(spatial) >= 2 ** 31):
         return None
-    x = np.ascontiguousarray(x)
+    x = contiguous(x)
     pos = np.empty(lead + tuple(out), dtype=np.int64)
     values = np.empty(pos.shape, dtype=x.dtype) if with_values else None
     fn(_ptr(x), _ptr(pos), ctypes.c_longlong(math.prod(lead)), _geometry(spatial, kernel, stride, dilation, out),
@@ -268,12 +268,12 @@ def window_max(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out
 def _channels_last_rows(a: np.ndarray, nd: int) -> np.ndarray:
     """A channels-last (N, C, *spatial) array's memory as (N, prod(spatial), C) (a copy where `a` is not
     channels-last)."""
-    return np.ascontiguousarray(to_last(a)).reshape(a.shape[0], -1, a.shape[1])
+    return contiguous(to_last(a)).reshape(a.shape[0], -1, a.shape[1])
 
 
 def _rows(a: np.ndarray, nd: int) -> np.ndarray:
     """`a` contiguous, its last nd dims as one."""
-    return np.ascontiguousarray(a).reshape(math.prod(a.shape[:a.ndim - nd]), math.prod(a.shape[a.ndim - nd:]))
+    return contiguous(a).reshape(math.prod(a.shape[:a.ndim - nd]), math.prod(a.shape[a.ndim - nd:]))
 
 
 def window_take(x: np.ndarray, pos: np.ndarray, nd: int) -> np.ndarray | None:

@@ -162,12 +162,12 @@ def _samples_last(g):
     """g (N, O, *out), row-major or channels-last, as the (O, N * positions) matrix that products with the
     columns take: one transposing copy."""
     n, o = g.shape[:2]
-    return np.ascontiguousarray(np.moveaxis(g, 1, 0)).reshape(o, -1)
+    return layout.contiguous(np.moveaxis(g, 1, 0)).reshape(o, -1)
 
 
 def _in_layout(a, last: bool):
     """The row-major array a (N, C, *s) as a channels-last copy where `last`, else itself."""
-    return layout.from_last(np.ascontiguousarray(layout.to_last(a))) if last else a
+    return layout.from_last(layout.contiguous(layout.to_last(a))) if last else a
 
 
 def _conv_by_columns(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, out: tuple, last: bool):
@@ -175,20 +175,20 @@ def _conv_by_columns(x, w, bias, stride: tuple, padding: tuple, dilation: tuple,
     n, o = x.shape[0], w.shape[0]
     y = linalg.product(np.reshape(w, (o, -1)), _columns(x, tuple(w.shape[2:]), stride, padding, dilation, out))
     if last:   # the positions' rows of channels
-        rows = np.ascontiguousarray(y.T)
+        rows = layout.contiguous(y.T)
         if bias is not None:
             _add_to_rows(rows, bias)
         return layout.from_rows(rows, n, out)
     y = y.reshape((o, n) + out)
     if bias is not None:
         return windows._conv_output_impl(np, y, bias, nd=len(out))
-    return np.ascontiguousarray(np.moveaxis(y, 1, 0))
+    return layout.contiguous(np.moveaxis(y, 1, 0))
 
 
 def _framed(a, front: tuple, reach: tuple):
     """a (n, C, *s) channels-last in a frame of zeros, `front` of them before each dim: (n, *padded, C)."""
     framed = np.empty((a.shape[0],) + _padded(front, a.shape[2:], reach) + (a.shape[1],), a.dtype)
-    windows.native.pad_cl(a if layout.channels_last(a) else np.ascontiguousarray(a), framed, tuple(front))
+    windows.native.pad_cl(a if layout.channels_last(a) else layout.contiguous(a), framed, tuple(front))
     return framed
 
 
@@ -314,8 +314,8 @@ def _pointwise_product(w, x):
     (n, c, p), o = x.shape, w.shape[0]
     if n == 1 or p >= 16:
         return np.matmul(w, x)
-    y = w @ np.ascontiguousarray(x.transpose(1, 0, 2)).reshape(c, n * p)
-    return np.ascontiguousarray(y.reshape(o, n, p).transpose(1, 0, 2))
+    y = w @ layout.contiguous(x.transpose(1, 0, 2)).reshape(c, n * p)
+    return layout.contiguous(y.reshape(o, n, p).transpose(1, 0, 2))
 
 
 def _packed(w):
@@ -352,7 +352,7 @@ def _direct(source, packed, plan: tuple, outs: tuple, out_channels: int, bias=No
     if last:
         rows = rows.reshape(-1, rows.shape[-1])
         if rows.shape[-1] != out_channels:
-            rows = np.ascontiguousarray(rows[:, :out_channels])
+            rows = layout.contiguous(rows[:, :out_channels])
         if bias is not None:
             _add_to_rows(rows, bias)
         return layout.from_rows(rows, n, outs)
@@ -490,7 +490,7 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
     if layout.channels_last(w):   # rows (o, k): w[o, :, k], as a channels-last w lies
         packed[:, :, :c] = layout.to_last(w).reshape(o, -1, c)
     else:
-        windows.native.transpose(np.ascontiguousarray(w).reshape(o, c, -1), packed)
+        windows.native.transpose(layout.contiguous(w).reshape(o, c, -1), packed)
     return _direct(source, packed.reshape(-1, width), plan, tuple(size), c, last=last)
 
 
@@ -555,7 +555,7 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
         if layout.channels_last(g):
             rows[:, :, :o] = layout.rows(g).reshape(n, -1, o)
         else:
-            windows.native.transpose(np.ascontiguousarray(g).reshape(n, o, -1), rows)
+            windows.native.transpose(layout.contiguous(g).reshape(n, o, -1), rows)
     threads = get_num_threads()
     chunks = max(1, min(threads, n * math.prod(out) // 256))   # parts of the positions; few positions: of the taps
     dw = windows.native.conv_weight_direct(source, rows, math.prod(kernel) * c, plan, chunks,
@@ -573,8 +573,8 @@ def _pointwise_weight_grad(g, x):
     1280 channels 2.1 -> 1.1 ms on one thread)."""
     if g.shape[2] >= 64:
         return np.matmul(g, x.transpose(0, 2, 1)).sum(0)
-    return np.ascontiguousarray(g.transpose(1, 0, 2)).reshape(g.shape[1], -1) @ \
-        np.ascontiguousarray(x.transpose(1, 0, 2)).reshape(x.shape[1], -1).T
+    return layout.contiguous(g.transpose(1, 0, 2)).reshape(g.shape[1], -1) @ \
+        layout.contiguous(x.transpose(1, 0, 2)).reshape(x.shape[1], -1).T
 
 
 @conv_weight_grad_p.def_abstract

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _dlpack, core, legacy_types
 from .. import dtypes as _dt
-from ..array_layout import dense_order
+from ..array_layout import copied, dense_order
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
 from ..device import cpu, device as _device_cls, device_of_array, get_default_device, set_default_device
 from ..tensor import (Size, Tensor, Tracer, channels_last, channels_last_3d, check_layout, check_memory_format,
@@ -396,7 +396,7 @@ def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, layout=None
 
 # ---------------------------------------------------------------- copies and transfers
 copy_p = Primitive("copy", saves_inputs=False, groups=("movement",))
-copy_p.def_impl(lambda xp, x: x.copy())
+copy_p.def_impl(lambda xp, x: copied(x) if xp is np else x.copy())
 copy_p.def_abstract(lambda x: x)
 copy_p.def_vjp(lambda g, primals, out: (g,))
 copy_p.def_jvp(lambda primals, tangents: (copy_p.bind(primals[0]), tangents[0]))

@@ -303,6 +303,18 @@ def _recorded_in_place(self: Tensor, prim, compute) -> bool:
     return True
 
 
+def _in_place(self: Tensor, compute) -> bool:
+    """Whether `compute` (a `_RESULT_ONLY` entry) wrote its op's result into `self`'s CPU float array where
+    nothing records (inference: nn.ReLU(inplace=True) on a (4, 16, 64, 64) float32 activation, 152 -> 18 us,
+    where the op's result was made and copied back)."""
+    a = self._value
+    if type(a) is not np.ndarray or a.dtype not in _NUMPY_FLOATS or not a.flags.writeable:
+        return False
+    compute(a)
+    self._version[0] += 1
+    return True
+
+
 def inplace(fn, name: str | None = None):
     """The in-place method `name_` of the out-of-place op `fn`."""
     op = name or fn.__name__ + "_"
@@ -321,6 +333,8 @@ def inplace(fn, name: str | None = None):
                 return self
             return assign_(self, fn(old_value(self), *args, **kwargs), op)
         if direct is not None and _in_numpy(self, direct, args, kwargs):
+            return self
+        if result_only and not args and not kwargs and _in_place(self, result_only[1]):
             return self
         return assign_(self, fn(self, *args, **kwargs), op)
 
