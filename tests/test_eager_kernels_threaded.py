@@ -401,3 +401,18 @@ def test_strided_outer_operands_keep_numpy(c_results):
     x, y = _operands([(4, 64, 8), (4, 1, 64)], np.float32)
     got = fnx.matmul(fnx.tensor(x)[:, :, :1], fnx.tensor(y)).numpy()   # a strided (4, 64, 1) view
     assert _same_bits(got, x[:, :, :1] * y) and c_results[-1] is None
+
+
+def test_a_unary_kernel_in_place_keeps_its_launch_by_the_operands_layout():
+    """relu_ on a channels-last activation (nn.ReLU(inplace=True)): the first call plans the flat loop over the
+    memory, later calls on that layout run it at once, with the same values."""
+    x = fnx.tensor(RNG.uniform(-4, 4, (4, 16, 32, 32)).astype(np.float32)).to(memory_format=fnx.channels_last)
+    for _ in range(3):
+        a = x.clone()
+        want = np.maximum(a.numpy(), 0)
+        with fnx.no_grad():
+            a.relu_()
+        assert a.is_contiguous(memory_format=fnx.channels_last)
+        np.testing.assert_array_equal(a.numpy(), want)
+    kept = [k for k in eager_kernels._launches if k[-1] == eager_kernels._IN_PLACE]
+    assert any(k[1] == (4, 16, 32, 32) and k[2] == x.numpy().strides for k in kept)

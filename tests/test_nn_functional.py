@@ -396,6 +396,19 @@ def test_batch_norm_training_updates_running_stats():
         F.batch_norm(fnx.ones(1, 3), None, None, training=True)
 
 
+@pytest.mark.parametrize("name", ["running_mean", "running_var", "weight", "bias"])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_names_a_per_channel_tensor_of_another_channel_count(name, training):
+    """As PyTorch: "<name> should contain 4 elements not 16", where numpy's broadcast error came out (a BatchNorm2d
+    built for 16 channels on a 4-channel input), channels-last inputs and modules too."""
+    given = {"running_mean": fnx.zeros(4), "running_var": fnx.ones(4), name: fnx.ones(16)}
+    x = fnx.randn(2, 4, 3, 3)
+    with pytest.raises(RuntimeError, match=f"batch_norm: {name} should contain 4 elements not 16"):
+        F.batch_norm(x, training=training, **given)
+    with pytest.raises(RuntimeError, match="batch_norm: running_mean should contain 4 elements not 16"):
+        fnx.nn.BatchNorm2d(16).train(training)(x.to(memory_format=fnx.channels_last))
+
+
 def test_layer_group_rms_instance_norm():
     x = RNG.standard_normal((2, 4, 3))
     w, b = RNG.standard_normal((4, 3)), RNG.standard_normal((4, 3))

@@ -142,6 +142,7 @@ def batch_norm_with_stats(input: Tensor, running_mean, running_var, weight, bias
     caller writes them (F.batch_norm in place, nn.BatchNorm into its buffers, traced ones too). Eager training
     calls run as one tape node on the arrays (`_BatchNorm`); under a transform, and in evaluation, the
     composition of fnx ops."""
+    _check_channels(input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
     if not (training and _eager_batch_norm(input, weight, bias)):
         mean, var, new_mean, new_var = batch_norm_stats(input, running_mean, running_var, training, momentum)
         normalize = normalize_channels if training else _scale_and_shift
@@ -151,6 +152,18 @@ def batch_norm_with_stats(input: Tensor, running_mean, running_var, weight, bias
     if running_mean is None:
         return y, None, None
     return (y,) + _updated_stats(running_mean, running_var, mean, var, count, momentum)
+
+
+def _check_channels(input: Tensor, **per_channel) -> None:
+    """batch_norm's per-channel tensors (None: not given) hold one element per channel of the input, as
+    PyTorch's check says (a BatchNorm2d built for another channel count raised numpy's broadcast error)."""
+    if input.ndim < 2:
+        return
+    channels = input.shape[1]
+    for name, t in per_channel.items():
+        if t is not None and t.numel() != channels:
+            raise FnxRuntimeError(f"batch_norm: {name} should contain {channels} elements not {t.numel()} (input "
+                                  f"of shape {list(input.shape)} has {channels} channels along dim 1)")
 
 
 def _eager_batch_norm(input: Tensor, weight, bias) -> bool:
