@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import fnx
 import fnx.nn.functional as F
+from fnx.nn import functional_norm as FN
 from fnx.autograd import gradcheck
 from op_db_conv import ref_avg_pool2d, ref_conv2d, ref_conv_transpose2d, ref_max_pool2d
 
@@ -394,6 +395,32 @@ def test_batch_norm_training_updates_running_stats():
     close(ev, (x - npy(rm)[None, :, None]) / np.sqrt(npy(rv)[None, :, None] + 1e-3))
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         F.batch_norm(fnx.ones(1, 3), None, None, training=True)
+
+
+@pytest.mark.parametrize("last", [False, True])
+def test_batch_norm_updates_running_stats_in_place_with_the_new_values_bits(monkeypatch, last):
+    """Eager training: nn.BatchNorm2d and F.batch_norm update the running statistics in their own arrays (the
+    buffers' identity and memory kept, their version bumped) with exactly the values the out-of-place update
+    computes (running * (1 - momentum) + momentum * batch, the variance unbiased)."""
+    rng = np.random.default_rng(3)
+    xs = [fnx.tensor(rng.standard_normal((4, 16, 8, 8)).astype(np.float32) * 3 + 1) for _ in range(3)]
+    if last:
+        xs = [x.to(memory_format=fnx.channels_last) for x in xs]
+    def run():
+        fnx.manual_seed(0)
+        bn = fnx.nn.BatchNorm2d(16, momentum=0.3)
+        arrays, version = (bn.running_mean.numpy(), bn.running_var.numpy()), bn.running_mean._version[0]
+        rm, rv = fnx.zeros(16), fnx.ones(16)
+        for x in xs:
+            bn(x.requires_grad_()).sum().backward()
+            F.batch_norm(x, rm, rv, training=True, momentum=0.2)
+        assert bn.running_mean.numpy() is arrays[0] and bn.running_var.numpy() is arrays[1]
+        assert bn.running_mean._version[0] == version + len(xs)
+        return [t.numpy().copy() for t in (bn.running_mean, bn.running_var, rm, rv)]
+    in_place = run()
+    monkeypatch.setattr(FN, "_updated_in_place", lambda *args: False)
+    for got, want in zip(in_place, run()):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("name", ["running_mean", "running_var", "weight", "bias"])

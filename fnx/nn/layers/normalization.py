@@ -117,7 +117,7 @@ class _BatchNorm(_NormBase):
         running_mean = self.running_mean.detach() if keep and self.running_mean is not None else None
         running_var = self.running_var.detach() if keep and self.running_var is not None else None
         y, new_mean, new_var = batch_norm_with_stats(input, running_mean, running_var, self.weight, self.bias,
-                                                     use_batch_stats, factor, self.eps)
+                                                     use_batch_stats, factor, self.eps, in_place=True)
         if new_mean is not None:
             self._set_buffer("running_mean", new_mean)
             self._set_buffer("running_var", new_var)
