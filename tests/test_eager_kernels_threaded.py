@@ -416,3 +416,22 @@ def test_a_unary_kernel_in_place_keeps_its_launch_by_the_operands_layout():
         np.testing.assert_array_equal(a.numpy(), want)
     kept = [k for k in eager_kernels._launches if k[-1] == eager_kernels._IN_PLACE]
     assert any(k[1] == (4, 16, 32, 32) and k[2] == x.numpy().strides for k in kept)
+
+
+@pytest.mark.parametrize("cols", [1, 2, 5, 16, 17])
+def test_small_sums_over_many_short_rows_run_the_column_loop_with_numpys_bits(c_results, cols):
+    """Below SUM_MIN elements a sum over leading dims of COLUMNS_ROWS_MIN rows or more runs the column loop (a few
+    columns: their sums in registers), numpy's bits; fewer rows, or a sum over trailing dims, stay numpy's."""
+    rows = eager_kernels.COLUMNS_SMALL_MIN // min(cols, 4) + 3
+    x = RNG.uniform(-4, 4, (rows, cols)).astype(np.float32)
+    assert x.size < eager_kernels.SUM_MIN
+    got = fnx.tensor(x).sum(dim=0).numpy()
+    assert (c_results[-1] is not None) == (cols > 1) and _same_bits(got, x.sum(axis=0))
+    memory = RNG.uniform(-4, 4, (4, 64, 64, cols)).astype(np.float32)   # a channels-last (4, cols, 64, 64)
+    last = fnx.tensor(memory).permute(0, 3, 1, 2)
+    got = last.sum(dim=(0, 2, 3)).numpy()
+    assert (c_results[-1] is not None) == (cols > 1) and _same_bits(got, memory.reshape(-1, cols).sum(axis=0))
+    few = RNG.uniform(-4, 4, (eager_kernels.COLUMNS_ROWS_MIN - 1, 16)).astype(np.float32)
+    assert _same_bits(fnx.tensor(few).sum(dim=0).numpy(), few.sum(axis=0)) and c_results[-1] is None
+    rows_of = x.T.copy()
+    assert _same_bits(fnx.tensor(rows_of).sum(dim=-1).numpy(), rows_of.sum(axis=-1)) and c_results[-1] is None

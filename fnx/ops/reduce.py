@@ -82,9 +82,10 @@ def _accumulating(input: Tensor, dtype) -> Tensor:
 # ---------------------------------------------------------------- sum
 sum_p = Primitive("sum", saves_inputs=False, groups=("reduction",), monoid="add")
 # the array methods: numpy's functions (np.sum, np.max) add about 4 us of dispatch per call on top; large CPU float
-# arrays summed over trailing dims go to their C kernel first (fnx/lowering/eager_kernels.py)
+# arrays summed over trailing dims go to their C kernel first (fnx/lowering/eager_kernels.py), and from 8192
+# elements those summed over many short rows to its column loop
 sum_p.def_impl(_native_first(sum_p, lambda xp, x, *, axes, keepdims: x.sum(axis=axes, keepdims=keepdims,
-                                                                           dtype=x.dtype), min_size=65536))
+                                                                           dtype=x.dtype), min_size=8192))
 sum_p.def_abstract(_reduction_abstract("sum"))
 sum_p.def_vjp(lambda g, primals, out, *, axes, keepdims: (_expand_back(g, tuple(primals[0].shape), axes,
                                                                         keepdims),))
