@@ -15,8 +15,8 @@ Workloads (see `python -m benchmarks --list`):
 
 Layout: `registry.py` (the `@workload` decorator and `Bench`), `frameworks.py`
 (optional imports of numpy/torch/jax, inputs, environment header),
-`runner.py` (timing, table, JSON, profiles, command line), and one module per
-workload group (`eager.py`). W9 keeps its models (`models.py`), their
+`runner.py` (timing, table, JSON, profiles, command line), `worker.py` (the
+process each row runs in), and one module per workload group (`eager.py`). W9 keeps its models (`models.py`), their
 training steps (`tasks.py`) and its worker processes (`worker.py`) apart from
 its registration (`training.py`). A new group is a module of decorated builder
 functions added to `registry.MODULES`. Nothing here imports numpy at package

@@ -23,7 +23,6 @@ from .registry import Bench, Skip, note, workload
 __all__ = ["GEMM_SIZES", "C_FLAGS", "CharConfig", "char_transformer", "sampling_step"]
 
 GEMM_SIZES = (256, 512, 1024)
-SETTLE_S = 0.2   # seconds before each W10 repetition: the other row's spinning threads go idle
 C_FLAGS = ("-std=c99", "-O3", "-march=native", "-ffp-contract=fast", "-fno-math-errno", "-DFNX_LIBMVEC", "-fopenmp")
 
 
@@ -65,19 +64,14 @@ def _exported_gemm(n: int, threads: int):
     return run
 
 
-def _blas_threads(threads: int) -> dict:
-    """Bench fields that give numpy's BLAS `threads` threads before each repetition, then wait for the other row's
-    thread pool to go idle: both rows run in this process, and OpenBLAS's workers spin for about 0.1 s after a
-    product (the exported C's OpenMP threads, sharing two cores with them, took 2-15x their time)."""
+def _row(run, threads: int) -> Bench:
+    """W10's Bench of `run` with numpy's BLAS on `threads` threads (the row's worker process is its own). Each
+    repetition follows one untimed call (`settle`): threads that slept since the last repetition took
+    milliseconds to wake on a 2-core VM (a 256^3 product on two threads 6-7 ms after a pause, 0.13 ms hot)."""
     from threadpoolctl import threadpool_limits
 
-    original = threadpool_limits(limits=None)
-
-    def settle():
-        threadpool_limits(limits=threads, user_api="blas")
-        time.sleep(SETTLE_S)
-
-    return {"settle": settle, "close": original.restore_original_limits}
+    limits = threadpool_limits(limits=threads, user_api="blas")
+    return Bench(run, settle=run, close=limits.restore_original_limits)
 
 
 def _register(n: int, threads: int) -> None:
@@ -87,8 +81,8 @@ def _register(n: int, threads: int) -> None:
         note(f"W10: the exported C is built with cc {' '.join(C_FLAGS)}; GFLOP/s = 2 n^3 / time")
         if fw == "numpy":
             a, b = _operands(n)
-            return Bench(lambda: a @ b, **_blas_threads(threads))
-        return Bench(_exported_gemm(n, threads), **_blas_threads(1))   # numpy's own BLAS stays out of the way
+            return _row(lambda: a @ b, threads)
+        return _row(_exported_gemm(n, threads), 1)   # numpy's own BLAS stays out of the way
 
 
 for _threads in (1, 2):

@@ -8,9 +8,12 @@ device); the runner reports that in the table instead of failing.
 
 A framework entry may name a variant after a space ("fnx compile", "torch
 compile"): the row shows it, and `--frameworks fnx` selects it by its first
-word. A case measured in another process (W9) reports its own samples through
-`Bench.measure` (seconds timed there, or bytes for a memory unit) and stops
-that process through `Bench.close`. A workload with a large configuration
+word. The runner builds and times each row in a worker process of its own
+(benchmarks/worker.py), so frameworks never share a process. A workload whose
+builder starts its own processes (`own_processes`: W9's workers, W9m's fresh
+process per sample) is built in the runner; its Bench reports the samples
+taken there through `Bench.measure` (seconds, or bytes for a memory unit) and
+stops those processes through `Bench.close`. A workload with a large configuration
 registers its cases once per `size`; `--size` picks which run. An `explicit`
 workload (a slow one) runs only when named on the command line.
 
@@ -77,6 +80,7 @@ class Workload:
     warmup: int = 1
     size: str | None = None  # "small" or "large" for a workload with both; None: runs at every --size
     explicit: bool = False  # runs only when named on the command line (a slow workload)
+    own_processes: bool = False  # the builder runs the row in processes of its own (else the runner's worker)
 
 
 _REGISTRY: list[Workload] = []
@@ -84,7 +88,7 @@ _REGISTRY: list[Workload] = []
 
 def workload(id: str, case: str, *, reference: str, frameworks: tuple, unit: str = "ms",
              devices: tuple = ("cpu",), repeats: int = 7, warmup: int = 1, size: str | None = None,
-             explicit: bool = False):
+             explicit: bool = False, own_processes: bool = False):
     """Register the decorated builder as case `case` of workload `id`; times are compared to `reference`."""
     if unit not in UNITS:
         raise ValueError(f"workload {id}: unknown unit {unit!r}; expected one of {sorted(UNITS)}")
@@ -95,7 +99,7 @@ def workload(id: str, case: str, *, reference: str, frameworks: tuple, unit: str
 
     def register(build: Callable[[str, str], Bench]) -> Callable[[str, str], Bench]:
         _REGISTRY.append(Workload(id, case, build, reference, tuple(frameworks), unit, tuple(devices), repeats,
-                                  warmup, size, explicit))
+                                  warmup, size, explicit, own_processes))
         return build
 
     return register

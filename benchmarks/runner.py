@@ -1,13 +1,16 @@
 """Run the registered workloads, time them and print one table (and optionally write JSON or profiles).
 
-Timing follows `timeit`: `time.perf_counter`, warm-up repetitions first, the
-garbage collector paused inside each timed repetition (and run between
-them), and the median over several repetitions. The frameworks' repetitions
-of one case are interleaved, so a burst of background load on this small
-machine slows every framework's sample alike. Each row's ratio divides
-its median by the median of the workload's reference framework on the same
-case and device. A case measured in worker processes (W9) takes its samples
-from `Bench.measure`: the worker times itself the same way.
+Each row (a framework, or a framework's variant, on one case) is built and
+timed in a worker process of its own (benchmarks/worker.py), so one
+framework's OpenMP workers, BLAS threads and allocator never share a process
+with another's; W9 and W12 start their own workers. Timing follows `timeit`:
+`time.perf_counter`, warm-up repetitions first, the garbage collector paused
+inside each timed repetition (and run between them), and the median over
+several repetitions; the worker times each repetition so and reports it
+(`Bench.measure`). The rows' repetitions of one case are interleaved, so a
+burst of background load on this small machine slows every framework's
+sample alike. Each row's ratio divides its median by the median of the
+workload's reference framework on the same case and device.
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ from dataclasses import asdict, dataclass, field
 
 from .frameworks import FRAMEWORKS, describe, environment
 from .profiling import print_profile
-from .registry import INTERPRETERS, NOTES, SIZES, UNITS, Bench, Skip, Workload, all_workloads
+from .registry import INTERPRETERS, NOTES, SIZES, UNITS, Bench, Skip, Workload, all_workloads, note
+from .worker import Worker, environment_note
 
 __all__ = ["Result", "run_case", "timed", "format_table", "main"]
 
@@ -71,10 +75,11 @@ def _once(bench: Bench) -> float:
 
 
 def timed(bench: Bench) -> float:
-    """One repetition with the garbage collector paused (it runs just before), as `timeit` does."""
+    """One repetition with the garbage collector paused (it runs just before), as `timeit` does; the bench's
+    settle runs last before the clock starts (a call that wakes a thread pool stays the last thing before it)."""
+    gc.collect()
     if bench.settle is not None:
         bench.settle()
-    gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -106,7 +111,7 @@ def _measure_case(w: Workload, frameworks: list[str], device: str, repeats: int,
         res = Result(w.id, w.case, fw, device, w.unit, w.reference)
         results.append(res)
         try:
-            bench = w.build(fw, device)
+            bench = w.build(fw, device) if w.own_processes else _in_worker(w, fw, device)
             benches.append((res, bench))   # closed by run_case, also when warming up fails
             for _ in range(w.warmup):
                 _once(bench)
@@ -128,6 +133,14 @@ def _measure_case(w: Workload, frameworks: list[str], device: str, repeats: int,
         for res, bench in benches:
             if res.skipped is None:
                 print_profile(bench, f"{res.workload} {res.case} [{res.framework}]", profile_top)
+
+
+def _in_worker(w: Workload, row: str, device: str) -> Bench:
+    """Row `row` of case `w` built and timed in a worker process of its own; its interpreter and thread pools
+    go under the table (once per framework and environment)."""
+    worker = Worker.for_case(w, row, device)
+    note(environment_note(f"[{row.split()[0]}]", worker.hello["env"]))
+    return worker.bench()
 
 
 def _fill_ratios(results: list[Result]) -> None:
@@ -193,8 +206,8 @@ def _parse(argv) -> argparse.Namespace:
     p.add_argument("--size", default="small", choices=SIZES,
                    help="configuration of workloads that have two (W9): small (default) or large")
     p.add_argument("--python", action="append", default=[], metavar="FW=PATH",
-                   help="Python interpreter for FW's worker processes (W9 and W12 run each framework in its own "
-                        "process), e.g. torch=/path/venv/bin/python for a torch installed elsewhere; repeatable")
+                   help="Python interpreter for FW's worker processes (each row runs in a process of its own), "
+                        "e.g. torch=/path/venv/bin/python for a torch installed elsewhere; repeatable")
     p.add_argument("--json", metavar="PATH", help="also write the environment and results as JSON to PATH")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after timing each case, cProfile one repetition and print its top N functions (stderr)")
@@ -267,7 +280,7 @@ def main(argv=None) -> int:
     _fill_ratios(results)
     reps = "--repeats" if args.repeats else "--quick" if args.quick else "default"
     print(f"timing: median of repetitions ({reps}; iqr = interquartile range / median), perf_counter, gc paused "
-          f"while timed, frameworks interleaved; run took {elapsed:.0f} s\n")
+          f"while timed, each row in a worker process of its own, rows interleaved; run took {elapsed:.0f} s\n")
     print(format_table(results))
     if NOTES:
         print("\n" + "\n".join(NOTES))

@@ -42,7 +42,7 @@ from .registry import SIZES, Bench, Skip, note, workload
 from .programs import PROGRAMS
 from .tasks import SIZES as CONFIGS
 from .tasks import describe_model
-from .worker import MEMORY_STEPS, Worker
+from .worker import MEMORY_STEPS, Worker, environment_note
 
 __all__ = ["VARIANTS"]
 
@@ -93,22 +93,12 @@ def _note_fnx_gaps() -> None:
         note(f"W9: fnx cannot run {construct} ({where}): {error}")
 
 
-def _note_environment(label: str, env: dict) -> None:
-    versions = ", ".join(f"{k} {env[k]}" for k in ("fnx", "torch", "numpy") if k in env)
-    torch = (f"; torch {env['torch_threads']} threads, BLAS {env['torch_blas']}, {env['torch_cpu_capability']}"
-             if "torch_threads" in env else "")
-    fnx = f"; fnx {env['fnx_threads']} threads" if "fnx_threads" in env else ""
-    note(f"W9 [{label}] worker: {env['python']} (python {env['python_version']}), {versions}{fnx}{torch}; "
-         f"thread pools: {'; '.join(sorted(env['threadpools'])) or 'none'}")
-
-
 # ---------------------------------------------------------------- W9: time per step
 def _time_case(model: str, size: str, label: str, device: str) -> Bench:
     _check(device, label)
     worker = Worker(_spec(model, size, label, "serve"))
-    _note_environment(label, worker.hello["env"])
-    return Bench(lambda: worker.call("time")["seconds"], ops=worker.hello["ops"], measure=float, close=worker.close,
-                 profile=lambda top: worker.call("profile", top)["text"])
+    note(environment_note(f"W9 [{label}]", worker.hello["env"]))
+    return worker.bench()
 
 
 # ---------------------------------------------------------------- W9m, W9c: a fresh process per sample
@@ -157,16 +147,18 @@ for _size in SIZES:
     for _model in CONFIGS[_size]:
         workload("W9", f"{describe_model(_model, _size)}, train step", reference="torch",
                  frameworks=tuple(VARIANTS) if _model in _MAIN_MODELS else _ACTIVATION_ROWS, unit="ms/op",
-                 repeats=5, size=_size, explicit=True)(functools.partial(_time_case, _model, _size))
+                 repeats=5, size=_size, explicit=True, own_processes=True)(
+                     functools.partial(_time_case, _model, _size))
     for _model in _MAIN_MODELS:
         for _which, _what in (("first", f"peak RSS of steps 1-{MEMORY_STEPS} above RSS before"),
                               ("steady", f"peak RSS of steps 2-{MEMORY_STEPS} above RSS after step 1")):
             workload("W9m", f"{describe_model(_model, _size)}: {_what}", reference="torch",
-                     frameworks=_MEMORY_ROWS, unit="MiB", repeats=3, warmup=0, size=_size, explicit=True)(
-                functools.partial(_memory_case, _model, _size, _which))
+                     frameworks=_MEMORY_ROWS, unit="MiB", repeats=3, warmup=0, size=_size, explicit=True,
+                     own_processes=True)(functools.partial(_memory_case, _model, _size, _which))
     workload("W9c", f"{describe_model('gpt', _size)}: first compiled step, empty caches", reference="torch compile",
-             frameworks=_FIRST_CALL_ROWS, unit="s", repeats=3, warmup=0, size=_size, explicit=True)(
-        functools.partial(_first_call_case, "gpt", _size))
+             frameworks=_FIRST_CALL_ROWS, unit="s", repeats=3, warmup=0, size=_size, explicit=True,
+             own_processes=True)(functools.partial(_first_call_case, "gpt", _size))
 for _model in PROGRAMS:
     workload("W12", f"{describe_model(_model, 'small')}, train step", reference="torch", frameworks=("fnx", "torch"),
-             unit="ms/op", repeats=5, size="small", explicit=True)(functools.partial(_time_case, _model, "small"))
+             unit="ms/op", repeats=5, size="small", explicit=True, own_processes=True)(
+        functools.partial(_time_case, _model, "small"))

@@ -1,8 +1,10 @@
-"""W9's worker processes: one framework stepping one model one way, in a process of its own.
+"""Worker processes: every row of the table runs in a process of its own, one framework in it.
 
-Why a process each: frameworks cannot disturb each other's timings (OpenMP runtimes, BLAS thread pools,
-allocator state) unless a case asks for it ("torch loaded"), each runs under the interpreter that has it
-installed (`--python torch=PATH`), and a peak RSS belongs to one case. The runner's side is `Worker`:
+Why a process each: frameworks cannot disturb each other's timings (OpenMP runtimes whose idle workers
+busy-wait, BLAS thread pools, allocator state) unless a case asks for it ("torch loaded"), each runs under
+the interpreter that has it installed (`--python torch=PATH`), and a peak RSS belongs to one case. Two
+kinds of worker: a registered case built by its builder in the worker (`Worker.for_case`: W1-W8, W10,
+W11, D1, D2), and W9's and W12's training steps of one model one way. The runner's side is `Worker`:
 
     w = Worker({"framework": "fnx", "model": "gpt", "size": "small", "variant": "eager", "mode": "serve"})
     w.call("time")      # {"seconds": ...}: w.ops steps, timed inside the worker
@@ -27,6 +29,10 @@ one busy process (a Python loop) beside the worker while each of its repetitions
               The peak is Linux's VmHWM, reset through /proc/self/clear_refs before each phase.
   first-call  build, time the first step (compilation included, with whatever caches the environment
               names: the runner passes empty ones), answer {"seconds"}.
+  case        build the registered case {"workload", "case", "size", "row", "device"} (the row's builder,
+              in this process), answer {"ops", "env"}; then "time" -> {"seconds"} of one repetition as the
+              runner times it (settle, sync and measure included; the runner's warm-up repetitions are "time"
+              requests too), "profile N", "quit" (the case's close runs).
 A failure answers {"skip": reason} where the framework cannot run the case (not installed, a compile
 that fails on this machine), else {"error": text} (its traceback goes to stderr).
 """
@@ -43,10 +49,12 @@ import time
 import traceback
 from pathlib import Path
 
-from .registry import INTERPRETERS, Bench, Skip
+from .registry import INTERPRETERS, Bench, Skip, Workload, all_workloads
 
-__all__ = ["Worker", "WARMUP_STEPS", "MIN_REPETITION_S", "MEMORY_STEPS"]
+__all__ = ["Worker", "environment_note", "WARMUP_STEPS", "MIN_REPETITION_S", "MEMORY_STEPS"]
 
+QUIET_WINDOW_S = 0.02   # another worker is quiet when it has used no CPU for this long (the kernel counts in
+QUIET_MAX_S = 1.0       # 10 ms ticks), waited for at most this long before each repetition
 WARMUP_STEPS = 2        # the first compiles; a second catches a recompilation (torch.compile guards)
 MIN_REPETITION_S = 0.25  # a repetition runs whole steps for at least this long
 MEMORY_STEPS = 3
@@ -59,7 +67,8 @@ class Worker:
 
     def __init__(self, spec: dict, env: dict | None = None):
         self.spec = spec
-        self.label = f"{spec['framework']} {spec['variant']} {spec['model']} {spec['size']} {spec['mode']}"
+        self.label = (f"{spec['row']}: {spec['workload']} {spec['case']}" if spec["mode"] == "case" else
+                      f"{spec['framework']} {spec['variant']} {spec['model']} {spec['size']} {spec['mode']}")
         python = _interpreter(spec)
         path = os.pathsep.join(p for p in (str(_ROOT), os.environ.get("PYTHONPATH", "")) if p)
         try:
@@ -68,6 +77,7 @@ class Worker:
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         except OSError as e:
             raise Skip(f"cannot start {python}: {e}") from e
+        _live.add(self)
         self.hello = self._answer()
 
     @classmethod
@@ -76,6 +86,31 @@ class Worker:
         worker = cls(spec, env)
         worker.close()
         return worker.hello
+
+    @classmethod
+    def for_case(cls, w: Workload, row: str, device: str) -> "Worker":
+        """A worker that builds row `row` ("fnx", "torch compile", ...) of the registered case `w` on `device`."""
+        return cls({"framework": row.split()[0], "row": row, "workload": w.id, "case": w.case, "size": w.size,
+                    "device": device, "mode": "case"})
+
+    def bench(self) -> Bench:
+        """The runner's Bench of a serving worker: each repetition timed in the worker, which reports it."""
+        return Bench(lambda: self.call("time")["seconds"], ops=self.hello["ops"], measure=float, close=self.close,
+                     settle=self.wait_for_the_others, profile=lambda top: self.call("profile", top)["text"])
+
+    def wait_for_the_others(self) -> None:
+        """Wait until the runner's other workers are quiet (no CPU used for QUIET_WINDOW_S, at most QUIET_MAX_S):
+        after its repetition a worker's thread pools spin for a while (OpenBLAS's about 0.1 s, libgomp's after
+        each region), which would take a core from this worker's next repetition on a small machine."""
+        others = [w.proc.pid for w in _live if w is not self]
+        deadline = time.monotonic() + QUIET_MAX_S
+        used = [_cpu_ticks(pid) for pid in others]
+        while others and time.monotonic() < deadline:
+            time.sleep(QUIET_WINDOW_S)
+            now = [_cpu_ticks(pid) for pid in others]
+            if now == used:
+                return
+            used = now
 
     def call(self, *request) -> dict:
         self.proc.stdin.write(json.dumps(request) + "\n")
@@ -86,16 +121,17 @@ class Worker:
         line = self.proc.stdout.readline()
         if not line:
             status = self.proc.wait()
-            raise RuntimeError(f"W9 worker ({self.label}) exited with status {status}; its stderr is above")
+            raise RuntimeError(f"worker ({self.label}) exited with status {status}; its stderr is above")
         answer = json.loads(line)
         if "skip" in answer or "error" in answer:
             self.close()
             if "skip" in answer:
                 raise Skip(answer["skip"])
-            raise RuntimeError(f"W9 worker ({self.label}): {answer['error']}")
+            raise RuntimeError(f"worker ({self.label}): {answer['error']}")
         return answer
 
     def close(self) -> None:
+        _live.discard(self)
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.write(json.dumps(["quit"]) + "\n")
@@ -109,6 +145,18 @@ class Worker:
                 pipe.close()
             except OSError:
                 pass
+
+
+_live: set = set()   # the workers started and not yet closed
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """CPU time that process `pid` has used (all its threads, user and system) in clock ticks; None once gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[11]) + int(fields[12])
 
 
 def _interpreter(spec: dict) -> str:
@@ -187,6 +235,16 @@ def _environment(spec: dict) -> dict:
     return env
 
 
+def environment_note(title: str, env: dict) -> str:
+    """The line under the table that says what a worker ran under: interpreter, versions, thread pools."""
+    versions = ", ".join(f"{k} {env[k]}" for k in ("fnx", "torch", "numpy") if k in env)
+    torch = (f"; torch {env['torch_threads']} threads, BLAS {env['torch_blas']}, {env['torch_cpu_capability']}"
+             if "torch_threads" in env else "")
+    fnx = f"; fnx {env['fnx_threads']} threads" if "fnx_threads" in env else ""
+    return (f"{title} worker: {env['python']} (python {env['python_version']}), {versions}{fnx}{torch}; "
+            f"thread pools: {'; '.join(sorted(env['threadpools'])) or 'none'}")
+
+
 def _describe_pool(pool: dict) -> str:
     """E.g. "openmp (libgomp, 2 threads) torch/lib/libgomp.so.1": which library, loaded from where."""
     name = " ".join(str(pool[k]) for k in ("internal_api", "version") if pool.get(k))
@@ -239,10 +297,8 @@ def _timed_beside_neighbour(bench: Bench) -> float:
         neighbour.wait()
 
 
-def _serve(spec: dict, run, send) -> None:
-    from .profiling import profile_text
-    from .runner import timed
-
+def _steps(spec: dict, run) -> Bench:
+    """Whole steps of a W9/W12 model for one repetition, after WARMUP_STEPS of them (the first compiles)."""
     for _ in range(WARMUP_STEPS):
         last = _first_step(spec, run)
     ops = max(1, round(MIN_REPETITION_S / max(last, 1e-9)))
@@ -251,16 +307,34 @@ def _serve(spec: dict, run, send) -> None:
         for _ in range(ops):
             run()
 
-    bench = Bench(steps, ops=ops)
-    send({"ops": ops, "env": _environment(spec)})
-    for line in sys.stdin:
-        request = json.loads(line)
-        if request[0] == "time":
-            send({"seconds": _timed_beside_neighbour(bench) if spec.get("neighbour") else timed(bench)})
-        elif request[0] == "profile":
-            send({"text": profile_text(bench, int(request[1]))})
-        else:
-            return
+    return Bench(steps, ops=ops)
+
+
+def _case(spec: dict) -> Bench:
+    """The Bench of the registered case the spec names, built by its builder in this process."""
+    for w in all_workloads():
+        if (w.id, w.case, w.size) == (spec["workload"], spec["case"], spec["size"]):
+            return w.build(spec["row"], spec["device"])
+    raise LookupError(f"no registered case {spec['workload']} {spec['case']!r} (size {spec['size']})")
+
+
+def _serve(spec: dict, bench: Bench, send) -> None:
+    from .profiling import profile_text
+    from .runner import timed
+
+    send({"ops": bench.ops, "env": _environment(spec)})
+    try:
+        for line in sys.stdin:
+            request = json.loads(line)
+            if request[0] == "time":
+                send({"seconds": _timed_beside_neighbour(bench) if spec.get("neighbour") else timed(bench)})
+            elif request[0] == "profile":
+                send({"text": profile_text(bench, int(request[1]))})
+            else:
+                return
+    finally:
+        if bench.close is not None:
+            bench.close()
 
 
 def main(argv: list[str]) -> int:
@@ -272,6 +346,9 @@ def main(argv: list[str]) -> int:
 
     spec = json.loads(argv[0])
     try:
+        if spec["mode"] == "case":
+            _serve(spec, _case(spec), send)
+            return 0
         if spec.get("torch_loaded"):
             _framework("torch")
             _load_torch()
@@ -282,7 +359,7 @@ def main(argv: list[str]) -> int:
         elif spec["mode"] == "first-call":
             send({"seconds": _first_step(spec, run)})
         else:
-            _serve(spec, run, send)
+            _serve(spec, _steps(spec, run), send)
     except (Skip, NotImplementedError) as e:
         send({"skip": str(e).splitlines()[0] if str(e) else type(e).__name__})
     except Exception as e:   # reported to the runner, which marks the row as an error

@@ -64,9 +64,9 @@ def test_the_table_takes_a_memory_row_of_zeros():
 
 
 def test_a_bench_settles_before_each_timed_repetition_and_outside_the_clock(monkeypatch):
-    """W10's rows share a process: each repetition first sets its BLAS threads and waits for the other row's
-    pool to go idle (`Bench.settle`), which the runner calls before every repetition, off the clock (a fake clock
-    here, which a settle moves by an hour)."""
+    """W10's rows first set their BLAS threads and wait for their pool to go idle (`Bench.settle`), which the
+    runner calls before every repetition, off the clock (a fake clock here, which a settle moves by an hour; the
+    builder runs in this process, as one that starts its own processes does)."""
     import benchmarks.runner as runner
     from benchmarks.registry import Bench, Workload
 
@@ -80,7 +80,38 @@ def test_a_bench_settles_before_each_timed_repetition_and_outside_the_clock(monk
     def build(fw, device):
         return Bench(lambda: calls.append(f"run {fw}"), settle=lambda: settle(fw))
 
-    w = Workload("T", "case", build, reference="a", frameworks=("a", "b"), warmup=0)
+    w = Workload("T", "case", build, reference="a", frameworks=("a", "b"), warmup=0, own_processes=True)
     results = runner.run_case(w, ["a", "b"], "cpu", repeats=2)
     assert calls == ["settle a", "run a", "settle b", "run b"] * 2
     assert [r.times_s for r in results] == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def _w1_add():
+    from benchmarks.registry import all_workloads
+
+    return next(w for w in all_workloads() if w.id == "W1" and w.case.startswith("a + b"))
+
+
+def test_each_row_is_built_and_timed_in_a_worker_process_of_its_own():
+    """Frameworks never share a process: the runner hands W1's numpy row to a worker, which builds the registered
+    case and reports each repetition's time; the runner's own copy of the builder (here one that raises) never
+    runs."""
+    import dataclasses
+
+    import benchmarks.runner as runner
+
+    def build(fw, device):
+        raise AssertionError("built in the runner's process")
+
+    (row,) = runner.run_case(dataclasses.replace(_w1_add(), build=build), ["numpy"], "cpu", repeats=2)
+    assert row.skipped is None and not row.failed
+    assert len(row.times_s) == 2 and all(0 < t < 60 for t in row.times_s)
+
+
+def test_a_case_the_worker_cannot_find_is_an_error_row():
+    import dataclasses
+
+    import benchmarks.runner as runner
+
+    (row,) = runner.run_case(dataclasses.replace(_w1_add(), case="no such case"), ["numpy"], "cpu", repeats=1)
+    assert row.failed and "no registered case W1 'no such case'" in row.skipped
