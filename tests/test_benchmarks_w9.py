@@ -115,3 +115,31 @@ def test_a_case_the_worker_cannot_find_is_an_error_row():
 
     (row,) = runner.run_case(dataclasses.replace(_w1_add(), case="no such case"), ["numpy"], "cpu", repeats=1)
     assert row.failed and "no registered case W1 'no such case'" in row.skipped
+
+
+def test_a_repetition_starts_once_the_other_workers_are_quiet(monkeypatch):
+    """Before each repetition the runner waits until the other workers have used no CPU for a window (their thread
+    pools spin after a repetition), and never longer than QUIET_MAX_S (a fake clock and CPU counter here)."""
+    from types import SimpleNamespace
+
+    import benchmarks.worker as worker
+
+    clock = [0.0]
+    monkeypatch.setattr(worker, "time", SimpleNamespace(monotonic=lambda: clock[0],
+                                                        sleep=lambda s: clock.__setitem__(0, clock[0] + s)))
+    other, me = SimpleNamespace(proc=SimpleNamespace(pid=1)), SimpleNamespace()
+    monkeypatch.setattr(worker, "_live", [other, me])
+    looks = iter([5, 9, 12, 12, 13])   # the other worker's CPU ticks: busy twice, then quiet
+    monkeypatch.setattr(worker, "_cpu_ticks", lambda pid: next(looks))
+    worker.Worker.wait_for_the_others(me)
+    assert next(looks) == 13 and clock[0] == 3 * worker.QUIET_WINDOW_S
+
+    clock[0] = 0.0
+    monkeypatch.setattr(worker, "_cpu_ticks", lambda pid: clock[0])   # never quiet
+    worker.Worker.wait_for_the_others(me)
+    assert worker.QUIET_MAX_S <= clock[0] < worker.QUIET_MAX_S + 2 * worker.QUIET_WINDOW_S
+
+    clock[0] = 0.0
+    monkeypatch.setattr(worker, "_live", [me])   # no other worker: no wait
+    worker.Worker.wait_for_the_others(me)
+    assert clock[0] == 0.0
