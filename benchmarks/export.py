@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,13 +38,13 @@ def _exported_gemm(n: int, threads: int):
 
     a, b = _operands(n)
     closed = fnx.make_jaxpr(lambda x, y: x @ y)(fnx.tensor(a), fnx.tensor(b))
-    folder = tempfile.mkdtemp(prefix="fnx-w10-")
-    write_c(closed, closed.consts, folder, "gemm", embed_weights=True)
-    built = subprocess.run(["cc", *C_FLAGS, "-shared", "-fPIC", "-o", "libgemm.so", "gemm.c", "-lm"], cwd=folder,
-                           capture_output=True, text=True)
-    if built.returncode != 0:
-        raise Skip(f"cc could not build the exported C: {built.stderr[:200]}")
-    lib = ctypes.CDLL(f"{folder}/libgemm.so")
+    with tempfile.TemporaryDirectory(prefix="fnx-w10-") as folder:   # the loaded library outlives its file
+        write_c(closed, closed.consts, folder, "gemm", embed_weights=True)
+        built = subprocess.run(["cc", *C_FLAGS, "-shared", "-fPIC", "-o", "libgemm.so", "gemm.c", "-lm"], cwd=folder,
+                               capture_output=True, text=True)
+        if built.returncode != 0:
+            raise Skip(f"cc could not build the exported C: {built.stderr[:200]}")
+        lib = ctypes.CDLL(f"{folder}/libgemm.so")
     gomp = ctypes.util.find_library("gomp")
     if gomp is None:
         raise Skip("no libgomp to set the exported C's thread count")
@@ -164,6 +164,7 @@ def _gen_c(cfg: CharConfig) -> Bench:
     built = subprocess.run(["cc", *C_FLAGS, "-o", "gen", "gen.c", "charlm.c", "-lm"], cwd=folder, capture_output=True,
                            text=True)
     if built.returncode != 0:
+        shutil.rmtree(folder, ignore_errors=True)
         raise Skip(f"cc could not build the exported C: {built.stderr[:200]}")
     prompt = alphabet[:cfg.context]
 
@@ -174,7 +175,8 @@ def _gen_c(cfg: CharConfig) -> Bench:
             raise RuntimeError(f"gen failed: {r.stderr}")
         return float(r.stderr.split(" in ")[1].split(" s ")[0])   # "200 tokens in 0.123 s of CPU time: ..."
 
-    return Bench(run, ops=GEN_TOKENS, measure=lambda seconds: seconds)
+    return Bench(run, ops=GEN_TOKENS, measure=lambda seconds: seconds,
+                 close=lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 def _gen_fnx(cfg: CharConfig) -> Bench:

@@ -143,3 +143,17 @@ def test_a_repetition_starts_once_the_other_workers_are_quiet(monkeypatch):
     monkeypatch.setattr(worker, "_live", [me])   # no other worker: no wait
     worker.Worker.wait_for_the_others(me)
     assert clock[0] == 0.0
+
+
+def test_w10s_exported_gemm_runs_and_leaves_no_folder_behind(monkeypatch, tmp_path):
+    """W10 builds the exported GEMM in a temporary folder and loads it: the library outlives the folder, which is
+    gone once it is loaded (a W10 run left one folder per row in /tmp)."""
+    import tempfile
+
+    from benchmarks.export import _exported_gemm, _operands
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    run = _exported_gemm(32, 1)
+    a, b = _operands(32)
+    np.testing.assert_allclose(run(), a @ b, rtol=1e-4, atol=1e-4)
+    assert list(tmp_path.iterdir()) == []
