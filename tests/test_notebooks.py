@@ -29,13 +29,15 @@ CELL_TIMEOUT = 300
 
 
 def _kernel_manager(tmp_path: Path) -> KernelManager:
-    """A KernelManager whose kernel is `sys.executable -m ipykernel_launcher`."""
+    """A KernelManager whose kernel is `sys.executable -m ipykernel_launcher`; its connection file in `tmp_path`
+    (nbclient does not remove the file of a manager it was given: each run left one in the system's temp folder)."""
     spec = tmp_path / "kernels" / "fnx-test-python"
     spec.mkdir(parents=True)
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "fnx tests", "language": "python"}))
     specs = KernelSpecManager(kernel_dirs=[str(spec.parent)])
-    return KernelManager(kernel_name=spec.name, kernel_spec_manager=specs)
+    return KernelManager(kernel_name=spec.name, kernel_spec_manager=specs,
+                         connection_file=str(tmp_path / "kernel-connection.json"))
 
 
 def test_there_are_notebooks():
