@@ -56,7 +56,7 @@ def test_notebook_is_committed_with_outputs(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
     for name, value in {"FNX_EXAMPLE_FAST": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
-                        "OPENBLAS_NUM_THREADS": "1"}.items():
+                        "OPENBLAS_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}.items():   # the notebooks' temp folders
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     nb = nbformat.read(path, as_version=4)
