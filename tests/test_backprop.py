@@ -1,5 +1,5 @@
 """The reverse-mode walk both autograd engines share (fnx/_graph.py `backprop`), on a toy graph of floats."""
-from fnx._graph import Cotangents, OutputOf, backprop
+from fnx._graph import Cotangents, OutputOf, backprop, next_seq
 
 
 class Leaf:
@@ -11,7 +11,7 @@ class Leaf:
 
 class Mul:
     def __init__(self, a, b, log: list):
-        self.parents, self.value, self.log = (a, b), a.value * b.value, log
+        self.parents, self.value, self.log, self.seq = (a, b), a.value * b.value, log, next_seq()
 
     def vjp(self, ct):
         self.log.append(self)
@@ -23,7 +23,7 @@ class Split:
     """Two outputs, 2x and 3x, reached through an OutputOf each."""
 
     def __init__(self, a, log: list):
-        self.parents, self.log = (a,), log
+        self.parents, self.log, self.seq = (a,), log, next_seq()
         self.outs = [OutputOf(self, 0, 2), OutputOf(self, 1, 2)]
 
     def vjp(self, ct):
@@ -87,3 +87,15 @@ def test_a_multi_output_node_gets_its_outputs_cotangents_gathered_in_slots():
 def test_cotangents_add_slot_by_slot():
     a = Cotangents([1.0, None, None]) + Cotangents([2.0, 5.0, None])
     assert a.items == [3.0, 5.0, None]
+
+
+def test_a_node_reached_along_a_longer_path_waits_for_it():
+    """c = a * b with b = a * x: a's cotangent comes from c and from b, so a runs once, after b (by its number)."""
+    log = []
+    x = Leaf(2.0)
+    a = Mul(x, x, log)
+    b = Mul(a, x, log)
+    c = Mul(a, b, log)   # c = x^2 * x^3 = x^5: dc/dx = 5 x^4
+    got = _walk([c], [1.0])
+    assert got == {x: 5 * 2.0 ** 4}
+    assert log == [c, b, a]

@@ -22,9 +22,9 @@ from .tape import Node as _Node
 __all__ = ["backward", "grad"]
 
 
-def _node_inputs(node):
-    """Where a tape node sends gradient: the nodes and leaf tensors it consumes (a leaf ends the walk)."""
-    return () if isinstance(node, _Tensor) else node.parents
+def _is_leaf(node) -> bool:
+    """Whether the walk reached a leaf tensor (which ends it) rather than a tape node."""
+    return isinstance(node, _Tensor)
 
 
 def _run_hooks(hooks, g):
@@ -72,8 +72,8 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
         hooks = getattr(leaf, "_hooks", None)
         if hooks:
             g = _run_hooks(hooks, g)
-        if capture is None:   # 3 references to g when nothing else holds it: the walk's, this frame's, the call's
-            sole = not hooks and tape.sole_gradient(g, 3)
+        if capture is None:   # 2 references to g when nothing else holds it: this frame's and the call's
+            sole = not hooks and tape.sole_gradient(g, 2)
             tape.accumulate_grad(leaf, g, sole)
         elif id(leaf) in capture:
             captured[capture[id(leaf)]] = g
@@ -82,7 +82,7 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, c
         node_vjp = _plain_node_vjp
     prev = core.set_grad_enabled_flag(create_graph)
     try:
-        backprop(starts, root_grads, to_leaf, inputs=_node_inputs, vjp=node_vjp,
+        backprop(starts, root_grads, to_leaf, is_leaf=_is_leaf, vjp=node_vjp,
                  add=_add if create_graph else _accumulate_off_tape)
     finally:
         core.set_grad_enabled_flag(prev)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import core
-from .._graph import Cotangents, OutputOf
+from .._graph import Cotangents, OutputOf, next_seq
 from ..core import FnxRuntimeError
 from ..dtypes import INEXACT_NP as _INEXACT_NP
 from ..ops._families import shape_of
@@ -69,10 +69,11 @@ class _FunctionNode:
     """A custom function's tape node. Of its inputs it keeps the shapes and dtypes (`inputs`, None for
     non-tensors), so that only what `ctx` saved stays alive for backward."""
 
-    __slots__ = ("fn", "ctx", "parents", "outputs_meta", "hooks", "stack", "inputs", "__weakref__")
+    __slots__ = ("fn", "ctx", "parents", "outputs_meta", "hooks", "stack", "inputs", "seq", "__weakref__")
 
     def __init__(self, fn, ctx, parents, outputs_meta, inputs):
         self.fn, self.ctx, self.parents, self.outputs_meta, self.inputs = fn, ctx, parents, outputs_meta, inputs
+        self.seq = next_seq()
         self.hooks = None
         self.stack = tape.forward_stack() if core.anomaly_enabled() else None
 

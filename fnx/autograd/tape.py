@@ -23,6 +23,7 @@ import weakref
 import numpy as np
 
 from .. import core
+from .._graph import next_seq as _next_seq
 from .._warn import FNX_DIR as _FNX_DIR
 from ..core import FnxRuntimeError, FnxTypeError
 from ..device import cpu, device_of_array
@@ -103,7 +104,7 @@ class Node:
     by one (a class call that runs a Python `__init__` costs a fifth of recording an op)."""
 
     __slots__ = ("prim", "params", "inputs", "parents", "versions", "out_value", "out_version", "hooks", "stack",
-                 "packed", "__weakref__")
+                 "packed", "seq", "__weakref__")
 
     @property
     def name(self) -> str:
@@ -204,6 +205,7 @@ def record(prim, args, params, out):
     if out._device is not cpu:
         table = None
     node = _new_node(Node)
+    node.seq = _next_seq()
     n = len(args)
     if n == 2:   # the binary family
         a, b = args

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from .. import core
-from .._graph import OutputOf, backprop
+from .._graph import OutputOf, backprop, next_seq
 from ..ops.creation import eye, ones_like, stop_gradient, zeros_like  # stop_gradient: re-exported from the ops
 from ..core import FnxTypeError, Primitive, ShapedArray, Trace, new_main
 from ..tensor import Tensor, Tracer, note_view
@@ -166,10 +166,11 @@ class _Node:
     A node of a primitive with several results is reached through an `OutputOf` per result.
     """
 
-    __slots__ = ("prim", "params", "primals", "parents", "out")
+    __slots__ = ("prim", "params", "primals", "parents", "out", "seq")
 
     def __init__(self, prim, params, primals, parents, out):
         self.prim, self.params, self.primals, self.parents, self.out = prim, params, primals, parents, out
+        self.seq = next_seq()
 
     def vjp(self, ct):
         prim = self.prim
