@@ -174,3 +174,76 @@ def test_linear_layers_forward_and_backward_go_through_it(monkeypatch):
     g = 2 * y.detach().numpy().astype(np.float64).reshape(512, 96)
     np.testing.assert_allclose(layer.weight.grad.numpy(), g.T @ x64, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(x.grad.numpy().reshape(512, 128), g @ w64, rtol=1e-4, atol=1e-3)
+
+
+# ---------------------------------------------------------------- the dot-product tile of x @ w.T (G.linear)
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_the_tiles_sum_tree_puts_each_vectors_sum_in_its_lane(lanes):
+    """The shuffle-and-add steps of c_gemm_lib.c.j2's tile, run on numpy vectors: lane p of the result is the sum of
+    the lanes of the vector that `owner[p]` names (so the tile's p-th sum comes out in lane p)."""
+    tree = G._sum_tree(lanes)
+    values = {f"s{r}": np.random.default_rng(r).standard_normal(lanes) for r in range(lanes)}
+    for name, x, y, lo, hi in tree["steps"]:
+        both = np.concatenate([values[x], values[y]])
+        values[name] = both[lo] + both[hi]
+    got = values[tree["result"]]
+    want = [values[f"s{tree['owner'][p]}"].sum() for p in range(lanes)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert sorted(tree["owner"]) == list(range(lanes))
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 70), k=st.integers(1, 300), n=st.integers(1, 70), bias=st.booleans())
+def test_linear_tile_within_the_float32_bound(m, k, n, bias):
+    """x @ w.T (+ bias) by the tile at any M, N (edge tiles) and K (its last K % lanes products from padded
+    vectors), whatever the machine's BLAS: the library's own kernel, called directly."""
+    rng = np.random.default_rng(m * 10007 + k * 101 + n)
+    x = rng.standard_normal((m, k), np.float32)
+    w = rng.standard_normal((n, k), np.float32)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    got = G.linear(x, w, b)
+    assert got.shape == (m, n) and got.dtype == np.float32
+    if b is not None:
+        got = got - b   # the bias is added once to the rounded sum: within one rounding of it
+        b_bound = 2.0 ** -24 * np.abs(got.astype(np.float64) + b)
+    else:
+        b_bound = 0.0
+    a64, w64 = x.astype(np.float64), w.astype(np.float64)
+    bound = 1.01 * k * 2.0 ** -24 * (np.abs(a64) @ np.abs(w64.T)) + 2 * b_bound + 1e-30
+    assert np.all(np.abs(got - a64 @ w64.T) <= bound)
+
+
+def test_which_products_take_the_linear_tile(monkeypatch):
+    f32 = lambda *s: np.zeros(s, np.float32)   # noqa: E731
+    monkeypatch.setattr(G, "_direct", True)
+    assert G.takes_nt(f32(32, 128), f32(64, 128))          # a makemore GRU's gate
+    assert not G.takes_nt(f32(16, 128), f32(64, 128))      # fewer rows than NT_MIN_ROWS
+    assert not G.takes_nt(f32(128, 32), f32(64, 32))       # K below NT_MIN_K
+    assert not G.takes_nt(f32(32, 100), f32(64, 100))      # K no multiple of 16
+    assert not G.takes_nt(f32(512, 128), f32(64, 128))     # past NT_MAX_WORK
+    assert not G.takes_nt(f32(32, 64), f32(16, 64))        # below NT_MIN_WORK
+    assert not G.takes_nt(f32(32, 256).T.copy().T, f32(32, 256))   # x not row-major
+    assert not G.takes_nt(np.zeros((32, 128)), np.zeros((64, 128)))   # float64
+    monkeypatch.setattr(G, "_direct", False)   # a BLAS without OpenBLAS's direct kernel: numpy's product
+    assert not G.takes_nt(f32(32, 128), f32(64, 128))
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_linear_and_x_at_w_t_take_the_tile_where_the_blas_has_the_direct_kernel(monkeypatch, direct):
+    calls = []
+    real = G.linear
+    monkeypatch.setattr(G, "_direct", direct)
+    monkeypatch.setattr(G, "linear", lambda x, w, b: calls.append((x.shape, w.shape, b is not None)) or real(x, w, b))
+    layer = fnx.nn.Linear(128, 64)
+    x = fnx.randn(32, 128, requires_grad=True)
+    y = layer(x)
+    z = x @ layer.weight.T
+    assert calls == ([((32, 128), (64, 128), True), ((32, 128), (64, 128), False)] if direct else [])
+    w64 = layer.weight.detach().numpy().astype(np.float64)
+    x64 = x.detach().numpy().astype(np.float64)
+    np.testing.assert_allclose(y.detach().numpy(), x64 @ w64.T + layer.bias.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(z.detach().numpy(), x64 @ w64.T, rtol=1e-5, atol=1e-5)
+    y.square().sum().backward()
+    g = 2 * y.detach().numpy().astype(np.float64)
+    np.testing.assert_allclose(layer.weight.grad.numpy(), g.T @ x64, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(layer.bias.grad.numpy(), g.sum(0), rtol=1e-4, atol=1e-3)

@@ -12,6 +12,7 @@ cache (fnx/lowering/cpu.py); where it cannot be built, numpy runs every product.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 
 import numpy as np
@@ -20,7 +21,8 @@ from ..array_pointers import data_pointer
 from ..ops import linalg
 from .template_library import TemplateLibrary
 
-__all__ = ["gemm_context", "takes", "gemm", "MIN_DIM", "MIN_WORK", "MAX_WORK"]
+__all__ = ["gemm_context", "takes", "gemm", "takes_nt", "linear", "numpy_blas_has_direct_kernel", "MIN_DIM",
+           "MIN_WORK", "MAX_WORK", "NT_MIN_ROWS", "NT_MIN_K", "NT_MIN_WORK", "NT_MAX_WORK"]
 
 # Register tiles (preprocessor condition, rows MR, columns NR, bytes of one vector), the first whose condition
 # holds for the compiler's target (-march); "1" is the fallback. A tile's accumulators fill 24 of AVX-512's 32
@@ -41,13 +43,38 @@ def gemm_context(dtype_name: str, ctype: str, suffix: str) -> dict:
                       for c, mr, nr, vb in tiles]}
 
 
+def _sum_tree(lanes: int) -> dict:
+    """How c_gemm_lib.c.j2's dot-product tile sums its `lanes` vectors s0, s1, ... into one vector, lane p the sum
+    of the lanes of the tile's p-th vector: steps (name, x, y, lo, hi) of name = shuffle(x, y, lo) + shuffle(x, y,
+    hi), each halving the groups of lanes that still hold parts of one vector's sum; `owner[p]`, the vector s_i
+    that the tile's p-th sum must be kept in for it to come out in lane p; `result`, the last step's name."""
+    level, steps = [(f"s{r}", [r]) for r in range(lanes)], []
+    while len(level) > 1:
+        pairs, level = level, []
+        for (x, xs), (y, ys) in zip(pairs[::2], pairs[1::2]):
+            group = lanes // len(xs)
+            half = group // 2
+            lo = [p if p % group < half else lanes + p for p in range(lanes)]
+            hi = [p + half if p % group < half else lanes + p - half for p in range(lanes)]
+            name = f"t{len(steps)}"
+            steps.append((name, x, y, lo, hi))
+            level.append((name, [o for pair in zip(xs, ys) for o in pair]))
+    result, holders = level[0]
+    owner = [0] * lanes
+    for p, r in enumerate(holders):
+        owner[p] = r
+    return {"steps": steps, "owner": owner, "result": result}
+
+
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _FUNCTIONS = {f"fnx_gemm_{s}_strided": [ctypes.c_longlong] * 3 + [ctypes.c_void_p, ctypes.c_longlong,
                                                                   ctypes.c_longlong] * 2 + [ctypes.c_void_p]
               for s in _SUFFIX.values()}
+_FUNCTIONS["fnx_linear_f32"] = [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 3
 _library = TemplateLibrary("fnx-gemm", "c_gemm_lib.c.j2", [], "the eager GEMM", "numpy's products run",
                            _FUNCTIONS, {"gemms": [gemm_context(d.name, _TYPES[d.name], s)
-                                                  for d, s in _SUFFIX.items()]}).get
+                                                  for d, s in _SUFFIX.items()],
+                                        "sum_trees": {n: _sum_tree(n) for n in (4, 8, 16)}}).get
 
 
 # Eager products that run here: float32 (float64 stays with OpenBLAS: not measured), every dim at least
@@ -79,6 +106,66 @@ def gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             m, n, k, data_pointer(a), a.strides[0] // isz, a.strides[1] // isz, data_pointer(b), b.strides[0] // isz,
             b.strides[1] // isz, data_pointer(out)):
         raise MemoryError(f"matmul: out of memory packing the operands of a ({m}, {k}) @ ({k}, {n}) product")
+    return out
+
+
+# x @ w.T (nn.Linear's forward) by the dot-product tile of c_gemm_lib.c.j2 (fnx_linear_f32), where numpy's OpenBLAS
+# has its "direct" float32 kernel (its SkylakeX, Cooperlake and SapphireRapids cores: AVX-512). That kernel computes
+# small untransposed products without packing (OpenBLAS's interface/gemm.c: alpha 1, beta 0, row-major, neither
+# operand transposed), and x @ w.T takes its packed path, at about twice the time of x @ w: a makemore GRU's
+# (32, 128) @ (128, 64) gate with its bias 8.6 us, the tile 5.7 (Intel Xeon with AVX-512). Measured there from
+# NT_MIN_ROWS rows, K a multiple of 16 from NT_MIN_K on and NT_MIN_WORK to NT_MAX_WORK multiply-adds (the products
+# OpenBLAS runs on one thread): at K = 32 the tile's final sums cost as much as its products ((64, 32) @ (32, 128):
+# 10.5 us against 8.7), below 32 rows OpenBLAS's small kernel wins. Other BLAS builds and CPUs keep numpy's product.
+NT_MIN_ROWS = 32
+NT_MIN_K = 64
+NT_MIN_WORK = 1 << 17
+NT_MAX_WORK = 1 << 18
+_DIRECT_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
+_direct = None   # whether numpy's BLAS has the direct kernel, once asked
+
+
+def numpy_blas_has_direct_kernel() -> bool:
+    """Whether numpy's BLAS is an OpenBLAS whose core has the direct float32 kernel (the core's name as
+    threadpoolctl reads it; the OpenBLAS in numpy's own folder where several are loaded)."""
+    global _direct
+    if _direct is None:
+        from threadpoolctl import threadpool_info
+
+        blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+        home = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
+        own = [i for i in blas if os.path.dirname(os.path.dirname(os.path.abspath(i.get("filepath", "")))) == home
+               and os.path.basename(os.path.dirname(i.get("filepath", ""))).startswith("numpy")]
+        chosen = own or blas
+        _direct = (len(chosen) == 1 and chosen[0].get("internal_api") == "openblas"
+                   and str(chosen[0].get("architecture", "")).lower() in _DIRECT_CORES)
+    return _direct
+
+
+def takes_nt(x: np.ndarray, w: np.ndarray) -> bool:
+    """Whether eager x @ w.T runs on the dot-product tile (`linear`): C-contiguous float32 matrices of the sizes
+    above, where numpy's BLAS has the direct kernel, and the library built. Cheap where it says no: every small
+    eager x @ w.T asks."""
+    if not (_direct if _direct is not None else numpy_blas_has_direct_kernel()):
+        return False
+    if x.dtype is not _F32 or w.dtype is not _F32 or x.ndim != 2 or w.ndim != 2:
+        return False
+    (m, k), n = x.shape, w.shape[0]
+    return (m >= NT_MIN_ROWS and k >= NT_MIN_K and not k % 16 and NT_MIN_WORK <= m * k * n <= NT_MAX_WORK
+            and x.strides == (4 * k, 4) and w.strides == (4 * k, 4) and _library() is not None)
+
+
+def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+    """x @ w.T (+ bias) as a new float32 array by the dot-product tile (c_gemm_lib.c.j2's fnx_linear_f32), for
+    C-contiguous float32 matrices x (M, K) and w (N, K) and a contiguous bias of N floats (or None); None where the
+    library cannot be built or has no vector types."""
+    lib = _library()
+    if lib is None:
+        return None
+    (m, k), n = x.shape, w.shape[0]
+    out = np.empty((m, n), _F32)
+    if lib.fnx_linear_f32(id(x), id(w), None if bias is None else id(bias), id(out), m, n, k):
+        return None
     return out
 
 

@@ -17,7 +17,7 @@ from .. import core
 from ..autograd import Function, no_grad
 from ..autograd.function import FunctionCtx, record_one, record_pullback
 from ..core import FnxRuntimeError, FnxValueError
-from ..ops import elementwise as ew
+from ..ops import elementwise as ew, linalg
 from ..ops import reduce as rd
 from ..ops.arrange import pad as _pad
 from ..ops.creation import arange, full, ones_like, tensor, zeros, zeros_like
@@ -117,12 +117,17 @@ def _linear_eager(input, weight, bias, flags: int) -> Tensor | None:
                 b.shape != w.shape[:1] or b.dtype is not x.dtype or bias._device is not dev)):
         return None
     xp = dev._xp
-    y = matmul_p.impl(xp, x, w.T)
-    if b is not None:
-        if xp is np and y.size < THREADED["add"][1]:   # numpy's add either way: into the product's new array
-            np.add(y, b, out=y)
-        else:
-            y = ew.add_p.impl(xp, y, b)
+    gemm = linalg.gemm
+    y = None
+    if xp is np and gemm is not None and (b is None or b.strides[0] == b.itemsize) and gemm.takes_nt(x, w):
+        y = gemm.linear(x, w, b)   # the product and the bias add in one pass
+    if y is None:
+        y = matmul_p.impl(xp, x, w.T)
+        if b is not None:
+            if xp is np and y.size < THREADED["add"][1]:   # numpy's add either way: into the product's new array
+                np.add(y, b, out=y)
+            else:
+                y = ew.add_p.impl(xp, y, b)
     out = make(y, dev)
     needs = (input._requires_grad, weight._requires_grad, bias is not None and bias._requires_grad)
     if flags or True not in needs:   # no grad mode, or nothing to differentiate

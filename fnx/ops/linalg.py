@@ -109,6 +109,10 @@ def _matmul_impl(xp, a, b):
         work = m * k * n                  # (1.3 us of the 10 a GRU gate's (32, 128) x (64, 128) product took)
         if 1 < k and work <= _threads.BLAS_ONE_THREAD and (gemm is None or work < gemm.MIN_WORK) and \
                 a.dtype not in _HALF_FLOATS:
+            if b.strides[0] == b.itemsize and gemm is not None and gemm.takes_nt(a, b.T):   # x @ w.T
+                out = gemm.linear(a, b.T, None)
+                if out is not None:
+                    return out
             return np.matmul(a, b)
     if a.dtype in _HALF_FLOATS:
         return _in_float32(_matmul_impl, a, b)
