@@ -352,3 +352,19 @@ def test_mul_gradient_of_a_broadcast_operand_is_the_summed_product(monkeypatch, 
     full = np.broadcast_shapes(x_shape, y_shape)
     assert calls == ([] if y_shape == (3, 1) else [y_shape if y_shape != full else x_shape])
 
+
+
+def test_cat_of_plain_matrices_promotes_and_checks_as_the_general_path():
+    """cat's check on the arrays of plain tensors of one dtype and rank (a recurrent cell's join) hands every other
+    join to the general checks: mixed dtypes promote as PyTorch's (int64 with float32 gives float32, not numpy's
+    float64), a Parameter joins, dims count from the end, and a dim out of range names cat."""
+    a, b = fnx.ones(2, 3), fnx.arange(6).reshape(2, 3)
+    assert fnx.cat([a, b], dim=1).dtype == fnx.float32
+    np.testing.assert_array_equal(fnx.cat([a, b], dim=-2).numpy(),
+                                  np.concatenate([np.ones((2, 3)), np.arange(6).reshape(2, 3)]))
+    w = fnx.nn.Parameter(fnx.zeros(2, 3))
+    assert fnx.cat([a, w], 1).shape == (2, 6) and fnx.cat([a, w], 1).requires_grad
+    with pytest.raises(IndexError, match="out of range"):
+        fnx.cat([a, a], dim=2)
+    with pytest.raises(RuntimeError, match="cat|concatenate"):
+        fnx.cat([a, fnx.ones(3, 3)], dim=1)

@@ -38,10 +38,12 @@ def _concatenate_impl(xp, *xs, dim):
     # their strides cost more than a GRU cell's join).
     # Large joins copy each operand into its part of the output on fnx's threads (two channels-last (4, 16, 64,
     # 64) float32 arrays: 280 -> 120 us).
-    if _channels_last(xs):
-        return _joined(xs, dim, True)
-    if xs[0].ndim > 2 and not all(_rows_in_order(x.strides) for x in xs):
-        return _joined(xs, dim, False)
+    nd = xs[0].ndim
+    if nd > 2:
+        if _channels_last(xs):
+            return _joined(xs, dim, True)
+        if not all(_rows_in_order(x.strides) for x in xs):
+            return _joined(xs, dim, False)
     out = np.concatenate(xs, axis=dim)
     if out.flags.c_contiguous:
         return out
@@ -142,6 +144,15 @@ def cat(tensors, dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise FnxRuntimeError("cat(): expected a non-empty list of Tensors")
+    first = tensors[0]
+    if type(first) is Tensor and first._value.ndim > 1:   # plain tensors of one dtype and rank (a recurrent cell's
+        dt, nd = first._value.dtype, first._value.ndim    # join every step): checked on their arrays, where the
+        for t in tensors:                                 # properties below cost about 1 us a join
+            if type(t) is not Tensor or t._value.dtype is not dt or t._value.ndim != nd:
+                break
+        else:
+            return concatenate_p.bind(*tensors, dim=dim if type(dim) is int and 0 <= dim < nd else
+                                      canonical_dim(dim, nd, "cat"))
     dtype, mixed, empty = None, False, False
     for i, t in enumerate(tensors):   # one pass: the checks took as long as the join of a GRU cell's (32, 64) pair
         if not isinstance(t, Tensor):
