@@ -247,3 +247,28 @@ def test_linear_and_x_at_w_t_take_the_tile_where_the_blas_has_the_direct_kernel(
     g = 2 * y.detach().numpy().astype(np.float64)
     np.testing.assert_allclose(layer.weight.grad.numpy(), g.T @ x64, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(layer.bias.grad.numpy(), g.sum(0), rtol=1e-4, atol=1e-3)
+
+
+def test_the_direct_kernel_is_read_from_numpys_own_openblas(monkeypatch):
+    """numpy's BLAS is the one in its wheel's numpy.libs where several are loaded; the tile runs only where that is
+    an OpenBLAS whose core has the direct kernel (AVX-512 cores), whatever this machine is."""
+    import os
+
+    import threadpoolctl
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(np.__file__))), "numpy.libs")
+
+    def blas(path, api="openblas", core="SkylakeX"):
+        return {"user_api": "blas", "internal_api": api, "filepath": path, "architecture": core}
+
+    cases = [([blas(f"{libs}/libscipy_openblas64_.so")], True),
+             ([blas(f"{libs}/libscipy_openblas64_.so", core="Haswell")], False),
+             ([blas(f"{libs}/libscipy_openblas64_.so", core="SapphireRapids"), blas("/opt/other/libopenblas.so",
+                                                                                   core="Zen")], True),
+             ([blas("/usr/lib/libmkl_rt.so", api="mkl")], False),
+             ([blas("/a/libopenblas.so"), blas("/b/libopenblas.so")], False),   # which one numpy runs: unknown
+             ([], False)]
+    for info, want in cases:
+        monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda info=info: info)
+        monkeypatch.setattr(G, "_direct", None)
+        assert G.numpy_blas_has_direct_kernel() is want, info

@@ -59,10 +59,7 @@ def _sum_tree(lanes: int) -> dict:
             name = f"t{len(steps)}"
             steps.append((name, x, y, lo, hi))
             level.append((name, [o for pair in zip(xs, ys) for o in pair]))
-    result, holders = level[0]
-    owner = [0] * lanes
-    for p, r in enumerate(holders):
-        owner[p] = r
+    result, owner = level[0]
     return {"steps": steps, "owner": owner, "result": result}
 
 
@@ -130,12 +127,14 @@ def numpy_blas_has_direct_kernel() -> bool:
     threadpoolctl reads it; the OpenBLAS in numpy's own folder where several are loaded)."""
     global _direct
     if _direct is None:
-        from threadpoolctl import threadpool_info
+        try:
+            from threadpoolctl import threadpool_info
 
-        blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
-        home = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
-        own = [i for i in blas if os.path.dirname(os.path.dirname(os.path.abspath(i.get("filepath", "")))) == home
-               and os.path.basename(os.path.dirname(i.get("filepath", ""))).startswith("numpy")]
+            blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+        except Exception:  # noqa: BLE001 (no way to tell which BLAS numpy runs: numpy's products stay)
+            blas = []
+        libs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(np.__file__))), "numpy.libs")
+        own = [i for i in blas if os.path.dirname(os.path.abspath(i.get("filepath", ""))) == libs]   # its wheel's
         chosen = own or blas
         _direct = (len(chosen) == 1 and chosen[0].get("internal_api") == "openblas"
                    and str(chosen[0].get("architecture", "")).lower() in _DIRECT_CORES)
