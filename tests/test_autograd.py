@@ -757,3 +757,16 @@ def test_an_in_place_write_into_a_whole_reshape_binds_no_index_put(monkeypatch):
     y.sum().backward()
     assert calls == []
     np.testing.assert_allclose(w.grad.numpy(), np.where(w.detach().numpy() > 0, 2.0, 0.2), rtol=1e-6)
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_an_in_place_write_to_either_saved_operand_fails_the_backward(which):
+    """mul saves both operands: a write to either after the product is recorded names that input in the error."""
+    a = fnx.tensor([1.0, 2.0], requires_grad=True)
+    b = fnx.tensor([3.0, 4.0], requires_grad=True)
+    x, y = a * 1.0, b * 1.0
+    z = x * y
+    with fnx.no_grad():
+        (x, y)[which].add_(1.0)
+    with pytest.raises(RuntimeError, match=f"input {which} of MulBackward"):
+        z.sum().backward()

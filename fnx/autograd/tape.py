@@ -135,9 +135,12 @@ class Node:
                 f"were freed by the first backward. Specify retain_graph=True in the first .backward() or "
                 f"autograd.grad() call if you need to backward twice.")
         if prim.saves_inputs:
-            for i, (a, v) in enumerate(zip(inputs, self.versions)):
-                if a._version[0] != v:
-                    raise _modified_error(self.name, i, a, v)
+            versions = self.versions
+            if len(inputs) == 2:   # the binary family, written out (this runs for every node of a backward)
+                if inputs[0]._version[0] != versions[0] or inputs[1]._version[0] != versions[1]:
+                    self._check_versions(inputs, versions)
+            else:
+                self._check_versions(inputs, versions)
         value = self.out_value
         if type(value) is Tensor:
             out = value   # a stand-in: the rule reads its shape and dtype only (no node: it is shared)
@@ -148,9 +151,15 @@ class Node:
                     f"one of the variables needed for gradient computation has been modified by an inplace "
                     f"operation: the output of {self.name} is at version {ver[0]}; expected version {at} instead. "
                     f"Use an out-of-place op (x = x.op(...)) or .clone() the tensor before modifying it.")
-            out = make(value, device_of_array(value))
+            out = make(value, cpu if type(value) is np.ndarray else device_of_array(value))
             out._node, out._requires_grad = self, True
         return self._rule(cot, inputs, out)
+
+    def _check_versions(self, inputs, versions) -> None:
+        """Raise if a saved input was written in place since the node was recorded."""
+        for i, (a, v) in enumerate(zip(inputs, versions)):
+            if a._version[0] != v:
+                raise _modified_error(self.name, i, a, v)
 
     def _packed_vjp(self, cot):
         """vjp of a node recorded under saved_tensors_hooks: the saved values come back through unpack_hook."""
