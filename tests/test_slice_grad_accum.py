@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import fnx
-from fnx.autograd.engine import _ranges_meet
+from fnx.autograd.engine import _ranges_meet, _tiling
 from fnx.ops.shape import pad_p
 
 
@@ -201,3 +201,40 @@ def test_ranges_meet_as_their_sets_do():
     ranges = [range(a, b, s) for a, b, s in itertools.product(range(5), range(1, 10), range(1, 4)) if a < b]
     for r, q in itertools.product(ranges, ranges):
         assert _ranges_meet(r, q) == bool(set(r) & set(q)), (r, q)
+
+
+def _pieces(shape, index):
+    """(slice params, gradient) pairs as the walk's `_SliceSum` holds them, for basic indices of `shape`."""
+    out = []
+    for i in index:
+        starts, stops, steps = zip(*(s.indices(n) for s, n in zip(i, shape)))
+        out.append(({"starts": starts, "stops": stops, "steps": steps},
+                    fnx.tensor(np.zeros(shape)[i])))
+    return out
+
+
+@pytest.mark.parametrize("shape, index, expected", [
+    ((4, 3, 5), [np.s_[:, t:t + 1, :] for t in (2, 0, 1)], (1, [1, 2, 0])),   # x[:, t] in any order
+    ((2, 6), [np.s_[:, 3:], np.s_[:, :3]], (1, [1, 0])),                       # rotate_half's halves
+    ((5, 2), [np.s_[0:2, :], np.s_[2:5, :]], (0, [0, 1])),
+    ((4, 3, 5), [np.s_[:, 0:1, :], np.s_[:, 2:3, :]], None),                   # a gap
+    ((4, 3, 5), [np.s_[:, 0:2, :], np.s_[:, 1:3, :]], None),                   # an overlap
+    ((4, 3, 5), [np.s_[:, 0:1, :], np.s_[:, 1:3, :3]], None),                  # not whole in another dim
+    ((2, 6), [np.s_[:, ::2], np.s_[:, 1::2]], None),                           # strided
+    ((4, 4), [np.s_[:2, :2], np.s_[2:, :2], np.s_[:2, 2:], np.s_[2:, 2:]], None),   # cut along two dims
+])
+def test_tiling_finds_pieces_end_to_end_along_one_dim(shape, index, expected):
+    assert _tiling(_pieces(shape, index), shape) == expected
+
+
+def test_a_time_loop_read_out_of_order_concatenates_its_pieces(monkeypatch):
+    """x[:, t] over every t, used in reverse: the pieces join by one concatenate, each at its own place."""
+    calls, concatenate = [], np.concatenate
+    monkeypatch.setattr(np, "concatenate", lambda arrays, **k: calls.append(len(arrays)) or concatenate(arrays, **k))
+    rng = np.random.default_rng(4)
+    x = fnx.tensor(rng.standard_normal((3, 5, 2)), requires_grad=True)
+    h = x * 1.0
+    weights = rng.standard_normal((5, 3, 2))
+    sum((h[:, t] * fnx.tensor(weights[t])).sum() for t in reversed(range(5))).backward()
+    assert calls.count(5) == 1
+    np.testing.assert_array_equal(x.grad.numpy(), weights.transpose(1, 0, 2))

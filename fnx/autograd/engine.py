@@ -192,7 +192,9 @@ class _SliceSum:
 
     def whole(self) -> _Tensor:
         """The gradient as one tensor: the pieces written into an empty buffer where they tile the shape, into
-        zeros where they don't (added where they overlap), then the dense part added in place.
+        zeros where they don't (added where they overlap), then the dense part added in place. Pieces that
+        follow each other along one dim (a GRU's x[:, t] over its 13 steps) are one concatenate: 13 copies and the
+        disjointness check took 40 us.
 
         Writing the pieces and adding the dense part after costs less than adding the pieces onto a copy of
         it: numpy's copies of strided slices are fast, its arithmetic on them is not (half of Llama's q: 11 us
@@ -203,22 +205,55 @@ class _SliceSum:
         device, dtype = g0._device, g0._value.dtype
         xp = device._xp
         pieces = [(p, g) for p, g in self.pieces if g._value.size]
-        disjoint = len(pieces) <= 1 or _disjoint([p for p, _ in pieces])
         dense = None if self.dense is None else self.dense._value
         like = dense is not None and dense.shape == tuple(self.shape) and dense.dtype == dtype   # its layout
-        if disjoint and sum(g._value.size for _, g in pieces) == math.prod(self.shape):
+        tiles = _tiling(pieces, tuple(self.shape)) if len(pieces) > 1 else None
+        if tiles is not None:   # end to end along one dim: one concatenate, in the pieces' order along it
+            dim, order = tiles
             out = xp.empty_like(dense) if like else xp.empty(self.shape, dtype)
+            xp.concatenate([pieces[i][1]._value for i in order], axis=dim, out=out)
         else:
-            out = xp.zeros_like(dense) if like else xp.zeros(self.shape, dtype)
-        for p, g in pieces:
-            index = tuple(map(slice, p["starts"], p["stops"], p["steps"]))
-            if disjoint:
-                out[index] = g._value
+            disjoint = len(pieces) <= 1 or _disjoint([p for p, _ in pieces])
+            if disjoint and sum(g._value.size for _, g in pieces) == math.prod(self.shape):
+                out = xp.empty_like(dense) if like else xp.empty(self.shape, dtype)
             else:
-                out[index] += g._value
+                out = xp.zeros_like(dense) if like else xp.zeros(self.shape, dtype)
+            for p, g in pieces:
+                index = tuple(map(slice, p["starts"], p["stops"], p["steps"]))
+                if disjoint:
+                    out[index] = g._value
+                else:
+                    out[index] += g._value
         if dense is not None:
             xp.add(out, dense, out=out)
         return _make(out, device)
+
+
+def _tiling(pieces: list, shape: tuple) -> tuple | None:
+    """(the dim, the pieces' order along it) where the non-empty slices (`slice_p` params, each with its
+    gradient) of a tensor of `shape` cut it along that one dim only (unit steps, whole in every other dim) into
+    ranges that follow each other from 0 to its size: a recurrent model's x[:, t] over every step, rotate_half's
+    two halves. Else None. A slice with unit steps is whole in every dim but `d` where it has the elements of
+    its range along `d` times those of the other dims."""
+    first = pieces[0][0]
+    cut = [d for d, (a, b, n) in enumerate(zip(first["starts"], first["stops"], shape)) if a or b != n]
+    if len(cut) != 1:
+        return None
+    d = cut[0]
+    unit, inner = (1,) * len(shape), math.prod(shape) // shape[d]
+    spans = []
+    for i, (p, g) in enumerate(pieces):
+        start, stop = p["starts"][d], p["stops"][d]
+        if p["steps"] != unit or g._value.size != (stop - start) * inner:
+            return None
+        spans.append((start, stop, i))
+    spans.sort()
+    end = 0
+    for start, stop, _ in spans:
+        if start != end:
+            return None
+        end = stop
+    return (d, [i for _, _, i in spans]) if end == shape[d] else None
 
 
 def _disjoint(params: list) -> bool:
