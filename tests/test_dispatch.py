@@ -163,6 +163,34 @@ def test_scatter_add_paths_match_add_at(monkeypatch, add_at_max, shape, dim):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_add_and_sub_cotangents_off_the_tape_match_their_rules(dtype, monkeypatch):
+    """A backward that records nothing negates sub's cotangent on the array (no neg op) and sums a broadcast
+    operand's: the bits of the rules' own binds, which create_graph runs (1 - x, x - y, a row added and
+    subtracted)."""
+    from fnx.ops import elementwise
+
+    shape = (3, 4, 5)
+    x, y = (fnx.tensor(RNG.standard_normal(shape), dtype=dtype, requires_grad=True) for _ in range(2))
+    row = fnx.tensor(RNG.standard_normal(shape[-1:]), dtype=dtype, requires_grad=True)
+    weights = fnx.tensor(RNG.standard_normal(shape), dtype=dtype)
+
+    def loss():
+        return (((1 - x) * weights + (x - y) * 2.0 + (y + row) - row) * weights).sum()
+
+    leaves = [x, y, row]
+    negations, neg = [], elementwise.neg
+    monkeypatch.setattr(elementwise, "neg", lambda t: negations.append(t) or neg(t))
+    plain = fnx.autograd.grad(loss(), leaves, retain_graph=True)
+    assert negations == []
+    recorded = fnx.autograd.grad(loss(), leaves, create_graph=True)
+    for got, want in zip(plain, recorded):
+        assert got.dtype == want.dtype and np.array_equal(got.numpy(), want.detach().numpy())
+    w = weights.numpy()
+    np.testing.assert_allclose(plain[0].numpy(), -w * w + 2 * w, rtol=1e-6)
+    np.testing.assert_allclose(plain[2].numpy(), np.zeros(shape[-1]), atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("dim", [0, 1, 2])
 def test_mul_and_cat_cotangents_off_the_tape_match_their_rules(dtype, dim):
     """A backward that records nothing computes mul's and cat's cotangents on the arrays (mul's products, numpy's

@@ -346,6 +346,9 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
             raise ValueError(f"{name}: a linear binary op has the constant partial derivatives 1 or -1")
 
         def linear_vjp(g, primals, out, needs=(True, True)):
+            if type(g) is Tensor and core._get_flags() == core._NO_GRAD:   # a backward that records nothing
+                return (_linear_part(g, d_lhs, primals[0]) if needs[0] else None,
+                        _linear_part(g, d_rhs, primals[1]) if needs[1] else None)
             return tuple(unbroadcast(g if d == 1.0 else _neg(g), shape_of(p)) if need else None
                          for d, p, need in zip((d_lhs, d_rhs), primals, needs))
 
@@ -369,6 +372,16 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
         prim.jvp = lambda primals, tangents: _nondiff_jvp(prim, primals)
     prim.vjp_takes_needs = diff   # an operand that needs no gradient (a constant) costs no backward work
     return prim
+
+
+def _linear_part(g: Tensor, d: float, primal) -> Tensor:
+    """An add's or sub's cotangent for one operand, off the tape: `g` or its negation (neg's impl on the array,
+    without the wrapper and bind: 1 - z in a GRU's every step, 4.1 -> 2.6 us a node), summed to the operand's
+    shape."""
+    if d != 1.0:
+        dev = g._device
+        g = make(Primitive.registry["neg"].impl(dev._xp, g._value), dev)
+    return unbroadcast(g, shape_of(primal))
 
 
 def _neg(t: Tensor) -> Tensor:
