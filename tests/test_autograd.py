@@ -570,6 +570,17 @@ def test_detect_anomaly_names_the_forward_op():
     assert not fnx.autograd.is_anomaly_enabled()
 
 
+def test_detect_anomaly_names_the_forward_call_of_an_fnx_layer():
+    """nn.Linear's own tape node (record_one) keeps the forward traceback too."""
+    x = leaf([[1.0, 2.0]])
+    w = fnx.tensor([[math.inf, 1.0]], dtype=x.dtype)
+    with fnx.autograd.detect_anomaly():
+        y = fnx.nn.functional.linear(x, w) * 0.0   # d input = 0 * inf: nan
+        with pytest.raises(RuntimeError, match=r"returned nan values") as info:
+            y.sum().backward()
+    assert "fnx.nn.functional.linear(x, w)" in str(info.value)
+
+
 def test_without_anomaly_mode_nan_gradients_pass_silently():
     x = leaf([0.0, 1.0])
     with np.errstate(all="ignore"):
