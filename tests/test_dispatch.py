@@ -125,6 +125,68 @@ def test_cross_entropy_node_matches_the_composition(reduction, weighted, shape):
         assert y.grad_fn.name == "_NllLossBackward"
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cross_entropy_on_large_logits_runs_nll_in_c_with_numpys_gradient(reduction, dtype, monkeypatch):
+    """From nn_kernels.MIN_ELEMENTS logits on, nll's picking and sums and the whole backward run in C: the value
+    (summed in double) within an ulp of numpy's, the gradient numpy's bits (its scatter and log_softmax's backward),
+    ignored targets included; under create_graph the backward computes nll's scatter from the saved targets and
+    second derivatives hold."""
+    from fnx.lowering import nn_kernels
+
+    n, c = 300, 27
+    assert n * c >= nn_kernels.MIN_ELEMENTS
+    x = fnx.tensor(RNG.standard_normal((n, c)) * 3, dtype=dtype, requires_grad=True)
+    target = fnx.tensor(RNG.integers(0, c, n))
+    target[::7] = -1
+
+    def loss(a):
+        return F.cross_entropy(a, target, ignore_index=-1, reduction=reduction)
+
+    calls, found = [], {}
+    for name in ("nll_rows", "cross_entropy_backward"):
+        found[name] = getattr(nn_kernels, name)
+        monkeypatch.setattr(nn_kernels, name, lambda *a, _n=name: calls.append(_n) or found[_n](*a))
+    y = loss(x)
+    g = fnx.tensor(RNG.standard_normal(tuple(y.shape)), dtype=dtype)
+    (gx,) = fnx.autograd.grad(y, x, g)
+    assert calls == ["nll_rows", "cross_entropy_backward"]
+    monkeypatch.setattr(nn_kernels, "nll_rows", lambda *a: None)   # numpy's nll
+    y_np = loss(x)
+    (gx_np,) = fnx.autograd.grad(y_np, x, g)
+    tol = 1e-6 if dtype == "float32" else 1e-13
+    np.testing.assert_allclose(y.detach().numpy(), y_np.detach().numpy(), rtol=tol)
+    np.testing.assert_array_equal(gx.numpy(), gx_np.numpy())
+    xd = x.detach().double().numpy()
+    lp = xd - xd.max(1, keepdims=True)
+    lp -= np.log(np.exp(lp).sum(1, keepdims=True))
+    kept = target.numpy() != -1
+    rows = np.where(kept, -lp[np.arange(n), np.where(kept, target.numpy(), 0)], 0.0)
+    expected = {"none": rows, "sum": rows.sum(), "mean": rows.sum() / kept.sum()}[reduction]
+    np.testing.assert_allclose(y.detach().double().numpy(), expected, rtol=tol)
+    monkeypatch.setattr(nn_kernels, "nll_rows", found["nll_rows"])
+    (gx2,) = fnx.autograd.grad(loss(x), x, g, create_graph=True)
+    np.testing.assert_array_equal(gx2.detach().numpy(), gx.numpy())
+    (gx2 * gx2).sum().backward()
+    second = fnx.grad(lambda a: (fnx.vjp(loss, a)[1](g)[0] ** 2).sum())(x.detach())
+    np.testing.assert_allclose(x.grad.numpy(), second.numpy(), rtol=tol * 10, atol=tol)
+
+
+def test_cross_entropy_on_large_logits_checks_its_targets():
+    """The C path raises the bounds error of the numpy path for a bad target, and refuses a backward after its
+    targets were changed in place (their indices are read then)."""
+    x = fnx.tensor(RNG.standard_normal((300, 27)), requires_grad=True)
+    target = fnx.tensor(RNG.integers(0, 27, 300))
+    target[5] = 27
+    with pytest.raises(IndexError, match="cross_entropy: Target 27 is out of bounds"):
+        F.cross_entropy(x, target)
+    target[5] = 3
+    y = F.cross_entropy(x, target)
+    target[5] = 4
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
 def test_cross_entropy_node_second_derivative_through_a_computed_input():
     """Logits that an op made (not a leaf): under create_graph the one cross_entropy node puts log_softmax's node
     on the tape over the op's node, so the second derivative reaches the op's input as the composition's does."""

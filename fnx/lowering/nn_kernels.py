@@ -22,7 +22,8 @@ from ..array_layout import contiguous, dense_order
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
-__all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "softmax", "layer_norm", "layer_norm_backward",
+__all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "nll_rows", "cross_entropy_backward", "softmax",
+           "layer_norm", "layer_norm_backward",
            "batch_norm_stats", "batch_norm_apply", "batch_norm_backward_sums", "batch_norm_stats_rows",
            "batch_norm_backward_sums_rows", "MIN_ELEMENTS"]
 
@@ -30,10 +31,13 @@ __all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "softmax", "laye
 MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _POINTERS = {"lstm_forward": 9, "lstm_backward": 9, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
+             "nll_rows": 4, "cross_entropy_backward": 4,
              "layer_norm": 6, "layer_norm_backward": 8, "batch_norm_stats": 3, "batch_norm_apply": 7,
              "batch_norm_backward_sums": 6, "batch_norm_stats_rows": 4, "batch_norm_apply_rows": 7,
              "batch_norm_backward_sums_rows": 6}   # then 2 sizes, and the extras of _EXTRA
 _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong],   # eps; rows per chunk
+          "nll_rows": [ctypes.c_longlong],   # ignore_index
+          "cross_entropy_backward": [ctypes.c_longlong] * 3,   # ignore_index, per row, the mean's count
           "lstm_forward": [ctypes.c_longlong] * 3, "lstm_backward": [ctypes.c_longlong] * 3,   # steps, reverse, tasks
           "batch_norm_stats": [ctypes.c_longlong], "batch_norm_apply": [ctypes.c_longlong],   # a channel's length
           "batch_norm_backward_sums": [ctypes.c_longlong],
@@ -43,10 +47,12 @@ _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_long
 _CHUNK, _CHUNKS = 32, 64
 _ARGTYPES = {f"fnx_{name}_{sfx}": [ctypes.c_void_p] * pointers + [ctypes.c_longlong] * 2 + _EXTRA.get(name, [])
              for name, pointers in _POINTERS.items() for sfx in _SUFFIX.values()}
-# The functions return nothing, but the LSTM loops an int (ctypes' default): 0, or -1 where memory runs out.
+# The functions return nothing, but the LSTM loops an int (ctypes' default): 0, or -1 where memory runs out;
+# nll_rows 1 for a target out of bounds, cross_entropy_backward -1 where memory runs out.
 _library = TemplateLibrary("fnx-nn", "c_nn.c.j2", [f for f in _ARGTYPES if "lstm" not in f],
                            "the C loops of the LSTM recurrence, log_softmax, layer_norm and batch_norm", "numpy runs them",
-                           _ARGTYPES).get
+                           _ARGTYPES, restypes={f"fnx_{name}_{sfx}": ctypes.c_int for name in ("nll_rows", "cross_entropy_backward")
+                                     for sfx in _SUFFIX.values()}).get
 
 
 # (dtype, names) -> the C functions, or None: looked up once (a CDLL attribute by a formatted name costs a microsecond)
@@ -83,6 +89,44 @@ def softmax(x: np.ndarray, dim: int) -> np.ndarray | None:
 def log_softmax_backward(g: np.ndarray, out: np.ndarray, dim: int) -> np.ndarray | None:
     """g - exp(out) sum(g) along `dim`, or None where numpy should run it."""
     return _rows("log_softmax_backward", dim, g, out) if g.dtype == out.dtype else None
+
+
+def nll_rows(lp: np.ndarray, target: np.ndarray, ignore_index: int, per_row: bool) -> tuple | bool | None:
+    """nll over the class indices `target` (int64, one per row of log_softmax's (N, C) output `lp`): (the rows'
+    losses if `per_row` else None, their sum as a float, the counted targets' number); False where a counted
+    target lies outside [0, C) (the caller raises the bounds error); None where numpy should run it."""
+    fns = _functions(lp.dtype, lp.size, "nll_rows") if lp.ndim == 2 and _class_indices(lp, target) else None
+    if fns is None:
+        return None
+    lp = contiguous(lp)
+    rows = np.empty(lp.shape[:1], lp.dtype) if per_row else None
+    sums = np.empty(2)
+    if fns[0](data_pointer(lp), data_pointer(target), _pointer(rows), data_pointer(sums), lp.shape[0], lp.shape[1],
+              ignore_index):
+        return False
+    return rows, float(sums[0]), int(sums[1])
+
+
+def cross_entropy_backward(lp: np.ndarray, target: np.ndarray, g: np.ndarray, ignore_index: int,
+                           count: int | None) -> np.ndarray | None:
+    """cross_entropy's gradient of its logits, from log_softmax's output `lp` (N, C), the int64 class indices
+    `target` (checked by `nll_rows`) and the loss's `g` (one value, or one per row), with numpy's path's bits:
+    `count` the mean's number of counted targets (None for the sum and none); None where numpy should run it."""
+    fns = _functions(lp.dtype, lp.size, "cross_entropy_backward") if (
+        lp.ndim == 2 and g.dtype == lp.dtype and g.size in (1, lp.shape[0]) and _class_indices(lp, target)) else None
+    if fns is None:
+        return None
+    lp, g = contiguous(lp), contiguous(g)
+    dx = np.empty(lp.shape, lp.dtype)
+    if fns[0](data_pointer(lp), data_pointer(target), data_pointer(g), data_pointer(dx), lp.shape[0], lp.shape[1],
+              ignore_index, g.ndim == 1, -1 if count is None else count):
+        return None
+    return dx
+
+
+def _class_indices(lp: np.ndarray, target: np.ndarray) -> bool:
+    """Whether the C loops take `target` as class indices of lp's rows: contiguous int64, one per row."""
+    return target.dtype == np.int64 and target.shape == lp.shape[:1] and target.flags.c_contiguous
 
 
 def _rows(name: str, dim: int, *arrays: np.ndarray) -> np.ndarray | None:
