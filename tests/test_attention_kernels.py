@@ -127,6 +127,20 @@ def test_strided_operands_as_a_transformer_makes_them(transposed_cotangent, monk
     np.testing.assert_allclose(qkv.grad.numpy(), want_grad, rtol=1e-4, atol=2e-5)
 
 
+def test_row_major_queries_give_an_output_laid_out_by_rows_of_heads():
+    """Row-major (B, H, T, E) operands (compiled code's queries, after its rotary kernel): the output is laid out
+    (B, T, H, D) all the same, as PyTorch's CPU flash attention lays out its own, so the model's transpose back and
+    reshape to (B, T, H * D) copy nothing; its values are the reference's."""
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((2, 4, 33, 8)).astype(np.float32) for _ in range(3))
+    out, lse = attention_kernels.forward(q, k, v, 1, 0.25, True)
+    assert np.swapaxes(out, 1, 2).flags.c_contiguous
+    merged = np.swapaxes(out, 1, 2).reshape(2, 33, 32)
+    assert np.shares_memory(merged, out)
+    want, _ = _reference(q, k, v, 1, 0.25, True, np.ones_like(q))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=2e-5)
+
+
 def test_gradients_share_one_array_only_where_q_k_v_tile_one_without_overlap():
     """dq, dk and dv are views of one new array only where q, k and v are disjoint views tiling one array: not
     for separate arrays, nor for one array read as all three (self-attention on x) or views that overlap, whose

@@ -45,8 +45,10 @@ _Geometry = ctypes.c_longlong * 32
 
 
 def _heads(a: np.ndarray) -> np.ndarray:
-    """`a` as (batch, heads, rows, features), a view where numpy can make one, with contiguous features."""
-    a = a.reshape((-1,) + a.shape[-3:]) if a.ndim >= 3 else a.reshape((1, 1) + a.shape)
+    """`a` as (batch, heads, rows, features), a view where numpy can make one, with contiguous features (a 4-D
+    array as it is: numpy's reshape to its own shape copied a transposed one with dims of 1)."""
+    if a.ndim != 4:
+        a = a.reshape((-1,) + a.shape[-3:]) if a.ndim >= 3 else a.reshape((1, 1) + a.shape)
     return a if a.strides[3] == a.itemsize else np.ascontiguousarray(a)
 
 
@@ -59,6 +61,14 @@ def _like(a: np.ndarray, features: int) -> np.ndarray:
     if a.ndim >= 3 and a.strides[-3] < a.strides[-2]:
         return np.empty(shape[:-3] + (shape[-2], shape[-3], features), a.dtype).swapaxes(-2, -3)
     return np.empty(shape, a.dtype)
+
+
+def _rows_of_heads(shape: tuple, dtype) -> np.ndarray:
+    """A new (B, H, L, D) array laid out (B, L, H, D), as PyTorch's CPU flash attention lays out its output: a
+    model's next step, out.transpose(1, 2) reshaped to (B, L, H * D), is then a view (compiled Llama's queries come
+    row-major from the rotary kernel, and each layer's output took a 20 us copy there)."""
+    b, h, length, d = shape
+    return np.empty((b, length, h, d), dtype).swapaxes(1, 2)
 
 
 def _gradients_like(query: np.ndarray, key: np.ndarray, value: np.ndarray) -> tuple:
@@ -103,7 +113,8 @@ def forward(query: np.ndarray, key: np.ndarray, value: np.ndarray, groups: int, 
     if found is None:
         return None
     q, k, v = _heads(query), _heads(key), _heads(value)
-    out = _like(query, value.shape[-1])
+    d = value.shape[-1]
+    out = _rows_of_heads(q.shape[:-1] + (d,), q.dtype) if query.ndim == 4 else _like(query, d)
     lse = np.empty(query.shape[:-1], dtype=query.dtype)
     _call(*found, (q, k, v, out, lse), q, k, v, None, (out,), groups, scale, is_causal)
     return out, lse
