@@ -383,7 +383,8 @@ class _Plan:
     matching dims of the original tensor, for error messages.
     """
 
-    __slots__ = ("starts", "stops", "steps", "counts", "sliced", "shape", "basic", "arrays", "dims", "sources")
+    __slots__ = ("starts", "stops", "steps", "counts", "sliced", "shape", "basic", "arrays", "dims", "sources",
+                 "params")
 
 
 _MASK = "boolean mask indexing (the result's shape depends on the mask's values)"
@@ -515,6 +516,9 @@ def _plan(x: Tensor, index) -> _Plan:
     p.shape, p.basic = tuple(out), tuple(basic) + (Ellipsis,)
     p.starts, p.stops, p.steps = tuple(p.starts), tuple(p.stops), tuple(p.steps)
     p.counts = tuple(map(_count, p.starts, p.stops, p.steps))
+    p.params = {"starts": p.starts, "stops": p.stops, "steps": p.steps}   # the eager slice node's
+    if p.counts != p.shape:
+        p.params["shape"] = p.shape
     return p
 
 
@@ -576,6 +580,13 @@ def getitem(self: Tensor, index) -> Tensor:
             out._version, out._base = self._version, self if self._base is None else self._base
             return out
     p = _basic_plan(self, index) if type(self) is Tensor else _plan(self, index)
+    if not flags and self._requires_grad and p.sliced and not p.arrays and type(self) is Tensor:
+        # recorded, as slice_p's bind records it: numpy's view by the plan's basic index (x[:, t] in one call, where
+        # the slice's impl took a tuple of slices and a reshape) and one node with the plan's params (a GRU's
+        # x[:, t]: 3.9 -> 2.3 us)
+        out = make(self._value[p.basic], self._device)
+        out._version, out._base = self._version, self if self._base is None else self._base
+        return core.record_hook(slice_p, (self,), p.params, out)
     out = self
     if p.sliced:
         if p.counts != p.shape and not flags & core._TRACING:   # eager: one node (transforms see slice, reshape)
