@@ -134,8 +134,8 @@ def _broadcast(input: Tensor, shape: tuple) -> Tensor:
     """`input` broadcast to `shape`, a tuple of ints (itself when it has that shape)."""
     if shape == shape_of(input):
         return input
-    if type(input) is not Tensor:   # eagerly a bad shape fails in the impl, and bind raises the abstract rule's error
-        _broadcast_abstract(input.aval, shape=shape)
+    if isinstance(input, Tracer):   # eagerly (a Parameter too) a bad shape fails in the impl, and bind raises the
+        _broadcast_abstract(input.aval, shape=shape)   # abstract rule's error
     return broadcast_p.bind(input, shape=shape)
 
 
