@@ -181,6 +181,8 @@ def test_cross_entropy_on_large_logits_checks_its_targets():
     with pytest.raises(IndexError, match="cross_entropy: Target 27 is out of bounds"):
         F.cross_entropy(x, target)
     target[5] = 3
+    far = F.cross_entropy(x, target, ignore_index=1 << 70)   # beyond int64: numpy's path, no target ignored
+    np.testing.assert_allclose(far.item(), F.cross_entropy(x, target, ignore_index=-1).item(), rtol=1e-12)
     y = F.cross_entropy(x, target)
     target[5] = 4
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):

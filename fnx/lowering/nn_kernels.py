@@ -94,8 +94,10 @@ def log_softmax_backward(g: np.ndarray, out: np.ndarray, dim: int) -> np.ndarray
 def nll_rows(lp: np.ndarray, target: np.ndarray, ignore_index: int, per_row: bool) -> tuple | bool | None:
     """nll over the class indices `target` (int64, one per row of log_softmax's (N, C) output `lp`): (the rows'
     losses if `per_row` else None, their sum as a float, the counted targets' number); False where a counted
-    target lies outside [0, C) (the caller raises the bounds error); None where numpy should run it."""
-    fns = _functions(lp.dtype, lp.size, "nll_rows") if lp.ndim == 2 and _class_indices(lp, target) else None
+    target lies outside [0, C) (the caller raises the bounds error); None where numpy should run it (an
+    ignore_index beyond int64, which ctypes would wrap, included)."""
+    fns = _functions(lp.dtype, lp.size, "nll_rows") if (lp.ndim == 2 and _class_indices(lp, target)
+                                                         and -(1 << 63) <= ignore_index < 1 << 63) else None
     if fns is None:
         return None
     lp = contiguous(lp)
