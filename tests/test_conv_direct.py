@@ -230,6 +230,24 @@ def test_windows_in_the_padding_and_input_positions_no_element_reaches_give_the_
                                       x=(2, 8, 10, 6), w=(8, 8, 1, 2), bias=False, dtype=dtype))
 
 
+@pytest.mark.parametrize("x_shape,w_shape,padding", [
+    ((2, 8, 9, 7), (19, 8, 3, 3), 1),    # each tile over all its taps; 19 channels padded to whole vectors
+    ((2, 40, 4, 4), (72, 40, 3, 3), 1),  # a weight more than twice the input: tiles summed over runs of taps
+    ((3, 9, 4, 5), (8, 9, 1, 2), 2),     # border rows whose windows read only padding: the bias alone
+])
+def test_channels_last_convolutions_add_their_bias_after_the_sum(x_shape, w_shape, padding):
+    # the tiles add the bias to each finished sum: the bits of the convolution without bias plus the bias
+    rng = np.random.default_rng(5)
+    x = fnx.tensor(rng.standard_normal(x_shape).astype(np.float32)).contiguous(memory_format=fnx.channels_last)
+    w = fnx.tensor(rng.standard_normal(w_shape).astype(np.float32))
+    b = fnx.tensor(rng.standard_normal(w_shape[0]).astype(np.float32))
+    with fnx.no_grad():
+        y = F.conv2d(x, w, b, padding=padding)
+        want = F.conv2d(x, w, padding=padding) + b[:, None, None]
+    assert layout.channels_last(y.numpy())
+    np.testing.assert_array_equal(y.numpy(), want.numpy())
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_convolutions_large_enough_for_parallel_loops_give_the_composite_values(bias):
     # the frame, the direct loops of every phase and the transposes split over the pool

@@ -201,16 +201,17 @@ def pad_cl(x: np.ndarray, xp: np.ndarray, front: tuple) -> None:
 
 
 def conv_direct(xp: np.ndarray, w: np.ndarray, y: np.ndarray, gpos: np.ndarray, pos: np.ndarray, row: np.ndarray,
-                gtap: np.ndarray, tap: np.ndarray, wrow: np.ndarray) -> None:
+                gtap: np.ndarray, tap: np.ndarray, wrow: np.ndarray, bias: np.ndarray | None = None) -> None:
     """y (n, R, Op) = the direct convolution of xp (n, *s, C) (pad_cl's frame, or where no window reads padding a
     channels-last array's rows or a row-major array's memory as (n, positions, C)) with w (W, Op), position group by group (positions gpos[q]..gpos[q + 1] - 1,
     taps gtap[q]..gtap[q + 1] - 1): y[i, row[p]] = the sum over the group's taps t of xp[i] (flat) at pos[p] +
     tap[t] times w[wrow[t]] (a tap: one channel of one kernel element; int64 element offsets, a tap's negative
-    where pos[p] lies past the window's start, and row numbers; Op a whole number of 64-byte vectors).
-    C-contiguous."""
+    where pos[p] lies past the window's start, and row numbers; Op a whole number of 64-byte vectors), plus
+    bias[o] after each sum where given (Op values: the output channels', zeros in the padding). C-contiguous."""
     n, c, op = xp.shape[0], xp.shape[-1], w.shape[-1]
     _cl_call("conv_direct", xp)(_ptr(xp), _ptr(w), _ptr(y), *(ctypes.c_longlong(m) for m in (
-        n, xp[0].size // c, c, op, y.shape[1], gpos.size - 1)), *(_ptr(a) for a in (gpos, pos, row, gtap, tap, wrow)))
+        n, xp[0].size // c, c, op, y.shape[1], gpos.size - 1)), *(_ptr(a) for a in (gpos, pos, row, gtap, tap, wrow)),
+        None if bias is None else _ptr(bias))
 
 
 def conv_weight_direct(xp: np.ndarray, g: np.ndarray, rows: int, plan: tuple, chunks: int,
