@@ -13,6 +13,8 @@ import fnx.nn.functional as F
 from fnx.ops import conv as direct
 from fnx.ops import windows
 from fnx import array_layout as layout
+from fnx.array_pointers import data_pointer
+from fnx.lowering import window_kernels
 from op_db_conv import ref_conv2d
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -246,6 +248,34 @@ def test_channels_last_convolutions_add_their_bias_after_the_sum(x_shape, w_shap
         want = F.conv2d(x, w, padding=padding) + b[:, None, None]
     assert layout.channels_last(y.numpy())
     np.testing.assert_array_equal(y.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("shape", [(144,), (1, 2304, 128), (4, 4096, 32), (0, 3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("zeroed", [False, True])
+def test_aligned_empty_starts_at_a_cache_line(shape, dtype, zeroed):
+    a = layout.aligned_empty(shape, dtype, zeroed)
+    assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable
+    assert a.size == 0 or data_pointer(a) % 64 == 0
+    assert not zeroed or not a.any()
+
+
+def test_direct_convolutions_read_packed_weights_and_write_rows_at_cache_lines(monkeypatch):
+    # each 64-byte vector of the tiles' weights and outputs within one cache line, forward and input gradient
+    seen = []
+    run = window_kernels.conv_direct
+
+    def spy(source, packed, rows, *plan):
+        seen.append((data_pointer(packed) % 64, data_pointer(rows) % 64))
+        return run(source, packed, rows, *plan)
+
+    monkeypatch.setattr(window_kernels, "conv_direct", spy)
+    rng = np.random.default_rng(6)
+    for c, o, side in ((64, 32, 16), (64, 128, 10), (16, 24, 12)):
+        x = fnx.tensor(rng.standard_normal((2, c, side, side)).astype(np.float32), requires_grad=True)
+        w = fnx.tensor(rng.standard_normal((o, c, 3, 3)).astype(np.float32), requires_grad=True)
+        F.conv2d(x.contiguous(memory_format=fnx.channels_last), w, padding=1).sum().backward()
+    assert len(seen) == 6 and set(seen) == {(0, 0)}
 
 
 @pytest.mark.parametrize("bias", [True, False])

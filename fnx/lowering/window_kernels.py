@@ -27,7 +27,7 @@ import numpy as np
 
 from ..ops import windows
 from ..array_pointers import data_pointer
-from ..array_layout import channels_last, contiguous, from_last, to_last
+from ..array_layout import aligned_empty, channels_last, contiguous, from_last, to_last
 from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
@@ -221,8 +221,8 @@ def conv_weight_direct(xp: np.ndarray, g: np.ndarray, rows: int, plan: tuple, ch
     times g[i, row[p]] (g (n, R, Op) channels-last); its terms summed in `chunks` parts and its rows in `parts`,
     chunks * parts parallel tasks."""
     n, c, op = xp.shape[0], xp.shape[-1], g.shape[-1]
-    dw = np.empty((rows, op), xp.dtype)
-    work = np.empty((chunks - 1) * dw.size, xp.dtype)   # held until the call returns
+    dw = aligned_empty((rows, op), xp.dtype)
+    work = aligned_empty(((chunks - 1) * dw.size,), xp.dtype)   # held until the call returns
     _cl_call("conv_weight_direct", xp)(_ptr(xp), _ptr(g), _ptr(dw), _ptr(work), *(ctypes.c_longlong(m) for m in (
         chunks, parts, rows, n, xp[0].size // c, c, op, g.shape[1], plan[0].size - 1)), *(_ptr(a) for a in plan))
     return dw

@@ -324,7 +324,7 @@ def _packed(w):
     (element * C + c) from a channels-last one, its memory as it lies."""
     o, width = w.shape[0], _vectors(w.shape[0], w.dtype)
     w = (layout.to_last(w) if layout.channels_last(w) else np.ascontiguousarray(w)).reshape(1, o, -1)
-    packed = (np.empty if width == o else np.zeros)((1, w.shape[2], width), w.dtype)
+    packed = layout.aligned_empty((1, w.shape[2], width), w.dtype, zeroed=width != o)
     windows.native.transpose(w, packed)
     return packed[0]
 
@@ -347,7 +347,7 @@ def _direct(source, packed, plan: tuple, outs: tuple, out_channels: int, bias=No
     O, *outs), bias added; channels-last where `last` (the tiles' rows as they are, unless padded), else
     row-major."""
     n, width = source.shape[0], packed.shape[-1]
-    rows = np.empty((n, math.prod(outs), width), source.dtype)
+    rows = layout.aligned_empty((n, math.prod(outs), width), source.dtype)
     if last:   # the tiles add the bias after each sum (numpy's pass over the rows cost 60-100 us a call at
         # (4, 32, 32, 32) or (4, 16, 64, 64) outputs, two threads)
         if bias is not None and (bias.shape[0] != width or bias.dtype != source.dtype or not bias.flags.c_contiguous):
@@ -488,7 +488,7 @@ def _conv_input_grad_impl(xp, g, w, *, size, stride, padding, dilation):
     front, reach, _ = _input_plan(*geometry)
     source, plan = _source(g, front, reach, lambda framed, planes: _input_plan(*geometry, framed, planes)[2])
     width = _vectors(c, g.dtype)
-    packed = (np.empty if width == c else np.zeros)((o, math.prod(w.shape[2:]), width), g.dtype)
+    packed = layout.aligned_empty((o, math.prod(w.shape[2:]), width), g.dtype, zeroed=width != c)
     if layout.channels_last(w):   # rows (o, k): w[o, :, k], as a channels-last w lies
         packed[:, :, :c] = layout.to_last(w).reshape(o, -1, c)
     else:
@@ -553,7 +553,7 @@ def _conv_weight_grad_impl(xp, g, x, *, kernel, stride, padding, dilation, last=
     if layout.channels_last(g) and width == o:   # g's rows of channels as they lie
         rows = layout.rows(g).reshape(n, -1, o)
     else:
-        rows = (np.empty if width == o else np.zeros)((n, math.prod(out), width), g.dtype)
+        rows = layout.aligned_empty((n, math.prod(out), width), g.dtype, zeroed=width != o)
         if layout.channels_last(g):
             rows[:, :, :o] = layout.rows(g).reshape(n, -1, o)
         else:
