@@ -26,11 +26,19 @@ def channels_last(a) -> bool:
         return False
     shape, strides = a.shape, a.strides
     step = a.itemsize
-    for d in (1,) + tuple(range(a.ndim - 1, 1, -1)) + (0,):
+    for d in _INNER_FIRST.get(a.ndim) or _inner_first(a.ndim):
         if shape[d] != 1 and strides[d] != step:
             return False
         step *= shape[d]
     return True
+
+
+def _inner_first(ndim: int) -> tuple:
+    """The dims of a channels-last array of `ndim` dims from its innermost (the channels) to its outermost."""
+    return (1,) + tuple(range(ndim - 1, 1, -1)) + (0,)
+
+
+_INNER_FIRST = {ndim: _inner_first(ndim) for ndim in range(3, 6)}   # made once: channels_last runs at every layer
 
 
 def channels_innermost(a) -> bool:

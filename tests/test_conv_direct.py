@@ -265,9 +265,9 @@ def test_direct_convolutions_read_packed_weights_and_write_rows_at_cache_lines(m
     seen = []
     run = window_kernels.conv_direct
 
-    def spy(source, packed, rows, *plan):
+    def spy(source, packed, rows, *rest):
         seen.append((data_pointer(packed) % 64, data_pointer(rows) % 64))
-        return run(source, packed, rows, *plan)
+        return run(source, packed, rows, *rest)
 
     monkeypatch.setattr(window_kernels, "conv_direct", spy)
     rng = np.random.default_rng(6)

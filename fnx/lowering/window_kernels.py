@@ -42,9 +42,16 @@ _Rows = ctypes.c_longlong * 10
 _KERNELS = ("im2col", "col2im", "conv_output_vjp", "window_argmax", "window_take", "window_put", "transpose",
             "pad_cl", "conv_direct", "conv_weight_direct", "window_argmax_cl", "window_take_cl", "window_put_cl",
             "transpose_strided")
+# The argument types of the functions that every eager convolution calls, so that addresses and sizes go as plain
+# ints (a ctypes object made for each cost about a microsecond a call of the library).
+_P, _L = ctypes.c_void_p, ctypes.c_longlong
+_ARGTYPES = {"transpose": [_P, _P] + [_L] * 5 + [_P], "conv_direct": [_P] * 3 + [_L] * 6 + [_P] * 7,
+             "conv_weight_direct": [_P] * 4 + [_L] * 9 + [_P] * 6}
 _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
-                           "the C loops of convolution and pooling", "numpy runs them").get
+                           "the C loops of convolution and pooling", "numpy runs them",
+                           {f"fnx_{name}_{sfx}": types for name, types in _ARGTYPES.items()
+                            for sfx in _SUFFIX.values()}).get
 
 
 def _function(name: str, a: np.ndarray, size: int):
@@ -174,9 +181,8 @@ def transpose(src: np.ndarray, dst: np.ndarray, bias: np.ndarray | None = None) 
     convolutions' channels, padded to whole vectors). C-contiguous, of one float dtype (the library available)."""
     n, rows, spitch = src.shape
     cols, dpitch = dst.shape[1:]
-    _cl_call("transpose", src)(_ptr(src), _ptr(dst), *(ctypes.c_longlong(m) for m in (
-        n, min(rows, dpitch), min(spitch, cols), spitch, dpitch)),
-        None if bias is None else _ptr(np.ascontiguousarray(bias, dtype=src.dtype)))
+    _cl_call("transpose", src)(data_pointer(src), data_pointer(dst), n, min(rows, dpitch), min(spitch, cols), spitch,
+                               dpitch, None if bias is None else data_pointer(np.ascontiguousarray(bias, src.dtype)))
 
 
 def kernel_major_weight(dw: np.ndarray, o: int, c: int, kernel: tuple) -> np.ndarray:
@@ -200,31 +206,33 @@ def pad_cl(x: np.ndarray, xp: np.ndarray, front: tuple) -> None:
                           ctypes.c_longlong(cl), (ctypes.c_longlong * 9)(*sizes))
 
 
-def conv_direct(xp: np.ndarray, w: np.ndarray, y: np.ndarray, gpos: np.ndarray, pos: np.ndarray, row: np.ndarray,
-                gtap: np.ndarray, tap: np.ndarray, wrow: np.ndarray, bias: np.ndarray | None = None) -> None:
+def conv_direct(xp: np.ndarray, w: np.ndarray, y: np.ndarray, plan: tuple, bias: np.ndarray | None = None) -> None:
     """y (n, R, Op) = the direct convolution of xp (n, *s, C) (pad_cl's frame, or where no window reads padding a
-    channels-last array's rows or a row-major array's memory as (n, positions, C)) with w (W, Op), position group by group (positions gpos[q]..gpos[q + 1] - 1,
-    taps gtap[q]..gtap[q + 1] - 1): y[i, row[p]] = the sum over the group's taps t of xp[i] (flat) at pos[p] +
-    tap[t] times w[wrow[t]] (a tap: one channel of one kernel element; int64 element offsets, a tap's negative
-    where pos[p] lies past the window's start, and row numbers; Op a whole number of 64-byte vectors), plus
-    bias[o] after each sum where given (Op values: the output channels', zeros in the padding). C-contiguous."""
+    channels-last array's rows or a row-major array's memory as (n, positions, C)) with w (W, Op), by `plan`
+    (fnx/ops/conv.py's: the arrays gpos, pos, row, gtap, tap, wrow and their addresses, `plan.pointers`), position
+    group by group (positions gpos[q]..gpos[q + 1] - 1, taps gtap[q]..gtap[q + 1] - 1): y[i, row[p]] = the sum over
+    the group's taps t of xp[i] (flat) at pos[p] + tap[t] times w[wrow[t]] (a tap: one channel of one kernel
+    element; int64 element offsets, a tap's negative where pos[p] lies past the window's start, and row numbers; Op
+    a whole number of 64-byte vectors), plus bias[o] after each sum where given (Op values: the output channels',
+    zeros in the padding). C-contiguous."""
     n, c, op = xp.shape[0], xp.shape[-1], w.shape[-1]
-    _cl_call("conv_direct", xp)(_ptr(xp), _ptr(w), _ptr(y), *(ctypes.c_longlong(m) for m in (
-        n, xp[0].size // c, c, op, y.shape[1], gpos.size - 1)), *(_ptr(a) for a in (gpos, pos, row, gtap, tap, wrow)),
-        None if bias is None else _ptr(bias))
+    _cl_call("conv_direct", xp)(data_pointer(xp), data_pointer(w), data_pointer(y), n, math.prod(xp.shape[1:-1]), c,
+                                op, y.shape[1], len(plan[0]) - 1, *plan.pointers,
+                                None if bias is None else data_pointer(bias))
 
 
 def conv_weight_direct(xp: np.ndarray, g: np.ndarray, rows: int, plan: tuple, chunks: int,
                        parts: int) -> np.ndarray:
-    """dw (rows, Op) = conv_direct's gradient in w by the same plan (gpos, pos, row, gtap, tap, wrow): dw[wrow[t]] =
-    the sum over samples i and each group's positions p whose taps include t of xp[i] (flat) at pos[p] + tap[t]
-    times g[i, row[p]] (g (n, R, Op) channels-last); its terms summed in `chunks` parts and its rows in `parts`,
-    chunks * parts parallel tasks."""
+    """dw (rows, Op) = conv_direct's gradient in w by the same plan (gpos, pos, row, gtap, tap, wrow and their
+    addresses): dw[wrow[t]] = the sum over samples i and each group's positions p whose taps include t of xp[i]
+    (flat) at pos[p] + tap[t] times g[i, row[p]] (g (n, R, Op) channels-last); its terms summed in `chunks` parts
+    and its rows in `parts`, chunks * parts parallel tasks."""
     n, c, op = xp.shape[0], xp.shape[-1], g.shape[-1]
     dw = aligned_empty((rows, op), xp.dtype)
     work = aligned_empty(((chunks - 1) * dw.size,), xp.dtype)   # held until the call returns
-    _cl_call("conv_weight_direct", xp)(_ptr(xp), _ptr(g), _ptr(dw), _ptr(work), *(ctypes.c_longlong(m) for m in (
-        chunks, parts, rows, n, xp[0].size // c, c, op, g.shape[1], plan[0].size - 1)), *(_ptr(a) for a in plan))
+    _cl_call("conv_weight_direct", xp)(data_pointer(xp), data_pointer(g), data_pointer(dw), data_pointer(work), chunks,
+                                       parts, rows, n, math.prod(xp.shape[1:-1]), c, op, g.shape[1],
+                                       len(plan[0]) - 1, *plan.pointers)
     return dw
 
 
