@@ -24,7 +24,7 @@ from .template_library import TemplateLibrary
 
 __all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "nll_rows", "cross_entropy_backward", "softmax",
            "layer_norm", "layer_norm_backward",
-           "batch_norm_stats", "batch_norm_apply", "batch_norm_backward_sums", "batch_norm_stats_rows",
+           "batch_norm_forward", "batch_norm_backward", "batch_norm_stats_rows", "batch_norm_apply_rows",
            "batch_norm_backward_sums_rows", "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
@@ -32,15 +32,15 @@ MIN_ELEMENTS = 4096
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _POINTERS = {"lstm_forward": 9, "lstm_backward": 9, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
              "nll_rows": 4, "cross_entropy_backward": 4,
-             "layer_norm": 6, "layer_norm_backward": 8, "batch_norm_stats": 3, "batch_norm_apply": 7,
-             "batch_norm_backward_sums": 6, "batch_norm_stats_rows": 4, "batch_norm_apply_rows": 7,
+             "layer_norm": 6, "layer_norm_backward": 8, "batch_norm_forward": 7, "batch_norm_backward": 8,
+             "batch_norm_stats_rows": 4, "batch_norm_apply_rows": 7,
              "batch_norm_backward_sums_rows": 6}   # then 2 sizes, and the extras of _EXTRA
 _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong],   # eps; rows per chunk
           "nll_rows": [ctypes.c_longlong],   # ignore_index
           "cross_entropy_backward": [ctypes.c_longlong] * 3,   # ignore_index, per row, the mean's count
           "lstm_forward": [ctypes.c_longlong] * 3, "lstm_backward": [ctypes.c_longlong] * 3,   # steps, reverse, tasks
-          "batch_norm_stats": [ctypes.c_longlong], "batch_norm_apply": [ctypes.c_longlong],   # a channel's length
-          "batch_norm_backward_sums": [ctypes.c_longlong],
+          "batch_norm_forward": [ctypes.c_longlong, ctypes.c_double],   # a channel's length, eps
+          "batch_norm_backward": [ctypes.c_longlong],   # a channel's length
           "batch_norm_stats_rows": [ctypes.c_longlong], "batch_norm_backward_sums_rows": [ctypes.c_longlong]}   # chunk
 # layer_norm's parameter gradients are summed per chunk of rows, then the chunks in order (the same bits on any
 # number of threads): at least _CHUNK rows per chunk, at most _CHUNKS chunks.
@@ -201,23 +201,43 @@ def _channels(name: str, *arrays: np.ndarray) -> tuple | None:
     return None if fns is None else (fns[0],) + tuple(contiguous(a) for a in arrays)
 
 
-def batch_norm_stats(x: np.ndarray) -> tuple | None:
-    """(mean, biased var) per channel of x (N, C, L), summed in double; None where numpy should run it."""
-    found = _channels("batch_norm_stats", x)
+def batch_norm_forward(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,
+                       eps: float) -> tuple | None:
+    """Training-mode batch_norm of x (N, C, L) with the per-channel weight and bias (or None), a channel at a time:
+    (y, mean, biased var, rstd), the statistics summed in double; None where numpy should run it."""
+    found = _channels("batch_norm_forward", x, *(a for a in (weight, bias) if a is not None))
     if found is None:
         return None
-    fn, x = found
-    (n, c, length), (mean, var) = x.shape, (np.empty(x.shape[1], x.dtype) for _ in range(2))
-    fn(data_pointer(x), data_pointer(mean), data_pointer(var), n, c, length)
-    return mean, var
+    fn, x, *given = found
+    weight = given.pop(0) if weight is not None else None
+    bias = given.pop(0) if bias is not None else None
+    y = np.empty(x.shape, x.dtype)
+    mean, var, rstd = (np.empty(x.shape[1], x.dtype) for _ in range(3))
+    fn(data_pointer(x), _pointer(weight), _pointer(bias), data_pointer(y), data_pointer(mean), data_pointer(var),
+       data_pointer(rstd), *x.shape, eps)
+    return y, mean, var, rstd
 
 
-def batch_norm_apply(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray, g: np.ndarray | None = None,
-                     mean: np.ndarray | None = None, shift: np.ndarray | None = None) -> np.ndarray | None:
-    """x * alpha + beta per channel of x (N, C, L), or of channels-last rows x (M, C) (the forward), or with g the
-    backward's g * alpha - (x - mean) * beta - shift; None where numpy should run it."""
-    name = "batch_norm_apply_rows" if x.ndim == 2 else "batch_norm_apply"
-    found = _channels(name, *(a for a in (x, alpha, beta, g, mean, shift) if a is not None))
+def batch_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np.ndarray, weight: np.ndarray | None,
+                        need_input: bool) -> tuple | None:
+    """Training-mode batch_norm's gradients over (N, C, L) arrays, a channel at a time: (dx or None where not
+    `need_input`, sum of g, sum of g (x - mean)) per channel, the sums in double; None where numpy should run it."""
+    found = _channels("batch_norm_backward", g, x, mean, rstd, *(() if weight is None else (weight,)))
+    if found is None:
+        return None
+    fn, g, x, mean, rstd, *given = found
+    dx = np.empty(x.shape, x.dtype) if need_input else None
+    sum_g, sum_gc = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype)
+    fn(data_pointer(g), data_pointer(x), data_pointer(mean), data_pointer(rstd), _pointer(given[0] if given else None),
+       _pointer(dx), data_pointer(sum_g), data_pointer(sum_gc), *x.shape)
+    return dx, sum_g, sum_gc
+
+
+def batch_norm_apply_rows(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray, g: np.ndarray | None = None,
+                          mean: np.ndarray | None = None, shift: np.ndarray | None = None) -> np.ndarray | None:
+    """x * alpha + beta per channel of channels-last rows x (M, C) (the forward), or with g the backward's g * alpha
+    - (x - mean) * beta - shift; None where numpy should run it."""
+    found = _channels("batch_norm_apply_rows", *(a for a in (x, alpha, beta, g, mean, shift) if a is not None))
     if found is None:
         return None
     fn, x, alpha, beta, *rest = found
@@ -226,18 +246,6 @@ def batch_norm_apply(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray, g: np.n
     fn(data_pointer(x), _pointer(g), data_pointer(y), data_pointer(alpha), data_pointer(beta), _pointer(mean),
        _pointer(shift), *x.shape)
     return y
-
-
-def batch_norm_backward_sums(g: np.ndarray, x: np.ndarray, mean: np.ndarray) -> tuple | None:
-    """(sum of g, sum of g (x - mean)) per channel of (N, C, L) arrays, in double; None where numpy should run it."""
-    found = _channels("batch_norm_backward_sums", g, x, mean)
-    if found is None:
-        return None
-    fn, g, x, mean = found
-    sum_g, sum_gc, work = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype), np.empty(2 * x.shape[1])
-    fn(data_pointer(g), data_pointer(x), data_pointer(mean), data_pointer(sum_g), data_pointer(sum_gc),
-       data_pointer(work), *x.shape)
-    return sum_g, sum_gc
 
 
 def _row_chunks(m: int, c: int) -> tuple:
