@@ -208,32 +208,41 @@ def test_eager_batch_norm_runs_c_loops_on_large_float32_inputs_with_numpys_value
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("rows", [False, True], ids=["channels_first", "channels_last_rows"])
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_batch_norm_c_loops_round_as_numpys_operations_on_their_own_statistics(affine, dtype):
-    """A channel a task, the C loops' terms are numpy's operations on the element type, bit for bit, from the
-    loops' statistics and sums: rstd = 1 / sqrt(var + eps), y = x alpha + beta, dx = g alpha - (x - mean) scale -
-    shift; the statistics and sums (in double) within rounding of float64 references."""
+def test_batch_norm_c_loops_round_as_numpys_operations_on_their_own_statistics(affine, dtype, rows):
+    """The C loops' terms are numpy's operations on the element type, bit for bit, from the loops' statistics and
+    sums: rstd = 1 / sqrt(var + eps), y = x alpha + beta, dx = g alpha - (x - mean) scale - shift; the statistics
+    and sums (in double) within rounding of float64 references; over (N, C, L) channels-first arrays (a channel a
+    task) and over channels-last rows (M, C)."""
     n, c, length, eps = 6, 5, 900, 1e-3
     x = (RNG.standard_normal((n, c, length)) * 3 + 1).astype(dtype)
     g = RNG.standard_normal(x.shape).astype(dtype)
     w, b = (np.linspace(0.5, 2, c).astype(dtype), np.linspace(-1, 1, c).astype(dtype)) if affine else (None, None)
-    y, mean, var, rstd = nn_kernels.batch_norm_forward(x, w, b, eps)
+    if rows:   # each row one position's channels
+        x, g = (np.ascontiguousarray(a.transpose(0, 2, 1).reshape(-1, c)) for a in (x, g))
+        forward, backward, axes, per = (nn_kernels.batch_norm_forward_rows, nn_kernels.batch_norm_backward_rows, 0,
+                                        lambda v: v)
+    else:
+        forward, backward, axes, per = (nn_kernels.batch_norm_forward, nn_kernels.batch_norm_backward, (0, 2),
+                                        lambda v: v[:, None])
+    y, mean, var, rstd = forward(x, w, b, eps)
     np.testing.assert_array_equal(rstd, 1.0 / np.sqrt(var + eps))
     alpha = rstd if w is None else rstd * w
     beta = -mean * alpha if b is None else b - mean * alpha
-    np.testing.assert_array_equal(y, x * alpha[:, None] + beta[:, None])
+    np.testing.assert_array_equal(y, x * per(alpha) + per(beta))
     tol = 1e-6 if dtype == np.float32 else 1e-14
     x64, g64 = x.astype(np.float64), g.astype(np.float64)
-    np.testing.assert_allclose(mean, x64.mean((0, 2)), rtol=tol)
-    np.testing.assert_allclose(var, x64.var((0, 2)), rtol=tol)
-    dx, sum_g, sum_gc = nn_kernels.batch_norm_backward(g, x, mean, rstd, w, True)
+    np.testing.assert_allclose(mean, x64.mean(axes), rtol=tol)
+    np.testing.assert_allclose(var, x64.var(axes), rtol=tol)
+    dx, sum_g, sum_gc = backward(g, x, mean, rstd, w, True)
     count = n * length
     scale, shift = alpha * rstd * rstd * sum_gc / count, alpha * sum_g / count
-    np.testing.assert_array_equal(dx, g * alpha[:, None] - (x - mean[:, None]) * scale[:, None] - shift[:, None])
-    for got, want in ((sum_g, g64.sum((0, 2))), (sum_gc, (g64 * (x64 - mean[:, None])).sum((0, 2)))):
-        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(g64).sum((0, 2)).max())
-    alone = nn_kernels.batch_norm_backward(g, x, mean, rstd, w, False)
+    np.testing.assert_array_equal(dx, g * per(alpha) - (x - per(mean)) * per(scale) - per(shift))
+    for got, want in ((sum_g, g64.sum(axes)), (sum_gc, (g64 * (x64 - per(mean))).sum(axes))):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(g64).sum(axes).max())
+    alone = backward(g, x, mean, rstd, w, False)
     assert alone[0] is None
     np.testing.assert_array_equal(alone[1], sum_g)
     np.testing.assert_array_equal(alone[2], sum_gc)

@@ -24,8 +24,8 @@ from .template_library import TemplateLibrary
 
 __all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "nll_rows", "cross_entropy_backward", "softmax",
            "layer_norm", "layer_norm_backward",
-           "batch_norm_forward", "batch_norm_backward", "batch_norm_stats_rows", "batch_norm_apply_rows",
-           "batch_norm_backward_sums_rows", "MIN_ELEMENTS"]
+           "batch_norm_forward", "batch_norm_backward", "batch_norm_forward_rows", "batch_norm_backward_rows",
+           "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
 MIN_ELEMENTS = 4096
@@ -33,15 +33,15 @@ _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _POINTERS = {"lstm_forward": 9, "lstm_backward": 9, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
              "nll_rows": 4, "cross_entropy_backward": 4,
              "layer_norm": 6, "layer_norm_backward": 8, "batch_norm_forward": 7, "batch_norm_backward": 8,
-             "batch_norm_stats_rows": 4, "batch_norm_apply_rows": 7,
-             "batch_norm_backward_sums_rows": 6}   # then 2 sizes, and the extras of _EXTRA
+             "batch_norm_forward_rows": 9, "batch_norm_backward_rows": 10}   # then 2 sizes, and the extras of _EXTRA
 _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_longlong],   # eps; rows per chunk
           "nll_rows": [ctypes.c_longlong],   # ignore_index
           "cross_entropy_backward": [ctypes.c_longlong] * 3,   # ignore_index, per row, the mean's count
           "lstm_forward": [ctypes.c_longlong] * 3, "lstm_backward": [ctypes.c_longlong] * 3,   # steps, reverse, tasks
           "batch_norm_forward": [ctypes.c_longlong, ctypes.c_double],   # a channel's length, eps
           "batch_norm_backward": [ctypes.c_longlong],   # a channel's length
-          "batch_norm_stats_rows": [ctypes.c_longlong], "batch_norm_backward_sums_rows": [ctypes.c_longlong]}   # chunk
+          "batch_norm_forward_rows": [ctypes.c_longlong, ctypes.c_double],   # rows a chunk, eps
+          "batch_norm_backward_rows": [ctypes.c_longlong]}   # rows a chunk
 # layer_norm's parameter gradients are summed per chunk of rows, then the chunks in order (the same bits on any
 # number of threads): at least _CHUNK rows per chunk, at most _CHUNKS chunks.
 _CHUNK, _CHUNKS = 32, 64
@@ -233,21 +233,6 @@ def batch_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np
     return dx, sum_g, sum_gc
 
 
-def batch_norm_apply_rows(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray, g: np.ndarray | None = None,
-                          mean: np.ndarray | None = None, shift: np.ndarray | None = None) -> np.ndarray | None:
-    """x * alpha + beta per channel of channels-last rows x (M, C) (the forward), or with g the backward's g * alpha
-    - (x - mean) * beta - shift; None where numpy should run it."""
-    found = _channels("batch_norm_apply_rows", *(a for a in (x, alpha, beta, g, mean, shift) if a is not None))
-    if found is None:
-        return None
-    fn, x, alpha, beta, *rest = found
-    g, mean, shift = rest if rest else (None, None, None)
-    y = np.empty(x.shape, x.dtype)
-    fn(data_pointer(x), _pointer(g), data_pointer(y), data_pointer(alpha), data_pointer(beta), _pointer(mean),
-       _pointer(shift), *x.shape)
-    return y
-
-
 def _row_chunks(m: int, c: int) -> tuple:
     """(rows a chunk, the work buffer) of the channels-last sums over m rows of c channels: at least _CHUNK rows a
     chunk, at most _CHUNKS chunks (as layer_norm's parameter gradients)."""
@@ -255,30 +240,38 @@ def _row_chunks(m: int, c: int) -> tuple:
     return chunk, np.empty((-(-m // chunk) * 2 + 3) * c)
 
 
-def batch_norm_stats_rows(x: np.ndarray) -> tuple | None:
-    """batch_norm_stats of channels-last rows x (M, C) (each row one position's channels); None where numpy
-    should run it."""
-    found = _channels("batch_norm_stats_rows", x)
+def batch_norm_forward_rows(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,
+                            eps: float) -> tuple | None:
+    """batch_norm_forward over channels-last rows x (M, C) (each row one position's channels): (y rows, mean,
+    biased var, rstd); None where numpy should run it."""
+    found = _channels("batch_norm_forward_rows", x, *(a for a in (weight, bias) if a is not None))
     if found is None:
         return None
-    fn, x = found
-    (m, c), (mean, var) = x.shape, (np.empty(x.shape[1], x.dtype) for _ in range(2))
+    fn, x, *given = found
+    weight = given.pop(0) if weight is not None else None
+    bias = given.pop(0) if bias is not None else None
+    (m, c), y = x.shape, np.empty(x.shape, x.dtype)
+    mean, var, rstd, coef = (np.empty(size * c, x.dtype) for size in (1, 1, 1, 2))
     chunk, work = _row_chunks(m, c)
-    fn(data_pointer(x), data_pointer(mean), data_pointer(var), data_pointer(work), m, c, chunk)
-    return mean, var
+    fn(data_pointer(x), _pointer(weight), _pointer(bias), data_pointer(y), data_pointer(mean), data_pointer(var),
+       data_pointer(rstd), data_pointer(coef), data_pointer(work), m, c, chunk, eps)
+    return y, mean, var, rstd
 
 
-def batch_norm_backward_sums_rows(g: np.ndarray, x: np.ndarray, mean: np.ndarray) -> tuple | None:
-    """batch_norm_backward_sums over channels-last rows (M, C); None where numpy should run it."""
-    found = _channels("batch_norm_backward_sums_rows", g, x, mean)
+def batch_norm_backward_rows(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np.ndarray,
+                             weight: np.ndarray | None, need_input: bool) -> tuple | None:
+    """batch_norm_backward over channels-last rows (M, C): (dx rows or None where not `need_input`, sum of g, sum of
+    g (x - mean)); None where numpy should run it."""
+    found = _channels("batch_norm_backward_rows", g, x, mean, rstd, *(() if weight is None else (weight,)))
     if found is None:
         return None
-    fn, g, x, mean = found
-    (m, c), (sum_g, sum_gc) = x.shape, (np.empty(x.shape[1], x.dtype) for _ in range(2))
+    fn, g, x, mean, rstd, *given = found
+    (m, c), dx = x.shape, np.empty(x.shape, x.dtype) if need_input else None
+    sum_g, sum_gc, coef = (np.empty(size * c, x.dtype) for size in (1, 1, 3))
     chunk, work = _row_chunks(m, c)
-    fn(data_pointer(g), data_pointer(x), data_pointer(mean), data_pointer(sum_g), data_pointer(sum_gc),
-       data_pointer(work), m, c, chunk)
-    return sum_g, sum_gc
+    fn(data_pointer(g), data_pointer(x), data_pointer(mean), data_pointer(rstd), _pointer(given[0] if given else None),
+       _pointer(dx), data_pointer(sum_g), data_pointer(sum_gc), data_pointer(coef), data_pointer(work), m, c, chunk)
+    return dx, sum_g, sum_gc
 
 
 def _pointer(a: np.ndarray | None) -> int | None:

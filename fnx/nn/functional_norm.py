@@ -294,32 +294,23 @@ class _BatchNorm(Function):
 
 
 def _channels_last_forward(x, weight, bias, eps: float) -> tuple | None:
-    """(y, mean, var, rstd) of _BatchNorm's forward over a channels-last x as rows of channels (C loops), y
+    """(y, mean, var, rstd) of _BatchNorm's forward over a channels-last x as rows of channels (one C call), y
     channels-last; None where the loops do not run (then numpy runs the channels-first form on a copy)."""
-    x2 = layout.rows(x)
-    native = nn_kernels.batch_norm_stats_rows(x2)
+    native = nn_kernels.batch_norm_forward_rows(layout.rows(x), None if weight is None else weight._value,
+                                                None if bias is None else bias._value, eps)
     if native is None:
         return None
-    mean, var = native
-    rstd = 1.0 / np.sqrt(var + eps)
-    alpha = rstd if weight is None else rstd * weight._value
-    beta = -mean * alpha if bias is None else bias._value - mean * alpha
-    y = layout.from_rows(nn_kernels.batch_norm_apply_rows(x2, alpha, beta), x.shape[0], x.shape[2:])
-    return y, mean, var, rstd
+    y, mean, var, rstd = native
+    return layout.from_rows(y, x.shape[0], x.shape[2:]), mean, var, rstd
 
 
 def _channels_last_backward(x, g, weight, mean, rstd, dev, need_x: bool, need_w: bool, need_b: bool) -> tuple:
-    """_BatchNorm's backward for a channels-last x: the gradients' sums and dx over rows of channels (g read in
-    place where it is channels-last too), dx channels-last."""
-    x2, g2 = layout.rows(x), layout.rows(g)
-    sum_g, sum_gc = nn_kernels.batch_norm_backward_sums_rows(g2, x2, mean)
-    d_input = None
-    if need_x:
-        count = x2.shape[0]
-        alpha = rstd if weight is None else rstd * weight._value
-        scale, shift = alpha * rstd * rstd * sum_gc / count, alpha * sum_g / count
-        d_input = make(layout.from_rows(nn_kernels.batch_norm_apply_rows(x2, alpha, scale, g2, mean, shift),
-                                        x.shape[0], x.shape[2:]), dev)
+    """_BatchNorm's backward for a channels-last x: the gradients' sums and dx over rows of channels in one C call
+    (g read in place where it is channels-last too), dx channels-last."""
+    d_input, sum_g, sum_gc = nn_kernels.batch_norm_backward_rows(
+        layout.rows(g), layout.rows(x), mean, rstd, None if weight is None else weight._value, need_x)
+    if d_input is not None:
+        d_input = make(layout.from_rows(d_input, x.shape[0], x.shape[2:]), dev)
     return (d_input, make(sum_gc * rstd, dev) if need_w else None, make(sum_g, dev) if need_b else None, None)
 
 
