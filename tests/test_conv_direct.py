@@ -278,6 +278,38 @@ def test_direct_convolutions_read_packed_weights_and_write_rows_at_cache_lines(m
     assert len(seen) == 6 and set(seen) == {(0, 0)}
 
 
+@pytest.mark.parametrize("n,c,o,side,stride,dilation,dtype", [
+    (4, 32, 16, 20, 1, 1, np.float32),   # two vectors of taps a tile
+    (3, 16, 16, 7, 1, 1, np.float32),    # one kernel element's 16 channels, and the last vector alone
+    (2, 48, 12, 9, 2, 1, np.float32),    # 12 output channels padded to one vector; stride 2
+    (2, 16, 8, 11, 1, 2, np.float64),    # float64: 8 lanes; dilation 2
+    (12, 32, 16, 4, 1, 1, np.float32),   # a 4 x 4 image: every group at a border
+])
+def test_weight_gradients_into_one_vector_of_channels_swap_the_tiles_with_the_same_bits(n, c, o, side, stride,
+                                                                                       dilation, dtype, monkeypatch):
+    # 8 output channels of g broadcast against vectors of a kernel element's channels of x: conv_weight_direct's
+    # sums in its order, so its bits; the values of the composite form
+    calls = []
+    run = window_kernels.conv_weight_swapped
+    monkeypatch.setattr(window_kernels, "conv_weight_swapped", lambda *a: (calls.append(a[-1]), run(*a))[1])
+    rng = np.random.default_rng(7)
+    x = fnx.tensor(rng.standard_normal((n, c, side, side)).astype(dtype)).contiguous(memory_format=fnx.channels_last)
+    w = fnx.tensor(rng.standard_normal((o, c, 3, 3)).astype(dtype), requires_grad=True)
+    grads = []
+    for swapped in (True, False):
+        monkeypatch.setattr(direct, "SWAPPED", swapped)
+        w.grad = None
+        y = F.conv2d(x, w, stride=stride, padding=1, dilation=dilation)
+        y.backward(fnx.tensor(np.linspace(-1, 1, y.numel()).reshape(y.shape).astype(dtype)))
+        grads.append(w.grad.numpy())
+    assert len(calls) == 1
+    np.testing.assert_array_equal(grads[0], grads[1])
+    _check_against_the_composite(dict(nd=2, groups=1, stride=(stride, stride), dilation=(dilation, dilation),
+                                      padding=(1, 1), x=(n, c, side, side), w=(o, c, 3, 3), bias=False, dtype=dtype),
+                                 lambda x, w, b: F.conv2d(x.contiguous(memory_format=fnx.channels_last), w, b,
+                                                          stride=stride, padding=1, dilation=dilation))
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_convolutions_large_enough_for_parallel_loops_give_the_composite_values(bias):
     # the frame, the direct loops of every phase and the transposes split over the pool

@@ -32,7 +32,7 @@ from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
            "window_put", "available", "transpose", "kernel_major_weight", "pad_cl", "conv_direct",
-           "conv_weight_direct", "MIN_ELEMENTS"]
+           "conv_weight_direct", "conv_weight_swapped", "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
 MIN_ELEMENTS = 4096
@@ -40,13 +40,15 @@ _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _Geometry = ctypes.c_longlong * 15
 _Rows = ctypes.c_longlong * 10
 _KERNELS = ("im2col", "col2im", "conv_output_vjp", "window_argmax", "window_take", "window_put", "transpose",
-            "pad_cl", "conv_direct", "conv_weight_direct", "window_argmax_cl", "window_take_cl", "window_put_cl",
+            "pad_cl", "conv_direct", "conv_weight_direct", "conv_weight_swapped", "window_argmax_cl",
+            "window_take_cl", "window_put_cl",
             "transpose_strided")
 # The argument types of the functions that every eager convolution calls, so that addresses and sizes go as plain
 # ints (a ctypes object made for each cost about a microsecond a call of the library).
 _P, _L = ctypes.c_void_p, ctypes.c_longlong
 _ARGTYPES = {"transpose": [_P, _P] + [_L] * 5 + [_P], "conv_direct": [_P] * 3 + [_L] * 6 + [_P] * 7,
-             "conv_weight_direct": [_P] * 4 + [_L] * 9 + [_P] * 6}
+             "conv_weight_direct": [_P] * 4 + [_L] * 9 + [_P] * 6,
+             "conv_weight_swapped": [_P] * 4 + [_L] * 8 + [_P] * 6}
 _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
                            "the C loops of convolution and pooling", "numpy runs them",
@@ -234,6 +236,22 @@ def conv_weight_direct(xp: np.ndarray, g: np.ndarray, rows: int, plan: tuple, ch
                                        parts, rows, n, math.prod(xp.shape[1:-1]), c, op, g.shape[1],
                                        len(plan[0]) - 1, *plan.pointers)
     return dw
+
+
+def conv_weight_swapped(xp: np.ndarray, g: np.ndarray, rows: int, plan: tuple, chunks: int) -> np.ndarray:
+    """conv_weight_direct's dw (rows, Op) with the tiles' roles swapped (8 output channels of g broadcast against
+    vectors of consecutive taps of xp), for Op one 64-byte vector of output channels, an element-major plan over
+    channels-last xp and C a multiple of that vector's lanes: the same sums in the same order, summed (Op, rows)
+    and transposed."""
+    n, c, op = xp.shape[0], xp.shape[-1], g.shape[-1]
+    dwt = aligned_empty((1, op, rows), xp.dtype)
+    work = aligned_empty(((chunks - 1) * dwt.size,), xp.dtype)   # held until the call returns
+    _cl_call("conv_weight_swapped", xp)(data_pointer(xp), data_pointer(g), data_pointer(dwt), data_pointer(work),
+                                        chunks, rows, n, math.prod(xp.shape[1:-1]), c, op, g.shape[1],
+                                        len(plan[0]) - 1, *plan.pointers)
+    dw = aligned_empty((1, rows, op), xp.dtype)
+    transpose(dwt, dw)
+    return dw[0]
 
 
 def _argmax(x: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple, out: tuple,
