@@ -131,6 +131,24 @@ def test_float64_packed_panels_of_a_large_product(a_layout):
     assert np.all(np.abs(got - exact) <= bound)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_of_a_4096_bytes_apart_are_packed_to_the_same_bits(dtype):
+    """A whose rows lie a multiple of 4096 bytes apart is packed (read where it lies, its tile's rows would share
+    one set of L1); the panels hold A's values, so the product has the bits of the same A at another stride."""
+    rng = np.random.default_rng(5)
+    k = 4096 // np.dtype(dtype).itemsize
+    wide = rng.standard_normal((300, k + 16)).astype(dtype)
+    aliased = np.ascontiguousarray(wide[:, :k])   # rows 4096 bytes apart, K past several blocks
+    other = wide[:, :k]                           # the same values, rows 4096 + 16 elements apart
+    b = rng.standard_normal((k, 100)).astype(dtype)
+    assert aliased.strides[0] == 4096 and other.strides[0] != 4096
+    got = G.gemm(aliased, b)
+    assert np.array_equal(got, G.gemm(other, b))
+    exact = aliased.astype(np.float64) @ b.astype(np.float64)
+    u = 2.0 ** -24 if dtype == np.float32 else 2.0 ** -53
+    assert np.all(np.abs(got - exact) <= 1.01 * k * u * (np.abs(aliased).astype(np.float64) @ np.abs(b)) + 1e-30)
+
+
 @pytest.mark.parametrize("k", [16, 45, 301])
 def test_a_transposed_b_is_packed_to_the_same_bits_as_its_rows(k):
     """x @ w.T: B's panels are packed from its columns (a block at a time, transposed in registers, the rest of K
