@@ -27,7 +27,8 @@ _BLOCK = 64   # FNX_B in the template: queries and keys per block
 _SUFFIX = {np.dtype(np.float32): ("f32", ctypes.c_float), np.dtype(np.float64): ("f64", ctypes.c_double)}
 _library = TemplateLibrary("fnx-attention", "c_attention.c.j2",
                            [f"fnx_attention_{name}_{sfx}" for name in ("forward", "backward") for sfx in ("f32", "f64")],
-                           "the C loops of scaled_dot_product_attention", "a composition of fnx ops runs it").get
+                           "the C loops of scaled_dot_product_attention", "a composition of fnx ops runs it",
+                           primitives=("attention", "attention_vjp")).get
 
 
 def _function(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray):

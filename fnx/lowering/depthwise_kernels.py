@@ -23,7 +23,9 @@ _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _KERNELS = ("conv", "conv_input_grad", "conv_weight_grad")
 _library = TemplateLibrary("fnx-depthwise", "c_depthwise.c.j2",
                            [f"fnx_dw_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
-                           "the C loops of depthwise convolutions", "the composite convolution runs").get
+                           "the C loops of depthwise convolutions", "the composite convolution runs",
+                           primitives=("depthwise_conv", "depthwise_conv_input_grad",
+                                       "depthwise_conv_weight_grad")).get
 
 
 def available() -> bool:

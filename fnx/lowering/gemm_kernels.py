@@ -71,7 +71,8 @@ _FUNCTIONS["fnx_linear_f32"] = [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 3
 _library = TemplateLibrary("fnx-gemm", "c_gemm_lib.c.j2", [], "the eager GEMM", "numpy's products run",
                            _FUNCTIONS, {"gemms": [gemm_context(d.name, _TYPES[d.name], s)
                                                   for d, s in _SUFFIX.items()],
-                                        "sum_trees": {n: _sum_tree(n) for n in (4, 8, 16)}}).get
+                                        "sum_trees": {n: _sum_tree(n) for n in (4, 8, 16)}},
+                           primitives=("matmul",)).get
 
 
 # Eager products that run here: float32 (float64 stays with OpenBLAS: not measured), every dim at least

@@ -52,6 +52,7 @@ from .codegen import GeneratedKernel, emittable, prelude, render, render_module
 from .column_blocks import block_columns
 from .fusion import Kernel, fuse
 from .targets import Target, get_target
+from .template_library import build_soon
 
 __all__ = ["build_executable", "Executable", "Donating", "plan_steps", "generated_source", "working_set"]
 
@@ -80,6 +81,8 @@ def build_executable(closed: ClosedJaxpr, *, backend: str) -> "Executable":
     "opencl": OpenCL C through pyopencl)."""
     target = get_target(backend)
     target.require()   # C without a compiler: NoCompilerError (the default backend interprets instead)
+    if target.name == "c":   # the C libraries its library steps will call build while the steps are planned
+        build_soon(e.prim.name for e in closed.jaxpr.eqns)
     steps, kernels = plan_steps(closed, target)
     program = target.build(kernels, functools.partial(prelude, target))
     source, launch, flag = program.source, program.launcher, program.flag

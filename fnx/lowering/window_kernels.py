@@ -53,7 +53,8 @@ _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
                            "the C loops of convolution and pooling", "numpy runs them",
                            {f"fnx_{name}_{sfx}": types for name, types in _ARGTYPES.items()
-                            for sfx in _SUFFIX.values()}).get
+                            for sfx in _SUFFIX.values()},
+                           primitives=("conv", "conv_input_grad", "conv_weight_grad")).get
 
 
 def _function(name: str, a: np.ndarray, size: int):

@@ -1,0 +1,46 @@
+"""fnx/lowering/template_library.py: a C library of eager loops built once, on first use or ahead of it when a
+compiled program holds a primitive whose impl calls it (`build_soon`)."""
+import threading
+import time
+
+import fnx
+from fnx.lowering import template_library
+from fnx.lowering.plan import build_executable
+from fnx.lowering.template_library import TemplateLibrary, build_soon
+
+
+def _slow_library(monkeypatch, primitive: str):
+    """A library that names `primitive` and whose build takes 0.2 s, counting its builds."""
+    monkeypatch.setattr(template_library, "_by_primitive", {})
+    lib = TemplateLibrary("fnx-test", "c_outer.c.j2", [], "a test library", "nothing", primitives=(primitive,))
+    builds, built = [], object()
+
+    def build():
+        builds.append(threading.current_thread().name)
+        time.sleep(0.2)
+        return built
+
+    monkeypatch.setattr(lib, "_build", build)
+    return lib, builds, built
+
+
+def test_build_soon_builds_on_a_thread_of_its_own_once(monkeypatch):
+    lib, builds, built = _slow_library(monkeypatch, "test_prim")
+    build_soon(["other_prim"])
+    assert builds == [] and not lib._lib
+    build_soon(["test_prim", "test_prim"])
+    build_soon(["test_prim"])
+    assert lib.get() is built                  # waits for the build under way
+    assert builds == ["fnx-build-fnx-test"]    # once, on its own thread
+    build_soon(["test_prim"])
+    assert lib.get() is built and len(builds) == 1
+
+
+def test_lowering_a_program_starts_the_libraries_of_its_primitives(monkeypatch):
+    started = []
+    monkeypatch.setattr(TemplateLibrary, "start_building", lambda self: started.append(self.name))
+    a, b = fnx.ones(32, 32), fnx.ones(32, 32)
+    build_executable(fnx.make_jaxpr(lambda x: fnx.exp(x) * 2.0)(a), backend="c")
+    assert started == []
+    build_executable(fnx.make_jaxpr(lambda x, y: fnx.exp(x @ y))(a, b), backend="c")
+    assert started == ["fnx-gemm"]
