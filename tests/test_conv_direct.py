@@ -138,6 +138,35 @@ def test_eager_mode_binds_the_primitives_without_padded_copies_and_transforms_se
     assert "conv" not in prims and {"pad", "im2col", "matmul"} <= set(prims)
 
 
+def test_fnx_compile_binds_the_primitives_under_grad_and_the_composite_under_vmap():
+    """In fnx.compile's trace, alone or under grad, convolutions bind the primitives (library steps running the
+    eager C loops: their values); under vmap, whose batching rules they lack, the composite runs."""
+    rng = np.random.default_rng(0)
+    x, w, dw = (fnx.tensor(rng.standard_normal(s)) for s in ((4, 8, 8, 8), (8, 8, 3, 3), (8, 1, 3, 3)))
+
+    def loss(x, w, dw):
+        y = F.conv2d(x, w, padding=1)
+        z = F.conv2d(y, dw, padding=1, groups=8)
+        return (F.conv_transpose2d(z, w, padding=1) ** 2).sum()
+
+    step = fnx.compile(fnx.value_and_grad(loss, argnums=(0, 1, 2)))
+    prims = {e.prim.name for e in step.lower(x, w, dw).jaxpr.jaxpr.eqns}
+    assert {"conv", "conv_input_grad", "conv_weight_grad", "depthwise_conv", "depthwise_conv_input_grad",
+            "depthwise_conv_weight_grad"} <= prims and "im2col" not in prims
+    value, grads = step(x, w, dw)
+    leaves = [t.clone().requires_grad_() for t in (x, w, dw)]
+    eager = loss(*leaves)
+    eager.backward()
+    np.testing.assert_allclose(value.numpy(), eager.detach().numpy(), rtol=1e-12)
+    for g, leaf in zip(grads, leaves):
+        np.testing.assert_allclose(g.numpy(), leaf.grad.numpy(), rtol=1e-11, atol=1e-11)
+    batched = fnx.compile(fnx.vmap(lambda x: F.conv2d(x, w, padding=1)))
+    prims = {e.prim.name for e in batched.lower(x[:, None]).jaxpr.jaxpr.eqns}
+    assert "conv" not in prims and "im2col" in prims
+    np.testing.assert_allclose(batched(x[:, None]).numpy()[:, 0], F.conv2d(x, w, padding=1).numpy(), rtol=1e-12,
+                               atol=1e-12)
+
+
 def test_the_primitives_are_off_for_half_floats_without_the_c_loops_and_when_disabled(monkeypatch):
     x, w = fnx.randn(8, 8, 8, 8, requires_grad=True), fnx.randn(8, 8, 3, 3, requires_grad=True)
     assert F.conv2d(x, w).grad_fn.name == "ConvBackward"

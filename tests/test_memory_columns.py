@@ -1,6 +1,8 @@
-"""Compiled convolutions take their im2col columns in blocks of samples (fnx/lowering/column_blocks.py): a compiled
-training step's values and gradients equal eager mode's, its plan holds no array of the batch's columns, and
-equations that do not match the pattern are left alone."""
+"""Compiled convolutions that run the composite take their im2col columns in blocks of samples
+(fnx/lowering/column_blocks.py): a compiled training step's values and gradients equal eager mode's, its plan holds
+no array of the batch's columns, and equations that do not match the pattern are left alone. fnx.compile binds the
+convolution primitives where they run (fnx/nn/functional_conv.py); these tests trace the composite wherever it may
+run (fewer output channels than the primitives take, half floats, no C loops)."""
 import contextlib
 import math
 
@@ -14,6 +16,7 @@ from fnx.lowering import column_blocks
 from fnx.lowering.column_blocks import block_columns
 from fnx.lowering.fusion import Kernel
 from fnx.lowering.plan import plan_steps
+from fnx.nn import functional_conv
 from fnx.ops import conv as eager_conv
 from fnx.transforms.compile import _split
 
@@ -28,6 +31,17 @@ def _block_bytes(n: int):
         yield
     finally:
         column_blocks.BLOCK_BYTES = saved
+
+
+@contextlib.contextmanager
+def _composite():
+    """Convolutions traced by fnx.compile as the composite, as where the primitives do not run."""
+    saved = functional_conv._primitives_bind
+    functional_conv._primitives_bind = lambda: not fnx.core.state.transforms_active
+    try:
+        yield
+    finally:
+        functional_conv._primitives_bind = saved
 
 
 @st.composite
@@ -72,7 +86,7 @@ def test_compiled_gradients_match_eager(case):
     x, w, b = _inputs(case)
     step = fnx.value_and_grad(_loss(case), argnums=(0, 1, 2))
     want_loss, want = step(x, w, b)
-    with _block_bytes(case["block"]):
+    with _block_bytes(case["block"]), _composite():
         compiled = fnx.compile(step)
         got_loss, got = compiled(x, w, b)
         names = _step_names(compiled.lower(x, w, b).jaxpr)
@@ -105,7 +119,8 @@ def test_training_step_plan_holds_no_batch_columns(monkeypatch):
     def loss(w1, w2):
         return (F.conv2d(fnx.relu(F.conv2d(x, w1)), w2) ** 2).mean()
 
-    closed = fnx.compile(fnx.value_and_grad(loss, argnums=(0, 1))).lower(w1, w2).jaxpr
+    with _composite():
+        closed = fnx.compile(fnx.value_and_grad(loss, argnums=(0, 1))).lower(w1, w2).jaxpr
     columns = 64 * 16 * 9 * 8 * 8   # (N, C*K, P) of the second convolution
     with _block_bytes(1 << 16):
         assert _largest(closed) < columns

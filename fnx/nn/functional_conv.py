@@ -30,6 +30,9 @@ from ..ops.joins import cat
 from ..ops.linalg import matmul, require_same_dtype
 from ..ops.windows import col2im, conv_output, im2col
 from ..tensor import Tensor
+from ..transforms.ad import VJPTrace
+from ..transforms.compile import tracing_kinds
+from ..transforms.tracing import StagingTrace
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "conv_tbc",
            "unfold", "fold", "pixel_shuffle", "pixel_unshuffle"]
@@ -121,14 +124,27 @@ def _conv(input: Tensor, weight: Tensor, bias, stride, padding, dilation, groups
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Calculated padded input size per channel: {list(spatial)}. Kernel size: "
                               f"{list(kernel)}. Kernel size can't be greater than actual input size")
-    if groups == c > 1 and weight.shape[1] == 1 and not core.state.transforms_active and depthwise_runs_on(x):
+    primitives = _primitives_bind()
+    if groups == c > 1 and weight.shape[1] == 1 and primitives and depthwise_runs_on(x):
         y = depthwise_conv(x, weight, bias, stride=stride, padding=lo, dilation=dilation, out_size=out)
-    elif core.state.transforms_active or not (runs_on(x) and pays(o // groups, kernel, lo + hi)):
+    elif not (primitives and runs_on(x) and pays(o // groups, kernel, lo + hi)):
         y = _conv_composite(_pad_spatial(x, lo, hi), weight, bias, stride, dilation, groups, out)
     else:
         y = _by_groups(lambda xs, ws, bs: conv(xs, ws, bs, stride=stride, padding=lo, dilation=dilation, out_size=out),
                        x, weight, bias, groups)
     return y.squeeze(0) if unbatched else y
+
+
+def _primitives_bind() -> bool:
+    """Whether a convolution binds the convolution primitives (fnx/ops/conv.py, depthwise_conv.py) rather than the
+    composite (im2col and products): eagerly, and in fnx.compile's trace under reverse-mode transforms at most. The
+    primitives have abstract and vjp rules but no jvp or batching ones, and fnx.export and fnx.onnx emit the
+    composite's pieces; a compiled step runs them as library steps, the eager C loops (the MNIST CNN's compiled
+    training step ran 1.17-1.19x its eager step through the composite's im2col blocks, on an AMD EPYC Zen 4)."""
+    if not core.state.transforms_active:
+        return True
+    return tracing_kinds() == ("compile",) and all(m.trace_type is StagingTrace or m.trace_type is VJPTrace
+                                                   for m in core.state.trace_stack[1:])
 
 
 def _by_groups(run, x: Tensor, weight: Tensor, bias, groups: int) -> Tensor:
@@ -220,9 +236,10 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias, stride, padding, output
     if any(m <= 0 for m in out):
         raise FnxRuntimeError(f"{op}: Given input size per channel: {list(x.shape[2:])}. Calculated output size: "
                               f"{out}. Output size is too small")
-    if groups == cin > 1 and weight.shape[1] == 1 and not core.state.transforms_active and depthwise_runs_on(x):
+    primitives = _primitives_bind()
+    if groups == cin > 1 and weight.shape[1] == 1 and primitives and depthwise_runs_on(x):
         y = depthwise_conv_input_grad(x, weight, out, cin, stride=stride, padding=padding, dilation=dilation)
-    elif not core.state.transforms_active and runs_on(x) and pays(weight.shape[1], kernel, padding):   # no crop
+    elif primitives and runs_on(x) and pays(weight.shape[1], kernel, padding):   # no crop
         y = _by_groups(lambda xs, ws, _: conv_input_grad(xs, ws, out, stride=stride, padding=padding,
                                                          dilation=dilation), x, weight, None, groups)
     else:

@@ -438,7 +438,8 @@ bilinear_vjp(conv_p, lambda g, x, w, geometry: conv_input_grad(g, w, tuple(x.sha
 
 def _lies_channels_last(t) -> bool:
     """Whether the eager tensor t is channels-last (its weight gradient then is too, as PyTorch's)."""
-    return type(t._value) is np.ndarray and layout.channels_last(t._value)
+    value = getattr(t, "_value", None)   # a tracer has none: its gradient's layout is the default one
+    return type(value) is np.ndarray and layout.channels_last(value)
 
 
 def conv(x, w, b=None, *, stride: tuple, padding: tuple, dilation: tuple, out_size: tuple):
