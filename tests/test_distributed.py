@@ -36,12 +36,18 @@ def _mpiexec() -> str:
     return found
 
 
-def _run(args: list, timeout: float) -> subprocess.CompletedProcess:
+def _env() -> dict:
+    """The launched jobs' environment. HWLOC_XMLFILE names no file: mpich's hydra then writes no topology file of
+    its own (/tmp/hydra_hwloc_xmlfile_XXXXXX, whatever TMPDIR says), which a job that aborts left behind."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", HWLOC_XMLFILE=str(ROOT / "no-such-topology.xml"))
     env.pop("FNX_DISTRIBUTED_DEBUG", None)
-    return subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, env=env,
-                          cwd=ROOT)
+    return env
+
+
+def _run(args: list, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+                          env=_env(), cwd=ROOT)
 
 
 def _launch(worker: str, ranks: int = 2, timeout: float = 90, args=()) -> subprocess.CompletedProcess:
@@ -94,11 +100,8 @@ def test_a_rank_that_raises_ends_the_job():
 # ---------------------------------------------------------------- ranks that stop taking part
 def _launch_in_session(args: list, timeout: float) -> subprocess.CompletedProcess:
     """Run mpiexec in a session of its own, so that a hang is killed whole (frozen ranks included) and fails."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    env.pop("FNX_DISTRIBUTED_DEBUG", None)
     proc = subprocess.Popen([_mpiexec(), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
