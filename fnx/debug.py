@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from .abstract import _SHORT
+from . import core
 from .core import Primitive
 
 __all__ = ["LEVEL", "level", "log", "log_ir", "compiled_call", "kernel_call"]
@@ -169,7 +170,7 @@ def _install() -> None:
         handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
         log.addHandler(handler)
     log.setLevel(logging.DEBUG)
-    Primitive.impl = WrappedImpl(Primitive.__dict__["impl"], _logged_impl)
+    core.set_impl_descriptor(WrappedImpl(Primitive.__dict__["impl"], _logged_impl))
 
 
 if LEVEL:

@@ -357,7 +357,7 @@ class _Range:
 def _start(recorder: _Recorder) -> None:
     with _install_lock:
         if not _active:
-            Primitive.impl = WrappedImpl(Primitive.__dict__["impl"], _profiled_impl)
+            core.set_impl_descriptor(WrappedImpl(Primitive.__dict__["impl"], _profiled_impl))
             core.profile_hook = _Range
         _active.append(recorder)
 
@@ -368,7 +368,7 @@ def _stop(recorder: _Recorder) -> None:
             _active.remove(recorder)
         installed = Primitive.__dict__["impl"]
         if not _active and isinstance(installed, WrappedImpl) and installed.wrap is _profiled_impl:
-            Primitive.impl = installed.slot
+            core.set_impl_descriptor(installed.slot)
             core.profile_hook = None
 
 

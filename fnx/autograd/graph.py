@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .. import core
 from ..core import FnxRuntimeError
 from ..tensor import Tensor
 from . import tape
@@ -33,11 +34,11 @@ class saved_tensors_hooks:
         message = tape._hooks_disabled.get()
         if message is not None:
             raise FnxRuntimeError(message)
-        self._token = tape._saved_hooks.set((self.pack_hook, self.unpack_hook))
+        self._token = core.set_saved_hooks((self.pack_hook, self.unpack_hook))
         return self
 
     def __exit__(self, *exc) -> None:
-        tape._saved_hooks.reset(self._token)
+        core.reset_saved_hooks(self._token)
 
 
 class save_on_cpu(saved_tensors_hooks):

@@ -201,11 +201,14 @@ def parent_of(a):
 def record(prim, args, params, out):
     """`core.record_hook`: put `out`'s node on the tape (an op on inputs of which one requires grad).
 
-    This runs for every recorded op, so the one- and two-input cases are written out: one lookup of the output's
-    dtype finds the stand-ins of its dtype (and tells an integer output, which has no node), and a value's
-    stand-in costs one lookup by shape. An input that is a leaf requiring grad is its own parent, which the node
-    holds anyway, so it is kept as it is rather than replaced by a stand-in.
+    This runs for every recorded op, so the one- and two-input cases are written out (the two-input one in
+    `record_binary`): one lookup of the output's dtype finds the stand-ins of its dtype (and tells an integer
+    output, which has no node), and a value's stand-in costs one lookup by shape. An input that is a leaf
+    requiring grad is its own parent, which the node holds anyway, so it is kept as it is rather than replaced by
+    a stand-in.
     """
+    if len(args) == 2 and out._device is cpu and not prim.view and not core._get_flags() & core._RECORD_EXTRAS:
+        return record_binary(prim, args[0], args[1], params, out)
     value = out._value
     dtype = value.dtype
     table = _CPU_STAND_INS.get(dtype)
@@ -215,21 +218,7 @@ def record(prim, args, params, out):
         table = None
     node = _new_node(Node)
     node.seq = _next_seq()
-    n = len(args)
-    if n == 2:   # the binary family
-        a, b = args
-        pa = a._node if a._node is not None else (a if a._requires_grad else None)
-        pb = b._node if b._node is not None else (b if b._requires_grad else None)
-        node.parents = (pa, pb)
-        if prim.saves_inputs:
-            node.inputs = args
-            node.versions = (a._version[0], b._version[0])
-        else:   # bind ran it on one device: the output's, unless the op moved data
-            cpu_table = table if a._device is cpu else None
-            node.inputs = (a if pa is a else _stand_in_of(a, cpu_table, dtype),
-                           b if pb is b else _stand_in_of(b, cpu_table, dtype))
-            node.versions = None
-    elif n == 1:
+    if len(args) == 1:
         a = args[0]
         pa = a._node if a._node is not None else a   # its one input requires grad
         node.parents = (pa,)
@@ -239,7 +228,7 @@ def record(prim, args, params, out):
         else:
             node.inputs = (a if pa is a else _stand_in_of(a, table if a._device is cpu else None, dtype),)
             node.versions = None
-    else:
+    else:   # bind ran it on one device: the output's, unless the op moved data
         parents = node.parents = tuple([parent_of(a) for a in args])
         if prim.saves_inputs:
             node.inputs = args
@@ -271,6 +260,48 @@ def record(prim, args, params, out):
     return out
 
 
+_F32 = np.dtype(np.float32)
+_F32_STAND_INS = _CPU_STAND_INS[_F32]   # found without hashing a dtype, which costs as much as the lookup
+
+
+def record_binary(prim, x, y, params, out):
+    """`core.record_binary_hook`, and `record` of an op of two CPU tensors that is not a view: the node of
+    `out` = prim(x, y) in grad mode, without anomaly mode or saved-tensor hooks (the caller has checked)."""
+    value = out._value
+    dtype = value.dtype
+    table = _F32_STAND_INS if dtype is _F32 else _CPU_STAND_INS.get(dtype)
+    if table is None or not prim.differentiable:   # not a float or complex output: no gradient flows through it
+        return out
+    node = _new_node(Node)
+    node.seq = _next_seq()
+    px = x._node if x._node is not None else (x if x._requires_grad else None)
+    py = y._node if y._node is not None else (y if y._requires_grad else None)
+    node.parents = (px, py)
+    if prim.saves_inputs:
+        node.inputs = (x, y)
+        node.versions = (x._version[0], y._version[0])
+    else:
+        node.inputs = (x if px is x else _stand_in_of(x, table, dtype),
+                       y if py is y else _stand_in_of(y, table, dtype))
+        node.versions = None
+    node.prim = prim
+    node.params = params
+    node.hooks = None
+    node.packed = None
+    node.stack = None
+    if prim.saves_output:
+        ver = out._version
+        node.out_value = value
+        node.out_version = (ver, ver[0])
+    else:
+        stand = table.get(value.shape)
+        node.out_value = stand if stand is not None else stand_in(value, cpu)
+        node.out_version = None
+    out._node = node
+    out._requires_grad = True
+    return out
+
+
 def _pack_node(node, prim, args, out, hooks) -> None:
     """What `record` keeps of `node`'s saved values under saved_tensors_hooks: pack_hook's results in
     `node.packed`, stand-ins in their place."""
@@ -287,7 +318,7 @@ def _pack_node(node, prim, args, out, hooks) -> None:
 # ---------------------------------------------------------------- saved_tensors_hooks (fnx.autograd.graph)
 # The innermost (pack_hook, unpack_hook) pair of the calling thread, or None; and the message that refuses new
 # pairs inside disable_saved_tensors_hooks.
-_saved_hooks = contextvars.ContextVar("fnx_saved_tensors_hooks", default=None)
+_saved_hooks = core.saved_hooks
 _hooks_disabled = contextvars.ContextVar("fnx_saved_tensors_hooks_disabled", default=None)
 
 
@@ -361,6 +392,7 @@ def _note_view(base, view) -> None:
 
 
 core.record_hook = record
+core.record_binary_hook = record_binary
 
 
 class RemovableHandle:

@@ -130,7 +130,7 @@ def _linear_eager(input, weight, bias, flags: int) -> Tensor | None:
                 y = ew.add_p.impl(xp, y, b)
     out = make(y, dev)
     needs = (input._requires_grad, weight._requires_grad, bias is not None and bias._requires_grad)
-    if flags or True not in needs:   # no grad mode, or nothing to differentiate
+    if flags & core._NO_GRAD or True not in needs:   # no grad mode, or nothing to differentiate
         return out
     ctx = FunctionCtx(needs)
     ctx.save_for_backward(input, weight)

@@ -310,7 +310,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
         needs = (input._requires_grad, False, False, False, False)
         ctx = FunctionCtx(needs)
         out = _CrossEntropy.forward(ctx, input, target, weight, ignore_index, reduction)   # array ops: no binds
-        if core._get_flags() or not needs[0]:   # no grad mode, or nothing to differentiate
+        if core._get_flags() & core._NO_GRAD or not needs[0]:   # no grad mode, or nothing to differentiate
             return out
         return record_one(_CrossEntropy, ctx, (input, None, None, None, None), out)
     class_dim = 0 if input.ndim == 1 else 1

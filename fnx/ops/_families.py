@@ -6,6 +6,7 @@ is the one place a gradient is summed back to its input's shape.
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 import numpy as np
@@ -307,7 +308,7 @@ def _nondiff_jvp(prim, primals):
 
 
 # ---------------------------------------------------------------- binary family
-def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Callable | float | None, *,
+def binary(name: str, impl: Callable | str, d_lhs: Callable | float | None, d_rhs: Callable | float | None, *,
            c: dict | None = None, libm: bool | str = False, expensive: bool = False, native: bool = False,
            out_dtype: _dt.dtype | None = None, linear: bool = False, bool_error: str | None = None,
            saves_output: bool = False, complex: bool = False, eager_c_from: int | None = None) -> Primitive:
@@ -318,15 +319,22 @@ def binary(name: str, impl: Callable, d_lhs: Callable | float | None, d_rhs: Cal
     the numbers d_lhs and d_rhs, each 1 or -1 (add, sub): the vjp passes the cotangent on (negated for -1),
     the jvp applies the op to the tangents. `c`, `libm`, `expensive`, `native`, `bool_error` (raised when both
     operands are bool), `complex` and `eager_c_from` as in `unary`; `saves_output=True` where a partial
-    derivative reads `out`.
+    derivative reads `out`. `impl` is `impl(xp, x, y)`, or the name of the array module's function (numpy's and
+    CuPy's "add"), which `core.bind_binary` then calls directly on small CPU arrays (`prim.ufunc`).
     """
     diff = d_lhs is not None
+    ufunc = None
+    if isinstance(impl, str):
+        fname, ufunc = impl, getattr(np, impl)
+        impl = lambda xp, x, y: ufunc(x, y) if xp is np else getattr(xp, fname)(x, y)  # noqa: E731
     declared = _lowering(name, 2, c, libm, expensive, complex)
     if native:
         declared["groups"].add("native")
     prim = Primitive(name, saves_inputs=diff and not linear, saves_output=saves_output, differentiable=diff,
                      **declared)
     prim.impl = _native_first(prim, impl, eager_c_from or 0, 2) if native or eager_c_from else impl
+    if ufunc is not None and not native:   # a native impl runs its C kernel at every size
+        prim.ufunc, prim.ufunc_below = ufunc, eager_c_from or sys.maxsize
 
     def abstract(x: ShapedArray, y: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool and y.dtype is _dt.bool:

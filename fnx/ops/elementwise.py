@@ -18,7 +18,7 @@ from .autocast import autocast_op
 from .. import core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
-from ..core import bind as _bind
+from ..core import bind as _bind, bind_binary as _bind_binary
 from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import Tensor, make
 from ._families import (_native_first, _promote2, as_operand, binary, c_all, complex_error, conj_if_complex,
@@ -436,14 +436,14 @@ def logical_not(input: Tensor) -> Tensor:
 # numpy's semantics where C's differ are spelled out in the C expressions or in the prelude's helpers
 # (templates/math_helpers.h.j2): NaN-propagating max and min, Python-style remainder and floor division,
 # integer division by zero giving 0, bool arithmetic as logic.
-add_p = binary("add", lambda xp, x, y: xp.add(x, y), 1.0, 1.0, linear=True,
+add_p = binary("add", "add", 1.0, 1.0, linear=True,
                c={**c_all("({0} + {1})", "fdi"), "b": "({0} | {1})"}, complex=True, eager_c_from=_EAGER_C_FROM)
-sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), 1.0, -1.0, linear=True, c=c_all("({0} - {1})", "fdi"),
+sub_p = binary("sub", "subtract", 1.0, -1.0, linear=True, c=c_all("({0} - {1})", "fdi"),
                bool_error="sub: subtraction, the `-` operator, with two bool tensors is not supported; use the `^` "
                           "operator or logical_xor() instead", complex=True, eager_c_from=_EAGER_C_FROM)
-mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y), lambda x, y, o: y, lambda x, y, o: x,
+mul_p = binary("mul", "multiply", lambda x, y, o: y, lambda x, y, o: x,
                c={**c_all("({0} * {1})", "fdi"), "b": "({0} & {1})"}, complex=True, eager_c_from=_EAGER_C_FROM)
-div_p = binary("div", lambda xp, x, y: xp.true_divide(x, y), lambda x, y, o: reciprocal(y),
+div_p = binary("div", "true_divide", lambda x, y, o: reciprocal(y),
                lambda x, y, o: neg(o / y), saves_output=True, c=c_all("({0} / {1})", "fd"), complex=True,
                eager_c_from=_EAGER_C_FROM)
 
@@ -536,11 +536,11 @@ def _div_vjp(g, primals, out, needs=(True, True)):
 pow_p = binary("pow", lambda xp, x, y: xp.power(x, y), lambda x, y, o: _pow_dx(x, y),
                lambda x, y, o: _pow_dy(x, y, o), saves_output=True, libm=True, complex=True)
 pow_p.vjp_takes_needs = True   # rules below: the exponent gradient is formed only where the exponent needs one
-max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), lambda x, y, o: _tie_share(x, y, gt),
+max_p = binary("max", "maximum", lambda x, y, o: _tie_share(x, y, gt),
                lambda x, y, o: _tie_share(y, x, gt),
                c={"f": "fnx_maxf({0}, {1})", "d": "fnx_max({0}, {1})", "i": "({0} > {1} ? {0} : {1})",
                   "b": "({0} | {1})"}, eager_c_from=_EAGER_C_FROM)
-min_p = binary("min", lambda xp, x, y: xp.minimum(x, y), lambda x, y, o: _tie_share(x, y, lt),
+min_p = binary("min", "minimum", lambda x, y, o: _tie_share(x, y, lt),
                lambda x, y, o: _tie_share(y, x, lt),
                c={"f": "fnx_minf({0}, {1})", "d": "fnx_min({0}, {1})", "i": "({0} < {1} ? {0} : {1})",
                   "b": "({0} & {1})"})
@@ -557,14 +557,14 @@ fmod_p = binary("fmod", lambda xp, x, y: xp.fmod(x, y), lambda x, y, o: 1.0, lam
 _IFLOORDIV = "({1} == 0 ? 0 : {1} == -1 ? -{0} : {0} / {1} - ({0} % {1} != 0 && ({0} % {1} < 0) != ({1} < 0) ? 1 : 0))"
 floordiv_p = binary("floordiv", lambda xp, x, y: xp.floor_divide(x, y), None, None, expensive=True,
                     c={"f": "fnx_floordivf({0}, {1})", "d": "fnx_floordiv({0}, {1})", "i": _IFLOORDIV})
-eq_p = binary("eq", lambda xp, x, y: xp.equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} == {1})"),
+eq_p = binary("eq", "equal", None, None, out_dtype=_dt.bool, c=c_all("({0} == {1})"),
               complex=True)
-ne_p = binary("ne", lambda xp, x, y: xp.not_equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} != {1})"),
+ne_p = binary("ne", "not_equal", None, None, out_dtype=_dt.bool, c=c_all("({0} != {1})"),
               complex=True)
-lt_p = binary("lt", lambda xp, x, y: xp.less(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} < {1})"))
-le_p = binary("le", lambda xp, x, y: xp.less_equal(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} <= {1})"))
-gt_p = binary("gt", lambda xp, x, y: xp.greater(x, y), None, None, out_dtype=_dt.bool, c=c_all("({0} > {1})"))
-ge_p = binary("ge", lambda xp, x, y: xp.greater_equal(x, y), None, None, out_dtype=_dt.bool,
+lt_p = binary("lt", "less", None, None, out_dtype=_dt.bool, c=c_all("({0} < {1})"))
+le_p = binary("le", "less_equal", None, None, out_dtype=_dt.bool, c=c_all("({0} <= {1})"))
+gt_p = binary("gt", "greater", None, None, out_dtype=_dt.bool, c=c_all("({0} > {1})"))
+ge_p = binary("ge", "greater_equal", None, None, out_dtype=_dt.bool,
               c=c_all("({0} >= {1})"))
 and_p = binary("and", lambda xp, x, y: xp.logical_and(x, y), None, None, out_dtype=_dt.bool, c={"b": "({0} & {1})"})
 or_p = binary("or", lambda xp, x, y: xp.logical_or(x, y), None, None, out_dtype=_dt.bool, c={"b": "({0} | {1})"})
@@ -739,18 +739,19 @@ def _binary_wrapper(prim: Primitive, doc: str, method: str, *, aliases: tuple = 
                     to_float: bool = False):
     """`fnx.<method>(input, other)` with type promotion, also that Tensor method (see `_method`)."""
     real_only = "complex" not in prim.groups
+    bind = _bind if prim.ufunc is None else _bind_binary
 
     def op(input, other) -> Tensor:
         if type(input) is Tensor and type(other) is Tensor and input._value.dtype is other._value.dtype and (
                 not to_float or input._value.dtype in _FLOAT_NP) and (
                 not real_only or input._value.dtype.kind != "c"):
-            return _bind(prim, input, other)
+            return bind(prim, input, other)
         x, y = _promote2(input, other, prim.name)
         if real_only:
             refuse_complex(prim.name, x)
         if to_float and not x.dtype.is_inexact:
             x, y = convert(x, _dt.get_default_dtype()), convert(y, _dt.get_default_dtype())
-        return _bind(prim, x, y)
+        return bind(prim, x, y)
 
     op.__name__ = op.__qualname__ = prim.name
     op.__doc__ = doc
@@ -785,9 +786,9 @@ def add(input, other, *, alpha=1) -> Tensor:
     if alpha != 1:
         other = _scaled(other, alpha)
     if type(input) is Tensor and type(other) is Tensor and input._value.dtype is other._value.dtype:
-        return _bind(add_p, input, other)
+        return _bind_binary(add_p, input, other)
     x, y = _promote2(input, other, "add")
-    return _bind(add_p, x, y)
+    return _bind_binary(add_p, x, y)
 
 
 @_method("sub", "subtract", inplace=True)
@@ -796,9 +797,9 @@ def sub(input, other, *, alpha=1) -> Tensor:
     if alpha != 1:
         other = _scaled(other, alpha)
     if type(input) is Tensor and type(other) is Tensor and input._value.dtype is other._value.dtype:
-        return _bind(sub_p, input, other)
+        return _bind_binary(sub_p, input, other)
     x, y = _promote2(input, other, "sub")
-    return _bind(sub_p, x, y)
+    return _bind_binary(sub_p, x, y)
 
 
 subtract = sub

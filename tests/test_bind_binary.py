@@ -1,0 +1,138 @@
+"""core.bind_binary: the operator path of `a + b`, `a * b`, ... on small CPU tensors calls numpy's function
+directly and records its node through `record_binary_hook`; everything it does not cover goes through `bind`
+(impl, its eager C kernels and layout care, the tape's checks), and the two paths agree."""
+from __future__ import annotations
+
+import operator
+import threading
+
+import numpy as np
+import pytest
+
+import fnx
+from fnx import core
+from fnx.autograd.graph import saved_tensors_hooks
+from fnx.ops import elementwise as ew
+from fnx.profiler import profile
+
+OPS = [(ew.add_p, operator.add), (ew.sub_p, operator.sub), (ew.mul_p, operator.mul),
+       (ew.div_p, operator.truediv), (ew.max_p, fnx.maximum), (ew.min_p, fnx.minimum),
+       (ew.lt_p, operator.lt), (ew.eq_p, operator.eq), (ew.ge_p, operator.ge)]
+
+
+def _pair(dtype, shape=(3, 4), requires_grad=True):
+    rng = np.random.default_rng(0)
+    x = fnx.tensor(rng.uniform(0.5, 2.0, shape).astype(dtype), requires_grad=requires_grad)
+    y = fnx.tensor(rng.uniform(0.5, 2.0, shape[-1:]).astype(dtype), requires_grad=requires_grad)
+    return x, y
+
+
+@pytest.fixture
+def impl_counts(monkeypatch):
+    """Counts the impl calls of each primitive of OPS (by name)."""
+    counts = {}
+    for prim, _ in OPS:
+        def counted(xp, *arrays, _impl=prim.impl, _name=prim.name, **params):
+            counts[_name] = counts.get(_name, 0) + 1
+            return _impl(xp, *arrays, **params)
+        monkeypatch.setattr(prim, "impl", counted)
+    return counts
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("prim, op", OPS, ids=[p.name for p, _ in OPS])
+def test_the_direct_path_gives_binds_values_nodes_and_gradients(prim, op, dtype, impl_counts):
+    grad = np.dtype(dtype).kind == "f"
+    x, y = _pair(dtype, requires_grad=grad)
+    out = op(x, y)
+    assert prim.name not in impl_counts   # numpy's function, not impl
+    ref = core.bind(prim, *(x, y) if prim is not ew.div_p or grad else (x.float(), y.float()))
+    assert out.dtype == ref.dtype and out.shape == ref.shape and type(out._value) is np.ndarray
+    np.testing.assert_array_equal(out.detach().numpy(), ref.detach().numpy())
+    assert out._version == [0] and out._base is None and out.device == x.device
+    assert out.requires_grad == ref.requires_grad and type(out.grad_fn) is type(ref.grad_fn)
+    if out.requires_grad:
+        assert out.grad_fn.name == ref.grad_fn.name and out.grad_fn.seq > ref.grad_fn.seq - 2
+        got = fnx.autograd.grad(out.sum(), (x, y))
+        want = fnx.autograd.grad(ref.sum(), (x, y))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_a_node_of_the_direct_path_keeps_what_its_rule_reads():
+    x, y = _pair(np.float64)
+    out = x * y
+    assert out.grad_fn.inputs == (x, y) and out.grad_fn.versions == (0, 0)   # mul reads both inputs
+    with fnx.no_grad():
+        x.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+    q = x.detach() / y   # div reads its output; x needs no gradient: a stand-in of its shape
+    assert q.grad_fn.out_value is q._value and q.grad_fn.inputs[0] is not x
+
+
+def test_zero_dim_results_are_arrays():
+    out = fnx.tensor(2.0, requires_grad=True) * fnx.tensor(3.0)
+    assert type(out._value) is np.ndarray and out.shape == () and out.item() == 6.0 and out.grad_fn is not None
+
+
+def test_large_strided_and_failing_operands_go_through_bind(impl_counts):
+    big = fnx.ones(ew.add_p.ufunc_below)
+    big + big
+    assert impl_counts.get("add") == 1   # its eager C kernel's size
+    x = fnx.tensor(np.arange(12.0).reshape(3, 4)).mT   # a strided 2-d first operand: impl keeps its layout
+    out = x * fnx.ones(4, 3, dtype=x.dtype)
+    assert impl_counts.get("mul") == 1 and out._value.flags.f_contiguous
+    with pytest.raises(RuntimeError, match=r"add.*\[3\].*\[4\]"):
+        fnx.ones(3) + fnx.ones(4)
+    with pytest.raises(RuntimeError, match="the `-` operator, with two bool tensors is not supported"):
+        fnx.ones(3, dtype=fnx.bool) - fnx.ones(3, dtype=fnx.bool)
+
+
+def test_transforms_and_no_grad_take_their_own_paths(impl_counts):
+    x, y = _pair(np.float32)
+    with fnx.no_grad():
+        out = x + y
+    assert out.grad_fn is None and not out.requires_grad and "add" not in impl_counts
+    g = fnx.grad(lambda a: (a * y).sum())(x)   # traced: the transform's rule, not the direct call
+    np.testing.assert_allclose(g.detach().numpy(), np.broadcast_to(y.detach().numpy(), (3, 4)))
+
+
+def test_saved_tensor_hooks_and_anomaly_mode_take_bind(impl_counts):
+    x, y = _pair(np.float64)
+    packed = []
+    with saved_tensors_hooks(lambda t: packed.append(tuple(t.shape)) or t, lambda p: p):
+        x * y
+    assert packed == [(3, 4), (4,)] and impl_counts.get("mul") == 1
+    x * y   # the hooks are gone: the direct path again
+    assert impl_counts.get("mul") == 1 and not core._get_flags()
+    with fnx.autograd.detect_anomaly():
+        node = (x / y).grad_fn
+    assert node.stack and "test_bind_binary.py" in "".join(node.stack) and impl_counts.get("div") == 1
+    assert not core._get_flags()
+
+
+def test_hooks_in_one_thread_leave_another_on_the_direct_path(impl_counts):
+    x, y = _pair(np.float64)
+    started, done = threading.Event(), threading.Event()
+
+    def other():
+        started.wait()
+        x + y
+        done.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    with saved_tensors_hooks(lambda t: t, lambda p: p):
+        started.set()
+        done.wait(10)
+    t.join()
+    assert "add" not in impl_counts
+
+
+def test_a_profile_and_the_debug_log_see_every_op():
+    x, y = _pair(np.float32)
+    with profile() as prof:
+        x + y
+    assert [e.name for e in prof.events()] == ["add"]
+    assert core.direct_ufuncs   # back once the profile ends
