@@ -16,8 +16,9 @@ through these hooks, each set once when its module is imported, never by a funct
 
 - `record_hook(prim, args, params, out)`, set by fnx.autograd.tape: records the tape node of an
   eager op whose input requires grad.
-- `record_binary_hook(prim, x, y, params, out)`, set by fnx.autograd.tape: `record_hook` for `bind_binary`, whose
-  caller has checked that grad mode is on and anomaly mode and saved-tensor hooks are off.
+- `record_cpu_hook(prim, args, params, out)`, set by fnx.autograd.tape: `record_hook` for an op of one or two CPU
+  tensors (`bind_unary`, `bind_binary`), whose caller has checked that grad mode is on and anomaly mode and
+  saved-tensor hooks are off.
 - `record_multiple_hook(prim, args, params, outs)`, set by fnx.autograd.function: records one tape
   node for the outputs of an eager multiple-result primitive.
 - `stage_created_hook(value)`, set by fnx.transforms.tracing: while the staging trace (make_jaxpr,
@@ -218,7 +219,7 @@ class _State:
 
 state = _State()
 record_hook = None  # set by fnx.autograd.tape: records a node for an eager op
-record_binary_hook = None  # set by fnx.autograd.tape: records a node for `bind_binary`
+record_cpu_hook = None  # set by fnx.autograd.tape: records a node for `bind_unary` and `bind_binary`
 record_multiple_hook = None  # set by fnx.autograd.function: one node for an eager multiple-result op's outputs
 stage_created_hook = None  # set by fnx.transforms.tracing: a tensor made while staging becomes a jaxpr constant
 eager_kernel_hook = None  # set by fnx.lowering.eager_kernels: a primitive's C kernel on a large CPU array
@@ -331,35 +332,63 @@ def bind(prim: Primitive, *args, **params):
 Primitive.bind = bind
 
 
+def bind_unary(prim: Primitive, x: _Tensor):
+    """`bind(prim, x)` for an elementwise primitive with a numpy function, `prim.ufunc`, on a Tensor (not a
+    subclass): a small CPU array in eager mode goes straight to the ufunc (what impl would call: its eager C
+    kernels start at `prim.ufunc_below` elements), its node to `record_cpu_hook`. Everything else takes `bind`,
+    as in `bind_binary`."""
+    flags = _get_flags()
+    out = None
+    if flags <= _NO_GRAD and direct_ufuncs:
+        try:
+            xv = x._value
+            if x._device is _cpu and xv.size < prim.ufunc_below:
+                out = prim.ufunc(xv)
+        except Exception:   # not a Tensor, an unsupported dtype: bind's error names the op
+            pass
+    if out is None:
+        return bind(prim, x)
+    if type(out) is not _ndarray:   # numpy turns 0-d results into scalars
+        out = np.asarray(out)
+    t = _tensor_new(_Tensor)   # tensor.make's slots, set here (a call to it costs a tenth of this path)
+    t._value, t._device, t._node, t._requires_grad, t._grad = out, _cpu, None, False, None
+    t._version, t._base, t._views = [0], None, None
+    if not flags and x._requires_grad:
+        return record_cpu_hook(prim, (x,), {}, t)
+    return t
+
+
 def bind_binary(prim: Primitive, x: _Tensor, y: _Tensor):
     """`bind(prim, x, y)` for a binary elementwise primitive with a numpy function, `prim.ufunc`, on two Tensors
     (not subclasses) of one dtype: the operator path of `a + b`, `a * b`, ...
 
     Small CPU arrays, the first one contiguous or 1-d, in eager mode go straight to the ufunc (what impl would
     call: its eager C kernels start at `prim.ufunc_below` elements, and it keeps a strided first operand's
-    layout), and their node to `record_binary_hook`. Everything else takes `bind`: a transform, another device,
+    layout), and their node to `record_cpu_hook`. Everything else takes `bind`: a transform, another device,
     anomaly mode or saved-tensor hooks, an impl wrapped by fnx.debug or fnx.profiler, and any error (bind's
     names the op). Recording a node this way costs about half of what `bind` and `record_hook` do.
     """
     flags = _get_flags()
-    if flags > _NO_GRAD or not direct_ufuncs or x._device is not _cpu or y._device is not _cpu:
+    out = None
+    if flags <= _NO_GRAD and direct_ufuncs:
+        try:
+            xv = x._value
+            yv = y._value
+            below = prim.ufunc_below
+            if (x._device is _cpu and y._device is _cpu and xv.size < below and yv.size < below
+                    and (xv.ndim < 2 or xv.flags.c_contiguous)):
+                out = prim.ufunc(xv, yv)
+        except Exception:   # shapes that do not broadcast, a bool subtraction: bind's error names the op
+            pass
+    if out is None:
         return bind(prim, x, y)
-    try:
-        xv = x._value
-        yv = y._value
-        below = prim.ufunc_below
-        if xv.size >= below or yv.size >= below or (xv.ndim > 1 and not xv.flags.c_contiguous):
-            return bind(prim, x, y)
-        out = prim.ufunc(xv, yv)
-    except Exception:
-        return bind(prim, x, y)
-    if type(out) is not _ndarray:   # numpy turns 0-d results into scalars
+    if type(out) is not _ndarray:
         out = np.asarray(out)
-    t = _tensor_new(_Tensor)   # tensor.make's slots, set here (a call to it costs a tenth of this path)
+    t = _tensor_new(_Tensor)
     t._value, t._device, t._node, t._requires_grad, t._grad = out, _cpu, None, False, None
     t._version, t._base, t._views = [0], None, None
     if not flags and (x._requires_grad or y._requires_grad):
-        return record_binary_hook(prim, x, y, {}, t)
+        return record_cpu_hook(prim, (x, y), {}, t)
     return t
 
 

@@ -201,14 +201,12 @@ def parent_of(a):
 def record(prim, args, params, out):
     """`core.record_hook`: put `out`'s node on the tape (an op on inputs of which one requires grad).
 
-    This runs for every recorded op, so the one- and two-input cases are written out (the two-input one in
-    `record_binary`): one lookup of the output's dtype finds the stand-ins of its dtype (and tells an integer
-    output, which has no node), and a value's stand-in costs one lookup by shape. An input that is a leaf
-    requiring grad is its own parent, which the node holds anyway, so it is kept as it is rather than replaced by
-    a stand-in.
+    An op of one or two CPU tensors, the common case, goes to `record_cpu`; this is the general form (other
+    devices, views, more inputs, anomaly mode, saved-tensor hooks). An input that is a leaf requiring grad is its
+    own parent, which the node holds anyway, so it is kept as it is rather than replaced by a stand-in.
     """
-    if len(args) == 2 and out._device is cpu and not prim.view and not core._get_flags() & core._RECORD_EXTRAS:
-        return record_binary(prim, args[0], args[1], params, out)
+    if len(args) <= 2 and out._device is cpu and not prim.view and not core._get_flags() & core._RECORD_EXTRAS:
+        return record_cpu(prim, args, params, out)
     value = out._value
     dtype = value.dtype
     table = _CPU_STAND_INS.get(dtype)
@@ -218,25 +216,14 @@ def record(prim, args, params, out):
         table = None
     node = _new_node(Node)
     node.seq = _next_seq()
-    if len(args) == 1:
-        a = args[0]
-        pa = a._node if a._node is not None else a   # its one input requires grad
-        node.parents = (pa,)
-        if prim.saves_inputs:
-            node.inputs = args
-            node.versions = (a._version[0],)
-        else:
-            node.inputs = (a if pa is a else _stand_in_of(a, table if a._device is cpu else None, dtype),)
-            node.versions = None
+    parents = node.parents = tuple([parent_of(a) for a in args])
+    if prim.saves_inputs:
+        node.inputs = args
+        node.versions = tuple([a._version[0] for a in args])
     else:   # bind ran it on one device: the output's, unless the op moved data
-        parents = node.parents = tuple([parent_of(a) for a in args])
-        if prim.saves_inputs:
-            node.inputs = args
-            node.versions = tuple([a._version[0] for a in args])
-        else:
-            node.inputs = tuple([a if p is a else _stand_in_of(a, table if a._device is cpu else None, dtype)
-                                 for a, p in zip(args, parents)])
-            node.versions = None
+        node.inputs = tuple([a if p is a else _stand_in_of(a, table if a._device is cpu else None, dtype)
+                             for a, p in zip(args, parents)])
+        node.versions = None
     node.prim = prim
     node.params = params
     node.hooks = None
@@ -264,9 +251,14 @@ _F32 = np.dtype(np.float32)
 _F32_STAND_INS = _CPU_STAND_INS[_F32]   # found without hashing a dtype, which costs as much as the lookup
 
 
-def record_binary(prim, x, y, params, out):
-    """`core.record_binary_hook`, and `record` of an op of two CPU tensors that is not a view: the node of
-    `out` = prim(x, y) in grad mode, without anomaly mode or saved-tensor hooks (the caller has checked)."""
+def record_cpu(prim, args, params, out):
+    """`core.record_cpu_hook`, and `record` of an op of one or two CPU tensors that is not a view: the node of
+    `out` in grad mode, without anomaly mode or saved-tensor hooks (the caller has checked).
+
+    This runs for nearly every recorded op, so it is written out: one lookup of the output's dtype finds the
+    stand-ins of its dtype (and tells an integer output, which has no node), and a value's stand-in costs one
+    lookup by shape.
+    """
     value = out._value
     dtype = value.dtype
     table = _F32_STAND_INS if dtype is _F32 else _CPU_STAND_INS.get(dtype)
@@ -274,16 +266,28 @@ def record_binary(prim, x, y, params, out):
         return out
     node = _new_node(Node)
     node.seq = _next_seq()
-    px = x._node if x._node is not None else (x if x._requires_grad else None)
-    py = y._node if y._node is not None else (y if y._requires_grad else None)
-    node.parents = (px, py)
-    if prim.saves_inputs:
-        node.inputs = (x, y)
-        node.versions = (x._version[0], y._version[0])
+    if len(args) == 2:
+        x, y = args
+        px = x._node if x._node is not None else (x if x._requires_grad else None)
+        py = y._node if y._node is not None else (y if y._requires_grad else None)
+        node.parents = (px, py)
+        if prim.saves_inputs:
+            node.inputs = args
+            node.versions = (x._version[0], y._version[0])
+        else:
+            node.inputs = (x if px is x else _stand_in_of(x, table, dtype),
+                           y if py is y else _stand_in_of(y, table, dtype))
+            node.versions = None
     else:
-        node.inputs = (x if px is x else _stand_in_of(x, table, dtype),
-                       y if py is y else _stand_in_of(y, table, dtype))
-        node.versions = None
+        x = args[0]
+        px = x._node if x._node is not None else x   # its one input requires grad
+        node.parents = (px,)
+        if prim.saves_inputs:
+            node.inputs = args
+            node.versions = (x._version[0],)
+        else:
+            node.inputs = (x if px is x else _stand_in_of(x, table, dtype),)
+            node.versions = None
     node.prim = prim
     node.params = params
     node.hooks = None
@@ -392,7 +396,7 @@ def _note_view(base, view) -> None:
 
 
 core.record_hook = record
-core.record_binary_hook = record_binary
+core.record_cpu_hook = record_cpu
 
 
 class RemovableHandle:

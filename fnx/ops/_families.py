@@ -161,7 +161,22 @@ def conj_if_complex(t: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- unary family
-def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None = None, libm: bool | str = False,
+def _by_name(fname: str, arity: int) -> tuple[Callable, Callable]:
+    """The impl that calls the array module's function `fname` on `arity` arrays, and numpy's function."""
+    ufunc = getattr(np, fname)
+    if arity == 1:
+        return (lambda xp, x: ufunc(x) if xp is np else getattr(xp, fname)(x)), ufunc
+    return (lambda xp, x, y: ufunc(x, y) if xp is np else getattr(xp, fname)(x, y)), ufunc
+
+
+def _set_ufunc(prim: Primitive, ufunc: Callable | None, native: bool, eager_c_from: int | None) -> None:
+    """Let `core.bind_unary` / `bind_binary` call numpy's `ufunc` on arrays below the eager C kernels' size (a
+    native impl runs its kernel at every size: none)."""
+    if ufunc is not None and not native:
+        prim.ufunc, prim.ufunc_below = ufunc, eager_c_from or sys.maxsize
+
+
+def unary(name: str, impl: Callable | str, deriv: Callable | None, *, c: dict | None = None, libm: bool | str = False,
           expensive: bool = False, native: bool = False, saves_output: bool = False, float_only: bool = False,
           out_dtype: _dt.dtype | None = None, linear: bool = False, zero_grad: bool = False,
           gate: Callable | None = None, bool_error: str | None = None, complex: bool = False,
@@ -179,17 +194,21 @@ def unary(name: str, impl: Callable, deriv: Callable | None, *, c: dict | None =
     as a compiled kernel on large CPU arrays (`core.eager_kernel_hook`), and `impl` elsewhere. `eager_c_from=n`:
     numpy has a fast form but runs it on one thread, so CPU arrays of n elements or more are offered to the hook
     first (it declines those below its own thresholds).
+    `impl` is `impl(xp, x)`, or the name of the array module's function (numpy's and CuPy's "exp"), which
+    `core.bind_unary` then calls directly on small CPU arrays (`prim.ufunc`).
     `bool_error` is the message of the error a bool operand raises. `complex=True` (the "complex" group): the op
     takes complex operands (holomorphic: the vjp conjugates `deriv`); otherwise its abstract rule and its
     wrapper (eager mode: numpy would order or round complex numbers without a word) raise an error naming it.
     """
     differentiable = deriv is not None or linear or zero_grad or gate is not None
+    impl, ufunc = _by_name(impl, 1) if isinstance(impl, str) else (impl, None)
     declared = _lowering(name, 1, c, libm, expensive, complex)
     if native:
         declared["groups"].add("native")
     prim = Primitive(name, saves_inputs=deriv is not None and not saves_output, saves_output=saves_output,
                      differentiable=differentiable, **declared)
     prim.impl = _native_first(prim, impl, eager_c_from or 0, 1) if native or eager_c_from else impl
+    _set_ufunc(prim, ufunc, native, eager_c_from)
 
     def abstract(x: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool:
@@ -319,22 +338,18 @@ def binary(name: str, impl: Callable | str, d_lhs: Callable | float | None, d_rh
     the numbers d_lhs and d_rhs, each 1 or -1 (add, sub): the vjp passes the cotangent on (negated for -1),
     the jvp applies the op to the tangents. `c`, `libm`, `expensive`, `native`, `bool_error` (raised when both
     operands are bool), `complex` and `eager_c_from` as in `unary`; `saves_output=True` where a partial
-    derivative reads `out`. `impl` is `impl(xp, x, y)`, or the name of the array module's function (numpy's and
-    CuPy's "add"), which `core.bind_binary` then calls directly on small CPU arrays (`prim.ufunc`).
+    derivative reads `out`. `impl` is `impl(xp, x, y)`, or the name of the array module's function ("add"), as in
+    `unary` (`core.bind_binary`).
     """
     diff = d_lhs is not None
-    ufunc = None
-    if isinstance(impl, str):
-        fname, ufunc = impl, getattr(np, impl)
-        impl = lambda xp, x, y: ufunc(x, y) if xp is np else getattr(xp, fname)(x, y)  # noqa: E731
+    impl, ufunc = _by_name(impl, 2) if isinstance(impl, str) else (impl, None)
     declared = _lowering(name, 2, c, libm, expensive, complex)
     if native:
         declared["groups"].add("native")
     prim = Primitive(name, saves_inputs=diff and not linear, saves_output=saves_output, differentiable=diff,
                      **declared)
     prim.impl = _native_first(prim, impl, eager_c_from or 0, 2) if native or eager_c_from else impl
-    if ufunc is not None and not native:   # a native impl runs its C kernel at every size
-        prim.ufunc, prim.ufunc_below = ufunc, eager_c_from or sys.maxsize
+    _set_ufunc(prim, ufunc, native, eager_c_from)
 
     def abstract(x: ShapedArray, y: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool and y.dtype is _dt.bool:

@@ -18,7 +18,7 @@ from .autocast import autocast_op
 from .. import core
 from .. import dtypes as _dt
 from ..core import FnxRuntimeError, FnxTypeError, FnxValueError, Primitive, ShapedArray
-from ..core import bind as _bind, bind_binary as _bind_binary
+from ..core import bind as _bind, bind_binary as _bind_binary, bind_unary as _bind_unary
 from ..dtypes import FLOAT_NP as _FLOAT_NP
 from ..tensor import Tensor, make
 from ._families import (_native_first, _promote2, as_operand, binary, c_all, complex_error, conj_if_complex,
@@ -64,44 +64,44 @@ def convert(x: Tensor, dtype) -> Tensor:
 # through their compiled C kernels on fnx's thread pool (fnx/lowering/eager_kernels.py, `THREADED`: from which
 # size each wins; none below this many elements, so smaller arrays skip the hook's call)
 _EAGER_C_FROM = 32768
-neg_p = unary("neg", lambda xp, x: xp.negative(x), None, linear=True, c=c_all("(-{0})", "fdi"),
+neg_p = unary("neg", "negative", None, linear=True, c=c_all("(-{0})", "fdi"),
               bool_error="neg: negation, the `-` operator, on a bool tensor is not supported; to invert a mask use "
                          "the `~` operator or logical_not()", complex=True, eager_c_from=_EAGER_C_FROM)
-exp_p = unary("exp", lambda xp, x: xp.exp(x), lambda x, out: out, saves_output=True, float_only=True, libm=True,
+exp_p = unary("exp", "exp", lambda x, out: out, saves_output=True, float_only=True, libm=True,
               complex=True, eager_c_from=_EAGER_C_FROM)
-exp2_p = unary("exp2", lambda xp, x: xp.exp2(x), lambda x, out: out * math.log(2.0), saves_output=True,
+exp2_p = unary("exp2", "exp2", lambda x, out: out * math.log(2.0), saves_output=True,
                float_only=True, libm=True, complex=True)
-expm1_p = unary("expm1", lambda xp, x: xp.expm1(x), lambda x, out: out + 1.0, saves_output=True, float_only=True,
+expm1_p = unary("expm1", "expm1", lambda x, out: out + 1.0, saves_output=True, float_only=True,
                 libm=True, complex=True)
-log_p = unary("log", lambda xp, x: xp.log(x), lambda x, out: reciprocal(x), float_only=True, libm=True, complex=True)
-log2_p = unary("log2", lambda xp, x: xp.log2(x), lambda x, out: reciprocal(x * math.log(2.0)), float_only=True,
+log_p = unary("log", "log", lambda x, out: reciprocal(x), float_only=True, libm=True, complex=True)
+log2_p = unary("log2", "log2", lambda x, out: reciprocal(x * math.log(2.0)), float_only=True,
                libm=True, complex=True)
-log10_p = unary("log10", lambda xp, x: xp.log10(x), lambda x, out: reciprocal(x * math.log(10.0)),
+log10_p = unary("log10", "log10", lambda x, out: reciprocal(x * math.log(10.0)),
                 float_only=True, libm=True, complex=True)
-log1p_p = unary("log1p", lambda xp, x: xp.log1p(x), lambda x, out: reciprocal(x + 1.0), float_only=True,
+log1p_p = unary("log1p", "log1p", lambda x, out: reciprocal(x + 1.0), float_only=True,
                 libm=True, complex=True)
-sqrt_p = unary("sqrt", lambda xp, x: xp.sqrt(x), lambda x, out: reciprocal(out * 2.0), saves_output=True,
+sqrt_p = unary("sqrt", "sqrt", lambda x, out: reciprocal(out * 2.0), saves_output=True,
                float_only=True, c={"f": "sqrtf({0})", "d": "sqrt({0})"}, complex=True)
-sin_p = unary("sin", lambda xp, x: xp.sin(x), lambda x, out: cos(x), float_only=True, libm=True, complex=True)
-cos_p = unary("cos", lambda xp, x: xp.cos(x), lambda x, out: neg(sin(x)), float_only=True, libm=True, complex=True)
-tan_p = unary("tan", lambda xp, x: xp.tan(x), lambda x, out: out * out + 1.0, saves_output=True, float_only=True,
+sin_p = unary("sin", "sin", lambda x, out: cos(x), float_only=True, libm=True, complex=True)
+cos_p = unary("cos", "cos", lambda x, out: neg(sin(x)), float_only=True, libm=True, complex=True)
+tan_p = unary("tan", "tan", lambda x, out: out * out + 1.0, saves_output=True, float_only=True,
               libm=True, complex=True)
 # libmvec's tanhf: 1 ulp, as fast as a copy (the double version is 5x slower)
-tanh_p = unary("tanh", lambda xp, x: xp.tanh(x), lambda x, out: 1.0 - out * out, saves_output=True,
+tanh_p = unary("tanh", "tanh", lambda x, out: 1.0 - out * out, saves_output=True,
                float_only=True, libm="float", c={"f": "tanhf({0})", "d": "tanh({0})"}, complex=True,
                eager_c_from=_EAGER_C_FROM)
-sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), lambda x, out: cosh(x), float_only=True, libm=True, complex=True)
-cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), lambda x, out: sinh(x), float_only=True, libm=True, complex=True)
-asin_p = unary("asin", lambda xp, x: xp.arcsin(x), lambda x, out: rsqrt(1.0 - x * x), float_only=True, libm=True)
-acos_p = unary("acos", lambda xp, x: xp.arccos(x), lambda x, out: neg(rsqrt(1.0 - x * x)), float_only=True,
+sinh_p = unary("sinh", "sinh", lambda x, out: cosh(x), float_only=True, libm=True, complex=True)
+cosh_p = unary("cosh", "cosh", lambda x, out: sinh(x), float_only=True, libm=True, complex=True)
+asin_p = unary("asin", "arcsin", lambda x, out: rsqrt(1.0 - x * x), float_only=True, libm=True)
+acos_p = unary("acos", "arccos", lambda x, out: neg(rsqrt(1.0 - x * x)), float_only=True,
                libm=True)
-atan_p = unary("atan", lambda xp, x: xp.arctan(x), lambda x, out: reciprocal(x * x + 1.0), float_only=True,
+atan_p = unary("atan", "arctan", lambda x, out: reciprocal(x * x + 1.0), float_only=True,
                libm=True)
-asinh_p = unary("asinh", lambda xp, x: xp.arcsinh(x), lambda x, out: rsqrt(x * x + 1.0), float_only=True,
+asinh_p = unary("asinh", "arcsinh", lambda x, out: rsqrt(x * x + 1.0), float_only=True,
                 libm=True)
-acosh_p = unary("acosh", lambda xp, x: xp.arccosh(x), lambda x, out: rsqrt(x * x - 1.0), float_only=True,
+acosh_p = unary("acosh", "arccosh", lambda x, out: rsqrt(x * x - 1.0), float_only=True,
                 libm=True)
-atanh_p = unary("atanh", lambda xp, x: xp.arctanh(x), lambda x, out: reciprocal(1.0 - x * x), float_only=True,
+atanh_p = unary("atanh", "arctanh", lambda x, out: reciprocal(1.0 - x * x), float_only=True,
                 libm=True)
 sigmoid_p = unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda x, out: out * (1.0 - out), saves_output=True,
                   float_only=True, expensive=True, native=True, c={"f": "fnx_sigmoidf({0})", "d": "fnx_sigmoid({0})"})
@@ -133,18 +133,18 @@ erf_p = unary("erf", lambda xp, x: _erf(xp, x), lambda x, out: exp(neg(x * x)) *
               float_only=True, libm=True, native=True)
 erfc_p = unary("erfc", lambda xp, x: _erfc(xp, x), lambda x, out: exp(neg(x * x)) * (-2.0 / math.sqrt(math.pi)),
                float_only=True, libm=True, native=True)
-abs_p = unary("abs", lambda xp, x: xp.abs(x), lambda x, out: sign(x),
+abs_p = unary("abs", "abs", lambda x, out: sign(x),
               c={"f": "fabsf({0})", "d": "fabs({0})", "i": "({0} < 0 ? -{0} : {0})", "b": "{0}"})
 # Piecewise-constant ops are differentiable with a zero gradient, as in PyTorch (their outputs keep a grad_fn).
-sign_p = unary("sign", lambda xp, x: xp.sign(x), None, zero_grad=True,
+sign_p = unary("sign", "sign", None, zero_grad=True,
                c={"f": "fnx_signf({0})", "d": "fnx_sign({0})", "i": "(({0} > 0) - ({0} < 0))"})
-floor_p = unary("floor", lambda xp, x: xp.floor(x), None, zero_grad=True, c={"f": "floorf({0})", "d": "floor({0})"})
-ceil_p = unary("ceil", lambda xp, x: xp.ceil(x), None, zero_grad=True, c={"f": "ceilf({0})", "d": "ceil({0})"})
-round_p = unary("round", lambda xp, x: xp.round(x), None, zero_grad=True,
+floor_p = unary("floor", "floor", None, zero_grad=True, c={"f": "floorf({0})", "d": "floor({0})"})
+ceil_p = unary("ceil", "ceil", None, zero_grad=True, c={"f": "ceilf({0})", "d": "ceil({0})"})
+round_p = unary("round", "round", None, zero_grad=True,
                 c={"f": "rintf({0})", "d": "rint({0})"})   # half to even, like numpy
-trunc_p = unary("trunc", lambda xp, x: xp.trunc(x), None, zero_grad=True, c={"f": "truncf({0})", "d": "trunc({0})"})
-not_p = unary("not", lambda xp, x: xp.logical_not(x), None, out_dtype=_dt.bool, c=c_all("(!{0})"), complex=True)
-isnan_p = unary("isnan", lambda xp, x: xp.isnan(x), None, out_dtype=_dt.bool, c=c_all("({0} != {0})", "fd"),
+trunc_p = unary("trunc", "trunc", None, zero_grad=True, c={"f": "truncf({0})", "d": "trunc({0})"})
+not_p = unary("not", "logical_not", None, out_dtype=_dt.bool, c=c_all("(!{0})"), complex=True)
+isnan_p = unary("isnan", "isnan", None, out_dtype=_dt.bool, c=c_all("({0} != {0})", "fd"),
                 complex=True)
 
 
@@ -281,10 +281,11 @@ def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False, *, al
                    inplace: bool = False):
     """`fnx.<prim>(input)`, also the Tensor method of the primitive's name (see `_method`)."""
     real_only = "complex" not in prim.groups
+    bind = _bind if prim.ufunc is None else _bind_unary
 
     def op(input: Tensor) -> Tensor:
         if type(input) is Tensor and input._value.dtype in _FLOAT_NP:
-            return _bind(prim, input)
+            return bind(prim, input)
         if real_only:
             refuse_complex(prim.name, input)
         if ints_to_float:
@@ -294,7 +295,7 @@ def _unary_wrapper(prim: Primitive, doc: str, ints_to_float: bool = False, *, al
                 raise _not_a_tensor(prim.name, input) from None
             if not floating:
                 input = convert(input, _dt.get_default_dtype())
-        return _bind(prim, input)
+        return bind(prim, input)
 
     op.__name__ = op.__qualname__ = prim.name
     op.__doc__ = doc
@@ -334,7 +335,7 @@ _real_abs = _unary_wrapper(abs_p, "Absolute value, elementwise.")
 def abs(input: Tensor) -> Tensor:
     """Absolute value, elementwise; the modulus (a real tensor) of a complex one."""
     if type(input) is Tensor and input._value.dtype in _FLOAT_NP:
-        return _bind(abs_p, input)
+        return _bind_unary(abs_p, input)
     if isinstance(input, Tensor) and input.dtype.is_complex:
         from .complex import complex_abs_p
 
@@ -902,7 +903,7 @@ _WIDTH = "(8 * (int)sizeof({0}))"   # OpenCL C has no 64-bit long long
 bitand_p = binary("bitwise_and", lambda xp, x, y: xp.bitwise_and(x, y), None, None, c={"i": "({0} & {1})"})
 bitor_p = binary("bitwise_or", lambda xp, x, y: xp.bitwise_or(x, y), None, None, c={"i": "({0} | {1})"})
 bitxor_p = binary("bitwise_xor", lambda xp, x, y: xp.bitwise_xor(x, y), None, None, c={"i": "({0} ^ {1})"})
-bitnot_p = unary("bitwise_not", lambda xp, x: xp.invert(x), None, c={"i": "(~{0})"})
+bitnot_p = unary("bitwise_not", "invert", None, c={"i": "(~{0})"})
 lshift_p = binary("bitwise_left_shift",
                   lambda xp, x, y: xp.where((y < 0) | (y >= x.dtype.itemsize * 8), x.dtype.type(0),
                                             xp.left_shift(x, _shift_count(xp, x, y))), None, None,
@@ -1531,7 +1532,7 @@ def heaviside(input: Tensor, values: Tensor) -> Tensor:
     return where(eq(input, 0), values, convert(gt(input, 0), input.dtype))   # NaN gives 0, as in PyTorch
 
 
-signbit_p = unary("signbit", lambda xp, x: xp.signbit(x), None, out_dtype=_dt.bool,
+signbit_p = unary("signbit", "signbit", None, out_dtype=_dt.bool,
                   c={"f": "(signbit({0}) != 0)", "d": "(signbit({0}) != 0)"})
 
 

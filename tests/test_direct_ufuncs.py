@@ -1,6 +1,6 @@
-"""core.bind_binary: the operator path of `a + b`, `a * b`, ... on small CPU tensors calls numpy's function
-directly and records its node through `record_binary_hook`; everything it does not cover goes through `bind`
-(impl, its eager C kernels and layout care, the tape's checks), and the two paths agree."""
+"""core.bind_unary and core.bind_binary: the paths of `a + b`, `a * b`, `x.exp()`, ... on small CPU tensors call
+numpy's function directly and record their node through `record_cpu_hook`; everything they do not cover goes
+through `bind` (impl, its eager C kernels and layout care, the tape's checks), and the two paths agree."""
 from __future__ import annotations
 
 import operator
@@ -18,6 +18,9 @@ from fnx.profiler import profile
 OPS = [(ew.add_p, operator.add), (ew.sub_p, operator.sub), (ew.mul_p, operator.mul),
        (ew.div_p, operator.truediv), (ew.max_p, fnx.maximum), (ew.min_p, fnx.minimum),
        (ew.lt_p, operator.lt), (ew.eq_p, operator.eq), (ew.ge_p, operator.ge)]
+UNARY = [(ew.neg_p, operator.neg), (ew.exp_p, fnx.exp), (ew.tanh_p, fnx.tanh), (ew.sqrt_p, fnx.sqrt),
+         (ew.sin_p, fnx.sin), (ew.abs_p, abs), (ew.log1p_p, fnx.log1p), (ew.cos_p, fnx.cos),
+         (ew.sign_p, fnx.sign), (ew.log_p, fnx.log)]
 
 
 def _pair(dtype, shape=(3, 4), requires_grad=True):
@@ -31,7 +34,7 @@ def _pair(dtype, shape=(3, 4), requires_grad=True):
 def impl_counts(monkeypatch):
     """Counts the impl calls of each primitive of OPS (by name)."""
     counts = {}
-    for prim, _ in OPS:
+    for prim, _ in OPS + UNARY:
         def counted(xp, *arrays, _impl=prim.impl, _name=prim.name, **params):
             counts[_name] = counts.get(_name, 0) + 1
             return _impl(xp, *arrays, **params)
@@ -59,6 +62,27 @@ def test_the_direct_path_gives_binds_values_nodes_and_gradients(prim, op, dtype,
             np.testing.assert_array_equal(g.numpy(), w.numpy())
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("prim, op", UNARY, ids=[p.name for p, _ in UNARY])
+def test_the_direct_unary_path_gives_binds_values_nodes_and_gradients(prim, op, dtype, impl_counts):
+    x, _ = _pair(dtype)
+    out = op(x)
+    assert prim.name not in impl_counts
+    ref = core.bind(prim, x)
+    assert out.dtype == ref.dtype and out.shape == ref.shape and type(out._value) is np.ndarray
+    np.testing.assert_array_equal(out.detach().numpy(), ref.detach().numpy())
+    assert out._version == [0] and out._base is None and out.requires_grad == ref.requires_grad
+    if out.requires_grad:
+        assert out.grad_fn.name == ref.grad_fn.name
+        if prim.saves_output:
+            assert out.grad_fn.out_value is out._value
+        np.testing.assert_array_equal(fnx.autograd.grad(out.sum(), x)[0].numpy(),
+                                      fnx.autograd.grad(ref.sum(), x)[0].numpy())
+    big = fnx.ones(ew.exp_p.ufunc_below)
+    fnx.exp(big)
+    assert impl_counts.get("exp", 0) == 1 + (prim is ew.exp_p)   # its eager C kernel's size
+
+
 def test_a_node_of_the_direct_path_keeps_what_its_rule_reads():
     x, y = _pair(np.float64)
     out = x * y
@@ -74,6 +98,8 @@ def test_a_node_of_the_direct_path_keeps_what_its_rule_reads():
 def test_zero_dim_results_are_arrays():
     out = fnx.tensor(2.0, requires_grad=True) * fnx.tensor(3.0)
     assert type(out._value) is np.ndarray and out.shape == () and out.item() == 6.0 and out.grad_fn is not None
+    out = fnx.exp(fnx.tensor(0.0, requires_grad=True))
+    assert type(out._value) is np.ndarray and out.item() == 1.0 and out.grad_fn is not None
 
 
 def test_large_strided_and_failing_operands_go_through_bind(impl_counts):
@@ -108,7 +134,9 @@ def test_saved_tensor_hooks_and_anomaly_mode_take_bind(impl_counts):
     assert impl_counts.get("mul") == 1 and not core._get_flags()
     with fnx.autograd.detect_anomaly():
         node = (x / y).grad_fn
-    assert node.stack and "test_bind_binary.py" in "".join(node.stack) and impl_counts.get("div") == 1
+        unary = fnx.exp(x).grad_fn
+    assert node.stack and "test_direct_ufuncs.py" in "".join(node.stack) and impl_counts.get("div") == 1
+    assert unary.stack and impl_counts.get("exp") == 1
     assert not core._get_flags()
 
 
@@ -133,6 +161,6 @@ def test_hooks_in_one_thread_leave_another_on_the_direct_path(impl_counts):
 def test_a_profile_and_the_debug_log_see_every_op():
     x, y = _pair(np.float32)
     with profile() as prof:
-        x + y
-    assert [e.name for e in prof.events()] == ["add"]
+        fnx.exp(x + y)
+    assert [e.name for e in prof.events()] == ["add", "exp"]
     assert core.direct_ufuncs   # back once the profile ends
