@@ -106,7 +106,7 @@ class Primitive:
 
     __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "batch", "view", "saves_inputs", "saves_output",
                  "multiple_results", "differentiable", "vjp_takes_needs", "groups", "c", "cuda", "monoid", "libm",
-                 "ufunc", "ufunc_below")
+                 "ufunc", "ufunc_below", "vjp_ignores_out")
 
     def __init__(self, name: str, *, view: bool = False, saves_inputs: bool = True, saves_output: bool | tuple = False,
                  multiple_results: bool = False, differentiable: bool = True, groups=(), c: dict | None = None,
@@ -120,6 +120,7 @@ class Primitive:
         self.multiple_results = multiple_results
         self.differentiable = differentiable
         self.vjp_takes_needs = False  # the vjp accepts needs=(bool per input) and skips unneeded cotangents
+        self.vjp_ignores_out = False   # the vjp reads nothing of `out`, not even its shape: a node keeps None
         self.ufunc = None   # numpy's function of a binary op: `bind_binary` calls it on small CPU arrays
         self.ufunc_below = 0   # ... of fewer elements than this (larger ones go to impl's eager C kernels)
         self.groups, self.c, self.cuda, self.monoid, self.libm = frozenset(groups), c, cuda, monoid, libm

@@ -93,6 +93,12 @@ def test_a_node_of_the_direct_path_keeps_what_its_rule_reads():
         out.sum().backward()
     q = x.detach() / y   # div reads its output; x needs no gradient: a stand-in of its shape
     assert q.grad_fn.out_value is q._value and q.grad_fn.inputs[0] is not x
+    big = fnx.ones(ew.add_p.ufunc_below, requires_grad=True)
+    for out in (x + y, x - y, -x, fnx.floor(x), big + big):   # their rules read nothing of the output
+        assert out.grad_fn.out_value is None and out.grad_fn.prim.vjp_ignores_out
+    assert (x * y).grad_fn.out_value.shape == (3, 4)   # mul's reads its shape: a stand-in
+    (big + big - fnx.floor(-big)).sum().backward()
+    np.testing.assert_array_equal(big.grad.numpy(), np.full(big.shape, 2.0, np.float64))
 
 
 def test_zero_dim_results_are_arrays():

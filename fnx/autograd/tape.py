@@ -144,6 +144,8 @@ class Node:
         value = self.out_value
         if type(value) is Tensor:
             out = value   # a stand-in: the rule reads its shape and dtype only (no node: it is shared)
+        elif value is None:
+            out = None   # the rule reads nothing of it (prim.vjp_ignores_out)
         else:
             ver, at = self.out_version
             if ver[0] != at:
@@ -236,6 +238,9 @@ def record(prim, args, params, out):
         ver = out._version
         node.out_value = value
         node.out_version = (ver, ver[0])
+    elif prim.vjp_ignores_out:
+        node.out_value = None
+        node.out_version = None
     else:
         stand = table.get(value.shape) if table is not None else None
         node.out_value = stand if stand is not None else stand_in(value, out._device)
@@ -297,6 +302,9 @@ def record_cpu(prim, args, params, out):
         ver = out._version
         node.out_value = value
         node.out_version = (ver, ver[0])
+    elif prim.vjp_ignores_out:
+        node.out_value = None
+        node.out_version = None
     else:
         stand = table.get(value.shape)
         node.out_value = stand if stand is not None else stand_in(value, cpu)

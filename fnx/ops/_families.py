@@ -235,8 +235,10 @@ def unary(name: str, impl: Callable | str, deriv: Callable | None, *, c: dict | 
     elif linear:
         prim.vjp = lambda g, primals, out: (prim.bind(g),)
         prim.jvp = lambda primals, tangents: (prim.bind(primals[0]), prim.bind(tangents[0]))
+        prim.vjp_ignores_out = True
     elif zero_grad:
         prim.vjp = lambda g, primals, out: (_zeros_like(g),)
+        prim.vjp_ignores_out = True
         prim.jvp = lambda primals, tangents: (prim.bind(primals[0]), _zeros_like(tangents[0]))
     elif gate is not None:
         prim.vjp = lambda g, primals, out: (_gated(gate(primals[0], out), g),)
@@ -376,6 +378,7 @@ def binary(name: str, impl: Callable | str, d_lhs: Callable | float | None, d_rh
                          for d, p, need in zip((d_lhs, d_rhs), primals, needs))
 
         prim.vjp = linear_vjp
+        prim.vjp_ignores_out = True
         prim.jvp = lambda primals, tangents: (prim.bind(*primals), prim.bind(*tangents))
     elif diff:
         def vjp(g, primals, out, needs=(True, True)):
