@@ -511,9 +511,11 @@ def _merge(graph: _Graph, drafts: list[_Draft]) -> list[_Draft]:
     drafts = sorted(drafts, key=lambda d: d.order)
     failed: set = set()
     apart = _apart(graph)
+    library = graph.library_eqns()
+    edges: dict = {}   # id(step) -> (step, what it reads, what it writes), kept across rounds (a GPT step: 817)
     fresh = None   # the kernel the last round made
     while True:
-        through = _paths_of_two_or_more(graph, drafts + graph.library_eqns())
+        through = _paths_of_two_or_more(graph, drafts + library, edges)
         merged = None
         start = 0 if fresh is None else next(i for i, d in enumerate(drafts) if d is fresh)
         for i, a in enumerate(drafts):
@@ -568,13 +570,20 @@ def _compatible(a: _Space, b: _Space) -> bool:
     return a.shape == b.shape and _rows_parallel(rows)
 
 
-def _paths_of_two_or_more(graph: _Graph, steps: list):
-    """`through(a, b)`: whether `b` depends on `a` through at least one other step (so they cannot merge)."""
+def _paths_of_two_or_more(graph: _Graph, steps: list, edges: dict):
+    """`through(a, b)`: whether `b` depends on `a` through at least one other step (so they cannot merge).
+    `edges` keeps each step's reads and writes for the next call (the steps but one are the same)."""
     index = {id(s): i for i, s in enumerate(steps)}
-    writer = {vid: i for i, s in enumerate(steps) for vid in _writes(s)}
+    sets = []
+    for s in steps:
+        known = edges.get(id(s))
+        if known is None or known[0] is not s:
+            known = edges[id(s)] = (s, _reads(graph, s), _writes(s))
+        sets.append(known)
+    writer = {vid: i for i, (_, _, writes) in enumerate(sets) for vid in writes}
     succ = [set() for _ in steps]
-    for i, s in enumerate(steps):
-        for vid in _reads(graph, s):
+    for i, (_, reads, _) in enumerate(sets):
+        for vid in reads:
             if vid in writer and writer[vid] != i:
                 succ[writer[vid]].add(i)
     reach: list[int | None] = [None] * len(steps)   # bitset of the steps reachable from each step
