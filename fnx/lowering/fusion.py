@@ -511,11 +511,10 @@ def _merge(graph: _Graph, drafts: list[_Draft]) -> list[_Draft]:
     drafts = sorted(drafts, key=lambda d: d.order)
     failed: set = set()
     apart = _apart(graph)
-    library = graph.library_eqns()
-    edges: dict = {}   # id(step) -> (step, what it reads, what it writes), kept across rounds (a GPT step: 817)
+    deps = _Dependencies(graph, drafts + graph.library_eqns())
+    through = deps.through
     fresh = None   # the kernel the last round made
     while True:
-        through = _paths_of_two_or_more(graph, drafts + library, edges)
         merged = None
         start = 0 if fresh is None else next(i for i, d in enumerate(drafts) if d is fresh)
         for i, a in enumerate(drafts):
@@ -532,6 +531,7 @@ def _merge(graph: _Graph, drafts: list[_Draft]) -> list[_Draft]:
                     continue
                 merged.order = min(a.order, b.order)
                 drafts = sorted([d for d in drafts if d is not a and d is not b] + [merged], key=lambda d: d.order)
+                deps.merge(a, b, merged)
                 break
             if merged is not None:
                 break
@@ -570,45 +570,84 @@ def _compatible(a: _Space, b: _Space) -> bool:
     return a.shape == b.shape and _rows_parallel(rows)
 
 
-def _paths_of_two_or_more(graph: _Graph, steps: list, edges: dict):
-    """`through(a, b)`: whether `b` depends on `a` through at least one other step (so they cannot merge).
-    `edges` keeps each step's reads and writes for the next call (the steps but one are the same)."""
-    index = {id(s): i for i, s in enumerate(steps)}
-    sets = []
-    for s in steps:
-        known = edges.get(id(s))
-        if known is None or known[0] is not s:
-            known = edges[id(s)] = (s, _reads(graph, s), _writes(s))
-        sets.append(known)
-    writer = {vid: i for i, (_, _, writes) in enumerate(sets) for vid in writes}
-    succ = [set() for _ in steps]
-    for i, (_, reads, _) in enumerate(sets):
-        for vid in reads:
-            if vid in writer and writer[vid] != i:
-                succ[writer[vid]].add(i)
-    reach: list[int | None] = [None] * len(steps)   # bitset of the steps reachable from each step
+class _Dependencies:
+    """Which steps (kernels and library equations) read what others write, kept up to date as `_merge` joins two
+    kernels into one (rebuilding it for each of a GPT step's 817 merges took a seventh of its first compiled call).
+    `through(a, b)`: whether `b` depends on `a` through at least one other step (so they cannot merge)."""
 
-    def reachable(i: int) -> int:
-        stack = [i]
+    def __init__(self, graph: _Graph, steps: list):
+        self.graph = graph
+        self.steps: dict = {}     # id(step) -> (step, its bit in the reach sets, what it reads, what it writes)
+        self.writer: dict = {}    # id(var) -> id of the step that writes it
+        self.readers: dict = {}   # id(var) -> ids of the steps that read it
+        self.succ: dict = {}      # id(step) -> ids of the steps that read what it writes
+        self.pred: dict = {}
+        self.reach: dict = {}     # id(step) -> bits of the steps reachable from it (until the next merge)
+        self.bits = 0
+        for st in steps:
+            self._add(st)
+        for st in steps:
+            self._link_reads(id(st))
+
+    def _add(self, st) -> None:
+        sid = id(st)
+        self.steps[sid] = (st, self.bits, _reads(self.graph, st), _writes(st))
+        self.bits += 1
+        self.succ[sid], self.pred[sid] = set(), set()
+        for vid in self.steps[sid][3]:
+            self.writer[vid] = sid
+
+    def _link_reads(self, sid: int) -> None:
+        for vid in self.steps[sid][2]:
+            self.readers.setdefault(vid, set()).add(sid)
+            w = self.writer.get(vid)
+            if w is not None and w != sid:
+                self.succ[w].add(sid)
+                self.pred[sid].add(w)
+
+    def merge(self, a: _Draft, b: _Draft, merged: _Draft) -> None:
+        """Replace kernels `a` and `b` by `merged`, which computes both."""
+        for old in (id(a), id(b)):
+            _, _, reads, writes = self.steps.pop(old)
+            for p in self.pred.pop(old):
+                self.succ[p].discard(old)
+            for c in self.succ.pop(old):
+                self.pred[c].discard(old)
+            for vid in reads:
+                self.readers[vid].discard(old)
+            for vid in writes:
+                if self.writer.get(vid) == old:
+                    del self.writer[vid]
+        self._add(merged)
+        sid = id(merged)
+        self._link_reads(sid)
+        for vid in self.steps[sid][3]:
+            for r in self.readers.get(vid, ()):
+                if r != sid:
+                    self.succ[sid].add(r)
+                    self.pred[r].add(sid)
+        self.reach = {}
+
+    def _reachable(self, sid: int) -> int:
+        reach, succ, steps = self.reach, self.succ, self.steps
+        stack = [sid]
         while stack:
             j = stack[-1]
-            pending = [c for c in succ[j] if reach[c] is None]
+            pending = [c for c in succ[j] if c not in reach]
             if pending:
                 stack.extend(pending)
                 continue
             stack.pop()
-            if reach[j] is None:
+            if j not in reach:
                 bits = 0
                 for c in succ[j]:
-                    bits |= (1 << c) | reach[c]
+                    bits |= (1 << steps[c][1]) | reach[c]
                 reach[j] = bits
-        return reach[i]
+        return reach[sid]
 
-    def through(a, b) -> bool:
-        ia, ib = index[id(a)], index[id(b)]
-        return any(reachable(c) >> ib & 1 for c in succ[ia])
-
-    return through
+    def through(self, a, b) -> bool:
+        bit = self.steps[id(b)][1]
+        return any(self._reachable(c) >> bit & 1 for c in self.succ[id(a)])
 
 
 def _schedule(graph: _Graph, drafts: list[_Draft]) -> list:
