@@ -234,17 +234,8 @@ def record(prim, args, params, out):
     hooks = _saved_hooks.get()
     if hooks is not None and (prim.saves_inputs or prim.saves_output):
         _pack_node(node, prim, args, out, hooks)
-    elif prim.saves_output:
-        ver = out._version
-        node.out_value = value
-        node.out_version = (ver, ver[0])
-    elif prim.vjp_ignores_out:
-        node.out_value = None
-        node.out_version = None
     else:
-        stand = table.get(value.shape) if table is not None else None
-        node.out_value = stand if stand is not None else stand_in(value, out._device)
-        node.out_version = None
+        _keep_output(node, prim, out, value, table)
     out._node = node
     out._requires_grad = True
     if prim.view:   # an in-place write through another view of the base refreshes this one's node
@@ -298,20 +289,27 @@ def record_cpu(prim, args, params, out):
     node.hooks = None
     node.packed = None
     node.stack = None
+    _keep_output(node, prim, out, value, table)
+    out._node = node
+    out._requires_grad = True
+    return out
+
+
+def _keep_output(node, prim, out, value, table) -> None:
+    """Set what `node` keeps of its output `out` (array `value`): the array and its version where the vjp reads it,
+    nothing where the rule never looks at it, else its stand-in (`table`: the CPU stand-ins of its dtype, or
+    None)."""
     if prim.saves_output:
         ver = out._version
         node.out_value = value
         node.out_version = (ver, ver[0])
-    elif prim.vjp_ignores_out:
+        return
+    node.out_version = None
+    if prim.vjp_ignores_out:
         node.out_value = None
-        node.out_version = None
-    else:
-        stand = table.get(value.shape)
-        node.out_value = stand if stand is not None else stand_in(value, cpu)
-        node.out_version = None
-    out._node = node
-    out._requires_grad = True
-    return out
+        return
+    stand = table.get(value.shape) if table is not None else None
+    node.out_value = stand if stand is not None else stand_in(value, out._device)
 
 
 def _pack_node(node, prim, args, out, hooks) -> None:
