@@ -202,6 +202,51 @@ def test_a_truncated_or_changed_library_is_rebuilt_not_loaded(tmp_path):
     assert run_python(script, tmp_path).stdout.split() == ["0", "15.0"]   # and then used again
 
 
+@needs_cc
+def test_a_programs_kernels_compile_as_a_few_units_each_cached_under_its_own_name(tmp_path):
+    """Missing kernels compile a few translation units at a time (the prelude once each), and the library of a
+    unit is the cache entry of each of its kernels (hard links, counted once), so a later process loads each
+    kernel by its own key and compiles nothing; a damaged unit is rebuilt for every kernel in it."""
+    script = """
+        import fnx
+        from fnx.lowering import cpu
+        fnx.set_num_threads(1)                  # two units
+        def f(a, b, c, d):                      # four kernels: four shapes
+            return fnx.exp(a) * 0.0, fnx.sin(b) * 0.0, fnx.tanh(c).sum(1) * 0.0, fnx.sqrt(d) + 1.0
+        outs = fnx.compile(f, backend="c")(fnx.ones(3), fnx.ones(4), fnx.ones((5, 2)), fnx.zeros(6))
+        print(cpu.compile_count, sum(float(o.sum().item()) for o in outs))
+    """
+    first = run_python(script, tmp_path).stdout.split()
+    kernels = sorted(tmp_path.glob("fnx_*.so"))
+    assert first == ["3", "6.0"] and len(kernels) == 4   # two units and the thread pool
+    inodes = [p.stat().st_ino for p in kernels]
+    assert len(set(inodes)) == 2 and all(p.stat().st_nlink == inodes.count(p.stat().st_ino) for p in kernels)
+    for p in kernels:
+        assert cache.read_entry(p) is not None   # each with its own sidecar
+    _, size = cache.usage(tmp_path)
+    distinct = {(p.stat().st_ino, p.stat().st_size) for p in tmp_path.iterdir() if cache._ENTRY.fullmatch(p.name)}
+    assert size <= sum(n for _, n in distinct)   # each linked library counted once
+    assert run_python(script, tmp_path).stdout.split() == ["0", "6.0"]
+    kernels[0].write_bytes(kernels[0].read_bytes()[:-1] + b"x")   # damages each kernel of its unit: rebuilt
+    assert run_python(script, tmp_path).stdout.split() == [str(min(inodes.count(inodes[0]), 2)), "6.0"]
+    assert run_python(script, tmp_path).stdout.split() == ["0", "6.0"]
+
+
+@pytest.mark.parametrize("links", [True, False], ids=["hard-links", "copies"])
+def test_an_entry_under_several_names_is_each_ones_with_its_sidecar(folder, monkeypatch, links):
+    used = cache.cache_dir()
+    paths = [cache.entry_path(used, f"fnx_k{i}", f"{i}" * 64, ".so") for i in range(3)]
+    if not links:   # a file system without hard links
+        monkeypatch.setattr(os, "link", lambda *a: (_ for _ in ()).throw(OSError(1, "not permitted")))
+    tmp = cache.temp_path(paths[0])
+    Path(tmp).write_bytes(b"library")
+    cache.commit_entry(tmp, paths[0], also=paths[1:])
+    assert [cache.read_entry(p) for p in paths] == [b"library"] * 3
+    assert all((p.stat().st_ino == paths[0].stat().st_ino) == links for p in paths[1:])
+    assert all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in paths)
+    assert sorted(p.name for p in used.iterdir()) == sorted(n for p in paths for n in (p.name, p.name + ".sha256"))
+
+
 def test_jinja_bytecode_is_never_loaded(folder, monkeypatch):
     """Jinja2's bytecode cache unpickles its files: one planted there ran as the user. No longer used."""
     marker = folder.parent / "payload-ran"
@@ -260,7 +305,7 @@ def test_ctrl_c_during_a_compile_stops_the_compilers_and_leaves_no_files(folder,
     monkeypatch.setattr(subprocess, "Popen", _Compiler)
     sources = {"fnx_a": "int a;\n", "fnx_b": "int b;\n"}
     with pytest.raises(KeyboardInterrupt):
-        cpu.compile_libraries(sources, "test", lambda simd: sources)
+        cpu.compile_libraries(sources, "test", lambda simd: "")
     assert len(_Compiler.started) == 2 and all(p.killed for p in _Compiler.started)
     assert all(Path(p.cmd[p.cmd.index("-o") + 1]).parent == folder for p in _Compiler.started)   # temporaries there
     assert [p.name for p in folder.iterdir()] == []

@@ -15,10 +15,10 @@ def _slow_library(monkeypatch, primitive: str):
     lib = TemplateLibrary("fnx-test", "c_outer.c.j2", [], "a test library", "nothing", primitives=(primitive,))
     builds, built = [], object()
 
-    def build():
+    def build(parts):
         builds.append(threading.current_thread().name)
         time.sleep(0.2)
-        return built
+        return dict.fromkeys(parts, built)
 
     monkeypatch.setattr(lib, "_build", build)
     return lib, builds, built
@@ -27,7 +27,7 @@ def _slow_library(monkeypatch, primitive: str):
 def test_build_soon_builds_on_a_thread_of_its_own_once(monkeypatch):
     lib, builds, built = _slow_library(monkeypatch, "test_prim")
     build_soon(["other_prim"])
-    assert builds == [] and not lib._lib
+    assert builds == [] and not lib._libs
     build_soon(["test_prim", "test_prim"])
     build_soon(["test_prim"])
     assert lib.get() is built                  # waits for the build under way
@@ -44,3 +44,29 @@ def test_lowering_a_program_starts_the_libraries_of_its_primitives(monkeypatch):
     assert started == []
     build_executable(fnx.make_jaxpr(lambda x, y: fnx.exp(x @ y))(a, b), backend="c")
     assert started == ["fnx-gemm"]
+
+
+def test_a_library_in_parts_builds_each_alone_on_use_or_all_ahead(tmp_path, monkeypatch):
+    """Each part holds its own functions and the helpers they share (so parts build in translation units of their
+    own); `function` builds one part, `start_building` every part not built yet."""
+    monkeypatch.setenv("FNX_CACHE_DIR", str(tmp_path))
+    names = [f"fnx_sum_{kind}_{sfx}" for kind in ("columns", "pairwise") for sfx in ("f32", "f64")]
+
+    def library():
+        return TemplateLibrary("fnx-test-parts", "c_sum_columns.c.j2", names, "a test library", "nothing",
+                               parts=lambda f: f[4:])
+
+    lib = library()
+    assert lib.function("fnx_sum_columns_f32") is not None
+    assert [p.name.split("-")[3] for p in tmp_path.glob("fnx-test-parts-*.so")] == ["sum_columns_f32"]
+    assert not hasattr(lib._part("sum_columns_f32"), "fnx_sum_columns_f64")
+    lib = library()
+    threads = fnx.get_num_threads()
+    fnx.set_num_threads(1)   # fewer units than parts, were they put together
+    try:
+        lib.start_building()
+        template_library._finish_builds()
+    finally:
+        fnx.set_num_threads(threads)
+    assert all(lib.function(name) is not None for name in names) and len(lib._libs) == 4
+    assert len(list(tmp_path.glob("fnx-test-parts-*.so"))) == 4

@@ -12,7 +12,8 @@ as the user):
   truncated by a crash or a full disk, a changed or planted one) counts as missing and is rebuilt;
 - writers produce an entry under a temporary name, `fsync` it (compiled libraries; small records that are
   cheap to remake skip this), `os.replace` it into place and then write its sidecar (also renamed into
-  place), so readers never see a partial file and concurrent processes at worst build an entry once each;
+  place), so readers never see a partial file and concurrent processes at worst build an entry once each.
+  A library compiled from several kernels is the entry of each, as hard links (counted once in the size);
 - nothing from the cache is ever unpickled or executed as Python.
 
 The cache holds at most `FNX_CACHE_MAX_BYTES` (default 1 GiB); past that, the entries least recently used
@@ -164,10 +165,11 @@ def temp_path(path: Path) -> str:
     return tmp
 
 
-def commit_entry(tmp: str, path: Path, *, durable: bool = True) -> None:
+def commit_entry(tmp: str, path: Path, *, durable: bool = True, also=()) -> None:
     """Move the finished temporary file `tmp` (a compiler's output, say) into place as cache entry `path`, then
     write its sidecar. `durable`: fsync the entry before the rename, so after a crash its sidecar never vouches
-    for data that did not reach the disk."""
+    for data that did not reach the disk. `also`: more entries that hold the same bytes (a library of several
+    kernels is the entry of each), hard links to `path` (copies where the file system has none)."""
     with open(tmp, "rb") as f:
         data = f.read()
         os.chmod(tmp, stat.S_IMODE(os.fstat(f.fileno()).st_mode) & 0o700)   # a compiler's output follows the umask
@@ -175,14 +177,35 @@ def commit_entry(tmp: str, path: Path, *, durable: bool = True) -> None:
             os.fsync(f.fileno())
     os.replace(tmp, path)
     record = json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}).encode()
-    side = _sidecar(path)
-    side_tmp = temp_path(side)
+    for entry in (path, *also):
+        if entry != path:
+            _link(path, entry)
+        _replace_with(_sidecar(entry), record)   # a sidecar lost in a crash costs one rebuild: no fsync (10 ms on
+        # some disks)
+
+
+def _link(source: Path, path: Path) -> None:
+    """Put a hard link to `source` (or a copy of it, with its mode) in place as `path`."""
+    tmp = temp_path(path)
     try:
-        with open(side_tmp, "wb") as f:
-            f.write(record)
-        os.replace(side_tmp, side)   # a sidecar lost in a crash costs one rebuild: no fsync (10 ms on some disks)
+        _remove(tmp)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copy2(source, tmp)
+        os.replace(tmp, path)
     finally:
-        _remove(side_tmp)
+        _remove(tmp)
+
+
+def _replace_with(path: Path, data: bytes) -> None:
+    tmp = temp_path(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        _remove(tmp)
 
 
 def write_entry(path: Path, data: bytes) -> None:
@@ -279,7 +302,7 @@ def evict(folder: Path, keep=()) -> None:
         group = groups.setdefault(e.name.removesuffix(SIDECAR), [st.st_mtime, 0, []])
         if not e.name.endswith(SIDECAR):
             group[0] = st.st_mtime   # an entry's use renews its own time, not its sidecar's
-        group[1] += st.st_size
+        group[1] += st.st_size // max(st.st_nlink, 1)   # a library that is the entry of several kernels counts once
         group[2].append(e.path)
     total = sum(g[1] for g in groups.values())
     keep = {str(p) for p in keep}
@@ -299,7 +322,8 @@ def evict_after_write(folder: Path, written, keep=()) -> None:
     added = 0
     for p in written:
         try:
-            added += os.stat(p).st_size
+            st = os.stat(p)
+            added += st.st_size // max(st.st_nlink, 1)
         except OSError:
             pass
     last = _scanned.get(str(folder))
@@ -314,9 +338,10 @@ def usage(folder: Path) -> tuple[int, int]:
     sizes = []
     for e in _our_files(folder):
         try:
-            sizes.append(e.stat(follow_symlinks=False).st_size)
+            st = e.stat(follow_symlinks=False)
         except OSError:
-            pass
+            continue
+        sizes.append(st.st_size // max(st.st_nlink, 1))
     return len(sizes), sum(sizes)
 
 

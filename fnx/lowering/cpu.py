@@ -26,9 +26,11 @@ idle workers sleep after a short spin whichever OpenMP runtime loaded first
 OpenBLAS (>= 0.3.27) runs its jobs on it too, so BLAS and kernels share one set
 of threads.
 
-Each kernel is its own shared library, cached by a hash of its source, flags,
-compiler identity and fnx version, so kernels are shared between executables
-and missing ones compile in parallel. A library is loaded only once the cache
+Each kernel is a cache entry of its own, keyed by a hash of its source, flags,
+compiler identity and fnx version, so kernels are shared between executables.
+The missing ones compile in parallel, a few translation units at a time (the
+prelude once per unit, not once per kernel); each kernel's entry is the library
+of its unit, under its own name (fnx/lowering/cache.py links them). A library is loaded only once the cache
 has checked it against the sha256 it recorded (fnx/lowering/cache.py): a
 damaged or changed one is rebuilt, never loaded (a truncated one would crash
 the process). Kernels take `(void *const *arrays,
@@ -49,13 +51,14 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
 from .._warn import warn
-from ..threads import attach_pool
+from ..threads import attach_pool, get_num_threads
 from ..array_pointers import ARRAY_DATA_OFFSET
 from .cache import (cache_dir, cache_key, commit_entry, entry_path, evict_after_write, read_entry, temp_path,
                     write_entry)
@@ -188,14 +191,14 @@ def _remember(tc: Toolchain, variant: int) -> None:
     write_entry(_variant_file(tc.identity), json.dumps(record).encode())
 
 
-def _build_all(tc: Toolchain, jobs: list[tuple[str, Path]], variant: int) -> list[str]:
-    """Compile (source, cache path) pairs concurrently and store the libraries in the cache; returns the compiler
-    errors (empty if all built, else nothing is stored). Interrupted (Ctrl-C), it stops the compilers; its
-    temporary files are removed in any case."""
+def _build_all(tc: Toolchain, jobs: list[tuple[str, list[Path]]], variant: int) -> list[str]:
+    """Compile (source, cache paths) pairs concurrently and store each library in the cache under each of its paths;
+    returns the compiler errors (empty if all built, else nothing is stored). Interrupted (Ctrl-C), it stops the
+    compilers; its temporary files are removed in any case."""
     global compile_count
     procs, outs, temps = [], [], []
     try:
-        for source, path in jobs:
+        for source, (path, *_) in jobs:
             out = temp_path(path)
             outs.append(out)
             temps += [out, out + ".c"]
@@ -210,8 +213,8 @@ def _build_all(tc: Toolchain, jobs: list[tuple[str, Path]], variant: int) -> lis
             if p.returncode != 0:
                 errors.append(output)
         if not errors:
-            for (_, path), out in zip(jobs, outs):
-                commit_entry(out, path)
+            for (_, (path, *also)), out in zip(jobs, outs):
+                commit_entry(out, path, also=also)
         return errors
     except BaseException:
         for p in procs:
@@ -225,21 +228,22 @@ def _build_all(tc: Toolchain, jobs: list[tuple[str, Path]], variant: int) -> lis
                 os.unlink(t)
 
 
-def compile_libraries(sources: dict[str, str], version: str, simd_source) -> dict[str, ctypes.CDLL]:
-    """Load one shared library per kernel `name -> source`, compiling the ones not in the disk cache.
-
-    `simd_source(libmvec: bool)` re-renders the sources for a toolchain without libmvec.
-    """
+def compile_libraries(bodies: dict[str, str], version: str, head: Callable[[bool], str], *,
+                      apart: bool = False) -> dict[str, ctypes.CDLL]:
+    """The shared library of each kernel `name -> body`, whose source is `head(libmvec)` then its body, compiling
+    the ones not in the disk cache (`head(False)` for a toolchain without libmvec) a few to a translation unit, or
+    each in its own where they are `apart` (bodies that define the same helpers: the parts of a template library)."""
     tc = toolchain()
     variant = tc.variant if tc.variant is not None else 0
     while True:
-        if not _VARIANTS[variant][3]:
-            sources = simd_source(False)
-        paths, missing = _entries(tc, variant, sources, version)
+        prelude = head(_VARIANTS[variant][3])
+        paths, missing = _entries(tc, variant, prelude, bodies, version)
         if not missing:
             log.debug("%d kernel(s) from the disk cache %s", len(paths), cache_dir())
             break
-        errors = _build_all(tc, missing, variant)
+        units = [(prelude + bodies[name], [path]) for name, path in missing] if apart else \
+            _translation_units(prelude, bodies, missing)
+        errors = _build_all(tc, units, variant)
         if not errors:
             if tc.variant != variant:
                 _remember(tc, variant)
@@ -254,15 +258,30 @@ def compile_libraries(sources: dict[str, str], version: str, simd_source) -> dic
     return {name: ctypes.CDLL(str(path)) for name, path in paths.items()}
 
 
-def _entries(tc: Toolchain, variant: int, sources: dict[str, str], version: str) -> tuple[dict[str, Path], list]:
-    """Each source's cache path, and the (source, path) pairs whose library the cache lacks (or holds damaged)."""
+def _entries(tc: Toolchain, variant: int, head: str, bodies: dict[str, str],
+             version: str) -> tuple[dict[str, Path], list[tuple[str, Path]]]:
+    """Each kernel's cache path, and the (name, path) pairs whose library the cache lacks (or holds damaged)."""
     folder, paths, missing = cache_dir(), {}, []
-    for name, source in sources.items():
-        key = cache_key(source, " ".join(tc.command(variant, "", "")), tc.identity, version)
+    for name, body in bodies.items():
+        key = cache_key(head + body, " ".join(tc.command(variant, "", "")), tc.identity, version)
         path = paths[name] = entry_path(folder, name, key, ".so")
         if read_entry(path) is None:   # absent, or not the library recorded: (re)build it
-            missing.append((source, path))
+            missing.append((name, path))
     return paths, missing
+
+
+def _translation_units(head: str, bodies: dict[str, str], missing: list) -> list[tuple[str, list[Path]]]:
+    """The missing kernels as (source, cache paths) of a few translation units, `head` once then their bodies: two
+    per thread fnx uses (`fnx.get_num_threads()`), balanced by length. A compiler run per kernel read the 36 KB
+    prelude and started a process for each: a GPT training step's 40 kernels took 5.0 s on 2 cores so, 2.9 s as 4
+    units."""
+    units = [[0, [], []] for _ in range(min(len(missing), 2 * get_num_threads()))]
+    for name, path in sorted(missing, key=lambda m: -len(bodies[m[0]])):
+        unit = min(units, key=lambda u: u[0])
+        unit[0] += len(bodies[name])
+        unit[1].append(bodies[name])
+        unit[2].append(path)
+    return [(head + "".join(texts), paths) for _, texts, paths in units]
 
 
 def _start_pool(tc: Toolchain, variant: int, version: str) -> None:
@@ -273,8 +292,8 @@ def _start_pool(tc: Toolchain, variant: int, version: str) -> None:
         if _pool is not None:
             return
         source = jinja2.Template(_POOL_TEMPLATE.read_text()).render(spin_ns=_POOL_SPIN_NS, small_product=_SMALL_PRODUCT)
-        paths, missing = _entries(tc, variant, {"fnx-thread-pool": source}, version)
-        errors = _build_all(tc, missing, variant) if missing else []
+        paths, missing = _entries(tc, variant, "", {"fnx-thread-pool": source}, version)
+        errors = _build_all(tc, _translation_units("", {"fnx-thread-pool": source}, missing), variant)
         if errors:
             raise RuntimeError(f"fnx: the C compiler failed on fnx's thread pool:\n{errors[0][-4000:]}")
         pool = ctypes.CDLL(str(paths["fnx-thread-pool"]), mode=os.RTLD_GLOBAL)

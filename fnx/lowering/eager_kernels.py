@@ -113,7 +113,8 @@ _columns_library = TemplateLibrary("fnx-sum-columns", "c_sum_columns.c.j2",
                                     **{f: [ctypes.c_void_p] + [ctypes.c_longlong] * 2
                                        for f in _SUM_PAIRWISE.values()}},
                                    restypes={"fnx_sum_pairwise_f32": ctypes.c_float,
-                                             "fnx_sum_pairwise_f64": ctypes.c_double}).get
+                                             "fnx_sum_pairwise_f64": ctypes.c_double},
+                                   parts=lambda f: f[4:]).function
 # A sum of a whole contiguous float array of at least this many elements runs numpy's pairwise order (numpy's bits)
 # with its top halves on the pool's threads: numpy's one thread is bound by one core's reads (2^24 float32s: 2.9 ms).
 PAIRWISE_MIN = 1 << 20
@@ -470,11 +471,11 @@ def _sum_pairwise(x: np.ndarray, keepdims: bool) -> np.ndarray | None:
     """The sum of all of C-contiguous `x` in numpy's pairwise order (so numpy's bits) on the pool, or None where
     numpy should run it (small, other layouts: numpy's iterator then adds in another order; one thread)."""
     threads = team_size.value
-    lib = _columns_library() if x.size >= PAIRWISE_MIN and x.flags.c_contiguous and threads > 1 else None
-    if lib is None:
+    fn = _columns_library(_SUM_PAIRWISE[x.dtype]) if x.size >= PAIRWISE_MIN and x.flags.c_contiguous and threads > 1 \
+        else None
+    if fn is None:
         return None
     levels = min(6, (threads - 1).bit_length())   # 2^levels tasks, at least one a thread
-    fn = getattr(lib, _SUM_PAIRWISE[x.dtype])
     total = fn(data_pointer(x), x.size, levels)
     return np.full((1,) * x.ndim if keepdims else (), total, x.dtype)
 
@@ -484,12 +485,12 @@ def _sum_columns(x: np.ndarray, n: int, keepdims: bool) -> np.ndarray | None:
     `x` is not contiguous (numpy sums it in another order) or the loop cannot be built."""
     rows = math.prod(x.shape[:n])
     cols = x.size // rows
-    lib = _columns_library() if x.flags.c_contiguous and 1 < cols <= COLUMNS_MAX else None
-    if lib is None:
+    fn = _columns_library(_SUM_COLUMNS[x.dtype]) if x.flags.c_contiguous and 1 < cols <= COLUMNS_MAX else None
+    if fn is None:
         return None
     out = np.empty((1,) * n + x.shape[n:] if keepdims else x.shape[n:], x.dtype)
     parts = max(1, min(team_size.value, cols // 16))   # 16 columns or more a thread (a 64-byte line of float32)
-    getattr(lib, _SUM_COLUMNS[x.dtype])(data_pointer(x), data_pointer(out), rows, cols, parts)
+    fn(data_pointer(x), data_pointer(out), rows, cols, parts)
     return out
 
 

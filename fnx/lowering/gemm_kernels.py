@@ -72,7 +72,7 @@ _library = TemplateLibrary("fnx-gemm", "c_gemm_lib.c.j2", [], "the eager GEMM", 
                            _FUNCTIONS, {"gemms": [gemm_context(d.name, _TYPES[d.name], s)
                                                   for d, s in _SUFFIX.items()],
                                         "sum_trees": {n: _sum_tree(n) for n in (4, 8, 16)}},
-                           primitives=("matmul",)).get
+                           primitives=("matmul",), parts=lambda f: "f32" if "f32" in f else "f64").function
 
 
 # Eager products that run here: float32 (float64 stays with OpenBLAS: not measured), every dim at least
@@ -93,14 +93,14 @@ def takes(a: np.ndarray, b: np.ndarray) -> bool:
         return False
     (m, k), n = a.shape, b.shape[1]
     return (MIN_WORK <= m * k * n <= MAX_WORK and min(m, k, n) >= MIN_DIM and a.dtype is _F32 and b.dtype is _F32
-            and not any(s % 4 for s in a.strides + b.strides) and _library() is not None)
+            and not any(s % 4 for s in a.strides + b.strides) and _library("fnx_gemm_f32_strided") is not None)
 
 
 def gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b as a new C-contiguous array, for operands that `takes` accepted."""
     (m, k), n, isz = a.shape, b.shape[1], a.itemsize
     out = np.empty((m, n), a.dtype)
-    if getattr(_library(), f"fnx_gemm_{_SUFFIX[a.dtype]}_strided")(
+    if _library(f"fnx_gemm_{_SUFFIX[a.dtype]}_strided")(
             m, n, k, data_pointer(a), a.strides[0] // isz, a.strides[1] // isz, data_pointer(b), b.strides[0] // isz,
             b.strides[1] // isz, data_pointer(out)):
         raise MemoryError(f"matmul: out of memory packing the operands of a ({m}, {k}) @ ({k}, {n}) product")
@@ -152,19 +152,19 @@ def takes_nt(x: np.ndarray, w: np.ndarray) -> bool:
         return False
     (m, k), n = x.shape, w.shape[0]
     return (m >= NT_MIN_ROWS and k >= NT_MIN_K and not k % 16 and NT_MIN_WORK <= m * k * n <= NT_MAX_WORK
-            and x.strides == (4 * k, 4) and w.strides == (4 * k, 4) and _library() is not None)
+            and x.strides == (4 * k, 4) and w.strides == (4 * k, 4) and _library("fnx_linear_f32") is not None)
 
 
 def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
     """x @ w.T (+ bias) as a new float32 array by the dot-product tile (c_gemm_lib.c.j2's fnx_linear_f32), for
     C-contiguous float32 matrices x (M, K) and w (N, K) and a contiguous bias of N floats (or None); None where the
     library cannot be built or has no vector types."""
-    lib = _library()
-    if lib is None:
+    fn = _library("fnx_linear_f32")
+    if fn is None:
         return None
     (m, k), n = x.shape, w.shape[0]
     out = np.empty((m, n), _F32)
-    if lib.fnx_linear_f32(id(x), id(w), None if bias is None else id(bias), id(out), m, n, k):
+    if fn(id(x), id(w), None if bias is None else id(bias), id(out), m, n, k):
         return None
     return out
 

@@ -7,8 +7,9 @@ derivatives: in numpy, about ten calls on (batch, hidden) slices, which cost mor
 model's sizes, all on one thread. One C call runs every step, the batch's rows (independent sequences) split in
 blocks over fnx's thread pool (the same bits on any number of threads). log_softmax takes four numpy passes over
 its input and its backward four more, layer_norm about seven and eleven: one C call each does them in one to
-three passes over a row in cache, the rows on fnx's thread pool (templates/c_nn.c.j2). One library for every shape,
-built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built
+three passes over a row in cache, the rows on fnx's thread pool (templates/c_nn.c.j2). A library per function and
+dtype (the first step of a training loop waits only for the loops it calls), for every shape, built on first use
+by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built
 (no compiler, Jinja2 missing), for small arrays and other dtypes, numpy runs instead.
 """
 from __future__ import annotations
@@ -51,8 +52,10 @@ _ARGTYPES = {f"fnx_{name}_{sfx}": [ctypes.c_void_p] * pointers + [ctypes.c_longl
 # nll_rows 1 for a target out of bounds, cross_entropy_backward -1 where memory runs out.
 _library = TemplateLibrary("fnx-nn", "c_nn.c.j2", [f for f in _ARGTYPES if "lstm" not in f],
                            "the C loops of the LSTM recurrence, log_softmax, layer_norm and batch_norm", "numpy runs them",
-                           _ARGTYPES, restypes={f"fnx_{name}_{sfx}": ctypes.c_int for name in ("nll_rows", "cross_entropy_backward")
-                                     for sfx in _SUFFIX.values()}).get
+                           _ARGTYPES, restypes={f"fnx_{name}_{sfx}": ctypes.c_int
+                                                for name in ("nll_rows", "cross_entropy_backward")
+                                                for sfx in _SUFFIX.values()},
+                           parts=lambda f: f[4:]).function
 
 
 # (dtype, names) -> the C functions, or None: looked up once (a CDLL attribute by a formatted name costs a microsecond)
@@ -65,8 +68,9 @@ def _functions(dtype: np.dtype, elements: int, *names: str) -> tuple | None:
         return None
     fns = _found.get((dtype, names), False)
     if fns is False:
-        sfx, lib = _SUFFIX.get(np.dtype(dtype)), _library()
-        fns = None if sfx is None or lib is None else tuple(getattr(lib, f"fnx_{name}_{sfx}") for name in names)
+        sfx = _SUFFIX.get(np.dtype(dtype))
+        fns = None if sfx is None else tuple(_library(f"fnx_{name}_{sfx}") for name in names)
+        fns = None if fns is None or None in fns else fns
         _found[dtype, names] = fns
     return fns
 

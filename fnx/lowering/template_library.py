@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from .._warn import warn
@@ -25,64 +26,102 @@ class TemplateLibrary:
     """The library `name` rendered from templates/`template` (with the variables `context`); `functions` return
     nothing (their restype is set to None) unless `restypes` names their result's type, `argtypes` gives the
     argument types of those that declare them; `what` and `fallback` name the loops and what runs instead in the
-    warning of a failed build."""
+    warning of a failed build.
+
+    `parts(function)` names the part of the library holding a function: each part builds on the first use of one
+    of its functions (`function`), from the template rendered with `wanted(f)` true for its functions alone (the
+    template leaves out the others), so an eager step waits only for the loops it calls (every LSTM, softmax,
+    norm and loss loop of two dtypes took 3.6 s to compile, which the first step of a training loop waited for).
+    Without `parts`, the library is one part (`get`) and `wanted` is always true."""
 
     def __init__(self, name: str, template: str, functions: list[str], what: str, fallback: str,
                  argtypes: dict[str, list] | None = None, context: dict | None = None,
-                 restypes: dict[str, type] | None = None, primitives: tuple[str, ...] = ()):
+                 restypes: dict[str, type] | None = None, primitives: tuple[str, ...] = (),
+                 parts: Callable[[str], str] | None = None):
         self.name, self.template, self.functions, self.context = name, template, functions, context or {}
         self.what, self.fallback, self.argtypes = what, fallback, argtypes or {}
         self.restypes = restypes or {}
-        self._lib: list = []   # [the loaded library, or None where it cannot be built], once built
+        self.parts = parts or (lambda function: "")
+        self._all_parts = None if parts else [""]   # every part's name, once known (the functions' parts)
+        self._libs: dict[str, ctypes.CDLL | None] = {}   # part -> the loaded library, or None where it cannot be built
+        self._functions: dict[str, object] = {}          # name -> its C function, or None, once asked for
         self._lock = threading.Lock()
         self._started = False
         for p in primitives:
             _by_primitive.setdefault(p, []).append(self)
 
     def get(self) -> ctypes.CDLL | None:
-        """The loaded library, or None: built (or read from the disk cache) by the first thread to ask."""
-        if self._lib:
-            return self._lib[0]
+        """The loaded library (of a library without parts), or None: built (or read from the disk cache) by the first
+        thread to ask."""
+        return self._part("")
+
+    def function(self, name: str):
+        """C function `name` from its part's library, or None where that cannot be built."""
+        try:
+            return self._functions[name]
+        except KeyError:
+            lib = self._part(self.parts(name))
+            fn = self._functions[name] = None if lib is None else getattr(lib, name)
+            return fn
+
+    def _part(self, part: str) -> ctypes.CDLL | None:
+        if part in self._libs:
+            return self._libs[part]
         with self._lock:
-            if not self._lib:
-                self._lib.append(self._build())
-        return self._lib[0]
+            if part not in self._libs:
+                self._libs.update(self._build([part]))
+        return self._libs[part]
 
     def start_building(self) -> None:
-        """Build the library (or read it from the disk cache) on a thread of its own, unless it is built or
-        building; `get` waits for it."""
-        if self._lib or self._started:
+        """Build every part of the library (or read it from the disk cache) on a thread of its own, unless that has
+        started; `get` and `function` wait for it."""
+        if self._started:
             return
         self._started = True
-        thread = threading.Thread(target=self.get, name=f"fnx-build-{self.name}", daemon=True)
+        thread = threading.Thread(target=self._build_all, name=f"fnx-build-{self.name}", daemon=True)
         _builders.append(thread)
         thread.start()
 
-    def _build(self) -> ctypes.CDLL | None:
+    def _build_all(self) -> None:
+        with self._lock:
+            every = self._all_parts or sorted({self.parts(f) for f in self._names()})
+            missing = [part for part in every if part not in self._libs]
+            if missing:
+                self._libs.update(self._build(missing))
+
+    def _names(self) -> set[str]:
+        return set(self.functions) | set(self.argtypes) | set(self.restypes)
+
+    def _build(self, parts: list[str]) -> dict[str, ctypes.CDLL | None]:
         from .._version import __version__
         from .codegen import prelude
         from .cpu import NoCompilerError, compile_libraries
 
+        names = {part: f"{self.name}-{part}" if part else self.name for part in parts}
         try:
             import jinja2
 
             loader = jinja2.FileSystemLoader(str(Path(__file__).parent / "templates"))   # for {% include %}
-            body = jinja2.Environment(loader=loader).get_template(self.template).render(**self.context)
-
-            def sources(simd: bool) -> dict[str, str]:
-                return {self.name: prelude("c", simd=simd) + body}
-
-            lib = compile_libraries(sources(True), __version__, sources)[self.name]
+            template = jinja2.Environment(loader=loader).get_template(self.template)
+            bodies = {names[part]: template.render(**self.context, wanted=lambda f, part=part: self.parts(f) == part)
+                      for part in parts}
+            built = compile_libraries(bodies, __version__, lambda simd: prelude("c", simd=simd), apart=True)
         except (NoCompilerError, ModuleNotFoundError):
-            return None
+            return dict.fromkeys(parts)
         except Exception as e:  # noqa: BLE001 (any failure to build leaves the fallback, which is always right)
             warn(f"fnx: {self.what} could not be built ({e}); {self.fallback} instead (slower)", RuntimeWarning)
-            return None
-        for name in self.functions:
-            getattr(lib, name).restype = self.restypes.get(name)
-        for name, types in self.argtypes.items():
-            getattr(lib, name).argtypes = types
-        return lib
+            return dict.fromkeys(parts)
+        libs = {part: built[names[part]] for part in parts}
+        for name in self._names():
+            lib = libs.get(self.parts(name))
+            if lib is None:
+                continue
+            fn = getattr(lib, name)
+            if name in self.functions or name in self.restypes:
+                fn.restype = self.restypes.get(name)
+            if name in self.argtypes:
+                fn.argtypes = self.argtypes[name]
+        return libs
 
 
 def build_soon(primitive_names) -> None:

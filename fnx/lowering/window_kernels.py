@@ -7,10 +7,10 @@ a 26x26 image), which costs 2-3x a plain copy of the same bytes, and max pooling
 index gather. The C loops (templates/c_windows.c.j2) visit each (sample, channel) plane once, its K offsets while
 it is in cache (for a convolution's batch_inner columns, each channel's N planes, one kernel offset at a time,
 reading planes in place whatever the strides of the (N, C) dims), on fnx's thread pool, and give the numpy impls'
-results exactly (conv_output_vjp's sums within rounding: they run in double). One library for every shape
-(sizes are arguments), built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock;
-where it cannot be built (no compiler, Jinja2 missing), for small arrays, other dtypes and more than 3 spatial
-dims, the numpy impl runs. Setting `fnx.ops.windows.native` to this module at import is the hook.
+results exactly (conv_output_vjp's sums within rounding: they run in double). A library per function and dtype
+for every shape (sizes are arguments), built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py)
+under a lock; where it cannot be built (no compiler, Jinja2 missing), for small arrays, other dtypes and more than
+3 spatial dims, the numpy impl runs. Setting `fnx.ops.windows.native` to this module at import is the hook.
 
 The same library holds the channels-last loops of eager convolutions (fnx/ops/conv.py), which have no numpy form:
 a batched tiled transpose (with a bias, either side's rows padded), pad_cl (channels-last in a frame of zeros), and
@@ -54,7 +54,8 @@ _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            "the C loops of convolution and pooling", "numpy runs them",
                            {f"fnx_{name}_{sfx}": types for name, types in _ARGTYPES.items()
                             for sfx in _SUFFIX.values()},
-                           primitives=("conv", "conv_input_grad", "conv_weight_grad")).get
+                           primitives=("conv", "conv_input_grad", "conv_weight_grad"),
+                           parts=lambda f: f[4:]).function
 
 
 def _function(name: str, a: np.ndarray, size: int):
@@ -62,8 +63,7 @@ def _function(name: str, a: np.ndarray, size: int):
     sfx = _SUFFIX.get(a.dtype)
     if sfx is None or size < MIN_ELEMENTS:
         return None
-    lib = _library()
-    return None if lib is None else getattr(lib, f"fnx_{name}_{sfx}")
+    return _library(f"fnx_{name}_{sfx}")
 
 
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:
@@ -171,11 +171,11 @@ def conv_output_vjp(g: np.ndarray, nd: int) -> list[np.ndarray] | None:
 def available() -> bool:
     """Whether the C loops run here (the library built or read from the cache on first call): the channels-last
     loops below have no numpy form, so eager convolutions run them only where this holds."""
-    return _library() is not None
+    return _library("fnx_transpose_f32") is not None   # every loop builds where this one does
 
 
 def _cl_call(name: str, a: np.ndarray):
-    return getattr(_library(), f"fnx_{name}_{_SUFFIX[a.dtype]}")
+    return _library(f"fnx_{name}_{_SUFFIX[a.dtype]}")
 
 
 def transpose(src: np.ndarray, dst: np.ndarray, bias: np.ndarray | None = None) -> None:

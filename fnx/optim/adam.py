@@ -47,8 +47,8 @@ def adam_fused(items, *, lr: float, beta1: float, beta2: float, eps: float, weig
                  amsgrad=amsgrad, maximize=maximize)
     for batch in flat_batches(items, names, {} if cache is None else cache):
         addresses = batch.addresses() if optim_kernels.takes(batch.buffers) else None
-        if addresses is not None:
-            optim_kernels.adam(*addresses, batch.offsets, batch.buffers, step=batch.step, **hyper)
+        if addresses is not None and optim_kernels.adam(*addresses, batch.offsets, batch.buffers, step=batch.step,
+                                                        **hyper):
             continue
         step, (G, tmp) = batch.step, batch.gather_grad()
         M, V = batch.buffers[0], batch.buffers[1]

@@ -44,14 +44,13 @@ def rmsprop_fused(items, *, lr: float, alpha: float, eps: float, weight_decay: f
     states = {id(p): state for p, _, state, _ in items}
     for batch in flat_batches(items, names, {} if cache is None else cache):
         addresses = batch.addresses() if optim_kernels.takes(batch.buffers) else None
-        if addresses is not None:
-            flat = dict(zip(names, batch.buffers))
-            optim_kernels.rmsprop(*addresses, batch.offsets, flat["square_avg"], flat.get("grad_avg"),
-                                  flat.get("momentum_buffer"), lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                  momentum=momentum, maximize=maximize)
+        flat = dict(zip(names, batch.buffers))
+        ran = addresses is not None and optim_kernels.rmsprop(
+            *addresses, batch.offsets, flat["square_avg"], flat.get("grad_avg"), flat.get("momentum_buffer"), lr=lr,
+            alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, maximize=maximize)
         for p, g in zip(batch.params, batch.grads):
             state = states[id(p)]
-            if addresses is None:
+            if not ran:
                 _rmsprop_numpy(p, g, state, lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                                momentum=momentum, centered=centered, maximize=maximize)
             for t in [p] + [state[name] for name in names]:

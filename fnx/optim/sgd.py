@@ -50,12 +50,11 @@ def sgd_fused(items, *, lr: float, momentum: float, dampening: float, nesterov: 
     states = {id(p): state for p, _, state, _ in flat}
     for batch in flat_batches(flat, ("momentum_buffer",), {} if cache is None else cache):
         addresses = batch.addresses() if optim_kernels.takes(batch.buffers) else None
-        if addresses is not None:
-            optim_kernels.sgd(*addresses, batch.offsets, batch.buffers[0], batch.buffers[0].dtype,
-                              first=bool(batch.step), **hyper)
+        ran = addresses is not None and optim_kernels.sgd(*addresses, batch.offsets, batch.buffers[0],
+                                                          batch.buffers[0].dtype, first=bool(batch.step), **hyper)
         for p, g in zip(batch.params, batch.grads):
             buf = states[id(p)]["momentum_buffer"]
-            if addresses is None:
+            if not ran:
                 _sgd_numpy(p, g, buf, bool(batch.step), **hyper)
             bump(p)
             bump(buf)
@@ -70,10 +69,9 @@ def _sgd_without_momentum(items: list, hyper: dict) -> None:
         params, grads = [p for p, _ in members], [g for _, g in members]
         size = sum(p._value.size for p in params)
         at = addresses_of(params, grads) if optim_kernels.takes_elements(dtype, size) else None
-        if at is not None:
-            optim_kernels.sgd(*at, None, dtype, first=False, **hyper)
+        ran = at is not None and optim_kernels.sgd(*at, None, dtype, first=False, **hyper)
         for p, g in members:
-            if at is None:
+            if not ran:
                 _sgd_numpy(p, g, None, False, **hyper)
             bump(p)
 

@@ -1,5 +1,6 @@
-"""The C target: kernels for the CPU, one shared library each, built by the system C compiler (fnx/lowering/cpu.py)
-and called through ctypes with the addresses of the numpy array objects and a block of sizes and strides."""
+"""The C target: kernels for the CPU, a cached shared library each (built a few to a compiler run by the system C
+compiler, fnx/lowering/cpu.py), called through ctypes with the addresses of the numpy array objects and a block of
+sizes and strides."""
 from __future__ import annotations
 
 import ctypes
@@ -24,11 +25,8 @@ class CTarget(Target):
         toolchain()   # no C compiler: NoCompilerError (the default backend interprets instead, an explicit "c" raises)
 
     def build(self, kernels: list, prelude: Callable[..., str]) -> Program:
-        def sources(simd: bool) -> dict[str, str]:
-            head = prelude(simd=simd)
-            return {k.name: head + k.source for k in kernels}
-
-        libs = compile_libraries(sources(True), __version__, sources) if kernels else {}
+        bodies = {k.name: k.source for k in kernels}
+        libs = compile_libraries(bodies, __version__, lambda simd: prelude(simd=simd)) if kernels else {}
         flag = np.zeros(1, np.int32) if any(k.kernel.checks for k in kernels) else None
         return Program(translation_unit(prelude(), kernels), flag, lambda gk: c_call(libs[gk.name], gk, flag))
 
