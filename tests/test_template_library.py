@@ -26,19 +26,19 @@ def _slow_library(monkeypatch, primitive: str):
 
 def test_build_soon_builds_on_a_thread_of_its_own_once(monkeypatch):
     lib, builds, built = _slow_library(monkeypatch, "test_prim")
-    build_soon(["other_prim"])
+    build_soon([("other_prim", "float32")])
     assert builds == [] and not lib._libs
-    build_soon(["test_prim", "test_prim"])
-    build_soon(["test_prim"])
+    build_soon([("test_prim", "float32"), ("test_prim", "float64")])
+    build_soon([("test_prim", "float32")])
     assert lib.get() is built                  # waits for the build under way
     assert builds == ["fnx-build-fnx-test"]    # once, on its own thread
-    build_soon(["test_prim"])
+    build_soon([("test_prim", "float32")])
     assert lib.get() is built and len(builds) == 1
 
 
 def test_lowering_a_program_starts_the_libraries_of_its_primitives(monkeypatch):
     started = []
-    monkeypatch.setattr(TemplateLibrary, "start_building", lambda self: started.append(self.name))
+    monkeypatch.setattr(TemplateLibrary, "start_building", lambda self, dtypes=None: started.append(self.name))
     a, b = fnx.ones(32, 32), fnx.ones(32, 32)
     build_executable(fnx.make_jaxpr(lambda x: fnx.exp(x) * 2.0)(a), backend="c")
     assert started == []
@@ -61,6 +61,11 @@ def test_a_library_in_parts_builds_each_alone_on_use_or_all_ahead(tmp_path, monk
     assert [p.name.split("-")[3] for p in tmp_path.glob("fnx-test-parts-*.so")] == ["sum_columns_f32"]
     assert not hasattr(lib._part("sum_columns_f32"), "fnx_sum_columns_f64")
     lib = library()
+    lib.start_building({"float32"})   # build_soon: the parts for the dtypes a program uses
+    template_library._finish_builds()
+    assert sorted(lib._libs) == ["sum_columns_f32", "sum_pairwise_f32"]
+    monkeypatch.setenv("FNX_CACHE_DIR", str(tmp_path / "fresh"))
+    lib = library()
     threads = fnx.get_num_threads()
     fnx.set_num_threads(1)   # fewer units than parts, were they put together
     try:
@@ -69,4 +74,4 @@ def test_a_library_in_parts_builds_each_alone_on_use_or_all_ahead(tmp_path, monk
     finally:
         fnx.set_num_threads(threads)
     assert all(lib.function(name) is not None for name in names) and len(lib._libs) == 4
-    assert len(list(tmp_path.glob("fnx-test-parts-*.so"))) == 4
+    assert len(list((tmp_path / "fresh").glob("fnx-test-parts-*.so"))) == 4

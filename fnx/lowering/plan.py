@@ -82,7 +82,7 @@ def build_executable(closed: ClosedJaxpr, *, backend: str) -> "Executable":
     target = get_target(backend)
     target.require()   # C without a compiler: NoCompilerError (the default backend interprets instead)
     if target.name == "c":   # the C libraries its library steps will call build while the steps are planned
-        build_soon(e.prim.name for e in closed.jaxpr.eqns)
+        build_soon((e.prim.name, e.inputs[0].aval.dtype.name) for e in closed.jaxpr.eqns if e.inputs)
     steps, kernels = plan_steps(closed, target)
     program = target.build(kernels, functools.partial(prelude, target))
     source, launch, flag = program.source, program.launcher, program.flag

@@ -46,7 +46,7 @@ class TemplateLibrary:
         self._libs: dict[str, ctypes.CDLL | None] = {}   # part -> the loaded library, or None where it cannot be built
         self._functions: dict[str, object] = {}          # name -> its C function, or None, once asked for
         self._lock = threading.Lock()
-        self._started = False
+        self._started: set[str] = set()   # the parts start_building has started
         for p in primitives:
             _by_primitive.setdefault(p, []).append(self)
 
@@ -72,20 +72,22 @@ class TemplateLibrary:
                 self._libs.update(self._build([part]))
         return self._libs[part]
 
-    def start_building(self) -> None:
-        """Build every part of the library (or read it from the disk cache) on a thread of its own, unless that has
-        started; `get` and `function` wait for it."""
-        if self._started:
+    def start_building(self, dtypes: set[str] | None = None) -> None:
+        """Build the parts of the library not built or building (those for `dtypes`, dtype names, where given: a
+        part named for another dtype's suffix is left out) on a thread of their own; `get` and `function` wait for
+        them."""
+        every = self._all_parts or sorted({self.parts(f) for f in self._names()})
+        parts = [p for p in every if p not in self._started and (dtypes is None or _for_dtypes(p, dtypes))]
+        if not parts:
             return
-        self._started = True
-        thread = threading.Thread(target=self._build_all, name=f"fnx-build-{self.name}", daemon=True)
+        self._started.update(parts)
+        thread = threading.Thread(target=self._build_parts, args=(parts,), name=f"fnx-build-{self.name}", daemon=True)
         _builders.append(thread)
         thread.start()
 
-    def _build_all(self) -> None:
+    def _build_parts(self, parts: list[str]) -> None:
         with self._lock:
-            every = self._all_parts or sorted({self.parts(f) for f in self._names()})
-            missing = [part for part in every if part not in self._libs]
+            missing = [part for part in parts if part not in self._libs]
             if missing:
                 self._libs.update(self._build(missing))
 
@@ -124,11 +126,24 @@ class TemplateLibrary:
         return libs
 
 
-def build_soon(primitive_names) -> None:
-    """Start building the libraries that the eager impls of these primitives call (see the module's docstring)."""
-    for name in set(primitive_names):
+_SUFFIXES = {"float32": "f32", "float64": "f64"}   # how part names spell the dtypes of their functions
+
+
+def _for_dtypes(part: str, dtypes: set[str]) -> bool:
+    """Whether `part` holds functions for one of `dtypes` (or for no dtype in particular)."""
+    named = [sfx for sfx in _SUFFIXES.values() if sfx in part]
+    return not named or any(_SUFFIXES.get(d) in named for d in dtypes)
+
+
+def build_soon(uses) -> None:
+    """Start building the libraries that the eager impls of these primitives call (see the module's docstring), the
+    parts for the dtypes they take: `uses` are (primitive name, dtype name) pairs."""
+    dtypes: dict[TemplateLibrary, set[str]] = {}
+    for name, dtype in uses:
         for library in _by_primitive.get(name, ()):
-            library.start_building()
+            dtypes.setdefault(library, set()).add(dtype)
+    for library, names in dtypes.items():
+        library.start_building(names)
 
 
 @atexit.register
