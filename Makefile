@@ -34,7 +34,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 # W9 (whole-model training steps, each framework in a process of its own), W9m (their peak memory) and W9c (the
-# first compiled step). TORCH_PYTHON: an interpreter with torch, e.g. a venv apart from fnx's (it needs fnx's
+# first step, eager and compiled). TORCH_PYTHON: an interpreter with torch, e.g. a venv apart from fnx's (it needs fnx's
 # dependencies too, for the "torch loaded" rows: numpy, jinja2, ml_dtypes, threadpoolctl); W9_ARGS: e.g. --size large, -k llama, --quick. On a
 # shared machine, OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 keep busy-waiting thread pools apart.
 bench-w9: $(STAMP)

@@ -10,7 +10,7 @@ Workloads (see `python -m benchmarks --list`):
        W10g (by name) tokens/s of the exported char transformer's C generation loop vs fnx compiled and torch
   W9   training steps of whole models written as public PyTorch code (GPT, Llama, LSTM LM, mnist CNN):
        eager, compile(model), fnx's compiled functional step, fnx beside torch (ms/step; fnx vs torch);
-       W9m their peak memory, W9c the GPT's first compiled step. Slow: they run only when named,
+       W9m their peak memory, W9c the GPT's first step (eager and compiled). Slow: they run only when named,
        `python -m benchmarks W9 W9m W9c [--size large] [--python torch=PATH]` or `make bench-w9`.
 
 Layout: `registry.py` (the `@workload` decorator and `Bench`), `frameworks.py`

@@ -20,9 +20,10 @@ W9m  peak RSS of training steps above the worker's RSS before them, in a fresh p
      over the first steps (what training adds to a built model: gradients, optimizer state, compilation,
      activations), and over steady-state steps (what one step allocates on top of what it keeps). See
      worker.py for the exact definitions.
-W9c  the first compiled step of the GPT, compilation included, with empty kernel caches (FNX_CACHE_DIR,
-     TORCHINDUCTOR_CACHE_DIR), in a fresh process per sample; torch's figure includes importing
-     dynamo and inductor, which happens on the first compile.
+W9c  the first step of the GPT, compilation included, with empty kernel caches (FNX_CACHE_DIR,
+     TORCHINDUCTOR_CACHE_DIR), in a fresh process per sample; torch's compiled figure includes importing
+     dynamo and inductor, which happens on the first compile. The eager rows show what a script's first
+     step waits for (fnx's eager C loops build on first use; torch ships its kernels built).
 W12  time per training step of whole programs in the form of their public code (pytorch-cifar's ResNet-18
      and MobileNetV2, EfficientNet-B0, DCGAN, ConvNeXt, U-Net, TCN, a text CNN, a TransformerEncoder
      classifier, a packed LSTM, an EmbeddingBag classifier: programs.PROGRAMS), fnx (through the torch
@@ -64,7 +65,7 @@ VARIANTS = {
 }
 _ACTIVATION_ROWS = ("fnx", "fnx compile", "torch", "torch compile")
 _MEMORY_ROWS = ("fnx", "fnx compile", "fnx functional", "torch", "torch compile")
-_FIRST_CALL_ROWS = ("fnx compile", "fnx functional", "torch compile")
+_FIRST_CALL_ROWS = ("fnx", "fnx compile", "fnx functional", "torch", "torch compile")
 _MAIN_MODELS = ("gpt", "llama", "lstm", "cnn")
 
 
@@ -155,7 +156,7 @@ for _size in SIZES:
             workload("W9m", f"{describe_model(_model, _size)}: {_what}", reference="torch",
                      frameworks=_MEMORY_ROWS, unit="MiB", repeats=3, warmup=0, size=_size, explicit=True,
                      own_processes=True)(functools.partial(_memory_case, _model, _size, _which))
-    workload("W9c", f"{describe_model('gpt', _size)}: first compiled step, empty caches", reference="torch compile",
+    workload("W9c", f"{describe_model('gpt', _size)}: first step, empty caches", reference="torch compile",
              frameworks=_FIRST_CALL_ROWS, unit="s", repeats=3, warmup=0, size=_size, explicit=True,
              own_processes=True)(functools.partial(_first_call_case, "gpt", _size))
 for _model in PROGRAMS:
