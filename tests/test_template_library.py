@@ -1,10 +1,16 @@
 """fnx/lowering/template_library.py: a C library of eager loops built once, on first use or ahead of it when a
 compiled program holds a primitive whose impl calls it (`build_soon`)."""
+import importlib
+import shutil
+import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 import fnx
-from fnx.lowering import template_library
+from fnx.lowering import codegen, cpu, strided_kernels, template_library
 from fnx.lowering.plan import build_executable
 from fnx.lowering.template_library import TemplateLibrary, build_soon
 
@@ -75,3 +81,28 @@ def test_a_library_in_parts_builds_each_alone_on_use_or_all_ahead(tmp_path, monk
         fnx.set_num_threads(threads)
     assert all(lib.function(name) is not None for name in names) and len(lib._libs) == 4
     assert len(list((tmp_path / "fresh").glob("fnx-test-parts-*.so"))) == 4
+
+
+@pytest.mark.skipif(not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="needs a C compiler")
+def test_every_part_of_every_library_passes_the_compilers_checks(tmp_path):
+    """Every template library's every part, after the prelude, compiles with fnx's flags, which make what GCC 14
+    and clang 16 refuse (an implicit declaration: the GEMM's memcpy without string.h) an error with any compiler."""
+    for module in ("attention", "copy", "depthwise", "eager", "gemm", "nn", "optim", "scatter", "strided", "window"):
+        importlib.import_module(f"fnx.lowering.{module}_kernels")
+    strided_kernels._library()   # made on first use
+    flags = [f for f in cpu._BASE_FLAGS + cpu._VARIANTS[0][0] if f != "-shared" and not f.startswith("-Wl")]
+    head = codegen.prelude("c", simd=True)
+    sources = {(lib.name, part): head + lib.source(part) for lib in template_library.libraries
+               if not lib.name.startswith("fnx-test") for part in lib.every_part()}
+    assert len({name for name, _ in sources}) >= 13 and len(sources) >= 100
+
+    def check(item):
+        (name, part), source = item
+        path = tmp_path / f"{name}-{part}.c"
+        path.write_text(source)
+        run = subprocess.run([cpu.toolchain().cc, *flags, "-fsyntax-only", str(path)], capture_output=True, text=True)
+        return name, part, run.returncode, run.stderr[-2000:]
+
+    with ThreadPoolExecutor(4) as pool:
+        failed = [r for r in pool.map(check, sources.items()) if r[2] != 0]
+    assert not failed, failed[0]

@@ -5,7 +5,9 @@ Flags: `-O3 -march=native -fno-math-errno -fno-trapping-math -ffp-contract=off
 registers alone), never `-ffast-math`: results must match eager
 within a few ulp, so no reassociation and no FMA contraction of user
 arithmetic; `-fno-trapping-math` only lets branches on floats become blends
-(fnx never traps on floating-point exceptions). On CPUs with AVX-512 and
+(fnx never traps on floating-point exceptions); `-Werror=` for what GCC 14
+and clang 16 refuse by default (implicit declarations, say), so every
+compiler builds the same sources. On CPUs with AVX-512 and
 BF16 (Intel's Sapphire Rapids and later, AMD's Zen 4 and later) also
 `-mprefer-vector-width=512`: -march=native keeps GCC's auto-vectorized loops
 to 256-bit vectors on Intel's AVX-512 CPUs (older ones slowed their clocks for
@@ -93,9 +95,14 @@ def wide_vectors(flags: set[str]) -> tuple[str, ...]:
     return ("-mprefer-vector-width=512",) if {"avx512f", "avx512_bf16"} <= flags else ()
 
 
+# What GCC 14 and clang 16 refuse by default and older compilers only warn about: errors with every compiler, so a
+# template that relies on them fails here too (the GEMM called memcpy without string.h: GCC 14 would not build it).
+_STRICT = ("-Werror=implicit-function-declaration", "-Werror=implicit-int", "-Werror=int-conversion",
+           "-Werror=incompatible-pointer-types")
 _BASE_FLAGS = ("-O3", "-march=native", *(wide_vectors(_cpu_flags()) if _X86 else ()), "-fno-math-errno",
                "-fno-trapping-math", "-ffp-contract=off", "-fwrapv", "-fPIC", "-shared", "-pthread",
-               "-Wl,--as-needed") + (("-mno-mmx",) if _X86 else ())
+               "-Wl,--as-needed") + (("-mno-mmx",) if _X86 else ()) + _STRICT
+
 # What to try, best first: (extra flags, libraries, OpenMP threads?, libmvec?).
 _VARIANTS = ((("-fopenmp",), ("-lmvec", "-lm"), True, True), (("-fopenmp",), ("-lm",), True, False),
              (("-fopenmp-simd",), ("-lm",), False, False))

@@ -19,6 +19,7 @@ from .._warn import warn
 __all__ = ["TemplateLibrary", "build_soon"]
 
 _by_primitive: dict[str, list["TemplateLibrary"]] = {}   # primitive name -> the libraries its eager impl calls
+libraries: list["TemplateLibrary"] = []                  # every library made, in order
 _builders: list[threading.Thread] = []                   # started by build_soon; joined at exit (no half-built files)
 
 
@@ -42,13 +43,14 @@ class TemplateLibrary:
         self.what, self.fallback, self.argtypes = what, fallback, argtypes or {}
         self.restypes = restypes or {}
         self.parts = parts or (lambda function: "")
-        self._all_parts = None if parts else [""]   # every part's name, once known (the functions' parts)
+        self._parted = parts is not None
         self._libs: dict[str, ctypes.CDLL | None] = {}   # part -> the loaded library, or None where it cannot be built
         self._functions: dict[str, object] = {}          # name -> its C function, or None, once asked for
         self._lock = threading.Lock()
         self._started: set[str] = set()   # the parts start_building has started
         for p in primitives:
             _by_primitive.setdefault(p, []).append(self)
+        libraries.append(self)
 
     def get(self) -> ctypes.CDLL | None:
         """The loaded library (of a library without parts), or None: built (or read from the disk cache) by the first
@@ -76,12 +78,13 @@ class TemplateLibrary:
         """Build the parts of the library not built or building (those for `dtypes`, dtype names, where given: a
         part named for another dtype's suffix is left out) on a thread of their own; `get` and `function` wait for
         them."""
-        every = self._all_parts or sorted({self.parts(f) for f in self._names()})
-        parts = [p for p in every if p not in self._started and (dtypes is None or _for_dtypes(p, dtypes))]
+        parts = [p for p in self.every_part()
+                 if p not in self._started and (dtypes is None or _for_dtypes(p, dtypes))]
         if not parts:
             return
         self._started.update(parts)
-        thread = threading.Thread(target=self._build_parts, args=(parts,), name=f"fnx-build-{self.name}", daemon=True)
+        thread = threading.Thread(target=self._build_parts, args=(parts,), name=f"fnx-build-{self.name}",
+                                  daemon=True)
         _builders.append(thread)
         thread.start()
 
@@ -90,6 +93,18 @@ class TemplateLibrary:
             missing = [part for part in parts if part not in self._libs]
             if missing:
                 self._libs.update(self._build(missing))
+
+    def every_part(self) -> list[str]:
+        """The names of the library's parts ("" for a library without parts)."""
+        return sorted({self.parts(f) for f in self._names()}) if self._parted else [""]
+
+    def source(self, part: str) -> str:
+        """The C source of `part` (without the prelude)."""
+        import jinja2
+
+        loader = jinja2.FileSystemLoader(str(Path(__file__).parent / "templates"))   # for {% include %}
+        template = jinja2.Environment(loader=loader).get_template(self.template)
+        return template.render(**self.context, wanted=lambda f: self.parts(f) == part)
 
     def _names(self) -> set[str]:
         return set(self.functions) | set(self.argtypes) | set(self.restypes)
@@ -101,12 +116,7 @@ class TemplateLibrary:
 
         names = {part: f"{self.name}-{part}" if part else self.name for part in parts}
         try:
-            import jinja2
-
-            loader = jinja2.FileSystemLoader(str(Path(__file__).parent / "templates"))   # for {% include %}
-            template = jinja2.Environment(loader=loader).get_template(self.template)
-            bodies = {names[part]: template.render(**self.context, wanted=lambda f, part=part: self.parts(f) == part)
-                      for part in parts}
+            bodies = {names[part]: self.source(part) for part in parts}
             built = compile_libraries(bodies, __version__, lambda simd: prelude("c", simd=simd), apart=True)
         except (NoCompilerError, ModuleNotFoundError):
             return dict.fromkeys(parts)
