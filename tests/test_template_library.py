@@ -83,6 +83,34 @@ def test_a_library_in_parts_builds_each_alone_on_use_or_all_ahead(tmp_path, monk
     assert len(list((tmp_path / "fresh").glob("fnx-test-parts-*.so"))) == 4
 
 
+def test_a_function_starts_the_parts_called_after_it_and_waits_only_for_its_own(monkeypatch):
+    """A forward loop's first use starts its backward's part on a thread (`after`); the caller builds its own part
+    meanwhile and does not wait for the other, which builds once, and a later call of it waits for that build."""
+    names = ["fnx_fwd_f32", "fnx_bwd_f32", "fnx_other_f32"]
+    lib = TemplateLibrary("fnx-test-after", "c_outer.c.j2", names, "a test library", "nothing",
+                          parts=lambda f: f[4:7], after=lambda f: ("fnx_bwd_f32",) if f == "fnx_fwd_f32" else ())
+    builds, started, release = [], threading.Event(), threading.Event()
+
+    class Built:
+        fnx_fwd_f32 = fnx_bwd_f32 = fnx_other_f32 = object()
+
+    def build(parts):
+        builds.append((threading.current_thread().name, tuple(parts)))
+        if parts == ["bwd"]:
+            started.set()
+            assert release.wait(5)
+        return dict.fromkeys(parts, Built)
+
+    monkeypatch.setattr(lib, "_build", build)
+    assert lib.function("fnx_fwd_f32") is Built.fnx_fwd_f32   # while bwd's build waits
+    assert lib.function("fnx_other_f32") is Built.fnx_other_f32
+    assert started.wait(5)
+    assert sorted(builds) == [("MainThread", ("fwd",)), ("MainThread", ("oth",)), ("fnx-build-fnx-test-after", ("bwd",))]
+    release.set()
+    assert lib.function("fnx_bwd_f32") is Built.fnx_bwd_f32
+    assert lib.function("fnx_fwd_f32") is Built.fnx_fwd_f32 and len(builds) == 3
+
+
 @pytest.mark.skipif(not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="needs a C compiler")
 def test_every_part_of_every_library_passes_the_compilers_checks(tmp_path):
     """Every template library's every part, after the prelude, compiles with fnx's flags, which make what GCC 14

@@ -3,9 +3,9 @@ fnx/nn/functional_attention.py's `attention_p` and `attention_vjp_p` (eager, and
 the flash-attention forward (an online softmax over blocks of keys, keeping each query's logsumexp, never the
 whole score matrix) and the backward that recomputes each block's probabilities from it
 (templates/c_attention.c.j2), parallel over heads and blocks of queries on fnx's thread pool, with grouped-query
-heads read in place. A library per dtype for every shape (sizes are arguments), built on first use by the C
-toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built (no compiler, Jinja2 missing),
-for other dtypes and devices, empty operands, head dims above MAX_HEAD_DIM (the blocks live on the stack) and small
+heads read in place. A library part per function and dtype for every shape (sizes are arguments), built on first
+use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock, the backward's starting with the forward's;
+where it cannot be built (no compiler, Jinja2 missing), for other dtypes and devices, empty operands, head dims above MAX_HEAD_DIM (the blocks live on the stack) and small
 problems (below MIN_WORK), `forward` and `backward` give None and the caller runs the same math in numpy.
 """
 from __future__ import annotations
@@ -28,7 +28,8 @@ _SUFFIX = {np.dtype(np.float32): ("f32", ctypes.c_float), np.dtype(np.float64): 
 _library = TemplateLibrary("fnx-attention", "c_attention.c.j2",
                            [f"fnx_attention_{name}_{sfx}" for name in ("forward", "backward") for sfx in ("f32", "f64")],
                            "the C loops of scaled_dot_product_attention", "a composition of fnx ops runs it",
-                           primitives=("attention", "attention_vjp"), parts=lambda f: f[-3:]).function
+                           primitives=("attention", "attention_vjp"), parts=lambda f: f[len("fnx_attention_"):],
+                           after=lambda f: (f.replace("forward", "backward"),) if "forward" in f else ()).function
 
 
 def _function(name: str, q: np.ndarray, k: np.ndarray, v: np.ndarray):
