@@ -290,3 +290,17 @@ def test_the_direct_kernel_is_read_from_numpys_own_openblas(monkeypatch):
         monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda info=info: info)
         monkeypatch.setattr(G, "_direct", None)
         assert G.numpy_blas_has_direct_kernel() is want, info
+
+
+def test_a_linear_layer_whose_products_take_it_starts_its_build(monkeypatch):
+    """nn.Linear(k, n) starts building the float32 GEMM where 64 rows times its weight would take it: a model's
+    first training step then need not wait for the compiler; smaller layers and other dtypes start nothing."""
+    started = []
+    monkeypatch.setattr(G._LIBRARY, "start_functions", started.append)
+    fnx.nn.Linear(128, 384)
+    assert started == [["fnx_gemm_f32_strided"]]
+    assert G.takes(np.zeros((64, 128), np.float32), np.zeros((128, 384), np.float32))
+    fnx.nn.Linear(64, 64)
+    fnx.nn.Linear(128, 384, dtype=fnx.float64)
+    assert not G.takes(np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32))
+    assert len(started) == 1

@@ -171,3 +171,28 @@ def test_an_update_builds_its_own_loop_alone():
     lib = optim_kernels._library.__self__._part(name[4:])   # the library of its part
     assert lib is not None and hasattr(lib, name)
     assert not any(hasattr(lib, other) for other in optim_kernels._ARGTYPES if other != name)
+
+
+@pytest.mark.parametrize("cls, options", [(optim.AdamW, {}), (optim.Adam, dict(weight_decay=0.1, amsgrad=True)),
+                                          (optim.SGD, dict(momentum=0.9)), (optim.SGD, {}),
+                                          (optim.RMSprop, dict(centered=True, momentum=0.5))])
+def test_an_optimizer_starts_building_the_loop_its_first_step_calls(cls, options, monkeypatch):
+    """Made over parameters that its fused update runs in C, an optimizer starts building that loop (so a
+    training loop's first step need not wait for the compiler): the one its step then calls, and nothing for small
+    groups, foreach=False or another device's parameters."""
+    started, called = [], []
+    monkeypatch.setattr(optim_kernels, "build_soon", started.append)
+    real = optim_kernels._library
+    monkeypatch.setattr(optim_kernels, "_library", lambda name: called.append(name) or real(name))
+    big = [fnx.zeros(64, 100, requires_grad=True), fnx.zeros(10, requires_grad=True)]
+    opt = cls(big, lr=0.01, **options)
+    assert len(started) == 1
+    for p in big:
+        p.grad = fnx.ones(p.shape)
+    opt.step()
+    assert called == started
+    started.clear()
+    cls([fnx.zeros(10, 10, requires_grad=True)], lr=0.01, **options)
+    cls(big, lr=0.01, foreach=False, **options)
+    cls([fnx.zeros(64, 100, dtype=fnx.float16, requires_grad=True)], lr=0.01, **options)
+    assert started == []

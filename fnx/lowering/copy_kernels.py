@@ -26,7 +26,8 @@ _MAX_DIMS = 8   # FNX_COPY_DIMS
 _SIZES = (1, 2, 4, 8)
 _LIBRARY = TemplateLibrary("fnx-copy", "c_copy.c.j2", [f"fnx_copy_{n}" for n in _SIZES],
                            "the C loops of strided copies", "numpy copies",
-                           {f"fnx_copy_{n}": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p] for n in _SIZES})
+                           {f"fnx_copy_{n}": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p] for n in _SIZES},
+                           parts=lambda f: f[len("fnx_copy_"):])
 _plans: dict = {}   # (shape, source strides, destination strides, itemsize) -> the meta block, or None
 _PLANS_MAX = 1024
 
@@ -47,10 +48,10 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> bool:
         meta = _plans[key] = _plan(*key)
     if meta is None:
         return False
-    lib = _LIBRARY.get()
-    if lib is None:
+    fn = _LIBRARY.function(f"fnx_copy_{size}")
+    if fn is None:
         return False
-    getattr(lib, f"fnx_copy_{size}")(data_pointer(src), data_pointer(dst), meta)
+    fn(data_pointer(src), data_pointer(dst), meta)
     return True
 
 

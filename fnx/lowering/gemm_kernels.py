@@ -68,11 +68,12 @@ _FUNCTIONS = {f"fnx_gemm_{s}_strided": [ctypes.c_longlong] * 3 + [ctypes.c_void_
                                                                   ctypes.c_longlong] * 2 + [ctypes.c_void_p]
               for s in _SUFFIX.values()}
 _FUNCTIONS["fnx_linear_f32"] = [ctypes.c_void_p] * 4 + [ctypes.c_longlong] * 3
-_library = TemplateLibrary("fnx-gemm", "c_gemm_lib.c.j2", [], "the eager GEMM", "numpy's products run",
+_LIBRARY = TemplateLibrary("fnx-gemm", "c_gemm_lib.c.j2", [], "the eager GEMM", "numpy's products run",
                            _FUNCTIONS, {"gemms": [gemm_context(d.name, _TYPES[d.name], s)
                                                   for d, s in _SUFFIX.items()],
                                         "sum_trees": {n: _sum_tree(n) for n in (4, 8, 16)}},
-                           primitives=("matmul",), parts=lambda f: "f32" if "f32" in f else "f64").function
+                           primitives=("matmul",), parts=lambda f: "f32" if "f32" in f else "f64")
+_library = _LIBRARY.function
 
 
 # Eager products that run here: float32 (float64 stays with OpenBLAS: not measured), every dim at least
@@ -84,6 +85,14 @@ _library = TemplateLibrary("fnx-gemm", "c_gemm_lib.c.j2", [], "the eager GEMM", 
 MIN_DIM = 16
 MIN_WORK = 1 << 20
 MAX_WORK = 1 << 31
+
+
+def build_soon(k: int, n: int, dtype: np.dtype) -> None:
+    """Start building the GEMM on a thread of its own where a batch of 64 rows times a (k, n) matrix of `dtype` would
+    take it: an nn.Linear made with such a weight, whose training step's products would otherwise wait for the
+    compiler on their first call (0.8 s of a GPT's first step on 2 cores)."""
+    if np.dtype(dtype) == _F32 and min(k, n) >= MIN_DIM and 64 * k * n >= MIN_WORK:
+        _LIBRARY.start_functions(["fnx_gemm_f32_strided"])
 
 
 def takes(a: np.ndarray, b: np.ndarray) -> bool:

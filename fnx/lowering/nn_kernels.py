@@ -43,7 +43,8 @@ _EXTRA = {"layer_norm": [ctypes.c_double], "layer_norm_backward": [ctypes.c_long
           "batch_norm_backward": [ctypes.c_longlong],   # a channel's length
           "batch_norm_forward_rows": [ctypes.c_longlong, ctypes.c_double],   # rows a chunk, eps
           "batch_norm_backward_rows": [ctypes.c_longlong]}   # rows a chunk
-# The loops that the backward (or the loss) calls after each forward loop: they build while the forward's does.
+# The loops that the backward (or the loss) calls after each forward loop: they build while the forward's does
+# (log_softmax's backward is in cross_entropy_backward's part, which calls it).
 _AFTER = {"layer_norm": ("layer_norm_backward",), "log_softmax": ("nll_rows", "cross_entropy_backward"),
           "batch_norm_forward": ("batch_norm_backward",), "batch_norm_forward_rows": ("batch_norm_backward_rows",),
           "lstm_forward": ("lstm_backward",)}
@@ -59,7 +60,7 @@ _library = TemplateLibrary("fnx-nn", "c_nn.c.j2", [f for f in _ARGTYPES if "lstm
                            _ARGTYPES, restypes={f"fnx_{name}_{sfx}": ctypes.c_int
                                                 for name in ("nll_rows", "cross_entropy_backward")
                                                 for sfx in _SUFFIX.values()},
-                           parts=lambda f: f[4:], after=lambda f: tuple(f"fnx_{name}_{f[-3:]}"
+                           parts=lambda f: f[4:].replace("log_softmax_backward", "cross_entropy_backward"), after=lambda f: tuple(f"fnx_{name}_{f[-3:]}"
                                                                         for name in _AFTER.get(f[4:-4], ()))).function
 
 

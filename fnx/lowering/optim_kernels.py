@@ -5,7 +5,8 @@ numpy takes about twelve passes over a group's flat state (multi_tensor.py) for 
 the C loop (templates/c_optim.c.j2) makes one pass, reading each gradient and writing each parameter in place,
 its blocks split over fnx's thread pool, with the numpy passes' operations in their order (so their bits). One
 library per function (dtype and options) for every shape and hyperparameter (the scalars are arguments), built on
-first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it cannot be built (no
+first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock, or from when an optimizer over
+parameters that will take it is made (`build_soon`); where it cannot be built (no
 compiler, Jinja2 missing), for small groups, other dtypes and non-contiguous arrays, the numpy passes run.
 """
 from __future__ import annotations
@@ -17,7 +18,8 @@ import numpy as np
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
-__all__ = ["adam", "sgd", "rmsprop", "takes", "takes_elements", "MIN_ELEMENTS"]
+__all__ = ["adam", "sgd", "rmsprop", "takes", "takes_elements", "adam_loop", "sgd_loop", "rmsprop_loop", "build_soon",
+           "MIN_ELEMENTS"]
 
 # Below this many elements in a group the numpy passes run (and tests of tiny groups never compile the library).
 MIN_ELEMENTS = 4096
@@ -30,8 +32,9 @@ _ARGTYPES.update({f"fnx_sgd_{sfx}": _POINTERS + [ctypes.c_void_p] + [ctypes.c_lo
                   for sfx in _SUFFIX.values()})
 _ARGTYPES.update({f"fnx_rmsprop_{sfx}_{centered}{mom}": _POINTERS + [ctypes.c_void_p] * 3 + [ctypes.c_longlong]
                   + [ctypes.c_double] * 6 for sfx in _SUFFIX.values() for centered in (0, 1) for mom in (0, 1)})
-_library = TemplateLibrary("fnx-optim", "c_optim.c.j2", list(_ARGTYPES), "the C loops of the fused optimizers",
-                           "numpy's passes run them", _ARGTYPES, parts=lambda f: f[4:]).function
+_LIBRARY = TemplateLibrary("fnx-optim", "c_optim.c.j2", list(_ARGTYPES), "the C loops of the fused optimizers",
+                           "numpy's passes run them", _ARGTYPES, parts=lambda f: f[4:])
+_library = _LIBRARY.function
 
 
 def takes(buffers: list) -> bool:
@@ -44,6 +47,28 @@ def takes_elements(dtype: np.dtype, size: int) -> bool:
     return dtype in _SUFFIX and size >= MIN_ELEMENTS
 
 
+def adam_loop(dtype: np.dtype, *, weight_decay: float, decoupled: bool, amsgrad: bool, maximize: bool) -> str:
+    """The name of the C loop of an Adam update of these options on parameters of `dtype` (one `takes`)."""
+    decay = "none" if weight_decay == 0 else "decoupled" if decoupled else "l2"
+    return f"fnx_adam_{_SUFFIX[np.dtype(dtype)]}_{int(amsgrad)}{decay}{int(maximize)}"
+
+
+def sgd_loop(dtype: np.dtype) -> str:
+    """The name of the C loop of an SGD update on parameters of `dtype` (one `takes`)."""
+    return f"fnx_sgd_{_SUFFIX[np.dtype(dtype)]}"
+
+
+def rmsprop_loop(dtype: np.dtype, *, centered: bool, momentum: bool) -> str:
+    """The name of the C loop of an RMSprop update of these options on parameters of `dtype` (one `takes`)."""
+    return f"fnx_rmsprop_{_SUFFIX[np.dtype(dtype)]}_{int(centered)}{int(momentum)}"
+
+
+def build_soon(loop: str) -> None:
+    """Start building the C loop `loop` (a name from `adam_loop`, ...) on a thread of its own: an optimizer made
+    over parameters whose update will run it, so that a training loop's first step finds it built."""
+    _LIBRARY.start_functions([loop])
+
+
 def adam(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, buffers: list, *, step: int, lr: float,
          beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool, amsgrad: bool,
          maximize: bool) -> bool:
@@ -51,9 +76,8 @@ def adam(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, buffers
     `grad_at` (uintp), whose flat elements offsets[k]:offsets[k + 1] (int64) are the k-th's in the flat state
     `buffers` (exp_avg, exp_avg_sq and, for amsgrad, max_exp_avg_sq), all of one dtype that `takes` accepted.
     False (nothing done) where its C loop cannot be built: numpy's passes run instead."""
-    decay = "none" if weight_decay == 0 else "decoupled" if decoupled else "l2"
-    name = f"fnx_adam_{_SUFFIX[buffers[0].dtype]}_{int(amsgrad)}{decay}{int(maximize)}"
-    fn = _library(name)
+    fn = _library(adam_loop(buffers[0].dtype, weight_decay=weight_decay, decoupled=decoupled, amsgrad=amsgrad,
+                            maximize=maximize))
     if fn is None:
         return False
     wd = 1 - lr * weight_decay if decoupled else weight_decay
@@ -70,8 +94,7 @@ def sgd(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, momentum
         weight_decay: float, maximize: bool) -> bool:
     """One SGD step in place on parameters of `dtype` (as `adam`'s arguments and result; the flat momentum buffer,
     None without momentum, set to the gradient when `first`)."""
-    name = f"fnx_sgd_{_SUFFIX[np.dtype(dtype)]}"
-    fn = _library(name)
+    fn = _library(sgd_loop(dtype))
     if fn is None:
         return False
     fn(
@@ -86,8 +109,7 @@ def rmsprop(param_at: np.ndarray, grad_at: np.ndarray, offsets: np.ndarray, squa
             weight_decay: float, momentum: float, maximize: bool) -> bool:
     """One RMSprop step in place (as `adam`'s arguments and result; centered where the flat `grad_avg` is given,
     with momentum where `momentum_buffer` is)."""
-    name = f"fnx_rmsprop_{_SUFFIX[square_avg.dtype]}_{int(grad_avg is not None)}{int(momentum_buffer is not None)}"
-    fn = _library(name)
+    fn = _library(rmsprop_loop(square_avg.dtype, centered=grad_avg is not None, momentum=momentum_buffer is not None))
     if fn is None:
         return False
     fn(

@@ -34,7 +34,8 @@ def _library():
     ops = [{"name": name, "arity": arity, "c": Primitive.registry[name].c} for name, arity in OPS.items()]
     functions = [f"fnx_strided_{op}_{sfx}" for op in OPS for sfx in _SUFFIX.values()]
     return TemplateLibrary("fnx-strided", "c_strided.c.j2", functions, "the C loops of strided arithmetic",
-                           "numpy computes it", {f: [ctypes.c_void_p] * 2 for f in functions}, {"ops": ops})
+                           "numpy computes it", {f: [ctypes.c_void_p] * 2 for f in functions}, {"ops": ops},
+                           parts=lambda f: f[len("fnx_strided_"):])
 
 
 _LIBRARY: list = []   # [the TemplateLibrary], made on first use (the primitives' C expressions are then defined)
@@ -73,13 +74,13 @@ def launch(prim, arrays: tuple) -> tuple | None:
         return None
     if not _LIBRARY:
         _LIBRARY.append(_library())
-    lib = _LIBRARY[0].get()
-    if lib is None:
+    fn = _LIBRARY[0].function(f"fnx_strided_{name}_{_SUFFIX[dtype]}")
+    if fn is None:
         return None
     sizes, steps = dims
     meta = (ctypes.c_longlong * (1 + len(sizes) * (1 + len(steps))))(len(sizes), *sizes, *(s for st in steps for s in st))
     inverse = tuple(order.index(d) for d in range(x.ndim))
-    return getattr(lib, f"fnx_strided_{name}_{_SUFFIX[dtype]}"), meta, tuple(shape[d] for d in order), inverse
+    return fn, meta, tuple(shape[d] for d in order), inverse
 
 
 def _leading(dims: tuple, shape: tuple) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .._warn import warn
+from ..threads import get_num_threads
 
 __all__ = ["TemplateLibrary", "build_soon"]
 
@@ -71,7 +72,7 @@ class TemplateLibrary:
         except KeyError:
             part = self.parts(name)
             if part not in self._libs:
-                self._start({self.parts(f) for f in self.after(name)})
+                self.start_functions(self.after(name))
             lib = self._part(part)
             fn = self._functions[name] = None if lib is None else getattr(lib, name)
             return fn
@@ -90,33 +91,42 @@ class TemplateLibrary:
         """Build the parts of the library not built or building (those for `dtypes`, dtype names, where given: a
         part named for another dtype's suffix is left out) on a thread of their own; `get` and `function` wait for
         them."""
-        self._start({p for p in self.every_part() if dtypes is None or _for_dtypes(p, dtypes)})
+        self._start([p for p in self.every_part() if dtypes is None or _for_dtypes(p, dtypes)])
 
-    def _start(self, parts: set[str]) -> None:
-        """Build `parts` (those not built or started yet) on a thread of their own, all at once, holding their locks."""
+    def start_functions(self, names: list[str]) -> None:
+        """Build the parts of functions `names` (not built or building) on a thread of their own, in this order: for
+        callers that know which loops a process will call soon."""
+        self._start([self.parts(f) for f in names])
+
+    def _start(self, parts: list[str]) -> None:
+        """Build `parts` (those not built or started yet) in this order on a thread of their own."""
         with self._lock:
-            parts = sorted(p for p in parts if p not in self._started and p not in self._libs)
+            parts = [p for p in dict.fromkeys(parts) if p not in self._started and p not in self._libs]
             self._started.update(parts)
-            locks = [self._locks.setdefault(p, threading.Lock()) for p in parts]
+            for p in parts:
+                self._locks.setdefault(p, threading.Lock())
         if not parts:
             return
-        thread = threading.Thread(target=self._build_parts, args=(parts, locks), name=f"fnx-build-{self.name}",
-                                  daemon=True)
+        thread = threading.Thread(target=self._build_parts, args=(parts,), name=f"fnx-build-{self.name}", daemon=True)
         _builders.append(thread)
         thread.start()
 
-    def _build_parts(self, parts: list[str], locks: list[threading.Lock]) -> None:
-        held = []
-        try:
-            for lock in locks:   # in the parts' order, as any other thread holding several takes them
+    def _build_parts(self, parts: list[str]) -> None:
+        """Build `parts` a few at a time (compilers running side by side), each few holding their locks: one thread
+        fewer than fnx uses, leaving a core to the caller, which may be building a part of its own meanwhile. No
+        deadlock: a caller holds one lock at a time, waiting for none, and these parts are this thread's alone."""
+        at_once = max(1, get_num_threads() - 1)
+        for i in range(0, len(parts), at_once):
+            locks = [self._locks[p] for p in parts[i:i + at_once]]
+            for lock in locks:
                 lock.acquire()
-                held.append(lock)
-            missing = [part for part in parts if part not in self._libs]
-            if missing:
-                self._libs.update(self._build(missing))
-        finally:
-            for lock in held:
-                lock.release()
+            try:
+                missing = [part for part in parts[i:i + at_once] if part not in self._libs]
+                if missing:
+                    self._libs.update(self._build(missing))
+            finally:
+                for lock in locks:
+                    lock.release()
 
     def every_part(self) -> list[str]:
         """The names of the library's parts ("" for a library without parts)."""

@@ -49,13 +49,18 @@ _P, _L = ctypes.c_void_p, ctypes.c_longlong
 _ARGTYPES = {"transpose": [_P, _P] + [_L] * 5 + [_P], "conv_direct": [_P] * 3 + [_L] * 6 + [_P] * 7,
              "conv_weight_direct": [_P] * 4 + [_L] * 9 + [_P] * 6,
              "conv_weight_swapped": [_P] * 4 + [_L] * 8 + [_P] * 6}
+# The loops that a convolution's or a pooling's forward and backward call after each (the direct convolution's
+# first call checks `available` by the transpose loop): they build while the first does.
+_AFTER = {"transpose": ("conv_direct", "conv_weight_direct", "transpose_strided"), "im2col": ("col2im",),
+          "window_argmax": ("window_put",), "window_argmax_cl": ("window_put_cl",)}
 _library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
                            "the C loops of convolution and pooling", "numpy runs them",
                            {f"fnx_{name}_{sfx}": types for name, types in _ARGTYPES.items()
                             for sfx in _SUFFIX.values()},
                            primitives=("conv", "conv_input_grad", "conv_weight_grad"),
-                           parts=lambda f: f[4:]).function
+                           parts=lambda f: f[4:], after=lambda f: tuple(f"fnx_{name}_{f[-3:]}"
+                                                                        for name in _AFTER.get(f[4:-4], ()))).function
 
 
 def _function(name: str, a: np.ndarray, size: int):

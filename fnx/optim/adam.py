@@ -115,6 +115,11 @@ class Adam(Optimizer):
                         fused=fused, decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
+    def _fused_loop(self, group: dict, dtype: np.dtype) -> str:
+        return optim_kernels.adam_loop(dtype, weight_decay=group["weight_decay"], amsgrad=group["amsgrad"],
+                                       decoupled=group.get("decoupled_weight_decay", self._decoupled),
+                                       maximize=group["maximize"])
+
     def _update_group(self, group: dict) -> None:
         beta1, beta2 = group["betas"]
         hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],

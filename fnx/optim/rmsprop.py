@@ -117,6 +117,9 @@ class RMSprop(Optimizer):
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
+    def _fused_loop(self, group: dict, dtype: np.dtype) -> str:
+        return optim_kernels.rmsprop_loop(dtype, centered=group["centered"], momentum=group["momentum"] > 0)
+
     def _update_group(self, group: dict) -> None:
         hyper = dict(lr=group["lr"], alpha=group["alpha"], eps=group["eps"], weight_decay=group["weight_decay"],
                      momentum=group["momentum"], centered=group["centered"], maximize=group["maximize"])

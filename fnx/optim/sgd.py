@@ -128,6 +128,9 @@ class SGD(Optimizer):
                         fused=fused)
         super().__init__(params, defaults)
 
+    def _fused_loop(self, group: dict, dtype: np.dtype) -> str:
+        return optim_kernels.sgd_loop(dtype)
+
     def _update_group(self, group: dict) -> None:
         hyper = dict(lr=group["lr"], momentum=group["momentum"], dampening=group["dampening"],
                      nesterov=group["nesterov"], weight_decay=group["weight_decay"], maximize=group["maximize"])
