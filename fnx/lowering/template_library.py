@@ -89,17 +89,20 @@ class TemplateLibrary:
 
     def start_building(self, dtypes: set[str] | None = None) -> None:
         """Build the parts of the library not built or building (those for `dtypes`, dtype names, where given: a
-        part named for another dtype's suffix is left out) on a thread of their own; `get` and `function` wait for
-        them."""
-        self._start([p for p in self.every_part() if dtypes is None or _for_dtypes(p, dtypes)])
+        part named for another dtype's suffix is left out) on a thread of their own, all at once (the caller goes on
+        planning a program, not compiling); `get` and `function` wait for them."""
+        parts = [p for p in self.every_part() if dtypes is None or _for_dtypes(p, dtypes)]
+        self._start(parts, len(parts))
 
     def start_functions(self, names: list[str]) -> None:
-        """Build the parts of functions `names` (not built or building) on a thread of their own, in this order: for
-        callers that know which loops a process will call soon."""
-        self._start([self.parts(f) for f in names])
+        """Build the parts of functions `names` (not built or building) on a thread of their own, in this order, a
+        few at a time: one fewer than the threads fnx uses, leaving a core to the caller, which may be building a
+        part of its own meanwhile. For callers that know which loops a process will call soon."""
+        self._start([self.parts(f) for f in names], max(1, get_num_threads() - 1))
 
-    def _start(self, parts: list[str]) -> None:
-        """Build `parts` (those not built or started yet) in this order on a thread of their own."""
+    def _start(self, parts: list[str], at_once: int) -> None:
+        """Build `parts` (those not built or started yet) in this order on a thread of their own, `at_once` at a
+        time."""
         with self._lock:
             parts = [p for p in dict.fromkeys(parts) if p not in self._started and p not in self._libs]
             self._started.update(parts)
@@ -107,15 +110,14 @@ class TemplateLibrary:
                 self._locks.setdefault(p, threading.Lock())
         if not parts:
             return
-        thread = threading.Thread(target=self._build_parts, args=(parts,), name=f"fnx-build-{self.name}", daemon=True)
+        thread = threading.Thread(target=self._build_parts, args=(parts, at_once), name=f"fnx-build-{self.name}",
+                                  daemon=True)
         _builders.append(thread)
         thread.start()
 
-    def _build_parts(self, parts: list[str]) -> None:
-        """Build `parts` a few at a time (compilers running side by side), each few holding their locks: one thread
-        fewer than fnx uses, leaving a core to the caller, which may be building a part of its own meanwhile. No
+    def _build_parts(self, parts: list[str], at_once: int) -> None:
+        """Build `parts` `at_once` at a time (compilers running side by side), each few holding their locks. No
         deadlock: a caller holds one lock at a time, waiting for none, and these parts are this thread's alone."""
-        at_once = max(1, get_num_threads() - 1)
         for i in range(0, len(parts), at_once):
             locks = [self._locks[p] for p in parts[i:i + at_once]]
             for lock in locks:
