@@ -304,3 +304,18 @@ def test_a_linear_layer_whose_products_take_it_starts_its_build(monkeypatch):
     fnx.nn.Linear(128, 384, dtype=fnx.float64)
     assert not G.takes(np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32))
     assert len(started) == 1
+
+
+def test_an_embedding_starts_building_its_backwards_loop(monkeypatch):
+    """nn.Embedding starts the scatter-add loop its backward runs (rows of at least MIN_ROW floats), not for
+    short rows, sparse gradients or a frozen table."""
+    from fnx.lowering import scatter_kernels
+
+    started = []
+    monkeypatch.setattr(scatter_kernels._LIBRARY, "start_functions", started.append)
+    fnx.nn.Embedding(100, 32)
+    assert started == [["fnx_scatter_add_rows_f32"]]
+    fnx.nn.Embedding(100, 4)
+    fnx.nn.Embedding(100, 32, sparse=True)
+    fnx.nn.Embedding.from_pretrained(fnx.zeros(100, 32))
+    assert len(started) == 1

@@ -21,7 +21,7 @@ def _slow_library(monkeypatch, primitive: str):
     lib = TemplateLibrary("fnx-test", "c_outer.c.j2", [], "a test library", "nothing", primitives=(primitive,))
     builds, built = [], object()
 
-    def build(parts):
+    def build(parts, ahead=False):
         builds.append(threading.current_thread().name)
         time.sleep(0.2)
         return dict.fromkeys(parts, built)
@@ -94,7 +94,7 @@ def test_a_function_starts_the_parts_called_after_it_and_waits_only_for_its_own(
     class Built:
         fnx_fwd_f32 = fnx_bwd_f32 = fnx_other_f32 = object()
 
-    def build(parts):
+    def build(parts, ahead=False):
         builds.append((threading.current_thread().name, tuple(parts)))
         if parts == ["bwd"]:
             started.set()
@@ -134,3 +134,19 @@ def test_every_part_of_every_library_passes_the_compilers_checks(tmp_path):
     with ThreadPoolExecutor(4) as pool:
         failed = [r for r in pool.map(check, sources.items()) if r[2] != 0]
     assert not failed, failed[0]
+
+
+@pytest.mark.skipif(not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="needs a C compiler")
+def test_builds_ahead_of_need_run_their_compilers_niced(tmp_path, monkeypatch):
+    """A part built on a thread before anyone waits for it yields the cores to the builds that callers wait for."""
+    monkeypatch.setenv("FNX_CACHE_DIR", str(tmp_path))
+    commands, real = [], subprocess.Popen
+    monkeypatch.setattr(cpu.subprocess, "Popen", lambda cmd, **kw: commands.append(cmd) or real(cmd, **kw))
+    names = [f"fnx_sum_columns_{sfx}" for sfx in ("f32", "f64")]
+    lib = TemplateLibrary("fnx-test-nice", "c_sum_columns.c.j2", names, "a test library", "nothing",
+                          parts=lambda f: f[-3:])
+    lib.start_functions(["fnx_sum_columns_f64"])
+    template_library._finish_builds()
+    assert lib.function("fnx_sum_columns_f32") is not None and lib.function("fnx_sum_columns_f64") is not None
+    niced = [c[:3] == [cpu._NICE, "-n", "10"] for c in commands if any("fnx-test-nice" in str(a) for a in c)]
+    assert niced == [True, False] or cpu._NICE is None

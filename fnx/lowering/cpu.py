@@ -106,6 +106,7 @@ _BASE_FLAGS = ("-O3", "-march=native", *(wide_vectors(_cpu_flags()) if _X86 else
 # What to try, best first: (extra flags, libraries, OpenMP threads?, libmvec?).
 _VARIANTS = ((("-fopenmp",), ("-lmvec", "-lm"), True, True), (("-fopenmp",), ("-lm",), True, False),
              (("-fopenmp-simd",), ("-lm",), False, False))
+_NICE = shutil.which("nice")   # runs the compilers of builds ahead of need at a lower priority
 compile_count = 0  # compiler invocations by this process (tests check that a warm cache makes none)
 _warned: set[str] = set()
 _POOL_TEMPLATE = Path(__file__).parent / "templates" / "c_threads.c.j2"
@@ -198,10 +199,12 @@ def _remember(tc: Toolchain, variant: int) -> None:
     write_entry(_variant_file(tc.identity), json.dumps(record).encode())
 
 
-def _build_all(tc: Toolchain, jobs: list[tuple[str, list[Path]]], variant: int) -> list[str]:
+def _build_all(tc: Toolchain, jobs: list[tuple[str, list[Path]]], variant: int, ahead: bool = False) -> list[str]:
     """Compile (source, cache paths) pairs concurrently and store each library in the cache under each of its paths;
     returns the compiler errors (empty if all built, else nothing is stored). Interrupted (Ctrl-C), it stops the
-    compilers; its temporary files are removed in any case."""
+    compilers; its temporary files are removed in any case. Compilers building `ahead` of need run niced (where
+    `nice` exists), so that a build some thread waits for takes the cores first."""
+    niced = [_NICE, "-n", "10"] if ahead and _NICE else []
     global compile_count
     procs, outs, temps = [], [], []
     try:
@@ -211,7 +214,7 @@ def _build_all(tc: Toolchain, jobs: list[tuple[str, list[Path]]], variant: int) 
             temps += [out, out + ".c"]
             with open(out + ".c", "w") as f:
                 f.write(source)
-            procs.append(subprocess.Popen(tc.command(variant, out + ".c", out), stdout=subprocess.PIPE,
+            procs.append(subprocess.Popen(niced + tc.command(variant, out + ".c", out), stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
         errors = []
         for p in procs:
@@ -236,10 +239,11 @@ def _build_all(tc: Toolchain, jobs: list[tuple[str, list[Path]]], variant: int) 
 
 
 def compile_libraries(bodies: dict[str, str], version: str, head: Callable[[bool], str], *,
-                      apart: bool = False) -> dict[str, ctypes.CDLL]:
+                      apart: bool = False, ahead: bool = False) -> dict[str, ctypes.CDLL]:
     """The shared library of each kernel `name -> body`, whose source is `head(libmvec)` then its body, compiling
     the ones not in the disk cache (`head(False)` for a toolchain without libmvec) a few to a translation unit, or
-    each in its own where they are `apart` (bodies that define the same helpers: the parts of a template library)."""
+    each in its own where they are `apart` (bodies that define the same helpers: the parts of a template library);
+    `ahead`: built before anyone waits for them (`_build_all`)."""
     tc = toolchain()
     variant = tc.variant if tc.variant is not None else 0
     while True:
@@ -250,7 +254,7 @@ def compile_libraries(bodies: dict[str, str], version: str, head: Callable[[bool
             break
         units = [(prelude + bodies[name], [path]) for name, path in missing] if apart else \
             _translation_units(prelude, bodies, missing)
-        errors = _build_all(tc, units, variant)
+        errors = _build_all(tc, units, variant, ahead)
         if not errors:
             if tc.variant != variant:
                 _remember(tc, variant)

@@ -2,8 +2,9 @@
 embedding's backward adds one gradient row per token into the weight's gradient.
 
 np.add.at adds element by element (about 2 ns each, on one thread); the C loop (templates/c_scatter.c.j2) adds
-row by row in the same order, so with the same bits, its columns split over fnx's thread pool. One library for
-every shape, built on first use by the C toolchain's disk cache (fnx/lowering/cpu.py) under a lock; where it
+row by row in the same order, so with the same bits, its columns split over fnx's thread pool. A library part per
+dtype for every shape, built on first use (or from an nn.Embedding's making, `build_soon`) by the C toolchain's disk
+cache (fnx/lowering/cpu.py) under a lock; where it
 cannot be built (no compiler, Jinja2 missing), for small arrays, short rows and other dtypes, np.add.at runs.
 Setting `fnx.ops.indexing.native` to this module at import is the hook.
 """
@@ -18,7 +19,7 @@ from ..ops import indexing
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
-__all__ = ["scatter_add_rows", "MIN_ELEMENTS", "MIN_ROW"]
+__all__ = ["scatter_add_rows", "build_soon", "MIN_ELEMENTS", "MIN_ROW"]
 
 # Below this many elements, or for rows shorter than MIN_ROW, np.add.at runs (and tests of tiny arrays never
 # compile the library).
@@ -26,8 +27,16 @@ MIN_ELEMENTS, MIN_ROW = 4096, 8
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _ARGTYPES = {f"fnx_scatter_add_rows_{sfx}": [ctypes.c_void_p] * 3 + [ctypes.c_longlong] * 2
              for sfx in _SUFFIX.values()}
-_library = TemplateLibrary("fnx-scatter", "c_scatter.c.j2", list(_ARGTYPES), "the C loop of index_put's row "
-                           "scatter-add", "np.add.at runs it", _ARGTYPES).get
+_LIBRARY = TemplateLibrary("fnx-scatter", "c_scatter.c.j2", list(_ARGTYPES), "the C loop of index_put's row "
+                           "scatter-add", "np.add.at runs it", _ARGTYPES, parts=lambda f: f[-3:])
+
+
+def build_soon(embedding_dim: int, dtype: np.dtype) -> None:
+    """Start building the loop for `dtype` on a thread of its own where an embedding of `embedding_dim` would take it
+    (a model's embedding made: its first backward need not wait for the compiler)."""
+    sfx = _SUFFIX.get(np.dtype(dtype))
+    if sfx is not None and embedding_dim >= MIN_ROW:
+        _LIBRARY.start_functions([f"fnx_scatter_add_rows_{sfx}"])
 
 
 def scatter_add_rows(out: np.ndarray, positions: np.ndarray, values: np.ndarray) -> bool:
@@ -36,13 +45,12 @@ def scatter_add_rows(out: np.ndarray, positions: np.ndarray, values: np.ndarray)
     sfx = _SUFFIX.get(out.dtype)
     if sfx is None or values.dtype != out.dtype or out.shape[1] < MIN_ROW or values.size < MIN_ELEMENTS:
         return False
-    lib = _library()
-    if lib is None:
+    fn = _LIBRARY.function(f"fnx_scatter_add_rows_{sfx}")
+    if fn is None:
         return False
     positions = np.ascontiguousarray(positions, dtype=np.int64)
     values = np.ascontiguousarray(values)
-    getattr(lib, f"fnx_scatter_add_rows_{sfx}")(data_pointer(out), data_pointer(values), data_pointer(positions),
-                                                len(positions), out.shape[1])
+    fn(data_pointer(out), data_pointer(values), data_pointer(positions), len(positions), out.shape[1])
     return True
 
 

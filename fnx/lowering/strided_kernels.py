@@ -28,6 +28,10 @@ MAX_DIMS = 8   # FNX_STRIDED_DIMS: dims left once merged
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 
 
+# What follows a strided product: a rotary embedding (x * cos + rotate_half(x) * sin, rotate_half negating a half).
+_AFTER_MUL = ("neg", "add")
+
+
 def _library():
     from ..core import Primitive
 
@@ -35,7 +39,8 @@ def _library():
     functions = [f"fnx_strided_{op}_{sfx}" for op in OPS for sfx in _SUFFIX.values()]
     return TemplateLibrary("fnx-strided", "c_strided.c.j2", functions, "the C loops of strided arithmetic",
                            "numpy computes it", {f: [ctypes.c_void_p] * 2 for f in functions}, {"ops": ops},
-                           parts=lambda f: f[len("fnx_strided_"):])
+                           parts=lambda f: f[len("fnx_strided_"):],
+                           after=lambda f: [f.replace("mul", op) for op in _AFTER_MUL] if "_mul_" in f else [])
 
 
 _LIBRARY: list = []   # [the TemplateLibrary], made on first use (the primitives' C expressions are then defined)

@@ -125,7 +125,7 @@ class TemplateLibrary:
             try:
                 missing = [part for part in parts[i:i + at_once] if part not in self._libs]
                 if missing:
-                    self._libs.update(self._build(missing))
+                    self._libs.update(self._build(missing, ahead=True))
             finally:
                 for lock in locks:
                     lock.release()
@@ -145,7 +145,9 @@ class TemplateLibrary:
     def _names(self) -> set[str]:
         return set(self.functions) | set(self.argtypes) | set(self.restypes)
 
-    def _build(self, parts: list[str]) -> dict[str, ctypes.CDLL | None]:
+    def _build(self, parts: list[str], ahead: bool = False) -> dict[str, ctypes.CDLL | None]:
+        """The loaded library of each part (None where it cannot be built); `ahead`: before anyone waits for it
+        (its compilers niced: cpu._build_all)."""
         from .._version import __version__
         from .codegen import prelude
         from .cpu import NoCompilerError, compile_libraries
@@ -153,7 +155,8 @@ class TemplateLibrary:
         names = {part: f"{self.name}-{part}" if part else self.name for part in parts}
         try:
             bodies = {names[part]: self.source(part) for part in parts}
-            built = compile_libraries(bodies, __version__, lambda simd: prelude("c", simd=simd), apart=True)
+            built = compile_libraries(bodies, __version__, lambda simd: prelude("c", simd=simd), apart=True,
+                                      ahead=ahead)
         except (NoCompilerError, ModuleNotFoundError):
             return dict.fromkeys(parts)
         except Exception as e:  # noqa: BLE001 (any failure to build leaves the fallback, which is always right)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from ...autograd import no_grad
+from ...device import cpu
+from ...lowering import scatter_kernels
 from ...ops.creation import empty
 from ...tensor import Tensor
 from .. import functional as F
@@ -34,6 +36,8 @@ class Embedding(Module):
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
                 raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
             self.weight = Parameter(_weight, requires_grad=not _freeze)
+        if self.weight.requires_grad and not sparse and self.weight._device is cpu:   # its backward's C loop
+            scatter_kernels.build_soon(embedding_dim, self.weight._value.dtype)
 
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
