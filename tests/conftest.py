@@ -39,3 +39,13 @@ def kernel_cache(tmp_path_factory):
         del os.environ["FNX_CACHE_DIR"]
     else:
         os.environ["FNX_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def builds_ahead_finish():
+    """C loops that a test started building ahead of need (a layer's, an optimizer's, a forward loop's backward)
+    finish within it, so that no later test sees their compiles (cpu.compile_count) or their cache entries."""
+    yield
+    from fnx.lowering import template_library
+
+    template_library._finish_builds()

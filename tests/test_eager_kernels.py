@@ -27,7 +27,7 @@ import fnx
 import fnx.nn.functional as F
 from fnx import core
 from fnx.core import Primitive
-from fnx.lowering import cpu, eager_kernels
+from fnx.lowering import cpu, eager_kernels, template_library
 from numerics_measure import rounded, ulp_distance
 from test_codegen import ULP_BOUNDS
 
@@ -147,6 +147,23 @@ def test_without_a_compiler_numpy_runs(fresh, monkeypatch):
     assert y.grad is not None
     tried = [k for k in eager_kernels._kernels if k[:2] == ("gelu_tanh_backward", np.dtype(np.float64))]
     assert tried and all(eager_kernels._kernels[k] is None for k in tried)
+
+
+@needs_cc
+def test_an_activations_first_kernel_starts_its_backwards(fresh, monkeypatch):
+    """gelu's first eager kernel starts gelu_backward's on a thread, which the backward finds built."""
+    monkeypatch.setattr(eager_kernels, "_key_locks", {})
+    x = fnx.tensor(_inputs("gelu"), requires_grad=True)
+    y = F.gelu(x)
+    template_library._finish_builds()
+    key = ("gelu_backward", np.dtype(np.float32), ("flat", "flat"), ())
+    assert eager_kernels._kernels[key] is not None
+    g = _inputs("gelu")
+    before = cpu.compile_count
+    y.backward(fnx.tensor(g))
+    assert cpu.compile_count == before
+    np.testing.assert_allclose(x.grad.numpy(), _numpy_impl(Primitive.registry["gelu_backward"], g,
+                                                           x.detach().numpy()), rtol=1e-5)
 
 
 @needs_cc

@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fnx
+from fnx.lowering import eager_kernels
+from fnx.ops.reduce import sum_p
 from fnx.lowering import gemm_kernels as G
 
 
@@ -295,15 +297,21 @@ def test_the_direct_kernel_is_read_from_numpys_own_openblas(monkeypatch):
 def test_a_linear_layer_whose_products_take_it_starts_its_build(monkeypatch):
     """nn.Linear(k, n) starts building the float32 GEMM where 64 rows times its weight would take it: a model's
     first training step then need not wait for the compiler; smaller layers and other dtypes start nothing."""
-    started = []
+    started, sums = [], []
     monkeypatch.setattr(G._LIBRARY, "start_functions", started.append)
+    monkeypatch.setattr(eager_kernels._COLUMNS, "start_functions", sums.append)
     fnx.nn.Linear(128, 384)
-    assert started == [["fnx_gemm_f32_strided"]]
+    assert started == [["fnx_gemm_f32_strided"]] and sums == [["fnx_sum_columns_f32"]]   # its bias's gradient
+    assert eager_kernels._sum(sum_p, np.ones((512, 384), np.float32), axes=(0,), keepdims=False) \
+        is not None
+    fnx.nn.Linear(128, 384, bias=False)
+    fnx.nn.Linear(16, 16)
+    assert len(sums) == 1
     assert G.takes(np.zeros((64, 128), np.float32), np.zeros((128, 384), np.float32))
     fnx.nn.Linear(64, 64)
     fnx.nn.Linear(128, 384, dtype=fnx.float64)
     assert not G.takes(np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32))
-    assert len(started) == 1
+    assert len(started) == 2
 
 
 def test_an_embedding_starts_building_its_backwards_loop(monkeypatch):

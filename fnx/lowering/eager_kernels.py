@@ -38,11 +38,11 @@ from ..threads import team_size
 from ..transforms.tracing import trace_to_jaxpr
 from ..array_layout import contiguous, dense_order
 from ..array_pointers import data_pointer
-from .template_library import TemplateLibrary
+from .template_library import TemplateLibrary, start_builder
 from . import strided_kernels
 
-__all__ = ["run", "MIN_ELEMENTS", "EXPENSIVE_MIN_ELEMENTS", "THREADED", "BROADCAST_MIN", "MANY_ROWS", "STRIDED_MIN",
-           "SUM_MIN", "COLUMNS_MAX"]
+__all__ = ["run", "build_column_sums_soon", "MIN_ELEMENTS", "EXPENSIVE_MIN_ELEMENTS", "THREADED", "BROADCAST_MIN",
+           "MANY_ROWS", "STRIDED_MIN", "SUM_MIN", "COLUMNS_MAX"]
 
 # Below this many elements numpy's impl of a native primitive runs. A kernel call costs 2-4 us (ctypes, the
 # output, the argument blocks), but its first use costs a compile (about half a second, once per primitive, dtype,
@@ -105,7 +105,7 @@ _TRACED = {"full": (_ROWS, _COLS), "row": (_COLS,), "col": (_ROWS, 1), "flat": (
 
 _SUM_COLUMNS = {np.dtype(np.float32): "fnx_sum_columns_f32", np.dtype(np.float64): "fnx_sum_columns_f64"}
 _SUM_PAIRWISE = {np.dtype(np.float32): "fnx_sum_pairwise_f32", np.dtype(np.float64): "fnx_sum_pairwise_f64"}
-_columns_library = TemplateLibrary("fnx-sum-columns", "c_sum_columns.c.j2",
+_COLUMNS = TemplateLibrary("fnx-sum-columns", "c_sum_columns.c.j2",
                                    list(_SUM_COLUMNS.values()) + list(_SUM_PAIRWISE.values()),
                                    "the C loops of sums over leading dims and of whole arrays", "numpy sums them",
                                    {**{f: [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 3
@@ -114,7 +114,8 @@ _columns_library = TemplateLibrary("fnx-sum-columns", "c_sum_columns.c.j2",
                                        for f in _SUM_PAIRWISE.values()}},
                                    restypes={"fnx_sum_pairwise_f32": ctypes.c_float,
                                              "fnx_sum_pairwise_f64": ctypes.c_double},
-                                   parts=lambda f: f[4:]).function
+                                   parts=lambda f: f[4:])
+_columns_library = _COLUMNS.function
 # A sum of a whole contiguous float array of at least this many elements runs numpy's pairwise order (numpy's bits)
 # with its top halves on the pool's threads: numpy's one thread is bound by one core's reads (2^24 float32s: 2.9 ms).
 PAIRWISE_MIN = 1 << 20
@@ -160,7 +161,19 @@ _launches: dict = {}
 _DECLINED = ()
 # The mark of `_launches` entries for a unary kernel run in place (`run`'s `out` is its operand).
 _IN_PLACE = "in place"
-_build_lock = threading.Lock()
+_build_lock = threading.Lock()   # guards _key_locks
+_key_locks: dict = {}   # a kernel's key -> the lock its build holds
+# The primitives of activations whose vjp is one primitive of (g, x) of their shape: it builds beside theirs.
+_BACKWARD = {"gelu": "gelu_backward", "gelu_tanh": "gelu_tanh_backward", "silu": "silu_backward"}
+
+
+def build_column_sums_soon(cols: int, dtype: np.dtype) -> None:
+    """Start building the column loop for `dtype` on a thread of its own where sums of 512 rows (a batch of 8 x 64
+    tokens) of `cols` columns would take it: an nn.Linear made with a bias of `cols`, whose gradient its backward
+    sums over rows."""
+    name = _SUM_COLUMNS.get(np.dtype(dtype))
+    if name is not None and 1 < cols <= COLUMNS_MAX and 512 * cols >= SUM_MIN:
+        _COLUMNS.start_functions([name])
 
 
 def run(prim: Primitive, *arrays: np.ndarray, out: np.ndarray | None = None, **params) -> np.ndarray | None:
@@ -556,12 +569,31 @@ def _pattern(shape: tuple, size: int, arrays) -> tuple | None:
 
 def _load(prim: Primitive, dtype: np.dtype, kinds: tuple, constants: tuple = ()):
     """The kernel of `prim` for `dtype`, operand kinds and params (`constants`: (name, value) pairs), built (or
-    read from the disk cache) by the first thread to ask."""
+    read from the disk cache) by the first thread to ask, under a lock of its own. A flat activation's first
+    build starts its backward's (`_BACKWARD`) on a thread, which the backward then finds built."""
+    key = (prim.name, dtype, kinds, constants)
+    backward = _BACKWARD.get(prim.name) if kinds == ("flat",) and not constants else None
+    if backward is not None:
+        _start_building(Primitive.registry[backward], dtype, ("flat", "flat"))
+    return _build_once(key, prim)
+
+
+def _build_once(key: tuple, prim: Primitive):
     with _build_lock:
-        key = (prim.name, dtype, kinds, constants)
+        lock = _key_locks.setdefault(key, threading.Lock())
+    with lock:
         if key not in _kernels:
-            _kernels[key] = _build(prim, _DTYPES[dtype], kinds, dict(constants))
-        return _kernels[key]
+            _kernels[key] = _build(prim, _DTYPES[key[1]], key[2], dict(key[3]))
+    return _kernels[key]
+
+
+def _start_building(prim: Primitive, dtype: np.dtype, kinds: tuple) -> None:
+    key = (prim.name, dtype, kinds, ())
+    with _build_lock:
+        if key in _key_locks:   # built, building or started
+            return
+        _key_locks[key] = threading.Lock()
+    start_builder(f"fnx-build-{prim.name}", _build_once, key, prim)
 
 
 def _build(prim: Primitive, dtype, kinds: tuple, params: dict):

@@ -17,11 +17,11 @@ from pathlib import Path
 from .._warn import warn
 from ..threads import get_num_threads
 
-__all__ = ["TemplateLibrary", "build_soon"]
+__all__ = ["TemplateLibrary", "build_soon", "start_builder"]
 
 _by_primitive: dict[str, list["TemplateLibrary"]] = {}   # primitive name -> the libraries its eager impl calls
 libraries: list["TemplateLibrary"] = []                  # every library made, in order
-_builders: list[threading.Thread] = []                   # started by build_soon; joined at exit (no half-built files)
+_builders: list[threading.Thread] = []                   # start_builder's; joined at exit (no half-built files)
 
 
 class TemplateLibrary:
@@ -71,8 +71,9 @@ class TemplateLibrary:
             return self._functions[name]
         except KeyError:
             part = self.parts(name)
-            if part not in self._libs:
-                self.start_functions(self.after(name))
+            following = self.after(name)
+            if following and part not in self._libs:
+                self.start_functions(following)
             lib = self._part(part)
             fn = self._functions[name] = None if lib is None else getattr(lib, name)
             return fn
@@ -110,10 +111,7 @@ class TemplateLibrary:
                 self._locks.setdefault(p, threading.Lock())
         if not parts:
             return
-        thread = threading.Thread(target=self._build_parts, args=(parts, at_once), name=f"fnx-build-{self.name}",
-                                  daemon=True)
-        _builders.append(thread)
-        thread.start()
+        start_builder(f"fnx-build-{self.name}", self._build_parts, parts, at_once)
 
     def _build_parts(self, parts: list[str], at_once: int) -> None:
         """Build `parts` `at_once` at a time (compilers running side by side), each few holding their locks. No
@@ -173,6 +171,14 @@ class TemplateLibrary:
             if name in self.argtypes:
                 fn.argtypes = self.argtypes[name]
         return libs
+
+
+def start_builder(name: str, build: Callable, *args) -> None:
+    """Run `build(*args)` on a thread of its own, `name`d, which the process waits for at exit (no half-built
+    files)."""
+    thread = threading.Thread(target=build, args=args, name=name, daemon=True)
+    _builders.append(thread)
+    thread.start()
 
 
 _SUFFIXES = {"float32": "f32", "float64": "f64"}   # how part names spell the dtypes of their functions

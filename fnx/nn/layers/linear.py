@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ...device import cpu
-from ...lowering import gemm_kernels
+from ...lowering import eager_kernels, gemm_kernels
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
@@ -33,8 +33,10 @@ class Linear(Module):
         optional_parameter(self, "weight", (out_features, in_features), device, dtype)
         optional_parameter(self, "bias", (out_features,) if bias else None, device, dtype)
         self.reset_parameters()
-        if self.weight._device is cpu:   # its products' C loop, should they take it, builds while the model is made
-            gemm_kernels.build_soon(in_features, out_features, self.weight._value.dtype)
+        if self.weight._device is cpu:   # the C loops its step will call, should they take it, build while the model
+            gemm_kernels.build_soon(in_features, out_features, self.weight._value.dtype)   # is made
+            if bias:
+                eager_kernels.build_column_sums_soon(out_features, self.weight._value.dtype)
 
     def reset_parameters(self) -> None:
         """weight ~ kaiming_uniform_(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); bias ~ U(-1/sqrt(in), 1/sqrt(in))."""
