@@ -7,8 +7,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fnx
-from fnx.lowering import eager_kernels
-from fnx.ops.reduce import sum_p
 from fnx.lowering import gemm_kernels as G
 
 
@@ -293,37 +291,3 @@ def test_the_direct_kernel_is_read_from_numpys_own_openblas(monkeypatch):
         monkeypatch.setattr(G, "_direct", None)
         assert G.numpy_blas_has_direct_kernel() is want, info
 
-
-def test_a_linear_layer_whose_products_take_it_starts_its_build(monkeypatch):
-    """nn.Linear(k, n) starts building the float32 GEMM where 64 rows times its weight would take it: a model's
-    first training step then need not wait for the compiler; smaller layers and other dtypes start nothing."""
-    started, sums = [], []
-    monkeypatch.setattr(G._LIBRARY, "start_functions", started.append)
-    monkeypatch.setattr(eager_kernels._COLUMNS, "start_functions", sums.append)
-    fnx.nn.Linear(128, 384)
-    assert started == [["fnx_gemm_f32_strided"]] and sums == [["fnx_sum_columns_f32"]]   # its bias's gradient
-    assert eager_kernels._sum(sum_p, np.ones((512, 384), np.float32), axes=(0,), keepdims=False) \
-        is not None
-    fnx.nn.Linear(128, 384, bias=False)
-    fnx.nn.Linear(16, 16)
-    assert len(sums) == 1
-    assert G.takes(np.zeros((64, 128), np.float32), np.zeros((128, 384), np.float32))
-    fnx.nn.Linear(64, 64)
-    fnx.nn.Linear(128, 384, dtype=fnx.float64)
-    assert not G.takes(np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32))
-    assert len(started) == 2
-
-
-def test_an_embedding_starts_building_its_backwards_loop(monkeypatch):
-    """nn.Embedding starts the scatter-add loop its backward runs (rows of at least MIN_ROW floats), not for
-    short rows, sparse gradients or a frozen table."""
-    from fnx.lowering import scatter_kernels
-
-    started = []
-    monkeypatch.setattr(scatter_kernels._LIBRARY, "start_functions", started.append)
-    fnx.nn.Embedding(100, 32)
-    assert started == [["fnx_scatter_add_rows_f32"]]
-    fnx.nn.Embedding(100, 4)
-    fnx.nn.Embedding(100, 32, sparse=True)
-    fnx.nn.Embedding.from_pretrained(fnx.zeros(100, 32))
-    assert len(started) == 1

@@ -23,10 +23,9 @@ from ..array_layout import contiguous, dense_order
 from ..array_pointers import data_pointer
 from .template_library import TemplateLibrary
 
-__all__ = ["lstm_loops", "log_softmax", "log_softmax_backward", "nll_rows", "cross_entropy_backward", "softmax",
-           "layer_norm", "layer_norm_backward",
-           "batch_norm_forward", "batch_norm_backward", "batch_norm_forward_rows", "batch_norm_backward_rows",
-           "MIN_ELEMENTS"]
+__all__ = ["lstm_loops", "build_lstm_soon", "log_softmax", "log_softmax_backward", "nll_rows", "cross_entropy_backward",
+           "softmax", "layer_norm", "layer_norm_backward", "batch_norm_forward", "batch_norm_backward",
+           "batch_norm_forward_rows", "batch_norm_backward_rows", "MIN_ELEMENTS"]
 
 # Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
 MIN_ELEMENTS = 4096
@@ -55,13 +54,14 @@ _ARGTYPES = {f"fnx_{name}_{sfx}": [ctypes.c_void_p] * pointers + [ctypes.c_longl
              for name, pointers in _POINTERS.items() for sfx in _SUFFIX.values()}
 # The functions return nothing, but the LSTM loops an int (ctypes' default): 0, or -1 where memory runs out;
 # nll_rows 1 for a target out of bounds, cross_entropy_backward -1 where memory runs out.
-_library = TemplateLibrary("fnx-nn", "c_nn.c.j2", [f for f in _ARGTYPES if "lstm" not in f],
+_LIBRARY = TemplateLibrary("fnx-nn", "c_nn.c.j2", [f for f in _ARGTYPES if "lstm" not in f],
                            "the C loops of the LSTM recurrence, log_softmax, layer_norm and batch_norm", "numpy runs them",
                            _ARGTYPES, restypes={f"fnx_{name}_{sfx}": ctypes.c_int
                                                 for name in ("nll_rows", "cross_entropy_backward")
                                                 for sfx in _SUFFIX.values()},
                            parts=lambda f: f[4:].replace("log_softmax_backward", "cross_entropy_backward"), after=lambda f: tuple(f"fnx_{name}_{f[-3:]}"
-                                                                        for name in _AFTER.get(f[4:-4], ()))).function
+                                                                        for name in _AFTER.get(f[4:-4], ())))
+_library = _LIBRARY.function
 
 
 # (dtype, names) -> the C functions, or None: looked up once (a CDLL attribute by a formatted name costs a microsecond)
@@ -79,6 +79,14 @@ def _functions(dtype: np.dtype, elements: int, *names: str) -> tuple | None:
         fns = None if fns is None or None in fns else fns
         _found[dtype, names] = fns
     return fns
+
+
+def build_lstm_soon(dtype: np.dtype, hidden_size: int) -> None:
+    """Start building the LSTM loops for `dtype` on a thread of their own where a batch of 64 steps of `hidden_size`
+    would take them: an nn.LSTM made, whose first step would wait for them."""
+    sfx = _SUFFIX.get(np.dtype(dtype))
+    if sfx is not None and 64 * hidden_size >= MIN_ELEMENTS:
+        _LIBRARY.start_functions([f"fnx_lstm_forward_{sfx}", f"fnx_lstm_backward_{sfx}"])
 
 
 def lstm_loops(dtype: np.dtype, elements: int) -> tuple | None:

@@ -32,7 +32,7 @@ from .template_library import TemplateLibrary
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_vjp", "window_argmax", "window_max", "window_take",
            "window_put", "available", "transpose", "kernel_major_weight", "pad_cl", "conv_direct",
-           "conv_weight_direct", "conv_weight_swapped", "MIN_ELEMENTS"]
+           "conv_weight_direct", "conv_weight_swapped", "build_conv_soon", "MIN_ELEMENTS"]
 
 # Below this many elements numpy runs (and a process that only sees small arrays never compiles the library).
 MIN_ELEMENTS = 4096
@@ -53,14 +53,24 @@ _ARGTYPES = {"transpose": [_P, _P] + [_L] * 5 + [_P], "conv_direct": [_P] * 3 + 
 # first call checks `available` by the transpose loop): they build while the first does.
 _AFTER = {"transpose": ("conv_direct", "conv_weight_direct", "transpose_strided"), "im2col": ("col2im",),
           "window_argmax": ("window_put",), "window_argmax_cl": ("window_put_cl",)}
-_library = TemplateLibrary("fnx-windows", "c_windows.c.j2",
+_LIBRARY = TemplateLibrary("fnx-windows", "c_windows.c.j2",
                            [f"fnx_{name}_{sfx}" for name in _KERNELS for sfx in _SUFFIX.values()],
                            "the C loops of convolution and pooling", "numpy runs them",
                            {f"fnx_{name}_{sfx}": types for name, types in _ARGTYPES.items()
                             for sfx in _SUFFIX.values()},
                            primitives=("conv", "conv_input_grad", "conv_weight_grad"),
                            parts=lambda f: f[4:], after=lambda f: tuple(f"fnx_{name}_{f[-3:]}"
-                                                                        for name in _AFTER.get(f[4:-4], ()))).function
+                                                                        for name in _AFTER.get(f[4:-4], ())))
+_library = _LIBRARY.function
+
+
+def build_conv_soon(dtype: np.dtype, padded: bool) -> None:
+    """Start building the loops of a direct convolution's forward and backward (and its frame of zeros where it is
+    `padded`) for `dtype` on a thread of their own: a convolution layer made, whose first step would wait for them."""
+    sfx = _SUFFIX.get(np.dtype(dtype))
+    if sfx is not None:
+        names = ("transpose",) + _AFTER["transpose"] + (("pad_cl",) if padded else ())
+        _LIBRARY.start_functions([f"fnx_{name}_{sfx}" for name in names])
 
 
 def _function(name: str, a: np.ndarray, size: int):

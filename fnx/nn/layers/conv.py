@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 
+from ...device import cpu
+from ...lowering import window_kernels
+from ...ops import conv as conv_ops
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
@@ -58,6 +61,10 @@ class _ConvNd(Module):
         optional_parameter(self, "weight", shape + kernel_size, device, dtype)
         optional_parameter(self, "bias", (out_channels,) if bias else None, device, dtype)
         self.reset_parameters()
+        pads = (0,) * nd if isinstance(padding, str) else padding
+        if (not transposed and self.weight._device is cpu and conv_ops.ENABLED
+                and conv_ops.pays(out_channels // groups, kernel_size, pads)):   # its step's loops build meanwhile
+            window_kernels.build_conv_soon(self.weight._value.dtype, padding == "same" or any(pads))
 
     def reset_parameters(self) -> None:
         """weight ~ kaiming_uniform_(a=sqrt(5)); bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch's defaults)."""

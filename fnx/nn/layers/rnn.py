@@ -11,7 +11,9 @@ import math
 
 import numpy as np
 
+from ...device import cpu
 from ...dtypes import int64
+from ...lowering import gemm_kernels, nn_kernels
 from ...ops.creation import empty, tensor, zeros
 from ...ops.joins import cat, stack
 from ...tensor import Tensor
@@ -59,6 +61,11 @@ class RNNBase(Module):
                 for name, shape in shapes.items():
                     setattr(self, f"{name}_l{layer}{suffix}", Parameter(empty(shape, **kw)))
         self.reset_parameters()
+        weight = self.weight_ih_l0
+        if weight._device is cpu:   # the C loops its step will call, should they take it, build while the model is made
+            gemm_kernels.build_soon(input_size, gate_size, weight._value.dtype)   # the inputs' products, all steps
+            if mode == "LSTM" and not proj_size:
+                nn_kernels.build_lstm_soon(weight._value.dtype, hidden_size)
 
     def reset_parameters(self) -> None:
         stdv = 1.0 / math.sqrt(self.hidden_size)
