@@ -150,3 +150,40 @@ def test_builds_ahead_of_need_run_their_compilers_niced(tmp_path, monkeypatch):
     assert lib.function("fnx_sum_columns_f32") is not None and lib.function("fnx_sum_columns_f64") is not None
     niced = [c[:3] == [cpu._NICE, "-n", "10"] for c in commands if any("fnx-test-nice" in str(a) for a in c)]
     assert niced == [True, False] or cpu._NICE is None
+
+
+def test_a_parts_source_is_rendered_once_and_kept_in_the_disk_cache(tmp_path, monkeypatch):
+    """A process whose libraries are all cached compiles no template: each part's rendered text is kept under the
+    templates, the context and the part's functions; other functions or another context render anew."""
+    monkeypatch.setenv("FNX_CACHE_DIR", str(tmp_path))
+
+    def library(*kinds, **context):
+        return TemplateLibrary("fnx-test-render", "c_sum_columns.c.j2", [f"fnx_sum_{k}_f32" for k in kinds],
+                               "a test library", "nothing", context=context, parts=lambda f: "f32")
+
+    text = library("columns").source("f32")
+    compiled, real = [], template_library._template
+    monkeypatch.setattr(template_library, "_template", lambda name: compiled.append(name) or real(name))
+    assert library("columns").source("f32") == text and compiled == []
+    both = library("columns", "pairwise").source("f32")
+    assert "fnx_sum_pairwise_f32" in both and "fnx_sum_pairwise_f32" not in text and len(compiled) == 1
+    assert library("columns", unused=1).source("f32") == text and len(compiled) == 2
+
+
+def test_every_part_renders_from_its_declared_functions_alone():
+    """The cache keys a part's text by the functions the library declares for it, so a template may ask `wanted`
+    only about those: rendered either way, every part of every library is the same text."""
+    for module in ("attention", "copy", "depthwise", "eager", "gemm", "nn", "optim", "scatter", "strided", "window"):
+        importlib.import_module(f"fnx.lowering.{module}_kernels")
+    strided_kernels._library()
+    checked = 0
+    for lib in template_library.libraries:
+        if lib.name.startswith("fnx-test"):
+            continue
+        template = template_library._template(lib.template)
+        for part in lib.every_part():
+            declared = {f for f in lib._names() if lib.parts(f) == part}
+            by_parts = template.render(**lib.context, wanted=lambda f, part=part, lib=lib: lib.parts(f) == part)
+            assert template.render(**lib.context, wanted=declared.__contains__) == by_parts, (lib.name, part)
+            checked += 1
+    assert checked >= 100

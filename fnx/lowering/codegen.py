@@ -151,14 +151,14 @@ def _render(template: str, **context) -> str:
     entry: Jinja2's bytecode cache would unpickle and run whatever was planted there."""
     fresh = lambda: _ENV.get_template(template).render(**context)
     try:
-        key = cache_key(_templates_digest(), template, json.dumps(context, sort_keys=True))
+        key = cache_key(templates_digest(), template, json.dumps(context, sort_keys=True))
     except TypeError:   # a value JSON cannot hold: no key, render every time
         return fresh()
     return cached_text(f"fnx-render-{template}", key, fresh)
 
 
 @functools.cache
-def _templates_digest() -> str:
+def templates_digest() -> str:
     """What rendering depends on besides its arguments: the templates, this file (filters, options), Jinja2."""
     files = sorted((Path(__file__).parent / "templates").glob("*.j2")) + [Path(__file__)]
     return cache_key(jinja2.__version__, *(f.read_text() for f in files))
