@@ -6,6 +6,7 @@ import pytest
 
 import fnx
 import fnx.nn.functional as F
+from fnx.lowering import nn_kernels
 
 
 def _last(t) -> bool:
@@ -135,6 +136,22 @@ def test_batch_norm_on_channels_last_keeps_it_with_the_row_major_values(shape, d
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for a, b_ in zip(out[False], out[True]):
         np.testing.assert_allclose(b_, a, rtol=tol, atol=tol)
+
+
+def test_batch_norm_on_channels_last_without_its_backwards_rows_loop_runs_numpys(monkeypatch):
+    """A forward over channels-last rows whose backward's loop did not build (its part of the library failed):
+    the backward runs the channels-first form, the same gradients."""
+    rng = np.random.default_rng(4)
+    x, gy = rng.standard_normal((4, 16, 32, 32)) * 3 + 1, rng.standard_normal((4, 16, 32, 32))
+    grads = []
+    for loop in (nn_kernels.batch_norm_backward_rows, lambda *args: None):
+        monkeypatch.setattr(nn_kernels, "batch_norm_backward_rows", loop)
+        X = fnx.tensor(x).to(memory_format=fnx.channels_last).requires_grad_()
+        bn = fnx.nn.BatchNorm2d(16).double()
+        (bn(X) * fnx.tensor(gy)).sum().backward()
+        grads.append([t.numpy() for t in (X.grad, bn.weight.grad, bn.bias.grad)])
+    for a, b_ in zip(*grads):
+        np.testing.assert_allclose(b_, a, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("op", [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: fnx.relu(a),

@@ -266,7 +266,9 @@ class _BatchNorm(Function):
         mean, rstd, _ = ctx.stats
         x, g = input._value, dy._value
         if ctx.channels_last:
-            return _channels_last_backward(x, g, weight, mean, rstd, input._device, need_x, need_w, need_b)
+            found = _channels_last_backward(x, g, weight, mean, rstd, input._device, need_x, need_w, need_b)
+            if found is not None:
+                return found
         n, c = x.shape[:2]
         x3, g3 = _per_channel(x, n, c), _per_channel(g, n, c)
         xp = input._device._xp
@@ -304,11 +306,16 @@ def _channels_last_forward(x, weight, bias, eps: float) -> tuple | None:
     return layout.from_rows(y, x.shape[0], x.shape[2:]), mean, var, rstd
 
 
-def _channels_last_backward(x, g, weight, mean, rstd, dev, need_x: bool, need_w: bool, need_b: bool) -> tuple:
+def _channels_last_backward(x, g, weight, mean, rstd, dev, need_x: bool, need_w: bool,
+                            need_b: bool) -> tuple | None:
     """_BatchNorm's backward for a channels-last x: the gradients' sums and dx over rows of channels in one C call
-    (g read in place where it is channels-last too), dx channels-last."""
-    d_input, sum_g, sum_gc = nn_kernels.batch_norm_backward_rows(
+    (g read in place where it is channels-last too), dx channels-last; None where that loop does not run though
+    the forward's did (its part of the library failed to build): numpy runs the channels-first form."""
+    found = nn_kernels.batch_norm_backward_rows(
         layout.rows(g), layout.rows(x), mean, rstd, None if weight is None else weight._value, need_x)
+    if found is None:
+        return None
+    d_input, sum_g, sum_gc = found
     if d_input is not None:
         d_input = make(layout.from_rows(d_input, x.shape[0], x.shape[2:]), dev)
     return (d_input, make(sum_gc * rstd, dev) if need_w else None, make(sum_g, dev) if need_b else None, None)
