@@ -23,7 +23,8 @@ W9m  peak RSS of training steps above the worker's RSS before them, in a fresh p
 W9c  the first step of the GPT, compilation included, with empty kernel caches (FNX_CACHE_DIR,
      TORCHINDUCTOR_CACHE_DIR), in a fresh process per sample; torch's compiled figure includes importing
      dynamo and inductor, which happens on the first compile. The eager rows show what a script's first
-     step waits for (fnx's eager C loops build on first use; torch ships its kernels built).
+     step waits for (fnx's eager C loops build on first use; torch ships its kernels built). Its "warm
+     caches" rows: the same in a process whose caches an earlier one filled (every later run of a script).
 W12  time per training step of whole programs in the form of their public code (pytorch-cifar's ResNet-18
      and MobileNetV2, EfficientNet-B0, DCGAN, ConvNeXt, U-Net, TCN, a text CNN, a TransformerEncoder
      classifier, a packed LSTM, an EmbeddingBag classifier: programs.PROGRAMS), fnx (through the torch
@@ -109,10 +110,14 @@ def _memory_sample(model: str, size: str, label: str, k: int) -> dict:
     return Worker.once(_spec(model, size, label, "memory"))
 
 
-def _first_call_sample(model: str, size: str, label: str) -> float:
+def _first_call_sample(model: str, size: str, label: str, warm: bool) -> float:
+    """The first step of a fresh process with empty caches, or (`warm`) with the caches an earlier process of the
+    same row filled: what every later run of a script waits for."""
     cache = tempfile.mkdtemp(prefix="fnx-bench-w9c-")
     try:
         env = {"FNX_CACHE_DIR": f"{cache}/fnx", "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor"}
+        if warm:
+            Worker.once(_spec(model, size, label, "first-call"), env)
         return Worker.once(_spec(model, size, label, "first-call"), env)["seconds"]
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -138,9 +143,9 @@ def _memory_case(model: str, size: str, which: str, label: str, device: str) -> 
     return _fresh_process_bench(lambda k: _memory_sample(model, size, label, k)[which])
 
 
-def _first_call_case(model: str, size: str, label: str, device: str) -> Bench:
+def _first_call_case(model: str, warm: bool, size: str, label: str, device: str) -> Bench:
     _check(device, label)
-    return _fresh_process_bench(lambda k: _first_call_sample(model, size, label))
+    return _fresh_process_bench(lambda k: _first_call_sample(model, size, label, warm))
 
 
 # ---------------------------------------------------------------- registration
@@ -156,9 +161,10 @@ for _size in SIZES:
             workload("W9m", f"{describe_model(_model, _size)}: {_what}", reference="torch",
                      frameworks=_MEMORY_ROWS, unit="MiB", repeats=3, warmup=0, size=_size, explicit=True,
                      own_processes=True)(functools.partial(_memory_case, _model, _size, _which))
-    workload("W9c", f"{describe_model('gpt', _size)}: first step, empty caches", reference="torch compile",
-             frameworks=_FIRST_CALL_ROWS, unit="s", repeats=3, warmup=0, size=_size, explicit=True,
-             own_processes=True)(functools.partial(_first_call_case, "gpt", _size))
+    for _warm, _caches in ((False, "empty"), (True, "warm")):
+        workload("W9c", f"{describe_model('gpt', _size)}: first step, {_caches} caches", reference="torch compile",
+                 frameworks=_FIRST_CALL_ROWS, unit="s", repeats=3, warmup=0, size=_size, explicit=True,
+                 own_processes=True)(functools.partial(_first_call_case, "gpt", _warm, _size))
 for _model in PROGRAMS:
     workload("W12", f"{describe_model(_model, 'small')}, train step", reference="torch", frameworks=("fnx", "torch"),
              unit="ms/op", repeats=5, size="small", explicit=True, own_processes=True)(
