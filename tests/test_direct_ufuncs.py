@@ -62,6 +62,28 @@ def test_the_direct_path_gives_binds_values_nodes_and_gradients(prim, op, dtype,
             np.testing.assert_array_equal(g.numpy(), w.numpy())
 
 
+NATIVE = [(ew.sigmoid_p, fnx.sigmoid), (ew.erf_p, fnx.erf), (ew.erfc_p, fnx.erfc)]
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (32, 64)])
+@pytest.mark.parametrize("prim, op", NATIVE, ids=[p.name for p, _ in NATIVE])
+def test_native_unary_ops_take_the_direct_path_through_their_impl(prim, op, shape, monkeypatch):
+    """An op numpy has no function of (sigmoid, erf) calls its impl (its eager C kernel first, at any size) from
+    `bind_unary` and records its node through `record_cpu_hook`, not bind's `record_hook`: the same values,
+    node and gradient as bind's."""
+    x, _ = _pair(np.float32, shape)
+    general, record = [], core.record_hook
+    monkeypatch.setattr(core, "record_hook", lambda *args: general.append(args[0].name) or record(*args))
+    out = op(x)
+    assert general == []
+    ref = core.bind(prim, x)
+    assert general == [prim.name]
+    np.testing.assert_array_equal(out.detach().numpy(), ref.detach().numpy())
+    assert out.grad_fn.name == ref.grad_fn.name and out._version == [0] and out._base is None
+    np.testing.assert_array_equal(fnx.autograd.grad(out.sum(), x)[0].numpy(),
+                                  fnx.autograd.grad(ref.sum(), x)[0].numpy())
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("prim, op", UNARY, ids=[p.name for p, _ in UNARY])
 def test_the_direct_unary_path_gives_binds_values_nodes_and_gradients(prim, op, dtype, impl_counts):

@@ -169,11 +169,16 @@ def _by_name(fname: str, arity: int) -> tuple[Callable, Callable]:
     return (lambda xp, x, y: ufunc(x, y) if xp is np else getattr(xp, fname)(x, y)), ufunc
 
 
-def _set_ufunc(prim: Primitive, ufunc: Callable | None, native: bool, eager_c_from: int | None) -> None:
-    """Let `core.bind_unary` / `bind_binary` call numpy's `ufunc` on arrays below the eager C kernels' size (a
-    native impl runs its kernel at every size: none)."""
+def _set_ufunc(prim: Primitive, ufunc: Callable | None, native: bool, eager_c_from: int | None,
+               unary: bool = False) -> None:
+    """Let `core.bind_unary` / `bind_binary` call numpy's `ufunc` on arrays below the eager C kernels' size. A
+    native unary impl runs its kernel at every size: `bind_unary` calls that impl itself, whatever the size
+    (sigmoid with its node on a GRU gate, (32, 64) floats: 4.0 -> 3.3 us)."""
     if ufunc is not None and not native:
         prim.ufunc, prim.ufunc_below = ufunc, eager_c_from or sys.maxsize
+    elif native and unary:
+        run = prim.impl
+        prim.ufunc, prim.ufunc_below = (lambda x: run(np, x)), sys.maxsize
 
 
 def unary(name: str, impl: Callable | str, deriv: Callable | None, *, c: dict | None = None, libm: bool | str = False,
@@ -208,7 +213,7 @@ def unary(name: str, impl: Callable | str, deriv: Callable | None, *, c: dict | 
     prim = Primitive(name, saves_inputs=deriv is not None and not saves_output, saves_output=saves_output,
                      differentiable=differentiable, **declared)
     prim.impl = _native_first(prim, impl, eager_c_from or 0, 1) if native or eager_c_from else impl
-    _set_ufunc(prim, ufunc, native, eager_c_from)
+    _set_ufunc(prim, ufunc, native, eager_c_from, unary=True)
 
     def abstract(x: ShapedArray) -> ShapedArray:
         if bool_error is not None and x.dtype is _dt.bool:
