@@ -62,13 +62,14 @@ def test_the_direct_path_gives_binds_values_nodes_and_gradients(prim, op, dtype,
             np.testing.assert_array_equal(g.numpy(), w.numpy())
 
 
-NATIVE = [(ew.sigmoid_p, fnx.sigmoid), (ew.erf_p, fnx.erf), (ew.erfc_p, fnx.erfc)]
+NATIVE = [(ew.sigmoid_p, fnx.sigmoid), (ew.erf_p, fnx.erf), (ew.erfc_p, fnx.erfc), (ew.gelu_p, fnx.nn.functional.gelu),
+          (ew.gelu_tanh_p, lambda x: fnx.nn.functional.gelu(x, approximate="tanh")), (ew.silu_p, fnx.nn.functional.silu)]
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (32, 64)])
 @pytest.mark.parametrize("prim, op", NATIVE, ids=[p.name for p, _ in NATIVE])
 def test_native_unary_ops_take_the_direct_path_through_their_impl(prim, op, shape, monkeypatch):
-    """An op numpy has no function of (sigmoid, erf) calls its impl (its eager C kernel first, at any size) from
+    """An op numpy has no function of (sigmoid, erf, GELU, SiLU) calls its impl (its eager C kernel first, at any size) from
     `bind_unary` and records its node through `record_cpu_hook`, not bind's `record_hook`: the same values,
     node and gradient as bind's."""
     x, _ = _pair(np.float32, shape)

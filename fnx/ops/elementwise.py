@@ -1219,10 +1219,17 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit x Phi(x); `approximate="tanh"` uses the tanh formula."""
     refuse_complex("gelu", input)
     if approximate == "tanh":
-        return _bind(gelu_tanh_p, input)
+        return _bind_float(gelu_tanh_p, input)
     if approximate != "none":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return _bind(gelu_p, input)
+    return _bind_float(gelu_p, input)
+
+
+def _bind_float(prim: Primitive, input: Tensor) -> Tensor:
+    """`bind(prim, input)`, by `core.bind_unary` for a float Tensor (not a subclass), as the unary wrappers do."""
+    if type(input) is Tensor and input._value.dtype in _FLOAT_NP:
+        return _bind_unary(prim, input)
+    return _bind(prim, input)
 
 
 # silu x s(x), s = sigmoid, and its vjp g silu'(x) as primitives (PyTorch's silu and silu_backward): one eager pass
@@ -1261,7 +1268,7 @@ def silu(input: Tensor) -> Tensor:
     refuse_complex("silu", input)
     if not input.dtype.is_inexact:
         input = convert(input, _dt.get_default_dtype())
-    return _bind(silu_p, input)
+    return _bind_float(silu_p, input)
 
 
 # softplus log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)) (no overflow) as one primitive, computed in double and
