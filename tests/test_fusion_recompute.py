@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import fnx
+from fnx.lowering import fusion
 from fnx.lowering.fusion import NEAR_STEPS, RECOMPUTE_MAX, Kernel
 from fnx.lowering.plan import plan_steps
+from test_fusion_merge import _arguments, _structure, block
 
 STEPS = 12
 
@@ -48,6 +50,24 @@ def test_its_backward_computes_each_steps_gradient_once():
     assert _count(kernels, "sigmoid") <= 4 * STEPS and _count(kernels, "tanh") <= 4 * STEPS
     for got, want in zip(fnx.compile(grad)(x, w), grad(x, w)):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_rounds_of_materialising_keep_the_kernels_that_did_not_inline_those_values(monkeypatch):
+    """Each round that materialises recomputed values (two in a pre-norm MLP block's gradient) rebuilds only the
+    kernels that inlined them: the same kernels as rebuilding every one each round, from fewer builds."""
+    jaxpr = fnx.make_jaxpr(fnx.grad(block, argnums=(0, 1, 2, 3)))(*_arguments())
+    builds, build_root = [], fusion._build_root
+    monkeypatch.setattr(fusion, "_build_root", lambda graph, root: builds.append(root) or build_root(graph, root))
+    kept = _structure(_kernels_of(jaxpr))
+    kept_builds = len(builds)
+    monkeypatch.setattr(fusion, "_forget", lambda built, materialised: built.clear())
+    assert _structure(_kernels_of(jaxpr)) == kept
+    assert kept_builds < len(builds) - kept_builds
+
+
+def _kernels_of(jaxpr) -> list[Kernel]:
+    steps, _ = plan_steps(jaxpr, "c")
+    return [s for s in steps if isinstance(s, Kernel)]
 
 
 def test_a_short_expression_that_two_kernels_read_stays_inlined():

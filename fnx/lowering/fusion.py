@@ -406,22 +406,25 @@ def fuse(jaxpr: Jaxpr, emittable: Callable[[Eqn], bool], scalar_consts: dict | N
     constants to their values, which are inlined as literals.
     """
     graph = _Graph(jaxpr, emittable, scalar_consts or {})
+    built: dict[int, _Draft] = {}
     while True:
-        drafts = _merge(graph, _single_root_drafts(graph))
+        drafts = _merge(graph, _single_root_drafts(graph, built))
         recomputed = _recomputed(graph, drafts)
         if not recomputed:
             break
         graph.materialised.update(recomputed)
+        _forget(built, recomputed)
     steps = _schedule(graph, drafts)
     return [_finish(s) if isinstance(s, _Draft) else s for s in steps]
 
 
-def _single_root_drafts(graph: _Graph) -> list[_Draft]:
-    """One kernel per materialised fusible value, materialising more values until every kernel builds.
+def _single_root_drafts(graph: _Graph, built: dict[int, _Draft]) -> list[_Draft]:
+    """One kernel per materialised fusible value, materialising more values until every kernel builds; `built`
+    (id of a root -> its kernel) keeps the kernels built so far, here and by earlier calls (merging copies them).
 
-    Materialising a value only invalidates the kernels that inlined it; the others are kept.
+    Materialising a value only invalidates the kernels that inlined it; the others are kept (`fuse`'s rounds of
+    materialising recomputed values rebuilt every kernel each round: 4 rounds for a GPT's training step).
     """
-    built: dict[int, _Draft] = {}
     while True:
         retry = None
         for root in graph.fusible_roots():
@@ -438,7 +441,13 @@ def _single_root_drafts(graph: _Graph) -> list[_Draft]:
         if id(retry) in graph.materialised:
             raise AssertionError(f"fusion: {retry} is materialised and still cannot be computed")
         graph.materialised.add(id(retry))
-        built = {rid: d for rid, d in built.items() if id(retry) not in d.builder.touched}
+        _forget(built, {id(retry)})
+
+
+def _forget(built: dict[int, _Draft], materialised: set[int]) -> None:
+    """Drop from `built` the kernels that inlined one of the newly `materialised` values (ids): they now load it."""
+    for rid in [rid for rid, d in built.items() if not d.builder.touched.isdisjoint(materialised)]:
+        del built[rid]
 
 
 def _build_root(graph: _Graph, root: Var) -> _Draft:
