@@ -736,8 +736,16 @@ def _into_a_whole_reshape_with_siblings(w):
     return x * col.sum() + flat.sum()
 
 
+def _beside_an_expanded_view(w):
+    x = w * 1.0
+    wide = x.expand(2, 3, 4)
+    x[0].mul_(2.0)            # the expanded view reads the written row twice: its node follows the write
+    return wide * wide
+
+
 @pytest.mark.parametrize("fn", [_scale_column, _add_rows, _through_a_transpose, _view_of_a_view_and_siblings,
-                                _into_a_constant_buffer, _into_a_whole_reshape_with_siblings],
+                                _into_a_constant_buffer, _into_a_whole_reshape_with_siblings,
+                                _beside_an_expanded_view],
                          ids=lambda f: f.__name__)
 def test_in_place_writes_into_views_are_differentiable(fn):
     w = fnx.tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)

@@ -193,3 +193,27 @@ def test_a_profile_and_the_debug_log_see_every_op():
         fnx.exp(x + y)
     assert [e.name for e in prof.events()] == ["add", "exp"]
     assert core.direct_ufuncs   # back once the profile ends
+
+
+VIEWS = [("reshape", lambda x: x.view(12)), ("transpose", lambda x: x.transpose(0, 1)),
+         ("slice", lambda x: x[:, 1:3]), ("broadcast_to", lambda x: x.expand(2, 3, 4))]
+
+
+@pytest.mark.parametrize("name, op", VIEWS, ids=[n for n, _ in VIEWS])
+def test_view_nodes_take_record_cpu_and_join_their_bases_views(name, op, monkeypatch):
+    """A view of a CPU tensor in grad mode records its node through `record_cpu` (as the ops of one or two CPU
+    tensors do), which notes it among its base's views: a write to the base through another view refreshes it."""
+    from fnx.autograd import tape
+    seen, record_cpu = [], tape.record_cpu
+    monkeypatch.setattr(tape, "record_cpu", lambda prim, *rest: seen.append(prim.name) or record_cpu(prim, *rest))
+    leaf, _ = _pair(np.float64)
+    x = leaf * 1.0
+    v = op(x)
+    assert seen == [name] and v._base is x and any(ref() is v for ref in x._views)
+    before = v.grad_fn
+    x[0].mul_(2.0)   # through another view of the base
+    assert v.grad_fn is not before
+    v.sum().backward()
+    want = np.ones((3, 4)) * (np.ones((3, 4)) if name != "slice" else np.pad(np.ones((3, 2)), ((0, 0), (1, 1))))
+    want[0] *= 2.0
+    np.testing.assert_array_equal(leaf.grad.numpy(), want * (2 if name == "broadcast_to" else 1))

@@ -207,7 +207,7 @@ def record(prim, args, params, out):
     devices, views, more inputs, anomaly mode, saved-tensor hooks). An input that is a leaf requiring grad is its
     own parent, which the node holds anyway, so it is kept as it is rather than replaced by a stand-in.
     """
-    if len(args) <= 2 and out._device is cpu and not prim.view and not core._get_flags() & core._RECORD_EXTRAS:
+    if len(args) <= 2 and out._device is cpu and not core._get_flags() & core._RECORD_EXTRAS:
         return record_cpu(prim, args, params, out)
     value = out._value
     dtype = value.dtype
@@ -248,8 +248,8 @@ _F32_STAND_INS = _CPU_STAND_INS[_F32]   # found without hashing a dtype, which c
 
 
 def record_cpu(prim, args, params, out):
-    """`core.record_cpu_hook`, and `record` of an op of one or two CPU tensors that is not a view: the node of
-    `out` in grad mode, without anomaly mode or saved-tensor hooks (the caller has checked).
+    """`core.record_cpu_hook`, and `record` of an op of one or two CPU tensors: the node of `out` in grad mode,
+    without anomaly mode or saved-tensor hooks (the caller has checked).
 
     This runs for nearly every recorded op, so it is written out: one lookup of the output's dtype finds the
     stand-ins of its dtype (and tells an integer output, which has no node), and a value's stand-in costs one
@@ -292,6 +292,8 @@ def record_cpu(prim, args, params, out):
     _keep_output(node, prim, out, value, table)
     out._node = node
     out._requires_grad = True
+    if prim.view:   # as in `record`
+        _note_view(out._base, out)
     return out
 
 

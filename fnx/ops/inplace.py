@@ -169,6 +169,9 @@ def _assign_view(view: Tensor, out: Tensor, op: str) -> Tensor:
     if base._requires_grad and base._node is None:
         raise FnxRuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
                               f"operation; wrap the update in `with fnx.no_grad():` or clone the leaf first")
+    if any(s == 0 and n > 1 for s, n in zip(view._value.strides, view._value.shape)):
+        raise FnxRuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor "
+                              f"refers to a single memory location (an expanded view); clone it first")
     if _covers(view, base):   # every element in order (a reshaped result: a convolution's output): no index_put
         positions, flat = None, reshape(out, -1)
     else:
@@ -196,15 +199,13 @@ def _covers(view: Tensor, base: Tensor) -> bool:
 
 
 def _positions_in_base(view: Tensor, base: Tensor, op: str) -> Tensor:
-    """The flat index in `base` of each element of its view `view` (from their memory layouts)."""
+    """The flat index in `base` of each element of its view `view` (from their memory layouts); an expanded view's
+    repeated elements repeat their index."""
     b, v = base._value, view._value
     xp = base._device.xp
     if not b.flags.c_contiguous:
         raise NotImplementedError(f"{op}: in-place write into a view of a non-contiguous tensor that autograd "
                                   f"records; make the base contiguous first (base = base.contiguous())")
-    if any(s == 0 and n > 1 for s, n in zip(v.strides, v.shape)):
-        raise FnxRuntimeError(f"{op}: unsupported operation: more than one element of the written-to tensor "
-                              f"refers to a single memory location (an expanded view); clone it first")
     item = b.itemsize
     start = (_address(v) - _address(b)) // item
     flat = xp.arange(b.size, dtype=xp.int64)
