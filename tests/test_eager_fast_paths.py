@@ -152,7 +152,7 @@ def _c_rows_and_numpy(monkeypatch, x, g, dim):
         return out, log_softmax_backward_p.impl(np, g, out, dim=dim), softmax_p.impl(np, x, dim=dim)
 
     got = run()
-    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 10**9)
+    monkeypatch.setattr(nn_kernels, "ROW_MIN_ELEMENTS", 10**9)
     return got, run()
 
 

@@ -36,7 +36,7 @@ def _run(x, w, b, g, dims: int, input_grad: bool = True) -> list:
 def test_c_rows_match_the_composition(features, dtype, params, input_grad, seed):
     """Over the trailing dims of a (2, rows, *features) input, large enough for the C loops."""
     feat = features if isinstance(features, tuple) else (features,)
-    rows = math.ceil(nn_kernels.MIN_ELEMENTS / math.prod(feat) / 2) + 3
+    rows = math.ceil(nn_kernels.ROW_MIN_ELEMENTS / math.prod(feat) / 2) + 3
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((2, rows) + feat) * 4 + 2).astype(dtype)
     w = rng.standard_normal(feat).astype(dtype) if "weight" in params else None
@@ -46,7 +46,7 @@ def test_c_rows_match_the_composition(features, dtype, params, input_grad, seed)
     input_grad = input_grad or params == "none"   # something to differentiate
     got = _run(x, w, b, g, len(feat), input_grad)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(nn_kernels, "MIN_ELEMENTS", 10**12)
+        mp.setattr(nn_kernels, "ROW_MIN_ELEMENTS", 10**12)
         want = _run(x, w, b, g, len(feat), input_grad)
     assert len(got) == len(want)
     tol = TOL[dtype]
@@ -59,7 +59,7 @@ def test_c_rows_match_the_composition(features, dtype, params, input_grad, seed)
 def test_c_rows_float64_gradients_and_second_order(monkeypatch, affine):
     """With every size on the C loops: float64 gradients match finite differences, and create_graph (which runs
     the composition on the tape) gives the second derivatives of fnx.grad's traced composition."""
-    monkeypatch.setattr(nn_kernels, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(nn_kernels, "ROW_MIN_ELEMENTS", 1)
     rng = np.random.default_rng(3)
     arrays = [rng.standard_normal((3, 2, 5))] + ([rng.standard_normal((2, 5))] * 2 if affine else [])
     args = [fnx.tensor(a, requires_grad=True) for a in arrays]
@@ -105,3 +105,36 @@ def test_c_rows_leave_nan_rows_nan():
     x[7, 3] = np.nan
     y, mean, rstd = nn_kernels.layer_norm(x, None, None, 1, 1e-5)
     assert np.isnan(y[7]).all() and np.isnan(mean[7]).all() and not np.isnan(np.delete(y, 7, 0)).any()
+
+
+@pytest.mark.parametrize("grads", ["input", "weight and bias", "none"])
+def test_eager_node_is_the_functions_recorded_without_apply(monkeypatch, grads):
+    """An eager float layer_norm puts `_LayerNorm`'s node on the tape through `record_one` (Function.apply's steps
+    left out): the values and gradients of `_LayerNorm.apply`, under saved-tensor hooks and anomaly mode too; no
+    node where nothing requires grad."""
+    from fnx.autograd.function import Function
+    from fnx.autograd.graph import saved_tensors_hooks
+    from fnx.nn.functional_norm import _LayerNorm
+
+    applied = []
+    monkeypatch.setattr(Function, "apply", classmethod(lambda cls, *a: applied.append(cls) or None))
+    rng = np.random.default_rng(5)
+    x, w, b = rng.standard_normal((4, 6)), rng.standard_normal(6), rng.standard_normal(6)
+    ts = [fnx.tensor(a, requires_grad=(grads == "input") == (i == 0) and grads != "none") for i, a in enumerate((x, w, b))]
+    packed = []
+    with saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t), fnx.autograd.detect_anomaly():
+        y = F.layer_norm(ts[0], (6,), ts[1], ts[2])
+    assert applied == []
+    if grads == "none":
+        assert y.grad_fn is None and not y.requires_grad
+        return
+    assert y.grad_fn.fn is _LayerNorm and y.grad_fn.stack and len(packed) == 4
+    g = fnx.tensor(rng.standard_normal((4, 6)))
+    monkeypatch.undo()
+    want_ts = [fnx.tensor(a, requires_grad=t.requires_grad) for a, t in zip((x, w, b), ts)]
+    want = _LayerNorm.apply(*want_ts, (1,), 1e-5)
+    np.testing.assert_array_equal(y.detach().numpy(), want.detach().numpy())
+    got = fnx.autograd.grad(y, [t for t in ts if t.requires_grad], g)
+    expected = fnx.autograd.grad(want, [t for t in want_ts if t.requires_grad], g)
+    for a, e in zip(got, expected):
+        np.testing.assert_array_equal(a.numpy(), e.numpy())

@@ -25,10 +25,15 @@ from .template_library import TemplateLibrary
 
 __all__ = ["lstm_loops", "build_lstm_soon", "log_softmax", "log_softmax_backward", "nll_rows", "cross_entropy_backward",
            "softmax", "layer_norm", "layer_norm_backward", "batch_norm_forward", "batch_norm_backward",
-           "batch_norm_forward_rows", "batch_norm_backward_rows", "MIN_ELEMENTS"]
+           "batch_norm_forward_rows", "batch_norm_backward_rows", "MIN_ELEMENTS", "ROW_MIN_ELEMENTS"]
 
-# Below this many elements (an LSTM's steps x batch x hidden) numpy runs (and tests of tiny arrays never compile).
+# Below this many elements (an LSTM's steps x batch x hidden, batch_norm's input) numpy runs (and tests of tiny
+# arrays never compile).
 MIN_ELEMENTS = 4096
+# The same for the loops over rows (log_softmax, softmax, cross_entropy's picking and backward, layer_norm): a C
+# call costs less than numpy's passes from a few rows on (softmax over (4, 16) 8.4 -> 5.6 us, cross_entropy 24 -> 12,
+# layer_norm's forward and backward 52 -> 38; AMD EPYC, Zen 4), where a small model's every step runs them.
+ROW_MIN_ELEMENTS = 64
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _POINTERS = {"lstm_forward": 9, "lstm_backward": 9, "log_softmax": 2, "log_softmax_backward": 3, "softmax": 2,
              "nll_rows": 4, "cross_entropy_backward": 4,
@@ -68,9 +73,10 @@ _library = _LIBRARY.function
 _found: dict = {}
 
 
-def _functions(dtype: np.dtype, elements: int, *names: str) -> tuple | None:
-    """The C functions `names` for `dtype`, or None where numpy should run (small, other dtype, no library)."""
-    if elements < MIN_ELEMENTS:
+def _functions(dtype: np.dtype, elements: int, *names: str, least: int | None = None) -> tuple | None:
+    """The C functions `names` for `dtype`, or None where numpy should run (fewer `elements` than `least`, by
+    default MIN_ELEMENTS; another dtype; no library)."""
+    if elements < (MIN_ELEMENTS if least is None else least):
         return None
     fns = _found.get((dtype, names), False)
     if fns is False:
@@ -114,7 +120,7 @@ def nll_rows(lp: np.ndarray, target: np.ndarray, ignore_index: int, per_row: boo
     losses if `per_row` else None, their sum as a float, the counted targets' number); False where a counted
     target lies outside [0, C) (the caller raises the bounds error); None where numpy should run it (an
     ignore_index beyond int64, which ctypes would wrap, included)."""
-    fns = _functions(lp.dtype, lp.size, "nll_rows") if (lp.ndim == 2 and _class_indices(lp, target)
+    fns = _functions(lp.dtype, lp.size, "nll_rows", least=ROW_MIN_ELEMENTS) if (lp.ndim == 2 and _class_indices(lp, target)
                                                          and -(1 << 63) <= ignore_index < 1 << 63) else None
     if fns is None:
         return None
@@ -132,7 +138,7 @@ def cross_entropy_backward(lp: np.ndarray, target: np.ndarray, g: np.ndarray, ig
     """cross_entropy's gradient of its logits, from log_softmax's output `lp` (N, C), the int64 class indices
     `target` (checked by `nll_rows`) and the loss's `g` (one value, or one per row), with numpy's path's bits:
     `count` the mean's number of counted targets (None for the sum and none); None where numpy should run it."""
-    fns = _functions(lp.dtype, lp.size, "cross_entropy_backward") if (
+    fns = _functions(lp.dtype, lp.size, "cross_entropy_backward", least=ROW_MIN_ELEMENTS) if (
         lp.ndim == 2 and g.dtype == lp.dtype and g.size in (1, lp.shape[0]) and _class_indices(lp, target)) else None
     if fns is None:
         return None
@@ -164,7 +170,7 @@ def _rows(name: str, dim: int, *arrays: np.ndarray) -> np.ndarray | None:
             return None
         out = _rows(name, x.ndim - 1, *(a.transpose(order) for a in arrays))
         return None if out is None else out.transpose(tuple(int(d) for d in np.argsort(order)))
-    fns = _functions(x.dtype, x.size, name)
+    fns = _functions(x.dtype, x.size, name, least=ROW_MIN_ELEMENTS)
     if fns is None:
         return None
     arrays = [contiguous(a) for a in arrays]
@@ -177,7 +183,7 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None
                eps: float) -> tuple | None:
     """(y, mean, rstd) of layer_norm over the trailing `k` dims of `x`, the statistics shaped with those dims
     kept as 1s, or None where numpy should run it; `weight` and `bias` (None for none) span those dims."""
-    fns = _functions(x.dtype, x.size, "layer_norm") if x.size and all(
+    fns = _functions(x.dtype, x.size, "layer_norm", least=ROW_MIN_ELEMENTS) if x.size and all(
         a is None or a.dtype == x.dtype for a in (weight, bias)) else None
     if fns is None:
         return None
@@ -195,7 +201,7 @@ def layer_norm_backward(g: np.ndarray, x: np.ndarray, mean: np.ndarray, rstd: np
                         weight: np.ndarray | None, k: int, needs_input: bool) -> tuple | None:
     """(dx, dweight, dbias) of layer_norm over the trailing `k` dims of `x`, given the forward's `mean` and `rstd`
     (dx None unless `needs_input`), or None where numpy should run it."""
-    fns = _functions(x.dtype, x.size, "layer_norm_backward") if x.size and all(
+    fns = _functions(x.dtype, x.size, "layer_norm_backward", least=ROW_MIN_ELEMENTS) if x.size and all(
         a is None or a.dtype == x.dtype for a in (g, weight, mean, rstd)) else None
     if fns is None:
         return None

@@ -15,6 +15,7 @@ from ..ops.autocast import autocast_op
 from .. import core
 from .. import dtypes as _dt
 from ..autograd import Function, no_grad
+from ..autograd.function import FunctionCtx, record_one
 from ..core import FnxRuntimeError, FnxValueError
 from ..lowering import nn_kernels
 from .. import array_layout as layout
@@ -524,6 +525,14 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     it is the composition of fnx ops, which those differentiate and fuse."""
     dims = _normalized_dims(input, normalized_shape, "layer_norm")
     if not core.state.transforms_active and all(t is None or t.dtype is input.dtype for t in (weight, bias)):
+        if type(input) is Tensor and input._value.dtype.kind == "f":   # forward on the arrays: no op binds
+            needs = (input._requires_grad, weight is not None and weight._requires_grad,
+                     bias is not None and bias._requires_grad, False, False)
+            ctx = FunctionCtx(needs)
+            out = _LayerNorm.forward(ctx, input, weight, bias, dims, eps)
+            if core._get_flags() & core._NO_GRAD or True not in needs:   # no grad mode, or nothing to differentiate
+                return out
+            return record_one(_LayerNorm, ctx, (input, weight, bias, None, None), out)   # as `apply` would
         return _LayerNorm.apply(input, weight, bias, dims, eps)
     _, centered, rstd = _layer_stats(input, dims, eps)
     return _affine_last(centered * rstd, weight, bias)
