@@ -291,3 +291,77 @@ def test_the_direct_kernel_is_read_from_numpys_own_openblas(monkeypatch):
         monkeypatch.setattr(G, "_direct", None)
         assert G.numpy_blas_has_direct_kernel() is want, info
 
+
+
+# ---------------------------------------------------------------- batched products (G.batched)
+def _batched_bound_ok(got, a, b):
+    """`_bound_ok` for every matrix of stacks a @ b."""
+    a2, b2 = a.reshape((-1,) + a.shape[-2:]), b.reshape((-1,) + b.shape[-2:])
+    return all(_bound_ok(g, x, y) for g, x, y in zip(got.reshape((-1,) + got.shape[-2:]), a2, b2))
+
+
+def _attention_operands(rng, batch=3, tokens=37, heads=4, features=33):
+    """q viewed from (batch, tokens, heads * features) and transposed to (batch, heads, tokens, features) (its heads
+    a row apart, its samples a block apart: two batch strides), and k, a contiguous stack of q's shape."""
+    x = rng.standard_normal((batch, tokens, heads * features), np.float32)
+    q = x.reshape(batch, tokens, heads, features).transpose(0, 2, 1, 3)
+    return q, rng.standard_normal(q.shape, np.float32)
+
+
+def test_batched_attention_products_within_the_float32_bound():
+    """q @ k^T, p @ v and the gradients' transposed stacks (edge tiles in every dim), as numpy's values."""
+    rng = np.random.default_rng(7)
+    q, k = _attention_operands(rng)
+    p = rng.standard_normal(q.shape[:-1] + (q.shape[-2],), np.float32)
+    cases = [(q, k.swapaxes(-1, -2)), (p, k), (p.swapaxes(-1, -2), q), (q.swapaxes(-1, -2), k),
+             (rng.standard_normal((2, 3, 5, 40, 33), np.float32), rng.standard_normal((2, 3, 5, 33, 50), np.float32))]
+    for a, b in cases:
+        got = G.batched(a, b)
+        assert got is not None and got.flags.c_contiguous and got.shape == a.shape[:-1] + b.shape[-1:]
+        assert _batched_bound_ok(got, a, b)
+
+
+def test_batched_products_it_takes_and_the_ones_numpy_runs():
+    f32 = lambda *s: np.zeros(s, np.float32)   # noqa: E731
+    assert G.batched(f32(32, 64, 32), f32(32, 32, 64)) is not None
+    assert G.batched(f32(8, 4, 64, 32), f32(8, 4, 32, 64).swapaxes(0, 1).copy().swapaxes(0, 1)) is not None
+    assert G.batched(f32(256, 16, 16), f32(256, 16, 16)) is None    # a matrix below BATCHED_MIN_WORK
+    assert G.batched(f32(32, 64, 32), f32(1, 32, 64)) is None       # a broadcast batch: numpy's matmul
+    assert G.batched(f32(32, 64, 32), f32(32, 64)) is None
+    assert G.batched(np.zeros((32, 64, 32)), np.zeros((32, 32, 64))) is None   # float64
+    three = f32(4, 3, 2, 64, 32).transpose(2, 1, 0, 3, 4)   # three batch strides
+    assert G.batched(three, f32(2, 3, 4, 32, 64)) is None
+
+
+@pytest.mark.parametrize("count, shape", [(3, (300, 200, 100)), (6, (64, 32, 64)), (2, (120, 600, 80))])
+def test_batched_bits_on_any_number_of_threads(count, shape):
+    """A matrix per thread or each matrix over the threads (few large ones), one matrix's bits whatever the count."""
+    m, k, n = shape
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((count, k, m), np.float32).swapaxes(-1, -2)   # transposed, as a weight gradient's
+    b = rng.standard_normal((count, k, n), np.float32)
+    results = []
+    for threads in (1, 2, 3, 8):
+        with _threads(threads):
+            results.append(G.batched(a, b))
+    assert all(np.array_equal(results[0], r) for r in results[1:])
+    assert _batched_bound_ok(results[0], a, b)
+
+
+def test_eager_batched_matmul_forward_and_backward_go_through_it(monkeypatch):
+    """Attention written out (q @ k.transpose(-2, -1)): the product and both gradients' products run batched, with
+    numpy's float64 values to float32 rounding."""
+    calls = []
+    real = G.batched
+    monkeypatch.setattr(G, "batched", lambda a, b: calls.append(a.shape) or real(a, b))
+    rng = np.random.default_rng(9)
+    q, k = _attention_operands(rng)
+    tq, tk = fnx.tensor(q, requires_grad=True), fnx.tensor(k, requires_grad=True)
+    s = tq @ tk.transpose(-2, -1)
+    g = rng.standard_normal(s.shape)
+    s.backward(fnx.tensor(g.astype(np.float32)))
+    assert len(calls) == 3
+    q64, k64 = q.astype(np.float64), k.astype(np.float64)
+    np.testing.assert_allclose(s.detach().numpy(), q64 @ k64.swapaxes(-1, -2), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tq.grad.numpy(), g @ k64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tk.grad.numpy(), g.swapaxes(-1, -2) @ q64, rtol=1e-4, atol=1e-4)

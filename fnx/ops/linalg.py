@@ -146,7 +146,11 @@ def _product(xp, a, b):
     if b.ndim == 2 and a.ndim > 2:
         rows = math.prod(a.shape[:-1])
         return _product_2d(xp, a.reshape(rows, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
-    return _product_2d(xp, a, b) if a.ndim == 2 and b.ndim == 2 else xp.matmul(a, b)
+    if a.ndim == 2 and b.ndim == 2:
+        return _product_2d(xp, a, b)
+    # stacks of matrices (attention written out): fnx's GEMM over the matrices where it takes them
+    out = gemm.batched(a, b) if xp is np and gemm is not None and a.ndim > 2 else None
+    return xp.matmul(a, b) if out is None else out
 
 
 # fnx's GEMM (fnx/lowering/gemm_kernels.py sets this at import): the products of a model's layers on the CPU
