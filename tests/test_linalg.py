@@ -155,6 +155,56 @@ def test_einsum_gradient_of_a_diagonal():
     np.testing.assert_allclose(x.grad.numpy(), np.diag([1.0, 2.0, 3.0]))
 
 
+@pytest.mark.parametrize("equation, shapes", [
+    ("bhqd,bhkd->bhqk", [(2, 3, 37, 33), (2, 3, 41, 33)]),   # attention's scores: batch labels
+    ("bhqk,bhkd->bqhd", [(2, 3, 37, 41), (2, 3, 41, 33)]),   # its output, written to another order
+    ("ij,kj->ik", [(70, 50), (60, 50)]),                     # a product with no batch label
+    ("bij,jk->bik", [(4, 30, 50), (50, 40)]),
+    ("bxy,byz->bzx", [(6, 32, 40), (1, 40, 36)]),            # a broadcast batch
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_einsum_of_two_operands_runs_as_a_product(equation, shapes, dtype, monkeypatch):
+    """A contraction of two operands (each label once per operand, none summed out of one alone) is one batched
+    product, as PyTorch computes it: numpy's float64 values within a product's rounding bound, gradients too."""
+    from fnx.ops import linalg
+
+    pairs = []
+    real = linalg._contract_pair
+    monkeypatch.setattr(linalg, "_contract_pair", lambda *a: pairs.append(real(*a)) or pairs[-1])
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    ts = [fnx.tensor(a, requires_grad=True) for a in arrays]
+    out = fnx.einsum(equation, *ts)
+    assert pairs and pairs[0] is not None
+    want = np.einsum(equation, *(a.astype(np.float64) for a in arrays))
+    k = math.prod(shapes[0]) * math.prod(shapes[1]) // max(want.size, 1)
+    tol = k * np.finfo(dtype).eps
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=tol, atol=tol * np.abs(want).max())
+    g = rng.standard_normal(want.shape)
+    out.backward(fnx.tensor(g.astype(dtype)))
+    for i, t in enumerate(ts):
+        other = "".join(c for c in equation.split("->")[0].split(",")[1 - i])
+        mine = equation.split("->")[0].split(",")[i]
+        grad = np.einsum(f"{equation.split('->')[1]},{other}->{mine}", g, arrays[1 - i].astype(np.float64))
+        if grad.shape != t.shape:   # a broadcast operand: its gradient summed over the broadcast dims
+            grad = grad.sum(axis=tuple(d for d, n in enumerate(t.shape) if n == 1), keepdims=True)
+        np.testing.assert_allclose(t.grad.numpy(), grad, rtol=100 * tol, atol=100 * tol * np.abs(grad).max())
+
+
+@pytest.mark.parametrize("equation, shapes", [("ii,ij->ij", [(40, 40), (40, 50)]), ("ij,jk->k", [(40, 50), (50, 60)]),
+                                              ("ij,kl->ijkl", [(8, 9), (10, 11)]), ("i,i->", [(5,), (5,)])])
+def test_einsum_left_to_numpy(equation, shapes):
+    """A repeated label, a label summed out of one operand alone, no label summed over both or little work: numpy's
+    einsum, with its values."""
+    from fnx.ops import linalg
+
+    arrays = [np.random.default_rng(5).standard_normal(s) for s in shapes]
+    assert linalg._contract_pair(*arrays, *equation.split("->")[0].split(","), equation.split("->")[1],
+                                 linalg._label_sizes(equation, tuple(shapes))) is None
+    np.testing.assert_allclose(fnx.einsum(equation, *(t(a) for a in arrays)).numpy(), np.einsum(equation, *arrays),
+                               rtol=1e-12, atol=1e-12)
+
+
 def test_einsum_handles_integers_and_does_not_promote():
     a = fnx.tensor([[1, 2], [3, 4]], dtype=fnx.int32)
     assert fnx.einsum("ij,jk->ik", a.float(), fnx.ones(2, 2)).dtype is fnx.float32

@@ -695,6 +695,33 @@ def _label_sizes(equation: str, shapes: tuple) -> dict:
 
 
 einsum_p = Primitive("einsum")
+_PRODUCT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_PAIR_MIN_WORK = 1 << 15
+
+
+def _contract_pair(a: np.ndarray, b: np.ndarray, sa: str, sb: str, so: str, sizes: dict) -> np.ndarray | None:
+    """einsum of two CPU arrays with labels `sa` and `sb` into `so` as one product (batched over the labels of both
+    and the output: attention's 'bhqd,bhkd->bhqk'), as PyTorch computes einsum; None (numpy's einsum runs) for a
+    label repeated in an operand or summed out of one operand alone, no label summed over both, or little work.
+    numpy's einsum runs a contraction with such batch labels in its own loops, not its BLAS."""
+    if len(set(sa)) != len(sa) or len(set(sb)) != len(sb):
+        return None
+    batch = [c for c in so if c in sa and c in sb]
+    left = [c for c in so if c in sa and c not in sb]
+    right = [c for c in so if c in sb and c not in sa]
+    summed = [c for c in sa if c in sb and c not in so]
+    if not summed or len(summed) + len(batch) + len(left) != len(sa) or \
+            len(summed) + len(batch) + len(right) != len(sb):
+        return None
+    m, k, n = (math.prod([sizes[c] for c in labels]) for labels in (left, summed, right))
+    lead = tuple(sizes[c] for c in batch)
+    if math.prod(lead) * m * k * n < _PAIR_MIN_WORK:
+        return None
+    x = a.transpose([sa.index(c) for c in batch + left + summed]).reshape(lead + (m, k))
+    y = b.transpose([sb.index(c) for c in batch + summed + right]).reshape(lead + (k, n))
+    out = _matmul_impl(np, x, y).reshape(lead + tuple(sizes[c] for c in left + right))
+    order = batch + left + right
+    return out.transpose([order.index(c) for c in so])
 
 
 @einsum_p.def_impl
@@ -705,6 +732,10 @@ def _einsum_impl(xp, *arrays, equation):
     sizes = _label_sizes(equation, tuple(a.shape for a in arrays))
     full = [tuple(sizes[c] for c in sub) for sub in ins]
     arrays = [a if a.shape == f else xp.broadcast_to(a, f) for a, f in zip(arrays, full)]
+    if xp is np and len(arrays) == 2 and arrays[0].dtype in _PRODUCT_FLOATS:
+        out = _contract_pair(*arrays, *ins, equation.split("->")[1], sizes)
+        if out is not None:
+            return out
     big = len(arrays) > 1 and sum(a.size for a in arrays) > 4096  # BLAS paths pay off only on larger operands
     out = xp.einsum(equation, *arrays, optimize=big)
     if len(arrays) == 1 and isinstance(out, xp.ndarray) and xp.may_share_memory(out, arrays[0]):
