@@ -694,3 +694,35 @@ def test_grid_sample_non_finite_grid_values_as_pytorch():
         assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid, mode="nearest").item() == 0.0
         for padding in ("border", "reflection"):
             assert F.grid_sample(fnx.ones(1, 1, 2, 2), grid, padding_mode=padding).item() == 1.0
+
+
+@pytest.mark.parametrize("shape, size", [((4, 6, 8, 12), 1), ((4, 6, 8, 12), (2, 3)), ((6, 8, 12), (4, 4)),
+                                         ((4, 6, 16), 1), ((4, 6, 16), 4), ((2, 3, 4, 6, 8), (1, 2, 4))])
+def test_adaptive_avg_pool_of_tiling_windows_is_a_mean_of_each_tile(shape, size, monkeypatch):
+    """Output sizes that divide the input's (a global average above all) take a reshape and a sum, not the product
+    by window weights: the values and float64 gradients of the windows' means."""
+    from fnx.nn import functional_pool
+
+    monkeypatch.setattr(functional_pool, "matmul", lambda *a: pytest.fail("adaptive pooling took the window product"))
+    nd = {4: 2, 3: 1 if isinstance(size, int) and len(shape) == 3 and shape[-1] == 16 else 2, 5: 3}[len(shape)]
+    fn = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}[nd]
+    x = np.random.default_rng(2).standard_normal(shape)
+    out = fn(fnx.tensor(x), size)
+    sizes = (size,) * nd if isinstance(size, int) else size
+    lead = x.shape[:-nd]
+    tiles = x.reshape(lead + tuple(v for n, m in zip(x.shape[-nd:], sizes) for v in (m, n // m)))
+    want = tiles.mean(tuple(len(lead) + 1 + 2 * i for i in range(nd)))
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12, atol=1e-12)
+    assert fnx.autograd.gradcheck(lambda t: fn(t, size), (fnx.tensor(x[..., :4] if nd == 1 else x,
+                                                                      requires_grad=True),)) if nd == 1 and sizes[0] == 1 \
+        else fnx.autograd.gradcheck(lambda t: fn(t, size), (fnx.tensor(x, requires_grad=True),))
+
+
+def test_adaptive_avg_pool_output_written_in_place_still_differentiates():
+    """As in PyTorch (torchvision's squeeze-and-excitation blocks): the pooled output's node does not read it."""
+    x = fnx.tensor(np.random.default_rng(3).standard_normal((2, 3, 4, 4)), requires_grad=True)
+    for size in (1, 2):
+        y = F.adaptive_avg_pool2d(x * 1.0, size)
+        F.silu(y, inplace=True)
+        y.sum().backward()
+    assert x.grad is not None

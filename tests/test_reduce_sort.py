@@ -399,3 +399,24 @@ def test_quantile_with_a_tensor_of_q_puts_the_quantiles_first_and_names_bad_inpu
     for call, message in bad:
         with pytest.raises((RuntimeError, ValueError), match=message):
             call()
+
+
+@pytest.mark.parametrize("shape, axes", [((16, 8, 6, 2, 6, 2), (3, 5)), ((4, 96, 5, 7), (2,)), ((2048, 3, 4), (1, 2)),
+                                         ((1024, 1, 8), (1,))])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sums_over_short_axes_of_a_large_array_add_slices(shape, axes, keepdim, monkeypatch):
+    """Over axes of at most 8 elements (avg_pool's tiles) a large array's sum adds its slices along each axis, where
+    numpy's add.reduce ran its inner loop once per output element: float64's values to rounding, kept dims."""
+    from fnx.ops import reduce as rd
+
+    sliced = []
+    real = rd._sum_short_axes
+    monkeypatch.setattr(rd, "_sum_short_axes", lambda x, axes, keep: sliced.append(axes) or real(x, axes, keep))
+    x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    got = fnx.sum(fnx.tensor(x), axes, keepdim=keepdim).numpy()
+    want = x.astype(np.float64).sum(axes, keepdims=keepdim)
+    assert sliced == [axes] and got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    fnx.sum(fnx.tensor(x), tuple(sorted({int(np.argmax(shape))} | set(axes))))   # a long axis among them
+    fnx.sum(fnx.tensor(x[:4, :1]), axes)   # a small array
+    assert sliced == [axes]

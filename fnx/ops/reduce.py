@@ -101,7 +101,29 @@ def _sum_impl(xp, x, *, axes, keepdims):
             out = hook(sum_p, x, axes=axes, keepdims=keepdims)
             if out is not None:
                 return out
+        if axes and builtins.max([x.shape[a] for a in axes]) <= _SHORT_AXIS:
+            return _sum_short_axes(x, axes, keepdims)
     return _add_reduce(x, axes, x.dtype, None, keepdims)
+
+
+_SHORT_AXIS = 8
+
+
+def _sum_short_axes(x: np.ndarray, axes: tuple, keepdims: bool) -> np.ndarray:
+    """The sum of a large array over axes of at most _SHORT_AXIS elements (avg_pool2d's windows that tile the input:
+    (16, 32, 16, 2, 16, 2) over axes 3 and 5) as adds of its slices along each axis in turn, the last first: numpy's
+    add.reduce runs its inner loop over such an axis once per output element (4.2 ms there, the adds 0.17 ms). Each
+    axis adds its slices in order, as numpy's reduction does over fewer than 8 elements."""
+    out = x
+    for a in sorted(axes, reverse=True):
+        lead = (slice(None),) * a
+        total = np.add(out[lead + (0,)], out[lead + (1,)]) if out.shape[a] > 1 else out[lead + (0,)].copy()
+        for j in range(2, out.shape[a]):
+            np.add(total, out[lead + (j,)], out=total)
+        out = total
+    if keepdims:
+        out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
+    return out
 
 
 sum_p.def_abstract(_reduction_abstract("sum"))
