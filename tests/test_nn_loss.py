@@ -272,3 +272,32 @@ def test_ctc_loss_against_every_alignment():
     for call, message in bad:
         with pytest.raises(RuntimeError, match=message):
             call()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_mse_loss_is_one_node_with_the_compositions_values(reduction, dtype):
+    """Eager mse_loss of one shape (mean or sum) is one node (a difference and one dot product): numpy's float64
+    values and gradients for both operands, float64 gradcheck and gradgradcheck (create_graph runs the composition),
+    an in-place write to an input before backward caught, and no node where nothing requires grad."""
+    x, y = RNG.standard_normal((7, 9)), RNG.standard_normal((7, 9))
+    a, b = fnx.tensor(x, dtype=dtype, requires_grad=True), fnx.tensor(y, dtype=dtype, requires_grad=True)
+    loss = F.mse_loss(a, b, reduction=reduction)
+    assert loss.grad_fn.name == "_MSELossBackward" and loss.dtype is a.dtype
+    d = a.detach().double().numpy() - b.detach().double().numpy()
+    scale = 1 / d.size if reduction == "mean" else 1
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    close(loss, (d * d).sum() * scale, tol)
+    loss.backward()
+    close(a.grad, 2 * d * scale, tol)
+    close(b.grad, -2 * d * scale, tol)
+    xs = fnx.tensor(x, requires_grad=True)
+    assert gradcheck(lambda t: F.mse_loss(t, T(y), reduction=reduction), (xs,))
+    assert fnx.autograd.gradgradcheck(lambda t: F.mse_loss(t, T(y), reduction=reduction), (xs,))
+    c = xs * 1.0
+    loss = F.mse_loss(c, T(y))
+    with fnx.no_grad():
+        c.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    assert F.mse_loss(T(x), T(y)).grad_fn is None
